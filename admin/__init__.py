@@ -1,0 +1,1 @@
+"""tms-admin: the operator's command line for tms-hbase (topics, tables, the local HBase)."""

@@ -1,0 +1,139 @@
+"""tms-admin topic …: create, update, get, list and delete topics."""
+
+from __future__ import annotations
+
+import click
+
+from tms_hbase import TopicId, TopicMetadata
+from tms_hbase.errors import InvalidArgument
+
+from .context import Settings, pass_settings
+from .errors import handle_errors
+from .output import emit, json_option
+
+
+def _topic_id(_ctx: click.Context, _param: click.Parameter, value: str) -> TopicId:
+    try:
+        return TopicId.parse(value)
+    except InvalidArgument as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def _properties(ttl: str | None, pairs: tuple[str, ...]) -> dict[str, str]:
+    props = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise InvalidArgument(f"bad --property {pair!r}: expected KEY=VALUE")
+        props[key] = value
+    if ttl is not None:
+        props["ttl"] = ttl
+    return props
+
+
+def _as_dict(meta: TopicMetadata) -> dict:
+    return {
+        "topic": str(meta.topic),
+        "namespace": meta.topic.namespace,
+        "name": meta.topic.topic,
+        "ttl": meta.ttl,
+        "generation": meta.generation,
+        "properties": dict(meta.properties),
+    }
+
+
+def _describe(data: dict) -> str:
+    extra = {k: v for k, v in data["properties"].items() if k not in ("ttl", "generation")}
+    lines = [f"topic       {data['topic']}", f"generation  {data['generation']}", f"ttl         {data['ttl']} s"]
+    lines += [f"{k:<11} {v}" for k, v in sorted(extra.items())]
+    return "\n".join(lines)
+
+
+topic_arg = click.argument("topic", metavar="NAMESPACE:TOPIC", callback=_topic_id)
+ttl_option = click.option("--ttl", metavar="SECONDS", help="Message time-to-live in seconds (> 0) [default: 604800].")
+property_option = click.option(
+    "--property", "-p", "pairs", multiple=True, metavar="KEY=VALUE", help="A topic property; repeat for several."
+)
+
+
+@click.group()
+def topic() -> None:
+    """Create, inspect and delete topics."""
+
+
+@topic.command()
+@topic_arg
+@ttl_option
+@property_option
+@json_option
+@pass_settings
+@handle_errors
+def create(settings: Settings, topic: TopicId, ttl: str | None, pairs: tuple[str, ...], as_json: bool) -> None:
+    """Create a topic (generation 1, or one more than before if it was deleted).
+
+    Fails with exit code 4 if the topic exists; its properties are then left unchanged.
+    """
+    with settings.client() as client:
+        meta = client.create_topic(topic, _properties(ttl, pairs))
+    emit(as_json, _as_dict(meta), lambda d: f"created {d['topic']} (generation {d['generation']}, ttl {d['ttl']} s)")
+
+
+@topic.command()
+@topic_arg
+@ttl_option
+@property_option
+@json_option
+@pass_settings
+@handle_errors
+def update(settings: Settings, topic: TopicId, ttl: str | None, pairs: tuple[str, ...], as_json: bool) -> None:
+    """Replace a topic's properties (all of them: give every property to keep).
+
+    The generation is kept; a TTL left out goes back to the default.
+    """
+    with settings.client() as client:
+        meta = client.update_topic(topic, _properties(ttl, pairs))
+    emit(as_json, _as_dict(meta), lambda d: f"updated {d['topic']}\n" + _describe(d))
+
+
+@topic.command()
+@topic_arg
+@json_option
+@pass_settings
+@handle_errors
+def get(settings: Settings, topic: TopicId, as_json: bool) -> None:
+    """Show a topic's generation, TTL and properties."""
+    with settings.client() as client:
+        meta = client.get_topic(topic)
+    emit(as_json, _as_dict(meta), _describe)
+
+
+@topic.command(name="list")
+@click.argument("namespace", required=False)
+@json_option
+@pass_settings
+@handle_errors
+def list_(settings: Settings, namespace: str | None, as_json: bool) -> None:
+    """List the existing topics of NAMESPACE (of every namespace if left out)."""
+    with settings.client() as client:
+        topics = [_as_dict(m) for m in client.list_topic_metadata(namespace)]
+
+    def table(rows: list[dict]) -> str:
+        if not rows:
+            return "no topics"
+        width = max(len(r["topic"]) for r in rows)
+        head = f"{'TOPIC':<{width}}  GENERATION  TTL(s)"
+        return "\n".join([head] + [f"{r['topic']:<{width}}  {r['generation']:>10}  {r['ttl']}" for r in rows])
+
+    emit(as_json, topics, table)
+
+
+@topic.command()
+@topic_arg
+@json_option
+@pass_settings
+@handle_errors
+def delete(settings: Settings, topic: TopicId, as_json: bool) -> None:
+    """Delete a topic: its messages become unreadable at once and are swept later."""
+    with settings.client() as client:
+        client.delete_topic(topic)
+    emit(as_json, {"deleted": str(topic)}, lambda d: f"deleted {d['deleted']}")

@@ -1,0 +1,59 @@
+"""Test fixtures: one real HBase per session, and a table prefix of its own for every test."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from tms_hbase import MessagingClient
+from tms_hbase.config import PREFIX_ENV, THRIFT_ENV
+
+from .hbase_server import hbase_for_tests
+
+
+@pytest.fixture(scope="session")
+def hbase_address() -> Iterator[str]:
+    """The Thrift address of the session's real HBase; failing to get one fails the tests."""
+    with hbase_for_tests() as (address, how):
+        print(f"\ntests run against HBase Thrift at {address} ({how})")
+        yield address
+
+
+@pytest.fixture(scope="session")
+def table_dropper(hbase_address: str) -> Iterator[ThreadPoolExecutor]:
+    """Drops finished tests' tables in the background, so no test waits for HBase to do it."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="drop-tables") as pool:
+        yield pool
+
+
+def _drop(address: str, prefix: str) -> None:
+    with MessagingClient(address, prefix, timeout=60) as client:
+        client.drop_tables()
+
+
+@pytest.fixture
+def prefix(hbase_address: str, table_dropper: ThreadPoolExecutor) -> Iterator[str]:
+    """A table prefix no other test uses; its tables are dropped afterwards."""
+    name = f"t{uuid.uuid4().hex[:12]}"
+    yield name
+    table_dropper.submit(_drop, hbase_address, name)
+
+
+@pytest.fixture
+def client(hbase_address: str, prefix: str) -> Iterator[MessagingClient]:
+    """A MessagingClient on this test's own tables."""
+    with MessagingClient(hbase_address, prefix) as c:
+        yield c
+
+
+@pytest.fixture
+def tms_env(hbase_address: str, prefix: str) -> dict[str, str]:
+    """Environment for subprocesses (CLI, workers) pointing at this test's HBase and tables."""
+    env = dict(os.environ)
+    env[THRIFT_ENV] = hbase_address
+    env[PREFIX_ENV] = prefix
+    return env

@@ -1,0 +1,124 @@
+"""tms-admin as users run it: a real process, human and --json output, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+# The console script installed next to this interpreter (a virtualenv's bin/ need not be on PATH).
+TMS_ADMIN = str(Path(sys.executable).with_name("tms-admin"))
+
+
+def tms_admin(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([TMS_ADMIN, *args], env=env, capture_output=True, text=True, timeout=120)
+
+
+def ok(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    result = tms_admin(env, *args)
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_topic_lifecycle_json(tms_env: dict[str, str]) -> None:
+    created = json.loads(ok(tms_env, "topic", "create", "ns:orders", "--ttl", "60", "-p", "owner=ops", "--json").stdout)
+    assert (created["generation"], created["ttl"], created["properties"]["owner"]) == (1, 60, "ops")
+    got = json.loads(ok(tms_env, "topic", "get", "ns:orders", "--json").stdout)
+    assert got == created
+    ok(tms_env, "topic", "create", "ns:other")
+    listed = json.loads(ok(tms_env, "topic", "list", "ns", "--json").stdout)
+    assert [t["topic"] for t in listed] == ["ns:orders", "ns:other"]
+    updated = json.loads(ok(tms_env, "topic", "update", "ns:orders", "--ttl", "120", "--json").stdout)
+    assert (updated["ttl"], updated["generation"], "owner" in updated["properties"]) == (120, 1, False)
+    assert json.loads(ok(tms_env, "topic", "delete", "ns:orders", "--json").stdout) == {"deleted": "ns:orders"}
+    assert [t["topic"] for t in json.loads(ok(tms_env, "topic", "list", "--json").stdout)] == ["ns:other"]
+    again = json.loads(ok(tms_env, "topic", "create", "ns:orders", "--json").stdout)
+    assert again["generation"] == 2
+
+
+def test_human_output(tms_env: dict[str, str]) -> None:
+    assert "created" in ok(tms_env, "init").stdout
+    assert "none (all existed)" in ok(tms_env, "init").stdout
+    assert (
+        ok(tms_env, "topic", "create", "ns:t", "--ttl", "30").stdout.strip() == "created ns:t (generation 1, ttl 30 s)"
+    )
+    shown = ok(tms_env, "topic", "get", "ns:t").stdout
+    assert "generation  1" in shown and "ttl         30 s" in shown
+    table = ok(tms_env, "topic", "list", "ns").stdout.splitlines()
+    assert table[0].split() == ["TOPIC", "GENERATION", "TTL(s)"] and table[1].split() == ["ns:t", "1", "30"]
+    assert ok(tms_env, "topic", "list", "empty").stdout.strip() == "no topics"
+
+
+@pytest.mark.parametrize(
+    "args, code, message",
+    [
+        (["topic", "get", "ns:missing"], 3, "error: topic ns:missing does not exist"),
+        (["topic", "delete", "ns:missing"], 3, "error: topic ns:missing does not exist"),
+        (["topic", "update", "ns:missing", "--ttl", "5"], 3, "does not exist"),
+        (["topic", "create", "ns:t", "--ttl", "xyz"], 2, "error: bad ttl 'xyz'"),
+        (["topic", "create", "ns:t", "--ttl", "0"], 2, "error: bad ttl '0'"),
+        (["topic", "create", "ns:t", "--ttl", "-4"], 2, "bad ttl"),
+        (["topic", "create", "ns:t", "-p", "novalue"], 2, "expected KEY=VALUE"),
+        (["topic", "create", "ns:bad name"], 2, "bad topic name"),
+        (["topic", "create", "nocolon"], 2, "expected namespace:topic"),
+        (["topic", "list", "bad ns"], 2, "bad namespace name"),
+    ],
+)
+def test_bad_input_exit_codes_and_nothing_changed(
+    tms_env: dict[str, str], args: list[str], code: int, message: str
+) -> None:
+    result = tms_admin(tms_env, *args)
+    assert result.returncode == code
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert json.loads(ok(tms_env, "topic", "list", "--json").stdout) == []
+
+
+def test_duplicate_create_exit_code_keeps_properties(tms_env: dict[str, str]) -> None:
+    ok(tms_env, "topic", "create", "ns:t", "--ttl", "10")
+    result = tms_admin(tms_env, "topic", "create", "ns:t", "--ttl", "20")
+    assert (result.returncode, result.stderr.strip()) == (4, "error: topic ns:t already exists")
+    assert json.loads(ok(tms_env, "topic", "get", "ns:t", "--json").stdout)["ttl"] == 10
+
+
+def test_unreachable_hbase_exit_code(tms_env: dict[str, str]) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = tms_admin(tms_env, "--thrift", f"127.0.0.1:{port}", "--timeout", "2", "topic", "list")
+    assert result.returncode == 5
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert f"127.0.0.1:{port}" in result.stderr and "Traceback" not in result.stderr
+    bad = tms_admin(tms_env, "--thrift", "nonsense", "topic", "list")
+    assert bad.returncode == 2 and "bad HBase Thrift address" in bad.stderr
+
+
+COMMANDS = [
+    [],
+    ["init"],
+    ["topic"],
+    ["topic", "create"],
+    ["topic", "update"],
+    ["topic", "get"],
+    ["topic", "list"],
+    ["topic", "delete"],
+    ["hbase"],
+    ["hbase", "start"],
+    ["hbase", "stop"],
+    ["hbase", "status"],
+    ["hbase", "logs"],
+]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "tms-admin")
+def test_every_command_has_help(command: list[str]) -> None:
+    result = subprocess.run([TMS_ADMIN, *command, "--help"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0
+    assert result.stdout.startswith("Usage: tms-admin")
+    description = result.stdout.split("\n\n")[1].strip()
+    assert len(description) > 20, result.stdout

@@ -1,0 +1,158 @@
+"""Topic administration against the real HBase: CDAP's generation rules, CAS, bad input."""
+
+from __future__ import annotations
+
+import happybase
+import pytest
+
+from tms_hbase import (
+    ConcurrentModification,
+    InvalidArgument,
+    MessagingClient,
+    TopicAlreadyExists,
+    TopicId,
+    TopicNotFound,
+)
+from tms_hbase.config import thrift_address
+from tms_hbase.topic import DEFAULT_TTL_SECONDS
+
+T = TopicId("ns", "orders")
+
+
+def raw_row(address: str, prefix: str, topic: TopicId) -> dict[bytes, bytes]:
+    """The stored metadata row, read with plain happybase (not through the code under test)."""
+    host, port = thrift_address(address)
+    conn = happybase.Connection(host, port)
+    try:
+        return conn.table(f"{prefix}_metadata").row(topic.key)
+    finally:
+        conn.close()
+
+
+def test_create_get_defaults(client: MessagingClient) -> None:
+    meta = client.create_topic(T)
+    assert (meta.generation, meta.ttl) == (1, DEFAULT_TTL_SECONDS)
+    got = client.get_topic(T)
+    assert got == meta
+    assert isinstance(got.ttl, int) and isinstance(got.generation, int)
+    assert dict(got.properties) == {"generation": "1", "ttl": str(DEFAULT_TTL_SECONDS)}
+
+
+def test_create_with_properties_and_string_topic(client: MessagingClient) -> None:
+    client.create_topic("ns:s", {"ttl": "3600", "owner": "billing"})
+    got = client.get_topic(TopicId("ns", "s"))
+    assert got.ttl == 3600 and got.properties["owner"] == "billing"
+
+
+def test_tables_are_created_with_the_documented_families(client: MessagingClient, hbase_address: str) -> None:
+    client.create_topic(T)
+    host, port = thrift_address(hbase_address)
+    conn = happybase.Connection(host, port)
+    try:
+        for kind in ("messages", "payloads", "metadata", "txstate"):
+            families = conn.table(client.tables.name(kind)).families()
+            assert list(families) == [b"d"]
+            assert families[b"d"]["max_versions"] == 1
+            assert families[b"d"]["bloom_filter_type"] == b"ROW"
+        assert conn.table(client.tables.metadata).families()[b"d"]["in_memory"] is True
+    finally:
+        conn.close()
+
+
+def test_fifty_create_delete_cycles_count_generations(client: MessagingClient, hbase_address: str, prefix: str) -> None:
+    for i in range(1, 51):
+        assert client.create_topic(T).generation == i
+        assert client.get_topic(T).generation == i
+        client.delete_topic(T)
+        with pytest.raises(TopicNotFound):
+            client.get_topic(T)
+        stored = raw_row(hbase_address, prefix, T)[b"d:p"]
+        assert f'"generation":"-{i}"'.encode() in stored
+
+
+def test_duplicate_create_leaves_properties_unchanged(client: MessagingClient) -> None:
+    client.create_topic(T, {"ttl": "100", "p": "1"})
+    with pytest.raises(TopicAlreadyExists):
+        client.create_topic(T, {"ttl": "200", "p": "2"})
+    got = client.get_topic(T)
+    assert (got.ttl, got.properties["p"], got.generation) == (100, "1", 1)
+
+
+def test_delete_twice_is_not_found_and_deleted_topic_is_gone_everywhere(client: MessagingClient) -> None:
+    client.create_topic(T)
+    client.delete_topic(T)
+    with pytest.raises(TopicNotFound):
+        client.delete_topic(T)
+    with pytest.raises(TopicNotFound):
+        client.update_topic(T, {"ttl": "5"})
+    assert client.list_topics("ns") == []
+
+
+def test_recreate_after_delete_takes_new_properties(client: MessagingClient) -> None:
+    client.create_topic(T, {"ttl": "100", "old": "x"})
+    client.delete_topic(T)
+    meta = client.create_topic(T, {"ttl": "7"})
+    assert (meta.generation, meta.ttl, "old" in meta.properties) == (2, 7, False)
+
+
+def test_list_hides_deleted_and_keeps_namespaces_apart(client: MessagingClient) -> None:
+    for ns, name in [("ns", "b"), ("ns", "a-b"), ("ns", "a"), ("ns", "gone"), ("nsx", "a"), ("other", "z")]:
+        client.create_topic(TopicId(ns, name))
+    client.delete_topic(TopicId("ns", "gone"))
+    assert client.list_topics("ns") == [TopicId("ns", "a"), TopicId("ns", "a-b"), TopicId("ns", "b")]
+    assert client.list_topics("nsx") == [TopicId("nsx", "a")]
+    assert client.list_topics("empty") == []
+    assert len(client.list_topics()) == 5
+    with pytest.raises(InvalidArgument):
+        client.list_topics("bad ns")
+
+
+def test_update_replaces_properties_and_keeps_generation(client: MessagingClient) -> None:
+    client.create_topic(T)
+    client.delete_topic(T)
+    client.create_topic(T, {"ttl": "50", "a": "1"})
+    meta = client.update_topic(T, {"b": "2"})
+    assert meta.generation == 2
+    got = client.get_topic(T)
+    assert dict(got.properties) == {"b": "2", "generation": "2", "ttl": str(DEFAULT_TTL_SECONDS)}
+
+
+def test_update_with_stale_expected_changes_nothing(client: MessagingClient) -> None:
+    client.create_topic(T, {"ttl": "10"})
+    seen = client.get_topic(T)
+    client.update_topic(T, {"ttl": "20"})
+    with pytest.raises(ConcurrentModification):
+        client.update_topic(T, {"ttl": "30"}, expected=seen)
+    assert client.get_topic(T).ttl == 20
+    assert client.update_topic(T, {"ttl": "40"}, expected=client.get_topic(T)).ttl == 40
+
+
+@pytest.mark.parametrize("ttl", ["xyz", "0", "-1", "", "2.5"])
+def test_bad_ttl_changes_nothing(client: MessagingClient, hbase_address: str, prefix: str, ttl: str) -> None:
+    with pytest.raises(InvalidArgument, match="ttl"):
+        client.create_topic(T, {"ttl": ttl})
+    assert raw_row(hbase_address, prefix, T) == {}
+    client.create_topic(T, {"ttl": "9"})
+    with pytest.raises(InvalidArgument, match="ttl"):
+        client.update_topic(T, {"ttl": ttl})
+    assert client.get_topic(T).ttl == 9
+
+
+def test_bad_names_and_reserved_property(client: MessagingClient) -> None:
+    for bad in ["ns:bad name", "ns", "n s:t", "ns:t/x"]:
+        with pytest.raises(InvalidArgument):
+            client.create_topic(bad)
+    with pytest.raises(InvalidArgument):
+        client.create_topic(42)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match="generation"):
+        client.create_topic(T, {"generation": "9"})
+    assert client.list_topics() == []
+
+
+def test_unknown_topic(client: MessagingClient) -> None:
+    with pytest.raises(TopicNotFound, match="ns:orders"):
+        client.get_topic(T)
+    with pytest.raises(TopicNotFound):
+        client.update_topic(T, {})
+    with pytest.raises(TopicNotFound):
+        client.delete_topic(T)

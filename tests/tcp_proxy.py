@@ -1,0 +1,98 @@
+"""A loopback TCP proxy for fault tests: forwards to HBase Thrift, and can cut, stall or lose replies."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+
+
+class _Link:
+    """One proxied connection: the client's socket, the upstream socket, and a pending loss."""
+
+    def __init__(self, client: socket.socket, upstream: socket.socket) -> None:
+        self.client, self.upstream = client, upstream
+        self.lose_next_reply = False
+
+    def close(self) -> None:
+        for sock in (self.client, self.upstream):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+
+class TcpProxy:
+    """Forwards 127.0.0.1:<port> to ``target``.
+
+    ``cut()`` drops every open connection; ``stall = True`` swallows requests (a hung server);
+    ``lose_reply_to(b"checkAndPut")`` lets the next request naming that Thrift method reach HBase
+    but cuts the connection instead of delivering its reply (a lost response).
+    """
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.stall = False
+        self._lose: bytes | None = None
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._links: list[_Link] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        self.replies_lost = 0
+        self.accepted = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def lose_reply_to(self, method: bytes) -> None:
+        self._lose = method
+
+    def cut(self) -> None:
+        """Close every connection now open (both sides), as a network failure would."""
+        with self._lock:
+            links, self._links = self._links, []
+        for link in links:
+            link.close()
+
+    def close(self) -> None:
+        self._closed = True
+        self._listener.close()
+        self.cut()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            link = _Link(client, socket.create_connection(self.target))
+            self.accepted += 1
+            with self._lock:
+                self._links.append(link)
+            threading.Thread(target=self._requests, args=(link,), daemon=True).start()
+            threading.Thread(target=self._replies, args=(link,), daemon=True).start()
+
+    def _requests(self, link: _Link) -> None:
+        try:
+            while data := link.client.recv(65536):
+                if self.stall:
+                    continue
+                if self._lose is not None and self._lose in data:
+                    self._lose = None
+                    link.lose_next_reply = True
+                link.upstream.sendall(data)
+        except OSError:
+            pass
+
+    def _replies(self, link: _Link) -> None:
+        try:
+            while data := link.upstream.recv(65536):
+                if link.lose_next_reply:
+                    self.replies_lost += 1
+                    link.close()
+                    return
+                link.client.sendall(data)
+        except OSError:
+            pass

@@ -1,0 +1,49 @@
+"""The one error hierarchy of tms-hbase: every failure a user can see derives from TmsError."""
+
+from __future__ import annotations
+
+
+class TmsError(Exception):
+    """Base class of every error raised by tms-hbase."""
+
+
+class InvalidArgument(TmsError, ValueError):
+    """A caller passed a bad value (name, TTL, property, limit...); nothing was changed."""
+
+
+class TopicNotFound(TmsError):
+    """The topic does not exist (never created, or deleted)."""
+
+    def __init__(self, topic: object) -> None:
+        super().__init__(f"topic {topic} does not exist")
+        self.topic = topic
+
+
+class TopicAlreadyExists(TmsError):
+    """A topic of that name exists already; its properties were left unchanged."""
+
+    def __init__(self, topic: object) -> None:
+        super().__init__(f"topic {topic} already exists")
+        self.topic = topic
+
+
+class ConcurrentModification(TmsError):
+    """A compare-and-set lost against another writer: the stored value is not the one expected."""
+
+
+class CorruptData(TmsError):
+    """Stored bytes (a metadata row, a message row, a handle) could not be decoded."""
+
+
+class HBaseError(TmsError):
+    """HBase (through its Thrift gateway) failed or refused a request."""
+
+
+class HBaseUnavailable(HBaseError):
+    """The Thrift gateway could not be reached or did not answer in time."""
+
+    timed_out: bool = False
+
+
+class LauncherError(TmsError):
+    """The local HBase launcher could not do what was asked (missing java/mvn, port taken, start failed)."""

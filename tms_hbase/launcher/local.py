@@ -1,0 +1,349 @@
+"""Start, stop and inspect a standalone HBase and its Thrift1 gateway from jars, on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import happybase
+
+from ..errors import LauncherError
+from .jars import ensure_jars
+from .paths import HBASE_VERSION, LauncherPaths, default_home, default_jars_root
+from .siteconf import write_conf
+
+HOST = "127.0.0.1"
+DEFAULT_THRIFT_PORT = 9090
+MASTER_CLASS = "org.apache.hadoop.hbase.master.HMaster"
+THRIFT_CLASS = "org.apache.hadoop.hbase.thrift.ThriftServer"
+
+# What HBase's own bin/hbase adds on JDK 17.
+JDK17_FLAGS = [
+    "-Dorg.apache.hbase.thirdparty.io.netty.tryReflectionSetAccessible=true",
+    "--add-modules",
+    "jdk.unsupported",
+    "--add-opens",
+    "java.base/java.io=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.nio=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.lang=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.lang.reflect=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.util=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.util.concurrent=ALL-UNNAMED",
+    "--add-exports",
+    "java.base/jdk.internal.misc=ALL-UNNAMED",
+    "--add-exports",
+    "java.security.jgss/sun.security.krb5=ALL-UNNAMED",
+    "--add-exports",
+    "java.base/sun.net.dns=ALL-UNNAMED",
+    "--add-exports",
+    "java.base/sun.net.util=ALL-UNNAMED",
+]
+
+Progress = Callable[[str], None]
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+@dataclass
+class LocalStatus:
+    """What the launcher knows of its server: processes alive and whether Thrift answers."""
+
+    home: str
+    version: str
+    running: bool
+    answering: bool
+    thrift_address: str | None
+    pids: dict[str, int] = field(default_factory=dict)
+    logs: str = ""
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+class LocalHBase:
+    """A standalone HBase (master + region server + embedded ZooKeeper) plus Thrift1, from jars.
+
+    Idempotent: ``start`` on a running server returns its address; ``stop`` leaves no process.
+    """
+
+    def __init__(
+        self,
+        home: Path | None = None,
+        thrift_port: int | None = None,
+        progress: Progress = _stderr,
+    ) -> None:
+        home = home or default_home()
+        self.paths = LauncherPaths(home, default_jars_root(home))
+        env_port = os.environ.get("TMS_LOCAL_THRIFT_PORT")
+        self.thrift_port = thrift_port or (int(env_port) if env_port else DEFAULT_THRIFT_PORT)
+        self.progress = progress
+        self._marker = f"-Dtms.hbase.home={self.paths.home}"
+
+    # -- public operations -------------------------------------------------------------------
+
+    def start(self, timeout: float = 300.0) -> str:
+        """Start (or find running) and wait until a Thrift call succeeds; returns ``host:port``."""
+        state = self._read_state()
+        if state and self._alive(state):
+            address = f"{HOST}:{state['thrift_port']}"
+            self.progress(f"local HBase already running, Thrift at {address}")
+            self._wait_ready(state, timeout)
+            return address
+        if state or self._our_pids():
+            self.progress("found a half-running local HBase; stopping it before a fresh start")
+            self.stop()
+        java = _find_java()
+        _require_free(HOST, self.thrift_port, "--thrift-port or TMS_LOCAL_THRIFT_PORT")
+        ensure_jars(self.paths, self.progress)
+        zk_port = _free_port()
+        for folder in (self.paths.data, self.paths.logs):
+            folder.mkdir(parents=True, exist_ok=True)
+        write_conf(self.paths, zk_port)
+        self.progress(f"starting HBase {HBASE_VERSION} (logs in {self.paths.logs})")
+        pids = {"master": self._spawn(java, "master", MASTER_CLASS, ["start"], "1g")}
+        state = {
+            "version": HBASE_VERSION,
+            "thrift_port": self.thrift_port,
+            "zk_port": zk_port,
+            "pids": pids,
+            "started_at": time.time(),
+        }
+        self._write_state(state)
+        thrift_args = ["-b", HOST, "-p", str(self.thrift_port), "--infoport", "-1", "-threadpool", "start"]
+        pids["thrift"] = self._spawn(java, "thrift", THRIFT_CLASS, thrift_args, "512m")
+        self._write_state(state)
+        try:
+            self._wait_ready(state, timeout)
+        except LauncherError:
+            self.stop()
+            raise
+        address = f"{HOST}:{self.thrift_port}"
+        self.progress(f"local HBase is up, Thrift at {address}")
+        return address
+
+    def stop(self, grace: float = 30.0) -> bool:
+        """Stop both JVMs (SIGTERM, then SIGKILL after ``grace`` seconds); True if any was running."""
+        state = self._read_state() or {}
+        pids = {p for p in state.get("pids", {}).values() if self._is_ours(p)} | set(self._our_pids())
+        for pid in pids:
+            _signal_group(pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(_pid_alive(p) for p in pids):
+            time.sleep(0.2)
+        for pid in pids:
+            if _pid_alive(pid):
+                _signal_group(pid, signal.SIGKILL)
+        while any(_pid_alive(p) for p in pids):
+            time.sleep(0.1)
+        if self.paths.state.exists():
+            self.paths.state.unlink()
+        if pids:
+            self.progress("local HBase stopped")
+        return bool(pids)
+
+    def status(self) -> LocalStatus:
+        """Report truthfully: which of our JVMs are alive and whether Thrift answers now."""
+        state = self._read_state()
+        pids = {name: pid for name, pid in (state or {}).get("pids", {}).items() if self._is_ours(pid)}
+        running = bool(state) and set(pids) == {"master", "thrift"}
+        address = f"{HOST}:{state['thrift_port']}" if state else None
+        answering = running and _thrift_answers(HOST, state["thrift_port"], 3000)
+        return LocalStatus(
+            home=str(self.paths.home),
+            version=HBASE_VERSION,
+            running=running,
+            answering=answering,
+            thrift_address=address,
+            pids=pids,
+            logs=str(self.paths.logs),
+        )
+
+    def log_file(self, which: str) -> Path:
+        """The log4j log of ``master`` or ``thrift``."""
+        if which not in ("master", "thrift"):
+            raise LauncherError(f"unknown log {which!r}: choose master or thrift")
+        return self.paths.logs / f"{which}.log"
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _spawn(self, java: str, name: str, main_class: str, args: list[str], heap: str) -> int:
+        log = self.paths.logs / f"{name}.log"
+        cmd = [
+            java,
+            f"-Xmx{heap}",
+            "-XX:+UseG1GC",
+            "-Djava.net.preferIPv4Stack=true",
+            *JDK17_FLAGS,
+            self._marker,
+            f"-Dlog4j2.configurationFile={self.paths.conf / 'log4j2.properties'}",
+            f"-Dtms.log.file={log}",
+            f"-Dhbase.log.dir={self.paths.logs}",
+            "-cp",
+            f"{self.paths.conf}:{self.paths.lib}/*",
+            main_class,
+            *args,
+        ]
+        with open(self.paths.logs / f"{name}.out", "ab") as out:
+            proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                cwd=self.paths.run,
+            )
+        return proc.pid
+
+    def _wait_ready(self, state: dict, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        next_note = time.monotonic() + 15
+        while True:
+            for name, pid in state["pids"].items():
+                if not _pid_alive(pid):
+                    raise LauncherError(
+                        f"HBase {name} process exited during start; last lines of its log:\n" + self._tail(name)
+                    )
+            if _thrift_answers(HOST, state["thrift_port"], 5000):
+                return
+            if time.monotonic() > deadline:
+                raise LauncherError(
+                    f"HBase did not answer on {HOST}:{state['thrift_port']} within {timeout:.0f}s; "
+                    f"see {self.paths.logs}:\n" + self._tail("master")
+                )
+            if time.monotonic() > next_note:
+                self.progress("  waiting for HBase to finish starting...")
+                next_note = time.monotonic() + 15
+            time.sleep(0.5)
+
+    def _tail(self, name: str, lines: int = 20) -> str:
+        chunks = []
+        for suffix in (".log", ".out"):
+            path = self.paths.logs / f"{name}{suffix}"
+            if path.exists():
+                chunks.extend(path.read_text(errors="replace").splitlines()[-lines:])
+        return "\n".join(chunks[-lines:])
+
+    def _read_state(self) -> dict | None:
+        try:
+            return json.loads(self.paths.state.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def _write_state(self, state: dict) -> None:
+        self.paths.run.mkdir(parents=True, exist_ok=True)
+        tmp = self.paths.state.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2))
+        tmp.replace(self.paths.state)
+
+    def _alive(self, state: dict) -> bool:
+        pids = state.get("pids", {})
+        return set(pids) == {"master", "thrift"} and all(self._is_ours(p) for p in pids.values())
+
+    def _is_ours(self, pid: int) -> bool:
+        return self._marker in _cmdline(pid)
+
+    def _our_pids(self) -> list[int]:
+        """Every live JVM started by a launcher with this home, found through /proc."""
+        found = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit() and self._marker in _cmdline(int(entry.name)):
+                found.append(int(entry.name))
+        return found
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return ""
+    # a zombie has an empty cmdline: it is not running
+    return raw.replace(b"\0", b" ").decode(errors="replace")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return not re.search(r"^State:\s+Z", status, re.M)
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        pass
+    except PermissionError:
+        os.kill(pid, sig)
+
+
+def _find_java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    if not java or not Path(java).exists():
+        raise LauncherError("java is not on PATH (nor in $JAVA_HOME); install a JDK 11+ (JDK 17 is tested)")
+    out = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
+    match = re.search(r'version "(\d+)', out)
+    if not match or int(match.group(1)) < 11:
+        raise LauncherError(f"HBase {HBASE_VERSION} needs Java 11 or newer; {java} says: {out.strip()}")
+    return java
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def _require_free(host: str, port: int, hint: str) -> None:
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            raise LauncherError(
+                f"port {port} on {host} is already in use by another program; free it or choose "
+                f"another port with {hint}"
+            ) from None
+
+
+PROBE_TABLE = b"tms_launcher_probe"
+
+
+def _thrift_answers(host: str, port: int, timeout_ms: int) -> bool:
+    """True when HBase serves data through the gateway: a probe table exists and a read from it works.
+
+    Listing tables alone is not enough: the master answers that before a region server has
+    joined, and the first table created then waits for one.
+    """
+    conn = happybase.Connection(host, port, timeout=timeout_ms, autoconnect=False)
+    try:
+        conn.open()
+        if PROBE_TABLE not in conn.tables():
+            conn.create_table(PROBE_TABLE, {"d": {"max_versions": 1}})
+        conn.table(PROBE_TABLE).row(b"ready")
+        return True
+    except Exception:  # any failure means "not ready yet"
+        return False
+    finally:
+        conn.close()

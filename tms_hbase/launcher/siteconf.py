@@ -1,0 +1,69 @@
+"""The hbase-site.xml and log4j2 configuration of the local standalone HBase."""
+
+from __future__ import annotations
+
+from xml.sax.saxutils import escape
+
+from .paths import LauncherPaths
+
+LOG4J2 = """\
+status = warn
+appender.file.type = RollingFile
+appender.file.name = file
+appender.file.fileName = ${sys:tms.log.file}
+appender.file.filePattern = ${sys:tms.log.file}.%i
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{ISO8601} %-5p [%t] %c{2}: %m%n
+appender.file.policies.type = Policies
+appender.file.policies.size.type = SizeBasedTriggeringPolicy
+appender.file.policies.size.size = 64MB
+appender.file.strategy.type = DefaultRolloverStrategy
+appender.file.strategy.max = 3
+rootLogger = INFO,file
+logger.hadoop.name = org.apache.hadoop
+logger.hadoop.level = WARN
+logger.zookeeper.name = org.apache.zookeeper
+logger.zookeeper.level = WARN
+logger.hbase.name = org.apache.hadoop.hbase
+logger.hbase.level = INFO
+"""
+
+
+def site_properties(paths: LauncherPaths, zk_port: int) -> dict[str, str]:
+    """Standalone HBase (one JVM: master, region server, embedded ZooKeeper) bound to loopback."""
+    data = paths.data
+    return {
+        "hbase.cluster.distributed": "false",
+        "hbase.rootdir": f"file://{data / 'hbase'}",
+        "hbase.tmp.dir": str(data / "tmp"),
+        "hbase.unsafe.stream.capability.enforce": "false",
+        "hbase.wal.provider": "filesystem",
+        "hbase.procedure.store.wal.use.hsync": "false",
+        "hbase.zookeeper.quorum": "127.0.0.1",
+        "hbase.zookeeper.property.clientPort": str(zk_port),
+        "hbase.zookeeper.property.dataDir": str(data / "zookeeper"),
+        "hbase.localcluster.assign.random.ports": "true",
+        "hbase.master.ipc.address": "127.0.0.1",
+        "hbase.regionserver.ipc.address": "127.0.0.1",
+        "hbase.unsafe.regionserver.hostname": "localhost",
+        "hbase.master.info.port": "-1",
+        "hbase.regionserver.info.port": "-1",
+        # A local server that fails should say so in seconds, not after minutes of retries.
+        "hbase.client.retries.number": "10",
+        "hbase.client.operation.timeout": "60000",
+    }
+
+
+def site_xml(properties: dict[str, str]) -> str:
+    """Render properties as a Hadoop configuration file."""
+    rows = "".join(
+        f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>\n" for k, v in properties.items()
+    )
+    return f'<?xml version="1.0"?>\n<configuration>\n{rows}</configuration>\n'
+
+
+def write_conf(paths: LauncherPaths, zk_port: int) -> None:
+    """Write hbase-site.xml and log4j2.properties into the launcher's conf folder."""
+    paths.conf.mkdir(parents=True, exist_ok=True)
+    (paths.conf / "hbase-site.xml").write_text(site_xml(site_properties(paths, zk_port)))
+    (paths.conf / "log4j2.properties").write_text(LOG4J2)

@@ -1,0 +1,141 @@
+"""Topic administration in the metadata table: every change is a compare-and-set on the old value.
+
+Generation rules (CDAP's): create on absent → 1; delete → −generation (row kept); create after
+delete → |old| + 1; update keeps the generation. A topic exists iff its generation is > 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import Hbase_thrift
+
+from .connection import HBaseConnection
+from .errors import ConcurrentModification, HBaseUnavailable, TopicAlreadyExists, TopicNotFound
+from .tables import FAMILY
+from .topic import GENERATION_KEY, TopicId, TopicMetadata, user_properties
+
+COLUMN = f"{FAMILY}:p".encode()
+# A compare-and-set retried this many times without winning means something is badly wrong.
+_MAX_ROUNDS = 1000
+
+
+class MetadataStore:
+    """Reads and compare-and-sets topic rows (key ``namespace:topic:``) in one metadata table."""
+
+    def __init__(self, hbase: HBaseConnection, table: str) -> None:
+        self.hbase = hbase
+        self.table = table
+
+    def create(self, topic: TopicId, properties: Mapping[str, str] | None = None) -> TopicMetadata:
+        """Create the topic (generation 1, or |old|+1 after a delete); TopicAlreadyExists if it exists."""
+        props = user_properties(properties)
+
+        def step(old: TopicMetadata | None) -> TopicMetadata:
+            if old is not None and old.exists:
+                raise TopicAlreadyExists(topic)
+            generation = 1 if old is None else abs(old.generation) + 1
+            return TopicMetadata(topic, {**props, GENERATION_KEY: str(generation)})
+
+        return self._change(topic, step, f"create topic {topic}")
+
+    def update(
+        self,
+        topic: TopicId,
+        properties: Mapping[str, str],
+        expected: TopicMetadata | None = None,
+    ) -> TopicMetadata:
+        """Replace the properties, keeping the generation.
+
+        With ``expected``, the update applies only if the stored metadata still equals it
+        (ConcurrentModification otherwise): read-modify-write without lost updates.
+        """
+        props = user_properties(properties)
+
+        def step(old: TopicMetadata | None) -> TopicMetadata:
+            if old is None or not old.exists:
+                raise TopicNotFound(topic)
+            if expected is not None and dict(old.properties) != dict(expected.properties):
+                raise ConcurrentModification(
+                    f"topic {topic} was changed since it was read (now generation {old.generation}, "
+                    f"properties {dict(old.properties)})"
+                )
+            return TopicMetadata(topic, {**props, GENERATION_KEY: str(old.generation)})
+
+        return self._change(topic, step, f"update topic {topic}")
+
+    def delete(self, topic: TopicId) -> TopicMetadata:
+        """Mark the topic deleted (generation → −generation); TopicNotFound if it does not exist."""
+
+        def step(old: TopicMetadata | None) -> TopicMetadata:
+            if old is None or not old.exists:
+                raise TopicNotFound(topic)
+            return TopicMetadata(topic, {**old.properties, GENERATION_KEY: str(-old.generation)})
+
+        return self._change(topic, step, f"delete topic {topic}")
+
+    def get(self, topic: TopicId) -> TopicMetadata:
+        """The metadata of an existing topic; TopicNotFound if it was never created or is deleted."""
+        meta = self.read(topic)
+        if meta is None or not meta.exists:
+            raise TopicNotFound(topic)
+        return meta
+
+    def read(self, topic: TopicId) -> TopicMetadata | None:
+        """The stored row as it is (deleted topics included), or None if there is none."""
+        row = self.hbase.run(f"read topic {topic}", lambda c: c.table(self.table).row(topic.key, columns=[COLUMN]))
+        data = row.get(COLUMN)
+        return None if data is None else TopicMetadata.decode(topic, data)
+
+    def list(self, namespace: str | None = None, include_deleted: bool = False) -> list[TopicMetadata]:
+        """Topics of a namespace (or of all namespaces), in name order; deleted ones hidden by default."""
+        prefix = f"{TopicId(namespace, 'x').namespace}:".encode() if namespace is not None else None
+
+        def scan(conn) -> list[tuple[bytes, bytes]]:
+            rows = conn.table(self.table).scan(row_prefix=prefix, columns=[COLUMN], batch_size=1000)
+            return [(key, data[COLUMN]) for key, data in rows]
+
+        result = []
+        for key, data in self.hbase.run(f"list topics of {namespace or 'all namespaces'}", scan):
+            ns, name, _ = key.decode().split(":")
+            meta = TopicMetadata.decode(TopicId(ns, name), data)
+            if include_deleted or meta.exists:
+                result.append(meta)
+        return sorted(result, key=lambda m: m.topic)
+
+    def _change(
+        self,
+        topic: TopicId,
+        step: Callable[[TopicMetadata | None], TopicMetadata],
+        what: str,
+    ) -> TopicMetadata:
+        """Read, compute the new row with ``step``, compare-and-set; re-read and retry on a lost race.
+
+        If the link fails during the compare-and-set, the write may or may not have happened: the
+        row is re-read, and finding exactly the value we wrote means it did.
+        """
+        unsure: TopicMetadata | None = None
+        link_failures = 0
+        for _ in range(_MAX_ROUNDS):
+            old = self.read(topic)
+            if unsure is not None and old is not None and old.encode() == unsure.encode():
+                return unsure
+            new = step(old)
+            try:
+                if self._compare_and_set(topic, None if old is None else old.encode(), new.encode(), what):
+                    return new
+            except HBaseUnavailable:
+                link_failures += 1
+                if link_failures > self.hbase.retries:
+                    raise
+                unsure = new
+        raise ConcurrentModification(f"{what}: lost {_MAX_ROUNDS} compare-and-set rounds in a row")
+
+    def _compare_and_set(self, topic: TopicId, old: bytes | None, new: bytes, what: str) -> bool:
+        """checkAndPut: write ``new`` only if the stored value is exactly ``old`` (None: no row)."""
+        mutation = Hbase_thrift.Mutation(column=COLUMN, value=new)
+        return self.hbase.run(
+            what,
+            lambda c: c.client.checkAndPut(self.table.encode(), topic.key, COLUMN, old, mutation, {}),
+            idempotent=False,
+        )

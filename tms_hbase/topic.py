@@ -1,0 +1,132 @@
+"""Topic identity and metadata: names, properties, TTL and generation rules (DESIGN.md §3)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from .errors import CorruptData, InvalidArgument
+
+NAME = re.compile(r"[A-Za-z0-9_-]+")
+MAX_NAME_LENGTH = 255
+TTL_KEY = "ttl"
+GENERATION_KEY = "generation"
+DEFAULT_TTL_SECONDS = 7 * 24 * 3600
+MAX_TTL_SECONDS = (2**63 - 1) // 1000  # ttl in milliseconds must fit a signed 64-bit long
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def _check_name(kind: str, value: object) -> str:
+    if not isinstance(value, str) or not NAME.fullmatch(value) or len(value) > MAX_NAME_LENGTH:
+        raise InvalidArgument(f"bad {kind} name {value!r}: use 1-{MAX_NAME_LENGTH} of the characters A-Z a-z 0-9 _ -")
+    return value
+
+
+@dataclass(frozen=True, order=True)
+class TopicId:
+    """A topic: ``namespace`` and ``topic`` name, each ``[A-Za-z0-9_-]+``."""
+
+    namespace: str
+    topic: str
+
+    def __post_init__(self) -> None:
+        _check_name("namespace", self.namespace)
+        _check_name("topic", self.topic)
+
+    @classmethod
+    def parse(cls, text: str) -> TopicId:
+        """``"namespace:topic"`` → TopicId (the form the CLI takes)."""
+        namespace, sep, topic = text.partition(":")
+        if not sep:
+            raise InvalidArgument(f"bad topic {text!r}: expected namespace:topic")
+        return cls(namespace, topic)
+
+    @property
+    def key(self) -> bytes:
+        """Row key of the topic in the metadata table, and prefix of its rows elsewhere."""
+        return f"{self.namespace}:{self.topic}:".encode()
+
+    def __str__(self) -> str:
+        return f"{self.namespace}:{self.topic}"
+
+
+def parse_ttl(value: object) -> int:
+    """A TTL in whole seconds, > 0, given as a string (or int); anything else is InvalidArgument."""
+    text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    if not isinstance(text, str) or not _DIGITS.fullmatch(text) or not 0 < int(text) <= MAX_TTL_SECONDS:
+        raise InvalidArgument(f"bad ttl {value!r}: expected a whole number of seconds between 1 and {MAX_TTL_SECONDS}")
+    return int(text)
+
+
+def user_properties(properties: Mapping[str, str] | None) -> dict[str, str]:
+    """Validate properties a user gives for create/update; fill in the default TTL.
+
+    ``generation`` is managed by the system and may not be set.
+    """
+    if properties is None:
+        properties = {}
+    if not isinstance(properties, Mapping):
+        raise InvalidArgument(f"topic properties must be a mapping of strings, not {type(properties).__name__}")
+    result: dict[str, str] = {}
+    for key, value in properties.items():
+        if not isinstance(key, str) or not key:
+            raise InvalidArgument(f"bad property name {key!r}: expected a non-empty string")
+        if key == GENERATION_KEY:
+            raise InvalidArgument("the 'generation' property is managed by tms-hbase and cannot be set")
+        if key == TTL_KEY:
+            value = str(parse_ttl(value))
+        if not isinstance(value, str):
+            raise InvalidArgument(f"bad value for property {key!r}: expected a string, got {value!r}")
+        result[key] = value
+    result.setdefault(TTL_KEY, str(DEFAULT_TTL_SECONDS))
+    return result
+
+
+@dataclass(frozen=True)
+class TopicMetadata:
+    """A topic's stored properties (including ``ttl`` and ``generation``, as strings).
+
+    ``generation`` > 0 while the topic exists; a deleted topic keeps its row with −generation.
+    """
+
+    topic: TopicId
+    properties: Mapping[str, str] = field(repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "properties", MappingProxyType(dict(sorted(self.properties.items()))))
+
+    @property
+    def ttl(self) -> int:
+        return int(self.properties[TTL_KEY])
+
+    @property
+    def generation(self) -> int:
+        return int(self.properties[GENERATION_KEY])
+
+    @property
+    def exists(self) -> bool:
+        return self.generation > 0
+
+    def __repr__(self) -> str:
+        return (
+            f"TopicMetadata({self.topic}, ttl={self.ttl}, generation={self.generation}, "
+            f"properties={dict(self.properties)})"
+        )
+
+    def encode(self) -> bytes:
+        """The stored bytes: the properties as a sorted, compact JSON object (deterministic)."""
+        return json.dumps(dict(self.properties), sort_keys=True, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, topic: TopicId, data: bytes) -> TopicMetadata:
+        """Inverse of :meth:`encode`; a corrupt row is an error that names the topic."""
+        try:
+            properties = json.loads(data)
+            meta = cls(topic, properties)
+            meta.generation, meta.ttl  # noqa: B018 - both must parse
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise CorruptData(f"corrupt metadata row for topic {topic}: {exc}") from None
+        return meta
