@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-
 # The console script installed next to this interpreter (a virtualenv's bin/ need not be on PATH).
 TMS_ADMIN = str(Path(sys.executable).with_name("tms-admin"))
 

@@ -48,6 +48,9 @@ def site_properties(paths: LauncherPaths, zk_port: int) -> dict[str, str]:
         "hbase.unsafe.regionserver.hostname": "localhost",
         "hbase.master.info.port": "-1",
         "hbase.regionserver.info.port": "-1",
+        # One batch is one cell and may hold up to 16 MiB of payloads (the default batch limit).
+        "hbase.client.keyvalue.maxsize": str(64 * 1024 * 1024),
+        "hbase.server.keyvalue.maxsize": str(64 * 1024 * 1024),
         # A local server that fails should say so in seconds, not after minutes of retries.
         "hbase.client.retries.number": "10",
         "hbase.client.operation.timeout": "60000",
