@@ -33,6 +33,7 @@ class TcpProxy:
         self.target = target
         self.stall = False
         self._lose: bytes | None = None
+        self._stall_after_loss = False
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
         self._links: list[_Link] = []
@@ -46,8 +47,10 @@ class TcpProxy:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def lose_reply_to(self, method: bytes) -> None:
+    def lose_reply_to(self, method: bytes, then_stall: bool = False) -> None:
+        """Lose the reply to the next request naming ``method``; with ``then_stall``, hang afterwards."""
         self._lose = method
+        self._stall_after_loss = then_stall
 
     def cut(self) -> None:
         """Close every connection now open (both sides), as a network failure would."""
@@ -91,6 +94,7 @@ class TcpProxy:
             while data := link.upstream.recv(65536):
                 if link.lose_next_reply:
                     self.replies_lost += 1
+                    self.stall = self.stall or self._stall_after_loss
                     link.close()
                     return
                 link.client.sendall(data)

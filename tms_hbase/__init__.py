@@ -1,9 +1,11 @@
 """tms-hbase: a transactional messaging system stored in Apache HBase.
 
-The public surface is small: :class:`MessagingClient`, :class:`TopicId`, :class:`TopicMetadata`
-and the errors in :mod:`tms_hbase.errors`.
+The public surface is small: :class:`MessagingClient`, :class:`TopicId`, :class:`TopicMetadata`,
+:class:`Message`, :class:`RollbackDetail`, the errors in :mod:`tms_hbase.errors`, and
+:class:`tms_hbase.tx.Transaction`.
 """
 
+from .async_publisher import AsyncPublisher, PublisherStats
 from .client import MessagingClient
 from .errors import (
     ConcurrentModification,
@@ -12,22 +14,34 @@ from .errors import (
     HBaseUnavailable,
     InvalidArgument,
     LauncherError,
+    PublishOutcomeUnknown,
+    QueueFull,
     TmsError,
     TopicAlreadyExists,
     TopicNotFound,
 )
+from .message_id import MessageId
+from .reader import Message
 from .topic import TopicId, TopicMetadata
+from .wire import RollbackDetail
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncPublisher",
     "ConcurrentModification",
     "CorruptData",
     "HBaseError",
     "HBaseUnavailable",
     "InvalidArgument",
     "LauncherError",
+    "Message",
+    "MessageId",
     "MessagingClient",
+    "PublishOutcomeUnknown",
+    "PublisherStats",
+    "QueueFull",
+    "RollbackDetail",
     "TmsError",
     "TopicAlreadyExists",
     "TopicId",

@@ -3,23 +3,28 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 from . import config
 from .connection import HBaseConnection
-from .errors import InvalidArgument
-from .metadata import MetadataStore
+from .errors import InvalidArgument, PublishOutcomeUnknown
+from .metadata import MetadataCache, MetadataStore
+from .reader import Message, MessageReader
 from .tables import TableNames, drop_tables, ensure_tables
 from .topic import TopicId, TopicMetadata
+from .tx import Transaction
+from .wire import RollbackDetail
+from .writer import DEFAULT_MAX_BATCH_BYTES, MessageWriter
 
 
 class MessagingClient:
-    """A connection to tms-hbase: topic administration (and, later, publish and fetch).
+    """A connection to tms-hbase: topic administration, publish, store, rollback and fetch.
 
     ``address`` is the HBase Thrift gateway (``host:port``, default ``$TMS_HBASE_THRIFT`` or
     127.0.0.1:9090); ``prefix`` namespaces the tables (default ``$TMS_TABLE_PREFIX`` or ``tms``).
-    The tables are created on first use unless ``create_tables`` is False. Thread-safe; use it as
-    a context manager or call :meth:`close`.
+    The tables are created on first use unless ``create_tables`` is False. ``timeout`` bounds every
+    HBase call (seconds); ``max_batch_bytes`` caps one publish or store. Thread-safe; use it as a
+    context manager or call :meth:`close`.
     """
 
     def __init__(
@@ -30,6 +35,8 @@ class MessagingClient:
         timeout: float = 10.0,
         pool_size: int = 8,
         create_tables: bool = True,
+        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+        metadata_max_age: float = 1.0,
     ) -> None:
         host, port = config.thrift_address(address)
         self.tables = TableNames(config.table_prefix(prefix))
@@ -38,6 +45,9 @@ class MessagingClient:
         self._ready = False
         self._ready_lock = threading.Lock()
         self._metadata = MetadataStore(self.hbase, self.tables.metadata)
+        self._topics = MetadataCache(self._metadata, metadata_max_age)
+        self._writer = MessageWriter(self.hbase, self.tables, self._topics, max_batch_bytes=max_batch_bytes)
+        self._reader = MessageReader(self.hbase, self.tables, self._topics)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -50,6 +60,11 @@ class MessagingClient:
     def close(self) -> None:
         """Close the pooled connections."""
         self.hbase.close()
+
+    @property
+    def max_batch_bytes(self) -> int:
+        """The largest batch (sum of payload sizes plus 4 bytes each) one publish or store takes."""
+        return self._writer.max_batch_bytes
 
     def __repr__(self) -> str:
         return f"MessagingClient({self.hbase.address!r}, prefix={self.tables.prefix!r})"
@@ -81,7 +96,9 @@ class MessagingClient:
         Raises TopicAlreadyExists (properties unchanged) or InvalidArgument.
         """
         self._ensure_ready()
-        return self._metadata.create(_topic(topic), properties)
+        topic = _topic(topic)
+        self._topics.forget(topic)
+        return self._metadata.create(topic, properties)
 
     def update_topic(
         self,
@@ -116,7 +133,63 @@ class MessagingClient:
     def delete_topic(self, topic: TopicId) -> None:
         """Delete a topic (its data becomes unreadable at once); TopicNotFound if it does not exist."""
         self._ensure_ready()
-        self._metadata.delete(_topic(topic))
+        topic = _topic(topic)
+        self._topics.forget(topic)
+        self._metadata.delete(topic)
+
+    # -- messages -----------------------------------------------------------------------------
+
+    def publish(
+        self,
+        topic: TopicId,
+        payloads: Sequence[bytes],
+        tx_write_pointer: int | None = None,
+        *,
+        ttl: float | None = None,
+        resume: PublishOutcomeUnknown | None = None,
+    ) -> RollbackDetail | None:
+        """Publish a batch of payloads, in order, as one unit: all of it is stored or none.
+
+        Without ``tx_write_pointer`` returns None. With one, the batch carries the transaction's
+        write pointer and a :class:`RollbackDetail` is returned (``bytes(detail)`` is the opaque
+        handle); an empty list then publishes the payloads stored before with :meth:`store`.
+        ``ttl`` (seconds) expires these messages sooner than the topic's TTL.
+
+        If HBase stops answering mid-publish, PublishOutcomeUnknown is raised; calling publish again
+        with the same arguments and ``resume=`` that error stores the batch exactly once.
+        """
+        self._ensure_ready()
+        point = None if resume is None else resume.resume
+        return self._writer.publish(_topic(topic), payloads, tx_write_pointer, ttl, point)
+
+    def store(self, topic: TopicId, payloads: Sequence[bytes], tx_write_pointer: int) -> None:
+        """Store payloads under a transaction write pointer; invisible until that pointer is published."""
+        self._ensure_ready()
+        self._writer.store(_topic(topic), payloads, tx_write_pointer)
+
+    def rollback(self, topic: TopicId, handle: RollbackDetail | bytes) -> None:
+        """Mark a transactional publish rolled back: transactional readers skip it from now on."""
+        self._ensure_ready()
+        detail = handle if isinstance(handle, RollbackDetail) else RollbackDetail.from_bytes(handle)
+        self._writer.rollback(_topic(topic), detail)
+
+    def fetch(
+        self,
+        topic: TopicId,
+        start_message: bytes | None = None,
+        start_time: int | None = None,
+        inclusive: bool = True,
+        limit: int | None = None,
+        transaction: Transaction | None = None,
+    ) -> Iterator[Message]:
+        """Messages in order from a message id or a publish time (ms), up to ``limit``.
+
+        Without a transaction every message is returned, rolled-back ones included. With one,
+        rolled-back and invalid messages are skipped and the fetch stops at the first message of a
+        transaction the reader cannot see yet. Bad arguments raise here, before iterating.
+        """
+        self._ensure_ready()
+        return self._reader.fetch(_topic(topic), start_message, start_time, inclusive, limit, transaction)
 
 
 def _topic(topic: object) -> TopicId:

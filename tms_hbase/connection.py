@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 import happybase
-import Hbase_thrift
+import Hbase_thrift  # loaded by happybase's import above
 from thriftpy2.thrift import TException
 from thriftpy2.transport import TTransportException
 
@@ -24,6 +24,11 @@ T = TypeVar("T")
 _HBASE_ANSWERS = (Hbase_thrift.IOError, Hbase_thrift.IllegalArgument, Hbase_thrift.AlreadyExists)
 # Failures of the link itself (as opposed to an answer from HBase): the connection is discarded.
 _LINK_ERRORS = (TTransportException, socket.timeout, OSError, EOFError)
+
+
+def mutation(column: bytes, value: bytes) -> Hbase_thrift.Mutation:
+    """A Thrift1 put of one cell, for checkAndPut (which happybase does not wrap)."""
+    return Hbase_thrift.Mutation(column=column, value=value)
 
 
 class HBaseConnection:
@@ -53,6 +58,7 @@ class HBaseConnection:
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(pool_size)
         self._closed = False
+        self.calls = 0  # HBase calls made through this pool (for tests, benchmarks and metrics)
 
     @property
     def address(self) -> str:
@@ -69,6 +75,7 @@ class HBaseConnection:
             raise err
         conn = None
         healthy = True
+        self.calls += 1
         try:
             conn = self._take()
             yield conn

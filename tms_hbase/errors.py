@@ -45,5 +45,20 @@ class HBaseUnavailable(HBaseError):
     timed_out: bool = False
 
 
+class PublishOutcomeUnknown(HBaseUnavailable):
+    """HBase stopped answering while a publish was being written: the batch may or may not be stored.
+
+    Passing this error back as ``publish(..., resume=error)`` finishes the publish exactly once.
+    """
+
+    def __init__(self, message: str, resume: object) -> None:
+        super().__init__(message)
+        self.resume = resume
+
+
+class QueueFull(TmsError):
+    """The async publisher's queue is full (policy ``on_full="raise"``)."""
+
+
 class LauncherError(TmsError):
     """The local HBase launcher could not do what was asked (missing java/mvn, port taken, start failed)."""

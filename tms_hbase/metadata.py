@@ -6,11 +6,11 @@ delete → |old| + 1; update keeps the generation. A topic exists iff its genera
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Mapping
 
-import Hbase_thrift
-
-from .connection import HBaseConnection
+from .connection import HBaseConnection, mutation
 from .errors import ConcurrentModification, HBaseUnavailable, TopicAlreadyExists, TopicNotFound
 from .tables import FAMILY
 from .topic import GENERATION_KEY, TopicId, TopicMetadata, user_properties
@@ -133,9 +133,39 @@ class MetadataStore:
 
     def _compare_and_set(self, topic: TopicId, old: bytes | None, new: bytes, what: str) -> bool:
         """checkAndPut: write ``new`` only if the stored value is exactly ``old`` (None: no row)."""
-        mutation = Hbase_thrift.Mutation(column=COLUMN, value=new)
+        put = mutation(COLUMN, new)
         return self.hbase.run(
             what,
-            lambda c: c.client.checkAndPut(self.table.encode(), topic.key, COLUMN, old, mutation, {}),
+            lambda c: c.client.checkAndPut(self.table.encode(), topic.key, COLUMN, old, put, {}),
             idempotent=False,
         )
+
+
+class MetadataCache:
+    """Topic metadata for the hot paths (publish, fetch), re-read when older than ``max_age`` seconds.
+
+    A short age bounds how long a publish may still go to a generation that was just deleted; that is
+    no different from a publish that happened just before the delete.
+    """
+
+    def __init__(self, store: MetadataStore, max_age: float = 1.0) -> None:
+        self.store = store
+        self.max_age = max_age
+        self._cache: dict[TopicId, tuple[float, TopicMetadata]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, topic: TopicId) -> TopicMetadata:
+        """The topic's metadata (TopicNotFound if it does not exist), from the cache when fresh."""
+        now = time.monotonic()
+        with self._lock:
+            hit = self._cache.get(topic)
+        if hit is not None and now - hit[0] < self.max_age:
+            return hit[1]
+        meta = self.store.get(topic)
+        with self._lock:
+            self._cache[topic] = (now, meta)
+        return meta
+
+    def forget(self, topic: TopicId) -> None:
+        with self._lock:
+            self._cache.pop(topic, None)

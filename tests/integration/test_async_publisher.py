@@ -1,0 +1,120 @@
+"""The async publisher on the real HBase: batching, order, futures, full-queue and give-up policies."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tms_hbase import AsyncPublisher, InvalidArgument, MessagingClient, QueueFull, TopicId, TopicNotFound
+from tms_hbase.config import thrift_address
+
+from ..tcp_proxy import TcpProxy
+
+T = TopicId("ns", "async")
+
+
+def payloads(client: MessagingClient, topic: TopicId = T) -> list[bytes]:
+    return [m.payload for m in client.fetch(topic)]
+
+
+def test_publishes_in_order_in_few_batches(client: MessagingClient) -> None:
+    client.create_topic(T)
+    with AsyncPublisher(client, linger=0.05) as publisher:
+        futures = [publisher.publish(T, [f"{i}".encode()]) for i in range(300)]
+        assert all(f.result(timeout=30) is True for f in futures)
+        assert publisher.stats.published == 300
+        assert publisher.stats.batches < 30, publisher.stats
+    assert payloads(client) == [f"{i}".encode() for i in range(300)]
+
+
+def test_flush_waits_and_close_sends_what_is_queued(client: MessagingClient) -> None:
+    client.create_topic(T)
+    publisher = AsyncPublisher(client, linger=0.2)
+    publisher.publish(T, [b"a"])
+    publisher.flush(timeout=30)
+    assert payloads(client) == [b"a"]
+    publisher.publish(T, [b"b", b"c"])
+    publisher.close(timeout=30)
+    assert payloads(client) == [b"a", b"b", b"c"]
+    with pytest.raises(Exception, match="closed"):
+        publisher.publish(T, [b"late"])
+
+
+def test_bad_input_fails_at_once_or_in_its_future(client: MessagingClient) -> None:
+    client.create_topic(T)
+    with AsyncPublisher(client) as publisher:
+        with pytest.raises(InvalidArgument):
+            publisher.publish(T, [])
+        with pytest.raises(InvalidArgument):
+            publisher.publish(T, ["not bytes"])
+        missing = publisher.publish(TopicId("ns", "missing"), [b"x"])
+        with pytest.raises(TopicNotFound):
+            missing.result(timeout=30)
+        assert publisher.publish(T, [b"fine"]).result(timeout=30) is True
+    assert payloads(client) == [b"fine"]
+    with pytest.raises(InvalidArgument, match="on_full"):
+        AsyncPublisher(client, on_full="ignore")  # type: ignore[arg-type]
+
+
+def test_full_queue_policies(hbase_address: str, prefix: str) -> None:
+    proxy = TcpProxy(thrift_address(hbase_address))
+    try:
+        with MessagingClient(proxy.address, prefix, timeout=2) as client:
+            client.create_topic(T)
+            proxy.stall = True  # the sender hangs on its first publish; the queue fills up
+            raising = AsyncPublisher(client, max_queue=2, on_full="raise", retries=0, linger=0)
+            dropping = AsyncPublisher(client, max_queue=2, on_full="drop", retries=0, linger=0)
+            for publisher in (raising, dropping):
+                publisher.publish(T, [b"in flight"])
+                time.sleep(0.2)
+                publisher.publish(T, [b"q1"])
+                publisher.publish(T, [b"q2"])
+            with pytest.raises(QueueFull):
+                raising.publish(T, [b"one too many"])
+            dropped = dropping.publish(T, [b"one too many", b"and another"])
+            assert dropped.done() and dropped.result() is False
+            assert dropping.stats.dropped_full == 2
+            proxy.stall = False
+            for publisher in (raising, dropping):
+                publisher.close(timeout=60)
+    finally:
+        proxy.close()
+
+
+def test_give_up_policies_after_retries(hbase_address: str, prefix: str) -> None:
+    proxy = TcpProxy(thrift_address(hbase_address))
+    try:
+        with MessagingClient(proxy.address, prefix, timeout=0.5) as client:
+            client.create_topic(T)
+            proxy.stall = True
+            with AsyncPublisher(client, retries=2, backoff=0.01, on_give_up="raise") as raising:
+                failed = raising.publish(T, [b"x"])
+                assert failed.exception(timeout=60) is not None
+                assert raising.stats.retries == 2 and raising.stats.failed == 1
+            with AsyncPublisher(client, retries=1, backoff=0.01, on_give_up="drop") as dropping:
+                assert dropping.publish(T, [b"y", b"z"]).result(timeout=60) is False
+                assert dropping.stats.dropped_failed == 2
+    finally:
+        proxy.close()
+
+
+def test_retry_after_an_outage_stores_exactly_once(client: MessagingClient, hbase_address: str, prefix: str) -> None:
+    client.create_topic(T)
+    proxy = TcpProxy(thrift_address(hbase_address))
+    try:
+        with (
+            MessagingClient(proxy.address, prefix, timeout=1) as flaky,
+            AsyncPublisher(flaky, retries=20, backoff=0.05, max_backoff=0.2, linger=0) as publisher,
+        ):
+            # the write lands, its answer is lost, and HBase then stops answering for a while
+            proxy.lose_reply_to(b"checkAndPut", then_stall=True)
+            first = publisher.publish(T, [b"once"])
+            time.sleep(3)
+            assert proxy.replies_lost == 1 and not first.done()
+            proxy.stall = False
+            assert first.result(timeout=60) is True
+            assert publisher.publish(T, [b"after"]).result(timeout=60) is True
+    finally:
+        proxy.close()
+    assert payloads(client) == [b"once", b"after"]

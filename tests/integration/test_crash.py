@@ -1,0 +1,90 @@
+"""Many writer processes, some SIGKILLed mid-run and restarted, and readers tailing from different
+start points: every acknowledged batch is stored exactly once, in one order that all readers share."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tms_hbase import MessagingClient, TopicId
+
+ROOT = Path(__file__).resolve().parents[2]
+T = TopicId("crash", "orders")
+
+
+def start(env: dict[str, str], module: str, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", f"tests.workers.{module}", *args], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True
+    )
+
+
+def read_lines(path: Path) -> list[list[str]]:
+    return [line.split(" ", 2) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.mark.slow
+def test_writers_killed_mid_run_lose_and_duplicate_nothing(
+    client: MessagingClient, tms_env: dict[str, str], tmp_path: Path
+) -> None:
+    client.create_topic(T)
+    stop = tmp_path / "stop"  # writers stop
+    drain = tmp_path / "drain"  # readers read what is left and stop (after the writers are gone)
+    acks = tmp_path / "acks"
+    acks.mkdir()
+    writers = {f"w{i}": start(tms_env, "writer", str(T), f"w{i}", str(acks / f"w{i}"), str(stop)) for i in range(4)}
+    reader_a = start(tms_env, "tailer", str(T), str(tmp_path / "a"), str(drain))
+    time.sleep(3)
+    reader_b = start(tms_env, "tailer", str(T), str(tmp_path / "b"), str(drain), str(int(time.time() * 1000)))
+
+    killed = 0
+    for round_ in range(3):  # kill two writers mid-publish, start replacements under new names
+        time.sleep(1.5)
+        for name in (f"w{round_ % 4}", f"w{(round_ + 2) % 4}"):
+            live = [n for n in writers if n.startswith(name) and writers[n].poll() is None]
+            victim = live[-1]
+            os.kill(writers[victim].pid, signal.SIGKILL)
+            writers[victim].wait()
+            killed += 1
+            new = f"{victim}r{round_}"
+            writers[new] = start(tms_env, "writer", str(T), new, str(acks / new), str(stop))
+    time.sleep(2)
+    stop.touch()
+    for name, proc in writers.items():
+        if proc.returncode is None:
+            _, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, f"writer {name} failed: {err}"
+    drain.touch()
+    for proc in (reader_a, reader_b):
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, f"reader failed: {err}"
+
+    truth = [(m.id.hex(), str(m.publish_time), m.payload.decode()) for m in client.fetch(T)]
+    payload_list = [p for _, _, p in truth]
+    assert len(set(payload_list)) == len(payload_list), "a message was stored twice"
+    assert [i for i, _, _ in truth] == sorted(i for i, _, _ in truth)
+    times = [int(t) for _, t, _ in truth]
+    assert times == sorted(times), "publish time decreased along the order"
+
+    stored = Counter(p.rsplit(":", 1)[0] for p in payload_list)
+    acked = [line.split() for f in acks.iterdir() for line in f.read_text().splitlines()]
+    assert len(acked) > 100 and killed == 6
+    for name, batch, size in acked:
+        assert stored[f"{name}:{batch}"] == int(size), f"acknowledged batch {name}:{batch} is not there exactly once"
+    for name, batch, _ in acked:  # a batch's messages are contiguous and in order
+        first = payload_list.index(f"{name}:{batch}:0")
+        size = stored[f"{name}:{batch}"]
+        assert payload_list[first : first + size] == [f"{name}:{batch}:{i}" for i in range(size)]
+
+    seen_a = [tuple(line) for line in read_lines(tmp_path / "a")]
+    seen_b = [tuple(line) for line in read_lines(tmp_path / "b")]
+    assert seen_a == truth, "the reader from the start saw another sequence"
+    assert seen_b, "the second reader saw nothing"
+    offset = truth.index(seen_b[0])
+    assert seen_b == truth[offset:], "the reader from a later start saw another sequence"

@@ -1,0 +1,276 @@
+"""Publish and fetch on the real HBase: CDAP's semantics, payload store, TTL, ids, bad input."""
+
+from __future__ import annotations
+
+import time
+
+import happybase
+import pytest
+
+from tms_hbase import (
+    InvalidArgument,
+    Message,
+    MessageId,
+    MessagingClient,
+    RollbackDetail,
+    TopicId,
+    TopicNotFound,
+)
+from tms_hbase.config import thrift_address
+from tms_hbase.tx import NO_TX_IN_PROGRESS, Transaction
+
+from ..tcp_proxy import TcpProxy
+
+T = TopicId("ns", "events")
+
+
+def payloads(messages: list[Message]) -> list[bytes]:
+    return [m.payload for m in messages]
+
+
+def tx(pointer: int, in_progress: tuple[int, ...] = (), invalids: tuple[int, ...] = ()) -> Transaction:
+    """A reader's transaction: everything up to ``pointer`` committed except the given ones."""
+    first_short = min(in_progress) if in_progress else NO_TX_IN_PROGRESS
+    return Transaction(
+        read_pointer=pointer,
+        tx_id=pointer + 1,
+        invalids=list(invalids),
+        in_progress=list(in_progress),
+        first_short_in_progress=first_short,
+    )
+
+
+def message_rows(client: MessagingClient, address: str) -> int:
+    """How many rows the message table holds, counted with plain happybase."""
+    host, port = thrift_address(address)
+    conn = happybase.Connection(host, port)
+    try:
+        return sum(1 for _ in conn.table(client.tables.messages).scan())
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def topic(client: MessagingClient) -> TopicId:
+    client.create_topic(T, {"ttl": "3600"})
+    return T
+
+
+def test_cdap_fetch_semantics_with_rollback(client: MessagingClient, topic: TopicId) -> None:
+    client.publish(topic, [b"m0", b"m1"])
+    handle = client.publish(topic, [b"m2"], tx_write_pointer=100)
+    assert isinstance(handle, RollbackDetail)
+    assert payloads(list(client.fetch(topic))) == [b"m0", b"m1", b"m2"]
+    # a reader whose transaction sees 100 as in progress stops before m2
+    assert payloads(list(client.fetch(topic, transaction=tx(150, in_progress=(100,))))) == [b"m0", b"m1"]
+    assert payloads(list(client.fetch(topic, transaction=tx(150)))) == [b"m0", b"m1", b"m2"]
+    client.rollback(topic, bytes(handle))
+    client.rollback(topic, handle)  # twice is fine
+    assert payloads(list(client.fetch(topic))) == [b"m0", b"m1", b"m2"]  # non-tx: repeatable reads
+    assert payloads(list(client.fetch(topic, transaction=tx(150)))) == [b"m0", b"m1"]
+    client.publish(topic, [b"m3"])
+    assert payloads(list(client.fetch(topic, transaction=tx(150)))) == [b"m0", b"m1", b"m3"]
+
+
+def test_in_progress_stops_invalid_skips_committed_returns(client: MessagingClient, topic: TopicId) -> None:
+    client.publish(topic, [b"a"])
+    client.publish(topic, [b"b"], tx_write_pointer=10)
+    client.publish(topic, [b"c"])
+    client.publish(topic, [b"d"], tx_write_pointer=20)
+    client.publish(topic, [b"e"])
+    assert payloads(list(client.fetch(topic, transaction=tx(30, in_progress=(10,))))) == [b"a"]
+    assert payloads(list(client.fetch(topic, transaction=tx(30, in_progress=(20,))))) == [b"a", b"b", b"c"]
+    assert payloads(list(client.fetch(topic, transaction=tx(15)))) == [b"a", b"b", b"c"]  # 20 > read pointer
+    assert payloads(list(client.fetch(topic, transaction=tx(30, invalids=(10,))))) == [b"a", b"c", b"d", b"e"]
+    assert payloads(list(client.fetch(topic, transaction=tx(30)))) == [b"a", b"b", b"c", b"d", b"e"]
+    assert payloads(list(client.fetch(topic))) == [b"a", b"b", b"c", b"d", b"e"]
+
+
+def test_start_from_id_inclusive_exclusive_and_limit(client: MessagingClient, topic: TopicId) -> None:
+    client.publish(topic, [b"0", b"1", b"2"])
+    client.publish(topic, [b"3", b"4"])
+    every = list(client.fetch(topic))
+    assert payloads(every) == [b"0", b"1", b"2", b"3", b"4"]
+    ids = [m.id for m in every]
+    assert ids == sorted(ids) and len(set(ids)) == 5 and all(len(i) <= 20 for i in ids)
+    assert payloads(list(client.fetch(topic, start_message=ids[1]))) == [b"1", b"2", b"3", b"4"]
+    assert payloads(list(client.fetch(topic, start_message=ids[1], inclusive=False))) == [b"2", b"3", b"4"]
+    assert payloads(list(client.fetch(topic, start_message=ids[2], inclusive=False, limit=1))) == [b"3"]
+    assert payloads(list(client.fetch(topic, start_message=ids[4], inclusive=False))) == []
+    assert payloads(list(client.fetch(topic, limit=2))) == [b"0", b"1"]
+
+
+def test_start_from_time_with_limit(client: MessagingClient, topic: TopicId) -> None:
+    client.publish(topic, [b"early"])
+    time.sleep(0.05)
+    client.publish(topic, [b"mid1", b"mid2"])
+    mid_time = list(client.fetch(topic))[1].publish_time
+    time.sleep(0.05)
+    client.publish(topic, [b"late"])
+    assert payloads(list(client.fetch(topic, start_time=mid_time))) == [b"mid1", b"mid2", b"late"]
+    assert payloads(list(client.fetch(topic, start_time=mid_time, limit=1))) == [b"mid1"]
+    assert payloads(list(client.fetch(topic, start_time=mid_time, inclusive=False))) == [b"late"]
+    assert payloads(list(client.fetch(topic, start_time=0))) == [b"early", b"mid1", b"mid2", b"late"]
+    assert payloads(list(client.fetch(topic, start_time=int(time.time() * 1000) + 60_000))) == []
+    times = [m.publish_time for m in client.fetch(topic)]
+    assert times == sorted(times)
+
+
+def test_payload_store_is_invisible_until_the_pointer_is_published(client: MessagingClient, topic: TopicId) -> None:
+    client.publish(topic, [b"before"])
+    for i in range(10):
+        client.store(topic, [f"s{i}a".encode(), f"s{i}b".encode()], tx_write_pointer=500)
+    assert payloads(list(client.fetch(topic))) == [b"before"]
+    handle = client.publish(topic, [], tx_write_pointer=500)
+    client.publish(topic, [b"after"])
+    stored = [f"s{i}{x}".encode() for i in range(10) for x in "ab"]
+    every = list(client.fetch(topic))
+    assert payloads(every) == [b"before", *stored, b"after"]
+    assert payloads(list(client.fetch(topic, transaction=tx(600)))) == [b"before", *stored, b"after"]
+    assert payloads(list(client.fetch(topic, transaction=tx(600, in_progress=(500,))))) == [b"before"]
+    group = every[1:21]
+    assert payloads(list(client.fetch(topic, start_message=group[5].id, limit=3))) == stored[5:8]
+    assert payloads(list(client.fetch(topic, start_message=group[5].id, inclusive=False, limit=3))) == stored[6:9]
+    assert payloads(list(client.fetch(topic, start_message=group[19].id, inclusive=False))) == [b"after"]
+    client.rollback(topic, handle)
+    assert payloads(list(client.fetch(topic, transaction=tx(600)))) == [b"before", b"after"]
+    assert len(list(client.fetch(topic))) == 22
+
+
+def test_topic_ttl_applies_at_read(client: MessagingClient) -> None:
+    client.create_topic(T, {"ttl": "1"})
+    client.publish(T, [b"old"])
+    time.sleep(1.3)
+    client.publish(T, [b"new"])
+    assert payloads(list(client.fetch(T))) == [b"new"]
+    assert payloads(list(client.fetch(T, start_time=0))) == [b"new"]
+
+
+def test_per_message_ttl_shorter_than_topic(client: MessagingClient, topic: TopicId) -> None:
+    client.publish(topic, [b"keep1"])
+    client.publish(topic, [b"short"], ttl=0.4)
+    client.publish(topic, [b"keep2"])
+    assert payloads(list(client.fetch(topic))) == [b"keep1", b"short", b"keep2"]
+    time.sleep(0.6)
+    assert payloads(list(client.fetch(topic))) == [b"keep1", b"keep2"]
+    with pytest.raises(InvalidArgument, match="longer than the topic"):
+        client.publish(topic, [b"x"], ttl=7200)
+    for bad in (0, -1, "5", True):
+        with pytest.raises(InvalidArgument, match="per-message ttl"):
+            client.publish(topic, [b"x"], ttl=bad)
+
+
+def test_recreated_topic_starts_over_from_an_old_id(client: MessagingClient, topic: TopicId) -> None:
+    client.publish(topic, [b"g1-a", b"g1-b"])
+    old_id = list(client.fetch(topic))[1].id
+    client.delete_topic(topic)
+    with pytest.raises(TopicNotFound):
+        list(client.fetch(topic))
+    client.create_topic(topic)
+    client.publish(topic, [b"g2-a"])
+    client.publish(topic, [b"g2-b"])
+    assert payloads(list(client.fetch(topic))) == [b"g2-a", b"g2-b"]
+    assert payloads(list(client.fetch(topic, start_message=old_id, inclusive=False))) == [b"g2-a", b"g2-b"]
+    new_ids = [m.id for m in client.fetch(topic)]
+    assert all(MessageId.decode(i).generation == 2 for i in new_ids)
+
+
+def test_many_batches_read_in_chunks_and_seek_in_log_reads(client: MessagingClient, topic: TopicId) -> None:
+    for i in range(600):
+        client.publish(topic, [f"{i}".encode()])
+    every = list(client.fetch(topic))
+    assert payloads(every) == [f"{i}".encode() for i in range(600)]
+    target = every[437]
+    before = client.hbase.calls
+    found = list(client.fetch(topic, start_time=target.publish_time, limit=1))
+    reads = client.hbase.calls - before
+    assert found[0].publish_time == target.publish_time
+    assert found[0].id <= target.id  # the first message published at that millisecond
+    assert reads <= 2 * 10 + 4, f"time seek over 600 rows took {reads} reads"
+
+
+def test_lost_publish_answer_is_not_stored_twice(client: MessagingClient, hbase_address: str, prefix: str) -> None:
+    client.create_topic(T)
+    proxy = TcpProxy(thrift_address(hbase_address))
+    try:
+        with MessagingClient(proxy.address, prefix, timeout=5) as flaky:
+            flaky.publish(T, [b"first"])
+            proxy.lose_reply_to(b"checkAndPut")
+            flaky.publish(T, [b"second"])
+            assert proxy.replies_lost == 1
+            proxy.lose_reply_to(b"checkAndPut")
+            flaky.publish(T, [b"third"], tx_write_pointer=77)
+            assert proxy.replies_lost == 2
+    finally:
+        proxy.close()
+    assert payloads(list(client.fetch(T))) == [b"first", b"second", b"third"]
+
+
+def test_a_16_mib_batch_is_stored_whole(client: MessagingClient, topic: TopicId) -> None:
+    big = [bytes([i]) * (1024 * 1024 - 8) for i in range(16)]
+    client.publish(topic, big)
+    assert payloads(list(client.fetch(topic))) == big
+
+
+def test_bad_input_is_a_clear_error_and_writes_nothing(
+    client: MessagingClient, topic: TopicId, hbase_address: str
+) -> None:
+    client.publish(topic, [b"only"])
+    rows = message_rows(client, hbase_address)
+    unknown = TopicId("ns", "nope")
+    for call in (
+        lambda: client.publish(unknown, [b"x"]),
+        lambda: client.store(unknown, [b"x"], tx_write_pointer=5),
+        lambda: client.fetch(unknown),
+        lambda: client.rollback(unknown, RollbackDetail(str(unknown), 5, 1, 1, 1)),
+    ):
+        with pytest.raises(TopicNotFound):
+            call()
+    bad_calls = {
+        "nothing to publish": lambda: client.publish(topic, []),
+        "over the limit": lambda: client.publish(topic, [b"x" * (16 * 1024 * 1024)]),
+        "not bytes": lambda: client.publish(topic, ["text"]),
+        "list of bytes": lambda: client.publish(topic, b"abc"),
+        "write pointer": lambda: client.publish(topic, [b"x"], tx_write_pointer=-3),
+        "corrupt rollback handle": lambda: client.rollback(topic, b"garbage"),
+        "belongs to topic": lambda: client.rollback(topic, RollbackDetail("ns:other", 5, 1, 1, 1)),
+        "does not match": lambda: client.rollback(topic, RollbackDetail(str(topic), 5, 1, 1, 1)),
+        "corrupt message id": lambda: client.fetch(topic, start_message=b"\x01\x02"),
+        "positive integer": lambda: client.fetch(topic, limit=0),
+        "bad limit": lambda: client.fetch(topic, limit=-5),
+        "bad start_time": lambda: client.fetch(topic, start_time=-1),
+        "not both": lambda: client.fetch(topic, start_message=b"x" * 20, start_time=5),
+        "must be a tms_hbase.tx.Transaction": lambda: client.fetch(topic, transaction=b"\x00" * 30),
+        "nothing to store": lambda: client.store(topic, [], tx_write_pointer=5),
+    }
+    for message, call in bad_calls.items():
+        with pytest.raises(InvalidArgument) as info:
+            call()
+        assert message.split()[0] in str(info.value) or message in str(info.value), (message, info.value)
+    with (
+        MessagingClient(client.hbase.address, client.tables.prefix, max_batch_bytes=100) as small,
+        pytest.raises(InvalidArgument, match="over the limit of 100 bytes"),
+    ):
+        small.publish(topic, [b"x" * 60, b"y" * 60])
+    assert message_rows(client, hbase_address) == rows
+    assert payloads(list(client.fetch(topic))) == [b"only"]
+
+
+def test_swept_rows_in_the_middle_are_stepped_over(client: MessagingClient, topic: TopicId, hbase_address: str) -> None:
+    """Rows the sweeper deleted (here: deleted with plain happybase) leave gaps readers step over."""
+    for i in range(6):
+        client.publish(topic, [f"{i}".encode()])
+    ids = [m.id for m in client.fetch(topic)]
+    host, port = thrift_address(hbase_address)
+    conn = happybase.Connection(host, port)
+    try:
+        table = conn.table(client.tables.messages)
+        keys = [key for key, _ in table.scan()]
+        for key in (keys[0], keys[2], keys[3]):
+            table.delete(key)
+    finally:
+        conn.close()
+    assert payloads(list(client.fetch(topic))) == [b"1", b"4", b"5"]
+    assert payloads(list(client.fetch(topic, start_message=ids[1], inclusive=False))) == [b"4", b"5"]
+    assert payloads(list(client.fetch(topic, start_message=ids[2]))) == [b"4", b"5"]
+    assert payloads(list(client.fetch(topic, start_time=0, limit=2))) == [b"1", b"4"]

@@ -1,0 +1,44 @@
+"""A reader process for the crash test: tails a topic and records every message it sees, in order.
+
+Usage: python -m tests.workers.tailer TOPIC OUT_FILE STOP_FILE [START_TIME_MS]
+Polls with the last id seen (exclusive). Once STOP_FILE exists it drains what is left and exits.
+Fails (exit 1) if it ever sees an id that does not increase or a publish time that decreases.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from tms_hbase import MessagingClient, TopicId
+
+
+def main() -> None:
+    topic, out_path, stop_path = TopicId.parse(sys.argv[1]), sys.argv[2], sys.argv[3]
+    start_time = int(sys.argv[4]) if len(sys.argv) > 4 else None
+    last_id: bytes | None = None
+    last_time = 0
+    with MessagingClient(create_tables=False) as client, open(out_path, "w") as out:
+        while True:
+            stopping = os.path.exists(stop_path)
+            if last_id is None:
+                batch = list(client.fetch(topic, start_time=start_time, limit=500))
+            else:
+                batch = list(client.fetch(topic, start_message=last_id, inclusive=False, limit=500))
+            for message in batch:
+                if last_id is not None and message.id <= last_id:
+                    sys.exit(f"id went backwards: {message.id.hex()} after {last_id.hex()}")
+                if message.publish_time < last_time:
+                    sys.exit(f"publish time went backwards at {message.id.hex()}")
+                last_id, last_time = message.id, message.publish_time
+                out.write(f"{message.id.hex()} {message.publish_time} {message.payload.decode()}\n")
+            out.flush()
+            if stopping and not batch:
+                return
+            if not batch:
+                time.sleep(0.01)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,225 @@
+"""Asynchronous non-transactional publishing: a bounded queue drained by one background sender that
+batches, retries with backoff, and resolves a future per publish (seed requirement 4.3 and 6)."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from .errors import HBaseError, InvalidArgument, PublishOutcomeUnknown, QueueFull, TmsError
+from .topic import TopicId
+from .writer import validate_payloads
+
+if TYPE_CHECKING:
+    from .client import MessagingClient
+
+log = logging.getLogger(__name__)
+
+OnFull = Literal["raise", "drop", "block"]
+OnGiveUp = Literal["raise", "drop"]
+
+
+@dataclass
+class _Item:
+    topic: TopicId
+    payloads: tuple[bytes, ...]
+    ttl: float | None
+    future: Future = field(default_factory=Future)
+
+
+@dataclass
+class PublisherStats:
+    """What the publisher did so far (read it any time; the numbers only grow)."""
+
+    published: int = 0  # messages stored
+    batches: int = 0  # batch rows written
+    retries: int = 0  # publish attempts repeated after an HBase failure
+    dropped_full: int = 0  # messages dropped because the queue was full (on_full="drop")
+    dropped_failed: int = 0  # messages dropped after retries ran out (on_give_up="drop")
+    failed: int = 0  # messages whose future got an error
+
+
+class AsyncPublisher:
+    """Publish without waiting: ``publish`` returns a Future that becomes True once stored.
+
+    * ``max_queue`` publish calls may wait; when full, ``on_full`` decides: ``"raise"`` QueueFull,
+      ``"drop"`` (the future is already done with False, counted), or ``"block"`` up to ``block_timeout``.
+    * The sender takes what is queued (waiting up to ``linger`` seconds for more) and writes each
+      topic's messages as batch rows of at most ``max_batch_messages`` / ``max_batch_bytes``.
+    * A failed batch is retried ``retries`` times with exponential backoff, exactly once (an
+      interrupted write is resumed, never repeated); then ``on_give_up`` decides: ``"raise"`` (the
+      futures get the error) or ``"drop"`` (they get False, counted).
+    * Bad input (unknown topic, empty or oversize batch) fails that publish's future at once.
+
+    Messages of one topic are stored in the order they were queued. Use as a context manager, or
+    call :meth:`close`, which sends what is queued first.
+    """
+
+    def __init__(
+        self,
+        client: MessagingClient,
+        *,
+        max_queue: int = 10_000,
+        on_full: OnFull = "raise",
+        block_timeout: float | None = None,
+        max_batch_messages: int = 500,
+        max_batch_bytes: int = 1024 * 1024,
+        linger: float = 0.005,
+        retries: int = 5,
+        backoff: float = 0.05,
+        max_backoff: float = 2.0,
+        on_give_up: OnGiveUp = "raise",
+    ) -> None:
+        if on_full not in ("raise", "drop", "block"):
+            raise InvalidArgument(f"on_full must be 'raise', 'drop' or 'block', not {on_full!r}")
+        if on_give_up not in ("raise", "drop"):
+            raise InvalidArgument(f"on_give_up must be 'raise' or 'drop', not {on_give_up!r}")
+        if max_queue < 1 or max_batch_messages < 1 or retries < 0:
+            raise InvalidArgument("max_queue and max_batch_messages must be >= 1, retries >= 0")
+        self.client = client
+        self.on_full, self.block_timeout, self.on_give_up = on_full, block_timeout, on_give_up
+        self.max_batch_messages, self.max_batch_bytes = max_batch_messages, max_batch_bytes
+        self.linger, self.retries, self.backoff, self.max_backoff = linger, retries, backoff, max_backoff
+        self.stats = PublisherStats()
+        self._queue: queue.Queue[_Item | None] = queue.Queue(max_queue)
+        self._closed = False
+        self._sender = threading.Thread(target=self._run, name="tms-async-publisher", daemon=True)
+        self._sender.start()
+
+    def __enter__(self) -> AsyncPublisher:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def publish(self, topic: TopicId | str, payloads: Sequence[bytes], *, ttl: float | None = None) -> Future:
+        """Queue payloads for ``topic``; the returned Future gives True when they are stored."""
+        if self._closed:
+            raise TmsError("the async publisher is closed")
+        batch = validate_payloads(payloads, self.client.max_batch_bytes, allow_empty=False)
+        item = _Item(topic if isinstance(topic, TopicId) else TopicId.parse(topic), batch, ttl)
+        try:
+            if self.on_full == "block":
+                self._queue.put(item, timeout=self.block_timeout)
+            else:
+                self._queue.put_nowait(item)
+        except queue.Full:
+            if self.on_full == "drop":
+                self.stats.dropped_full += len(batch)
+                item.future.set_result(False)
+                return item.future
+            raise QueueFull(f"async publisher queue is full ({self._queue.maxsize} publishes waiting)") from None
+        return item.future
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until everything queued so far is stored or given up."""
+        marker = _Item(TopicId("_", "_"), (), None)
+        self._queue.put(marker, timeout=timeout)
+        marker.future.result(timeout)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Send what is queued, then stop the sender."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(None)
+        self._sender.join(timeout)
+
+    # -- the sender thread --------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            items = self._take()
+            stop = None in items
+            real = [i for i in items if i is not None and i.payloads]
+            for topic_items in _by_topic(real):
+                for batch in self._split(topic_items):
+                    try:
+                        self._send(batch)
+                    except Exception as exc:  # never leave a future hanging
+                        log.exception("async publisher: unexpected error")
+                        self._finish(batch, error=exc)
+            for marker in (i for i in items if i is not None and not i.payloads):
+                marker.future.set_result(True)  # a flush marker: everything before it is done
+            if stop:
+                return
+
+    def _take(self) -> list[_Item | None]:
+        items = [self._queue.get()]
+        deadline = time.monotonic() + self.linger
+        while items[-1] is not None and len(items) < self.max_batch_messages:
+            wait = deadline - time.monotonic()
+            try:
+                items.append(self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait())
+            except queue.Empty:
+                break
+        return items
+
+    def _split(self, items: list[_Item]) -> list[list[_Item]]:
+        """Consecutive runs with the same per-message TTL, cut at the batch limits."""
+        batches: list[list[_Item]] = []
+        count = size = 0
+        for item in items:
+            item_size = sum(len(p) + 4 for p in item.payloads)
+            fits = count + len(item.payloads) <= self.max_batch_messages and size + item_size <= self.max_batch_bytes
+            if not batches or not fits or batches[-1][0].ttl != item.ttl:
+                batches.append([])
+                count = size = 0
+            batches[-1].append(item)
+            count += len(item.payloads)
+            size += item_size
+        return batches
+
+    def _send(self, batch: list[_Item]) -> None:
+        topic, ttl = batch[0].topic, batch[0].ttl
+        payloads = [p for item in batch for p in item.payloads]
+        resume: PublishOutcomeUnknown | None = None
+        delay = self.backoff
+        for attempt in range(self.retries + 1):
+            try:
+                self.client.publish(topic, payloads, ttl=ttl, resume=resume)
+            except PublishOutcomeUnknown as exc:
+                resume, error = exc, exc
+            except HBaseError as exc:
+                error = exc
+            except TmsError as exc:  # bad input: retrying cannot help
+                self._finish(batch, error=exc)
+                return
+            else:
+                self.stats.published += len(payloads)
+                self.stats.batches += 1
+                self._finish(batch)
+                return
+            if attempt < self.retries:
+                self.stats.retries += 1
+                log.warning("publish to %s failed (%s); retrying in %.2fs", topic, error, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, self.max_backoff)
+        log.error("publish to %s gave up after %d attempts: %s", topic, self.retries + 1, error)
+        if self.on_give_up == "drop":
+            self.stats.dropped_failed += len(payloads)
+            for item in batch:
+                item.future.set_result(False)
+        else:
+            self._finish(batch, error=error)
+
+    def _finish(self, batch: list[_Item], error: BaseException | None = None) -> None:
+        for item in batch:
+            if error is None:
+                item.future.set_result(True)
+            else:
+                self.stats.failed += len(item.payloads)
+                item.future.set_exception(error)
+
+
+def _by_topic(items: list[_Item]) -> list[list[_Item]]:
+    groups: dict[TopicId, list[_Item]] = {}
+    for item in items:
+        groups.setdefault(item.topic, []).append(item)
+    return list(groups.values())

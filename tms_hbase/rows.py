@@ -1,0 +1,138 @@
+"""Byte layouts of the message and payload tables (docs/tables.md has the tables).
+
+Message table: one row per published batch at a dense position of its topic generation::
+
+    key   = topic key (b"ns:topic:") | generation u32 | position u64           (big-endian)
+    d:m   = version u8 | flags u8 | publish_time i64 ms | writer id 16 | writer batch i64
+            | [tx write pointer i64] | [expires_at i64 ms] | [count u32 | (len u32 | payload)*]
+
+Payload table: payloads stored under a transaction write pointer, in store order::
+
+    key   = topic key | generation u32 | write pointer i64 | sequence u64     (d:p = payload)
+    counter row = topic key | generation u32 | write pointer i64             (d:c = last sequence)
+
+Everything a batch says is one cell, so a batch appears whole or not at all (checkAndPut on one cell).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .errors import CorruptData
+from .tables import FAMILY
+from .topic import TopicId
+
+MESSAGE_COLUMN = f"{FAMILY}:m".encode()
+PAYLOAD_COLUMN = f"{FAMILY}:p".encode()
+COUNTER_COLUMN = f"{FAMILY}:c".encode()
+
+VERSION = 1
+F_TX = 1
+F_POINTER = 2
+F_EXPIRY = 4
+
+_HEADER = struct.Struct(">BBq16sq")
+TX_OFFSET = _HEADER.size  # the write pointer sits at a fixed offset so rollback can flip its sign
+_I64 = struct.Struct(">q")
+_U32 = struct.Struct(">I")
+_GEN = struct.Struct(">I")
+_POS = struct.Struct(">Q")
+MAX_POSITION = 2**64 - 1
+
+
+def generation_prefix(topic: TopicId, generation: int) -> bytes:
+    """Key prefix of one generation of a topic (message and payload tables alike)."""
+    return topic.key + _GEN.pack(generation)
+
+
+def message_key(topic: TopicId, generation: int, position: int) -> bytes:
+    return generation_prefix(topic, generation) + _POS.pack(position)
+
+
+def position_of(key: bytes) -> int:
+    """The position encoded at the end of a message row key."""
+    return _POS.unpack_from(key, len(key) - 8)[0]
+
+
+def pointer_prefix(topic: TopicId, generation: int, write_pointer: int) -> bytes:
+    """Key of the sequence counter of one write pointer; its payload rows extend it."""
+    return generation_prefix(topic, generation) + _I64.pack(write_pointer)
+
+
+def payload_key(topic: TopicId, generation: int, write_pointer: int, sequence: int) -> bytes:
+    return pointer_prefix(topic, generation, write_pointer) + _POS.pack(sequence)
+
+
+def sequence_of(key: bytes) -> int:
+    return _POS.unpack_from(key, len(key) - 8)[0]
+
+
+@dataclass(frozen=True)
+class BatchRow:
+    """The decoded cell of one message-table row."""
+
+    publish_time: int
+    writer_id: bytes
+    batch_no: int
+    payloads: tuple[bytes, ...] = ()
+    tx_pointer: int | None = None  # negative once rolled back or marked invalid
+    expires_at: int | None = None  # per-message TTL, as an absolute time in ms
+    pointer: bool = False  # no payloads inline: they are in the payload table under tx_pointer
+
+    def encode(self) -> bytes:
+        flags = (F_TX if self.tx_pointer is not None else 0) | (F_POINTER if self.pointer else 0)
+        flags |= F_EXPIRY if self.expires_at is not None else 0
+        parts = [_HEADER.pack(VERSION, flags, self.publish_time, self.writer_id, self.batch_no)]
+        if self.tx_pointer is not None:
+            parts.append(_I64.pack(self.tx_pointer))
+        if self.expires_at is not None:
+            parts.append(_I64.pack(self.expires_at))
+        if not self.pointer:
+            parts.append(_U32.pack(len(self.payloads)))
+            for payload in self.payloads:
+                parts.append(_U32.pack(len(payload)))
+                parts.append(payload)
+        return b"".join(parts)
+
+    @classmethod
+    def decode(cls, data: bytes) -> BatchRow:
+        try:
+            version, flags, publish_time, writer_id, batch_no = _HEADER.unpack_from(data)
+            if version != VERSION:
+                raise CorruptData(f"message row of unknown format version {version}")
+            offset = _HEADER.size
+            tx_pointer = expires_at = None
+            if flags & F_TX:
+                tx_pointer = _I64.unpack_from(data, offset)[0]
+                offset += 8
+            if flags & F_EXPIRY:
+                expires_at = _I64.unpack_from(data, offset)[0]
+                offset += 8
+            payloads: list[bytes] = []
+            if not flags & F_POINTER:
+                (count,) = _U32.unpack_from(data, offset)
+                offset += 4
+                for _ in range(count):
+                    (size,) = _U32.unpack_from(data, offset)
+                    offset += 4
+                    payloads.append(data[offset : offset + size])
+                    offset += size
+            if offset != len(data):
+                raise CorruptData("message row has trailing or missing bytes")
+        except struct.error as exc:
+            raise CorruptData(f"truncated message row: {exc}") from None
+        return cls(publish_time, writer_id, batch_no, tuple(payloads), tx_pointer, expires_at, bool(flags & F_POINTER))
+
+
+def with_tx_pointer(data: bytes, tx_pointer: int) -> bytes:
+    """The same cell with its transaction write pointer replaced (rollback: +p → −p)."""
+    if len(data) < TX_OFFSET + 8 or not data[1] & F_TX:
+        raise CorruptData("message row has no transaction write pointer")
+    return data[:TX_OFFSET] + _I64.pack(tx_pointer) + data[TX_OFFSET + 8 :]
+
+
+def batch_size(payloads: Sequence[bytes]) -> int:
+    """Bytes a batch's payloads take in a row (what the batch size limit counts)."""
+    return sum(len(p) + 4 for p in payloads)

@@ -1,0 +1,122 @@
+"""Avro wire formats (fastavro): the seed's PublishRequest, ConsumeRequest and Message schemas, and
+the rollback handle a transactional publish returns. The schemas are data, kept in one place."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from typing import Any
+
+import fastavro
+
+from .errors import InvalidArgument
+
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "PublishRequest": {
+        "type": "record",
+        "name": "PublishRequest",
+        "namespace": "tms_hbase",
+        "fields": [
+            {"name": "transactionWritePointer", "type": ["long", "null"]},
+            {"name": "messages", "type": {"type": "array", "items": "bytes"}},
+        ],
+    },
+    # The seed's PublishResponse named rows by (timestamp, sequence id); ours are named by a dense
+    # position within a topic generation, and carry the topic so a handle cannot roll back another.
+    "PublishResponse": {
+        "type": "record",
+        "name": "PublishResponse",
+        "namespace": "tms_hbase",
+        "fields": [
+            {"name": "topic", "type": "string"},
+            {"name": "transactionWritePointer", "type": "long"},
+            {"name": "generation", "type": "int"},
+            {"name": "startPosition", "type": "long"},
+            {"name": "endPosition", "type": "long"},
+        ],
+    },
+    "ConsumeRequest": {
+        "type": "record",
+        "name": "ConsumeRequest",
+        "namespace": "tms_hbase",
+        "fields": [
+            {"name": "startFrom", "type": ["bytes", "long", "null"]},
+            {"name": "inclusive", "type": "boolean", "default": True},
+            {"name": "limit", "type": ["int", "null"]},
+            {"name": "transaction", "type": ["bytes", "null"]},
+        ],
+    },
+    "Message": {
+        "type": "record",
+        "name": "Message",
+        "namespace": "tms_hbase",
+        "fields": [
+            {"name": "id", "type": "bytes"},
+            {"name": "payload", "type": "bytes"},
+            {"name": "publishTime", "type": "long", "default": 0},
+        ],
+    },
+}
+_PARSED = {name: fastavro.parse_schema(schema) for name, schema in SCHEMAS.items()}
+HANDLE_MAGIC = b"TMRB"
+
+
+def encode(schema: str, record: dict[str, Any]) -> bytes:
+    """Avro binary (schemaless) of ``record`` under one of :data:`SCHEMAS`."""
+    out = io.BytesIO()
+    try:
+        fastavro.schemaless_writer(out, _PARSED[schema], record)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise InvalidArgument(f"cannot encode {schema}: {exc}") from None
+    return out.getvalue()
+
+
+def decode(schema: str, data: bytes) -> dict[str, Any]:
+    """Inverse of :func:`encode`; bytes that do not decode completely are InvalidArgument."""
+    buffer = io.BytesIO(data)
+    try:
+        record = fastavro.schemaless_reader(buffer, _PARSED[schema], None)
+    except Exception as exc:  # fastavro raises many kinds on garbage input
+        raise InvalidArgument(f"corrupt {schema}: {type(exc).__name__}") from None
+    if buffer.tell() != len(data):
+        raise InvalidArgument(f"corrupt {schema}: {len(data) - buffer.tell()} trailing bytes")
+    return record
+
+
+@dataclass(frozen=True)
+class RollbackDetail:
+    """What a transactional publish wrote; ``bytes(detail)`` is the opaque handle ``rollback`` takes."""
+
+    topic: str
+    transaction_write_pointer: int
+    generation: int
+    start_position: int
+    end_position: int
+
+    def __bytes__(self) -> bytes:
+        return HANDLE_MAGIC + encode(
+            "PublishResponse",
+            {
+                "topic": self.topic,
+                "transactionWritePointer": self.transaction_write_pointer,
+                "generation": self.generation,
+                "startPosition": self.start_position,
+                "endPosition": self.end_position,
+            },
+        )
+
+    @classmethod
+    def from_bytes(cls, data: object) -> RollbackDetail:
+        """Parse a handle; anything that is not one is InvalidArgument."""
+        if not isinstance(data, (bytes, bytearray, memoryview)) or not bytes(data).startswith(HANDLE_MAGIC):
+            raise InvalidArgument("corrupt rollback handle: not bytes returned by a transactional publish")
+        try:
+            r = decode("PublishResponse", bytes(data)[len(HANDLE_MAGIC) :])
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"corrupt rollback handle ({exc})") from None
+        detail = cls(r["topic"], r["transactionWritePointer"], r["generation"], r["startPosition"], r["endPosition"])
+        if detail.transaction_write_pointer <= 0 or detail.generation <= 0 or detail.start_position <= 0:
+            raise InvalidArgument("corrupt rollback handle: pointer, generation and positions must be positive")
+        if detail.end_position < detail.start_position:
+            raise InvalidArgument("corrupt rollback handle: end position before start position")
+        return detail
