@@ -36,5 +36,7 @@ with MessagingClient() as client:          # address and prefix from the environ
         print(f"create again -> {type(err).__name__}: {err}")
     print("topics in demo:", [str(t) for t in client.list_topics("demo")])
 PY
+echo; echo "publishing and consuming (examples/quickstart.py):"
+step python "$(dirname "$0")/quickstart.py"
 echo
 echo "HBase keeps running: 'tms-admin hbase status', 'tms-admin hbase stop' (from .venv/bin)."

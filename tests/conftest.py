@@ -10,9 +10,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from tms_hbase import MessagingClient
-from tms_hbase.config import PREFIX_ENV, THRIFT_ENV
+from tms_hbase.config import PREFIX_ENV, THRIFT_ENV, thrift_address
 
 from .hbase_server import hbase_for_tests
+from .tcp_proxy import TcpProxy
 
 
 @pytest.fixture(scope="session")
@@ -57,3 +58,11 @@ def tms_env(hbase_address: str, prefix: str) -> dict[str, str]:
     env[THRIFT_ENV] = hbase_address
     env[PREFIX_ENV] = prefix
     return env
+
+
+@pytest.fixture
+def proxy(hbase_address: str) -> Iterator[TcpProxy]:
+    """A TCP proxy in front of the session's HBase that a test can cut, stall or make lose replies."""
+    p = TcpProxy(thrift_address(hbase_address))
+    yield p
+    p.close()

@@ -7,7 +7,6 @@ import time
 import pytest
 
 from tms_hbase import AsyncPublisher, InvalidArgument, MessagingClient, QueueFull, TopicId, TopicNotFound
-from tms_hbase.config import thrift_address
 
 from ..tcp_proxy import TcpProxy
 
@@ -57,64 +56,52 @@ def test_bad_input_fails_at_once_or_in_its_future(client: MessagingClient) -> No
         AsyncPublisher(client, on_full="ignore")  # type: ignore[arg-type]
 
 
-def test_full_queue_policies(hbase_address: str, prefix: str) -> None:
-    proxy = TcpProxy(thrift_address(hbase_address))
-    try:
-        with MessagingClient(proxy.address, prefix, timeout=2) as client:
-            client.create_topic(T)
-            proxy.stall = True  # the sender hangs on its first publish; the queue fills up
-            raising = AsyncPublisher(client, max_queue=2, on_full="raise", retries=0, linger=0)
-            dropping = AsyncPublisher(client, max_queue=2, on_full="drop", retries=0, linger=0)
-            for publisher in (raising, dropping):
-                publisher.publish(T, [b"in flight"])
-                time.sleep(0.2)
-                publisher.publish(T, [b"q1"])
-                publisher.publish(T, [b"q2"])
-            with pytest.raises(QueueFull):
-                raising.publish(T, [b"one too many"])
-            dropped = dropping.publish(T, [b"one too many", b"and another"])
-            assert dropped.done() and dropped.result() is False
-            assert dropping.stats.dropped_full == 2
-            proxy.stall = False
-            for publisher in (raising, dropping):
-                publisher.close(timeout=60)
-    finally:
-        proxy.close()
+def test_full_queue_policies(proxy: TcpProxy, prefix: str) -> None:
+    with MessagingClient(proxy.address, prefix, timeout=2) as client:
+        client.create_topic(T)
+        proxy.stall = True  # the sender hangs on its first publish; the queue fills up
+        raising = AsyncPublisher(client, max_queue=2, on_full="raise", retries=0, linger=0)
+        dropping = AsyncPublisher(client, max_queue=2, on_full="drop", retries=0, linger=0)
+        for publisher in (raising, dropping):
+            publisher.publish(T, [b"in flight"])
+            time.sleep(0.2)
+            publisher.publish(T, [b"q1"])
+            publisher.publish(T, [b"q2"])
+        with pytest.raises(QueueFull):
+            raising.publish(T, [b"one too many"])
+        dropped = dropping.publish(T, [b"one too many", b"and another"])
+        assert dropped.done() and dropped.result() is False
+        assert dropping.stats.dropped_full == 2
+        proxy.stall = False
+        for publisher in (raising, dropping):
+            publisher.close(timeout=60)
 
 
-def test_give_up_policies_after_retries(hbase_address: str, prefix: str) -> None:
-    proxy = TcpProxy(thrift_address(hbase_address))
-    try:
-        with MessagingClient(proxy.address, prefix, timeout=0.5) as client:
-            client.create_topic(T)
-            proxy.stall = True
-            with AsyncPublisher(client, retries=2, backoff=0.01, on_give_up="raise") as raising:
-                failed = raising.publish(T, [b"x"])
-                assert failed.exception(timeout=60) is not None
-                assert raising.stats.retries == 2 and raising.stats.failed == 1
-            with AsyncPublisher(client, retries=1, backoff=0.01, on_give_up="drop") as dropping:
-                assert dropping.publish(T, [b"y", b"z"]).result(timeout=60) is False
-                assert dropping.stats.dropped_failed == 2
-    finally:
-        proxy.close()
+def test_give_up_policies_after_retries(proxy: TcpProxy, prefix: str) -> None:
+    with MessagingClient(proxy.address, prefix, timeout=0.5) as client:
+        client.create_topic(T)
+        proxy.stall = True
+        with AsyncPublisher(client, retries=2, backoff=0.01, on_give_up="raise") as raising:
+            failed = raising.publish(T, [b"x"])
+            assert failed.exception(timeout=60) is not None
+            assert raising.stats.retries == 2 and raising.stats.failed == 1
+        with AsyncPublisher(client, retries=1, backoff=0.01, on_give_up="drop") as dropping:
+            assert dropping.publish(T, [b"y", b"z"]).result(timeout=60) is False
+            assert dropping.stats.dropped_failed == 2
 
 
-def test_retry_after_an_outage_stores_exactly_once(client: MessagingClient, hbase_address: str, prefix: str) -> None:
+def test_retry_after_an_outage_stores_exactly_once(client: MessagingClient, proxy: TcpProxy, prefix: str) -> None:
     client.create_topic(T)
-    proxy = TcpProxy(thrift_address(hbase_address))
-    try:
-        with (
-            MessagingClient(proxy.address, prefix, timeout=1) as flaky,
-            AsyncPublisher(flaky, retries=20, backoff=0.05, max_backoff=0.2, linger=0) as publisher,
-        ):
-            # the write lands, its answer is lost, and HBase then stops answering for a while
-            proxy.lose_reply_to(b"checkAndPut", then_stall=True)
-            first = publisher.publish(T, [b"once"])
-            time.sleep(3)
-            assert proxy.replies_lost == 1 and not first.done()
-            proxy.stall = False
-            assert first.result(timeout=60) is True
-            assert publisher.publish(T, [b"after"]).result(timeout=60) is True
-    finally:
-        proxy.close()
+    with (
+        MessagingClient(proxy.address, prefix, timeout=1) as flaky,
+        AsyncPublisher(flaky, retries=20, backoff=0.05, max_backoff=0.2, linger=0) as publisher,
+    ):
+        # the write lands, its answer is lost, and HBase then stops answering for a while
+        proxy.lose_reply_to(b"checkAndPut", then_stall=True)
+        first = publisher.publish(T, [b"once"])
+        time.sleep(3)
+        assert proxy.replies_lost == 1 and not first.done()
+        proxy.stall = False
+        assert first.result(timeout=60) is True
+        assert publisher.publish(T, [b"after"]).result(timeout=60) is True
     assert payloads(client) == [b"once", b"after"]

@@ -189,20 +189,16 @@ def test_many_batches_read_in_chunks_and_seek_in_log_reads(client: MessagingClie
     assert reads <= 2 * 10 + 4, f"time seek over 600 rows took {reads} reads"
 
 
-def test_lost_publish_answer_is_not_stored_twice(client: MessagingClient, hbase_address: str, prefix: str) -> None:
+def test_lost_publish_answer_is_not_stored_twice(client: MessagingClient, proxy: TcpProxy, prefix: str) -> None:
     client.create_topic(T)
-    proxy = TcpProxy(thrift_address(hbase_address))
-    try:
-        with MessagingClient(proxy.address, prefix, timeout=5) as flaky:
-            flaky.publish(T, [b"first"])
-            proxy.lose_reply_to(b"checkAndPut")
-            flaky.publish(T, [b"second"])
-            assert proxy.replies_lost == 1
-            proxy.lose_reply_to(b"checkAndPut")
-            flaky.publish(T, [b"third"], tx_write_pointer=77)
-            assert proxy.replies_lost == 2
-    finally:
-        proxy.close()
+    with MessagingClient(proxy.address, prefix, timeout=5) as flaky:
+        flaky.publish(T, [b"first"])
+        proxy.lose_reply_to(b"checkAndPut")
+        flaky.publish(T, [b"second"])
+        assert proxy.replies_lost == 1
+        proxy.lose_reply_to(b"checkAndPut")
+        flaky.publish(T, [b"third"], tx_write_pointer=77)
+        assert proxy.replies_lost == 2
     assert payloads(list(client.fetch(T))) == [b"first", b"second", b"third"]
 
 

@@ -1,0 +1,181 @@
+"""Shared pieces of the benchmarks: settings, table names, raw happybase tables, payloads, statistics, progress."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import statistics
+import struct
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import happybase
+import thriftpy2.thrift
+
+from tms_hbase import MessagingClient, TopicId
+from tms_hbase.tables import FAMILIES, FAMILY
+
+# Raw rows use the same column family settings and column as the messages table (d:m).
+RAW_FAMILY = {FAMILY: FAMILIES["messages"]}
+RAW_COLUMN = f"{FAMILY}:m".encode()
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+_SEND_TIME = struct.Struct(">d")
+
+
+@dataclass
+class Settings:
+    """What one run of the benchmarks uses; ``quick`` scales everything down."""
+
+    address: str = "127.0.0.1:9090"
+    quick: bool = False
+    rounds: int = 5
+    run_id: str = field(default_factory=lambda: secrets.token_hex(3))
+
+    @property
+    def host(self) -> str:
+        return self.address.rsplit(":", 1)[0]
+
+    @property
+    def port(self) -> int:
+        return int(self.address.rsplit(":", 1)[1])
+
+    def prefix(self, name: str) -> str:
+        """A table prefix of this run for one benchmark (always starts with ``bench``)."""
+        return f"bench{name}_{self.run_id}"
+
+    def pick(self, full, quick):  # noqa: ANN001, ANN201 - any value
+        return quick if self.quick else full
+
+
+def check_loopback(address: str) -> None:
+    host = address.rsplit(":", 1)[0]
+    if host not in LOOPBACK:
+        raise SystemExit(f"the benchmarks only run against HBase on loopback, not {address!r}")
+
+
+def progress(message: str) -> None:
+    """A progress line on stderr (stdout carries the report)."""
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# -- payloads -----------------------------------------------------------------------------------
+
+
+def payloads(count: int, size: int) -> list[bytes]:
+    """``count`` distinct random payloads of ``size`` bytes (incompressible, like encrypted or packed data)."""
+    return [os.urandom(size) for _ in range(count)]
+
+
+def stamped(send_time: float, size: int) -> bytes:
+    """A payload of ``size`` bytes that begins with a send time (seconds since the epoch, float64)."""
+    return _SEND_TIME.pack(send_time) + b"\0" * max(0, size - _SEND_TIME.size)
+
+
+def send_time_of(payload: bytes) -> float:
+    return _SEND_TIME.unpack_from(payload)[0]
+
+
+# -- tables -------------------------------------------------------------------------------------
+
+
+def raw_connection(settings: Settings) -> happybase.Connection:
+    return happybase.Connection(settings.host, settings.port, timeout=30_000)
+
+
+def create_raw_table(conn: happybase.Connection, name: str) -> happybase.Table:
+    """A plain HBase table with the same family settings as the messages table."""
+    conn.create_table(name, RAW_FAMILY)
+    return conn.table(name)
+
+
+def drop_raw_table(conn: happybase.Connection, name: str) -> None:
+    if name.encode() in conn.tables():
+        conn.delete_table(name, disable=True)
+
+
+def raw_key(prefix: bytes, n: int) -> bytes:
+    return prefix + n.to_bytes(8, "big")
+
+
+def raw_put_batch(table: happybase.Table, prefix: bytes, first: int, batch: Sequence[bytes]) -> None:
+    """The raw counterpart of one publish: one row per payload, all in one mutateRows call."""
+    with table.batch() as b:
+        for i, payload in enumerate(batch):
+            b.put(raw_key(prefix, first + i), {RAW_COLUMN: payload})
+
+
+@contextmanager
+def bench_tables(settings: Settings, name: str) -> Iterator[tuple[MessagingClient, happybase.Connection, str]]:
+    """A MessagingClient on fresh ``bench…`` tables and a raw connection with a raw table name; all dropped after."""
+    client = MessagingClient(settings.address, prefix=settings.prefix(name))
+    conn = raw_connection(settings)
+    raw_name = f"{settings.prefix(name)}_raw"
+    try:
+        client.init_tables()
+        yield client, conn, raw_name
+    finally:
+        try:
+            client.drop_tables()
+            drop_raw_table(conn, raw_name)
+        finally:
+            client.close()
+            conn.close()
+
+
+def new_topic(client: MessagingClient, name: str) -> TopicId:
+    topic = TopicId("bench", name)
+    client.create_topic(topic)
+    return topic
+
+
+# -- counting Thrift calls ----------------------------------------------------------------------
+
+
+class RpcCounter:
+    """Counts every Thrift request this process sends (patches thriftpy2's TClient; benchmarks only)."""
+
+    count = 0
+    _installed = False
+
+    @classmethod
+    def install(cls) -> None:
+        if cls._installed:
+            return
+        original = thriftpy2.thrift.TClient._req
+
+        def counting(self, _api, *args, **kwargs):  # noqa: ANN001, ANN202
+            cls.count += 1
+            return original(self, _api, *args, **kwargs)
+
+        thriftpy2.thrift.TClient._req = counting
+        cls._installed = True
+
+
+# -- statistics ---------------------------------------------------------------------------------
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0..100), nearest rank."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+def ratio(a: float, b: float) -> float:
+    return a / b if b else float("nan")
+
+
+def wait_until(when: float) -> None:
+    """Sleep until the wall clock reaches ``when`` (processes on one machine share it)."""
+    delay = when - time.time()
+    if delay > 0:
+        time.sleep(delay)

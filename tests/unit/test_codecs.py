@@ -1,0 +1,118 @@
+"""Byte layouts of batch rows, message ids and the Avro wire formats: pure code, no HBase."""
+
+from __future__ import annotations
+
+import pytest
+
+from tms_hbase import CorruptData, InvalidArgument, MessageId, RollbackDetail, TopicId
+from tms_hbase.rows import (
+    TX_OFFSET,
+    BatchRow,
+    generation_prefix,
+    message_key,
+    payload_key,
+    pointer_prefix,
+    position_of,
+    sequence_of,
+    with_tx_pointer,
+)
+from tms_hbase.wire import SCHEMAS, decode, encode
+
+T = TopicId("ns", "t")
+WRITER = bytes(range(16))
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        BatchRow(1, WRITER, 7, (b"a", b"", b"\x00" * 300)),
+        BatchRow(2**40, WRITER, 1, (b"x",), tx_pointer=99),
+        BatchRow(5, WRITER, 2, (), tx_pointer=-99, pointer=True),
+        BatchRow(5, WRITER, 3, (b"y",), expires_at=10_000),
+        BatchRow(5, WRITER, 4, (), tx_pointer=12, expires_at=9, pointer=True),
+    ],
+)
+def test_batch_rows_round_trip(row: BatchRow) -> None:
+    assert BatchRow.decode(row.encode()) == row
+
+
+def test_write_pointer_sign_flips_in_place() -> None:
+    data = BatchRow(5, WRITER, 1, (b"p",), tx_pointer=42, expires_at=77).encode()
+    flipped = with_tx_pointer(data, -42)
+    assert len(flipped) == len(data) and flipped[:TX_OFFSET] == data[:TX_OFFSET]
+    assert BatchRow.decode(flipped) == BatchRow(5, WRITER, 1, (b"p",), tx_pointer=-42, expires_at=77)
+    with pytest.raises(CorruptData):
+        with_tx_pointer(BatchRow(5, WRITER, 1, (b"p",)).encode(), -1)
+
+
+@pytest.mark.parametrize(
+    "data", [b"", b"\x01", b"\x09" + b"\x00" * 40, b"\x01\x00" + b"\x00" * 32 + b"\x00\x00\x00\x02"]
+)
+def test_corrupt_rows_are_clear_errors(data: bytes) -> None:
+    with pytest.raises(CorruptData):
+        BatchRow.decode(data)
+
+
+def test_keys_sort_by_generation_position_and_sequence() -> None:
+    keys = [message_key(T, g, p) for g in (1, 2, 300) for p in (1, 2, 255, 256, 2**40)]
+    assert keys == sorted(keys)
+    assert all(k.startswith(generation_prefix(T, 1)) for k in keys[:5])
+    assert [position_of(k) for k in keys[:5]] == [1, 2, 255, 256, 2**40]
+    stored = [payload_key(T, 1, 500, s) for s in (1, 2, 256, 70_000)]
+    assert stored == sorted(stored) and all(k.startswith(pointer_prefix(T, 1, 500)) for k in stored)
+    assert sequence_of(stored[3]) == 70_000
+    assert pointer_prefix(T, 1, 500) < stored[0]  # the counter row sorts before its payloads
+
+
+def test_message_ids_are_20_bytes_and_sort_in_consumption_order() -> None:
+    ids = [MessageId(g, p, i) for g in (1, 2) for p in (1, 2, 300) for i in (0, 1, 1000)]
+    raw = [bytes(i) for i in ids]
+    assert all(len(r) == 20 for r in raw)
+    assert raw == sorted(raw) and [MessageId.decode(r) for r in raw] == ids
+
+
+@pytest.mark.parametrize("data", [b"", b"x" * 19, b"x" * 21, "text", None, bytes(20)])
+def test_corrupt_message_ids_are_invalid_argument(data: object) -> None:
+    with pytest.raises(InvalidArgument, match="corrupt message id"):
+        MessageId.decode(data)
+
+
+def test_rollback_handle_round_trip_and_corruption() -> None:
+    detail = RollbackDetail("ns:t", 123456789, 3, 10, 10)
+    assert RollbackDetail.from_bytes(bytes(detail)) == detail
+    handle = bytes(detail)
+    for bad in [b"", b"TMRB", handle[:-1], handle + b"\x00", b"XXXX" + handle[4:], "str"]:
+        with pytest.raises(InvalidArgument, match="corrupt rollback handle"):
+            RollbackDetail.from_bytes(bad)
+    for fields in [("ns:t", 0, 1, 1, 1), ("ns:t", 5, 0, 1, 1), ("ns:t", 5, 1, 3, 2)]:
+        with pytest.raises(InvalidArgument):
+            RollbackDetail.from_bytes(bytes(RollbackDetail(*fields)))
+
+
+@pytest.mark.parametrize(
+    "schema, record",
+    [
+        ("PublishRequest", {"transactionWritePointer": None, "messages": [b"a", b"b"]}),
+        ("PublishRequest", {"transactionWritePointer": 77, "messages": []}),
+        ("ConsumeRequest", {"startFrom": b"\x00" * 20, "inclusive": False, "limit": 10, "transaction": None}),
+        ("ConsumeRequest", {"startFrom": 1_700_000_000_000, "inclusive": True, "limit": None, "transaction": b"t"}),
+        ("ConsumeRequest", {"startFrom": None, "inclusive": True, "limit": None, "transaction": None}),
+        ("Message", {"id": b"\x01" * 20, "payload": b"hello", "publishTime": 5}),
+    ],
+)
+def test_seed_schemas_round_trip(schema: str, record: dict) -> None:
+    assert decode(schema, encode(schema, record)) == record
+
+
+def test_schemas_are_the_seeds_where_they_fit() -> None:
+    assert [f["name"] for f in SCHEMAS["PublishRequest"]["fields"]] == ["transactionWritePointer", "messages"]
+    assert [f["name"] for f in SCHEMAS["ConsumeRequest"]["fields"]] == [
+        "startFrom",
+        "inclusive",
+        "limit",
+        "transaction",
+    ]
+    with pytest.raises(InvalidArgument, match="cannot encode"):
+        encode("PublishRequest", {"transactionWritePointer": "x", "messages": []})
+    with pytest.raises(InvalidArgument, match="corrupt ConsumeRequest"):
+        decode("ConsumeRequest", b"\xff\xff\xff")
