@@ -1,0 +1,66 @@
+"""What the sweeper does with one cell: the seed's "Data Cleanup In Tables" matrix, as pure functions.
+
+The ordering protocol adds two rules (docs/ordering.md): the newest row of a live generation is never
+deleted (only its expired payloads are stripped), and nothing is deleted before its TTL plus a grace
+period has passed, so no writer can put a row into a position the sweeper has freed.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from tms_hbase.rows import BatchRow
+from tms_hbase.topic import TopicMetadata
+
+
+class Verdict(Enum):
+    KEEP = "keep"
+    DROP = "drop"
+    STRIP = "strip"  # keep the row (it holds the tail position) without its expired payloads
+
+
+def is_older_generation(generation: int, current: int) -> bool:
+    """True for cells of a generation the topic has left: ``gen < |current|``, or the current
+    generation itself once the topic is deleted (``current < 0``)."""
+    return generation < abs(current) or (current < 0 and generation == abs(current))
+
+
+def _dead_generation(generation: int, meta: TopicMetadata | None) -> bool | None:
+    """True: drop (old generation). None: keep whatever else holds (unknown topic, newer generation)."""
+    if meta is None or generation > abs(meta.generation):
+        return None
+    return is_older_generation(generation, meta.generation)
+
+
+def message_verdict(
+    generation: int, meta: TopicMetadata | None, row: BatchRow, newest: bool, now_ms: int, grace_ms: int
+) -> Verdict:
+    """Drop a message row of a dead generation or past its TTL (+grace); strip the newest instead."""
+    dead = _dead_generation(generation, meta)
+    if dead is None:
+        return Verdict.KEEP
+    if dead:
+        return Verdict.DROP
+    assert meta is not None
+    deadline = row.publish_time + meta.ttl * 1000
+    if row.expires_at is not None:
+        deadline = min(deadline, row.expires_at)
+    if deadline + grace_ms >= now_ms:
+        return Verdict.KEEP
+    if not newest:
+        return Verdict.DROP
+    return Verdict.STRIP if row.payloads else Verdict.KEEP
+
+
+def payload_verdict(
+    generation: int, meta: TopicMetadata | None, write_time_ms: int, now_ms: int, grace_ms: int
+) -> Verdict:
+    """Drop a payload-table cell of a dead generation, or whose write time is past the TTL (+grace)."""
+    dead = _dead_generation(generation, meta)
+    if dead is None:
+        return Verdict.KEEP
+    if dead:
+        return Verdict.DROP
+    assert meta is not None
+    expired = write_time_ms + meta.ttl * 1000 + grace_ms < now_ms
+    return Verdict.DROP if expired else Verdict.KEEP

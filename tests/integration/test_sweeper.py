@@ -1,0 +1,140 @@
+"""The sweeper on the real HBase: TTL, old generations, the tail row, dry runs, the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import happybase
+import pytest
+
+from compactor.sweep import Sweeper
+from tms_hbase import MessageId, MessagingClient, TopicId
+from tms_hbase.config import thrift_address
+from tms_hbase.rows import MESSAGE_COLUMN, BatchRow
+
+T = TopicId("ns", "swept")
+OTHER = TopicId("ns", "kept")
+
+
+def raw_rows(client: MessagingClient, address: str, table: str) -> list[tuple[bytes, dict]]:
+    host, port = thrift_address(address)
+    conn = happybase.Connection(host, port)
+    try:
+        return list(conn.table(table).scan())
+    finally:
+        conn.close()
+
+
+def sweeper(client: MessagingClient, **kwargs) -> Sweeper:
+    return Sweeper(client.hbase, client.tables, grace_seconds=kwargs.pop("grace", 0), **kwargs)
+
+
+def test_ttl_sweep_keeps_live_rows_drops_expired_and_never_reuses_positions(
+    client: MessagingClient, hbase_address: str
+) -> None:
+    client.create_topic(T, {"ttl": "2"})
+    client.create_topic(OTHER, {"ttl": "3600"})
+    client.publish(T, [b"a"])
+    client.store(T, [b"s1", b"s2"], tx_write_pointer=5)
+    client.publish(T, [], tx_write_pointer=5)
+    client.publish(T, [b"last"])
+    client.publish(OTHER, [b"stays"])
+    early = sweeper(client).sweep_once()
+    assert (early.messages_dropped, early.payloads_dropped, early.messages_stripped) == (0, 0, 0)
+    assert [m.payload for m in client.fetch(T)] == [b"a", b"s1", b"s2", b"last"]
+
+    time.sleep(2.3)
+    report = sweeper(client).sweep_once()
+    assert (report.messages_dropped, report.messages_stripped) == (2, 1)
+    assert report.payloads_dropped == 3  # two payloads and the pointer's sequence counter
+    assert list(client.fetch(T)) == []
+    assert [m.payload for m in client.fetch(OTHER)] == [b"stays"]
+    remaining = [BatchRow.decode(d[MESSAGE_COLUMN]) for _, d in raw_rows(client, hbase_address, client.tables.messages)]
+    assert sorted(len(r.payloads) for r in remaining) == [0, 1]  # T's stripped tail and OTHER's row
+    assert raw_rows(client, hbase_address, client.tables.payloads) == []
+
+    client.publish(T, [b"new"])
+    (new,) = list(client.fetch(T))
+    assert new.payload == b"new" and MessageId.decode(new.id).position == 4  # after the kept tail
+
+    again = sweeper(client).sweep_once()  # the old tail is no longer the newest row: now it goes
+    assert (again.messages_dropped, again.messages_stripped) == (1, 0)
+    assert [m.payload for m in client.fetch(T)] == [b"new"]
+
+
+def test_grace_period_protects_expired_rows(client: MessagingClient) -> None:
+    client.create_topic(T, {"ttl": "1"})
+    client.publish(T, [b"old"])
+    client.publish(T, [b"old2"])
+    time.sleep(1.2)
+    assert list(client.fetch(T)) == []  # readers apply the TTL themselves
+    assert sweeper(client, grace=600).sweep_once().messages_dropped == 0
+    assert sweeper(client).sweep_once().messages_dropped == 1
+
+
+def test_old_generation_is_removed_and_new_one_untouched(client: MessagingClient, hbase_address: str) -> None:
+    client.create_topic(T)
+    client.publish(T, [b"g1"])
+    client.store(T, [b"g1-stored"], tx_write_pointer=9)
+    client.publish(T, [], tx_write_pointer=9)
+    client.delete_topic(T)
+    client.create_topic(T)
+    client.publish(T, [b"g2"])
+    client.store(T, [b"g2-stored"], tx_write_pointer=10)
+    report = sweeper(client, grace=600).sweep_once()
+    assert (report.messages_dropped, report.payloads_dropped) == (2, 2)
+    assert [m.payload for m in client.fetch(T)] == [b"g2"]
+    keys = [k for k, _ in raw_rows(client, hbase_address, client.tables.messages)]
+    assert len(keys) == 1 and keys[0][len(T.key) : len(T.key) + 4] == b"\x00\x00\x00\x02"
+    assert len(raw_rows(client, hbase_address, client.tables.payloads)) == 2  # g2's payload and counter
+
+    client.delete_topic(T)
+    assert sweeper(client, grace=600).sweep_once().messages_dropped == 1
+    assert raw_rows(client, hbase_address, client.tables.messages) == []
+
+
+def test_dry_run_changes_nothing(client: MessagingClient, hbase_address: str) -> None:
+    client.create_topic(T)
+    client.publish(T, [b"x"])
+    client.delete_topic(T)
+    before = raw_rows(client, hbase_address, client.tables.messages)
+    report = sweeper(client, dry_run=True).sweep_once()
+    assert report.dry_run and report.messages_dropped == 1
+    assert raw_rows(client, hbase_address, client.tables.messages) == before
+
+
+def test_tms_sweeper_once_cli(client: MessagingClient, tms_env: dict[str, str]) -> None:
+    client.create_topic(T)
+    client.publish(T, [b"x"])
+    client.delete_topic(T)
+    sweeper_cli = str(Path(sys.executable).with_name("tms-sweeper"))
+    dry = subprocess.run([sweeper_cli, "once", "--dry-run", "--json"], env=tms_env, capture_output=True, text=True)
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout)["messages_dropped"] == 1
+    done = subprocess.run([sweeper_cli, "once"], env=tms_env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "dropped 1" in done.stdout
+    bad = subprocess.run([sweeper_cli, "once", "--thrift", "127.0.0.1:1"], env=tms_env, capture_output=True, text=True)
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    assert bad.stderr.strip().splitlines()[-1].startswith("error: ")  # after the log lines
+
+
+@pytest.mark.slow
+def test_daemon_stops_cleanly_on_sigterm(client: MessagingClient, tms_env: dict[str, str]) -> None:
+    client.create_topic(T)
+    sweeper_cli = str(Path(sys.executable).with_name("tms-sweeper"))
+    proc = subprocess.Popen(
+        [sweeper_cli, "run", "--interval", "0.2", "--json"],
+        env=tms_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(3)
+    proc.terminate()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert len(out.splitlines()) >= 2 and "sweeper stopped" in err
