@@ -11,6 +11,7 @@ from .errors import EXIT_HELP, handle_errors
 from .hbase import hbase
 from .output import emit, json_option
 from .topics import topic
+from .tx import tx
 
 
 def _with_connection_options(func):
@@ -51,3 +52,4 @@ def init(settings: Settings, as_json: bool) -> None:
 
 main.add_command(topic)
 main.add_command(hbase)
+main.add_command(tx)

@@ -17,6 +17,8 @@ from tms_hbase.errors import (
     TmsError,
     TopicAlreadyExists,
     TopicNotFound,
+    TransactionConflict,
+    TransactionNotInProgress,
 )
 
 # Exit codes, documented in `tms-admin --help`.
@@ -25,6 +27,8 @@ EXIT_CODES: list[tuple[type[TmsError], int]] = [
     (TopicNotFound, 3),
     (TopicAlreadyExists, 4),
     (ConcurrentModification, 4),
+    (TransactionConflict, 4),
+    (TransactionNotInProgress, 3),
     (HBaseUnavailable, 5),
     (LauncherError, 6),
     (TmsError, 1),

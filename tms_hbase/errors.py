@@ -62,3 +62,21 @@ class QueueFull(TmsError):
 
 class LauncherError(TmsError):
     """The local HBase launcher could not do what was asked (missing java/mvn, port taken, start failed)."""
+
+
+class TransactionConflict(TmsError):
+    """A change set committed after this transaction started overlaps its own (Tephra's conflict exception)."""
+
+    def __init__(self, tx_id: int, conflicting_key: bytes, conflicting_client: str | None = None) -> None:
+        super().__init__(f"conflict detected for transaction {tx_id} on change {conflicting_key!r}")
+        self.tx_id = tx_id
+        self.conflicting_key = conflicting_key
+        self.conflicting_client = conflicting_client
+
+
+class TransactionNotInProgress(TmsError):
+    """The transaction is not in progress: it committed, aborted, timed out or was invalidated, or never existed."""
+
+
+class InvalidTruncateTime(TmsError):
+    """The invalid list cannot be truncated before that time: a transaction started earlier is still in progress."""

@@ -1,0 +1,215 @@
+"""The transaction server as a real process on the real HBase: Tephra semantics over Thrift,
+durable state (SIGKILL and restart), timeouts, fencing, and the state readable without it."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tms_hbase.errors import InvalidTruncateTime, TmsError, TransactionConflict, TransactionNotInProgress
+from tms_hbase.tx import TransactionType
+from tms_hbase.tx.client import TransactionClient, TransactionServiceUnavailable
+
+TMS_ADMIN = str(Path(sys.executable).with_name("tms-admin"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """``tms-admin tx serve`` in a process of its own."""
+
+    def __init__(self, env: dict[str, str], port: int, *extra: str) -> None:
+        self.env, self.port, self.extra = env, port, extra
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> Server:
+        cmd = [TMS_ADMIN, "tx", "serve", "--port", str(self.port), "--cleanup-interval", "0.2", *self.extra]
+        self.proc = subprocess.Popen(cmd, env=self.env, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with TransactionClient(self.address, timeout=2) as c:
+                    c.status()
+                return self
+            except TransactionServiceUnavailable:
+                assert self.proc.poll() is None, self.proc.stderr.read()
+                assert time.monotonic() < deadline, "transaction server did not start"
+                time.sleep(0.1)
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self) -> str:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        _, err = self.proc.communicate(timeout=60)
+        return err
+
+
+@pytest.fixture
+def server(tms_env: dict[str, str]) -> Iterator[Server]:
+    s = Server(tms_env, free_port()).start()
+    yield s
+    s.stop()
+
+
+def test_commit_makes_writes_visible_to_later_transactions(server: Server) -> None:
+    with TransactionClient(server.address) as tx:
+        assert tx.status() == "OK"
+        first = tx.start_short()
+        assert first.type is TransactionType.SHORT and first.write_pointer >= time.time_ns() // 10**6 * 10**6 - 10**12
+        running = tx.start_short()
+        assert first.tx_id in running.in_progress and not running.is_visible(first.write_pointer)
+        tx.can_commit(first, [b"row1"])
+        tx.commit(first)
+        later = tx.start_short()
+        assert later.is_visible(first.write_pointer)
+        assert not later.is_visible(running.write_pointer)
+        assert later.write_pointer > running.write_pointer > first.write_pointer
+        tx.abort(running)
+        tx.abort(later)
+        with pytest.raises(TransactionNotInProgress):
+            tx.commit(first)
+
+
+def test_conflicting_change_sets_one_commits_one_fails(server: Server) -> None:
+    with TransactionClient(server.address) as tx:
+        a, b, c = tx.start_short(), tx.start_short(), tx.start_short()
+        tx.can_commit(a, [b"k1", b"k2"])
+        tx.commit(a)
+        with pytest.raises(TransactionConflict) as info:
+            tx.can_commit(b, [b"k2"])
+        assert info.value.tx_id == b.tx_id
+        tx.abort(b)
+        tx.can_commit(c, [b"k3"])  # no overlap: fine
+        tx.commit(c)
+
+
+def test_long_abort_and_timeout_become_invalid(server: Server) -> None:
+    with TransactionClient(server.address) as tx:
+        long_tx = tx.start_long()
+        tx.abort(long_tx)
+        short = tx.start_short(timeout=1)
+        deadline = time.monotonic() + 20
+        while short.tx_id not in tx.snapshot().invalid:
+            assert time.monotonic() < deadline, "the timed-out transaction never became invalid"
+            time.sleep(0.2)
+        invalid = set(tx.snapshot().invalid)
+        assert {long_tx.tx_id, short.tx_id} <= invalid
+        assert not tx.start_short().is_visible(short.write_pointer)
+        with pytest.raises(TransactionNotInProgress):
+            tx.commit(short)
+        blocker = tx.start_short()
+        with pytest.raises(InvalidTruncateTime):
+            tx.truncate_invalid_before(blocker.tx_id // 10**6 + 1000)
+        assert tx.truncate_invalid({long_tx.tx_id})
+        assert long_tx.tx_id not in tx.snapshot().invalid and tx.invalid_size() == len(invalid) - 1
+
+
+@pytest.mark.slow
+def test_sigkill_under_load_loses_nothing(tms_env: dict[str, str]) -> None:
+    port = free_port()
+    server = Server(tms_env, port).start()
+    committed: list[int] = []
+    stop = threading.Event()
+
+    def load() -> None:
+        with TransactionClient(server.address, timeout=2) as tx:
+            while not stop.is_set():
+                try:
+                    t = tx.start_short()
+                    tx.can_commit(t, [str(t.tx_id).encode()])
+                    tx.commit(t)
+                    committed.append(t.write_pointer)
+                except (TransactionServiceUnavailable, TransactionNotInProgress):
+                    time.sleep(0.05)
+
+    worker = threading.Thread(target=load)
+    worker.start()
+    with TransactionClient(server.address) as tx:
+        open_tx = tx.start_short(timeout=600)
+        long_tx = tx.start_long()
+        doomed = tx.start_long()
+        tx.abort(doomed)
+    time.sleep(1.5)
+    server.kill()
+    acknowledged = list(committed)
+    time.sleep(0.5)
+    server = Server(tms_env, port).start()
+    time.sleep(1)
+    stop.set()
+    worker.join(timeout=30)
+    try:
+        with TransactionClient(server.address) as tx, TransactionClient(server.address) as other:
+            after = tx.start_short()
+            seen_by_other = other.start_short()
+            assert len(acknowledged) > 20
+            assert all(after.is_visible(p) for p in acknowledged), "a committed transaction was lost"
+            assert open_tx.tx_id in after.in_progress and long_tx.tx_id in after.in_progress
+            assert doomed.tx_id in after.invalids
+            assert after.write_pointer > max(committed)
+            assert seen_by_other.write_pointer > after.write_pointer  # one pointer sequence for every client
+            tx.commit(open_tx)  # still committable after the crash
+            assert tx.start_short().is_visible(open_tx.write_pointer)
+    finally:
+        server.stop()
+
+
+def test_state_is_readable_from_hbase_without_the_server(tms_env: dict[str, str]) -> None:
+    server = Server(tms_env, free_port()).start()
+    with TransactionClient(server.address) as tx:
+        gone = tx.start_long()
+        tx.abort(gone)
+        live = tx.start_short(timeout=600)
+    server.kill()
+    out = subprocess.run(
+        [TMS_ADMIN, "tx", "snapshot", "--from-hbase", "--json"], env=tms_env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    state = json.loads(out.stdout)
+    assert gone.tx_id in state["invalid"] and str(live.tx_id) in state["in_progress"]
+    ids = subprocess.run([TMS_ADMIN, "tx", "invalid", "--from-hbase"], env=tms_env, capture_output=True, text=True)
+    assert str(gone.tx_id) in ids.stdout.split()
+
+
+def test_a_second_server_fences_the_first(tms_env: dict[str, str]) -> None:
+    first = Server(tms_env, free_port()).start()
+    with TransactionClient(first.address) as old:
+        before = old.start_short()
+    second = Server(tms_env, free_port()).start()
+    try:
+        with TransactionClient(second.address) as tx:
+            assert before.tx_id in tx.start_short().in_progress  # took over the state...
+        with TransactionClient(first.address, timeout=2) as old, pytest.raises(TmsError):
+            old.start_short()  # ...and the first can no longer acknowledge anything
+        assert first.proc is not None and first.proc.wait(timeout=30) == 0
+        assert "another transaction server took over" in first.stop()
+    finally:
+        second.stop()
+
+
+def test_unreachable_server_is_a_clear_error() -> None:
+    started = time.monotonic()
+    with TransactionClient(f"127.0.0.1:{free_port()}", timeout=1) as tx, pytest.raises(TransactionServiceUnavailable):
+        tx.start_short()
+    assert time.monotonic() - started < 5

@@ -1,0 +1,167 @@
+"""A client of Tephra's transaction service (ours, or a real Tephra server): framed transport, binary protocol."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from thriftpy2.protocol import TBinaryProtocolFactory
+from thriftpy2.rpc import make_client
+from thriftpy2.thrift import TException
+from thriftpy2.transport import TFramedTransportFactory
+
+from ..config import thrift_address
+from ..errors import (
+    HBaseUnavailable,
+    InvalidArgument,
+    InvalidTruncateTime,
+    TmsError,
+    TransactionConflict,
+    TransactionNotInProgress,
+)
+from .codec import from_thrift, load_tephra_thrift, to_thrift
+from .snapshot import TransactionSnapshot, decode_snapshot
+from .transaction import Transaction
+
+T = TypeVar("T")
+TX_ENV = "TMS_TX_SERVER"
+DEFAULT_TX_SERVER = "127.0.0.1:15165"
+
+
+class TransactionServiceUnavailable(HBaseUnavailable):
+    """The transaction server could not be reached or did not answer in time."""
+
+
+class TransactionClient:
+    """Start, commit, abort and administer transactions; every call is one RPC (thread-safe).
+
+    ``address`` defaults to ``$TMS_TX_SERVER`` or 127.0.0.1:15165 (Tephra's port).
+    """
+
+    def __init__(self, address: str | None = None, *, timeout: float = 10.0) -> None:
+        self.host, self.port = thrift_address(address or os.environ.get(TX_ENV) or DEFAULT_TX_SERVER)
+        self.timeout = timeout
+        self._thrift = load_tephra_thrift()
+        self._lock = threading.Lock()
+        self._client: Any = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def __enter__(self) -> TransactionClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
+
+    # -- transactions -------------------------------------------------------------------------
+
+    def start_short(self, timeout: int | None = None, client_id: str | None = None) -> Transaction:
+        """Start a short transaction (``timeout`` seconds, the server's default if None)."""
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0):
+            raise InvalidArgument(f"bad transaction timeout {timeout!r}: expected seconds > 0")
+        if client_id is not None and timeout is not None:
+            return from_thrift(self._call(lambda c: c.startShortWithClientIdAndTimeOut(client_id, timeout)))
+        if client_id is not None:
+            return from_thrift(self._call(lambda c: c.startShortClientId(client_id)))
+        if timeout is not None:
+            return from_thrift(self._call(lambda c: c.startShortWithTimeout(timeout)))
+        return from_thrift(self._call(lambda c: c.startShort()))
+
+    def start_long(self, client_id: str | None = None) -> Transaction:
+        """Start a long transaction (aborting it invalidates it)."""
+        if client_id is not None:
+            return from_thrift(self._call(lambda c: c.startLongClientId(client_id)))
+        return from_thrift(self._call(lambda c: c.startLong()))
+
+    def can_commit(self, tx: Transaction, changes: Iterable[bytes]) -> None:
+        """Check the change set for conflicts (TransactionConflict) and record it for commit."""
+        self._call(lambda c: c.canCommitOrThrow(tx.tx_id, set(changes)))
+
+    def commit(self, tx: Transaction) -> None:
+        """Make the transaction's writes visible (TransactionConflict, TransactionNotInProgress)."""
+        self._call(lambda c: c.commitOrThrow(tx.tx_id, tx.write_pointer))
+
+    def abort(self, tx: Transaction) -> None:
+        """Abort: a short transaction is forgotten, a long one becomes invalid."""
+        self._call(lambda c: c.abortTx(to_thrift(tx)))
+
+    def invalidate(self, tx_id: int) -> bool:
+        """Put a transaction on the invalid list; True if it was in progress or committing."""
+        return self._call(lambda c: c.invalidateTx(tx_id))
+
+    def checkpoint(self, tx: Transaction) -> Transaction:
+        """A new write pointer for the same transaction (its earlier writes stay its own)."""
+        return from_thrift(self._call(lambda c: c.checkpoint(to_thrift(tx))))
+
+    # -- administration -----------------------------------------------------------------------
+
+    def status(self) -> str:
+        return self._call(lambda c: c.status())
+
+    def snapshot(self) -> TransactionSnapshot:
+        """The server's current state (Tephra snapshot format)."""
+        return decode_snapshot(self._call(lambda c: c.getSnapshot()))
+
+    def invalid_size(self) -> int:
+        return self._call(lambda c: c.invalidTxSize())
+
+    def truncate_invalid(self, tx_ids: Iterable[int]) -> bool:
+        """Remove these ids from the invalid list (only once their data is gone: see tx prune)."""
+        return self._call(lambda c: c.truncateInvalidTx(set(tx_ids))).value
+
+    def truncate_invalid_before(self, time_ms: int) -> bool:
+        """Remove invalid transactions started before ``time_ms`` (InvalidTruncateTime if one still runs)."""
+        return self._call(lambda c: c.truncateInvalidTxBefore(time_ms)).value
+
+    def reset(self) -> None:
+        """Forget every transaction (tests and emergencies only)."""
+        self._call(lambda c: c.resetState())
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    def _call(self, call: Callable[[Any], T]) -> T:
+        thrift = self._thrift
+        with self._lock:
+            try:
+                if self._client is None:
+                    self._client = make_client(
+                        thrift.TTransactionServer,
+                        self.host,
+                        self.port,
+                        timeout=int(self.timeout * 1000),
+                        trans_factory=TFramedTransportFactory(),
+                        proto_factory=TBinaryProtocolFactory(),
+                    )
+                return call(self._client)
+            except thrift.TTransactionConflictException as e:
+                raise TransactionConflict(
+                    e.transactionId, (e.conflictingKey or "").encode(), e.conflictingClient
+                ) from None
+            except thrift.TTransactionNotInProgressException as e:
+                raise TransactionNotInProgress(e.message) from None
+            except thrift.TInvalidTruncateTimeException as e:
+                raise InvalidTruncateTime(e.message) from None
+            except (thrift.TGenericException, thrift.TTransactionCouldNotTakeSnapshotException) as e:
+                raise TmsError(f"transaction server error: {e.message}") from None
+            except (TimeoutError, TException, OSError, EOFError) as e:
+                self._drop()
+                raise TransactionServiceUnavailable(
+                    f"transaction server at {self.address} failed or did not answer within {self.timeout}s ({e})"
+                ) from None
+
+    def _drop(self) -> None:
+        if self._client is not None:
+            try:
+                self._client.close()
+            finally:
+                self._client = None

@@ -1,0 +1,157 @@
+"""The transaction server's durable state in HBase (``<prefix>_txstate``): an edit log and snapshots.
+
+Row layout (one column family ``d``):
+
+    b"e" + sequence u64   d:e  the edits of one server operation (count u32, then (length u32, edit)*)
+    b"s" + sequence u64   d:s  a snapshot in Tephra's format (version 4), covering edits <= sequence
+
+Log rows are appended with checkAndPut-if-absent at the next sequence, which also **fences**: a second
+server that recovered the same log and appended first makes every later append of the old one fail,
+so two servers can never both acknowledge. Recovery = latest snapshot + the log rows after it.
+Anyone can rebuild the state this way without the server (the sweeper, ``tms-admin tx snapshot``).
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Iterable, Sequence
+
+from ..connection import HBaseConnection, mutation
+from ..errors import CorruptData, TmsError
+from ..tables import FAMILY
+from .edits import decode_edit, encode_edit
+from .manager import TransactionManager
+from .snapshot import TransactionSnapshot, decode_snapshot, encode_snapshot
+
+log = logging.getLogger(__name__)
+
+EDIT_COLUMN = f"{FAMILY}:e".encode()
+SNAPSHOT_COLUMN = f"{FAMILY}:s".encode()
+_SEQ = struct.Struct(">Q")
+_U32 = struct.Struct(">I")
+KEEP_SNAPSHOTS = 3
+
+
+class Fenced(TmsError):
+    """Another transaction server appended to the edit log: this one must stop serving."""
+
+
+def _key(kind: bytes, sequence: int) -> bytes:
+    return kind + _SEQ.pack(sequence)
+
+
+def pack_edits(edits: Sequence[object]) -> bytes:
+    parts = [_U32.pack(len(edits))]
+    for edit in edits:
+        data = encode_edit(edit)
+        parts += [_U32.pack(len(data)), data]
+    return b"".join(parts)
+
+
+def unpack_edits(data: bytes) -> list[object]:
+    try:
+        (count,) = _U32.unpack_from(data)
+        offset, edits = 4, []
+        for _ in range(count):
+            (size,) = _U32.unpack_from(data, offset)
+            edits.append(decode_edit(data[offset + 4 : offset + 4 + size]))
+            offset += 4 + size
+    except struct.error as exc:
+        raise CorruptData(f"truncated transaction edit log row: {exc}") from None
+    if offset != len(data):
+        raise CorruptData("transaction edit log row has trailing bytes")
+    return edits
+
+
+class StateStore:
+    """Reads and appends the transaction state of one table prefix."""
+
+    def __init__(self, hbase: HBaseConnection, table: str) -> None:
+        self.hbase = hbase
+        self.table = table
+        self.next_sequence = 1
+
+    def recover(self) -> TransactionManager:
+        """Latest snapshot plus every logged edit after it; remembers where the log continues."""
+        manager = TransactionManager()
+        covered = 0
+        latest = self._latest_snapshot()
+        if latest is not None:
+            covered, snapshot = latest
+            manager.restore(snapshot)
+        last = covered
+        replayed = 0
+        for sequence, edits in self._log_after(covered):
+            if sequence != last + 1:
+                raise CorruptData(f"transaction edit log jumps from {last} to {sequence}")
+            for edit in edits:
+                manager.apply(edit)
+                replayed += 1
+            last = sequence
+        self.next_sequence = last + 1
+        log.info("recovered transaction state: snapshot at %d, %d edits replayed, log at %d", covered, replayed, last)
+        return manager
+
+    def append(self, edits: Iterable[object]) -> None:
+        """Durably append one operation's edits; Fenced if another server got there first."""
+        edits = list(edits)
+        if not edits:
+            return
+        key = _key(b"e", self.next_sequence)
+        put = mutation(EDIT_COLUMN, pack_edits(edits))
+        table = self.table.encode()
+        won = self.hbase.run(
+            "append to the transaction edit log",
+            lambda c: c.client.checkAndPut(table, key, EDIT_COLUMN, None, put, {}),
+            idempotent=False,
+        )
+        if not won:
+            raise Fenced(f"transaction edit log row {self.next_sequence} was written by another server")
+        self.next_sequence += 1
+
+    def write_snapshot(self, snapshot: TransactionSnapshot) -> int:
+        """Store a snapshot covering the log so far, then drop the log rows and old snapshots it replaces."""
+        covered = self.next_sequence - 1
+        data = encode_snapshot(snapshot)
+        table = self.table
+        self.hbase.run(
+            "write transaction snapshot", lambda c: c.table(table).put(_key(b"s", covered), {SNAPSHOT_COLUMN: data})
+        )
+        old_snapshots = [k for k, _ in self._scan(b"s", 0)][:-KEEP_SNAPSHOTS]
+        old_edits = [k for k, _ in self._scan(b"e", 0, stop=covered + 1)]
+
+        def prune(conn) -> None:
+            with conn.table(table).batch() as b:
+                for key in old_snapshots + old_edits:
+                    b.delete(key)
+
+        self.hbase.run("prune transaction log", prune)
+        return covered
+
+    def latest_snapshot(self) -> TransactionSnapshot | None:
+        latest = self._latest_snapshot()
+        return None if latest is None else latest[1]
+
+    def _latest_snapshot(self) -> tuple[int, TransactionSnapshot] | None:
+        table = self.table
+        rows = self.hbase.run(
+            "read latest transaction snapshot",
+            lambda c: list(c.table(table).scan(row_start=_key(b"s", 2**64 - 1), row_stop=b"s", reverse=True, limit=1)),
+        )
+        if not rows:
+            return None
+        key, data = rows[0]
+        return _SEQ.unpack_from(key, 1)[0], decode_snapshot(data[SNAPSHOT_COLUMN])
+
+    def _log_after(self, covered: int) -> Iterable[tuple[int, list[object]]]:
+        for key, data in self._scan(b"e", covered + 1):
+            yield _SEQ.unpack_from(key, 1)[0], unpack_edits(data[EDIT_COLUMN])
+
+    def _scan(self, kind: bytes, start: int, stop: int | None = None) -> list[tuple[bytes, dict]]:
+        table = self.table
+        end = _key(kind, stop) if stop is not None else kind + b"\xff" * 9
+        return self.hbase.run(
+            "read transaction state",
+            lambda c: list(c.table(table).scan(row_start=_key(kind, start), row_stop=end, batch_size=1000)),
+        )
