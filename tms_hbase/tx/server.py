@@ -38,6 +38,7 @@ class DurableManager:
         self.manager: TransactionManager = store.recover()
         self._stale = False
         self.fenced = threading.Event()
+        self.run(lambda m: m.initialize(self.clock()))  # first start: both pointers from the clock
 
     def run(self, operation: Callable[[TransactionManager], T]) -> T:
         with self.lock:
@@ -154,7 +155,7 @@ class TephraHandler:
             return encode_snapshot(self.d.manager.snapshot(self.d.clock()))
 
     def resetState(self) -> None:
-        self._call(lambda m: m.reset())
+        self._call(lambda m: (m.reset(), m.initialize(self.d.clock())))
 
     def status(self) -> str:
         return self._call(lambda m: m.status())

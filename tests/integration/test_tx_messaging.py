@@ -1,0 +1,160 @@
+"""Transactional messaging end to end: real transaction server, real HBase, real participants."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import happybase
+import pytest
+
+from tms_hbase import MessagingClient, TopicId
+from tms_hbase.config import thrift_address
+from tms_hbase.errors import TransactionConflict
+from tms_hbase.tx.client import TransactionClient, TransactionServiceUnavailable
+from tms_hbase.tx.context import TransactionContext
+from tms_hbase.tx.messaging import TransactionalPublisher, TransactionalReader
+from tms_hbase.tx.table import MAX_VERSIONS, TransactionalTable
+
+from .test_tx_server import Server, free_port
+
+T = TopicId("shop", "orders")
+
+
+@pytest.fixture
+def tx_client(tms_env: dict[str, str]) -> Iterator[TransactionClient]:
+    server = Server(tms_env, free_port()).start()
+    with TransactionClient(server.address) as client:
+        yield client
+    server.stop()
+
+
+@pytest.fixture
+def state_table(client: MessagingClient, hbase_address: str) -> str:
+    name = f"{client.tables.prefix}_state"
+    host, port = thrift_address(hbase_address)
+    conn = happybase.Connection(host, port)
+    conn.create_table(name, {"d": {"max_versions": MAX_VERSIONS}})
+    conn.close()
+    return name
+
+
+def payloads(messages) -> list[bytes]:
+    return [m.payload for m in messages]
+
+
+def test_state_change_and_notification_commit_together(
+    client: MessagingClient, tx_client: TransactionClient, state_table: str
+) -> None:
+    client.create_topic(T)
+    table = TransactionalTable(client.hbase, state_table)
+    publisher = TransactionalPublisher(client)
+    context = TransactionContext(tx_client, publisher, table)  # the publisher persists last anyway
+    reader = TransactionalReader(client, tx_client, T)
+
+    with context.transaction():
+        table.put(b"order-1", b"d:state", b"paid")
+        publisher.publish(T, [b"order-1 paid"])
+        assert reader.poll() == []  # nothing visible before commit
+    assert payloads(reader.poll()) == [b"order-1 paid"]
+    context.start()
+    assert table.get(b"order-1", b"d:state") == b"paid"
+    context.abort()
+
+
+def test_conflict_after_persisting_rolls_back_the_message(
+    client: MessagingClient, tx_client: TransactionClient, state_table: str
+) -> None:
+    client.create_topic(T)
+    one = (TransactionalTable(client.hbase, state_table), TransactionalPublisher(client))
+    two = (TransactionalTable(client.hbase, state_table), TransactionalPublisher(client))
+    first, second = TransactionContext(tx_client, *one), TransactionContext(tx_client, *two)
+    first.start()
+    second.start()
+    for (table, publisher), who in ((one, b"first"), (two, b"second")):
+        table.put(b"order-7", b"d:state", who)
+        publisher.publish(T, [who + b" changed order-7"])
+    first.finish()
+    # the second persisted nothing yet when the conflict is found at can-commit
+    with pytest.raises(TransactionConflict):
+        second.finish()
+    reader = TransactionalReader(client, tx_client, T)
+    assert payloads(reader.poll()) == [b"first changed order-7"]
+
+    # now a conflict found at commit, after the message was published: it must be rolled back
+    third = (TransactionalTable(client.hbase, state_table), TransactionalPublisher(client))
+    fourth = (TransactionalTable(client.hbase, state_table), TransactionalPublisher(client))
+    ctx3, ctx4 = TransactionContext(tx_client, *third), TransactionContext(tx_client, *fourth)
+    ctx3.start()
+    ctx4.start()
+    third[0].put(b"order-8", b"d:state", b"third")
+    fourth[0].put(b"order-8", b"d:state", b"fourth")
+    fourth[1].publish(T, [b"fourth changed order-8"])
+    tx_client.can_commit(ctx4.tx, fourth[0].get_tx_changes())  # ctx4 passed its check...
+    ctx3.finish()  # ...then ctx3 commits the same row
+    fourth[0].commit_tx()
+    fourth[1].commit_tx()  # the message is in the table now
+    with pytest.raises(TransactionConflict):
+        tx_client.commit(ctx4.tx)
+    ctx4.abort()
+    assert payloads(reader.poll()) == []  # transactional readers never see it
+    assert payloads(client.fetch(T))[-1] == b"fourth changed order-8"  # non-transactional readers do
+    check = TransactionContext(tx_client, TransactionalTable(client.hbase, state_table))
+    check.start()
+    assert check.participants[0].get(b"order-8", b"d:state") == b"third"
+    check.abort()
+
+
+def test_timed_out_transaction_is_skipped_by_transactional_readers(
+    client: MessagingClient, tx_client: TransactionClient
+) -> None:
+    client.create_topic(T)
+    client.publish(T, [b"before"])
+    doomed = tx_client.start_short(timeout=1)
+    client.publish(T, [b"never committed"], tx_write_pointer=doomed.write_pointer)
+    client.publish(T, [b"after"])
+    reader = TransactionalReader(client, tx_client, T)
+    assert payloads(reader.poll()) == [b"before"]  # stops at the in-progress transaction
+    deadline = time.monotonic() + 20
+    while doomed.tx_id not in tx_client.snapshot().invalid:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert payloads(reader.poll()) == [b"after"]  # invalid: skipped, and the fetch goes on
+    assert payloads(client.fetch(T)) == [b"before", b"never committed", b"after"]
+
+
+def test_long_transaction_stores_and_becomes_visible_at_once(
+    client: MessagingClient, tx_client: TransactionClient
+) -> None:
+    client.create_topic(T)
+    publisher = TransactionalPublisher(client)
+    context = TransactionContext(tx_client, publisher)
+    context.start_long()
+    for i in range(5):
+        publisher.publish(T, [f"part-{i}".encode()])
+    assert payloads(client.fetch(T)) == []  # stored in the payload table, no pointer row yet
+    context.finish()
+    reader = TransactionalReader(client, tx_client, T)
+    assert payloads(reader.poll()) == [f"part-{i}".encode() for i in range(5)]
+
+
+def test_big_buffer_switches_to_the_payload_table(client: MessagingClient, tx_client: TransactionClient) -> None:
+    client.create_topic(T)
+    publisher = TransactionalPublisher(client, buffer_bytes=10)
+    context = TransactionContext(tx_client, publisher)
+    with context.transaction():
+        publisher.publish(T, [b"small"])
+        publisher.publish(T, [b"pushes it over"])
+        publisher.publish(T, [b"last"])
+    assert payloads(TransactionalReader(client, tx_client, T).poll()) == [b"small", b"pushes it over", b"last"]
+
+
+def test_non_transactional_publish_needs_no_transaction_server(client: MessagingClient) -> None:
+    client.create_topic(T)
+    with (
+        TransactionClient(f"127.0.0.1:{free_port()}", timeout=1) as nobody,
+        pytest.raises(TransactionServiceUnavailable),
+    ):
+        nobody.status()
+    client.publish(T, [b"still works"])
+    assert payloads(client.fetch(T)) == [b"still works"]

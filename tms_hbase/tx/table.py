@@ -1,0 +1,82 @@
+"""A minimal TransactionAware HBase table: cells written at the transaction's write pointer as their
+version, read back with the transaction's visibility (Tephra's TransactionAwareHTable, in small)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from ..connection import HBaseConnection
+from ..errors import TmsError
+from .transaction import Transaction
+
+MAX_VERSIONS = 100
+
+
+class TransactionalTable:
+    """Puts are buffered and written at commit with timestamp = write pointer; the change set is the
+    rows written (conflicts are per row). A rollback after persisting cannot delete one exact version
+    through Thrift1, so it reports failure and the transaction is invalidated instead (never visible)."""
+
+    def __init__(self, hbase: HBaseConnection, table: str) -> None:
+        self.hbase = hbase
+        self.table = table
+        self.tx: Transaction | None = None
+        self._writes: dict[bytes, dict[bytes, bytes]] = {}
+        self._persisted = False
+
+    @property
+    def transaction_aware_name(self) -> str:
+        return f"transactional table {self.table}"
+
+    def put(self, row: bytes, column: bytes, value: bytes) -> None:
+        self._running()
+        self._writes.setdefault(row, {})[column] = value
+
+    def get(self, row: bytes, column: bytes) -> bytes | None:
+        """The newest value visible to the running transaction (its own buffered writes first)."""
+        tx = self._running()
+        if column in self._writes.get(row, {}):
+            return self._writes[row][column]
+        cells = self.hbase.run(
+            f"read {self.table}",
+            lambda c: c.table(self.table).cells(row, column, versions=MAX_VERSIONS, include_timestamp=True),
+        )
+        for value, version in cells:  # newest first
+            if tx.is_visible(version):
+                return value
+        return None
+
+    def start_tx(self, tx: Transaction) -> None:
+        self.tx, self._writes, self._persisted = tx, {}, False
+
+    def update_tx(self, tx: Transaction) -> None:
+        self.tx = tx
+
+    def get_tx_changes(self) -> Collection[bytes]:
+        return [self.table.encode() + b"/" + row for row in self._writes]
+
+    def commit_tx(self) -> bool:
+        tx = self._running()
+        if self._writes:
+
+            def put(conn) -> None:
+                with conn.table(self.table).batch(timestamp=tx.write_pointer) as batch:
+                    for row, cells in self._writes.items():
+                        batch.put(row, cells)
+
+            self.hbase.run(f"write {self.table}", put)
+            self._persisted = True
+        return True
+
+    def post_tx_commit(self) -> None:
+        self.tx, self._writes = None, {}
+
+    def rollback_tx(self) -> bool:
+        clean = not self._persisted
+        self.tx, self._writes, self._persisted = None, {}, False
+        return clean
+
+    def _running(self) -> Transaction:
+        if self.tx is None:
+            raise TmsError(f"{self.transaction_aware_name}: no transaction is running")
+        return self.tx
