@@ -213,3 +213,28 @@ def test_unreachable_server_is_a_clear_error() -> None:
     with TransactionClient(f"127.0.0.1:{free_port()}", timeout=1) as tx, pytest.raises(TransactionServiceUnavailable):
         tx.start_short()
     assert time.monotonic() - started < 5
+
+
+def test_tx_cli_status_and_truncate(server: Server, tms_env: dict[str, str]) -> None:
+    env = {**tms_env, "TMS_TX_SERVER": server.address}
+    with TransactionClient(server.address) as tx:
+        gone = tx.start_long()
+        tx.abort(gone)
+    status = subprocess.run([TMS_ADMIN, "tx", "status", "--json"], env=env, capture_output=True, text=True)
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["invalid"] == [gone.tx_id]
+    human = subprocess.run([TMS_ADMIN, "tx", "status"], env=env, capture_output=True, text=True)
+    assert human.stdout.startswith("OK at ") and "1 invalid" in human.stdout
+    bad = subprocess.run([TMS_ADMIN, "tx", "truncate"], env=env, capture_output=True, text=True)
+    assert bad.returncode == 2 and "exactly one of --ids or --before" in bad.stderr
+    done = subprocess.run(
+        [TMS_ADMIN, "tx", "truncate", "--ids", str(gone.tx_id), "--json"], env=env, capture_output=True, text=True
+    )
+    assert json.loads(done.stdout) == {"truncated": True, "invalid_size": 0}
+    down = subprocess.run(
+        [TMS_ADMIN, "--timeout", "1", "tx", "status", "--tx-server", f"127.0.0.1:{free_port()}"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert down.returncode == 5 and down.stderr.startswith("error: transaction server at")
