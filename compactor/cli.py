@@ -51,7 +51,8 @@ def _print(report: SweepReport, as_json: bool) -> None:
     verb = "would drop" if report.dry_run else "dropped"
     click.echo(
         f"messages: {report.messages_scanned} scanned, {verb} {report.messages_dropped}, "
-        f"stripped {report.messages_stripped}; payloads: {report.payloads_scanned} scanned, "
+        f"stripped {report.messages_stripped}, marked {report.messages_invalidated} invalid "
+        f"(of {report.invalid_transactions} invalid transactions); payloads: {report.payloads_scanned} scanned, "
         f"{verb} {report.payloads_dropped}"
     )
 

@@ -10,9 +10,10 @@ from dataclasses import asdict, dataclass
 from tms_hbase.clock import now_ms
 from tms_hbase.connection import HBaseConnection, mutation
 from tms_hbase.metadata import MetadataStore
-from tms_hbase.rows import MESSAGE_COLUMN, BatchRow
+from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, with_tx_pointer
 from tms_hbase.tables import TableNames
 from tms_hbase.topic import TopicId, TopicMetadata
+from tms_hbase.tx.state_store import StateStore
 
 from .rules import Verdict, message_verdict, payload_verdict
 
@@ -29,6 +30,8 @@ class SweepReport:
     messages_scanned: int = 0
     messages_dropped: int = 0
     messages_stripped: int = 0
+    messages_invalidated: int = 0  # write pointer +p rewritten to -p (p on the invalid list)
+    invalid_transactions: int = 0  # size of the invalid list the sweep used
     payloads_scanned: int = 0
     payloads_dropped: int = 0
     dry_run: bool = False
@@ -72,13 +75,18 @@ class Sweeper:
     def sweep_once(self) -> SweepReport:
         """Sweep both tables once with the topic metadata as it is now."""
         topics = {m.topic: m for m in self.metadata.list(include_deleted=True)}
-        report = SweepReport(dry_run=self.dry_run)
-        self._sweep_messages(topics, report)
+        tx_state = StateStore(self.hbase, self.tables.txstate).recover()  # no transaction server needed
+        invalid = frozenset(tx_state.invalid)
+        report = SweepReport(dry_run=self.dry_run, invalid_transactions=len(invalid))
+        log.info("sweeping with %d invalid transactions (read pointer %d)", len(invalid), tx_state.read_pointer)
+        self._sweep_messages(topics, invalid, report)
         self._sweep_payloads(topics, report)
         log.info("sweep done: %s", report.as_dict())
         return report
 
-    def _sweep_messages(self, topics: dict[TopicId, TopicMetadata], report: SweepReport) -> None:
+    def _sweep_messages(
+        self, topics: dict[TopicId, TopicMetadata], invalid: frozenset[int], report: SweepReport
+    ) -> None:
         deletes: list[bytes] = []
         rows = self._scan(self.tables.messages, include_timestamp=False)
         current = next(rows, None)
@@ -99,6 +107,9 @@ class Sweeper:
                 elif verdict is Verdict.STRIP:
                     report.messages_stripped += 1
                     self._strip(key, value, row)
+                elif row.tx_pointer is not None and row.tx_pointer in invalid:
+                    report.messages_invalidated += 1
+                    self._replace(key, value, with_tx_pointer(value, -row.tx_pointer), "mark invalid")
             if len(deletes) >= CHUNK:
                 self._delete(self.tables.messages, deletes)
             current = following
@@ -149,13 +160,14 @@ class Sweeper:
 
     def _strip(self, key: bytes, value: bytes, row: BatchRow) -> None:
         """Rewrite the newest row without payloads, by compare-and-set (a rollback may race us)."""
+        stripped = BatchRow(row.publish_time, row.writer_id, row.batch_no, (), row.tx_pointer, row.expires_at, False)
+        self._replace(key, value, stripped.encode(), "strip expired tail row")
+
+    def _replace(self, key: bytes, old: bytes, new: bytes, what: str) -> None:
+        """Compare-and-set one message cell: a concurrent rollback or sweep wins, and the next sweep
+        looks again."""
         if self.dry_run:
             return
-        stripped = BatchRow(row.publish_time, row.writer_id, row.batch_no, (), row.tx_pointer, row.expires_at, False)
-        put = mutation(MESSAGE_COLUMN, stripped.encode())
+        put = mutation(MESSAGE_COLUMN, new)
         table = self.tables.messages.encode()
-        self.hbase.run(
-            "strip expired tail row",
-            lambda c: c.client.checkAndPut(table, key, MESSAGE_COLUMN, value, put, {}),
-            idempotent=False,
-        )
+        self.hbase.run(what, lambda c: c.client.checkAndPut(table, key, MESSAGE_COLUMN, old, put, {}), idempotent=False)

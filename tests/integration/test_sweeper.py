@@ -138,3 +138,40 @@ def test_daemon_stops_cleanly_on_sigterm(client: MessagingClient, tms_env: dict[
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert len(out.splitlines()) >= 2 and "sweeper stopped" in err
+
+
+def test_invalid_pointer_is_marked_so_pruning_the_invalid_list_stays_safe(client: MessagingClient) -> None:
+    from tms_hbase.tx import NO_TX_IN_PROGRESS, Transaction
+    from tms_hbase.tx.state_store import StateStore
+
+    client.create_topic(T)
+    client.init_tables()
+    store = StateStore(client.hbase, client.tables.txstate)
+    manager = store.recover()
+    manager.initialize(int(time.time() * 1000))
+    doomed = manager.start_long(int(time.time() * 1000))
+    manager.invalidate(doomed.tx_id)
+    store.append(manager.drain_edits())
+    x = doomed.write_pointer
+
+    client.publish(T, [b"ok"])
+    client.publish(T, [b"from invalid tx"], tx_write_pointer=x)
+
+    def reader(invalids: tuple[int, ...]) -> Transaction:
+        return Transaction(x + 10, x + 11, list(invalids), [], NO_TX_IN_PROGRESS)
+
+    def seen(tx: Transaction | None) -> list[bytes]:
+        return [m.payload for m in client.fetch(T, transaction=tx)]
+
+    assert seen(None) == [b"ok", b"from invalid tx"]
+    assert seen(reader((x,))) == [b"ok"]  # the invalid list hides it...
+    assert seen(reader(())) == [b"ok", b"from invalid tx"]  # ...and only the invalid list, so far
+
+    report = sweeper(client, grace=600).sweep_once()
+    assert (report.invalid_transactions, report.messages_invalidated) == (1, 1)
+    assert seen(None) == [b"ok", b"from invalid tx"]  # non-transactional readers still see it
+    assert seen(reader(())) == [b"ok"]  # now hidden even once X is pruned from the invalid list
+    assert sweeper(client, grace=600).sweep_once().messages_invalidated == 0  # already -X
+
+    client.delete_topic(T)
+    assert sweeper(client, grace=600).sweep_once().messages_dropped == 2
