@@ -10,6 +10,7 @@ from .context import Settings, connection_options, pass_settings
 from .errors import EXIT_HELP, handle_errors
 from .hbase import hbase
 from .output import emit, json_option
+from .sweeper import sweeper
 from .topics import topic
 from .tx import tx
 
@@ -53,3 +54,4 @@ def init(settings: Settings, as_json: bool) -> None:
 main.add_command(topic)
 main.add_command(hbase)
 main.add_command(tx)
+main.add_command(sweeper)

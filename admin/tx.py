@@ -7,6 +7,8 @@ import signal
 
 import click
 
+from compactor.pruning import GRACE_S, MAX_LIFETIME_S, plan
+from tms_hbase.clock import now_ms
 from tms_hbase.errors import InvalidArgument
 from tms_hbase.tx.client import DEFAULT_TX_SERVER, TX_ENV, TransactionClient
 from tms_hbase.tx.server import DurableManager, TransactionServer
@@ -190,3 +192,40 @@ def truncate(settings: Settings, tx_server: str | None, ids: str | None, before:
         {"truncated": done, "invalid_size": remaining},
         lambda d: f"{'truncated' if d['truncated'] else 'nothing truncated'}; {d['invalid_size']} invalid left",
     )
+
+
+@tx.command()
+@server_option
+@click.option(
+    "--max-lifetime",
+    type=click.FloatRange(min=0),
+    default=MAX_LIFETIME_S + GRACE_S,
+    show_default=True,
+    help="Seconds after which no transaction can still be writing (Tephra's max lifetime + grace).",
+)
+@click.option("--dry-run", is_flag=True, help="Show what would be pruned; prune nothing.")
+@json_option
+@pass_settings
+@handle_errors
+def prune(settings: Settings, tx_server: str | None, max_lifetime: float, dry_run: bool, as_json: bool) -> None:
+    """Remove from the invalid list the transactions whose messages every region has marked.
+
+    Safe by construction: only ids at or below the global bound (the minimum over the message
+    table's regions of what their last complete sweep applied, and older than --max-lifetime).
+    """
+    with settings.client() as client:
+        client.init_tables()
+        result = plan(client.hbase, client.tables, now_ms(), max_lifetime).as_dict()
+    result["pruned"] = []
+    if result["prunable"] and not dry_run:
+        with TransactionClient(tx_server, timeout=settings.timeout) as tx_client:
+            tx_client.truncate_invalid(result["prunable"])
+        result["pruned"] = result["prunable"]
+
+    def human(d: dict) -> str:
+        if d["blocking"]:
+            return f"nothing pruned: regions not completely swept yet: {', '.join(d['blocking'])}"
+        verb = "would prune" if dry_run else "pruned"
+        return f"global bound {d['global_bound']}; {verb} {len(d['prunable'])} of {len(d['invalid'])} invalid"
+
+    emit(as_json, result, human)

@@ -7,6 +7,11 @@ import logging
 import signal
 import sys
 import threading
+import time
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import click
 
@@ -14,9 +19,13 @@ from tms_hbase import MessagingClient
 from tms_hbase.config import PREFIX_ENV, THRIFT_ENV
 from tms_hbase.errors import TmsError
 
+from .metrics import SweeperMetrics
+from .status import describe, sweeper_state
 from .sweep import DEFAULT_GRACE_SECONDS, Sweeper, SweepReport
 
-common = [
+log = logging.getLogger("compactor")
+
+connection = [
     click.option(
         "--thrift",
         metavar="HOST:PORT",
@@ -25,23 +34,69 @@ common = [
         help="HBase Thrift gateway [default: 127.0.0.1:9090].",
     ),
     click.option("--prefix", envvar=PREFIX_ENV, show_envvar=True, help="Table-name prefix [default: tms]."),
+    click.option("--json", "as_json", is_flag=True, help="Print reports as JSON lines."),
+]
+sweeping = [
     click.option(
         "--grace",
         type=click.FloatRange(min=0),
         default=DEFAULT_GRACE_SECONDS,
         show_default=True,
-        help="Seconds past a message's TTL before it is deleted (keeps positions from being reused; "
-        "only lower it when no writer can be slower than that).",
+        envvar="TMS_SWEEPER_GRACE",
+        help="Seconds past a message's TTL before it is deleted (keeps "
+        "positions from being reused; only lower it when no writer can be slower than that).",
     ),
     click.option("--dry-run", is_flag=True, help="Report what would change; change nothing."),
-    click.option("--json", "as_json", is_flag=True, help="Print reports as JSON lines."),
+    click.option("--owner", help="Name of this sweeper in region leases [default: random]."),
+    click.option(
+        "--lease-seconds",
+        type=click.FloatRange(min=1),
+        default=60.0,
+        show_default=True,
+        help="How long a region stays leased without a renewal (renewed after every chunk).",
+    ),
+    click.option(
+        "--max-rows-per-second",
+        type=click.FloatRange(min=1),
+        envvar="TMS_SWEEPER_MAX_ROWS",
+        help="Throttle: read at most this many rows per second and region [default: unlimited].",
+    ),
+    click.option(
+        "--compact-after",
+        type=click.IntRange(min=1),
+        default=10_000,
+        show_default=True,
+        help="Request a major compaction of a region after this many deletes in it.",
+    ),
+    click.option(
+        "--chunk-rows",
+        type=click.IntRange(min=1),
+        default=1000,
+        show_default=True,
+        help="Rows read per scan; the checkpoint and the lease are renewed after each chunk.",
+    ),
 ]
 
 
-def _options(func):
-    for option in reversed(common):
-        func = option(func)
-    return func
+def _add(options: list) -> Callable:
+    def decorate(func: Callable) -> Callable:
+        for option in reversed(options):
+            func = option(func)
+        return func
+
+    return decorate
+
+
+def _load_config(ctx: click.Context, _param: click.Parameter, path: str | None) -> None:
+    """Defaults for every command from a TOML file (keys as the long options, '-' or '_')."""
+    if path is None:
+        return
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise click.BadParameter(f"cannot read {path}: {exc}") from None
+    values = {key.replace("-", "_"): value for key, value in data.items()}
+    ctx.default_map = {name: values for name in ("once", "run", "status")}
 
 
 def _print(report: SweepReport, as_json: bool) -> None:
@@ -50,37 +105,63 @@ def _print(report: SweepReport, as_json: bool) -> None:
         return
     verb = "would drop" if report.dry_run else "dropped"
     click.echo(
-        f"messages: {report.messages_scanned} scanned, {verb} {report.messages_dropped}, "
-        f"stripped {report.messages_stripped}, marked {report.messages_invalidated} invalid "
-        f"(of {report.invalid_transactions} invalid transactions); payloads: {report.payloads_scanned} scanned, "
-        f"{verb} {report.payloads_dropped}"
+        f"{report.regions_swept} regions swept ({report.regions_skipped} leased elsewhere, "
+        f"{report.regions_resumed} resumed) in {report.seconds:.1f}s; messages: {report.messages_scanned} scanned, "
+        f"{verb} {report.messages_dropped}, stripped {report.messages_stripped}, marked {report.messages_invalidated} "
+        f"invalid (of {report.invalid_transactions} invalid transactions); payloads: {report.payloads_scanned} "
+        f"scanned, {verb} {report.payloads_dropped}" + ("; stopped early" if report.stopped else "")
+    )
+
+
+def _sweeper(client: MessagingClient, options: dict[str, Any], metrics: SweeperMetrics | None = None) -> Sweeper:
+    return Sweeper(
+        client.hbase,
+        client.tables,
+        grace_seconds=options["grace"],
+        dry_run=options["dry_run"],
+        owner=options["owner"],
+        lease_seconds=options["lease_seconds"],
+        max_rows_per_second=options["max_rows_per_second"],
+        compact_after=options["compact_after"],
+        chunk_rows=options["chunk_rows"],
+        metrics=metrics,
     )
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--config",
+    type=click.Path(dir_okay=False),
+    callback=_load_config,
+    expose_value=False,
+    is_eager=True,
+    help="TOML file with defaults for the options below (flags and env win).",
+)
 def main() -> None:
-    """The tms-hbase sweeper: deletes what HBase coprocessors would drop at compaction in CDAP.
+    """The tms-hbase sweeper: what HBase coprocessors do at compaction in CDAP, from a process.
 
-    Rows of deleted or re-created topics' old generations, and messages and stored payloads past
-    their topic's TTL (or their own shorter TTL), plus a grace period. Exit codes: 0 ok, 1 error.
+    Deletes rows of old generations (deleted or re-created topics) and messages and stored payloads
+    past their TTL plus a grace period (never a generation's newest row), and marks messages of
+    invalid transactions rolled back. Works region by region under leases, so several sweepers can
+    share the work; a stopped sweep resumes from its checkpoint. Exit codes: 0 ok, 1 error.
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 @main.command()
-@_options
-def once(thrift: str | None, prefix: str | None, grace: float, dry_run: bool, as_json: bool) -> None:
-    """Sweep every row once and print what was done."""
+@_add(connection + sweeping)
+def once(thrift: str | None, prefix: str | None, as_json: bool, **options: Any) -> None:
+    """Sweep every region once and print what was done."""
     try:
         with MessagingClient(thrift, prefix, create_tables=False) as client:
-            _print(Sweeper(client.hbase, client.tables, grace_seconds=grace, dry_run=dry_run).sweep_once(), as_json)
+            _print(_sweeper(client, options).sweep_once(), as_json)
     except TmsError as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(1)
 
 
 @main.command()
-@_options
+@_add(connection + sweeping)
 @click.option(
     "--interval",
     type=click.FloatRange(min=0.1),
@@ -88,18 +169,49 @@ def once(thrift: str | None, prefix: str | None, grace: float, dry_run: bool, as
     show_default=True,
     help="Seconds between the starts of two sweeps.",
 )
-def run(thrift: str | None, prefix: str | None, grace: float, dry_run: bool, as_json: bool, interval: float) -> None:
-    """Sweep every INTERVAL seconds until SIGTERM or SIGINT (a sweep in progress is finished first)."""
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(1, 65535),
+    envvar="TMS_SWEEPER_METRICS_PORT",
+    help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics.",
+)
+def run(
+    thrift: str | None, prefix: str | None, as_json: bool, interval: float, metrics_port: int | None, **options: Any
+) -> None:
+    """Sweep every INTERVAL seconds until SIGTERM or SIGINT (the current chunk is finished and its
+    checkpoint saved first)."""
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    log = logging.getLogger("compactor")
+    metrics = SweeperMetrics()
+    if metrics_port:
+        metrics.serve(metrics_port)
+        log.info("metrics on http://127.0.0.1:%d/metrics", metrics_port)
     with MessagingClient(thrift, prefix, create_tables=False) as client:
-        sweeper = Sweeper(client.hbase, client.tables, grace_seconds=grace, dry_run=dry_run)
+        sweeper = _sweeper(client, options, metrics)
+
+        def shutdown(*_: object) -> None:
+            stop.set()
+            sweeper.stop()
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, shutdown)
         while not stop.is_set():
+            began = time.monotonic()
             try:
                 _print(sweeper.sweep_once(), as_json)
             except TmsError as error:
                 log.error("sweep failed, will try again: %s", error)
-            stop.wait(interval)
+            stop.wait(max(0.0, interval - (time.monotonic() - began)))
     log.info("sweeper stopped")
+
+
+@main.command()
+@_add(connection)
+def status(thrift: str | None, prefix: str | None, as_json: bool) -> None:
+    """Per-region sweep records, the regions blocking invalid-list pruning, and the global bound."""
+    try:
+        with MessagingClient(thrift, prefix, create_tables=False) as client:
+            state = sweeper_state(client.hbase, client.tables)
+    except TmsError as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(1)
+    click.echo(json.dumps(state, indent=2, sort_keys=True) if as_json else describe(state))

@@ -1,21 +1,30 @@
-"""One sweep over the message and payload tables: scan in chunks, decide per row, delete in batches."""
+"""Sweeping: each region of the message and payload tables under a lease, in chunks, resumable from a
+checkpoint, throttled, applying the rules of ``rules.py`` to every row."""
 
 from __future__ import annotations
 
 import logging
 import struct
+import threading
+import time
+import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from tms_hbase.clock import now_ms
 from tms_hbase.connection import HBaseConnection, mutation
+from tms_hbase.errors import TmsError
 from tms_hbase.metadata import MetadataStore
 from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, with_tx_pointer
 from tms_hbase.tables import TableNames
 from tms_hbase.topic import TopicId, TopicMetadata
 from tms_hbase.tx.state_store import StateStore
 
+from .metrics import SweeperMetrics
+from .pruning import prune_upper_bound
+from .regions import Region, list_regions
 from .rules import Verdict, message_verdict, payload_verdict
+from .state import SweepState
 
 log = logging.getLogger(__name__)
 
@@ -31,13 +40,29 @@ class SweepReport:
     messages_dropped: int = 0
     messages_stripped: int = 0
     messages_invalidated: int = 0  # write pointer +p rewritten to -p (p on the invalid list)
-    invalid_transactions: int = 0  # size of the invalid list the sweep used
     payloads_scanned: int = 0
     payloads_dropped: int = 0
+    invalid_transactions: int = 0  # size of the invalid list the sweep used
+    regions_swept: int = 0
+    regions_skipped: int = 0  # leased by another sweeper
+    regions_resumed: int = 0  # continued from a checkpoint
+    compactions: int = 0
+    stopped: bool = False  # interrupted by a stop request; the checkpoints hold the place
     dry_run: bool = False
+    seconds: float = 0.0
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass
+class _Context:
+    topics: dict[TopicId, TopicMetadata]
+    invalid: frozenset[int]
+    prune_bound: int
+    read_pointer: int
+    report: SweepReport
+    deletes: list[bytes] = field(default_factory=list)
 
 
 def split_key(key: bytes) -> tuple[TopicId, int] | None:
@@ -54,7 +79,11 @@ def split_key(key: bytes) -> tuple[TopicId, int] | None:
 
 
 class Sweeper:
-    """Applies the cleanup rules to every row of one tms-hbase installation (one table prefix)."""
+    """Applies the cleanup rules to every row of one tms-hbase installation (one table prefix).
+
+    Several sweepers may run at once: a region is swept only under its lease. A sweep stopped
+    midway (``stop()``, SIGTERM, SIGKILL) leaves a checkpoint the next sweep of that region resumes from.
+    """
 
     def __init__(
         self,
@@ -64,110 +93,237 @@ class Sweeper:
         grace_seconds: float = DEFAULT_GRACE_SECONDS,
         dry_run: bool = False,
         clock: Callable[[], int] = now_ms,
+        owner: str | None = None,
+        lease_seconds: float = 60.0,
+        max_rows_per_second: float | None = None,
+        compact_after: int = 10_000,
+        chunk_rows: int = CHUNK,
+        metrics: SweeperMetrics | None = None,
     ) -> None:
         self.hbase = hbase
         self.tables = tables
         self.grace_ms = int(grace_seconds * 1000)
         self.dry_run = dry_run
         self.clock = clock
+        self.owner = owner or f"sweeper-{uuid.uuid4().hex[:8]}"
+        self.lease_seconds = lease_seconds
+        self.max_rows_per_second = max_rows_per_second
+        self.compact_after = compact_after
+        self.chunk_rows = chunk_rows
+        self.metrics = metrics or SweeperMetrics()
         self.metadata = MetadataStore(hbase, tables.metadata)
+        self.state = SweepState(hbase, tables.txstate)
+        self._stop = threading.Event()
+
+    def stop(self) -> None:
+        """Finish the current chunk, save the checkpoint, release the lease, and return."""
+        self._stop.set()
 
     def sweep_once(self) -> SweepReport:
-        """Sweep both tables once with the topic metadata as it is now."""
-        topics = {m.topic: m for m in self.metadata.list(include_deleted=True)}
-        tx_state = StateStore(self.hbase, self.tables.txstate).recover()  # no transaction server needed
-        invalid = frozenset(tx_state.invalid)
-        report = SweepReport(dry_run=self.dry_run, invalid_transactions=len(invalid))
-        log.info("sweeping with %d invalid transactions (read pointer %d)", len(invalid), tx_state.read_pointer)
-        self._sweep_messages(topics, invalid, report)
-        self._sweep_payloads(topics, report)
+        """Sweep every region of both tables once with the topic metadata and transaction state as they are now."""
+        started = time.monotonic()
+        store = StateStore(self.hbase, self.tables.txstate)
+        tx_state = store.recover()  # snapshot + edit log: works while the transaction server is down
+        snapshot = store.latest_snapshot()
+        if snapshot is not None:
+            self.metrics.snapshot_age.set(max(0, self.clock() - snapshot.timestamp) / 1000)
+        context = _Context(
+            topics={m.topic: m for m in self.metadata.list(include_deleted=True)},
+            invalid=frozenset(tx_state.invalid),
+            prune_bound=prune_upper_bound(tx_state),
+            read_pointer=tx_state.read_pointer,
+            report=SweepReport(dry_run=self.dry_run, invalid_transactions=len(tx_state.invalid)),
+        )
+        log.info(
+            "sweep %s: %d invalid transactions, read pointer %d, snapshot %s",
+            self.owner,
+            len(context.invalid),
+            tx_state.read_pointer,
+            "none" if snapshot is None else snapshot.timestamp,
+        )
+        for table, handle in ((self.tables.messages, self._message_row), (self.tables.payloads, self._payload_row)):
+            for region in list_regions(self.hbase, table):
+                if self._stop.is_set():
+                    context.report.stopped = True
+                    break
+                self._leased(region, handle, context)
+        report = context.report
+        report.seconds = round(time.monotonic() - started, 3)
+        self.metrics.last_sweep.set(time.time())
         log.info("sweep done: %s", report.as_dict())
         return report
 
-    def _sweep_messages(
-        self, topics: dict[TopicId, TopicMetadata], invalid: frozenset[int], report: SweepReport
-    ) -> None:
-        deletes: list[bytes] = []
-        rows = self._scan(self.tables.messages, include_timestamp=False)
-        current = next(rows, None)
-        while current is not None:
-            following = next(rows, None)
-            key, data = current
-            report.messages_scanned += 1
-            where = split_key(key)
-            value = data.get(MESSAGE_COLUMN)
-            if where is not None and value is not None:
-                # the newest row of its generation: no later row of the same prefix follows it
-                newest = following is None or following[0][: len(key) - 8] != key[: len(key) - 8]
-                row = BatchRow.decode(value)
-                verdict = message_verdict(where[1], topics.get(where[0]), row, newest, self.clock(), self.grace_ms)
-                if verdict is Verdict.DROP:
-                    report.messages_dropped += 1
-                    deletes.append(key)
-                elif verdict is Verdict.STRIP:
-                    report.messages_stripped += 1
-                    self._strip(key, value, row)
-                elif row.tx_pointer is not None and row.tx_pointer in invalid:
-                    report.messages_invalidated += 1
-                    self._replace(key, value, with_tx_pointer(value, -row.tx_pointer), "mark invalid")
-            if len(deletes) >= CHUNK:
-                self._delete(self.tables.messages, deletes)
-            current = following
-        self._delete(self.tables.messages, deletes)
+    # -- one region ---------------------------------------------------------------------------
 
-    def _sweep_payloads(self, topics: dict[TopicId, TopicMetadata], report: SweepReport) -> None:
-        deletes: list[bytes] = []
-        for key, data in self._scan(self.tables.payloads, include_timestamp=True):
-            report.payloads_scanned += 1
-            where = split_key(key)
-            if where is None or not data:
-                continue
-            written = max(ts for _, ts in data.values())
-            if payload_verdict(where[1], topics.get(where[0]), written, self.clock(), self.grace_ms) is Verdict.DROP:
-                report.payloads_dropped += 1
-                deletes.append(key)
-                if len(deletes) >= CHUNK:
-                    self._delete(self.tables.payloads, deletes)
-        self._delete(self.tables.payloads, deletes)
+    def _leased(self, region: Region, handle: Callable, context: _Context) -> None:
+        lease = self.state.acquire(region, self.owner, self.lease_seconds, self.clock())
+        if lease is None:
+            context.report.regions_skipped += 1
+            self.metrics.regions.labels("skipped").inc()
+            return
+        self._lease = lease
+        try:
+            self._sweep_region(region, handle, context)
+        except LeaseLost as exc:
+            log.warning("%s; leaving the region to its new owner", exc)
+            return
+        self.state.release(region, self._lease)
 
-    def _scan(self, table: str, include_timestamp: bool) -> Iterator[tuple[bytes, dict]]:
-        """Every row of ``table`` in key order, read in chunks (the connection is held per chunk)."""
-        start = b""
-        while True:
-
-            def chunk(conn, start: bytes = start) -> list[tuple[bytes, dict]]:
-                scan = conn.table(table).scan(
-                    row_start=start or None, limit=CHUNK, batch_size=CHUNK, include_timestamp=include_timestamp
-                )
-                return list(scan)
-
-            rows = self.hbase.run(f"sweep scan of {table}", chunk)
-            yield from rows
-            if len(rows) < CHUNK:
-                return
-            start = rows[-1][0] + b"\x00"
-
-    def _delete(self, table: str, keys: list[bytes]) -> None:
-        if keys and not self.dry_run:
-
-            def delete(conn, batch: tuple[bytes, ...] = tuple(keys)) -> None:
-                with conn.table(table).batch() as b:
-                    for key in batch:
-                        b.delete(key)
-
-            self.hbase.run(f"sweep deletes in {table}", delete)  # deleting twice is harmless
-        keys.clear()
-
-    def _strip(self, key: bytes, value: bytes, row: BatchRow) -> None:
-        """Rewrite the newest row without payloads, by compare-and-set (a rollback may race us)."""
-        stripped = BatchRow(row.publish_time, row.writer_id, row.batch_no, (), row.tx_pointer, row.expires_at, False)
-        self._replace(key, value, stripped.encode(), "strip expired tail row")
-
-    def _replace(self, key: bytes, old: bytes, new: bytes, what: str) -> None:
-        """Compare-and-set one message cell: a concurrent rollback or sweep wins, and the next sweep
-        looks again."""
+    def _sweep_region(self, region: Region, handle: Callable, context: _Context) -> None:
+        record = self.state.record(region)
+        start = region.start
+        if record.checkpoint is not None:
+            start = bytes.fromhex(record.checkpoint)
+            context.report.regions_resumed += 1
+            log.info("resuming %s from its checkpoint", region.label())
+        deletes_before = self._deleted(context.report)
+        rows_seen, began = 0, time.monotonic()
+        for chunk, following in self._chunks(region, start):
+            for i, (key, data) in enumerate(chunk):
+                handle(key, data, chunk[i + 1][0] if i + 1 < len(chunk) else following, context)
+            rows_seen += len(chunk)
+            self._flush(region.table, context)
+            if not self.dry_run:
+                record.checkpoint = chunk[-1][0].hex()
+                self.state.save(region, record)
+            self._keep_lease(region)
+            self._throttle(rows_seen, began)
+            if self._stop.is_set():
+                context.report.stopped = True
+                return  # the checkpoint holds the place
         if self.dry_run:
             return
-        put = mutation(MESSAGE_COLUMN, new)
-        table = self.tables.messages.encode()
-        self.hbase.run(what, lambda c: c.client.checkAndPut(table, key, MESSAGE_COLUMN, old, put, {}), idempotent=False)
+        record.checkpoint = None
+        record.completed, record.rows = self.clock(), rows_seen
+        if region.table == self.tables.messages:
+            record.prune_bound, record.read_pointer = context.prune_bound, context.read_pointer
+        self.state.save(region, record)
+        context.report.regions_swept += 1
+        self.metrics.regions.labels("swept").inc()
+        self.metrics.region_lag.labels(region.label()).set(0)
+        if self._deleted(context.report) - deletes_before >= self.compact_after:
+            self._compact(region, context)
+
+    def _chunks(self, region: Region, start: bytes) -> Iterator[tuple[list[tuple[bytes, dict]], bytes | None]]:
+        """The region's rows from ``start`` in chunks, each with the key of the row after it (the
+        next row of the table, even in the next region, so 'newest of its generation' is right)."""
+        rows = self._scan(region.table, start, region.end, self.chunk_rows)
+        while rows:
+            after = rows[-1][0] + b"\0"
+            more = self._scan(region.table, after, region.end, self.chunk_rows) if len(rows) == self.chunk_rows else []
+            if more:
+                following = more[0][0]
+            else:
+                beyond = self._scan(region.table, region.end, b"", 1) if region.end else []
+                following = beyond[0][0] if beyond else None
+            yield rows, following
+            rows = more
+
+    def _scan(self, table: str, start: bytes, stop: bytes, limit: int) -> list[tuple[bytes, dict]]:
+        include_timestamp = table == self.tables.payloads
+
+        def scan(conn) -> list[tuple[bytes, dict]]:
+            rows = conn.table(table).scan(
+                row_start=start or None,
+                row_stop=stop or None,
+                limit=limit,
+                batch_size=limit,
+                include_timestamp=include_timestamp,
+            )
+            return list(rows)
+
+        return self.hbase.run(f"sweep scan of {table}", scan)
+
+    # -- rows ---------------------------------------------------------------------------------
+
+    def _message_row(self, key: bytes, data: dict, following: bytes | None, context: _Context) -> None:
+        report = context.report
+        report.messages_scanned += 1
+        self.metrics.rows_scanned.labels("messages").inc()
+        where = split_key(key)
+        value = data.get(MESSAGE_COLUMN)
+        if where is None or value is None:
+            return
+        # the newest row of its generation: no later row with the same topic and generation follows
+        newest = following is None or following[: len(key) - 8] != key[: len(key) - 8]
+        row = BatchRow.decode(value)
+        verdict = message_verdict(where[1], context.topics.get(where[0]), row, newest, self.clock(), self.grace_ms)
+        if verdict is Verdict.DROP:
+            report.messages_dropped += 1
+            context.deletes.append(key)
+        elif verdict is Verdict.STRIP:
+            report.messages_stripped += 1
+            stripped = BatchRow(row.publish_time, row.writer_id, row.batch_no, (), row.tx_pointer, row.expires_at)
+            self._replace(key, value, stripped.encode(), "strip")
+        elif row.tx_pointer is not None and row.tx_pointer in context.invalid:
+            report.messages_invalidated += 1
+            self._replace(key, value, with_tx_pointer(value, -row.tx_pointer), "invalid")
+
+    def _payload_row(self, key: bytes, data: dict, _following: bytes | None, context: _Context) -> None:
+        context.report.payloads_scanned += 1
+        self.metrics.rows_scanned.labels("payloads").inc()
+        where = split_key(key)
+        if where is None or not data:
+            return
+        written = max(ts for _, ts in data.values())
+        if (
+            payload_verdict(where[1], context.topics.get(where[0]), written, self.clock(), self.grace_ms)
+            is Verdict.DROP
+        ):
+            context.report.payloads_dropped += 1
+            context.deletes.append(key)
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def _flush(self, table: str, context: _Context) -> None:
+        keys, context.deletes = tuple(context.deletes), []
+        if not keys:
+            return
+        self.metrics.rows_dropped.labels("messages" if table == self.tables.messages else "payloads").inc(len(keys))
+        if self.dry_run:
+            return
+
+        def delete(conn) -> None:
+            with conn.table(table).batch() as b:
+                for key in keys:
+                    b.delete(key)
+
+        self.hbase.run(f"sweep deletes in {table}", delete)  # deleting twice is harmless
+
+    def _replace(self, key: bytes, old: bytes, new: bytes, kind: str) -> None:
+        """Compare-and-set one message cell: a concurrent rollback or sweep wins, the next sweep looks again."""
+        self.metrics.rows_rewritten.labels(kind).inc()
+        if self.dry_run:
+            return
+        put, table = mutation(MESSAGE_COLUMN, new), self.tables.messages.encode()
+        self.hbase.run(
+            f"sweep: {kind}", lambda c: c.client.checkAndPut(table, key, MESSAGE_COLUMN, old, put, {}), idempotent=False
+        )
+
+    def _compact(self, region: Region, context: _Context) -> None:
+        """Ask HBase to major-compact a region after heavy deletes, so the space is really freed."""
+        if self.dry_run:
+            return
+        self.hbase.run(f"major compaction of {region.label()}", lambda c: c.client.majorCompact(region.name))
+        context.report.compactions += 1
+        log.info("requested a major compaction of %s", region.label())
+
+    def _keep_lease(self, region: Region) -> None:
+        renewed = self.state.renew(region, self._lease, self.owner, self.lease_seconds, self.clock())
+        if renewed is None:
+            raise LeaseLost(f"lost the lease on {region.label()} (took too long between chunks?)")
+        self._lease = renewed
+
+    def _throttle(self, rows: int, began: float) -> None:
+        if self.max_rows_per_second:
+            ahead = rows / self.max_rows_per_second - (time.monotonic() - began)
+            if ahead > 0:
+                self._stop.wait(ahead)
+
+    @staticmethod
+    def _deleted(report: SweepReport) -> int:
+        return report.messages_dropped + report.payloads_dropped
+
+
+class LeaseLost(TmsError):
+    """Another sweeper took over a region this one was sweeping; this one stops touching it."""

@@ -317,7 +317,10 @@ def _free_port() -> int:
 
 
 def _require_free(host: str, port: int, hint: str) -> None:
+    """LauncherError if a server listens on the port (connections in TIME_WAIT do not count:
+    the Thrift server binds with SO_REUSEADDR too)."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError:

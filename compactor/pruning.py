@@ -1,0 +1,82 @@
+"""Invalid-list pruning (Tephra's scheme): an invalid transaction may leave the invalid list only once
+every region of the message table has been swept with it on the list (so its rows carry -p), and it
+is older than any transaction that could still be writing (the inactive bound)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tms_hbase.connection import HBaseConnection
+from tms_hbase.tables import TableNames
+from tms_hbase.tx.manager import TransactionManager
+from tms_hbase.tx.state_store import StateStore
+
+from .regions import list_regions
+from .state import SweepState
+
+MAX_LIFETIME_S = 25 * 3600  # Tephra: no transaction lives longer than this
+GRACE_S = 3600
+
+
+def prune_upper_bound(state: TransactionManager) -> int:
+    """The largest id a sweep with this state can vouch for: every invalid id up to it was applied,
+    and no transaction up to it was still in progress (its rows may appear later)."""
+    invalid = state.invalid
+    in_progress = sorted(state.in_progress)
+    if not invalid and not in_progress:
+        return state.read_pointer - 1
+    bounds = []
+    if invalid:
+        bounds.append(max(invalid))
+    if in_progress:
+        bounds.append(in_progress[0] - 1)
+    return min(bounds)
+
+
+def inactive_bound(now_ms: int, max_lifetime_s: float = MAX_LIFETIME_S + GRACE_S) -> int:
+    """Write pointers below this belong to transactions that can no longer be writing."""
+    return int((now_ms - max_lifetime_s * 1000) * 1_000_000) - 1
+
+
+@dataclass
+class PrunePlan:
+    """What pruning may remove now, and why not more."""
+
+    global_bound: int | None
+    inactive_bound: int
+    regions: dict[str, int | None] = field(default_factory=dict)  # region label → its recorded bound
+    blocking: list[str] = field(default_factory=list)  # regions with no complete sweep recorded
+    invalid: list[int] = field(default_factory=list)
+    prunable: list[int] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {
+            "global_bound": self.global_bound,
+            "inactive_bound": self.inactive_bound,
+            "regions": self.regions,
+            "blocking": self.blocking,
+            "invalid": self.invalid,
+            "prunable": self.prunable,
+        }
+
+
+def plan(
+    hbase: HBaseConnection, tables: TableNames, now_ms: int, max_lifetime_s: float = MAX_LIFETIME_S + GRACE_S
+) -> PrunePlan:
+    """The global bound over the message table's current regions, and the invalid ids below it."""
+    records = SweepState(hbase, tables.txstate).records(tables.messages)
+    state = StateStore(hbase, tables.txstate).recover()
+    result = PrunePlan(None, inactive_bound(now_ms, max_lifetime_s), invalid=list(state.invalid))
+    bounds = []
+    for region in list_regions(hbase, tables.messages):
+        record = records.get(region.start)
+        bound = None if record is None or record.completed is None else record.prune_bound
+        result.regions[region.label()] = bound
+        if bound is None:
+            result.blocking.append(region.label())
+        else:
+            bounds.append(bound)
+    if not result.blocking and bounds:
+        result.global_bound = min(min(bounds), result.inactive_bound)
+        result.prunable = [i for i in state.invalid if i <= result.global_bound]
+    return result

@@ -1,0 +1,55 @@
+"""HBase admin calls the Thrift1 gateway lacks (region splits), through HBase's Java client with the
+launcher's jars — tests only."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from tms_hbase.launcher import LocalHBase
+from tms_hbase.launcher.local import JDK17_FLAGS
+
+SOURCE = Path(__file__).with_name("java") / "SplitRegion.java"
+
+
+def _zk_port() -> str:
+    """The ZooKeeper port of the session's HBase: the launcher's, or $TMS_TEST_HBASE_ZK_PORT."""
+    if os.environ.get("TMS_TEST_HBASE_ZK_PORT"):
+        return os.environ["TMS_TEST_HBASE_ZK_PORT"]
+    state = LocalHBase().paths.state
+    if not state.exists():
+        raise RuntimeError(
+            "splitting regions needs the ZooKeeper port: run on the local launcher's HBase "
+            "or set TMS_TEST_HBASE_ZK_PORT"
+        )
+    return str(json.loads(state.read_text())["zk_port"])
+
+
+def split_table(table: str, key: bytes) -> None:
+    """Split ``table`` at row ``key`` and wait for the daughter regions."""
+    lib = LocalHBase().paths.lib
+    classes = Path(tempfile.gettempdir()) / "tms-hbase-test-java"
+    if not (classes / "SplitRegion.class").exists():
+        classes.mkdir(exist_ok=True)
+        javac = shutil.which("javac") or "javac"
+        subprocess.run([javac, "-d", str(classes), "-cp", f"{lib}/*", str(SOURCE)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "java",
+            *JDK17_FLAGS,
+            "-Dlog4j2.level=WARN",
+            "-cp",
+            f"{classes}:{lib}/*",
+            "SplitRegion",
+            _zk_port(),
+            table,
+            key.hex(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )

@@ -1,0 +1,199 @@
+"""The sweeper region by region on the real HBase: splits, leases shared by processes, resuming after
+SIGKILL, major compactions, invalid-list pruning, metrics, config file."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from compactor.pruning import plan
+from compactor.regions import list_regions
+from compactor.state import SweepState
+from compactor.sweep import Sweeper
+from tms_hbase import MessagingClient, TopicId
+from tms_hbase.clock import now_ms
+from tms_hbase.rows import message_key
+from tms_hbase.tx.state_store import StateStore
+
+from ..hbase_admin import split_table
+from .test_tx_server import Server, free_port
+
+SWEEPER = str(Path(sys.executable).with_name("tms-sweeper"))
+OLD = TopicId("ns", "old")  # deleted: everything of it goes
+LIVE = TopicId("ns", "live")  # must stay whole
+
+
+def fill(client: MessagingClient, topic: TopicId, batches: int) -> None:
+    for i in range(batches):
+        client.publish(topic, [f"{topic.topic}-{i}".encode()])
+
+
+def payloads(client: MessagingClient, topic: TopicId) -> list[bytes]:
+    return [m.payload for m in client.fetch(topic)]
+
+
+def test_regions_after_a_split_are_all_swept(client: MessagingClient) -> None:
+    client.create_topic(OLD)
+    client.create_topic(LIVE)
+    fill(client, OLD, 60)
+    fill(client, LIVE, 30)
+    client.delete_topic(OLD)
+    split_table(client.tables.messages, message_key(OLD, 1, 30))
+    regions = list_regions(client.hbase, client.tables.messages)
+    assert len(regions) == 2
+    report = Sweeper(client.hbase, client.tables, chunk_rows=7, compact_after=10).sweep_once()
+    assert report.messages_dropped == 60 and report.regions_swept == 3  # 2 message regions + 1 payload region
+    assert report.compactions >= 1
+    assert payloads(client, LIVE) == [f"live-{i}".encode() for i in range(30)]
+    records = SweepState(client.hbase, client.tables.txstate).records(client.tables.messages)
+    assert set(records) == {r.start for r in regions} and all(
+        r.completed and r.checkpoint is None for r in records.values()
+    )
+
+
+def test_a_leased_region_is_left_alone_and_blocks_pruning(client: MessagingClient) -> None:
+    client.create_topic(OLD)
+    fill(client, OLD, 10)
+    client.delete_topic(OLD)
+    client.init_tables()
+    store = StateStore(client.hbase, client.tables.txstate)
+    manager = store.recover()
+    manager.initialize(now_ms())
+    doomed = manager.start_long(now_ms())
+    manager.invalidate(doomed.tx_id)
+    store.append(manager.drain_edits())
+
+    split_table(client.tables.messages, message_key(OLD, 1, 5))
+    _, second = list_regions(client.hbase, client.tables.messages)
+    state = SweepState(client.hbase, client.tables.txstate)
+    assert state.acquire(second, "someone-else", 600, now_ms()) is not None
+    report = Sweeper(client.hbase, client.tables, owner="me").sweep_once()
+    assert report.regions_skipped == 1 and report.messages_dropped == 4  # positions 1-4: the first region
+    pruning = plan(client.hbase, client.tables, now_ms(), max_lifetime_s=0)
+    assert pruning.blocking == [second.label()] and pruning.prunable == []
+    assert state.acquire(second, "me", 600, now_ms() + 601_000) is not None  # the other lease expired
+    Sweeper(client.hbase, client.tables, owner="me").sweep_once()
+    pruning = plan(client.hbase, client.tables, now_ms(), max_lifetime_s=0)
+    assert pruning.blocking == [] and pruning.prunable == [doomed.tx_id]
+    assert plan(client.hbase, client.tables, now_ms()).prunable == []  # not older than Tephra's max lifetime
+
+
+def test_tx_prune_truncates_only_what_every_region_applied(client: MessagingClient, tms_env: dict[str, str]) -> None:
+    client.create_topic(LIVE)
+    server = Server(tms_env, free_port()).start()
+    admin = str(Path(sys.executable).with_name("tms-admin"))
+    env = {**tms_env, "TMS_TX_SERVER": server.address}
+    try:
+        from tms_hbase.tx.client import TransactionClient
+
+        with TransactionClient(server.address) as tx:
+            doomed = tx.start_long()
+            client.publish(LIVE, [b"from doomed"], tx_write_pointer=doomed.write_pointer)
+            tx.abort(doomed)  # a long transaction: invalid
+            args = [admin, "tx", "prune", "--max-lifetime", "0", "--json"]
+            before = json.loads(subprocess.run(args, env=env, capture_output=True, text=True).stdout)
+            assert before["blocking"] and before["pruned"] == []  # no region swept yet
+            Sweeper(client.hbase, client.tables).sweep_once()
+            after = json.loads(subprocess.run(args, env=env, capture_output=True, text=True).stdout)
+            assert after["pruned"] == [doomed.tx_id]
+            assert doomed.tx_id not in tx.snapshot().invalid
+            reader = tx.start_short()
+            assert [m.payload for m in client.fetch(LIVE, transaction=reader)] == []  # still hidden: -p
+        state = subprocess.run([admin, "sweeper", "state", "--json"], env=env, capture_output=True, text=True)
+        assert json.loads(state.stdout)["pruning"]["blocking"] == []
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+def test_sigkilled_sweeper_resumes_from_its_checkpoint(client: MessagingClient, tms_env: dict[str, str]) -> None:
+    client.create_topic(OLD)
+    fill(client, OLD, 400)
+    client.delete_topic(OLD)
+    args = [SWEEPER, "once", "--owner", "k", "--chunk-rows", "50", "--max-rows-per-second", "100", "--json"]
+    proc = subprocess.Popen(args, env=tms_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2.5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    region = list_regions(client.hbase, client.tables.messages)[0]
+    record = SweepState(client.hbase, client.tables.txstate).record(region)
+    assert record.checkpoint is not None and record.completed is None  # stopped mid-region
+    done = subprocess.run([SWEEPER, "once", "--owner", "k", "--json"], env=tms_env, capture_output=True, text=True)
+    report = json.loads(done.stdout)
+    assert report["regions_resumed"] == 1 and 0 < report["messages_dropped"] < 400
+    assert SweepState(client.hbase, client.tables.txstate).record(region).checkpoint is None
+
+
+@pytest.mark.slow
+def test_two_sweeper_processes_with_writers_and_readers(client: MessagingClient, tms_env: dict[str, str]) -> None:
+    client.create_topic(OLD)
+    fill(client, OLD, 300)
+    client.delete_topic(OLD)
+    client.create_topic(LIVE)
+    common = ["--interval", "0.3", "--chunk-rows", "40", "--max-rows-per-second", "150", "--json", "--grace", "0"]
+    sweepers = [
+        subprocess.Popen(
+            [SWEEPER, "run", *common], env=tms_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
+    published, seen = [], []
+    last = None
+    deadline = time.monotonic() + 8
+    while time.monotonic() < deadline:
+        batch = [f"m{len(published)}".encode()]
+        client.publish(LIVE, batch)
+        published += batch
+        new = list(client.fetch(LIVE, start_message=last, inclusive=False)) if last else list(client.fetch(LIVE))
+        seen += [m.payload for m in new]
+        last = new[-1].id if new else last
+    for proc in sweepers:
+        proc.send_signal(signal.SIGTERM)
+    reports = []
+    for proc in sweepers:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        reports += [json.loads(line) for line in out.splitlines()]
+    assert seen == published == payloads(client, LIVE)  # nothing lost, nothing reordered
+    assert sum(r["messages_dropped"] for r in reports) == 300  # each old row deleted once
+    assert any(r["regions_skipped"] for r in reports)  # they really shared the regions
+
+
+def test_metrics_and_config_file(client: MessagingClient, tms_env: dict[str, str], tmp_path: Path) -> None:
+    client.create_topic(OLD)
+    fill(client, OLD, 5)
+    client.delete_topic(OLD)
+    config = tmp_path / "sweeper.toml"
+    config.write_text("interval = 0.2\nchunk-rows = 2\ngrace = 0\n")
+    port = free_port()
+    proc = subprocess.Popen(
+        [SWEEPER, "--config", str(config), "run", "--metrics-port", str(port), "--json"],
+        env=tms_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+                if 'tms_sweeper_rows_dropped_total{table="messages"} 5.0' in text:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "metrics never showed the sweep"
+            time.sleep(0.2)
+        assert "tms_sweeper_regions_total" in text and "tms_sweeper_last_sweep_timestamp_seconds" in text
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert json.loads(out.splitlines()[0])["messages_dropped"] == 5
