@@ -111,13 +111,28 @@ COMMANDS = [
     ["hbase", "stop"],
     ["hbase", "status"],
     ["hbase", "logs"],
+    ["tx"],
+    ["tx", "serve"],
+    ["tx", "status"],
+    ["tx", "invalid"],
+    ["tx", "snapshot"],
+    ["tx", "truncate"],
+    ["tx", "prune"],
+    ["sweeper"],
+    ["sweeper", "state"],
 ]
+SWEEPER_COMMANDS = [[], ["once"], ["run"], ["status"]]
 
 
-@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "tms-admin")
-def test_every_command_has_help(command: list[str]) -> None:
-    result = subprocess.run([TMS_ADMIN, *command, "--help"], capture_output=True, text=True, timeout=60)
+@pytest.mark.parametrize(
+    "program, command",
+    [("tms-admin", c) for c in COMMANDS] + [("tms-sweeper", c) for c in SWEEPER_COMMANDS],
+    ids=lambda c: " ".join(c) if isinstance(c, list) else c,
+)
+def test_every_command_has_help(program: str, command: list[str]) -> None:
+    script = str(Path(sys.executable).with_name(program))
+    result = subprocess.run([script, *command, "--help"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0
-    assert result.stdout.startswith("Usage: tms-admin")
+    assert result.stdout.startswith(f"Usage: {program}")
     description = result.stdout.split("\n\n")[1].strip()
     assert len(description) > 20, result.stdout
