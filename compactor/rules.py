@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from tms_hbase.rows import BatchRow
+from tms_hbase.rows import RowHeader
 from tms_hbase.topic import TopicMetadata
 
 
@@ -33,7 +33,7 @@ def _dead_generation(generation: int, meta: TopicMetadata | None) -> bool | None
 
 
 def message_verdict(
-    generation: int, meta: TopicMetadata | None, row: BatchRow, newest: bool, now_ms: int, grace_ms: int
+    generation: int, meta: TopicMetadata | None, row: RowHeader, newest: bool, now_ms: int, grace_ms: int
 ) -> Verdict:
     """Drop a message row of a dead generation or past its TTL (+grace); strip the newest instead."""
     dead = _dead_generation(generation, meta)
@@ -49,7 +49,7 @@ def message_verdict(
         return Verdict.KEEP
     if not newest:
         return Verdict.DROP
-    return Verdict.STRIP if row.payloads else Verdict.KEEP
+    return Verdict.STRIP if row.has_payloads else Verdict.KEEP
 
 
 def payload_verdict(

@@ -3,19 +3,21 @@ checkpoint, throttled, applying the rules of ``rules.py`` to every row."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import struct
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 from tms_hbase.clock import now_ms
 from tms_hbase.connection import HBaseConnection, mutation
 from tms_hbase.errors import TmsError
 from tms_hbase.metadata import MetadataStore
-from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, with_tx_pointer
+from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, peek, with_tx_pointer
 from tms_hbase.tables import TableNames
 from tms_hbase.topic import TopicId, TopicMetadata
 from tms_hbase.tx.state_store import StateStore
@@ -24,7 +26,7 @@ from .metrics import SweeperMetrics
 from .pruning import prune_upper_bound
 from .regions import Region, list_regions
 from .rules import Verdict, message_verdict, payload_verdict
-from .state import SweepState
+from .state import RegionRecord, SweepState
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,7 @@ class _Context:
     read_pointer: int
     report: SweepReport
     deletes: list[bytes] = field(default_factory=list)
+    now: int = 0  # the clock, read once per chunk
 
 
 def split_key(key: bytes) -> tuple[TopicId, int] | None:
@@ -71,11 +74,19 @@ def split_key(key: bytes) -> tuple[TopicId, int] | None:
     second = key.find(b":", first + 1)
     if first <= 0 or second <= first + 1 or len(key) < second + 5:
         return None
+    return _parse_prefix(key[: second + 5])
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_prefix(prefix: bytes) -> tuple[TopicId, int] | None:
+    """(topic, generation) of ``namespace:topic:`` + generation; cached, as rows come in long runs."""
+    first = prefix.find(b":")
+    second = prefix.find(b":", first + 1)
     try:
-        topic = TopicId(key[:first].decode(), key[first + 1 : second].decode())
+        topic = TopicId(prefix[:first].decode(), prefix[first + 1 : second].decode())
     except (UnicodeDecodeError, ValueError):
         return None
-    return topic, struct.unpack_from(">I", key, second + 1)[0]
+    return topic, struct.unpack_from(">I", prefix, second + 1)[0]
 
 
 class Sweeper:
@@ -114,6 +125,7 @@ class Sweeper:
         self.metadata = MetadataStore(hbase, tables.metadata)
         self.state = SweepState(hbase, tables.txstate)
         self._stop = threading.Event()
+        self._deleter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-deletes")
 
     def stop(self) -> None:
         """Finish the current chunk, save the checkpoint, release the lease, and return."""
@@ -178,19 +190,26 @@ class Sweeper:
             log.info("resuming %s from its checkpoint", region.label())
         deletes_before = self._deleted(context.report)
         rows_seen, began = 0, time.monotonic()
+        kind = "messages" if region.table == self.tables.messages else "payloads"
+        pending: tuple[Future | None, bytes] | None = None  # a chunk's deletes in flight, and its last key
         for chunk, following in self._chunks(region, start):
+            context.now = self.clock()
             for i, (key, data) in enumerate(chunk):
                 handle(key, data, chunk[i + 1][0] if i + 1 < len(chunk) else following, context)
             rows_seen += len(chunk)
-            self._flush(region.table, context)
-            if not self.dry_run:
-                record.checkpoint = chunk[-1][0].hex()
-                self.state.save(region, record)
+            self.metrics.rows_scanned.labels(kind).inc(len(chunk))
+            deleting = self._flush(region.table, context)  # runs while the next chunk is read
+            if pending is not None:
+                self._settle(region, record, pending)
+            pending = (deleting, chunk[-1][0])
             self._keep_lease(region)
             self._throttle(rows_seen, began)
             if self._stop.is_set():
+                self._settle(region, record, pending)
                 context.report.stopped = True
                 return  # the checkpoint holds the place
+        if pending is not None:
+            self._settle(region, record, pending)
         if self.dry_run:
             return
         record.checkpoint = None
@@ -239,21 +258,21 @@ class Sweeper:
     def _message_row(self, key: bytes, data: dict, following: bytes | None, context: _Context) -> None:
         report = context.report
         report.messages_scanned += 1
-        self.metrics.rows_scanned.labels("messages").inc()
         where = split_key(key)
         value = data.get(MESSAGE_COLUMN)
         if where is None or value is None:
             return
         # the newest row of its generation: no later row with the same topic and generation follows
         newest = following is None or following[: len(key) - 8] != key[: len(key) - 8]
-        row = BatchRow.decode(value)
-        verdict = message_verdict(where[1], context.topics.get(where[0]), row, newest, self.clock(), self.grace_ms)
+        row = peek(value)
+        verdict = message_verdict(where[1], context.topics.get(where[0]), row, newest, context.now, self.grace_ms)
         if verdict is Verdict.DROP:
             report.messages_dropped += 1
             context.deletes.append(key)
         elif verdict is Verdict.STRIP:
             report.messages_stripped += 1
-            stripped = BatchRow(row.publish_time, row.writer_id, row.batch_no, (), row.tx_pointer, row.expires_at)
+            full = BatchRow.decode(value)
+            stripped = BatchRow(full.publish_time, full.writer_id, full.batch_no, (), full.tx_pointer, full.expires_at)
             self._replace(key, value, stripped.encode(), "strip")
         elif row.tx_pointer is not None and row.tx_pointer in context.invalid:
             report.messages_invalidated += 1
@@ -261,34 +280,41 @@ class Sweeper:
 
     def _payload_row(self, key: bytes, data: dict, _following: bytes | None, context: _Context) -> None:
         context.report.payloads_scanned += 1
-        self.metrics.rows_scanned.labels("payloads").inc()
         where = split_key(key)
         if where is None or not data:
             return
         written = max(ts for _, ts in data.values())
-        if (
-            payload_verdict(where[1], context.topics.get(where[0]), written, self.clock(), self.grace_ms)
-            is Verdict.DROP
-        ):
+        if payload_verdict(where[1], context.topics.get(where[0]), written, context.now, self.grace_ms) is Verdict.DROP:
             context.report.payloads_dropped += 1
             context.deletes.append(key)
 
     # -- writing ------------------------------------------------------------------------------
 
-    def _flush(self, table: str, context: _Context) -> None:
+    def _flush(self, table: str, context: _Context) -> Future | None:
+        """Start deleting the chunk's rows in the background; the future says when they are gone."""
         keys, context.deletes = tuple(context.deletes), []
         if not keys:
-            return
+            return None
         self.metrics.rows_dropped.labels("messages" if table == self.tables.messages else "payloads").inc(len(keys))
         if self.dry_run:
-            return
+            return None
 
         def delete(conn) -> None:
             with conn.table(table).batch() as b:
                 for key in keys:
                     b.delete(key)
 
-        self.hbase.run(f"sweep deletes in {table}", delete)  # deleting twice is harmless
+        # deleting twice is harmless, so this may be retried
+        return self._deleter.submit(self.hbase.run, f"sweep deletes in {table}", delete)
+
+    def _settle(self, region: Region, record: RegionRecord, pending: tuple[Future | None, bytes]) -> None:
+        """Wait for a chunk's deletes, then record the chunk as done (the checkpoint never runs ahead)."""
+        deleting, last_key = pending
+        if deleting is not None:
+            deleting.result()
+        if not self.dry_run:
+            record.checkpoint = last_key.hex()
+            self.state.save(region, record)
 
     def _replace(self, key: bytes, old: bytes, new: bytes, kind: str) -> None:
         """Compare-and-set one message cell: a concurrent rollback or sweep wins, the next sweep looks again."""

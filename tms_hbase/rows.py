@@ -126,6 +126,36 @@ class BatchRow:
         return cls(publish_time, writer_id, batch_no, tuple(payloads), tx_pointer, expires_at, bool(flags & F_POINTER))
 
 
+@dataclass(frozen=True)
+class RowHeader:
+    """What a batch row says about itself, read without touching its payloads (the sweeper's view)."""
+
+    publish_time: int
+    tx_pointer: int | None
+    expires_at: int | None
+    has_payloads: bool
+
+
+def peek(data: bytes) -> RowHeader:
+    """The header of a message cell; the payload count is read, the payloads are not."""
+    try:
+        version, flags, publish_time, _writer, _batch = _HEADER.unpack_from(data)
+        if version != VERSION:
+            raise CorruptData(f"message row of unknown format version {version}")
+        offset = _HEADER.size
+        tx_pointer = expires_at = None
+        if flags & F_TX:
+            tx_pointer = _I64.unpack_from(data, offset)[0]
+            offset += 8
+        if flags & F_EXPIRY:
+            expires_at = _I64.unpack_from(data, offset)[0]
+            offset += 8
+        has_payloads = not flags & F_POINTER and _U32.unpack_from(data, offset)[0] > 0
+    except struct.error as exc:
+        raise CorruptData(f"truncated message row: {exc}") from None
+    return RowHeader(publish_time, tx_pointer, expires_at, has_payloads)
+
+
 def with_tx_pointer(data: bytes, tx_pointer: int) -> bytes:
     """The same cell with its transaction write pointer replaced (rollback: +p → −p)."""
     if len(data) < TX_OFFSET + 8 or not data[1] & F_TX:

@@ -95,11 +95,12 @@ def test_commit_makes_writes_visible_to_later_transactions(server: Server) -> No
 def test_conflicting_change_sets_one_commits_one_fails(server: Server) -> None:
     with TransactionClient(server.address) as tx:
         a, b, c = tx.start_short(), tx.start_short(), tx.start_short()
-        tx.can_commit(a, [b"k1", b"k2"])
+        tx.can_commit(a, [b"k1", b"\x00k2\xff"])
         tx.commit(a)
         with pytest.raises(TransactionConflict) as info:
-            tx.can_commit(b, [b"k2"])
-        assert info.value.tx_id == b.tx_id
+            tx.can_commit(b, [b"\x00k2\xff"])
+        assert info.value.tx_id == b.tx_id and info.value.conflicting_key == b"\x00k2\xff"
+        assert info.value.conflicting_client == "unknown"  # as Tephra says for a committer without a client id
         tx.abort(b)
         tx.can_commit(c, [b"k3"])  # no overlap: fine
         tx.commit(c)

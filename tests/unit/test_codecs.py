@@ -11,6 +11,7 @@ from tms_hbase.rows import (
     generation_prefix,
     message_key,
     payload_key,
+    peek,
     pointer_prefix,
     position_of,
     sequence_of,
@@ -116,3 +117,18 @@ def test_schemas_are_the_seeds_where_they_fit() -> None:
         encode("PublishRequest", {"transactionWritePointer": "x", "messages": []})
     with pytest.raises(InvalidArgument, match="corrupt ConsumeRequest"):
         decode("ConsumeRequest", b"\xff\xff\xff")
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        BatchRow(7, WRITER, 1, (b"a",)),
+        BatchRow(7, WRITER, 1, (), tx_pointer=-4, pointer=True),
+        BatchRow(7, WRITER, 1, (), tx_pointer=9, expires_at=3),
+        BatchRow(7, WRITER, 1, (b"", b"x"), expires_at=11),
+    ],
+)
+def test_peek_reads_the_header_as_decode_does(row: BatchRow) -> None:
+    header = peek(row.encode())
+    assert (header.publish_time, header.tx_pointer, header.expires_at) == (7, row.tx_pointer, row.expires_at)
+    assert header.has_payloads == bool(row.payloads)

@@ -7,7 +7,7 @@ import pytest
 from compactor.rules import Verdict, is_older_generation, message_verdict, payload_verdict
 from compactor.sweep import split_key
 from tms_hbase import TopicId, TopicMetadata
-from tms_hbase.rows import BatchRow, message_key, payload_key
+from tms_hbase.rows import BatchRow, message_key, payload_key, peek
 
 T = TopicId("ns", "t")
 W = bytes(16)
@@ -34,8 +34,9 @@ def test_is_older_generation_truth_table(cell: int, current: int, older: bool) -
     assert is_older_generation(cell, current) is older
 
 
-def row(publish_time: int, payloads: tuple[bytes, ...] = (b"p",), expires_at: int | None = None) -> BatchRow:
-    return BatchRow(publish_time, W, 1, payloads, expires_at=expires_at)
+def row(publish_time: int, payloads: tuple[bytes, ...] = (b"p",), expires_at: int | None = None):
+    """The header the sweeper reads of a real encoded row."""
+    return peek(BatchRow(publish_time, W, 1, payloads, expires_at=expires_at).encode())
 
 
 @pytest.mark.parametrize(

@@ -259,3 +259,13 @@ def test_wrong_argument_types() -> None:
         TransactionCodec.encode(b"tx")  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument, match="expected bytes"):
         TransactionCodec.decode("0a0001")  # type: ignore[arg-type]
+
+
+def test_change_keys_travel_as_tephras_string_binary() -> None:
+    from tms_hbase.tx.codec import to_bytes_binary, to_string_binary
+
+    assert to_string_binary(b"\x00\xff") == "\\x00\\xFF"
+    assert to_string_binary(b"t:r\\1") == "t:r\\x5C1"
+    assert to_string_binary(b"row-1_{a}") == "row-1_{a}"
+    for key in [b"", b"\x00\xff", "é".encode(), b"t:r\\1", bytes(range(256))]:
+        assert to_bytes_binary(to_string_binary(key)) == key

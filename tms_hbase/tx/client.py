@@ -21,7 +21,7 @@ from ..errors import (
     TransactionConflict,
     TransactionNotInProgress,
 )
-from .codec import from_thrift, load_tephra_thrift, to_thrift
+from .codec import from_thrift, load_tephra_thrift, to_bytes_binary, to_thrift
 from .snapshot import TransactionSnapshot, decode_snapshot
 from .transaction import Transaction
 
@@ -109,8 +109,12 @@ class TransactionClient:
         return self._call(lambda c: c.status())
 
     def snapshot(self) -> TransactionSnapshot:
-        """The server's current state (Tephra snapshot format)."""
-        return decode_snapshot(self._call(lambda c: c.getSnapshot()))
+        """The server's current state, decoded."""
+        return decode_snapshot(self.snapshot_bytes())
+
+    def snapshot_bytes(self) -> bytes:
+        """The server's current state in Tephra's snapshot format (version 4), as it sent it."""
+        return self._call(lambda c: c.getSnapshot())
 
     def invalid_size(self) -> int:
         return self._call(lambda c: c.invalidTxSize())
@@ -144,9 +148,8 @@ class TransactionClient:
                     )
                 return call(self._client)
             except thrift.TTransactionConflictException as e:
-                raise TransactionConflict(
-                    e.transactionId, (e.conflictingKey or "").encode(), e.conflictingClient
-                ) from None
+                key = to_bytes_binary(e.conflictingKey or "")  # Tephra sends the key as toStringBinary text
+                raise TransactionConflict(e.transactionId, key, e.conflictingClient) from None
             except thrift.TTransactionNotInProgressException as e:
                 raise TransactionNotInProgress(e.message) from None
             except thrift.TInvalidTruncateTimeException as e:

@@ -164,6 +164,34 @@ def _enum(cls: type[TransactionType] | type[VisibilityLevel], name: str, value: 
         raise InvalidArgument(f"malformed TTransaction: unknown {name} value {value}") from None
 
 
+# The bytes HBase's Bytes.toStringBinary (which Tephra's ChangeId.toString uses) leaves as they are.
+_PRINTABLE = frozenset(
+    b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz`~!@#$%^&*()-_=+[]{}|;:'\",.<>/?"
+)
+
+
+def to_string_binary(data: bytes) -> str:
+    """A change key as Tephra puts it on the wire: ``\\xHH`` for every byte outside a printable set."""
+    return "".join(chr(b) if b in _PRINTABLE else f"\\x{b:02X}" for b in data)
+
+
+def to_bytes_binary(text: str) -> bytes:
+    """The inverse of :func:`to_string_binary` (HBase's Bytes.toBytesBinary)."""
+    out = bytearray()
+    i = 0
+    while i < len(text):
+        if text.startswith("\\x", i) and i + 4 <= len(text):
+            try:
+                out.append(int(text[i + 2 : i + 4], 16))
+                i += 4
+                continue
+            except ValueError:
+                pass
+        out += text[i].encode()
+        i += 1
+    return bytes(out)
+
+
 def to_thrift(tx: Transaction) -> Any:
     """The thriftpy2 ``TTransaction`` struct of a transaction, every field set (as Tephra's wrap does)."""
     return load_tephra_thrift().TTransaction(

@@ -14,7 +14,7 @@ from thriftpy2.transport import TFramedTransportFactory
 
 from ..clock import now_ms
 from ..errors import InvalidTruncateTime, TmsError, TransactionConflict, TransactionNotInProgress
-from .codec import from_thrift, load_tephra_thrift, to_thrift
+from .codec import from_thrift, load_tephra_thrift, to_string_binary, to_thrift
 from .manager import TransactionManager
 from .snapshot import encode_snapshot
 from .state_store import Fenced, StateStore
@@ -83,8 +83,8 @@ class TephraHandler:
         try:
             return self.d.run(operation)
         except TransactionConflict as e:
-            key = e.conflicting_key.decode(errors="replace") if e.conflicting_key else ""
-            raise self.t.TTransactionConflictException(e.tx_id, key, e.conflicting_client or "") from None
+            key = to_string_binary(e.conflicting_key or b"")  # as Tephra renders a ChangeId
+            raise self.t.TTransactionConflictException(e.tx_id, key, e.conflicting_client or "unknown") from None
         except TransactionNotInProgress as e:
             raise self.t.TTransactionNotInProgressException(str(e)) from None
         except InvalidTruncateTime as e:
@@ -92,6 +92,11 @@ class TephraHandler:
         except TmsError as e:
             log.error("transaction operation failed: %s", e)
             raise self.t.TGenericException(str(e), type(e).__name__) from None
+
+    def _client_id(self, client_id: str | None) -> str:
+        if client_id is None:
+            raise self.t.TGenericException("clientId must not be null", "java.lang.IllegalArgumentException")
+        return client_id
 
     def _start_short(self, timeout: int | None, client_id: str | None) -> Any:
         seconds = self.d.short_timeout if timeout is None else timeout
@@ -107,16 +112,17 @@ class TephraHandler:
         return self._start_short(timeout, None)
 
     def startShortClientId(self, clientId: str) -> Any:
-        return self._start_short(None, clientId)
+        return self._start_short(None, self._client_id(clientId))
 
     def startShortWithClientIdAndTimeOut(self, clientId: str, timeout: int) -> Any:
-        return self._start_short(timeout, clientId)
+        return self._start_short(timeout, self._client_id(clientId))
 
     def startLong(self) -> Any:
         return to_thrift(self._call(lambda m: m.start_long(self.d.clock())))
 
     def startLongClientId(self, clientId: str) -> Any:
-        return to_thrift(self._call(lambda m: m.start_long(self.d.clock(), clientId)))
+        client_id = self._client_id(clientId)
+        return to_thrift(self._call(lambda m: m.start_long(self.d.clock(), client_id)))
 
     def canCommitOrThrow(self, tx: int, changes: set[bytes]) -> None:
         self._call(lambda m: m.can_commit(tx, set(changes or ())))
@@ -155,7 +161,7 @@ class TephraHandler:
             return encode_snapshot(self.d.manager.snapshot(self.d.clock()))
 
     def resetState(self) -> None:
-        self._call(lambda m: (m.reset(), m.initialize(self.d.clock())))
+        self._call(lambda m: m.reset())  # as Tephra: pointers back to 0
 
     def status(self) -> str:
         return self._call(lambda m: m.status())
