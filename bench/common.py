@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import happybase
 import thriftpy2.thrift
@@ -23,6 +24,7 @@ RAW_FAMILY = {FAMILY: FAMILIES["messages"]}
 RAW_COLUMN = f"{FAMILY}:m".encode()
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _SEND_TIME = struct.Struct(">d")
+T = TypeVar("T")
 
 
 @dataclass
@@ -46,7 +48,7 @@ class Settings:
         """A table prefix of this run for one benchmark (always starts with ``bench``)."""
         return f"bench{name}_{self.run_id}"
 
-    def pick(self, full, quick):  # noqa: ANN001, ANN201 - any value
+    def pick(self, full: T, quick: T) -> T:
         return quick if self.quick else full
 
 
@@ -85,10 +87,40 @@ def raw_connection(settings: Settings) -> happybase.Connection:
     return happybase.Connection(settings.host, settings.port, timeout=30_000)
 
 
-def create_raw_table(conn: happybase.Connection, name: str) -> happybase.Table:
+class RawConnection:
+    """A happybase connection that is reopened after ``max_idle`` seconds unused.
+
+    The Thrift gateway closes connections idle for 60 s, and plain happybase does not reconnect.
+    """
+
+    def __init__(self, settings: Settings, max_idle: float = 30.0) -> None:
+        self.settings = settings
+        self.max_idle = max_idle
+        self._conn: happybase.Connection | None = None
+        self._used = 0.0
+
+    @property
+    def conn(self) -> happybase.Connection:
+        now = time.monotonic()
+        if self._conn is None or now - self._used > self.max_idle:
+            self.close()
+            self._conn = raw_connection(self.settings)
+        self._used = now
+        return self._conn
+
+    def table(self, name: str) -> happybase.Table:
+        return self.conn.table(name)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def create_raw_table(raw: RawConnection, name: str) -> happybase.Table:
     """A plain HBase table with the same family settings as the messages table."""
-    conn.create_table(name, RAW_FAMILY)
-    return conn.table(name)
+    raw.conn.create_table(name, RAW_FAMILY)
+    return raw.table(name)
 
 
 def drop_raw_table(conn: happybase.Connection, name: str) -> None:
@@ -108,21 +140,23 @@ def raw_put_batch(table: happybase.Table, prefix: bytes, first: int, batch: Sequ
 
 
 @contextmanager
-def bench_tables(settings: Settings, name: str) -> Iterator[tuple[MessagingClient, happybase.Connection, str]]:
-    """A MessagingClient on fresh ``bench…`` tables and a raw connection with a raw table name; all dropped after."""
+def bench_tables(settings: Settings, name: str) -> Iterator[tuple[MessagingClient, RawConnection, str]]:
+    """A MessagingClient on fresh ``bench…`` tables, a raw connection and a raw table name; all dropped after."""
     client = MessagingClient(settings.address, prefix=settings.prefix(name))
-    conn = raw_connection(settings)
+    raw = RawConnection(settings)
     raw_name = f"{settings.prefix(name)}_raw"
     try:
         client.init_tables()
-        yield client, conn, raw_name
+        yield client, raw, raw_name
     finally:
         try:
             client.drop_tables()
-            drop_raw_table(conn, raw_name)
         finally:
-            client.close()
-            conn.close()
+            try:
+                drop_raw_table(raw.conn, raw_name)
+            finally:
+                client.close()
+                raw.close()
 
 
 def new_topic(client: MessagingClient, name: str) -> TopicId:
@@ -146,7 +180,7 @@ class RpcCounter:
             return
         original = thriftpy2.thrift.TClient._req
 
-        def counting(self, _api, *args, **kwargs):  # noqa: ANN001, ANN202
+        def counting(self: thriftpy2.thrift.TClient, _api: str, *args: object, **kwargs: object) -> object:
             cls.count += 1
             return original(self, _api, *args, **kwargs)
 
@@ -179,3 +213,49 @@ def wait_until(when: float) -> None:
     delay = when - time.time()
     if delay > 0:
         time.sleep(delay)
+
+
+# -- results ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    """What one benchmark found: markdown tables, goal verdicts, notes and the per-round samples."""
+
+    name: str
+    title: str
+    tables: list[tuple[list[str], list[list[str]]]] = field(default_factory=list)
+    goals: list[tuple[str, str, bool]] = field(default_factory=list)  # (goal, measured, met)
+    notes: list[str] = field(default_factory=list)
+    samples: dict[str, object] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def table(self, columns: list[str], rows: list[list[object]]) -> None:
+        self.tables.append((columns, [[fmt(v) for v in row] for row in rows]))
+
+    def goal(self, goal: str, measured: str, met: bool) -> None:
+        self.goals.append((goal, measured, met))
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "title": self.title,
+            "tables": [{"columns": c, "rows": r} for c, r in self.tables],
+            "goals": [{"goal": g, "measured": m, "met": ok} for g, m, ok in self.goals],
+            "notes": self.notes,
+            "samples": self.samples,
+            "seconds": round(self.seconds, 1),
+        }
+
+
+def fmt(value: object) -> str:
+    """Numbers for the tables: thousands separators, 2 significant decimals for small values."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if value != value:  # NaN
+        return "–"
+    if isinstance(value, int) or abs(value) >= 100:
+        return f"{value:,.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"

@@ -69,6 +69,20 @@ sweeping = [
         help="Request a major compaction of a region after this many deletes in it.",
     ),
     click.option(
+        "--metadata-refresh",
+        type=click.FloatRange(min=0),
+        default=30.0,
+        show_default=True,
+        help="Seconds after which topic metadata is re-read, also in the middle of a sweep.",
+    ),
+    click.option(
+        "--snapshot-refresh",
+        type=click.FloatRange(min=0),
+        default=30.0,
+        show_default=True,
+        help="Seconds after which the transaction state (latest snapshot + edit log) is re-read.",
+    ),
+    click.option(
         "--chunk-rows",
         type=click.IntRange(min=1),
         default=1000,
@@ -124,6 +138,8 @@ def _sweeper(client: MessagingClient, options: dict[str, Any], metrics: SweeperM
         max_rows_per_second=options["max_rows_per_second"],
         compact_after=options["compact_after"],
         chunk_rows=options["chunk_rows"],
+        metadata_refresh=options["metadata_refresh"],
+        snapshot_refresh=options["snapshot_refresh"],
         metrics=metrics,
     )
 

@@ -66,6 +66,8 @@ class _Context:
     report: SweepReport
     deletes: list[bytes] = field(default_factory=list)
     now: int = 0  # the clock, read once per chunk
+    topics_loaded: float = 0.0  # time.monotonic() of the last metadata read
+    tx_loaded: float = 0.0  # and of the last transaction-state read
 
 
 def split_key(key: bytes) -> tuple[TopicId, int] | None:
@@ -109,6 +111,8 @@ class Sweeper:
         max_rows_per_second: float | None = None,
         compact_after: int = 10_000,
         chunk_rows: int = CHUNK,
+        metadata_refresh: float = 30.0,
+        snapshot_refresh: float = 30.0,
         metrics: SweeperMetrics | None = None,
     ) -> None:
         self.hbase = hbase
@@ -121,38 +125,65 @@ class Sweeper:
         self.max_rows_per_second = max_rows_per_second
         self.compact_after = compact_after
         self.chunk_rows = chunk_rows
+        self.metadata_refresh, self.snapshot_refresh = metadata_refresh, snapshot_refresh
         self.metrics = metrics or SweeperMetrics()
         self.metadata = MetadataStore(hbase, tables.metadata)
         self.state = SweepState(hbase, tables.txstate)
         self._stop = threading.Event()
         self._deleter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-deletes")
 
-    def stop(self) -> None:
-        """Finish the current chunk, save the checkpoint, release the lease, and return."""
-        self._stop.set()
+    def _load_topics(self, context: _Context) -> None:
+        context.topics = {m.topic: m for m in self.metadata.list(include_deleted=True)}
+        context.topics_loaded = time.monotonic()
 
-    def sweep_once(self) -> SweepReport:
-        """Sweep every region of both tables once with the topic metadata and transaction state as they are now."""
-        started = time.monotonic()
+    def _load_tx_state(self, context: _Context) -> None:
+        """The invalid list and prune bound from HBase (snapshot + edit log): no transaction server needed."""
         store = StateStore(self.hbase, self.tables.txstate)
-        tx_state = store.recover()  # snapshot + edit log: works while the transaction server is down
+        tx_state = store.recover()
         snapshot = store.latest_snapshot()
         if snapshot is not None:
             self.metrics.snapshot_age.set(max(0, self.clock() - snapshot.timestamp) / 1000)
-        context = _Context(
-            topics={m.topic: m for m in self.metadata.list(include_deleted=True)},
-            invalid=frozenset(tx_state.invalid),
-            prune_bound=prune_upper_bound(tx_state),
-            read_pointer=tx_state.read_pointer,
-            report=SweepReport(dry_run=self.dry_run, invalid_transactions=len(tx_state.invalid)),
-        )
+        context.invalid = frozenset(tx_state.invalid)
+        context.prune_bound, context.read_pointer = prune_upper_bound(tx_state), tx_state.read_pointer
+        context.report.invalid_transactions = len(context.invalid)
+        context.tx_loaded = time.monotonic()
         log.info(
-            "sweep %s: %d invalid transactions, read pointer %d, snapshot %s",
+            "sweeper %s uses transaction state: %d invalid, read pointer %d, snapshot of %s + edit log",
             self.owner,
             len(context.invalid),
             tx_state.read_pointer,
             "none" if snapshot is None else snapshot.timestamp,
         )
+
+    def _refresh(self, context: _Context) -> None:
+        now = time.monotonic()
+        if now - context.topics_loaded >= self.metadata_refresh:
+            self._load_topics(context)
+        if now - context.tx_loaded >= self.snapshot_refresh:
+            self._load_tx_state(context)
+
+    def _report_lag(self) -> None:
+        """Seconds since each region's last complete sweep, for the region-lag gauge."""
+        now = self.clock()
+        for table in (self.tables.messages, self.tables.payloads):
+            for start, record in self.state.records(table).items():
+                if record.completed is not None:
+                    label = f"{table}[{start.hex() or '-'}..)"
+                    self.metrics.region_lag.labels(label).set(max(0, now - record.completed) / 1000)
+
+    def stop(self) -> None:
+        """Finish the current chunk, save the checkpoint, release the lease, and return."""
+        self._stop.set()
+
+    def sweep_once(self) -> SweepReport:
+        """Sweep every region of both tables once; topic metadata and the transaction state are
+        re-read during the sweep when older than their refresh intervals."""
+        started = time.monotonic()
+        context = _Context(topics={}, invalid=frozenset(), prune_bound=0, read_pointer=0, report=SweepReport())
+        context.report.dry_run = self.dry_run
+        self._load_topics(context)
+        self._load_tx_state(context)
+        self._report_lag()
         for table, handle in ((self.tables.messages, self._message_row), (self.tables.payloads, self._payload_row)):
             for region in list_regions(self.hbase, table):
                 if self._stop.is_set():
@@ -190,9 +221,13 @@ class Sweeper:
             log.info("resuming %s from its checkpoint", region.label())
         deletes_before = self._deleted(context.report)
         rows_seen, began = 0, time.monotonic()
+        # A later state's invalid list holds every id up to this bound too (or they were pruned,
+        # which needs them marked everywhere), so this bound stays true for the whole region.
+        region_bound, region_read_pointer = context.prune_bound, context.read_pointer
         kind = "messages" if region.table == self.tables.messages else "payloads"
         pending: tuple[Future | None, bytes] | None = None  # a chunk's deletes in flight, and its last key
         for chunk, following in self._chunks(region, start):
+            self._refresh(context)
             context.now = self.clock()
             for i, (key, data) in enumerate(chunk):
                 handle(key, data, chunk[i + 1][0] if i + 1 < len(chunk) else following, context)
@@ -215,11 +250,10 @@ class Sweeper:
         record.checkpoint = None
         record.completed, record.rows = self.clock(), rows_seen
         if region.table == self.tables.messages:
-            record.prune_bound, record.read_pointer = context.prune_bound, context.read_pointer
+            record.prune_bound, record.read_pointer = region_bound, region_read_pointer
         self.state.save(region, record)
         context.report.regions_swept += 1
         self.metrics.regions.labels("swept").inc()
-        self.metrics.region_lag.labels(region.label()).set(0)
         if self._deleted(context.report) - deletes_before >= self.compact_after:
             self._compact(region, context)
 

@@ -23,9 +23,11 @@ from .rows import (
     MESSAGE_COLUMN,
     PAYLOAD_COLUMN,
     BatchRow,
+    RowHeader,
     generation_prefix,
     message_key,
     payload_key,
+    peek,
     pointer_prefix,
     position_of,
     sequence_of,
@@ -131,17 +133,17 @@ class MessageReader:
                 hi = bound = found[0]
         return hi
 
-    def _first_at_or_after(self, prefix: bytes, position: int, bound: int | None) -> tuple[int, BatchRow] | None:
+    def _first_at_or_after(self, prefix: bytes, position: int, bound: int | None) -> tuple[int, RowHeader] | None:
         """The first row at ``position`` or after it (below ``bound``): a get, then a scan if swept."""
         key = prefix + position.to_bytes(8, "big")
         data = self.hbase.run("read message row", lambda c: c.table(self.tables.messages).row(key))
         if MESSAGE_COLUMN in data:
-            return position, BatchRow.decode(data[MESSAGE_COLUMN])
+            return position, peek(data[MESSAGE_COLUMN])
         stop = prefix + (b"\xff" * 8 if bound is None else bound.to_bytes(8, "big"))
         rows = self._scan(key, stop, 1)
-        return (position_of(rows[0][0]), BatchRow.decode(rows[0][1])) if rows else None
+        return (position_of(rows[0][0]), peek(rows[0][1])) if rows else None
 
-    def _last(self, prefix: bytes) -> tuple[int, BatchRow]:
+    def _last(self, prefix: bytes) -> tuple[int, RowHeader]:
         rows = self.hbase.run(
             "read tail",
             lambda c: list(
@@ -151,7 +153,7 @@ class MessageReader:
             ),
         )
         key, data = rows[0]
-        return position_of(key), BatchRow.decode(data[MESSAGE_COLUMN])
+        return position_of(key), peek(data[MESSAGE_COLUMN])
 
     def _scan(self, start: bytes, stop: bytes, limit: int) -> list[tuple[bytes, bytes]]:
         def scan(conn) -> list[tuple[bytes, bytes]]:
@@ -165,21 +167,24 @@ class MessageReader:
 
     # -- rows to messages ---------------------------------------------------------------------
 
-    def _rows(self, topic: TopicId, generation: int, start: int) -> Iterator[tuple[int, BatchRow]]:
-        """Rows from ``start`` in position order, in chunks; gaps are scanned again (see module doc)."""
+    def _rows(self, topic: TopicId, generation: int, start: int, first: int) -> Iterator[tuple[int, BatchRow]]:
+        """Rows from ``start`` in position order, in chunks (the first of ``first`` rows: a fetch with a
+        small limit reads no more); gaps are scanned again (see module doc)."""
         prefix = generation_prefix(topic, generation)
         end = prefix + b"\xff" * 8
         expected = start
+        size = first
         while True:
-            chunk = self._scan(message_key(topic, generation, expected), end, CHUNK_ROWS)
+            chunk = self._scan(message_key(topic, generation, expected), end, size)
             for key, value in chunk:
                 position = position_of(key)
                 if position > expected:  # rows the scan may have raced past, or swept ones
                     yield from self._range(topic, generation, expected, key)
                 yield position, BatchRow.decode(value)
                 expected = position + 1
-            if len(chunk) < CHUNK_ROWS:
+            if len(chunk) < size:
                 return  # the tail as it was when this poll read it
+            size = CHUNK_ROWS
 
     def _range(self, topic: TopicId, generation: int, start: int, stop: bytes) -> Iterator[tuple[int, BatchRow]]:
         """Every row from position ``start`` up to (not including) row key ``stop``."""
@@ -202,7 +207,8 @@ class MessageReader:
     ) -> Iterator[Message]:
         remaining = limit
         now = now_ms()
-        for position, row in self._rows(topic, generation, start.position):
+        first_chunk = CHUNK_ROWS if limit is None else min(limit, CHUNK_ROWS)  # every row holds a message or more
+        for position, row in self._rows(topic, generation, start.position, first_chunk):
             if row.publish_time < floor or (row.expires_at is not None and row.expires_at <= now):
                 continue
             pointer = row.tx_pointer

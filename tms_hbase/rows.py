@@ -128,18 +128,21 @@ class BatchRow:
 
 @dataclass(frozen=True)
 class RowHeader:
-    """What a batch row says about itself, read without touching its payloads (the sweeper's view)."""
+    """What a batch row says about itself, read without decoding its payloads (what the sweeper, a
+    writer that lost a race and a time seek need)."""
 
     publish_time: int
     tx_pointer: int | None
     expires_at: int | None
     has_payloads: bool
+    writer_id: bytes
+    batch_no: int
 
 
 def peek(data: bytes) -> RowHeader:
     """The header of a message cell; the payload count is read, the payloads are not."""
     try:
-        version, flags, publish_time, _writer, _batch = _HEADER.unpack_from(data)
+        version, flags, publish_time, writer_id, batch_no = _HEADER.unpack_from(data)
         if version != VERSION:
             raise CorruptData(f"message row of unknown format version {version}")
         offset = _HEADER.size
@@ -153,7 +156,7 @@ def peek(data: bytes) -> RowHeader:
         has_payloads = not flags & F_POINTER and _U32.unpack_from(data, offset)[0] > 0
     except struct.error as exc:
         raise CorruptData(f"truncated message row: {exc}") from None
-    return RowHeader(publish_time, tx_pointer, expires_at, has_payloads)
+    return RowHeader(publish_time, tx_pointer, expires_at, has_payloads, writer_id, batch_no)
 
 
 def with_tx_pointer(data: bytes, tx_pointer: int) -> bytes:

@@ -29,10 +29,12 @@ from .rows import (
     MESSAGE_COLUMN,
     PAYLOAD_COLUMN,
     BatchRow,
+    RowHeader,
     batch_size,
     generation_prefix,
     message_key,
     payload_key,
+    peek,
     pointer_prefix,
     position_of,
     with_tx_pointer,
@@ -244,12 +246,12 @@ class MessageWriter:
         if not rows:
             return _Tail(generation, 0, 0, seen_at)
         key, data = rows[0]
-        return _Tail(generation, position_of(key), BatchRow.decode(data[MESSAGE_COLUMN]).publish_time, seen_at)
+        return _Tail(generation, position_of(key), peek(data[MESSAGE_COLUMN]).publish_time, seen_at)
 
-    def _read_row(self, key: bytes) -> BatchRow | None:
+    def _read_row(self, key: bytes) -> RowHeader | None:
         data = self.hbase.run("read message row", lambda c: c.table(self.tables.messages).row(key))
         value = data.get(MESSAGE_COLUMN)
-        return None if value is None else BatchRow.decode(value)
+        return None if value is None else peek(value)
 
     def _put_if_absent(self, key: bytes, value: bytes) -> bool:
         put = mutation(MESSAGE_COLUMN, value)

@@ -121,7 +121,7 @@ class LocalHBase:
             folder.mkdir(parents=True, exist_ok=True)
         write_conf(self.paths, zk_port)
         self.progress(f"starting HBase {HBASE_VERSION} (logs in {self.paths.logs})")
-        pids = {"master": self._spawn(java, "master", MASTER_CLASS, ["start"], "1g")}
+        pids = {"master": self._spawn(java, "master", MASTER_CLASS, ["start"], "2g")}
         state = {
             "version": HBASE_VERSION,
             "thrift_port": self.thrift_port,

@@ -1,0 +1,1 @@
+"""Benchmarks of tms-hbase against raw happybase on the same HBase (run: python -m bench.run)."""

@@ -1,0 +1,215 @@
+"""Benchmark 4: publish-to-visible latency at ~1,000 msg/s with a tailing reader.
+
+Two worker processes: a publisher paced to RATE messages/s (each loop publishes every message
+that is due by now, so one message per publish when HBase keeps up, a small batch when it falls
+behind; each payload starts with the wall-clock time just before its publish call) and a tailing
+reader that polls ``fetch(topic, start_message=last_id, inclusive=False)`` and sleeps POLL_SLEEP
+after a poll that found nothing. Latency = reader's clock when the message came out of fetch −
+the send time in the payload (one machine, one clock). Raw happybase alongside: the publisher puts
+one row per message (one mutateRows per loop) and the reader scans from the row after the last one.
+"""
+
+from __future__ import annotations
+
+import time
+
+from .common import (
+    RAW_COLUMN,
+    RawConnection,
+    Result,
+    Settings,
+    bench_tables,
+    create_raw_table,
+    median,
+    new_topic,
+    percentile,
+    progress,
+    raw_key,
+    raw_put_batch,
+    send_time_of,
+    stamped,
+    wait_until,
+)
+from .procs import Workers
+
+RATE = 1000.0
+PAYLOAD_SIZE = 1024
+POLL_SLEEP = 0.002
+MAX_BATCH = 100
+GOAL_P99_MS = 50.0
+
+_open: dict[tuple[str, str], tuple[object, object]] = {}  # per worker process
+
+
+def _handles(address: str, prefix: str) -> tuple[object, object]:
+    from tms_hbase import MessagingClient
+
+    if (address, prefix) not in _open:
+        _open[(address, prefix)] = (
+            MessagingClient(address, prefix=prefix, create_tables=False),
+            RawConnection(Settings(address=address)),
+        )
+    return _open[(address, prefix)]
+
+
+def publish_paced(
+    address: str, prefix: str, raw_name: str, topic_name: str, start_at: float, duration: float
+) -> tuple[int, int]:
+    """Worker job: publish at RATE msg/s from ``start_at`` for ``duration`` s; returns (messages, publishes)."""
+    from tms_hbase import TopicId
+
+    client, conn = _handles(address, prefix)
+    topic = TopicId.parse(topic_name) if topic_name else None
+    table = conn.table(raw_name)
+    key_prefix = topic_name.encode() if topic else f"raw:{start_at}:".encode()
+    if topic is not None:
+        client.get_topic(topic)
+    wait_until(start_at)
+    sent = publishes = 0
+    end_at = start_at + duration
+    while True:
+        now = time.time()
+        if now >= end_at:
+            break
+        due = min(MAX_BATCH, int((now - start_at) * RATE) + 1 - sent)
+        if due <= 0:
+            wait_until(start_at + sent / RATE)
+            continue
+        send_time = time.time()
+        batch = [stamped(send_time, PAYLOAD_SIZE)] * due
+        if topic is not None:
+            client.publish(topic, batch)
+        else:
+            raw_put_batch(table, key_prefix, sent, batch)
+        sent += due
+        publishes += 1
+    return sent, publishes
+
+
+def tail(
+    address: str, prefix: str, raw_name: str, topic_name: str, start_at: float, deadline: float, expected_at: float
+) -> tuple[list[float], int]:
+    """Worker job: tail the topic (or raw rows) from before ``start_at`` until ``deadline`` or until no
+    message arrived for a second after ``expected_at``; returns (latencies in ms, polls)."""
+    from tms_hbase import TopicId
+
+    client, conn = _handles(address, prefix)
+    topic = TopicId.parse(topic_name) if topic_name else None
+    table = conn.table(raw_name)
+    key_prefix = topic_name.encode() if topic else f"raw:{start_at}:".encode()
+    stop = key_prefix + b"\xff" * 8
+    latencies: list[float] = []
+    last_id: bytes | None = None
+    next_key = raw_key(key_prefix, 0)
+    polls = 0
+    last_seen = time.time()
+    while True:
+        now = time.time()
+        if now >= deadline or (now >= expected_at and now - last_seen > 1.0):
+            break
+        polls += 1
+        got = 0
+        if topic is not None:
+            messages = client.fetch(topic) if last_id is None else client.fetch(topic, last_id, inclusive=False)
+            for message in messages:
+                latencies.append((time.time() - send_time_of(message.payload)) * 1000)
+                last_id = message.id
+                got += 1
+        else:
+            for key, data in table.scan(row_start=next_key, row_stop=stop):
+                latencies.append((time.time() - send_time_of(data[RAW_COLUMN])) * 1000)
+                next_key = key + b"\0"
+                got += 1
+        if got:
+            last_seen = time.time()
+        else:
+            time.sleep(POLL_SLEEP)
+    return latencies, polls
+
+
+def close_all() -> None:
+    for client, conn in _open.values():
+        client.close()
+        conn.close()
+    _open.clear()
+
+
+def run(settings: Settings) -> Result:
+    duration = settings.pick(6.0, 3.0)
+    result = Result(
+        "latency",
+        f"Publish-to-visible latency ({RATE:,.0f} msg/s target, {PAYLOAD_SIZE} B payloads, {duration:g} s a round, "
+        "publisher and tailing reader in separate processes)",
+    )
+    stats: dict[str, dict[str, list[float]]] = {
+        kind: {"p50": [], "p99": [], "max": [], "rate": [], "per_publish": [], "polls_per_s": [], "lost": []}
+        for kind in ("tms", "raw")
+    }
+    pooled: dict[str, list[float]] = {"tms": [], "raw": []}
+    with bench_tables(settings, "lat") as (client, conn, raw_name), Workers(2) as workers:
+        create_raw_table(conn, raw_name)
+        prefix = client.tables.prefix
+        try:
+            for r in range(settings.rounds):
+                for kind in ("tms", "raw") if r % 2 == 0 else ("raw", "tms"):
+                    topic = str(new_topic(client, f"lat{r}")) if kind == "tms" else ""
+                    start_at = time.time() + 1.0
+                    expected_at = start_at + duration
+                    deadline = expected_at + 15
+                    workers.submit(1, tail, settings.address, prefix, raw_name, topic, start_at, deadline, expected_at)
+                    workers.submit(0, publish_paced, settings.address, prefix, raw_name, topic, start_at, duration)
+                    sent, publishes = workers.result(0, duration + 60)
+                    latencies, polls = workers.result(1, deadline - time.time() + 60)
+                    s = stats[kind]
+                    s["p50"].append(percentile(latencies, 50))
+                    s["p99"].append(percentile(latencies, 99))
+                    s["max"].append(max(latencies, default=float("nan")))
+                    s["rate"].append(sent / duration)
+                    s["per_publish"].append(sent / max(1, publishes))
+                    s["polls_per_s"].append(polls / duration)
+                    s["lost"].append(sent - len(latencies))
+                    pooled[kind].extend(latencies)
+                progress(
+                    f"latency round {r + 1}/{settings.rounds}: p50/p99 ms tms {stats['tms']['p50'][-1]:.1f}/"
+                    f"{stats['tms']['p99'][-1]:.1f}, raw {stats['raw']['p50'][-1]:.1f}/{stats['raw']['p99'][-1]:.1f}"
+                )
+        finally:
+            for i in range(2):
+                workers.submit(i, close_all)
+            for i in range(2):
+                workers.result(i, 30)
+
+    rows = []
+    for kind, label in (("tms", "tms-hbase publish → fetch"), ("raw", "raw happybase put → scan")):
+        s = stats[kind]
+        rows.append(
+            [
+                label,
+                median(s["p50"]),
+                median(s["p99"]),
+                percentile(pooled[kind], 99),
+                max(s["max"]),
+                median(s["rate"]),
+                median(s["per_publish"]),
+                median(s["polls_per_s"]),
+                int(sum(s["lost"])),
+            ]
+        )
+    result.table(
+        [
+            "",
+            "p50 ms (median of rounds)",
+            "p99 ms (median of rounds)",
+            "p99 ms (all samples)",
+            "max ms",
+            "msg/s achieved",
+            "msgs per publish",
+            "reader polls/s",
+            "not received",
+        ],
+        rows,
+    )
+    p99 = median(stats["tms"]["p99"])
+    result.goal(f"publish-to-visible p99 < {GOAL_P99_MS:g} ms at {RATE:,.0f} msg/s", f"{p99:.1f} ms", p99 < GOAL_P99_MS)
+    result.samples = {"per_round": stats}
+    return result

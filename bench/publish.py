@@ -1,0 +1,132 @@
+"""Benchmark 1: publish throughput, 1 KiB payloads in batches of 100.
+
+tms-hbase: ``client.publish(topic, batch)``, one batch row per call (a checkAndPut-if-absent).
+Raw happybase: the same 100 payloads as 100 rows in one ``table.batch()`` (one mutateRows call), the
+baseline of the goal. Reference: raw happybase ``table.put`` of the 100 payloads joined into one cell
+(the same bytes as a batch row, with no checkAndPut and no ordering): what the one-cell-per-batch layout
+costs before the library does anything. All write the same number of batches per round; the order of
+the sides rotates per round.
+"""
+
+from __future__ import annotations
+
+import time
+
+from .common import (
+    RAW_COLUMN,
+    Result,
+    Settings,
+    bench_tables,
+    create_raw_table,
+    median,
+    new_topic,
+    payloads,
+    progress,
+    ratio,
+    raw_key,
+    raw_put_batch,
+)
+
+BATCH = 100
+PAYLOAD_SIZE = 1024
+GOAL = 0.7
+
+
+def run(settings: Settings) -> Result:
+    batches = settings.pick(300, 60)
+    result = Result("publish", f"Publish throughput ({BATCH} × {PAYLOAD_SIZE} B per batch, {batches} batches a round)")
+    batch = payloads(BATCH, PAYLOAD_SIZE)
+    tms_rates: list[float] = []
+    raw_rates: list[float] = []
+    cell_rates: list[float] = []
+    calls_per_publish: list[float] = []
+    with bench_tables(settings, "pub") as (client, conn, raw_name):
+        topic = new_topic(client, "publish")
+        table = create_raw_table(conn, raw_name)
+        prefix = b"raw:publish:"
+        next_key = 1
+        # warm-up: connections open, topic metadata and tail cached, regions located
+        client.publish(topic, batch)
+        raw_put_batch(table, prefix, 0, batch)
+
+        def tms_round() -> float:
+            calls = client.hbase.calls
+            start = time.perf_counter()
+            for _ in range(batches):
+                client.publish(topic, batch)
+            elapsed = time.perf_counter() - start
+            calls_per_publish.append((client.hbase.calls - calls) / batches)
+            return batches * BATCH / elapsed
+
+        joined = b"".join(batch)
+        cell_prefix = b"raw:cell:"
+        table.put(cell_prefix + b"warm", {RAW_COLUMN: joined})
+
+        def cell_round() -> float:
+            nonlocal next_key
+            start = time.perf_counter()
+            for _ in range(batches):
+                table.put(raw_key(cell_prefix, next_key), {RAW_COLUMN: joined})
+                next_key += 1
+            return batches * BATCH / (time.perf_counter() - start)
+
+        def raw_round() -> float:
+            nonlocal next_key
+            start = time.perf_counter()
+            for _ in range(batches):
+                raw_put_batch(table, prefix, next_key, batch)
+                next_key += BATCH
+            return batches * BATCH / (time.perf_counter() - start)
+
+        # one untimed round of each side first: HBase's JIT, block cache and memstore warm up
+        for measure in (tms_round, raw_round, cell_round):
+            measure()
+        calls_per_publish.clear()
+        progress("publish: warm-up round done")
+        for r in range(settings.rounds):
+            sides = [(tms_round, tms_rates), (raw_round, raw_rates), (cell_round, cell_rates)]
+            for measure, rates in sides[r % 3 :] + sides[: r % 3]:
+                rates.append(measure())
+            progress(
+                f"publish round {r + 1}/{settings.rounds}: tms {tms_rates[-1]:,.0f} msg/s, "
+                f"raw 100 rows {raw_rates[-1]:,.0f} msg/s, raw one cell {cell_rates[-1]:,.0f} msg/s"
+            )
+
+    tms, raw, cell = median(tms_rates), median(raw_rates), median(cell_rates)
+    result.table(
+        ["", "messages/s (median)", "MB/s", "batches/s", "min – max over rounds", "tms-hbase ÷ this"],
+        [
+            ["tms-hbase `publish`", tms, tms * PAYLOAD_SIZE / 1e6, tms / BATCH, _span(tms_rates), ""],
+            [
+                "raw happybase `batch()` of 100 rows (goal baseline)",
+                raw,
+                raw * PAYLOAD_SIZE / 1e6,
+                raw / BATCH,
+                _span(raw_rates),
+                f"{ratio(tms, raw):.2f}×",
+            ],
+            [
+                "raw happybase `put` of one 100-payload cell (reference)",
+                cell,
+                cell * PAYLOAD_SIZE / 1e6,
+                cell / BATCH,
+                _span(cell_rates),
+                f"{ratio(tms, cell):.2f}×",
+            ],
+        ],
+    )
+    r = ratio(tms, raw)
+    result.goal(f"publish ≥ {GOAL}× raw batch put", f"{r:.2f}×", r >= GOAL)
+    result.notes.append(f"HBase calls per publish (tms-hbase, median): {median(calls_per_publish):.2f}")
+    result.samples = {
+        "tms_msgs_per_s": tms_rates,
+        "raw_msgs_per_s": raw_rates,
+        "raw_one_cell_msgs_per_s": cell_rates,
+        "ratio": r,
+        "calls_per_publish": calls_per_publish,
+    }
+    return result
+
+
+def _span(values: list[float]) -> str:
+    return f"{min(values):,.0f} – {max(values):,.0f}"

@@ -1,0 +1,96 @@
+"""Run the tms-hbase benchmarks side by side with raw happybase on one HBase and print a markdown report.
+
+    python -m bench.run [--quick] [--only NAME[,NAME]] [--rounds N] [--json OUT] [--address HOST:PORT]
+
+Benchmarks (DESIGN.md §12 and the issues): publish, writers, fetch, latency, seek, txlatency, sweeper.
+Progress goes to stderr, the report to stdout. Every table a run creates has a ``bench…`` prefix and is
+dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+import time
+from collections.abc import Callable
+
+from . import fetch, latency, publish, seek, sweeper, txlatency, writers
+from .common import Result, Settings, check_loopback, progress, raw_connection
+from .report import busy_pytest, markdown, write_json
+
+BENCHMARKS: dict[str, Callable[[Settings], Result]] = {
+    "publish": publish.run,
+    "writers": writers.run,
+    "fetch": fetch.run,
+    "latency": latency.run,
+    "seek": seek.run,
+    "txlatency": txlatency.run,
+    "sweeper": sweeper.run,
+}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes and 3 rounds (about 2 minutes)")
+    parser.add_argument("--only", metavar="NAME", help=f"comma-separated subset of: {', '.join(BENCHMARKS)}")
+    parser.add_argument("--rounds", type=int, help="rounds per benchmark (default 5, 3 with --quick)")
+    parser.add_argument("--json", metavar="OUT", help="also write every sample and median to this JSON file")
+    parser.add_argument(
+        "--address",
+        default=os.environ.get("TMS_HBASE_THRIFT", "127.0.0.1:9090"),
+        help="HBase Thrift gateway on loopback (default $TMS_HBASE_THRIFT or 127.0.0.1:9090)",
+    )
+    args = parser.parse_args(argv)
+    names = [n.strip() for n in args.only.split(",")] if args.only else list(BENCHMARKS)
+    unknown = [n for n in names if n not in BENCHMARKS]
+    if unknown:
+        parser.error(f"unknown benchmark {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}")
+    args.names = names
+    if args.rounds is not None and not 1 <= args.rounds <= 50:
+        parser.error("--rounds must be between 1 and 50")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    check_loopback(args.address)
+    rounds = args.rounds or (3 if args.quick else 5)
+    settings = Settings(address=args.address, quick=args.quick, rounds=rounds)
+    command = "python -m bench.run " + shlex.join(sys.argv[1:] if argv is None else argv)
+    try:
+        conn = raw_connection(settings)
+        conn.tables()
+        conn.close()
+    except Exception as exc:
+        print(
+            f"error: HBase Thrift at {settings.address} does not answer ({exc}); run `tms-admin hbase start`",
+            file=sys.stderr,
+        )
+        return 2
+    others = busy_pytest()
+    if others:
+        progress(f"warning: other pytest runs on this machine will disturb the numbers: {others}")
+    progress(f"run {settings.run_id}: {', '.join(args.names)} ({'quick' if args.quick else 'full'}, {rounds} rounds)")
+    started = time.perf_counter()
+    results = []
+    for name in args.names:
+        progress(f"--- {name}")
+        t0 = time.perf_counter()
+        result = BENCHMARKS[name](settings)
+        result.seconds = time.perf_counter() - t0
+        results.append(result)
+        progress(f"{name} done in {result.seconds:.0f} s")
+    wall = time.perf_counter() - started
+    if busy_pytest():
+        progress("warning: a pytest run was going when the benchmarks ended")
+    print(markdown(results, settings, command.strip(), wall))
+    if args.json:
+        write_json(args.json, results, settings, command.strip(), wall)
+        progress(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
