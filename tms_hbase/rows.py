@@ -98,20 +98,10 @@ class BatchRow:
 
     @classmethod
     def decode(cls, data: bytes) -> BatchRow:
+        head, offset = _head(data)
+        payloads: list[bytes] = []
         try:
-            version, flags, publish_time, writer_id, batch_no = _HEADER.unpack_from(data)
-            if version != VERSION:
-                raise CorruptData(f"message row of unknown format version {version}")
-            offset = _HEADER.size
-            tx_pointer = expires_at = None
-            if flags & F_TX:
-                tx_pointer = _I64.unpack_from(data, offset)[0]
-                offset += 8
-            if flags & F_EXPIRY:
-                expires_at = _I64.unpack_from(data, offset)[0]
-                offset += 8
-            payloads: list[bytes] = []
-            if not flags & F_POINTER:
+            if not head.flags & F_POINTER:
                 (count,) = _U32.unpack_from(data, offset)
                 offset += 4
                 for _ in range(count):
@@ -119,11 +109,19 @@ class BatchRow:
                     offset += 4
                     payloads.append(data[offset : offset + size])
                     offset += size
-            if offset != len(data):
-                raise CorruptData("message row has trailing or missing bytes")
         except struct.error as exc:
             raise CorruptData(f"truncated message row: {exc}") from None
-        return cls(publish_time, writer_id, batch_no, tuple(payloads), tx_pointer, expires_at, bool(flags & F_POINTER))
+        if offset != len(data):
+            raise CorruptData("message row has trailing or missing bytes")
+        return cls(
+            head.publish_time,
+            head.writer_id,
+            head.batch_no,
+            tuple(payloads),
+            head.tx_pointer,
+            head.expires_at,
+            bool(head.flags & F_POINTER),
+        )
 
 
 @dataclass(frozen=True)
@@ -137,10 +135,11 @@ class RowHeader:
     has_payloads: bool
     writer_id: bytes
     batch_no: int
+    flags: int = 0
 
 
-def peek(data: bytes) -> RowHeader:
-    """The header of a message cell; the payload count is read, the payloads are not."""
+def _head(data: bytes) -> tuple[RowHeader, int]:
+    """The fixed and optional header fields, and the offset where the payload count starts."""
     try:
         version, flags, publish_time, writer_id, batch_no = _HEADER.unpack_from(data)
         if version != VERSION:
@@ -156,7 +155,12 @@ def peek(data: bytes) -> RowHeader:
         has_payloads = not flags & F_POINTER and _U32.unpack_from(data, offset)[0] > 0
     except struct.error as exc:
         raise CorruptData(f"truncated message row: {exc}") from None
-    return RowHeader(publish_time, tx_pointer, expires_at, has_payloads, writer_id, batch_no)
+    return RowHeader(publish_time, tx_pointer, expires_at, has_payloads, writer_id, batch_no, flags), offset
+
+
+def peek(data: bytes) -> RowHeader:
+    """The header of a message cell; the payload count is read, the payloads are not."""
+    return _head(data)[0]
 
 
 def with_tx_pointer(data: bytes, tx_pointer: int) -> bytes:

@@ -8,8 +8,6 @@ with what to do about it.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
 import os
 import shutil
 import signal
@@ -19,6 +17,8 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from tms_hbase.errors import LauncherError
+from tms_hbase.launcher.jars import resolve_jars
 from tms_hbase.launcher.paths import default_home, default_jars_root
 from tms_hbase.tx.client import TransactionClient, TransactionServiceUnavailable
 
@@ -50,50 +50,16 @@ def jars_dir() -> Path:
 
 def ensure_jars(progress: Progress = _stderr) -> Path:
     """The folder of Tephra's runtime jars, downloaded with ``mvn`` unless a download for this pom is cached."""
-    root = jars_dir()
-    lib, marker = root / "lib", root / ".complete"
-    digest = hashlib.sha256(POM.read_bytes()).hexdigest()
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one download at a time, even from parallel test workers
-        if marker.exists() and marker.read_text().strip() == digest:
-            return lib
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise TephraUnavailable(
-                "mvn (Apache Maven) is not on PATH; the Tephra compatibility tests need it once to download "
-                f"tephra-core {TEPHRA_VERSION} from Maven Central (Debian: apt-get install maven)"
-            )
-        if lib.exists():
-            shutil.rmtree(lib)
-        marker.unlink(missing_ok=True)
-        progress(f"downloading Apache Tephra {TEPHRA_VERSION} jars with Maven into {lib} (first run only)")
-        log = root / "mvn.log"
-        cmd = [mvn, "-B", "-f", str(POM), "dependency:copy-dependencies", f"-DoutputDirectory={lib}"]
-        cmd.append("-DincludeScope=runtime")
-        downloaded = 0
-        with open(log, "w") as out:
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                out.write(line)
-                if "Downloaded from" in line:
-                    downloaded += 1
-                    if downloaded % 50 == 0:
-                        progress(f"  {downloaded} files downloaded")
-            code = proc.wait()
-        if code != 0:
-            tail = "".join(log.read_text().splitlines(keepends=True)[-20:])
-            raise TephraUnavailable(
-                f"mvn could not resolve tephra-core {TEPHRA_VERSION} (exit {code}); is Maven Central reachable? "
-                f"See {log}:\n{tail}"
-            )
-        jars = sorted(lib.glob("*.jar"))
-        if not any(j.name == f"tephra-core-{TEPHRA_VERSION}.jar" for j in jars):
-            raise TephraUnavailable(f"mvn finished but {lib} holds no tephra-core-{TEPHRA_VERSION}.jar; see {log}")
-        progress(f"  {len(jars)} jars ready ({downloaded} files downloaded)")
-        marker.write_text(digest + "\n")
-        return lib
+    try:
+        return resolve_jars(
+            POM,
+            jars_dir(),
+            f"Apache Tephra {TEPHRA_VERSION} jars",
+            progress,
+            expect=f"tephra-core-{TEPHRA_VERSION}.jar",
+        )
+    except LauncherError as exc:
+        raise TephraUnavailable(f"the Tephra compatibility tests cannot get their jars: {exc}") from None
 
 
 def _tool(name: str) -> str:

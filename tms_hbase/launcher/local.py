@@ -18,8 +18,8 @@ from pathlib import Path
 import happybase
 
 from ..errors import LauncherError
-from .jars import ensure_jars
-from .paths import HBASE_VERSION, LauncherPaths, default_home, default_jars_root
+from .jars import resolve_jars
+from .paths import HBASE_VERSION, POM, LauncherPaths, default_home, default_jars_root
 from .siteconf import write_conf
 
 HOST = "127.0.0.1"
@@ -115,7 +115,13 @@ class LocalHBase:
             self.stop()
         java = _find_java()
         _require_free(HOST, self.thrift_port, "--thrift-port or TMS_LOCAL_THRIFT_PORT")
-        ensure_jars(self.paths, self.progress)
+        resolve_jars(
+            POM,
+            self.paths.jars,
+            f"HBase {HBASE_VERSION} jars",
+            self.progress,
+            expect=f"hbase-server-{HBASE_VERSION}-hadoop3.jar",
+        )
         zk_port = _free_port()
         for folder in (self.paths.data, self.paths.logs):
             folder.mkdir(parents=True, exist_ok=True)

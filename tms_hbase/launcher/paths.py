@@ -43,10 +43,6 @@ class LauncherPaths:
         return self.jars / "lib"
 
     @property
-    def jars_complete(self) -> Path:
-        return self.jars / ".complete"
-
-    @property
     def run(self) -> Path:
         return self.home / "local"
 
