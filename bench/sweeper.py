@@ -62,7 +62,7 @@ def run(settings: Settings) -> Result:
     rows = settings.pick(100_000, 20_000)
     result = Result(
         "sweeper",
-        f"Sweeper throughput ({rows:,} batch rows of a deleted topic; one sweeper process; chunks of 1,000 rows)",
+        f"Sweeper throughput ({rows:,} batch rows of a deleted topic; one sweeper process; chunks of 4,000 rows)",
     )
     raw_rates, raw_delete_rates, dry_rates, real_rates = [], [], [], []
     with bench_tables(settings, "swp") as (client, _raw, _raw_name):

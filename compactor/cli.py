@@ -85,7 +85,7 @@ sweeping = [
     click.option(
         "--chunk-rows",
         type=click.IntRange(min=1),
-        default=1000,
+        default=4000,
         show_default=True,
         help="Rows read per scan; the checkpoint and the lease are renewed after each chunk.",
     ),

@@ -31,7 +31,7 @@ from .state import RegionRecord, SweepState
 log = logging.getLogger(__name__)
 
 DEFAULT_GRACE_SECONDS = 600
-CHUNK = 1000
+CHUNK = 4000
 
 
 @dataclass

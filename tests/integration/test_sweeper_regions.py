@@ -149,8 +149,13 @@ def test_two_sweeper_processes_with_writers_and_readers(client: MessagingClient,
     ]
     published, seen = [], []
     last = None
-    deadline = time.monotonic() + 8
-    while time.monotonic() < deadline:
+    started = time.monotonic()
+
+    def old_rows_left() -> int:
+        return sum(1 for _ in client.hbase.run("count", lambda c: list(c.table(client.tables.messages).scan())))
+
+    # write and read until the sweepers have removed the old generation (at least 5 s, at most 60 s)
+    while time.monotonic() - started < 5 or (old_rows_left() > len(published) and time.monotonic() - started < 60):
         batch = [f"m{len(published)}".encode()]
         client.publish(LIVE, batch)
         published += batch
@@ -159,13 +164,15 @@ def test_two_sweeper_processes_with_writers_and_readers(client: MessagingClient,
         last = new[-1].id if new else last
     for proc in sweepers:
         proc.send_signal(signal.SIGTERM)
-    reports = []
+    reports, errors = [], []
     for proc in sweepers:
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
         reports += [json.loads(line) for line in out.splitlines()]
+        errors.append(err[-3000:])
     assert seen == published == payloads(client, LIVE)  # nothing lost, nothing reordered
-    assert sum(r["messages_dropped"] for r in reports) == 300  # each old row deleted once
+    logs = "\n".join(errors)
+    assert sum(r["messages_dropped"] for r in reports) == 300, logs  # each old row deleted once
     assert any(r["regions_skipped"] for r in reports)  # they really shared the regions
 
 
