@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import dataclass
 
 from tms_hbase.connection import HBaseConnection
+from tms_hbase.errors import HBaseError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -25,8 +30,20 @@ class Region:
         return f"{self.table}[{self.start.hex() or '-'}..{self.end.hex() or '-'})"
 
 
-def list_regions(hbase: HBaseConnection, table: str) -> list[Region]:
-    """The table's regions in key order, as HBase has them now (splits and merges included)."""
-    infos = hbase.run(f"list regions of {table}", lambda c: c.client.getTableRegions(table.encode()))
+def list_regions(hbase: HBaseConnection, table: str, attempts: int = 20) -> list[Region]:
+    """The table's regions in key order, as HBase has them now (splits and merges included).
+
+    While a split or merge is being assigned, the gateway fails the call ("Internal error processing
+    getTableRegions"): that passes within seconds, so it is retried.
+    """
+    for attempt in range(attempts):
+        try:
+            infos = hbase.run(f"list regions of {table}", lambda c: c.client.getTableRegions(table.encode()))
+            break
+        except HBaseError as exc:
+            if "Internal error" not in str(exc) or attempt == attempts - 1:
+                raise
+            log.info("regions of %s are in transition (%s); asking again", table, exc)
+            time.sleep(0.5)
     regions = [Region(table, i.startKey or b"", i.endKey or b"", i.name) for i in infos]
     return sorted(regions, key=lambda r: r.start)

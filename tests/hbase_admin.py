@@ -3,6 +3,7 @@ launcher's jars — tests only."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -32,7 +33,8 @@ def _zk_port() -> str:
 def split_table(table: str, key: bytes) -> None:
     """Split ``table`` at row ``key`` and wait for the daughter regions."""
     lib = LocalHBase().paths.lib
-    classes = Path(tempfile.gettempdir()) / "tms-hbase-test-java"
+    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
+    classes = Path(tempfile.gettempdir()) / f"tms-hbase-test-java-{digest}"  # recompiled when the source changes
     if not (classes / "SplitRegion.class").exists():
         classes.mkdir(exist_ok=True)
         javac = shutil.which("javac") or "javac"
