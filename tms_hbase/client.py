@@ -162,10 +162,16 @@ class MessagingClient:
         point = None if resume is None else resume.resume
         return self._writer.publish(_topic(topic), payloads, tx_write_pointer, ttl, point)
 
-    def store(self, topic: TopicId, payloads: Sequence[bytes], tx_write_pointer: int) -> None:
-        """Store payloads under a transaction write pointer; invisible until that pointer is published."""
+    def store(
+        self, topic: TopicId, payloads: Sequence[bytes], tx_write_pointer: int, *, sequence: int | None = None
+    ) -> None:
+        """Store payloads under a transaction write pointer; invisible until that pointer is published.
+
+        ``sequence`` (>= 2**40) makes the keys deterministic, so storing the same payloads again
+        (a retried task) overwrites them instead of adding copies.
+        """
         self._ensure_ready()
-        self._writer.store(_topic(topic), payloads, tx_write_pointer)
+        self._writer.store(_topic(topic), payloads, tx_write_pointer, sequence)
 
     def rollback(self, topic: TopicId, handle: RollbackDetail | bytes) -> None:
         """Mark a transactional publish rolled back: transactional readers skip it from now on."""

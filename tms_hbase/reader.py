@@ -107,6 +107,20 @@ class MessageReader:
             start = _Start(self.seek(topic, generation, since), 0, True)
         return self._iterate(topic, generation, start, floor, limit, transaction)
 
+    def fetch_positions(
+        self,
+        topic: TopicId,
+        generation: int,
+        first: int,
+        last: int,
+        floor: int,
+        transaction: Transaction | None = None,
+        stopped: list[int] | None = None,
+    ) -> Iterator[Message]:
+        """The messages of batch rows ``first``..``last`` of one generation (a slice for parallel
+        readers); with a transaction, the position it had to stop at is appended to ``stopped``."""
+        return self._iterate(topic, generation, _Start(first, 0, True), floor, None, transaction, last, stopped)
+
     # -- positions ----------------------------------------------------------------------------
 
     def seek(self, topic: TopicId, generation: int, time_ms: int) -> int:
@@ -204,11 +218,17 @@ class MessageReader:
         floor: int,
         limit: int | None,
         transaction: Transaction | None,
+        end: int | None = None,
+        stopped: list[int] | None = None,
     ) -> Iterator[Message]:
         remaining = limit
         now = now_ms()
         first_chunk = CHUNK_ROWS if limit is None else min(limit, CHUNK_ROWS)  # every row holds a message or more
+        if end is not None:
+            first_chunk = max(1, min(first_chunk, end - start.position + 1))
         for position, row in self._rows(topic, generation, start.position, first_chunk):
+            if end is not None and position > end:
+                return
             if row.publish_time < floor or (row.expires_at is not None and row.expires_at <= now):
                 continue
             pointer = row.tx_pointer
@@ -216,6 +236,8 @@ class MessageReader:
                 if pointer < 0 or transaction.is_invalid(pointer):
                     continue
                 if not transaction.is_visible(pointer):
+                    if stopped is not None:
+                        stopped.append(position)
                     return  # in progress or not yet committed for this reader: keep the order
             first_index = 0
             if position == start.position:

@@ -50,6 +50,8 @@ DEFAULT_MAX_BATCH_BYTES = 16 * 1024 * 1024
 # period (rows are deleted only when older than TTL + grace), so a writer never writes into a
 # position the sweeper has freed.
 TAIL_MAX_AGE = 30.0
+# Sequences a caller names itself (``store(..., sequence=)``) start here, far above what the counter hands out.
+EXPLICIT_SEQUENCES = 2**40
 # After this many lost races in a row, jump to the real tail instead of walking forward.
 _WALK_LIMIT = 4
 
@@ -264,22 +266,33 @@ class MessageWriter:
 
     # -- store --------------------------------------------------------------------------------
 
-    def store(self, topic: TopicId, payloads: Sequence[bytes], tx_write_pointer: int) -> None:
+    def store(
+        self, topic: TopicId, payloads: Sequence[bytes], tx_write_pointer: int, sequence: int | None = None
+    ) -> None:
         """Store payloads in the payload table under a write pointer, after any stored before.
 
         Many processes may store under one pointer at once: each call reserves a range of sequence
-        numbers with an atomic increment, so their keys never collide.
+        numbers with an atomic increment, so their keys never collide. With ``sequence`` the caller
+        names the first one itself (deterministic keys: storing the same payloads again, as a retried
+        Spark task does, overwrites instead of adding); it must be >= 2**40, above the counter's range.
         """
         pointer = validate_write_pointer(tx_write_pointer)
         batch = validate_payloads(payloads, self.max_batch_bytes, allow_empty=False)
         meta = self.topics.get(topic)
-        counter = pointer_prefix(topic, meta.generation, pointer)
-        last = self.hbase.run(
-            f"reserve payload sequence in {topic}",
-            lambda c: c.table(self.tables.payloads).counter_inc(counter, COUNTER_COLUMN, len(batch)),
-            idempotent=False,
-        )
-        first = last - len(batch) + 1
+        if sequence is not None:
+            if isinstance(sequence, bool) or not isinstance(sequence, int) or not sequence >= EXPLICIT_SEQUENCES:
+                raise InvalidArgument(f"bad sequence {sequence!r}: explicit sequences start at {EXPLICIT_SEQUENCES}")
+            if sequence + len(batch) > 2**64:
+                raise InvalidArgument("sequence range past 2**64")
+            first = sequence
+        else:
+            counter = pointer_prefix(topic, meta.generation, pointer)
+            last = self.hbase.run(
+                f"reserve payload sequence in {topic}",
+                lambda c: c.table(self.tables.payloads).counter_inc(counter, COUNTER_COLUMN, len(batch)),
+                idempotent=False,
+            )
+            first = last - len(batch) + 1
 
         def put(conn) -> None:
             with conn.table(self.tables.payloads).batch() as b:

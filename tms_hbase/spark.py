@@ -1,0 +1,211 @@
+"""Spark through PySpark: bulk transactional publish from executors, and topics read as DataFrames.
+
+Bulk publish (the seed's case for the payload table): the driver starts a long transaction; every
+partition stores its payloads under the transaction's write pointer with **deterministic keys**
+(partition index and position in the partition), so a retried or speculative task overwrites what an
+earlier attempt stored instead of adding copies; at commit the driver publishes one pointer row and
+commits, and all messages become visible to transactional readers at once. A failed job invalidates
+the transaction: nothing becomes visible, and the sweeper's TTL rule removes what was stored.
+
+Reading: the driver finds the topic's position range (binary search for times), splits it into
+contiguous slices, and each task fetches its slice; rows come with ``position``/``index`` columns
+whose order is the topic's order.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from .client import MessagingClient
+from .clock import now_ms
+from .errors import InvalidArgument, TmsError
+from .message_id import MessageId
+from .topic import TopicId
+from .tx.client import TransactionClient
+from .tx.transaction import Transaction
+from .wire import RollbackDetail
+from .writer import EXPLICIT_SEQUENCES
+
+PARTITION_SHIFT = 32  # sequence = EXPLICIT_SEQUENCES + (partition << 32) + index: 2**32 payloads a partition
+
+
+@dataclass(frozen=True)
+class Where:
+    """How executors reach HBase (picklable): the Thrift address and the table prefix."""
+
+    address: str | None = None
+    prefix: str | None = None
+
+    def client(self) -> MessagingClient:
+        return MessagingClient(self.address, self.prefix, create_tables=False)
+
+
+def _store_partition(
+    where: Where, topic: str, write_pointer: int, batch: int, index: int, rows: Iterable[Any]
+) -> Iterator[int]:
+    """Store one partition's payloads at sequences fixed by (partition, position in partition)."""
+    sequence = EXPLICIT_SEQUENCES + (index << PARTITION_SHIFT)
+    stored = 0
+    with where.client() as client:
+        rows = iter(rows)
+        while chunk := list(itertools.islice(rows, batch)):
+            payloads = [_payload(row) for row in chunk]
+            client.store(topic, payloads, write_pointer, sequence=sequence + stored)
+            stored += len(payloads)
+    yield stored
+
+
+def _payload(row: Any) -> bytes:
+    value = row[0] if isinstance(row, tuple) or hasattr(row, "__fields__") else row
+    if isinstance(value, bytearray):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode()
+    if not isinstance(value, bytes):
+        raise InvalidArgument(f"payloads must be bytes or strings, not {type(value).__name__}")
+    return value
+
+
+class BulkPublish:
+    """One bulk transactional publish: ``start()``, ``store(data)`` (any number of times), then
+    ``commit()`` or ``abort()``. :func:`publish` does all of it."""
+
+    def __init__(
+        self, topic: TopicId | str, tx_client: TransactionClient, *, where: Where | None = None, batch: int = 1000
+    ) -> None:
+        self.topic = topic if isinstance(topic, TopicId) else TopicId.parse(topic)
+        self.tx_client = tx_client
+        self.where = where or Where()
+        self.batch = batch
+        self.tx: Transaction | None = None
+        self.stored = 0
+
+    def start(self) -> Transaction:
+        with self.where.client() as client:
+            client.get_topic(self.topic)  # TopicNotFound before any work
+        self.tx = self.tx_client.start_long()
+        return self.tx
+
+    def store(self, data: Any, column: str | None = None) -> int:
+        """Store a DataFrame column (``column``, or its only column) or an RDD of bytes/str, in parallel."""
+        tx = self._running()
+        rdd = data.select(column).rdd if column is not None else getattr(data, "rdd", data)
+        where, topic, pointer, batch = self.where, str(self.topic), tx.write_pointer, self.batch
+        counts = rdd.mapPartitionsWithIndex(lambda i, rows: _store_partition(where, topic, pointer, batch, i, rows))
+        stored = sum(counts.collect())
+        self.stored += stored
+        return stored
+
+    def commit(self) -> RollbackDetail:
+        """Publish the pointer row and commit: every stored message becomes visible at once."""
+        tx = self._running()
+        with self.where.client() as client:
+            handle = client.publish(self.topic, [], tx_write_pointer=tx.write_pointer)
+        try:
+            self.tx_client.can_commit(tx, [])
+            self.tx_client.commit(tx)
+        except TmsError:
+            with self.where.client() as client:
+                client.rollback(self.topic, handle)
+            self.abort()
+            raise
+        self.tx = None
+        return handle
+
+    def abort(self) -> None:
+        """Abort (a long transaction becomes invalid): nothing stored is ever visible to transactions."""
+        if self.tx is not None:
+            self.tx_client.abort(self.tx)
+            self.tx = None
+
+    def _running(self) -> Transaction:
+        if self.tx is None:
+            raise TmsError("the bulk publish is not started (or already finished)")
+        return self.tx
+
+
+def publish(data: Any, topic: TopicId | str, tx_client: TransactionClient, **options: Any) -> RollbackDetail:
+    """Publish a DataFrame column or an RDD as one transaction; on any failure it is aborted and re-raised."""
+    column = options.pop("column", None)
+    job = BulkPublish(topic, tx_client, **options)
+    job.start()
+    try:
+        job.store(data, column)
+        return job.commit()
+    except BaseException:
+        job.abort()
+        raise
+
+
+def _read_slice(
+    where: Where, topic: str, generation: int, first: int, last: int, floor: int, tx: bytes | None
+) -> Iterator[tuple]:
+    from .tx.codec import TransactionCodec
+
+    transaction = None if tx is None else TransactionCodec.decode(tx)
+    stopped: list[int] = []
+    with where.client() as client:
+        for m in client._reader.fetch_positions(
+            TopicId.parse(topic), generation, first, last, floor, transaction, stopped
+        ):
+            mid = MessageId.decode(m.id)
+            yield (m.id, m.publish_time, m.payload, mid.position, mid.index, None)
+    if stopped:
+        yield (None, None, None, stopped[0], None, stopped[0])  # where this slice had to stop
+
+
+def read(
+    spark: Any,
+    topic: TopicId | str,
+    *,
+    where: Where | None = None,
+    start_time: int | None = None,
+    end_time: int | None = None,
+    transaction: Transaction | None = None,
+    partitions: int | None = None,
+) -> Any:
+    """The topic's messages with publish time in [start_time, end_time) as a DataFrame
+    (id, publish_time, payload, position, index), ordered by (position, index).
+
+    With a transaction the result ends before the first message it cannot see yet, as a fetch does.
+    """
+    from pyspark.sql.types import BinaryType, LongType, StructField, StructType
+
+    from .tx.codec import TransactionCodec
+
+    where = where or Where()
+    topic = topic if isinstance(topic, TopicId) else TopicId.parse(topic)
+    with where.client() as client:
+        meta = client.get_topic(topic)
+        floor = now_ms() - meta.ttl * 1000
+        first = client._reader.seek(topic, meta.generation, max(floor, start_time or 0))
+        last = client._reader.seek(topic, meta.generation, end_time) - 1 if end_time is not None else None
+        if last is None:
+            last = client._reader.seek(topic, meta.generation, 2**62) - 1
+    slices = max(1, partitions or spark.sparkContext.defaultParallelism)
+    step = max(1, -(-(last - first + 1) // slices))
+    bounds = [(p, min(last, p + step - 1)) for p in range(first, last + 1, step)]
+    tx = None if transaction is None else TransactionCodec.encode(transaction)
+    args = (where, str(topic), meta.generation, floor, tx)
+    rdd = spark.sparkContext.parallelize(bounds, max(1, len(bounds))).flatMap(
+        lambda b: _read_slice(args[0], args[1], args[2], b[0], b[1], args[3], args[4])
+    )
+    if transaction is not None:
+        stops = rdd.filter(lambda r: r[5] is not None).map(lambda r: r[5]).collect()
+        cut = min(stops) if stops else None
+        rdd = rdd.filter(lambda r: r[5] is None and (cut is None or r[3] < cut))
+    else:
+        rdd = rdd.filter(lambda r: r[5] is None)
+    schema = StructType(
+        [
+            StructField("id", BinaryType(), False),
+            StructField("publish_time", LongType(), False),
+            StructField("payload", BinaryType(), False),
+            StructField("position", LongType(), False),
+            StructField("index", LongType(), False),
+        ]
+    )
+    return spark.createDataFrame(rdd.map(lambda r: r[:5]), schema)
