@@ -175,21 +175,29 @@ class Sweeper:
         """Finish the current chunk, save the checkpoint, release the lease, and return."""
         self._stop.set()
 
+    def regions(self) -> list[Region]:
+        """The work units of a sweep: every region of the message table, then of the payload table."""
+        return [r for table in (self.tables.messages, self.tables.payloads) for r in list_regions(self.hbase, table)]
+
     def sweep_once(self) -> SweepReport:
         """Sweep every region of both tables once; topic metadata and the transaction state are
         re-read during the sweep when older than their refresh intervals."""
+        self._report_lag()
+        return self.sweep_regions(self.regions())
+
+    def sweep_regions(self, regions: list[Region]) -> SweepReport:
+        """Sweep these regions (each under its lease): a whole sweep, or one Spark task's share of it."""
         started = time.monotonic()
         context = _Context(topics={}, invalid=frozenset(), prune_bound=0, read_pointer=0, report=SweepReport())
         context.report.dry_run = self.dry_run
         self._load_topics(context)
         self._load_tx_state(context)
-        self._report_lag()
-        for table, handle in ((self.tables.messages, self._message_row), (self.tables.payloads, self._payload_row)):
-            for region in list_regions(self.hbase, table):
-                if self._stop.is_set():
-                    context.report.stopped = True
-                    break
-                self._leased(region, handle, context)
+        for region in regions:
+            if self._stop.is_set():
+                context.report.stopped = True
+                break
+            handle = self._message_row if region.table == self.tables.messages else self._payload_row
+            self._leased(region, handle, context)
         report = context.report
         report.seconds = round(time.monotonic() - started, 3)
         self.metrics.last_sweep.set(time.time())

@@ -209,3 +209,40 @@ def read(
         ]
     )
     return spark.createDataFrame(rdd.map(lambda r: r[:5]), schema)
+
+
+def _sweep_partition(where: Where, options: dict[str, Any], regions: Iterable[Any]) -> Iterator[dict]:
+    from compactor.sweep import Sweeper
+
+    with where.client() as client:
+        yield Sweeper(client.hbase, client.tables, **options).sweep_regions(list(regions)).as_dict()
+
+
+def sweep(spark: Any, *, where: Where | None = None, partitions: int | None = None, **options: Any) -> dict:
+    """One sweep with the regions of both tables as Spark tasks, for tables too big for one process.
+
+    ``options`` are the Sweeper's (``grace_seconds``, ``dry_run``, ``max_rows_per_second``, ...). Each
+    region is still swept under its lease, so this can run next to ``tms-sweeper`` daemons. Returns
+    the tasks' reports added up.
+    """
+    from compactor.sweep import Sweeper, SweepReport
+
+    where = where or Where()
+    with where.client() as client:
+        regions = Sweeper(client.hbase, client.tables).regions()
+    slices = max(1, min(len(regions), partitions or spark.sparkContext.defaultParallelism))
+    reports = (
+        spark.sparkContext.parallelize(regions, slices)
+        .mapPartitions(lambda rs: _sweep_partition(where, options, rs))
+        .collect()
+    )
+    total = SweepReport(dry_run=bool(options.get("dry_run")))
+    for report in reports:
+        for key, value in report.items():
+            if isinstance(value, bool):
+                setattr(total, key, getattr(total, key) or value)
+            elif key == "invalid_transactions":
+                total.invalid_transactions = max(total.invalid_transactions, value)
+            else:
+                setattr(total, key, getattr(total, key) + value)
+    return total.as_dict()
