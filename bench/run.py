@@ -2,7 +2,8 @@
 
     python -m bench.run [--quick] [--only NAME[,NAME]] [--rounds N] [--json OUT] [--address HOST:PORT]
 
-Benchmarks (DESIGN.md §12 and the issues): publish, writers, fetch, latency, seek, txlatency, sweeper.
+Benchmarks (DESIGN.md §12 and the issues): publish, writers, fetch, latency, seek, txlatency, sweeper,
+spark.
 Progress goes to stderr, the report to stdout. Every table a run creates has a ``bench…`` prefix and is
 dropped afterwards.
 """
@@ -16,7 +17,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from . import fetch, latency, publish, seek, sweeper, txlatency, writers
+from . import fetch, latency, publish, seek, spark, sweeper, txlatency, writers
 from .common import Result, Settings, check_loopback, progress, raw_connection
 from .report import busy_pytest, markdown, write_json
 
@@ -28,6 +29,7 @@ BENCHMARKS: dict[str, Callable[[Settings], Result]] = {
     "seek": seek.run,
     "txlatency": txlatency.run,
     "sweeper": sweeper.run,
+    "spark": spark.run,
 }
 
 

@@ -141,7 +141,14 @@ def publish(data: Any, topic: TopicId | str, tx_client: TransactionClient, **opt
 
 
 def _read_slice(
-    where: Where, topic: str, generation: int, first: int, last: int, floor: int, tx: bytes | None
+    where: Where,
+    topic: str,
+    generation: int,
+    first: int,
+    last: int,
+    floor: int,
+    tx: bytes | None,
+    ids: tuple[bytes | None, bytes | None] = (None, None),
 ) -> Iterator[tuple]:
     from .tx.codec import TransactionCodec
 
@@ -151,6 +158,8 @@ def _read_slice(
         for m in client._reader.fetch_positions(
             TopicId.parse(topic), generation, first, last, floor, transaction, stopped
         ):
+            if (ids[0] is not None and m.id < ids[0]) or (ids[1] is not None and m.id >= ids[1]):
+                continue
             mid = MessageId.decode(m.id)
             yield (m.id, m.publish_time, m.payload, mid.position, mid.index, None)
     if stopped:
@@ -164,11 +173,13 @@ def read(
     where: Where | None = None,
     start_time: int | None = None,
     end_time: int | None = None,
+    start_message: bytes | None = None,
+    end_message: bytes | None = None,
     transaction: Transaction | None = None,
     partitions: int | None = None,
 ) -> Any:
-    """The topic's messages with publish time in [start_time, end_time) as a DataFrame
-    (id, publish_time, payload, position, index), ordered by (position, index).
+    """The topic's messages with publish time in [start_time, end_time) and id in [start_message,
+    end_message) as a DataFrame (id, publish_time, payload, position, index), ordered by (position, index).
 
     With a transaction the result ends before the first message it cannot see yet, as a fetch does.
     """
@@ -185,13 +196,25 @@ def read(
         last = client._reader.seek(topic, meta.generation, end_time) - 1 if end_time is not None else None
         if last is None:
             last = client._reader.seek(topic, meta.generation, 2**62) - 1
+    bounds_ids = (start_message, end_message)
+    for edge in bounds_ids:
+        if edge is not None:
+            MessageId.decode(edge)  # a clear error for a corrupt id, before any task runs
+    if start_message is not None and MessageId.decode(start_message).generation == meta.generation:
+        first = max(first, MessageId.decode(start_message).position)
+    if end_message is not None:
+        end_id = MessageId.decode(end_message)
+        if end_id.generation < meta.generation:
+            last = first - 1  # the range ends before this generation begins
+        elif end_id.generation == meta.generation:
+            last = min(last, end_id.position)
     slices = max(1, partitions or spark.sparkContext.defaultParallelism)
     step = max(1, -(-(last - first + 1) // slices))
     bounds = [(p, min(last, p + step - 1)) for p in range(first, last + 1, step)]
     tx = None if transaction is None else TransactionCodec.encode(transaction)
-    args = (where, str(topic), meta.generation, floor, tx)
+    args = (where, str(topic), meta.generation, floor, tx, bounds_ids)
     rdd = spark.sparkContext.parallelize(bounds, max(1, len(bounds))).flatMap(
-        lambda b: _read_slice(args[0], args[1], args[2], b[0], b[1], args[3], args[4])
+        lambda b: _read_slice(args[0], args[1], args[2], b[0], b[1], args[3], args[4], args[5])
     )
     if transaction is not None:
         stops = rdd.filter(lambda r: r[5] is not None).map(lambda r: r[5]).collect()

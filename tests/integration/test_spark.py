@@ -122,6 +122,9 @@ def test_dataframe_equals_sequential_fetch(spark, client: MessagingClient, tx: T
     assert rows(read(spark, T, where=where, start_time=start, end_time=end, partitions=3)) == ranged
     ids = [bytes(r.id) for r in read(spark, T, where=where, partitions=7).collect()]
     assert sorted(ids) == [m.id for m in every]
+    lo, hi = every[20].id, every[110].id  # an id range, crossing the bulk-published pointer row
+    by_id = [(m.id, m.publish_time, m.payload) for m in every if lo <= m.id < hi]
+    assert rows(read(spark, T, where=where, start_message=lo, end_message=hi, partitions=4)) == by_id
 
     blocker = tx.start_short()
     client.publish(T, [b"in flight"], tx_write_pointer=blocker.write_pointer)

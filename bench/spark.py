@@ -1,0 +1,108 @@
+"""Spark bulk publish and read (issue #6), next to a plain happybase loop over the same rows: the loop
+writes one row per message in batches of 1,000 and scans them back."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tms_hbase.tx.client import TransactionClient, TransactionServiceUnavailable
+
+from .common import Result, Settings, bench_tables, create_raw_table, median, new_topic, progress, ratio
+
+PAYLOAD = 100  # bytes per message
+
+
+def _tx_server(settings: Settings, prefix: str) -> tuple[subprocess.Popen, str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "TMS_HBASE_THRIFT": settings.address, "TMS_TABLE_PREFIX": prefix}
+    admin = str(Path(sys.executable).with_name("tms-admin"))
+    proc = subprocess.Popen([admin, "tx", "serve", "--port", str(port)], env=env, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with TransactionClient(f"127.0.0.1:{port}", timeout=2) as c:
+                c.status()
+            return proc, f"127.0.0.1:{port}"
+        except TransactionServiceUnavailable:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("the transaction server did not start") from None
+            time.sleep(0.1)
+
+
+def run(settings: Settings) -> Result:
+    from pyspark.sql import SparkSession
+
+    from tms_hbase.spark import Where, publish, read
+
+    total = settings.pick(200_000, 50_000)
+    result = Result(
+        "spark",
+        f"Spark bulk publish and read ({total:,} messages of {PAYLOAD} B, local[2], 4 partitions) vs a happybase loop",
+    )
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("tms-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    pub, loop_pub, rd, loop_rd = [], [], [], []
+    try:
+        with bench_tables(settings, "spk") as (client, raw, raw_name):
+            proc, tx_address = _tx_server(settings, client.tables.prefix)
+            where = Where(settings.address, client.tables.prefix)
+            try:
+                with TransactionClient(tx_address) as tx:
+                    for r in range(settings.rounds):
+                        topic = new_topic(client, f"spk{r}")
+                        rdd = spark.sparkContext.range(0, total, numSlices=4).map(lambda i: b"%0100d" % i)
+                        started = time.monotonic()
+                        publish(rdd, topic, tx, where=where, batch=5000)
+                        pub.append(total / (time.monotonic() - started))
+                        started = time.monotonic()
+                        assert read(spark, topic, where=where, partitions=4).count() == total
+                        rd.append(total / (time.monotonic() - started))
+
+                        table = create_raw_table(raw, f"{raw_name}{r}")
+                        started = time.monotonic()
+                        for first in range(0, total, 1000):
+                            with table.batch() as b:
+                                for i in range(first, min(first + 1000, total)):
+                                    b.put(i.to_bytes(8, "big"), {b"d:m": b"%0100d" % i})
+                        loop_pub.append(total / (time.monotonic() - started))
+                        started = time.monotonic()
+                        assert sum(1 for _ in table.scan(batch_size=1000)) == total
+                        loop_rd.append(total / (time.monotonic() - started))
+                        raw.conn.delete_table(f"{raw_name}{r}", disable=True)
+                        progress(
+                            f"spark round {r + 1}/{settings.rounds}: publish {pub[-1]:,.0f} msg/s (loop "
+                            f"{loop_pub[-1]:,.0f}), read {rd[-1]:,.0f} msg/s (loop {loop_rd[-1]:,.0f})"
+                        )
+            finally:
+                proc.terminate()
+                proc.wait(timeout=60)
+    finally:
+        spark.stop()
+    result.table(
+        ["", "Spark, msg/s (median)", "happybase loop, msg/s", "Spark ÷ loop"],
+        [
+            [
+                "bulk transactional publish (one long transaction)",
+                median(pub),
+                median(loop_pub),
+                ratio(median(pub), median(loop_pub)),
+            ],
+            ["read as a DataFrame (count)", median(rd), median(loop_rd), ratio(median(rd), median(loop_rd))],
+        ],
+    )
+    result.samples = {"publish": pub, "loop_publish": loop_pub, "read": rd, "loop_read": loop_rd}
+    return result
