@@ -3,37 +3,14 @@ writes one row per message in batches of 1,000 and scans them back."""
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 import time
-from pathlib import Path
 
-from tms_hbase.tx.client import TransactionClient, TransactionServiceUnavailable
+from tms_hbase.tx.client import TransactionClient
 
 from .common import Result, Settings, bench_tables, create_raw_table, median, new_topic, progress, ratio
+from .txlatency import start_tx_server
 
 PAYLOAD = 100  # bytes per message
-
-
-def _tx_server(settings: Settings, prefix: str) -> tuple[subprocess.Popen, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "TMS_HBASE_THRIFT": settings.address, "TMS_TABLE_PREFIX": prefix}
-    admin = str(Path(sys.executable).with_name("tms-admin"))
-    proc = subprocess.Popen([admin, "tx", "serve", "--port", str(port)], env=env, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with TransactionClient(f"127.0.0.1:{port}", timeout=2) as c:
-                c.status()
-            return proc, f"127.0.0.1:{port}"
-        except TransactionServiceUnavailable:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("the transaction server did not start") from None
-            time.sleep(0.1)
 
 
 def run(settings: Settings) -> Result:
@@ -58,7 +35,7 @@ def run(settings: Settings) -> Result:
     pub, loop_pub, rd, loop_rd = [], [], [], []
     try:
         with bench_tables(settings, "spk") as (client, raw, raw_name):
-            proc, tx_address = _tx_server(settings, client.tables.prefix)
+            proc, tx_address = start_tx_server(settings, client.tables.prefix)
             where = Where(settings.address, client.tables.prefix)
             try:
                 with TransactionClient(tx_address) as tx:

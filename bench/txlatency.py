@@ -22,7 +22,7 @@ from .common import Result, Settings, bench_tables, median, new_topic, percentil
 RATE = 50.0  # transactions per second, one message each
 
 
-def _start_server(settings: Settings, prefix: str) -> tuple[subprocess.Popen, str]:
+def start_tx_server(settings: Settings, prefix: str) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -86,7 +86,7 @@ def run(settings: Settings) -> Result:
     )
     p50s, p99s, pooled, lost = [], [], [], 0
     with bench_tables(settings, "txl") as (client, _raw, _raw_name):
-        proc, tx_address = _start_server(settings, client.tables.prefix)
+        proc, tx_address = start_tx_server(settings, client.tables.prefix)
         try:
             for r in range(settings.rounds):
                 topic = str(new_topic(client, f"txl{r}"))
