@@ -229,6 +229,7 @@ class Result:
     notes: list[str] = field(default_factory=list)
     samples: dict[str, object] = field(default_factory=dict)
     seconds: float = 0.0
+    error: str | None = None  # why the benchmark failed; what it measured before that is still reported
 
     def table(self, columns: list[str], rows: list[list[object]]) -> None:
         self.tables.append((columns, [[fmt(v) for v in row] for row in rows]))
@@ -245,6 +246,7 @@ class Result:
             "notes": self.notes,
             "samples": self.samples,
             "seconds": round(self.seconds, 1),
+            "error": self.error,
         }
 
 

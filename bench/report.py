@@ -30,6 +30,9 @@ def markdown(results: list[Result], settings: Settings, command: str, wall: floa
     for result in results:
         for goal, measured, met in result.goals:
             lines.append(f"| {result.name} | {goal} | {measured} | {'met' if met else '**not met**'} |")
+    failed = [r for r in results if r.error]
+    if failed:
+        lines += ["", "## Failed", ""] + [f"- **{r.name}** failed: {r.error}" for r in failed]
     for result in results:
         lines += ["", f"## {result.name}: {result.title}", ""]
         for columns, rows in result.tables:

@@ -15,6 +15,7 @@ import os
 import shlex
 import sys
 import time
+import traceback
 from collections.abc import Callable
 
 from . import fetch, latency, publish, seek, spark, sweeper, txlatency, writers
@@ -76,14 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         progress(f"warning: other pytest runs on this machine will disturb the numbers: {others}")
     progress(f"run {settings.run_id}: {', '.join(args.names)} ({'quick' if args.quick else 'full'}, {rounds} rounds)")
     started = time.perf_counter()
-    results = []
-    for name in args.names:
-        progress(f"--- {name}")
-        t0 = time.perf_counter()
-        result = BENCHMARKS[name](settings)
-        result.seconds = time.perf_counter() - t0
-        results.append(result)
-        progress(f"{name} done in {result.seconds:.0f} s")
+    results = [run_one(name, settings) for name in args.names]
     wall = time.perf_counter() - started
     if busy_pytest():
         progress("warning: a pytest run was going when the benchmarks ended")
@@ -91,7 +85,25 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         write_json(args.json, results, settings, command.strip(), wall)
         progress(f"wrote {args.json}")
+    failed = [r.name for r in results if r.error]
+    if failed:
+        progress(f"failed: {', '.join(failed)} (the report above has every benchmark that finished)")
+        return 1
     return 0
+
+
+def run_one(name: str, settings: Settings) -> Result:
+    """Run one benchmark; a failure becomes a Result with ``error`` set, so the others still report."""
+    progress(f"--- {name}")
+    started = time.perf_counter()
+    try:
+        result = BENCHMARKS[name](settings)
+    except Exception as exc:
+        traceback.print_exc(file=sys.stderr)
+        result = Result(name, "failed", error=f"{type(exc).__name__}: {exc}".splitlines()[0][:300])
+    result.seconds = time.perf_counter() - started
+    progress(f"{name} {'FAILED' if result.error else 'done'} in {result.seconds:.0f} s")
+    return result
 
 
 if __name__ == "__main__":

@@ -16,13 +16,14 @@ PAYLOAD = 100  # bytes per message
 def run(settings: Settings) -> Result:
     from pyspark.sql import SparkSession
 
-    from tms_hbase.spark import Where, publish, read
+    from tms_hbase.spark import Where, publish, read, use_current_python
 
     total = settings.pick(200_000, 50_000)
     result = Result(
         "spark",
         f"Spark bulk publish and read ({total:,} messages of {PAYLOAD} B, local[2], 4 partitions) vs a happybase loop",
     )
+    use_current_python()  # local mode: the workers run this interpreter, which has tms-hbase
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("tms-bench")

@@ -14,7 +14,12 @@ whose order is the topic's order.
 
 from __future__ import annotations
 
+import functools
 import itertools
+import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +35,48 @@ from .wire import RollbackDetail
 from .writer import EXPLICIT_SEQUENCES
 
 PARTITION_SHIFT = 32  # sequence = EXPLICIT_SEQUENCES + (partition << 32) + index: 2**32 payloads a partition
+PYTHON_ENV = "PYSPARK_PYTHON"
+
+
+def use_current_python() -> str:
+    """Make local-mode Spark start its Python workers on this interpreter (the one that has tms-hbase),
+    unless ``$PYSPARK_PYTHON`` already names one. Call it before the SparkSession is created; returns
+    the interpreter the workers will run. On a cluster, install tms-hbase on the executors instead."""
+    return os.environ.setdefault(PYTHON_ENV, sys.executable)
+
+
+def check_workers(spark: Any) -> None:
+    """In local mode, fail fast with a clear error when Spark's Python workers cannot import tms-hbase
+    (PySpark starts them with ``$PYSPARK_PYTHON`` or ``python3`` from PATH, not with the driver's Python).
+    ``spark`` is a SparkSession or a SparkContext."""
+    context = getattr(spark, "sparkContext", spark)
+    if not str(context.master).startswith("local"):
+        return
+    reason = _worker_import_error(str(context.pythonExec))
+    if reason:
+        raise TmsError(
+            f"Spark's Python workers run {context.pythonExec!r}, which cannot import tms_hbase ({reason}); "
+            "call tms_hbase.spark.use_current_python() before creating the SparkSession, or set PYSPARK_PYTHON "
+            "to an interpreter that has tms-hbase installed"
+        )
+
+
+@functools.cache
+def _worker_import_error(python: str) -> str | None:
+    """Why ``python`` cannot import the packages a Spark task needs (None if it can); checked once per interpreter."""
+    if python == sys.executable:
+        return None
+    executable = shutil.which(python)
+    if executable is None:
+        return "no such interpreter"
+    try:
+        done = subprocess.run(
+            [executable, "-c", "import happybase, tms_hbase"], capture_output=True, text=True, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    lines = done.stderr.strip().splitlines()
+    return None if done.returncode == 0 else (lines[-1] if lines else f"exit code {done.returncode}")
 
 
 @dataclass(frozen=True)
@@ -93,6 +140,7 @@ class BulkPublish:
         """Store a DataFrame column (``column``, or its only column) or an RDD of bytes/str, in parallel."""
         tx = self._running()
         rdd = data.select(column).rdd if column is not None else getattr(data, "rdd", data)
+        check_workers(rdd.context)
         where, topic, pointer, batch = self.where, str(self.topic), tx.write_pointer, self.batch
         counts = rdd.mapPartitionsWithIndex(lambda i, rows: _store_partition(where, topic, pointer, batch, i, rows))
         stored = sum(counts.collect())
@@ -187,6 +235,7 @@ def read(
 
     from .tx.codec import TransactionCodec
 
+    check_workers(spark)
     where = where or Where()
     topic = topic if isinstance(topic, TopicId) else TopicId.parse(topic)
     with where.client() as client:
@@ -250,6 +299,7 @@ def sweep(spark: Any, *, where: Where | None = None, partitions: int | None = No
     """
     from compactor.sweep import Sweeper, SweepReport
 
+    check_workers(spark)
     where = where or Where()
     with where.client() as client:
         regions = Sweeper(client.hbase, client.tables).regions()

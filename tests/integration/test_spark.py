@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import venv
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from tms_hbase import MessagingClient, TopicId
-from tms_hbase.spark import BulkPublish, Where, publish, read
+from tms_hbase import MessagingClient, TmsError, TopicId
+from tms_hbase.spark import BulkPublish, Where, publish, read, use_current_python
 from tms_hbase.tx.client import TransactionClient
 
 from .test_tx_server import Server, free_port
@@ -19,6 +21,7 @@ T = TopicId("spark", "events")
 def spark() -> Iterator[object]:
     from pyspark.sql import SparkSession
 
+    use_current_python()  # the workers must import tms_hbase: run them on this interpreter, not PATH's python3
     session = (
         SparkSession.builder.master("local[4, 3]")  # 4 task slots, a failed task is tried 3 times
         .appName("tms-hbase-tests")
@@ -53,6 +56,17 @@ def committed(client: MessagingClient, tx: TransactionClient) -> list[bytes]:
         return [m.payload for m in client.fetch(T, transaction=reader)]
     finally:
         tx.abort(reader)
+
+
+def test_workers_on_a_python_without_tms_hbase_fail_fast_with_a_clear_error(
+    spark, client: MessagingClient, where: Where, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client.create_topic(T)
+    client.publish(T, [b"one"])
+    venv.create(tmp_path / "bare", with_pip=False)  # what a machine's own python3 is: no tms-hbase in it
+    monkeypatch.setattr(spark.sparkContext, "pythonExec", str(tmp_path / "bare" / "bin" / "python"))
+    with pytest.raises(TmsError, match=r"cannot import tms_hbase .*use_current_python"):
+        read(spark, T, where=where)
 
 
 @pytest.mark.slow
