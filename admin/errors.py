@@ -11,7 +11,6 @@ import click
 
 from tms_hbase.errors import (
     ConcurrentModification,
-    HBaseUnavailable,
     InvalidArgument,
     LauncherError,
     TmsError,
@@ -19,6 +18,7 @@ from tms_hbase.errors import (
     TopicNotFound,
     TransactionConflict,
     TransactionNotInProgress,
+    Unavailable,
 )
 
 # Exit codes, documented in `tms-admin --help`.
@@ -29,14 +29,14 @@ EXIT_CODES: list[tuple[type[TmsError], int]] = [
     (ConcurrentModification, 4),
     (TransactionConflict, 4),
     (TransactionNotInProgress, 3),
-    (HBaseUnavailable, 5),
+    (Unavailable, 5),
     (LauncherError, 6),
     (TmsError, 1),
 ]
 
 EXIT_HELP = (
     "Exit codes: 0 ok, 1 other error, 2 bad input, 3 topic not found, "
-    "4 topic exists or concurrent change, 5 HBase unreachable, 6 local HBase launcher failed."
+    "4 topic exists or concurrent change, 5 HBase or the transaction server unreachable, 6 local HBase launcher failed."
 )
 
 

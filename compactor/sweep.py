@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 
 from tms_hbase.clock import now_ms
 from tms_hbase.connection import HBaseConnection, mutation
-from tms_hbase.errors import TmsError
+from tms_hbase.errors import LeaseLost
 from tms_hbase.metadata import MetadataStore
 from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, peek, with_tx_pointer
 from tms_hbase.tables import TableNames
@@ -391,7 +391,3 @@ class Sweeper:
     @staticmethod
     def _deleted(report: SweepReport) -> int:
         return report.messages_dropped + report.payloads_dropped
-
-
-class LeaseLost(TmsError):
-    """Another sweeper took over a region this one was sweeping; this one stops touching it."""

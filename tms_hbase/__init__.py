@@ -8,17 +8,26 @@ The public surface is small: :class:`MessagingClient`, :class:`TopicId`, :class:
 from .async_publisher import AsyncPublisher, PublisherStats
 from .client import MessagingClient
 from .errors import (
+    ClientClosed,
     ConcurrentModification,
     CorruptData,
+    Fenced,
     HBaseError,
     HBaseUnavailable,
     InvalidArgument,
+    InvalidTruncateTime,
     LauncherError,
+    LeaseLost,
     PublishOutcomeUnknown,
     QueueFull,
     TmsError,
     TopicAlreadyExists,
     TopicNotFound,
+    TransactionConflict,
+    TransactionFailure,
+    TransactionNotInProgress,
+    TransactionServiceUnavailable,
+    Unavailable,
 )
 from .message_id import MessageId
 from .reader import Message
@@ -29,12 +38,16 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AsyncPublisher",
+    "ClientClosed",
     "ConcurrentModification",
     "CorruptData",
+    "Fenced",
     "HBaseError",
     "HBaseUnavailable",
     "InvalidArgument",
+    "InvalidTruncateTime",
     "LauncherError",
+    "LeaseLost",
     "Message",
     "MessageId",
     "MessagingClient",
@@ -47,4 +60,9 @@ __all__ = [
     "TopicId",
     "TopicMetadata",
     "TopicNotFound",
+    "TransactionConflict",
+    "TransactionFailure",
+    "TransactionNotInProgress",
+    "TransactionServiceUnavailable",
+    "Unavailable",
 ]

@@ -12,7 +12,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from .errors import HBaseError, InvalidArgument, PublishOutcomeUnknown, QueueFull, TmsError
+from .errors import ClientClosed, HBaseError, InvalidArgument, PublishOutcomeUnknown, QueueFull, TmsError
 from .topic import TopicId
 from .writer import validate_payloads
 
@@ -101,7 +101,7 @@ class AsyncPublisher:
     def publish(self, topic: TopicId | str, payloads: Sequence[bytes], *, ttl: float | None = None) -> Future:
         """Queue payloads for ``topic``; the returned Future gives True when they are stored."""
         if self._closed:
-            raise TmsError("the async publisher is closed")
+            raise ClientClosed("the async publisher is closed: open a new one")
         batch = validate_payloads(payloads, self.client.max_batch_bytes, allow_empty=False)
         item = _Item(topic if isinstance(topic, TopicId) else TopicId.parse(topic), batch, ttl)
         try:

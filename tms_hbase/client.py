@@ -12,7 +12,7 @@ from .metadata import MetadataCache, MetadataStore
 from .reader import Message, MessageReader
 from .tables import TableNames, drop_tables, ensure_tables
 from .topic import TopicId, TopicMetadata
-from .tx import Transaction
+from .tx.transaction import Transaction
 from .wire import RollbackDetail
 from .writer import DEFAULT_MAX_BATCH_BYTES, MessageWriter
 

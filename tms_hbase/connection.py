@@ -15,7 +15,7 @@ import Hbase_thrift  # loaded by happybase's import above
 from thriftpy2.thrift import TException
 from thriftpy2.transport import TTransportException
 
-from .errors import HBaseError, HBaseUnavailable, TmsError
+from .errors import ClientClosed, HBaseError, HBaseUnavailable, TmsError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -68,7 +68,7 @@ class HBaseConnection:
     def connection(self, what: str) -> Iterator[happybase.Connection]:
         """Borrow an open connection for ``what`` (used in error messages); errors are wrapped."""
         if self._closed:
-            raise TmsError("the connection to HBase has been closed")
+            raise ClientClosed("this client has been closed: open a new MessagingClient")
         if not self._slots.acquire(timeout=self.timeout):
             err = HBaseUnavailable(f"{what}: no free connection to {self.address} within {self.timeout}s")
             err.timed_out = True

@@ -34,7 +34,7 @@ from .rows import (
 )
 from .tables import TableNames
 from .topic import TopicId
-from .tx import Transaction
+from .tx.transaction import Transaction
 
 CHUNK_ROWS = 64
 PAYLOAD_CHUNK = 1000

@@ -14,12 +14,12 @@ from thriftpy2.transport import TFramedTransportFactory
 
 from ..config import thrift_address
 from ..errors import (
-    HBaseUnavailable,
     InvalidArgument,
     InvalidTruncateTime,
     TmsError,
     TransactionConflict,
     TransactionNotInProgress,
+    TransactionServiceUnavailable,
 )
 from .codec import from_thrift, load_tephra_thrift, to_bytes_binary, to_thrift
 from .snapshot import TransactionSnapshot, decode_snapshot
@@ -28,10 +28,6 @@ from .transaction import Transaction
 T = TypeVar("T")
 TX_ENV = "TMS_TX_SERVER"
 DEFAULT_TX_SERVER = "127.0.0.1:15165"
-
-
-class TransactionServiceUnavailable(HBaseUnavailable):
-    """The transaction server could not be reached or did not answer in time."""
 
 
 class TransactionClient:

@@ -13,15 +13,11 @@ from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import Protocol, runtime_checkable
 
-from ..errors import TmsError, TransactionConflict
+from ..errors import TmsError, TransactionConflict, TransactionFailure
 from .client import TransactionClient
 from .transaction import Transaction
 
 log = logging.getLogger(__name__)
-
-
-class TransactionFailure(TmsError):
-    """A participant could not persist its changes; the transaction was rolled back."""
 
 
 @runtime_checkable

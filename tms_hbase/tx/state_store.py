@@ -18,7 +18,7 @@ import struct
 from collections.abc import Iterable, Sequence
 
 from ..connection import HBaseConnection, mutation
-from ..errors import CorruptData, TmsError
+from ..errors import CorruptData, Fenced
 from ..tables import FAMILY
 from .edits import decode_edit, encode_edit
 from .manager import TransactionManager
@@ -31,10 +31,6 @@ SNAPSHOT_COLUMN = f"{FAMILY}:s".encode()
 _SEQ = struct.Struct(">Q")
 _U32 = struct.Struct(">I")
 KEEP_SNAPSHOTS = 3
-
-
-class Fenced(TmsError):
-    """Another transaction server appended to the edit log: this one must stop serving."""
 
 
 def _key(kind: bytes, sequence: int) -> bytes:
