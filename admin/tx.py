@@ -7,10 +7,10 @@ import signal
 
 import click
 
-from compactor.pruning import GRACE_S, MAX_LIFETIME_S, plan
 from tms_hbase.clock import now_ms
 from tms_hbase.errors import InvalidArgument
 from tms_hbase.tx.client import DEFAULT_TX_SERVER, TX_ENV, TransactionClient
+from tms_hbase.tx.pruning import GRACE_S, MAX_LIFETIME_S, plan
 from tms_hbase.tx.server import DurableManager, TransactionServer
 from tms_hbase.tx.snapshot import TransactionSnapshot
 from tms_hbase.tx.state_store import StateStore
@@ -55,7 +55,7 @@ def _state(settings: Settings, tx_server: str | None, from_hbase: bool) -> Trans
     if from_hbase:
         with settings.client() as client:
             client.init_tables()
-            return StateStore(client.hbase, client.tables.txstate).recover().snapshot(0)
+            return StateStore(client.installation.txstate).recover().snapshot(0)
     with TransactionClient(tx_server, timeout=settings.timeout) as tx:
         return tx.snapshot()
 
@@ -101,7 +101,7 @@ def serve(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     with settings.client() as client:
         client.init_tables()
-        durable = DurableManager(StateStore(client.hbase, client.tables.txstate), short_timeout=short_timeout)
+        durable = DurableManager(StateStore(client.installation.txstate), short_timeout=short_timeout)
         server = TransactionServer(
             durable, bind, port, cleanup_interval=cleanup_interval, snapshot_interval=snapshot_interval
         )
@@ -215,7 +215,7 @@ def prune(settings: Settings, tx_server: str | None, max_lifetime: float, dry_ru
     """
     with settings.client() as client:
         client.init_tables()
-        result = plan(client.hbase, client.tables, now_ms(), max_lifetime).as_dict()
+        result = plan(client.installation, now_ms(), max_lifetime).as_dict()
     result["pruned"] = []
     if result["prunable"] and not dry_run:
         with TransactionClient(tx_server, timeout=settings.timeout) as tx_client:

@@ -36,8 +36,8 @@ def run(settings: Settings) -> Result:
     pub, loop_pub, rd, loop_rd = [], [], [], []
     try:
         with bench_tables(settings, "spk") as (client, raw, raw_name):
-            proc, tx_address = start_tx_server(settings, client.tables.prefix)
-            where = Where(settings.address, client.tables.prefix)
+            proc, tx_address = start_tx_server(settings, client.installation.prefix)
+            where = Where(settings.address, client.installation.prefix)
             try:
                 with TransactionClient(tx_address) as tx:
                     for r in range(settings.rounds):

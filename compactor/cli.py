@@ -18,9 +18,9 @@ import click
 from tms_hbase import MessagingClient
 from tms_hbase.config import PREFIX_ENV, THRIFT_ENV
 from tms_hbase.errors import TmsError
+from tms_hbase.sweep_status import describe, sweeper_state
 
 from .metrics import SweeperMetrics
-from .status import describe, sweeper_state
 from .sweep import DEFAULT_GRACE_SECONDS, Sweeper, SweepReport
 
 log = logging.getLogger("compactor")
@@ -129,8 +129,7 @@ def _print(report: SweepReport, as_json: bool) -> None:
 
 def _sweeper(client: MessagingClient, options: dict[str, Any], metrics: SweeperMetrics | None = None) -> Sweeper:
     return Sweeper(
-        client.hbase,
-        client.tables,
+        client.installation,
         grace_seconds=options["grace"],
         dry_run=options["dry_run"],
         owner=options["owner"],
@@ -226,7 +225,7 @@ def status(thrift: str | None, prefix: str | None, as_json: bool) -> None:
     """Per-region sweep records, the regions blocking invalid-list pruning, and the global bound."""
     try:
         with MessagingClient(thrift, prefix, create_tables=False) as client:
-            state = sweeper_state(client.hbase, client.tables)
+            state = sweeper_state(client.installation)
     except TmsError as error:
         click.echo(f"error: {error}", err=True)
         sys.exit(1)

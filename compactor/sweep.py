@@ -14,19 +14,17 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 from tms_hbase.clock import now_ms
-from tms_hbase.connection import HBaseConnection, mutation
 from tms_hbase.errors import LeaseLost
 from tms_hbase.metadata import MetadataStore
 from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, peek, with_tx_pointer
-from tms_hbase.tables import TableNames
+from tms_hbase.storage import Installation, Region, Row, Table
+from tms_hbase.sweep_state import RegionRecord, SweepState
 from tms_hbase.topic import TopicId, TopicMetadata
+from tms_hbase.tx.pruning import prune_upper_bound
 from tms_hbase.tx.state_store import StateStore
 
 from .metrics import SweeperMetrics
-from .pruning import prune_upper_bound
-from .regions import Region, list_regions
 from .rules import Verdict, message_verdict, payload_verdict
-from .state import RegionRecord, SweepState
 
 log = logging.getLogger(__name__)
 
@@ -100,8 +98,7 @@ class Sweeper:
 
     def __init__(
         self,
-        hbase: HBaseConnection,
-        tables: TableNames,
+        installation: Installation,
         *,
         grace_seconds: float = DEFAULT_GRACE_SECONDS,
         dry_run: bool = False,
@@ -115,8 +112,7 @@ class Sweeper:
         snapshot_refresh: float = 30.0,
         metrics: SweeperMetrics | None = None,
     ) -> None:
-        self.hbase = hbase
-        self.tables = tables
+        self.installation = installation
         self.grace_ms = int(grace_seconds * 1000)
         self.dry_run = dry_run
         self.clock = clock
@@ -127,8 +123,8 @@ class Sweeper:
         self.chunk_rows = chunk_rows
         self.metadata_refresh, self.snapshot_refresh = metadata_refresh, snapshot_refresh
         self.metrics = metrics or SweeperMetrics()
-        self.metadata = MetadataStore(hbase, tables.metadata)
-        self.state = SweepState(hbase, tables.txstate)
+        self.metadata = MetadataStore(installation.hbase, installation.names.metadata)
+        self.state = SweepState(installation.txstate)
         self._stop = threading.Event()
         self._deleter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-deletes")
 
@@ -138,7 +134,7 @@ class Sweeper:
 
     def _load_tx_state(self, context: _Context) -> None:
         """The invalid list and prune bound from HBase (snapshot + edit log): no transaction server needed."""
-        store = StateStore(self.hbase, self.tables.txstate)
+        store = StateStore(self.installation.txstate)
         tx_state = store.recover()
         snapshot = store.latest_snapshot()
         if snapshot is not None:
@@ -165,10 +161,10 @@ class Sweeper:
     def _report_lag(self) -> None:
         """Seconds since each region's last complete sweep, for the region-lag gauge."""
         now = self.clock()
-        for table in (self.tables.messages, self.tables.payloads):
-            for start, record in self.state.records(table).items():
+        for table in (self.installation.messages, self.installation.payloads):
+            for start, record in self.state.records(table.name).items():
                 if record.completed is not None:
-                    label = f"{table}[{start.hex() or '-'}..)"
+                    label = f"{table.name}[{start.hex() or '-'}..)"
                     self.metrics.region_lag.labels(label).set(max(0, now - record.completed) / 1000)
 
     def stop(self) -> None:
@@ -177,7 +173,7 @@ class Sweeper:
 
     def regions(self) -> list[Region]:
         """The work units of a sweep: every region of the message table, then of the payload table."""
-        return [r for table in (self.tables.messages, self.tables.payloads) for r in list_regions(self.hbase, table)]
+        return [r for table in (self.installation.messages, self.installation.payloads) for r in table.regions()]
 
     def sweep_once(self) -> SweepReport:
         """Sweep every region of both tables once; topic metadata and the transaction state are
@@ -196,7 +192,7 @@ class Sweeper:
             if self._stop.is_set():
                 context.report.stopped = True
                 break
-            handle = self._message_row if region.table == self.tables.messages else self._payload_row
+            handle = self._message_row if self._is_messages(region) else self._payload_row
             self._leased(region, handle, context)
         report = context.report
         report.seconds = round(time.monotonic() - started, 3)
@@ -232,7 +228,7 @@ class Sweeper:
         # A later state's invalid list holds every id up to this bound too (or they were pruned,
         # which needs them marked everywhere), so this bound stays true for the whole region.
         region_bound, region_read_pointer = context.prune_bound, context.read_pointer
-        kind = "messages" if region.table == self.tables.messages else "payloads"
+        kind = "messages" if self._is_messages(region) else "payloads"
         pending: tuple[Future | None, bytes] | None = None  # a chunk's deletes in flight, and its last key
         for chunk, following in self._chunks(region, start):
             self._refresh(context)
@@ -241,7 +237,7 @@ class Sweeper:
                 handle(key, data, chunk[i + 1][0] if i + 1 < len(chunk) else following, context)
             rows_seen += len(chunk)
             self.metrics.rows_scanned.labels(kind).inc(len(chunk))
-            deleting = self._flush(region.table, context)  # runs while the next chunk is read
+            deleting = self._flush(region, context)  # runs while the next chunk is read
             if pending is not None:
                 self._settle(region, record, pending)
             pending = (deleting, chunk[-1][0])
@@ -257,7 +253,7 @@ class Sweeper:
             return
         record.checkpoint = None
         record.completed, record.rows = self.clock(), rows_seen
-        if region.table == self.tables.messages:
+        if self._is_messages(region):
             record.prune_bound, record.read_pointer = region_bound, region_read_pointer
         self.state.save(region, record)
         context.report.regions_swept += 1
@@ -265,35 +261,29 @@ class Sweeper:
         if self._deleted(context.report) - deletes_before >= self.compact_after:
             self._compact(region, context)
 
-    def _chunks(self, region: Region, start: bytes) -> Iterator[tuple[list[tuple[bytes, dict]], bytes | None]]:
+    def _is_messages(self, region: Region) -> bool:
+        return region.table == self.installation.messages.name
+
+    def _table(self, region: Region) -> Table:
+        return self.installation.messages if self._is_messages(region) else self.installation.payloads
+
+    def _chunks(self, region: Region, start: bytes) -> Iterator[tuple[list[Row], bytes | None]]:
         """The region's rows from ``start`` in chunks, each with the key of the row after it (the
-        next row of the table, even in the next region, so 'newest of its generation' is right)."""
-        rows = self._scan(region.table, start, region.end, self.chunk_rows)
+        next row of the table, even in the next region, so 'newest of its generation' is right).
+        Payload cells come with their timestamps (their write time)."""
+        table, stamps = self._table(region), not self._is_messages(region)
+        rows = table.scan(start, region.end, limit=self.chunk_rows, timestamps=stamps)
         while rows:
             after = rows[-1][0] + b"\0"
-            more = self._scan(region.table, after, region.end, self.chunk_rows) if len(rows) == self.chunk_rows else []
+            full = len(rows) == self.chunk_rows
+            more = table.scan(after, region.end, limit=self.chunk_rows, timestamps=stamps) if full else []
             if more:
                 following = more[0][0]
             else:
-                beyond = self._scan(region.table, region.end, b"", 1) if region.end else []
+                beyond = table.scan(region.end, limit=1) if region.end else []
                 following = beyond[0][0] if beyond else None
             yield rows, following
             rows = more
-
-    def _scan(self, table: str, start: bytes, stop: bytes, limit: int) -> list[tuple[bytes, dict]]:
-        include_timestamp = table == self.tables.payloads
-
-        def scan(conn) -> list[tuple[bytes, dict]]:
-            rows = conn.table(table).scan(
-                row_start=start or None,
-                row_stop=stop or None,
-                limit=limit,
-                batch_size=limit,
-                include_timestamp=include_timestamp,
-            )
-            return list(rows)
-
-        return self.hbase.run(f"sweep scan of {table}", scan)
 
     # -- rows ---------------------------------------------------------------------------------
 
@@ -332,22 +322,16 @@ class Sweeper:
 
     # -- writing ------------------------------------------------------------------------------
 
-    def _flush(self, table: str, context: _Context) -> Future | None:
+    def _flush(self, region: Region, context: _Context) -> Future | None:
         """Start deleting the chunk's rows in the background; the future says when they are gone."""
         keys, context.deletes = tuple(context.deletes), []
         if not keys:
             return None
-        self.metrics.rows_dropped.labels("messages" if table == self.tables.messages else "payloads").inc(len(keys))
+        self.metrics.rows_dropped.labels("messages" if self._is_messages(region) else "payloads").inc(len(keys))
         if self.dry_run:
             return None
 
-        def delete(conn) -> None:
-            with conn.table(table).batch() as b:
-                for key in keys:
-                    b.delete(key)
-
-        # deleting twice is harmless, so this may be retried
-        return self._deleter.submit(self.hbase.run, f"sweep deletes in {table}", delete)
+        return self._deleter.submit(self._table(region).delete_many, keys)
 
     def _settle(self, region: Region, record: RegionRecord, pending: tuple[Future | None, bytes]) -> None:
         """Wait for a chunk's deletes, then record the chunk as done (the checkpoint never runs ahead)."""
@@ -363,16 +347,13 @@ class Sweeper:
         self.metrics.rows_rewritten.labels(kind).inc()
         if self.dry_run:
             return
-        put, table = mutation(MESSAGE_COLUMN, new), self.tables.messages.encode()
-        self.hbase.run(
-            f"sweep: {kind}", lambda c: c.client.checkAndPut(table, key, MESSAGE_COLUMN, old, put, {}), idempotent=False
-        )
+        self.installation.messages.compare_and_set(key, MESSAGE_COLUMN, old, new)
 
     def _compact(self, region: Region, context: _Context) -> None:
         """Ask HBase to major-compact a region after heavy deletes, so the space is really freed."""
         if self.dry_run:
             return
-        self.hbase.run(f"major compaction of {region.label()}", lambda c: c.client.majorCompact(region.name))
+        self._table(region).major_compact(region)
         context.report.compactions += 1
         log.info("requested a major compaction of %s", region.label())
 

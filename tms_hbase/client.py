@@ -10,7 +10,8 @@ from .connection import HBaseConnection
 from .errors import InvalidArgument, PublishOutcomeUnknown
 from .metadata import MetadataCache, MetadataStore
 from .reader import Message, MessageReader
-from .tables import TableNames, drop_tables, ensure_tables
+from .storage import Installation
+from .tables import TableNames
 from .topic import TopicId, TopicMetadata
 from .tx.transaction import Transaction
 from .wire import RollbackDetail
@@ -39,8 +40,13 @@ class MessagingClient:
         metadata_max_age: float = 1.0,
     ) -> None:
         host, port = config.thrift_address(address)
-        self.tables = TableNames(config.table_prefix(prefix))
-        self.hbase = HBaseConnection(host, port, timeout=timeout, pool_size=pool_size)
+        self.installation = Installation(
+            HBaseConnection(host, port, timeout=timeout, pool_size=pool_size), TableNames(config.table_prefix(prefix))
+        )
+        """The installation's tables over this client's connection pool: what the sweeper, the CLIs,
+        Spark tasks and other components built on the library use (see docs/architecture.md)."""
+        self.hbase = self.installation.hbase  # the pool (kept for compatibility: use installation)
+        self.tables = self.installation.names  # the table names (likewise)
         self._create_tables = create_tables
         self._ready = False
         self._ready_lock = threading.Lock()
@@ -66,12 +72,19 @@ class MessagingClient:
         """The largest batch (sum of payload sizes plus 4 bytes each) one publish or store takes."""
         return self._writer.max_batch_bytes
 
+    @property
+    def reader(self) -> MessageReader:
+        """Position-level reads for parallel readers such as Spark tasks: ``seek`` turns a publish time
+        into a position of a topic generation, ``fetch_positions`` reads a range of positions. Most
+        callers want :meth:`fetch`."""
+        return self._reader
+
     def __repr__(self) -> str:
         return f"MessagingClient({self.hbase.address!r}, prefix={self.tables.prefix!r})"
 
     def init_tables(self) -> list[str]:
         """Create any missing table of this prefix now; returns the names created."""
-        created = ensure_tables(self.hbase, self.tables)
+        created = self.installation.create_missing()
         self._ready = True
         return created
 
@@ -79,7 +92,7 @@ class MessagingClient:
         """Delete this prefix's tables and everything in them (tests, demos); returns the names."""
         with self._ready_lock:
             self._ready = False
-            return drop_tables(self.hbase, self.tables)
+            return self.installation.drop()
 
     def _ensure_ready(self) -> None:
         if self._ready or not self._create_tables:

@@ -203,7 +203,7 @@ def _read_slice(
     transaction = None if tx is None else TransactionCodec.decode(tx)
     stopped: list[int] = []
     with where.client() as client:
-        for m in client._reader.fetch_positions(
+        for m in client.reader.fetch_positions(
             TopicId.parse(topic), generation, first, last, floor, transaction, stopped
         ):
             if (ids[0] is not None and m.id < ids[0]) or (ids[1] is not None and m.id >= ids[1]):
@@ -241,10 +241,10 @@ def read(
     with where.client() as client:
         meta = client.get_topic(topic)
         floor = now_ms() - meta.ttl * 1000
-        first = client._reader.seek(topic, meta.generation, max(floor, start_time or 0))
-        last = client._reader.seek(topic, meta.generation, end_time) - 1 if end_time is not None else None
+        first = client.reader.seek(topic, meta.generation, max(floor, start_time or 0))
+        last = client.reader.seek(topic, meta.generation, end_time) - 1 if end_time is not None else None
         if last is None:
-            last = client._reader.seek(topic, meta.generation, 2**62) - 1
+            last = client.reader.seek(topic, meta.generation, 2**62) - 1
     bounds_ids = (start_message, end_message)
     for edge in bounds_ids:
         if edge is not None:
@@ -287,7 +287,7 @@ def _sweep_partition(where: Where, options: dict[str, Any], regions: Iterable[An
     from compactor.sweep import Sweeper
 
     with where.client() as client:
-        yield Sweeper(client.hbase, client.tables, **options).sweep_regions(list(regions)).as_dict()
+        yield Sweeper(client.installation, **options).sweep_regions(list(regions)).as_dict()
 
 
 def sweep(spark: Any, *, where: Where | None = None, partitions: int | None = None, **options: Any) -> dict:
@@ -302,7 +302,7 @@ def sweep(spark: Any, *, where: Where | None = None, partitions: int | None = No
     check_workers(spark)
     where = where or Where()
     with where.client() as client:
-        regions = Sweeper(client.hbase, client.tables).regions()
+        regions = Sweeper(client.installation).regions()
     slices = max(1, min(len(regions), partitions or spark.sparkContext.defaultParallelism))
     reports = (
         spark.sparkContext.parallelize(regions, slices)

@@ -60,7 +60,7 @@ def test_broken_connections_are_replaced(proxy: TcpProxy, prefix: str) -> None:
 def test_idle_connections_are_not_reused(proxy: TcpProxy, prefix: str) -> None:
     """The gateway closes idle connections on its own; the pool opens a fresh one instead."""
     with MessagingClient(proxy.address, prefix, timeout=5) as client:
-        client.hbase.max_idle = 0.3
+        client.installation.hbase.max_idle = 0.3
         client.create_topic(T)
         opened = proxy.accepted
         client.get_topic(T)

@@ -150,10 +150,9 @@ def test_dataframe_equals_sequential_fetch(spark, client: MessagingClient, tx: T
 
 
 def test_distributed_sweep_runs_regions_as_spark_tasks(spark, client: MessagingClient, where: Where) -> None:
-    from compactor.regions import list_regions
-    from compactor.state import SweepState
     from tms_hbase.rows import message_key
     from tms_hbase.spark import sweep
+    from tms_hbase.sweep_state import SweepState
 
     from ..hbase_admin import split_table
 
@@ -164,11 +163,11 @@ def test_distributed_sweep_runs_regions_as_spark_tasks(spark, client: MessagingC
         client.publish(old, [b"o%d" % i])
         client.publish(live, [b"l%d" % i])
     client.delete_topic(old)
-    split_table(client.tables.messages, message_key(old, 1, 20))
-    regions = list_regions(client.hbase, client.tables.messages)
+    split_table(client.installation.messages.name, message_key(old, 1, 20))
+    regions = client.installation.messages.regions()
     assert len(regions) >= 2
     report = sweep(spark, where=where, partitions=3, grace_seconds=0)
     assert report["messages_dropped"] == 40 and report["regions_swept"] == len(regions) + 1  # + payload table
     assert [m.payload for m in client.fetch(live)] == [b"l%d" % i for i in range(40)]
-    records = SweepState(client.hbase, client.tables.txstate).records(client.tables.messages)
+    records = SweepState(client.installation.txstate).records(client.installation.messages.name)
     assert all(records[r.start].completed for r in regions)

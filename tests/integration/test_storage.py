@@ -8,7 +8,7 @@ from tms_hbase.storage import Table
 
 def table(client: MessagingClient) -> Table:
     client.init_tables()
-    return Table(client.hbase, client.tables.metadata)
+    return client.installation.metadata
 
 
 def test_put_if_absent_writes_once_and_compare_and_set_needs_the_exact_old_value(client: MessagingClient) -> None:

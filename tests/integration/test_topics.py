@@ -50,11 +50,11 @@ def test_tables_are_created_with_the_documented_families(client: MessagingClient
     conn = happybase.Connection(host, port)
     try:
         for kind in ("messages", "payloads", "metadata", "txstate"):
-            families = conn.table(client.tables.name(kind)).families()
+            families = conn.table(client.installation.names.name(kind)).families()
             assert list(families) == [b"d"]
             assert families[b"d"]["max_versions"] == 1
             assert families[b"d"]["bloom_filter_type"] == b"ROW"
-        assert conn.table(client.tables.metadata).families()[b"d"]["in_memory"] is True
+        assert conn.table(client.installation.metadata.name).families()[b"d"]["in_memory"] is True
     finally:
         conn.close()
 

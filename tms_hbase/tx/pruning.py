@@ -1,18 +1,19 @@
 """Invalid-list pruning (Tephra's scheme): an invalid transaction may leave the invalid list only once
 every region of the message table has been swept with it on the list (so its rows carry -p), and it
-is older than any transaction that could still be writing (the inactive bound)."""
+is older than any transaction that could still be writing (the inactive bound).
+
+The sweeper computes the bound each region's sweep vouches for (:func:`prune_upper_bound`) and records
+it; the admin CLI reads the records to decide what may be pruned (:func:`plan`).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tms_hbase.connection import HBaseConnection
-from tms_hbase.tables import TableNames
-from tms_hbase.tx.manager import TransactionManager
-from tms_hbase.tx.state_store import StateStore
-
-from .regions import list_regions
-from .state import SweepState
+from ..storage import Installation
+from ..sweep_state import SweepState
+from .manager import TransactionManager
+from .state_store import StateStore
 
 MAX_LIFETIME_S = 25 * 3600  # Tephra: no transaction lives longer than this
 GRACE_S = 3600
@@ -60,15 +61,13 @@ class PrunePlan:
         }
 
 
-def plan(
-    hbase: HBaseConnection, tables: TableNames, now_ms: int, max_lifetime_s: float = MAX_LIFETIME_S + GRACE_S
-) -> PrunePlan:
+def plan(installation: Installation, now_ms: int, max_lifetime_s: float = MAX_LIFETIME_S + GRACE_S) -> PrunePlan:
     """The global bound over the message table's current regions, and the invalid ids below it."""
-    records = SweepState(hbase, tables.txstate).records(tables.messages)
-    state = StateStore(hbase, tables.txstate).recover()
+    records = SweepState(installation.txstate).records(installation.messages.name)
+    state = StateStore(installation.txstate).recover()
     result = PrunePlan(None, inactive_bound(now_ms, max_lifetime_s), invalid=list(state.invalid))
     bounds = []
-    for region in list_regions(hbase, tables.messages):
+    for region in installation.messages.regions():
         record = records.get(region.start)
         bound = None if record is None or record.completed is None else record.prune_bound
         result.regions[region.label()] = bound
