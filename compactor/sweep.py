@@ -123,7 +123,7 @@ class Sweeper:
         self.chunk_rows = chunk_rows
         self.metadata_refresh, self.snapshot_refresh = metadata_refresh, snapshot_refresh
         self.metrics = metrics or SweeperMetrics()
-        self.metadata = MetadataStore(installation.hbase, installation.names.metadata)
+        self.metadata = MetadataStore(installation.metadata)
         self.state = SweepState(installation.txstate)
         self._stop = threading.Event()
         self._deleter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-deletes")

@@ -50,7 +50,7 @@ class MessagingClient:
         self._create_tables = create_tables
         self._ready = False
         self._ready_lock = threading.Lock()
-        self._metadata = MetadataStore(self.hbase, self.tables.metadata)
+        self._metadata = MetadataStore(self.installation.metadata)
         self._topics = MetadataCache(self._metadata, metadata_max_age)
         self._writer = MessageWriter(self.hbase, self.tables, self._topics, max_batch_bytes=max_batch_bytes)
         self._reader = MessageReader(self.hbase, self.tables, self._topics)
