@@ -52,8 +52,9 @@ class MessagingClient:
         self._ready_lock = threading.Lock()
         self._metadata = MetadataStore(self.installation.metadata)
         self._topics = MetadataCache(self._metadata, metadata_max_age)
-        self._writer = MessageWriter(self.hbase, self.tables, self._topics, max_batch_bytes=max_batch_bytes)
-        self._reader = MessageReader(self.hbase, self.tables, self._topics)
+        storage = self.installation
+        self._writer = MessageWriter(storage.messages, storage.payloads, self._topics, max_batch_bytes=max_batch_bytes)
+        self._reader = MessageReader(storage.messages, storage.payloads, self._topics)
 
     # -- lifecycle ----------------------------------------------------------------------------
 

@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .clock import now_ms
-from .connection import HBaseConnection
 from .errors import InvalidArgument
 from .message_id import MessageId
 from .metadata import MetadataCache
@@ -32,7 +31,7 @@ from .rows import (
     position_of,
     sequence_of,
 )
-from .tables import TableNames
+from .storage import Table
 from .topic import TopicId
 from .tx.transaction import Transaction
 
@@ -73,11 +72,12 @@ def _validate(start_message: object, start_time: object, inclusive: object, limi
 
 
 class MessageReader:
-    """Fetches messages in order; every fetch is a poll that ends at the topic's current tail."""
+    """Fetches messages in order from the ``messages`` and ``payloads`` tables; every fetch is a poll
+    that ends at the topic's current tail."""
 
-    def __init__(self, hbase: HBaseConnection, tables: TableNames, topics: MetadataCache) -> None:
-        self.hbase = hbase
-        self.tables = tables
+    def __init__(self, messages: Table, payloads: Table, topics: MetadataCache) -> None:
+        self.messages = messages
+        self.payloads = payloads
         self.topics = topics
 
     def fetch(
@@ -150,34 +150,21 @@ class MessageReader:
     def _first_at_or_after(self, prefix: bytes, position: int, bound: int | None) -> tuple[int, RowHeader] | None:
         """The first row at ``position`` or after it (below ``bound``): a get, then a scan if swept."""
         key = prefix + position.to_bytes(8, "big")
-        data = self.hbase.run("read message row", lambda c: c.table(self.tables.messages).row(key))
-        if MESSAGE_COLUMN in data:
-            return position, peek(data[MESSAGE_COLUMN])
+        value = self.messages.get_cell(key, MESSAGE_COLUMN)
+        if value is not None:
+            return position, peek(value)
         stop = prefix + (b"\xff" * 8 if bound is None else bound.to_bytes(8, "big"))
         rows = self._scan(key, stop, 1)
         return (position_of(rows[0][0]), peek(rows[0][1])) if rows else None
 
     def _last(self, prefix: bytes) -> tuple[int, RowHeader]:
-        rows = self.hbase.run(
-            "read tail",
-            lambda c: list(
-                c.table(self.tables.messages).scan(
-                    row_start=prefix + b"\xff" * 8, row_stop=prefix, reverse=True, limit=1, batch_size=1
-                )
-            ),
-        )
-        key, data = rows[0]
+        last = self.messages.last_row(prefix)
+        assert last is not None, "called after a row of the generation was found"
+        key, data = last
         return position_of(key), peek(data[MESSAGE_COLUMN])
 
     def _scan(self, start: bytes, stop: bytes, limit: int) -> list[tuple[bytes, bytes]]:
-        def scan(conn) -> list[tuple[bytes, bytes]]:
-            table = conn.table(self.tables.messages)
-            return [
-                (k, v[MESSAGE_COLUMN])
-                for k, v in table.scan(row_start=start, row_stop=stop, limit=limit, batch_size=limit)
-            ]
-
-        return self.hbase.run("scan messages", scan)
+        return [(k, v[MESSAGE_COLUMN]) for k, v in self.messages.scan(start, stop, limit=limit)]
 
     # -- rows to messages ---------------------------------------------------------------------
 
@@ -265,13 +252,7 @@ class MessageReader:
         sequence = max(first_index, 1)
         while True:
             start = payload_key(topic, generation, pointer, sequence)
-
-            def scan(conn, start: bytes = start) -> list[tuple[bytes, bytes]]:
-                table = conn.table(self.tables.payloads)
-                rows = table.scan(row_start=start, row_stop=stop, limit=PAYLOAD_CHUNK, batch_size=PAYLOAD_CHUNK)
-                return [(k, v[PAYLOAD_COLUMN]) for k, v in rows]
-
-            rows = self.hbase.run(f"read stored payloads of {topic}", scan)
+            rows = [(k, v[PAYLOAD_COLUMN]) for k, v in self.payloads.scan(start, stop, limit=PAYLOAD_CHUNK)]
             for key, payload in rows:
                 seq = sequence_of(key)
                 yield Message(bytes(MessageId(generation, position, seq)), payload, row.publish_time)
