@@ -124,7 +124,9 @@ def _print(report: SweepReport, as_json: bool) -> None:
         f"{report.regions_resumed} resumed) in {report.seconds:.1f}s; messages: {report.messages_scanned} scanned, "
         f"{verb} {report.messages_dropped}, stripped {report.messages_stripped}, marked {report.messages_invalidated} "
         f"invalid (of {report.invalid_transactions} invalid transactions); payloads: {report.payloads_scanned} "
-        f"scanned, {verb} {report.payloads_dropped}" + ("; stopped early" if report.stopped else "")
+        f"scanned, {verb} {report.payloads_dropped}"
+        + (f"; {report.messages_future_dated} rows dated in the future" if report.messages_future_dated else "")
+        + ("; stopped early" if report.stopped else "")
     )
 
 
