@@ -12,8 +12,8 @@ Changing ``C`` on a live installation: writers re-read the row every second, but
 old value. For one transition (``GRACE_FACTOR x`` the larger of the two values) after a change, writers use
 the smaller value and sweepers the larger, so either direction is safe; a second change is refused until
 the transition is over. With no row at all (tables made by a client, or an older installation) each
-side assumes its worst case: writers 1 s, the sweeper 30 s; so writing the row the first time needs no
-transition.
+side assumes its worst case: writers 1 s, the sweeper 30 s; so a first value of up to 30 s applies at
+once, and a larger one is a raise from 30.
 """
 
 from __future__ import annotations
@@ -160,7 +160,8 @@ class InstallationStore:
             return old
         at = now()
         if old is None:
-            new = TailCacheSetting(seconds)
+            # writers assumed 1 s and sweepers 30 s: up to 30 s applies at once; more is a raise from 30
+            new = TailCacheSetting(seconds) if seconds <= DEFAULT_TAIL_CACHE_SECONDS else _raised(seconds, at)
         elif old.in_transition(at):
             raise InvalidArgument(
                 f"tail-cache-seconds is still in transition after the previous change "
@@ -188,9 +189,13 @@ class InstallationStore:
         return row.get(COLUMN)
 
 
+def _raised(seconds: int, at: int) -> TailCacheSetting:
+    return TailCacheSetting(seconds, DEFAULT_TAIL_CACHE_SECONDS, at)
+
+
 def _decoded_or_none(raw: bytes) -> TailCacheSetting | None:
-    """A corrupt row as if there were none: writers then trusted tails for 1 s and sweepers refused to
-    run, so replacing it needs no transition."""
+    """A corrupt row as if there were none: writers then trusted tails for 1 s (and sweepers refused to
+    run), so replacing it is at least as safe as writing a first value."""
     try:
         return TailCacheSetting.decode(raw)
     except CorruptData as exc:

@@ -18,6 +18,7 @@ import pytest
 from compactor.sweep import Sweeper
 from tms_hbase import InvalidArgument, MessagingClient, TopicId
 from tms_hbase.clock import now_ms
+from tms_hbase.installation import minimum_grace, writer_tail_cache
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -142,6 +143,14 @@ def test_lowering_the_setting_keeps_the_old_minimum_until_old_writers_are_done(
         assert time.monotonic() < deadline, "the old minimum was never lifted"
         time.sleep(0.5)
     assert json.loads(run(tms_env, "tms-admin", "settings", "--json").stdout)["minimum_grace_seconds"] == 4
+
+
+def test_a_first_value_above_the_default_is_a_raise_from_it(client: MessagingClient) -> None:
+    """Without a row, sweepers assumed 30 s: writers may not trust a tail longer until they have all re-read."""
+    setting = client.set_tail_cache_seconds(60)
+    assert (setting.tail_cache_seconds, setting.previous) == (60, 30)
+    now = now_ms()
+    assert (writer_tail_cache(setting, now), minimum_grace(setting, now)) == (30, 240)
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "1.5", "x", "86401"])
