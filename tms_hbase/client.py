@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from . import config
 from .connection import HBaseConnection
 from .errors import InvalidArgument, PublishOutcomeUnknown
+from .installation import InstallationStore, TailCacheSetting, WriterSettings
 from .metadata import MetadataCache, MetadataStore
 from .reader import Message, MessageReader
 from .tables import TableNames, drop_tables, ensure_tables
@@ -46,7 +47,10 @@ class MessagingClient:
         self._ready_lock = threading.Lock()
         self._metadata = MetadataStore(self.hbase, self.tables.metadata)
         self._topics = MetadataCache(self._metadata, metadata_max_age)
-        self._writer = MessageWriter(self.hbase, self.tables, self._topics, max_batch_bytes=max_batch_bytes)
+        self._installation = InstallationStore(self.hbase, self.tables.metadata)
+        self._writer = MessageWriter(
+            self.hbase, self.tables, self._topics, WriterSettings(self._installation), max_batch_bytes=max_batch_bytes
+        )
         self._reader = MessageReader(self.hbase, self.tables, self._topics)
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -74,6 +78,25 @@ class MessagingClient:
         created = ensure_tables(self.hbase, self.tables)
         self._ready = True
         return created
+
+    def tail_cache_setting(self) -> TailCacheSetting | None:
+        """The installation's tail-cache setting (None if it has none yet: writers then trust a
+        remembered tail for 1 s and sweepers assume 30 s). See docs/guarantees.md."""
+        return self._installation.read()
+
+    def set_tail_cache_seconds(self, seconds: int) -> TailCacheSetting:
+        """Set how long every writer may trust a remembered tail (whole seconds, 1-86400); the smallest
+        sweeper grace is 4 x this. Changing an existing value starts a transition (4 x the larger value)
+        during which writers use the smaller and sweepers the larger value, and another change is
+        refused (InvalidArgument)."""
+        self._ensure_ready()
+        return self._installation.set_tail_cache(seconds)
+
+    @property
+    def future_predecessors(self) -> int:
+        """Publishes that did not follow the row before them because it was dated more than the
+        clock-skew bound ahead of this client's clock (each is logged; docs/guarantees.md)."""
+        return self._writer.future_predecessors
 
     def drop_tables(self) -> list[str]:
         """Delete this prefix's tables and everything in them (tests, demos); returns the names."""

@@ -16,6 +16,9 @@ from .tables import FAMILY
 from .topic import GENERATION_KEY, TopicId, TopicMetadata, user_properties
 
 COLUMN = f"{FAMILY}:p".encode()
+# The installation's settings row (installation.py): ``!`` is no topic-name character and the key has
+# no ``:``, so no topic key (``namespace:topic:``) can ever be equal to it.
+SETTINGS_KEY = b"!installation"
 # A compare-and-set retried this many times without winning means something is badly wrong.
 _MAX_ROUNDS = 1000
 
@@ -97,6 +100,8 @@ class MetadataStore:
 
         result = []
         for key, data in self.hbase.run(f"list topics of {namespace or 'all namespaces'}", scan):
+            if key == SETTINGS_KEY:
+                continue
             ns, name, _ = key.decode().split(":")
             meta = TopicMetadata.decode(TopicId(ns, name), data)
             if include_deleted or meta.exists:
