@@ -11,13 +11,13 @@ import time
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
 from tms_hbase import MessagingClient
 from tms_hbase.config import PREFIX_ENV, THRIFT_ENV
-from tms_hbase.errors import TmsError
+from tms_hbase.errors import InvalidArgument, TmsError
 from tms_hbase.sweep_status import describe, sweeper_state
 
 from .metrics import SweeperMetrics
@@ -43,8 +43,9 @@ sweeping = [
         default=DEFAULT_GRACE_SECONDS,
         show_default=True,
         envvar="TMS_SWEEPER_GRACE",
-        help="Seconds past a message's TTL before it is deleted (keeps "
-        "positions from being reused; only lower it when no writer can be slower than that).",
+        help="Seconds past a message's TTL before it is deleted (keeps positions from being reused). "
+        "At least 4 x the installation's tail-cache seconds (see tms-admin settings); a smaller "
+        "value is refused with exit code 2.",
     ),
     click.option("--dry-run", is_flag=True, help="Report what would change; change nothing."),
     click.option("--owner", help="Name of this sweeper in region leases [default: random]."),
@@ -123,7 +124,9 @@ def _print(report: SweepReport, as_json: bool) -> None:
         f"{report.regions_resumed} resumed) in {report.seconds:.1f}s; messages: {report.messages_scanned} scanned, "
         f"{verb} {report.messages_dropped}, stripped {report.messages_stripped}, marked {report.messages_invalidated} "
         f"invalid (of {report.invalid_transactions} invalid transactions); payloads: {report.payloads_scanned} "
-        f"scanned, {verb} {report.payloads_dropped}" + ("; stopped early" if report.stopped else "")
+        f"scanned, {verb} {report.payloads_dropped}"
+        + (f"; {report.messages_future_dated} rows dated in the future" if report.messages_future_dated else "")
+        + ("; stopped early" if report.stopped else "")
     )
 
 
@@ -158,7 +161,8 @@ def main() -> None:
     Deletes rows of old generations (deleted or re-created topics) and messages and stored payloads
     past their TTL plus a grace period (never a generation's newest row), and marks messages of
     invalid transactions rolled back. Works region by region under leases, so several sweepers can
-    share the work; a stopped sweep resumes from its checkpoint. Exit codes: 0 ok, 1 error.
+    share the work; a stopped sweep resumes from its checkpoint. Exit codes: 0 ok, 1 error, 2 bad
+    input (such as a grace below the installation's minimum, docs/guarantees.md).
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
@@ -171,8 +175,13 @@ def once(thrift: str | None, prefix: str | None, as_json: bool, **options: Any) 
         with MessagingClient(thrift, prefix, create_tables=False) as client:
             _print(_sweeper(client, options).sweep_once(), as_json)
     except TmsError as error:
-        click.echo(f"error: {error}", err=True)
-        sys.exit(1)
+        _fail(error)
+
+
+def _fail(error: TmsError) -> NoReturn:
+    """One line on stderr; exit 2 for bad input (an unsafe grace), 1 for anything else."""
+    click.echo(f"error: {error}", err=True)
+    sys.exit(2 if isinstance(error, InvalidArgument) else 1)
 
 
 @main.command()
@@ -200,8 +209,12 @@ def run(
     if metrics_port:
         metrics.serve(metrics_port)
         log.info("metrics on http://127.0.0.1:%d/metrics", metrics_port)
-    with MessagingClient(thrift, prefix, create_tables=False) as client:
-        sweeper = _sweeper(client, options, metrics)
+    try:
+        client = MessagingClient(thrift, prefix, create_tables=False)
+        sweeper = _sweeper(client, options, metrics)  # refuses a grace below the installation's minimum
+    except TmsError as error:
+        _fail(error)
+    with client:
 
         def shutdown(*_: object) -> None:
             stop.set()

@@ -18,6 +18,11 @@ class SweeperMetrics:
             ["kind"],
             registry=self.registry,
         )
+        self.future_dated = Counter(
+            "tms_sweeper_rows_future_dated",
+            "Message rows dated further ahead of their HBase cell timestamp than any correct writer writes",
+            registry=self.registry,
+        )
         self.regions = Counter(
             "tms_sweeper_regions", "Regions finished or skipped", ["outcome"], registry=self.registry
         )

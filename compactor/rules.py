@@ -33,16 +33,27 @@ def _dead_generation(generation: int, meta: TopicMetadata | None) -> bool | None
 
 
 def message_verdict(
-    generation: int, meta: TopicMetadata | None, row: RowHeader, newest: bool, now_ms: int, grace_ms: int
+    generation: int,
+    meta: TopicMetadata | None,
+    row: RowHeader,
+    newest: bool,
+    now_ms: int,
+    grace_ms: int,
+    *,
+    time_ms: int | None = None,
 ) -> Verdict:
-    """Drop a message row of a dead generation or past its TTL (+grace); strip the newest instead."""
+    """Drop a message row of a dead generation or past its TTL (+grace); strip the newest instead.
+
+    The TTL counts from ``time_ms``, by default the row's publish time; the sweeper passes a bounded
+    time for rows dated far in the future (``tms_hbase.row_time``), so they expire too.
+    """
     dead = _dead_generation(generation, meta)
     if dead is None:
         return Verdict.KEEP
     if dead:
         return Verdict.DROP
     assert meta is not None
-    deadline = row.publish_time + meta.ttl * 1000
+    deadline = (row.publish_time if time_ms is None else time_ms) + meta.ttl * 1000
     if row.expires_at is not None:
         deadline = min(deadline, row.expires_at)
     if deadline + grace_ms >= now_ms:

@@ -14,9 +14,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 from tms_hbase.clock import now_ms
-from tms_hbase.errors import LeaseLost
+from tms_hbase.errors import InvalidArgument, LeaseLost
+from tms_hbase.installation import InstallationStore, check_grace, sweeper_tail_cache
 from tms_hbase.metadata import MetadataStore
-from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, peek, with_tx_pointer
+from tms_hbase.row_time import check_row_time
+from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, peek, position_of, with_tx_pointer
 from tms_hbase.storage import Installation, Region, Row, Table
 from tms_hbase.sweep_state import RegionRecord, SweepState
 from tms_hbase.topic import TopicId, TopicMetadata
@@ -40,6 +42,7 @@ class SweepReport:
     messages_dropped: int = 0
     messages_stripped: int = 0
     messages_invalidated: int = 0  # write pointer +p rewritten to -p (p on the invalid list)
+    messages_future_dated: int = 0  # dated beyond the clock-skew bound: their TTL counts from when stored
     payloads_scanned: int = 0
     payloads_dropped: int = 0
     invalid_transactions: int = 0  # size of the invalid list the sweep used
@@ -64,6 +67,7 @@ class _Context:
     report: SweepReport
     deletes: list[bytes] = field(default_factory=list)
     now: int = 0  # the clock, read once per chunk
+    skew_ms: int = 0  # the installation's clock-skew bound (its tail-cache time), read once per chunk
     topics_loaded: float = 0.0  # time.monotonic() of the last metadata read
     tx_loaded: float = 0.0  # and of the last transaction-state read
 
@@ -94,6 +98,9 @@ class Sweeper:
 
     Several sweepers may run at once: a region is swept only under its lease. A sweep stopped
     midway (``stop()``, SIGTERM, SIGKILL) leaves a checkpoint the next sweep of that region resumes from.
+
+    ``grace_seconds`` below the installation's minimum (4 x its tail-cache seconds) is refused with
+    InvalidArgument, here and again before every chunk, as the setting may change (docs/guarantees.md).
     """
 
     def __init__(
@@ -112,7 +119,10 @@ class Sweeper:
         snapshot_refresh: float = 30.0,
         metrics: SweeperMetrics | None = None,
     ) -> None:
+        if isinstance(grace_seconds, bool) or not isinstance(grace_seconds, (int, float)) or not grace_seconds >= 0:
+            raise InvalidArgument(f"bad grace {grace_seconds!r}: expected seconds >= 0")
         self.installation = installation
+        self.grace_seconds = grace_seconds
         self.grace_ms = int(grace_seconds * 1000)
         self.dry_run = dry_run
         self.clock = clock
@@ -125,8 +135,18 @@ class Sweeper:
         self.metrics = metrics or SweeperMetrics()
         self.metadata = MetadataStore(installation.metadata)
         self.state = SweepState(installation.txstate)
+        self.settings = InstallationStore(installation.metadata)
+        self.check_installation()  # refuse an unsafe grace before anything is swept
         self._stop = threading.Event()
         self._deleter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-deletes")
+
+    def check_installation(self) -> int:
+        """Check the grace against the installation's tail-cache setting (InvalidArgument, naming the
+        minimum, if it is too small); returns the clock-skew bound to use, in ms."""
+        now = self.clock()
+        setting = self.settings.read()
+        check_grace(self.grace_seconds, setting, now)
+        return sweeper_tail_cache(setting, now) * 1000
 
     def _load_topics(self, context: _Context) -> None:
         context.topics = {m.topic: m for m in self.metadata.list(include_deleted=True)}
@@ -214,6 +234,9 @@ class Sweeper:
         except LeaseLost as exc:
             log.warning("%s; leaving the region to its new owner", exc)
             return
+        except InvalidArgument:  # the grace became unsafe mid-sweep: leave the region to others at once
+            self.state.release(region, self._lease)
+            raise
         self.state.release(region, self._lease)
 
     def _sweep_region(self, region: Region, handle: Callable, context: _Context) -> None:
@@ -232,6 +255,7 @@ class Sweeper:
         pending: tuple[Future | None, bytes] | None = None  # a chunk's deletes in flight, and its last key
         for chunk, following in self._chunks(region, start):
             self._refresh(context)
+            context.skew_ms = self.check_installation()
             context.now = self.clock()
             for i, (key, data) in enumerate(chunk):
                 handle(key, data, chunk[i + 1][0] if i + 1 < len(chunk) else following, context)
@@ -270,13 +294,13 @@ class Sweeper:
     def _chunks(self, region: Region, start: bytes) -> Iterator[tuple[list[Row], bytes | None]]:
         """The region's rows from ``start`` in chunks, each with the key of the row after it (the
         next row of the table, even in the next region, so 'newest of its generation' is right).
-        Payload cells come with their timestamps (their write time)."""
-        table, stamps = self._table(region), not self._is_messages(region)
-        rows = table.scan(start, region.end, limit=self.chunk_rows, timestamps=stamps)
+        Cells come as (value, HBase timestamp): when they were stored."""
+        table = self._table(region)
+        rows = table.scan(start, region.end, limit=self.chunk_rows, timestamps=True)
         while rows:
             after = rows[-1][0] + b"\0"
             full = len(rows) == self.chunk_rows
-            more = table.scan(after, region.end, limit=self.chunk_rows, timestamps=stamps) if full else []
+            more = table.scan(after, region.end, limit=self.chunk_rows, timestamps=True) if full else []
             if more:
                 following = more[0][0]
             else:
@@ -291,13 +315,20 @@ class Sweeper:
         report = context.report
         report.messages_scanned += 1
         where = split_key(key)
-        value = data.get(MESSAGE_COLUMN)
-        if where is None or value is None:
+        cell = data.get(MESSAGE_COLUMN)
+        if where is None or cell is None:
             return
+        value, stored = cell
         # the newest row of its generation: no later row with the same topic and generation follows
         newest = following is None or following[: len(key) - 8] != key[: len(key) - 8]
         row = peek(value)
-        verdict = message_verdict(where[1], context.topics.get(where[0]), row, newest, context.now, self.grace_ms)
+        timing = check_row_time(row, stored, context.skew_ms)
+        if timing.future_dated:
+            self._future_dated(where, key, timing.ahead_ms, context)
+        meta = context.topics.get(where[0])
+        verdict = message_verdict(
+            where[1], meta, row, newest, context.now, self.grace_ms, time_ms=timing.effective_time
+        )
         if verdict is Verdict.DROP:
             report.messages_dropped += 1
             context.deletes.append(key)
@@ -309,6 +340,19 @@ class Sweeper:
         elif row.tx_pointer is not None and row.tx_pointer in context.invalid:
             report.messages_invalidated += 1
             self._replace(key, value, with_tx_pointer(value, -row.tx_pointer), "invalid")
+
+    def _future_dated(self, where: tuple[TopicId, int], key: bytes, ahead_ms: int, context: _Context) -> None:
+        context.report.messages_future_dated += 1
+        self.metrics.future_dated.inc()
+        log.warning(
+            "message row of %s, generation %d, position %d is dated %.1f s after HBase stored it (more than "
+            "2 x the %d s clock-skew bound): its TTL counts from when it was stored",
+            where[0],
+            where[1],
+            position_of(key),
+            ahead_ms / 1000,
+            context.skew_ms // 1000,
+        )
 
     def _payload_row(self, key: bytes, data: dict, _following: bytes | None, context: _Context) -> None:
         context.report.payloads_scanned += 1

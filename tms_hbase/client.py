@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from . import config
 from .connection import HBaseConnection
 from .errors import InvalidArgument, PublishOutcomeUnknown
+from .installation import InstallationStore, TailCacheSetting, WriterSettings
 from .metadata import MetadataCache, MetadataStore
 from .reader import Message, MessageReader
 from .storage import Installation
@@ -53,7 +54,14 @@ class MessagingClient:
         self._metadata = MetadataStore(self.installation.metadata)
         self._topics = MetadataCache(self._metadata, metadata_max_age)
         storage = self.installation
-        self._writer = MessageWriter(storage.messages, storage.payloads, self._topics, max_batch_bytes=max_batch_bytes)
+        self._settings = InstallationStore(storage.metadata)
+        self._writer = MessageWriter(
+            storage.messages,
+            storage.payloads,
+            self._topics,
+            WriterSettings(self._settings),
+            max_batch_bytes=max_batch_bytes,
+        )
         self._reader = MessageReader(storage.messages, storage.payloads, self._topics)
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -88,6 +96,25 @@ class MessagingClient:
         created = self.installation.create_missing()
         self._ready = True
         return created
+
+    def tail_cache_setting(self) -> TailCacheSetting | None:
+        """The installation's tail-cache setting (None if it has none yet: writers then trust a
+        remembered tail for 1 s and sweepers assume 30 s). See docs/guarantees.md."""
+        return self._settings.read()
+
+    def set_tail_cache_seconds(self, seconds: int) -> TailCacheSetting:
+        """Set how long every writer may trust a remembered tail (whole seconds, 1-86400); the smallest
+        sweeper grace is 4 x this. Changing an existing value starts a transition (4 x the larger value)
+        during which writers use the smaller and sweepers the larger value, and another change is
+        refused (InvalidArgument)."""
+        self._ensure_ready()
+        return self._settings.set_tail_cache(seconds)
+
+    @property
+    def future_predecessors(self) -> int:
+        """Publishes that did not follow the row before them because it was dated more than the
+        clock-skew bound ahead of this client's clock (each is logged; docs/guarantees.md)."""
+        return self._writer.future_predecessors
 
     def drop_tables(self) -> list[str]:
         """Delete this prefix's tables and everything in them (tests, demos); returns the names."""

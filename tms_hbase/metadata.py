@@ -17,6 +17,9 @@ from .tables import FAMILY
 from .topic import GENERATION_KEY, TopicId, TopicMetadata, user_properties
 
 COLUMN = f"{FAMILY}:p".encode()
+# The installation's settings row (installation.py): ``!`` is no topic-name character and the key has
+# no ``:``, so no topic key (``namespace:topic:``) can ever be equal to it.
+SETTINGS_KEY = b"!installation"
 # A compare-and-set retried this many times without winning means something is badly wrong.
 _MAX_ROUNDS = 1000
 
@@ -93,6 +96,8 @@ class MetadataStore:
 
         result = []
         for key, data in self.table.scan(prefix=prefix, columns=[COLUMN]):
+            if key == SETTINGS_KEY:
+                continue
             ns, name, _ = key.decode().split(":")
             meta = TopicMetadata.decode(TopicId(ns, name), data[COLUMN])
             if include_deleted or meta.exists:

@@ -120,6 +120,7 @@ COMMANDS = [
     ["tx", "prune"],
     ["sweeper"],
     ["sweeper", "state"],
+    ["settings"],
 ]
 SWEEPER_COMMANDS = [[], ["once"], ["run"], ["status"]]
 

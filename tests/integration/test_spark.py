@@ -166,7 +166,7 @@ def test_distributed_sweep_runs_regions_as_spark_tasks(spark, client: MessagingC
     split_table(client.installation.messages.name, message_key(old, 1, 20))
     regions = client.installation.messages.regions()
     assert len(regions) >= 2
-    report = sweep(spark, where=where, partitions=3, grace_seconds=0)
+    report = sweep(spark, where=where, partitions=3, grace_seconds=900)
     assert report["messages_dropped"] == 40 and report["regions_swept"] == len(regions) + 1  # + payload table
     assert [m.payload for m in client.fetch(live)] == [b"l%d" % i for i in range(40)]
     records = SweepState(client.installation.txstate).records(client.installation.messages.name)

@@ -29,8 +29,13 @@ def raw_rows(client: MessagingClient, address: str, table: str) -> list[tuple[by
         conn.close()
 
 
+GRACE = 4  # the smallest grace with a tail-cache setting of 1 s
+
+
 def sweeper(client: MessagingClient, **kwargs) -> Sweeper:
-    return Sweeper(client.installation, grace_seconds=kwargs.pop("grace", 0), **kwargs)
+    """A sweeper on an installation whose writers trust a remembered tail for 1 s, with the grace that allows."""
+    client.set_tail_cache_seconds(1)
+    return Sweeper(client.installation, grace_seconds=kwargs.pop("grace", GRACE), **kwargs)
 
 
 def test_ttl_sweep_keeps_live_rows_drops_expired_and_never_reuses_positions(
@@ -47,7 +52,7 @@ def test_ttl_sweep_keeps_live_rows_drops_expired_and_never_reuses_positions(
     assert (early.messages_dropped, early.payloads_dropped, early.messages_stripped) == (0, 0, 0)
     assert [m.payload for m in client.fetch(T)] == [b"a", b"s1", b"s2", b"last"]
 
-    time.sleep(2.3)
+    time.sleep(2 + GRACE + 0.3)  # past the TTL and the grace
     report = sweeper(client).sweep_once()
     assert (report.messages_dropped, report.messages_stripped) == (2, 1)
     assert report.payloads_dropped == 3  # two payloads and the pointer's sequence counter
@@ -76,6 +81,7 @@ def test_grace_period_protects_expired_rows(client: MessagingClient) -> None:
     time.sleep(1.2)
     assert list(client.fetch(T)) == []  # readers apply the TTL themselves
     assert sweeper(client, grace=600).sweep_once().messages_dropped == 0
+    time.sleep(GRACE)  # past the smallest grace
     assert sweeper(client).sweep_once().messages_dropped == 1
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tms_hbase.errors import HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown
+from tms_hbase.installation import InstallationStore, WriterSettings
 from tms_hbase.metadata import MetadataCache, MetadataStore
 from tms_hbase.reader import MessageReader
 from tms_hbase.retry import Retry
@@ -32,7 +33,8 @@ class World:
         self.reader = MessageReader(self.inst.messages, self.inst.payloads, self.topics)
 
     def writer(self) -> MessageWriter:
-        return MessageWriter(self.inst.messages, self.inst.payloads, self.topics, retry=FAST)
+        settings = WriterSettings(InstallationStore(self.inst.metadata))
+        return MessageWriter(self.inst.messages, self.inst.payloads, self.topics, settings, retry=FAST)
 
     def fetch(self, **kwargs) -> list[bytes]:
         return [m.payload for m in self.reader.fetch(T, **kwargs)]

@@ -9,6 +9,7 @@ import pytest
 
 from compactor.sweep import Sweeper
 from tms_hbase.errors import HBaseUnavailable
+from tms_hbase.installation import InstallationStore
 from tms_hbase.metadata import MetadataStore
 from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, message_key
 from tms_hbase.sweep_state import SweepState
@@ -28,6 +29,7 @@ def installation() -> MemoryInstallation:
     metadata = MetadataStore(inst.metadata)
     metadata.create(T, {"ttl": "1"})
     metadata.create(U, {"ttl": "3600"})
+    InstallationStore(inst.metadata).set_tail_cache(1, now=lambda: NOW)  # writers trust a tail 1 s: grace >= 4 s
     return inst
 
 
@@ -45,10 +47,10 @@ def positions(inst: MemoryInstallation, topic: TopicId) -> list[int]:
 
 
 def sweeper(inst: MemoryInstallation, **options) -> Sweeper:
-    return Sweeper(inst, grace_seconds=0, clock=lambda: NOW, metadata_refresh=0, snapshot_refresh=0, **options)
+    return Sweeper(inst, grace_seconds=4, clock=lambda: NOW, metadata_refresh=0, snapshot_refresh=0, **options)
 
 
-EXPIRED = NOW - 60_000  # a minute ago, with a TTL of 1 s
+EXPIRED = NOW - 60_000  # a minute ago, with a TTL of 1 s and a grace of 4 s
 
 
 def test_the_newest_row_is_kept_when_it_ends_a_chunk() -> None:
