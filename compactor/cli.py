@@ -123,7 +123,9 @@ def _print(report: SweepReport, as_json: bool) -> None:
         f"{report.regions_resumed} resumed) in {report.seconds:.1f}s; messages: {report.messages_scanned} scanned, "
         f"{verb} {report.messages_dropped}, stripped {report.messages_stripped}, marked {report.messages_invalidated} "
         f"invalid (of {report.invalid_transactions} invalid transactions); payloads: {report.payloads_scanned} "
-        f"scanned, {verb} {report.payloads_dropped}" + ("; stopped early" if report.stopped else "")
+        f"scanned, {verb} {report.payloads_dropped}"
+        + (f"; {report.corrupt_rows} corrupt rows left in place (see the log)" if report.corrupt_rows else "")
+        + ("; stopped early" if report.stopped else "")
     )
 
 
