@@ -126,6 +126,7 @@ def _print(report: SweepReport, as_json: bool) -> None:
         f"invalid (of {report.invalid_transactions} invalid transactions); payloads: {report.payloads_scanned} "
         f"scanned, {verb} {report.payloads_dropped}"
         + (f"; {report.messages_future_dated} rows dated in the future" if report.messages_future_dated else "")
+        + (f"; {report.corrupt_rows} corrupt rows left in place (see the log)" if report.corrupt_rows else "")
         + ("; stopped early" if report.stopped else "")
     )
 

@@ -3,9 +3,7 @@ checkpoint, throttled, applying the rules of ``rules.py`` to every row."""
 
 from __future__ import annotations
 
-import functools
 import logging
-import struct
 import threading
 import time
 import uuid
@@ -16,9 +14,10 @@ from dataclasses import asdict, dataclass, field
 from tms_hbase.clock import now_ms
 from tms_hbase.errors import InvalidArgument, LeaseLost
 from tms_hbase.installation import InstallationStore, check_grace, sweeper_tail_cache
+from tms_hbase.integrity import RowCheck, check_message_row, check_payload_row
 from tms_hbase.metadata import MetadataStore
 from tms_hbase.row_time import check_row_time
-from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, peek, position_of, with_tx_pointer
+from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, position_of, split_key, with_tx_pointer
 from tms_hbase.storage import Installation, Region, Row, Table
 from tms_hbase.sweep_state import RegionRecord, SweepState
 from tms_hbase.topic import TopicId, TopicMetadata
@@ -26,12 +25,13 @@ from tms_hbase.tx.pruning import prune_upper_bound
 from tms_hbase.tx.state_store import StateStore
 
 from .metrics import SweeperMetrics
-from .rules import Verdict, message_verdict, payload_verdict
+from .rules import Verdict, dead_generation, message_verdict, payload_verdict
 
 log = logging.getLogger(__name__)
 
 DEFAULT_GRACE_SECONDS = 600
 CHUNK = 4000
+REPORTED_CORRUPT_ROWS = 100  # listed in a sweep's report and logged one by one; all are counted
 
 
 @dataclass
@@ -50,6 +50,8 @@ class SweepReport:
     regions_skipped: int = 0  # leased by another sweeper
     regions_resumed: int = 0  # continued from a checkpoint
     compactions: int = 0
+    corrupt_rows: int = 0  # rows that do not decode: left in place, logged and counted
+    corrupt: list[dict] = field(default_factory=list)  # the first REPORTED_CORRUPT_ROWS of them
     stopped: bool = False  # interrupted by a stop request; the checkpoints hold the place
     dry_run: bool = False
     seconds: float = 0.0
@@ -68,29 +70,10 @@ class _Context:
     deletes: list[bytes] = field(default_factory=list)
     now: int = 0  # the clock, read once per chunk
     skew_ms: int = 0  # the installation's clock-skew bound (its tail-cache time), read once per chunk
+    region: str = ""  # label of the region being swept
+    corrupt_topics: set[bytes] = field(default_factory=set)  # corrupt metadata rows reported this sweep
     topics_loaded: float = 0.0  # time.monotonic() of the last metadata read
     tx_loaded: float = 0.0  # and of the last transaction-state read
-
-
-def split_key(key: bytes) -> tuple[TopicId, int] | None:
-    """(topic, generation) of a message or payload row key; None if it is not one of ours."""
-    first = key.find(b":")
-    second = key.find(b":", first + 1)
-    if first <= 0 or second <= first + 1 or len(key) < second + 5:
-        return None
-    return _parse_prefix(key[: second + 5])
-
-
-@functools.lru_cache(maxsize=4096)
-def _parse_prefix(prefix: bytes) -> tuple[TopicId, int] | None:
-    """(topic, generation) of ``namespace:topic:`` + generation; cached, as rows come in long runs."""
-    first = prefix.find(b":")
-    second = prefix.find(b":", first + 1)
-    try:
-        topic = TopicId(prefix[:first].decode(), prefix[first + 1 : second].decode())
-    except (UnicodeDecodeError, ValueError):
-        return None
-    return topic, struct.unpack_from(">I", prefix, second + 1)[0]
 
 
 class Sweeper:
@@ -149,8 +132,15 @@ class Sweeper:
         return sweeper_tail_cache(setting, now) * 1000
 
     def _load_topics(self, context: _Context) -> None:
-        context.topics = {m.topic: m for m in self.metadata.list(include_deleted=True)}
+        """Every topic's metadata. A topic whose row does not decode is unknown to the sweep, so its
+        data is left alone (never deleted on a guess); the row is reported once per sweep."""
+        found = self.metadata.scan(include_deleted=True)
+        context.topics = {m.topic: m for m in found.topics}
         context.topics_loaded = time.monotonic()
+        for check in found.corrupt:
+            if check.key not in context.corrupt_topics:
+                context.corrupt_topics.add(check.key)
+                self._quarantine(check, self.installation.metadata.name, context)
 
     def _load_tx_state(self, context: _Context) -> None:
         """The invalid list and prune bound from HBase (snapshot + edit log): no transaction server needed."""
@@ -241,6 +231,7 @@ class Sweeper:
 
     def _sweep_region(self, region: Region, handle: Callable, context: _Context) -> None:
         record = self.state.record(region)
+        context.region = region.label()
         start = region.start
         if record.checkpoint is not None:
             start = bytes.fromhex(record.checkpoint)
@@ -314,20 +305,24 @@ class Sweeper:
     def _message_row(self, key: bytes, data: dict, following: bytes | None, context: _Context) -> None:
         report = context.report
         report.messages_scanned += 1
-        where = split_key(key)
-        cell = data.get(MESSAGE_COLUMN)
-        if where is None or cell is None:
+        check = check_message_row(key, {column: cell[0] for column, cell in data.items()})
+        if check.header is None:
+            if self._dead(key, context):
+                report.messages_dropped += 1
+                context.deletes.append(key)
+            else:
+                self._quarantine(check, context.region, context)
             return
-        value, stored = cell
-        # the newest row of its generation: no later row with the same topic and generation follows
-        newest = following is None or following[: len(key) - 8] != key[: len(key) - 8]
-        row = peek(value)
+        row, (value, stored) = check.header, data[MESSAGE_COLUMN]
+        assert check.topic is not None and check.generation is not None
         timing = check_row_time(row, stored, context.skew_ms)
         if timing.future_dated:
-            self._future_dated(where, key, timing.ahead_ms, context)
-        meta = context.topics.get(where[0])
+            self._future_dated((check.topic, check.generation), key, timing.ahead_ms, context)
+        meta = context.topics.get(check.topic)
+        # the newest row of its generation: no later row with the same topic and generation follows
+        newest = following is None or following[: len(key) - 8] != key[: len(key) - 8]
         verdict = message_verdict(
-            where[1], meta, row, newest, context.now, self.grace_ms, time_ms=timing.effective_time
+            check.generation, meta, row, newest, context.now, self.grace_ms, time_ms=timing.effective_time
         )
         if verdict is Verdict.DROP:
             report.messages_dropped += 1
@@ -356,13 +351,41 @@ class Sweeper:
 
     def _payload_row(self, key: bytes, data: dict, _following: bytes | None, context: _Context) -> None:
         context.report.payloads_scanned += 1
-        where = split_key(key)
-        if where is None or not data:
+        check = check_payload_row(key, data)
+        if not check.ok:
+            if self._dead(key, context):
+                context.report.payloads_dropped += 1
+                context.deletes.append(key)
+            else:
+                self._quarantine(check, context.region, context)
             return
+        assert check.topic is not None and check.generation is not None
         written = max(ts for _, ts in data.values())
-        if payload_verdict(where[1], context.topics.get(where[0]), written, context.now, self.grace_ms) is Verdict.DROP:
+        meta = context.topics.get(check.topic)
+        if payload_verdict(check.generation, meta, written, context.now, self.grace_ms) is Verdict.DROP:
             context.report.payloads_dropped += 1
             context.deletes.append(key)
+
+    @staticmethod
+    def _dead(key: bytes, context: _Context) -> bool:
+        """True if the key starts with a generation its topic has left: a row there goes even if it
+        does not decode (sound rows get the same answer from the rules)."""
+        where = split_key(key)
+        return where is not None and bool(dead_generation(where[1], context.topics.get(where[0])))
+
+    def _quarantine(self, check: RowCheck, place: str, context: _Context) -> None:
+        """Leave a row that does not decode where it is, and say so: in the log (topic, generation,
+        position, and ``place``: the region, or the metadata table), in the report and in the
+        corrupt-rows metric. The sweep goes on."""
+        report = context.report
+        report.corrupt_rows += 1
+        self.metrics.corrupt_rows.labels(check.table).inc()
+        if report.corrupt_rows > REPORTED_CORRUPT_ROWS:
+            return
+        report.corrupt.append({**check.as_dict(), "region": place})
+        log.warning("corrupt row left in place: %s in %s: %s", check.where(), place, check.reason)
+        if report.corrupt_rows == REPORTED_CORRUPT_ROWS:
+            log.warning("more corrupt rows in this sweep are counted but not logged one by one")
 
     # -- writing ------------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from . import config
 from .connection import HBaseConnection
 from .errors import InvalidArgument, PublishOutcomeUnknown
 from .installation import InstallationStore, TailCacheSetting, WriterSettings
-from .metadata import MetadataCache, MetadataStore
+from .metadata import MetadataCache, MetadataStore, TopicScan
 from .reader import Message, MessageReader
 from .storage import Installation
 from .tables import TableNames
@@ -162,7 +162,11 @@ class MessagingClient:
         return self._metadata.get(_topic(topic))
 
     def list_topics(self, namespace: str | None = None) -> list[TopicId]:
-        """The existing topics of ``namespace`` (of every namespace if None), in name order."""
+        """The existing topics of ``namespace`` (of every namespace if None), in name order.
+
+        A topic whose metadata row does not decode is left out, with a warning in the log
+        (:meth:`scan_topics` returns such rows; :meth:`get_topic` of one raises CorruptData).
+        """
         self._ensure_ready()
         return [meta.topic for meta in self._metadata.list(namespace)]
 
@@ -170,6 +174,12 @@ class MessagingClient:
         """Like :meth:`list_topics`, with each topic's metadata."""
         self._ensure_ready()
         return self._metadata.list(namespace)
+
+    def scan_topics(self, namespace: str | None = None) -> TopicScan:
+        """The existing topics' metadata, and the metadata rows that do not decode (``.corrupt``:
+        :class:`~tms_hbase.integrity.RowCheck` with the topic and what is wrong), logging nothing."""
+        self._ensure_ready()
+        return self._metadata.scan(namespace)
 
     def delete_topic(self, topic: TopicId) -> None:
         """Delete a topic (its data becomes unreadable at once); TopicNotFound if it does not exist."""

@@ -6,15 +6,20 @@ delete → |old| + 1; update keeps the generation. A topic exists iff its genera
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from .errors import ConcurrentModification, HBaseUnavailable, TopicAlreadyExists, TopicNotFound
+from .integrity import RowCheck, check_metadata_row
 from .retry import Retry
 from .storage import Table
 from .tables import FAMILY
 from .topic import GENERATION_KEY, TopicId, TopicMetadata, user_properties
+
+log = logging.getLogger(__name__)
 
 COLUMN = f"{FAMILY}:p".encode()
 # The installation's settings row (installation.py): ``!`` is no topic-name character and the key has
@@ -22,6 +27,14 @@ COLUMN = f"{FAMILY}:p".encode()
 SETTINGS_KEY = b"!installation"
 # A compare-and-set retried this many times without winning means something is badly wrong.
 _MAX_ROUNDS = 1000
+
+
+@dataclass(frozen=True)
+class TopicScan:
+    """What a listing of the metadata table found: the topics, and the rows it skipped as corrupt."""
+
+    topics: list[TopicMetadata]
+    corrupt: list[RowCheck]
 
 
 class MetadataStore:
@@ -90,19 +103,32 @@ class MetadataStore:
         data = self.table.get_cell(topic.key, COLUMN)
         return None if data is None else TopicMetadata.decode(topic, data)
 
-    def list(self, namespace: str | None = None, include_deleted: bool = False) -> list[TopicMetadata]:
-        """Topics of a namespace (or of all namespaces), in name order; deleted ones hidden by default."""
+    def scan(self, namespace: str | None = None, include_deleted: bool = False) -> TopicScan:
+        """Topics of a namespace (or of all namespaces) in name order, and the rows that do not
+        decode, each with its topic and what is wrong: one bad row never hides the others."""
         prefix = f"{TopicId(namespace, 'x').namespace}:".encode() if namespace is not None else None
 
-        result = []
+        found = TopicScan([], [])
         for key, data in self.table.scan(prefix=prefix, columns=[COLUMN]):
             if key == SETTINGS_KEY:
                 continue
-            ns, name, _ = key.decode().split(":")
-            meta = TopicMetadata.decode(TopicId(ns, name), data[COLUMN])
-            if include_deleted or meta.exists:
-                result.append(meta)
-        return sorted(result, key=lambda m: m.topic)
+            check = check_metadata_row(key, data.get(COLUMN))
+            if check.metadata is None:
+                found.corrupt.append(check)
+            elif include_deleted or check.metadata.exists:
+                found.topics.append(check.metadata)
+        found.topics.sort(key=lambda m: m.topic)
+        return found
+
+    def list(self, namespace: str | None = None, include_deleted: bool = False) -> list[TopicMetadata]:
+        """Topics of a namespace (or of all namespaces), in name order; deleted ones hidden by default.
+
+        A row that does not decode is skipped with a warning in the log (:meth:`scan` returns them).
+        """
+        found = self.scan(namespace, include_deleted)
+        for check in found.corrupt:
+            log.warning("skipped the corrupt metadata row of %s: %s", check.where(), check.reason)
+        return found.topics
 
     def _change(
         self,

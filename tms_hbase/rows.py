@@ -16,6 +16,7 @@ Everything a batch says is one cell, so a batch appears whole or not at all (che
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -100,19 +101,7 @@ class BatchRow:
     def decode(cls, data: bytes) -> BatchRow:
         head, offset = _head(data)
         payloads: list[bytes] = []
-        try:
-            if not head.flags & F_POINTER:
-                (count,) = _U32.unpack_from(data, offset)
-                offset += 4
-                for _ in range(count):
-                    (size,) = _U32.unpack_from(data, offset)
-                    offset += 4
-                    payloads.append(data[offset : offset + size])
-                    offset += size
-        except struct.error as exc:
-            raise CorruptData(f"truncated message row: {exc}") from None
-        if offset != len(data):
-            raise CorruptData("message row has trailing or missing bytes")
+        _walk_payloads(data, head, offset, payloads)
         return cls(
             head.publish_time,
             head.writer_id,
@@ -158,9 +147,57 @@ def _head(data: bytes) -> tuple[RowHeader, int]:
     return RowHeader(publish_time, tx_pointer, expires_at, has_payloads, writer_id, batch_no, flags), offset
 
 
+def _walk_payloads(data: bytes, head: RowHeader, offset: int, out: list[bytes] | None) -> None:
+    """Follow the payload section from ``offset`` to the cell's end (CorruptData if it does not end
+    exactly there), appending the payloads to ``out`` if given."""
+    try:
+        if not head.flags & F_POINTER:
+            (count,) = _U32.unpack_from(data, offset)
+            offset += 4
+            for _ in range(count):
+                (size,) = _U32.unpack_from(data, offset)
+                offset += 4
+                if out is not None:
+                    out.append(data[offset : offset + size])
+                offset += size
+    except struct.error as exc:
+        raise CorruptData(f"truncated message row: {exc}") from None
+    if offset != len(data):
+        raise CorruptData("message row has trailing or missing bytes")
+
+
 def peek(data: bytes) -> RowHeader:
     """The header of a message cell; the payload count is read, the payloads are not."""
     return _head(data)[0]
+
+
+def check_cell(data: bytes) -> RowHeader:
+    """The header of a message cell that decodes completely (what :meth:`BatchRow.decode` accepts),
+    checked without copying its payloads; CorruptData saying what is wrong otherwise."""
+    head, offset = _head(data)
+    _walk_payloads(data, head, offset, None)
+    return head
+
+
+def split_key(key: bytes) -> tuple[TopicId, int] | None:
+    """(topic, generation) at the start of a message or payload row key; None if it has none."""
+    first = key.find(b":")
+    second = key.find(b":", first + 1)
+    if first <= 0 or second <= first + 1 or len(key) < second + 5:
+        return None
+    return _parse_prefix(key[: second + 5])
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_prefix(prefix: bytes) -> tuple[TopicId, int] | None:
+    """(topic, generation) of ``namespace:topic:`` + generation; cached, as rows come in long runs."""
+    first = prefix.find(b":")
+    second = prefix.find(b":", first + 1)
+    try:
+        topic = TopicId(prefix[:first].decode(), prefix[first + 1 : second].decode())
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return topic, _GEN.unpack_from(prefix, second + 1)[0]
 
 
 def with_tx_pointer(data: bytes, tx_pointer: int) -> bytes:

@@ -83,15 +83,41 @@ def decode(schema: str, data: bytes) -> dict[str, Any]:
     return record
 
 
+_MAX_LONG = 2**63 - 1
+_MAX_INT = 2**31 - 1
+
+
 @dataclass(frozen=True)
 class RollbackDetail:
-    """What a transactional publish wrote; ``bytes(detail)`` is the opaque handle ``rollback`` takes."""
+    """What a transactional publish wrote; ``bytes(detail)`` is the opaque handle ``rollback`` takes.
+
+    Every publish writes one batch row, so a real handle names one position (start == end). Anything
+    else (a forged handle, or one from another system) is refused with InvalidArgument when the detail
+    is made, before any HBase call: rollback does bounded work, one row.
+    """
 
     topic: str
     transaction_write_pointer: int
     generation: int
     start_position: int
     end_position: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.topic, str):
+            raise InvalidArgument(f"corrupt rollback handle: topic {self.topic!r} is not a string")
+        for name, value, limit in (
+            ("transaction write pointer", self.transaction_write_pointer, _MAX_LONG),
+            ("generation", self.generation, _MAX_INT),
+            ("start position", self.start_position, _MAX_LONG),
+            ("end position", self.end_position, _MAX_LONG),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= limit:
+                raise InvalidArgument(f"corrupt rollback handle: {name} {value!r} is not between 1 and {limit}")
+        if self.end_position != self.start_position:
+            raise InvalidArgument(
+                f"corrupt rollback handle: positions {self.start_position}..{self.end_position}, but a publish "
+                "writes one batch row, so a handle names exactly one position"
+            )
 
     def __bytes__(self) -> bytes:
         return HANDLE_MAGIC + encode(
@@ -107,16 +133,11 @@ class RollbackDetail:
 
     @classmethod
     def from_bytes(cls, data: object) -> RollbackDetail:
-        """Parse a handle; anything that is not one is InvalidArgument."""
+        """Parse and check a handle; anything that is not one a publish returned is InvalidArgument."""
         if not isinstance(data, (bytes, bytearray, memoryview)) or not bytes(data).startswith(HANDLE_MAGIC):
             raise InvalidArgument("corrupt rollback handle: not bytes returned by a transactional publish")
         try:
             r = decode("PublishResponse", bytes(data)[len(HANDLE_MAGIC) :])
         except InvalidArgument as exc:
             raise InvalidArgument(f"corrupt rollback handle ({exc})") from None
-        detail = cls(r["topic"], r["transactionWritePointer"], r["generation"], r["startPosition"], r["endPosition"])
-        if detail.transaction_write_pointer <= 0 or detail.generation <= 0 or detail.start_position <= 0:
-            raise InvalidArgument("corrupt rollback handle: pointer, generation and positions must be positive")
-        if detail.end_position < detail.start_position:
-            raise InvalidArgument("corrupt rollback handle: end position before start position")
-        return detail
+        return cls(r["topic"], r["transactionWritePointer"], r["generation"], r["startPosition"], r["endPosition"])

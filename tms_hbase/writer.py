@@ -330,26 +330,29 @@ class MessageWriter:
     # -- rollback -----------------------------------------------------------------------------
 
     def rollback(self, topic: TopicId, detail: RollbackDetail) -> None:
-        """Mark the rows of a transactional publish rolled back (write pointer +p → −p), by CAS."""
+        """Mark the row of a transactional publish rolled back (write pointer +p → −p), by CAS.
+
+        The detail names one row (RollbackDetail checks that when it is made), so this is one read
+        and one compare-and-set, plus a re-read per lost race.
+        """
         if detail.topic != str(topic):
             raise InvalidArgument(f"the rollback handle belongs to topic {detail.topic}, not {topic}")
         self.topics.get(topic)  # TopicNotFound for a deleted topic
-        pointer = detail.transaction_write_pointer
-        for position in range(detail.start_position, detail.end_position + 1):
-            key = message_key(topic, detail.generation, position)
-            while True:
-                value = self.messages.get_cell(key, MESSAGE_COLUMN)
-                if value is None:
-                    break  # swept already: nothing left to hide
-                row = BatchRow.decode(value)
-                if row.tx_pointer == -pointer:
-                    break  # rolled back already (a retry, or the sweeper marked it invalid)
-                if row.tx_pointer != pointer:
-                    raise InvalidArgument(
-                        f"the rollback handle does not match the message at position {position} of {topic}"
-                    )
-                if self._compare_and_set(key, value, with_tx_pointer(value, -pointer)):
-                    break
+        pointer, position = detail.transaction_write_pointer, detail.start_position
+        key = message_key(topic, detail.generation, position)
+        while True:
+            value = self.messages.get_cell(key, MESSAGE_COLUMN)
+            if value is None:
+                return  # swept already: nothing left to hide
+            row = BatchRow.decode(value)
+            if row.tx_pointer == -pointer:
+                return  # rolled back already (a retry, or the sweeper marked it invalid)
+            if row.tx_pointer != pointer:
+                raise InvalidArgument(
+                    f"the rollback handle does not match the message at position {position} of {topic}"
+                )
+            if self._compare_and_set(key, value, with_tx_pointer(value, -pointer)):
+                return
 
     def _compare_and_set(self, key: bytes, old: bytes, new: bytes) -> bool:
         try:
