@@ -141,8 +141,8 @@ def _sweeper(client: MessagingClient, options: dict[str, Any], metrics: SweeperM
         max_rows_per_second=options["max_rows_per_second"],
         compact_after=options["compact_after"],
         chunk_rows=options["chunk_rows"],
-        metadata_refresh=options["metadata_refresh"],
-        snapshot_refresh=options["snapshot_refresh"],
+        metadata_refresh_seconds=options["metadata_refresh"],
+        snapshot_refresh_seconds=options["snapshot_refresh"],
         metrics=metrics,
     )
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
+from tms_hbase.args import renamed
 from tms_hbase.clock import now_ms
 from tms_hbase.errors import InvalidArgument, LeaseLost
 from tms_hbase.installation import InstallationStore, check_grace, sweeper_tail_cache
@@ -98,9 +99,11 @@ class Sweeper:
         max_rows_per_second: float | None = None,
         compact_after: int = 10_000,
         chunk_rows: int = CHUNK,
-        metadata_refresh: float = 30.0,
-        snapshot_refresh: float = 30.0,
+        metadata_refresh_seconds: float | None = None,
+        snapshot_refresh_seconds: float | None = None,
         metrics: SweeperMetrics | None = None,
+        metadata_refresh: float | None = None,
+        snapshot_refresh: float | None = None,
     ) -> None:
         if isinstance(grace_seconds, bool) or not isinstance(grace_seconds, (int, float)) or not grace_seconds >= 0:
             raise InvalidArgument(f"bad grace {grace_seconds!r}: expected seconds >= 0")
@@ -114,7 +117,14 @@ class Sweeper:
         self.max_rows_per_second = max_rows_per_second
         self.compact_after = compact_after
         self.chunk_rows = chunk_rows
-        self.metadata_refresh, self.snapshot_refresh = metadata_refresh, snapshot_refresh
+        # seconds after which topic metadata and the transaction state are re-read (the names without
+        # the unit are the older spelling, still accepted)
+        self.metadata_refresh = renamed(
+            "metadata_refresh_seconds", metadata_refresh_seconds, "metadata_refresh", metadata_refresh, 30.0
+        )
+        self.snapshot_refresh = renamed(
+            "snapshot_refresh_seconds", snapshot_refresh_seconds, "snapshot_refresh", snapshot_refresh, 30.0
+        )
         self.metrics = metrics or SweeperMetrics()
         self.metadata = MetadataStore(installation.metadata)
         self.state = SweepState(installation.txstate)

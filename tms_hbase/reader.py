@@ -47,6 +47,11 @@ class Message:
     payload: bytes
     publish_time: int
 
+    @property
+    def publish_time_ms(self) -> int:
+        """``publish_time``, named with its unit: milliseconds since the epoch."""
+        return self.publish_time
+
 
 @dataclass(frozen=True)
 class _Start:

@@ -10,12 +10,12 @@ callers resolve that by reading the row back.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .connection import HBaseConnection, mutation
 from .errors import HBaseError
+from .retry import Retry
 from .tables import FAMILIES, FAMILY, TableNames
 
 log = logging.getLogger(__name__)
@@ -26,8 +26,11 @@ Row = tuple[bytes, dict[bytes, bytes]]
 # How many rows one scanner call brings back: a limited scan takes its rows in one call up to MAX_BATCH.
 DEFAULT_BATCH = 1000
 MAX_BATCH = 10_000
-# While a split or merge is being assigned, listing a table's regions fails for a few seconds.
-_REGION_ATTEMPTS = 20
+# While a split or merge is being assigned, listing a table's regions fails for a few seconds
+# ("Internal error processing getTableRegions"): ask again for up to about 15 s.
+REGIONS_IN_TRANSITION = Retry(
+    attempts=20, backoff_seconds=0.25, max_backoff_seconds=1.0, retry_if=lambda e: "Internal error" in str(e)
+)
 
 
 @dataclass(frozen=True)
@@ -176,18 +179,13 @@ class Table:
     def regions(self) -> list[Region]:
         """The table's regions in key order, as HBase has them now (splits and merges included).
 
-        While a split or merge is being assigned, the gateway fails the call ("Internal error processing
-        getTableRegions"): that passes within seconds, so it is asked again.
+        While a split or merge is being assigned, the gateway fails the call: that passes within seconds,
+        so it is asked again (:data:`REGIONS_IN_TRANSITION`).
         """
-        for attempt in range(_REGION_ATTEMPTS):
-            try:
-                infos = self.hbase.run(f"list regions of {self.name}", lambda c: c.client.getTableRegions(self._name))
-                break
-            except HBaseError as exc:
-                if "Internal error" not in str(exc) or attempt == _REGION_ATTEMPTS - 1:
-                    raise
-                log.info("regions of %s are in transition (%s); asking again", self.name, exc)
-                time.sleep(0.5)
+        what = f"list regions of {self.name}"
+        infos = REGIONS_IN_TRANSITION.call(
+            lambda: self.hbase.run(what, lambda c: c.client.getTableRegions(self._name)), what=what
+        )
         regions = [Region(self.name, i.startKey or b"", i.endKey or b"", i.name) for i in infos]
         return sorted(regions, key=lambda r: r.start)
 

@@ -113,7 +113,12 @@ class TopicMetadata:
 
     @property
     def ttl(self) -> int:
+        """The topic's time-to-live in seconds (also :attr:`ttl_seconds`)."""
         return int(self.properties[TTL_KEY])
+
+    @property
+    def ttl_seconds(self) -> int:
+        return self.ttl
 
     @property
     def generation(self) -> int:

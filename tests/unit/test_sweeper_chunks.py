@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from compactor.sweep import Sweeper
-from tms_hbase.errors import HBaseUnavailable
+from tms_hbase.errors import HBaseUnavailable, InvalidArgument
 from tms_hbase.installation import InstallationStore
 from tms_hbase.metadata import MetadataStore
 from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, message_key
@@ -47,7 +47,8 @@ def positions(inst: MemoryInstallation, topic: TopicId) -> list[int]:
 
 
 def sweeper(inst: MemoryInstallation, **options) -> Sweeper:
-    return Sweeper(inst, grace_seconds=4, clock=lambda: NOW, metadata_refresh=0, snapshot_refresh=0, **options)
+    refresh = {"metadata_refresh_seconds": 0, "snapshot_refresh_seconds": 0}
+    return Sweeper(inst, grace_seconds=4, clock=lambda: NOW, **refresh, **options)
 
 
 EXPIRED = NOW - 60_000  # a minute ago, with a TTL of 1 s and a grace of 4 s
@@ -150,3 +151,12 @@ def test_an_invalid_pointer_is_marked_unless_a_rollback_got_there_first() -> Non
     first, second = (inst.messages.get_cell(message_key(U, 1, p), MESSAGE_COLUMN) for p in (1, 2))
     assert first.endswith(b"!")  # the concurrent change won; the next sweep looks again
     assert BatchRow.decode(second).tx_pointer == -x
+
+
+def test_the_refresh_intervals_take_their_older_names_too() -> None:
+    inst = installation()
+    old = Sweeper(inst, grace_seconds=4, clock=lambda: NOW, metadata_refresh=5, snapshot_refresh=6)
+    new = Sweeper(inst, grace_seconds=4, clock=lambda: NOW, metadata_refresh_seconds=5, snapshot_refresh_seconds=6)
+    assert (old.metadata_refresh, old.snapshot_refresh) == (new.metadata_refresh, new.snapshot_refresh) == (5, 6)
+    with pytest.raises(InvalidArgument, match="not both"):
+        Sweeper(inst, grace_seconds=4, clock=lambda: NOW, metadata_refresh=5, metadata_refresh_seconds=5)
