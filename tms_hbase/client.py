@@ -7,13 +7,14 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from . import config
 from .connection import HBaseConnection
-from .errors import InvalidArgument, PublishOutcomeUnknown
+from .errors import PublishOutcomeUnknown
 from .installation import InstallationStore, TailCacheSetting, WriterSettings
 from .metadata import MetadataCache, MetadataStore, TopicScan
 from .reader import Message, MessageReader
 from .storage import Installation
 from .tables import TableNames
 from .topic import TopicId, TopicMetadata
+from .topic import as_topic as _topic
 from .tx.transaction import Transaction
 from .wire import RollbackDetail
 from .writer import DEFAULT_MAX_BATCH_BYTES, MessageWriter
@@ -247,12 +248,3 @@ class MessagingClient:
         """
         self._ensure_ready()
         return self._reader.fetch(_topic(topic), start_message, start_time, inclusive, limit, transaction)
-
-
-def _topic(topic: object) -> TopicId:
-    """Accept a TopicId (or a ``"namespace:topic"`` string) and nothing else."""
-    if isinstance(topic, TopicId):
-        return topic
-    if isinstance(topic, str):
-        return TopicId.parse(topic)
-    raise InvalidArgument(f"expected a TopicId or 'namespace:topic', got {type(topic).__name__}")
