@@ -132,11 +132,6 @@ class TransactionManager:
         drained, self._pending = self._pending, []
         return drained
 
-    @property
-    def pending_edits(self) -> tuple[e.Edit, ...]:
-        """Edits recorded and not drained yet."""
-        return tuple(self._pending)
-
     def _record(self, edit: e.Edit) -> object:
         """Apply ``edit`` exactly as recovery would, queue it for the durable log and return apply's result."""
         result = self.apply(edit)
