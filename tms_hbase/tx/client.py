@@ -12,6 +12,7 @@ from thriftpy2.rpc import make_client
 from thriftpy2.thrift import TException
 from thriftpy2.transport import TFramedTransportFactory
 
+from ..args import renamed
 from ..config import thrift_address
 from ..errors import (
     InvalidArgument,
@@ -61,8 +62,12 @@ class TransactionClient:
 
     # -- transactions -------------------------------------------------------------------------
 
-    def start_short(self, timeout: int | None = None, client_id: str | None = None) -> Transaction:
-        """Start a short transaction (``timeout`` seconds, the server's default if None)."""
+    def start_short(
+        self, timeout_seconds: int | None = None, client_id: str | None = None, *, timeout: int | None = None
+    ) -> Transaction:
+        """Start a short transaction that times out after ``timeout_seconds`` (or its older name
+        ``timeout``; the server's default if None)."""
+        timeout = renamed("timeout_seconds", timeout_seconds, "timeout", timeout, None)
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0):
             raise InvalidArgument(f"bad transaction timeout {timeout!r}: expected seconds > 0")
         if client_id is not None and timeout is not None:
