@@ -17,8 +17,9 @@ Everything a batch says is one cell, so a batch appears whole or not at all (che
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from .errors import CorruptData
 from .tables import FAMILY
@@ -40,6 +41,7 @@ _U32 = struct.Struct(">I")
 _GEN = struct.Struct(">I")
 _POS = struct.Struct(">Q")
 MAX_POSITION = 2**64 - 1
+T = TypeVar("T")
 
 
 def generation_prefix(topic: TopicId, generation: int) -> bytes:
@@ -161,6 +163,33 @@ def _head(data: bytes) -> tuple[RowHeader, int]:
 def peek(data: bytes) -> RowHeader:
     """The header of a message cell; the payload count is read, the payloads are not."""
     return _head(data)[0]
+
+
+def decode_row(key: bytes, cell: bytes | None) -> BatchRow:
+    """The message row ``key`` whose ``d:m`` cell is ``cell`` (None: the row has no such cell),
+    decoded; CorruptData naming the row's topic, generation and position if it cannot be."""
+    return _at(key, cell, BatchRow.decode)
+
+
+def peek_row(key: bytes, cell: bytes | None) -> RowHeader:
+    """Like :func:`decode_row`, reading only the header (see :func:`peek`)."""
+    return _at(key, cell, peek)
+
+
+def _at(key: bytes, cell: bytes | None, decode: Callable[[bytes], T]) -> T:
+    try:
+        if cell is None:
+            raise CorruptData(f"it has no {MESSAGE_COLUMN.decode()} cell")
+        return decode(cell)
+    except CorruptData as exc:
+        topic = key[: -_GEN.size - _POS.size].decode(errors="replace").removesuffix(":")
+        generation, position = _GEN.unpack_from(key, len(key) - 12)[0], position_of(key)
+        raise CorruptData(
+            f"corrupt message row at position {position} of {topic} (generation {generation}): {exc}",
+            topic=topic,
+            generation=generation,
+            position=position,
+        ) from None
 
 
 def with_tx_pointer(data: bytes, tx_pointer: int) -> bytes:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import threading
 import time
 import uuid
@@ -22,19 +23,21 @@ from dataclasses import dataclass
 
 from .clock import now_ms
 from .connection import HBaseConnection, mutation
-from .errors import HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown
+from .errors import HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown, TopicFull
 from .metadata import MetadataCache
 from .rows import (
     COUNTER_COLUMN,
+    MAX_POSITION,
     MESSAGE_COLUMN,
     PAYLOAD_COLUMN,
     BatchRow,
     RowHeader,
     batch_size,
+    decode_row,
     generation_prefix,
     message_key,
     payload_key,
-    peek,
+    peek_row,
     pointer_prefix,
     position_of,
     with_tx_pointer,
@@ -50,6 +53,7 @@ DEFAULT_MAX_BATCH_BYTES = 16 * 1024 * 1024
 # period (rows are deleted only when older than TTL + grace), so a writer never writes into a
 # position the sweeper has freed.
 TAIL_MAX_AGE = 30.0
+_MAX_TIME_MS = 2**63 - 1  # expiry times are stored as signed 64-bit milliseconds
 # Sequences a caller names itself (``store(..., sequence=)``) start here, far above what the counter hands out.
 EXPLICIT_SEQUENCES = 2**40
 # After this many lost races in a row, jump to the real tail instead of walking forward.
@@ -179,9 +183,14 @@ class MessageWriter:
                 batch_no=batch_no,
                 payloads=payloads,
                 tx_pointer=tx_pointer,
-                expires_at=None if ttl_ms is None else now + ttl_ms,
+                expires_at=None if ttl_ms is None else min(now + ttl_ms, _MAX_TIME_MS),
                 pointer=tx_pointer is not None and not payloads,
             )
+            if position > MAX_POSITION:
+                raise TopicFull(
+                    f"topic {topic} is full: generation {generation} has a row at its last position "
+                    f"({MAX_POSITION}); delete and re-create the topic to start a new generation"
+                )
             key = message_key(topic, generation, position)
             try:
                 won = self._put_if_absent(key, row.encode())
@@ -248,12 +257,12 @@ class MessageWriter:
         if not rows:
             return _Tail(generation, 0, 0, seen_at)
         key, data = rows[0]
-        return _Tail(generation, position_of(key), peek(data[MESSAGE_COLUMN]).publish_time, seen_at)
+        return _Tail(generation, position_of(key), peek_row(key, data.get(MESSAGE_COLUMN)).publish_time, seen_at)
 
     def _read_row(self, key: bytes) -> RowHeader | None:
         data = self.hbase.run("read message row", lambda c: c.table(self.tables.messages).row(key))
         value = data.get(MESSAGE_COLUMN)
-        return None if value is None else peek(value)
+        return None if value is None else peek_row(key, value)
 
     def _put_if_absent(self, key: bytes, value: bytes) -> bool:
         put = mutation(MESSAGE_COLUMN, value)
@@ -316,7 +325,7 @@ class MessageWriter:
                 value = data.get(MESSAGE_COLUMN)
                 if value is None:
                     break  # swept already: nothing left to hide
-                row = BatchRow.decode(value)
+                row = decode_row(key, value)
                 if row.tx_pointer == -pointer:
                     break  # rolled back already (a retry, or the sweeper marked it invalid)
                 if row.tx_pointer != pointer:
@@ -342,6 +351,6 @@ class MessageWriter:
 def _ttl_ms(ttl: object) -> int | None:
     if ttl is None:
         return None
-    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
-        raise InvalidArgument(f"bad per-message ttl {ttl!r}: expected seconds > 0")
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl < math.inf:
+        raise InvalidArgument(f"bad per-message ttl {ttl!r}: expected a finite number of seconds > 0")
     return max(1, int(ttl * 1000))
