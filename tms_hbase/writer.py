@@ -223,11 +223,13 @@ class MessageWriter:
 
     @staticmethod
     def _unknown(exc: HBaseUnavailable, resume: Resume) -> PublishOutcomeUnknown:
-        return PublishOutcomeUnknown(
+        unknown = PublishOutcomeUnknown(
             f"{exc} (the batch may or may not be stored at position {resume.position} of {resume.topic}; "
             "pass this error as resume= to finish the publish exactly once)",
             resume,
         )
+        unknown.timed_out = exc.timed_out
+        return unknown
 
     def _tail(self, topic: TopicId, generation: int) -> _Tail:
         with self._lock:
