@@ -28,6 +28,7 @@ from .rows import (
     decode_row,
     generation_prefix,
     message_key,
+    past_last,
     payload_key,
     peek_row,
     pointer_prefix,
@@ -155,7 +156,7 @@ class MessageReader:
         data = self.hbase.run("read message row", lambda c: c.table(self.tables.messages).row(key))
         if data:
             return position, peek_row(key, data.get(MESSAGE_COLUMN))
-        stop = prefix + (b"\xff" * 8 if bound is None else bound.to_bytes(8, "big"))
+        stop = past_last(prefix) if bound is None else prefix + bound.to_bytes(8, "big")
         rows = self._scan(key, stop, 1)
         return (position_of(rows[0][0]), peek_row(*rows[0])) if rows else None
 
@@ -189,7 +190,7 @@ class MessageReader:
         """Rows from ``start`` in position order, in chunks (the first of ``first`` rows: a fetch with a
         small limit reads no more); gaps are scanned again (see module doc)."""
         prefix = generation_prefix(topic, generation)
-        end = prefix + b"\xff" * 8
+        end = past_last(prefix)
         expected = start
         size = first
         while expected <= MAX_POSITION:  # past the last position there is nothing to read
@@ -265,7 +266,7 @@ class MessageReader:
         self, topic: TopicId, generation: int, pointer: int, position: int, row: BatchRow, first_index: int
     ) -> Iterator[Message]:
         """The payload-table rows of a pointer row, in store order, from sequence ``first_index``."""
-        stop = pointer_prefix(topic, generation, pointer) + b"\xff" * 8
+        stop = past_last(pointer_prefix(topic, generation, pointer))
         sequence = max(first_index, 1)
         while True:
             start = payload_key(topic, generation, pointer, sequence)

@@ -49,6 +49,12 @@ def generation_prefix(topic: TopicId, generation: int) -> bytes:
     return topic.key + _GEN.pack(generation)
 
 
+def past_last(prefix: bytes) -> bytes:
+    """The scan stop just past the last position (or sequence) under ``prefix``: ``prefix`` + 8 × 0xff
+    is itself the key of position 2**64 - 1, so a stop at it would leave that row out."""
+    return prefix + b"\xff" * 8 + b"\x00"
+
+
 def message_key(topic: TopicId, generation: int, position: int) -> bytes:
     return generation_prefix(topic, generation) + _POS.pack(position)
 
