@@ -24,6 +24,7 @@ from tms_hbase import (
     TopicId,
 )
 from tms_hbase.config import PREFIX_ENV, THRIFT_ENV
+from tms_hbase.tx.client import TransactionClient, TransactionServiceUnavailable
 
 from ..tcp_proxy import TcpProxy
 
@@ -149,6 +150,15 @@ def test_async_publisher_close_has_a_deadline(installation: tuple[str, bytes], p
         assert isinstance(in_flight.exception(timeout=TIMEOUT + MARGIN), HBaseUnavailable)
         stats = publisher.stats
         assert (stats.abandoned, stats.failed, stats.published) == (6, 7, 0)
+
+
+@pytest.mark.parametrize("fault", ["garbage", "huge"])
+def test_transaction_client_reports_garbage_as_unavailable(proxy: TcpProxy, fault: str) -> None:
+    proxy.fault = fault  # type: ignore[assignment]
+    with TransactionClient(proxy.address, timeout=TIMEOUT) as tx:
+        error, elapsed = outcome(tx.status)
+    assert isinstance(error, TransactionServiceUnavailable), repr(error)
+    assert elapsed < TIMEOUT + MARGIN
 
 
 def run_cli(program: str, args: list[str], prefix: str, proxy: TcpProxy) -> tuple[subprocess.CompletedProcess, float]:
