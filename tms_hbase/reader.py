@@ -16,18 +16,21 @@ from dataclasses import dataclass
 
 from .clock import now_ms
 from .connection import HBaseConnection
-from .errors import InvalidArgument
+from .errors import CorruptData, InvalidArgument
 from .message_id import MessageId
 from .metadata import MetadataCache
 from .rows import (
+    MAX_POSITION,
     MESSAGE_COLUMN,
     PAYLOAD_COLUMN,
     BatchRow,
     RowHeader,
+    decode_row,
     generation_prefix,
     message_key,
+    past_last,
     payload_key,
-    peek,
+    peek_row,
     pointer_prefix,
     position_of,
     sequence_of,
@@ -151,11 +154,11 @@ class MessageReader:
         """The first row at ``position`` or after it (below ``bound``): a get, then a scan if swept."""
         key = prefix + position.to_bytes(8, "big")
         data = self.hbase.run("read message row", lambda c: c.table(self.tables.messages).row(key))
-        if MESSAGE_COLUMN in data:
-            return position, peek(data[MESSAGE_COLUMN])
-        stop = prefix + (b"\xff" * 8 if bound is None else bound.to_bytes(8, "big"))
+        if data:
+            return position, peek_row(key, data.get(MESSAGE_COLUMN))
+        stop = past_last(prefix) if bound is None else prefix + bound.to_bytes(8, "big")
         rows = self._scan(key, stop, 1)
-        return (position_of(rows[0][0]), peek(rows[0][1])) if rows else None
+        return (position_of(rows[0][0]), peek_row(*rows[0])) if rows else None
 
     def _last(self, prefix: bytes) -> tuple[int, RowHeader]:
         rows = self.hbase.run(
@@ -167,13 +170,15 @@ class MessageReader:
             ),
         )
         key, data = rows[0]
-        return position_of(key), peek(data[MESSAGE_COLUMN])
+        return position_of(key), peek_row(key, data.get(MESSAGE_COLUMN))
 
-    def _scan(self, start: bytes, stop: bytes, limit: int) -> list[tuple[bytes, bytes]]:
-        def scan(conn) -> list[tuple[bytes, bytes]]:
+    def _scan(self, start: bytes, stop: bytes, limit: int) -> list[tuple[bytes, bytes | None]]:
+        """Rows as (key, their d:m cell or None)."""
+
+        def scan(conn) -> list[tuple[bytes, bytes | None]]:
             table = conn.table(self.tables.messages)
             return [
-                (k, v[MESSAGE_COLUMN])
+                (k, v.get(MESSAGE_COLUMN))
                 for k, v in table.scan(row_start=start, row_stop=stop, limit=limit, batch_size=limit)
             ]
 
@@ -185,16 +190,16 @@ class MessageReader:
         """Rows from ``start`` in position order, in chunks (the first of ``first`` rows: a fetch with a
         small limit reads no more); gaps are scanned again (see module doc)."""
         prefix = generation_prefix(topic, generation)
-        end = prefix + b"\xff" * 8
+        end = past_last(prefix)
         expected = start
         size = first
-        while True:
+        while expected <= MAX_POSITION:  # past the last position there is nothing to read
             chunk = self._scan(message_key(topic, generation, expected), end, size)
             for key, value in chunk:
                 position = position_of(key)
                 if position > expected:  # rows the scan may have raced past, or swept ones
                     yield from self._range(topic, generation, expected, key)
-                yield position, BatchRow.decode(value)
+                yield position, decode_row(key, value)
                 expected = position + 1
             if len(chunk) < size:
                 return  # the tail as it was when this poll read it
@@ -206,7 +211,7 @@ class MessageReader:
             chunk = self._scan(message_key(topic, generation, start), stop, CHUNK_ROWS)
             for key, value in chunk:
                 start = position_of(key) + 1
-                yield start - 1, BatchRow.decode(value)
+                yield start - 1, decode_row(key, value)
             if len(chunk) < CHUNK_ROWS:
                 return
 
@@ -261,7 +266,7 @@ class MessageReader:
         self, topic: TopicId, generation: int, pointer: int, position: int, row: BatchRow, first_index: int
     ) -> Iterator[Message]:
         """The payload-table rows of a pointer row, in store order, from sequence ``first_index``."""
-        stop = pointer_prefix(topic, generation, pointer) + b"\xff" * 8
+        stop = past_last(pointer_prefix(topic, generation, pointer))
         sequence = max(first_index, 1)
         while True:
             start = payload_key(topic, generation, pointer, sequence)
@@ -269,11 +274,19 @@ class MessageReader:
             def scan(conn, start: bytes = start) -> list[tuple[bytes, bytes]]:
                 table = conn.table(self.tables.payloads)
                 rows = table.scan(row_start=start, row_stop=stop, limit=PAYLOAD_CHUNK, batch_size=PAYLOAD_CHUNK)
-                return [(k, v[PAYLOAD_COLUMN]) for k, v in rows]
+                return [(k, v.get(PAYLOAD_COLUMN)) for k, v in rows]
 
             rows = self.hbase.run(f"read stored payloads of {topic}", scan)
             for key, payload in rows:
                 seq = sequence_of(key)
+                if payload is None:
+                    raise CorruptData(
+                        f"corrupt stored payload {seq} of the message row at position {position} of {topic} "
+                        f"(generation {generation}): it has no {PAYLOAD_COLUMN.decode()} cell",
+                        topic=str(topic),
+                        generation=generation,
+                        position=position,
+                    )
                 yield Message(bytes(MessageId(generation, position, seq)), payload, row.publish_time)
                 sequence = seq + 1
             if len(rows) < PAYLOAD_CHUNK:
