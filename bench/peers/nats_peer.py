@@ -4,8 +4,9 @@ a temp dir, client nats-py (asyncio, driven here from synchronous code through o
 A publish of one message is ``js.publish`` (waits for the stream's ack); a batch is ``publish_async`` of
 every message, then all the acks awaited. Every stream is file-backed with one replica; the server
 writes each message to its block file before acking (no async flush) and fsyncs every second
-(``sync_interval: 1s``). Reads use pull consumers with ``AckPolicy.NONE`` (nothing to acknowledge, like
-the other systems' readers); the tailing consumer is an ordered push consumer."""
+(``sync_interval: 1s``). Reading and tailing use ordered push consumers (no acks, like the other systems'
+readers): reading with a callback, which in nats-py was about 6× faster than pull ``fetch(1000)``; a time
+seek is a pull consumer from ``opt_start_time`` with ``AckPolicy.NONE``."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from .system import Endpoint, ServerInfo, Tailer
 
 T = TypeVar("T")
 TIMEOUT = 30.0
-READ_BATCH = 1000
+READ_CHUNK = 10_000  # messages handed from the consumer's callback to the reader at a time
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 CONFIG = """\
@@ -108,6 +109,31 @@ async def _jetstream_ready(url: str) -> bool:
         await nc.close()
 
 
+class _Collector:
+    """The callback of an ordered push consumer: payloads pile up until ``next`` takes at least ``want``."""
+
+    def __init__(self) -> None:
+        self.payloads: list[bytes] = []
+        self.want = 0
+        self.ready = asyncio.Event()
+
+    async def take(self, msg: Any) -> None:
+        self.payloads.append(msg.data)
+        if len(self.payloads) >= self.want:
+            self.ready.set()
+
+    async def next(self, want: int) -> list[bytes]:
+        self.want = want
+        if len(self.payloads) < want:
+            self.ready.clear()
+            try:
+                await asyncio.wait_for(self.ready.wait(), system.STALL_SECONDS)
+            except TimeoutError:
+                raise system.Stalled(f"JetStream read: {len(self.payloads)} of {want} messages") from None
+        payloads, self.payloads = self.payloads, []
+        return payloads
+
+
 class _Tailer(Tailer):
     """An ordered push consumer from the stream's first message."""
 
@@ -175,16 +201,16 @@ class Client(system.Client):
         await self.js.delete_consumer(topic, info.name)
 
     def read(self, topic: str, count: int) -> Iterator[bytes]:
-        sub = self.run(self._pull(topic))
+        collector = _Collector()
+        sub = self.run(self.js.subscribe(topic, stream=topic, ordered_consumer=True, cb=collector.take))
         try:
             seen = 0
             while seen < count:
-                messages = self.run(sub.fetch(min(READ_BATCH, count - seen), timeout=system.STALL_SECONDS))
-                for m in messages:
-                    yield m.data
-                seen += len(messages)
+                payloads = self.run(collector.next(min(READ_CHUNK, count - seen)))
+                yield from payloads[: count - seen]
+                seen += len(payloads)
         finally:
-            self.run(self._drop(topic, sub))
+            self.run(sub.unsubscribe())
 
     def tailer(self, topic: str) -> Tailer:
         return _Tailer(self, self.run(self.js.subscribe(topic, stream=topic, ordered_consumer=True)))

@@ -144,13 +144,14 @@ def warm_up(run: Run) -> list[str]:
     return [f"{label(n)} failed the warm-up: {why}" for n, why in w.failed.items()]
 
 
-def _warm_up(run: Run, name: str, seconds: float, cap: int) -> None:
+def _warm_up(run: Run, name: str, seconds: float, cap: int) -> bool:
     endpoint, topic = run.endpoints[name], run.topic("warm")
     run.job(jobs.create_topic, name, endpoint, topic)
     written, _ = run.job(jobs.publish_for, name, endpoint, topic, 1024, 100, time.time(), seconds, cap)
     run.job(jobs.publish_for, name, endpoint, topic, 1024, 1, time.time(), seconds / 3, cap)
     run.job(jobs.read_all, name, endpoint, topic, 1024, written)
     run.job(jobs.delete_topic, name, endpoint, topic)
+    return True
 
 
 def publish(run: Run) -> Workload:
@@ -210,7 +211,7 @@ def consume(run: Run) -> Workload:
         w.notes.append(f"{case} written in batches of 100 by one producer in: {filled}.")
     w.notes.append(
         "Readers: tms-hbase `fetch` (64 batch rows per scan chunk); Kafka an assigned consumer (`consume(1000)`); "
-        "JetStream a pull consumer with AckPolicy.NONE (`fetch(1000)`); Redis `XRANGE … COUNT 1000` pages. "
+        "JetStream an ordered push consumer with a callback; Redis `XRANGE … COUNT 1000` pages. "
         "Every payload is touched and the count and bytes checked. The 1 KiB topic is 200,000 messages, not 1M: "
         "1M × 1 KiB is 1 GiB written into the shared standalone HBase (bench/seek.py says what that did)."
     )
