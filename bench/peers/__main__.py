@@ -78,20 +78,23 @@ def main(argv: list[str] | None = None) -> int:
                     report.failures.append(f"{system.label(name)} did not start: {exc}")
                     progress(report.failures[-1])
             endpoints = {n: info.endpoint for n, info in report.servers.items()}
-            with Run(settings, endpoints) as run:
+            with Run(settings, endpoints, report.workloads) as run:
                 report.failures += warm_up(run) if endpoints else []
                 report.measured = list(run.systems)
                 for name in args.workload_names if run.systems else []:
                     progress(f"--- {name}")
                     started = time.perf_counter()
-                    workload = WORKLOADS[name](run)
-                    workload.seconds = time.perf_counter() - started
-                    report.workloads.append(workload)
-                    report.failures += [f"{system.label(s)} failed {name}: {why}" for s, why in workload.failed.items()]
+                    try:
+                        WORKLOADS[name](run)
+                    finally:
+                        if report.workloads:
+                            report.workloads[-1].seconds = time.perf_counter() - started
             progress("stopping the servers")
     except KeyboardInterrupt:
-        report.failures.append("interrupted: the workloads after the last table did not run")
+        report.failures.append("interrupted: what is missing above did not run")
         code = 130
+    for w in report.workloads:
+        report.failures += [f"{system.label(s)} failed {w.name}: {why}" for s, why in w.failed.items()]
     report.wall = time.time() - report.started
     if busy_pytest():
         progress("warning: a pytest run was going when the run ended")

@@ -4,7 +4,6 @@ with the benchmark, waiting until it listens, and a stop that leaves nothing beh
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import socket
@@ -13,8 +12,9 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ..procs import die_with_parent
+
 HOST = "127.0.0.1"
-_PR_SET_PDEATHSIG = 1
 
 
 class ServerError(RuntimeError):
@@ -26,11 +26,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind((HOST, 0))
         return s.getsockname()[1]
-
-
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 class Process:
@@ -46,7 +41,7 @@ class Process:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
                 env=env,
             )
 

@@ -41,10 +41,11 @@ class Run:
     """The started systems, a pool of worker processes (replaced after a failed job, which may have left
     a worker stuck), topic names, and the filled topics the consume and seek workloads share."""
 
-    def __init__(self, settings: Settings, endpoints: dict[str, Endpoint]) -> None:
+    def __init__(self, settings: Settings, endpoints: dict[str, Endpoint], workloads: list[Workload]) -> None:
         self.settings = settings
         self.endpoints = endpoints
         self.systems = list(endpoints)
+        self.workloads = workloads  # every workload begun, also one cut short by Ctrl-C
         self._workers: Workers | None = None
         self._topics = 0
         self._fixtures: dict[tuple[str, int, int], tuple[str, int, int]] = {}
@@ -87,6 +88,11 @@ class Run:
 
     def job(self, function: Callable[..., T], *args: Any, timeout: float = 120) -> T:
         return self.jobs([(0, function, args)], timeout)[0]
+
+    def workload(self, name: str, title: str) -> Workload:
+        """A new workload's results, in the report from now on."""
+        self.workloads.append(Workload(name, title))
+        return self.workloads[-1]
 
     def topic(self, kind: str) -> str:
         self._topics += 1
@@ -157,7 +163,7 @@ def _warm_up(run: Run, name: str, seconds: float, cap: int) -> bool:
 def publish(run: Run) -> Workload:
     s = run.settings
     duration, cap = s.pick(2.0, 0.5), s.pick(200_000, 20_000)
-    w = Workload(
+    w = run.workload(
         "publish",
         f"Publish throughput, messages/s into one topic ({duration:g} s trials, or {cap:,} messages if sooner)",
     )
@@ -192,7 +198,7 @@ def _publish_trial(run: Run, name: str, size: int, batch: int, k: int, duration:
 def consume(run: Run) -> Workload:
     s = run.settings
     cases = [(SEEK_SIZE, s.pick(1_000_000, 50_000)), (1024, s.pick(200_000, 20_000))]
-    w = Workload("consume", "Consume throughput, messages/s read from the beginning of a topic by a fresh reader")
+    w = run.workload("consume", "Consume throughput, messages/s read from the beginning of a topic by a fresh reader")
     for size, total in cases:
         case = f"{total:,} × {size_label(size)}"
         topics = {name: run.fixture(w, name, size, total) for name in run.systems}
@@ -221,7 +227,7 @@ def consume(run: Run) -> Workload:
 def seek(run: Run) -> Workload:
     s = run.settings
     total = s.pick(1_000_000, 50_000)
-    w = Workload("seek", f"Time seek: first message at or after a random time t, on a topic of {total:,} messages")
+    w = run.workload("seek", f"Time seek: first message at or after a random time t, on a topic of {total:,} messages")
     case = f"{total:,} × {size_label(SEEK_SIZE)}"
     rng = random.Random(17)
     pooled: dict[str, list[float]] = {}
@@ -254,7 +260,7 @@ def seek(run: Run) -> Workload:
 def visible_latency(run: Run) -> Workload:
     s = run.settings
     duration = s.pick(5.0, 2.0)
-    w = Workload(
+    w = run.workload(
         "latency",
         f"Publish → visible latency at {latency.RATE:,.0f} msg/s with one tailing consumer ({duration:g} s trials)",
     )
@@ -303,7 +309,7 @@ def _latency_trial(run: Run, name: str, size: int, duration: float) -> tuple[int
 def transactions(run: Run) -> Workload:
     s = run.settings
     duration = s.pick(3.0, 1.0)
-    w = Workload("tx", f"Transactional publish: one batch per transaction, back to back for {duration:g} s")
+    w = run.workload("tx", f"Transactional publish: one batch per transaction, back to back for {duration:g} s")
     w.no_equivalent.update(n for n in run.systems if not has_transactions(n))
     for batch in BATCHES:
         for size in SIZES:
