@@ -12,7 +12,6 @@ import base64
 import importlib.metadata
 import os
 import shutil
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -22,9 +21,9 @@ from typing import Any
 from tms_hbase.launcher.jars import resolve_jars
 from tms_hbase.launcher.paths import default_home, default_jars_root
 
-from ..common import Settings, progress
+from ..common import progress
 from . import system
-from .servers import HOST, Process, ServerError, free_port, run_tool
+from .servers import HOST, Process, ProcessServer, ServerError, free_port, run_tool
 from .system import Endpoint, ServerInfo, Tailer
 
 KAFKA_VERSION = "4.4.0"  # keep in step with kafka-pom.xml
@@ -81,19 +80,10 @@ def _java() -> str:
     return java
 
 
-class Server(system.Server):
-    def __init__(self, settings: Settings, workloads: Sequence[str]) -> None:
-        self.dir: Path | None = None
-        self.proc: Process | None = None
+class Server(ProcessServer):
+    name = "kafka"
 
-    def __enter__(self) -> ServerInfo:
-        try:
-            return self._start()
-        except BaseException:
-            self.__exit__()
-            raise
-
-    def _start(self) -> ServerInfo:
+    def start(self, workdir: Path) -> ServerInfo:
         java = _java()
         lib = resolve_jars(
             POM,
@@ -102,20 +92,19 @@ class Server(system.Server):
             progress,
             expect=f"kafka_2.13-{KAFKA_VERSION}.jar",
         )
-        self.dir = Path(tempfile.mkdtemp(prefix="tms-peers-kafka-"))
         port, controller_port = free_port(), free_port()
-        props = self.dir / "server.properties"
-        config = server_properties(self.dir / "data", port, controller_port)
+        props = workdir / "server.properties"
+        config = server_properties(workdir / "data", port, controller_port)
         props.write_text("".join(f"{k}={v}\n" for k, v in config.items()))
-        log4j = self.dir / "log4j2.properties"
-        log4j.write_text(LOG4J2.format(log=self.dir / "kafka.log"))
+        log4j = workdir / "log4j2.properties"
+        log4j.write_text(LOG4J2.format(log=workdir / "kafka.log"))
         classpath = ["-cp", f"{lib}/*", f"-Dlog4j2.configurationFile={log4j}"]
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         run_tool(
             [java, *classpath, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props)],
             "kafka-storage format (kafka.tools.StorageTool)",
         )
-        self.proc = Process("Kafka", [java, *HEAP, *classpath, "kafka.Kafka", str(props)], self.dir / "kafka.out")
+        self.proc = Process("Kafka", [java, *HEAP, *classpath, "kafka.Kafka", str(props)], workdir / "kafka.out")
         bootstrap = f"{HOST}:{port}"
         self.proc.wait_listening(port, 120, lambda: _broker_ready(bootstrap))
         java_version = run_tool([java, "-version"], "java -version").splitlines()[0]
@@ -131,14 +120,6 @@ class Server(system.Server):
             "batch to its log (the OS page cache); log.flush.interval.ms=1000 fsyncs about once a second"
         )
         return ServerInfo({"bootstrap": bootstrap}, versions, durability)
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self.proc is not None:
-            self.proc.stop()
-            self.proc = None
-        if self.dir is not None:
-            shutil.rmtree(self.dir, ignore_errors=True)
-            self.dir = None
 
 
 def _broker_ready(bootstrap: str) -> bool:

@@ -15,14 +15,12 @@ import datetime
 import importlib.metadata
 import shutil
 import sys
-import tempfile
 from collections.abc import Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..common import Settings
 from . import system
-from .servers import HOST, Process, ServerError, free_port, run_tool
+from .servers import HOST, Process, ProcessServer, ServerError, free_port, run_tool
 from .system import Endpoint, ServerInfo, Tailer
 
 T = TypeVar("T")
@@ -52,25 +50,15 @@ def _binary() -> str:
     return found
 
 
-class Server(system.Server):
-    def __init__(self, settings: Settings, workloads: Sequence[str]) -> None:
-        self.dir: Path | None = None
-        self.proc: Process | None = None
+class Server(ProcessServer):
+    name = "nats"
 
-    def __enter__(self) -> ServerInfo:
-        try:
-            return self._start()
-        except BaseException:
-            self.__exit__()
-            raise
-
-    def _start(self) -> ServerInfo:
+    def start(self, workdir: Path) -> ServerInfo:
         binary = _binary()
-        self.dir = Path(tempfile.mkdtemp(prefix="tms-peers-nats-"))
         port = free_port()
-        conf = self.dir / "nats.conf"
-        conf.write_text(CONFIG.format(host=HOST, port=port, log=self.dir / "nats.log", store=self.dir / "js"))
-        self.proc = Process("nats-server", [binary, "-c", str(conf)], self.dir / "nats.out")
+        conf = workdir / "nats.conf"
+        conf.write_text(CONFIG.format(host=HOST, port=port, log=workdir / "nats.log", store=workdir / "js"))
+        self.proc = Process("nats-server", [binary, "-c", str(conf)], workdir / "nats.out")
         url = f"nats://{HOST}:{port}"
         self.proc.wait_listening(port, 60, lambda: asyncio.run(_jetstream_ready(url)))
         server_version = run_tool([binary, "--version"], "nats-server --version").strip()
@@ -83,14 +71,6 @@ class Server(system.Server):
             "cache); sync_interval 1s fsyncs every second"
         )
         return ServerInfo({"url": url}, versions, durability)
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self.proc is not None:
-            self.proc.stop()
-            self.proc = None
-        if self.dir is not None:
-            shutil.rmtree(self.dir, ignore_errors=True)
-            self.dir = None
 
 
 async def _jetstream_ready(url: str) -> bool:

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import importlib.metadata
 import shutil
-import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..common import Settings
 from . import system
-from .servers import HOST, Process, ServerError, free_port, run_tool
+from .servers import HOST, Process, ProcessServer, ServerError, free_port, run_tool
 from .system import Endpoint, ServerInfo, Tailer
 
 FIELD = b"p"
@@ -25,28 +23,18 @@ TIMEOUT = 30.0
 READ_BATCH = 1000
 
 
-class Server(system.Server):
-    def __init__(self, settings: Settings, workloads: Sequence[str]) -> None:
-        self.dir: Path | None = None
-        self.proc: Process | None = None
+class Server(ProcessServer):
+    name = "redis"
 
-    def __enter__(self) -> ServerInfo:
-        try:
-            return self._start()
-        except BaseException:
-            self.__exit__()
-            raise
-
-    def _start(self) -> ServerInfo:
+    def start(self, workdir: Path) -> ServerInfo:
         binary = shutil.which("redis-server")
         if binary is None:
             raise ServerError("redis-server is not installed; `make bench-peers` installs it with apt-get")
-        self.dir = Path(tempfile.mkdtemp(prefix="tms-peers-redis-"))
         port = free_port()
-        args = [binary, "--port", str(port), "--bind", HOST, "--dir", str(self.dir), "--daemonize", "no"]
-        args += ["--logfile", str(self.dir / "redis.log"), "--save", ""]
+        args = [binary, "--port", str(port), "--bind", HOST, "--dir", str(workdir), "--daemonize", "no"]
+        args += ["--logfile", str(workdir / "redis.log"), "--save", ""]
         args += ["--appendonly", "yes", "--appendfsync", "everysec"]
-        self.proc = Process("redis-server", args, self.dir / "redis.out")
+        self.proc = Process("redis-server", args, workdir / "redis.out")
         self.proc.wait_listening(port, 30, lambda: _pong(port))
         import redis
 
@@ -59,14 +47,6 @@ class Server(system.Server):
             "fsync every second"
         )
         return ServerInfo({"host": HOST, "port": port}, versions, durability)
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self.proc is not None:
-            self.proc.stop()
-            self.proc = None
-        if self.dir is not None:
-            shutil.rmtree(self.dir, ignore_errors=True)
-            self.dir = None
 
 
 def _pong(port: int) -> bool:

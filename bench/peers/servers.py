@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
+from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from ..procs import die_with_parent
+from .system import Server, ServerInfo
 
 HOST = "127.0.0.1"
 
@@ -104,3 +109,33 @@ def run_tool(args: Sequence[str], what: str, timeout: float = 120.0) -> str:
         tail = "\n  ".join((done.stdout + done.stderr).strip().splitlines()[-8:])
         raise ServerError(f"{what} failed (exit {done.returncode}):\n  {tail}")
     return done.stdout + done.stderr
+
+
+class ProcessServer(Server):
+    """A peer server that is one process in a temp dir of its own: ``start`` launches it (keeping it in
+    ``self.proc``) and returns its ServerInfo; leaving stops it and removes the dir, whatever happened."""
+
+    name = "server"
+
+    def __init__(self, settings: Any, workloads: Sequence[str]) -> None:
+        self.dir: Path | None = None
+        self.proc: Process | None = None
+
+    def __enter__(self) -> ServerInfo:
+        self.dir = Path(tempfile.mkdtemp(prefix=f"tms-peers-{self.name}-"))
+        try:
+            return self.start(self.dir)
+        except BaseException:
+            self.__exit__()
+            raise
+
+    @abstractmethod
+    def start(self, workdir: Path) -> ServerInfo: ...
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.proc is not None:
+            self.proc.stop()
+            self.proc = None
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
