@@ -141,7 +141,7 @@ def warm_up(run: Run) -> list[str]:
     (Kafka's broker, HBase) warms up and connections open. A system that fails it leaves the run; returns
     what failed."""
     s = run.settings
-    seconds, cap = s.pick(3.0, 1.0), s.pick(100_000, 20_000)
+    seconds, cap = s.pick(3.0, 1.0), s.pick(50_000, 20_000)
     w = Workload("warm-up", "")
     for name in list(run.systems):
         if run.attempt(w, name, partial(_warm_up, run, name, seconds, cap)) is None:
@@ -162,7 +162,8 @@ def _warm_up(run: Run, name: str, seconds: float, cap: int) -> bool:
 
 def publish(run: Run) -> Workload:
     s = run.settings
-    duration, cap = s.pick(2.0, 0.5), s.pick(200_000, 20_000)
+    # the cap bounds what a trial writes into the shared HBase (100 MB at 1 KiB)
+    duration, cap = s.pick(2.0, 0.5), s.pick(100_000, 20_000)
     w = run.workload(
         "publish",
         f"Publish throughput, messages/s into one topic ({duration:g} s trials, or {cap:,} messages if sooner)",
