@@ -8,12 +8,15 @@ The public surface is small: :class:`MessagingClient`, :class:`TopicId`, :class:
 from .async_publisher import AsyncPublisher, PublisherStats
 from .client import MessagingClient
 from .errors import (
+    BatchTooLarge,
     ConcurrentModification,
     CorruptData,
     HBaseError,
     HBaseUnavailable,
     InvalidArgument,
     LauncherError,
+    NotAuthenticated,
+    NotAuthorized,
     PublishOutcomeUnknown,
     QueueFull,
     TmsError,
@@ -29,6 +32,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AsyncPublisher",
+    "BatchTooLarge",
     "ConcurrentModification",
     "CorruptData",
     "HBaseError",
@@ -38,6 +42,8 @@ __all__ = [
     "Message",
     "MessageId",
     "MessagingClient",
+    "NotAuthenticated",
+    "NotAuthorized",
     "PublishOutcomeUnknown",
     "PublisherStats",
     "QueueFull",
