@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import ssl
 import sys
 import tempfile
@@ -106,6 +107,10 @@ def serve(settings: config.Settings) -> int:
     if own_metrics_dir:  # before any worker imports prometheus_client: it reads this once, at import
         os.environ[MULTIPROC_ENV] = tempfile.mkdtemp(prefix="tms-gateway-metrics-")
     tls = settings.tls
+    # uvicorn serves with handlers of its own and, after a graceful shutdown, raises the signal again
+    # with these in place: the process then exits 0 instead of dying of the signal (or a KeyboardInterrupt).
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _stopped)
     try:
         uvicorn.run(
             "gateway.app:create_app",
@@ -129,3 +134,7 @@ def serve(settings: config.Settings) -> int:
         if own_metrics_dir:
             shutil.rmtree(os.environ[MULTIPROC_ENV], ignore_errors=True)
     return 0
+
+
+def _stopped(_signum: int, _frame: object) -> None:
+    raise SystemExit(0)

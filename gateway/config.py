@@ -135,12 +135,12 @@ def resolve(values: dict[str, Any], overrides: dict[str, Any]) -> Settings:
     )
     library_config.thrift_address(settings.thrift)
     library_config.table_prefix(settings.prefix)
+    if settings.rules and not settings.tokens:
+        raise InvalidArgument("[[rules]] need [[tokens]]: without tokens no caller could ever match a rule")
     names = {t.name for t in settings.tokens}
     for rule in settings.rules:
         if rule.principal != ANY_PRINCIPAL and rule.principal not in names:
             raise InvalidArgument(f"rule for principal {rule.principal!r}: no [[tokens]] entry has that name")
-    if settings.rules and not settings.tokens:
-        raise InvalidArgument("[[rules]] need [[tokens]]: without tokens no caller could ever match a rule")
     return settings
 
 
@@ -149,7 +149,7 @@ def _scalar(key: str, value: Any) -> Any:
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise InvalidArgument(f"setting {key} must be a {kind.__name__}, not {value!r}")
+        raise InvalidArgument(f"setting {key} must be of type {kind.__name__}, not {value!r}")
     if kind in (int, float) and value <= 0:
         raise InvalidArgument(f"setting {key} must be positive, not {value!r}")
     if key == "port" and not 0 < value < 65536:
