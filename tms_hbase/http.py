@@ -282,12 +282,16 @@ class GatewayClient:
         raise AssertionError("unreachable")
 
     def _link_error(self, what: str, broken: _Broken) -> TmsError:
-        reason = f"{what}: the gateway at {self.url} " + (
-            f"did not answer within {self.timeout}s" if broken.timed_out else f"failed ({broken.reason})"
-        )
-        if what == "publish":
-            return PublishOutcomeUnknown(reason + "; the batch may or may not be stored", None)
-        err = HBaseUnavailable(reason + ("; the call may have taken effect" if what in _NOT_IDEMPOTENT else ""))
+        if not broken.sent:
+            err = HBaseUnavailable(f"{what}: cannot reach the gateway at {self.url} ({broken.reason})")
+        elif what == "publish":
+            reason = "did not answer in time" if broken.timed_out else f"failed ({broken.reason})"
+            message = f"publish: the gateway at {self.url} {reason}; the batch may or may not be stored"
+            err = PublishOutcomeUnknown(message, None)
+        else:
+            reason = f"did not answer within {self.timeout}s" if broken.timed_out else f"failed ({broken.reason})"
+            maybe = "; the call may have taken effect" if what in _NOT_IDEMPOTENT else ""
+            err = HBaseUnavailable(f"{what}: the gateway at {self.url} {reason}{maybe}")
         err.timed_out = broken.timed_out
         return err
 
@@ -342,11 +346,12 @@ class _Reply:
 
 
 class _Broken(Exception):
-    """The link failed: ``stale`` if the server had closed it before answering, ``timed_out`` at the deadline."""
+    """The link failed. ``sent``: the request may have reached the gateway; ``stale``: a pooled connection
+    the server had closed; ``timed_out``: the deadline passed."""
 
-    def __init__(self, reason: str, *, stale: bool = False, timed_out: bool = False) -> None:
+    def __init__(self, reason: str, *, sent: bool = True, stale: bool = False, timed_out: bool = False) -> None:
         super().__init__(reason)
-        self.reason, self.stale, self.timed_out = reason, stale, timed_out
+        self.reason, self.sent, self.stale, self.timed_out = reason, sent, stale, timed_out
 
 
 _STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
@@ -362,11 +367,15 @@ def _exchange(
 ) -> _Reply:
     remaining = deadline - time.monotonic()
     if remaining <= 0:
-        raise _Broken("deadline passed", timed_out=True)
-    conn.timeout = remaining  # bounds the connect; the watchdog bounds everything after it
-    if conn.sock is not None:
-        conn.sock.settimeout(remaining)
-    ticket = _WATCHDOG.arm(deadline, conn)
+        raise _Broken("deadline passed", sent=False, timed_out=True)
+    conn.timeout = remaining
+    if conn.sock is None:
+        try:  # connect (and the TLS handshake) first: a failure here means nothing was sent
+            conn.connect()
+        except OSError as exc:
+            raise _Broken(f"{type(exc).__name__}: {exc}", sent=False, timed_out=isinstance(exc, TimeoutError)) from exc
+    conn.sock.settimeout(remaining)  # type: ignore[union-attr]
+    ticket = _WATCHDOG.arm(deadline, conn)  # from here on the watchdog bounds the call
     try:
         conn.request(method, path, body, dict(headers))
         response = conn.getresponse()

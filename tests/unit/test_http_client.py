@@ -17,6 +17,7 @@ from tms_hbase.errors import (
     BatchTooLarge,
     HBaseUnavailable,
     NotAuthenticated,
+    PublishOutcomeUnknown,
     TmsError,
     TopicAlreadyExists,
     TopicNotFound,
@@ -112,6 +113,21 @@ def test_a_hung_server_is_a_timeout_within_the_deadline(serve: Callable) -> None
         with pytest.raises(HBaseUnavailable, match=r"did not answer within 1\.0s") as caught:
             client.get_topic(T)
     assert caught.value.timed_out and time.monotonic() - started < 3
+
+
+def test_a_refused_connection_is_unavailable_not_an_unknown_outcome() -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    with GatewayClient(url, timeout=5) as client, pytest.raises(HBaseUnavailable, match="cannot reach") as caught:
+        client.publish(T, [b"x"])  # nothing was sent, so nothing can have been stored
+    assert not isinstance(caught.value, PublishOutcomeUnknown)
+
+
+def test_a_publish_without_an_answer_has_an_unknown_outcome(serve: Callable) -> None:
+    server = serve(lambda conn: read_request(conn))  # reads the publish, closes without answering
+    with GatewayClient(server.url, timeout=5) as client, pytest.raises(PublishOutcomeUnknown, match="may or may not"):
+        client.publish(T, [b"x"])
 
 
 def test_a_trickling_server_cannot_stretch_a_call(serve: Callable) -> None:
