@@ -46,8 +46,7 @@ def endpoint(action: str | None) -> Callable[[Handler], Callable[[Request], Awai
         async def run(request: Request) -> Response:
             gateway: Gateway = request.app.state.gateway
             try:
-                principal = gateway.guard.principal(request.headers.get("authorization"))
-                request.state.principal = principal
+                principal = _authenticate(request, gateway)
                 topic = TopicId(request.path_params["namespace"], request.path_params["topic"])
                 gateway.guard.check(principal, topic.namespace, topic.topic, action)
                 return await handler(request, gateway, topic)
@@ -57,6 +56,13 @@ def endpoint(action: str | None) -> Callable[[Handler], Callable[[Request], Awai
         return run
 
     return wrap
+
+
+def _authenticate(request: Request, gateway: Gateway) -> str:
+    """The caller's principal (NotAuthenticated: 401), noted for the access log."""
+    principal = gateway.guard.principal(request.headers.get("authorization"))
+    request.state.principal = principal
+    return principal
 
 
 # -- topics --------------------------------------------------------------------------------------
@@ -91,8 +97,7 @@ async def list_topics(request: Request) -> Response:
     """The namespace's topics the caller has any action on (all of them without rules)."""
     gateway: Gateway = request.app.state.gateway
     try:
-        principal = gateway.guard.principal(request.headers.get("authorization"))
-        request.state.principal = principal
+        principal = _authenticate(request, gateway)
         namespace = TopicId(request.path_params["namespace"], "x").namespace  # checks the name
         gateway.guard.check_namespace(principal, namespace)
         topics = await gateway.run(gateway.client.list_topics, namespace)

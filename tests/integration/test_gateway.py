@@ -340,6 +340,10 @@ def test_batch_over_the_limit_is_413_and_nothing_is_written(http: httpx.Client, 
     assert_error(http.post(topic_url(ns, "t", "store"), content=body, headers=h), 413, "BatchTooLarge")
     huge = b"\0" * (4 * LIMIT)  # refused from its Content-Length, before it is read
     assert_error(http.post(topic_url(ns, "t", "publish"), content=huge, headers=h), 413, "BatchTooLarge")
+    chunked = (huge[i : i + 8192] for i in range(0, len(huge), 8192))  # no Content-Length: counted as it comes
+    response = http.post(topic_url(ns, "t", "publish"), content=chunked, headers=h)
+    assert response.request.headers["transfer-encoding"] == "chunked"
+    assert_error(response, 413, "BatchTooLarge")
     assert wire.messages(http.post(topic_url(ns, "t", "poll"), content=wire.consume(), headers=h)) == []
     fits = [b"x" * (LIMIT - 8)]
     assert http.post(topic_url(ns, "t", "publish"), content=wire.publish(fits), headers=h).status_code == 200
