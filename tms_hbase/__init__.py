@@ -8,6 +8,7 @@ The public surface is small: :class:`MessagingClient`, :class:`TopicId`, :class:
 from .async_publisher import AsyncPublisher, PublisherStats
 from .client import MessagingClient
 from .errors import (
+    BatchTooLarge,
     ConcurrentModification,
     CorruptData,
     HBaseError,
@@ -15,6 +16,8 @@ from .errors import (
     InstallationNotFound,
     InvalidArgument,
     LauncherError,
+    NotAuthenticated,
+    NotAuthorized,
     PublisherClosed,
     PublishOutcomeUnknown,
     QueueFull,
@@ -32,6 +35,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AsyncPublisher",
+    "BatchTooLarge",
     "ConcurrentModification",
     "CorruptData",
     "HBaseError",
@@ -42,6 +46,8 @@ __all__ = [
     "Message",
     "MessageId",
     "MessagingClient",
+    "NotAuthenticated",
+    "NotAuthorized",
     "PublishOutcomeUnknown",
     "PublisherClosed",
     "PublisherStats",

@@ -85,6 +85,17 @@ class MessagingClient:
     def __repr__(self) -> str:
         return f"MessagingClient({self.hbase.address!r}, prefix={self.tables.prefix!r})"
 
+    def ping(self) -> None:
+        """One cheap round trip to HBase (it lists the table names): HBaseUnavailable if it does not
+        answer, InstallationNotFound if this prefix's tables are not all there.
+
+        For health checks (``tms-gateway``'s ``GET /health``): it creates nothing and reads no topic.
+        """
+        with self.hbase.operation():
+            missing = missing_tables(self.hbase, self.tables)
+        if missing:
+            raise InstallationNotFound(self.tables.prefix, self.hbase.address, missing)
+
     def init_tables(self) -> list[str]:
         """Create any missing table of this prefix now; returns the names created."""
         created = ensure_tables(self.hbase, self.tables)

@@ -11,6 +11,10 @@ class InvalidArgument(TmsError, ValueError):
     """A caller passed a bad value (name, TTL, property, limit...); nothing was changed."""
 
 
+class BatchTooLarge(InvalidArgument):
+    """A publish or store batch is over the client's byte limit (``max_batch_bytes``); nothing was written."""
+
+
 class TopicNotFound(TmsError):
     """The topic does not exist (never created, or deleted)."""
 
@@ -91,6 +95,14 @@ class PublishOutcomeUnknown(HBaseUnavailable):
     def __init__(self, message: str, resume: object) -> None:
         super().__init__(message)
         self.resume = resume
+
+
+class NotAuthenticated(TmsError):
+    """The messaging gateway needs credentials (a bearer token) and got none or an unknown one (HTTP 401)."""
+
+
+class NotAuthorized(TmsError):
+    """The messaging gateway knows the caller, whose rules do not allow this action on this topic (HTTP 403)."""
 
 
 class QueueFull(TmsError):

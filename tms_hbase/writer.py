@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from .clock import now_ms
 from .connection import HBaseConnection, mutation
-from .errors import HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown, TopicFull
+from .errors import BatchTooLarge, HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown, TopicFull
 from .installation import WriterSettings
 from .metadata import MetadataCache
 from .row_time import bounded_publish_time
@@ -92,7 +92,7 @@ def validate_payloads(payloads: object, max_batch_bytes: int, *, allow_empty: bo
         raise InvalidArgument("nothing to publish: the list of payloads is empty")
     size = batch_size(result)
     if size > max_batch_bytes:
-        raise InvalidArgument(f"batch of {size} bytes is over the limit of {max_batch_bytes} bytes; split it")
+        raise BatchTooLarge(f"batch of {size} bytes is over the limit of {max_batch_bytes} bytes; split it")
     return tuple(result)
 
 
