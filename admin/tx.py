@@ -55,7 +55,7 @@ def _snapshot_dict(s: TransactionSnapshot) -> dict:
 def _state(settings: Settings, tx_server: str | None, from_hbase: bool) -> TransactionSnapshot:
     if from_hbase:
         with settings.client() as client:
-            client.init_tables()
+            client.require_installation()
             return StateStore(client.installation.txstate).recover().snapshot(0)
     with TransactionClient(tx_server, timeout=settings.timeout) as tx:
         return tx.snapshot()
@@ -221,7 +221,7 @@ def prune(settings: Settings, tx_server: str | None, max_lifetime: float, dry_ru
     table's regions of what their last complete sweep applied, and older than --max-lifetime).
     """
     with settings.client() as client:
-        client.init_tables()
+        client.require_installation()
         result = plan(client.installation, now_ms(), max_lifetime).as_dict()
     result["pruned"] = []
     if result["prunable"] and not dry_run:

@@ -17,7 +17,8 @@ import click
 
 from tms_hbase import MessagingClient
 from tms_hbase.config import PREFIX_ENV, THRIFT_ENV
-from tms_hbase.errors import InvalidArgument, TmsError
+from tms_hbase.errors import InstallationNotFound, TmsError
+from tms_hbase.exit_codes import EXIT_HELP, exit_code
 from tms_hbase.sweep_status import describe, sweeper_state
 
 from .metrics import SweeperMetrics
@@ -34,6 +35,14 @@ connection = [
         help="HBase Thrift gateway [default: 127.0.0.1:9090].",
     ),
     click.option("--prefix", envvar=PREFIX_ENV, show_envvar=True, help="Table-name prefix [default: tms]."),
+    click.option(
+        "--timeout",
+        type=click.FloatRange(min=0.1),
+        default=10.0,
+        show_default=True,
+        help="Seconds any one HBase call may take (a chunk's scan, a batch of deletes), however slowly "
+        "HBase answers; raise it, or lower --chunk-rows, for very large rows.",
+    ),
     click.option("--json", "as_json", is_flag=True, help="Print reports as JSON lines."),
 ]
 sweeping = [
@@ -147,7 +156,23 @@ def _sweeper(client: MessagingClient, options: dict[str, Any], metrics: SweeperM
     )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _client(thrift: str | None, prefix: str | None, timeout: float) -> MessagingClient:
+    """A client on an installation that must exist already (the sweeper never creates tables)."""
+    client = MessagingClient(thrift, prefix, timeout=timeout, create_tables=False)
+    try:
+        client.require_installation()
+    except TmsError:
+        client.close()
+        raise
+    return client
+
+
+def _fail(error: TmsError) -> NoReturn:
+    click.echo(f"error: {error}", err=True)
+    sys.exit(exit_code(error))
+
+
+@click.group(epilog=EXIT_HELP, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--config",
     type=click.Path(dir_okay=False),
@@ -162,27 +187,21 @@ def main() -> None:
     Deletes rows of old generations (deleted or re-created topics) and messages and stored payloads
     past their TTL plus a grace period (never a generation's newest row), and marks messages of
     invalid transactions rolled back. Works region by region under leases, so several sweepers can
-    share the work; a stopped sweep resumes from its checkpoint. Exit codes: 0 ok, 1 error, 2 bad
-    input (such as a grace below the installation's minimum, docs/guarantees.md).
+    share the work; a stopped sweep resumes from its checkpoint. A grace below the installation's
+    minimum is refused as bad input (docs/guarantees.md).
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 @main.command()
 @_add(connection + sweeping)
-def once(thrift: str | None, prefix: str | None, as_json: bool, **options: Any) -> None:
+def once(thrift: str | None, prefix: str | None, timeout: float, as_json: bool, **options: Any) -> None:
     """Sweep every region once and print what was done."""
     try:
-        with MessagingClient(thrift, prefix, create_tables=False) as client:
+        with _client(thrift, prefix, timeout) as client:
             _print(_sweeper(client, options).sweep_once(), as_json)
     except TmsError as error:
         _fail(error)
-
-
-def _fail(error: TmsError) -> NoReturn:
-    """One line on stderr; exit 2 for bad input (an unsafe grace), 1 for anything else."""
-    click.echo(f"error: {error}", err=True)
-    sys.exit(2 if isinstance(error, InvalidArgument) else 1)
 
 
 @main.command()
@@ -201,21 +220,32 @@ def _fail(error: TmsError) -> NoReturn:
     help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics.",
 )
 def run(
-    thrift: str | None, prefix: str | None, as_json: bool, interval: float, metrics_port: int | None, **options: Any
+    thrift: str | None,
+    prefix: str | None,
+    timeout: float,
+    as_json: bool,
+    interval: float,
+    metrics_port: int | None,
+    **options: Any,
 ) -> None:
     """Sweep every INTERVAL seconds until SIGTERM or SIGINT (the current chunk is finished and its
-    checkpoint saved first)."""
+    checkpoint saved first). A failed sweep is logged and tried again (HBase may be down for a
+    while); an installation that does not exist (a mistyped --prefix) ends it with exit code 7."""
     stop = threading.Event()
     metrics = SweeperMetrics()
+    try:
+        client = MessagingClient(thrift, prefix, timeout=timeout, create_tables=False)
+    except TmsError as error:
+        _fail(error)
     if metrics_port:
         metrics.serve(metrics_port)
         log.info("metrics on http://127.0.0.1:%d/metrics", metrics_port)
-    try:
-        client = MessagingClient(thrift, prefix, create_tables=False)
-        sweeper = _sweeper(client, options, metrics)  # refuses a grace below the installation's minimum
-    except TmsError as error:
-        _fail(error)
     with client:
+        try:
+            client.require_installation()
+            sweeper = _sweeper(client, options, metrics)  # refuses a grace below the installation's minimum
+        except TmsError as error:
+            _fail(error)
 
         def shutdown(*_: object) -> None:
             stop.set()
@@ -226,7 +256,10 @@ def run(
         while not stop.is_set():
             began = time.monotonic()
             try:
+                client.require_installation()
                 _print(sweeper.sweep_once(), as_json)
+            except InstallationNotFound as error:
+                _fail(error)
             except TmsError as error:
                 log.error("sweep failed, will try again: %s", error)
             stop.wait(max(0.0, interval - (time.monotonic() - began)))
@@ -235,12 +268,11 @@ def run(
 
 @main.command()
 @_add(connection)
-def status(thrift: str | None, prefix: str | None, as_json: bool) -> None:
+def status(thrift: str | None, prefix: str | None, timeout: float, as_json: bool) -> None:
     """Per-region sweep records, the regions blocking invalid-list pruning, and the global bound."""
     try:
-        with MessagingClient(thrift, prefix, create_tables=False) as client:
+        with _client(thrift, prefix, timeout) as client:
             state = sweeper_state(client.installation)
     except TmsError as error:
-        click.echo(f"error: {error}", err=True)
-        sys.exit(1)
+        _fail(error)
     click.echo(json.dumps(state, indent=2, sort_keys=True) if as_json else describe(state))

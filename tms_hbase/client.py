@@ -7,13 +7,13 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from . import config
 from .connection import HBaseConnection
-from .errors import PublishOutcomeUnknown
+from .errors import InstallationNotFound, PublishOutcomeUnknown
 from .installation import InstallationStore, TailCacheSetting, WriterSettings
 from .metadata import MetadataCache, MetadataStore, TopicScan
 from .reader import Message, MessageReader
 from .storage import Installation
 from .tables import TableNames
-from .topic import TopicId, TopicMetadata
+from .topic import TopicId, TopicMetadata, user_properties
 from .topic import as_topic as _topic
 from .tx.transaction import Transaction
 from .wire import RollbackDetail
@@ -24,10 +24,22 @@ class MessagingClient:
     """A connection to tms-hbase: topic administration, publish, store, rollback and fetch.
 
     ``address`` is the HBase Thrift gateway (``host:port``, default ``$TMS_HBASE_THRIFT`` or
-    127.0.0.1:9090); ``prefix`` namespaces the tables (default ``$TMS_TABLE_PREFIX`` or ``tms``).
-    The tables are created on first use unless ``create_tables`` is False. ``timeout`` bounds every
-    HBase call (seconds); ``max_batch_bytes`` caps one publish or store. Thread-safe; use it as a
-    context manager or call :meth:`close`.
+    127.0.0.1:9090); ``prefix`` names the installation: its tables are ``<prefix>_messages`` and so
+    on (default ``$TMS_TABLE_PREFIX`` or ``tms``; an empty prefix is InvalidArgument).
+
+    The tables are created by :meth:`init_tables` (``tms-admin init``) or by the first
+    :meth:`create_topic` (unless ``create_tables`` is False). Every other call on a prefix whose
+    tables do not exist raises InstallationNotFound and creates nothing, so a mistyped prefix is
+    noticed instead of answering "no topics" from four new empty tables.
+
+    ``timeout`` (seconds) is a deadline, not a limit per socket read: each method returns or raises
+    within about ``timeout``, all the HBase calls it makes (retries included) sharing it, however
+    slowly a gateway answers; HBaseUnavailable (``timed_out`` set) says it passed. The iterator that
+    :meth:`fetch` returns reads lazily: each read it makes while you iterate gets ``timeout`` of its
+    own. The first call of a client also looks up (or, for create_topic, creates) the tables, each
+    HBase call of that under its own ``timeout`` (creating a table takes seconds).
+    ``max_batch_bytes`` caps one publish or store. Thread-safe; use it as a context manager or
+    call :meth:`close`.
     """
 
     def __init__(
@@ -92,6 +104,17 @@ class MessagingClient:
     def __repr__(self) -> str:
         return f"MessagingClient({self.hbase.address!r}, prefix={self.tables.prefix!r})"
 
+    def ping(self) -> None:
+        """One cheap round trip to HBase (it lists the table names): HBaseUnavailable if it does not
+        answer, InstallationNotFound if this prefix's tables are not all there.
+
+        For health checks (``tms-gateway``'s ``GET /health``): it creates nothing and reads no topic.
+        """
+        with self.hbase.operation():
+            missing = self.installation.missing()
+        if missing:
+            raise InstallationNotFound(self.tables.prefix, self.hbase.address, missing)
+
     def init_tables(self) -> list[str]:
         """Create any missing table of this prefix now; returns the names created."""
         created = self.installation.create_missing()
@@ -107,8 +130,8 @@ class MessagingClient:
         """Set how long every writer may trust a remembered tail (whole seconds, 1-86400); the smallest
         sweeper grace is 4 x this. Changing an existing value starts a transition (4 x the larger value)
         during which writers use the smaller and sweepers the larger value, and another change is
-        refused (InvalidArgument)."""
-        self._ensure_ready()
+        refused (InvalidArgument). Creates the installation's tables if they are missing, as `init` does."""
+        self._ensure_ready(create=True)
         return self._settings.set_tail_cache(seconds)
 
     @property
@@ -117,30 +140,46 @@ class MessagingClient:
         clock-skew bound ahead of this client's clock (each is logged; docs/guarantees.md)."""
         return self._writer.future_predecessors
 
+    def require_installation(self) -> None:
+        """InstallationNotFound unless every table of this prefix exists; never creates anything
+        (what read-only tools call first). Checked once per client."""
+        self._ensure_ready(create=False)
+
     def drop_tables(self) -> list[str]:
         """Delete this prefix's tables and everything in them (tests, demos); returns the names."""
         with self._ready_lock:
             self._ready = False
             return self.installation.drop()
 
-    def _ensure_ready(self) -> None:
-        if self._ready or not self._create_tables:
+    def _ensure_ready(self, *, create: bool = False) -> None:
+        """Check once that the tables exist; create the missing ones only when ``create`` is asked
+        (and allowed), else raise InstallationNotFound."""
+        if self._ready:
             return
         with self._ready_lock:
-            if not self._ready:
-                self.init_tables()
+            if self._ready:
+                return
+            missing = self.installation.missing()
+            if missing and not (create and self._create_tables):
+                raise InstallationNotFound(self.tables.prefix, self.hbase.address, missing)
+            if missing:
+                self.installation.create_missing()
+            self._ready = True
 
     # -- topics -------------------------------------------------------------------------------
 
     def create_topic(self, topic: TopicId, properties: Mapping[str, str] | None = None) -> TopicMetadata:
         """Create a topic; ``properties`` may set ``ttl`` (seconds, default 7 days) and any other key.
 
+        Creates the installation's tables first if they do not exist yet (see the class doc).
         Raises TopicAlreadyExists (properties unchanged) or InvalidArgument.
         """
-        self._ensure_ready()
         topic = _topic(topic)
+        user_properties(properties)  # bad input changes nothing, not even the tables
+        self._ensure_ready(create=True)
         self._topics.forget(topic)
-        return self._metadata.create(topic, properties)
+        with self.hbase.operation():
+            return self._metadata.create(topic, properties)
 
     def update_topic(
         self,
@@ -154,13 +193,17 @@ class MessagingClient:
         Pass ``expected`` (from :meth:`get_topic`) to update only if nobody changed the topic
         since; otherwise ConcurrentModification is raised and nothing is written.
         """
+        topic = _topic(topic)
         self._ensure_ready()
-        return self._metadata.update(_topic(topic), properties, expected)
+        with self.hbase.operation():
+            return self._metadata.update(topic, properties, expected)
 
     def get_topic(self, topic: TopicId) -> TopicMetadata:
         """The topic's metadata; TopicNotFound if it does not exist."""
+        topic = _topic(topic)
         self._ensure_ready()
-        return self._metadata.get(_topic(topic))
+        with self.hbase.operation():
+            return self._metadata.get(topic)
 
     def list_topics(self, namespace: str | None = None) -> list[TopicId]:
         """The existing topics of ``namespace`` (of every namespace if None), in name order.
@@ -168,13 +211,15 @@ class MessagingClient:
         A topic whose metadata row does not decode is left out, with a warning in the log
         (:meth:`scan_topics` returns such rows; :meth:`get_topic` of one raises CorruptData).
         """
-        self._ensure_ready()
-        return [meta.topic for meta in self._metadata.list(namespace)]
+        return [meta.topic for meta in self.list_topic_metadata(namespace)]
 
     def list_topic_metadata(self, namespace: str | None = None) -> list[TopicMetadata]:
         """Like :meth:`list_topics`, with each topic's metadata."""
+        if namespace is not None:
+            TopicId(namespace, "x")  # InvalidArgument for a bad namespace name, before any HBase call
         self._ensure_ready()
-        return self._metadata.list(namespace)
+        with self.hbase.operation():
+            return self._metadata.list(namespace)
 
     def scan_topics(self, namespace: str | None = None) -> TopicScan:
         """The existing topics' metadata, and the metadata rows that do not decode (``.corrupt``:
@@ -184,10 +229,11 @@ class MessagingClient:
 
     def delete_topic(self, topic: TopicId) -> None:
         """Delete a topic (its data becomes unreadable at once); TopicNotFound if it does not exist."""
-        self._ensure_ready()
         topic = _topic(topic)
+        self._ensure_ready()
         self._topics.forget(topic)
-        self._metadata.delete(topic)
+        with self.hbase.operation():
+            self._metadata.delete(topic)
 
     # -- messages -----------------------------------------------------------------------------
 
@@ -210,9 +256,11 @@ class MessagingClient:
         If HBase stops answering mid-publish, PublishOutcomeUnknown is raised; calling publish again
         with the same arguments and ``resume=`` that error stores the batch exactly once.
         """
+        topic = _topic(topic)
         self._ensure_ready()
         point = None if resume is None else resume.resume
-        return self._writer.publish(_topic(topic), payloads, tx_write_pointer, ttl, point)
+        with self.hbase.operation():
+            return self._writer.publish(topic, payloads, tx_write_pointer, ttl, point)
 
     def store(
         self, topic: TopicId, payloads: Sequence[bytes], tx_write_pointer: int, *, sequence: int | None = None
@@ -222,14 +270,18 @@ class MessagingClient:
         ``sequence`` (>= 2**40) makes the keys deterministic, so storing the same payloads again
         (a retried task) overwrites them instead of adding copies.
         """
+        topic = _topic(topic)
         self._ensure_ready()
-        self._writer.store(_topic(topic), payloads, tx_write_pointer, sequence)
+        with self.hbase.operation():
+            self._writer.store(topic, payloads, tx_write_pointer, sequence)
 
     def rollback(self, topic: TopicId, handle: RollbackDetail | bytes) -> None:
         """Mark a transactional publish rolled back: transactional readers skip it from now on."""
-        self._ensure_ready()
+        topic = _topic(topic)
         detail = handle if isinstance(handle, RollbackDetail) else RollbackDetail.from_bytes(handle)
-        self._writer.rollback(_topic(topic), detail)
+        self._ensure_ready()
+        with self.hbase.operation():
+            self._writer.rollback(topic, detail)
 
     def fetch(
         self,
@@ -245,6 +297,9 @@ class MessagingClient:
         Without a transaction every message is returned, rolled-back ones included. With one,
         rolled-back and invalid messages are skipped and the fetch stops at the first message of a
         transaction the reader cannot see yet. Bad arguments raise here, before iterating.
+        Finding the start takes one deadline (``timeout``); each read while iterating another.
         """
+        topic = _topic(topic)
         self._ensure_ready()
-        return self._reader.fetch(_topic(topic), start_message, start_time, inclusive, limit, transaction)
+        with self.hbase.operation():
+            return self._reader.fetch(topic, start_message, start_time, inclusive, limit, transaction)

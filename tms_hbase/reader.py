@@ -15,18 +15,21 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .clock import now_ms
-from .errors import InvalidArgument
+from .errors import CorruptData, InvalidArgument
 from .message_id import MessageId
 from .metadata import MetadataCache
 from .rows import (
+    MAX_POSITION,
     MESSAGE_COLUMN,
     PAYLOAD_COLUMN,
     BatchRow,
     RowHeader,
+    decode_row,
     generation_prefix,
     message_key,
+    past_last,
     payload_key,
-    peek,
+    peek_row,
     pointer_prefix,
     position_of,
     sequence_of,
@@ -155,21 +158,22 @@ class MessageReader:
     def _first_at_or_after(self, prefix: bytes, position: int, bound: int | None) -> tuple[int, RowHeader] | None:
         """The first row at ``position`` or after it (below ``bound``): a get, then a scan if swept."""
         key = prefix + position.to_bytes(8, "big")
-        value = self.messages.get_cell(key, MESSAGE_COLUMN)
-        if value is not None:
-            return position, peek(value)
-        stop = prefix + (b"\xff" * 8 if bound is None else bound.to_bytes(8, "big"))
+        data = self.messages.get(key)
+        if data:
+            return position, peek_row(key, data.get(MESSAGE_COLUMN))
+        stop = past_last(prefix) if bound is None else prefix + bound.to_bytes(8, "big")
         rows = self._scan(key, stop, 1)
-        return (position_of(rows[0][0]), peek(rows[0][1])) if rows else None
+        return (position_of(rows[0][0]), peek_row(*rows[0])) if rows else None
 
     def _last(self, prefix: bytes) -> tuple[int, RowHeader]:
         last = self.messages.last_row(prefix)
         assert last is not None, "called after a row of the generation was found"
         key, data = last
-        return position_of(key), peek(data[MESSAGE_COLUMN])
+        return position_of(key), peek_row(key, data.get(MESSAGE_COLUMN))
 
-    def _scan(self, start: bytes, stop: bytes, limit: int) -> list[tuple[bytes, bytes]]:
-        return [(k, v[MESSAGE_COLUMN]) for k, v in self.messages.scan(start, stop, limit=limit)]
+    def _scan(self, start: bytes, stop: bytes, limit: int) -> list[tuple[bytes, bytes | None]]:
+        """Rows as (key, their d:m cell or None)."""
+        return [(k, v.get(MESSAGE_COLUMN)) for k, v in self.messages.scan(start, stop, limit=limit)]
 
     # -- rows to messages ---------------------------------------------------------------------
 
@@ -177,16 +181,16 @@ class MessageReader:
         """Rows from ``start`` in position order, in chunks (the first of ``first`` rows: a fetch with a
         small limit reads no more); gaps are scanned again (see module doc)."""
         prefix = generation_prefix(topic, generation)
-        end = prefix + b"\xff" * 8
+        end = past_last(prefix)
         expected = start
         size = first
-        while True:
+        while expected <= MAX_POSITION:  # past the last position there is nothing to read
             chunk = self._scan(message_key(topic, generation, expected), end, size)
             for key, value in chunk:
                 position = position_of(key)
                 if position > expected:  # rows the scan may have raced past, or swept ones
                     yield from self._range(topic, generation, expected, key)
-                yield position, BatchRow.decode(value)
+                yield position, decode_row(key, value)
                 expected = position + 1
             if len(chunk) < size:
                 return  # the tail as it was when this poll read it
@@ -198,7 +202,7 @@ class MessageReader:
             chunk = self._scan(message_key(topic, generation, start), stop, CHUNK_ROWS)
             for key, value in chunk:
                 start = position_of(key) + 1
-                yield start - 1, BatchRow.decode(value)
+                yield start - 1, decode_row(key, value)
             if len(chunk) < CHUNK_ROWS:
                 return
 
@@ -253,13 +257,21 @@ class MessageReader:
         self, topic: TopicId, generation: int, pointer: int, position: int, row: BatchRow, first_index: int
     ) -> Iterator[Message]:
         """The payload-table rows of a pointer row, in store order, from sequence ``first_index``."""
-        stop = pointer_prefix(topic, generation, pointer) + b"\xff" * 8
+        stop = past_last(pointer_prefix(topic, generation, pointer))
         sequence = max(first_index, 1)
         while True:
             start = payload_key(topic, generation, pointer, sequence)
-            rows = [(k, v[PAYLOAD_COLUMN]) for k, v in self.payloads.scan(start, stop, limit=PAYLOAD_CHUNK)]
+            rows = [(k, v.get(PAYLOAD_COLUMN)) for k, v in self.payloads.scan(start, stop, limit=PAYLOAD_CHUNK)]
             for key, payload in rows:
                 seq = sequence_of(key)
+                if payload is None:
+                    raise CorruptData(
+                        f"corrupt stored payload {seq} of the message row at position {position} of {topic} "
+                        f"(generation {generation}): it has no {PAYLOAD_COLUMN.decode()} cell",
+                        topic=str(topic),
+                        generation=generation,
+                        position=position,
+                    )
                 yield Message(bytes(MessageId(generation, position, seq)), payload, row.publish_time)
                 sequence = seq + 1
             if len(rows) < PAYLOAD_CHUNK:

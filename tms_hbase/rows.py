@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import functools
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from .errors import CorruptData
 from .tables import FAMILY
@@ -41,11 +42,18 @@ _U32 = struct.Struct(">I")
 _GEN = struct.Struct(">I")
 _POS = struct.Struct(">Q")
 MAX_POSITION = 2**64 - 1
+T = TypeVar("T")
 
 
 def generation_prefix(topic: TopicId, generation: int) -> bytes:
     """Key prefix of one generation of a topic (message and payload tables alike)."""
     return topic.key + _GEN.pack(generation)
+
+
+def past_last(prefix: bytes) -> bytes:
+    """The scan stop just past the last position (or sequence) under ``prefix``: ``prefix`` + 8 × 0xff
+    is itself the key of position 2**64 - 1, so a stop at it would leave that row out."""
+    return prefix + b"\xff" * 8 + b"\x00"
 
 
 def message_key(topic: TopicId, generation: int, position: int) -> bytes:
@@ -198,6 +206,33 @@ def _parse_prefix(prefix: bytes) -> tuple[TopicId, int] | None:
     except (UnicodeDecodeError, ValueError):
         return None
     return topic, _GEN.unpack_from(prefix, second + 1)[0]
+
+
+def decode_row(key: bytes, cell: bytes | None) -> BatchRow:
+    """The message row ``key`` whose ``d:m`` cell is ``cell`` (None: the row has no such cell),
+    decoded; CorruptData naming the row's topic, generation and position if it cannot be."""
+    return _at(key, cell, BatchRow.decode)
+
+
+def peek_row(key: bytes, cell: bytes | None) -> RowHeader:
+    """Like :func:`decode_row`, reading only the header (see :func:`peek`)."""
+    return _at(key, cell, peek)
+
+
+def _at(key: bytes, cell: bytes | None, decode: Callable[[bytes], T]) -> T:
+    try:
+        if cell is None:
+            raise CorruptData(f"it has no {MESSAGE_COLUMN.decode()} cell")
+        return decode(cell)
+    except CorruptData as exc:
+        topic = key[: -_GEN.size - _POS.size].decode(errors="replace").removesuffix(":")
+        generation, position = _GEN.unpack_from(key, len(key) - 12)[0], position_of(key)
+        raise CorruptData(
+            f"corrupt message row at position {position} of {topic} (generation {generation}): {exc}",
+            topic=topic,
+            generation=generation,
+            position=position,
+        ) from None
 
 
 def with_tx_pointer(data: bytes, tx_pointer: int) -> bytes:

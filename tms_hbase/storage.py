@@ -230,6 +230,11 @@ class Installation:
         """The table ``<prefix>_<kind>``."""
         return Table(self.hbase, self.names.name(kind))
 
+    def missing(self) -> list[str]:
+        """The tables of this prefix that do not exist (one call; creates nothing)."""
+        existing = set(self._existing())
+        return [name for name in self.names.all() if name not in existing]
+
     def create_missing(self) -> list[str]:
         """Create whichever table of this prefix is missing; returns the names it created.
 

@@ -1,5 +1,6 @@
-"""Avro wire formats (fastavro): the seed's PublishRequest, ConsumeRequest and Message schemas, and
-the rollback handle a transactional publish returns. The schemas are data, kept in one place."""
+"""Avro wire formats (fastavro): the seed's PublishRequest, ConsumeRequest and ConsumeResponse (Message
+array) schemas, and the rollback handle a transactional publish returns. The schemas are data, kept in
+one place."""
 
 from __future__ import annotations
 
@@ -11,7 +12,18 @@ import fastavro
 
 from .errors import InvalidArgument
 
-SCHEMAS: dict[str, dict[str, Any]] = {
+# A consumed message with its publish time (ms): the seed's Message record plus one field.
+_MESSAGE: dict[str, Any] = {
+    "type": "record",
+    "name": "Message",
+    "namespace": "tms_hbase",
+    "fields": [
+        {"name": "id", "type": "bytes"},
+        {"name": "payload", "type": "bytes"},
+        {"name": "publishTime", "type": "long", "default": 0},
+    ],
+}
+SCHEMAS: dict[str, Any] = {
     "PublishRequest": {
         "type": "record",
         "name": "PublishRequest",
@@ -46,16 +58,18 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             {"name": "transaction", "type": ["bytes", "null"]},
         ],
     },
-    "Message": {
-        "type": "record",
-        "name": "Message",
-        "namespace": "tms_hbase",
-        "fields": [
-            {"name": "id", "type": "bytes"},
-            {"name": "payload", "type": "bytes"},
-            {"name": "publishTime", "type": "long", "default": 0},
-        ],
+    "Message": _MESSAGE,
+    # The seed's poll response, to the letter: an array of (id, payload). Avro binary has no room for
+    # fields a reader does not expect, so publish times travel only in the array below, on request.
+    "ConsumeResponse": {
+        "type": "array",
+        "items": {
+            "type": "record",
+            "name": "Message",
+            "fields": [{"name": "id", "type": "bytes"}, {"name": "payload", "type": "bytes"}],
+        },
     },
+    "TimedConsumeResponse": {"type": "array", "items": _MESSAGE},
 }
 _PARSED = {name: fastavro.parse_schema(schema) for name, schema in SCHEMAS.items()}
 HANDLE_MAGIC = b"TMRB"
@@ -71,7 +85,7 @@ def encode(schema: str, record: dict[str, Any]) -> bytes:
     return out.getvalue()
 
 
-def decode(schema: str, data: bytes) -> dict[str, Any]:
+def decode(schema: str, data: bytes) -> Any:
     """Inverse of :func:`encode`; bytes that do not decode completely are InvalidArgument."""
     buffer = io.BytesIO(data)
     try:

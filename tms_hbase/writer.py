@@ -25,22 +25,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .clock import now_ms
-from .errors import HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown
+from .errors import BatchTooLarge, HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown, TopicFull
 from .installation import WriterSettings
 from .metadata import MetadataCache
 from .retry import Retry
 from .row_time import bounded_publish_time
 from .rows import (
     COUNTER_COLUMN,
+    MAX_POSITION,
     MESSAGE_COLUMN,
     PAYLOAD_COLUMN,
     BatchRow,
     RowHeader,
     batch_size,
+    decode_row,
     generation_prefix,
     message_key,
     payload_key,
-    peek,
+    peek_row,
     pointer_prefix,
     position_of,
     with_tx_pointer,
@@ -52,6 +54,7 @@ from .wire import RollbackDetail
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BATCH_BYTES = 16 * 1024 * 1024
+_MAX_TIME_MS = 2**63 - 1  # expiry times are stored as signed 64-bit milliseconds
 # Sequences a caller names itself (``store(..., sequence=)``) start here, far above what the counter hands out.
 EXPLICIT_SEQUENCES = 2**40
 # After this many lost races in a row, jump to the real tail instead of walking forward.
@@ -89,7 +92,7 @@ def validate_payloads(payloads: object, max_batch_bytes: int, *, allow_empty: bo
         raise InvalidArgument("nothing to publish: the list of payloads is empty")
     size = batch_size(result)
     if size > max_batch_bytes:
-        raise InvalidArgument(f"batch of {size} bytes is over the limit of {max_batch_bytes} bytes; split it")
+        raise BatchTooLarge(f"batch of {size} bytes is over the limit of {max_batch_bytes} bytes; split it")
     return tuple(result)
 
 
@@ -210,9 +213,14 @@ class MessageWriter:
                 batch_no=batch_no,
                 payloads=payloads,
                 tx_pointer=tx_pointer,
-                expires_at=None if ttl_ms is None else now + ttl_ms,
+                expires_at=None if ttl_ms is None else min(now + ttl_ms, _MAX_TIME_MS),
                 pointer=tx_pointer is not None and not payloads,
             )
+            if position > MAX_POSITION:
+                raise TopicFull(
+                    f"topic {topic} is full: generation {generation} has a row at its last position "
+                    f"({MAX_POSITION}); delete and re-create the topic to start a new generation"
+                )
             key = message_key(topic, generation, position)
             try:
                 won = self.messages.put_if_absent(key, MESSAGE_COLUMN, row.encode())
@@ -264,11 +272,13 @@ class MessageWriter:
 
     @staticmethod
     def _unknown(exc: HBaseUnavailable, resume: Resume) -> PublishOutcomeUnknown:
-        return PublishOutcomeUnknown(
+        unknown = PublishOutcomeUnknown(
             f"{exc} (the batch may or may not be stored at position {resume.position} of {resume.topic}; "
             "pass this error as resume= to finish the publish exactly once)",
             resume,
         )
+        unknown.timed_out = exc.timed_out
+        return unknown
 
     def _tail(self, topic: TopicId, generation: int) -> _Tail:
         """The remembered tail of this generation (its age is checked before writing), else a fresh one."""
@@ -291,11 +301,11 @@ class MessageWriter:
         if last is None:
             return _Tail(generation, 0, 0, seen_at)
         key, data = last
-        return _Tail(generation, position_of(key), peek(data[MESSAGE_COLUMN]).publish_time, seen_at)
+        return _Tail(generation, position_of(key), peek_row(key, data.get(MESSAGE_COLUMN)).publish_time, seen_at)
 
     def _read_row(self, key: bytes) -> RowHeader | None:
         value = self.messages.get_cell(key, MESSAGE_COLUMN)
-        return None if value is None else peek(value)
+        return None if value is None else peek_row(key, value)
 
     # -- store --------------------------------------------------------------------------------
 
@@ -344,7 +354,7 @@ class MessageWriter:
             value = self.messages.get_cell(key, MESSAGE_COLUMN)
             if value is None:
                 return  # swept already: nothing left to hide
-            row = BatchRow.decode(value)
+            row = decode_row(key, value)
             if row.tx_pointer == -pointer:
                 return  # rolled back already (a retry, or the sweeper marked it invalid)
             if row.tx_pointer != pointer:
@@ -364,6 +374,6 @@ class MessageWriter:
 def _ttl_ms(ttl: object) -> int | None:
     if ttl is None:
         return None
-    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
-        raise InvalidArgument(f"bad per-message ttl {ttl!r}: expected seconds > 0")
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl < math.inf:
+        raise InvalidArgument(f"bad per-message ttl {ttl!r}: expected a finite number of seconds > 0")
     return max(1, int(ttl * 1000))

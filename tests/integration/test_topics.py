@@ -131,6 +131,10 @@ def test_update_with_stale_expected_changes_nothing(client: MessagingClient) -> 
 def test_bad_ttl_changes_nothing(client: MessagingClient, hbase_address: str, prefix: str, ttl: str) -> None:
     with pytest.raises(InvalidArgument, match="ttl"):
         client.create_topic(T, {"ttl": ttl})
+    assert client.installation.missing() == client.installation.names.all()  # not even the tables
+    client.init_tables()
+    with pytest.raises(InvalidArgument, match="ttl"):
+        client.create_topic(T, {"ttl": ttl})
     assert raw_row(hbase_address, prefix, T) == {}
     client.create_topic(T, {"ttl": "9"})
     with pytest.raises(InvalidArgument, match="ttl"):
@@ -139,6 +143,7 @@ def test_bad_ttl_changes_nothing(client: MessagingClient, hbase_address: str, pr
 
 
 def test_bad_names_and_reserved_property(client: MessagingClient) -> None:
+    client.init_tables()
     for bad in ["ns:bad name", "ns", "n s:t", "ns:t/x"]:
         with pytest.raises(InvalidArgument):
             client.create_topic(bad)
@@ -150,6 +155,7 @@ def test_bad_names_and_reserved_property(client: MessagingClient) -> None:
 
 
 def test_unknown_topic(client: MessagingClient) -> None:
+    client.init_tables()
     with pytest.raises(TopicNotFound, match="ns:orders"):
         client.get_topic(T)
     with pytest.raises(TopicNotFound):

@@ -152,7 +152,9 @@ def test_sigkill_under_load_loses_nothing(tms_env: dict[str, str]) -> None:
         long_tx = tx.start_long()
         doomed = tx.start_long()
         tx.abort(doomed)
-    time.sleep(1.5)
+    deadline = time.monotonic() + 60
+    while len(committed) <= 20 and time.monotonic() < deadline:  # under load, not mid-idle
+        time.sleep(0.05)
     server.kill()
     acknowledged = list(committed)
     time.sleep(0.5)
