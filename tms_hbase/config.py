@@ -51,6 +51,13 @@ def table_prefix(explicit: str | None = None) -> str:
     return prefix
 
 
+def check_timeout(timeout: object) -> float:
+    """A timeout in seconds: a finite number > 0, or InvalidArgument."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+        raise InvalidArgument(f"bad timeout {timeout!r}: expected a finite number of seconds > 0")
+    return float(timeout)
+
+
 @dataclass(frozen=True)
 class Config:
     """Where a tms-hbase installation is and how to talk to it: the one configuration object the
@@ -77,9 +84,7 @@ class Config:
             thrift_address(address)
         object.__setattr__(self, "thrift", thrift)
         table_prefix(self.prefix)
-        timeout = self.timeout_seconds
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
-            raise InvalidArgument(f"bad timeout {timeout!r}: expected a finite number of seconds > 0")
+        check_timeout(self.timeout_seconds)
         if not isinstance(self.retry, Retry):
             raise InvalidArgument(f"retry must be a tms_hbase.retry.Retry, not {type(self.retry).__name__}")
         if isinstance(self.pool_size, bool) or not isinstance(self.pool_size, int) or self.pool_size < 1:

@@ -13,8 +13,8 @@ from thriftpy2.thrift import TException
 from thriftpy2.transport import TFramedTransportFactory
 
 from ..args import renamed
-from ..config import thrift_address
-from ..connection import CheckedClient, DeadlineSocket, NotThrift, check_timeout
+from ..config import check_timeout, thrift_address
+from ..connection import CheckedClient, DeadlineSocket, NotThrift
 from ..errors import (
     InvalidArgument,
     InvalidTruncateTime,
