@@ -157,6 +157,7 @@ def test_the_refresh_intervals_take_their_older_names_too() -> None:
     inst = installation()
     old = Sweeper(inst, grace_seconds=4, clock=lambda: NOW, metadata_refresh=5, snapshot_refresh=6)
     new = Sweeper(inst, grace_seconds=4, clock=lambda: NOW, metadata_refresh_seconds=5, snapshot_refresh_seconds=6)
-    assert (old.metadata_refresh, old.snapshot_refresh) == (new.metadata_refresh, new.snapshot_refresh) == (5, 6)
+    refresh = [(s.metadata_refresh, s.tx_snapshots.refresh_seconds) for s in (old, new)]
+    assert refresh == [(5, 6), (5, 6)]
     with pytest.raises(InvalidArgument, match="not both"):
         Sweeper(inst, grace_seconds=4, clock=lambda: NOW, metadata_refresh=5, metadata_refresh_seconds=5)

@@ -8,18 +8,20 @@ it; the admin CLI reads the records to decide what may be pruned (:func:`plan`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..storage import Installation
 from ..sweep_state import SweepState
 from .manager import TransactionManager
+from .snapshot import TransactionSnapshot
 from .state_store import StateStore
 
 MAX_LIFETIME_S = 25 * 3600  # Tephra: no transaction lives longer than this
 GRACE_S = 3600
 
 
-def prune_upper_bound(state: TransactionManager) -> int:
+def prune_upper_bound(state: TransactionManager | TransactionSnapshot) -> int:
     """The largest id a sweep with this state can vouch for: every invalid id up to it was applied,
     and no transaction up to it was still in progress (its rows may appear later)."""
     invalid = state.invalid
@@ -61,11 +63,21 @@ class PrunePlan:
         }
 
 
-def plan(installation: Installation, now_ms: int, max_lifetime_s: float = MAX_LIFETIME_S + GRACE_S) -> PrunePlan:
-    """The global bound over the message table's current regions, and the invalid ids below it."""
+def plan(
+    installation: Installation,
+    now_ms: int,
+    max_lifetime_s: float = MAX_LIFETIME_S + GRACE_S,
+    invalid: Iterable[int] | None = None,
+) -> PrunePlan:
+    """The global bound over the message table's current regions, and the invalid ids below it.
+
+    ``invalid`` is the transaction server's invalid list (any Tephra-compatible server's ``getSnapshot``);
+    by default it is read from our server's state in the ``_txstate`` table.
+    """
     records = SweepState(installation.txstate).records(installation.messages.name)
-    state = StateStore(installation.txstate).recover()
-    result = PrunePlan(None, inactive_bound(now_ms, max_lifetime_s), invalid=list(state.invalid))
+    if invalid is None:
+        invalid = StateStore(installation.txstate).recover().invalid
+    result = PrunePlan(None, inactive_bound(now_ms, max_lifetime_s), invalid=sorted(invalid))
     bounds = []
     for region in installation.messages.regions():
         record = records.get(region.start)
@@ -77,5 +89,5 @@ def plan(installation: Installation, now_ms: int, max_lifetime_s: float = MAX_LI
             bounds.append(bound)
     if not result.blocking and bounds:
         result.global_bound = min(min(bounds), result.inactive_bound)
-        result.prunable = [i for i in state.invalid if i <= result.global_bound]
+        result.prunable = [i for i in result.invalid if i <= result.global_bound]
     return result
