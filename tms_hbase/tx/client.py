@@ -23,6 +23,7 @@ from ..errors import (
     TransactionNotInProgress,
     TransactionServiceUnavailable,
 )
+from ..retry import Retry
 from .codec import from_thrift, load_tephra_thrift, to_bytes_binary, to_thrift
 from .snapshot import TransactionSnapshot, decode_snapshot
 from .transaction import Transaction
@@ -35,13 +36,24 @@ DEFAULT_TX_SERVER = "127.0.0.1:15165"
 class TransactionClient:
     """Start, commit, abort and administer transactions; every call is one RPC (thread-safe).
 
-    ``address`` defaults to ``$TMS_TX_SERVER`` or 127.0.0.1:15165 (Tephra's port). ``timeout`` is
-    a deadline for each call (connecting included), however slowly the server answers.
+    ``address`` defaults to ``$TMS_TX_SERVER`` or 127.0.0.1:15165 (Tephra's port).
+    ``timeout_seconds`` (or its older name ``timeout``) is a deadline for each call (connecting and
+    retries included), however slowly the server answers. Calls that only read (status, snapshot,
+    invalid-list size) are retried as the ``retry`` policy says when the server cannot be reached;
+    the others are not, as their answer may be lost after the server acted on them.
     """
 
-    def __init__(self, address: str | None = None, *, timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        timeout_seconds: float | None = None,
+        retry: Retry | None = None,
+        timeout: float | None = None,
+    ) -> None:
         self.host, self.port = thrift_address(address or os.environ.get(TX_ENV) or DEFAULT_TX_SERVER)
-        self.timeout = check_timeout(timeout)
+        self.timeout = check_timeout(renamed("timeout_seconds", timeout_seconds, "timeout", timeout, 10.0))
+        self.retry = retry or Retry()
         self._thrift = load_tephra_thrift()
         self._lock = threading.Lock()
         self._client: Any = None
@@ -110,7 +122,7 @@ class TransactionClient:
     # -- administration -----------------------------------------------------------------------
 
     def status(self) -> str:
-        return self._call(lambda c: c.status())
+        return self._call(lambda c: c.status(), idempotent=True)
 
     def snapshot(self) -> TransactionSnapshot:
         """The server's current state, decoded."""
@@ -118,10 +130,10 @@ class TransactionClient:
 
     def snapshot_bytes(self) -> bytes:
         """The server's current state in Tephra's snapshot format (version 4), as it sent it."""
-        return self._call(lambda c: c.getSnapshot())
+        return self._call(lambda c: c.getSnapshot(), idempotent=True)
 
     def invalid_size(self) -> int:
-        return self._call(lambda c: c.invalidTxSize())
+        return self._call(lambda c: c.invalidTxSize(), idempotent=True)
 
     def truncate_invalid(self, tx_ids: Iterable[int]) -> bool:
         """Remove these ids from the invalid list (only once their data is gone: see tx prune)."""
@@ -137,11 +149,23 @@ class TransactionClient:
 
     # -- plumbing -----------------------------------------------------------------------------
 
-    def _call(self, call: Callable[[Any], T]) -> T:
+    def _call(self, call: Callable[[Any], T], *, idempotent: bool = False) -> T:
+        """One RPC by one deadline; an ``idempotent`` one retried when the server cannot be reached."""
+        deadline = time.monotonic() + self.timeout
+        failures = 0
+        while True:
+            try:
+                return self._call_once(call, deadline)
+            except TransactionServiceUnavailable as exc:
+                failures += 1
+                what = f"call to the transaction server at {self.address}"
+                if not idempotent or not self.retry.pause(exc, failures, what=what, deadline=deadline):
+                    raise
+
+    def _call_once(self, call: Callable[[Any], T], deadline: float) -> T:
         thrift = self._thrift
         with self._lock:
             try:
-                deadline = time.monotonic() + self.timeout
                 if self._client is None:
                     self._socket = DeadlineSocket(self.host, self.port)
                     self._socket.deadline = deadline
