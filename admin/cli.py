@@ -17,14 +17,8 @@ from .topics import topic
 from .tx import tx
 
 
-def _with_connection_options(func):
-    for option in reversed(connection_options):
-        func = option(func)
-    return func
-
-
 @click.group(epilog=EXIT_HELP, context_settings={"help_option_names": ["-h", "--help"]})
-@_with_connection_options
+@connection_options
 @click.version_option(__version__, prog_name="tms-admin")
 @click.pass_context
 def main(ctx: click.Context, thrift: str | None, prefix: str | None, timeout: float) -> None:
