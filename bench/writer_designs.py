@@ -24,20 +24,23 @@ The prototypes live here, not in ``tms_hbase``: they decide which design the lib
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import struct
+import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import happybase
 
+from tms_hbase import TopicId
 from tms_hbase.connection import mutation
-from tms_hbase.rows import BatchRow, peek
+from tms_hbase.rows import BatchRow, generation_prefix, peek
 
 from .common import (
     RAW_COLUMN,
@@ -50,8 +53,11 @@ from .common import (
     median,
     new_topic,
     payloads,
+    percentile,
     progress,
     ratio,
+    send_time_of,
+    stamped,
     wait_until,
 )
 from .procs import Workers
@@ -59,10 +65,14 @@ from .procs import Workers
 BATCH = 100
 PAYLOAD_SIZE = 1024
 WRITERS = 4
-KINDS = ("tms", "raw", "seq", "seqp", "claim")
+KINDS = ("tms", "raw", "seq", "seqp", "seqb", "claim")
+BLOCK = 4  # publishes queued per writer in the "seqb" trials
+PACED_KINDS = ("tms", "seq", "seqp")
 COUNTER_COLUMN = b"d:c"
 CLAIM_COLUMN = b"d:h"  # the claim chain's header cell (its payload cell is RAW_COLUMN, d:m)
 SKIP_WRITER = b"\0" * 16  # writer id of a skip marker: a filled hole, no messages
+PACED_BATCH = 10  # with 4 writers, one batch each per 40 ms: 1,000 msg/s
+PACED_INTERVAL = 0.04
 HOLE_WAIT = 0.5  # seconds a reader waits on a reserved but empty position before filling it
 BACKOFF = 0.002  # the claim chain's longest random pause after a lost race, doubled per loss in a row
 _POS = struct.Struct(">Q")
@@ -111,7 +121,10 @@ class SequencerWriter:
         return BatchRow(self.last_time, self.writer_id, self.batch_no, tuple(batch)).encode()
 
     def publish(self, batch: Sequence[bytes]) -> int:
-        cell = self.encode(batch)
+        return self.publish_cell(self.encode(batch))
+
+    def publish_cell(self, cell: bytes) -> int:
+        """Reserve and write until a position is won (lost only to a skip marker filled meanwhile)."""
         while True:
             position = self.reserve()
             if self.write(position, cell):
@@ -119,13 +132,29 @@ class SequencerWriter:
             self.lost += 1
 
 
+class BlockSequencerWriter(SequencerWriter):
+    """The sequencer for a writer with several publishes queued (threads sharing a writer, an
+    AsyncPublisher with a backlog, a Spark task): one increment by m reserves m positions, then each
+    batch is written at its own with checkAndPut-if-absent: 1 + 1/m calls per publish."""
+
+    def publish_many(self, batches: Sequence[Sequence[bytes]]) -> None:
+        cells = [self.encode(batch) for batch in batches]
+        last = self.conn.table(self.table).counter_inc(self.prefix, COUNTER_COLUMN, len(cells))
+        for position, cell in zip(range(last - len(cells) + 1, last + 1), cells, strict=True):
+            if not self.write(position, cell):
+                self.lost += 1
+                self.publish_cell(cell)
+
+
 class PipelinedSequencerWriter(SequencerWriter):
     """The sequencer with the next position reserved while the current batch is written.
 
-    The increment for publish i + 1 runs on a second connection during publish i's checkAndPut, so a
-    busy writer pays about one round trip per publish. A spare older than ``max_spare_age`` seconds (the
-    writer was idle) is released with a skip marker of the writer's own before a fresh one is taken; a
-    library version needs a timer for that, so an idle writer never holds readers up for long.
+    While the writer is busy (a publish begins within ``max_idle`` seconds of the previous one's end),
+    the increment for the next publish runs on a second connection during this publish's checkAndPut,
+    so it pays about one round trip per publish. A spare still untaken ``max_idle`` seconds after the
+    writer went idle is released by the background thread with a skip marker of the writer's own, so
+    an idle writer holds readers up for that long at most; a writer that publishes now and then
+    reserves no spare at all.
     """
 
     def __init__(self, conn: happybase.Connection, table: str, prefix: bytes, address: str) -> None:
@@ -133,42 +162,65 @@ class PipelinedSequencerWriter(SequencerWriter):
         host, port = address.rsplit(":", 1)
         self._side = happybase.Connection(host, int(port), timeout=30_000)
         self._pool = ThreadPoolExecutor(1)
-        self._spare: tuple[float, Future[int]] | None = None
-        self.max_spare_age = 0.05
+        self._cond = threading.Condition()
+        self._spare: int | None = None  # a reserved position nobody has taken yet
+        self._pending = False  # a spare is being reserved or waits to be taken
+        self._idle_since: float | None = -math.inf  # None while a publish runs
+        self.max_idle = 0.005
+        self.released = 0  # spares released unused (skip markers of this writer)
 
-    def _reserve_spare(self) -> None:
-        self._spare = (
-            time.monotonic(),
-            self._pool.submit(self._side.table(self.table).counter_inc, self.prefix, COUNTER_COLUMN, 1),
-        )
+    def _spare_job(self) -> None:
+        try:
+            position = self._side.table(self.table).counter_inc(self.prefix, COUNTER_COLUMN, 1)
+        except BaseException:
+            with self._cond:
+                self._pending = False  # the publish waiting for it reserves on its own
+                self._cond.notify_all()
+            raise
+        with self._cond:
+            self._spare = position
+            self._cond.notify_all()
+            while self._spare == position:
+                idle = self._idle_since
+                left = None if idle is None else idle + self.max_idle - time.monotonic()
+                if left is not None and left <= 0:
+                    break
+                self._cond.wait(left)
+            if self._spare != position:
+                return  # taken by a publish
+            self._spare, self._pending = None, False
+            self.released += 1
+        _put_if_absent(self._side, self.table, row_key(self.prefix, position), RAW_COLUMN, skip_marker(self.last_time))
 
     def publish(self, batch: Sequence[bytes]) -> int:
         cell = self.encode(batch)
-        while True:
-            if self._spare is None:
-                position = self.reserve()
-            else:
-                taken, spare = self._spare
-                position = spare.result()
-                if time.monotonic() - taken > self.max_spare_age:
-                    _put_if_absent(
-                        self.conn, self.table, row_key(self.prefix, position), RAW_COLUMN, skip_marker(self.last_time)
-                    )
-                    position = self.reserve()
-            self._reserve_spare()
-            if self.write(position, cell):
-                return position
-            self.lost += 1
+        with self._cond:
+            busy = self._idle_since is not None and time.monotonic() - self._idle_since < self.max_idle
+            self._idle_since = None
+            while self._spare is None and self._pending:
+                self._cond.wait()
+            spare, self._spare, self._pending = self._spare, None, busy
+            self._cond.notify_all()
+        try:
+            if busy:
+                self._pool.submit(self._spare_job)
+            while True:
+                position = self.reserve() if spare is None else spare
+                spare = None
+                if self.write(position, cell):
+                    return position
+                self.lost += 1
+        finally:
+            with self._cond:
+                self._idle_since = time.monotonic()
+                self._cond.notify_all()
 
     def close(self) -> None:
-        """Release the spare position (a skip marker), so no reader waits for it."""
-        if self._spare is not None:
-            position = self._spare[1].result()
-            _put_if_absent(
-                self.conn, self.table, row_key(self.prefix, position), RAW_COLUMN, skip_marker(self.last_time)
-            )
-            self._spare = None
-        self._pool.shutdown()
+        """Release the spare position now (a skip marker), so no reader waits for it."""
+        with self._cond:
+            self.max_idle = 0.0
+            self._cond.notify_all()
+        self._pool.shutdown(wait=True)
         self._side.close()
 
 
@@ -353,14 +405,24 @@ _open: dict[tuple[str, str], tuple[object, RawConnection, list[bytes]]] = {}  # 
 
 
 def write_for(
-    address: str, prefix: str, raw_name: str, kind: str, worker: int, topic: str, start_at: float, duration: float
+    address: str,
+    prefix: str,
+    raw_name: str,
+    kind: str,
+    worker: int,
+    topic: str,
+    start_at: float,
+    duration: float,
+    interval: float = 0.0,
 ) -> tuple[int, float, int, int, int, list[tuple[bytes, int]]]:
-    """Worker job: publish batches of ``kind`` on ``topic`` from ``start_at`` for ``duration`` s.
+    """Worker job: publish batches of ``kind`` on ``topic`` from ``start_at`` for ``duration`` s, back to
+    back, or with ``interval`` one batch of :data:`PACED_BATCH` payloads stamped with their send time
+    every ``interval`` seconds.
 
     Returns (messages, end time, Thrift calls, publishes, lost races or refused writes, acknowledged
     (writer id, batch no) of the prototypes).
     """
-    from tms_hbase import MessagingClient, TopicId
+    from tms_hbase import MessagingClient
 
     RpcCounter.install()
     if (address, prefix) not in _open:
@@ -379,6 +441,8 @@ def write_for(
         writer = SequencerWriter(conn, raw_name, key_prefix)
     elif kind == "seqp":
         writer = PipelinedSequencerWriter(conn, raw_name, key_prefix, address)
+    elif kind == "seqb":
+        writer = BlockSequencerWriter(conn, raw_name, key_prefix)
     elif kind == "claim":
         writer = ClaimChainWriter(conn, raw_name, key_prefix)
     cell = BatchRow(0, uuid.uuid4().bytes, 0, tuple(batch)).encode()
@@ -388,15 +452,23 @@ def write_for(
     end_at = start_at + duration
     count = 0
     while time.time() < end_at:
+        if interval:
+            wait_until(start_at + count * interval)
+            batch = [stamped(time.time(), PAYLOAD_SIZE) for _ in range(PACED_BATCH)]
         if kind == "tms":
             client.publish(topic_id, batch)
         elif kind == "raw":
             conn.table(raw_name).put(row_key(raw_prefix, count), {RAW_COLUMN: cell})
+        elif kind == "seqb":
+            first = writer.batch_no + 1
+            writer.publish_many([batch] * BLOCK)
+            acked.extend((writer.writer_id, b) for b in range(first, writer.batch_no + 1))
+            count += BLOCK - 1
         else:
             writer.publish(batch)
             acked.append((writer.writer_id, writer.batch_no))
         count += 1
-    if kind in ("seq", "seqp", "claim"):
+    if kind in ("seq", "seqp", "seqb", "claim"):
         lost = writer.lost
     if kind == "seqp":
         writer.close()
@@ -439,13 +511,63 @@ def _trial(
     elapsed = max(a[1] for a in answers) - start_at
     publishes = max(1, sum(a[3] for a in answers))
     trial = Trial(messages / elapsed, sum(a[2] for a in answers) / publishes, sum(a[4] for a in answers) / publishes)
-    if kind in ("seq", "seqp", "claim"):
+    if kind in ("seq", "seqp", "seqb", "claim"):
         fill = Fill()
         column = RAW_COLUMN
         rows = read_dense(raw.conn, raw_name, f"{kind}:{topic}:".encode(), column, fill=fill)
         trial.check = check_density(rows, [b for a in answers for b in a[5]])
         trial.fill = fill
     return trial
+
+
+def tail_latencies(
+    conn: happybase.Connection, table: str, prefix: bytes, since: float, until: float
+) -> tuple[list[float], int]:
+    """Tail one topic's rows from position 1 until ``until`` (wall clock), as a reader that never passes
+    a missing position does: each poll scans from the next position it expects and stops at the first
+    gap. Returns publish→visible seconds of every stamped message sent after ``since``, and the polls.
+    """
+    t = conn.table(table)
+    stop = prefix + b"\xff" * 8 + b"\0"
+    expected, latencies, polls = 1, [], 0
+    while time.time() < until:
+        polls += 1
+        rows = t.scan(row_start=row_key(prefix, expected), row_stop=stop, columns=[RAW_COLUMN], limit=64, batch_size=64)
+        got = 0
+        for key, data in rows:
+            if int.from_bytes(key[-8:], "big") != expected:
+                break  # not written yet: read it next poll, never skip it
+            seen = time.time()
+            for payload in BatchRow.decode(data[RAW_COLUMN]).payloads:
+                sent = send_time_of(payload) if len(payload) >= 8 else 0.0
+                if since <= sent <= seen:
+                    latencies.append(seen - sent)
+            expected, got = expected + 1, got + 1
+        if got == 0:
+            time.sleep(0.002)
+    return latencies, polls
+
+
+def _paced(
+    workers: Workers, settings: Settings, client: object, raw: RawConnection, raw_name: str, kind: str, topic: str
+) -> list[float]:
+    """publish→visible of :data:`WRITERS` paced writers (1,000 msg/s in all) seen by one tailing reader."""
+    duration = settings.pick(10.0, 5.0)
+    start_at = time.time() + 1.0
+    prefix = client.tables.prefix
+    for i in range(WRITERS):
+        workers.submit(
+            i, write_for, settings.address, prefix, raw_name, kind, i, topic, start_at, duration, PACED_INTERVAL
+        )
+    if kind == "tms":
+        topic_id = TopicId.parse(topic)
+        table, key_prefix = client.tables.messages, generation_prefix(topic_id, client.get_topic(topic_id).generation)
+    else:
+        table, key_prefix = raw_name, f"{kind}:{topic}:".encode()
+    latencies, _ = tail_latencies(raw.conn, table, key_prefix, start_at, start_at + duration + 1.0)
+    for i in range(WRITERS):
+        workers.result(i, duration + 120)
+    return latencies
 
 
 def run(settings: Settings) -> Result:
@@ -458,6 +580,7 @@ def run(settings: Settings) -> Result:
     load_before = os.getloadavg()
     trials: dict[str, list[Trial]] = {f"{k}{n}": [] for k in KINDS for n in (1, WRITERS)}
     plan = [(k, n) for n in (1, WRITERS) for k in KINDS]
+    visible: dict[str, list[float]] = {}
     with bench_tables(settings, "wd") as (client, raw, raw_name), Workers(WRITERS) as workers:
         create_raw_table(raw, raw_name)
         prefix = client.tables.prefix
@@ -474,6 +597,14 @@ def run(settings: Settings) -> Result:
                     f"designs round {r + 1}/{settings.rounds} (load {os.getloadavg()[0]:.1f}): "
                     + ", ".join(f"{k} {trials[k][-1].rate:,.0f}" for k in trials)
                 )
+            for kind in PACED_KINDS:
+                name = f"lat_{kind}"
+                topic = str(new_topic(client, name)) if kind == "tms" else name
+                visible[kind] = _paced(workers, settings, client, raw, raw_name, kind, topic)
+                progress(
+                    f"designs publish→visible {kind}: p50 {percentile(visible[kind], 50) * 1000:.1f} ms, "
+                    f"p99 {percentile(visible[kind], 99) * 1000:.1f} ms ({len(visible[kind])} messages)"
+                )
         finally:
             for i in range(WRITERS):
                 workers.submit(i, close_all)
@@ -488,6 +619,7 @@ def run(settings: Settings) -> Result:
         "raw": "raw happybase, one-cell blind put (ceiling)",
         "seq": "sequencer prototype (increment + checkAndPut-if-absent)",
         "seqp": "sequencer, next position reserved during the write",
+        "seqb": f"sequencer, {BLOCK} publishes queued: one increment by {BLOCK}",
         "claim": "claim chain prototype (header claim + payload put, backoff)",
     }
     n = WRITERS
@@ -514,7 +646,19 @@ def run(settings: Settings) -> Result:
             for k in KINDS
         ],
     )
-    fills = [t.fill for k in ("seq", "seqp", "claim") for m in (1, n) for t in trials[f"{k}{m}"] if t.fill]
+    result.table(
+        [
+            f"publish→visible, {WRITERS} writers × 25 batches/s × {PACED_BATCH} (1,000 msg/s)",
+            "p50 ms",
+            "p99 ms",
+            "max ms",
+        ],
+        [
+            [labels[k], percentile(v, 50) * 1000, percentile(v, 99) * 1000, max(v, default=float("nan")) * 1000]
+            for k, v in visible.items()
+        ],
+    )
+    fills = [t.fill for k in ("seq", "seqp", "seqb", "claim") for m in (1, n) for t in trials[f"{k}{m}"] if t.fill]
     result.notes.append(
         f"load average before {load_before[0]:.1f} / after {os.getloadavg()[0]:.1f} (2 cores, shared); "
         f"per-round spread of {n}-writer rates (min–max): "
@@ -528,7 +672,9 @@ def run(settings: Settings) -> Result:
         f"filled by the reader: {sum(len(f.filled) for f in fills)}, longest wait on one "
         f"{max((f.waited for f in fills), default=0) * 1000:.0f} ms"
     )
-    checks = {k: [t.check for m in (1, n) for t in trials[f"{k}{m}"] if t.check] for k in ("seq", "seqp", "claim")}
+    checks = {
+        k: [t.check for m in (1, n) for t in trials[f"{k}{m}"] if t.check] for k in ("seq", "seqp", "seqb", "claim")
+    }
     result.notes.append(
         "publish time stepping back along positions (rows, largest step): "
         + ", ".join(
@@ -536,7 +682,7 @@ def run(settings: Settings) -> Result:
             for k, v in checks.items()
         )
     )
-    for k in ("seq", "seqp", "claim"):
+    for k in ("seq", "seqp", "seqb", "claim"):
         ok = rate[f"{k}{n}"] >= 0.9 * rate[f"raw{n}"] and rate[f"{k}{n}"] >= rate["tms1"]
         result.goal(
             f"{k}: {n} writers ≥ 0.9× {n} raw and ≥ 1 tms writer",
@@ -547,5 +693,6 @@ def run(settings: Settings) -> Result:
         "msgs_per_s": {k: [t.rate for t in v] for k, v in trials.items()},
         "calls_per_publish": {k: [t.calls_per_publish for t in v] for k, v in trials.items()},
         "lost_per_publish": {k: [t.lost_per_publish for t in v] for k, v in trials.items()},
+        "visible_ms": {k: sorted(round(x * 1000, 2) for x in v) for k, v in visible.items()},
     }
     return result
