@@ -5,6 +5,7 @@ and the fill and a slow writer race with checkAndPut-if-absent so exactly one of
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -60,10 +61,12 @@ def test_a_reader_waiting_on_a_hole_reads_the_writer_that_fills_it_in_time(
     cell = slow.encode([b"slow"])
     reserved = slow.reserve()
     other.publish([b"other"])
-    waiting = threading.Event()
+    fill = Fill()
 
     def write_late() -> None:
-        waiting.wait(60)
+        deadline = time.monotonic() + 60
+        while not fill.met and time.monotonic() < deadline:  # until the reader waits on the hole
+            time.sleep(0.01)
         own = happybase.Connection(host, port, timeout=60_000)  # happybase connections are not thread-safe
         try:
             assert SequencerWriter(own, name, PREFIX).write(reserved, cell)
@@ -74,12 +77,10 @@ def test_a_reader_waiting_on_a_hole_reads_the_writer_that_fills_it_in_time(
     writer.start()
     reader = happybase.Connection(host, port, timeout=60_000)
     try:
-        fill = Fill()
-        waiting.set()
         rows = read_dense(reader, name, PREFIX, hole_wait=60, fill=fill)
     finally:
         writer.join(60)
         reader.close()
-    assert fill.filled == []  # the writer's put came first; the reader waited for it, then read it
+    assert fill.met == [reserved] and fill.filled == []  # it waited on the hole, then read the writer's batch
     found = check_density(rows, [(other.writer_id, 1), (slow.writer_id, 1)])
     assert found.ok and (found.batches, found.skips) == (2, 0)
