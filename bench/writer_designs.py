@@ -1,6 +1,6 @@
 """Issue 14: the designs for many writers on one topic, measured side by side (1 and 4 writer processes).
 
-Four ways of putting the same batches (100 × 1 KiB, one cell per batch, the row format of
+Six ways of putting the same batches (100 × 1 KiB, one cell per batch, the row format of
 ``tms_hbase.rows``) into HBase, each trial on a fresh topic (or fresh key range):
 
 * ``tms``: the current library (``MessagingClient.publish``): the conditional-append chain, where a
