@@ -569,7 +569,8 @@ def _paced(
         )
     if kind == "tms":
         topic_id = TopicId.parse(topic)
-        table, key_prefix = client.installation.messages.name, generation_prefix(topic_id, client.get_topic(topic_id).generation)
+        generation = client.get_topic(topic_id).generation
+        table, key_prefix = client.installation.messages.name, generation_prefix(topic_id, generation)
     else:
         table, key_prefix = raw_name, f"{kind}:{topic}:".encode()
     latencies, _ = tail_latencies(raw.conn, table, key_prefix, start_at, start_at + duration + 1.0)
