@@ -316,6 +316,9 @@ def sweep(spark: Any, *, where: Where | None = None, partitions: int | None = No
                 setattr(total, key, getattr(total, key) or value)
             elif key == "invalid_transactions":
                 total.invalid_transactions = max(total.invalid_transactions, value)
+            elif value is None or isinstance(value, str) or key == "tx_snapshot_age_seconds":
+                if value not in (None, ""):  # where the transaction state came from, and its age
+                    setattr(total, key, value)
             else:
                 setattr(total, key, getattr(total, key) + value)
     return total.as_dict()
