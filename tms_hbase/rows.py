@@ -163,6 +163,15 @@ def peek(data: bytes) -> RowHeader:
     return _head(data)[0]
 
 
+def message_count(data: bytes) -> int | None:
+    """How many payloads a message cell holds inline (its payload count, read without the payloads),
+    or None for a pointer row, whose payloads are payload-table rows."""
+    head, offset = _head(data)
+    if head.flags & F_POINTER:
+        return None
+    return _U32.unpack_from(data, offset)[0]
+
+
 def with_tx_pointer(data: bytes, tx_pointer: int) -> bytes:
     """The same cell with its transaction write pointer replaced (rollback: +p → −p)."""
     if len(data) < TX_OFFSET + 8 or not data[1] & F_TX:
