@@ -11,8 +11,8 @@ WRITE_POINTER = 7_000_000_000_000
 
 
 def fill(client: MessagingClient) -> list:
-    """Into an empty topic: rows 1..3 inline (3 payloads each), row 4 a pointer row of 5 stored payloads, row 5 inline, row 6 a
-    transactional row that is then rolled back."""
+    """Into an empty topic: rows 1..3 inline (3 payloads each), row 4 a pointer row of 5 stored payloads,
+    row 5 inline, row 6 a transactional row that is then rolled back."""
     for r in range(3):
         client.publish(T, [b"r%d-%d" % (r, i) for i in range(3)])
     client.store(T, [b"s%d" % i for i in range(5)], WRITE_POINTER, sequence=2**40)
