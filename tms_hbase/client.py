@@ -238,16 +238,20 @@ class MessagingClient:
         generation: int,
         tx_write_pointer: int,
         start: int = 0,
+        stop: int | None = None,
         limit: int = 1000,
         *,
         reverse: bool = False,
     ) -> list[int]:
-        """The sequences (message indexes) of payloads stored under a write pointer, from ``start`` up,
-        or from the highest down with ``reverse``; at most ``limit``. Reads keys only."""
+        """The sequences (message indexes in a pointer row) in [start, stop) of the payloads stored under
+        a write pointer: the lowest ``limit``, ascending, or the highest, descending, with ``reverse``.
+        Reads keys only."""
         self._ensure_ready()
         if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
             raise InvalidArgument(f"bad limit {limit!r}: expected a positive integer")
-        return self._reader.stored_sequences(_topic(topic), generation, tx_write_pointer, start, limit, reverse=reverse)
+        return self._reader.stored_sequences(
+            _topic(topic), generation, tx_write_pointer, start, stop, limit, reverse=reverse
+        )
 
 
 def _time(name: str, value: object) -> int | None:

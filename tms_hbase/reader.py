@@ -241,31 +241,37 @@ class MessageReader:
         generation: int,
         write_pointer: int,
         start: int = 0,
+        stop: int | None = None,
         limit: int = PAYLOAD_CHUNK,
         *,
         reverse: bool = False,
     ) -> list[int]:
-        """Sequences of the payloads stored under a write pointer, from ``start`` up (or, with
-        ``reverse``, from the highest down), at most ``limit``: keys only, no payload is read."""
+        """Sequences in [start, stop) of the payloads stored under a write pointer: the lowest ``limit`` of
+        them in ascending order, or the highest in descending order with ``reverse``. Keys only."""
         prefix = pointer_prefix(topic, generation, write_pointer)
-        if reverse:
-            row_start, row_stop = prefix + b"\xff" * 8, prefix  # the counter row (the bare prefix) is excluded
-        else:
-            row_start, row_stop = payload_key(topic, generation, write_pointer, max(start, 1)), prefix + b"\xff" * 8
+        low = payload_key(topic, generation, write_pointer, max(start, 1))  # sequence 0: the counter row's place
+        high = prefix + b"\xff" * 8 if stop is None else payload_key(topic, generation, write_pointer, stop)
+        if high <= low:
+            return []
         table = self.tables.payloads
+
+        below_low = prefix if start <= 1 else payload_key(topic, generation, write_pointer, start - 1)
 
         def scan(conn) -> list[bytes]:
             rows = conn.table(table).scan(
-                row_start=row_start,
-                row_stop=row_stop,
-                limit=limit,
-                batch_size=min(limit, PAYLOAD_CHUNK),
+                row_start=high if reverse else low,
+                row_stop=below_low if reverse else high,  # a reverse scan stops above its (exclusive) stop key
+                limit=limit + 1 if reverse else limit,
+                batch_size=min(limit + 1, PAYLOAD_CHUNK),
                 reverse=reverse,
                 filter="KeyOnlyFilter()",
             )
             return [k for k, _ in rows]
 
-        return [sequence_of(k) for k in self.hbase.run(f"scan stored payload keys of {topic}", scan)]
+        keys = self.hbase.run(f"scan stored payload keys of {topic}", scan)
+        if reverse:  # a reverse scan starts at its (inclusive) start key: drop ``high`` itself
+            keys = [k for k in keys if k < high][:limit]
+        return [sequence_of(k) for k in keys]
 
     def _first_at_or_after(self, prefix: bytes, position: int, bound: int | None) -> tuple[int, RowHeader] | None:
         """The first row at ``position`` or after it (below ``bound``): a get, then a scan if swept."""

@@ -88,4 +88,8 @@ def test_stored_sequences_read_keys_only(client: MessagingClient) -> None:
     assert client.stored_sequences(T, 1, WRITE_POINTER) == [1, 2, 3, 2**40 + 2**32, 2**40 + 2**32 + 1]
     assert client.stored_sequences(T, 1, WRITE_POINTER, start=3, limit=2) == [3, 2**40 + 2**32]
     assert client.stored_sequences(T, 1, WRITE_POINTER, limit=1, reverse=True) == [2**40 + 2**32 + 1]
+    assert client.stored_sequences(T, 1, WRITE_POINTER, stop=2**40, limit=5, reverse=True) == [3, 2, 1]
+    assert client.stored_sequences(T, 1, WRITE_POINTER, start=2, stop=3) == [2]
+    assert client.stored_sequences(T, 1, WRITE_POINTER, stop=3, limit=1, reverse=True) == [2]
+    assert client.stored_sequences(T, 1, WRITE_POINTER, start=3, stop=3) == []
     assert client.stored_sequences(T, 1, WRITE_POINTER + 1) == []
