@@ -18,6 +18,7 @@ from .clock import now_ms
 from .connection import HBaseConnection
 from .errors import InvalidArgument
 from .message_id import MessageId
+from .message_id import encode as encode_id
 from .metadata import MetadataCache
 from .rows import (
     F_TX,
@@ -375,7 +376,7 @@ class MessageReader:
                 messages = self._stored(topic, generation, abs(pointer), position, row, first_index, end_index)
             else:
                 messages = (
-                    Message(bytes(MessageId(generation, position, i)), payload, row.publish_time)
+                    Message(encode_id(generation, position, i), payload, row.publish_time)
                     for i, payload in enumerate(row.payloads[:end_index])
                     if i >= first_index
                 )
@@ -416,7 +417,7 @@ class MessageReader:
             rows = self.hbase.run(f"read stored payloads of {topic}", scan)
             for key, payload in rows:
                 seq = sequence_of(key)
-                yield Message(bytes(MessageId(generation, position, seq)), payload, row.publish_time)
+                yield Message(encode_id(generation, position, seq), payload, row.publish_time)
                 sequence = seq + 1
             if len(rows) < PAYLOAD_CHUNK:
                 return
