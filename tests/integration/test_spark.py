@@ -155,10 +155,12 @@ def test_a_failing_write_job_leaves_nothing_visible(
 ) -> None:
     client.create_topic(T)
     client.publish(T, [b"before"])
-    # Partition 1's row 600 has no payload: each attempt stores rows 0..599 (batchSize 100), then fails.
+    # Partition 1's row 600 has no payload: each attempt stores its rows 0..499 (batchSize 100), then fails.
     df = spark.range(0, 2000, numPartitions=2).selectExpr("IF(id = 1600, NULL, CAST(id AS STRING)) AS payload")
     with pytest.raises(Exception, match="payload is null"):
         write(df, T, options, batchSize=100)
+    aborted = max(tx.snapshot().invalid)  # the write's long transaction, invalid since the job failed
+    assert len(client.stored_sequences(T, 1, aborted, limit=5000)) >= 500  # partition 1 stored rows 0..499
     assert committed(client, tx) == [b"before"]
     assert [m.payload for m in client.fetch(T)] == [b"before"]  # not even a pointer row for other readers
 
@@ -171,7 +173,7 @@ def test_retried_tasks_do_not_duplicate(
     client.create_topic(T)
 
     @udf("binary")
-    def flaky(i: int) -> bytes:
+    def flaky(i):  # (no type hints: PySpark would read them as a pandas UDF's)
         from pyspark import TaskContext
 
         if i % 1000 == 999 and TaskContext.get().attemptNumber() == 0:
@@ -185,6 +187,7 @@ def test_retried_tasks_do_not_duplicate(
 
 def test_bad_options_are_clear_errors(spark, client: MessagingClient, options: dict[str, str]) -> None:
     client.create_topic(T)
+    assert read(spark, T, options).count() == 0  # (an empty topic is an empty read)
     df = spark.createDataFrame([(b"x",)], "payload binary")
     with pytest.raises(Exception, match=r"unknown option.*starttime"):
         read(spark, T, options, startTime=5).collect()
