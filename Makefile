@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: install demo test lint hbase-start hbase-stop clean
+.PHONY: install demo test lint hbase-start hbase-stop bench-peers clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	python3 -m venv $(VENV)
@@ -22,6 +22,19 @@ test: install  ## the whole test suite against a real HBase (started if needed)
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# The peer benchmark (bench/peers, issue 17): the [peers] extra (Kafka, NATS and Redis clients, nats-server),
+# Debian's redis-server (apt-get, as root) if missing; Kafka's jars come from Maven Central on the first run.
+# Arguments go in PEERS_ARGS, e.g. `make bench-peers PEERS_ARGS=--quick`.
+PEERS_ARGS ?=
+
+$(VENV)/.peers: $(VENV)/.installed setup.cfg
+	$(PY) -m pip install --quiet -e '.[test,peers]'
+	touch $@
+
+bench-peers: $(VENV)/.peers  ## tms-hbase side by side with Kafka, NATS JetStream and Redis Streams
+	command -v redis-server >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server; }
+	$(PY) -m bench.peers $(PEERS_ARGS)
 
 hbase-start: install
 	$(VENV)/bin/tms-admin hbase start

@@ -5,11 +5,13 @@ from __future__ import annotations
 import click
 
 from tms_hbase import __version__
+from tms_hbase.installation import DEFAULT_TAIL_CACHE_SECONDS
 
 from .context import Settings, connection_options, pass_settings
 from .errors import EXIT_HELP, handle_errors
 from .hbase import hbase
 from .output import emit, json_option
+from .settings import describe, describe_text, parse_seconds, settings, tail_cache_option
 from .sweeper import sweeper
 from .topics import topic
 from .tx import tx
@@ -35,18 +37,25 @@ def main(ctx: click.Context, thrift: str | None, prefix: str | None, timeout: fl
 
 
 @main.command()
+@tail_cache_option
 @json_option
 @pass_settings
 @handle_errors
-def init(settings: Settings, as_json: bool) -> None:
-    """Create the messages, payloads, metadata and transaction-state tables (missing ones only)."""
+def init(settings: Settings, tail_cache_seconds: str | None, as_json: bool) -> None:
+    """Create the messages, payloads, metadata and transaction-state tables (missing ones only) and
+    store the installation's tail-cache setting (see tms-admin settings)."""
+    seconds = None if tail_cache_seconds is None else parse_seconds(tail_cache_seconds)
     with settings.client() as client:
         created = client.init_tables()
+        setting = client.tail_cache_setting()
+        if seconds is not None or setting is None:
+            setting = client.set_tail_cache_seconds(DEFAULT_TAIL_CACHE_SECONDS if seconds is None else seconds)
         data = {"prefix": client.tables.prefix, "tables": client.tables.all(), "created": created}
+        data.update(describe(setting))
 
     def human(d: dict) -> str:
         made = ", ".join(d["created"]) if d["created"] else "none (all existed)"
-        return f"tables of prefix {d['prefix']!r} ready; created: {made}"
+        return f"tables of prefix {d['prefix']!r} ready; created: {made}\n" + describe_text(d)
 
     emit(as_json, data, human)
 
@@ -55,3 +64,4 @@ main.add_command(topic)
 main.add_command(hbase)
 main.add_command(tx)
 main.add_command(sweeper)
+main.add_command(settings)

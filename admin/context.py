@@ -41,7 +41,8 @@ connection_options = [
         type=click.FloatRange(min=0.1),
         default=10.0,
         show_default=True,
-        help="Seconds to wait for any one HBase call.",
+        help="Seconds any one HBase operation may take, however slowly HBase answers (a deadline, "
+        "not a limit per socket read); exit code 5 when it passes.",
     ),
 ]
 

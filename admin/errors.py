@@ -9,39 +9,10 @@ from typing import Any
 
 import click
 
-from tms_hbase.errors import (
-    ConcurrentModification,
-    HBaseUnavailable,
-    InvalidArgument,
-    LauncherError,
-    TmsError,
-    TopicAlreadyExists,
-    TopicNotFound,
-    TransactionConflict,
-    TransactionNotInProgress,
-)
+from tms_hbase.errors import TmsError
+from tms_hbase.exit_codes import EXIT_HELP, exit_code
 
-# Exit codes, documented in `tms-admin --help`.
-EXIT_CODES: list[tuple[type[TmsError], int]] = [
-    (InvalidArgument, 2),
-    (TopicNotFound, 3),
-    (TopicAlreadyExists, 4),
-    (ConcurrentModification, 4),
-    (TransactionConflict, 4),
-    (TransactionNotInProgress, 3),
-    (HBaseUnavailable, 5),
-    (LauncherError, 6),
-    (TmsError, 1),
-]
-
-EXIT_HELP = (
-    "Exit codes: 0 ok, 1 other error, 2 bad input, 3 topic not found, "
-    "4 topic exists or concurrent change, 5 HBase unreachable, 6 local HBase launcher failed."
-)
-
-
-def exit_code(error: TmsError) -> int:
-    return next(code for kind, code in EXIT_CODES if isinstance(error, kind))
+__all__ = ["EXIT_HELP", "exit_code", "handle_errors"]
 
 
 def handle_errors(command: Callable[..., Any]) -> Callable[..., Any]:

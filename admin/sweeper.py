@@ -24,6 +24,6 @@ def state(settings: Settings, as_json: bool) -> None:
     """Per-region records (last complete sweep, checkpoint, prune bound), the regions blocking
     invalid-list pruning, and the global prune bound."""
     with settings.client() as client:
-        client.init_tables()
+        client.require_installation()
         data = sweeper_state(client.hbase, client.tables)
     emit(as_json, data, describe)

@@ -113,9 +113,16 @@ def get(settings: Settings, topic: TopicId, as_json: bool) -> None:
 @pass_settings
 @handle_errors
 def list_(settings: Settings, namespace: str | None, as_json: bool) -> None:
-    """List the existing topics of NAMESPACE (of every namespace if left out)."""
+    """List the existing topics of NAMESPACE (of every namespace if left out).
+
+    A topic whose metadata row does not decode is left out with a warning on stderr naming it
+    (`topic get` of it says what is wrong).
+    """
     with settings.client() as client:
-        topics = [_as_dict(m) for m in client.list_topic_metadata(namespace)]
+        found = client.scan_topics(namespace)
+    for check in found.corrupt:
+        click.echo(f"warning: skipped the corrupt metadata row of {check.where()}: {check.reason}", err=True)
+    topics = [_as_dict(m) for m in found.topics]
 
     def table(rows: list[dict]) -> str:
         if not rows:

@@ -11,6 +11,7 @@ from compactor.pruning import GRACE_S, MAX_LIFETIME_S, plan
 from tms_hbase.clock import now_ms
 from tms_hbase.errors import InvalidArgument
 from tms_hbase.tx.client import DEFAULT_TX_SERVER, TX_ENV, TransactionClient
+from tms_hbase.tx.listener import listen
 from tms_hbase.tx.server import DurableManager, TransactionServer
 from tms_hbase.tx.snapshot import TransactionSnapshot
 from tms_hbase.tx.state_store import StateStore
@@ -54,7 +55,7 @@ def _snapshot_dict(s: TransactionSnapshot) -> dict:
 def _state(settings: Settings, tx_server: str | None, from_hbase: bool) -> TransactionSnapshot:
     if from_hbase:
         with settings.client() as client:
-            client.init_tables()
+            client.require_installation()
             return StateStore(client.hbase, client.tables.txstate).recover().snapshot(0)
     with TransactionClient(tx_server, timeout=settings.timeout) as tx:
         return tx.snapshot()
@@ -97,13 +98,19 @@ def serve(
     """Run the transaction server until SIGTERM/SIGINT; its state is durable in HBase.
 
     Speaks Tephra's Thrift protocol (framed transport, binary protocol), so Tephra clients work too.
+    Binds the port before touching HBase: if it cannot (the port is taken, even by another
+    transaction server), it exits with code 1 and claims nothing, so a running server keeps serving.
+    A server that starts on another port takes over the state, and the old one stops.
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Listen first: recovering the state claims the edit log (fencing a running server), which only
+    # a server that can serve may do.
+    listener = listen(bind, port)
     with settings.client() as client:
         client.init_tables()
         durable = DurableManager(StateStore(client.hbase, client.tables.txstate), short_timeout=short_timeout)
         server = TransactionServer(
-            durable, bind, port, cleanup_interval=cleanup_interval, snapshot_interval=snapshot_interval
+            durable, listener, cleanup_interval=cleanup_interval, snapshot_interval=snapshot_interval
         )
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: server.stop())
@@ -214,7 +221,7 @@ def prune(settings: Settings, tx_server: str | None, max_lifetime: float, dry_ru
     table's regions of what their last complete sweep applied, and older than --max-lifetime).
     """
     with settings.client() as client:
-        client.init_tables()
+        client.require_installation()
         result = plan(client.hbase, client.tables, now_ms(), max_lifetime).as_dict()
     result["pruned"] = []
     if result["prunable"] and not dry_run:

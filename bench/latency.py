@@ -12,6 +12,9 @@ one row per message (one mutateRows per loop) and the reader scans from the row 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable, Iterator
+
+from tms_hbase import MessagingClient, TopicId
 
 from .common import (
     RAW_COLUMN,
@@ -42,8 +45,6 @@ _open: dict[tuple[str, str], tuple[object, object]] = {}  # per worker process
 
 
 def _handles(address: str, prefix: str) -> tuple[object, object]:
-    from tms_hbase import MessagingClient
-
     if (address, prefix) not in _open:
         _open[(address, prefix)] = (
             MessagingClient(address, prefix=prefix, create_tables=False),
@@ -52,18 +53,10 @@ def _handles(address: str, prefix: str) -> tuple[object, object]:
     return _open[(address, prefix)]
 
 
-def publish_paced(
-    address: str, prefix: str, raw_name: str, topic_name: str, start_at: float, duration: float
-) -> tuple[int, int]:
-    """Worker job: publish at RATE msg/s from ``start_at`` for ``duration`` s; returns (messages, publishes)."""
-    from tms_hbase import TopicId
-
-    client, conn = _handles(address, prefix)
-    topic = TopicId.parse(topic_name) if topic_name else None
-    table = conn.table(raw_name)
-    key_prefix = topic_name.encode() if topic else f"raw:{start_at}:".encode()
-    if topic is not None:
-        client.get_topic(topic)
+def pace(start_at: float, duration: float, size: int, publish: Callable[[list[bytes]], object]) -> tuple[int, int]:
+    """Call ``publish`` at RATE messages/s from ``start_at`` for ``duration`` s, each time with every
+    message due by now (at most MAX_BATCH), each payload of ``size`` bytes stamped with the time just
+    before the call; returns (messages, publishes)."""
     wait_until(start_at)
     sent = publishes = 0
     end_at = start_at + duration
@@ -76,31 +69,17 @@ def publish_paced(
             wait_until(start_at + sent / RATE)
             continue
         send_time = time.time()
-        batch = [stamped(send_time, PAYLOAD_SIZE)] * due
-        if topic is not None:
-            client.publish(topic, batch)
-        else:
-            raw_put_batch(table, key_prefix, sent, batch)
+        publish([stamped(send_time, size)] * due)
         sent += due
         publishes += 1
     return sent, publishes
 
 
-def tail(
-    address: str, prefix: str, raw_name: str, topic_name: str, start_at: float, deadline: float, expected_at: float
-) -> tuple[list[float], int]:
-    """Worker job: tail the topic (or raw rows) from before ``start_at`` until ``deadline`` or until no
-    message arrived for a second after ``expected_at``; returns (latencies in ms, polls)."""
-    from tms_hbase import TopicId
-
-    client, conn = _handles(address, prefix)
-    topic = TopicId.parse(topic_name) if topic_name else None
-    table = conn.table(raw_name)
-    key_prefix = topic_name.encode() if topic else f"raw:{start_at}:".encode()
-    stop = key_prefix + b"\xff" * 8
+def follow(poll: Callable[[], Iterable[bytes]], deadline: float, expected_at: float) -> tuple[list[float], int]:
+    """Latencies (ms) of the stamped payloads ``poll`` yields, each taken as it comes out, until
+    ``deadline`` or until none came for a second after ``expected_at``; and the number of polls.
+    ``poll`` does its own waiting when nothing is there."""
     latencies: list[float] = []
-    last_id: bytes | None = None
-    next_key = raw_key(key_prefix, 0)
     polls = 0
     last_seen = time.time()
     while True:
@@ -109,22 +88,84 @@ def tail(
             break
         polls += 1
         got = 0
-        if topic is not None:
-            messages = client.fetch(topic) if last_id is None else client.fetch(topic, last_id, inclusive=False)
-            for message in messages:
-                latencies.append((time.time() - send_time_of(message.payload)) * 1000)
-                last_id = message.id
-                got += 1
-        else:
-            for key, data in table.scan(row_start=next_key, row_stop=stop):
-                latencies.append((time.time() - send_time_of(data[RAW_COLUMN])) * 1000)
-                next_key = key + b"\0"
-                got += 1
+        for payload in poll():
+            latencies.append((time.time() - send_time_of(payload)) * 1000)
+            got += 1
         if got:
             last_seen = time.time()
-        else:
-            time.sleep(POLL_SLEEP)
     return latencies, polls
+
+
+class FetchPoller:
+    """Tails a tms-hbase topic with ``fetch`` after the last message id; sleeps POLL_SLEEP after a poll
+    that found nothing (tms-hbase has no push or long-poll consumer)."""
+
+    def __init__(self, client: MessagingClient, topic: TopicId) -> None:
+        self.client, self.topic = client, topic
+        self.last_id: bytes | None = None
+
+    def poll(self) -> Iterator[bytes]:
+        if self.last_id is None:
+            messages = self.client.fetch(self.topic)
+        else:
+            messages = self.client.fetch(self.topic, self.last_id, inclusive=False)
+        got = False
+        for message in messages:
+            self.last_id = message.id
+            got = True
+            yield message.payload
+        if not got:
+            time.sleep(POLL_SLEEP)
+
+    def close(self) -> None:
+        pass  # the client belongs to the caller
+
+
+def publish_paced(
+    address: str, prefix: str, raw_name: str, topic_name: str, start_at: float, duration: float
+) -> tuple[int, int]:
+    """Worker job: publish at RATE msg/s from ``start_at`` for ``duration`` s; returns (messages, publishes)."""
+    client, conn = _handles(address, prefix)
+    topic = TopicId.parse(topic_name) if topic_name else None
+    table = conn.table(raw_name)
+    key_prefix = topic_name.encode() if topic else f"raw:{start_at}:".encode()
+    if topic is not None:
+        client.get_topic(topic)
+        return pace(start_at, duration, PAYLOAD_SIZE, lambda batch: client.publish(topic, batch))
+    sent = 0
+
+    def put(batch: list[bytes]) -> None:
+        nonlocal sent
+        raw_put_batch(table, key_prefix, sent, batch)
+        sent += len(batch)
+
+    return pace(start_at, duration, PAYLOAD_SIZE, put)
+
+
+def tail(
+    address: str, prefix: str, raw_name: str, topic_name: str, start_at: float, deadline: float, expected_at: float
+) -> tuple[list[float], int]:
+    """Worker job: tail the topic (or raw rows) from before ``start_at`` until ``deadline`` or until no
+    message arrived for a second after ``expected_at``; returns (latencies in ms, polls)."""
+    client, conn = _handles(address, prefix)
+    if topic_name:
+        return follow(FetchPoller(client, TopicId.parse(topic_name)).poll, deadline, expected_at)
+    table = conn.table(raw_name)
+    key_prefix = f"raw:{start_at}:".encode()
+    stop = key_prefix + b"\xff" * 8
+    next_key = raw_key(key_prefix, 0)
+
+    def scan() -> Iterator[bytes]:
+        nonlocal next_key
+        got = False
+        for key, data in table.scan(row_start=next_key, row_stop=stop):
+            next_key = key + b"\0"
+            got = True
+            yield data[RAW_COLUMN]
+        if not got:
+            time.sleep(POLL_SLEEP)
+
+    return follow(scan, deadline, expected_at)
 
 
 def close_all() -> None:

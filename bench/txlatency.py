@@ -18,6 +18,7 @@ from tms_hbase.tx.context import TransactionContext
 from tms_hbase.tx.messaging import TransactionalPublisher, TransactionalReader
 
 from .common import Result, Settings, bench_tables, median, new_topic, percentile, progress
+from .procs import die_with_parent
 
 RATE = 50.0  # transactions per second, one message each
 
@@ -28,7 +29,9 @@ def start_tx_server(settings: Settings, prefix: str) -> tuple[subprocess.Popen, 
         port = s.getsockname()[1]
     env = {**os.environ, THRIFT_ENV: settings.address, PREFIX_ENV: prefix}
     admin = str(Path(sys.executable).with_name("tms-admin"))
-    proc = subprocess.Popen([admin, "tx", "serve", "--port", str(port)], env=env, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [admin, "tx", "serve", "--port", str(port)], env=env, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent
+    )
     address = f"127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:

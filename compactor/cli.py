@@ -11,13 +11,14 @@ import time
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
 from tms_hbase import MessagingClient
 from tms_hbase.config import PREFIX_ENV, THRIFT_ENV
-from tms_hbase.errors import TmsError
+from tms_hbase.errors import InstallationNotFound, TmsError
+from tms_hbase.exit_codes import EXIT_HELP, exit_code
 
 from .metrics import SweeperMetrics
 from .status import describe, sweeper_state
@@ -34,6 +35,14 @@ connection = [
         help="HBase Thrift gateway [default: 127.0.0.1:9090].",
     ),
     click.option("--prefix", envvar=PREFIX_ENV, show_envvar=True, help="Table-name prefix [default: tms]."),
+    click.option(
+        "--timeout",
+        type=click.FloatRange(min=0.1),
+        default=10.0,
+        show_default=True,
+        help="Seconds any one HBase call may take (a chunk's scan, a batch of deletes), however slowly "
+        "HBase answers; raise it, or lower --chunk-rows, for very large rows.",
+    ),
     click.option("--json", "as_json", is_flag=True, help="Print reports as JSON lines."),
 ]
 sweeping = [
@@ -43,8 +52,9 @@ sweeping = [
         default=DEFAULT_GRACE_SECONDS,
         show_default=True,
         envvar="TMS_SWEEPER_GRACE",
-        help="Seconds past a message's TTL before it is deleted (keeps "
-        "positions from being reused; only lower it when no writer can be slower than that).",
+        help="Seconds past a message's TTL before it is deleted (keeps positions from being reused). "
+        "At least 4 x the installation's tail-cache seconds (see tms-admin settings); a smaller "
+        "value is refused with exit code 2.",
     ),
     click.option("--dry-run", is_flag=True, help="Report what would change; change nothing."),
     click.option("--owner", help="Name of this sweeper in region leases [default: random]."),
@@ -123,7 +133,10 @@ def _print(report: SweepReport, as_json: bool) -> None:
         f"{report.regions_resumed} resumed) in {report.seconds:.1f}s; messages: {report.messages_scanned} scanned, "
         f"{verb} {report.messages_dropped}, stripped {report.messages_stripped}, marked {report.messages_invalidated} "
         f"invalid (of {report.invalid_transactions} invalid transactions); payloads: {report.payloads_scanned} "
-        f"scanned, {verb} {report.payloads_dropped}" + ("; stopped early" if report.stopped else "")
+        f"scanned, {verb} {report.payloads_dropped}"
+        + (f"; {report.messages_future_dated} rows dated in the future" if report.messages_future_dated else "")
+        + (f"; {report.corrupt_rows} corrupt rows left in place (see the log)" if report.corrupt_rows else "")
+        + ("; stopped early" if report.stopped else "")
     )
 
 
@@ -144,7 +157,23 @@ def _sweeper(client: MessagingClient, options: dict[str, Any], metrics: SweeperM
     )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _client(thrift: str | None, prefix: str | None, timeout: float) -> MessagingClient:
+    """A client on an installation that must exist already (the sweeper never creates tables)."""
+    client = MessagingClient(thrift, prefix, timeout=timeout, create_tables=False)
+    try:
+        client.require_installation()
+    except TmsError:
+        client.close()
+        raise
+    return client
+
+
+def _fail(error: TmsError) -> NoReturn:
+    click.echo(f"error: {error}", err=True)
+    sys.exit(exit_code(error))
+
+
+@click.group(epilog=EXIT_HELP, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--config",
     type=click.Path(dir_okay=False),
@@ -159,21 +188,21 @@ def main() -> None:
     Deletes rows of old generations (deleted or re-created topics) and messages and stored payloads
     past their TTL plus a grace period (never a generation's newest row), and marks messages of
     invalid transactions rolled back. Works region by region under leases, so several sweepers can
-    share the work; a stopped sweep resumes from its checkpoint. Exit codes: 0 ok, 1 error.
+    share the work; a stopped sweep resumes from its checkpoint. A grace below the installation's
+    minimum is refused as bad input (docs/guarantees.md).
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 @main.command()
 @_add(connection + sweeping)
-def once(thrift: str | None, prefix: str | None, as_json: bool, **options: Any) -> None:
+def once(thrift: str | None, prefix: str | None, timeout: float, as_json: bool, **options: Any) -> None:
     """Sweep every region once and print what was done."""
     try:
-        with MessagingClient(thrift, prefix, create_tables=False) as client:
+        with _client(thrift, prefix, timeout) as client:
             _print(_sweeper(client, options).sweep_once(), as_json)
     except TmsError as error:
-        click.echo(f"error: {error}", err=True)
-        sys.exit(1)
+        _fail(error)
 
 
 @main.command()
@@ -192,17 +221,32 @@ def once(thrift: str | None, prefix: str | None, as_json: bool, **options: Any) 
     help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics.",
 )
 def run(
-    thrift: str | None, prefix: str | None, as_json: bool, interval: float, metrics_port: int | None, **options: Any
+    thrift: str | None,
+    prefix: str | None,
+    timeout: float,
+    as_json: bool,
+    interval: float,
+    metrics_port: int | None,
+    **options: Any,
 ) -> None:
     """Sweep every INTERVAL seconds until SIGTERM or SIGINT (the current chunk is finished and its
-    checkpoint saved first)."""
+    checkpoint saved first). A failed sweep is logged and tried again (HBase may be down for a
+    while); an installation that does not exist (a mistyped --prefix) ends it with exit code 7."""
     stop = threading.Event()
     metrics = SweeperMetrics()
+    try:
+        client = MessagingClient(thrift, prefix, timeout=timeout, create_tables=False)
+    except TmsError as error:
+        _fail(error)
     if metrics_port:
         metrics.serve(metrics_port)
         log.info("metrics on http://127.0.0.1:%d/metrics", metrics_port)
-    with MessagingClient(thrift, prefix, create_tables=False) as client:
-        sweeper = _sweeper(client, options, metrics)
+    with client:
+        try:
+            client.require_installation()
+            sweeper = _sweeper(client, options, metrics)  # refuses a grace below the installation's minimum
+        except TmsError as error:
+            _fail(error)
 
         def shutdown(*_: object) -> None:
             stop.set()
@@ -213,7 +257,10 @@ def run(
         while not stop.is_set():
             began = time.monotonic()
             try:
+                client.require_installation()
                 _print(sweeper.sweep_once(), as_json)
+            except InstallationNotFound as error:
+                _fail(error)
             except TmsError as error:
                 log.error("sweep failed, will try again: %s", error)
             stop.wait(max(0.0, interval - (time.monotonic() - began)))
@@ -222,12 +269,11 @@ def run(
 
 @main.command()
 @_add(connection)
-def status(thrift: str | None, prefix: str | None, as_json: bool) -> None:
+def status(thrift: str | None, prefix: str | None, timeout: float, as_json: bool) -> None:
     """Per-region sweep records, the regions blocking invalid-list pruning, and the global bound."""
     try:
-        with MessagingClient(thrift, prefix, create_tables=False) as client:
+        with _client(thrift, prefix, timeout) as client:
             state = sweeper_state(client.hbase, client.tables)
     except TmsError as error:
-        click.echo(f"error: {error}", err=True)
-        sys.exit(1)
+        _fail(error)
     click.echo(json.dumps(state, indent=2, sort_keys=True) if as_json else describe(state))

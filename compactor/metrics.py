@@ -18,6 +18,17 @@ class SweeperMetrics:
             ["kind"],
             registry=self.registry,
         )
+        self.future_dated = Counter(
+            "tms_sweeper_rows_future_dated",
+            "Message rows dated further ahead of their HBase cell timestamp than any correct writer writes",
+            registry=self.registry,
+        )
+        self.corrupt_rows = Counter(
+            "tms_sweeper_corrupt_rows",
+            "Rows that do not decode, left in place and reported (counted once per sweep that meets them)",
+            ["table"],
+            registry=self.registry,
+        )
         self.regions = Counter(
             "tms_sweeper_regions", "Regions finished or skipped", ["outcome"], registry=self.registry
         )

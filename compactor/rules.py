@@ -25,24 +25,36 @@ def is_older_generation(generation: int, current: int) -> bool:
     return generation < abs(current) or (current < 0 and generation == abs(current))
 
 
-def _dead_generation(generation: int, meta: TopicMetadata | None) -> bool | None:
-    """True: drop (old generation). None: keep whatever else holds (unknown topic, newer generation)."""
+def dead_generation(generation: int, meta: TopicMetadata | None) -> bool | None:
+    """True: drop (old generation), whatever the row holds. None: keep whatever else holds (unknown
+    topic, newer generation). False: a live generation, the row decides."""
     if meta is None or generation > abs(meta.generation):
         return None
     return is_older_generation(generation, meta.generation)
 
 
 def message_verdict(
-    generation: int, meta: TopicMetadata | None, row: RowHeader, newest: bool, now_ms: int, grace_ms: int
+    generation: int,
+    meta: TopicMetadata | None,
+    row: RowHeader,
+    newest: bool,
+    now_ms: int,
+    grace_ms: int,
+    *,
+    time_ms: int | None = None,
 ) -> Verdict:
-    """Drop a message row of a dead generation or past its TTL (+grace); strip the newest instead."""
-    dead = _dead_generation(generation, meta)
+    """Drop a message row of a dead generation or past its TTL (+grace); strip the newest instead.
+
+    The TTL counts from ``time_ms``, by default the row's publish time; the sweeper passes a bounded
+    time for rows dated far in the future (``tms_hbase.row_time``), so they expire too.
+    """
+    dead = dead_generation(generation, meta)
     if dead is None:
         return Verdict.KEEP
     if dead:
         return Verdict.DROP
     assert meta is not None
-    deadline = row.publish_time + meta.ttl * 1000
+    deadline = (row.publish_time if time_ms is None else time_ms) + meta.ttl * 1000
     if row.expires_at is not None:
         deadline = min(deadline, row.expires_at)
     if deadline + grace_ms >= now_ms:
@@ -56,7 +68,7 @@ def payload_verdict(
     generation: int, meta: TopicMetadata | None, write_time_ms: int, now_ms: int, grace_ms: int
 ) -> Verdict:
     """Drop a payload-table cell of a dead generation, or whose write time is past the TTL (+grace)."""
-    dead = _dead_generation(generation, meta)
+    dead = dead_generation(generation, meta)
     if dead is None:
         return Verdict.KEEP
     if dead:

@@ -3,9 +3,7 @@ checkpoint, throttled, applying the rules of ``rules.py`` to every row."""
 
 from __future__ import annotations
 
-import functools
 import logging
-import struct
 import threading
 import time
 import uuid
@@ -15,9 +13,12 @@ from dataclasses import asdict, dataclass, field
 
 from tms_hbase.clock import now_ms
 from tms_hbase.connection import HBaseConnection, mutation
-from tms_hbase.errors import TmsError
+from tms_hbase.errors import InvalidArgument, TmsError
+from tms_hbase.installation import InstallationStore, check_grace, sweeper_tail_cache
+from tms_hbase.integrity import RowCheck, check_message_row, check_payload_row
 from tms_hbase.metadata import MetadataStore
-from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, peek, with_tx_pointer
+from tms_hbase.row_time import check_row_time
+from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, position_of, split_key, with_tx_pointer
 from tms_hbase.tables import TableNames
 from tms_hbase.topic import TopicId, TopicMetadata
 from tms_hbase.tx.state_store import StateStore
@@ -25,13 +26,14 @@ from tms_hbase.tx.state_store import StateStore
 from .metrics import SweeperMetrics
 from .pruning import prune_upper_bound
 from .regions import Region, list_regions
-from .rules import Verdict, message_verdict, payload_verdict
+from .rules import Verdict, dead_generation, message_verdict, payload_verdict
 from .state import RegionRecord, SweepState
 
 log = logging.getLogger(__name__)
 
 DEFAULT_GRACE_SECONDS = 600
 CHUNK = 4000
+REPORTED_CORRUPT_ROWS = 100  # listed in a sweep's report and logged one by one; all are counted
 
 
 @dataclass
@@ -42,6 +44,7 @@ class SweepReport:
     messages_dropped: int = 0
     messages_stripped: int = 0
     messages_invalidated: int = 0  # write pointer +p rewritten to -p (p on the invalid list)
+    messages_future_dated: int = 0  # dated beyond the clock-skew bound: their TTL counts from when stored
     payloads_scanned: int = 0
     payloads_dropped: int = 0
     invalid_transactions: int = 0  # size of the invalid list the sweep used
@@ -49,6 +52,8 @@ class SweepReport:
     regions_skipped: int = 0  # leased by another sweeper
     regions_resumed: int = 0  # continued from a checkpoint
     compactions: int = 0
+    corrupt_rows: int = 0  # rows that do not decode: left in place, logged and counted
+    corrupt: list[dict] = field(default_factory=list)  # the first REPORTED_CORRUPT_ROWS of them
     stopped: bool = False  # interrupted by a stop request; the checkpoints hold the place
     dry_run: bool = False
     seconds: float = 0.0
@@ -66,29 +71,11 @@ class _Context:
     report: SweepReport
     deletes: list[bytes] = field(default_factory=list)
     now: int = 0  # the clock, read once per chunk
+    skew_ms: int = 0  # the installation's clock-skew bound (its tail-cache time), read once per chunk
+    region: str = ""  # label of the region being swept
+    corrupt_topics: set[bytes] = field(default_factory=set)  # corrupt metadata rows reported this sweep
     topics_loaded: float = 0.0  # time.monotonic() of the last metadata read
     tx_loaded: float = 0.0  # and of the last transaction-state read
-
-
-def split_key(key: bytes) -> tuple[TopicId, int] | None:
-    """(topic, generation) of a message or payload row key; None if it is not one of ours."""
-    first = key.find(b":")
-    second = key.find(b":", first + 1)
-    if first <= 0 or second <= first + 1 or len(key) < second + 5:
-        return None
-    return _parse_prefix(key[: second + 5])
-
-
-@functools.lru_cache(maxsize=4096)
-def _parse_prefix(prefix: bytes) -> tuple[TopicId, int] | None:
-    """(topic, generation) of ``namespace:topic:`` + generation; cached, as rows come in long runs."""
-    first = prefix.find(b":")
-    second = prefix.find(b":", first + 1)
-    try:
-        topic = TopicId(prefix[:first].decode(), prefix[first + 1 : second].decode())
-    except (UnicodeDecodeError, ValueError):
-        return None
-    return topic, struct.unpack_from(">I", prefix, second + 1)[0]
 
 
 class Sweeper:
@@ -96,6 +83,9 @@ class Sweeper:
 
     Several sweepers may run at once: a region is swept only under its lease. A sweep stopped
     midway (``stop()``, SIGTERM, SIGKILL) leaves a checkpoint the next sweep of that region resumes from.
+
+    ``grace_seconds`` below the installation's minimum (4 x its tail-cache seconds) is refused with
+    InvalidArgument, here and again before every chunk, as the setting may change (docs/guarantees.md).
     """
 
     def __init__(
@@ -115,8 +105,11 @@ class Sweeper:
         snapshot_refresh: float = 30.0,
         metrics: SweeperMetrics | None = None,
     ) -> None:
+        if isinstance(grace_seconds, bool) or not isinstance(grace_seconds, (int, float)) or not grace_seconds >= 0:
+            raise InvalidArgument(f"bad grace {grace_seconds!r}: expected seconds >= 0")
         self.hbase = hbase
         self.tables = tables
+        self.grace_seconds = grace_seconds
         self.grace_ms = int(grace_seconds * 1000)
         self.dry_run = dry_run
         self.clock = clock
@@ -129,12 +122,29 @@ class Sweeper:
         self.metrics = metrics or SweeperMetrics()
         self.metadata = MetadataStore(hbase, tables.metadata)
         self.state = SweepState(hbase, tables.txstate)
+        self.installation = InstallationStore(hbase, tables.metadata)
+        self.check_installation()  # refuse an unsafe grace before anything is swept
         self._stop = threading.Event()
         self._deleter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-deletes")
 
+    def check_installation(self) -> int:
+        """Check the grace against the installation's tail-cache setting (InvalidArgument, naming the
+        minimum, if it is too small); returns the clock-skew bound to use, in ms."""
+        now = self.clock()
+        setting = self.installation.read()
+        check_grace(self.grace_seconds, setting, now)
+        return sweeper_tail_cache(setting, now) * 1000
+
     def _load_topics(self, context: _Context) -> None:
-        context.topics = {m.topic: m for m in self.metadata.list(include_deleted=True)}
+        """Every topic's metadata. A topic whose row does not decode is unknown to the sweep, so its
+        data is left alone (never deleted on a guess); the row is reported once per sweep."""
+        found = self.metadata.scan(include_deleted=True)
+        context.topics = {m.topic: m for m in found.topics}
         context.topics_loaded = time.monotonic()
+        for check in found.corrupt:
+            if check.key not in context.corrupt_topics:
+                context.corrupt_topics.add(check.key)
+                self._quarantine(check, self.tables.metadata, context)
 
     def _load_tx_state(self, context: _Context) -> None:
         """The invalid list and prune bound from HBase (snapshot + edit log): no transaction server needed."""
@@ -218,10 +228,14 @@ class Sweeper:
         except LeaseLost as exc:
             log.warning("%s; leaving the region to its new owner", exc)
             return
+        except InvalidArgument:  # the grace became unsafe mid-sweep: leave the region to others at once
+            self.state.release(region, self._lease)
+            raise
         self.state.release(region, self._lease)
 
     def _sweep_region(self, region: Region, handle: Callable, context: _Context) -> None:
         record = self.state.record(region)
+        context.region = region.label()
         start = region.start
         if record.checkpoint is not None:
             start = bytes.fromhex(record.checkpoint)
@@ -236,6 +250,7 @@ class Sweeper:
         pending: tuple[Future | None, bytes] | None = None  # a chunk's deletes in flight, and its last key
         for chunk, following in self._chunks(region, start):
             self._refresh(context)
+            context.skew_ms = self.check_installation()
             context.now = self.clock()
             for i, (key, data) in enumerate(chunk):
                 handle(key, data, chunk[i + 1][0] if i + 1 < len(chunk) else following, context)
@@ -281,7 +296,7 @@ class Sweeper:
             rows = more
 
     def _scan(self, table: str, start: bytes, stop: bytes, limit: int) -> list[tuple[bytes, dict]]:
-        include_timestamp = table == self.tables.payloads
+        """Rows with their cells as (value, HBase timestamp)."""
 
         def scan(conn) -> list[tuple[bytes, dict]]:
             rows = conn.table(table).scan(
@@ -289,7 +304,7 @@ class Sweeper:
                 row_stop=stop or None,
                 limit=limit,
                 batch_size=limit,
-                include_timestamp=include_timestamp,
+                include_timestamp=True,
             )
             return list(rows)
 
@@ -300,14 +315,25 @@ class Sweeper:
     def _message_row(self, key: bytes, data: dict, following: bytes | None, context: _Context) -> None:
         report = context.report
         report.messages_scanned += 1
-        where = split_key(key)
-        value = data.get(MESSAGE_COLUMN)
-        if where is None or value is None:
+        check = check_message_row(key, {column: cell[0] for column, cell in data.items()})
+        if check.header is None:
+            if self._dead(key, context):
+                report.messages_dropped += 1
+                context.deletes.append(key)
+            else:
+                self._quarantine(check, context.region, context)
             return
+        row, (value, stored) = check.header, data[MESSAGE_COLUMN]
+        assert check.topic is not None and check.generation is not None
+        timing = check_row_time(row, stored, context.skew_ms)
+        if timing.future_dated:
+            self._future_dated((check.topic, check.generation), key, timing.ahead_ms, context)
+        meta = context.topics.get(check.topic)
         # the newest row of its generation: no later row with the same topic and generation follows
         newest = following is None or following[: len(key) - 8] != key[: len(key) - 8]
-        row = peek(value)
-        verdict = message_verdict(where[1], context.topics.get(where[0]), row, newest, context.now, self.grace_ms)
+        verdict = message_verdict(
+            check.generation, meta, row, newest, context.now, self.grace_ms, time_ms=timing.effective_time
+        )
         if verdict is Verdict.DROP:
             report.messages_dropped += 1
             context.deletes.append(key)
@@ -320,15 +346,56 @@ class Sweeper:
             report.messages_invalidated += 1
             self._replace(key, value, with_tx_pointer(value, -row.tx_pointer), "invalid")
 
+    def _future_dated(self, where: tuple[TopicId, int], key: bytes, ahead_ms: int, context: _Context) -> None:
+        context.report.messages_future_dated += 1
+        self.metrics.future_dated.inc()
+        log.warning(
+            "message row of %s, generation %d, position %d is dated %.1f s after HBase stored it (more than "
+            "2 x the %d s clock-skew bound): its TTL counts from when it was stored",
+            where[0],
+            where[1],
+            position_of(key),
+            ahead_ms / 1000,
+            context.skew_ms // 1000,
+        )
+
     def _payload_row(self, key: bytes, data: dict, _following: bytes | None, context: _Context) -> None:
         context.report.payloads_scanned += 1
-        where = split_key(key)
-        if where is None or not data:
+        check = check_payload_row(key, data)
+        if not check.ok:
+            if self._dead(key, context):
+                context.report.payloads_dropped += 1
+                context.deletes.append(key)
+            else:
+                self._quarantine(check, context.region, context)
             return
+        assert check.topic is not None and check.generation is not None
         written = max(ts for _, ts in data.values())
-        if payload_verdict(where[1], context.topics.get(where[0]), written, context.now, self.grace_ms) is Verdict.DROP:
+        meta = context.topics.get(check.topic)
+        if payload_verdict(check.generation, meta, written, context.now, self.grace_ms) is Verdict.DROP:
             context.report.payloads_dropped += 1
             context.deletes.append(key)
+
+    @staticmethod
+    def _dead(key: bytes, context: _Context) -> bool:
+        """True if the key starts with a generation its topic has left: a row there goes even if it
+        does not decode (sound rows get the same answer from the rules)."""
+        where = split_key(key)
+        return where is not None and bool(dead_generation(where[1], context.topics.get(where[0])))
+
+    def _quarantine(self, check: RowCheck, place: str, context: _Context) -> None:
+        """Leave a row that does not decode where it is, and say so: in the log (topic, generation,
+        position, and ``place``: the region, or the metadata table), in the report and in the
+        corrupt-rows metric. The sweep goes on."""
+        report = context.report
+        report.corrupt_rows += 1
+        self.metrics.corrupt_rows.labels(check.table).inc()
+        if report.corrupt_rows > REPORTED_CORRUPT_ROWS:
+            return
+        report.corrupt.append({**check.as_dict(), "region": place})
+        log.warning("corrupt row left in place: %s in %s: %s", check.where(), place, check.reason)
+        if report.corrupt_rows == REPORTED_CORRUPT_ROWS:
+            log.warning("more corrupt rows in this sweep are counted but not logged one by one")
 
     # -- writing ------------------------------------------------------------------------------
 

@@ -44,6 +44,14 @@ def prefix(hbase_address: str, table_dropper: ThreadPoolExecutor) -> Iterator[st
     table_dropper.submit(_drop, hbase_address, name)
 
 
+@pytest.fixture(scope="module")
+def module_prefix(hbase_address: str, table_dropper: ThreadPoolExecutor) -> Iterator[str]:
+    """A table prefix for one test module (e.g. one server process shared by its tests); dropped after."""
+    name = f"m{uuid.uuid4().hex[:12]}"
+    yield name
+    table_dropper.submit(_drop, hbase_address, name)
+
+
 @pytest.fixture
 def client(hbase_address: str, prefix: str) -> Iterator[MessagingClient]:
     """A MessagingClient on this test's own tables."""

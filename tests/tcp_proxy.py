@@ -1,10 +1,25 @@
-"""A loopback TCP proxy for fault tests: forwards to HBase Thrift, and can cut, stall or lose replies."""
+"""A loopback TCP proxy for fault tests: forwards to HBase Thrift, and can cut, stall, lose replies,
+trickle, reset, or answer bytes that are not Thrift."""
 
 from __future__ import annotations
 
 import contextlib
 import socket
+import struct
 import threading
+import time
+from typing import Literal
+
+Fault = Literal["hang", "trickle", "reset", "garbage", "huge"]
+
+# What the proxy answers instead of forwarding a request, per fault:
+ANSWERS: dict[str, bytes] = {
+    # another service on the port (an HTTP server answering a request it does not understand)
+    "garbage": b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n",
+    # a Thrift reply header whose method name claims to be almost 2 GiB long
+    "huge": struct.pack(">iI", -2147418110, 0x7FFFFFF0),
+}
+TRICKLE_INTERVAL = 1.0  # seconds between two bytes of a trickled reply
 
 
 class _Link:
@@ -20,6 +35,13 @@ class _Link:
                 sock.shutdown(socket.SHUT_RDWR)
             sock.close()
 
+    def reset(self) -> None:
+        """Close the client's side with a TCP reset (RST) instead of an orderly close."""
+        with contextlib.suppress(OSError):
+            self.client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.client.close()
+        self.upstream.close()
+
 
 class TcpProxy:
     """Forwards 127.0.0.1:<port> to ``target``.
@@ -27,11 +49,17 @@ class TcpProxy:
     ``cut()`` drops every open connection; ``stall = True`` swallows requests (a hung server);
     ``lose_reply_to(b"checkAndPut")`` lets the next request naming that Thrift method reach HBase
     but cuts the connection instead of delivering its reply (a lost response).
+
+    ``fault`` applies to every request from now on, on open and new connections alike: ``"hang"``
+    swallows it, ``"trickle"`` forwards it and delivers the reply one byte per second, ``"reset"``
+    resets the connection, ``"garbage"`` answers an HTTP error, ``"huge"`` answers a Thrift header
+    announcing a 2 GiB string. None forwards normally again.
     """
 
     def __init__(self, target: tuple[str, int]) -> None:
         self.target = target
         self.stall = False
+        self.fault: Fault | None = None
         self._lose: bytes | None = None
         self._stall_after_loss = False
         self._listener = socket.create_server(("127.0.0.1", 0))
@@ -41,6 +69,7 @@ class TcpProxy:
         self._closed = False
         self.replies_lost = 0
         self.accepted = 0
+        self.requests = 0  # chunks of request bytes received from clients (forwarded or not)
         threading.Thread(target=self._accept, daemon=True).start()
 
     @property
@@ -80,7 +109,15 @@ class TcpProxy:
     def _requests(self, link: _Link) -> None:
         try:
             while data := link.client.recv(65536):
-                if self.stall:
+                self.requests += 1
+                fault = self.fault
+                if self.stall or fault == "hang":
+                    continue
+                if fault == "reset":
+                    link.reset()
+                    return
+                if fault in ANSWERS:
+                    link.client.sendall(ANSWERS[fault])
                     continue
                 if self._lose is not None and self._lose in data:
                     self._lose = None
@@ -97,6 +134,11 @@ class TcpProxy:
                     self.stall = self.stall or self._stall_after_loss
                     link.close()
                     return
-                link.client.sendall(data)
+                if self.fault == "trickle":
+                    for i in range(len(data)):
+                        link.client.sendall(data[i : i + 1])
+                        time.sleep(TRICKLE_INTERVAL)
+                else:
+                    link.client.sendall(data)
         except OSError:
             pass

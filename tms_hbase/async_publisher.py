@@ -3,6 +3,7 @@ batches, retries with backoff, and resolves a future per publish (seed requireme
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -12,7 +13,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from .errors import HBaseError, InvalidArgument, PublishOutcomeUnknown, QueueFull, TmsError
+from .errors import HBaseError, InvalidArgument, PublisherClosed, PublishOutcomeUnknown, QueueFull, TmsError
 from .topic import TopicId
 from .writer import validate_payloads
 
@@ -23,6 +24,8 @@ log = logging.getLogger(__name__)
 
 OnFull = Literal["raise", "drop", "block"]
 OnGiveUp = Literal["raise", "drop"]
+DEFAULT_CLOSE_TIMEOUT = 30.0
+"""Seconds :meth:`AsyncPublisher.close` waits by default for what is queued to be sent."""
 
 
 @dataclass
@@ -42,7 +45,8 @@ class PublisherStats:
     retries: int = 0  # publish attempts repeated after an HBase failure
     dropped_full: int = 0  # messages dropped because the queue was full (on_full="drop")
     dropped_failed: int = 0  # messages dropped after retries ran out (on_give_up="drop")
-    failed: int = 0  # messages whose future got an error
+    failed: int = 0  # messages whose future got an error (abandoned ones included)
+    abandoned: int = 0  # messages not sent because close()'s deadline passed (their futures: PublisherClosed)
 
 
 class AsyncPublisher:
@@ -58,7 +62,8 @@ class AsyncPublisher:
     * Bad input (unknown topic, empty or oversize batch) fails that publish's future at once.
 
     Messages of one topic are stored in the order they were queued. Use as a context manager, or
-    call :meth:`close`, which sends what is queued first.
+    call :meth:`close`, which sends what is queued first, for at most ``timeout`` seconds
+    (:data:`DEFAULT_CLOSE_TIMEOUT` by default; the context manager uses that default).
     """
 
     def __init__(
@@ -87,8 +92,10 @@ class AsyncPublisher:
         self.max_batch_messages, self.max_batch_bytes = max_batch_messages, max_batch_bytes
         self.linger, self.retries, self.backoff, self.max_backoff = linger, retries, backoff, max_backoff
         self.stats = PublisherStats()
+        self._stats_lock = threading.Lock()  # the sender and close() both count failures
         self._queue: queue.Queue[_Item | None] = queue.Queue(max_queue)
         self._closed = False
+        self._deadline: float | None = None  # set by close(): nothing is sent or retried after it
         self._sender = threading.Thread(target=self._run, name="tms-async-publisher", daemon=True)
         self._sender.start()
 
@@ -123,13 +130,50 @@ class AsyncPublisher:
         self._queue.put(marker, timeout=timeout)
         marker.future.result(timeout)
 
-    def close(self, timeout: float | None = None) -> None:
-        """Send what is queued, then stop the sender."""
+    def close(self, timeout: float | None = DEFAULT_CLOSE_TIMEOUT) -> None:
+        """Send what is queued, then stop the sender; return within about ``timeout`` seconds
+        (None: wait however long sending takes, e.g. against a hung HBase, retries and all).
+
+        When the deadline passes, what is still queued is not sent: those futures fail with
+        PublisherClosed and are counted in ``stats.abandoned`` (and ``stats.failed``), and no retry
+        starts. A batch being written at that moment finishes on its own within the client's
+        ``timeout``; its futures then tell how it went.
+        """
         if self._closed:
             return
+        if timeout is not None and (isinstance(timeout, bool) or not 0 <= timeout < float("inf")):
+            raise InvalidArgument(f"bad close timeout {timeout!r}: expected seconds >= 0, or None")
         self._closed = True
-        self._queue.put(None)
-        self._sender.join(timeout)
+        if timeout is not None:
+            self._deadline = time.monotonic() + timeout
+        with contextlib.suppress(queue.Full):  # the sender is stuck on a batch; the queue is emptied below
+            self._queue.put(None, timeout=timeout)
+        self._sender.join(None if self._deadline is None else max(0.0, self._deadline - time.monotonic()))
+        if self._sender.is_alive():
+            self._abandon_queued()
+
+    def _abandon_queued(self) -> None:
+        """Fail everything still queued with PublisherClosed, and leave the sender its stop marker."""
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                try:
+                    self._queue.put_nowait(None)
+                    return
+                except queue.Full:  # a publisher blocked in put() got in first: empty it again
+                    continue
+            if item is not None:
+                self._abandon([item])
+
+    def _abandon(self, batch: list[_Item]) -> None:
+        count = sum(len(item.payloads) for item in batch)
+        with self._stats_lock:
+            self.stats.abandoned += count
+        self._finish(batch, error=PublisherClosed(f"{count} queued messages not sent: close()'s deadline passed"))
+
+    def _past_deadline(self) -> bool:
+        return self._deadline is not None and time.monotonic() >= self._deadline
 
     # -- the sender thread --------------------------------------------------------------------
 
@@ -181,7 +225,13 @@ class AsyncPublisher:
         payloads = [p for item in batch for p in item.payloads]
         resume: PublishOutcomeUnknown | None = None
         delay = self.backoff
+        error: TmsError | None = None
         for attempt in range(self.retries + 1):
+            if self._past_deadline():  # close()'s deadline: no (further) attempt
+                if error is None:
+                    self._abandon(batch)
+                    return
+                break
             try:
                 self.client.publish(topic, payloads, ttl=ttl, resume=resume)
             except PublishOutcomeUnknown as exc:
@@ -199,9 +249,9 @@ class AsyncPublisher:
             if attempt < self.retries:
                 self.stats.retries += 1
                 log.warning("publish to %s failed (%s); retrying in %.2fs", topic, error, delay)
-                time.sleep(delay)
+                time.sleep(delay if self._deadline is None else max(0.0, min(delay, self._deadline - time.monotonic())))
                 delay = min(delay * 2, self.max_backoff)
-        log.error("publish to %s gave up after %d attempts: %s", topic, self.retries + 1, error)
+        log.error("publish to %s gave up (retries ran out or close() deadline passed): %s", topic, error)
         if self.on_give_up == "drop":
             self.stats.dropped_failed += len(payloads)
             for item in batch:
@@ -214,7 +264,8 @@ class AsyncPublisher:
             if error is None:
                 item.future.set_result(True)
             else:
-                self.stats.failed += len(item.payloads)
+                with self._stats_lock:
+                    self.stats.failed += len(item.payloads)
                 item.future.set_exception(error)
 
 

@@ -1,29 +1,124 @@
-"""A pooled, thread-safe connection to the HBase Thrift gateway that turns every failure into a TmsError."""
+"""A pooled, thread-safe connection to the HBase Thrift gateway that turns every failure into a TmsError.
+
+Every HBase call runs under a deadline (``timeout`` seconds from its start, or from the start of the
+library operation it belongs to, see :meth:`HBaseConnection.operation`), enforced by the socket
+itself: each read and write may wait only for the time left, so a gateway that hangs, or trickles
+one byte at a time, fails the call when the deadline passes. Answers that are not Thrift (another
+service on the port, a bogus length) fail the call at once instead of allocating what they claim.
+"""
 
 from __future__ import annotations
 
+import contextvars
 import logging
+import math
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import happybase
 import Hbase_thrift  # loaded by happybase's import above
-from thriftpy2.thrift import TException
-from thriftpy2.transport import TTransportException
+from thriftpy2.protocol.exc import TProtocolException
+from thriftpy2.thrift import TClient, TDecodeException, TException
+from thriftpy2.transport import TSocket, TTransportException
 
-from .errors import HBaseError, HBaseUnavailable, TmsError
+from .errors import HBaseError, HBaseUnavailable, InvalidArgument, TmsError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+MAX_READ_BYTES = 256 * 1024 * 1024
+"""The most one socket read may ask for. Thrift's buffers grow to the largest single value of an
+answer (a cell, a frame) before reading it, so a larger request means the peer announced a value
+larger than any HBase cell (``hbase.server.keyvalue.maxsize`` is 10 MB by default, 64 MiB in the
+local launcher): garbage, refused before it is read."""
+
+
+class NotThrift(Exception):
+    """The peer's answer is not a Thrift reply this client can read (not a TmsError: it is wrapped)."""
+
+
 # Errors HBase sent as an answer: the connection itself is fine.
 _HBASE_ANSWERS = (Hbase_thrift.IOError, Hbase_thrift.IllegalArgument, Hbase_thrift.AlreadyExists)
 # Failures of the link itself (as opposed to an answer from HBase): the connection is discarded.
-_LINK_ERRORS = (TTransportException, socket.timeout, OSError, EOFError)
+_LINK_ERRORS = (TTransportException, socket.timeout, OSError, EOFError, NotThrift)
+# The one deadline of the library operation running in this context (see HBaseConnection.operation).
+_OPERATION_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("tms_deadline", default=None)
+
+
+def check_timeout(timeout: object) -> float:
+    """A timeout in seconds: a finite number > 0, or InvalidArgument."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+        raise InvalidArgument(f"bad timeout {timeout!r}: expected a finite number of seconds > 0")
+    return float(timeout)
+
+
+class DeadlineSocket(TSocket):
+    """A Thrift client socket whose connect, reads and writes all end by ``deadline`` (monotonic time).
+
+    Set ``deadline`` before each call (None: no limit); once it passes, the next socket operation
+    raises ``TimeoutError`` however many bytes keep arriving. A read larger than
+    :data:`MAX_READ_BYTES` raises :class:`NotThrift`.
+    """
+
+    def __init__(self, host: str, port: int) -> None:
+        super().__init__(host, port)
+        self.deadline: float | None = None
+
+    def _left(self) -> float | None:
+        if self.deadline is None:
+            return None
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("timed out")
+        return left
+
+    def open(self) -> None:
+        self.connect_timeout = self.socket_timeout = self._left()
+        super().open()
+
+    def read(self, sz: int) -> bytes:
+        if sz > MAX_READ_BYTES:
+            raise NotThrift(f"it announced a value of {sz} bytes")
+        self.sock.settimeout(self._left())
+        return super().read(sz)
+
+    def write(self, buf: bytes) -> None:
+        self.sock.settimeout(self._left())
+        super().write(buf)
+
+
+class CheckedClient(TClient):
+    """A Thrift client that reports an answer it cannot decode as :class:`NotThrift`.
+
+    The decoders raise whatever the bytes provoke (a protocol error, MemoryError for an absurd
+    length, RecursionError...); an exception the service declares, a TApplicationException the
+    server sent, or a socket failure passes through unchanged.
+    """
+
+    def _recv(self, _api: str) -> Any:
+        try:
+            return super()._recv(_api)
+        except (TProtocolException, TDecodeException) as exc:
+            raise NotThrift(f"{type(exc).__name__}: {exc}") from exc
+        except (TException, OSError, NotThrift):
+            raise
+        except Exception as exc:
+            raise NotThrift(f"{type(exc).__name__}: {exc}") from exc
+
+
+class _Connection(happybase.Connection):
+    """A happybase connection on a :class:`DeadlineSocket`, with a :class:`CheckedClient`."""
+
+    socket: DeadlineSocket
+
+    def _refresh_thrift_client(self) -> None:
+        self.socket = DeadlineSocket(self.host, self.port)
+        self.transport = self._transport_class(self.socket)
+        self.client = CheckedClient(Hbase_thrift.Hbase, self._protocol_class(self.transport, decode_response=False))
 
 
 def mutation(column: bytes, value: bytes) -> Hbase_thrift.Mutation:
@@ -35,7 +130,9 @@ class HBaseConnection:
     """A pool of happybase connections to one Thrift gateway.
 
     Each call borrows a connection for one thread; a connection that broke is closed and replaced,
-    idempotent calls are retried on a fresh one, and every error comes out as a ``TmsError``.
+    idempotent calls are retried on a fresh one while their deadline allows, and every error comes
+    out as a ``TmsError``. ``timeout`` (seconds) is a deadline for a whole call, retries included,
+    or for a whole library operation (:meth:`operation`), not a limit per socket read.
     Connections idle longer than ``max_idle`` seconds are not reused: the Thrift gateway closes
     idle connections itself (after 60 s by default).
     """
@@ -51,10 +148,10 @@ class HBaseConnection:
         max_idle: float = 45.0,
     ) -> None:
         self.host, self.port = host, port
-        self.timeout = timeout
+        self.timeout = check_timeout(timeout)
         self.retries = retries
         self.max_idle = max_idle
-        self._idle: list[tuple[happybase.Connection, float]] = []
+        self._idle: list[tuple[_Connection, float]] = []
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(pool_size)
         self._closed = False
@@ -65,11 +162,34 @@ class HBaseConnection:
         return f"{self.host}:{self.port}"
 
     @contextmanager
-    def connection(self, what: str) -> Iterator[happybase.Connection]:
-        """Borrow an open connection for ``what`` (used in error messages); errors are wrapped."""
+    def operation(self) -> Iterator[None]:
+        """Give every HBase call made inside (in this thread or task) one shared deadline, ``timeout``
+        seconds from now: a library operation made of several calls, retries included, ends by then.
+        Nested operations keep the outer deadline."""
+        if _OPERATION_DEADLINE.get() is not None:
+            yield
+            return
+        token = _OPERATION_DEADLINE.set(time.monotonic() + self.timeout)
+        try:
+            yield
+        finally:
+            _OPERATION_DEADLINE.reset(token)
+
+    def deadline(self) -> float:
+        """When a call starting now must end: the running operation's deadline, or ``timeout`` from now."""
+        return _OPERATION_DEADLINE.get() or time.monotonic() + self.timeout
+
+    @contextmanager
+    def connection(self, what: str, deadline: float | None = None) -> Iterator[happybase.Connection]:
+        """Borrow an open connection for ``what`` (used in error messages) until ``deadline``
+        (default: :meth:`deadline`); errors are wrapped."""
         if self._closed:
             raise TmsError("the connection to HBase has been closed")
-        if not self._slots.acquire(timeout=self.timeout):
+        deadline = self.deadline() if deadline is None else deadline
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise self._timed_out(what)
+        if not self._slots.acquire(timeout=left):
             err = HBaseUnavailable(f"{what}: no free connection to {self.address} within {self.timeout}s")
             err.timed_out = True
             raise err
@@ -77,7 +197,8 @@ class HBaseConnection:
         healthy = True
         self.calls += 1
         try:
-            conn = self._take()
+            conn = self._take(deadline)
+            conn.socket.deadline = deadline
             yield conn
         except (*_LINK_ERRORS, TException) as exc:
             # an answer from HBase (IOError...) leaves the link usable; anything else may not
@@ -94,17 +215,20 @@ class HBaseConnection:
             self._slots.release()
 
     def run(self, what: str, call: Callable[[happybase.Connection], T], *, idempotent: bool = True) -> T:
-        """Run ``call`` on a borrowed connection; retry link failures of idempotent calls."""
+        """Run ``call`` on a borrowed connection by one deadline; retry link failures of idempotent
+        calls while the deadline leaves time (a timeout is never retried)."""
+        deadline = self.deadline()
         attempts = 1 + (self.retries if idempotent else 0)
         for attempt in range(1, attempts + 1):
             try:
-                with self.connection(what) as conn:
+                with self.connection(what, deadline) as conn:
                     return call(conn)
             except HBaseUnavailable as exc:
-                if attempt == attempts or exc.timed_out:
+                pause = 0.05 * attempt
+                if attempt == attempts or exc.timed_out or time.monotonic() + pause >= deadline:
                     raise
                 log.info("retrying %s after a broken connection (%s)", what, exc)
-                time.sleep(0.05 * attempt)
+                time.sleep(pause)
         raise AssertionError("unreachable")
 
     def close(self) -> None:
@@ -115,7 +239,7 @@ class HBaseConnection:
         for conn, _ in idle:
             conn.close()
 
-    def _take(self) -> happybase.Connection:
+    def _take(self, deadline: float) -> _Connection:
         stale = []
         conn = None
         with self._lock:
@@ -130,11 +254,12 @@ class HBaseConnection:
             old.close()
         if conn is not None:
             return conn
-        conn = happybase.Connection(self.host, self.port, timeout=int(self.timeout * 1000), autoconnect=False)
+        conn = _Connection(self.host, self.port, autoconnect=False)
+        conn.socket.deadline = deadline
         conn.open()
         return conn
 
-    def _give_back(self, conn: happybase.Connection | None, healthy: bool) -> None:
+    def _give_back(self, conn: _Connection | None, healthy: bool) -> None:
         if conn is None:
             return
         with self._lock:
@@ -146,11 +271,19 @@ class HBaseConnection:
         for old in [conn, *stale]:
             old.close()
 
+    def _timed_out(self, what: str) -> HBaseUnavailable:
+        err = HBaseUnavailable(f"{what}: HBase Thrift at {self.address} did not answer within {self.timeout}s")
+        err.timed_out = True
+        return err
+
     def _wrap(self, what: str, exc: BaseException) -> TmsError:
         if isinstance(exc, (socket.timeout, TimeoutError)) or "timed out" in _reason(exc):
-            err = HBaseUnavailable(f"{what}: HBase Thrift at {self.address} did not answer within {self.timeout}s")
-            err.timed_out = True
-            return err
+            return self._timed_out(what)
+        if isinstance(exc, NotThrift):
+            return HBaseUnavailable(
+                f"{what}: {self.address} answered bytes that are not an HBase Thrift reply ({_reason(exc)}); "
+                "is it the HBase Thrift gateway (Thrift1, buffered transport, binary protocol)?"
+            )
         if isinstance(exc, _LINK_ERRORS):
             return HBaseUnavailable(
                 f"{what}: cannot reach HBase Thrift at {self.address} ({_reason(exc)}); is HBase running?"

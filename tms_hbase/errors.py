@@ -11,6 +11,10 @@ class InvalidArgument(TmsError, ValueError):
     """A caller passed a bad value (name, TTL, property, limit...); nothing was changed."""
 
 
+class BatchTooLarge(InvalidArgument):
+    """A publish or store batch is over the client's byte limit (``max_batch_bytes``); nothing was written."""
+
+
 class TopicNotFound(TmsError):
     """The topic does not exist (never created, or deleted)."""
 
@@ -32,7 +36,42 @@ class ConcurrentModification(TmsError):
 
 
 class CorruptData(TmsError):
-    """Stored bytes (a metadata row, a message row, a handle) could not be decoded."""
+    """Stored bytes (a metadata row, a message row, a handle) could not be decoded.
+
+    For a message row, ``topic`` (``"namespace:topic"``), ``generation`` and ``position`` say which
+    row it is (None otherwise): an operator can inspect it, a reader can start after it.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        topic: str | None = None,
+        generation: int | None = None,
+        position: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.topic, self.generation, self.position = topic, generation, position
+
+
+class TopicFull(TmsError):
+    """The topic's generation has a row at the last position (2**64 - 1): it cannot grow further.
+
+    Deleting and re-creating the topic starts a new generation at position 1.
+    """
+
+
+class InstallationNotFound(TmsError):
+    """The tables of this table prefix do not (all) exist at this HBase: a mistyped prefix, or an
+    installation nobody created yet (``tms-admin init`` or the first ``create_topic`` creates it).
+    Read-only calls raise this instead of creating tables."""
+
+    def __init__(self, prefix: str, address: str, missing: list[str]) -> None:
+        super().__init__(
+            f"no tms-hbase installation with table prefix {prefix!r} at {address} "
+            f"(missing tables: {', '.join(missing)}); check the prefix, or create it with `tms-admin init`"
+        )
+        self.prefix, self.address, self.missing = prefix, address, missing
 
 
 class HBaseError(TmsError):
@@ -40,7 +79,9 @@ class HBaseError(TmsError):
 
 
 class HBaseUnavailable(HBaseError):
-    """The Thrift gateway could not be reached or did not answer in time."""
+    """The Thrift gateway could not be reached, did not answer within the client's timeout, or
+    answered bytes that are not an HBase Thrift reply: the link is unusable. ``timed_out`` says
+    whether the deadline passed."""
 
     timed_out: bool = False
 
@@ -56,8 +97,21 @@ class PublishOutcomeUnknown(HBaseUnavailable):
         self.resume = resume
 
 
+class NotAuthenticated(TmsError):
+    """The messaging gateway needs credentials (a bearer token) and got none or an unknown one (HTTP 401)."""
+
+
+class NotAuthorized(TmsError):
+    """The messaging gateway knows the caller, whose rules do not allow this action on this topic (HTTP 403)."""
+
+
 class QueueFull(TmsError):
     """The async publisher's queue is full (policy ``on_full="raise"``)."""
+
+
+class PublisherClosed(TmsError):
+    """The async publisher's ``close()`` deadline passed before these messages were sent: they were
+    not stored (a batch whose write was under way gets that write's own error instead)."""
 
 
 class LauncherError(TmsError):

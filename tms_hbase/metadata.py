@@ -6,18 +6,34 @@ delete → |old| + 1; update keeps the generation. A topic exists iff its genera
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from .connection import HBaseConnection, mutation
 from .errors import ConcurrentModification, HBaseUnavailable, TopicAlreadyExists, TopicNotFound
+from .integrity import RowCheck, check_metadata_row
 from .tables import FAMILY
 from .topic import GENERATION_KEY, TopicId, TopicMetadata, user_properties
 
+log = logging.getLogger(__name__)
+
 COLUMN = f"{FAMILY}:p".encode()
+# The installation's settings row (installation.py): ``!`` is no topic-name character and the key has
+# no ``:``, so no topic key (``namespace:topic:``) can ever be equal to it.
+SETTINGS_KEY = b"!installation"
 # A compare-and-set retried this many times without winning means something is badly wrong.
 _MAX_ROUNDS = 1000
+
+
+@dataclass(frozen=True)
+class TopicScan:
+    """What a listing of the metadata table found: the topics, and the rows it skipped as corrupt."""
+
+    topics: list[TopicMetadata]
+    corrupt: list[RowCheck]
 
 
 class MetadataStore:
@@ -87,21 +103,36 @@ class MetadataStore:
         data = row.get(COLUMN)
         return None if data is None else TopicMetadata.decode(topic, data)
 
-    def list(self, namespace: str | None = None, include_deleted: bool = False) -> list[TopicMetadata]:
-        """Topics of a namespace (or of all namespaces), in name order; deleted ones hidden by default."""
+    def scan(self, namespace: str | None = None, include_deleted: bool = False) -> TopicScan:
+        """Topics of a namespace (or of all namespaces) in name order, and the rows that do not
+        decode, each with its topic and what is wrong: one bad row never hides the others."""
         prefix = f"{TopicId(namespace, 'x').namespace}:".encode() if namespace is not None else None
 
         def scan(conn) -> list[tuple[bytes, bytes]]:
             rows = conn.table(self.table).scan(row_prefix=prefix, columns=[COLUMN], batch_size=1000)
-            return [(key, data[COLUMN]) for key, data in rows]
+            return [(key, data.get(COLUMN)) for key, data in rows]
 
-        result = []
+        found = TopicScan([], [])
         for key, data in self.hbase.run(f"list topics of {namespace or 'all namespaces'}", scan):
-            ns, name, _ = key.decode().split(":")
-            meta = TopicMetadata.decode(TopicId(ns, name), data)
-            if include_deleted or meta.exists:
-                result.append(meta)
-        return sorted(result, key=lambda m: m.topic)
+            if key == SETTINGS_KEY:
+                continue
+            check = check_metadata_row(key, data)
+            if check.metadata is None:
+                found.corrupt.append(check)
+            elif include_deleted or check.metadata.exists:
+                found.topics.append(check.metadata)
+        found.topics.sort(key=lambda m: m.topic)
+        return found
+
+    def list(self, namespace: str | None = None, include_deleted: bool = False) -> list[TopicMetadata]:
+        """Topics of a namespace (or of all namespaces), in name order; deleted ones hidden by default.
+
+        A row that does not decode is skipped with a warning in the log (:meth:`scan` returns them).
+        """
+        found = self.scan(namespace, include_deleted)
+        for check in found.corrupt:
+            log.warning("skipped the corrupt metadata row of %s: %s", check.where(), check.reason)
+        return found.topics
 
     def _change(
         self,

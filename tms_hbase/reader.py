@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from .clock import now_ms
 from .connection import HBaseConnection
-from .errors import InvalidArgument
+from .errors import CorruptData, InvalidArgument
 from .message_id import MessageId
 from .message_id import encode as encode_id
 from .metadata import MetadataCache
@@ -28,11 +28,13 @@ from .rows import (
     VERSION,
     BatchRow,
     RowHeader,
+    decode_row,
     generation_prefix,
     message_count,
     message_key,
+    past_last,
     payload_key,
-    peek,
+    peek_row,
     pointer_prefix,
     position_of,
     sequence_of,
@@ -212,13 +214,13 @@ class MessageReader:
         """The batch rows at positions ``first``..``last``, described without their payloads being
         decoded. ``transactional_only`` keeps only rows with a write pointer, filtered in HBase."""
         prefix = generation_prefix(topic, generation)
-        stop = message_key(topic, generation, last + 1) if last < MAX_POSITION else prefix + b"\xff" * 8
+        stop = message_key(topic, generation, last + 1) if last < MAX_POSITION else past_last(prefix)
         table = self.tables.messages
         start = first
         while start <= last:
             key = message_key(topic, generation, start)
 
-            def scan(conn, key: bytes = key) -> list[tuple[bytes, bytes]]:
+            def scan(conn, key: bytes = key) -> list[tuple[bytes, bytes | None]]:
                 rows = conn.table(table).scan(
                     row_start=key,
                     row_stop=stop,
@@ -226,13 +228,13 @@ class MessageReader:
                     batch_size=CHUNK_ROWS,
                     filter=_TRANSACTIONAL_ROWS if transactional_only else None,
                 )
-                return [(k, v[MESSAGE_COLUMN]) for k, v in rows]
+                return [(k, v.get(MESSAGE_COLUMN)) for k, v in rows]
 
             rows = self.hbase.run(f"scan batch rows of {topic}", scan)
-            for key, value in rows:
-                head = peek(value)
-                yield BatchInfo(position_of(key), head.publish_time, head.tx_pointer, message_count(value))
-            if len(rows) < CHUNK_ROWS:
+            for key, cell in rows:
+                head = peek_row(key, cell)  # CorruptData naming the row if it does not decode
+                yield BatchInfo(position_of(key), head.publish_time, head.tx_pointer, message_count(cell))
+            if len(rows) < CHUNK_ROWS or position_of(rows[-1][0]) == MAX_POSITION:
                 return
             start = position_of(rows[-1][0]) + 1
 
@@ -251,7 +253,7 @@ class MessageReader:
         them in ascending order, or the highest in descending order with ``reverse``. Keys only."""
         prefix = pointer_prefix(topic, generation, write_pointer)
         low = payload_key(topic, generation, write_pointer, max(start, 1))  # sequence 0: the counter row's place
-        high = prefix + b"\xff" * 8 if stop is None else payload_key(topic, generation, write_pointer, stop)
+        high = past_last(prefix) if stop is None else payload_key(topic, generation, write_pointer, stop)
         if high <= low:
             return []
         table = self.tables.payloads
@@ -278,15 +280,15 @@ class MessageReader:
         """The first row at ``position`` or after it (below ``bound``): a get, then a scan if swept."""
         key = prefix + position.to_bytes(8, "big")
         data = self.hbase.run("read message row", lambda c: c.table(self.tables.messages).row(key))
-        if MESSAGE_COLUMN in data:
-            return position, peek(data[MESSAGE_COLUMN])
-        stop = prefix + (b"\xff" * 8 if bound is None else bound.to_bytes(8, "big"))
+        if data:
+            return position, peek_row(key, data.get(MESSAGE_COLUMN))
+        stop = past_last(prefix) if bound is None else prefix + bound.to_bytes(8, "big")
         rows = self._scan(key, stop, 1)
-        return (position_of(rows[0][0]), peek(rows[0][1])) if rows else None
+        return (position_of(rows[0][0]), peek_row(*rows[0])) if rows else None
 
     def _last(self, prefix: bytes) -> tuple[int, RowHeader]:
         key, data = self._last_rows(prefix)[0]
-        return position_of(key), peek(data[MESSAGE_COLUMN])
+        return position_of(key), peek_row(key, data.get(MESSAGE_COLUMN))
 
     def _last_rows(self, prefix: bytes) -> list[tuple[bytes, dict[bytes, bytes]]]:
         return self.hbase.run(
@@ -298,11 +300,13 @@ class MessageReader:
             ),
         )
 
-    def _scan(self, start: bytes, stop: bytes, limit: int) -> list[tuple[bytes, bytes]]:
-        def scan(conn) -> list[tuple[bytes, bytes]]:
+    def _scan(self, start: bytes, stop: bytes, limit: int) -> list[tuple[bytes, bytes | None]]:
+        """Rows as (key, their d:m cell or None)."""
+
+        def scan(conn) -> list[tuple[bytes, bytes | None]]:
             table = conn.table(self.tables.messages)
             return [
-                (k, v[MESSAGE_COLUMN])
+                (k, v.get(MESSAGE_COLUMN))
                 for k, v in table.scan(row_start=start, row_stop=stop, limit=limit, batch_size=limit)
             ]
 
@@ -314,16 +318,16 @@ class MessageReader:
         """Rows from ``start`` in position order, in chunks (the first of ``first`` rows: a fetch with a
         small limit reads no more); gaps are scanned again (see module doc)."""
         prefix = generation_prefix(topic, generation)
-        end = prefix + b"\xff" * 8
+        end = past_last(prefix)
         expected = start
         size = first
-        while True:
+        while expected <= MAX_POSITION:  # past the last position there is nothing to read
             chunk = self._scan(message_key(topic, generation, expected), end, size)
             for key, value in chunk:
                 position = position_of(key)
                 if position > expected:  # rows the scan may have raced past, or swept ones
                     yield from self._range(topic, generation, expected, key)
-                yield position, BatchRow.decode(value)
+                yield position, decode_row(key, value)
                 expected = position + 1
             if len(chunk) < size:
                 return  # the tail as it was when this poll read it
@@ -335,7 +339,7 @@ class MessageReader:
             chunk = self._scan(message_key(topic, generation, start), stop, CHUNK_ROWS)
             for key, value in chunk:
                 start = position_of(key) + 1
-                yield start - 1, BatchRow.decode(value)
+                yield start - 1, decode_row(key, value)
             if len(chunk) < CHUNK_ROWS:
                 return
 
@@ -401,7 +405,7 @@ class MessageReader:
         (not including) ``end_index``."""
         sequence = max(first_index, 1)
         if end_index is None:
-            stop = pointer_prefix(topic, generation, pointer) + b"\xff" * 8
+            stop = past_last(pointer_prefix(topic, generation, pointer))
         elif end_index <= sequence:
             return  # (HBase would read a scan from a key to the same key as a get of that row)
         else:
@@ -412,11 +416,19 @@ class MessageReader:
             def scan(conn, start: bytes = start) -> list[tuple[bytes, bytes]]:
                 table = conn.table(self.tables.payloads)
                 rows = table.scan(row_start=start, row_stop=stop, limit=PAYLOAD_CHUNK, batch_size=PAYLOAD_CHUNK)
-                return [(k, v[PAYLOAD_COLUMN]) for k, v in rows]
+                return [(k, v.get(PAYLOAD_COLUMN)) for k, v in rows]
 
             rows = self.hbase.run(f"read stored payloads of {topic}", scan)
             for key, payload in rows:
                 seq = sequence_of(key)
+                if payload is None:
+                    raise CorruptData(
+                        f"corrupt stored payload {seq} of the message row at position {position} of {topic} "
+                        f"(generation {generation}): it has no {PAYLOAD_COLUMN.decode()} cell",
+                        topic=str(topic),
+                        generation=generation,
+                        position=position,
+                    )
                 yield Message(encode_id(generation, position, seq), payload, row.publish_time)
                 sequence = seq + 1
             if len(rows) < PAYLOAD_CHUNK:

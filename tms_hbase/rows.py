@@ -16,9 +16,11 @@ Everything a batch says is one cell, so a batch appears whole or not at all (che
 
 from __future__ import annotations
 
+import functools
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from .errors import CorruptData
 from .tables import FAMILY
@@ -40,11 +42,18 @@ _U32 = struct.Struct(">I")
 _GEN = struct.Struct(">I")
 _POS = struct.Struct(">Q")
 MAX_POSITION = 2**64 - 1
+T = TypeVar("T")
 
 
 def generation_prefix(topic: TopicId, generation: int) -> bytes:
     """Key prefix of one generation of a topic (message and payload tables alike)."""
     return topic.key + _GEN.pack(generation)
+
+
+def past_last(prefix: bytes) -> bytes:
+    """The scan stop just past the last position (or sequence) under ``prefix``: ``prefix`` + 8 × 0xff
+    is itself the key of position 2**64 - 1, so a stop at it would leave that row out."""
+    return prefix + b"\xff" * 8 + b"\x00"
 
 
 def message_key(topic: TopicId, generation: int, position: int) -> bytes:
@@ -100,19 +109,7 @@ class BatchRow:
     def decode(cls, data: bytes) -> BatchRow:
         head, offset = _head(data)
         payloads: list[bytes] = []
-        try:
-            if not head.flags & F_POINTER:
-                (count,) = _U32.unpack_from(data, offset)
-                offset += 4
-                for _ in range(count):
-                    (size,) = _U32.unpack_from(data, offset)
-                    offset += 4
-                    payloads.append(data[offset : offset + size])
-                    offset += size
-        except struct.error as exc:
-            raise CorruptData(f"truncated message row: {exc}") from None
-        if offset != len(data):
-            raise CorruptData("message row has trailing or missing bytes")
+        _walk_payloads(data, head, offset, payloads)
         return cls(
             head.publish_time,
             head.writer_id,
@@ -158,6 +155,25 @@ def _head(data: bytes) -> tuple[RowHeader, int]:
     return RowHeader(publish_time, tx_pointer, expires_at, has_payloads, writer_id, batch_no, flags), offset
 
 
+def _walk_payloads(data: bytes, head: RowHeader, offset: int, out: list[bytes] | None) -> None:
+    """Follow the payload section from ``offset`` to the cell's end (CorruptData if it does not end
+    exactly there), appending the payloads to ``out`` if given."""
+    try:
+        if not head.flags & F_POINTER:
+            (count,) = _U32.unpack_from(data, offset)
+            offset += 4
+            for _ in range(count):
+                (size,) = _U32.unpack_from(data, offset)
+                offset += 4
+                if out is not None:
+                    out.append(data[offset : offset + size])
+                offset += size
+    except struct.error as exc:
+        raise CorruptData(f"truncated message row: {exc}") from None
+    if offset != len(data):
+        raise CorruptData("message row has trailing or missing bytes")
+
+
 def peek(data: bytes) -> RowHeader:
     """The header of a message cell; the payload count is read, the payloads are not."""
     return _head(data)[0]
@@ -170,6 +186,62 @@ def message_count(data: bytes) -> int | None:
     if head.flags & F_POINTER:
         return None
     return _U32.unpack_from(data, offset)[0]
+
+
+def check_cell(data: bytes) -> RowHeader:
+    """The header of a message cell that decodes completely (what :meth:`BatchRow.decode` accepts),
+    checked without copying its payloads; CorruptData saying what is wrong otherwise."""
+    head, offset = _head(data)
+    _walk_payloads(data, head, offset, None)
+    return head
+
+
+def split_key(key: bytes) -> tuple[TopicId, int] | None:
+    """(topic, generation) at the start of a message or payload row key; None if it has none."""
+    first = key.find(b":")
+    second = key.find(b":", first + 1)
+    if first <= 0 or second <= first + 1 or len(key) < second + 5:
+        return None
+    return _parse_prefix(key[: second + 5])
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_prefix(prefix: bytes) -> tuple[TopicId, int] | None:
+    """(topic, generation) of ``namespace:topic:`` + generation; cached, as rows come in long runs."""
+    first = prefix.find(b":")
+    second = prefix.find(b":", first + 1)
+    try:
+        topic = TopicId(prefix[:first].decode(), prefix[first + 1 : second].decode())
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return topic, _GEN.unpack_from(prefix, second + 1)[0]
+
+
+def decode_row(key: bytes, cell: bytes | None) -> BatchRow:
+    """The message row ``key`` whose ``d:m`` cell is ``cell`` (None: the row has no such cell),
+    decoded; CorruptData naming the row's topic, generation and position if it cannot be."""
+    return _at(key, cell, BatchRow.decode)
+
+
+def peek_row(key: bytes, cell: bytes | None) -> RowHeader:
+    """Like :func:`decode_row`, reading only the header (see :func:`peek`)."""
+    return _at(key, cell, peek)
+
+
+def _at(key: bytes, cell: bytes | None, decode: Callable[[bytes], T]) -> T:
+    try:
+        if cell is None:
+            raise CorruptData(f"it has no {MESSAGE_COLUMN.decode()} cell")
+        return decode(cell)
+    except CorruptData as exc:
+        topic = key[: -_GEN.size - _POS.size].decode(errors="replace").removesuffix(":")
+        generation, position = _GEN.unpack_from(key, len(key) - 12)[0], position_of(key)
+        raise CorruptData(
+            f"corrupt message row at position {position} of {topic} (generation {generation}): {exc}",
+            topic=topic,
+            generation=generation,
+            position=position,
+        ) from None
 
 
 def with_tx_pointer(data: bytes, tx_pointer: int) -> bytes:

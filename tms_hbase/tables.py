@@ -56,6 +56,12 @@ class TableNames:
         return [self.name(kind) for kind in FAMILIES]
 
 
+def missing_tables(hbase: HBaseConnection, names: TableNames) -> list[str]:
+    """The tables of this prefix that do not exist (one call; creates nothing)."""
+    existing = set(_table_names(hbase))
+    return [table for table in names.all() if table not in existing]
+
+
 def ensure_tables(hbase: HBaseConnection, names: TableNames) -> list[str]:
     """Create whichever of the four tables is missing; returns the names it created.
 

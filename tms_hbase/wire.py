@@ -1,5 +1,6 @@
-"""Avro wire formats (fastavro): the seed's PublishRequest, ConsumeRequest and Message schemas, and
-the rollback handle a transactional publish returns. The schemas are data, kept in one place."""
+"""Avro wire formats (fastavro): the seed's PublishRequest, ConsumeRequest and ConsumeResponse (Message
+array) schemas, and the rollback handle a transactional publish returns. The schemas are data, kept in
+one place."""
 
 from __future__ import annotations
 
@@ -11,7 +12,18 @@ import fastavro
 
 from .errors import InvalidArgument
 
-SCHEMAS: dict[str, dict[str, Any]] = {
+# A consumed message with its publish time (ms): the seed's Message record plus one field.
+_MESSAGE: dict[str, Any] = {
+    "type": "record",
+    "name": "Message",
+    "namespace": "tms_hbase",
+    "fields": [
+        {"name": "id", "type": "bytes"},
+        {"name": "payload", "type": "bytes"},
+        {"name": "publishTime", "type": "long", "default": 0},
+    ],
+}
+SCHEMAS: dict[str, Any] = {
     "PublishRequest": {
         "type": "record",
         "name": "PublishRequest",
@@ -46,16 +58,18 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             {"name": "transaction", "type": ["bytes", "null"]},
         ],
     },
-    "Message": {
-        "type": "record",
-        "name": "Message",
-        "namespace": "tms_hbase",
-        "fields": [
-            {"name": "id", "type": "bytes"},
-            {"name": "payload", "type": "bytes"},
-            {"name": "publishTime", "type": "long", "default": 0},
-        ],
+    "Message": _MESSAGE,
+    # The seed's poll response, to the letter: an array of (id, payload). Avro binary has no room for
+    # fields a reader does not expect, so publish times travel only in the array below, on request.
+    "ConsumeResponse": {
+        "type": "array",
+        "items": {
+            "type": "record",
+            "name": "Message",
+            "fields": [{"name": "id", "type": "bytes"}, {"name": "payload", "type": "bytes"}],
+        },
     },
+    "TimedConsumeResponse": {"type": "array", "items": _MESSAGE},
 }
 _PARSED = {name: fastavro.parse_schema(schema) for name, schema in SCHEMAS.items()}
 HANDLE_MAGIC = b"TMRB"
@@ -71,7 +85,7 @@ def encode(schema: str, record: dict[str, Any]) -> bytes:
     return out.getvalue()
 
 
-def decode(schema: str, data: bytes) -> dict[str, Any]:
+def decode(schema: str, data: bytes) -> Any:
     """Inverse of :func:`encode`; bytes that do not decode completely are InvalidArgument."""
     buffer = io.BytesIO(data)
     try:
@@ -83,15 +97,41 @@ def decode(schema: str, data: bytes) -> dict[str, Any]:
     return record
 
 
+_MAX_LONG = 2**63 - 1
+_MAX_INT = 2**31 - 1
+
+
 @dataclass(frozen=True)
 class RollbackDetail:
-    """What a transactional publish wrote; ``bytes(detail)`` is the opaque handle ``rollback`` takes."""
+    """What a transactional publish wrote; ``bytes(detail)`` is the opaque handle ``rollback`` takes.
+
+    Every publish writes one batch row, so a real handle names one position (start == end). Anything
+    else (a forged handle, or one from another system) is refused with InvalidArgument when the detail
+    is made, before any HBase call: rollback does bounded work, one row.
+    """
 
     topic: str
     transaction_write_pointer: int
     generation: int
     start_position: int
     end_position: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.topic, str):
+            raise InvalidArgument(f"corrupt rollback handle: topic {self.topic!r} is not a string")
+        for name, value, limit in (
+            ("transaction write pointer", self.transaction_write_pointer, _MAX_LONG),
+            ("generation", self.generation, _MAX_INT),
+            ("start position", self.start_position, _MAX_LONG),
+            ("end position", self.end_position, _MAX_LONG),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= limit:
+                raise InvalidArgument(f"corrupt rollback handle: {name} {value!r} is not between 1 and {limit}")
+        if self.end_position != self.start_position:
+            raise InvalidArgument(
+                f"corrupt rollback handle: positions {self.start_position}..{self.end_position}, but a publish "
+                "writes one batch row, so a handle names exactly one position"
+            )
 
     def __bytes__(self) -> bytes:
         return HANDLE_MAGIC + encode(
@@ -107,16 +147,11 @@ class RollbackDetail:
 
     @classmethod
     def from_bytes(cls, data: object) -> RollbackDetail:
-        """Parse a handle; anything that is not one is InvalidArgument."""
+        """Parse and check a handle; anything that is not one a publish returned is InvalidArgument."""
         if not isinstance(data, (bytes, bytearray, memoryview)) or not bytes(data).startswith(HANDLE_MAGIC):
             raise InvalidArgument("corrupt rollback handle: not bytes returned by a transactional publish")
         try:
             r = decode("PublishResponse", bytes(data)[len(HANDLE_MAGIC) :])
         except InvalidArgument as exc:
             raise InvalidArgument(f"corrupt rollback handle ({exc})") from None
-        detail = cls(r["topic"], r["transactionWritePointer"], r["generation"], r["startPosition"], r["endPosition"])
-        if detail.transaction_write_pointer <= 0 or detail.generation <= 0 or detail.start_position <= 0:
-            raise InvalidArgument("corrupt rollback handle: pointer, generation and positions must be positive")
-        if detail.end_position < detail.start_position:
-            raise InvalidArgument("corrupt rollback handle: end position before start position")
-        return detail
+        return cls(r["topic"], r["transactionWritePointer"], r["generation"], r["startPosition"], r["endPosition"])

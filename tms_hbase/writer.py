@@ -4,7 +4,10 @@ The protocol (docs/ordering.md has the argument for why it holds):
 
 * a batch is one cell, written with checkAndPut-if-absent at ``tail + 1``; it appears whole or not at all;
 * the loser of a race reads the row that beat it (learning its publish time) and tries the next position;
-* publish time is ``max(now, predecessor's publish time)``, so times never decrease along positions;
+* publish time is ``max(now, predecessor's publish time)``, so times never decrease along positions
+  (except after a row dated beyond the clock-skew bound, which is not followed: row_time.py);
+* a remembered tail is written on only while younger than the installation's tail-cache time, which
+  bounds the sweeper's grace from below (installation.py, docs/guarantees.md);
 * every row carries this writer's id and batch number: when the answer to a checkAndPut is lost, the
   writer reads that position back and recognises its own batch instead of storing it twice;
 * a writer never holds a lock, so a writer that dies blocks nobody.
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import threading
 import time
 import uuid
@@ -22,19 +26,23 @@ from dataclasses import dataclass
 
 from .clock import now_ms
 from .connection import HBaseConnection, mutation
-from .errors import HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown
+from .errors import BatchTooLarge, HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown, TopicFull
+from .installation import WriterSettings
 from .metadata import MetadataCache
+from .row_time import bounded_publish_time
 from .rows import (
     COUNTER_COLUMN,
+    MAX_POSITION,
     MESSAGE_COLUMN,
     PAYLOAD_COLUMN,
     BatchRow,
     RowHeader,
     batch_size,
+    decode_row,
     generation_prefix,
     message_key,
     payload_key,
-    peek,
+    peek_row,
     pointer_prefix,
     position_of,
     with_tx_pointer,
@@ -46,10 +54,7 @@ from .wire import RollbackDetail
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BATCH_BYTES = 16 * 1024 * 1024
-# A cached tail older than this is re-read before use. It must stay far below the sweeper's grace
-# period (rows are deleted only when older than TTL + grace), so a writer never writes into a
-# position the sweeper has freed.
-TAIL_MAX_AGE = 30.0
+_MAX_TIME_MS = 2**63 - 1  # expiry times are stored as signed 64-bit milliseconds
 # Sequences a caller names itself (``store(..., sequence=)``) start here, far above what the counter hands out.
 EXPLICIT_SEQUENCES = 2**40
 # After this many lost races in a row, jump to the real tail instead of walking forward.
@@ -71,7 +76,7 @@ class _Tail:
     generation: int
     position: int  # last position known to exist (0: the generation is empty)
     publish_time: int  # its publish time
-    seen_at: float  # time.monotonic() when it was known
+    seen_at: float  # time.monotonic() before which no row above ``position`` existed
 
 
 def validate_payloads(payloads: object, max_batch_bytes: int, *, allow_empty: bool) -> tuple[bytes, ...]:
@@ -87,7 +92,7 @@ def validate_payloads(payloads: object, max_batch_bytes: int, *, allow_empty: bo
         raise InvalidArgument("nothing to publish: the list of payloads is empty")
     size = batch_size(result)
     if size > max_batch_bytes:
-        raise InvalidArgument(f"batch of {size} bytes is over the limit of {max_batch_bytes} bytes; split it")
+        raise BatchTooLarge(f"batch of {size} bytes is over the limit of {max_batch_bytes} bytes; split it")
     return tuple(result)
 
 
@@ -105,6 +110,7 @@ class MessageWriter:
         hbase: HBaseConnection,
         tables: TableNames,
         topics: MetadataCache,
+        settings: WriterSettings,
         *,
         writer_id: bytes | None = None,
         max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
@@ -112,11 +118,13 @@ class MessageWriter:
         self.hbase = hbase
         self.tables = tables
         self.topics = topics
+        self.settings = settings  # the installation's tail-cache time, re-read every second
         self.writer_id = writer_id or uuid.uuid4().bytes
         self.max_batch_bytes = max_batch_bytes
         self._batch_numbers = itertools.count(1)
         self._tails: dict[TopicId, _Tail] = {}
         self._lock = threading.Lock()
+        self.future_predecessors = 0  # rows not followed for being dated too far ahead (row_time.py)
 
     # -- publish ------------------------------------------------------------------------------
 
@@ -131,8 +139,9 @@ class MessageWriter:
         """Append one batch; returns the rollback detail of a transactional publish, else None.
 
         ``resume`` (from a PublishOutcomeUnknown) retries an interrupted publish exactly once: an
-        interrupted attempt can only have landed at the position it aimed at, so that position is
-        tried again, and finding this writer's batch number there means it is done.
+        interrupted attempt can only have landed at the position it aimed at, so once the tail is read
+        again, that position is checked for this writer's batch number (found: done), and otherwise
+        the batch is appended after the tail.
         """
         pointer = None if tx_write_pointer is None else validate_write_pointer(tx_write_pointer)
         batch = validate_payloads(payloads, self.max_batch_bytes, allow_empty=pointer is not None)
@@ -162,26 +171,53 @@ class MessageWriter:
         batch_no: int,
         resume: Resume | None = None,
     ) -> int:
+        """Put the batch at the first free position after the tail; returns that position.
+
+        ``anchor`` (monotonic) is a time before which no row at ``position`` or above existed: every
+        such row is younger, so the sweeper cannot have freed its position while the anchor is younger
+        than the installation's tail-cache time (docs/guarantees.md). An older anchor is never written
+        on: the tail is read again first. ``pending`` says an earlier attempt of this very batch may
+        sit at ``position`` (a lost answer, or ``resume``).
+        """
         if resume is None:
             tail = self._tail(topic, generation)
-            position, predecessor_time = tail.position + 1, tail.publish_time
-        else:
-            # An interrupted attempt can only land where it was aimed: try that position again.
-            position = resume.position
-            before = self._read_row(message_key(topic, generation, position - 1)) if position > 1 else None
-            predecessor_time = before.publish_time if before else 0
+            position, predecessor_time, anchor, pending = tail.position + 1, tail.publish_time, tail.seen_at, False
+        else:  # what the interrupted call knew is of unknown age: look again before writing
+            position, predecessor_time, anchor, pending = resume.position, 0, -math.inf, True
         losses = link_failures = 0
         while True:
+            try:
+                trust = self.settings.tail_cache_seconds()
+                if time.monotonic() - anchor >= trust:
+                    tail = self._read_tail(topic, generation)
+                    if pending and tail.position >= position and self._is_ours(topic, generation, position, batch_no):
+                        self._remember(topic, tail)
+                        return position
+                    pending = pending and tail.position + 1 == position
+                    position, predecessor_time, anchor = tail.position + 1, tail.publish_time, tail.seen_at
+            except HBaseUnavailable as exc:
+                if pending:
+                    raise self._unknown(exc, Resume(topic, generation, position, batch_no)) from exc
+                raise
+            attempt = time.monotonic()  # rows above a position we win are younger than this
             now = now_ms()
+            publish_time, ignored = bounded_publish_time(now, predecessor_time, trust * 1000)
+            if ignored:
+                self._future_predecessor(topic, position, predecessor_time, now, trust)
             row = BatchRow(
-                publish_time=max(now, predecessor_time),
+                publish_time=publish_time,
                 writer_id=self.writer_id,
                 batch_no=batch_no,
                 payloads=payloads,
                 tx_pointer=tx_pointer,
-                expires_at=None if ttl_ms is None else now + ttl_ms,
+                expires_at=None if ttl_ms is None else min(now + ttl_ms, _MAX_TIME_MS),
                 pointer=tx_pointer is not None and not payloads,
             )
+            if position > MAX_POSITION:
+                raise TopicFull(
+                    f"topic {topic} is full: generation {generation} has a row at its last position "
+                    f"({MAX_POSITION}); delete and re-create the topic to start a new generation"
+                )
             key = message_key(topic, generation, position)
             try:
                 won = self._put_if_absent(key, row.encode())
@@ -192,9 +228,9 @@ class MessageWriter:
                 if link_failures > self.hbase.retries:
                     raise self._unknown(exc, Resume(topic, generation, position, batch_no)) from exc
                 log.info("publish to %s: answer lost at position %d, checking", topic, position)
-                won = False
+                won, pending = False, True
             if won:
-                self._remember(topic, _Tail(generation, position, row.publish_time, time.monotonic()))
+                self._remember(topic, _Tail(generation, position, row.publish_time, attempt))
                 return position
             try:
                 existing = self._read_row(key)
@@ -203,27 +239,49 @@ class MessageWriter:
             if existing is None:
                 continue  # the link failed before the put landed: try the same position again
             if existing.writer_id == self.writer_id and existing.batch_no == batch_no:
-                self._remember(topic, _Tail(generation, position, existing.publish_time, time.monotonic()))
+                self._remember(topic, _Tail(generation, position, existing.publish_time, anchor))
                 return position  # our own earlier attempt landed
             losses += 1
+            pending = False  # another batch holds the position our earlier attempt aimed at
             if losses % _WALK_LIMIT == 0:
                 tail = self._read_tail(topic, generation)
-                position, predecessor_time = tail.position + 1, tail.publish_time
+                position, predecessor_time, anchor = tail.position + 1, tail.publish_time, tail.seen_at
             else:
                 position, predecessor_time = position + 1, existing.publish_time
 
+    def _is_ours(self, topic: TopicId, generation: int, position: int, batch_no: int) -> bool:
+        """Whether the row at ``position`` is this writer's batch ``batch_no`` (an earlier attempt landed)."""
+        found = self._read_row(message_key(topic, generation, position))
+        return found is not None and found.writer_id == self.writer_id and found.batch_no == batch_no
+
+    def _future_predecessor(self, topic: TopicId, position: int, predecessor: int, now: int, skew: int) -> None:
+        with self._lock:
+            self.future_predecessors += 1
+        log.warning(
+            "publish to %s at position %d: the row before it is dated %.1f s ahead of this writer's clock, "
+            "more than the %d s clock-skew bound; not following it (publish time = now + %d s)",
+            topic,
+            position,
+            (predecessor - now) / 1000,
+            skew,
+            skew,
+        )
+
     @staticmethod
     def _unknown(exc: HBaseUnavailable, resume: Resume) -> PublishOutcomeUnknown:
-        return PublishOutcomeUnknown(
+        unknown = PublishOutcomeUnknown(
             f"{exc} (the batch may or may not be stored at position {resume.position} of {resume.topic}; "
             "pass this error as resume= to finish the publish exactly once)",
             resume,
         )
+        unknown.timed_out = exc.timed_out
+        return unknown
 
     def _tail(self, topic: TopicId, generation: int) -> _Tail:
+        """The remembered tail of this generation (its age is checked before writing), else a fresh one."""
         with self._lock:
             tail = self._tails.get(topic)
-        if tail is not None and tail.generation == generation and time.monotonic() - tail.seen_at < TAIL_MAX_AGE:
+        if tail is not None and tail.generation == generation:
             return tail
         return self._read_tail(topic, generation)
 
@@ -248,12 +306,12 @@ class MessageWriter:
         if not rows:
             return _Tail(generation, 0, 0, seen_at)
         key, data = rows[0]
-        return _Tail(generation, position_of(key), peek(data[MESSAGE_COLUMN]).publish_time, seen_at)
+        return _Tail(generation, position_of(key), peek_row(key, data.get(MESSAGE_COLUMN)).publish_time, seen_at)
 
     def _read_row(self, key: bytes) -> RowHeader | None:
         data = self.hbase.run("read message row", lambda c: c.table(self.tables.messages).row(key))
         value = data.get(MESSAGE_COLUMN)
-        return None if value is None else peek(value)
+        return None if value is None else peek_row(key, value)
 
     def _put_if_absent(self, key: bytes, value: bytes) -> bool:
         put = mutation(MESSAGE_COLUMN, value)
@@ -304,27 +362,30 @@ class MessageWriter:
     # -- rollback -----------------------------------------------------------------------------
 
     def rollback(self, topic: TopicId, detail: RollbackDetail) -> None:
-        """Mark the rows of a transactional publish rolled back (write pointer +p → −p), by CAS."""
+        """Mark the row of a transactional publish rolled back (write pointer +p → −p), by CAS.
+
+        The detail names one row (RollbackDetail checks that when it is made), so this is one read
+        and one compare-and-set, plus a re-read per lost race.
+        """
         if detail.topic != str(topic):
             raise InvalidArgument(f"the rollback handle belongs to topic {detail.topic}, not {topic}")
         self.topics.get(topic)  # TopicNotFound for a deleted topic
-        pointer = detail.transaction_write_pointer
-        for position in range(detail.start_position, detail.end_position + 1):
-            key = message_key(topic, detail.generation, position)
-            while True:
-                data = self.hbase.run("read message row", lambda c, k=key: c.table(self.tables.messages).row(k))
-                value = data.get(MESSAGE_COLUMN)
-                if value is None:
-                    break  # swept already: nothing left to hide
-                row = BatchRow.decode(value)
-                if row.tx_pointer == -pointer:
-                    break  # rolled back already (a retry, or the sweeper marked it invalid)
-                if row.tx_pointer != pointer:
-                    raise InvalidArgument(
-                        f"the rollback handle does not match the message at position {position} of {topic}"
-                    )
-                if self._compare_and_set(key, value, with_tx_pointer(value, -pointer)):
-                    break
+        pointer, position = detail.transaction_write_pointer, detail.start_position
+        key = message_key(topic, detail.generation, position)
+        while True:
+            data = self.hbase.run("read message row", lambda c: c.table(self.tables.messages).row(key))
+            value = data.get(MESSAGE_COLUMN)
+            if value is None:
+                return  # swept already: nothing left to hide
+            row = decode_row(key, value)
+            if row.tx_pointer == -pointer:
+                return  # rolled back already (a retry, or the sweeper marked it invalid)
+            if row.tx_pointer != pointer:
+                raise InvalidArgument(
+                    f"the rollback handle does not match the message at position {position} of {topic}"
+                )
+            if self._compare_and_set(key, value, with_tx_pointer(value, -pointer)):
+                return
 
     def _compare_and_set(self, key: bytes, old: bytes, new: bytes) -> bool:
         put = mutation(MESSAGE_COLUMN, new)
@@ -342,6 +403,6 @@ class MessageWriter:
 def _ttl_ms(ttl: object) -> int | None:
     if ttl is None:
         return None
-    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
-        raise InvalidArgument(f"bad per-message ttl {ttl!r}: expected seconds > 0")
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl < math.inf:
+        raise InvalidArgument(f"bad per-message ttl {ttl!r}: expected a finite number of seconds > 0")
     return max(1, int(ttl * 1000))

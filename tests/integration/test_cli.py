@@ -71,6 +71,7 @@ def test_human_output(tms_env: dict[str, str]) -> None:
 def test_bad_input_exit_codes_and_nothing_changed(
     tms_env: dict[str, str], args: list[str], code: int, message: str
 ) -> None:
+    ok(tms_env, "init")
     result = tms_admin(tms_env, *args)
     assert result.returncode == code
     assert message in result.stderr
@@ -120,6 +121,7 @@ COMMANDS = [
     ["tx", "prune"],
     ["sweeper"],
     ["sweeper", "state"],
+    ["settings"],
 ]
 SWEEPER_COMMANDS = [[], ["once"], ["run"], ["status"]]
 

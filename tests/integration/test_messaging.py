@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import happybase
@@ -15,6 +16,7 @@ from tms_hbase import (
     RollbackDetail,
     TopicId,
     TopicNotFound,
+    wire,
 )
 from tms_hbase.config import thrift_address
 from tms_hbase.tx import NO_TX_IN_PROGRESS, Transaction
@@ -250,6 +252,41 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(
         small.publish(topic, [b"x" * 60, b"y" * 60])
     assert message_rows(client, hbase_address) == rows
     assert payloads(list(client.fetch(topic))) == [b"only"]
+
+
+def test_a_forged_rollback_handle_is_refused_at_once_and_changes_nothing(
+    client: MessagingClient, topic: TopicId
+) -> None:
+    """A handle naming positions 1..10^12 (a real one names the one row its publish wrote) used to
+    roll back position 1 and then read HBase once per position, without end."""
+    client.publish(topic, [b"kept"], tx_write_pointer=100)
+    forged = wire.HANDLE_MAGIC + wire.encode(
+        "PublishResponse",
+        {
+            "topic": str(topic),
+            "transactionWritePointer": 100,
+            "generation": 1,
+            "startPosition": 1,
+            "endPosition": 10**12,
+        },
+    )
+    outcome: list[BaseException | None] = []
+
+    def roll_back() -> None:
+        try:
+            client.rollback(topic, forged)
+            outcome.append(None)
+        except BaseException as exc:  # handed to the test thread
+            outcome.append(exc)
+
+    worker = threading.Thread(target=roll_back, daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert outcome, "rollback of a forged handle did not return"
+    assert isinstance(outcome[0], InvalidArgument) and "exactly one position" in str(outcome[0])
+    assert payloads(list(client.fetch(topic, transaction=tx(150)))) == [b"kept"]  # not rolled back
+    with pytest.raises(InvalidArgument, match="exactly one position"):
+        client.rollback(topic, RollbackDetail(str(topic), 100, 1, 1, 10**12))
 
 
 def test_swept_rows_in_the_middle_are_stepped_over(client: MessagingClient, topic: TopicId, hbase_address: str) -> None:

@@ -397,7 +397,7 @@ def test_distributed_sweep_runs_regions_as_spark_tasks(
     split_table(client.tables.messages, message_key(old, 1, 20))
     regions = list_regions(client.hbase, client.tables.messages)
     assert len(regions) >= 2
-    report = sweep(spark, thrift=hbase_address, prefix=prefix, partitions=3, grace_seconds=0)
+    report = sweep(spark, thrift=hbase_address, prefix=prefix, partitions=3, grace_seconds=900)
     assert report["messages_dropped"] == 40 and report["regions_swept"] == len(regions) + 1  # + payload table
     assert [m.payload for m in client.fetch(live)] == [b"l%d" % i for i in range(40)]
     records = SweepState(client.hbase, client.tables.txstate).records(client.tables.messages)

@@ -140,7 +140,7 @@ def test_two_sweeper_processes_with_writers_and_readers(client: MessagingClient,
     fill(client, OLD, 300)
     client.delete_topic(OLD)
     client.create_topic(LIVE)
-    common = ["--interval", "0.3", "--chunk-rows", "40", "--max-rows-per-second", "150", "--json", "--grace", "0"]
+    common = ["--interval", "0.3", "--chunk-rows", "40", "--max-rows-per-second", "150", "--json"]
     sweepers = [
         subprocess.Popen(
             [SWEEPER, "run", *common], env=tms_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -181,7 +181,7 @@ def test_metrics_and_config_file(client: MessagingClient, tms_env: dict[str, str
     fill(client, OLD, 5)
     client.delete_topic(OLD)
     config = tmp_path / "sweeper.toml"
-    config.write_text("interval = 0.2\nchunk-rows = 2\ngrace = 0\n")
+    config.write_text("interval = 0.2\nchunk-rows = 2\ngrace = 900\n")
     port = free_port()
     proc = subprocess.Popen(
         [SWEEPER, "--config", str(config), "run", "--metrics-port", str(port), "--json"],

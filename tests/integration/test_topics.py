@@ -14,6 +14,7 @@ from tms_hbase import (
     TopicNotFound,
 )
 from tms_hbase.config import thrift_address
+from tms_hbase.tables import missing_tables
 from tms_hbase.topic import DEFAULT_TTL_SECONDS
 
 T = TopicId("ns", "orders")
@@ -131,6 +132,10 @@ def test_update_with_stale_expected_changes_nothing(client: MessagingClient) -> 
 def test_bad_ttl_changes_nothing(client: MessagingClient, hbase_address: str, prefix: str, ttl: str) -> None:
     with pytest.raises(InvalidArgument, match="ttl"):
         client.create_topic(T, {"ttl": ttl})
+    assert missing_tables(client.hbase, client.tables) == client.tables.all()  # not even the tables
+    client.init_tables()
+    with pytest.raises(InvalidArgument, match="ttl"):
+        client.create_topic(T, {"ttl": ttl})
     assert raw_row(hbase_address, prefix, T) == {}
     client.create_topic(T, {"ttl": "9"})
     with pytest.raises(InvalidArgument, match="ttl"):
@@ -139,6 +144,7 @@ def test_bad_ttl_changes_nothing(client: MessagingClient, hbase_address: str, pr
 
 
 def test_bad_names_and_reserved_property(client: MessagingClient) -> None:
+    client.init_tables()
     for bad in ["ns:bad name", "ns", "n s:t", "ns:t/x"]:
         with pytest.raises(InvalidArgument):
             client.create_topic(bad)
@@ -150,6 +156,7 @@ def test_bad_names_and_reserved_property(client: MessagingClient) -> None:
 
 
 def test_unknown_topic(client: MessagingClient) -> None:
+    client.init_tables()
     with pytest.raises(TopicNotFound, match="ns:orders"):
         client.get_topic(T)
     with pytest.raises(TopicNotFound):

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tms_hbase.errors import InvalidTruncateTime, TmsError, TransactionConflict, TransactionNotInProgress
-from tms_hbase.tx import TransactionType
+from tms_hbase.tx import Transaction, TransactionType
 from tms_hbase.tx.client import TransactionClient, TransactionServiceUnavailable
 
 TMS_ADMIN = str(Path(sys.executable).with_name("tms-admin"))
@@ -152,7 +152,9 @@ def test_sigkill_under_load_loses_nothing(tms_env: dict[str, str]) -> None:
         long_tx = tx.start_long()
         doomed = tx.start_long()
         tx.abort(doomed)
-    time.sleep(1.5)
+    deadline = time.monotonic() + 60
+    while len(committed) <= 20 and time.monotonic() < deadline:  # under load, not mid-idle
+        time.sleep(0.05)
     server.kill()
     acknowledged = list(committed)
     time.sleep(0.5)
@@ -207,6 +209,51 @@ def test_a_second_server_fences_the_first(tms_env: dict[str, str]) -> None:
         assert "another transaction server took over" in first.stop()
     finally:
         second.stop()
+
+
+def serve_and_wait(env: dict[str, str], port: int) -> subprocess.CompletedProcess:
+    """Start ``tms-admin tx serve`` on ``port``; it must exit by itself (a server that stays up fails the test)."""
+    cmd = [TMS_ADMIN, "tx", "serve", "--port", str(port), "--cleanup-interval", "0.2"]
+    try:
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired as exc:
+        output = (exc.stderr or b"").decode(errors="replace")
+        raise AssertionError(f"the server on a port it cannot have stayed up:\n{output}") from None
+
+
+def assert_still_serves(server: Server, tx: TransactionClient, open_tx: Transaction) -> None:
+    """The first server answers, and the transaction it had open commits."""
+    tx.can_commit(open_tx, [b"k"])
+    tx.commit(open_tx)
+    assert tx.start_short().is_visible(open_tx.write_pointer)
+    assert server.proc is not None and server.proc.poll() is None
+
+
+def test_a_server_that_cannot_bind_exits_and_the_running_one_keeps_serving(
+    server: Server, tms_env: dict[str, str]
+) -> None:
+    with TransactionClient(server.address) as tx, socket.socket() as holder:
+        open_tx = tx.start_short(timeout=300)
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        second = serve_and_wait(tms_env, port)
+        assert second.returncode == 1
+        lines = second.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: cannot listen on 127.0.0.1:{port}: "), lines
+        assert "in use" in lines[0] and "nothing was claimed in HBase" in lines[0]
+        assert_still_serves(server, tx, open_tx)
+
+
+def test_a_second_server_on_the_same_port_is_refused(server: Server, tms_env: dict[str, str]) -> None:
+    with TransactionClient(server.address) as tx:
+        open_tx = tx.start_short(timeout=300)
+        second = serve_and_wait(tms_env, server.port)
+        assert second.returncode == 1 and f"cannot listen on 127.0.0.1:{server.port}" in second.stderr
+        for _ in range(20):  # new connections all reach the first server (none to a second listener)
+            with TransactionClient(server.address, timeout=5) as other:
+                assert other.status() == "OK"
+        assert_still_serves(server, tx, open_tx)
 
 
 def test_unreachable_server_is_a_clear_error() -> None:

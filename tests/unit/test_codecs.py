@@ -17,7 +17,7 @@ from tms_hbase.rows import (
     sequence_of,
     with_tx_pointer,
 )
-from tms_hbase.wire import SCHEMAS, decode, encode
+from tms_hbase.wire import HANDLE_MAGIC, SCHEMAS, decode, encode
 
 T = TopicId("ns", "t")
 WRITER = bytes(range(16))
@@ -88,6 +88,53 @@ def test_rollback_handle_round_trip_and_corruption() -> None:
     for fields in [("ns:t", 0, 1, 1, 1), ("ns:t", 5, 0, 1, 1), ("ns:t", 5, 1, 3, 2)]:
         with pytest.raises(InvalidArgument):
             RollbackDetail.from_bytes(bytes(RollbackDetail(*fields)))
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (("ns:t", 5, 1, 1, 10**12), "exactly one position"),  # the forged range of issue 10
+        (("ns:t", 5, 1, 2, 1), "exactly one position"),
+        (("ns:t", 5, 1, 0, 0), "start position 0"),
+        (("ns:t", 5, 1, -4, -4), "start position -4"),
+        (("ns:t", 0, 1, 1, 1), "transaction write pointer 0"),
+        (("ns:t", -5, 1, 1, 1), "transaction write pointer -5"),
+        (("ns:t", 5, 0, 1, 1), "generation 0"),
+        (("ns:t", 5, -2, 1, 1), "generation -2"),
+    ],
+)
+def test_forged_rollback_handles_are_refused(fields: tuple, message: str) -> None:
+    """Decoded from forged bytes or made directly, a detail no publish returns is InvalidArgument."""
+    topic, pointer, generation, start, end = fields
+    forged = HANDLE_MAGIC + encode(
+        "PublishResponse",
+        {
+            "topic": topic,
+            "transactionWritePointer": pointer,
+            "generation": generation,
+            "startPosition": start,
+            "endPosition": end,
+        },
+    )
+    with pytest.raises(InvalidArgument, match=f"corrupt rollback handle: .*{message}"):
+        RollbackDetail.from_bytes(forged)
+    with pytest.raises(InvalidArgument, match=f"corrupt rollback handle: .*{message}"):
+        RollbackDetail(*fields)
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (("ns:t", 5, 2**31, 1, 1), "generation 2147483648"),
+        (("ns:t", 5, 1, 2**63, 2**63), "start position"),
+        (("ns:t", True, 1, 1, 1), "transaction write pointer True"),
+        (("ns:t", 5, 1, 1.0, 1.0), "start position 1.0"),
+        ((None, 5, 1, 1, 1), "topic None"),
+    ],
+)
+def test_rollback_details_that_no_handle_can_hold_are_refused(fields: tuple, message: str) -> None:
+    with pytest.raises(InvalidArgument, match=f"corrupt rollback handle: .*{message}"):
+        RollbackDetail(*fields)
 
 
 @pytest.mark.parametrize(

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from thriftpy2.protocol import TBinaryProtocolFactory
-from thriftpy2.rpc import make_client
 from thriftpy2.thrift import TException
 from thriftpy2.transport import TFramedTransportFactory
 
 from ..config import thrift_address
+from ..connection import CheckedClient, DeadlineSocket, NotThrift, check_timeout
 from ..errors import (
     HBaseUnavailable,
     InvalidArgument,
@@ -37,15 +38,17 @@ class TransactionServiceUnavailable(HBaseUnavailable):
 class TransactionClient:
     """Start, commit, abort and administer transactions; every call is one RPC (thread-safe).
 
-    ``address`` defaults to ``$TMS_TX_SERVER`` or 127.0.0.1:15165 (Tephra's port).
+    ``address`` defaults to ``$TMS_TX_SERVER`` or 127.0.0.1:15165 (Tephra's port). ``timeout`` is
+    a deadline for each call (connecting included), however slowly the server answers.
     """
 
     def __init__(self, address: str | None = None, *, timeout: float = 10.0) -> None:
         self.host, self.port = thrift_address(address or os.environ.get(TX_ENV) or DEFAULT_TX_SERVER)
-        self.timeout = timeout
+        self.timeout = check_timeout(timeout)
         self._thrift = load_tephra_thrift()
         self._lock = threading.Lock()
         self._client: Any = None
+        self._socket: DeadlineSocket | None = None
 
     @property
     def address(self) -> str:
@@ -137,15 +140,15 @@ class TransactionClient:
         thrift = self._thrift
         with self._lock:
             try:
+                deadline = time.monotonic() + self.timeout
                 if self._client is None:
-                    self._client = make_client(
-                        thrift.TTransactionServer,
-                        self.host,
-                        self.port,
-                        timeout=int(self.timeout * 1000),
-                        trans_factory=TFramedTransportFactory(),
-                        proto_factory=TBinaryProtocolFactory(),
-                    )
+                    self._socket = DeadlineSocket(self.host, self.port)
+                    self._socket.deadline = deadline
+                    transport = TFramedTransportFactory().get_transport(self._socket)
+                    transport.open()
+                    protocol = TBinaryProtocolFactory().get_protocol(transport)
+                    self._client = CheckedClient(thrift.TTransactionServer, protocol)
+                self._socket.deadline = deadline
                 return call(self._client)
             except thrift.TTransactionConflictException as e:
                 key = to_bytes_binary(e.conflictingKey or "")  # Tephra sends the key as toStringBinary text
@@ -156,7 +159,7 @@ class TransactionClient:
                 raise InvalidTruncateTime(e.message) from None
             except (thrift.TGenericException, thrift.TTransactionCouldNotTakeSnapshotException) as e:
                 raise TmsError(f"transaction server error: {e.message}") from None
-            except (TimeoutError, TException, OSError, EOFError) as e:
+            except (TimeoutError, TException, OSError, EOFError, NotThrift) as e:
                 self._drop()
                 raise TransactionServiceUnavailable(
                     f"transaction server at {self.address} failed or did not answer within {self.timeout}s ({e})"

@@ -9,12 +9,14 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from thriftpy2.protocol import TBinaryProtocolFactory
-from thriftpy2.rpc import make_server
+from thriftpy2.server import TThreadedServer
+from thriftpy2.thrift import TProcessor
 from thriftpy2.transport import TFramedTransportFactory
 
 from ..clock import now_ms
 from ..errors import InvalidTruncateTime, TmsError, TransactionConflict, TransactionNotInProgress
 from .codec import from_thrift, load_tephra_thrift, to_string_binary, to_thrift
+from .listener import ExclusiveServerSocket
 from .manager import TransactionManager
 from .snapshot import encode_snapshot
 from .state_store import Fenced, StateStore
@@ -180,35 +182,35 @@ class TephraHandler:
 
 
 class TransactionServer:
-    """Serves Tephra's protocol on ``host:port`` and runs the cleanup and snapshot timers."""
+    """Serves Tephra's protocol on a listening socket and runs the cleanup and snapshot timers.
+
+    The socket (:func:`listener.listen`) is bound before ``durable`` recovers the edit log, so a
+    server that cannot serve never claims the log from one that can.
+    """
 
     def __init__(
         self,
         durable: DurableManager,
-        host: str = "127.0.0.1",
-        port: int = 15165,
+        listener: ExclusiveServerSocket,
         *,
         cleanup_interval: float = 10.0,
         snapshot_interval: float = 60.0,
     ) -> None:
         self.durable = durable
-        self.host, self.port = host, port
+        self.listener = listener
         self.cleanup_interval, self.snapshot_interval = cleanup_interval, snapshot_interval
         self.stopped = threading.Event()
-        self._server = make_server(
-            load_tephra_thrift().TTransactionServer,
-            TephraHandler(durable),
-            host,
-            port,
-            trans_factory=TFramedTransportFactory(),
-            proto_factory=TBinaryProtocolFactory(),
-            client_timeout=None,
+        self._server = TThreadedServer(
+            TProcessor(load_tephra_thrift().TTransactionServer, TephraHandler(durable)),
+            listener,
+            itrans_factory=TFramedTransportFactory(),
+            iprot_factory=TBinaryProtocolFactory(),
         )
 
     def serve(self) -> None:
         """Serve until :meth:`stop`; then take a last snapshot."""
         threading.Thread(target=self._server.serve, name="tx-thrift", daemon=True).start()
-        log.info("transaction server listening on %s:%d", self.host, self.port)
+        log.info("transaction server listening on %s", self.listener.address)
         next_snapshot = self.durable.clock() + self.snapshot_interval * 1000
         while not self.stopped.wait(self.cleanup_interval):
             if self.durable.fenced.is_set():

@@ -1,0 +1,200 @@
+"""Gateway throughput and latency next to direct library calls on the same data (issue 12).
+
+A real ``tms-gateway`` process (2 workers) serves the benchmark's tables. Publish: batches of 100 × 1 KiB,
+from 1 and from 8 concurrent clients (threads sharing one client, as an application would): direct
+``MessagingClient.publish`` vs ``GatewayClient.publish`` (avro/binary). Each side writes to a topic of
+its own. Poll: a topic of N messages read whole, in pages of 1,000 (``fetch(limit=1000)`` from the last
+id vs one ``poll`` call per page), by 1 and by 8 concurrent readers. Throughput is messages per second
+over all clients; latency is per call (one batch, one page). The order of the sides alternates per round.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tms_hbase import MessagingClient, TopicId, rest
+from tms_hbase.config import PREFIX_ENV, THRIFT_ENV
+from tms_hbase.errors import TmsError
+from tms_hbase.http import GatewayClient
+
+from .common import Result, Settings, bench_tables, median, new_topic, payloads, percentile, progress, ratio
+
+BATCH = 100
+PAYLOAD_SIZE = 1024
+PAGE = 1000
+CLIENTS = (1, 8)
+WORKERS = 2
+GOAL = 0.5
+
+
+def start_gateway(settings: Settings, prefix: str) -> tuple[subprocess.Popen, str]:
+    """``tms-gateway`` on a free loopback port, once its /health answers 200."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, THRIFT_ENV: settings.address, PREFIX_ENV: prefix}
+    command = [str(Path(sys.executable).with_name("tms-gateway")), "--port", str(port), "--workers", str(WORKERS)]
+    proc = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with GatewayClient(url, timeout=5) as client:
+                client.ping()
+            return proc, url
+        except TmsError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise SystemExit("tms-gateway did not start") from None
+            time.sleep(0.2)
+
+
+def _concurrently(clients: int, job: Callable[[int], list[float]]) -> tuple[float, list[float]]:
+    """Run ``job(i)`` in ``clients`` threads at once; (wall seconds, every call's latency)."""
+    latencies: list[list[float]] = [[] for _ in range(clients)]
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(clients + 1)
+
+    def run(i: int) -> None:
+        barrier.wait()
+        try:
+            latencies[i] = job(i)
+        except BaseException as exc:  # reported by the caller
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - start
+    if errors:
+        raise errors[0]
+    return elapsed, [x for per_thread in latencies for x in per_thread]
+
+
+def _timed(call: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+def run(settings: Settings) -> Result:
+    batches = settings.pick(240, 48)  # per round and side, shared by the clients
+    total = settings.pick(50_000, 10_000)  # messages in the poll topic
+    result = Result(
+        "gateway",
+        f"Gateway vs direct: publish ({BATCH} × {PAYLOAD_SIZE} B batches, {batches} a round) and poll "
+        f"({total:,} messages in pages of {PAGE:,}), {WORKERS} gateway workers",
+    )
+    batch = payloads(BATCH, PAYLOAD_SIZE)
+    rates: dict[tuple[str, str, int], list[float]] = {}
+    p99s: dict[tuple[str, str, int], list[float]] = {}
+    with bench_tables(settings, "gw") as (direct, _raw, _raw_name):
+        proc, url = start_gateway(settings, direct.tables.prefix)
+        try:
+            with GatewayClient(url, timeout=120, media=rest.AVRO, pool_size=max(CLIENTS)) as gateway:
+                clients: dict[str, MessagingClient | GatewayClient] = {"direct": direct, "gateway": gateway}
+                topics = {side: new_topic(direct, f"pub-{side}") for side in clients}
+                source = new_topic(direct, "poll")
+                for _ in range(total // BATCH):
+                    direct.publish(source, batch)
+                progress(f"gateway setup: {total:,} messages to poll, gateway at {url}")
+
+                def publish_round(side: str, n: int) -> tuple[float, list[float]]:
+                    client, topic = clients[side], topics[side]
+                    per_client = batches // n
+
+                    def job(_i: int) -> list[float]:
+                        return [_timed(lambda: client.publish(topic, batch)) for _ in range(per_client)]
+
+                    elapsed, latencies = _concurrently(n, job)
+                    return per_client * n * BATCH / elapsed, latencies
+
+                def poll_round(side: str, n: int) -> tuple[float, list[float]]:
+                    page = _pager(clients[side], source)
+
+                    def job(_i: int) -> list[float]:
+                        latencies, last, count = [], None, 0
+                        while True:
+                            start = time.perf_counter()
+                            messages = page(last)
+                            latencies.append(time.perf_counter() - start)
+                            if not messages:
+                                break
+                            count += len(messages)
+                            last = messages[-1].id
+                        if count != total:
+                            raise AssertionError(f"{side} poll read {count} messages, expected {total}")
+                        return latencies
+
+                    elapsed, latencies = _concurrently(n, job)
+                    return n * total / elapsed, latencies
+
+                kinds = {"publish": publish_round, "poll": poll_round}
+                for measure in kinds.values():  # warm-up: connections, caches, JIT
+                    for side in clients:
+                        measure(side, max(CLIENTS))
+                progress("gateway: warm-up done")
+                for r in range(settings.rounds):
+                    for kind, measure in kinds.items():
+                        for n in CLIENTS:
+                            for side in ("direct", "gateway") if r % 2 == 0 else ("gateway", "direct"):
+                                rate, latencies = measure(side, n)
+                                rates.setdefault((kind, side, n), []).append(rate)
+                                p99s.setdefault((kind, side, n), []).append(percentile(latencies, 99) * 1000)
+                            progress(
+                                f"gateway round {r + 1}/{settings.rounds} {kind} × {n}: direct "
+                                f"{rates[(kind, 'direct', n)][-1]:,.0f} msg/s, gateway "
+                                f"{rates[(kind, 'gateway', n)][-1]:,.0f} msg/s"
+                            )
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(60)
+
+    rows = []
+    for kind in ("publish", "poll"):
+        for n in CLIENTS:
+            d, g = median(rates[(kind, "direct", n)]), median(rates[(kind, "gateway", n)])
+            dp, gp = median(p99s[(kind, "direct", n)]), median(p99s[(kind, "gateway", n)])
+            rows.append([kind, n, d, g, f"{ratio(g, d):.2f}×", dp, gp])
+            goal = f"gateway {kind}, {n} client{'s' if n > 1 else ''} ≥ {GOAL}× direct"
+            result.goal(goal, f"{ratio(g, d):.2f}×", ratio(g, d) >= GOAL)
+    result.table(
+        [
+            "",
+            "concurrent clients",
+            "direct msg/s (median)",
+            "gateway msg/s (median)",
+            "gateway ÷ direct",
+            "direct p99 ms",
+            "gateway p99 ms",
+        ],
+        rows,
+    )
+    result.notes.append(
+        f"p99 is per call (a {BATCH}-message publish, a {PAGE:,}-message page); the median of the rounds' p99s"
+    )
+    result.notes.append(f"load average when the benchmark ended: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    result.samples = {
+        f"{kind}_{side}_{n}": {"msgs_per_s": rates[(kind, side, n)], "p99_ms": p99s[(kind, side, n)]}
+        for kind, side, n in rates
+    }
+    return result
+
+
+def _pager(client: MessagingClient | GatewayClient, topic: TopicId) -> Callable[[bytes | None], list]:
+    """One page of at most PAGE messages after ``last`` (from the start when None): one fetch or one poll."""
+    if isinstance(client, GatewayClient):
+        return lambda last: client.poll(topic, rest.ConsumeRequest(last, last is None, PAGE))
+    return lambda last: list(client.fetch(topic, start_message=last, inclusive=last is None, limit=PAGE))

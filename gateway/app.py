@@ -1,0 +1,59 @@
+"""The ASGI application (Starlette), built once per worker process by :func:`create_app`.
+
+``tms-gateway`` runs it with uvicorn (``gateway.app:create_app``, a factory), so each worker builds
+its own app, MessagingClient and thread pool from the settings the CLI resolved.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+
+from . import config
+from .access import Observe
+from .errors import http_error, unexpected_error
+from .metrics import Metrics
+from .routes import ROUTES
+from .service import Gateway
+
+log = logging.getLogger("gateway")
+
+
+def create_app(settings: config.Settings | None = None) -> Starlette:
+    """The gateway app for ``settings`` (default: those ``tms-gateway`` handed to its workers, else the
+    config file in ``$TMS_GATEWAY_CONFIG`` and the environment)."""
+    settings = settings or _settings_from_environment()
+    metrics = Metrics()
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        gateway = Gateway(settings, metrics)
+        if gateway.guard.open:
+            log.warning("no [[tokens]] configured: anyone who reaches this gateway may do anything")
+        app.state.gateway = gateway
+        try:
+            yield
+        finally:
+            gateway.close()
+            log.info("worker %d stopped", os.getpid())
+
+    return Starlette(
+        routes=ROUTES,
+        middleware=[Middleware(Observe, metrics=metrics)],
+        exception_handlers={HTTPException: http_error, Exception: unexpected_error},
+        lifespan=lifespan,
+    )
+
+
+def _settings_from_environment() -> config.Settings:
+    handed = os.environ.get(config.SETTINGS_ENV)
+    if handed:
+        return config.Settings.from_json(handed)
+    overrides = {"thrift": os.environ.get("TMS_HBASE_THRIFT"), "prefix": os.environ.get("TMS_TABLE_PREFIX")}
+    return config.resolve(config.load(os.environ.get(config.CONFIG_ENV)), overrides)

@@ -1,0 +1,61 @@
+"""Prometheus metrics of the gateway: requests, latency, bytes and errors, summed over all workers.
+
+``tms-gateway`` points ``PROMETHEUS_MULTIPROC_DIR`` at a fresh directory before its workers start,
+so prometheus_client keeps every worker's values in files there and ``GET /metrics`` on any worker
+reports the sum over all of them. Without that variable (e.g. the app run by plain ``uvicorn``), a
+scrape sees the worker that answered it only.
+"""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+class Metrics:
+    """The gateway's metric families (one instance per worker)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "tms_gateway_requests", "HTTP requests answered", ["method", "route", "status"], registry=r
+        )
+        self.latency = Histogram(
+            "tms_gateway_request_seconds",
+            "Time from the request's arrival to the end of the response",
+            ["method", "route"],
+            buckets=_BUCKETS,
+            registry=r,
+        )
+        self.bytes_in = Counter("tms_gateway_request_bytes", "Request body bytes received", ["route"], registry=r)
+        self.bytes_out = Counter("tms_gateway_response_bytes", "Response body bytes sent", ["route"], registry=r)
+        self.errors = Counter(
+            "tms_gateway_errors", "Error responses, by status and error class", ["route", "status", "error"], registry=r
+        )
+        self.messages = Counter(
+            "tms_gateway_messages", "Messages stored, published or returned by polls", ["action"], registry=r
+        )
+
+    def request(
+        self, method: str, route: str, status: int, seconds: float, bytes_in: int, bytes_out: int, error: str
+    ) -> None:
+        self.requests.labels(method, route, str(status)).inc()
+        self.latency.labels(method, route).observe(seconds)
+        self.bytes_in.labels(route).inc(bytes_in)
+        self.bytes_out.labels(route).inc(bytes_out)
+        if status >= 400:
+            self.errors.labels(route, str(status), error).inc()
+
+    def render(self) -> tuple[bytes, str]:
+        """The exposition text (every worker's values when in multiprocess mode) and its content type."""
+        if os.environ.get(MULTIPROC_ENV):
+            registry = CollectorRegistry()
+            MultiProcessCollector(registry)
+            return generate_latest(registry), CONTENT_TYPE_LATEST
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

@@ -1,0 +1,56 @@
+"""One worker's gateway: its MessagingClient, the bounded thread pool its library calls run in, the
+guard, the metrics and the settings. Built when the worker starts (ASGI lifespan), closed when it stops."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from typing import TypeVar
+
+import anyio
+import anyio.to_thread
+
+from tms_hbase import MessagingClient
+from tms_hbase.errors import HBaseUnavailable
+
+from .auth import Guard
+from .config import Settings
+from .metrics import Metrics
+
+log = logging.getLogger("gateway")
+T = TypeVar("T")
+
+
+class Gateway:
+    """The library is synchronous: every call runs in a worker thread, at most ``settings.threads`` at
+    once (the same number as the client's HBase connections, so no thread waits for a connection)."""
+
+    def __init__(self, settings: Settings, metrics: Metrics) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.guard = Guard(settings)
+        extra = {} if settings.max_batch_bytes is None else {"max_batch_bytes": settings.max_batch_bytes}
+        self.client = MessagingClient(
+            settings.thrift, settings.prefix, timeout=settings.timeout, pool_size=settings.threads, **extra
+        )
+        self.limiter = anyio.CapacityLimiter(settings.threads)
+        # a full batch as base64 JSON, with room for the framing
+        self.max_body_bytes = self.client.max_batch_bytes * 3 // 2 + 64 * 1024
+        log.info("worker %d serving %r with %d threads", os.getpid(), self.client, settings.threads)
+
+    async def run(self, call: Callable[..., T], *args: object) -> T:
+        """Run a blocking library call in the pool."""
+        return await anyio.to_thread.run_sync(call, *args, limiter=self.limiter)
+
+    async def ping(self) -> None:
+        """HBase answers within the timeout, or HBaseUnavailable (a hung ping is abandoned, not awaited)."""
+        try:
+            with anyio.fail_after(self.settings.timeout):
+                await anyio.to_thread.run_sync(self.client.ping, limiter=self.limiter, abandon_on_cancel=True)
+        except TimeoutError:
+            seconds = self.settings.timeout
+            raise HBaseUnavailable(f"HBase at {self.settings.thrift} did not answer within {seconds}s") from None
+
+    def close(self) -> None:
+        self.client.close()

@@ -1,0 +1,547 @@
+"""The gateway as clients use it: the real ``tms-gateway`` process (2 workers) on loopback against the real
+HBase, driven by httpx, an HTTP client independent of ours, with Avro bodies built from the seed's own
+schemas (copied below from cdap-tms-design.txt) and JSON bodies built by hand; and by
+``tms_hbase.http.GatewayClient`` side by side with direct library access."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import fastavro
+import httpx
+import pytest
+
+from tms_hbase import MessagingClient, RollbackDetail, TopicId, TopicMetadata
+from tms_hbase.errors import TmsError
+from tms_hbase.http import GatewayClient
+from tms_hbase.tx import Transaction, TransactionCodec
+
+from ..gateway_server import GatewayProcess, gateway_env
+
+ROOT = Path(__file__).resolve().parents[2]
+AVRO, JSON = "avro/binary", "application/json"
+LIMIT = 64 * 1024  # max_batch_bytes of this module's gateway
+POLL_CAP = 50  # max_poll_messages of this module's gateway
+
+# The seed's schemas, as the seed prints them.
+SEED_PUBLISH_REQUEST = fastavro.parse_schema(
+    {
+        "type": "record",
+        "name": "PublishRequest",
+        "fields": [
+            {"name": "transactionWritePointer", "type": ["long", "null"]},
+            {"name": "messages", "type": {"type": "array", "items": "bytes"}},
+        ],
+    }
+)
+SEED_CONSUME_REQUEST = fastavro.parse_schema(
+    {
+        "type": "record",
+        "name": "ConsumeRequest",
+        "fields": [
+            {"name": "startFrom", "type": ["bytes", "long", "null"]},
+            {"name": "inclusive", "type": "boolean", "default": True},
+            {"name": "limit", "type": ["int", "null"]},
+            {"name": "transaction", "type": ["bytes", "null"]},
+        ],
+    }
+)
+SEED_MESSAGES = fastavro.parse_schema(
+    {
+        "type": "array",
+        "items": {
+            "type": "record",
+            "name": "Message",
+            "fields": [{"name": "id", "type": "bytes"}, {"name": "payload", "type": "bytes"}],
+        },
+    }
+)
+
+
+@pytest.fixture(scope="module")
+def gateway(
+    hbase_address: str, module_prefix: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[GatewayProcess]:
+    tmp = tmp_path_factory.mktemp("gateway")
+    config = tmp / "gateway.toml"
+    config.write_text(f"workers = 2\nmax_batch_bytes = {LIMIT}\nmax_poll_messages = {POLL_CAP}\n")
+    process = GatewayProcess(gateway_env(hbase_address, module_prefix), tmp / "gateway.log", "--config", str(config))
+    process.start()
+    yield process
+    assert process.stop() == 0, process.log()
+
+
+@pytest.fixture(scope="module")
+def http(gateway: GatewayProcess) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=gateway.url, timeout=60) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def direct(hbase_address: str, module_prefix: str) -> Iterator[MessagingClient]:
+    with MessagingClient(hbase_address, module_prefix) as client:
+        yield client
+
+
+@pytest.fixture
+def ns() -> str:
+    """A namespace of this test's own (the module's tests share one gateway and its tables)."""
+    return f"n{uuid.uuid4().hex[:10]}"
+
+
+class Wire:
+    """Request and response bodies in one media type, built independently of the gateway's codecs."""
+
+    def __init__(self, media: str) -> None:
+        self.media = media
+        self.headers = {"Content-Type": media}
+
+    def publish(self, messages: list[bytes], pointer: int | None = None) -> bytes:
+        if self.media == AVRO:
+            return _avro(SEED_PUBLISH_REQUEST, {"transactionWritePointer": pointer, "messages": messages})
+        return json.dumps({"transactionWritePointer": pointer, "messages": [_b64(m) for m in messages]}).encode()
+
+    def consume(
+        self,
+        start: bytes | int | None = None,
+        inclusive: bool = True,
+        limit: int | None = None,
+        tx: bytes | None = None,
+    ) -> bytes:
+        if self.media == AVRO:
+            record = {"startFrom": start, "inclusive": inclusive, "limit": limit, "transaction": tx}
+            return _avro(SEED_CONSUME_REQUEST, record)
+        data = {"startFrom": _b64(start) if isinstance(start, bytes) else start, "inclusive": inclusive}
+        data |= {"limit": limit, "transaction": None if tx is None else _b64(tx)}
+        return json.dumps(data).encode()
+
+    def messages(self, response: httpx.Response) -> list[tuple[bytes, bytes]]:
+        """(id, payload) pairs of a poll response, which must be in this media type."""
+        assert response.status_code == 200, response.text
+        assert response.headers["content-type"] == self.media
+        if self.media == AVRO:
+            buffer = io.BytesIO(response.content)
+            records = fastavro.schemaless_reader(buffer, SEED_MESSAGES, None)
+            assert buffer.tell() == len(response.content), "the seed's Message array must be all there is"
+            return [(r["id"], r["payload"]) for r in records]
+        return [(base64.b64decode(r["id"]), base64.b64decode(r["payload"])) for r in response.json()]
+
+
+@pytest.fixture(params=[AVRO, JSON], ids=["avro", "json"])
+def wire(request: pytest.FixtureRequest) -> Wire:
+    return Wire(request.param)
+
+
+def _avro(schema: object, record: object) -> bytes:
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, schema, record)
+    return out.getvalue()
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def topic_url(ns: str, topic: str, action: str = "") -> str:
+    return f"/v1/namespaces/{ns}/topics/{topic}" + (f"/{action}" if action else "")
+
+
+def assert_error(response: httpx.Response, status: int, error: str) -> None:
+    """An error response: the status, the error class in TMS-Error, one line of plain text."""
+    assert response.status_code == status, response.text
+    assert response.headers["tms-error"] == error
+    assert response.headers["content-type"].startswith("text/plain")
+    assert response.text.endswith("\n") and response.text.count("\n") == 1 and len(response.text) > 5
+
+
+def payloads(pairs: list[tuple[bytes, bytes]]) -> list[bytes]:
+    return [payload for _, payload in pairs]
+
+
+def tx_seeing(pointer: int, *, in_progress: bool = False, invalid: bool = False) -> bytes:
+    """TransactionCodec bytes of a reader transaction started after ``pointer``, to which ``pointer`` is
+    still in progress, invalid, or committed."""
+    read = pointer + 10
+    return TransactionCodec.encode(
+        Transaction(
+            read_pointer=read,
+            tx_id=read + 1,
+            invalids=[pointer] if invalid else [],
+            in_progress=[pointer] if in_progress else [],
+            first_short_in_progress=pointer if in_progress else 2**63 - 1,
+        )
+    )
+
+
+def create(http: httpx.Client, ns: str, topic: str) -> None:
+    assert http.put(topic_url(ns, topic)).status_code == 200
+
+
+# -- topics --------------------------------------------------------------------------------------
+
+
+def test_topic_lifecycle(http: httpx.Client, ns: str) -> None:
+    created = http.put(topic_url(ns, "orders"))
+    assert created.status_code == 200 and created.headers["content-type"] == JSON
+    assert created.json() == {"name": "orders", "properties": {"ttl": "604800"}, "generation": 1}
+    assert_error(http.put(topic_url(ns, "orders"), json={"ttl": 5}), 409, "TopicAlreadyExists")
+    assert http.get(topic_url(ns, "orders")).json()["properties"] == {"ttl": "604800"}  # unchanged
+
+    for bad in ('{"ttl": 0}', '{"ttl": "soon"}', "not json", '["ttl"]', '{"generation": "7"}'):
+        assert_error(http.put(topic_url(ns, "audit"), content=bad), 400, "InvalidArgument")
+    assert_error(http.get(topic_url(ns, "audit")), 404, "TopicNotFound")  # nothing was created
+    assert http.put(topic_url(ns, "audit"), json={"ttl": 3600}).json()["properties"] == {"ttl": "3600"}
+
+    updated = http.put(topic_url(ns, "orders", "properties"), json={"ttl": 60, "owner": "ops"})
+    assert updated.json() == {"name": "orders", "properties": {"owner": "ops", "ttl": "60"}, "generation": 1}
+    assert http.get(topic_url(ns, "orders")).json() == updated.json()
+    assert_error(http.put(topic_url(ns, "nope", "properties"), json={"ttl": 60}), 404, "TopicNotFound")
+    assert_error(http.put(topic_url(ns, "orders", "properties"), json={"ttl": -1}), 400, "InvalidArgument")
+    assert http.get(f"/v1/namespaces/{ns}/topics").json() == ["audit", "orders"]
+
+    assert http.delete(topic_url(ns, "orders")).status_code == 200
+    assert_error(http.delete(topic_url(ns, "orders")), 404, "TopicNotFound")
+    assert_error(http.get(topic_url(ns, "orders")), 404, "TopicNotFound")
+    assert http.get(f"/v1/namespaces/{ns}/topics").json() == ["audit"]
+    assert http.put(topic_url(ns, "orders")).json()["generation"] == 2
+
+    assert_error(http.get(topic_url(ns, "bad.name")), 400, "InvalidArgument")
+    assert_error(http.get("/v1/namespaces/bad.ns/topics"), 400, "InvalidArgument")
+    assert http.get("/v1/nothing/here").status_code == 404
+    assert http.post(topic_url(ns, "orders")).status_code == 405
+
+
+# -- publish and poll ----------------------------------------------------------------------------
+
+
+def test_publish_and_poll(http: httpx.Client, wire: Wire, ns: str) -> None:
+    create(http, ns, "t")
+    first = http.post(topic_url(ns, "t", "publish"), content=wire.publish([b"a", b"b"]), headers=wire.headers)
+    assert first.status_code == 200 and first.content == b""  # non-transactional: empty body
+    assert http.post(topic_url(ns, "t", "publish"), content=wire.publish([b"c"]), headers=wire.headers).is_success
+
+    def poll(**kwargs: Any) -> list[tuple[bytes, bytes]]:
+        body = wire.consume(**kwargs)
+        return wire.messages(http.post(topic_url(ns, "t", "poll"), content=body, headers=wire.headers))
+
+    everything = poll()
+    assert payloads(everything) == [b"a", b"b", b"c"]
+    ids = [mid for mid, _ in everything]
+    assert ids == sorted(ids) and all(len(i) <= 20 for i in ids)
+    assert payloads(poll(start=ids[0], inclusive=False)) == [b"b", b"c"]
+    assert payloads(poll(start=ids[1], inclusive=True)) == [b"b", b"c"]
+    assert payloads(poll(limit=2)) == [b"a", b"b"]
+    assert payloads(poll(start=0)) == [b"a", b"b", b"c"]  # a publish time (long)
+    assert poll(start=int(time.time() * 1000) + 3_600_000) == []
+
+
+def test_poll_response_shapes(http: httpx.Client, ns: str) -> None:
+    create(http, ns, "t")
+    http.post(topic_url(ns, "t", "publish"), json={"messages": [_b64(b"x")]})
+    before = int(time.time() * 1000) - 60_000
+    # no body and no Content-Type: JSON, everything; JSON messages carry their publish time
+    (message,) = http.post(topic_url(ns, "t", "poll")).json()
+    assert set(message) == {"id", "payload", "publishTime"} and message["publishTime"] >= before
+    # Avro with ?publishTime=true: the seed's Message record plus publishTime (a long)
+    timed = fastavro.parse_schema(
+        {
+            "type": "array",
+            "items": {
+                "type": "record",
+                "name": "M",
+                "fields": [
+                    {"name": "id", "type": "bytes"},
+                    {"name": "payload", "type": "bytes"},
+                    {"name": "publishTime", "type": "long"},
+                ],
+            },
+        }
+    )
+    body = Wire(AVRO).consume()
+    response = http.post(topic_url(ns, "t", "poll?publishTime=true"), content=body, headers={"Content-Type": AVRO})
+    (record,) = fastavro.schemaless_reader(io.BytesIO(response.content), timed, None)
+    assert record["payload"] == b"x" and record["publishTime"] == message["publishTime"]
+
+
+def test_a_poll_is_capped_and_continues_from_the_last_id(http: httpx.Client, ns: str) -> None:
+    create(http, ns, "t")
+    wire = Wire(AVRO)
+    batch = [str(i).encode() for i in range(POLL_CAP + 10)]
+    http.post(topic_url(ns, "t", "publish"), content=wire.publish(batch), headers=wire.headers)
+    page = wire.messages(http.post(topic_url(ns, "t", "poll"), content=wire.consume(limit=1000), headers=wire.headers))
+    assert payloads(page) == batch[:POLL_CAP]
+    body = wire.consume(start=page[-1][0], inclusive=False)
+    rest = wire.messages(http.post(topic_url(ns, "t", "poll"), content=body, headers=wire.headers))
+    assert payloads(rest) == batch[POLL_CAP:]
+
+
+def test_bad_requests_are_400_and_change_nothing(http: httpx.Client, wire: Wire, ns: str) -> None:
+    create(http, ns, "t")
+    h = wire.headers
+    bad = [
+        ("publish", wire.publish([])),  # nothing to publish without a transaction (the seed's 400)
+        ("publish", b"\xff\xfe garbage"),
+        ("publish?ttl=soon", wire.publish([b"x"])),
+        ("publish?ttl=999999999", wire.publish([b"x"])),  # per-message TTL over the topic's
+        ("publish", wire.publish([b"x"], pointer=-5)),
+        ("store", wire.publish([b"x"])),  # store needs a write pointer
+        ("store", wire.publish([], pointer=77)),  # and payloads
+        ("store?sequence=5", wire.publish([b"x"], pointer=77)),  # explicit sequences start at 2**40
+        ("poll", wire.consume(start=b"not an id")),
+        ("poll", wire.consume(limit=0)),
+        ("poll", wire.consume(tx=b"not a transaction")),
+        ("rollback", b"not a handle"),
+    ]
+    if wire.media == JSON:
+        bad += [
+            ("publish", b'{"messages": ["not base64!"]}'),
+            ("publish", b'{"messages": [], "transactionWritePointer": 1, "extra": 1}'),
+            ("publish", b'{"message": ["eA=="]}'),
+            ("poll", b'{"startFrom": true}'),
+        ]
+    for action, body in bad:
+        assert_error(http.post(topic_url(ns, "t", action), content=body, headers=h), 400, "InvalidArgument")
+    unsupported = http.post(topic_url(ns, "t", "publish"), content=b"x", headers={"Content-Type": "text/plain"})
+    assert_error(unsupported, 415, "UnsupportedMediaType")
+    assert wire.messages(http.post(topic_url(ns, "t", "poll"), content=wire.consume(), headers=h)) == []
+
+
+def test_missing_topic_is_404(http: httpx.Client, wire: Wire, ns: str) -> None:
+    create(http, ns, "real")
+    handle = http.post(
+        topic_url(ns, "real", "publish"), content=wire.publish([b"x"], pointer=5), headers=wire.headers
+    ).content
+    http.delete(topic_url(ns, "real"))
+    for action, body in [
+        ("publish", wire.publish([b"x"])),
+        ("store", wire.publish([b"x"], pointer=5)),
+        ("poll", wire.consume()),
+        ("rollback", handle),
+    ]:
+        response = http.post(topic_url(ns, "real", action), content=body, headers=wire.headers)
+        assert_error(response, 404, "TopicNotFound")
+
+
+def test_batch_over_the_limit_is_413_and_nothing_is_written(http: httpx.Client, wire: Wire, ns: str) -> None:
+    create(http, ns, "t")
+    h = wire.headers
+    over = [b"x" * (LIMIT + 1)]  # fits the body limit, not the batch limit: the library refuses it
+    assert_error(http.post(topic_url(ns, "t", "publish"), content=wire.publish(over), headers=h), 413, "BatchTooLarge")
+    body = wire.publish(over, pointer=9)
+    assert_error(http.post(topic_url(ns, "t", "store"), content=body, headers=h), 413, "BatchTooLarge")
+    huge = b"\0" * (4 * LIMIT)  # refused from its Content-Length, before it is read
+    assert_error(http.post(topic_url(ns, "t", "publish"), content=huge, headers=h), 413, "BatchTooLarge")
+    chunked = (huge[i : i + 8192] for i in range(0, len(huge), 8192))  # no Content-Length: counted as it comes
+    response = http.post(topic_url(ns, "t", "publish"), content=chunked, headers=h)
+    assert response.request.headers["transfer-encoding"] == "chunked"
+    assert_error(response, 413, "BatchTooLarge")
+    assert wire.messages(http.post(topic_url(ns, "t", "poll"), content=wire.consume(), headers=h)) == []
+    fits = [b"x" * (LIMIT - 8)]
+    assert http.post(topic_url(ns, "t", "publish"), content=wire.publish(fits), headers=h).status_code == 200
+
+
+# -- the seed's flows ----------------------------------------------------------------------------
+
+
+def test_publish_then_rollback(http: httpx.Client, wire: Wire, ns: str) -> None:
+    create(http, ns, "t")
+    create(http, ns, "other")
+    h, pointer = wire.headers, 1_000_001
+    response = http.post(topic_url(ns, "t", "publish"), content=wire.publish([b"x1", b"x2"], pointer), headers=h)
+    assert response.status_code == 200 and response.content
+    assert response.headers["content-type"] == "application/octet-stream"
+    handle = response.content
+
+    def poll(tx: bytes | None) -> list[bytes]:
+        return payloads(wire.messages(http.post(topic_url(ns, "t", "poll"), content=wire.consume(tx=tx), headers=h)))
+
+    assert poll(tx_seeing(pointer)) == [b"x1", b"x2"]
+    # the rollback body is the publish response as is (whatever Content-Type it is sent with)
+    assert http.post(topic_url(ns, "t", "rollback"), content=handle).status_code == 200
+    assert http.post(topic_url(ns, "t", "rollback"), content=handle, headers=h).status_code == 200  # again: no-op
+    assert poll(tx_seeing(pointer)) == []
+    assert poll(None) == [b"x1", b"x2"]  # non-transactional reads still see them (repeatable reads)
+    assert_error(http.post(topic_url(ns, "other", "rollback"), content=handle), 400, "InvalidArgument")
+
+
+def test_store_then_publish(http: httpx.Client, wire: Wire, ns: str) -> None:
+    create(http, ns, "t")
+    h, pointer = wire.headers, 2_000_002
+
+    def poll(tx: bytes | None = None) -> list[bytes]:
+        return payloads(wire.messages(http.post(topic_url(ns, "t", "poll"), content=wire.consume(tx=tx), headers=h)))
+
+    for batch in ([b"s1", b"s2"], [b"s3"]):
+        stored = http.post(topic_url(ns, "t", "store"), content=wire.publish(batch, pointer), headers=h)
+        assert stored.status_code == 200 and stored.content == b""
+    assert poll() == []  # stored payloads are invisible until their pointer is published
+    published = http.post(topic_url(ns, "t", "publish"), content=wire.publish([], pointer), headers=h)
+    assert published.status_code == 200 and published.content
+    assert poll() == [b"s1", b"s2", b"s3"]  # in store order
+    assert poll(tx_seeing(pointer, in_progress=True)) == []
+    assert poll(tx_seeing(pointer)) == [b"s1", b"s2", b"s3"]
+    assert http.post(topic_url(ns, "t", "rollback"), content=published.content).status_code == 200
+    assert poll(tx_seeing(pointer)) == []
+
+
+def test_transactional_poll_stops_at_the_first_in_progress_message(http: httpx.Client, wire: Wire, ns: str) -> None:
+    create(http, ns, "t")
+    h, pointer = wire.headers, 3_000_003
+    for body in (wire.publish([b"m1"]), wire.publish([b"m2"], pointer), wire.publish([b"m3"])):
+        assert http.post(topic_url(ns, "t", "publish"), content=body, headers=h).status_code == 200
+
+    def poll(tx: bytes) -> list[bytes]:
+        return payloads(wire.messages(http.post(topic_url(ns, "t", "poll"), content=wire.consume(tx=tx), headers=h)))
+
+    assert poll(tx_seeing(pointer, in_progress=True)) == [b"m1"]  # stops at m2: m3 waits, order is kept
+    assert poll(tx_seeing(pointer)) == [b"m1", b"m2", b"m3"]
+    assert poll(tx_seeing(pointer, invalid=True)) == [b"m1", b"m3"]  # invalid: skipped
+
+
+# -- operations ----------------------------------------------------------------------------------
+
+
+def _metric(text: str, name: str, **labels: str) -> float:
+    """The value of one sample of the exposition text (0 if absent)."""
+    for line in text.splitlines():
+        if line.startswith(name + "{"):
+            found = dict(re.findall(r'(\w+)="([^"]*)"', line[len(name) : line.rindex("}") + 1]))
+            if found == labels:
+                return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_health_and_metrics_cover_every_worker(gateway: GatewayProcess) -> None:
+    labels = {"method": "GET", "route": "/health", "status": "200"}
+    before = _metric(httpx.get(f"{gateway.url}/metrics").text, "tms_gateway_requests_total", **labels)
+    workers, calls = set(), 0
+    deadline = time.monotonic() + 60
+    while len(workers) < 2 and time.monotonic() < deadline:
+        answer = httpx.get(f"{gateway.url}/health", timeout=30)  # a new connection each time
+        assert answer.status_code == 200 and answer.json()["status"] == "ok"
+        workers.add(answer.json()["worker"])
+        calls += 1
+    assert len(workers) == 2, "both workers should answer new connections"
+    assert httpx.get(f"{gateway.url}/v1/namespaces/n/topics/missing").status_code == 404
+    text = httpx.get(f"{gateway.url}/metrics").text
+    # every worker's requests, whichever worker answers the scrape
+    assert _metric(text, "tms_gateway_requests_total", **labels) == before + calls
+    route = "/v1/namespaces/{namespace}/topics/{topic}"
+    assert _metric(text, "tms_gateway_errors_total", route=route, status="404", error="TopicNotFound") >= 1
+    assert _metric(text, "tms_gateway_request_seconds_count", method="GET", route="/health") >= calls
+    assert "tms_gateway_response_bytes_total" in text and "tms_gateway_request_bytes_total" in text
+
+
+def test_curl_example_from_the_docs(gateway: GatewayProcess, tmp_path: Path) -> None:
+    doc = (ROOT / "docs" / "gateway.md").read_text()
+    script = re.search(r"<!-- tested: curl -->\s*```bash\n(.*?)```", doc, re.S)
+    assert script, "docs/gateway.md lost its tested curl example"
+    result = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script.group(1)],
+        env={"PATH": "/usr/bin:/bin", "GATEWAY": gateway.url},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert json.loads(lines[0]) == {"name": "orders", "properties": {"ttl": "3600"}, "generation": 1}
+    polled = [base64.b64decode(m["payload"]) for m in json.loads(lines[1])]
+    assert polled == [b"hello", b"world"]
+    assert (tmp_path / "handle.bin").stat().st_size > 0
+
+
+# -- the Python client: the same program, direct or through the gateway --------------------------
+
+
+def transcript(client: MessagingClient | GatewayClient, ns: str) -> dict[str, object]:
+    """Run one program against ``client``; record what every step returned or raised (the error's class)."""
+    out: dict[str, object] = {}
+    t = TopicId(ns, "orders")
+
+    def step(name: str, call: Callable[[], object]) -> None:
+        try:
+            out[name] = call()
+        except TmsError as error:
+            out[name] = type(error).__name__
+
+    def meta(m: TopicMetadata) -> object:
+        return dict(m.properties), m.ttl, m.generation, m.topic.topic
+
+    def fetched(**kwargs: Any) -> list[tuple[bytes, bytes]]:
+        return [(m.id, m.payload) for m in client.fetch(t, **kwargs)]
+
+    def detail(d: RollbackDetail | None) -> object:
+        return None if d is None else (d.transaction_write_pointer, d.generation, d.start_position, d.end_position)
+
+    step("create", lambda: meta(client.create_topic(t, {"ttl": "3600", "owner": "me"})))
+    step("create again", lambda: client.create_topic(t))
+    step("create bad ttl", lambda: client.create_topic(TopicId(ns, "x"), {"ttl": "0"}))
+    step("update", lambda: meta(client.update_topic(t, {"ttl": "600"})))
+    step("get", lambda: meta(client.get_topic(t)))
+    step("update missing", lambda: client.update_topic(TopicId(ns, "missing"), {"ttl": "60"}))
+    step("list", lambda: [x.topic for x in client.list_topics(ns)])
+    step("publish", lambda: client.publish(t, [b"a", b"b"]))
+    step("publish nothing", lambda: client.publish(t, []))
+    step("publish ttl too long", lambda: client.publish(t, [b"late"], ttl=10**9))
+    handle = client.publish(t, [b"c"], tx_write_pointer=4_000_004)
+    out["publish tx"] = detail(handle)
+    client.store(t, [b"s1", b"s2"], tx_write_pointer=5_000_005)
+    client.store(t, [b"s3"], tx_write_pointer=5_000_005, sequence=2**40)
+    client.store(t, [b"s3"], tx_write_pointer=5_000_005, sequence=2**40)  # the same keys: no second copy
+    step("publish stored", lambda: detail(client.publish(t, [], tx_write_pointer=5_000_005)))
+    everything = fetched()
+    out["fetch"] = everything
+    out["fetch after id"] = fetched(start_message=everything[1][0], inclusive=False, limit=2)
+    out["fetch from time"] = fetched(start_time=0, limit=1)
+    out["fetch future"] = fetched(start_time=int(time.time() * 1000) + 3_600_000)
+    out["fetch in progress"] = fetched(transaction=TransactionCodec.decode(tx_seeing(4_000_004, in_progress=True)))
+    step("rollback", lambda: client.rollback(t, handle))
+    out["fetch rolled back"] = fetched(transaction=TransactionCodec.decode(tx_seeing(5_000_005)))
+    step("rollback garbage", lambda: client.rollback(t, b"garbage"))
+    step("fetch bad id", lambda: fetched(start_message=b"bad"))
+    step("fetch id and time", lambda: fetched(start_message=everything[0][0], start_time=5))
+    step("fetch limit 0", lambda: fetched(limit=0))
+    step("publish missing", lambda: client.publish(TopicId(ns, "missing"), [b"x"]))
+    step("fetch missing", lambda: client.fetch(TopicId(ns, "missing")))
+    step("delete", lambda: client.delete_topic(t))
+    step("delete again", lambda: client.delete_topic(t))
+    step("create after delete", lambda: meta(client.create_topic(t)))
+    step("fetch old generation id", lambda: fetched(start_message=everything[-1][0]))
+    return out
+
+
+@pytest.mark.parametrize("media", [AVRO, JSON], ids=["avro", "json"])
+def test_gateway_client_behaves_as_direct_access(
+    gateway: GatewayProcess, direct: MessagingClient, media: str, ns: str
+) -> None:
+    expected = transcript(direct, "d" + ns)
+    with GatewayClient(gateway.url, media=media, timeout=60) as client:
+        assert transcript(client, "g" + ns) == expected
+        assert client.ping() is None
+    # and what direct access does is what the contract says
+    assert expected["create"] == ({"generation": "1", "owner": "me", "ttl": "3600"}, 3600, 1, "orders")
+    assert [expected[k] for k in ("create again", "create bad ttl", "update missing", "publish nothing")] == [
+        "TopicAlreadyExists",
+        "InvalidArgument",
+        "TopicNotFound",
+        "InvalidArgument",
+    ]
+    assert payloads(expected["fetch"]) == [b"a", b"b", b"c", b"s1", b"s2", b"s3"]
+    assert payloads(expected["fetch in progress"]) == [b"a", b"b"]
+    assert payloads(expected["fetch rolled back"]) == [b"a", b"b", b"s1", b"s2", b"s3"]
+    assert [expected["delete again"], expected["create after delete"][2], expected["fetch old generation id"]] == [
+        "TopicNotFound",
+        2,
+        [],
+    ]

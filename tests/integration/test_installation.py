@@ -1,0 +1,106 @@
+"""A prefix names an installation: read-only calls and commands on a prefix without tables say the
+installation does not exist (exit code 7) and create nothing; writes create it as before."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tms_hbase import InstallationNotFound, MessagingClient, RollbackDetail, TopicId
+from tms_hbase.config import PREFIX_ENV
+from tms_hbase.tables import missing_tables
+
+T = TopicId("ns", "t")
+READ_ONLY = {
+    "get_topic": lambda c: c.get_topic(T),
+    "list_topics": lambda c: c.list_topics(),
+    "list_topic_metadata": lambda c: c.list_topic_metadata("ns"),
+    "fetch": lambda c: c.fetch(T),
+    "update_topic": lambda c: c.update_topic(T, {"ttl": "5"}),
+    "delete_topic": lambda c: c.delete_topic(T),
+    "publish": lambda c: c.publish(T, [b"x"]),
+    "store": lambda c: c.store(T, [b"x"], tx_write_pointer=5),
+    "rollback": lambda c: c.rollback(T, RollbackDetail(str(T), 5, 1, 1, 1)),
+    "require_installation": lambda c: c.require_installation(),
+}
+
+
+@pytest.mark.parametrize("call", READ_ONLY)
+def test_calls_on_a_missing_installation_create_nothing(client: MessagingClient, call: str) -> None:
+    with pytest.raises(InstallationNotFound, match=f"prefix '{client.tables.prefix}'") as info:
+        READ_ONLY[call](client)
+    assert info.value.missing == client.tables.all()
+    assert missing_tables(client.hbase, client.tables) == client.tables.all()
+
+
+def test_create_topic_creates_the_installation_unless_told_not_to(hbase_address: str, prefix: str) -> None:
+    with MessagingClient(hbase_address, prefix, create_tables=False) as reader:
+        with pytest.raises(InstallationNotFound):
+            reader.create_topic(T)
+        assert missing_tables(reader.hbase, reader.tables) == reader.tables.all()
+    with MessagingClient(hbase_address, prefix) as writer:
+        writer.create_topic(T)
+        assert missing_tables(writer.hbase, writer.tables) == []
+    with MessagingClient(hbase_address, prefix, create_tables=False) as reader:
+        assert reader.list_topics() == [T]
+
+
+def test_a_partial_installation_names_what_is_missing(client: MessagingClient) -> None:
+    client.init_tables()
+    client.hbase.run("drop", lambda c: c.delete_table(client.tables.txstate, disable=True), idempotent=False)
+    with (
+        MessagingClient(client.hbase.address, client.tables.prefix) as other,
+        pytest.raises(InstallationNotFound, match=f"missing tables: {client.tables.txstate}"),
+    ):
+        other.list_topics()
+
+
+def run(program: str, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    script = str(Path(sys.executable).with_name(program))
+    return subprocess.run([script, *args], env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize(
+    "program, args",
+    [
+        ("tms-admin", ["topic", "list"]),
+        ("tms-admin", ["topic", "get", "ns:t"]),
+        ("tms-admin", ["topic", "update", "ns:t", "--ttl", "5"]),
+        ("tms-admin", ["topic", "delete", "ns:t"]),
+        ("tms-admin", ["sweeper", "state"]),
+        ("tms-admin", ["tx", "snapshot", "--from-hbase"]),
+        ("tms-admin", ["tx", "prune", "--dry-run"]),
+        ("tms-sweeper", ["once"]),
+        ("tms-sweeper", ["run"]),
+        ("tms-sweeper", ["status"]),
+    ],
+    ids=lambda a: " ".join(a) if isinstance(a, list) else a,
+)
+def test_read_only_commands_on_a_mistyped_prefix_exit_7(
+    client: MessagingClient, tms_env: dict[str, str], program: str, args: list[str]
+) -> None:
+    result = run(program, tms_env, *args)
+    assert result.returncode == 7, result.stderr
+    assert "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: no tms-hbase installation") and repr(client.tables.prefix) in last
+    assert missing_tables(client.hbase, client.tables) == client.tables.all()
+
+
+def test_creating_commands_still_create(client: MessagingClient, tms_env: dict[str, str]) -> None:
+    assert run("tms-admin", tms_env, "topic", "create", "ns:t").returncode == 0
+    assert missing_tables(client.hbase, client.tables) == []
+    assert run("tms-admin", tms_env, "topic", "list").stdout.split()[-3:] == ["ns:t", "1", "604800"]
+
+
+def test_an_empty_prefix_is_bad_input(tms_env: dict[str, str]) -> None:
+    explicit = run("tms-admin", tms_env, "--prefix", "", "topic", "list")
+    assert explicit.returncode == 2 and "bad table prefix ''" in explicit.stderr
+    from_env = run("tms-admin", {**tms_env, PREFIX_ENV: ""}, "topic", "list")
+    assert from_env.returncode == 2 and "bad table prefix ''" in from_env.stderr
+    sweeper = run("tms-sweeper", {**os.environ, PREFIX_ENV: ""}, "once")
+    assert sweeper.returncode == 2 and "bad table prefix ''" in sweeper.stderr

@@ -1,0 +1,106 @@
+"""The gateway's pure parts: settings resolution, the token guard and its rules, and the REST body codecs."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.auth import Guard, hash_token
+from gateway.config import Settings, resolve
+from tms_hbase import rest
+from tms_hbase.errors import InvalidArgument, NotAuthenticated, NotAuthorized
+from tms_hbase.reader import Message
+
+ALICE, BOB = "alice-secret-token", "bob-secret-token"
+
+
+def guarded(*rules: dict) -> Guard:
+    tokens = [{"name": "alice", "sha256": hash_token(ALICE)}, {"name": "bob", "sha256": hash_token(BOB)}]
+    return Guard(resolve({"tokens": tokens, "rules": list(rules)}, {}))
+
+
+def test_settings_precedence_and_round_trip() -> None:
+    settings = resolve({"port": 9000, "workers": 3, "timeout": 5}, {"port": 9100, "workers": None})
+    assert (settings.port, settings.workers, settings.timeout) == (9100, 3, 5.0)
+    assert Settings.from_json(guarded_settings().to_json()) == guarded_settings()
+    for bad in ({"port": 0}, {"threads": -1}, {"json_logs": "yes"}, {"prefix": "no spaces"}):
+        with pytest.raises(InvalidArgument):
+            resolve(bad, {})
+
+
+def guarded_settings() -> Settings:
+    tokens = [{"name": "alice", "sha256": hash_token(ALICE)}]
+    rule = {"principal": "alice", "namespace": "a*", "topics": "t-?", "actions": ["consume", "publish"]}
+    return resolve({"tokens": tokens, "rules": [rule]}, {})
+
+
+def test_an_open_gateway_lets_anyone_do_anything() -> None:
+    guard = Guard(Settings())
+    assert guard.open and guard.principal(None) == "anonymous"
+    assert guard.allows("anonymous", "any", "topic", "admin")
+
+
+def test_tokens_are_checked_by_their_hash() -> None:
+    guard = guarded()
+    assert guard.principal(f"Bearer {ALICE}") == "alice" and guard.principal(f"bearer  {BOB} ") == "bob"
+    for header in (None, "", "Bearer", f"Basic {ALICE}", "Bearer wrong", hash_token(ALICE)):
+        with pytest.raises(NotAuthenticated):
+            guard.principal(header)
+    assert guard.allows("bob", "x", "y", "admin")  # tokens without rules: any known caller may do anything
+
+
+def test_rules_deny_by_default_and_match_globs_and_actions() -> None:
+    guard = guarded(
+        {"principal": "alice", "namespace": "shop*", "topics": "orders-*", "actions": ["publish", "consume"]},
+        {"principal": "*", "namespace": "public", "topics": "*", "actions": ["consume"]},
+    )
+    assert guard.allows("alice", "shop-eu", "orders-1", "publish")
+    assert not guard.allows("alice", "shop-eu", "orders-1", "admin")
+    assert not guard.allows("alice", "shop-eu", "invoices", "publish")
+    assert not guard.allows("alice", "Shop", "orders-1", "publish")  # case-sensitive
+    assert not guard.allows("bob", "shop", "orders-1", "consume")
+    assert guard.allows("bob", "public", "news", "consume") and not guard.allows("bob", "public", "news", "publish")
+    assert guard.allows("bob", "public", "news", None)  # reading metadata: any action will do
+    with pytest.raises(NotAuthorized, match="bob may not publish on topic shop:orders-1"):
+        guard.check("bob", "shop", "orders-1", "publish")
+    guard.check_namespace("alice", "shop")
+    with pytest.raises(NotAuthorized):
+        guard.check_namespace("bob", "shop")
+
+
+def test_json_bodies_are_strict() -> None:
+    publish = rest.decode_publish(b'{"messages": ["aGk=", ""], "transactionWritePointer": 7}', rest.JSON)
+    assert (publish.transaction_write_pointer, list(publish.messages)) == (7, [b"hi", b""])
+    consume = rest.decode_consume(b'{"startFrom": 1700000000000, "inclusive": false}', rest.JSON)
+    assert consume == rest.ConsumeRequest(1_700_000_000_000, False, None, None)
+    assert rest.decode_consume(b"", rest.JSON) == rest.ConsumeRequest()
+    for body in (
+        b'{"messages": ["aGk"]}',  # no padding
+        b'{"messages": ["a-_="]}',  # URL-safe alphabet
+        b'{"messages": "aGk="}',
+        b'{"messages": [], "transactionWritePointer": true}',
+        b'{"messages": [], "typo": 1}',
+        b"[]",
+    ):
+        with pytest.raises(InvalidArgument):
+            rest.decode_publish(body, rest.JSON)
+
+
+@pytest.mark.parametrize("media", [rest.AVRO, rest.JSON])
+def test_codecs_round_trip(media: str) -> None:
+    request = rest.PublishRequest(None, [b"\x00\xff", b""])
+    assert rest.decode_publish(rest.encode_publish(request, media), media) == request
+    for consume in (rest.ConsumeRequest(b"\x01" * 20, False, 10, b"tx"), rest.ConsumeRequest(5, True, None, None)):
+        assert rest.decode_consume(rest.encode_consume(consume, media), media) == consume
+    messages = [Message(b"\x02" * 20, b"payload", 123)]
+    timed = rest.encode_messages(messages, media, publish_time=True)
+    assert rest.decode_messages(timed, media, publish_time=True) == messages
+    plain = rest.decode_messages(rest.encode_messages(messages, media, publish_time=False), media, publish_time=False)
+    assert [(m.id, m.payload) for m in plain] == [(b"\x02" * 20, b"payload")]
+
+
+def test_media_types_and_the_status_table() -> None:
+    assert rest.media_type(None) == rest.JSON and rest.media_type("avro/binary; charset=x") == rest.AVRO
+    assert rest.media_type("application/vnd.api+json") == rest.JSON
+    with pytest.raises(rest.UnsupportedMediaType):
+        rest.media_type("text/plain")
+    assert rest.status_of(rest.UnsupportedMediaType("x")) == 415 and rest.status_of(InvalidArgument("x")) == 400

@@ -1,0 +1,205 @@
+"""GatewayClient's HTTP layer against small misbehaving servers on loopback (real sockets): a hung server
+and a trickling one stay within the whole-call deadline, a keep-alive connection the server closed is not
+reused for a publish, and errors map back to the library's classes by header or status."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from tms_hbase import TopicId
+from tms_hbase.errors import (
+    BatchTooLarge,
+    HBaseUnavailable,
+    NotAuthenticated,
+    PublishOutcomeUnknown,
+    TmsError,
+    TopicAlreadyExists,
+    TopicNotFound,
+)
+from tms_hbase.http import GatewayClient
+
+T = TopicId("ns", "t")
+
+
+class Server:
+    """Runs ``handler(connection)`` for every connection to a loopback port, each in a thread."""
+
+    def __init__(self, handler: Callable[[socket.socket], None]) -> None:
+        self.handler = handler
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.connections = self.closed = 0
+        self.stop = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn, contextlib.suppress(OSError):
+            self.handler(conn)
+        self.closed += 1
+
+    def wait_closed(self, count: int, timeout: float = 10) -> None:
+        deadline = time.monotonic() + timeout
+        while self.closed < count:
+            assert time.monotonic() < deadline, "the server did not close the connection"
+            time.sleep(0.01)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.listener.close()
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[Callable[[socket.socket], None]], Server]]:
+    servers: list[Server] = []
+
+    def start(handler: Callable[[socket.socket], None]) -> Server:
+        servers.append(Server(handler))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def read_request(conn: socket.socket) -> bytes:
+    """One request (head and Content-Length body); b"" if the client closed the connection."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return b""
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lengths = [int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")]
+    length = lengths[0] if lengths else 0
+    while len(body) < length:
+        body += conn.recv(65536)
+    return head
+
+
+def respond(status: str, headers: dict[str, str] | None = None, body: bytes = b"", close: bool = False):
+    """A handler answering every request on a connection the same way (then closing it, if ``close``)."""
+
+    def handler(conn: socket.socket) -> None:
+        while read_request(conn):
+            lines = [f"HTTP/1.1 {status}", f"Content-Length: {len(body)}"]
+            lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
+            conn.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+            if close:  # without "Connection: close": the client believes it may reuse the connection
+                return
+
+    return handler
+
+
+def test_a_hung_server_is_a_timeout_within_the_deadline(serve: Callable) -> None:
+    server = serve(lambda conn: (read_request(conn), server.stop.wait(30)))
+    with GatewayClient(server.url, timeout=1.0) as client:
+        started = time.monotonic()
+        with pytest.raises(HBaseUnavailable, match=r"did not answer within 1\.0s") as caught:
+            client.get_topic(T)
+    assert caught.value.timed_out and time.monotonic() - started < 3
+
+
+def test_a_refused_connection_is_unavailable_not_an_unknown_outcome() -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    with GatewayClient(url, timeout=5) as client, pytest.raises(HBaseUnavailable, match="cannot reach") as caught:
+        client.publish(T, [b"x"])  # nothing was sent, so nothing can have been stored
+    assert not isinstance(caught.value, PublishOutcomeUnknown)
+
+
+def test_a_publish_without_an_answer_has_an_unknown_outcome(serve: Callable) -> None:
+    server = serve(lambda conn: read_request(conn))  # reads the publish, closes without answering
+    with GatewayClient(server.url, timeout=5) as client, pytest.raises(PublishOutcomeUnknown, match="may or may not"):
+        client.publish(T, [b"x"])
+
+
+def test_a_trickling_server_cannot_stretch_a_call(serve: Callable) -> None:
+    def trickle(conn: socket.socket) -> None:
+        read_request(conn)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
+        while not server.stop.wait(0.2):
+            conn.sendall(b" ")  # every read succeeds well within any per-read timeout
+
+    server = serve(trickle)
+    with GatewayClient(server.url, timeout=1.5) as client:
+        started = time.monotonic()
+        with pytest.raises(HBaseUnavailable) as caught:
+            client.get_topic(T)
+    assert caught.value.timed_out and time.monotonic() - started < 4
+
+
+def test_a_connection_the_server_closed_is_not_reused(serve: Callable) -> None:
+    server = serve(respond("200 OK", close=True))
+    with GatewayClient(server.url, timeout=10) as client:
+        for count, payload in enumerate([b"one", b"two", b"three"], 1):
+            client.publish(T, [payload])
+            # The server closes each connection after answering. The next publish must not be sent on
+            # it (losing its answer would make the outcome unknown) but on a new connection.
+            server.wait_closed(count)
+    assert server.connections == 3
+
+
+def test_a_kept_alive_connection_is_reused(serve: Callable) -> None:
+    server = serve(respond("200 OK"))
+    with GatewayClient(server.url, timeout=10) as client:
+        for _ in range(5):
+            client.publish(T, [b"x"])
+    assert server.connections == 1
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "expected"),
+    [
+        ("409 Conflict", {"TMS-Error": "TopicAlreadyExists"}, TopicAlreadyExists),
+        ("413 Payload Too Large", {"TMS-Error": "BatchTooLarge"}, BatchTooLarge),
+        ("401 Unauthorized", {"TMS-Error": "NotAuthenticated"}, NotAuthenticated),
+        ("404 Not Found", {}, TopicNotFound),  # no header (a proxy's answer): by status
+        ("503 Service Unavailable", {}, HBaseUnavailable),
+        ("502 Bad Gateway", {}, TmsError),
+        ("400 Bad Request", {"TMS-Error": "SomethingElse"}, ValueError),  # unknown names: by status
+    ],
+)
+def test_errors_map_back_to_the_library_classes(serve: Callable, status: str, headers: dict, expected: type) -> None:
+    server = serve(respond(status, headers, b"what went wrong\n"))
+    with GatewayClient(server.url, timeout=10) as client, pytest.raises(expected) as caught:
+        client.publish(T, [b"x"])
+    if expected is TopicNotFound:
+        assert caught.value.topic == T
+    elif expected not in (TopicAlreadyExists,):
+        assert "what went wrong" in str(caught.value)
+
+
+def test_bad_arguments_raise_before_any_request(serve: Callable) -> None:
+    server = serve(respond("200 OK"))
+    with GatewayClient(server.url, timeout=10) as client:
+        for call in (
+            lambda: client.publish(T, "not a list"),
+            lambda: client.publish(T, [b"x"], resume=object()),
+            lambda: client.fetch(T, start_message=b"x", start_time=1),
+            lambda: client.fetch(T, limit=0),
+            lambda: client.list_topics(),
+            lambda: client.update_topic(T, {}, expected=object()),
+            lambda: client.rollback(T, "text"),
+        ):
+            with pytest.raises(ValueError):
+                call()
+    assert server.connections == 0
+    with pytest.raises(ValueError, match="bad gateway URL"):
+        GatewayClient("ftp://host")

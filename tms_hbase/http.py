@@ -1,0 +1,492 @@
+"""GatewayClient: MessagingClient's surface over the seed's REST API, through ``tms-gateway``.
+
+A program switches between direct access and the gateway by changing one line::
+
+    client = MessagingClient("127.0.0.1:9090", prefix="tms")
+    client = GatewayClient("https://gateway:8080", token="...", ca_file="ca.pem")
+
+Errors come back as the same :mod:`tms_hbase.errors` classes (the gateway names the class in a
+header), plus NotAuthenticated (401) and NotAuthorized (403). The HTTP client is the standard
+library's ``http.client``, made robust here: ``timeout`` is a deadline for the whole call (connect,
+send, wait, read), enforced by a watchdog thread that shuts the socket down when it passes, so a
+trickling server cannot stretch a call; keep-alive connections are pooled and reused, and a pooled
+connection the server has closed is detected before use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import http.client
+import itertools
+import os
+import select
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from urllib.parse import urlencode, urlsplit
+
+from . import errors, rest
+from .errors import (
+    HBaseUnavailable,
+    InvalidArgument,
+    PublishOutcomeUnknown,
+    TmsError,
+    TopicAlreadyExists,
+    TopicNotFound,
+)
+from .reader import Message
+from .topic import TopicId, TopicMetadata
+from .tx import Transaction, TransactionCodec
+from .wire import RollbackDetail
+from .writer import validate_payloads
+
+URL_ENV = "TMS_GATEWAY_URL"
+TOKEN_ENV = "TMS_GATEWAY_TOKEN"
+DEFAULT_URL = "http://127.0.0.1:8080"
+_AVRO_LIMIT = 2**31 - 1  # ConsumeRequest.limit is an Avro int
+# The outcome of a call the gateway may have carried out before the link failed is unknown for these.
+_NOT_IDEMPOTENT = frozenset({"create topic", "delete topic", "publish", "store"})
+
+
+class GatewayClient:
+    """A client of ``tms-gateway`` with the surface of :class:`tms_hbase.MessagingClient`.
+
+    ``url`` is the gateway (default ``$TMS_GATEWAY_URL`` or http://127.0.0.1:8080); ``token`` the bearer
+    token (default ``$TMS_GATEWAY_TOKEN``). ``timeout`` bounds every call as a whole (seconds).
+    ``media`` is the body encoding, :data:`tms_hbase.rest.AVRO` (default) or :data:`~tms_hbase.rest.JSON`.
+    For https: ``ca_file`` verifies the gateway's certificate (default: the system's CAs), and
+    ``client_cert``/``client_key`` present a client certificate (mutual TLS); or pass ``ssl_context``.
+    Thread-safe; use it as a context manager or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: float = 10.0,
+        media: str = rest.AVRO,
+        pool_size: int = 8,
+        ca_file: str | None = None,
+        client_cert: str | None = None,
+        client_key: str | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        max_idle: float = 15.0,
+    ) -> None:
+        self.url = url or os.environ.get(URL_ENV) or DEFAULT_URL
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
+            raise InvalidArgument(f"bad gateway URL {self.url!r}: expected http(s)://host:port")
+        if media not in (rest.AVRO, rest.JSON):
+            raise InvalidArgument(f"media must be {rest.AVRO!r} or {rest.JSON!r}, not {media!r}")
+        if not timeout > 0:
+            raise InvalidArgument(f"timeout must be positive, not {timeout!r}")
+        if parts.scheme == "https" and ssl_context is None:
+            ssl_context = ssl.create_default_context(cafile=ca_file)
+            if client_cert:
+                ssl_context.load_cert_chain(client_cert, client_key)
+        token = token if token is not None else os.environ.get(TOKEN_ENV)
+        self.timeout = timeout
+        self.media = media
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        self._pool = _Pool(parts.hostname, port, ssl_context if parts.scheme == "https" else None, pool_size, max_idle)
+
+    def __enter__(self) -> GatewayClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the pooled connections."""
+        self._pool.close()
+
+    def __repr__(self) -> str:
+        return f"GatewayClient({self.url!r})"
+
+    def ping(self) -> None:
+        """``GET /health``: returns once the gateway answers that HBase does; HBaseUnavailable otherwise."""
+        self._call("ping", "GET", "/health")
+
+    # -- topics -------------------------------------------------------------------------------
+
+    def create_topic(self, topic: TopicId, properties: Mapping[str, str] | None = None) -> TopicMetadata:
+        """``PUT /topics/<t>``: TopicAlreadyExists (409) or InvalidArgument (400) as direct access raises."""
+        topic = _topic(topic)
+        body = self._call("create topic", "PUT", rest.topic_path(topic), rest.encode_properties(properties), topic)
+        return rest.decode_topic(topic.namespace, body)
+
+    def update_topic(
+        self, topic: TopicId, properties: Mapping[str, str], *, expected: TopicMetadata | None = None
+    ) -> TopicMetadata:
+        """``PUT /topics/<t>/properties`` (replaces them all). ``expected`` is not supported by the REST API."""
+        if expected is not None:
+            raise InvalidArgument("update_topic(expected=...) is not supported through the gateway")
+        topic = _topic(topic)
+        path = rest.topic_path(topic, "properties")
+        body = self._call("update topic", "PUT", path, rest.encode_properties(properties), topic)
+        return rest.decode_topic(topic.namespace, body)
+
+    def get_topic(self, topic: TopicId) -> TopicMetadata:
+        topic = _topic(topic)
+        return rest.decode_topic(topic.namespace, self._call("get topic", "GET", rest.topic_path(topic), None, topic))
+
+    def list_topics(self, namespace: str | None = None) -> list[TopicId]:
+        """The topics of ``namespace`` (the REST API lists one namespace at a time)."""
+        if namespace is None:
+            raise InvalidArgument("the gateway lists the topics of one namespace: give list_topics a namespace")
+        TopicId(namespace, "x")  # validates the namespace name
+        names = rest.decode_names(self._call("list topics", "GET", rest.BASE.format(namespace=namespace) + "/topics"))
+        return [TopicId(namespace, name) for name in names]
+
+    def list_topic_metadata(self, namespace: str | None = None) -> list[TopicMetadata]:
+        """Like :meth:`list_topics`, with each topic's metadata (one call per topic)."""
+        result = []
+        for topic in self.list_topics(namespace):
+            try:
+                result.append(self.get_topic(topic))
+            except TopicNotFound:
+                continue  # deleted since it was listed
+        return result
+
+    def delete_topic(self, topic: TopicId) -> None:
+        topic = _topic(topic)
+        self._call("delete topic", "DELETE", rest.topic_path(topic), None, topic)
+
+    # -- messages -----------------------------------------------------------------------------
+
+    def publish(
+        self,
+        topic: TopicId,
+        payloads: Sequence[bytes],
+        tx_write_pointer: int | None = None,
+        *,
+        ttl: float | None = None,
+        resume: PublishOutcomeUnknown | None = None,
+    ) -> RollbackDetail | None:
+        """``POST /topics/<t>/publish``; with a write pointer returns the RollbackDetail of the handle.
+
+        ``resume`` cannot be honoured over HTTP (the retry state stays in the gateway): passing one is
+        InvalidArgument rather than a silent second copy.
+        """
+        if resume is not None:
+            raise InvalidArgument("publish(resume=...) is not supported through the gateway")
+        topic = _topic(topic)
+        batch = validate_payloads(payloads, 2**63, allow_empty=True)  # the gateway checks emptiness and size
+        body = rest.encode_publish(rest.PublishRequest(tx_write_pointer, batch), self.media)
+        query = {} if ttl is None else {"ttl": ttl}
+        handle = self._call("publish", "POST", _with_query(rest.topic_path(topic, "publish"), query), body, topic)
+        return RollbackDetail.from_bytes(handle) if handle else None
+
+    def store(
+        self, topic: TopicId, payloads: Sequence[bytes], tx_write_pointer: int, *, sequence: int | None = None
+    ) -> None:
+        """``POST /topics/<t>/store``: payloads under a write pointer, invisible until it is published."""
+        topic = _topic(topic)
+        batch = validate_payloads(payloads, 2**63, allow_empty=True)
+        body = rest.encode_publish(rest.PublishRequest(tx_write_pointer, batch), self.media)
+        query = {} if sequence is None else {"sequence": sequence}
+        self._call("store", "POST", _with_query(rest.topic_path(topic, "store"), query), body, topic)
+
+    def rollback(self, topic: TopicId, handle: RollbackDetail | bytes) -> None:
+        """``POST /topics/<t>/rollback`` with the handle's bytes as the body."""
+        topic = _topic(topic)
+        data = bytes(handle) if isinstance(handle, (RollbackDetail, bytearray, memoryview)) else handle
+        if not isinstance(data, bytes):
+            raise InvalidArgument("corrupt rollback handle: not bytes returned by a transactional publish")
+        self._call("rollback", "POST", rest.topic_path(topic, "rollback"), data, topic, content_type=rest.OCTETS)
+
+    def fetch(
+        self,
+        topic: TopicId,
+        start_message: bytes | None = None,
+        start_time: int | None = None,
+        inclusive: bool = True,
+        limit: int | None = None,
+        transaction: Transaction | None = None,
+    ) -> Iterator[Message]:
+        """Messages in order, as :meth:`MessagingClient.fetch`: polls ``POST /topics/<t>/poll`` page by page
+        (the gateway caps a page), each from the last id, until a page comes back empty or ``limit`` is
+        reached. The first page is fetched now, so bad arguments and TopicNotFound raise here."""
+        topic = _topic(topic)
+        if start_message is not None and start_time is not None:
+            raise InvalidArgument("give start_message or start_time, not both")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
+            raise InvalidArgument(f"bad limit {limit!r}: expected a positive integer or None")
+        if transaction is not None and not isinstance(transaction, Transaction):
+            raise InvalidArgument(f"transaction must be a tms_hbase.tx.Transaction, not {type(transaction).__name__}")
+        tx = None if transaction is None else TransactionCodec.encode(transaction)
+        start = start_message if start_message is not None else start_time
+        request = rest.ConsumeRequest(start, inclusive, None if limit is None else min(limit, _AVRO_LIMIT), tx)
+        first = self.poll(topic, request)
+        return self._pages(topic, first, request, limit)
+
+    def poll(self, topic: TopicId, request: rest.ConsumeRequest) -> list[Message]:
+        """One ``poll`` call as the seed defines it (a page of at most the gateway's cap)."""
+        topic = _topic(topic)
+        path = _with_query(rest.topic_path(topic, "poll"), {"publishTime": "true"})
+        body = self._call("poll", "POST", path, rest.encode_consume(request, self.media), topic)
+        return rest.decode_messages(body, self.media, publish_time=True)
+
+    def _pages(
+        self, topic: TopicId, page: list[Message], request: rest.ConsumeRequest, limit: int | None
+    ) -> Iterator[Message]:
+        left = limit
+        while page:
+            if left is not None:
+                page = page[:left]
+                left -= len(page)
+            yield from page
+            if left == 0:
+                return
+            limit_now = None if left is None else min(left, _AVRO_LIMIT)
+            request = rest.ConsumeRequest(page[-1].id, False, limit_now, request.transaction)
+            page = self.poll(topic, request)
+
+    # -- one HTTP exchange --------------------------------------------------------------------
+
+    def _call(
+        self,
+        what: str,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        topic: TopicId | None = None,
+        *,
+        content_type: str | None = None,
+    ) -> bytes:
+        headers = dict(self._headers)
+        if body is not None:
+            headers["Content-Type"] = content_type or self.media
+        deadline = time.monotonic() + self.timeout
+        for attempt in (1, 2):
+            conn, reused = self._pool.take()
+            try:
+                reply = _exchange(conn, method, path, body, headers, deadline)
+            except _Broken as broken:
+                self._pool.discard(conn)
+                # A pooled connection the server closed just as it was reused: the request never
+                # arrived. Safe to send again, except where a lost answer would make it run twice.
+                if broken.stale and reused and attempt == 1 and what not in _NOT_IDEMPOTENT:
+                    continue
+                raise self._link_error(what, broken) from broken.__cause__
+            self._pool.give_back(conn, reply.keep_alive)
+            if reply.status >= 400:
+                raise _error(reply, topic)
+            return reply.body
+        raise AssertionError("unreachable")
+
+    def _link_error(self, what: str, broken: _Broken) -> TmsError:
+        if not broken.sent:
+            err = HBaseUnavailable(f"{what}: cannot reach the gateway at {self.url} ({broken.reason})")
+        elif what == "publish":
+            reason = "did not answer in time" if broken.timed_out else f"failed ({broken.reason})"
+            message = f"publish: the gateway at {self.url} {reason}; the batch may or may not be stored"
+            err = PublishOutcomeUnknown(message, None)
+        else:
+            reason = f"did not answer within {self.timeout}s" if broken.timed_out else f"failed ({broken.reason})"
+            maybe = "; the call may have taken effect" if what in _NOT_IDEMPOTENT else ""
+            err = HBaseUnavailable(f"{what}: the gateway at {self.url} {reason}{maybe}")
+        err.timed_out = broken.timed_out
+        return err
+
+
+def _topic(topic: object) -> TopicId:
+    if isinstance(topic, TopicId):
+        return topic
+    if isinstance(topic, str):
+        return TopicId.parse(topic)
+    raise InvalidArgument(f"expected a TopicId or 'namespace:topic', got {type(topic).__name__}")
+
+
+def _with_query(path: str, query: Mapping[str, object]) -> str:
+    return f"{path}?{urlencode(query)}" if query else path
+
+
+# -- errors back from the gateway ----------------------------------------------------------------
+
+_ERRORS: dict[str, type[TmsError]] = {
+    name: value
+    for name, value in [*vars(errors).items(), ("UnsupportedMediaType", rest.UnsupportedMediaType)]
+    if isinstance(value, type) and issubclass(value, TmsError)
+}
+
+
+def _error(reply: _Reply, topic: TopicId | None) -> TmsError:
+    """The TmsError the gateway reported: its class by the error header, else by the status code."""
+    message = reply.body.decode("utf-8", "replace").strip() or f"HTTP {reply.status}"
+    kind = _ERRORS.get(reply.error_name or "")
+    if kind is None:
+        fallback = {404: TmsError if topic is None else TopicNotFound, 503: HBaseUnavailable}
+        kind = fallback.get(reply.status) or next((k for k, s in rest.STATUS if s == reply.status), TmsError)
+    if issubclass(kind, (TopicNotFound, TopicAlreadyExists)) and topic is not None:
+        return kind(topic)
+    if issubclass(kind, PublishOutcomeUnknown):
+        return kind(message, None)
+    try:
+        return kind(message)
+    except TypeError:  # a class whose constructor takes more than a message
+        return TmsError(message)
+
+
+# -- the HTTP exchange, under a deadline ---------------------------------------------------------
+
+
+@dataclass
+class _Reply:
+    status: int
+    body: bytes
+    error_name: str | None
+    keep_alive: bool
+
+
+class _Broken(Exception):
+    """The link failed. ``sent``: the request may have reached the gateway; ``stale``: a pooled connection
+    the server had closed; ``timed_out``: the deadline passed."""
+
+    def __init__(self, reason: str, *, sent: bool = True, stale: bool = False, timed_out: bool = False) -> None:
+        super().__init__(reason)
+        self.reason, self.sent, self.stale, self.timed_out = reason, sent, stale, timed_out
+
+
+_STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
+
+
+def _exchange(
+    conn: http.client.HTTPConnection,
+    method: str,
+    path: str,
+    body: bytes | None,
+    headers: Mapping[str, str],
+    deadline: float,
+) -> _Reply:
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise _Broken("deadline passed", sent=False, timed_out=True)
+    conn.timeout = remaining
+    if conn.sock is None:
+        try:  # connect (and the TLS handshake) first: a failure here means nothing was sent
+            conn.connect()
+        except OSError as exc:
+            raise _Broken(f"{type(exc).__name__}: {exc}", sent=False, timed_out=isinstance(exc, TimeoutError)) from exc
+    conn.sock.settimeout(remaining)  # type: ignore[union-attr]
+    ticket = _WATCHDOG.arm(deadline, conn)  # from here on the watchdog bounds the call
+    try:
+        conn.request(method, path, body, dict(headers))
+        response = conn.getresponse()
+        data = response.read()
+    except (OSError, http.client.HTTPException) as exc:
+        fired = _WATCHDOG.disarm(ticket)
+        if fired or isinstance(exc, TimeoutError):
+            raise _Broken("timed out", timed_out=True) from exc
+        raise _Broken(f"{type(exc).__name__}: {exc}", stale=isinstance(exc, _STALE)) from exc
+    if _WATCHDOG.disarm(ticket):
+        raise _Broken("timed out", timed_out=True)
+    return _Reply(response.status, data, response.getheader(rest.ERROR_HEADER), not response.will_close)
+
+
+class _Watchdog:
+    """One daemon thread that shuts down the socket of every call still running at its deadline."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int]] = []
+        self._live: dict[int, http.client.HTTPConnection] = {}
+        self._fired: set[int] = set()
+        self._tickets = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, deadline: float, conn: http.client.HTTPConnection) -> int:
+        with self._cond:
+            ticket = next(self._tickets)
+            self._live[ticket] = conn
+            heapq.heappush(self._heap, (deadline, ticket))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="tms-http-deadlines", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+            return ticket
+
+    def disarm(self, ticket: int) -> bool:
+        """Forget a call; True if its deadline had passed and its socket was shut down."""
+        with self._cond:
+            self._live.pop(ticket, None)
+            if ticket in self._fired:
+                self._fired.discard(ticket)
+                return True
+            return False
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._heap or self._heap[0][0] > time.monotonic():
+                    self._cond.wait(None if not self._heap else self._heap[0][0] - time.monotonic())
+                _, ticket = heapq.heappop(self._heap)
+                conn = self._live.pop(ticket, None)
+                if conn is None:
+                    continue
+                self._fired.add(ticket)
+            sock = conn.sock
+            if sock is not None:
+                # the plain socket's shutdown (not SSLSocket's): a blocked read or write in the caller returns
+                with contextlib.suppress(OSError):
+                    socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+_WATCHDOG = _Watchdog()
+
+
+class _Pool:
+    """Idle keep-alive connections to one gateway, newest first; at most ``size`` are kept."""
+
+    def __init__(self, host: str, port: int, context: ssl.SSLContext | None, size: int, max_idle: float) -> None:
+        self.host, self.port, self.context = host, port, context
+        self.size, self.max_idle = size, max_idle
+        self._idle: list[tuple[http.client.HTTPConnection, float]] = []
+        self._lock = threading.Lock()
+
+    def take(self) -> tuple[http.client.HTTPConnection, bool]:
+        """A connection and whether it was used before (a new one connects on first use)."""
+        while True:
+            with self._lock:
+                if not self._idle:
+                    break
+                conn, since = self._idle.pop()
+            if time.monotonic() - since < self.max_idle and not _closed_by_peer(conn):
+                return conn, True
+            conn.close()
+        if self.context is not None:
+            return http.client.HTTPSConnection(self.host, self.port, context=self.context), False
+        return http.client.HTTPConnection(self.host, self.port), False
+
+    def give_back(self, conn: http.client.HTTPConnection, keep_alive: bool) -> None:
+        with self._lock:
+            if keep_alive and len(self._idle) < self.size:
+                self._idle.append((conn, time.monotonic()))
+                return
+        conn.close()
+
+    def discard(self, conn: http.client.HTTPConnection) -> None:
+        conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn, _ in idle:
+            conn.close()
+
+
+def _closed_by_peer(conn: http.client.HTTPConnection) -> bool:
+    """An idle connection is readable only if the server closed it (or broke the protocol)."""
+    if conn.sock is None:
+        return True
+    try:
+        readable, _, _ = select.select([conn.sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)

@@ -1,0 +1,298 @@
+"""The seed's REST API as both of its ends speak it: paths, media types, the body codecs (Avro binary and
+JSON) and the one table between TmsError classes and HTTP status codes.
+
+The gateway (``gateway/``, the server) and its Python client (:mod:`tms_hbase.http`) both use this
+module, so the two cannot drift apart; it lives in the library because the library never imports the
+gateway.
+
+JSON bodies use the Avro schemas' field names; ``bytes`` fields are base64 strings (RFC 4648 section 4:
+standard alphabet, with padding; anything else is rejected), ``long``/``int`` fields are JSON integers
+and ``null`` fields may be left out.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import wire
+from .errors import (
+    BatchTooLarge,
+    ConcurrentModification,
+    HBaseError,
+    InstallationNotFound,
+    InvalidArgument,
+    NotAuthenticated,
+    NotAuthorized,
+    TmsError,
+    TopicAlreadyExists,
+    TopicNotFound,
+)
+from .reader import Message
+from .topic import GENERATION_KEY, TopicId, TopicMetadata
+
+AVRO = "avro/binary"
+JSON = "application/json"
+OCTETS = "application/octet-stream"  # the publish response: the opaque rollback handle
+TEXT = "text/plain; charset=utf-8"  # error bodies: one line
+ERROR_HEADER = "TMS-Error"  # the TmsError class name of an error response
+BASE = "/v1/namespaces/{namespace}"
+
+
+class UnsupportedMediaType(InvalidArgument):
+    """A body in a media type the endpoint does not take (HTTP 415)."""
+
+
+# The one table between errors and status codes: the first class an error is an instance of wins.
+STATUS: list[tuple[type[TmsError], int]] = [
+    (BatchTooLarge, 413),
+    (UnsupportedMediaType, 415),
+    (InvalidArgument, 400),
+    (NotAuthenticated, 401),
+    (NotAuthorized, 403),
+    (TopicNotFound, 404),
+    (TopicAlreadyExists, 409),
+    (ConcurrentModification, 409),
+    (InstallationNotFound, 503),  # the gateway's prefix has no installation: `tms-admin init` it
+    (HBaseError, 503),  # HBaseUnavailable and PublishOutcomeUnknown included: HBase did not do it
+    (TmsError, 500),
+]
+
+
+def status_of(error: TmsError) -> int:
+    """The HTTP status code that reports ``error``."""
+    return next(status for kind, status in STATUS if isinstance(error, kind))
+
+
+def topic_path(topic: TopicId, action: str = "") -> str:
+    """``/v1/namespaces/<ns>/topics/<topic>[/<action>]`` (names are ``[A-Za-z0-9_-]+``: nothing to escape)."""
+    path = f"{BASE.format(namespace=topic.namespace)}/topics/{topic.topic}"
+    return f"{path}/{action}" if action else path
+
+
+def media_type(content_type: str | None, *, default: str = JSON) -> str:
+    """:data:`AVRO` or :data:`JSON` from a ``Content-Type`` header (none: ``default``); else UnsupportedMediaType."""
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    if not media:
+        return default
+    if media == AVRO:
+        return AVRO
+    if media == JSON or (media.startswith("application/") and media.endswith("+json")):
+        return JSON
+    raise UnsupportedMediaType(f"unsupported Content-Type {media!r}: use {AVRO} or {JSON}")
+
+
+# -- bodies --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PublishRequest:
+    """The seed's PublishRequest: the body of ``store`` and ``publish``."""
+
+    transaction_write_pointer: int | None
+    messages: Sequence[bytes]
+
+
+@dataclass(frozen=True)
+class ConsumeRequest:
+    """The seed's ConsumeRequest, the body of ``poll``: ``start_from`` is a message id (bytes), a publish
+    time (ms, int) or None; ``transaction`` is TransactionCodec bytes."""
+
+    start_from: bytes | int | None = None
+    inclusive: bool = True
+    limit: int | None = None
+    transaction: bytes | None = None
+
+
+def encode_publish(request: PublishRequest, media: str) -> bytes:
+    if media == AVRO:
+        record = {"transactionWritePointer": request.transaction_write_pointer, "messages": list(request.messages)}
+        return wire.encode("PublishRequest", record)
+    return _dumps(
+        {
+            "transactionWritePointer": request.transaction_write_pointer,
+            "messages": [_b64(m) for m in request.messages],
+        }
+    )
+
+
+def decode_publish(body: bytes, media: str) -> PublishRequest:
+    """Parse a PublishRequest body; InvalidArgument names what is wrong."""
+    if media == AVRO:
+        record = wire.decode("PublishRequest", body)
+        return PublishRequest(record["transactionWritePointer"], record["messages"])
+    data = _object(body, "PublishRequest", required=_PUBLISH_REQUIRED, optional=_PUBLISH_OPTIONAL)
+    pointer = _optional_int(data, "transactionWritePointer")
+    messages = data["messages"]
+    if not isinstance(messages, list):
+        raise InvalidArgument("PublishRequest field 'messages' must be an array of base64 strings")
+    return PublishRequest(pointer, [_unb64(m, f"messages[{i}]") for i, m in enumerate(messages)])
+
+
+def encode_consume(request: ConsumeRequest, media: str) -> bytes:
+    if media == AVRO:
+        return wire.encode(
+            "ConsumeRequest",
+            {
+                "startFrom": request.start_from,
+                "inclusive": request.inclusive,
+                "limit": request.limit,
+                "transaction": request.transaction,
+            },
+        )
+    start = _b64(request.start_from) if isinstance(request.start_from, bytes) else request.start_from
+    return _dumps(
+        {
+            "startFrom": start,
+            "inclusive": request.inclusive,
+            "limit": request.limit,
+            "transaction": None if request.transaction is None else _b64(request.transaction),
+        }
+    )
+
+
+def decode_consume(body: bytes, media: str) -> ConsumeRequest:
+    """Parse a ConsumeRequest body; an empty JSON body means "everything, from the start"."""
+    if media == AVRO:
+        r = wire.decode("ConsumeRequest", body)
+        return ConsumeRequest(r["startFrom"], r["inclusive"], r["limit"], r["transaction"])
+    if not body.strip():
+        return ConsumeRequest()
+    data = _object(body, "ConsumeRequest", optional=_CONSUME_FIELDS)
+    start = data.get("startFrom")
+    if isinstance(start, str):
+        start = _unb64(start, "startFrom")
+    elif start is not None:
+        start = _optional_int(data, "startFrom")
+    inclusive = data.get("inclusive", True)
+    if not isinstance(inclusive, bool):
+        raise InvalidArgument(f"ConsumeRequest field 'inclusive' must be true or false, not {inclusive!r}")
+    tx = data.get("transaction")
+    return ConsumeRequest(
+        start, inclusive, _optional_int(data, "limit"), None if tx is None else _unb64(tx, "transaction")
+    )
+
+
+def encode_messages(messages: Sequence[Message], media: str, *, publish_time: bool) -> bytes:
+    """A poll response. Avro: the seed's ConsumeResponse, or TimedConsumeResponse with ``publish_time``.
+    JSON: always ``[{"id", "payload", "publishTime"}]`` (a JSON reader skips a field it does not know)."""
+    if media == AVRO:
+        if publish_time:
+            records = [{"id": m.id, "payload": m.payload, "publishTime": m.publish_time} for m in messages]
+            return wire.encode("TimedConsumeResponse", records)
+        return wire.encode("ConsumeResponse", [{"id": m.id, "payload": m.payload} for m in messages])
+    return _dumps([{"id": _b64(m.id), "payload": _b64(m.payload), "publishTime": m.publish_time} for m in messages])
+
+
+def decode_messages(body: bytes, media: str, *, publish_time: bool) -> list[Message]:
+    """Inverse of :func:`encode_messages` (publish time 0 when the response has none)."""
+    if media == AVRO:
+        records = wire.decode("TimedConsumeResponse" if publish_time else "ConsumeResponse", body)
+        return [Message(r["id"], r["payload"], r.get("publishTime", 0)) for r in records]
+    data = _loads(body, "message array")
+    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+        raise InvalidArgument("expected a JSON array of messages")
+    return [
+        Message(_unb64(r.get("id"), "id"), _unb64(r.get("payload"), "payload"), r.get("publishTime", 0)) for r in data
+    ]
+
+
+# -- topics (JSON only, as in the seed) ----------------------------------------------------------
+
+
+def encode_topic(meta: TopicMetadata) -> bytes:
+    """``{"name": ..., "properties": {...}, "generation": n}``: the seed's shape plus the generation,
+    kept out of ``properties`` so a client can PUT back what it got."""
+    properties = {k: v for k, v in meta.properties.items() if k != GENERATION_KEY}
+    return _dumps({"name": meta.topic.topic, "properties": properties, "generation": meta.generation})
+
+
+def decode_topic(namespace: str, body: bytes) -> TopicMetadata:
+    data = _loads(body, "topic")
+    try:
+        properties = {**data["properties"], GENERATION_KEY: str(data["generation"])}
+        return TopicMetadata(TopicId(namespace, data["name"]), properties)
+    except (KeyError, TypeError) as exc:
+        raise InvalidArgument(f"bad topic JSON from the gateway: {exc}") from None
+
+
+def decode_properties(body: bytes) -> dict[str, Any]:
+    """The body of create (may be empty) and update: a JSON object of topic properties."""
+    if not body.strip():
+        return {}
+    data = _loads(body, "topic properties")
+    if not isinstance(data, dict):
+        raise InvalidArgument('topic properties must be a JSON object, e.g. {"ttl": 3600}')
+    return data
+
+
+def encode_properties(properties: Mapping[str, str] | None) -> bytes:
+    return _dumps(dict(properties or {}))
+
+
+def encode_names(topics: Sequence[TopicId]) -> bytes:
+    """The list-topics response: the seed's JSON array of topic names."""
+    return _dumps([t.topic for t in topics])
+
+
+def decode_names(body: bytes) -> list[str]:
+    names = _loads(body, "topic list")
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise InvalidArgument("expected a JSON array of topic names")
+    return names
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+_PUBLISH_REQUIRED = frozenset({"messages"})
+_PUBLISH_OPTIONAL = frozenset({"transactionWritePointer"})
+_CONSUME_FIELDS = frozenset({"startFrom", "inclusive", "limit", "transaction"})
+
+
+def _dumps(value: object) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def _loads(body: bytes, what: str) -> Any:
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidArgument(f"bad JSON in the {what}: {exc}") from None
+
+
+def _object(body: bytes, what: str, *, required: frozenset[str] = frozenset(), optional: frozenset[str]) -> dict:
+    data = _loads(body, what)
+    if not isinstance(data, dict):
+        raise InvalidArgument(f"a JSON {what} must be an object")
+    problems = []
+    if required - data.keys():
+        problems.append(f"missing field(s) {sorted(required - data.keys())}")
+    if data.keys() - required - optional:
+        problems.append(f"unknown field(s) {sorted(data.keys() - required - optional)}")
+    if problems:
+        raise InvalidArgument(f"{what}: {'; '.join(problems)}")
+    return data
+
+
+def _optional_int(data: dict, field: str) -> int | None:
+    value = data.get(field)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise InvalidArgument(f"field {field!r} must be an integer or null, not {value!r}")
+    return value
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _unb64(value: object, field: str) -> bytes:
+    if not isinstance(value, str):
+        raise InvalidArgument(f"field {field!r} must be a base64 string, not {value!r}")
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidArgument(f"field {field!r} is not base64 (standard alphabet, with padding)") from None
