@@ -188,6 +188,7 @@ def test_retried_tasks_do_not_duplicate(
 def test_bad_options_are_clear_errors(spark, client: MessagingClient, options: dict[str, str]) -> None:
     client.create_topic(T)
     assert read(spark, T, options).count() == 0  # (an empty topic is an empty read)
+    assert spark.read.format("tms").options(**options).load(str(T)).count() == 0  # the topic as load's path
     df = spark.createDataFrame([(b"x",)], "payload binary")
     with pytest.raises(Exception, match=r"unknown option.*starttime"):
         read(spark, T, options, startTime=5).collect()

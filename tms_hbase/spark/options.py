@@ -64,10 +64,11 @@ class Options:
         unknown = sorted(set(given) - KNOWN - SPARK_OPTIONS)
         if unknown:
             raise InvalidArgument(f"unknown option(s) {', '.join(unknown)} for format 'tms' (see docs/spark.md)")
-        if "topic" not in given:
+        topic = given.get("topic") or given.get("path")  # load("ns:name") and save("ns:name") name it too
+        if not topic:
             raise InvalidArgument("option 'topic' is required: namespace:name")
         parsed = cls(
-            topic=TopicId.parse(given["topic"]),
+            topic=TopicId.parse(topic),
             thrift=given.get("thrift") or None,
             prefix=given.get("prefix") or None,
             tx_server=given.get("txserver") or None,
