@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from tms_hbase.clock import now_ms
 from tms_hbase.errors import HBaseUnavailable
-from tms_hbase.storage import Region, Row
+from tms_hbase.storage import KEYS_ONLY, Region, Row
 from tms_hbase.tables import TableNames
 
 LOSE_ANSWER = "lose answer"
@@ -90,7 +90,10 @@ class MemoryTable:
         columns: Sequence[bytes] | None = None,
         reverse: bool = False,
         timestamps: bool = False,
+        filter: str | None = None,
     ) -> list[Row]:
+        if filter not in (None, KEYS_ONLY):
+            raise NotImplementedError(f"the memory port has no filter {filter!r}")
         self._fault("scan", start, stop)
         with self._lock:
             hidden, self._hidden = self._hidden, set()
@@ -109,6 +112,8 @@ class MemoryTable:
                 if key in hidden:
                     continue
                 cells = self._row(key, columns, timestamps)
+                if filter == KEYS_ONLY:
+                    cells = {column: (b"", cell[1]) if timestamps else b"" for column, cell in cells.items()}
                 if cells:
                     rows.append((key, cells))
                 if limit is not None and len(rows) == limit:

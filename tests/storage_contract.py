@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tms_hbase.storage import KEYS_ONLY
+
 
 def check_conditional_writes(t: Any) -> None:
     """put_if_absent writes once; compare_and_set needs the exact old value."""
@@ -31,6 +33,7 @@ def check_scans_and_deletes(t: Any) -> None:
     t.delete_many([b"a\xff", b"a\x01"])
     assert [k for k, _ in t.scan(prefix=b"a")] == [b"a\x02"]
     assert t.last_row(b"a") == (b"a\x02", {b"d:x": b"2"})
+    assert t.scan(prefix=b"a", filter=KEYS_ONLY) == [(b"a\x02", {b"d:x": b""})]  # keys only
 
 
 def check_counters_and_versions(t: Any) -> None:

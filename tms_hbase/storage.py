@@ -26,6 +26,8 @@ Row = tuple[bytes, dict[bytes, bytes]]
 # How many rows one scanner call brings back: a limited scan takes its rows in one call up to MAX_BATCH.
 DEFAULT_BATCH = 1000
 MAX_BATCH = 10_000
+KEYS_ONLY = "KeyOnlyFilter()"
+"""A scan filter that sends the keys and empty values back: for scans that only need the keys."""
 # While a split or merge is being assigned, listing a table's regions fails for a few seconds
 # ("Internal error processing getTableRegions"): ask again for up to about 15 s.
 REGIONS_IN_TRANSITION = Retry(
@@ -89,11 +91,13 @@ class Table:
         columns: Sequence[bytes] | None = None,
         reverse: bool = False,
         timestamps: bool = False,
+        filter: str | None = None,
     ) -> list[Row]:
         """Rows from ``start`` (inclusive) to ``stop`` (exclusive), or under ``prefix``, in key order
         (descending with ``reverse``: then ``start`` is the high end), at most ``limit`` of them.
 
-        With ``timestamps`` each cell is ``(value, timestamp)`` instead of its value.
+        With ``timestamps`` each cell is ``(value, timestamp)`` instead of its value. ``filter`` is an
+        HBase filter string applied in the region servers (e.g. :data:`KEYS_ONLY`).
         """
         batch = DEFAULT_BATCH if limit is None else max(1, min(limit, MAX_BATCH))
 
@@ -107,6 +111,7 @@ class Table:
                 batch_size=batch,
                 reverse=reverse,
                 include_timestamp=timestamps,
+                filter=filter,
             )
             return list(rows)
 
