@@ -135,8 +135,8 @@ def test_sweeper_daemon_counts_corrupt_rows_in_its_metrics(
                 for line in metrics.splitlines()
                 if line.startswith("tms_sweeper_corrupt_rows_total{")
             }
-            if counted.get('table="messages"', 0) >= 6:  # two sweeps met the three rows
-                break
+            if counted.get('table="messages"', 0) >= 6 and counted.get('table="payloads"', 0) >= 2:
+                break  # two sweeps met the three message rows and the payload row (metrics are read mid-sweep)
             time.sleep(0.2)
         assert counted['table="metadata"'] >= 2 and counted['table="payloads"'] >= 2
         assert positions(raw, client, DAMAGED) == [2, 5, 6] and positions(raw, client, CLEAN) == [2]
