@@ -19,9 +19,10 @@ demo: install  ## start a local HBase and show topics working end to end
 test: install  ## the whole test suite against a real HBase (started if needed)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-lint: install
+lint: install  ## style, formatting, and the layer rule of docs/architecture.md (import-linter contracts)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
 
 # The peer benchmark (bench/peers, issue 17): the [peers] extra (Kafka, NATS and Redis clients, nats-server),
 # Debian's redis-server (apt-get, as root) if missing; Kafka's jars come from Maven Central on the first run.

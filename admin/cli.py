@@ -17,14 +17,8 @@ from .topics import topic
 from .tx import tx
 
 
-def _with_connection_options(func):
-    for option in reversed(connection_options):
-        func = option(func)
-    return func
-
-
 @click.group(epilog=EXIT_HELP, context_settings={"help_option_names": ["-h", "--help"]})
-@_with_connection_options
+@connection_options
 @click.version_option(__version__, prog_name="tms-admin")
 @click.pass_context
 def main(ctx: click.Context, thrift: str | None, prefix: str | None, timeout: float) -> None:
@@ -50,7 +44,7 @@ def init(settings: Settings, tail_cache_seconds: str | None, as_json: bool) -> N
         setting = client.tail_cache_setting()
         if seconds is not None or setting is None:
             setting = client.set_tail_cache_seconds(DEFAULT_TAIL_CACHE_SECONDS if seconds is None else seconds)
-        data = {"prefix": client.tables.prefix, "tables": client.tables.all(), "created": created}
+        data = {"prefix": client.installation.prefix, "tables": client.installation.names.all(), "created": created}
         data.update(describe(setting))
 
     def human(d: dict) -> str:

@@ -9,13 +9,17 @@ from .async_publisher import AsyncPublisher, PublisherStats
 from .client import MessagingClient
 from .errors import (
     BatchTooLarge,
+    ClientClosed,
     ConcurrentModification,
     CorruptData,
+    Fenced,
     HBaseError,
     HBaseUnavailable,
     InstallationNotFound,
     InvalidArgument,
+    InvalidTruncateTime,
     LauncherError,
+    LeaseLost,
     NotAuthenticated,
     NotAuthorized,
     PublisherClosed,
@@ -25,6 +29,11 @@ from .errors import (
     TopicAlreadyExists,
     TopicFull,
     TopicNotFound,
+    TransactionConflict,
+    TransactionFailure,
+    TransactionNotInProgress,
+    TransactionServiceUnavailable,
+    Unavailable,
 )
 from .message_id import MessageId
 from .reader import Message
@@ -36,13 +45,17 @@ __version__ = "0.1.0"
 __all__ = [
     "AsyncPublisher",
     "BatchTooLarge",
+    "ClientClosed",
     "ConcurrentModification",
     "CorruptData",
+    "Fenced",
     "HBaseError",
     "HBaseUnavailable",
     "InstallationNotFound",
     "InvalidArgument",
+    "InvalidTruncateTime",
     "LauncherError",
+    "LeaseLost",
     "Message",
     "MessageId",
     "MessagingClient",
@@ -59,4 +72,9 @@ __all__ = [
     "TopicId",
     "TopicMetadata",
     "TopicNotFound",
+    "TransactionConflict",
+    "TransactionFailure",
+    "TransactionNotInProgress",
+    "TransactionServiceUnavailable",
+    "Unavailable",
 ]

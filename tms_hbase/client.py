@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from typing import overload
 
-from . import config
+from .args import renamed
+from .config import Config
 from .connection import HBaseConnection
 from .errors import InstallationNotFound, InvalidArgument, PublishOutcomeUnknown
 from .installation import InstallationStore, TailCacheSetting, WriterSettings
 from .message_id import MessageId
 from .metadata import MetadataCache, MetadataStore, TopicScan
 from .reader import BatchInfo, Message, MessageReader, PositionRange
-from .tables import TableNames, drop_tables, ensure_tables, missing_tables
-from .topic import TopicId, TopicMetadata, user_properties
-from .tx import Transaction
+from .retry import Retry
+from .storage import Installation
+from .tables import TableNames
+from .topic import TopicId, TopicLike, TopicMetadata, user_properties
+from .topic import as_topic as _topic
+from .tx.transaction import Transaction
 from .wire import RollbackDetail
 from .writer import DEFAULT_MAX_BATCH_BYTES, MessageWriter
 
@@ -22,17 +27,19 @@ from .writer import DEFAULT_MAX_BATCH_BYTES, MessageWriter
 class MessagingClient:
     """A connection to tms-hbase: topic administration, publish, store, rollback and fetch.
 
-    ``address`` is the HBase Thrift gateway (``host:port``, default ``$TMS_HBASE_THRIFT`` or
-    127.0.0.1:9090); ``prefix`` names the installation: its tables are ``<prefix>_messages`` and so
-    on (default ``$TMS_TABLE_PREFIX`` or ``tms``; an empty prefix is InvalidArgument).
+    ``address`` is the HBase Thrift gateway (``host:port``, or several separated by commas to fail
+    over between; default ``$TMS_HBASE_THRIFT`` or 127.0.0.1:9090); ``prefix`` names the installation:
+    its tables are ``<prefix>_messages`` and so on (default ``$TMS_TABLE_PREFIX`` or ``tms``; an empty
+    prefix is InvalidArgument). All of it can come as one :class:`~tms_hbase.config.Config` instead
+    (``config=``), with the ``retry`` policy used wherever the client retries.
 
     The tables are created by :meth:`init_tables` (``tms-admin init``) or by the first
     :meth:`create_topic` (unless ``create_tables`` is False). Every other call on a prefix whose
     tables do not exist raises InstallationNotFound and creates nothing, so a mistyped prefix is
     noticed instead of answering "no topics" from four new empty tables.
 
-    ``timeout`` (seconds) is a deadline, not a limit per socket read: each method returns or raises
-    within about ``timeout``, all the HBase calls it makes (retries included) sharing it, however
+    ``timeout_seconds`` (or its older name ``timeout``) is a deadline, not a limit per socket read:
+    each method returns or raises within about that, all the HBase calls it makes (retries included) sharing it, however
     slowly a gateway answers; HBaseUnavailable (``timed_out`` set) says it passed. The iterator that
     :meth:`fetch` returns reads lazily: each read it makes while you iterate gets ``timeout`` of its
     own. The first call of a client also looks up (or, for create_topic, creates) the tables, each
@@ -46,25 +53,56 @@ class MessagingClient:
         address: str | None = None,
         prefix: str | None = None,
         *,
-        timeout: float = 10.0,
-        pool_size: int = 8,
+        config: Config | None = None,
+        timeout_seconds: float | None = None,
+        pool_size: int | None = None,
+        retry: Retry | None = None,
         create_tables: bool = True,
         max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
-        metadata_max_age: float = 1.0,
+        metadata_max_age_seconds: float | None = None,
+        timeout: float | None = None,
+        metadata_max_age: float | None = None,
     ) -> None:
-        host, port = config.thrift_address(address)
-        self.tables = TableNames(config.table_prefix(prefix))
-        self.hbase = HBaseConnection(host, port, timeout=timeout, pool_size=pool_size)
+        seconds = renamed("timeout_seconds", timeout_seconds, "timeout", timeout, None)
+        if config is None:
+            config = Config.resolve(address, prefix, timeout_seconds=seconds, retry=retry, pool_size=pool_size)
+        elif any(v is not None for v in (address, prefix, seconds, pool_size, retry)):
+            raise InvalidArgument("give a Config or the address, prefix, timeout, pool size and retry, not both")
+        self.config = config
+        """Where this client's installation is and how it talks to it (:class:`~tms_hbase.config.Config`)."""
+        (host, port), *fallbacks = config.addresses
+        pool = HBaseConnection(
+            host,
+            port,
+            timeout=config.timeout_seconds,
+            pool_size=config.pool_size,
+            retry=config.retry,
+            fallbacks=fallbacks,
+        )
+        self.installation = Installation(pool, TableNames(config.prefix))
+        """The installation's tables over this client's connection pool: what the sweeper, the CLIs,
+        Spark tasks and other components built on the library use (see docs/architecture.md)."""
+        self.hbase = self.installation.hbase  # the pool (kept for compatibility: use installation)
+        self.tables = self.installation.names  # the table names (likewise)
         self._create_tables = create_tables
         self._ready = False
         self._ready_lock = threading.Lock()
-        self._metadata = MetadataStore(self.hbase, self.tables.metadata)
-        self._topics = MetadataCache(self._metadata, metadata_max_age)
-        self._installation = InstallationStore(self.hbase, self.tables.metadata)
-        self._writer = MessageWriter(
-            self.hbase, self.tables, self._topics, WriterSettings(self._installation), max_batch_bytes=max_batch_bytes
+        self._metadata = MetadataStore(self.installation.metadata, retry=config.retry)
+        max_age = renamed(
+            "metadata_max_age_seconds", metadata_max_age_seconds, "metadata_max_age", metadata_max_age, 1.0
         )
-        self._reader = MessageReader(self.hbase, self.tables, self._topics)
+        self._topics = MetadataCache(self._metadata, max_age)
+        storage = self.installation
+        self._settings = InstallationStore(storage.metadata)
+        self._writer = MessageWriter(
+            storage.messages,
+            storage.payloads,
+            self._topics,
+            WriterSettings(self._settings),
+            max_batch_bytes=max_batch_bytes,
+            retry=config.retry,
+        )
+        self._reader = MessageReader(storage.messages, storage.payloads, self._topics)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -93,20 +131,20 @@ class MessagingClient:
         For health checks (``tms-gateway``'s ``GET /health``): it creates nothing and reads no topic.
         """
         with self.hbase.operation():
-            missing = missing_tables(self.hbase, self.tables)
+            missing = self.installation.missing()
         if missing:
             raise InstallationNotFound(self.tables.prefix, self.hbase.address, missing)
 
     def init_tables(self) -> list[str]:
         """Create any missing table of this prefix now; returns the names created."""
-        created = ensure_tables(self.hbase, self.tables)
+        created = self.installation.create_missing()
         self._ready = True
         return created
 
     def tail_cache_setting(self) -> TailCacheSetting | None:
         """The installation's tail-cache setting (None if it has none yet: writers then trust a
         remembered tail for 1 s and sweepers assume 30 s). See docs/guarantees.md."""
-        return self._installation.read()
+        return self._settings.read()
 
     def set_tail_cache_seconds(self, seconds: int) -> TailCacheSetting:
         """Set how long every writer may trust a remembered tail (whole seconds, 1-86400); the smallest
@@ -114,7 +152,7 @@ class MessagingClient:
         during which writers use the smaller and sweepers the larger value, and another change is
         refused (InvalidArgument). Creates the installation's tables if they are missing, as `init` does."""
         self._ensure_ready(create=True)
-        return self._installation.set_tail_cache(seconds)
+        return self._settings.set_tail_cache(seconds)
 
     @property
     def future_predecessors(self) -> int:
@@ -131,7 +169,7 @@ class MessagingClient:
         """Delete this prefix's tables and everything in them (tests, demos); returns the names."""
         with self._ready_lock:
             self._ready = False
-            return drop_tables(self.hbase, self.tables)
+            return self.installation.drop()
 
     def _ensure_ready(self, *, create: bool = False) -> None:
         """Check once that the tables exist; create the missing ones only when ``create`` is asked
@@ -141,16 +179,16 @@ class MessagingClient:
         with self._ready_lock:
             if self._ready:
                 return
-            missing = missing_tables(self.hbase, self.tables)
+            missing = self.installation.missing()
             if missing and not (create and self._create_tables):
                 raise InstallationNotFound(self.tables.prefix, self.hbase.address, missing)
             if missing:
-                ensure_tables(self.hbase, self.tables)
+                self.installation.create_missing()
             self._ready = True
 
     # -- topics -------------------------------------------------------------------------------
 
-    def create_topic(self, topic: TopicId, properties: Mapping[str, str] | None = None) -> TopicMetadata:
+    def create_topic(self, topic: TopicLike, properties: Mapping[str, str] | None = None) -> TopicMetadata:
         """Create a topic; ``properties`` may set ``ttl`` (seconds, default 7 days) and any other key.
 
         Creates the installation's tables first if they do not exist yet (see the class doc).
@@ -165,7 +203,7 @@ class MessagingClient:
 
     def update_topic(
         self,
-        topic: TopicId,
+        topic: TopicLike,
         properties: Mapping[str, str],
         *,
         expected: TopicMetadata | None = None,
@@ -180,7 +218,7 @@ class MessagingClient:
         with self.hbase.operation():
             return self._metadata.update(topic, properties, expected)
 
-    def get_topic(self, topic: TopicId) -> TopicMetadata:
+    def get_topic(self, topic: TopicLike) -> TopicMetadata:
         """The topic's metadata; TopicNotFound if it does not exist."""
         topic = _topic(topic)
         self._ensure_ready()
@@ -209,7 +247,7 @@ class MessagingClient:
         self._ensure_ready()
         return self._metadata.scan(namespace)
 
-    def delete_topic(self, topic: TopicId) -> None:
+    def delete_topic(self, topic: TopicLike) -> None:
         """Delete a topic (its data becomes unreadable at once); TopicNotFound if it does not exist."""
         topic = _topic(topic)
         self._ensure_ready()
@@ -219,33 +257,59 @@ class MessagingClient:
 
     # -- messages -----------------------------------------------------------------------------
 
+    @overload
     def publish(
         self,
-        topic: TopicId,
+        topic: TopicLike,
+        payloads: Sequence[bytes],
+        tx_write_pointer: None = None,
+        *,
+        ttl_seconds: float | None = None,
+        resume: PublishOutcomeUnknown | None = None,
+        ttl: float | None = None,
+    ) -> None: ...
+
+    @overload
+    def publish(
+        self,
+        topic: TopicLike,
+        payloads: Sequence[bytes],
+        tx_write_pointer: int,
+        *,
+        ttl_seconds: float | None = None,
+        resume: PublishOutcomeUnknown | None = None,
+        ttl: float | None = None,
+    ) -> RollbackDetail: ...
+
+    def publish(
+        self,
+        topic: TopicLike,
         payloads: Sequence[bytes],
         tx_write_pointer: int | None = None,
         *,
-        ttl: float | None = None,
+        ttl_seconds: float | None = None,
         resume: PublishOutcomeUnknown | None = None,
+        ttl: float | None = None,
     ) -> RollbackDetail | None:
         """Publish a batch of payloads, in order, as one unit: all of it is stored or none.
 
         Without ``tx_write_pointer`` returns None. With one, the batch carries the transaction's
         write pointer and a :class:`RollbackDetail` is returned (``bytes(detail)`` is the opaque
         handle); an empty list then publishes the payloads stored before with :meth:`store`.
-        ``ttl`` (seconds) expires these messages sooner than the topic's TTL.
+        ``ttl_seconds`` (or its older name ``ttl``) expires these messages sooner than the topic's TTL.
 
         If HBase stops answering mid-publish, PublishOutcomeUnknown is raised; calling publish again
         with the same arguments and ``resume=`` that error stores the batch exactly once.
         """
         topic = _topic(topic)
+        ttl = renamed("ttl_seconds", ttl_seconds, "ttl", ttl, None)
         self._ensure_ready()
         point = None if resume is None else resume.resume
         with self.hbase.operation():
             return self._writer.publish(topic, payloads, tx_write_pointer, ttl, point)
 
     def store(
-        self, topic: TopicId, payloads: Sequence[bytes], tx_write_pointer: int, *, sequence: int | None = None
+        self, topic: TopicLike, payloads: Sequence[bytes], tx_write_pointer: int, *, sequence: int | None = None
     ) -> None:
         """Store payloads under a transaction write pointer; invisible until that pointer is published.
 
@@ -257,7 +321,7 @@ class MessagingClient:
         with self.hbase.operation():
             self._writer.store(topic, payloads, tx_write_pointer, sequence)
 
-    def rollback(self, topic: TopicId, handle: RollbackDetail | bytes) -> None:
+    def rollback(self, topic: TopicLike, handle: RollbackDetail | bytes) -> None:
         """Mark a transactional publish rolled back: transactional readers skip it from now on."""
         topic = _topic(topic)
         detail = handle if isinstance(handle, RollbackDetail) else RollbackDetail.from_bytes(handle)
@@ -267,14 +331,17 @@ class MessagingClient:
 
     def fetch(
         self,
-        topic: TopicId,
+        topic: TopicLike,
         start_message: bytes | None = None,
         start_time: int | None = None,
         inclusive: bool = True,
         limit: int | None = None,
         transaction: Transaction | None = None,
+        *,
+        start_time_ms: int | None = None,
     ) -> Iterator[Message]:
-        """Messages in order from a message id or a publish time (ms), up to ``limit``.
+        """Messages in order from a message id or a publish time (``start_time``, also named
+        ``start_time_ms``: milliseconds since the epoch), up to ``limit``.
 
         Without a transaction every message is returned, rolled-back ones included. With one,
         rolled-back and invalid messages are skipped and the fetch stops at the first message of a
@@ -282,6 +349,7 @@ class MessagingClient:
         Finding the start takes one deadline (``timeout``); each read while iterating another.
         """
         topic = _topic(topic)
+        start_time = renamed("start_time_ms", start_time_ms, "start_time", start_time, None)
         self._ensure_ready()
         with self.hbase.operation():
             return self._reader.fetch(topic, start_message, start_time, inclusive, limit, transaction)
@@ -354,12 +422,3 @@ def _time(name: str, value: object) -> int | None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
         raise InvalidArgument(f"bad {name} {value!r}: expected milliseconds since the epoch, >= 0")
     return value
-
-
-def _topic(topic: object) -> TopicId:
-    """Accept a TopicId (or a ``"namespace:topic"`` string) and nothing else."""
-    if isinstance(topic, TopicId):
-        return topic
-    if isinstance(topic, str):
-        return TopicId.parse(topic)
-    raise InvalidArgument(f"expected a TopicId or 'namespace:topic', got {type(topic).__name__}")

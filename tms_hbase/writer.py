@@ -25,10 +25,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .clock import now_ms
-from .connection import HBaseConnection, mutation
 from .errors import BatchTooLarge, HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown, TopicFull
 from .installation import WriterSettings
 from .metadata import MetadataCache
+from .retry import Retry
 from .row_time import bounded_publish_time
 from .rows import (
     COUNTER_COLUMN,
@@ -47,7 +47,7 @@ from .rows import (
     position_of,
     with_tx_pointer,
 )
-from .tables import TableNames
+from .storage import Table
 from .topic import TopicId
 from .wire import RollbackDetail
 
@@ -103,20 +103,23 @@ def validate_write_pointer(pointer: object) -> int:
 
 
 class MessageWriter:
-    """Appends batches to topics for one writer identity (thread-safe)."""
+    """Appends batches to topics for one writer identity (thread-safe), in the ``messages`` and
+    ``payloads`` tables; ``retry`` decides how often an append whose answer was lost is re-checked."""
 
     def __init__(
         self,
-        hbase: HBaseConnection,
-        tables: TableNames,
+        messages: Table,
+        payloads: Table,
         topics: MetadataCache,
         settings: WriterSettings,
         *,
         writer_id: bytes | None = None,
         max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+        retry: Retry | None = None,
     ) -> None:
-        self.hbase = hbase
-        self.tables = tables
+        self.messages = messages
+        self.payloads = payloads
+        self.retry = retry or Retry()
         self.topics = topics
         self.settings = settings  # the installation's tail-cache time, re-read every second
         self.writer_id = writer_id or uuid.uuid4().bytes
@@ -220,12 +223,12 @@ class MessageWriter:
                 )
             key = message_key(topic, generation, position)
             try:
-                won = self._put_if_absent(key, row.encode())
+                won = self.messages.put_if_absent(key, MESSAGE_COLUMN, row.encode())
             except HBaseUnavailable as exc:
                 # The put may have landed. Retry the same position: if it did land, that retry loses
                 # and the read below recognises our own batch.
                 link_failures += 1
-                if link_failures > self.hbase.retries:
+                if not self.retry.pause(exc, link_failures, what=f"publish to {topic}"):
                     raise self._unknown(exc, Resume(topic, generation, position, batch_no)) from exc
                 log.info("publish to %s: answer lost at position %d, checking", topic, position)
                 won, pending = False, True
@@ -292,35 +295,17 @@ class MessageWriter:
                 self._tails[topic] = tail
 
     def _read_tail(self, topic: TopicId, generation: int) -> _Tail:
-        """The last row of the generation, found with a one-row reverse scan."""
-        prefix = generation_prefix(topic, generation)
+        """The last row of the generation (the port's one-row reverse scan)."""
         seen_at = time.monotonic()
-        rows = self.hbase.run(
-            f"read tail of {topic}",
-            lambda c: list(
-                c.table(self.tables.messages).scan(
-                    row_start=prefix + b"\xff" * 8, row_stop=prefix, reverse=True, limit=1, batch_size=1
-                )
-            ),
-        )
-        if not rows:
+        last = self.messages.last_row(generation_prefix(topic, generation))
+        if last is None:
             return _Tail(generation, 0, 0, seen_at)
-        key, data = rows[0]
+        key, data = last
         return _Tail(generation, position_of(key), peek_row(key, data.get(MESSAGE_COLUMN)).publish_time, seen_at)
 
     def _read_row(self, key: bytes) -> RowHeader | None:
-        data = self.hbase.run("read message row", lambda c: c.table(self.tables.messages).row(key))
-        value = data.get(MESSAGE_COLUMN)
+        value = self.messages.get_cell(key, MESSAGE_COLUMN)
         return None if value is None else peek_row(key, value)
-
-    def _put_if_absent(self, key: bytes, value: bytes) -> bool:
-        put = mutation(MESSAGE_COLUMN, value)
-        table = self.tables.messages.encode()
-        return self.hbase.run(
-            "publish",
-            lambda c: c.client.checkAndPut(table, key, MESSAGE_COLUMN, None, put, {}),
-            idempotent=False,
-        )
 
     # -- store --------------------------------------------------------------------------------
 
@@ -345,19 +330,12 @@ class MessageWriter:
             first = sequence
         else:
             counter = pointer_prefix(topic, meta.generation, pointer)
-            last = self.hbase.run(
-                f"reserve payload sequence in {topic}",
-                lambda c: c.table(self.tables.payloads).counter_inc(counter, COUNTER_COLUMN, len(batch)),
-                idempotent=False,
-            )
-            first = last - len(batch) + 1
-
-        def put(conn) -> None:
-            with conn.table(self.tables.payloads).batch() as b:
-                for i, payload in enumerate(batch):
-                    b.put(payload_key(topic, meta.generation, pointer, first + i), {PAYLOAD_COLUMN: payload})
-
-        self.hbase.run(f"store payloads in {topic}", put)  # same keys, same values: safe to retry
+            first = self.payloads.increment(counter, COUNTER_COLUMN, len(batch)) - len(batch) + 1
+        rows = (
+            (payload_key(topic, meta.generation, pointer, first + i), {PAYLOAD_COLUMN: payload})
+            for i, payload in enumerate(batch)
+        )
+        self.payloads.put_many(rows)  # same keys, same values: safe to retry
 
     # -- rollback -----------------------------------------------------------------------------
 
@@ -373,8 +351,7 @@ class MessageWriter:
         pointer, position = detail.transaction_write_pointer, detail.start_position
         key = message_key(topic, detail.generation, position)
         while True:
-            data = self.hbase.run("read message row", lambda c: c.table(self.tables.messages).row(key))
-            value = data.get(MESSAGE_COLUMN)
+            value = self.messages.get_cell(key, MESSAGE_COLUMN)
             if value is None:
                 return  # swept already: nothing left to hide
             row = decode_row(key, value)
@@ -388,14 +365,8 @@ class MessageWriter:
                 return
 
     def _compare_and_set(self, key: bytes, old: bytes, new: bytes) -> bool:
-        put = mutation(MESSAGE_COLUMN, new)
-        table = self.tables.messages.encode()
         try:
-            return self.hbase.run(
-                "roll back message",
-                lambda c: c.client.checkAndPut(table, key, MESSAGE_COLUMN, old, put, {}),
-                idempotent=False,
-            )
+            return self.messages.compare_and_set(key, MESSAGE_COLUMN, old, new)
         except HBaseUnavailable:
             return False  # re-read and look again
 

@@ -47,7 +47,7 @@ def message_rows(client: MessagingClient, address: str) -> int:
     host, port = thrift_address(address)
     conn = happybase.Connection(host, port)
     try:
-        return sum(1 for _ in conn.table(client.tables.messages).scan())
+        return sum(1 for _ in conn.table(client.installation.messages.name).scan())
     finally:
         conn.close()
 
@@ -183,9 +183,9 @@ def test_many_batches_read_in_chunks_and_seek_in_log_reads(client: MessagingClie
     every = list(client.fetch(topic))
     assert payloads(every) == [f"{i}".encode() for i in range(600)]
     target = every[437]
-    before = client.hbase.calls
+    before = client.installation.calls
     found = list(client.fetch(topic, start_time=target.publish_time, limit=1))
-    reads = client.hbase.calls - before
+    reads = client.installation.calls - before
     assert found[0].publish_time == target.publish_time
     assert found[0].id <= target.id  # the first message published at that millisecond
     assert reads <= 2 * 10 + 4, f"time seek over 600 rows took {reads} reads"
@@ -246,7 +246,7 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(
             call()
         assert message.split()[0] in str(info.value) or message in str(info.value), (message, info.value)
     with (
-        MessagingClient(client.hbase.address, client.tables.prefix, max_batch_bytes=100) as small,
+        MessagingClient(client.installation.address, client.installation.prefix, max_batch_bytes=100) as small,
         pytest.raises(InvalidArgument, match="over the limit of 100 bytes"),
     ):
         small.publish(topic, [b"x" * 60, b"y" * 60])
@@ -297,7 +297,7 @@ def test_swept_rows_in_the_middle_are_stepped_over(client: MessagingClient, topi
     host, port = thrift_address(hbase_address)
     conn = happybase.Connection(host, port)
     try:
-        table = conn.table(client.tables.messages)
+        table = conn.table(client.installation.messages.name)
         keys = [key for key, _ in table.scan()]
         for key in (keys[0], keys[2], keys[3]):
             table.delete(key)

@@ -381,10 +381,9 @@ def _query_id(checkpoint: Path) -> str:
 def test_distributed_sweep_runs_regions_as_spark_tasks(
     spark, client: MessagingClient, hbase_address: str, prefix: str
 ) -> None:
-    from compactor.regions import list_regions
     from compactor.spark import sweep
-    from compactor.state import SweepState
     from tms_hbase.rows import message_key
+    from tms_hbase.sweep_state import SweepState
 
     from ..hbase_admin import split_table
 
@@ -395,13 +394,13 @@ def test_distributed_sweep_runs_regions_as_spark_tasks(
         client.publish(old, [b"o%d" % i])
         client.publish(live, [b"l%d" % i])
     client.delete_topic(old)
-    split_table(client.tables.messages, message_key(old, 1, 20))
-    regions = list_regions(client.hbase, client.tables.messages)
+    split_table(client.installation.messages.name, message_key(old, 1, 20))
+    regions = client.installation.messages.regions()
     assert len(regions) >= 2
     report = sweep(spark, thrift=hbase_address, prefix=prefix, partitions=3, grace_seconds=900)
     assert report["messages_dropped"] == 40 and report["regions_swept"] == len(regions) + 1  # + payload table
     assert [m.payload for m in client.fetch(live)] == [b"l%d" % i for i in range(40)]
-    records = SweepState(client.hbase, client.tables.txstate).records(client.tables.messages)
+    records = SweepState(client.installation.txstate).records(client.installation.messages.name)
     assert all(records[r.start].completed for r in regions)
 
 

@@ -31,7 +31,7 @@ def tx_client(tms_env: dict[str, str]) -> Iterator[TransactionClient]:
 
 @pytest.fixture
 def state_table(client: MessagingClient, hbase_address: str) -> str:
-    name = f"{client.tables.prefix}_state"
+    name = f"{client.installation.prefix}_state"
     host, port = thrift_address(hbase_address)
     conn = happybase.Connection(host, port)
     conn.create_table(name, {"d": {"max_versions": MAX_VERSIONS}})
@@ -47,7 +47,7 @@ def test_state_change_and_notification_commit_together(
     client: MessagingClient, tx_client: TransactionClient, state_table: str
 ) -> None:
     client.create_topic(T)
-    table = TransactionalTable(client.hbase, state_table)
+    table = TransactionalTable(client.installation.table("state"))
     publisher = TransactionalPublisher(client)
     context = TransactionContext(tx_client, publisher, table)  # the publisher persists last anyway
     reader = TransactionalReader(client, tx_client, T)
@@ -66,8 +66,8 @@ def test_conflict_after_persisting_rolls_back_the_message(
     client: MessagingClient, tx_client: TransactionClient, state_table: str
 ) -> None:
     client.create_topic(T)
-    one = (TransactionalTable(client.hbase, state_table), TransactionalPublisher(client))
-    two = (TransactionalTable(client.hbase, state_table), TransactionalPublisher(client))
+    one = (TransactionalTable(client.installation.table("state")), TransactionalPublisher(client))
+    two = (TransactionalTable(client.installation.table("state")), TransactionalPublisher(client))
     first, second = TransactionContext(tx_client, *one), TransactionContext(tx_client, *two)
     first.start()
     second.start()
@@ -82,8 +82,8 @@ def test_conflict_after_persisting_rolls_back_the_message(
     assert payloads(reader.poll()) == [b"first changed order-7"]
 
     # now a conflict found at commit, after the message was published: it must be rolled back
-    third = (TransactionalTable(client.hbase, state_table), TransactionalPublisher(client))
-    fourth = (TransactionalTable(client.hbase, state_table), TransactionalPublisher(client))
+    third = (TransactionalTable(client.installation.table("state")), TransactionalPublisher(client))
+    fourth = (TransactionalTable(client.installation.table("state")), TransactionalPublisher(client))
     ctx3, ctx4 = TransactionContext(tx_client, *third), TransactionContext(tx_client, *fourth)
     ctx3.start()
     ctx4.start()
@@ -99,7 +99,7 @@ def test_conflict_after_persisting_rolls_back_the_message(
     ctx4.abort()
     assert payloads(reader.poll()) == []  # transactional readers never see it
     assert payloads(client.fetch(T))[-1] == b"fourth changed order-8"  # non-transactional readers do
-    check = TransactionContext(tx_client, TransactionalTable(client.hbase, state_table))
+    check = TransactionContext(tx_client, TransactionalTable(client.installation.table("state")))
     check.start()
     assert check.participants[0].get(b"order-8", b"d:state") == b"third"
     check.abort()

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from ..connection import HBaseConnection
 from ..errors import TmsError
+from ..storage import Table
 from .transaction import Transaction
 
 MAX_VERSIONS = 100
@@ -17,8 +17,7 @@ class TransactionalTable:
     rows written (conflicts are per row). A rollback after persisting cannot delete one exact version
     through Thrift1, so it reports failure and the transaction is invalidated instead (never visible)."""
 
-    def __init__(self, hbase: HBaseConnection, table: str) -> None:
-        self.hbase = hbase
+    def __init__(self, table: Table) -> None:
         self.table = table
         self.tx: Transaction | None = None
         self._writes: dict[bytes, dict[bytes, bytes]] = {}
@@ -26,7 +25,7 @@ class TransactionalTable:
 
     @property
     def transaction_aware_name(self) -> str:
-        return f"transactional table {self.table}"
+        return f"transactional table {self.table.name}"
 
     def put(self, row: bytes, column: bytes, value: bytes) -> None:
         self._running()
@@ -37,11 +36,7 @@ class TransactionalTable:
         tx = self._running()
         if column in self._writes.get(row, {}):
             return self._writes[row][column]
-        cells = self.hbase.run(
-            f"read {self.table}",
-            lambda c: c.table(self.table).cells(row, column, versions=MAX_VERSIONS, include_timestamp=True),
-        )
-        for value, version in cells:  # newest first
+        for value, version in self.table.get_versions(row, column, MAX_VERSIONS):  # newest first
             if tx.is_visible(version):
                 return value
         return None
@@ -53,18 +48,12 @@ class TransactionalTable:
         self.tx = tx
 
     def get_tx_changes(self) -> Collection[bytes]:
-        return [self.table.encode() + b"/" + row for row in self._writes]
+        return [self.table.name.encode() + b"/" + row for row in self._writes]
 
     def commit_tx(self) -> bool:
         tx = self._running()
         if self._writes:
-
-            def put(conn) -> None:
-                with conn.table(self.table).batch(timestamp=tx.write_pointer) as batch:
-                    for row, cells in self._writes.items():
-                        batch.put(row, cells)
-
-            self.hbase.run(f"write {self.table}", put)
+            self.table.put_many(self._writes.items(), timestamp=tx.write_pointer)
             self._persisted = True
         return True
 
