@@ -14,6 +14,8 @@ from tms_hbase.errors import (
     HBaseUnavailable,
     InvalidArgument,
     LauncherError,
+    SubscriptionAlreadyExists,
+    SubscriptionNotFound,
     TmsError,
     TopicAlreadyExists,
     TopicNotFound,
@@ -25,7 +27,9 @@ from tms_hbase.errors import (
 EXIT_CODES: list[tuple[type[TmsError], int]] = [
     (InvalidArgument, 2),
     (TopicNotFound, 3),
+    (SubscriptionNotFound, 3),
     (TopicAlreadyExists, 4),
+    (SubscriptionAlreadyExists, 4),
     (ConcurrentModification, 4),
     (TransactionConflict, 4),
     (TransactionNotInProgress, 3),
@@ -35,8 +39,9 @@ EXIT_CODES: list[tuple[type[TmsError], int]] = [
 ]
 
 EXIT_HELP = (
-    "Exit codes: 0 ok, 1 other error, 2 bad input, 3 topic not found, "
-    "4 topic exists or concurrent change, 5 HBase unreachable, 6 local HBase launcher failed."
+    "Exit codes: 0 ok, 1 other error, 2 bad input, 3 topic or subscription not found, "
+    "4 topic or subscription exists, busy (an active consumer) or concurrent change, 5 HBase unreachable, "
+    "6 local HBase launcher failed."
 )
 
 

@@ -3,6 +3,7 @@ checkpoint, throttled, applying the rules of ``rules.py`` to every row."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import struct
@@ -314,7 +315,7 @@ class Sweeper:
         elif verdict is Verdict.STRIP:
             report.messages_stripped += 1
             full = BatchRow.decode(value)
-            stripped = BatchRow(full.publish_time, full.writer_id, full.batch_no, (), full.tx_pointer, full.expires_at)
+            stripped = dataclasses.replace(full, payloads=())  # keeps the running totals
             self._replace(key, value, stripped.encode(), "strip")
         elif row.tx_pointer is not None and row.tx_pointer in context.invalid:
             report.messages_invalidated += 1

@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 
 from . import config
 from .connection import HBaseConnection
+from .consumer import Consumer
+from .doorbell import DEFAULT_HOST, Doorbells
 from .errors import InvalidArgument, PublishOutcomeUnknown
+from .inspect import Inspector
 from .metadata import MetadataCache, MetadataStore
+from .metrics import CLIENT_METRICS
 from .reader import Message, MessageReader
+from .stats import Lag, TopicStatistics, TopicStats
+from .storage import Table
+from .subscription_admin import EARLIEST, SubscriptionAdmin
+from .subscriptions import Subscription, SubscriptionStore, check_name
 from .tables import TableNames, drop_tables, ensure_tables
 from .topic import TopicId, TopicMetadata
 from .tx import Transaction
+from .tx.client import TransactionClient
+from .tx.fate import snapshot_from_hbase
 from .wire import RollbackDetail
 from .writer import DEFAULT_MAX_BATCH_BYTES, MessageWriter
 
@@ -48,6 +59,11 @@ class MessagingClient:
         self._topics = MetadataCache(self._metadata, metadata_max_age)
         self._writer = MessageWriter(self.hbase, self.tables, self._topics, max_batch_bytes=max_batch_bytes)
         self._reader = MessageReader(self.hbase, self.tables, self._topics)
+        messages = Table(self.hbase, self.tables.messages)
+        self._subscriptions = SubscriptionStore(Table(self.hbase, self.tables.subscriptions))
+        self._subscription_admin = SubscriptionAdmin(self._subscriptions, messages, self._reader, self.tx_state)
+        self._stats = TopicStatistics(messages, Table(self.hbase, self.tables.payloads), self._reader)
+        self._doorbells = Doorbells(self.tables.prefix, self._doorbells_of)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -58,7 +74,8 @@ class MessagingClient:
         self.close()
 
     def close(self) -> None:
-        """Close the pooled connections."""
+        """Close the pooled connections (consumers of this client should be closed first)."""
+        self._doorbells.close()
         self.hbase.close()
 
     @property
@@ -159,8 +176,22 @@ class MessagingClient:
         with the same arguments and ``resume=`` that error stores the batch exactly once.
         """
         self._ensure_ready()
+        topic = _topic(topic)
         point = None if resume is None else resume.resume
-        return self._writer.publish(_topic(topic), payloads, tx_write_pointer, ttl, point)
+        started = time.perf_counter()
+        detail = self._writer.publish(topic, payloads, tx_write_pointer, ttl, point)
+        CLIENT_METRICS.publish_seconds.observe(time.perf_counter() - started)
+        label = str(topic)
+        CLIENT_METRICS.publishes.labels(label).inc()
+        CLIENT_METRICS.published_messages.labels(label).inc(len(payloads))
+        CLIENT_METRICS.published_bytes.labels(label).inc(sum(map(len, payloads)))
+        self._doorbells.ring(topic)
+        return detail
+
+    def notify_consumers(self, topic: TopicId) -> None:
+        """Wake the consumers waiting on ``topic`` (publish does this itself; a transactional publisher
+        calls it again once its transaction committed, when the messages become visible)."""
+        self._doorbells.ring(_topic(topic))
 
     def store(
         self, topic: TopicId, payloads: Sequence[bytes], tx_write_pointer: int, *, sequence: int | None = None
@@ -196,6 +227,132 @@ class MessagingClient:
         """
         self._ensure_ready()
         return self._reader.fetch(_topic(topic), start_message, start_time, inclusive, limit, transaction)
+
+    # -- subscriptions and consumers ------------------------------------------------------------
+
+    def create_subscription(self, topic: TopicId, name: str, start: str | int = EARLIEST) -> Subscription:
+        """A durable consume mark named ``name`` on the topic, consuming from ``start``: "earliest"
+        (every readable message), "latest" (messages published from now on) or a publish time (ms).
+
+        Raises SubscriptionAlreadyExists, TopicNotFound or InvalidArgument. Subscriptions go with
+        their topic: deleting (and re-creating) the topic removes them.
+        """
+        self._ensure_ready()
+        return self._subscription_admin.create(self._metadata.get(_topic(topic)), name, start)
+
+    def get_subscription(self, topic: TopicId, name: str) -> Subscription:
+        """The subscription (its committed mark, who consumes it); SubscriptionNotFound."""
+        self._ensure_ready()
+        return self._subscription_admin.get(self._metadata.get(_topic(topic)), name)
+
+    def list_subscriptions(self, topic: TopicId) -> list[Subscription]:
+        """The topic's subscriptions, in name order."""
+        self._ensure_ready()
+        return self._subscription_admin.list(self._metadata.get(_topic(topic)))
+
+    def delete_subscription(self, topic: TopicId, name: str, *, force: bool = False) -> None:
+        """Delete a subscription; SubscriptionNotFound. SubscriptionBusy while a consumer holds it,
+        unless ``force`` (that consumer then fails with LeaseLost)."""
+        self._ensure_ready()
+        self._subscription_admin.delete(self._metadata.get(_topic(topic)), name, force=force)
+
+    def reset_subscription(
+        self,
+        topic: TopicId,
+        name: str,
+        start_message: bytes | str | None = None,
+        start_time: int | None = None,
+        *,
+        force: bool = False,
+    ) -> Subscription:
+        """Move the mark: the next message delivered is ``start_message`` (a message id, or "earliest"
+        or "latest"), or the first one published at ``start_time`` (ms) or later. It may move
+        backwards (to consume again) or forwards (to skip). SubscriptionBusy while a consumer holds
+        the subscription, unless ``force`` (that consumer then fails with LeaseLost)."""
+        self._ensure_ready()
+        meta = self._metadata.get(_topic(topic))
+        return self._subscription_admin.reset(meta, name, start_message, start_time, force=force)
+
+    def lag(self, topic: TopicId, name: str) -> Lag:
+        """How far the subscription is behind: ``Lag(messages, seconds)`` (a few reads, no scan)."""
+        self._ensure_ready()
+        meta = self._metadata.get(_topic(topic))
+        subscription = self._subscription_admin.get(meta, name)
+        return self._stats.lag(meta.topic, meta.generation, meta.ttl, subscription.position)
+
+    def topic_stats(self, topic: TopicId, *, windows: Sequence[int] | None = None) -> TopicStats:
+        """Generation, first and last position and publish time, messages and bytes, publish rates over
+        ``windows`` (seconds; default 1, 5 and 15 minutes) and every subscription with its lag."""
+        self._ensure_ready()
+        meta = self._metadata.get(_topic(topic))
+        subscriptions = [(s.name, s.position) for s in self._subscription_admin.list(meta)]
+        if windows is None:
+            return self._stats.topic_stats(meta.topic, meta.generation, meta.ttl, subscriptions)
+        if any(isinstance(w, bool) or not isinstance(w, int) or w <= 0 for w in windows):
+            raise InvalidArgument(f"bad windows {windows!r}: expected whole seconds > 0")
+        return self._stats.topic_stats(meta.topic, meta.generation, meta.ttl, subscriptions, windows)
+
+    def consumer(
+        self,
+        topic: TopicId,
+        name: str,
+        *,
+        max_wait: float = 5.0,
+        transaction: Transaction | TransactionClient | None = None,
+        auto_commit: bool = False,
+        lease_seconds: float = 10.0,
+        wait_for_lease: float | None = 0.0,
+        doorbell: str | None = DEFAULT_HOST,
+        poll_interval: float = 0.5,
+        batch: int = 1000,
+    ) -> Consumer:
+        """The active consumer of a subscription (docs/consumers.md).
+
+        ``max_wait``: seconds an iteration waits for a new message before it ends. ``transaction``:
+        read transactionally, with a fresh view per read from a TransactionClient (which also settles
+        transactional marks left by a crashed consumer) or with one fixed Transaction.
+        ``auto_commit``: commit delivered messages once handled (the next one asked for, the iteration
+        or the ``with`` block ended without an error), at most every second. ``lease_seconds``: a
+        crashed consumer's standby takes over after this long; ``wait_for_lease``: seconds to wait
+        for another consumer's lease to run out (None: forever) before SubscriptionBusy.
+        ``doorbell``: the address publishers ring to wake this consumer (None: only publishers of this
+        process wake it); ``poll_interval``: seconds between reads while waiting regardless.
+        """
+        self._ensure_ready()
+        topic = _topic(topic)
+        meta = self._metadata.get(topic)
+        return Consumer(
+            topic=topic,
+            name=check_name(name),
+            generation=meta.generation,
+            store=self._subscriptions,
+            reader=self._reader,
+            topics=self._topics,
+            prefix=self.tables.prefix,
+            tx_state=self.tx_state,
+            max_wait=max_wait,
+            transaction=transaction,
+            auto_commit=auto_commit,
+            lease_seconds=lease_seconds,
+            wait_for_lease=wait_for_lease,
+            doorbell=doorbell,
+            poll_interval=poll_interval,
+            batch=batch,
+        )
+
+    def inspector(self) -> Inspector:
+        """Row-level reading of topics for people (``tms-admin topic tail``): corrupt rows are reported
+        as such instead of raising, and each message shows its transaction's state."""
+        self._ensure_ready()
+        return Inspector(Table(self.hbase, self.tables.messages), Table(self.hbase, self.tables.payloads), self._reader)
+
+    def tx_state(self) -> Transaction:
+        """The transaction state as a read-only Transaction rebuilt from HBase, without the server: it
+        sees committed transactions only. Resolves transactional marks; inspection uses it too."""
+        return snapshot_from_hbase(self.hbase, self.tables.txstate)
+
+    def _doorbells_of(self, topic: TopicId) -> list[str]:
+        return self._subscription_admin.bells(self._topics.get(topic))
 
 
 def _topic(topic: object) -> TopicId:

@@ -16,6 +16,7 @@ from thriftpy2.thrift import TException
 from thriftpy2.transport import TTransportException
 
 from .errors import HBaseError, HBaseUnavailable, TmsError
+from .metrics import CLIENT_METRICS
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -104,6 +105,7 @@ class HBaseConnection:
                 if attempt == attempts or exc.timed_out:
                     raise
                 log.info("retrying %s after a broken connection (%s)", what, exc)
+                CLIENT_METRICS.retries.inc()
                 time.sleep(0.05 * attempt)
         raise AssertionError("unreachable")
 

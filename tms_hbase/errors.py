@@ -31,6 +31,33 @@ class ConcurrentModification(TmsError):
     """A compare-and-set lost against another writer: the stored value is not the one expected."""
 
 
+class SubscriptionNotFound(TmsError):
+    """The subscription does not exist (never created, deleted, or its topic was deleted or re-created)."""
+
+    def __init__(self, topic: object, name: str) -> None:
+        super().__init__(f"subscription {name!r} of topic {topic} does not exist")
+        self.topic = topic
+        self.name = name
+
+
+class SubscriptionAlreadyExists(TmsError):
+    """A subscription of that name exists already on the topic; it was left unchanged."""
+
+    def __init__(self, topic: object, name: str) -> None:
+        super().__init__(f"subscription {name!r} of topic {topic} already exists")
+        self.topic = topic
+        self.name = name
+
+
+class SubscriptionBusy(ConcurrentModification):
+    """Another consumer holds the subscription's lease (one active consumer per subscription)."""
+
+
+class LeaseLost(ConcurrentModification):
+    """This consumer's lease on its subscription was taken over (or the subscription deleted): it must stop,
+    and nothing it commits from now on is stored."""
+
+
 class CorruptData(TmsError):
     """Stored bytes (a metadata row, a message row, a handle) could not be decoded."""
 

@@ -19,6 +19,7 @@ from .connection import HBaseConnection
 from .errors import InvalidArgument
 from .message_id import MessageId
 from .metadata import MetadataCache
+from .metrics import CLIENT_METRICS
 from .rows import (
     MESSAGE_COLUMN,
     PAYLOAD_COLUMN,
@@ -177,7 +178,8 @@ class MessageReader:
                 for k, v in table.scan(row_start=start, row_stop=stop, limit=limit, batch_size=limit)
             ]
 
-        return self.hbase.run("scan messages", scan)
+        with CLIENT_METRICS.fetch_seconds.time():
+            return self.hbase.run("scan messages", scan)
 
     # -- rows to messages ---------------------------------------------------------------------
 

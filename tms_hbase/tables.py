@@ -1,4 +1,4 @@
-"""The four HBase tables of tms-hbase, their names under a prefix, and their column families."""
+"""The five HBase tables of tms-hbase, their names under a prefix, and their column families."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ FAMILIES = {
     "metadata": {**_DATA_FAMILY, "in_memory": True},
     # snapshots and edit log of the transaction server: written once, read at start
     "txstate": _DATA_FAMILY,
+    # one small row per subscription (consume mark and lease), compare-and-set on every commit
+    "subscriptions": {**_DATA_FAMILY, "in_memory": True},
 }
 
 
@@ -52,12 +54,16 @@ class TableNames:
     def txstate(self) -> str:
         return self.name("txstate")
 
+    @property
+    def subscriptions(self) -> str:
+        return self.name("subscriptions")
+
     def all(self) -> list[str]:
         return [self.name(kind) for kind in FAMILIES]
 
 
 def ensure_tables(hbase: HBaseConnection, names: TableNames) -> list[str]:
-    """Create whichever of the four tables is missing; returns the names it created.
+    """Create whichever of the tables is missing; returns the names it created.
 
     Safe to run from many processes at once: losing a creation race to another process is fine.
     """

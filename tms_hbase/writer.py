@@ -7,7 +7,9 @@ The protocol (docs/ordering.md has the argument for why it holds):
 * publish time is ``max(now, predecessor's publish time)``, so times never decrease along positions;
 * every row carries this writer's id and batch number: when the answer to a checkAndPut is lost, the
   writer reads that position back and recognises its own batch instead of storing it twice;
-* a writer never holds a lock, so a writer that dies blocks nobody.
+* a writer never holds a lock, so a writer that dies blocks nobody;
+* every row carries the generation's running totals (messages, bytes), its predecessor's plus its own,
+  so lag and topic size are subtractions (the predecessor is read anyway: the tail or the row that won).
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ from .clock import now_ms
 from .connection import HBaseConnection, mutation
 from .errors import HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown
 from .metadata import MetadataCache
+from .metrics import CLIENT_METRICS
 from .rows import (
     COUNTER_COLUMN,
     MESSAGE_COLUMN,
     PAYLOAD_COLUMN,
     BatchRow,
     RowHeader,
+    Totals,
     batch_size,
     generation_prefix,
     message_key,
@@ -39,6 +43,7 @@ from .rows import (
     position_of,
     with_tx_pointer,
 )
+from .storage import Table
 from .tables import TableNames
 from .topic import TopicId
 from .wire import RollbackDetail
@@ -72,6 +77,7 @@ class _Tail:
     position: int  # last position known to exist (0: the generation is empty)
     publish_time: int  # its publish time
     seen_at: float  # time.monotonic() when it was known
+    totals: Totals | None = None  # its running totals (None: a row from before totals existed)
 
 
 def validate_payloads(payloads: object, max_batch_bytes: int, *, allow_empty: bool) -> tuple[bytes, ...]:
@@ -164,12 +170,14 @@ class MessageWriter:
     ) -> int:
         if resume is None:
             tail = self._tail(topic, generation)
-            position, predecessor_time = tail.position + 1, tail.publish_time
+            position, predecessor_time, predecessor_totals = tail.position + 1, tail.publish_time, tail.totals
         else:
             # An interrupted attempt can only land where it was aimed: try that position again.
             position = resume.position
             before = self._read_row(message_key(topic, generation, position - 1)) if position > 1 else None
             predecessor_time = before.publish_time if before else 0
+            predecessor_totals = before.totals if before else Totals(0, 0)
+        own = self._own_count(topic, generation, payloads, tx_pointer)
         losses = link_failures = 0
         while True:
             now = now_ms()
@@ -181,6 +189,8 @@ class MessageWriter:
                 tx_pointer=tx_pointer,
                 expires_at=None if ttl_ms is None else now + ttl_ms,
                 pointer=tx_pointer is not None and not payloads,
+                # after a row without totals (an older writer's), counting starts again from this row
+                totals=(predecessor_totals or Totals(0, 0)).plus(*own),
             )
             key = message_key(topic, generation, position)
             try:
@@ -194,7 +204,7 @@ class MessageWriter:
                 log.info("publish to %s: answer lost at position %d, checking", topic, position)
                 won = False
             if won:
-                self._remember(topic, _Tail(generation, position, row.publish_time, time.monotonic()))
+                self._remember(topic, _Tail(generation, position, row.publish_time, time.monotonic(), row.totals))
                 return position
             try:
                 existing = self._read_row(key)
@@ -203,14 +213,16 @@ class MessageWriter:
             if existing is None:
                 continue  # the link failed before the put landed: try the same position again
             if existing.writer_id == self.writer_id and existing.batch_no == batch_no:
-                self._remember(topic, _Tail(generation, position, existing.publish_time, time.monotonic()))
+                tail = _Tail(generation, position, existing.publish_time, time.monotonic(), existing.totals)
+                self._remember(topic, tail)
                 return position  # our own earlier attempt landed
             losses += 1
+            CLIENT_METRICS.races_lost.inc()
             if losses % _WALK_LIMIT == 0:
                 tail = self._read_tail(topic, generation)
-                position, predecessor_time = tail.position + 1, tail.publish_time
+                position, predecessor_time, predecessor_totals = tail.position + 1, tail.publish_time, tail.totals
             else:
-                position, predecessor_time = position + 1, existing.publish_time
+                position, predecessor_time, predecessor_totals = position + 1, existing.publish_time, existing.totals
 
     @staticmethod
     def _unknown(exc: HBaseUnavailable, resume: Resume) -> PublishOutcomeUnknown:
@@ -246,9 +258,22 @@ class MessageWriter:
             ),
         )
         if not rows:
-            return _Tail(generation, 0, 0, seen_at)
+            return _Tail(generation, 0, 0, seen_at, Totals(0, 0))
         key, data = rows[0]
-        return _Tail(generation, position_of(key), peek(data[MESSAGE_COLUMN]).publish_time, seen_at)
+        head = peek(data[MESSAGE_COLUMN])
+        return _Tail(generation, position_of(key), head.publish_time, seen_at, head.totals)
+
+    def _own_count(
+        self, topic: TopicId, generation: int, payloads: tuple[bytes, ...], tx_pointer: int | None
+    ) -> tuple[int, int]:
+        """(messages, bytes) this batch adds to the totals. A pointer row counts the payloads its
+        pointer's counter handed out (one read); their bytes are not known here and count 0."""
+        if payloads or tx_pointer is None:
+            return len(payloads), sum(map(len, payloads))
+        counter = Table(self.hbase, self.tables.payloads).get_cell(
+            pointer_prefix(topic, generation, tx_pointer), COUNTER_COLUMN
+        )
+        return (0 if counter is None else int.from_bytes(counter, "big", signed=True)), 0
 
     def _read_row(self, key: bytes) -> RowHeader | None:
         data = self.hbase.run("read message row", lambda c: c.table(self.tables.messages).row(key))
