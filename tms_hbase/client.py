@@ -19,7 +19,7 @@ from .stats import Lag, TopicStatistics, TopicStats
 from .storage import Table
 from .subscription_admin import EARLIEST, SubscriptionAdmin
 from .subscriptions import Subscription, SubscriptionStore, check_name
-from .tables import TableNames, drop_tables, ensure_tables
+from .tables import CORE, TableNames, drop_tables, ensure_tables
 from .topic import TopicId, TopicMetadata
 from .tx import Transaction
 from .tx.client import TransactionClient
@@ -53,7 +53,7 @@ class MessagingClient:
         self.tables = TableNames(config.table_prefix(prefix))
         self.hbase = HBaseConnection(host, port, timeout=timeout, pool_size=pool_size)
         self._create_tables = create_tables
-        self._ready = False
+        self._ready = self._subscriptions_ready = False
         self._ready_lock = threading.Lock()
         self._metadata = MetadataStore(self.hbase, self.tables.metadata)
         self._topics = MetadataCache(self._metadata, metadata_max_age)
@@ -89,13 +89,13 @@ class MessagingClient:
     def init_tables(self) -> list[str]:
         """Create any missing table of this prefix now; returns the names created."""
         created = ensure_tables(self.hbase, self.tables)
-        self._ready = True
+        self._ready = self._subscriptions_ready = True
         return created
 
     def drop_tables(self) -> list[str]:
         """Delete this prefix's tables and everything in them (tests, demos); returns the names."""
         with self._ready_lock:
-            self._ready = False
+            self._ready = self._subscriptions_ready = False
             return drop_tables(self.hbase, self.tables)
 
     def _ensure_ready(self) -> None:
@@ -103,7 +103,18 @@ class MessagingClient:
             return
         with self._ready_lock:
             if not self._ready:
-                self.init_tables()
+                ensure_tables(self.hbase, self.tables, CORE)
+                self._ready = True
+
+    def _ensure_subscriptions(self) -> None:
+        """The subscriptions table is made on the first use of subscriptions (tables.CORE)."""
+        self._ensure_ready()
+        if self._subscriptions_ready or not self._create_tables:
+            return
+        with self._ready_lock:
+            if not self._subscriptions_ready:
+                ensure_tables(self.hbase, self.tables, ["subscriptions"])
+                self._subscriptions_ready = True
 
     # -- topics -------------------------------------------------------------------------------
 
@@ -237,23 +248,23 @@ class MessagingClient:
         Raises SubscriptionAlreadyExists, TopicNotFound or InvalidArgument. Subscriptions go with
         their topic: deleting (and re-creating) the topic removes them.
         """
-        self._ensure_ready()
+        self._ensure_subscriptions()
         return self._subscription_admin.create(self._metadata.get(_topic(topic)), name, start)
 
     def get_subscription(self, topic: TopicId, name: str) -> Subscription:
         """The subscription (its committed mark, who consumes it); SubscriptionNotFound."""
-        self._ensure_ready()
+        self._ensure_subscriptions()
         return self._subscription_admin.get(self._metadata.get(_topic(topic)), name)
 
     def list_subscriptions(self, topic: TopicId) -> list[Subscription]:
         """The topic's subscriptions, in name order."""
-        self._ensure_ready()
+        self._ensure_subscriptions()
         return self._subscription_admin.list(self._metadata.get(_topic(topic)))
 
     def delete_subscription(self, topic: TopicId, name: str, *, force: bool = False) -> None:
         """Delete a subscription; SubscriptionNotFound. SubscriptionBusy while a consumer holds it,
         unless ``force`` (that consumer then fails with LeaseLost)."""
-        self._ensure_ready()
+        self._ensure_subscriptions()
         self._subscription_admin.delete(self._metadata.get(_topic(topic)), name, force=force)
 
     def reset_subscription(
@@ -269,13 +280,13 @@ class MessagingClient:
         or "latest"), or the first one published at ``start_time`` (ms) or later. It may move
         backwards (to consume again) or forwards (to skip). SubscriptionBusy while a consumer holds
         the subscription, unless ``force`` (that consumer then fails with LeaseLost)."""
-        self._ensure_ready()
+        self._ensure_subscriptions()
         meta = self._metadata.get(_topic(topic))
         return self._subscription_admin.reset(meta, name, start_message, start_time, force=force)
 
     def lag(self, topic: TopicId, name: str) -> Lag:
         """How far the subscription is behind: ``Lag(messages, seconds)`` (a few reads, no scan)."""
-        self._ensure_ready()
+        self._ensure_subscriptions()
         meta = self._metadata.get(_topic(topic))
         subscription = self._subscription_admin.get(meta, name)
         return self._stats.lag(meta.topic, meta.generation, meta.ttl, subscription.position)
@@ -283,7 +294,7 @@ class MessagingClient:
     def topic_stats(self, topic: TopicId, *, windows: Sequence[int] | None = None) -> TopicStats:
         """Generation, first and last position and publish time, messages and bytes, publish rates over
         ``windows`` (seconds; default 1, 5 and 15 minutes) and every subscription with its lag."""
-        self._ensure_ready()
+        self._ensure_subscriptions()
         meta = self._metadata.get(_topic(topic))
         subscriptions = [(s.name, s.position) for s in self._subscription_admin.list(meta)]
         if windows is None:
@@ -318,7 +329,7 @@ class MessagingClient:
         ``doorbell``: the address publishers ring to wake this consumer (None: only publishers of this
         process wake it); ``poll_interval``: seconds between reads while waiting regardless.
         """
-        self._ensure_ready()
+        self._ensure_subscriptions()
         topic = _topic(topic)
         meta = self._metadata.get(topic)
         return Consumer(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .connection import HBaseConnection
@@ -27,6 +28,9 @@ FAMILIES = {
     # one small row per subscription (consume mark and lease), compare-and-set on every commit
     "subscriptions": {**_DATA_FAMILY, "in_memory": True},
 }
+CORE = ("messages", "payloads", "metadata", "txstate")
+"""The tables a client creates on first use; ``subscriptions`` is created on the first use of
+subscriptions, so installations that never consume through subscriptions do not have it."""
 
 
 @dataclass(frozen=True)
@@ -62,15 +66,15 @@ class TableNames:
         return [self.name(kind) for kind in FAMILIES]
 
 
-def ensure_tables(hbase: HBaseConnection, names: TableNames) -> list[str]:
-    """Create whichever of the tables is missing; returns the names it created.
+def ensure_tables(hbase: HBaseConnection, names: TableNames, kinds: Iterable[str] = tuple(FAMILIES)) -> list[str]:
+    """Create whichever of the tables (of ``kinds``) is missing; returns the names it created.
 
     Safe to run from many processes at once: losing a creation race to another process is fine.
     """
     existing = set(_table_names(hbase))
     created = []
-    for kind, family in FAMILIES.items():
-        table = names.name(kind)
+    for kind in kinds:
+        table, family = names.name(kind), FAMILIES[kind]
         if table in existing:
             continue
         try:
