@@ -3,7 +3,7 @@
     python -m bench.run [--quick] [--only NAME[,NAME]] [--rounds N] [--json OUT] [--address HOST:PORT]
 
 Benchmarks (DESIGN.md §12 and the issues): publish, writers, fetch, latency, seek, txlatency, sweeper,
-spark.
+spark, consumer.
 Progress goes to stderr, the report to stdout. Every table a run creates has a ``bench…`` prefix and is
 dropped afterwards.
 """
@@ -18,7 +18,7 @@ import time
 import traceback
 from collections.abc import Callable
 
-from . import fetch, latency, publish, seek, spark, sweeper, txlatency, writers
+from . import consumer, fetch, latency, publish, seek, spark, sweeper, txlatency, writers
 from .common import Result, Settings, check_loopback, progress, raw_connection
 from .report import busy_pytest, markdown, write_json
 
@@ -31,6 +31,7 @@ BENCHMARKS: dict[str, Callable[[Settings], Result]] = {
     "txlatency": txlatency.run,
     "sweeper": sweeper.run,
     "spark": spark.run,
+    "consumer": consumer.run,
 }
 
 
