@@ -19,6 +19,7 @@ from tms_hbase.connection import HBaseConnection, mutation
 from tms_hbase.errors import TmsError
 from tms_hbase.metadata import MetadataStore
 from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, peek, with_tx_pointer
+from tms_hbase.storage import Table
 from tms_hbase.tables import TableNames
 from tms_hbase.topic import TopicId, TopicMetadata
 from tms_hbase.tx.state_store import StateStore
@@ -28,6 +29,7 @@ from .pruning import prune_upper_bound
 from .regions import Region, list_regions
 from .rules import Verdict, message_verdict, payload_verdict
 from .state import RegionRecord, SweepState
+from .subscriptions import sweep_subscriptions
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +52,7 @@ class SweepReport:
     regions_skipped: int = 0  # leased by another sweeper
     regions_resumed: int = 0  # continued from a checkpoint
     compactions: int = 0
+    subscriptions_dropped: int = 0  # subscription rows of dead generations
     stopped: bool = False  # interrupted by a stop request; the checkpoints hold the place
     dry_run: bool = False
     seconds: float = 0.0
@@ -184,7 +187,12 @@ class Sweeper:
         """Sweep every region of both tables once; topic metadata and the transaction state are
         re-read during the sweep when older than their refresh intervals."""
         self._report_lag()
-        return self.sweep_regions(self.regions())
+        report = self.sweep_regions(self.regions())
+        if not report.stopped:
+            topics = {m.topic: m for m in self.metadata.list(include_deleted=True)}
+            subscriptions = Table(self.hbase, self.tables.subscriptions)
+            report.subscriptions_dropped = sweep_subscriptions(subscriptions, topics, split_key, self.dry_run)
+        return report
 
     def sweep_regions(self, regions: list[Region]) -> SweepReport:
         """Sweep these regions (each under its lease): a whole sweep, or one Spark task's share of it."""

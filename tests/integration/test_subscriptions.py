@@ -133,6 +133,20 @@ def test_subscriptions_go_with_their_topic(client: MessagingClient) -> None:
     assert next_payloads(client, "svc") == [b"new"]
 
 
+def test_the_sweeper_removes_subscriptions_of_old_generations(client: MessagingClient) -> None:
+    client.create_topic(T)
+    client.create_subscription(T, "gone")
+    client.delete_topic(T)
+    client.create_topic(T)
+    client.create_subscription(T, "kept")
+    table = Table(client.hbase, client.tables.subscriptions)
+    assert len(table.scan()) == 2
+    assert Sweeper(client.hbase, client.tables, dry_run=True).sweep_once().subscriptions_dropped == 1
+    assert len(table.scan()) == 2
+    assert Sweeper(client.hbase, client.tables).sweep_once().subscriptions_dropped == 1
+    assert [s.name for s in client.list_subscriptions(T)] == ["kept"] and len(table.scan()) == 1
+
+
 def test_busy_subscriptions_are_not_reset_or_deleted_unless_forced(client: MessagingClient) -> None:
     client.create_topic(T)
     client.create_subscription(T, "svc")
