@@ -191,11 +191,8 @@ class MessagingClient:
         point = None if resume is None else resume.resume
         started = time.perf_counter()
         detail = self._writer.publish(topic, payloads, tx_write_pointer, ttl, point)
-        CLIENT_METRICS.publish_seconds.observe(time.perf_counter() - started)
-        label = str(topic)
-        CLIENT_METRICS.publishes.labels(label).inc()
-        CLIENT_METRICS.published_messages.labels(label).inc(len(payloads))
-        CLIENT_METRICS.published_bytes.labels(label).inc(sum(map(len, payloads)))
+        elapsed = time.perf_counter() - started
+        CLIENT_METRICS.published(str(topic), len(payloads), sum(map(len, payloads)), elapsed)
         self._doorbells.ring(topic)
         return detail
 

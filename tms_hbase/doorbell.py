@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 DEFAULT_HOST = "127.0.0.1"
 REFRESH_SECONDS = 1.0
 FORGET_SECONDS = 60.0  # stop refreshing a topic nobody published to for this long
+FAILED_SECONDS = 30.0  # after a failed refresh (no subscriptions table, HBase trouble), wait this long
 
 # Bells of this process, by (table prefix, topic key): publishers of the same process ring them directly.
 _local: dict[tuple[str, bytes], set[Bell]] = {}
@@ -113,6 +114,7 @@ class Doorbells:
         self.refresh = refresh
         self._addresses: dict[TopicId, list[tuple[str, tuple]]] = {}
         self._rung: dict[TopicId, float] = {}
+        self._retry_at: dict[TopicId, float] = {}  # topics whose last refresh failed
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -138,12 +140,12 @@ class Doorbells:
                 pass  # best-effort: the consumer's slow poll covers it
 
     def close(self) -> None:
+        """Stop ringing and refreshing (the refresh thread ends after its current read; not waited for,
+        so closing a client never waits on HBase)."""
         with self._lock:
             self._stop.set()
-            thread = self._thread
-        if thread is not None:
-            thread.join()
-        for sock in (self._sock, self._sock6):
+            socks = (self._sock, self._sock6)
+        for sock in socks:
             if sock is not None:
                 sock.close()
 
@@ -164,12 +166,15 @@ class Doorbells:
                 for topic in [t for t, at in self._rung.items() if started - at > FORGET_SECONDS]:
                     del self._rung[topic]
                     self._addresses.pop(topic, None)
-                topics = list(self._rung)
+                    self._retry_at.pop(topic, None)
+                topics = [t for t in self._rung if self._retry_at.get(t, 0.0) <= started]
             for topic in topics:
                 try:
                     found = [(a, t) for a in self.list_bells(topic) if (t := parse_address(a)) is not None]
                 except TmsError as exc:
                     log.debug("doorbells of %s not refreshed: %s", topic, exc)
+                    with self._lock:
+                        self._retry_at[topic] = time.monotonic() + FAILED_SECONDS
                     continue
                 with self._lock:
                     self._addresses[topic] = found

@@ -67,6 +67,22 @@ class ClientMetrics:
         self.doorbell_rings = _metric(
             Counter, "tms_client_doorbell_rings", "Wake-up datagrams sent to consumers of other processes"
         )
+        self._per_topic: dict[str, tuple[Any, Any, Any]] = {}
+
+    def published(self, topic: str, messages: int, size: int, seconds: float) -> None:
+        """Count one successful publish (the labelled children are looked up once per topic)."""
+        children = self._per_topic.get(topic)
+        if children is None:
+            children = (
+                self.publishes.labels(topic),
+                self.published_messages.labels(topic),
+                self.published_bytes.labels(topic),
+            )
+            self._per_topic[topic] = children
+        self.publish_seconds.observe(seconds)
+        children[0].inc()
+        children[1].inc(messages)
+        children[2].inc(size)
 
 
 def _metric(kind: Any, name: str, documentation: str, labels: list[str] | None = None, **extra: Any) -> Any:
