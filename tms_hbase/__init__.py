@@ -1,12 +1,14 @@
 """tms-hbase: a transactional messaging system stored in Apache HBase.
 
 The public surface is small: :class:`MessagingClient`, :class:`TopicId`, :class:`TopicMetadata`,
-:class:`Message`, :class:`RollbackDetail`, the errors in :mod:`tms_hbase.errors`, and
+:class:`Message`, :class:`RollbackDetail`, consuming (:class:`Consumer`, :class:`Subscription`,
+:class:`Lag`, :class:`TopicStats`), the errors in :mod:`tms_hbase.errors`, and
 :class:`tms_hbase.tx.Transaction`.
 """
 
 from .async_publisher import AsyncPublisher, PublisherStats
 from .client import MessagingClient
+from .consumer import Consumer
 from .errors import (
     ConcurrentModification,
     CorruptData,
@@ -14,14 +16,20 @@ from .errors import (
     HBaseUnavailable,
     InvalidArgument,
     LauncherError,
+    LeaseLost,
     PublishOutcomeUnknown,
     QueueFull,
+    SubscriptionAlreadyExists,
+    SubscriptionBusy,
+    SubscriptionNotFound,
     TmsError,
     TopicAlreadyExists,
     TopicNotFound,
 )
 from .message_id import MessageId
 from .reader import Message
+from .stats import Lag, TopicStats
+from .subscriptions import Subscription
 from .topic import TopicId, TopicMetadata
 from .wire import RollbackDetail
 
@@ -30,11 +38,14 @@ __version__ = "0.1.0"
 __all__ = [
     "AsyncPublisher",
     "ConcurrentModification",
+    "Consumer",
     "CorruptData",
     "HBaseError",
     "HBaseUnavailable",
     "InvalidArgument",
+    "Lag",
     "LauncherError",
+    "LeaseLost",
     "Message",
     "MessageId",
     "MessagingClient",
@@ -42,9 +53,14 @@ __all__ = [
     "PublisherStats",
     "QueueFull",
     "RollbackDetail",
+    "Subscription",
+    "SubscriptionAlreadyExists",
+    "SubscriptionBusy",
+    "SubscriptionNotFound",
     "TmsError",
     "TopicAlreadyExists",
     "TopicId",
     "TopicMetadata",
     "TopicNotFound",
+    "TopicStats",
 ]

@@ -24,6 +24,7 @@ import os
 import socket
 import time
 import uuid
+import weakref
 from collections import deque
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import replace
@@ -115,6 +116,8 @@ class Consumer:
             raise
         self._delivered = self._committed
         self._lease.start_renewing()
+        # dropped without close(): stop renewing, so a standby takes over once the lease runs out
+        weakref.finalize(self, _abandon, self._lease, self._bell)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -369,6 +372,11 @@ class Consumer:
     def _fate(self, pending: Pending) -> TxFate:
         snapshot = snapshot_from_server(self._tx_client) if self._tx_client is not None else self._tx_state()
         return fate(snapshot, pending.write_pointer)
+
+
+def _abandon(lease: Lease, bell: Bell) -> None:
+    lease.abandon()
+    bell.close()
 
 
 def _check_seconds(what: str, value: object, *, allow_none: bool = False) -> None:

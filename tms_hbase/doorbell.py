@@ -167,6 +167,9 @@ class Doorbells:
                     del self._rung[topic]
                     self._addresses.pop(topic, None)
                     self._retry_at.pop(topic, None)
+                if not self._rung:  # nothing published for a while: the next ring starts a new thread
+                    self._thread = None
+                    return
                 topics = [t for t in self._rung if self._retry_at.get(t, 0.0) <= started]
             for topic in topics:
                 try:

@@ -149,6 +149,10 @@ class Lease:
         self._thread = threading.Thread(target=self._renew_loop, name=f"tms-lease-{self.name}", daemon=True)
         self._thread.start()
 
+    def abandon(self) -> None:
+        """Stop renewing without waiting (the consumer was dropped unclosed): the lease runs out."""
+        self._stop.set()
+
     def stop_renewing(self) -> None:
         self._stop.set()
         thread = self._thread

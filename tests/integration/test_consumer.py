@@ -3,6 +3,7 @@ doorbells across processes, one active consumer, auto-commit, transactional read
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 import threading
@@ -129,6 +130,15 @@ def test_one_active_consumer_per_subscription(client: MessagingClient, topic: To
         assert client.get_subscription(topic, "svc").owner == owner.owner
     with client.consumer(topic, "svc") as successor:  # closing released the lease at once
         assert successor.owner != owner.owner
+
+
+def test_a_consumer_dropped_without_close_stops_renewing_its_lease(client: MessagingClient, topic: TopicId) -> None:
+    dropped = client.consumer(topic, "svc", lease_seconds=3)
+    owner = dropped.owner
+    del dropped
+    gc.collect()
+    with client.consumer(topic, "svc", wait_for_lease=30) as successor:
+        assert successor.owner != owner
 
 
 def test_a_forced_reset_takes_the_lease_and_the_old_consumer_cannot_commit(
