@@ -311,14 +311,14 @@ class Consumer:
 
         def step(record: Record) -> Record:
             record = self._resolved(record)
-            if record.pending is not None:
+            if record.pending is not None and record.pending.tx_id != tx.tx_id:  # the same one: a later mark
                 raise TmsError(
                     f"{self.transaction_aware_name}: the mark of transaction {record.pending.tx_id} is still pending"
                 )
             return replace(record, pending=pending, updated_at=now_ms())
 
+        self._persisted = pending  # first: if the write's answer is lost, rollback still removes it
         self._lease.change(step)
-        self._persisted = pending
         CLIENT_METRICS.commits.labels(str(self.topic)).inc()
 
     def post_tx_commit(self) -> None:
