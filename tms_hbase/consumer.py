@@ -159,9 +159,7 @@ class Consumer:
         buffer = self._buffer
         while True:
             if self.auto_commit:
-                self._processed = self._delivered  # asking for the next message: the last one is handled
-                if time.monotonic() - self._auto_committed_at >= AUTO_COMMIT_SECONDS:
-                    self._auto_commit(self._processed)
+                self._handled()
             if not (buffer and self._lease.valid()) and not self._wait(time.monotonic() + self.max_wait):
                 if self.auto_commit:
                     self._auto_commit(self._delivered)
@@ -176,9 +174,7 @@ class Consumer:
             raise InvalidArgument(f"bad max_messages {max_messages!r}: expected a positive integer")
         _check_seconds("timeout", timeout)
         if self.auto_commit:
-            self._processed = self._delivered
-            if time.monotonic() - self._auto_committed_at >= AUTO_COMMIT_SECONDS:
-                self._auto_commit(self._processed)
+            self._handled()
         if not self._wait(time.monotonic() + timeout):
             return []
         got = [self._buffer.popleft() for _ in range(min(max_messages, len(self._buffer)))]
@@ -273,6 +269,12 @@ class Consumer:
         if self._delivered is None or mark > self._delivered:
             raise InvalidArgument("cannot commit a message that was not delivered yet (use reset_subscription to skip)")
         return mark
+
+    def _handled(self) -> None:
+        """Auto-commit: the next message is asked for, so the ones delivered so far are handled."""
+        self._processed = self._delivered
+        if time.monotonic() - self._auto_committed_at >= AUTO_COMMIT_SECONDS:
+            self._auto_commit(self._processed)
 
     def _auto_commit(self, mark: bytes | None) -> None:
         self._auto_committed_at = time.monotonic()
