@@ -105,7 +105,8 @@ class Doorbells:
     """The publishing side of one client: which doorbells each topic has, and ringing them.
 
     ``list_bells(topic)`` reads the addresses of the topic's active consumers from HBase; it runs only
-    on this object's background thread, for topics rung within the last minute.
+    on this object's background thread: at once for a topic rung for the first time, then at most
+    once a ``refresh`` interval for each topic rung within the last minute.
     """
 
     def __init__(self, prefix: str, list_bells: Callable[[TopicId], list[str]], refresh: float = REFRESH_SECONDS):
@@ -113,10 +114,11 @@ class Doorbells:
         self.list_bells = list_bells
         self.refresh = refresh
         self._addresses: dict[TopicId, list[tuple[str, tuple]]] = {}
-        self._rung: dict[TopicId, float] = {}
-        self._retry_at: dict[TopicId, float] = {}  # topics whose last refresh failed
+        self._rung: dict[TopicId, float] = {}  # topic -> when it was last rung
+        self._due: dict[TopicId, float] = {}  # topic -> when its addresses are read again (absent: now)
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._wake = threading.Event()  # a topic was rung for the first time: read its addresses now
         self._thread: threading.Thread | None = None
         self._sock: socket.socket | None = None
         self._sock6: socket.socket | None = None
@@ -129,6 +131,8 @@ class Doorbells:
                 return
             self._rung[topic] = time.monotonic()
             sends = [(self._socket(t), t) for a, t in self._addresses.get(topic, ()) if a not in local]
+            if topic not in self._due:
+                self._wake.set()
             if self._thread is None:
                 self._thread = threading.Thread(target=self._refresh_loop, name="tms-doorbells", daemon=True)
                 self._thread.start()
@@ -144,6 +148,7 @@ class Doorbells:
         so closing a client never waits on HBase)."""
         with self._lock:
             self._stop.set()
+            self._wake.set()
             socks = (self._sock, self._sock6)
         for sock in socks:
             if sock is not None:
@@ -161,27 +166,31 @@ class Doorbells:
 
     def _refresh_loop(self) -> None:
         while not self._stop.is_set():
-            started = time.monotonic()
+            now = time.monotonic()
             with self._lock:
-                for topic in [t for t, at in self._rung.items() if started - at > FORGET_SECONDS]:
+                self._wake.clear()
+                for topic in [t for t, at in self._rung.items() if now - at > FORGET_SECONDS]:
                     del self._rung[topic]
                     self._addresses.pop(topic, None)
-                    self._retry_at.pop(topic, None)
+                    self._due.pop(topic, None)
                 if not self._rung:  # nothing published for a while: the next ring starts a new thread
                     self._thread = None
                     return
-                topics = [t for t in self._rung if self._retry_at.get(t, 0.0) <= started]
+                topics = [t for t in self._rung if self._due.get(t, 0.0) <= now]
             for topic in topics:
                 try:
                     found = [(a, t) for a in self.list_bells(topic) if (t := parse_address(a)) is not None]
                 except TmsError as exc:
                     log.debug("doorbells of %s not refreshed: %s", topic, exc)
                     with self._lock:
-                        self._retry_at[topic] = time.monotonic() + FAILED_SECONDS
+                        self._due[topic] = time.monotonic() + FAILED_SECONDS
                     continue
                 with self._lock:
                     self._addresses[topic] = found
-            self._stop.wait(max(0.0, self.refresh - (time.monotonic() - started)))
+                    self._due[topic] = now + self.refresh
+            with self._lock:
+                next_due = min((self._due.get(t, 0.0) for t in self._rung), default=now + self.refresh)
+            self._wake.wait(max(0.0, next_due - time.monotonic()))
 
 
 def parse_address(text: str) -> tuple | None:

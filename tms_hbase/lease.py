@@ -103,7 +103,10 @@ class Lease:
         return self._lost is None and time.monotonic() < self._valid_until
 
     def check(self) -> None:
-        """Raise LeaseLost if the lease was taken over; renew now if a renewal is overdue."""
+        """Raise LeaseLost if the lease was taken over; renew now if a renewal is overdue. Takes no
+        lock while the lease is surely held, so a renewal in flight never holds up the consumer."""
+        if self.valid():
+            return
         with self._lock:
             if self._lost is not None:
                 raise LeaseLost(self._lost)
