@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 
 import click
 
-from tms_hbase import MessagingClient
+from tms_hbase import MessagingClient, __version__
 from tms_hbase.config import PREFIX_ENV, THRIFT_ENV
 from tms_hbase.errors import InstallationNotFound, TmsError
 from tms_hbase.exit_codes import EXIT_HELP, exit_code
@@ -182,6 +182,7 @@ def _fail(error: TmsError) -> NoReturn:
     is_eager=True,
     help="TOML file with defaults for the options below (flags and env win).",
 )
+@click.version_option(__version__, prog_name="tms-sweeper")
 def main() -> None:
     """The tms-hbase sweeper: what HBase coprocessors do at compaction in CDAP, from a process.
 

@@ -138,3 +138,17 @@ def test_every_command_has_help(program: str, command: list[str]) -> None:
     assert result.stdout.startswith(f"Usage: {program}")
     description = result.stdout.split("\n\n")[1].strip()
     assert len(description) > 20, result.stdout
+
+
+@pytest.mark.parametrize("program", ["tms-admin", "tms-sweeper", "tms-gateway"])
+def test_every_program_reports_the_package_version(program: str) -> None:
+    """`--version` on every console script prints the one version the package metadata also carries."""
+    from importlib.metadata import version
+
+    import tms_hbase
+
+    script = str(Path(sys.executable).with_name(program))
+    result = subprocess.run([script, "--version"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"{program}, version {tms_hbase.__version__}"
+    assert version("tms-hbase") == tms_hbase.__version__
