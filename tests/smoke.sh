@@ -41,7 +41,7 @@ wheel="$(ls "$work"/dist/*.whl)"
 
 step "install the wheel into a fresh virtualenv"
 "$python" -m venv "$work/venv"
-"$bin/python" -m pip install --quiet --disable-pip-version-check "$wheel[gateway]"
+"$bin/python" -m pip install --quiet --disable-pip-version-check "${wheel}[gateway]"
 
 cd "$work"   # nothing of the source tree on sys.path from here on
 step "import"
