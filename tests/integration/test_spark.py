@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import venv
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -149,13 +149,13 @@ def test_dataframe_equals_sequential_fetch(spark, client: MessagingClient, tx: T
     tx.abort(blocker)
 
 
-def test_distributed_sweep_runs_regions_as_spark_tasks(spark, client: MessagingClient, where: Where) -> None:
+def test_distributed_sweep_runs_regions_as_spark_tasks(
+    spark, client: MessagingClient, where: Where, region_splitter: Callable
+) -> None:
     from compactor.regions import list_regions
     from compactor.state import SweepState
     from tms_hbase.rows import message_key
     from tms_hbase.spark import sweep
-
-    from ..hbase_admin import split_table
 
     old, live = TopicId("spark", "old"), TopicId("spark", "live")
     client.create_topic(old)
@@ -164,7 +164,7 @@ def test_distributed_sweep_runs_regions_as_spark_tasks(spark, client: MessagingC
         client.publish(old, [b"o%d" % i])
         client.publish(live, [b"l%d" % i])
     client.delete_topic(old)
-    split_table(client.tables.messages, message_key(old, 1, 20))
+    region_splitter(client.tables.messages, message_key(old, 1, 20))
     regions = list_regions(client.hbase, client.tables.messages)
     assert len(regions) >= 2
     report = sweep(spark, where=where, partitions=3, grace_seconds=900)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,6 @@ from tms_hbase.clock import now_ms
 from tms_hbase.rows import message_key
 from tms_hbase.tx.state_store import StateStore
 
-from ..hbase_admin import split_table
 from .test_tx_server import Server, free_port
 
 SWEEPER = str(Path(sys.executable).with_name("tms-sweeper"))
@@ -39,13 +39,13 @@ def payloads(client: MessagingClient, topic: TopicId) -> list[bytes]:
     return [m.payload for m in client.fetch(topic)]
 
 
-def test_regions_after_a_split_are_all_swept(client: MessagingClient) -> None:
+def test_regions_after_a_split_are_all_swept(client: MessagingClient, region_splitter: Callable) -> None:
     client.create_topic(OLD)
     client.create_topic(LIVE)
     fill(client, OLD, 60)
     fill(client, LIVE, 30)
     client.delete_topic(OLD)
-    split_table(client.tables.messages, message_key(OLD, 1, 30))
+    region_splitter(client.tables.messages, message_key(OLD, 1, 30))
     regions = list_regions(client.hbase, client.tables.messages)
     assert len(regions) == 2
     sweeper = Sweeper(
@@ -61,7 +61,7 @@ def test_regions_after_a_split_are_all_swept(client: MessagingClient) -> None:
     )
 
 
-def test_a_leased_region_is_left_alone_and_blocks_pruning(client: MessagingClient) -> None:
+def test_a_leased_region_is_left_alone_and_blocks_pruning(client: MessagingClient, region_splitter: Callable) -> None:
     client.create_topic(OLD)
     fill(client, OLD, 10)
     client.delete_topic(OLD)
@@ -73,7 +73,7 @@ def test_a_leased_region_is_left_alone_and_blocks_pruning(client: MessagingClien
     manager.invalidate(doomed.tx_id)
     store.append(manager.drain_edits())
 
-    split_table(client.tables.messages, message_key(OLD, 1, 5))
+    region_splitter(client.tables.messages, message_key(OLD, 1, 5))
     _, second = list_regions(client.hbase, client.tables.messages)
     state = SweepState(client.hbase, client.tables.txstate)
     assert state.acquire(second, "someone-else", 600, now_ms()) is not None
