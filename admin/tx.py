@@ -220,14 +220,14 @@ def prune(settings: Settings, tx_server: str | None, max_lifetime: float, dry_ru
     Safe by construction: only ids at or below the global bound (the minimum over the message
     table's regions of what their last complete sweep applied, and older than --max-lifetime).
     """
-    with settings.client() as client:
+    with settings.client() as client, TransactionClient(tx_server, timeout=settings.timeout) as tx_client:
         client.require_installation()
-        result = plan(client.hbase, client.tables, now_ms(), max_lifetime).as_dict()
-    result["pruned"] = []
-    if result["prunable"] and not dry_run:
-        with TransactionClient(tx_server, timeout=settings.timeout) as tx_client:
+        invalid = tx_client.snapshot().invalid  # the server's own list: ours or any Tephra-compatible one
+        result = plan(client.hbase, client.tables, now_ms(), max_lifetime, invalid).as_dict()
+        result["pruned"] = []
+        if result["prunable"] and not dry_run:
             tx_client.truncate_invalid(result["prunable"])
-        result["pruned"] = result["prunable"]
+            result["pruned"] = result["prunable"]
 
     def human(d: dict) -> str:
         if d["blocking"]:

@@ -19,6 +19,7 @@ from tms_hbase import MessagingClient, __version__
 from tms_hbase.config import PREFIX_ENV, THRIFT_ENV
 from tms_hbase.errors import InstallationNotFound, TmsError
 from tms_hbase.exit_codes import EXIT_HELP, exit_code
+from tms_hbase.tx.snapshot_source import DEFAULT_MAX_AGE_SECONDS, ServerSnapshots
 
 from .metrics import SweeperMetrics
 from .status import describe, sweeper_state
@@ -90,7 +91,27 @@ sweeping = [
         type=click.FloatRange(min=0),
         default=30.0,
         show_default=True,
-        help="Seconds after which the transaction state (latest snapshot + edit log) is re-read.",
+        help="Seconds after which the transaction state is re-read (from --tx-server, else the latest "
+        "snapshot + edit log in HBase).",
+    ),
+    click.option(
+        "--tx-server",
+        metavar="HOST:PORT",
+        envvar="TMS_SWEEPER_TX_SERVER",
+        show_envvar=True,
+        help="Take the transaction state from this Tephra-compatible transaction server (Apache Tephra, "
+        "CDAP's, or tms-admin tx serve) with getSnapshot [default: rebuild it from the installation's "
+        "_txstate table, which only tms-admin tx serve writes].",
+    ),
+    click.option(
+        "--max-snapshot-age",
+        type=click.FloatRange(min=1),
+        default=DEFAULT_MAX_AGE_SECONDS,
+        show_default=True,
+        envvar="TMS_SWEEPER_MAX_SNAPSHOT_AGE",
+        help="While the transaction state cannot be re-read, the last good one is used up to this many "
+        "seconds; past that, no rows are marked invalid and no prune bounds are recorded (the report "
+        "says invalid_list_skipped) until a fresh one is read. At least --snapshot-refresh.",
     ),
     click.option(
         "--chunk-rows",
@@ -136,11 +157,18 @@ def _print(report: SweepReport, as_json: bool) -> None:
         f"scanned, {verb} {report.payloads_dropped}"
         + (f"; {report.messages_future_dated} rows dated in the future" if report.messages_future_dated else "")
         + (f"; {report.corrupt_rows} corrupt rows left in place (see the log)" if report.corrupt_rows else "")
+        + (
+            f"; NO invalid-list work: the transaction state from {report.tx_snapshot_source} was missing or too old"
+            if report.invalid_list_skipped
+            else ""
+        )
         + ("; stopped early" if report.stopped else "")
     )
 
 
-def _sweeper(client: MessagingClient, options: dict[str, Any], metrics: SweeperMetrics | None = None) -> Sweeper:
+def _sweeper(
+    client: MessagingClient, options: dict[str, Any], timeout: float, metrics: SweeperMetrics | None = None
+) -> Sweeper:
     return Sweeper(
         client.hbase,
         client.tables,
@@ -153,6 +181,8 @@ def _sweeper(client: MessagingClient, options: dict[str, Any], metrics: SweeperM
         chunk_rows=options["chunk_rows"],
         metadata_refresh=options["metadata_refresh"],
         snapshot_refresh=options["snapshot_refresh"],
+        max_snapshot_age=options["max_snapshot_age"],
+        tx_source=ServerSnapshots(options["tx_server"], timeout=timeout) if options["tx_server"] else None,
         metrics=metrics,
     )
 
@@ -201,7 +231,11 @@ def once(thrift: str | None, prefix: str | None, timeout: float, as_json: bool, 
     """Sweep every region once and print what was done."""
     try:
         with _client(thrift, prefix, timeout) as client:
-            _print(_sweeper(client, options).sweep_once(), as_json)
+            sweeper = _sweeper(client, options, timeout)
+            try:
+                _print(sweeper.sweep_once(), as_json)
+            finally:
+                sweeper.close()
     except TmsError as error:
         _fail(error)
 
@@ -245,7 +279,7 @@ def run(
     with client:
         try:
             client.require_installation()
-            sweeper = _sweeper(client, options, metrics)  # refuses a grace below the installation's minimum
+            sweeper = _sweeper(client, options, timeout, metrics)  # refuses a grace below the installation's minimum
         except TmsError as error:
             _fail(error)
 
@@ -265,6 +299,7 @@ def run(
             except TmsError as error:
                 log.error("sweep failed, will try again: %s", error)
             stop.wait(max(0.0, interval - (time.monotonic() - began)))
+        sweeper.close()
     log.info("sweeper stopped")
 
 

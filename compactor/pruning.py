@@ -4,11 +4,13 @@ is older than any transaction that could still be writing (the inactive bound)."
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from tms_hbase.connection import HBaseConnection
 from tms_hbase.tables import TableNames
 from tms_hbase.tx.manager import TransactionManager
+from tms_hbase.tx.snapshot import TransactionSnapshot
 from tms_hbase.tx.state_store import StateStore
 
 from .regions import list_regions
@@ -18,7 +20,7 @@ MAX_LIFETIME_S = 25 * 3600  # Tephra: no transaction lives longer than this
 GRACE_S = 3600
 
 
-def prune_upper_bound(state: TransactionManager) -> int:
+def prune_upper_bound(state: TransactionManager | TransactionSnapshot) -> int:
     """The largest id a sweep with this state can vouch for: every invalid id up to it was applied,
     and no transaction up to it was still in progress (its rows may appear later)."""
     invalid = state.invalid
@@ -61,12 +63,21 @@ class PrunePlan:
 
 
 def plan(
-    hbase: HBaseConnection, tables: TableNames, now_ms: int, max_lifetime_s: float = MAX_LIFETIME_S + GRACE_S
+    hbase: HBaseConnection,
+    tables: TableNames,
+    now_ms: int,
+    max_lifetime_s: float = MAX_LIFETIME_S + GRACE_S,
+    invalid: Iterable[int] | None = None,
 ) -> PrunePlan:
-    """The global bound over the message table's current regions, and the invalid ids below it."""
+    """The global bound over the message table's current regions, and the invalid ids below it.
+
+    ``invalid`` is the transaction server's invalid list (any Tephra-compatible server's ``getSnapshot``);
+    by default it is read from our server's state in the ``_txstate`` table.
+    """
     records = SweepState(hbase, tables.txstate).records(tables.messages)
-    state = StateStore(hbase, tables.txstate).recover()
-    result = PrunePlan(None, inactive_bound(now_ms, max_lifetime_s), invalid=list(state.invalid))
+    if invalid is None:
+        invalid = StateStore(hbase, tables.txstate).recover().invalid
+    result = PrunePlan(None, inactive_bound(now_ms, max_lifetime_s), invalid=sorted(invalid))
     bounds = []
     for region in list_regions(hbase, tables.messages):
         record = records.get(region.start)
@@ -78,5 +89,5 @@ def plan(
             bounds.append(bound)
     if not result.blocking and bounds:
         result.global_bound = min(min(bounds), result.inactive_bound)
-        result.prunable = [i for i in state.invalid if i <= result.global_bound]
+        result.prunable = [i for i in result.invalid if i <= result.global_bound]
     return result

@@ -21,7 +21,7 @@ from tms_hbase.row_time import check_row_time
 from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, position_of, split_key, with_tx_pointer
 from tms_hbase.tables import TableNames
 from tms_hbase.topic import TopicId, TopicMetadata
-from tms_hbase.tx.state_store import StateStore
+from tms_hbase.tx.snapshot_source import DEFAULT_MAX_AGE_SECONDS, SnapshotKeeper, SnapshotSource, StoredSnapshots
 
 from .metrics import SweeperMetrics
 from .pruning import prune_upper_bound
@@ -48,6 +48,9 @@ class SweepReport:
     payloads_scanned: int = 0
     payloads_dropped: int = 0
     invalid_transactions: int = 0  # size of the invalid list the sweep used
+    tx_snapshot_source: str = ""  # where the transaction state came from
+    tx_snapshot_age_seconds: float | None = None  # age of the view last used (None: there was none)
+    invalid_list_skipped: bool = False  # the view was missing or too old: no rows were marked invalid
     regions_swept: int = 0
     regions_skipped: int = 0  # leased by another sweeper
     regions_resumed: int = 0  # continued from a checkpoint
@@ -75,7 +78,9 @@ class _Context:
     region: str = ""  # label of the region being swept
     corrupt_topics: set[bytes] = field(default_factory=set)  # corrupt metadata rows reported this sweep
     topics_loaded: float = 0.0  # time.monotonic() of the last metadata read
-    tx_loaded: float = 0.0  # and of the last transaction-state read
+    tx_snapshot: object = None  # the view of the transaction state in use
+    tx_stale: bool = True  # no view of the transaction state, or a too old one: no invalid-list work
+    region_tx_stale: bool = False  # some chunk of the current region was swept with tx_stale
 
 
 class Sweeper:
@@ -103,6 +108,8 @@ class Sweeper:
         chunk_rows: int = CHUNK,
         metadata_refresh: float = 30.0,
         snapshot_refresh: float = 30.0,
+        max_snapshot_age: float = DEFAULT_MAX_AGE_SECONDS,
+        tx_source: SnapshotSource | None = None,
         metrics: SweeperMetrics | None = None,
     ) -> None:
         if isinstance(grace_seconds, bool) or not isinstance(grace_seconds, (int, float)) or not grace_seconds >= 0:
@@ -118,7 +125,12 @@ class Sweeper:
         self.max_rows_per_second = max_rows_per_second
         self.compact_after = compact_after
         self.chunk_rows = chunk_rows
-        self.metadata_refresh, self.snapshot_refresh = metadata_refresh, snapshot_refresh
+        self.metadata_refresh = metadata_refresh
+        self.tx_snapshots = SnapshotKeeper(
+            tx_source or StoredSnapshots(hbase, tables.txstate, clock),
+            refresh_seconds=snapshot_refresh,
+            max_age_seconds=max_snapshot_age,
+        )
         self.metrics = metrics or SweeperMetrics()
         self.metadata = MetadataStore(hbase, tables.metadata)
         self.state = SweepState(hbase, tables.txstate)
@@ -146,31 +158,51 @@ class Sweeper:
                 context.corrupt_topics.add(check.key)
                 self._quarantine(check, self.tables.metadata, context)
 
-    def _load_tx_state(self, context: _Context) -> None:
-        """The invalid list and prune bound from HBase (snapshot + edit log): no transaction server needed."""
-        store = StateStore(self.hbase, self.tables.txstate)
-        tx_state = store.recover()
-        snapshot = store.latest_snapshot()
-        if snapshot is not None:
-            self.metrics.snapshot_age.set(max(0, self.clock() - snapshot.timestamp) / 1000)
-        context.invalid = frozenset(tx_state.invalid)
-        context.prune_bound, context.read_pointer = prune_upper_bound(tx_state), tx_state.read_pointer
-        context.report.invalid_transactions = len(context.invalid)
-        context.tx_loaded = time.monotonic()
+    def _load_tx_state(self, context: _Context, force: bool = False) -> None:
+        """The invalid list and prune bound from the snapshot source (refreshed when due). A view that is
+        missing or older than the bound stops invalid-list work, loudly, until a good one comes."""
+        keeper, report = self.tx_snapshots, context.report
+        was_stale = context.tx_stale
+        snapshot = keeper.refresh(force)
+        age = keeper.age_seconds()
+        report.tx_snapshot_source, report.tx_snapshot_age_seconds = keeper.describe(), age
+        if age is not None:
+            self.metrics.snapshot_age.set(age)
+        context.tx_stale = keeper.stale()
+        if context.tx_stale or snapshot is None:
+            context.invalid, context.prune_bound, context.read_pointer = frozenset(), 0, 0
+            report.invalid_list_skipped = True
+            if not was_stale or force:
+                log.error(
+                    "sweeper %s stops invalid-list work: the transaction state from %s is %s (bound %.0f s); "
+                    "no rows are marked invalid and no prune bounds recorded until a fresh one is read",
+                    self.owner,
+                    keeper.describe(),
+                    "missing" if age is None else f"{age:.0f} s old",
+                    keeper.max_age_seconds,
+                )
+            return
+        if snapshot is context.tx_snapshot and not was_stale:
+            return
+        context.tx_snapshot = snapshot
+        context.invalid = frozenset(snapshot.invalid)
+        context.prune_bound, context.read_pointer = prune_upper_bound(snapshot), snapshot.read_pointer
+        report.invalid_transactions = len(context.invalid)
         log.info(
-            "sweeper %s uses transaction state: %d invalid, read pointer %d, snapshot of %s + edit log",
+            "sweeper %s uses transaction state from %s (%.0f s old): %d invalid, read pointer %d",
             self.owner,
+            keeper.describe(),
+            age,
             len(context.invalid),
-            tx_state.read_pointer,
-            "none" if snapshot is None else snapshot.timestamp,
+            snapshot.read_pointer,
         )
 
     def _refresh(self, context: _Context) -> None:
         now = time.monotonic()
         if now - context.topics_loaded >= self.metadata_refresh:
             self._load_topics(context)
-        if now - context.tx_loaded >= self.snapshot_refresh:
-            self._load_tx_state(context)
+        self._load_tx_state(context)
+        context.region_tx_stale |= context.tx_stale
 
     def _report_lag(self) -> None:
         """Seconds since each region's last complete sweep, for the region-lag gauge."""
@@ -180,6 +212,10 @@ class Sweeper:
                 if record.completed is not None:
                     label = f"{table}[{start.hex() or '-'}..)"
                     self.metrics.region_lag.labels(label).set(max(0, now - record.completed) / 1000)
+
+    def close(self) -> None:
+        """Let go of the transaction-state source (a connection to the transaction server)."""
+        self.tx_snapshots.close()
 
     def stop(self) -> None:
         """Finish the current chunk, save the checkpoint, release the lease, and return."""
@@ -201,7 +237,7 @@ class Sweeper:
         context = _Context(topics={}, invalid=frozenset(), prune_bound=0, read_pointer=0, report=SweepReport())
         context.report.dry_run = self.dry_run
         self._load_topics(context)
-        self._load_tx_state(context)
+        self._load_tx_state(context, force=True)
         for region in regions:
             if self._stop.is_set():
                 context.report.stopped = True
@@ -246,6 +282,7 @@ class Sweeper:
         # A later state's invalid list holds every id up to this bound too (or they were pruned,
         # which needs them marked everywhere), so this bound stays true for the whole region.
         region_bound, region_read_pointer = context.prune_bound, context.read_pointer
+        context.region_tx_stale = context.tx_stale
         kind = "messages" if region.table == self.tables.messages else "payloads"
         pending: tuple[Future | None, bytes] | None = None  # a chunk's deletes in flight, and its last key
         for chunk, following in self._chunks(region, start):
@@ -272,7 +309,7 @@ class Sweeper:
             return
         record.checkpoint = None
         record.completed, record.rows = self.clock(), rows_seen
-        if region.table == self.tables.messages:
+        if region.table == self.tables.messages and not context.region_tx_stale:  # else the old bound stays
             record.prune_bound, record.read_pointer = region_bound, region_read_pointer
         self.state.save(region, record)
         context.report.regions_swept += 1

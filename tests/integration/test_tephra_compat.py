@@ -11,7 +11,6 @@ the small Java helper tests/tephra/TephraCompat.java is compiled here. A missing
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Iterator
 
@@ -26,28 +25,6 @@ from ..tephra.launcher import Tephra, TephraServer
 
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 SHORT, LONG = TransactionType.SHORT, TransactionType.LONG
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def tephra(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Tephra:
-    """Tephra's jars (downloaded once) and the compiled helper."""
-    capture = pytestconfig.pluginmanager.getplugin("capturemanager")
-    with capture.global_and_fixture_disabled():  # the first run's download progress shows on the terminal
-        return Tephra.prepare(tmp_path_factory.mktemp("tephra"))
-
-
-@pytest.fixture(scope="module")
-def tephra_server(tephra: Tephra, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TephraServer]:
-    """A real Tephra transaction server on 127.0.0.1, stopped after this module."""
-    server = tephra.server(free_port(), tmp_path_factory.mktemp("tephra-server")).start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
