@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from tms_hbase import MessagingClient
+from tms_hbase import MessagingClient, __version__
 from tms_hbase.cli_options import CONNECTION_OPTIONS, config_from_options, fail, with_options
 from tms_hbase.errors import InstallationNotFound, TmsError
 from tms_hbase.exit_codes import EXIT_HELP
@@ -180,6 +180,7 @@ def _client(thrift: str | None, prefix: str | None, timeout: float) -> Messaging
     is_eager=True,
     help="TOML file with defaults for the options below (flags and env win).",
 )
+@click.version_option(__version__, prog_name="tms-sweeper")
 def main() -> None:
     """The tms-hbase sweeper: what HBase coprocessors do at compaction in CDAP, from a process.
 

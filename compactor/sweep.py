@@ -3,6 +3,7 @@ checkpoint, throttled, applying the rules of ``rules.py`` to every row."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -27,6 +28,7 @@ from tms_hbase.tx.snapshot_source import DEFAULT_MAX_AGE_SECONDS, SnapshotKeeper
 
 from .metrics import SweeperMetrics
 from .rules import Verdict, dead_generation, message_verdict, payload_verdict
+from .subscriptions import sweep_subscriptions
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,7 @@ class SweepReport:
     compactions: int = 0
     corrupt_rows: int = 0  # rows that do not decode: left in place, logged and counted
     corrupt: list[dict] = field(default_factory=list)  # the first REPORTED_CORRUPT_ROWS of them
+    subscriptions_dropped: int = 0  # subscription rows of dead generations
     stopped: bool = False  # interrupted by a stop request; the checkpoints hold the place
     dry_run: bool = False
     seconds: float = 0.0
@@ -234,7 +237,12 @@ class Sweeper:
         """Sweep every region of both tables once; topic metadata and the transaction state are
         re-read during the sweep when older than their refresh intervals."""
         self._report_lag()
-        return self.sweep_regions(self.regions())
+        report = self.sweep_regions(self.regions())
+        if not report.stopped:
+            topics = {m.topic: m for m in self.metadata.list(include_deleted=True)}
+            subscriptions = self.installation.table("subscriptions")
+            report.subscriptions_dropped = sweep_subscriptions(subscriptions, topics, split_key, self.dry_run)
+        return report
 
     def sweep_regions(self, regions: list[Region]) -> SweepReport:
         """Sweep these regions (each under its lease): a whole sweep, or one Spark task's share of it."""
@@ -376,7 +384,7 @@ class Sweeper:
         elif verdict is Verdict.STRIP:
             report.messages_stripped += 1
             full = BatchRow.decode(value)
-            stripped = BatchRow(full.publish_time, full.writer_id, full.batch_no, (), full.tx_pointer, full.expires_at)
+            stripped = dataclasses.replace(full, payloads=())  # keeps the running totals
             self._replace(key, value, stripped.encode(), "strip")
         elif row.tx_pointer is not None and row.tx_pointer in context.invalid:
             report.messages_invalidated += 1

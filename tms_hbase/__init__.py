@@ -1,12 +1,14 @@
 """tms-hbase: a transactional messaging system stored in Apache HBase.
 
 The public surface is small: :class:`MessagingClient`, :class:`TopicId`, :class:`TopicMetadata`,
-:class:`Message`, :class:`RollbackDetail`, the errors in :mod:`tms_hbase.errors`, and
+:class:`Message`, :class:`RollbackDetail`, consuming (:class:`Consumer`, :class:`Subscription`,
+:class:`Lag`, :class:`TopicStats`), the errors in :mod:`tms_hbase.errors`, and
 :class:`tms_hbase.tx.Transaction`.
 """
 
 from .async_publisher import AsyncPublisher, PublisherStats
 from .client import MessagingClient
+from .consumer import Consumer
 from .errors import (
     BatchTooLarge,
     ClientClosed,
@@ -25,6 +27,9 @@ from .errors import (
     PublisherClosed,
     PublishOutcomeUnknown,
     QueueFull,
+    SubscriptionAlreadyExists,
+    SubscriptionBusy,
+    SubscriptionNotFound,
     TmsError,
     TopicAlreadyExists,
     TopicFull,
@@ -37,6 +42,8 @@ from .errors import (
 )
 from .message_id import MessageId
 from .reader import Message
+from .stats import Lag, TopicStats
+from .subscriptions import Subscription
 from .topic import TopicId, TopicMetadata
 from .wire import RollbackDetail
 
@@ -47,6 +54,7 @@ __all__ = [
     "BatchTooLarge",
     "ClientClosed",
     "ConcurrentModification",
+    "Consumer",
     "CorruptData",
     "Fenced",
     "HBaseError",
@@ -54,6 +62,7 @@ __all__ = [
     "InstallationNotFound",
     "InvalidArgument",
     "InvalidTruncateTime",
+    "Lag",
     "LauncherError",
     "LeaseLost",
     "Message",
@@ -66,12 +75,17 @@ __all__ = [
     "PublisherStats",
     "QueueFull",
     "RollbackDetail",
+    "Subscription",
+    "SubscriptionAlreadyExists",
+    "SubscriptionBusy",
+    "SubscriptionNotFound",
     "TmsError",
     "TopicAlreadyExists",
     "TopicFull",
     "TopicId",
     "TopicMetadata",
     "TopicNotFound",
+    "TopicStats",
     "TransactionConflict",
     "TransactionFailure",
     "TransactionNotInProgress",

@@ -3,22 +3,32 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import overload
 
 from .args import renamed
 from .config import Config
 from .connection import HBaseConnection
+from .consumer import Consumer
+from .doorbell import DEFAULT_HOST, Doorbells
 from .errors import InstallationNotFound, InvalidArgument, PublishOutcomeUnknown
+from .inspect import Inspector
 from .installation import InstallationStore, TailCacheSetting, WriterSettings
 from .message_id import MessageId
 from .metadata import MetadataCache, MetadataStore, TopicScan
+from .metrics import CLIENT_METRICS
 from .reader import BatchInfo, Message, MessageReader, PositionRange
 from .retry import Retry
+from .stats import Lag, TopicStatistics, TopicStats
 from .storage import Installation
-from .tables import TableNames
+from .subscription_admin import EARLIEST, SubscriptionAdmin
+from .subscriptions import Subscription, SubscriptionStore, check_name
+from .tables import FAMILIES, TableNames
 from .topic import TopicId, TopicLike, TopicMetadata, user_properties
 from .topic import as_topic as _topic
+from .tx.client import TransactionClient
+from .tx.fate import snapshot_from_hbase
 from .tx.transaction import Transaction
 from .wire import RollbackDetail
 from .writer import DEFAULT_MAX_BATCH_BYTES, MessageWriter
@@ -85,7 +95,7 @@ class MessagingClient:
         self.hbase = self.installation.hbase  # the pool (kept for compatibility: use installation)
         self.tables = self.installation.names  # the table names (likewise)
         self._create_tables = create_tables
-        self._ready = False
+        self._ready = self._subscriptions_ready = False
         self._ready_lock = threading.Lock()
         self._metadata = MetadataStore(self.installation.metadata, retry=config.retry)
         max_age = renamed(
@@ -103,6 +113,10 @@ class MessagingClient:
             retry=config.retry,
         )
         self._reader = MessageReader(storage.messages, storage.payloads, self._topics)
+        self._subscriptions = SubscriptionStore(storage.table("subscriptions"))
+        self._subscription_admin = SubscriptionAdmin(self._subscriptions, storage.messages, self._reader, self.tx_state)
+        self._stats = TopicStatistics(storage.messages, storage.payloads, self._reader)
+        self._doorbells = Doorbells(self.tables.prefix, self._doorbells_of)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -113,7 +127,8 @@ class MessagingClient:
         self.close()
 
     def close(self) -> None:
-        """Close the pooled connections."""
+        """Close the pooled connections (consumers of this client should be closed first)."""
+        self._doorbells.close()
         self.hbase.close()
 
     @property
@@ -137,8 +152,8 @@ class MessagingClient:
 
     def init_tables(self) -> list[str]:
         """Create any missing table of this prefix now; returns the names created."""
-        created = self.installation.create_missing()
-        self._ready = True
+        created = self.installation.create_missing(FAMILIES)
+        self._ready = self._subscriptions_ready = True
         return created
 
     def tail_cache_setting(self) -> TailCacheSetting | None:
@@ -168,7 +183,7 @@ class MessagingClient:
     def drop_tables(self) -> list[str]:
         """Delete this prefix's tables and everything in them (tests, demos); returns the names."""
         with self._ready_lock:
-            self._ready = False
+            self._ready = self._subscriptions_ready = False
             return self.installation.drop()
 
     def _ensure_ready(self, *, create: bool = False) -> None:
@@ -185,6 +200,16 @@ class MessagingClient:
             if missing:
                 self.installation.create_missing()
             self._ready = True
+
+    def _ensure_subscriptions(self) -> None:
+        """The subscriptions table is made on the first use of subscriptions (tables.CORE)."""
+        self._ensure_ready()
+        if self._subscriptions_ready or not self._create_tables:
+            return
+        with self._ready_lock:
+            if not self._subscriptions_ready:
+                self.installation.create_missing(["subscriptions"])
+                self._subscriptions_ready = True
 
     # -- topics -------------------------------------------------------------------------------
 
@@ -304,9 +329,20 @@ class MessagingClient:
         topic = _topic(topic)
         ttl = renamed("ttl_seconds", ttl_seconds, "ttl", ttl, None)
         self._ensure_ready()
+        topic = _topic(topic)
         point = None if resume is None else resume.resume
+        started = time.perf_counter()
         with self.hbase.operation():
-            return self._writer.publish(topic, payloads, tx_write_pointer, ttl, point)
+            detail = self._writer.publish(topic, payloads, tx_write_pointer, ttl, point)
+        elapsed = time.perf_counter() - started
+        CLIENT_METRICS.published(str(topic), len(payloads), sum(map(len, payloads)), elapsed)
+        self._doorbells.ring(topic)
+        return detail
+
+    def notify_consumers(self, topic: TopicLike) -> None:
+        """Wake the consumers waiting on ``topic`` (publish does this itself; a transactional publisher
+        calls it again once its transaction committed, when the messages become visible)."""
+        self._doorbells.ring(_topic(topic))
 
     def store(
         self, topic: TopicLike, payloads: Sequence[bytes], tx_write_pointer: int, *, sequence: int | None = None
@@ -416,6 +452,132 @@ class MessagingClient:
             return self._reader.stored_sequences(
                 topic, generation, tx_write_pointer, start, stop, limit, reverse=reverse
             )
+
+    # -- subscriptions and consumers ------------------------------------------------------------
+
+    def create_subscription(self, topic: TopicId, name: str, start: str | int = EARLIEST) -> Subscription:
+        """A durable consume mark named ``name`` on the topic, consuming from ``start``: "earliest"
+        (every readable message), "latest" (messages published from now on) or a publish time (ms).
+
+        Raises SubscriptionAlreadyExists, TopicNotFound or InvalidArgument. Subscriptions go with
+        their topic: deleting (and re-creating) the topic removes them.
+        """
+        self._ensure_subscriptions()
+        return self._subscription_admin.create(self._metadata.get(_topic(topic)), name, start)
+
+    def get_subscription(self, topic: TopicId, name: str) -> Subscription:
+        """The subscription (its committed mark, who consumes it); SubscriptionNotFound."""
+        self._ensure_subscriptions()
+        return self._subscription_admin.get(self._metadata.get(_topic(topic)), name)
+
+    def list_subscriptions(self, topic: TopicId) -> list[Subscription]:
+        """The topic's subscriptions, in name order."""
+        self._ensure_subscriptions()
+        return self._subscription_admin.list(self._metadata.get(_topic(topic)))
+
+    def delete_subscription(self, topic: TopicId, name: str, *, force: bool = False) -> None:
+        """Delete a subscription; SubscriptionNotFound. SubscriptionBusy while a consumer holds it,
+        unless ``force`` (that consumer then fails with LeaseLost)."""
+        self._ensure_subscriptions()
+        self._subscription_admin.delete(self._metadata.get(_topic(topic)), name, force=force)
+
+    def reset_subscription(
+        self,
+        topic: TopicId,
+        name: str,
+        start_message: bytes | str | None = None,
+        start_time: int | None = None,
+        *,
+        force: bool = False,
+    ) -> Subscription:
+        """Move the mark: the next message delivered is ``start_message`` (a message id, or "earliest"
+        or "latest"), or the first one published at ``start_time`` (ms) or later. It may move
+        backwards (to consume again) or forwards (to skip). SubscriptionBusy while a consumer holds
+        the subscription, unless ``force`` (that consumer then fails with LeaseLost)."""
+        self._ensure_subscriptions()
+        meta = self._metadata.get(_topic(topic))
+        return self._subscription_admin.reset(meta, name, start_message, start_time, force=force)
+
+    def lag(self, topic: TopicId, name: str) -> Lag:
+        """How far the subscription is behind: ``Lag(messages, seconds)`` (a few reads, no scan)."""
+        self._ensure_subscriptions()
+        meta = self._metadata.get(_topic(topic))
+        subscription = self._subscription_admin.get(meta, name)
+        return self._stats.lag(meta.topic, meta.generation, meta.ttl, subscription.position)
+
+    def topic_stats(self, topic: TopicId, *, windows: Sequence[int] | None = None) -> TopicStats:
+        """Generation, first and last position and publish time, messages and bytes, publish rates over
+        ``windows`` (seconds; default 1, 5 and 15 minutes) and every subscription with its lag."""
+        self._ensure_subscriptions()
+        meta = self._metadata.get(_topic(topic))
+        subscriptions = [(s.name, s.position) for s in self._subscription_admin.list(meta)]
+        if windows is None:
+            return self._stats.topic_stats(meta.topic, meta.generation, meta.ttl, subscriptions)
+        if any(isinstance(w, bool) or not isinstance(w, int) or w <= 0 for w in windows):
+            raise InvalidArgument(f"bad windows {windows!r}: expected whole seconds > 0")
+        return self._stats.topic_stats(meta.topic, meta.generation, meta.ttl, subscriptions, windows)
+
+    def consumer(
+        self,
+        topic: TopicId,
+        name: str,
+        *,
+        max_wait: float = 5.0,
+        transaction: Transaction | TransactionClient | None = None,
+        auto_commit: bool = False,
+        lease_seconds: float = 10.0,
+        wait_for_lease: float | None = 0.0,
+        doorbell: str | None = DEFAULT_HOST,
+        poll_interval: float = 0.5,
+        batch: int = 1000,
+    ) -> Consumer:
+        """The active consumer of a subscription (docs/consumers.md).
+
+        ``max_wait``: seconds an iteration waits for a new message before it ends. ``transaction``:
+        read transactionally, with a fresh view per read from a TransactionClient (which also settles
+        transactional marks left by a crashed consumer) or with one fixed Transaction.
+        ``auto_commit``: commit delivered messages once handled (the next one asked for, the iteration
+        or the ``with`` block ended without an error), at most every second. ``lease_seconds``: a
+        crashed consumer's standby takes over after this long; ``wait_for_lease``: seconds to wait
+        for another consumer's lease to run out (None: forever) before SubscriptionBusy.
+        ``doorbell``: the address publishers ring to wake this consumer (None: only publishers of this
+        process wake it); ``poll_interval``: seconds between reads while waiting regardless.
+        """
+        self._ensure_subscriptions()
+        topic = _topic(topic)
+        meta = self._metadata.get(topic)
+        return Consumer(
+            topic=topic,
+            name=check_name(name),
+            generation=meta.generation,
+            store=self._subscriptions,
+            reader=self._reader,
+            topics=self._topics,
+            prefix=self.tables.prefix,
+            tx_state=self.tx_state,
+            max_wait=max_wait,
+            transaction=transaction,
+            auto_commit=auto_commit,
+            lease_seconds=lease_seconds,
+            wait_for_lease=wait_for_lease,
+            doorbell=doorbell,
+            poll_interval=poll_interval,
+            batch=batch,
+        )
+
+    def inspector(self) -> Inspector:
+        """Row-level reading of topics for people (``tms-admin topic tail``): corrupt rows are reported
+        as such instead of raising, and each message shows its transaction's state."""
+        self._ensure_ready()
+        return Inspector(self.installation.messages, self.installation.payloads, self._reader)
+
+    def tx_state(self) -> Transaction:
+        """The transaction state as a read-only Transaction rebuilt from HBase, without the server: it
+        sees committed transactions only. Resolves transactional marks; inspection uses it too."""
+        return snapshot_from_hbase(self.hbase, self.tables.txstate)
+
+    def _doorbells_of(self, topic: TopicId) -> list[str]:
+        return self._subscription_admin.bells(self._topics.get(topic))
 
 
 def _time(name: str, value: object) -> int | None:

@@ -26,6 +26,7 @@ from thriftpy2.transport import TSocket, TTransportException
 
 from .config import check_timeout
 from .errors import ClientClosed, HBaseError, HBaseUnavailable, InvalidArgument, TmsError
+from .metrics import CLIENT_METRICS
 from .retry import Retry
 
 log = logging.getLogger(__name__)
@@ -238,6 +239,7 @@ class HBaseConnection:
                 failures += 1
                 if not idempotent or exc.timed_out or not self.retry.pause(exc, failures, what=what, deadline=deadline):
                     raise
+                CLIENT_METRICS.retries.inc()
 
     def close(self) -> None:
         """Close every idle connection; borrowed ones are closed when given back."""

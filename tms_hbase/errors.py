@@ -46,6 +46,36 @@ class ConcurrentModification(TmsError):
     retriable = True  # re-read, and try again on the new value
 
 
+class SubscriptionNotFound(TmsError):
+    """The subscription does not exist (never created, deleted, or its topic was deleted or re-created)."""
+
+    def __init__(self, topic: object, name: str) -> None:
+        super().__init__(f"subscription {name!r} of topic {topic} does not exist")
+        self.topic = topic
+        self.name = name
+
+
+class SubscriptionAlreadyExists(TmsError):
+    """A subscription of that name exists already on the topic; it was left unchanged."""
+
+    def __init__(self, topic: object, name: str) -> None:
+        super().__init__(f"subscription {name!r} of topic {topic} already exists")
+        self.topic = topic
+        self.name = name
+
+
+class SubscriptionBusy(ConcurrentModification):
+    """Another consumer holds the subscription's lease (one active consumer per subscription)."""
+
+
+class LeaseLost(ConcurrentModification):
+    """A lease this process held was taken over: a consumer's on its subscription (or the subscription
+    was deleted; nothing it commits from now on is stored), or a sweeper's on a region (it stops
+    touching that region). It must stop; trying again does not help."""
+
+    retriable = False
+
+
 class CorruptData(TmsError):
     """Stored bytes (a metadata row, a message row, a handle) could not be decoded.
 
@@ -172,7 +202,3 @@ class TransactionFailure(TmsError):
 
 class Fenced(TmsError):
     """Another transaction server appended to the edit log: this one must stop serving."""
-
-
-class LeaseLost(TmsError):
-    """Another sweeper took over a region this one was sweeping; this one stops touching it."""

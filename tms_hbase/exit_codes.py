@@ -7,6 +7,9 @@ from .errors import (
     InstallationNotFound,
     InvalidArgument,
     LauncherError,
+    SubscriptionAlreadyExists,
+    SubscriptionBusy,
+    SubscriptionNotFound,
     TmsError,
     TopicAlreadyExists,
     TopicNotFound,
@@ -19,7 +22,10 @@ from .errors import (
 EXIT_CODES: list[tuple[type[TmsError], int]] = [
     (InvalidArgument, 2),
     (TopicNotFound, 3),
+    (SubscriptionNotFound, 3),
     (TopicAlreadyExists, 4),
+    (SubscriptionAlreadyExists, 4),
+    (SubscriptionBusy, 4),
     (ConcurrentModification, 4),
     (TransactionConflict, 4),
     (TransactionNotInProgress, 3),
@@ -30,7 +36,8 @@ EXIT_CODES: list[tuple[type[TmsError], int]] = [
 ]
 
 EXIT_HELP = (
-    "Exit codes: 0 ok, 1 other error, 2 bad input, 3 topic not found, 4 topic exists or concurrent change, "
+    "Exit codes: 0 ok, 1 other error, 2 bad input, 3 topic or subscription not found, 4 topic or subscription "
+    "exists, subscription busy (another consumer holds its lease) or concurrent change, "
     "5 HBase or the transaction server unreachable (down, hung, too slow for --timeout, or not speaking Thrift), "
     "6 local HBase launcher failed, 7 no installation with this prefix (run `tms-admin init`)."
 )

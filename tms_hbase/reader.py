@@ -19,6 +19,7 @@ from .errors import CorruptData, InvalidArgument
 from .message_id import MessageId
 from .message_id import encode as encode_id
 from .metadata import MetadataCache
+from .metrics import CLIENT_METRICS
 from .rows import (
     F_TX,
     MAX_POSITION,
@@ -283,7 +284,8 @@ class MessageReader:
 
     def _scan(self, start: bytes, stop: bytes, limit: int) -> list[tuple[bytes, bytes | None]]:
         """Rows as (key, their d:m cell or None)."""
-        return [(k, v.get(MESSAGE_COLUMN)) for k, v in self.messages.scan(start, stop, limit=limit)]
+        with CLIENT_METRICS.fetch_seconds.time():
+            return [(k, v.get(MESSAGE_COLUMN)) for k, v in self.messages.scan(start, stop, limit=limit)]
 
     # -- rows to messages ---------------------------------------------------------------------
 

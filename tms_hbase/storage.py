@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from .connection import HBaseConnection, mutation
 from .errors import HBaseError
 from .retry import Retry
-from .tables import FAMILIES, FAMILY, TableNames
+from .tables import CORE, FAMILIES, FAMILY, TableNames
 
 log = logging.getLogger(__name__)
 
@@ -235,20 +235,21 @@ class Installation:
         """The table ``<prefix>_<kind>``."""
         return Table(self.hbase, self.names.name(kind))
 
-    def missing(self) -> list[str]:
-        """The tables of this prefix that do not exist (one call; creates nothing)."""
+    def missing(self, kinds: Iterable[str] = CORE) -> list[str]:
+        """The tables of this prefix (of ``kinds``, by default the core ones every installation has)
+        that do not exist (one call; creates nothing)."""
         existing = set(self._existing())
-        return [name for name in self.names.all() if name not in existing]
+        return [self.names.name(kind) for kind in kinds if self.names.name(kind) not in existing]
 
-    def create_missing(self) -> list[str]:
-        """Create whichever table of this prefix is missing; returns the names it created.
+    def create_missing(self, kinds: Iterable[str] = CORE) -> list[str]:
+        """Create whichever table of this prefix (of ``kinds``) is missing; returns the names it created.
 
         Safe to run from many processes at once: losing a creation race to another process is fine.
         """
         existing = set(self._existing())
         created = []
-        for kind, family in FAMILIES.items():
-            name = self.names.name(kind)
+        for kind in kinds:
+            name, family = self.names.name(kind), FAMILIES[kind]
             if name in existing:
                 continue
             try:

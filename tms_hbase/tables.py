@@ -1,4 +1,4 @@
-"""The four HBase tables of tms-hbase, their names under a prefix, and their column families (data
+"""The five HBase tables of tms-hbase, their names under a prefix, and their column families (data
 only: :class:`tms_hbase.storage.Installation` creates and drops them)."""
 
 from __future__ import annotations
@@ -19,7 +19,12 @@ FAMILIES = {
     "metadata": {**_DATA_FAMILY, "in_memory": True},
     # snapshots and edit log of the transaction server: written once, read at start
     "txstate": _DATA_FAMILY,
+    # one small row per subscription (consume mark and lease), compare-and-set on every commit
+    "subscriptions": {**_DATA_FAMILY, "in_memory": True},
 }
+CORE = ("messages", "payloads", "metadata", "txstate")
+"""The tables a client creates on first use; ``subscriptions`` is created on the first use of
+subscriptions, so installations that never consume through subscriptions do not have it."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,10 @@ class TableNames:
     @property
     def txstate(self) -> str:
         return self.name("txstate")
+
+    @property
+    def subscriptions(self) -> str:
+        return self.name("subscriptions")
 
     def all(self) -> list[str]:
         return [self.name(kind) for kind in FAMILIES]

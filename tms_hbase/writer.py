@@ -10,7 +10,9 @@ The protocol (docs/ordering.md has the argument for why it holds):
   bounds the sweeper's grace from below (installation.py, docs/guarantees.md);
 * every row carries this writer's id and batch number: when the answer to a checkAndPut is lost, the
   writer reads that position back and recognises its own batch instead of storing it twice;
-* a writer never holds a lock, so a writer that dies blocks nobody.
+* a writer never holds a lock, so a writer that dies blocks nobody;
+* every row carries the generation's running totals (messages, bytes), its predecessor's plus its own,
+  so lag and topic size are subtractions (the predecessor is read anyway: the tail or the row that won).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from .clock import now_ms
 from .errors import BatchTooLarge, HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown, TopicFull
 from .installation import WriterSettings
 from .metadata import MetadataCache
+from .metrics import CLIENT_METRICS
 from .retry import Retry
 from .row_time import bounded_publish_time
 from .rows import (
@@ -37,6 +40,7 @@ from .rows import (
     PAYLOAD_COLUMN,
     BatchRow,
     RowHeader,
+    Totals,
     batch_size,
     decode_row,
     generation_prefix,
@@ -77,6 +81,7 @@ class _Tail:
     position: int  # last position known to exist (0: the generation is empty)
     publish_time: int  # its publish time
     seen_at: float  # time.monotonic() before which no row above ``position`` existed
+    totals: Totals | None = None  # its running totals (None: a row from before totals existed)
 
 
 def validate_payloads(payloads: object, max_batch_bytes: int, *, allow_empty: bool) -> tuple[bytes, ...]:
@@ -185,8 +190,11 @@ class MessageWriter:
         if resume is None:
             tail = self._tail(topic, generation)
             position, predecessor_time, anchor, pending = tail.position + 1, tail.publish_time, tail.seen_at, False
+            predecessor_totals = tail.totals
         else:  # what the interrupted call knew is of unknown age: look again before writing
             position, predecessor_time, anchor, pending = resume.position, 0, -math.inf, True
+            predecessor_totals = None
+        own = self._own_count(topic, generation, payloads, tx_pointer)
         losses = link_failures = 0
         while True:
             try:
@@ -198,6 +206,7 @@ class MessageWriter:
                         return position
                     pending = pending and tail.position + 1 == position
                     position, predecessor_time, anchor = tail.position + 1, tail.publish_time, tail.seen_at
+                    predecessor_totals = tail.totals
             except HBaseUnavailable as exc:
                 if pending:
                     raise self._unknown(exc, Resume(topic, generation, position, batch_no)) from exc
@@ -215,6 +224,8 @@ class MessageWriter:
                 tx_pointer=tx_pointer,
                 expires_at=None if ttl_ms is None else min(now + ttl_ms, _MAX_TIME_MS),
                 pointer=tx_pointer is not None and not payloads,
+                # after a row without totals (an older writer's), counting starts again from this row
+                totals=(predecessor_totals or Totals(0, 0)).plus(*own),
             )
             if position > MAX_POSITION:
                 raise TopicFull(
@@ -233,7 +244,7 @@ class MessageWriter:
                 log.info("publish to %s: answer lost at position %d, checking", topic, position)
                 won, pending = False, True
             if won:
-                self._remember(topic, _Tail(generation, position, row.publish_time, attempt))
+                self._remember(topic, _Tail(generation, position, row.publish_time, attempt, row.totals))
                 return position
             try:
                 existing = self._read_row(key)
@@ -242,15 +253,17 @@ class MessageWriter:
             if existing is None:
                 continue  # the link failed before the put landed: try the same position again
             if existing.writer_id == self.writer_id and existing.batch_no == batch_no:
-                self._remember(topic, _Tail(generation, position, existing.publish_time, anchor))
+                self._remember(topic, _Tail(generation, position, existing.publish_time, anchor, existing.totals))
                 return position  # our own earlier attempt landed
             losses += 1
+            CLIENT_METRICS.races_lost.inc()
             pending = False  # another batch holds the position our earlier attempt aimed at
             if losses % _WALK_LIMIT == 0:
                 tail = self._read_tail(topic, generation)
                 position, predecessor_time, anchor = tail.position + 1, tail.publish_time, tail.seen_at
+                predecessor_totals = tail.totals
             else:
-                position, predecessor_time = position + 1, existing.publish_time
+                position, predecessor_time, predecessor_totals = position + 1, existing.publish_time, existing.totals
 
     def _is_ours(self, topic: TopicId, generation: int, position: int, batch_no: int) -> bool:
         """Whether the row at ``position`` is this writer's batch ``batch_no`` (an earlier attempt landed)."""
@@ -299,9 +312,20 @@ class MessageWriter:
         seen_at = time.monotonic()
         last = self.messages.last_row(generation_prefix(topic, generation))
         if last is None:
-            return _Tail(generation, 0, 0, seen_at)
+            return _Tail(generation, 0, 0, seen_at, Totals(0, 0))
         key, data = last
-        return _Tail(generation, position_of(key), peek_row(key, data.get(MESSAGE_COLUMN)).publish_time, seen_at)
+        head = peek_row(key, data.get(MESSAGE_COLUMN))
+        return _Tail(generation, position_of(key), head.publish_time, seen_at, head.totals)
+
+    def _own_count(
+        self, topic: TopicId, generation: int, payloads: tuple[bytes, ...], tx_pointer: int | None
+    ) -> tuple[int, int]:
+        """(messages, bytes) this batch adds to the totals. A pointer row counts the payloads its
+        pointer's counter handed out (one read); their bytes are not known here and count 0."""
+        if payloads or tx_pointer is None:
+            return len(payloads), sum(map(len, payloads))
+        counter = self.payloads.get_cell(pointer_prefix(topic, generation, tx_pointer), COUNTER_COLUMN)
+        return (0 if counter is None else int.from_bytes(counter, "big", signed=True)), 0
 
     def _read_row(self, key: bytes) -> RowHeader | None:
         value = self.messages.get_cell(key, MESSAGE_COLUMN)

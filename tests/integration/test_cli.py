@@ -161,3 +161,17 @@ def test_both_tools_take_the_same_connection_options_and_exit_codes(
     assert down.returncode == 5 and dead in down.stderr and "Traceback" not in down.stderr
     failover = run(f"{dead},{hbase_address}")  # the first gateway is down: the second serves
     assert failover.returncode == 0, failover.stderr
+
+
+@pytest.mark.parametrize("program", ["tms-admin", "tms-sweeper", "tms-gateway"])
+def test_every_program_reports_the_package_version(program: str) -> None:
+    """`--version` on every console script prints the one version the package metadata also carries."""
+    from importlib.metadata import version
+
+    import tms_hbase
+
+    script = str(Path(sys.executable).with_name(program))
+    result = subprocess.run([script, "--version"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"{program}, version {tms_hbase.__version__}"
+    assert version("tms-hbase") == tms_hbase.__version__

@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 import venv
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -379,13 +379,11 @@ def _query_id(checkpoint: Path) -> str:
 
 
 def test_distributed_sweep_runs_regions_as_spark_tasks(
-    spark, client: MessagingClient, hbase_address: str, prefix: str
+    spark, client: MessagingClient, hbase_address: str, prefix: str, region_splitter: Callable
 ) -> None:
     from compactor.spark import sweep
     from tms_hbase.rows import message_key
     from tms_hbase.sweep_state import SweepState
-
-    from ..hbase_admin import split_table
 
     old, live = TopicId("spark", "old"), TopicId("spark", "live")
     client.create_topic(old)
@@ -394,7 +392,7 @@ def test_distributed_sweep_runs_regions_as_spark_tasks(
         client.publish(old, [b"o%d" % i])
         client.publish(live, [b"l%d" % i])
     client.delete_topic(old)
-    split_table(client.installation.messages.name, message_key(old, 1, 20))
+    region_splitter(client.installation.messages.name, message_key(old, 1, 20))
     regions = client.installation.messages.regions()
     assert len(regions) >= 2
     report = sweep(spark, thrift=hbase_address, prefix=prefix, partitions=3, grace_seconds=900)

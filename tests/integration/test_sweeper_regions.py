@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,6 @@ from tms_hbase.sweep_state import SweepState
 from tms_hbase.tx.pruning import plan
 from tms_hbase.tx.state_store import StateStore
 
-from ..hbase_admin import split_table
 from .test_tx_server import Server, free_port
 
 SWEEPER = str(Path(sys.executable).with_name("tms-sweeper"))
@@ -38,13 +38,13 @@ def payloads(client: MessagingClient, topic: TopicId) -> list[bytes]:
     return [m.payload for m in client.fetch(topic)]
 
 
-def test_regions_after_a_split_are_all_swept(client: MessagingClient) -> None:
+def test_regions_after_a_split_are_all_swept(client: MessagingClient, region_splitter: Callable) -> None:
     client.create_topic(OLD)
     client.create_topic(LIVE)
     fill(client, OLD, 60)
     fill(client, LIVE, 30)
     client.delete_topic(OLD)
-    split_table(client.installation.messages.name, message_key(OLD, 1, 30))
+    region_splitter(client.installation.messages.name, message_key(OLD, 1, 30))
     regions = client.installation.messages.regions()
     assert len(regions) == 2
     sweeper = Sweeper(client.installation, chunk_rows=7, compact_after=10, metadata_refresh=0, snapshot_refresh=0)
@@ -58,7 +58,7 @@ def test_regions_after_a_split_are_all_swept(client: MessagingClient) -> None:
     )
 
 
-def test_a_leased_region_is_left_alone_and_blocks_pruning(client: MessagingClient) -> None:
+def test_a_leased_region_is_left_alone_and_blocks_pruning(client: MessagingClient, region_splitter: Callable) -> None:
     client.create_topic(OLD)
     fill(client, OLD, 10)
     client.delete_topic(OLD)
@@ -70,7 +70,7 @@ def test_a_leased_region_is_left_alone_and_blocks_pruning(client: MessagingClien
     manager.invalidate(doomed.tx_id)
     store.append(manager.drain_edits())
 
-    split_table(client.installation.messages.name, message_key(OLD, 1, 5))
+    region_splitter(client.installation.messages.name, message_key(OLD, 1, 5))
     _, second = client.installation.messages.regions()
     state = SweepState(client.installation.txstate)
     assert state.acquire(second, "someone-else", 600, now_ms()) is not None

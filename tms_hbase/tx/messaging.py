@@ -85,6 +85,8 @@ class TransactionalPublisher:
         return True
 
     def post_tx_commit(self) -> None:
+        for topic in dict.fromkeys(t for t, _ in self._handles):  # now visible: wake their consumers
+            self.client.notify_consumers(topic)
         self.tx, self._stored, self._handles = None, [], []
 
     def rollback_tx(self) -> bool:
