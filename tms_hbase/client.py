@@ -574,7 +574,7 @@ class MessagingClient:
     def tx_state(self) -> Transaction:
         """The transaction state as a read-only Transaction rebuilt from HBase, without the server: it
         sees committed transactions only. Resolves transactional marks; inspection uses it too."""
-        return snapshot_from_hbase(self.hbase, self.tables.txstate)
+        return snapshot_from_hbase(self.installation.txstate)
 
     def _doorbells_of(self, topic: TopicId) -> list[str]:
         return self._subscription_admin.bells(self._topics.get(topic))

@@ -9,6 +9,7 @@ import pytest
 
 from compactor.sweep import Sweeper
 from tms_hbase import MessagingClient, TopicId
+from tms_hbase.clock import now_ms
 from tms_hbase.errors import (
     InvalidArgument,
     SubscriptionAlreadyExists,
@@ -19,7 +20,6 @@ from tms_hbase.errors import (
 from tms_hbase.message_id import MessageId
 from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, message_key
 from tms_hbase.stats import Lag
-from tms_hbase.storage import Table
 
 T = TopicId("subs", "events")
 
@@ -139,11 +139,11 @@ def test_the_sweeper_removes_subscriptions_of_old_generations(client: MessagingC
     client.delete_topic(T)
     client.create_topic(T)
     client.create_subscription(T, "kept")
-    table = Table(client.hbase, client.tables.subscriptions)
+    table = client.installation.table("subscriptions")
     assert len(table.scan()) == 2
-    assert Sweeper(client.hbase, client.tables, dry_run=True).sweep_once().subscriptions_dropped == 1
+    assert Sweeper(client.installation, dry_run=True).sweep_once().subscriptions_dropped == 1
     assert len(table.scan()) == 2
-    assert Sweeper(client.hbase, client.tables).sweep_once().subscriptions_dropped == 1
+    assert Sweeper(client.installation).sweep_once().subscriptions_dropped == 1
     assert [s.name for s in client.list_subscriptions(T)] == ["kept"] and len(table.scan()) == 1
 
 
@@ -173,9 +173,9 @@ def test_lag_counts_messages_and_age_without_scanning(client: MessagingClient) -
     with client.consumer(T, "svc", max_wait=0.1) as consumer:
         consumer.poll(max_messages=30)  # one row and a half
         consumer.commit()
-        calls = client.hbase.calls
+        calls = client.installation.calls
         assert client.lag(T, "svc").messages == 977
-        assert client.hbase.calls - calls <= 8, "lag must take a few reads, not a scan"
+        assert client.installation.calls - calls <= 8, "lag must take a few reads, not a scan"
         wanted = 973  # up to the pointer row's third payload
         while wanted:
             wanted -= len(consumer.poll(max_messages=wanted))
@@ -192,7 +192,8 @@ def test_topic_stats_count_readable_messages_also_after_the_sweeper(
     client.publish(T, [b"aaa", b"bb"])
     client.publish(T, [b"c"])
     time.sleep(1.2)  # those three expire
-    Sweeper(client.hbase, client.tables, grace_seconds=0).sweep_once()
+    client.set_tail_cache_seconds(1)  # the smallest grace is then 4 s: sweep as if 10 s had passed
+    Sweeper(client.installation, grace_seconds=4, clock=lambda: now_ms() + 10_000).sweep_once()
     assert [m.payload for m in client.fetch(T)] == []
     stats = client.topic_stats(T)
     assert (stats.messages, stats.bytes, stats.last_position, stats.first_position) == (0, 0, 2, None)
@@ -213,7 +214,7 @@ def test_rows_without_totals_give_estimates_marked_as_such(client: MessagingClie
     client.publish(T, [b"1"])
     generation = client.get_topic(T).generation
     old = BatchRow(time.time_ns() // 1_000_000, b"w" * 16, 1, (b"a", b"b"))  # as an older writer wrote it
-    Table(client.hbase, client.tables.messages).put(message_key(T, generation, 2), {MESSAGE_COLUMN: old.encode()})
+    client.installation.table("messages").put(message_key(T, generation, 2), {MESSAGE_COLUMN: old.encode()})
     client.create_subscription(T, "svc")
     stats = client.topic_stats(T)
     assert not stats.exact and stats.messages > 0
