@@ -10,13 +10,14 @@ from dataclasses import dataclass, field
 from tms_hbase.connection import HBaseConnection
 from tms_hbase.tables import TableNames
 from tms_hbase.tx.manager import TransactionManager
+from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, MAX_TX_PER_MS
 from tms_hbase.tx.snapshot import TransactionSnapshot
 from tms_hbase.tx.state_store import StateStore
 
 from .regions import list_regions
 from .state import SweepState
 
-MAX_LIFETIME_S = 25 * 3600  # Tephra: no transaction lives longer than this
+MAX_LIFETIME_S = MAX_LIFETIME_SECONDS  # Tephra: no transaction writes longer than this (publish refuses it)
 GRACE_S = 3600
 
 
@@ -37,7 +38,7 @@ def prune_upper_bound(state: TransactionManager | TransactionSnapshot) -> int:
 
 def inactive_bound(now_ms: int, max_lifetime_s: float = MAX_LIFETIME_S + GRACE_S) -> int:
     """Write pointers below this belong to transactions that can no longer be writing."""
-    return int((now_ms - max_lifetime_s * 1000) * 1_000_000) - 1
+    return int((now_ms - max_lifetime_s * 1000) * MAX_TX_PER_MS) - 1
 
 
 @dataclass

@@ -14,6 +14,7 @@ from .reader import Message, MessageReader
 from .tables import TableNames, drop_tables, ensure_tables, missing_tables
 from .topic import TopicId, TopicMetadata, user_properties
 from .tx import Transaction
+from .tx.pointers import MAX_LIFETIME_SECONDS, validate_max_lifetime
 from .wire import RollbackDetail
 from .writer import DEFAULT_MAX_BATCH_BYTES, MessageWriter
 
@@ -36,8 +37,10 @@ class MessagingClient:
     :meth:`fetch` returns reads lazily: each read it makes while you iterate gets ``timeout`` of its
     own. The first call of a client also looks up (or, for create_topic, creates) the tables, each
     HBase call of that under its own ``timeout`` (creating a table takes seconds).
-    ``max_batch_bytes`` caps one publish or store. Thread-safe; use it as a context manager or
-    call :meth:`close`.
+    ``max_batch_bytes`` caps one publish or store. A transactional publish or store whose write pointer
+    (``ms since the epoch x 10^6``, as Tephra makes them) is older than ``tx_max_lifetime`` seconds
+    (default and maximum: Tephra's 25 h) is refused with InvalidArgument, as CDAP refuses it.
+    Thread-safe; use it as a context manager or call :meth:`close`.
     """
 
     def __init__(
@@ -50,7 +53,9 @@ class MessagingClient:
         create_tables: bool = True,
         max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
         metadata_max_age: float = 1.0,
+        tx_max_lifetime: float = MAX_LIFETIME_SECONDS,
     ) -> None:
+        tx_max_lifetime = validate_max_lifetime(tx_max_lifetime)
         host, port = config.thrift_address(address)
         self.tables = TableNames(config.table_prefix(prefix))
         self.hbase = HBaseConnection(host, port, timeout=timeout, pool_size=pool_size)
@@ -61,7 +66,12 @@ class MessagingClient:
         self._topics = MetadataCache(self._metadata, metadata_max_age)
         self._installation = InstallationStore(self.hbase, self.tables.metadata)
         self._writer = MessageWriter(
-            self.hbase, self.tables, self._topics, WriterSettings(self._installation), max_batch_bytes=max_batch_bytes
+            self.hbase,
+            self.tables,
+            self._topics,
+            WriterSettings(self._installation),
+            max_batch_bytes=max_batch_bytes,
+            tx_max_lifetime=tx_max_lifetime,
         )
         self._reader = MessageReader(self.hbase, self.tables, self._topics)
 

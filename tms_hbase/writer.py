@@ -49,6 +49,7 @@ from .rows import (
 )
 from .tables import TableNames
 from .topic import TopicId
+from .tx.pointers import MAX_LIFETIME_SECONDS, check_tx_lifetime
 from .wire import RollbackDetail
 
 log = logging.getLogger(__name__)
@@ -114,8 +115,10 @@ class MessageWriter:
         *,
         writer_id: bytes | None = None,
         max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+        tx_max_lifetime: float = MAX_LIFETIME_SECONDS,
     ) -> None:
         self.hbase = hbase
+        self.tx_max_lifetime = tx_max_lifetime  # older write pointers are refused
         self.tables = tables
         self.topics = topics
         self.settings = settings  # the installation's tail-cache time, re-read every second
@@ -125,6 +128,12 @@ class MessageWriter:
         self._tails: dict[TopicId, _Tail] = {}
         self._lock = threading.Lock()
         self.future_predecessors = 0  # rows not followed for being dated too far ahead (row_time.py)
+
+    def _live_pointer(self, pointer: object) -> int:
+        """A valid write pointer whose transaction is younger than the max lifetime, else InvalidArgument."""
+        pointer = validate_write_pointer(pointer)
+        check_tx_lifetime(pointer, self.tx_max_lifetime, now_ms())
+        return pointer
 
     # -- publish ------------------------------------------------------------------------------
 
@@ -143,7 +152,7 @@ class MessageWriter:
         again, that position is checked for this writer's batch number (found: done), and otherwise
         the batch is appended after the tail.
         """
-        pointer = None if tx_write_pointer is None else validate_write_pointer(tx_write_pointer)
+        pointer = None if tx_write_pointer is None else self._live_pointer(tx_write_pointer)
         batch = validate_payloads(payloads, self.max_batch_bytes, allow_empty=pointer is not None)
         ttl_ms = _ttl_ms(ttl)
         meta = self.topics.get(topic)
@@ -334,7 +343,7 @@ class MessageWriter:
         names the first one itself (deterministic keys: storing the same payloads again, as a retried
         Spark task does, overwrites instead of adding); it must be >= 2**40, above the counter's range.
         """
-        pointer = validate_write_pointer(tx_write_pointer)
+        pointer = self._live_pointer(tx_write_pointer)
         batch = validate_payloads(payloads, self.max_batch_bytes, allow_empty=False)
         meta = self.topics.get(topic)
         if sequence is not None:

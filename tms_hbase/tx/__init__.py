@@ -3,11 +3,13 @@
 from .codec import TransactionCodec
 from .edits import decode_edit, encode_edit
 from .manager import TransactionManager
+from .pointers import MAX_LIFETIME_SECONDS, write_pointer_now
 from .snapshot import InProgressTx, InProgressType, TransactionSnapshot, decode_snapshot, encode_snapshot
 from .transaction import ALL_VISIBLE_LATEST, NO_TX_IN_PROGRESS, Transaction, TransactionType, VisibilityLevel
 
 __all__ = [
     "ALL_VISIBLE_LATEST",
+    "MAX_LIFETIME_SECONDS",
     "NO_TX_IN_PROGRESS",
     "InProgressTx",
     "InProgressType",
@@ -21,4 +23,5 @@ __all__ = [
     "decode_snapshot",
     "encode_edit",
     "encode_snapshot",
+    "write_pointer_now",
 ]

@@ -18,11 +18,9 @@ from types import MappingProxyType
 
 from ..errors import CorruptData, InvalidArgument, InvalidTruncateTime, TransactionConflict, TransactionNotInProgress
 from . import edits as e
+from .pointers import MAX_TX_PER_MS
 from .snapshot import InProgressTx, InProgressType, TransactionSnapshot
 from .transaction import NO_TX_IN_PROGRESS, Transaction, TransactionType, _pointer
-
-MAX_TX_PER_MS = 1_000_000
-"""Write pointers are ``max(last + 1, now_ms * MAX_TX_PER_MS)``; ``pointer // MAX_TX_PER_MS`` is its time."""
 
 DEFAULT_TIMEOUT_S = 30
 DEFAULT_LONG_TIMEOUT_S = 24 * 3600
