@@ -186,6 +186,7 @@ class MessagingClient:
         """
         topic = _topic(topic)
         self._ensure_ready()
+        self._topics.forget(topic)  # this client's next publish sees the new tx.mode; others within metadata_max_age
         with self.hbase.operation():
             return self._metadata.update(topic, properties, expected)
 

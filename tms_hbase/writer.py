@@ -156,6 +156,7 @@ class MessageWriter:
         batch = validate_payloads(payloads, self.max_batch_bytes, allow_empty=pointer is not None)
         ttl_ms = _ttl_ms(ttl)
         meta = self.topics.get(topic)
+        meta.check_tx_mode(transactional=pointer is not None)
         if ttl_ms is not None and ttl_ms > meta.ttl * 1000:
             raise InvalidArgument(f"per-message ttl {ttl}s is longer than the topic's ttl of {meta.ttl}s")
         if resume is not None and (resume.topic != topic or resume.generation != meta.generation):
@@ -346,6 +347,7 @@ class MessageWriter:
         pointer = self._live_pointer(tx_write_pointer)
         batch = validate_payloads(payloads, self.max_batch_bytes, allow_empty=False)
         meta = self.topics.get(topic)
+        meta.check_tx_mode(transactional=True)
         if sequence is not None:
             if isinstance(sequence, bool) or not isinstance(sequence, int) or not sequence >= EXPLICIT_SEQUENCES:
                 raise InvalidArgument(f"bad sequence {sequence!r}: explicit sequences start at {EXPLICIT_SEQUENCES}")

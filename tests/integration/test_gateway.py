@@ -315,6 +315,18 @@ def test_bad_requests_are_400_and_change_nothing(http: httpx.Client, wire: Wire,
     assert wire.messages(http.post(topic_url(ns, "t", "poll"), content=wire.consume(), headers=h)) == []
 
 
+def test_a_topics_tx_mode_is_enforced_with_400(http: httpx.Client, wire: Wire, ns: str) -> None:
+    assert http.put(topic_url(ns, "t"), json={"tx.mode": "transactional"}).status_code == 200
+    assert_error(http.put(topic_url(ns, "u"), json={"tx.mode": "sometimes"}), 400, "InvalidArgument")
+    h = wire.headers
+    refused = http.post(topic_url(ns, "t", "publish"), content=wire.publish([b"plain"]), headers=h)
+    assert_error(refused, 400, "InvalidArgument")
+    assert "transactional-only" in refused.text
+    published = http.post(topic_url(ns, "t", "publish"), content=wire.publish([b"tx"], write_pointer_now()), headers=h)
+    assert published.status_code == 200
+    assert payloads(wire.messages(http.post(topic_url(ns, "t", "poll"), content=wire.consume(), headers=h))) == [b"tx"]
+
+
 def test_missing_topic_is_404(http: httpx.Client, wire: Wire, ns: str) -> None:
     create(http, ns, "real")
     handle = http.post(
