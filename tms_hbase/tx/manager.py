@@ -66,6 +66,8 @@ class TransactionManager:
         self._client_ids: dict[int, str | None] = {}  # in-progress pointer -> client id (Tephra's ACTIVE retention)
         self._committing: dict[int, frozenset[bytes]] = {}  # tx id -> changes that passed canCommit
         self._committed: dict[int, frozenset[bytes]] = {}  # commit pointer -> changes committed there
+        # commit pointer -> (client id, changes) of each transaction committed there: conflicts name the client
+        self._committed_by: dict[int, list[tuple[str | None, frozenset[bytes]]]] = {}
 
     # ----------------------------------------------------------------------------------------------- state views
 
@@ -381,7 +383,10 @@ class TransactionManager:
             if commit_pointer > tx_id:
                 overlap = self._committed[commit_pointer] & changes
                 if overlap:
-                    raise TransactionConflict(tx_id, min(overlap))
+                    key = min(overlap)
+                    by = self._committed_by.get(commit_pointer, [])  # empty after a restore: snapshots keep no ids
+                    client = next((client for client, committed in by if key in committed), None)
+                    raise TransactionConflict(tx_id, key, client)
 
     def _move_read_pointer(self, wp: int) -> None:
         """Tephra's moveReadPointerIfNeeded: the read pointer only goes up."""
@@ -406,6 +411,7 @@ class TransactionManager:
         self._committing.pop(tx_id, None)
         if edit.can_commit and edit.changes:
             self._committed[edit.commit_pointer] = edit.changes | self._committed.get(edit.commit_pointer, frozenset())
+            self._committed_by.setdefault(edit.commit_pointer, []).append((self._client_ids.get(tx_id), edit.changes))
         previous = self._pop_in_progress(tx_id)
         if previous is None:
             self._remove_invalid((tx_id,))  # it had timed out: committing anyway makes it valid again
@@ -418,6 +424,7 @@ class TransactionManager:
         first_short = self._first_short_in_progress()
         for commit_pointer in [cp for cp in self._committed if cp < first_short]:
             del self._committed[commit_pointer]
+            self._committed_by.pop(commit_pointer, None)
 
     def _do_abort(self, wp: int, checkpoints: tuple[int, ...], tx_type: TransactionType) -> None:
         """Tephra's doAbort."""
