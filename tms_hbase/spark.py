@@ -316,6 +316,11 @@ def sweep(spark: Any, *, where: Where | None = None, partitions: int | None = No
                 setattr(total, key, getattr(total, key) or value)
             elif key == "invalid_transactions":
                 total.invalid_transactions = max(total.invalid_transactions, value)
+            elif key == "tx_snapshot_source":  # the same source in every task
+                total.tx_snapshot_source = total.tx_snapshot_source or value
+            elif key == "tx_snapshot_age_seconds":  # the oldest view any task used (None: none had one)
+                ages = [age for age in (total.tx_snapshot_age_seconds, value) if age is not None]
+                total.tx_snapshot_age_seconds = max(ages, default=None)
             else:
                 setattr(total, key, getattr(total, key) + value)
     return total.as_dict()
