@@ -2,8 +2,8 @@
 
     python -m bench.run [--quick] [--only NAME[,NAME]] [--rounds N] [--json OUT] [--address HOST:PORT]
 
-Benchmarks (DESIGN.md §12 and the issues): publish, writers, fetch, latency, seek, txlatency, sweeper,
-spark, gateway.
+Benchmarks (DESIGN.md §12 and the issues): publish, writers, designs (issue 14), fetch, latency, seek,
+txlatency, sweeper, spark, gateway.
 Progress goes to stderr, the report to stdout. Every table a run creates has a ``bench…`` prefix and is
 dropped afterwards.
 """
@@ -18,13 +18,14 @@ import time
 import traceback
 from collections.abc import Callable
 
-from . import fetch, gateway, latency, publish, seek, spark, sweeper, txlatency, writers
+from . import fetch, gateway, latency, publish, seek, spark, sweeper, txlatency, writer_designs, writers
 from .common import Result, Settings, check_loopback, progress, raw_connection
 from .report import busy_pytest, markdown, write_json
 
 BENCHMARKS: dict[str, Callable[[Settings], Result]] = {
     "publish": publish.run,
     "writers": writers.run,
+    "designs": writer_designs.run,
     "fetch": fetch.run,
     "latency": latency.run,
     "seek": seek.run,

@@ -1,86 +1,319 @@
-"""Spark bulk publish and read (issue #6), next to a plain happybase loop over the same rows: the loop
-writes one row per message in batches of 1,000 and scans them back."""
+"""Benchmark 8: the Spark data source ``format("tms")`` (issue #13) next to plain happybase loops.
+
+- batch write: ``df.write.format("tms")`` of TOTAL payloads of 100 B from 4 partitions (one long
+  transaction) vs a loop putting one row per message, 1,000 rows per batch;
+- batch read: ``spark.read.format("tms")`` summing the payload lengths, of the topic written in bulk
+  (one pointer row) and of a topic published in batches of 100 (inline rows), vs a scan of TOTAL rows;
+- stream throughput: a running query ``readStream`` A → ``writeStream`` B (transactional sink); A is then
+  filled with STREAMED messages in batches of 100; time from the first publish until the last one is
+  readable in B; vs a copy loop (scan A from the last row seen, batch-put into B);
+- stream latency: one message every 1/RATE s into A; a reader tailing B; publish → readable in B.
+
+A small untimed batch round first starts Spark's Python workers, as a long-running job has them.
+"""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+import threading
 import time
+from collections.abc import Callable
 
-from tms_hbase.tx.client import TransactionClient
+from tms_hbase import MessagingClient, TopicId
 
-from .common import Result, Settings, bench_tables, create_raw_table, median, new_topic, progress, ratio
+from .common import (
+    RAW_COLUMN,
+    RawConnection,
+    Result,
+    Settings,
+    bench_tables,
+    create_raw_table,
+    median,
+    new_topic,
+    percentile,
+    progress,
+    ratio,
+    raw_key,
+    raw_put_batch,
+    send_time_of,
+    stamped,
+)
 from .txlatency import start_tx_server
 
 PAYLOAD = 100  # bytes per message
+RATE = 100.0  # messages/s in the latency trial
+POLL_SLEEP = 0.005
 
 
 def run(settings: Settings) -> Result:
     from pyspark.sql import SparkSession
 
-    from tms_hbase.spark import Where, publish, read, use_current_python
+    from tms_hbase.spark import register, use_current_python
 
     total = settings.pick(200_000, 50_000)
+    streamed = settings.pick(50_000, 20_000)
+    trickle = settings.pick(10.0, 5.0)  # seconds of the latency trial
     result = Result(
         "spark",
-        f"Spark bulk publish and read ({total:,} messages of {PAYLOAD} B, local[2], 4 partitions) vs a happybase loop",
+        f"Spark data source 'tms' (local[2]; {total:,} messages of {PAYLOAD} B for batch, {streamed:,} streamed) "
+        "vs happybase loops",
     )
     use_current_python()  # local mode: the workers run this interpreter, which has tms-hbase
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("tms-bench")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    pub, loop_pub, rd, loop_rd = [], [], [], []
+    register(spark)
+    s: dict[str, list[float]] = {
+        k: []
+        for k in (
+            "write",
+            "loop_write",
+            "read_bulk",
+            "read_inline",
+            "loop_read",
+            "stream",
+            "loop_stream",
+            "stream_p50",
+            "stream_p99",
+            "loop_p50",
+            "loop_p99",
+        )
+    }
+    result.samples = s
     try:
         with bench_tables(settings, "spk") as (client, raw, raw_name):
             proc, tx_address = start_tx_server(settings, client.tables.prefix)
-            where = Where(settings.address, client.tables.prefix)
+            options = {"thrift": settings.address, "prefix": client.tables.prefix, "txServer": tx_address}
             try:
-                with TransactionClient(tx_address) as tx:
-                    for r in range(settings.rounds):
-                        topic = new_topic(client, f"spk{r}")
-                        rdd = spark.sparkContext.range(0, total, numSlices=4).map(lambda i: b"%0100d" % i)
-                        started = time.monotonic()
-                        publish(rdd, topic, tx, where=where, batch=5000)
-                        pub.append(total / (time.monotonic() - started))
-                        started = time.monotonic()
-                        assert read(spark, topic, where=where, partitions=4).count() == total
-                        rd.append(total / (time.monotonic() - started))
-
-                        table = create_raw_table(raw, f"{raw_name}{r}")
-                        started = time.monotonic()
-                        for first in range(0, total, 1000):
-                            with table.batch() as b:
-                                for i in range(first, min(first + 1000, total)):
-                                    b.put(i.to_bytes(8, "big"), {b"d:m": b"%0100d" % i})
-                        loop_pub.append(total / (time.monotonic() - started))
-                        started = time.monotonic()
-                        assert sum(1 for _ in table.scan(batch_size=1000)) == total
-                        loop_rd.append(total / (time.monotonic() - started))
-                        raw.conn.delete_table(f"{raw_name}{r}", disable=True)
-                        progress(
-                            f"spark round {r + 1}/{settings.rounds}: publish {pub[-1]:,.0f} msg/s (loop "
-                            f"{loop_pub[-1]:,.0f}), read {rd[-1]:,.0f} msg/s (loop {loop_rd[-1]:,.0f})"
-                        )
+                # Untimed: the first job of a session starts Spark's Python workers and loads the classes.
+                _batch_round(spark, client, raw, f"{raw_name}w", options, "w", 2000, {k: [] for k in s})
+                for r in range(settings.rounds):
+                    _batch_round(spark, client, raw, f"{raw_name}{r}", options, r, total, s)
+                    _stream_round(spark, client, raw, f"{raw_name}s{r}", options, r, streamed, trickle, s)
+                    progress(
+                        f"spark round {r + 1}/{settings.rounds}: write {s['write'][-1]:,.0f} msg/s (loop "
+                        f"{s['loop_write'][-1]:,.0f}), read {s['read_bulk'][-1]:,.0f}/{s['read_inline'][-1]:,.0f} "
+                        f"(loop {s['loop_read'][-1]:,.0f}), stream {s['stream'][-1]:,.0f} msg/s (loop "
+                        f"{s['loop_stream'][-1]:,.0f}), p99 {s['stream_p99'][-1]:.0f} ms (loop "
+                        f"{s['loop_p99'][-1]:.0f} ms)"
+                    )
             finally:
                 proc.terminate()
                 proc.wait(timeout=60)
     finally:
         spark.stop()
+        _report(result, s)
+    return result
+
+
+def _report(result: Result, s: dict[str, list[float]]) -> None:
+    m = {k: median(v) for k, v in s.items()}
     result.table(
         ["", "Spark, msg/s (median)", "happybase loop, msg/s", "Spark ÷ loop"],
         [
+            ["batch write (one transaction)", m["write"], m["loop_write"], ratio(m["write"], m["loop_write"])],
+            ["batch read, bulk-written topic", m["read_bulk"], m["loop_read"], ratio(m["read_bulk"], m["loop_read"])],
             [
-                "bulk transactional publish (one long transaction)",
-                median(pub),
-                median(loop_pub),
-                ratio(median(pub), median(loop_pub)),
+                "batch read, topic of 100-message publishes",
+                m["read_inline"],
+                m["loop_read"],
+                ratio(m["read_inline"], m["loop_read"]),
             ],
-            ["read as a DataFrame (count)", median(rd), median(loop_rd), ratio(median(rd), median(loop_rd))],
+            ["stream A → B, end to end", m["stream"], m["loop_stream"], ratio(m["stream"], m["loop_stream"])],
         ],
     )
-    result.samples = {"publish": pub, "loop_publish": loop_pub, "read": rd, "loop_read": loop_rd}
-    return result
+    result.table(
+        ["stream A → B at 100 msg/s", "p50 ms", "p99 ms"],
+        [
+            ["Spark query (micro-batches as fast as they come)", m["stream_p50"], m["stream_p99"]],
+            ["happybase copy loop", m["loop_p50"], m["loop_p99"]],
+        ],
+    )
+    for name, key in (("batch read", "read_bulk"), ("batch write", "write")):
+        loop = "loop_read" if key.startswith("read") else "loop_write"
+        result.goal(f"Spark {name} ≥ 1.0× a happybase loop", f"{ratio(m[key], m[loop]):.2f}×", m[key] >= m[loop])
+
+
+def _timed(action: Callable[[], object]) -> float:
+    started = time.monotonic()
+    action()
+    return time.monotonic() - started
+
+
+def _batch_round(spark, client: MessagingClient, raw: RawConnection, raw_name: str, options, r, total, s) -> None:
+    bulk = new_topic(client, f"spk{r}")
+    df = spark.range(0, total, numPartitions=4).selectExpr(
+        f"CAST(lpad(CAST(id AS STRING), {PAYLOAD}, '0') AS BINARY) AS payload"
+    )
+    s["write"].append(
+        total / _timed(lambda: df.write.format("tms").options(**options, topic=str(bulk)).mode("append").save())
+    )
+    inline = new_topic(client, f"spkin{r}")
+    for first in range(0, total, 100):
+        client.publish(inline, [b"%0100d" % i for i in range(first, min(first + 100, total))])
+
+    def spark_sum(topic: TopicId) -> None:
+        read = spark.read.format("tms").options(**options, topic=str(topic), partitions="4").load()
+        assert read.selectExpr("sum(length(payload)) AS n").collect()[0].n == total * PAYLOAD
+
+    s["read_bulk"].append(total / _timed(lambda: spark_sum(bulk)))
+    s["read_inline"].append(total / _timed(lambda: spark_sum(inline)))
+
+    table = create_raw_table(raw, raw_name)
+
+    def loop_write() -> None:
+        for first in range(0, total, 1000):
+            raw_put_batch(table, b"m", first, [b"%0100d" % i for i in range(first, min(first + 1000, total))])
+
+    def loop_read() -> None:
+        assert sum(len(v[RAW_COLUMN]) for _, v in table.scan(batch_size=1000)) == total * PAYLOAD
+
+    s["loop_write"].append(total / _timed(loop_write))
+    s["loop_read"].append(total / _timed(loop_read))
+    raw.conn.delete_table(raw_name, disable=True)
+
+
+class _Tail(threading.Thread):
+    """Reads everything that appears in B (a topic, or a raw table) and records when each stamped
+    message became readable."""
+
+    def __init__(self, poll: Callable[[], list[bytes]]) -> None:
+        super().__init__(daemon=True)
+        self.poll, self.seen, self.latencies, self.stop = poll, 0, [], threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            got = self.poll()
+            now = time.time()
+            self.seen += len(got)
+            # (only the trickle's payloads are stamped; what is recorded before it is cleared)
+            self.latencies += [(now - send_time_of(p)) * 1000 for p in got if len(p) >= 8]
+            if not got:
+                time.sleep(POLL_SLEEP)
+
+    def wait_for(self, count: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while self.seen < count:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"only {self.seen} of {count} messages arrived in {timeout:.0f} s")
+            time.sleep(0.01)
+
+
+def _trials(
+    publish: Callable[[list[bytes]], None], tail: _Tail, streamed: int, trickle: float
+) -> tuple[float, list[float]]:
+    """Warm up with one message, then a burst of ``streamed`` (throughput), then a trickle (latency)."""
+    publish([b"warm-up"])
+    tail.wait_for(1, 300)
+    started = time.monotonic()
+    for first in range(0, streamed, 100):
+        publish([b"%0100d" % i for i in range(first, min(first + 100, streamed))])
+    tail.wait_for(1 + streamed, 600)
+    throughput = streamed / (time.monotonic() - started)
+    tail.latencies.clear()
+    sent, begin = 0, time.time()
+    while time.time() - begin < trickle:
+        publish([stamped(time.time(), PAYLOAD)])
+        sent += 1
+        time.sleep(max(0.0, begin + sent / RATE - time.time()))
+    tail.wait_for(1 + streamed + sent, 300)
+    return throughput, list(tail.latencies)
+
+
+def _stream_round(spark, client, raw, raw_name, options, r, streamed, trickle, s) -> None:
+    a, b = new_topic(client, f"spka{r}"), new_topic(client, f"spkb{r}")
+    checkpoint = tempfile.mkdtemp(prefix="tms-bench-spark-")
+    query = (
+        spark.readStream.format("tms")
+        .options(**options, topic=str(a), partitions="2")
+        .load()
+        .select("payload")
+        .writeStream.format("tms")
+        .options(**options, topic=str(b))
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime="0 seconds")
+        .start()
+    )
+    last: list[bytes | None] = [None]
+
+    def poll_b() -> list[bytes]:
+        got = list(client.fetch(b, start_message=last[0], inclusive=last[0] is None, limit=5000))
+        if got:
+            last[0] = got[-1].id
+        return [m.payload for m in got]
+
+    tail = _Tail(poll_b)
+    tail.start()
+    try:
+        throughput, latencies = _trials(lambda batch: client.publish(a, batch), tail, streamed, trickle)
+    finally:
+        tail.stop.set()
+        query.stop()
+        shutil.rmtree(checkpoint, ignore_errors=True)
+    s["stream"].append(throughput)
+    s["stream_p50"].append(percentile(latencies, 50))
+    s["stream_p99"].append(percentile(latencies, 99))
+
+    source = create_raw_table(raw, raw_name + "a")
+    create_raw_table(raw, raw_name + "b")
+    copier = _Copier(raw.settings, raw_name + "a", raw_name + "b")
+    reader = RawConnection(raw.settings)
+    seen = [0]
+
+    def poll_raw_b() -> list[bytes]:
+        rows = list(reader.table(raw_name + "b").scan(row_start=raw_key(b"m", seen[0]), limit=5000, batch_size=1000))
+        seen[0] += len(rows)
+        return [v[RAW_COLUMN] for _, v in rows]
+
+    sent = [0]
+
+    def raw_publish(batch: list[bytes]) -> None:
+        raw_put_batch(source, b"m", sent[0], batch)
+        sent[0] += len(batch)
+
+    copier.start()
+    raw_tail = _Tail(poll_raw_b)
+    raw_tail.start()
+    try:
+        throughput, latencies = _trials(raw_publish, raw_tail, streamed, trickle)
+    finally:
+        raw_tail.stop.set()
+        copier.stop.set()
+        copier.join()
+        raw_tail.join()
+        reader.close()
+    s["loop_stream"].append(throughput)
+    s["loop_p50"].append(percentile(latencies, 50))
+    s["loop_p99"].append(percentile(latencies, 99))
+    for name in (raw_name + "a", raw_name + "b"):
+        raw.conn.delete_table(name, disable=True)
+
+
+class _Copier(threading.Thread):
+    """The happybase counterpart of the stream: scan A from the row after the last one copied, put into B."""
+
+    def __init__(self, settings: Settings, source: str, sink: str) -> None:
+        super().__init__(daemon=True)
+        self.settings, self.source, self.sink, self.stop = settings, source, sink, threading.Event()
+
+    def run(self) -> None:
+        conn = RawConnection(self.settings)
+        copied = 0
+        try:
+            while not self.stop.is_set():
+                rows = list(conn.table(self.source).scan(row_start=raw_key(b"m", copied), limit=5000, batch_size=1000))
+                if rows:
+                    raw_put_batch(conn.table(self.sink), b"m", copied, [v[RAW_COLUMN] for _, v in rows])
+                    copied += len(rows)
+                else:
+                    time.sleep(POLL_SLEEP)
+        finally:
+            conn.close()

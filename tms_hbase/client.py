@@ -9,8 +9,9 @@ from . import config
 from .connection import HBaseConnection
 from .errors import InstallationNotFound, InvalidArgument, PublishOutcomeUnknown
 from .installation import InstallationStore, TailCacheSetting, WriterSettings
+from .message_id import MessageId
 from .metadata import MetadataCache, MetadataStore, TopicScan
-from .reader import Message, MessageReader
+from .reader import BatchInfo, Message, MessageReader, PositionRange
 from .tables import TableNames, drop_tables, ensure_tables, missing_tables
 from .topic import TopicId, TopicMetadata, user_properties
 from .tx import Transaction
@@ -295,6 +296,75 @@ class MessagingClient:
         self._ensure_ready()
         with self.hbase.operation():
             return self._reader.fetch(topic, start_message, start_time, inclusive, limit, transaction)
+
+    # -- slices (parallel readers such as the Spark data source) ----------------------------------
+
+    def positions(self, topic: TopicId, start_time: int | None = None, end_time: int | None = None) -> PositionRange:
+        """The batch-row positions of the topic's current generation that hold messages published in
+        [start_time, end_time) (ms; None: unbounded) and not expired: found with binary searches,
+        O(log n) reads. Positions are dense; the message ids of a position start with it."""
+        topic = _topic(topic)
+        start_time, end_time = _time("start_time", start_time), _time("end_time", end_time)
+        self._ensure_ready()
+        with self.hbase.operation():
+            return self._reader.positions(topic, start_time, end_time)
+
+    def fetch_range(
+        self,
+        topic: TopicId,
+        start: bytes | MessageId,
+        end: bytes | MessageId | None = None,
+        transaction: Transaction | None = None,
+    ) -> Iterator[Message]:
+        """The messages with ``start`` <= id < ``end`` (to the tail if ``end`` is None), in order: a slice
+        that one of many parallel readers takes. Both ids must be of the topic's current generation
+        (InvalidArgument otherwise); ``MessageId(generation, position, 0)`` is where a position begins.
+        With a transaction it skips and stops as :meth:`fetch` does."""
+        topic = _topic(topic)
+        first = start if isinstance(start, MessageId) else MessageId.decode(start)
+        last = end if end is None or isinstance(end, MessageId) else MessageId.decode(end)
+        self._ensure_ready()
+        with self.hbase.operation():
+            return self._reader.fetch_range(topic, first, last, transaction)
+
+    def batches(
+        self, topic: TopicId, generation: int, first: int, last: int, *, transactional_only: bool = False
+    ) -> Iterator[BatchInfo]:
+        """The batch rows at positions ``first``..``last`` of a generation, described (position, publish
+        time, write pointer, message count) without their payloads being decoded; with
+        ``transactional_only`` only the rows that carry a write pointer (filtered in HBase)."""
+        topic = _topic(topic)
+        self._ensure_ready()
+        return self._reader.batches(topic, generation, first, last, transactional_only=transactional_only)
+
+    def stored_sequences(
+        self,
+        topic: TopicId,
+        generation: int,
+        tx_write_pointer: int,
+        start: int = 0,
+        stop: int | None = None,
+        limit: int = 1000,
+        *,
+        reverse: bool = False,
+    ) -> list[int]:
+        """The sequences (message indexes in a pointer row) in [start, stop) of the payloads stored under
+        a write pointer: the lowest ``limit``, ascending, or the highest, descending, with ``reverse``.
+        Reads keys only."""
+        topic = _topic(topic)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
+            raise InvalidArgument(f"bad limit {limit!r}: expected a positive integer")
+        self._ensure_ready()
+        with self.hbase.operation():
+            return self._reader.stored_sequences(
+                topic, generation, tx_write_pointer, start, stop, limit, reverse=reverse
+            )
+
+
+def _time(name: str, value: object) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise InvalidArgument(f"bad {name} {value!r}: expected milliseconds since the epoch, >= 0")
+    return value
 
 
 def _topic(topic: object) -> TopicId:

@@ -18,6 +18,12 @@ _ID = struct.Struct(">IQQ")
 ID_LENGTH = _ID.size
 
 
+def encode(generation: int, position: int, index: int) -> bytes:
+    """The id bytes of (generation, position, index): ``bytes(MessageId(...))`` without the object
+    (readers make one per message)."""
+    return _ID.pack(generation, position, index)
+
+
 @dataclass(frozen=True, order=True)
 class MessageId:
     """A decoded message id."""

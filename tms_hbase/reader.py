@@ -18,15 +18,19 @@ from .clock import now_ms
 from .connection import HBaseConnection
 from .errors import CorruptData, InvalidArgument
 from .message_id import MessageId
+from .message_id import encode as encode_id
 from .metadata import MetadataCache
 from .rows import (
+    F_TX,
     MAX_POSITION,
     MESSAGE_COLUMN,
     PAYLOAD_COLUMN,
+    VERSION,
     BatchRow,
     RowHeader,
     decode_row,
     generation_prefix,
+    message_count,
     message_key,
     past_last,
     payload_key,
@@ -41,6 +45,11 @@ from .tx import Transaction
 
 CHUNK_ROWS = 64
 PAYLOAD_CHUNK = 1000
+# An HBase filter that keeps the rows whose cell carries a transaction write pointer: the cell starts
+# with the format version (1) and the flags byte, which has F_TX (1) set. Only the first two bytes are
+# matched, both below 0x80, so the regex sees them unchanged whatever charset HBase decodes with.
+_TX_FLAGS = "".join(f"\\x{flags:02x}" for flags in range(0x80) if flags & F_TX)
+_TRANSACTIONAL_ROWS = f"ValueFilter(=, 'regexstring:^\\x{VERSION:02x}[{_TX_FLAGS}]')"
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,33 @@ class Message:
     id: bytes
     payload: bytes
     publish_time: int
+
+
+@dataclass(frozen=True)
+class PositionRange:
+    """Batch-row positions ``first``..``last`` (inclusive) of one topic generation; empty when last < first."""
+
+    generation: int
+    first: int
+    last: int
+
+    def __len__(self) -> int:
+        return max(0, self.last - self.first + 1)
+
+
+@dataclass(frozen=True)
+class BatchInfo:
+    """What one batch row says about itself, its payloads unread.
+
+    ``tx_write_pointer`` is None for a non-transactional row and negative once rolled back or marked
+    invalid; ``messages`` is the number of inline payloads, or None for a pointer row (its messages
+    are payload-table rows: see :meth:`MessageReader.stored_sequences`).
+    """
+
+    position: int
+    publish_time: int
+    tx_write_pointer: int | None
+    messages: int | None
 
 
 @dataclass(frozen=True)
@@ -110,19 +146,26 @@ class MessageReader:
             start = _Start(self.seek(topic, generation, since), 0, True)
         return self._iterate(topic, generation, start, floor, limit, transaction)
 
-    def fetch_positions(
-        self,
-        topic: TopicId,
-        generation: int,
-        first: int,
-        last: int,
-        floor: int,
-        transaction: Transaction | None = None,
-        stopped: list[int] | None = None,
+    def fetch_range(
+        self, topic: TopicId, start: MessageId, end: MessageId | None = None, transaction: Transaction | None = None
     ) -> Iterator[Message]:
-        """The messages of batch rows ``first``..``last`` of one generation (a slice for parallel
-        readers); with a transaction, the position it had to stop at is appended to ``stopped``."""
-        return self._iterate(topic, generation, _Start(first, 0, True), floor, None, transaction, last, stopped)
+        """The messages with ``start`` <= id < ``end`` (to the tail if ``end`` is None), in order; both ids
+        of the topic's current generation. With a transaction it stops where a fetch would."""
+        _validate(None, None, True, None, transaction)
+        meta = self.topics.get(topic)
+        for edge in (start, end):
+            if edge is not None and edge.generation != meta.generation:
+                raise InvalidArgument(
+                    f"message id {bytes(edge).hex()} is from generation {edge.generation}; "
+                    f"{topic} is at generation {meta.generation}"
+                )
+        if end is not None and end <= start:
+            return iter(())
+        last = None if end is None else (end.position if end.index > 0 else end.position - 1)
+        stop = None if end is None else (end.position, end.index)
+        floor = now_ms() - meta.ttl * 1000
+        start_at = _Start(start.position, start.index, True)
+        return self._iterate(topic, meta.generation, start_at, floor, None, transaction, last, stop)
 
     # -- positions ----------------------------------------------------------------------------
 
@@ -150,6 +193,89 @@ class MessageReader:
                 hi = bound = found[0]
         return hi
 
+    def positions(self, topic: TopicId, start_time: int | None = None, end_time: int | None = None) -> PositionRange:
+        """The positions of the current generation whose rows are not expired and were published in
+        [start_time, end_time) (ms; None: unbounded), found with binary searches."""
+        meta = self.topics.get(topic)
+        generation = meta.generation
+        floor = now_ms() - meta.ttl * 1000
+        first = self.seek(topic, generation, max(floor, start_time or 0))
+        last = self.tail(topic, generation) if end_time is None else self.seek(topic, generation, end_time) - 1
+        return PositionRange(generation, first, last)
+
+    def tail(self, topic: TopicId, generation: int) -> int:
+        """The last position of a generation (0 if it has no row): one reverse scan of one row."""
+        rows = self._last_rows(generation_prefix(topic, generation))
+        return position_of(rows[0][0]) if rows else 0
+
+    def batches(
+        self, topic: TopicId, generation: int, first: int, last: int, *, transactional_only: bool = False
+    ) -> Iterator[BatchInfo]:
+        """The batch rows at positions ``first``..``last``, described without their payloads being
+        decoded. ``transactional_only`` keeps only rows with a write pointer, filtered in HBase."""
+        prefix = generation_prefix(topic, generation)
+        stop = message_key(topic, generation, last + 1) if last < MAX_POSITION else past_last(prefix)
+        table = self.tables.messages
+        start = first
+        while start <= last:
+            key = message_key(topic, generation, start)
+
+            def scan(conn, key: bytes = key) -> list[tuple[bytes, bytes | None]]:
+                rows = conn.table(table).scan(
+                    row_start=key,
+                    row_stop=stop,
+                    limit=CHUNK_ROWS,
+                    batch_size=CHUNK_ROWS,
+                    filter=_TRANSACTIONAL_ROWS if transactional_only else None,
+                )
+                return [(k, v.get(MESSAGE_COLUMN)) for k, v in rows]
+
+            rows = self.hbase.run(f"scan batch rows of {topic}", scan)
+            for key, cell in rows:
+                head = peek_row(key, cell)  # CorruptData naming the row if it does not decode
+                yield BatchInfo(position_of(key), head.publish_time, head.tx_pointer, message_count(cell))
+            if len(rows) < CHUNK_ROWS or position_of(rows[-1][0]) == MAX_POSITION:
+                return
+            start = position_of(rows[-1][0]) + 1
+
+    def stored_sequences(
+        self,
+        topic: TopicId,
+        generation: int,
+        write_pointer: int,
+        start: int = 0,
+        stop: int | None = None,
+        limit: int = PAYLOAD_CHUNK,
+        *,
+        reverse: bool = False,
+    ) -> list[int]:
+        """Sequences in [start, stop) of the payloads stored under a write pointer: the lowest ``limit`` of
+        them in ascending order, or the highest in descending order with ``reverse``. Keys only."""
+        prefix = pointer_prefix(topic, generation, write_pointer)
+        low = payload_key(topic, generation, write_pointer, max(start, 1))  # sequence 0: the counter row's place
+        high = past_last(prefix) if stop is None else payload_key(topic, generation, write_pointer, stop)
+        if high <= low:
+            return []
+        table = self.tables.payloads
+
+        below_low = prefix if start <= 1 else payload_key(topic, generation, write_pointer, start - 1)
+
+        def scan(conn) -> list[bytes]:
+            rows = conn.table(table).scan(
+                row_start=high if reverse else low,
+                row_stop=below_low if reverse else high,  # a reverse scan stops above its (exclusive) stop key
+                limit=limit + 1 if reverse else limit,
+                batch_size=min(limit + 1, PAYLOAD_CHUNK),
+                reverse=reverse,
+                filter="KeyOnlyFilter()",
+            )
+            return [k for k, _ in rows]
+
+        keys = self.hbase.run(f"scan stored payload keys of {topic}", scan)
+        if reverse:  # a reverse scan starts at its (inclusive) start key: drop ``high`` itself
+            keys = [k for k in keys if k < high][:limit]
+        return [sequence_of(k) for k in keys]
+
     def _first_at_or_after(self, prefix: bytes, position: int, bound: int | None) -> tuple[int, RowHeader] | None:
         """The first row at ``position`` or after it (below ``bound``): a get, then a scan if swept."""
         key = prefix + position.to_bytes(8, "big")
@@ -161,7 +287,11 @@ class MessageReader:
         return (position_of(rows[0][0]), peek_row(*rows[0])) if rows else None
 
     def _last(self, prefix: bytes) -> tuple[int, RowHeader]:
-        rows = self.hbase.run(
+        key, data = self._last_rows(prefix)[0]
+        return position_of(key), peek_row(key, data.get(MESSAGE_COLUMN))
+
+    def _last_rows(self, prefix: bytes) -> list[tuple[bytes, dict[bytes, bytes]]]:
+        return self.hbase.run(
             "read tail",
             lambda c: list(
                 c.table(self.tables.messages).scan(
@@ -169,8 +299,6 @@ class MessageReader:
                 )
             ),
         )
-        key, data = rows[0]
-        return position_of(key), peek_row(key, data.get(MESSAGE_COLUMN))
 
     def _scan(self, start: bytes, stop: bytes, limit: int) -> list[tuple[bytes, bytes | None]]:
         """Rows as (key, their d:m cell or None)."""
@@ -224,8 +352,10 @@ class MessageReader:
         limit: int | None,
         transaction: Transaction | None,
         end: int | None = None,
-        stopped: list[int] | None = None,
+        stop: tuple[int, int] | None = None,
     ) -> Iterator[Message]:
+        """Messages from ``start``; ``end`` is the last position to read, and ``stop`` the
+        (position, index) of the first message not to return."""
         remaining = limit
         now = now_ms()
         first_chunk = CHUNK_ROWS if limit is None else min(limit, CHUNK_ROWS)  # every row holds a message or more
@@ -241,18 +371,17 @@ class MessageReader:
                 if pointer < 0 or transaction.is_invalid(pointer):
                     continue
                 if not transaction.is_visible(pointer):
-                    if stopped is not None:
-                        stopped.append(position)
                     return  # in progress or not yet committed for this reader: keep the order
             first_index = 0
             if position == start.position:
                 first_index = start.index if start.inclusive else start.index + 1
+            end_index = stop[1] if stop is not None and position == stop[0] else None
             if row.pointer:
-                messages = self._stored(topic, generation, abs(pointer), position, row, first_index)
+                messages = self._stored(topic, generation, abs(pointer), position, row, first_index, end_index)
             else:
                 messages = (
-                    Message(bytes(MessageId(generation, position, i)), payload, row.publish_time)
-                    for i, payload in enumerate(row.payloads)
+                    Message(encode_id(generation, position, i), payload, row.publish_time)
+                    for i, payload in enumerate(row.payloads[:end_index])
                     if i >= first_index
                 )
             for message in messages:
@@ -263,11 +392,24 @@ class MessageReader:
                         return
 
     def _stored(
-        self, topic: TopicId, generation: int, pointer: int, position: int, row: BatchRow, first_index: int
+        self,
+        topic: TopicId,
+        generation: int,
+        pointer: int,
+        position: int,
+        row: BatchRow,
+        first_index: int,
+        end_index: int | None = None,
     ) -> Iterator[Message]:
-        """The payload-table rows of a pointer row, in store order, from sequence ``first_index``."""
-        stop = past_last(pointer_prefix(topic, generation, pointer))
+        """The payload-table rows of a pointer row, in store order, from sequence ``first_index`` up to
+        (not including) ``end_index``."""
         sequence = max(first_index, 1)
+        if end_index is None:
+            stop = past_last(pointer_prefix(topic, generation, pointer))
+        elif end_index <= sequence:
+            return  # (HBase would read a scan from a key to the same key as a get of that row)
+        else:
+            stop = payload_key(topic, generation, pointer, end_index)
         while True:
             start = payload_key(topic, generation, pointer, sequence)
 
@@ -287,7 +429,7 @@ class MessageReader:
                         generation=generation,
                         position=position,
                     )
-                yield Message(bytes(MessageId(generation, position, seq)), payload, row.publish_time)
+                yield Message(encode_id(generation, position, seq), payload, row.publish_time)
                 sequence = seq + 1
             if len(rows) < PAYLOAD_CHUNK:
                 return

@@ -179,6 +179,15 @@ def peek(data: bytes) -> RowHeader:
     return _head(data)[0]
 
 
+def message_count(data: bytes) -> int | None:
+    """How many payloads a message cell holds inline (its payload count, read without the payloads),
+    or None for a pointer row, whose payloads are payload-table rows."""
+    head, offset = _head(data)
+    if head.flags & F_POINTER:
+        return None
+    return _U32.unpack_from(data, offset)[0]
+
+
 def check_cell(data: bytes) -> RowHeader:
     """The header of a message cell that decodes completely (what :meth:`BatchRow.decode` accepts),
     checked without copying its payloads; CorruptData saying what is wrong otherwise."""

@@ -1,20 +1,29 @@
-"""Spark (PySpark, local mode, JDK 17) against the real HBase and a real transaction server."""
+"""The ``tms`` Spark data source (PySpark 4, local mode, JDK 17) against the real HBase and a real
+transaction server; the streaming crash test runs its Spark driver as a process of its own."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
 import venv
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tms_hbase import MessagingClient, TmsError, TopicId
-from tms_hbase.spark import BulkPublish, Where, publish, read, use_current_python
+from tms_hbase import MessageId, MessagingClient, TmsError, TopicId
+from tms_hbase.spark import register, use_current_python
+from tms_hbase.spark.sink_state import COMMITTED, OPEN, PUBLISHING, SinkStates
 from tms_hbase.tx.client import TransactionClient
 
 from .test_tx_server import Server, free_port
 
 T = TopicId("spark", "events")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -28,132 +37,354 @@ def spark() -> Iterator[object]:
         .config("spark.ui.enabled", "false")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "4")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
+    register(session)
     yield session
     session.stop()
 
 
 @pytest.fixture
-def tx(tms_env: dict[str, str]) -> Iterator[TransactionClient]:
-    server = Server(tms_env, free_port()).start()
-    with TransactionClient(server.address) as client:
-        yield client
-    server.stop()
+def server(tms_env: dict[str, str]) -> Iterator[Server]:
+    s = Server(tms_env, free_port()).start()
+    yield s
+    s.stop()
 
 
 @pytest.fixture
-def where(hbase_address: str, prefix: str, monkeypatch: pytest.MonkeyPatch) -> Where:
-    monkeypatch.setenv("TMS_HBASE_THRIFT", hbase_address)  # the executors are forked from this process
-    monkeypatch.setenv("TMS_TABLE_PREFIX", prefix)
-    return Where(hbase_address, prefix)
+def tx(server: Server) -> Iterator[TransactionClient]:
+    with TransactionClient(server.address) as client:
+        yield client
 
 
-def committed(client: MessagingClient, tx: TransactionClient) -> list[bytes]:
+@pytest.fixture
+def options(hbase_address: str, prefix: str, server: Server) -> dict[str, str]:
+    """The data source options that point at this test's tables and transaction server."""
+    return {"thrift": hbase_address, "prefix": prefix, "txServer": server.address}
+
+
+def read(spark, topic: TopicId, options: dict[str, str], **more: object):
+    return spark.read.format("tms").options(**options, topic=str(topic), **{k: str(v) for k, v in more.items()}).load()
+
+
+def rows(df) -> list[tuple[bytes, int, bytes]]:
+    """(id, publish time in ms, payload) as the DataFrame holds them: its partitions are in topic order."""
+    selected = df.selectExpr("id", "unix_millis(publish_time) AS ms", "payload")
+    return [(bytes(r.id), r.ms, bytes(r.payload)) for r in selected.collect()]
+
+
+def write(df, topic: TopicId, options: dict[str, str], **more: object) -> None:
+    df.write.format("tms").options(**options, topic=str(topic), **{k: str(v) for k, v in more.items()}).mode(
+        "append"
+    ).save()
+
+
+def committed(client: MessagingClient, tx: TransactionClient, topic: TopicId = T) -> list[bytes]:
     reader = tx.start_short()
     try:
-        return [m.payload for m in client.fetch(T, transaction=reader)]
+        return [m.payload for m in client.fetch(topic, transaction=reader)]
     finally:
         tx.abort(reader)
 
 
 def test_workers_on_a_python_without_tms_hbase_fail_fast_with_a_clear_error(
-    spark, client: MessagingClient, where: Where, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    client.create_topic(T)
-    client.publish(T, [b"one"])
     venv.create(tmp_path / "bare", with_pip=False)  # what a machine's own python3 is: no tms-hbase in it
     monkeypatch.setattr(spark.sparkContext, "pythonExec", str(tmp_path / "bare" / "bin" / "python"))
     with pytest.raises(TmsError, match=r"cannot import tms_hbase .*use_current_python"):
-        read(spark, T, where=where)
+        register(spark)
 
 
-@pytest.mark.slow
-def test_a_million_messages_from_four_partitions_appear_at_once(
-    spark, client: MessagingClient, tx: TransactionClient, where: Where
+def test_batch_read_equals_sequential_fetch(
+    spark, client: MessagingClient, tx: TransactionClient, options: dict[str, str]
 ) -> None:
     client.create_topic(T)
-    total = 1_000_000
-    rdd = spark.sparkContext.range(0, total, numSlices=4).map(lambda i: b"m%07d" % i)
-    job = BulkPublish(T, tx, where=where, batch=5000)
-    job.start()
-    assert job.store(rdd) == total
-    assert committed(client, tx) == []  # stored, but no pointer row and the transaction is open
-    job.commit()
-    seen = committed(client, tx)
-    assert len(seen) == total and seen == [b"m%07d" % i for i in range(total)]  # partition order, no duplicates
+    for i in range(40):
+        client.publish(T, [b"p%02d-%d" % (i, j) for j in range(3)])
+    bulk = spark.range(0, 12_000, numPartitions=3).selectExpr("CAST(concat('bulk', id) AS BINARY) AS payload")
+    write(bulk, T, options)  # one pointer row of 12,000 messages, read in pieces
+    for i in range(40, 50):
+        client.publish(T, [b"p%02d" % i])
+    every = [(m.id, m.publish_time, m.payload) for m in client.fetch(T)]
+    assert len(every) == 40 * 3 + 12_000 + 10
+
+    whole = read(spark, T, options, partitions=5)
+    assert whole.rdd.getNumPartitions() > 5  # the position slices, and the bulk row split in pieces
+    assert rows(whole) == every
+
+    times = sorted({t for _, t, _ in every})
+    start, end = times[len(times) // 4], times[3 * len(times) // 4]
+    by_time = [m for m in every if start <= m[1] < end]
+    assert rows(read(spark, T, options, startingTime=start, endingTime=end, partitions=3)) == by_time
+
+    lo, hi = every[50][0], every[9_000][0]  # an id range that ends inside the bulk publish's row
+    by_id = [m for m in every if lo <= m[0] < hi]
+    assert rows(read(spark, T, options, startingId=lo.hex(), endingId=hi.hex().upper(), partitions=4)) == by_id
+    assert rows(read(spark, T, options, startingId=every[-5][0].hex())) == every[-5:]
+
+    blocker = tx.start_short()
+    client.publish(T, [b"in flight"], tx_write_pointer=blocker.write_pointer)
+    client.publish(T, [b"after it"])
+    transactional = read(spark, T, options, transactional="true", partitions=4)
+    assert rows(transactional) == every  # cut before the transaction in progress, as a fetch is
+    reader = tx.start_short()
+    assert [p for _, _, p in rows(transactional)] == [m.payload for m in client.fetch(T, transaction=reader)]
+    tx.abort(reader)
+    tx.can_commit(blocker, [])
+    tx.commit(blocker)
+    after = rows(read(spark, T, options, transactional="true"))
+    assert [p for _, _, p in after[-2:]] == [b"in flight", b"after it"]
 
 
-def test_a_job_failing_after_storing_leaves_nothing_visible(
-    spark, client: MessagingClient, tx: TransactionClient, where: Where
+def test_batch_write_is_one_transaction_visible_at_once(
+    spark, client: MessagingClient, tx: TransactionClient, options: dict[str, str]
+) -> None:
+    client.create_topic(T)
+    df = spark.range(0, 2500, numPartitions=3).selectExpr("concat('s', id) AS payload", "id")  # strings, and more
+    write(df, T, options, batchSize=300)
+    assert committed(client, tx) == [b"s%d" % i for i in range(2500)]  # in partition order
+    positions = [MessageId.decode(m.id).position for m in client.fetch(T)]
+    assert set(positions) == {1}  # one pointer row: it all became visible at once
+
+
+def test_a_failing_write_job_leaves_nothing_visible(
+    spark, client: MessagingClient, tx: TransactionClient, options: dict[str, str]
 ) -> None:
     client.create_topic(T)
     client.publish(T, [b"before"])
-
-    def explode(i: int) -> bytes:
-        if i == 1500:
-            raise RuntimeError("task failure after storing")
-        return b"x%d" % i
-
-    rdd = spark.sparkContext.range(0, 2000, numSlices=2).map(explode)
-    with pytest.raises(Exception, match="task failure after storing"):
-        publish(rdd, T, tx, where=where, batch=100)
+    # Partition 1's row 600 has no payload: each attempt stores its rows 0..499 (batchSize 100), then fails.
+    df = spark.range(0, 2000, numPartitions=2).selectExpr("IF(id = 1600, NULL, CAST(id AS STRING)) AS payload")
+    with pytest.raises(Exception, match="payload is null"):
+        write(df, T, options, batchSize=100)
+    aborted = max(tx.snapshot().invalid)  # the write's long transaction, invalid since the job failed
+    assert len(client.stored_sequences(T, 1, aborted, limit=5000)) >= 500  # partition 1 stored rows 0..499
     assert committed(client, tx) == [b"before"]
-    assert [m.payload for m in client.fetch(T)] == [b"before"]  # not even a pointer row
+    assert [m.payload for m in client.fetch(T)] == [b"before"]  # not even a pointer row for other readers
 
 
-def test_retried_tasks_do_not_duplicate(spark, client: MessagingClient, tx: TransactionClient, where: Where) -> None:
+def test_retried_tasks_do_not_duplicate(
+    spark, client: MessagingClient, tx: TransactionClient, options: dict[str, str]
+) -> None:
+    from pyspark.sql.functions import udf
+
     client.create_topic(T)
 
-    def flaky(i: int) -> bytes:
+    @udf("binary")
+    def flaky(i):  # (no type hints: PySpark would read them as a pandas UDF's)
         from pyspark import TaskContext
 
         if i % 1000 == 999 and TaskContext.get().attemptNumber() == 0:
             raise RuntimeError("first attempt dies after storing most of its partition")
         return b"r%04d" % i
 
-    rdd = spark.sparkContext.range(0, 4000, numSlices=4).map(flaky)
-    publish(rdd, T, tx, where=where, batch=100)
+    df = spark.range(0, 4000, numPartitions=4).select(flaky("id").alias("payload"))
+    write(df, T, options, batchSize=100)
     assert committed(client, tx) == [b"r%04d" % i for i in range(4000)]
 
 
-def test_dataframe_equals_sequential_fetch(spark, client: MessagingClient, tx: TransactionClient, where: Where) -> None:
+def test_bad_options_are_clear_errors(spark, client: MessagingClient, options: dict[str, str]) -> None:
     client.create_topic(T)
-    for i in range(40):
-        client.publish(T, [b"p%02d-%d" % (i, j) for j in range(3)])
-    publish(spark.createDataFrame([(b"bulk%d" % i,) for i in range(10)], ["payload"]), T, tx, where=where)
-    every = list(client.fetch(T))
-    times = sorted({m.publish_time for m in every})
+    assert read(spark, T, options).count() == 0  # (an empty topic is an empty read)
+    assert spark.read.format("tms").options(**options).load(str(T)).count() == 0  # the topic as load's path
+    df = spark.createDataFrame([(b"x",)], "payload binary")
+    with pytest.raises(Exception, match=r"unknown option.*starttime"):
+        read(spark, T, options, startTime=5).collect()
+    with pytest.raises(Exception, match="40 hex digits"):
+        read(spark, T, options, startingId="zz").collect()
+    with pytest.raises(Exception, match="does not exist"):
+        read(spark, TopicId("spark", "missing"), options).collect()
+    with pytest.raises(Exception, match="append-only"):
+        df.write.format("tms").options(**options, topic=str(T)).mode("overwrite").save()
+    with pytest.raises(Exception, match="column 'payload'"):
+        write(df.withColumnRenamed("payload", "body"), T, options)
+    with pytest.raises(Exception, match="are for reads"):
+        write(df, T, options, startingTime=1)
+    assert list(client.fetch(T)) == []
 
-    def rows(df) -> list[tuple]:
-        return [(bytes(r.id), r.publish_time, bytes(r.payload)) for r in df.orderBy("position", "index").collect()]
 
-    expected = [(m.id, m.publish_time, m.payload) for m in every]
-    assert rows(read(spark, T, where=where, partitions=5)) == expected
-    start, end = times[len(times) // 4], times[3 * len(times) // 4]
-    ranged = [(m.id, m.publish_time, m.payload) for m in every if start <= m.publish_time < end]
-    assert rows(read(spark, T, where=where, start_time=start, end_time=end, partitions=3)) == ranged
-    ids = [bytes(r.id) for r in read(spark, T, where=where, partitions=7).collect()]
-    assert sorted(ids) == [m.id for m in every]
-    lo, hi = every[20].id, every[110].id  # an id range, crossing the bulk-published pointer row
-    by_id = [(m.id, m.publish_time, m.payload) for m in every if lo <= m.id < hi]
-    assert rows(read(spark, T, where=where, start_message=lo, end_message=hi, partitions=4)) == by_id
-
+def test_transactional_stream_waits_for_the_transaction_in_progress(
+    spark, client: MessagingClient, tx: TransactionClient, options: dict[str, str], tmp_path: Path
+) -> None:
+    client.create_topic(T)
+    client.publish(T, [b"one", b"two"])
     blocker = tx.start_short()
     client.publish(T, [b"in flight"], tx_write_pointer=blocker.write_pointer)
-    client.publish(T, [b"after it"])
-    reader = tx.start_short()
-    assert rows(read(spark, T, where=where, transaction=reader, partitions=4)) == expected  # cut at the blocker
-    tx.abort(reader)
-    tx.abort(blocker)
+    for i in range(30):
+        client.publish(T, [b"later%02d" % i])
+    stream = spark.readStream.format("tms").options(
+        **options, topic=str(T), transactional="true", maxMessagesPerTrigger="7"
+    )
+    query = (
+        stream.load()
+        .writeStream.format("memory")
+        .queryName("txstream")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+        seen = [bytes(r.payload) for r in spark.sql("SELECT payload FROM txstream ORDER BY position, index").collect()]
+        assert seen == [b"one", b"two"]  # never past the first transaction in progress
+        tx.can_commit(blocker, [])
+        tx.commit(blocker)
+        query.processAllAvailable()
+        seen = [bytes(r.payload) for r in spark.sql("SELECT payload FROM txstream ORDER BY position, index").collect()]
+        assert seen == [b"one", b"two", b"in flight"] + [b"later%02d" % i for i in range(30)]
+        sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+        assert max(sizes) <= 7 and sum(sizes) == 33  # the read limit, and every message once
+    finally:
+        query.stop()
 
 
-def test_distributed_sweep_runs_regions_as_spark_tasks(spark, client: MessagingClient, where: Where) -> None:
+def test_a_stream_from_a_re_created_topic_is_refused(
+    spark, client: MessagingClient, options: dict[str, str], tmp_path: Path
+) -> None:
+    client.create_topic(T)
+    client.publish(T, [b"old"])
+    checkpoint = str(tmp_path / "ckpt")
+
+    def run() -> None:
+        stream = spark.readStream.format("tms").options(**options, topic=str(T)).load()
+        query = stream.writeStream.format("noop").option("checkpointLocation", checkpoint).start()
+        try:
+            query.processAllAvailable()
+        finally:
+            query.stop()
+
+    run()
+    client.delete_topic(T)
+    client.create_topic(T)
+    client.publish(T, [b"new"])
+    with pytest.raises(Exception, match="re-created"):
+        run()
+
+
+def test_stream_a_to_b_exactly_once_across_a_killed_driver(
+    client: MessagingClient, server: Server, tms_env: dict[str, str], tmp_path: Path
+) -> None:
+    a, b = TopicId("spark", "a"), TopicId("spark", "b")
+    client.create_topic(a)
+    client.create_topic(b)
+    sent = 0
+
+    def publish(batches: int) -> None:
+        nonlocal sent
+        for k in range(batches):
+            size = 1 + (k * 7) % 40
+            client.publish(a, [b"msg-%05d" % (sent + i) for i in range(size)])
+            sent += size
+
+    publish(100)
+    checkpoint = tmp_path / "ckpt"
+    env = {**tms_env, "PYTHONPATH": str(ROOT)}
+
+    def driver(mode: str) -> subprocess.Popen:
+        args = [str(a), str(b), str(checkpoint), server.address, "400", mode]
+        return subprocess.Popen([sys.executable, "-m", "tests.workers.spark_stream", *args], env=env, cwd=ROOT)
+
+    first = driver("run")
+    publisher = threading.Thread(target=publish, args=(100,))
+    try:
+        deadline = time.monotonic() + 240
+        while sum(1 for _ in client.fetch(b)) < 800:  # some micro-batches are committed in B
+            assert first.poll() is None, "the streaming driver died by itself"
+            assert time.monotonic() < deadline, "the stream did not write to B in time"
+            if not publisher.is_alive() and sent < 2500:
+                publisher.start()  # more input while the query runs
+            time.sleep(0.5)
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        if publisher.ident is not None:
+            publisher.join()
+    # The restart replays a micro-batch the sink has published: the natural one if the kill came while
+    # the sink published it; otherwise the last finished one, made to look unfinished (as if the driver had
+    # died after the sink's commit and before Spark's commit log; a batch in flight that published nothing
+    # is dropped from the offset log, as if the driver had died before logging it).
+    _, state = SinkStates(client, b, 1, _query_id(checkpoint)).get()
+    logged, finished = max(_batch_ids(checkpoint / "offsets")), max(_batch_ids(checkpoint / "commits"))
+    if not (state.batch == logged > finished and state.phase in (PUBLISHING, COMMITTED)):
+        assert state.batch >= finished and (state.batch, state.phase) != (finished, OPEN)
+        if logged > finished:
+            _forget(checkpoint / "offsets", logged)
+        _forget(checkpoint / "commits", finished)
+    publish(20)  # and more after the crash
+
+    second = driver("drain")
+    assert second.wait(timeout=300) == 0
+    expected = [m.payload.upper() for m in client.fetch(a)]
+    assert len(expected) == sent
+    got = [m.payload for m in client.fetch(b)]
+    assert got == expected  # every message once, in A's order
+    per_batch: dict[int, int] = {}
+    for m in client.fetch(b):
+        position = MessageId.decode(m.id).position
+        per_batch[position] = per_batch.get(position, 0) + 1
+    assert max(per_batch.values()) <= 400  # one pointer row per micro-batch, within maxMessagesPerTrigger
+
+
+@pytest.mark.parametrize("landed", [False, True], ids=["before-the-pointer-row", "after-the-pointer-row"])
+def test_a_replayed_micro_batch_whose_commit_was_cut_short_is_published_once(
+    client: MessagingClient, tx: TransactionClient, options: dict[str, str], landed: bool
+) -> None:
+    """The driver died in the sink's commit, after recording ``publishing``: before or after the pointer
+    row landed. Spark replays the micro-batch (its tasks store nothing and report no data); the commit
+    finds the row or publishes it, commits the transaction, and records the batch committed."""
+    from tms_hbase.spark.options import Options
+    from tms_hbase.spark.sink_state import SinkState
+    from tms_hbase.spark.writer import EXPLICIT_SEQUENCES, Stored, StreamWriter
+
+    client.create_topic(T)
+    client.publish(T, [b"earlier"])
+    query, batch = "query-1", 5
+    micro_batch = tx.start_long()
+    client.store(T, [b"a", b"b", b"c"], micro_batch.write_pointer, sequence=EXPLICIT_SEQUENCES)
+    states = SinkStates(client, T, 1, query)
+    state = SinkState.start(batch, "run-1", micro_batch).moved(PUBLISHING, tail=client.positions(T).last)
+    assert states.swap(None, state)
+    if landed:
+        client.publish(T, [], tx_write_pointer=micro_batch.write_pointer)
+    client.publish(T, [b"by someone else"])
+
+    writer = StreamWriter(Options.parse({**options, "topic": str(T)}).for_write(), 0)
+    replayed = [Stored(p, 0, 1, None, query, "run-2", batch) for p in range(2)]
+    writer.commit(replayed, batch)
+    assert states.get()[1].phase == COMMITTED
+    writer.commit(replayed, batch)  # and once more: a replay of a committed batch changes nothing
+    expected = (
+        [b"earlier", b"a", b"b", b"c", b"by someone else"]
+        if landed
+        else [b"earlier", b"by someone else", b"a", b"b", b"c"]
+    )
+    assert [m.payload for m in client.fetch(T)] == expected
+    assert committed(client, tx) == expected
+
+
+def _forget(folder: Path, batch: int) -> None:
+    for name in (str(batch), f".{batch}.crc"):
+        (folder / name).unlink(missing_ok=True)
+
+
+def _batch_ids(folder: Path) -> list[int]:
+    return [int(p.name) for p in folder.iterdir() if p.name.isdigit()] if folder.exists() else []
+
+
+def _query_id(checkpoint: Path) -> str:
+    import json
+
+    return json.loads((checkpoint / "metadata").read_text())["id"]
+
+
+def test_distributed_sweep_runs_regions_as_spark_tasks(
+    spark, client: MessagingClient, hbase_address: str, prefix: str
+) -> None:
     from compactor.regions import list_regions
+    from compactor.spark import sweep
     from compactor.state import SweepState
     from tms_hbase.rows import message_key
-    from tms_hbase.spark import sweep
 
     from ..hbase_admin import split_table
 
@@ -167,10 +398,15 @@ def test_distributed_sweep_runs_regions_as_spark_tasks(spark, client: MessagingC
     split_table(client.tables.messages, message_key(old, 1, 20))
     regions = list_regions(client.hbase, client.tables.messages)
     assert len(regions) >= 2
-    report = sweep(spark, where=where, partitions=3, grace_seconds=900)
+    report = sweep(spark, thrift=hbase_address, prefix=prefix, partitions=3, grace_seconds=900)
     assert report["messages_dropped"] == 40 and report["regions_swept"] == len(regions) + 1  # + payload table
     assert report["tx_snapshot_source"] == f"table {client.tables.txstate}"  # one source, not one per task
     assert report["tx_snapshot_age_seconds"] is not None and not report["invalid_list_skipped"]
     assert [m.payload for m in client.fetch(live)] == [b"l%d" % i for i in range(40)]
     records = SweepState(client.hbase, client.tables.txstate).records(client.tables.messages)
     assert all(records[r.start].completed for r in regions)
+
+
+def test_the_library_does_not_import_the_sweeper() -> None:
+    code = "import sys, tms_hbase.spark; assert not any(m.startswith('compactor') for m in sys.modules)"
+    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})

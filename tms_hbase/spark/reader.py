@@ -1,0 +1,231 @@
+"""Reading a topic with Spark: the batch reader, the stream reader, and the executors' side of both.
+
+The driver plans id ranges (:mod:`.planning`); each task fetches its range with
+:meth:`MessagingClient.fetch_range` and hands Spark Arrow record batches, not pickled rows.
+Stream offsets are ``{"generation", "position", "index"}``: the id of the next message to read.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.types import BinaryType, LongType, StructField, StructType, TimestampType
+
+from ..client import MessagingClient
+from ..errors import InvalidArgument
+from ..message_id import MessageId
+from ..reader import Message
+from ..tx import TransactionCodec
+from .options import Options
+from .planning import admit, batch_range, check_generation, first_unreadable, snapshot, split
+
+SCHEMA = StructType(
+    [
+        StructField("id", BinaryType(), False),
+        StructField("publish_time", TimestampType(), False),
+        StructField("payload", BinaryType(), False),
+        StructField("position", LongType(), False),
+        StructField("index", LongType(), False),
+    ]
+)
+BATCH_ROWS = 8192  # messages per Arrow record batch, at most
+BATCH_BYTES = 8 * 1024 * 1024  # payload bytes per record batch, about
+_ID = struct.Struct(">IQQ")
+
+
+class IdRange(InputPartition):
+    """One task's share of a read: message ids [start, end), and the encoded read snapshot if transactional."""
+
+    def __init__(self, start: bytes, end: bytes, tx: bytes | None) -> None:
+        super().__init__((start, end))
+        self.start, self.end, self.tx = start, end, tx
+
+
+def check_schema(schema: StructType | None) -> None:
+    """A user-given read schema must be the topic schema (Spark passes ours when none is given)."""
+    if schema is not None and schema != SCHEMA:
+        raise InvalidArgument(f"format 'tms' reads with its own schema {SCHEMA.simpleString()}, not {schema}")
+
+
+def read_range(options: Options, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    """On an executor: the messages of one id range as Arrow record batches."""
+    if not isinstance(partition, IdRange):
+        return  # Spark's stand-in partition of an empty read
+    tx = None if partition.tx is None else TransactionCodec.decode(partition.tx)
+    with options.client() as client:
+        yield from record_batches(client.fetch_range(options.topic, partition.start, partition.end, tx))
+
+
+def record_batches(messages: Iterator[Message]) -> Iterator[pa.RecordBatch]:
+    """Messages as record batches of :data:`SCHEMA` (position and index decoded from the id)."""
+    schema = to_arrow_schema(SCHEMA, timezone="UTC")
+    times_type = schema.field("publish_time").type
+    ids: list[bytes] = []
+    times: list[int] = []
+    payloads: list[bytes] = []
+    positions: list[int] = []
+    indexes: list[int] = []
+    size = 0
+    for message in messages:
+        _, position, index = _ID.unpack(message.id)
+        ids.append(message.id)
+        times.append(message.publish_time)
+        payloads.append(message.payload)
+        positions.append(position)
+        indexes.append(index)
+        size += len(message.payload)
+        if len(ids) == BATCH_ROWS or size >= BATCH_BYTES:
+            yield _batch(schema, times_type, ids, times, payloads, positions, indexes)
+            ids, times, payloads, positions, indexes, size = [], [], [], [], [], 0
+    if ids:
+        yield _batch(schema, times_type, ids, times, payloads, positions, indexes)
+
+
+def _batch(
+    schema: pa.Schema,
+    times_type: pa.DataType,
+    ids: list[bytes],
+    times: list[int],
+    payloads: list[bytes],
+    positions: list[int],
+    indexes: list[int],
+) -> pa.RecordBatch:
+    micros = pc.multiply(pa.array(times, pa.int64()), 1000).cast(times_type)  # publish times are ms
+    columns = [
+        pa.array(ids, pa.binary()),
+        micros,
+        pa.array(payloads, pa.binary()),
+        pa.array(positions, pa.int64()),
+        pa.array(indexes, pa.int64()),
+    ]
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+class BatchReader(DataSourceReader):
+    """``spark.read.format("tms")``: the topic's messages within the options' bounds, as of now."""
+
+    def __init__(self, options: Options, partitions: int) -> None:
+        self.options = options.for_batch()
+        self.default_partitions = partitions
+
+    def partitions(self) -> list[InputPartition]:
+        options = self.options
+        with options.client() as client:
+            start, end = batch_range(client, options)
+            tx = None
+            if options.transactional:  # the tail was read above, before the snapshot: see first_unreadable
+                tx = snapshot(options)
+                last = end.position if end.index > 0 else end.position - 1
+                cut = first_unreadable(client, options.topic, start.generation, start.position, last, tx)
+                if cut is not None:
+                    end = max(start, min(end, MessageId(start.generation, cut, 0)))
+            ranges = split(client, options.topic, start, end, options.partitions or self.default_partitions)
+        encoded = None if tx is None else TransactionCodec.encode(tx)
+        return [IdRange(bytes(a), bytes(b), encoded) for a, b in ranges]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return read_range(self.options, partition)
+
+
+def offset(message_id: MessageId) -> dict:
+    return {"generation": message_id.generation, "position": message_id.position, "index": message_id.index}
+
+
+def from_offset(value: dict) -> MessageId:
+    try:
+        return MessageId(int(value["generation"]), int(value["position"]), int(value["index"]))
+    except (KeyError, TypeError, ValueError):
+        raise InvalidArgument(f"not an offset of format 'tms': {value!r}") from None
+
+
+class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("tms")``: micro-batches of the messages published since the last one.
+
+    Lives in one driver-side process for the whole run of a query (a copy is pickled to the executors
+    for :meth:`read`, which uses only the options and the partition).
+    """
+
+    def __init__(self, options: Options, partitions: int) -> None:
+        self.options = options.for_stream()
+        self.default_partitions = partitions
+        self._client: MessagingClient | None = None
+        self._target: int | None = None  # Trigger.AvailableNow: the tail when the query started
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_client": None}
+
+    @property
+    def client(self) -> MessagingClient:
+        if self._client is None:
+            self._client = self.options.client()
+        return self._client
+
+    def initialOffset(self) -> dict:
+        options, topic = self.options, self.options.topic
+        positions = self.client.positions(topic)  # TopicNotFound here, when the query starts
+        generation = positions.generation
+        given = options.starting_id
+        if given is not None and given.generation > generation:
+            raise InvalidArgument(f"startingId is of generation {given.generation}; {topic} is at {generation}")
+        if given is not None and given.generation == generation:
+            return offset(given)
+        if options.starting_time is not None:
+            first = self.client.positions(topic, start_time=options.starting_time).first
+            return offset(MessageId(generation, first, 0))
+        if options.starting_offsets == "latest":
+            return offset(MessageId(generation, positions.last + 1, 0))
+        return offset(MessageId(generation, positions.first, 0))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        limit = self.options.max_messages_per_trigger
+        return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        begin = from_offset(start)
+        tail = self._tail(begin.generation)
+        tx = snapshot(self.options) if self.options.transactional else None  # after the tail: see admit
+        most = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        return offset(admit(self.client, self.options.topic, begin, tail, tx, most))
+
+    def reportLatestOffset(self) -> dict | None:
+        positions = self.client.positions(self.options.topic)
+        return offset(MessageId(positions.generation, positions.last + 1, 0))
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self.client.positions(self.options.topic).last
+
+    def _tail(self, generation: int) -> int:
+        check_generation(self.client, self.options.topic, generation)
+        tail = self.client.positions(self.options.topic).last
+        return tail if self._target is None else min(tail, self._target)
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        first, last = from_offset(start), from_offset(end)
+        if last <= first:
+            return []
+        check_generation(self.client, self.options.topic, first.generation)
+        # Nothing in [first, last) was in progress for the snapshot latestOffset took, so it is all
+        # committed or invalid for any later snapshot too: a fresh one reads the same (also on replay).
+        tx = snapshot(self.options) if self.options.transactional else None
+        encoded = None if tx is None else TransactionCodec.encode(tx)
+        count = self.options.partitions or self.default_partitions
+        ranges = split(self.client, self.options.topic, first, last, count)
+        return [IdRange(bytes(a), bytes(b), encoded) for a, b in ranges]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return read_range(self.options, partition)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to do: the offsets live in Spark's checkpoint, and the topic keeps its messages."""
+
+    def stop(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
