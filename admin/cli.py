@@ -10,25 +10,22 @@ from tms_hbase.installation import DEFAULT_TAIL_CACHE_SECONDS
 from .context import Settings, connection_options, pass_settings
 from .errors import EXIT_HELP, handle_errors
 from .hbase import hbase
+from .inspect import publish, stats, tail
+from .metrics import metrics
 from .output import emit, json_option
 from .settings import describe, describe_text, parse_seconds, settings, tail_cache_option
+from .subscriptions import sub
 from .sweeper import sweeper
 from .topics import topic
 from .tx import tx
 
 
-def _with_connection_options(func):
-    for option in reversed(connection_options):
-        func = option(func)
-    return func
-
-
 @click.group(epilog=EXIT_HELP, context_settings={"help_option_names": ["-h", "--help"]})
-@_with_connection_options
+@connection_options
 @click.version_option(__version__, prog_name="tms-admin")
 @click.pass_context
 def main(ctx: click.Context, thrift: str | None, prefix: str | None, timeout: float) -> None:
-    """Administer tms-hbase: topics, tables and a local HBase.
+    """Administer tms-hbase: topics, subscriptions, tables and a local HBase.
 
     Where HBase is comes from --thrift/--prefix or TMS_HBASE_THRIFT/TMS_TABLE_PREFIX.
     Every command takes --json for output that scripts can read.
@@ -42,15 +39,15 @@ def main(ctx: click.Context, thrift: str | None, prefix: str | None, timeout: fl
 @pass_settings
 @handle_errors
 def init(settings: Settings, tail_cache_seconds: str | None, as_json: bool) -> None:
-    """Create the messages, payloads, metadata and transaction-state tables (missing ones only) and
-    store the installation's tail-cache setting (see tms-admin settings)."""
+    """Create the messages, payloads, metadata, transaction-state and subscriptions tables (missing ones
+    only) and store the installation's tail-cache setting (see tms-admin settings)."""
     seconds = None if tail_cache_seconds is None else parse_seconds(tail_cache_seconds)
     with settings.client() as client:
         created = client.init_tables()
         setting = client.tail_cache_setting()
         if seconds is not None or setting is None:
             setting = client.set_tail_cache_seconds(DEFAULT_TAIL_CACHE_SECONDS if seconds is None else seconds)
-        data = {"prefix": client.tables.prefix, "tables": client.tables.all(), "created": created}
+        data = {"prefix": client.installation.prefix, "tables": client.installation.names.all(), "created": created}
         data.update(describe(setting))
 
     def human(d: dict) -> str:
@@ -60,7 +57,11 @@ def init(settings: Settings, tail_cache_seconds: str | None, as_json: bool) -> N
     emit(as_json, data, human)
 
 
+for command in (tail, publish, stats):
+    topic.add_command(command)
 main.add_command(topic)
+main.add_command(sub)
+main.add_command(metrics)
 main.add_command(hbase)
 main.add_command(tx)
 main.add_command(sweeper)

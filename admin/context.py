@@ -1,4 +1,5 @@
-"""Connection options shared by every tms-admin command that talks to HBase."""
+"""Where the installation is, for every tms-admin command that talks to HBase (the library's shared
+connection options: --thrift, --prefix, --timeout)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from dataclasses import dataclass
 import click
 
 from tms_hbase import MessagingClient
-from tms_hbase.config import PREFIX_ENV, THRIFT_ENV
+from tms_hbase.cli_options import config_from_options, connection_options
+
+__all__ = ["Settings", "connection_options", "pass_settings"]
 
 
 @dataclass
@@ -19,31 +22,7 @@ class Settings:
     timeout: float
 
     def client(self) -> MessagingClient:
-        return MessagingClient(self.thrift, self.prefix, timeout=self.timeout)
+        return MessagingClient(config=config_from_options(self.thrift, self.prefix, self.timeout))
 
-
-connection_options = [
-    click.option(
-        "--thrift",
-        metavar="HOST:PORT",
-        envvar=THRIFT_ENV,
-        show_envvar=True,
-        help="HBase Thrift gateway [default: 127.0.0.1:9090].",
-    ),
-    click.option(
-        "--prefix",
-        envvar=PREFIX_ENV,
-        show_envvar=True,
-        help="Table-name prefix of this tms-hbase installation [default: tms].",
-    ),
-    click.option(
-        "--timeout",
-        type=click.FloatRange(min=0.1),
-        default=10.0,
-        show_default=True,
-        help="Seconds any one HBase operation may take, however slowly HBase answers (a deadline, "
-        "not a limit per socket read); exit code 5 when it passes.",
-    ),
-]
 
 pass_settings = click.make_pass_decorator(Settings)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from compactor.status import describe, sweeper_state
+from tms_hbase.sweep_status import describe, sweeper_state
 
 from .context import Settings, pass_settings
 from .errors import handle_errors
@@ -25,5 +25,5 @@ def state(settings: Settings, as_json: bool) -> None:
     invalid-list pruning, and the global prune bound."""
     with settings.client() as client:
         client.require_installation()
-        data = sweeper_state(client.hbase, client.tables)
+        data = sweeper_state(client.installation)
     emit(as_json, data, describe)

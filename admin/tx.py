@@ -7,11 +7,11 @@ import signal
 
 import click
 
-from compactor.pruning import GRACE_S, MAX_LIFETIME_S, plan
 from tms_hbase.clock import now_ms
 from tms_hbase.errors import InvalidArgument
 from tms_hbase.tx.client import DEFAULT_TX_SERVER, TX_ENV, TransactionClient
 from tms_hbase.tx.listener import listen
+from tms_hbase.tx.pruning import GRACE_S, MAX_LIFETIME_S, plan
 from tms_hbase.tx.server import DurableManager, TransactionServer
 from tms_hbase.tx.snapshot import TransactionSnapshot
 from tms_hbase.tx.state_store import StateStore
@@ -56,7 +56,7 @@ def _state(settings: Settings, tx_server: str | None, from_hbase: bool) -> Trans
     if from_hbase:
         with settings.client() as client:
             client.require_installation()
-            return StateStore(client.hbase, client.tables.txstate).recover().snapshot(0)
+            return StateStore(client.installation.txstate).recover().snapshot(0)
     with TransactionClient(tx_server, timeout=settings.timeout) as tx:
         return tx.snapshot()
 
@@ -108,7 +108,7 @@ def serve(
     listener = listen(bind, port)
     with settings.client() as client:
         client.init_tables()
-        durable = DurableManager(StateStore(client.hbase, client.tables.txstate), short_timeout=short_timeout)
+        durable = DurableManager(StateStore(client.installation.txstate), short_timeout=short_timeout)
         server = TransactionServer(
             durable, listener, cleanup_interval=cleanup_interval, snapshot_interval=snapshot_interval
         )
@@ -223,7 +223,7 @@ def prune(settings: Settings, tx_server: str | None, max_lifetime: float, dry_ru
     with settings.client() as client, TransactionClient(tx_server, timeout=settings.timeout) as tx_client:
         client.require_installation()
         invalid = tx_client.snapshot().invalid  # the server's own list: ours or any Tephra-compatible one
-        result = plan(client.hbase, client.tables, now_ms(), max_lifetime, invalid).as_dict()
+        result = plan(client.installation, now_ms(), max_lifetime, invalid).as_dict()
         result["pruned"] = []
         if result["prunable"] and not dry_run:
             tx_client.truncate_invalid(result["prunable"])

@@ -72,7 +72,7 @@ def run(settings: Settings) -> Result:
             return count / elapsed
 
         # fresh table handles: the raw connection may have been reopened after the setup
-        table, messages_table = conn.table(raw_name), conn.table(client.tables.messages)
+        table, messages_table = conn.table(raw_name), conn.table(client.installation.messages.name)
         topic_prefix = topic.key
 
         def cell_round() -> float:

@@ -189,7 +189,7 @@ def run(settings: Settings) -> Result:
     pooled: dict[str, list[float]] = {"tms": [], "raw": []}
     with bench_tables(settings, "lat") as (client, conn, raw_name), Workers(2) as workers:
         create_raw_table(conn, raw_name)
-        prefix = client.tables.prefix
+        prefix = client.installation.prefix
         try:
             for r in range(settings.rounds):
                 for kind in ("tms", "raw") if r % 2 == 0 else ("raw", "tms"):

@@ -50,12 +50,12 @@ def run(settings: Settings) -> Result:
         raw_put_batch(table, prefix, 0, batch)
 
         def tms_round() -> float:
-            calls = client.hbase.calls
+            calls = client.installation.calls
             start = time.perf_counter()
             for _ in range(batches):
                 client.publish(topic, batch)
             elapsed = time.perf_counter() - start
-            calls_per_publish.append((client.hbase.calls - calls) / batches)
+            calls_per_publish.append((client.installation.calls - calls) / batches)
             return batches * BATCH / elapsed
 
         joined = b"".join(batch)

@@ -8,7 +8,7 @@ server out of memory. The time per read does grow with the batch row's size (doc
 Then ``fetch(topic, start_time=t, limit=1)`` for random t between the first and last publish time.
 Each seek is checked: the message returned is at or after t and the batch
 row before it is before t. Counted per seek: the client's own count of HBase calls
-(``client.hbase.calls``, one per borrowed connection: a get, or a whole scan) and the Thrift
+(``client.installation.calls``, one per borrowed connection: a get, or a whole scan) and the Thrift
 requests actually sent (a scan is open + fetch + close). Reference: one raw happybase get of one
 of these rows.
 """
@@ -54,7 +54,7 @@ def run(settings: Settings) -> Result:
         setup = time.perf_counter() - start
         progress(f"seek setup: {total:,} messages in {setup:.1f} s")
         generation = client.get_topic(topic).generation
-        table = conn.table(client.tables.messages)
+        table = conn.table(client.installation.messages.name)
 
         def row_time(position: int) -> int:
             return BatchRow.decode(table.row(message_key(topic, generation, position))[MESSAGE_COLUMN]).publish_time
@@ -71,11 +71,11 @@ def run(settings: Settings) -> Result:
             r_calls, r_ms = [], []
             for _ in range(SEEKS_PER_ROUND):
                 t = rng.randint(first + 1, last)
-                before_calls, before_rpcs = client.hbase.calls, RpcCounter.count
+                before_calls, before_rpcs = client.installation.calls, RpcCounter.count
                 t0 = time.perf_counter()
                 found = list(client.fetch(topic, start_time=t, limit=1))
                 elapsed = (time.perf_counter() - t0) * 1000
-                calls.append(client.hbase.calls - before_calls)
+                calls.append(client.installation.calls - before_calls)
                 rpcs.append(RpcCounter.count - before_rpcs)
                 times.append(elapsed)
                 r_calls.append(calls[-1])

@@ -90,8 +90,8 @@ def run(settings: Settings) -> Result:
     result.samples = s
     try:
         with bench_tables(settings, "spk") as (client, raw, raw_name):
-            proc, tx_address = start_tx_server(settings, client.tables.prefix)
-            options = {"thrift": settings.address, "prefix": client.tables.prefix, "txServer": tx_address}
+            proc, tx_address = start_tx_server(settings, client.installation.prefix)
+            options = {"thrift": settings.address, "prefix": client.installation.prefix, "txServer": tx_address}
             try:
                 # Untimed: the first job of a session starts Spark's Python workers and loads the classes.
                 _batch_round(spark, client, raw, f"{raw_name}w", options, "w", 2000, {k: [] for k in s})

@@ -18,7 +18,7 @@ PAYLOAD = b"x" * 100  # one small message per row: the sweeper's cost is per row
 def _fill(client, topic, rows: int) -> None:
     writer = uuid.uuid4().bytes
     now = int(time.time() * 1000)
-    table = client.tables.messages
+    table = client.installation.messages.name
     for first in range(1, rows + 1, 5000):
 
         def put(conn, first: int = first) -> None:
@@ -27,19 +27,19 @@ def _fill(client, topic, rows: int) -> None:
                     row = BatchRow(now, writer, pos, (PAYLOAD,))
                     b.put(message_key(topic, 1, pos), {MESSAGE_COLUMN: row.encode()})
 
-        client.hbase.run("bench fill", put)
+        client.installation.hbase.run("bench fill", put)
 
 
 def _raw_scan(client) -> int:
     def scan(conn) -> int:
-        return sum(1 for _ in conn.table(client.tables.messages).scan(batch_size=1000))
+        return sum(1 for _ in conn.table(client.installation.messages.name).scan(batch_size=1000))
 
-    return client.hbase.run("bench raw scan", scan)
+    return client.installation.hbase.run("bench raw scan", scan)
 
 
 def _raw_scan_and_delete(client) -> int:
     """What deleting the same rows costs without the sweeper: scan in 1,000s, one mutateRows each."""
-    table = client.tables.messages
+    table = client.installation.messages.name
 
     def sweep(conn) -> int:
         done, keys = 0, []
@@ -55,7 +55,7 @@ def _raw_scan_and_delete(client) -> int:
                 b.delete(k)
         return done + len(keys)
 
-    return client.hbase.run("bench raw scan and delete", sweep)
+    return client.installation.hbase.run("bench raw scan and delete", sweep)
 
 
 def run(settings: Settings) -> Result:
@@ -77,11 +77,11 @@ def run(settings: Settings) -> Result:
             assert _raw_scan(client) == rows
             raw_rates.append(rows / (time.monotonic() - started))
 
-            dry = Sweeper(client.hbase, client.tables, dry_run=True).sweep_once()
+            dry = Sweeper(client.installation, dry_run=True).sweep_once()
             assert dry.messages_dropped == rows
             dry_rates.append(rows / dry.seconds)
 
-            real = Sweeper(client.hbase, client.tables).sweep_once()
+            real = Sweeper(client.installation).sweep_once()
             assert real.messages_dropped == rows and _raw_scan(client) == 0
             real_rates.append(rows / real.seconds)
 

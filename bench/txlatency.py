@@ -89,7 +89,7 @@ def run(settings: Settings) -> Result:
     )
     p50s, p99s, pooled, lost = [], [], [], 0
     with bench_tables(settings, "txl") as (client, _raw, _raw_name):
-        proc, tx_address = start_tx_server(settings, client.tables.prefix)
+        proc, tx_address = start_tx_server(settings, client.installation.prefix)
         try:
             for r in range(settings.rounds):
                 topic = str(new_topic(client, f"txl{r}"))

@@ -562,14 +562,15 @@ def _paced(
     """publish→visible of :data:`WRITERS` paced writers (1,000 msg/s in all) seen by one tailing reader."""
     duration = settings.pick(10.0, 5.0)
     start_at = time.time() + 1.0
-    prefix = client.tables.prefix
+    prefix = client.installation.prefix
     for i in range(WRITERS):
         workers.submit(
             i, write_for, settings.address, prefix, raw_name, kind, i, topic, start_at, duration, PACED_INTERVAL
         )
     if kind == "tms":
         topic_id = TopicId.parse(topic)
-        table, key_prefix = client.tables.messages, generation_prefix(topic_id, client.get_topic(topic_id).generation)
+        generation = client.get_topic(topic_id).generation
+        table, key_prefix = client.installation.messages.name, generation_prefix(topic_id, generation)
     else:
         table, key_prefix = raw_name, f"{kind}:{topic}:".encode()
     latencies, _ = tail_latencies(raw.conn, table, key_prefix, start_at, start_at + duration + 1.0)
@@ -591,7 +592,7 @@ def run(settings: Settings) -> Result:
     visible: dict[str, list[float]] = {}
     with bench_tables(settings, "wd") as (client, raw, raw_name), Workers(WRITERS) as workers:
         create_raw_table(raw, raw_name)
-        prefix = client.tables.prefix
+        prefix = client.installation.prefix
         try:
             for r in range(settings.rounds):
                 for kind, count in plan if r % 2 == 0 else list(reversed(plan)):

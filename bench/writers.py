@@ -54,7 +54,7 @@ def write_for(
     if topic is not None:
         client.get_topic(topic)  # connection open and metadata cached before the clock starts
     key_prefix = f"raw:{worker}:{start_at}:".encode()
-    calls = client.hbase.calls
+    calls = client.installation.calls
     wait_until(start_at)
     end_at = start_at + duration
     count = 0
@@ -64,7 +64,7 @@ def write_for(
         else:
             raw_put_batch(table, key_prefix, count * BATCH, batch)
         count += 1
-    return count * BATCH, time.time(), client.hbase.calls - calls, count
+    return count * BATCH, time.time(), client.installation.calls - calls, count
 
 
 def close_all() -> None:
@@ -99,7 +99,7 @@ def run(settings: Settings) -> Result:
     calls: dict[str, list[float]] = {"tms1": [], "tms4": []}
     with bench_tables(settings, "wr") as (client, conn, raw_name), Workers(WRITERS) as workers:
         create_raw_table(conn, raw_name)
-        prefix = client.tables.prefix
+        prefix = client.installation.prefix
         trials = [("tms", 1), ("tms", WRITERS), ("raw", 1), ("raw", WRITERS)]
         try:
             for r in range(settings.rounds):

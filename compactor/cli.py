@@ -5,45 +5,28 @@ from __future__ import annotations
 import json
 import logging
 import signal
-import sys
 import threading
 import time
 import tomllib
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
-from tms_hbase import MessagingClient
-from tms_hbase.config import PREFIX_ENV, THRIFT_ENV
+from tms_hbase import MessagingClient, __version__
+from tms_hbase.cli_options import CONNECTION_OPTIONS, config_from_options, fail, with_options
 from tms_hbase.errors import InstallationNotFound, TmsError
-from tms_hbase.exit_codes import EXIT_HELP, exit_code
+from tms_hbase.exit_codes import EXIT_HELP
+from tms_hbase.sweep_status import describe, sweeper_state
 from tms_hbase.tx.snapshot_source import DEFAULT_MAX_AGE_SECONDS, ServerSnapshots
 
 from .metrics import SweeperMetrics
-from .status import describe, sweeper_state
 from .sweep import DEFAULT_GRACE_SECONDS, Sweeper, SweepReport
 
 log = logging.getLogger("compactor")
 
 connection = [
-    click.option(
-        "--thrift",
-        metavar="HOST:PORT",
-        envvar=THRIFT_ENV,
-        show_envvar=True,
-        help="HBase Thrift gateway [default: 127.0.0.1:9090].",
-    ),
-    click.option("--prefix", envvar=PREFIX_ENV, show_envvar=True, help="Table-name prefix [default: tms]."),
-    click.option(
-        "--timeout",
-        type=click.FloatRange(min=0.1),
-        default=10.0,
-        show_default=True,
-        help="Seconds any one HBase call may take (a chunk's scan, a batch of deletes), however slowly "
-        "HBase answers; raise it, or lower --chunk-rows, for very large rows.",
-    ),
+    *CONNECTION_OPTIONS,
     click.option("--json", "as_json", is_flag=True, help="Print reports as JSON lines."),
 ]
 sweeping = [
@@ -123,15 +106,6 @@ sweeping = [
 ]
 
 
-def _add(options: list) -> Callable:
-    def decorate(func: Callable) -> Callable:
-        for option in reversed(options):
-            func = option(func)
-        return func
-
-    return decorate
-
-
 def _load_config(ctx: click.Context, _param: click.Parameter, path: str | None) -> None:
     """Defaults for every command from a TOML file (keys as the long options, '-' or '_')."""
     if path is None:
@@ -170,8 +144,7 @@ def _sweeper(
     client: MessagingClient, options: dict[str, Any], timeout: float, metrics: SweeperMetrics | None = None
 ) -> Sweeper:
     return Sweeper(
-        client.hbase,
-        client.tables,
+        client.installation,
         grace_seconds=options["grace"],
         dry_run=options["dry_run"],
         owner=options["owner"],
@@ -179,8 +152,8 @@ def _sweeper(
         max_rows_per_second=options["max_rows_per_second"],
         compact_after=options["compact_after"],
         chunk_rows=options["chunk_rows"],
-        metadata_refresh=options["metadata_refresh"],
-        snapshot_refresh=options["snapshot_refresh"],
+        metadata_refresh_seconds=options["metadata_refresh"],
+        snapshot_refresh_seconds=options["snapshot_refresh"],
         max_snapshot_age=options["max_snapshot_age"],
         tx_source=ServerSnapshots(options["tx_server"], timeout=timeout) if options["tx_server"] else None,
         metrics=metrics,
@@ -189,18 +162,13 @@ def _sweeper(
 
 def _client(thrift: str | None, prefix: str | None, timeout: float) -> MessagingClient:
     """A client on an installation that must exist already (the sweeper never creates tables)."""
-    client = MessagingClient(thrift, prefix, timeout=timeout, create_tables=False)
+    client = MessagingClient(config=config_from_options(thrift, prefix, timeout), create_tables=False)
     try:
         client.require_installation()
     except TmsError:
         client.close()
         raise
     return client
-
-
-def _fail(error: TmsError) -> NoReturn:
-    click.echo(f"error: {error}", err=True)
-    sys.exit(exit_code(error))
 
 
 @click.group(epilog=EXIT_HELP, context_settings={"help_option_names": ["-h", "--help"]})
@@ -212,6 +180,7 @@ def _fail(error: TmsError) -> NoReturn:
     is_eager=True,
     help="TOML file with defaults for the options below (flags and env win).",
 )
+@click.version_option(__version__, prog_name="tms-sweeper")
 def main() -> None:
     """The tms-hbase sweeper: what HBase coprocessors do at compaction in CDAP, from a process.
 
@@ -225,7 +194,7 @@ def main() -> None:
 
 
 @main.command()
-@_add(connection + sweeping)
+@with_options(connection + sweeping)
 def once(thrift: str | None, prefix: str | None, timeout: float, as_json: bool, **options: Any) -> None:
     """Sweep every region once and print what was done."""
     try:
@@ -236,11 +205,11 @@ def once(thrift: str | None, prefix: str | None, timeout: float, as_json: bool, 
             finally:
                 sweeper.close()
     except TmsError as error:
-        _fail(error)
+        fail(error)
 
 
 @main.command()
-@_add(connection + sweeping)
+@with_options(connection + sweeping)
 @click.option(
     "--interval",
     type=click.FloatRange(min=0.1),
@@ -269,9 +238,9 @@ def run(
     stop = threading.Event()
     metrics = SweeperMetrics()
     try:
-        client = MessagingClient(thrift, prefix, timeout=timeout, create_tables=False)
+        client = MessagingClient(config=config_from_options(thrift, prefix, timeout), create_tables=False)
     except TmsError as error:
-        _fail(error)
+        fail(error)
     if metrics_port:
         metrics.serve(metrics_port)
         log.info("metrics on http://127.0.0.1:%d/metrics", metrics_port)
@@ -280,7 +249,7 @@ def run(
             client.require_installation()
             sweeper = _sweeper(client, options, timeout, metrics)  # refuses a grace below the installation's minimum
         except TmsError as error:
-            _fail(error)
+            fail(error)
 
         def shutdown(*_: object) -> None:
             stop.set()
@@ -294,7 +263,7 @@ def run(
                 client.require_installation()
                 _print(sweeper.sweep_once(), as_json)
             except InstallationNotFound as error:
-                _fail(error)
+                fail(error)
             except TmsError as error:
                 log.error("sweep failed, will try again: %s", error)
             stop.wait(max(0.0, interval - (time.monotonic() - began)))
@@ -303,12 +272,12 @@ def run(
 
 
 @main.command()
-@_add(connection)
+@with_options(connection)
 def status(thrift: str | None, prefix: str | None, timeout: float, as_json: bool) -> None:
     """Per-region sweep records, the regions blocking invalid-list pruning, and the global bound."""
     try:
         with _client(thrift, prefix, timeout) as client:
-            state = sweeper_state(client.hbase, client.tables)
+            state = sweeper_state(client.installation)
     except TmsError as error:
-        _fail(error)
+        fail(error)
     click.echo(json.dumps(state, indent=2, sort_keys=True) if as_json else describe(state))

@@ -17,7 +17,7 @@ def _sweep_partition(
     thrift: str | None, prefix: str | None, options: dict[str, Any], regions: Iterable
 ) -> Iterator[dict]:
     with MessagingClient(thrift, prefix, create_tables=False) as client:
-        yield Sweeper(client.hbase, client.tables, **options).sweep_regions(list(regions)).as_dict()
+        yield Sweeper(client.installation, **options).sweep_regions(list(regions)).as_dict()
 
 
 def sweep(
@@ -31,7 +31,7 @@ def sweep(
     """
     check_workers(spark)
     with MessagingClient(thrift, prefix, create_tables=False) as client:
-        regions = Sweeper(client.hbase, client.tables).regions()
+        regions = Sweeper(client.installation).regions()
     slices = max(1, min(len(regions), partitions or spark.sparkContext.defaultParallelism))
     reports = (
         spark.sparkContext.parallelize(regions, slices)
@@ -49,11 +49,9 @@ def _add_up(reports: list[dict], *, dry_run: bool) -> SweepReport:
                 setattr(total, key, getattr(total, key) or value)
             elif key == "invalid_transactions":
                 total.invalid_transactions = max(total.invalid_transactions, value)
-            elif key == "tx_snapshot_source":  # the same source in every task
-                total.tx_snapshot_source = total.tx_snapshot_source or value
-            elif key == "tx_snapshot_age_seconds":  # the oldest view any task used (None: none had one)
-                ages = [age for age in (total.tx_snapshot_age_seconds, value) if age is not None]
-                total.tx_snapshot_age_seconds = max(ages, default=None)
+            elif value is None or isinstance(value, str) or key == "tx_snapshot_age_seconds":
+                if value not in (None, ""):  # where the transaction state came from, and its age
+                    setattr(total, key, value)
             else:
                 setattr(total, key, getattr(total, key) + value)
     return total

@@ -3,6 +3,7 @@ checkpoint, throttled, applying the rules of ``rules.py`` to every row."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -11,23 +12,23 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
+from tms_hbase.args import renamed
 from tms_hbase.clock import now_ms
-from tms_hbase.connection import HBaseConnection, mutation
-from tms_hbase.errors import InvalidArgument, TmsError
+from tms_hbase.errors import InvalidArgument, LeaseLost
 from tms_hbase.installation import InstallationStore, check_grace, sweeper_tail_cache
 from tms_hbase.integrity import RowCheck, check_message_row, check_payload_row
 from tms_hbase.metadata import MetadataStore
 from tms_hbase.row_time import check_row_time
 from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, position_of, split_key, with_tx_pointer
-from tms_hbase.tables import TableNames
+from tms_hbase.storage import Installation, Region, Row, Table
+from tms_hbase.sweep_state import RegionRecord, SweepState
 from tms_hbase.topic import TopicId, TopicMetadata
+from tms_hbase.tx.pruning import prune_upper_bound
 from tms_hbase.tx.snapshot_source import DEFAULT_MAX_AGE_SECONDS, SnapshotKeeper, SnapshotSource, StoredSnapshots
 
 from .metrics import SweeperMetrics
-from .pruning import prune_upper_bound
-from .regions import Region, list_regions
 from .rules import Verdict, dead_generation, message_verdict, payload_verdict
-from .state import RegionRecord, SweepState
+from .subscriptions import sweep_subscriptions
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,7 @@ class SweepReport:
     compactions: int = 0
     corrupt_rows: int = 0  # rows that do not decode: left in place, logged and counted
     corrupt: list[dict] = field(default_factory=list)  # the first REPORTED_CORRUPT_ROWS of them
+    subscriptions_dropped: int = 0  # subscription rows of dead generations
     stopped: bool = False  # interrupted by a stop request; the checkpoints hold the place
     dry_run: bool = False
     seconds: float = 0.0
@@ -95,8 +97,7 @@ class Sweeper:
 
     def __init__(
         self,
-        hbase: HBaseConnection,
-        tables: TableNames,
+        installation: Installation,
         *,
         grace_seconds: float = DEFAULT_GRACE_SECONDS,
         dry_run: bool = False,
@@ -106,16 +107,17 @@ class Sweeper:
         max_rows_per_second: float | None = None,
         compact_after: int = 10_000,
         chunk_rows: int = CHUNK,
-        metadata_refresh: float = 30.0,
-        snapshot_refresh: float = 30.0,
+        metadata_refresh_seconds: float | None = None,
+        snapshot_refresh_seconds: float | None = None,
         max_snapshot_age: float = DEFAULT_MAX_AGE_SECONDS,
         tx_source: SnapshotSource | None = None,
         metrics: SweeperMetrics | None = None,
+        metadata_refresh: float | None = None,
+        snapshot_refresh: float | None = None,
     ) -> None:
         if isinstance(grace_seconds, bool) or not isinstance(grace_seconds, (int, float)) or not grace_seconds >= 0:
             raise InvalidArgument(f"bad grace {grace_seconds!r}: expected seconds >= 0")
-        self.hbase = hbase
-        self.tables = tables
+        self.installation = installation
         self.grace_seconds = grace_seconds
         self.grace_ms = int(grace_seconds * 1000)
         self.dry_run = dry_run
@@ -125,16 +127,22 @@ class Sweeper:
         self.max_rows_per_second = max_rows_per_second
         self.compact_after = compact_after
         self.chunk_rows = chunk_rows
-        self.metadata_refresh = metadata_refresh
+        # seconds after which topic metadata and the transaction state are re-read (the names without
+        # the unit are the older spelling, still accepted)
+        self.metadata_refresh = renamed(
+            "metadata_refresh_seconds", metadata_refresh_seconds, "metadata_refresh", metadata_refresh, 30.0
+        )
         self.tx_snapshots = SnapshotKeeper(
-            tx_source or StoredSnapshots(hbase, tables.txstate, clock),
-            refresh_seconds=snapshot_refresh,
+            tx_source or StoredSnapshots(installation.txstate, clock),
+            refresh_seconds=renamed(
+                "snapshot_refresh_seconds", snapshot_refresh_seconds, "snapshot_refresh", snapshot_refresh, 30.0
+            ),
             max_age_seconds=max_snapshot_age,
         )
         self.metrics = metrics or SweeperMetrics()
-        self.metadata = MetadataStore(hbase, tables.metadata)
-        self.state = SweepState(hbase, tables.txstate)
-        self.installation = InstallationStore(hbase, tables.metadata)
+        self.metadata = MetadataStore(installation.metadata)
+        self.state = SweepState(installation.txstate)
+        self.settings = InstallationStore(installation.metadata)
         self.check_installation()  # refuse an unsafe grace before anything is swept
         self._stop = threading.Event()
         self._deleter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-deletes")
@@ -143,7 +151,7 @@ class Sweeper:
         """Check the grace against the installation's tail-cache setting (InvalidArgument, naming the
         minimum, if it is too small); returns the clock-skew bound to use, in ms."""
         now = self.clock()
-        setting = self.installation.read()
+        setting = self.settings.read()
         check_grace(self.grace_seconds, setting, now)
         return sweeper_tail_cache(setting, now) * 1000
 
@@ -156,7 +164,7 @@ class Sweeper:
         for check in found.corrupt:
             if check.key not in context.corrupt_topics:
                 context.corrupt_topics.add(check.key)
-                self._quarantine(check, self.tables.metadata, context)
+                self._quarantine(check, self.installation.metadata.name, context)
 
     def _load_tx_state(self, context: _Context, force: bool = False) -> None:
         """The invalid list and prune bound from the snapshot source (refreshed when due). A view that is
@@ -207,10 +215,10 @@ class Sweeper:
     def _report_lag(self) -> None:
         """Seconds since each region's last complete sweep, for the region-lag gauge."""
         now = self.clock()
-        for table in (self.tables.messages, self.tables.payloads):
-            for start, record in self.state.records(table).items():
+        for table in (self.installation.messages, self.installation.payloads):
+            for start, record in self.state.records(table.name).items():
                 if record.completed is not None:
-                    label = f"{table}[{start.hex() or '-'}..)"
+                    label = f"{table.name}[{start.hex() or '-'}..)"
                     self.metrics.region_lag.labels(label).set(max(0, now - record.completed) / 1000)
 
     def close(self) -> None:
@@ -223,13 +231,18 @@ class Sweeper:
 
     def regions(self) -> list[Region]:
         """The work units of a sweep: every region of the message table, then of the payload table."""
-        return [r for table in (self.tables.messages, self.tables.payloads) for r in list_regions(self.hbase, table)]
+        return [r for table in (self.installation.messages, self.installation.payloads) for r in table.regions()]
 
     def sweep_once(self) -> SweepReport:
         """Sweep every region of both tables once; topic metadata and the transaction state are
         re-read during the sweep when older than their refresh intervals."""
         self._report_lag()
-        return self.sweep_regions(self.regions())
+        report = self.sweep_regions(self.regions())
+        if not report.stopped:
+            topics = {m.topic: m for m in self.metadata.list(include_deleted=True)}
+            subscriptions = self.installation.table("subscriptions")
+            report.subscriptions_dropped = sweep_subscriptions(subscriptions, topics, split_key, self.dry_run)
+        return report
 
     def sweep_regions(self, regions: list[Region]) -> SweepReport:
         """Sweep these regions (each under its lease): a whole sweep, or one Spark task's share of it."""
@@ -242,7 +255,7 @@ class Sweeper:
             if self._stop.is_set():
                 context.report.stopped = True
                 break
-            handle = self._message_row if region.table == self.tables.messages else self._payload_row
+            handle = self._message_row if self._is_messages(region) else self._payload_row
             self._leased(region, handle, context)
         report = context.report
         report.seconds = round(time.monotonic() - started, 3)
@@ -283,7 +296,7 @@ class Sweeper:
         # which needs them marked everywhere), so this bound stays true for the whole region.
         region_bound, region_read_pointer = context.prune_bound, context.read_pointer
         context.region_tx_stale = context.tx_stale
-        kind = "messages" if region.table == self.tables.messages else "payloads"
+        kind = "messages" if self._is_messages(region) else "payloads"
         pending: tuple[Future | None, bytes] | None = None  # a chunk's deletes in flight, and its last key
         for chunk, following in self._chunks(region, start):
             self._refresh(context)
@@ -293,7 +306,7 @@ class Sweeper:
                 handle(key, data, chunk[i + 1][0] if i + 1 < len(chunk) else following, context)
             rows_seen += len(chunk)
             self.metrics.rows_scanned.labels(kind).inc(len(chunk))
-            deleting = self._flush(region.table, context)  # runs while the next chunk is read
+            deleting = self._flush(region, context)  # runs while the next chunk is read
             if pending is not None:
                 self._settle(region, record, pending)
             pending = (deleting, chunk[-1][0])
@@ -309,7 +322,7 @@ class Sweeper:
             return
         record.checkpoint = None
         record.completed, record.rows = self.clock(), rows_seen
-        if region.table == self.tables.messages and not context.region_tx_stale:  # else the old bound stays
+        if self._is_messages(region) and not context.region_tx_stale:  # else the old bound stays
             record.prune_bound, record.read_pointer = region_bound, region_read_pointer
         self.state.save(region, record)
         context.report.regions_swept += 1
@@ -317,35 +330,29 @@ class Sweeper:
         if self._deleted(context.report) - deletes_before >= self.compact_after:
             self._compact(region, context)
 
-    def _chunks(self, region: Region, start: bytes) -> Iterator[tuple[list[tuple[bytes, dict]], bytes | None]]:
+    def _is_messages(self, region: Region) -> bool:
+        return region.table == self.installation.messages.name
+
+    def _table(self, region: Region) -> Table:
+        return self.installation.messages if self._is_messages(region) else self.installation.payloads
+
+    def _chunks(self, region: Region, start: bytes) -> Iterator[tuple[list[Row], bytes | None]]:
         """The region's rows from ``start`` in chunks, each with the key of the row after it (the
-        next row of the table, even in the next region, so 'newest of its generation' is right)."""
-        rows = self._scan(region.table, start, region.end, self.chunk_rows)
+        next row of the table, even in the next region, so 'newest of its generation' is right).
+        Cells come as (value, HBase timestamp): when they were stored."""
+        table = self._table(region)
+        rows = table.scan(start, region.end, limit=self.chunk_rows, timestamps=True)
         while rows:
             after = rows[-1][0] + b"\0"
-            more = self._scan(region.table, after, region.end, self.chunk_rows) if len(rows) == self.chunk_rows else []
+            full = len(rows) == self.chunk_rows
+            more = table.scan(after, region.end, limit=self.chunk_rows, timestamps=True) if full else []
             if more:
                 following = more[0][0]
             else:
-                beyond = self._scan(region.table, region.end, b"", 1) if region.end else []
+                beyond = table.scan(region.end, limit=1) if region.end else []
                 following = beyond[0][0] if beyond else None
             yield rows, following
             rows = more
-
-    def _scan(self, table: str, start: bytes, stop: bytes, limit: int) -> list[tuple[bytes, dict]]:
-        """Rows with their cells as (value, HBase timestamp)."""
-
-        def scan(conn) -> list[tuple[bytes, dict]]:
-            rows = conn.table(table).scan(
-                row_start=start or None,
-                row_stop=stop or None,
-                limit=limit,
-                batch_size=limit,
-                include_timestamp=True,
-            )
-            return list(rows)
-
-        return self.hbase.run(f"sweep scan of {table}", scan)
 
     # -- rows ---------------------------------------------------------------------------------
 
@@ -377,7 +384,7 @@ class Sweeper:
         elif verdict is Verdict.STRIP:
             report.messages_stripped += 1
             full = BatchRow.decode(value)
-            stripped = BatchRow(full.publish_time, full.writer_id, full.batch_no, (), full.tx_pointer, full.expires_at)
+            stripped = dataclasses.replace(full, payloads=())  # keeps the running totals
             self._replace(key, value, stripped.encode(), "strip")
         elif row.tx_pointer is not None and row.tx_pointer in context.invalid:
             report.messages_invalidated += 1
@@ -436,22 +443,16 @@ class Sweeper:
 
     # -- writing ------------------------------------------------------------------------------
 
-    def _flush(self, table: str, context: _Context) -> Future | None:
+    def _flush(self, region: Region, context: _Context) -> Future | None:
         """Start deleting the chunk's rows in the background; the future says when they are gone."""
         keys, context.deletes = tuple(context.deletes), []
         if not keys:
             return None
-        self.metrics.rows_dropped.labels("messages" if table == self.tables.messages else "payloads").inc(len(keys))
+        self.metrics.rows_dropped.labels("messages" if self._is_messages(region) else "payloads").inc(len(keys))
         if self.dry_run:
             return None
 
-        def delete(conn) -> None:
-            with conn.table(table).batch() as b:
-                for key in keys:
-                    b.delete(key)
-
-        # deleting twice is harmless, so this may be retried
-        return self._deleter.submit(self.hbase.run, f"sweep deletes in {table}", delete)
+        return self._deleter.submit(self._table(region).delete_many, keys)
 
     def _settle(self, region: Region, record: RegionRecord, pending: tuple[Future | None, bytes]) -> None:
         """Wait for a chunk's deletes, then record the chunk as done (the checkpoint never runs ahead)."""
@@ -467,16 +468,13 @@ class Sweeper:
         self.metrics.rows_rewritten.labels(kind).inc()
         if self.dry_run:
             return
-        put, table = mutation(MESSAGE_COLUMN, new), self.tables.messages.encode()
-        self.hbase.run(
-            f"sweep: {kind}", lambda c: c.client.checkAndPut(table, key, MESSAGE_COLUMN, old, put, {}), idempotent=False
-        )
+        self.installation.messages.compare_and_set(key, MESSAGE_COLUMN, old, new)
 
     def _compact(self, region: Region, context: _Context) -> None:
         """Ask HBase to major-compact a region after heavy deletes, so the space is really freed."""
         if self.dry_run:
             return
-        self.hbase.run(f"major compaction of {region.label()}", lambda c: c.client.majorCompact(region.name))
+        self._table(region).major_compact(region)
         context.report.compactions += 1
         log.info("requested a major compaction of %s", region.label())
 
@@ -495,7 +493,3 @@ class Sweeper:
     @staticmethod
     def _deleted(report: SweepReport) -> int:
         return report.messages_dropped + report.payloads_dropped
-
-
-class LeaseLost(TmsError):
-    """Another sweeper took over a region this one was sweeping; this one stops touching it."""

@@ -1,4 +1,4 @@
-"""tms-hbase in one page: topics, publish, fetch, transactions, async publishing.
+"""tms-hbase in one page: topics, publish, fetch, transactions, async publishing, consumers.
 
 Run it against any HBase Thrift gateway: TMS_HBASE_THRIFT=127.0.0.1:9090 python examples/quickstart.py
 (the tests run it too, so it stays true).
@@ -56,3 +56,13 @@ with MessagingClient() as client:
     with AsyncPublisher(client, on_full="drop") as publisher:
         future = publisher.publish(topic, [b"async"])
     print("async stored:", future.result(), publisher.stats)
+
+    # Consume with a durable mark: the subscription remembers where its consumer got to.
+    client.create_subscription(topic, "billing-svc")  # from the earliest message; or "latest", or a time (ms)
+    consumed = []
+    with client.consumer(topic, "billing-svc", max_wait=0.5) as consumer:  # one active consumer (a lease)
+        for message in consumer:  # in order; waits up to max_wait for more, then the loop ends
+            consumed.append(message.payload)
+            consumer.commit()  # after a crash, the next consumer resumes right after this message
+    print("consumed:", consumed)
+    print("behind by:", client.lag(topic, "billing-svc").messages, "messages")

@@ -1,5 +1,10 @@
 """HBase admin calls the Thrift1 gateway lacks (region splits), through HBase's Java client with the
-launcher's jars — tests only."""
+launcher's jars and the ZooKeeper of the launcher's HBase — tests only (the ``region_splitter`` fixture).
+
+On an external HBase (``$TMS_HBASE_THRIFT`` naming one the launcher did not start) these calls need
+``$TMS_TEST_HBASE_ZK_PORT`` and a ZooKeeper reachable on 127.0.0.1; without it the tests that split
+regions skip, saying so. CI runs on the launcher's HBase, where they always run.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,8 @@ from pathlib import Path
 
 from tms_hbase.launcher import LocalHBase
 from tms_hbase.launcher.local import JDK17_FLAGS
+
+from .hbase_server import served_by_launcher
 
 SOURCE = Path(__file__).with_name("java") / "SplitRegion.java"
 
@@ -28,6 +35,16 @@ def _zk_port() -> str:
             "or set TMS_TEST_HBASE_ZK_PORT"
         )
     return str(json.loads(state.read_text())["zk_port"])
+
+
+def external_hbase_reason(address: str) -> str | None:
+    """Why regions cannot be split on the session's HBase, or None when they can."""
+    if os.environ.get("TMS_TEST_HBASE_ZK_PORT") or served_by_launcher(address):
+        return None
+    return (
+        f"splits regions through the local launcher's HBase jars and ZooKeeper; {address} is an external HBase "
+        "(set TMS_TEST_HBASE_ZK_PORT to its ZooKeeper port on 127.0.0.1 to run it there)"
+    )
 
 
 def split_table(table: str, key: bytes) -> None:

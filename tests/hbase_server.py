@@ -1,16 +1,16 @@
 """Find or start the real HBase the test session runs against (DESIGN.md §2), in this order:
 
-1. ``$TMS_HBASE_THRIFT`` names one: use it;
-2. a Docker daemon answers: start an HBase image with testcontainers;
-3. otherwise start the project's local launcher (``tms-admin hbase start``).
+1. ``$TMS_HBASE_THRIFT`` names one: use it (any HBase with a Thrift1 gateway, e.g. ``docker compose up -d
+   hbase`` from this repository, or a cluster: docs/existing-cluster.md);
+2. otherwise start the project's local launcher (``tms-admin hbase start``), the HBase CI runs on.
 
-There is no fallback to a fake: if none of these works the session fails.
+There is no fallback to a fake: if neither works the session fails.
 """
 
 from __future__ import annotations
 
 import os
-import time
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -18,8 +18,6 @@ import happybase
 
 from tms_hbase.config import THRIFT_ENV, thrift_address
 from tms_hbase.launcher import LocalHBase
-
-DOCKER_IMAGE = os.environ.get("TMS_TEST_HBASE_IMAGE", "harisekhon/hbase:2.1")
 
 
 def _answers(address: str, timeout_ms: int = 5000) -> bool:
@@ -35,28 +33,19 @@ def _answers(address: str, timeout_ms: int = 5000) -> bool:
         conn.close()
 
 
-def _docker_answers() -> bool:
+def _endpoint(address: str) -> tuple[str, int]:
+    host, port = thrift_address(address)
     try:
-        import docker
-
-        docker.from_env(timeout=3).ping()
-        return True
-    except Exception:
-        return False
+        return socket.gethostbyname(host), port
+    except OSError:
+        return host, port
 
 
-@contextmanager
-def _docker_hbase() -> Iterator[str]:
-    from testcontainers.core.container import DockerContainer
-
-    with DockerContainer(DOCKER_IMAGE).with_exposed_ports(9090) as container:
-        address = f"{container.get_container_host_ip()}:{container.get_exposed_port(9090)}"
-        deadline = time.monotonic() + 300
-        while not _answers(address):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"HBase in Docker ({DOCKER_IMAGE}) did not answer at {address}")
-            time.sleep(1)
-        yield address
+def served_by_launcher(address: str) -> bool:
+    """Whether ``address`` is the Thrift gateway of the local launcher's running HBase (its jars, its
+    ZooKeeper), as opposed to an external HBase named by ``$TMS_HBASE_THRIFT``."""
+    status = LocalHBase(progress=lambda _msg: None).status()
+    return bool(status.running and status.thrift_address) and _endpoint(status.thrift_address) == _endpoint(address)
 
 
 @contextmanager
@@ -66,11 +55,7 @@ def hbase_for_tests() -> Iterator[tuple[str, str]]:
     if address:
         if not _answers(address, 15000):
             raise RuntimeError(f"{THRIFT_ENV}={address} is set but no HBase Thrift gateway answers there")
-        yield address, f"${THRIFT_ENV}"
-        return
-    if _docker_answers():
-        with _docker_hbase() as address:
-            yield address, f"docker image {DOCKER_IMAGE}"
+        yield address, f"${THRIFT_ENV}" + (", the local launcher's" if served_by_launcher(address) else ", external")
         return
     launcher = LocalHBase()
     was_running = launcher.status().answering

@@ -13,8 +13,18 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from .errors import HBaseError, InvalidArgument, PublisherClosed, PublishOutcomeUnknown, QueueFull, TmsError
-from .topic import TopicId
+from .args import renamed
+from .errors import (
+    ClientClosed,
+    HBaseError,
+    InvalidArgument,
+    PublisherClosed,
+    PublishOutcomeUnknown,
+    QueueFull,
+    TmsError,
+)
+from .retry import Retry
+from .topic import TopicId, TopicLike, as_topic
 from .writer import validate_payloads
 
 if TYPE_CHECKING:
@@ -22,6 +32,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+DEFAULT_RETRY = Retry(attempts=6, backoff_seconds=0.05, max_backoff_seconds=2.0)
+"""How a failed batch is retried unless ``retry=`` says otherwise."""
 OnFull = Literal["raise", "drop", "block"]
 OnGiveUp = Literal["raise", "drop"]
 DEFAULT_CLOSE_TIMEOUT = 30.0
@@ -53,13 +65,19 @@ class AsyncPublisher:
     """Publish without waiting: ``publish`` returns a Future that becomes True once stored.
 
     * ``max_queue`` publish calls may wait; when full, ``on_full`` decides: ``"raise"`` QueueFull,
-      ``"drop"`` (the future is already done with False, counted), or ``"block"`` up to ``block_timeout``.
-    * The sender takes what is queued (waiting up to ``linger`` seconds for more) and writes each
+      ``"drop"`` (the future is already done with False, counted), or ``"block"`` up to
+      ``block_timeout_seconds``.
+    * The sender takes what is queued (waiting up to ``linger_seconds`` for more) and writes each
       topic's messages as batch rows of at most ``max_batch_messages`` / ``max_batch_bytes``.
-    * A failed batch is retried ``retries`` times with exponential backoff, exactly once (an
-      interrupted write is resumed, never repeated); then ``on_give_up`` decides: ``"raise"`` (the
-      futures get the error) or ``"drop"`` (they get False, counted).
+    * A batch that failed with an error worth retrying (HBase unreachable or too slow, its answer
+      lost) is retried as the ``retry`` policy says (default: 6 attempts, exponential backoff with
+      jitter), exactly once (an interrupted write is resumed, never repeated). A refusal from HBase is
+      not retried: it would be refused again. Then ``on_give_up`` decides: ``"raise"`` (the futures
+      get the error) or ``"drop"`` (they get False, counted).
     * Bad input (unknown topic, empty or oversize batch) fails that publish's future at once.
+
+    ``retries``, ``backoff`` and ``max_backoff`` (seconds), ``linger`` and ``block_timeout`` are the
+    older spellings of ``retry`` and of the ``_seconds`` names, still accepted.
 
     Messages of one topic are stored in the order they were queued. Use as a context manager, or
     call :meth:`close`, which sends what is queued first, for at most ``timeout`` seconds
@@ -72,25 +90,37 @@ class AsyncPublisher:
         *,
         max_queue: int = 10_000,
         on_full: OnFull = "raise",
-        block_timeout: float | None = None,
+        block_timeout_seconds: float | None = None,
         max_batch_messages: int = 500,
         max_batch_bytes: int = 1024 * 1024,
-        linger: float = 0.005,
-        retries: int = 5,
-        backoff: float = 0.05,
-        max_backoff: float = 2.0,
+        linger_seconds: float | None = None,
+        retry: Retry | None = None,
         on_give_up: OnGiveUp = "raise",
+        block_timeout: float | None = None,
+        linger: float | None = None,
+        retries: int | None = None,
+        backoff: float | None = None,
+        max_backoff: float | None = None,
     ) -> None:
         if on_full not in ("raise", "drop", "block"):
             raise InvalidArgument(f"on_full must be 'raise', 'drop' or 'block', not {on_full!r}")
         if on_give_up not in ("raise", "drop"):
             raise InvalidArgument(f"on_give_up must be 'raise' or 'drop', not {on_give_up!r}")
-        if max_queue < 1 or max_batch_messages < 1 or retries < 0:
+        if max_queue < 1 or max_batch_messages < 1 or (retries is not None and retries < 0):
             raise InvalidArgument("max_queue and max_batch_messages must be >= 1, retries >= 0")
+        older = {"attempts": None if retries is None else retries + 1, "backoff_seconds": backoff}
+        older["max_backoff_seconds"] = max_backoff
+        older = {k: v for k, v in older.items() if v is not None}
+        if retry is not None and older:
+            raise InvalidArgument("give retry or retries/backoff/max_backoff (its older form), not both")
+        self.retry = retry or DEFAULT_RETRY.with_(**older)
         self.client = client
-        self.on_full, self.block_timeout, self.on_give_up = on_full, block_timeout, on_give_up
+        self.block_timeout = renamed(
+            "block_timeout_seconds", block_timeout_seconds, "block_timeout", block_timeout, None
+        )
+        self.on_full, self.on_give_up = on_full, on_give_up
         self.max_batch_messages, self.max_batch_bytes = max_batch_messages, max_batch_bytes
-        self.linger, self.retries, self.backoff, self.max_backoff = linger, retries, backoff, max_backoff
+        self.linger = renamed("linger_seconds", linger_seconds, "linger", linger, 0.005)
         self.stats = PublisherStats()
         self._stats_lock = threading.Lock()  # the sender and close() both count failures
         self._queue: queue.Queue[_Item | None] = queue.Queue(max_queue)
@@ -105,12 +135,19 @@ class AsyncPublisher:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def publish(self, topic: TopicId | str, payloads: Sequence[bytes], *, ttl: float | None = None) -> Future:
+    def publish(
+        self,
+        topic: TopicLike,
+        payloads: Sequence[bytes],
+        *,
+        ttl_seconds: float | None = None,
+        ttl: float | None = None,
+    ) -> Future:
         """Queue payloads for ``topic``; the returned Future gives True when they are stored."""
         if self._closed:
-            raise TmsError("the async publisher is closed")
+            raise ClientClosed("the async publisher is closed: open a new one")
         batch = validate_payloads(payloads, self.client.max_batch_bytes, allow_empty=False)
-        item = _Item(topic if isinstance(topic, TopicId) else TopicId.parse(topic), batch, ttl)
+        item = _Item(as_topic(topic), batch, renamed("ttl_seconds", ttl_seconds, "ttl", ttl, None))
         try:
             if self.on_full == "block":
                 self._queue.put(item, timeout=self.block_timeout)
@@ -224,9 +261,9 @@ class AsyncPublisher:
         topic, ttl = batch[0].topic, batch[0].ttl
         payloads = [p for item in batch for p in item.payloads]
         resume: PublishOutcomeUnknown | None = None
-        delay = self.backoff
         error: TmsError | None = None
-        for attempt in range(self.retries + 1):
+        failures = 0
+        while True:
             if self._past_deadline():  # close()'s deadline: no (further) attempt
                 if error is None:
                     self._abandon(batch)
@@ -236,7 +273,7 @@ class AsyncPublisher:
                 self.client.publish(topic, payloads, ttl=ttl, resume=resume)
             except PublishOutcomeUnknown as exc:
                 resume, error = exc, exc
-            except HBaseError as exc:
+            except HBaseError as exc:  # unreachable (retried), or a refusal (given up at once)
                 error = exc
             except TmsError as exc:  # bad input: retrying cannot help
                 self._finish(batch, error=exc)
@@ -246,12 +283,11 @@ class AsyncPublisher:
                 self.stats.batches += 1
                 self._finish(batch)
                 return
-            if attempt < self.retries:
-                self.stats.retries += 1
-                log.warning("publish to %s failed (%s); retrying in %.2fs", topic, error, delay)
-                time.sleep(delay if self._deadline is None else max(0.0, min(delay, self._deadline - time.monotonic())))
-                delay = min(delay * 2, self.max_backoff)
-        log.error("publish to %s gave up (retries ran out or close() deadline passed): %s", topic, error)
+            failures += 1
+            if not self.retry.pause(error, failures, what=f"publish to {topic}", deadline=self._deadline):
+                break
+            self.stats.retries += 1
+        log.error("publish to %s gave up (not retriable, retries ran out or close() deadline passed): %s", topic, error)
         if self.on_give_up == "drop":
             self.stats.dropped_failed += len(payloads)
             for item in batch:

@@ -3,19 +3,34 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
+from typing import overload
 
-from . import config
+from .args import renamed
+from .config import Config
 from .connection import HBaseConnection
+from .consumer import Consumer
+from .doorbell import DEFAULT_HOST, Doorbells
 from .errors import InstallationNotFound, InvalidArgument, PublishOutcomeUnknown
+from .inspect import Inspector
 from .installation import InstallationStore, TailCacheSetting, WriterSettings
 from .message_id import MessageId
 from .metadata import MetadataCache, MetadataStore, TopicScan
+from .metrics import CLIENT_METRICS
 from .reader import BatchInfo, Message, MessageReader, PositionRange
-from .tables import TableNames, drop_tables, ensure_tables, missing_tables
-from .topic import TopicId, TopicMetadata, user_properties
-from .tx import Transaction
+from .retry import Retry
+from .stats import Lag, TopicStatistics, TopicStats
+from .storage import Installation
+from .subscription_admin import EARLIEST, SubscriptionAdmin
+from .subscriptions import Subscription, SubscriptionStore, check_name
+from .tables import FAMILIES, TableNames
+from .topic import TopicId, TopicLike, TopicMetadata, user_properties
+from .topic import as_topic as _topic
+from .tx.client import TransactionClient
+from .tx.fate import snapshot_from_hbase
 from .tx.pointers import MAX_LIFETIME_SECONDS, validate_max_lifetime
+from .tx.transaction import Transaction
 from .wire import RollbackDetail
 from .writer import DEFAULT_MAX_BATCH_BYTES, MessageWriter
 
@@ -23,23 +38,25 @@ from .writer import DEFAULT_MAX_BATCH_BYTES, MessageWriter
 class MessagingClient:
     """A connection to tms-hbase: topic administration, publish, store, rollback and fetch.
 
-    ``address`` is the HBase Thrift gateway (``host:port``, default ``$TMS_HBASE_THRIFT`` or
-    127.0.0.1:9090); ``prefix`` names the installation: its tables are ``<prefix>_messages`` and so
-    on (default ``$TMS_TABLE_PREFIX`` or ``tms``; an empty prefix is InvalidArgument).
+    ``address`` is the HBase Thrift gateway (``host:port``, or several separated by commas to fail
+    over between; default ``$TMS_HBASE_THRIFT`` or 127.0.0.1:9090); ``prefix`` names the installation:
+    its tables are ``<prefix>_messages`` and so on (default ``$TMS_TABLE_PREFIX`` or ``tms``; an empty
+    prefix is InvalidArgument). All of it can come as one :class:`~tms_hbase.config.Config` instead
+    (``config=``), with the ``retry`` policy used wherever the client retries.
 
     The tables are created by :meth:`init_tables` (``tms-admin init``) or by the first
     :meth:`create_topic` (unless ``create_tables`` is False). Every other call on a prefix whose
     tables do not exist raises InstallationNotFound and creates nothing, so a mistyped prefix is
     noticed instead of answering "no topics" from four new empty tables.
 
-    ``timeout`` (seconds) is a deadline, not a limit per socket read: each method returns or raises
-    within about ``timeout``, all the HBase calls it makes (retries included) sharing it, however
+    ``timeout_seconds`` (or its older name ``timeout``) is a deadline, not a limit per socket read:
+    each method returns or raises within about that, all the HBase calls it makes (retries included) sharing it, however
     slowly a gateway answers; HBaseUnavailable (``timed_out`` set) says it passed. The iterator that
     :meth:`fetch` returns reads lazily: each read it makes while you iterate gets ``timeout`` of its
     own. The first call of a client also looks up (or, for create_topic, creates) the tables, each
     HBase call of that under its own ``timeout`` (creating a table takes seconds).
     ``max_batch_bytes`` caps one publish or store. A transactional publish or store whose write pointer
-    (``ms since the epoch x 10^6``, as Tephra makes them) is older than ``tx_max_lifetime`` seconds
+    (``ms since the epoch x 10^6``, as Tephra makes them) is older than ``tx_max_lifetime_seconds``
     (default and maximum: Tephra's 25 h) is refused with InvalidArgument, as CDAP refuses it.
     Thread-safe; use it as a context manager or call :meth:`close`.
     """
@@ -49,32 +66,63 @@ class MessagingClient:
         address: str | None = None,
         prefix: str | None = None,
         *,
-        timeout: float = 10.0,
-        pool_size: int = 8,
+        config: Config | None = None,
+        timeout_seconds: float | None = None,
+        pool_size: int | None = None,
+        retry: Retry | None = None,
         create_tables: bool = True,
         max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
-        metadata_max_age: float = 1.0,
-        tx_max_lifetime: float = MAX_LIFETIME_SECONDS,
+        metadata_max_age_seconds: float | None = None,
+        timeout: float | None = None,
+        metadata_max_age: float | None = None,
+        tx_max_lifetime_seconds: float = MAX_LIFETIME_SECONDS,
     ) -> None:
-        tx_max_lifetime = validate_max_lifetime(tx_max_lifetime)
-        host, port = config.thrift_address(address)
-        self.tables = TableNames(config.table_prefix(prefix))
-        self.hbase = HBaseConnection(host, port, timeout=timeout, pool_size=pool_size)
-        self._create_tables = create_tables
-        self._ready = False
-        self._ready_lock = threading.Lock()
-        self._metadata = MetadataStore(self.hbase, self.tables.metadata)
-        self._topics = MetadataCache(self._metadata, metadata_max_age)
-        self._installation = InstallationStore(self.hbase, self.tables.metadata)
-        self._writer = MessageWriter(
-            self.hbase,
-            self.tables,
-            self._topics,
-            WriterSettings(self._installation),
-            max_batch_bytes=max_batch_bytes,
-            tx_max_lifetime=tx_max_lifetime,
+        tx_max_lifetime_seconds = validate_max_lifetime(tx_max_lifetime_seconds)
+        seconds = renamed("timeout_seconds", timeout_seconds, "timeout", timeout, None)
+        if config is None:
+            config = Config.resolve(address, prefix, timeout_seconds=seconds, retry=retry, pool_size=pool_size)
+        elif any(v is not None for v in (address, prefix, seconds, pool_size, retry)):
+            raise InvalidArgument("give a Config or the address, prefix, timeout, pool size and retry, not both")
+        self.config = config
+        """Where this client's installation is and how it talks to it (:class:`~tms_hbase.config.Config`)."""
+        (host, port), *fallbacks = config.addresses
+        pool = HBaseConnection(
+            host,
+            port,
+            timeout=config.timeout_seconds,
+            pool_size=config.pool_size,
+            retry=config.retry,
+            fallbacks=fallbacks,
         )
-        self._reader = MessageReader(self.hbase, self.tables, self._topics)
+        self.installation = Installation(pool, TableNames(config.prefix))
+        """The installation's tables over this client's connection pool: what the sweeper, the CLIs,
+        Spark tasks and other components built on the library use (see docs/architecture.md)."""
+        self.hbase = self.installation.hbase  # the pool (kept for compatibility: use installation)
+        self.tables = self.installation.names  # the table names (likewise)
+        self._create_tables = create_tables
+        self._ready = self._subscriptions_ready = False
+        self._ready_lock = threading.Lock()
+        self._metadata = MetadataStore(self.installation.metadata, retry=config.retry)
+        max_age = renamed(
+            "metadata_max_age_seconds", metadata_max_age_seconds, "metadata_max_age", metadata_max_age, 1.0
+        )
+        self._topics = MetadataCache(self._metadata, max_age)
+        storage = self.installation
+        self._settings = InstallationStore(storage.metadata)
+        self._writer = MessageWriter(
+            storage.messages,
+            storage.payloads,
+            self._topics,
+            WriterSettings(self._settings),
+            max_batch_bytes=max_batch_bytes,
+            retry=config.retry,
+            tx_max_lifetime=tx_max_lifetime_seconds,
+        )
+        self._reader = MessageReader(storage.messages, storage.payloads, self._topics)
+        self._subscriptions = SubscriptionStore(storage.table("subscriptions"))
+        self._subscription_admin = SubscriptionAdmin(self._subscriptions, storage.messages, self._reader, self.tx_state)
+        self._stats = TopicStatistics(storage.messages, storage.payloads, self._reader)
+        self._doorbells = Doorbells(self.tables.prefix, self._doorbells_of)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -85,7 +133,8 @@ class MessagingClient:
         self.close()
 
     def close(self) -> None:
-        """Close the pooled connections."""
+        """Close the pooled connections (consumers of this client should be closed first)."""
+        self._doorbells.close()
         self.hbase.close()
 
     @property
@@ -103,20 +152,20 @@ class MessagingClient:
         For health checks (``tms-gateway``'s ``GET /health``): it creates nothing and reads no topic.
         """
         with self.hbase.operation():
-            missing = missing_tables(self.hbase, self.tables)
+            missing = self.installation.missing()
         if missing:
             raise InstallationNotFound(self.tables.prefix, self.hbase.address, missing)
 
     def init_tables(self) -> list[str]:
         """Create any missing table of this prefix now; returns the names created."""
-        created = ensure_tables(self.hbase, self.tables)
-        self._ready = True
+        created = self.installation.create_missing(FAMILIES)
+        self._ready = self._subscriptions_ready = True
         return created
 
     def tail_cache_setting(self) -> TailCacheSetting | None:
         """The installation's tail-cache setting (None if it has none yet: writers then trust a
         remembered tail for 1 s and sweepers assume 30 s). See docs/guarantees.md."""
-        return self._installation.read()
+        return self._settings.read()
 
     def set_tail_cache_seconds(self, seconds: int) -> TailCacheSetting:
         """Set how long every writer may trust a remembered tail (whole seconds, 1-86400); the smallest
@@ -124,7 +173,7 @@ class MessagingClient:
         during which writers use the smaller and sweepers the larger value, and another change is
         refused (InvalidArgument). Creates the installation's tables if they are missing, as `init` does."""
         self._ensure_ready(create=True)
-        return self._installation.set_tail_cache(seconds)
+        return self._settings.set_tail_cache(seconds)
 
     @property
     def future_predecessors(self) -> int:
@@ -140,8 +189,8 @@ class MessagingClient:
     def drop_tables(self) -> list[str]:
         """Delete this prefix's tables and everything in them (tests, demos); returns the names."""
         with self._ready_lock:
-            self._ready = False
-            return drop_tables(self.hbase, self.tables)
+            self._ready = self._subscriptions_ready = False
+            return self.installation.drop()
 
     def _ensure_ready(self, *, create: bool = False) -> None:
         """Check once that the tables exist; create the missing ones only when ``create`` is asked
@@ -151,16 +200,26 @@ class MessagingClient:
         with self._ready_lock:
             if self._ready:
                 return
-            missing = missing_tables(self.hbase, self.tables)
+            missing = self.installation.missing()
             if missing and not (create and self._create_tables):
                 raise InstallationNotFound(self.tables.prefix, self.hbase.address, missing)
             if missing:
-                ensure_tables(self.hbase, self.tables)
+                self.installation.create_missing()
             self._ready = True
+
+    def _ensure_subscriptions(self) -> None:
+        """The subscriptions table is made on the first use of subscriptions (tables.CORE)."""
+        self._ensure_ready()
+        if self._subscriptions_ready or not self._create_tables:
+            return
+        with self._ready_lock:
+            if not self._subscriptions_ready:
+                self.installation.create_missing(["subscriptions"])
+                self._subscriptions_ready = True
 
     # -- topics -------------------------------------------------------------------------------
 
-    def create_topic(self, topic: TopicId, properties: Mapping[str, str] | None = None) -> TopicMetadata:
+    def create_topic(self, topic: TopicLike, properties: Mapping[str, str] | None = None) -> TopicMetadata:
         """Create a topic; ``properties`` may set ``ttl`` (seconds, default 7 days) and any other key.
 
         Creates the installation's tables first if they do not exist yet (see the class doc).
@@ -175,7 +234,7 @@ class MessagingClient:
 
     def update_topic(
         self,
-        topic: TopicId,
+        topic: TopicLike,
         properties: Mapping[str, str],
         *,
         expected: TopicMetadata | None = None,
@@ -187,11 +246,13 @@ class MessagingClient:
         """
         topic = _topic(topic)
         self._ensure_ready()
-        self._topics.forget(topic)  # this client's next publish sees the new tx.mode; others within metadata_max_age
+        self._topics.forget(
+            topic
+        )  # this client's next publish sees the new tx.mode; others within metadata_max_age_seconds
         with self.hbase.operation():
             return self._metadata.update(topic, properties, expected)
 
-    def get_topic(self, topic: TopicId) -> TopicMetadata:
+    def get_topic(self, topic: TopicLike) -> TopicMetadata:
         """The topic's metadata; TopicNotFound if it does not exist."""
         topic = _topic(topic)
         self._ensure_ready()
@@ -220,7 +281,7 @@ class MessagingClient:
         self._ensure_ready()
         return self._metadata.scan(namespace)
 
-    def delete_topic(self, topic: TopicId) -> None:
+    def delete_topic(self, topic: TopicLike) -> None:
         """Delete a topic (its data becomes unreadable at once); TopicNotFound if it does not exist."""
         topic = _topic(topic)
         self._ensure_ready()
@@ -230,33 +291,70 @@ class MessagingClient:
 
     # -- messages -----------------------------------------------------------------------------
 
+    @overload
     def publish(
         self,
-        topic: TopicId,
+        topic: TopicLike,
+        payloads: Sequence[bytes],
+        tx_write_pointer: None = None,
+        *,
+        ttl_seconds: float | None = None,
+        resume: PublishOutcomeUnknown | None = None,
+        ttl: float | None = None,
+    ) -> None: ...
+
+    @overload
+    def publish(
+        self,
+        topic: TopicLike,
+        payloads: Sequence[bytes],
+        tx_write_pointer: int,
+        *,
+        ttl_seconds: float | None = None,
+        resume: PublishOutcomeUnknown | None = None,
+        ttl: float | None = None,
+    ) -> RollbackDetail: ...
+
+    def publish(
+        self,
+        topic: TopicLike,
         payloads: Sequence[bytes],
         tx_write_pointer: int | None = None,
         *,
-        ttl: float | None = None,
+        ttl_seconds: float | None = None,
         resume: PublishOutcomeUnknown | None = None,
+        ttl: float | None = None,
     ) -> RollbackDetail | None:
         """Publish a batch of payloads, in order, as one unit: all of it is stored or none.
 
         Without ``tx_write_pointer`` returns None. With one, the batch carries the transaction's
         write pointer and a :class:`RollbackDetail` is returned (``bytes(detail)`` is the opaque
         handle); an empty list then publishes the payloads stored before with :meth:`store`.
-        ``ttl`` (seconds) expires these messages sooner than the topic's TTL.
+        ``ttl_seconds`` (or its older name ``ttl``) expires these messages sooner than the topic's TTL.
 
         If HBase stops answering mid-publish, PublishOutcomeUnknown is raised; calling publish again
         with the same arguments and ``resume=`` that error stores the batch exactly once.
         """
         topic = _topic(topic)
+        ttl = renamed("ttl_seconds", ttl_seconds, "ttl", ttl, None)
         self._ensure_ready()
+        topic = _topic(topic)
         point = None if resume is None else resume.resume
+        started = time.perf_counter()
         with self.hbase.operation():
-            return self._writer.publish(topic, payloads, tx_write_pointer, ttl, point)
+            detail = self._writer.publish(topic, payloads, tx_write_pointer, ttl, point)
+        elapsed = time.perf_counter() - started
+        CLIENT_METRICS.published(str(topic), len(payloads), sum(map(len, payloads)), elapsed)
+        self._doorbells.ring(topic)
+        return detail
+
+    def notify_consumers(self, topic: TopicLike) -> None:
+        """Wake the consumers waiting on ``topic`` (publish does this itself; a transactional publisher
+        calls it again once its transaction committed, when the messages become visible)."""
+        self._doorbells.ring(_topic(topic))
 
     def store(
-        self, topic: TopicId, payloads: Sequence[bytes], tx_write_pointer: int, *, sequence: int | None = None
+        self, topic: TopicLike, payloads: Sequence[bytes], tx_write_pointer: int, *, sequence: int | None = None
     ) -> None:
         """Store payloads under a transaction write pointer; invisible until that pointer is published.
 
@@ -268,7 +366,7 @@ class MessagingClient:
         with self.hbase.operation():
             self._writer.store(topic, payloads, tx_write_pointer, sequence)
 
-    def rollback(self, topic: TopicId, handle: RollbackDetail | bytes) -> None:
+    def rollback(self, topic: TopicLike, handle: RollbackDetail | bytes) -> None:
         """Mark a transactional publish rolled back: transactional readers skip it from now on."""
         topic = _topic(topic)
         detail = handle if isinstance(handle, RollbackDetail) else RollbackDetail.from_bytes(handle)
@@ -278,14 +376,17 @@ class MessagingClient:
 
     def fetch(
         self,
-        topic: TopicId,
+        topic: TopicLike,
         start_message: bytes | None = None,
         start_time: int | None = None,
         inclusive: bool = True,
         limit: int | None = None,
         transaction: Transaction | None = None,
+        *,
+        start_time_ms: int | None = None,
     ) -> Iterator[Message]:
-        """Messages in order from a message id or a publish time (ms), up to ``limit``.
+        """Messages in order from a message id or a publish time (``start_time``, also named
+        ``start_time_ms``: milliseconds since the epoch), up to ``limit``.
 
         Without a transaction every message is returned, rolled-back ones included. With one,
         rolled-back and invalid messages are skipped and the fetch stops at the first message of a
@@ -293,6 +394,7 @@ class MessagingClient:
         Finding the start takes one deadline (``timeout``); each read while iterating another.
         """
         topic = _topic(topic)
+        start_time = renamed("start_time_ms", start_time_ms, "start_time", start_time, None)
         self._ensure_ready()
         with self.hbase.operation():
             return self._reader.fetch(topic, start_message, start_time, inclusive, limit, transaction)
@@ -360,17 +462,134 @@ class MessagingClient:
                 topic, generation, tx_write_pointer, start, stop, limit, reverse=reverse
             )
 
+    # -- subscriptions and consumers ------------------------------------------------------------
+
+    def create_subscription(self, topic: TopicId, name: str, start: str | int = EARLIEST) -> Subscription:
+        """A durable consume mark named ``name`` on the topic, consuming from ``start``: "earliest"
+        (every readable message), "latest" (messages published from now on) or a publish time (ms).
+
+        Raises SubscriptionAlreadyExists, TopicNotFound or InvalidArgument. Subscriptions go with
+        their topic: deleting (and re-creating) the topic removes them.
+        """
+        self._ensure_subscriptions()
+        return self._subscription_admin.create(self._metadata.get(_topic(topic)), name, start)
+
+    def get_subscription(self, topic: TopicId, name: str) -> Subscription:
+        """The subscription (its committed mark, who consumes it); SubscriptionNotFound."""
+        self._ensure_subscriptions()
+        return self._subscription_admin.get(self._metadata.get(_topic(topic)), name)
+
+    def list_subscriptions(self, topic: TopicId) -> list[Subscription]:
+        """The topic's subscriptions, in name order."""
+        self._ensure_subscriptions()
+        return self._subscription_admin.list(self._metadata.get(_topic(topic)))
+
+    def delete_subscription(self, topic: TopicId, name: str, *, force: bool = False) -> None:
+        """Delete a subscription; SubscriptionNotFound. SubscriptionBusy while a consumer holds it,
+        unless ``force`` (that consumer then fails with LeaseLost)."""
+        self._ensure_subscriptions()
+        self._subscription_admin.delete(self._metadata.get(_topic(topic)), name, force=force)
+
+    def reset_subscription(
+        self,
+        topic: TopicId,
+        name: str,
+        start_message: bytes | str | None = None,
+        start_time: int | None = None,
+        *,
+        force: bool = False,
+    ) -> Subscription:
+        """Move the mark: the next message delivered is ``start_message`` (a message id, or "earliest"
+        or "latest"), or the first one published at ``start_time`` (ms) or later. It may move
+        backwards (to consume again) or forwards (to skip). SubscriptionBusy while a consumer holds
+        the subscription, unless ``force`` (that consumer then fails with LeaseLost)."""
+        self._ensure_subscriptions()
+        meta = self._metadata.get(_topic(topic))
+        return self._subscription_admin.reset(meta, name, start_message, start_time, force=force)
+
+    def lag(self, topic: TopicId, name: str) -> Lag:
+        """How far the subscription is behind: ``Lag(messages, seconds)`` (a few reads, no scan)."""
+        self._ensure_subscriptions()
+        meta = self._metadata.get(_topic(topic))
+        subscription = self._subscription_admin.get(meta, name)
+        return self._stats.lag(meta.topic, meta.generation, meta.ttl, subscription.position)
+
+    def topic_stats(self, topic: TopicId, *, windows: Sequence[int] | None = None) -> TopicStats:
+        """Generation, first and last position and publish time, messages and bytes, publish rates over
+        ``windows`` (seconds; default 1, 5 and 15 minutes) and every subscription with its lag."""
+        self._ensure_subscriptions()
+        meta = self._metadata.get(_topic(topic))
+        subscriptions = [(s.name, s.position) for s in self._subscription_admin.list(meta)]
+        if windows is None:
+            return self._stats.topic_stats(meta.topic, meta.generation, meta.ttl, subscriptions)
+        if any(isinstance(w, bool) or not isinstance(w, int) or w <= 0 for w in windows):
+            raise InvalidArgument(f"bad windows {windows!r}: expected whole seconds > 0")
+        return self._stats.topic_stats(meta.topic, meta.generation, meta.ttl, subscriptions, windows)
+
+    def consumer(
+        self,
+        topic: TopicId,
+        name: str,
+        *,
+        max_wait: float = 5.0,
+        transaction: Transaction | TransactionClient | None = None,
+        auto_commit: bool = False,
+        lease_seconds: float = 10.0,
+        wait_for_lease: float | None = 0.0,
+        doorbell: str | None = DEFAULT_HOST,
+        poll_interval: float = 0.5,
+        batch: int = 1000,
+    ) -> Consumer:
+        """The active consumer of a subscription (docs/consumers.md).
+
+        ``max_wait``: seconds an iteration waits for a new message before it ends. ``transaction``:
+        read transactionally, with a fresh view per read from a TransactionClient (which also settles
+        transactional marks left by a crashed consumer) or with one fixed Transaction.
+        ``auto_commit``: commit delivered messages once handled (the next one asked for, the iteration
+        or the ``with`` block ended without an error), at most every second. ``lease_seconds``: a
+        crashed consumer's standby takes over after this long; ``wait_for_lease``: seconds to wait
+        for another consumer's lease to run out (None: forever) before SubscriptionBusy.
+        ``doorbell``: the address publishers ring to wake this consumer (None: only publishers of this
+        process wake it); ``poll_interval``: seconds between reads while waiting regardless.
+        """
+        self._ensure_subscriptions()
+        topic = _topic(topic)
+        meta = self._metadata.get(topic)
+        return Consumer(
+            topic=topic,
+            name=check_name(name),
+            generation=meta.generation,
+            store=self._subscriptions,
+            reader=self._reader,
+            topics=self._topics,
+            prefix=self.tables.prefix,
+            tx_state=self.tx_state,
+            max_wait=max_wait,
+            transaction=transaction,
+            auto_commit=auto_commit,
+            lease_seconds=lease_seconds,
+            wait_for_lease=wait_for_lease,
+            doorbell=doorbell,
+            poll_interval=poll_interval,
+            batch=batch,
+        )
+
+    def inspector(self) -> Inspector:
+        """Row-level reading of topics for people (``tms-admin topic tail``): corrupt rows are reported
+        as such instead of raising, and each message shows its transaction's state."""
+        self._ensure_ready()
+        return Inspector(self.installation.messages, self.installation.payloads, self._reader)
+
+    def tx_state(self) -> Transaction:
+        """The transaction state as a read-only Transaction rebuilt from HBase, without the server: it
+        sees committed transactions only. Resolves transactional marks; inspection uses it too."""
+        return snapshot_from_hbase(self.hbase, self.tables.txstate)
+
+    def _doorbells_of(self, topic: TopicId) -> list[str]:
+        return self._subscription_admin.bells(self._topics.get(topic))
+
 
 def _time(name: str, value: object) -> int | None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
         raise InvalidArgument(f"bad {name} {value!r}: expected milliseconds since the epoch, >= 0")
     return value
-
-
-def _topic(topic: object) -> TopicId:
-    """Accept a TopicId (or a ``"namespace:topic"`` string) and nothing else."""
-    if isinstance(topic, TopicId):
-        return topic
-    if isinstance(topic, str):
-        return TopicId.parse(topic)
-    raise InvalidArgument(f"expected a TopicId or 'namespace:topic', got {type(topic).__name__}")

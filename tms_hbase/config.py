@@ -1,11 +1,16 @@
-"""Connection defaults: the Thrift address and table prefix, from arguments or the environment."""
+"""Configuration: the Thrift addresses, the table prefix, the timeout and the retry policy, from
+arguments, the environment or defaults (:class:`Config`)."""
 
 from __future__ import annotations
 
+import math
 import os
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 
 from .errors import InvalidArgument
+from .retry import Retry
 
 THRIFT_ENV = "TMS_HBASE_THRIFT"
 PREFIX_ENV = "TMS_TABLE_PREFIX"
@@ -44,3 +49,71 @@ def table_prefix(explicit: str | None = None) -> str:
             "starting with a letter, digit or _"
         )
     return prefix
+
+
+def check_timeout(timeout: object) -> float:
+    """A timeout in seconds: a finite number > 0, or InvalidArgument."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+        raise InvalidArgument(f"bad timeout {timeout!r}: expected a finite number of seconds > 0")
+    return float(timeout)
+
+
+@dataclass(frozen=True)
+class Config:
+    """Where a tms-hbase installation is and how to talk to it: the one configuration object the
+    client, both command-line tools, the sweeper, Spark tasks and the gateway take.
+
+    ``thrift`` lists HBase Thrift gateways (``host:port``; a client fails over to the next when one
+    cannot be reached), ``prefix`` names the installation's tables, ``timeout_seconds`` is the
+    deadline of each operation and ``retry`` the policy for failures worth trying again. Build one
+    with :meth:`resolve` to fill in the environment and the defaults; it is immutable and picklable
+    (ship it to Spark executors as it is).
+    """
+
+    thrift: tuple[str, ...] = (DEFAULT_THRIFT,)
+    prefix: str = DEFAULT_PREFIX
+    timeout_seconds: float = 10.0
+    retry: Retry = field(default_factory=Retry)
+    pool_size: int = 8
+
+    def __post_init__(self) -> None:
+        thrift = (self.thrift,) if isinstance(self.thrift, str) else tuple(self.thrift)
+        if not thrift:
+            raise InvalidArgument("no HBase Thrift address given")
+        for address in thrift:
+            thrift_address(address)
+        object.__setattr__(self, "thrift", thrift)
+        table_prefix(self.prefix)
+        check_timeout(self.timeout_seconds)
+        if not isinstance(self.retry, Retry):
+            raise InvalidArgument(f"retry must be a tms_hbase.retry.Retry, not {type(self.retry).__name__}")
+        if isinstance(self.pool_size, bool) or not isinstance(self.pool_size, int) or self.pool_size < 1:
+            raise InvalidArgument(f"bad pool size {self.pool_size!r}: expected an integer >= 1")
+
+    @classmethod
+    def resolve(
+        cls,
+        thrift: str | Sequence[str] | None = None,
+        prefix: str | None = None,
+        *,
+        timeout_seconds: float | None = None,
+        retry: Retry | None = None,
+        pool_size: int | None = None,
+    ) -> Config:
+        """A Config from what is given, else the environment (``$TMS_HBASE_THRIFT``, comma-separated
+        for several gateways, and ``$TMS_TABLE_PREFIX``), else the defaults."""
+        if thrift is None:
+            thrift = os.environ.get(THRIFT_ENV, DEFAULT_THRIFT)
+        if isinstance(thrift, str):
+            thrift = [part.strip() for part in thrift.split(",")]
+        given = {"timeout_seconds": timeout_seconds, "retry": retry, "pool_size": pool_size}
+        return cls(tuple(thrift), table_prefix(prefix), **{k: v for k, v in given.items() if v is not None})
+
+    def with_(self, **changes: object) -> Config:
+        """A copy with some fields changed, e.g. ``config.with_(prefix="other")``."""
+        return replace(self, **changes)
+
+    @property
+    def addresses(self) -> list[tuple[str, int]]:
+        """The Thrift gateways as (host, port)."""
+        return [thrift_address(a) for a in self.thrift]

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import math
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -25,7 +24,10 @@ from thriftpy2.protocol.exc import TProtocolException
 from thriftpy2.thrift import TClient, TDecodeException, TException
 from thriftpy2.transport import TSocket, TTransportException
 
-from .errors import HBaseError, HBaseUnavailable, InvalidArgument, TmsError
+from .config import check_timeout
+from .errors import ClientClosed, HBaseError, HBaseUnavailable, InvalidArgument, TmsError
+from .metrics import CLIENT_METRICS
+from .retry import Retry
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -47,13 +49,6 @@ _HBASE_ANSWERS = (Hbase_thrift.IOError, Hbase_thrift.IllegalArgument, Hbase_thri
 _LINK_ERRORS = (TTransportException, socket.timeout, OSError, EOFError, NotThrift)
 # The one deadline of the library operation running in this context (see HBaseConnection.operation).
 _OPERATION_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("tms_deadline", default=None)
-
-
-def check_timeout(timeout: object) -> float:
-    """A timeout in seconds: a finite number > 0, or InvalidArgument."""
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
-        raise InvalidArgument(f"bad timeout {timeout!r}: expected a finite number of seconds > 0")
-    return float(timeout)
 
 
 class DeadlineSocket(TSocket):
@@ -127,14 +122,16 @@ def mutation(column: bytes, value: bytes) -> Hbase_thrift.Mutation:
 
 
 class HBaseConnection:
-    """A pool of happybase connections to one Thrift gateway.
+    """A pool of happybase connections to a Thrift gateway.
 
     Each call borrows a connection for one thread; a connection that broke is closed and replaced,
-    idempotent calls are retried on a fresh one while their deadline allows, and every error comes
-    out as a ``TmsError``. ``timeout`` (seconds) is a deadline for a whole call, retries included,
-    or for a whole library operation (:meth:`operation`), not a limit per socket read.
-    Connections idle longer than ``max_idle`` seconds are not reused: the Thrift gateway closes
-    idle connections itself (after 60 s by default).
+    idempotent calls are retried on a fresh one as the ``retry`` policy says while their deadline
+    allows, and every error comes out as a ``TmsError``. ``timeout`` (seconds) is a deadline for a
+    whole call, retries included, or for a whole library operation (:meth:`operation`), not a limit
+    per socket read. ``fallbacks`` are more gateways (host, port) of the same HBase: when the one in
+    use cannot be reached, new connections go to the next. Connections idle longer than ``max_idle``
+    seconds are not reused: the Thrift gateway closes idle connections itself (after 60 s by default).
+    ``retries`` is the older way to say ``Retry(attempts=retries + 1)``.
     """
 
     def __init__(
@@ -144,12 +141,17 @@ class HBaseConnection:
         *,
         timeout: float = 10.0,
         pool_size: int = 8,
-        retries: int = 2,
+        retry: Retry | None = None,
+        fallbacks: Sequence[tuple[str, int]] = (),
         max_idle: float = 45.0,
+        retries: int | None = None,
     ) -> None:
-        self.host, self.port = host, port
+        self._addresses = [(host, port), *fallbacks]
+        self._current = 0  # index of the gateway new connections go to
         self.timeout = check_timeout(timeout)
-        self.retries = retries
+        if retry is not None and retries is not None:
+            raise InvalidArgument("give retry or retries (its older form), not both")
+        self.retry = retry or (Retry() if retries is None else Retry(attempts=retries + 1))
         self.max_idle = max_idle
         self._idle: list[tuple[_Connection, float]] = []
         self._lock = threading.Lock()
@@ -158,7 +160,16 @@ class HBaseConnection:
         self.calls = 0  # HBase calls made through this pool (for tests, benchmarks and metrics)
 
     @property
+    def host(self) -> str:
+        return self._addresses[self._current][0]
+
+    @property
+    def port(self) -> int:
+        return self._addresses[self._current][1]
+
+    @property
     def address(self) -> str:
+        """``host:port`` of the gateway in use."""
         return f"{self.host}:{self.port}"
 
     @contextmanager
@@ -184,7 +195,7 @@ class HBaseConnection:
         """Borrow an open connection for ``what`` (used in error messages) until ``deadline``
         (default: :meth:`deadline`); errors are wrapped."""
         if self._closed:
-            raise TmsError("the connection to HBase has been closed")
+            raise ClientClosed("this client has been closed: open a new MessagingClient")
         deadline = self.deadline() if deadline is None else deadline
         left = deadline - time.monotonic()
         if left <= 0:
@@ -216,20 +227,19 @@ class HBaseConnection:
 
     def run(self, what: str, call: Callable[[happybase.Connection], T], *, idempotent: bool = True) -> T:
         """Run ``call`` on a borrowed connection by one deadline; retry link failures of idempotent
-        calls while the deadline leaves time (a timeout is never retried)."""
+        calls as the retry policy says, while the deadline leaves time (a timeout is never retried:
+        the deadline has passed)."""
         deadline = self.deadline()
-        attempts = 1 + (self.retries if idempotent else 0)
-        for attempt in range(1, attempts + 1):
+        failures = 0
+        while True:
             try:
                 with self.connection(what, deadline) as conn:
                     return call(conn)
             except HBaseUnavailable as exc:
-                pause = 0.05 * attempt
-                if attempt == attempts or exc.timed_out or time.monotonic() + pause >= deadline:
+                failures += 1
+                if not idempotent or exc.timed_out or not self.retry.pause(exc, failures, what=what, deadline=deadline):
                     raise
-                log.info("retrying %s after a broken connection (%s)", what, exc)
-                time.sleep(pause)
-        raise AssertionError("unreachable")
+                CLIENT_METRICS.retries.inc()
 
     def close(self) -> None:
         """Close every idle connection; borrowed ones are closed when given back."""
@@ -254,10 +264,31 @@ class HBaseConnection:
             old.close()
         if conn is not None:
             return conn
-        conn = _Connection(self.host, self.port, autoconnect=False)
-        conn.socket.deadline = deadline
-        conn.open()
-        return conn
+        return self._open(deadline)
+
+    def _open(self, deadline: float) -> _Connection:
+        """A new connection to the gateway in use; if it cannot be reached, to the next one (each
+        gateway is tried once, within the deadline)."""
+        for tried in range(1, len(self._addresses) + 1):
+            index = self._current
+            conn = _Connection(*self._addresses[index], autoconnect=False)
+            conn.socket.deadline = deadline
+            try:
+                conn.open()
+                return conn
+            except (TTransportException, OSError) as exc:
+                if isinstance(exc, TimeoutError) or tried == len(self._addresses):
+                    raise
+                with self._lock:
+                    if self._current == index:
+                        self._current = (index + 1) % len(self._addresses)
+                log.warning(
+                    "HBase Thrift at %s:%d cannot be reached (%s); trying %s",
+                    *self._addresses[index],
+                    exc,
+                    self.address,
+                )
+        raise AssertionError("unreachable")
 
     def _give_back(self, conn: _Connection | None, healthy: bool) -> None:
         if conn is None:

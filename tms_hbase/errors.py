@@ -1,10 +1,19 @@
-"""The one error hierarchy of tms-hbase: every failure a user can see derives from TmsError."""
+"""The one error hierarchy of tms-hbase: every failure a user can see derives from TmsError.
+
+Every class says with ``retriable`` whether the same call, made again later unchanged, may succeed
+(a server that was down, a race that was lost) or will fail the same way (bad input, a refusal);
+retry loops retry only retriable errors. The command-line tools map these classes to exit codes in
+one table.
+"""
 
 from __future__ import annotations
 
 
 class TmsError(Exception):
     """Base class of every error raised by tms-hbase."""
+
+    retriable: bool = False
+    """True if the same call may succeed when made again later (see the module doc)."""
 
 
 class InvalidArgument(TmsError, ValueError):
@@ -33,6 +42,38 @@ class TopicAlreadyExists(TmsError):
 
 class ConcurrentModification(TmsError):
     """A compare-and-set lost against another writer: the stored value is not the one expected."""
+
+    retriable = True  # re-read, and try again on the new value
+
+
+class SubscriptionNotFound(TmsError):
+    """The subscription does not exist (never created, deleted, or its topic was deleted or re-created)."""
+
+    def __init__(self, topic: object, name: str) -> None:
+        super().__init__(f"subscription {name!r} of topic {topic} does not exist")
+        self.topic = topic
+        self.name = name
+
+
+class SubscriptionAlreadyExists(TmsError):
+    """A subscription of that name exists already on the topic; it was left unchanged."""
+
+    def __init__(self, topic: object, name: str) -> None:
+        super().__init__(f"subscription {name!r} of topic {topic} already exists")
+        self.topic = topic
+        self.name = name
+
+
+class SubscriptionBusy(ConcurrentModification):
+    """Another consumer holds the subscription's lease (one active consumer per subscription)."""
+
+
+class LeaseLost(ConcurrentModification):
+    """A lease this process held was taken over: a consumer's on its subscription (or the subscription
+    was deleted; nothing it commits from now on is stored), or a sweeper's on a region (it stops
+    touching that region). It must stop; trying again does not help."""
+
+    retriable = False
 
 
 class CorruptData(TmsError):
@@ -78,12 +119,20 @@ class HBaseError(TmsError):
     """HBase (through its Thrift gateway) failed or refused a request."""
 
 
-class HBaseUnavailable(HBaseError):
+class Unavailable(TmsError):
+    """A server (HBase's Thrift gateway, the transaction server) could not be reached or did not
+    answer in time. ``timed_out`` says whether the deadline passed."""
+
+    retriable = True
+    timed_out: bool = False
+
+
+class HBaseUnavailable(HBaseError, Unavailable):
     """The Thrift gateway could not be reached, did not answer within the client's timeout, or
     answered bytes that are not an HBase Thrift reply: the link is unusable. ``timed_out`` says
     whether the deadline passed."""
 
-    timed_out: bool = False
+    retriable = True
 
 
 class PublishOutcomeUnknown(HBaseUnavailable):
@@ -107,6 +156,12 @@ class NotAuthorized(TmsError):
 
 class QueueFull(TmsError):
     """The async publisher's queue is full (policy ``on_full="raise"``)."""
+
+    retriable = True  # once the sender has caught up
+
+
+class ClientClosed(TmsError):
+    """A closed client (or async publisher) was used: open a new one."""
 
 
 class PublisherClosed(TmsError):
@@ -134,3 +189,16 @@ class TransactionNotInProgress(TmsError):
 
 class InvalidTruncateTime(TmsError):
     """The invalid list cannot be truncated before that time: a transaction started earlier is still in progress."""
+
+
+class TransactionServiceUnavailable(Unavailable):
+    """The transaction server could not be reached, did not answer in time, or answered garbage
+    (HBase itself may be fine: non-transactional publishing keeps working)."""
+
+
+class TransactionFailure(TmsError):
+    """A participant could not persist its changes; the transaction was rolled back."""
+
+
+class Fenced(TmsError):
+    """Another transaction server appended to the edit log: this one must stop serving."""

@@ -40,6 +40,7 @@ from .errors import (
 )
 from .reader import Message
 from .topic import TopicId, TopicMetadata
+from .topic import as_topic as _topic
 from .tx import Transaction, TransactionCodec
 from .wire import RollbackDetail
 from .writer import validate_payloads
@@ -294,14 +295,6 @@ class GatewayClient:
             err = HBaseUnavailable(f"{what}: the gateway at {self.url} {reason}{maybe}")
         err.timed_out = broken.timed_out
         return err
-
-
-def _topic(topic: object) -> TopicId:
-    if isinstance(topic, TopicId):
-        return topic
-    if isinstance(topic, str):
-        return TopicId.parse(topic)
-    raise InvalidArgument(f"expected a TopicId or 'namespace:topic', got {type(topic).__name__}")
 
 
 def _with_query(path: str, query: Mapping[str, object]) -> str:

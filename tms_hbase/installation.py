@@ -26,9 +26,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from .clock import now_ms
-from .connection import HBaseConnection, mutation
 from .errors import ConcurrentModification, CorruptData, InvalidArgument
 from .metadata import COLUMN, SETTINGS_KEY
+from .storage import Table
 
 log = logging.getLogger(__name__)
 
@@ -138,8 +138,7 @@ def validate_tail_cache(seconds: object) -> int:
 class InstallationStore:
     """Reads and compare-and-sets the reserved settings row of one metadata table."""
 
-    def __init__(self, hbase: HBaseConnection, table: str) -> None:
-        self.hbase = hbase
+    def __init__(self, table: Table) -> None:
         self.table = table
 
     def read(self) -> TailCacheSetting | None:
@@ -170,23 +169,13 @@ class InstallationStore:
             )
         else:
             new = TailCacheSetting(seconds, old.tail_cache_seconds, at)
-        put = mutation(COLUMN, new.encode())
-        won = self.hbase.run(
-            "set tail-cache seconds",
-            lambda c: c.client.checkAndPut(self.table.encode(), SETTINGS_KEY, COLUMN, raw, put, {}),
-            idempotent=False,
-        )
-        if not won:
+        if not self.table.compare_and_set(SETTINGS_KEY, COLUMN, raw, new.encode()):
             raise ConcurrentModification("tail-cache-seconds was changed by someone else at the same time; look again")
         return new
 
     def raw(self) -> bytes | None:
         """The stored bytes of the row, or None."""
-        row = self.hbase.run(
-            "read installation settings",
-            lambda c: c.table(self.table).row(SETTINGS_KEY, columns=[COLUMN]),
-        )
-        return row.get(COLUMN)
+        return self.table.get_cell(SETTINGS_KEY, COLUMN)
 
 
 def _raised(seconds: int, at: int) -> TailCacheSetting:

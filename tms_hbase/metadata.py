@@ -12,9 +12,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from .connection import HBaseConnection, mutation
 from .errors import ConcurrentModification, HBaseUnavailable, TopicAlreadyExists, TopicNotFound
 from .integrity import RowCheck, check_metadata_row
+from .retry import Retry
+from .storage import Table
 from .tables import FAMILY
 from .topic import GENERATION_KEY, TopicId, TopicMetadata, user_properties
 
@@ -39,9 +40,9 @@ class TopicScan:
 class MetadataStore:
     """Reads and compare-and-sets topic rows (key ``namespace:topic:``) in one metadata table."""
 
-    def __init__(self, hbase: HBaseConnection, table: str) -> None:
-        self.hbase = hbase
+    def __init__(self, table: Table, *, retry: Retry | None = None) -> None:
         self.table = table
+        self.retry = retry or Retry()
 
     def create(self, topic: TopicId, properties: Mapping[str, str] | None = None) -> TopicMetadata:
         """Create the topic (generation 1, or |old|+1 after a delete); TopicAlreadyExists if it exists."""
@@ -99,8 +100,7 @@ class MetadataStore:
 
     def read(self, topic: TopicId) -> TopicMetadata | None:
         """The stored row as it is (deleted topics included), or None if there is none."""
-        row = self.hbase.run(f"read topic {topic}", lambda c: c.table(self.table).row(topic.key, columns=[COLUMN]))
-        data = row.get(COLUMN)
+        data = self.table.get_cell(topic.key, COLUMN)
         return None if data is None else TopicMetadata.decode(topic, data)
 
     def scan(self, namespace: str | None = None, include_deleted: bool = False) -> TopicScan:
@@ -108,15 +108,11 @@ class MetadataStore:
         decode, each with its topic and what is wrong: one bad row never hides the others."""
         prefix = f"{TopicId(namespace, 'x').namespace}:".encode() if namespace is not None else None
 
-        def scan(conn) -> list[tuple[bytes, bytes]]:
-            rows = conn.table(self.table).scan(row_prefix=prefix, columns=[COLUMN], batch_size=1000)
-            return [(key, data.get(COLUMN)) for key, data in rows]
-
         found = TopicScan([], [])
-        for key, data in self.hbase.run(f"list topics of {namespace or 'all namespaces'}", scan):
+        for key, data in self.table.scan(prefix=prefix, columns=[COLUMN]):
             if key == SETTINGS_KEY:
                 continue
-            check = check_metadata_row(key, data)
+            check = check_metadata_row(key, data.get(COLUMN))
             if check.metadata is None:
                 found.corrupt.append(check)
             elif include_deleted or check.metadata.exists:
@@ -143,7 +139,7 @@ class MetadataStore:
         """Read, compute the new row with ``step``, compare-and-set; re-read and retry on a lost race.
 
         If the link fails during the compare-and-set, the write may or may not have happened: the
-        row is re-read, and finding exactly the value we wrote means it did.
+        row is re-read (as the retry policy allows), and finding exactly the value we wrote means it did.
         """
         unsure: TopicMetadata | None = None
         link_failures = 0
@@ -153,23 +149,14 @@ class MetadataStore:
                 return unsure
             new = step(old)
             try:
-                if self._compare_and_set(topic, None if old is None else old.encode(), new.encode(), what):
+                if self.table.compare_and_set(topic.key, COLUMN, None if old is None else old.encode(), new.encode()):
                     return new
-            except HBaseUnavailable:
+            except HBaseUnavailable as exc:
                 link_failures += 1
-                if link_failures > self.hbase.retries:
+                if not self.retry.pause(exc, link_failures, what=what):
                     raise
                 unsure = new
         raise ConcurrentModification(f"{what}: lost {_MAX_ROUNDS} compare-and-set rounds in a row")
-
-    def _compare_and_set(self, topic: TopicId, old: bytes | None, new: bytes, what: str) -> bool:
-        """checkAndPut: write ``new`` only if the stored value is exactly ``old`` (None: no row)."""
-        put = mutation(COLUMN, new)
-        return self.hbase.run(
-            what,
-            lambda c: c.client.checkAndPut(self.table.encode(), topic.key, COLUMN, old, put, {}),
-            idempotent=False,
-        )
 
 
 class MetadataCache:

@@ -15,11 +15,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .clock import now_ms
-from .connection import HBaseConnection
 from .errors import CorruptData, InvalidArgument
 from .message_id import MessageId
 from .message_id import encode as encode_id
 from .metadata import MetadataCache
+from .metrics import CLIENT_METRICS
 from .rows import (
     F_TX,
     MAX_POSITION,
@@ -39,9 +39,9 @@ from .rows import (
     position_of,
     sequence_of,
 )
-from .tables import TableNames
+from .storage import KEYS_ONLY, Table
 from .topic import TopicId
-from .tx import Transaction
+from .tx.transaction import Transaction
 
 CHUNK_ROWS = 64
 PAYLOAD_CHUNK = 1000
@@ -59,6 +59,11 @@ class Message:
     id: bytes
     payload: bytes
     publish_time: int
+
+    @property
+    def publish_time_ms(self) -> int:
+        """``publish_time``, named with its unit: milliseconds since the epoch."""
+        return self.publish_time
 
 
 @dataclass(frozen=True)
@@ -112,11 +117,12 @@ def _validate(start_message: object, start_time: object, inclusive: object, limi
 
 
 class MessageReader:
-    """Fetches messages in order; every fetch is a poll that ends at the topic's current tail."""
+    """Fetches messages in order from the ``messages`` and ``payloads`` tables; every fetch is a poll
+    that ends at the topic's current tail."""
 
-    def __init__(self, hbase: HBaseConnection, tables: TableNames, topics: MetadataCache) -> None:
-        self.hbase = hbase
-        self.tables = tables
+    def __init__(self, messages: Table, payloads: Table, topics: MetadataCache) -> None:
+        self.messages = messages
+        self.payloads = payloads
         self.topics = topics
 
     def fetch(
@@ -205,8 +211,8 @@ class MessageReader:
 
     def tail(self, topic: TopicId, generation: int) -> int:
         """The last position of a generation (0 if it has no row): one reverse scan of one row."""
-        rows = self._last_rows(generation_prefix(topic, generation))
-        return position_of(rows[0][0]) if rows else 0
+        last = self.messages.last_row(generation_prefix(topic, generation))
+        return 0 if last is None else position_of(last[0])
 
     def batches(
         self, topic: TopicId, generation: int, first: int, last: int, *, transactional_only: bool = False
@@ -215,22 +221,13 @@ class MessageReader:
         decoded. ``transactional_only`` keeps only rows with a write pointer, filtered in HBase."""
         prefix = generation_prefix(topic, generation)
         stop = message_key(topic, generation, last + 1) if last < MAX_POSITION else past_last(prefix)
-        table = self.tables.messages
         start = first
         while start <= last:
             key = message_key(topic, generation, start)
-
-            def scan(conn, key: bytes = key) -> list[tuple[bytes, bytes | None]]:
-                rows = conn.table(table).scan(
-                    row_start=key,
-                    row_stop=stop,
-                    limit=CHUNK_ROWS,
-                    batch_size=CHUNK_ROWS,
-                    filter=_TRANSACTIONAL_ROWS if transactional_only else None,
-                )
-                return [(k, v.get(MESSAGE_COLUMN)) for k, v in rows]
-
-            rows = self.hbase.run(f"scan batch rows of {topic}", scan)
+            found = self.messages.scan(
+                key, stop, limit=CHUNK_ROWS, filter=_TRANSACTIONAL_ROWS if transactional_only else None
+            )
+            rows = [(k, v.get(MESSAGE_COLUMN)) for k, v in found]
             for key, cell in rows:
                 head = peek_row(key, cell)  # CorruptData naming the row if it does not decode
                 yield BatchInfo(position_of(key), head.publish_time, head.tx_pointer, message_count(cell))
@@ -256,22 +253,15 @@ class MessageReader:
         high = past_last(prefix) if stop is None else payload_key(topic, generation, write_pointer, stop)
         if high <= low:
             return []
-        table = self.tables.payloads
-
         below_low = prefix if start <= 1 else payload_key(topic, generation, write_pointer, start - 1)
-
-        def scan(conn) -> list[bytes]:
-            rows = conn.table(table).scan(
-                row_start=high if reverse else low,
-                row_stop=below_low if reverse else high,  # a reverse scan stops above its (exclusive) stop key
-                limit=limit + 1 if reverse else limit,
-                batch_size=min(limit + 1, PAYLOAD_CHUNK),
-                reverse=reverse,
-                filter="KeyOnlyFilter()",
-            )
-            return [k for k, _ in rows]
-
-        keys = self.hbase.run(f"scan stored payload keys of {topic}", scan)
+        rows = self.payloads.scan(
+            high if reverse else low,
+            below_low if reverse else high,  # a reverse scan stops above its (exclusive) stop key
+            limit=limit + 1 if reverse else limit,
+            reverse=reverse,
+            filter=KEYS_ONLY,
+        )
+        keys = [k for k, _ in rows]
         if reverse:  # a reverse scan starts at its (inclusive) start key: drop ``high`` itself
             keys = [k for k in keys if k < high][:limit]
         return [sequence_of(k) for k in keys]
@@ -279,7 +269,7 @@ class MessageReader:
     def _first_at_or_after(self, prefix: bytes, position: int, bound: int | None) -> tuple[int, RowHeader] | None:
         """The first row at ``position`` or after it (below ``bound``): a get, then a scan if swept."""
         key = prefix + position.to_bytes(8, "big")
-        data = self.hbase.run("read message row", lambda c: c.table(self.tables.messages).row(key))
+        data = self.messages.get(key)
         if data:
             return position, peek_row(key, data.get(MESSAGE_COLUMN))
         stop = past_last(prefix) if bound is None else prefix + bound.to_bytes(8, "big")
@@ -287,30 +277,15 @@ class MessageReader:
         return (position_of(rows[0][0]), peek_row(*rows[0])) if rows else None
 
     def _last(self, prefix: bytes) -> tuple[int, RowHeader]:
-        key, data = self._last_rows(prefix)[0]
+        last = self.messages.last_row(prefix)
+        assert last is not None, "called after a row of the generation was found"
+        key, data = last
         return position_of(key), peek_row(key, data.get(MESSAGE_COLUMN))
-
-    def _last_rows(self, prefix: bytes) -> list[tuple[bytes, dict[bytes, bytes]]]:
-        return self.hbase.run(
-            "read tail",
-            lambda c: list(
-                c.table(self.tables.messages).scan(
-                    row_start=prefix + b"\xff" * 8, row_stop=prefix, reverse=True, limit=1, batch_size=1
-                )
-            ),
-        )
 
     def _scan(self, start: bytes, stop: bytes, limit: int) -> list[tuple[bytes, bytes | None]]:
         """Rows as (key, their d:m cell or None)."""
-
-        def scan(conn) -> list[tuple[bytes, bytes | None]]:
-            table = conn.table(self.tables.messages)
-            return [
-                (k, v.get(MESSAGE_COLUMN))
-                for k, v in table.scan(row_start=start, row_stop=stop, limit=limit, batch_size=limit)
-            ]
-
-        return self.hbase.run("scan messages", scan)
+        with CLIENT_METRICS.fetch_seconds.time():
+            return [(k, v.get(MESSAGE_COLUMN)) for k, v in self.messages.scan(start, stop, limit=limit)]
 
     # -- rows to messages ---------------------------------------------------------------------
 
@@ -412,13 +387,7 @@ class MessageReader:
             stop = payload_key(topic, generation, pointer, end_index)
         while True:
             start = payload_key(topic, generation, pointer, sequence)
-
-            def scan(conn, start: bytes = start) -> list[tuple[bytes, bytes]]:
-                table = conn.table(self.tables.payloads)
-                rows = table.scan(row_start=start, row_stop=stop, limit=PAYLOAD_CHUNK, batch_size=PAYLOAD_CHUNK)
-                return [(k, v.get(PAYLOAD_COLUMN)) for k, v in rows]
-
-            rows = self.hbase.run(f"read stored payloads of {topic}", scan)
+            rows = [(k, v.get(PAYLOAD_COLUMN)) for k, v in self.payloads.scan(start, stop, limit=PAYLOAD_CHUNK)]
             for key, payload in rows:
                 seq = sequence_of(key)
                 if payload is None:

@@ -4,12 +4,16 @@ Message table: one row per published batch at a dense position of its topic gene
 
     key   = topic key (b"ns:topic:") | generation u32 | position u64           (big-endian)
     d:m   = version u8 | flags u8 | publish_time i64 ms | writer id 16 | writer batch i64
-            | [tx write pointer i64] | [expires_at i64 ms] | [count u32 | (len u32 | payload)*]
+            | [tx write pointer i64] | [expires_at i64 ms] | [messages total u64 | bytes total u64]
+            | [count u32 | (len u32 | payload)*]
 
 Payload table: payloads stored under a transaction write pointer, in store order::
 
     key   = topic key | generation u32 | write pointer i64 | sequence u64     (d:p = payload)
     counter row = topic key | generation u32 | write pointer i64             (d:c = last sequence)
+
+The totals (flag 8) count the messages and payload bytes of the generation up to and including this row,
+so the size of any range of a topic is a subtraction (lag, stats) instead of a scan.
 
 Everything a batch says is one cell, so a batch appears whole or not at all (checkAndPut on one cell).
 """
@@ -34,11 +38,13 @@ VERSION = 1
 F_TX = 1
 F_POINTER = 2
 F_EXPIRY = 4
+F_COUNTS = 8
 
 _HEADER = struct.Struct(">BBq16sq")
 TX_OFFSET = _HEADER.size  # the write pointer sits at a fixed offset so rollback can flip its sign
 _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
+_TOTALS = struct.Struct(">QQ")
 _GEN = struct.Struct(">I")
 _POS = struct.Struct(">Q")
 MAX_POSITION = 2**64 - 1
@@ -79,6 +85,21 @@ def sequence_of(key: bytes) -> int:
 
 
 @dataclass(frozen=True)
+class Totals:
+    """Running totals of one topic generation: messages and payload bytes up to and including a row.
+
+    A pointer row counts the payloads its write pointer's counter had handed out when it was
+    published, and no bytes (its publisher does not know their sizes).
+    """
+
+    messages: int
+    bytes: int
+
+    def plus(self, messages: int, size: int) -> Totals:
+        return Totals(self.messages + messages, self.bytes + size)
+
+
+@dataclass(frozen=True)
 class BatchRow:
     """The decoded cell of one message-table row."""
 
@@ -89,15 +110,19 @@ class BatchRow:
     tx_pointer: int | None = None  # negative once rolled back or marked invalid
     expires_at: int | None = None  # per-message TTL, as an absolute time in ms
     pointer: bool = False  # no payloads inline: they are in the payload table under tx_pointer
+    totals: Totals | None = None  # messages and bytes of the generation through this row (rows since flag 8)
 
     def encode(self) -> bytes:
         flags = (F_TX if self.tx_pointer is not None else 0) | (F_POINTER if self.pointer else 0)
         flags |= F_EXPIRY if self.expires_at is not None else 0
+        flags |= F_COUNTS if self.totals is not None else 0
         parts = [_HEADER.pack(VERSION, flags, self.publish_time, self.writer_id, self.batch_no)]
         if self.tx_pointer is not None:
             parts.append(_I64.pack(self.tx_pointer))
         if self.expires_at is not None:
             parts.append(_I64.pack(self.expires_at))
+        if self.totals is not None:
+            parts.append(_TOTALS.pack(self.totals.messages, self.totals.bytes))
         if not self.pointer:
             parts.append(_U32.pack(len(self.payloads)))
             for payload in self.payloads:
@@ -118,6 +143,7 @@ class BatchRow:
             head.tx_pointer,
             head.expires_at,
             bool(head.flags & F_POINTER),
+            head.totals,
         )
 
 
@@ -133,6 +159,8 @@ class RowHeader:
     writer_id: bytes
     batch_no: int
     flags: int = 0
+    payload_count: int = 0  # inline payloads (0 for a pointer row)
+    totals: Totals | None = None  # None in rows written before totals existed
 
 
 def _head(data: bytes) -> tuple[RowHeader, int]:
@@ -149,10 +177,15 @@ def _head(data: bytes) -> tuple[RowHeader, int]:
         if flags & F_EXPIRY:
             expires_at = _I64.unpack_from(data, offset)[0]
             offset += 8
-        has_payloads = not flags & F_POINTER and _U32.unpack_from(data, offset)[0] > 0
+        totals = None
+        if flags & F_COUNTS:
+            totals = Totals(*_TOTALS.unpack_from(data, offset))
+            offset += _TOTALS.size
+        count = 0 if flags & F_POINTER else _U32.unpack_from(data, offset)[0]
     except struct.error as exc:
         raise CorruptData(f"truncated message row: {exc}") from None
-    return RowHeader(publish_time, tx_pointer, expires_at, has_payloads, writer_id, batch_no, flags), offset
+    header = RowHeader(publish_time, tx_pointer, expires_at, count > 0, writer_id, batch_no, flags, count, totals)
+    return header, offset
 
 
 def _walk_payloads(data: bytes, head: RowHeader, offset: int, out: list[bytes] | None) -> None:

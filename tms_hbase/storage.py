@@ -9,15 +9,48 @@ callers resolve that by reading the row back.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from .connection import HBaseConnection, mutation
+from .errors import HBaseError
+from .retry import Retry
+from .tables import CORE, FAMILIES, FAMILY, TableNames
+
+log = logging.getLogger(__name__)
 
 Row = tuple[bytes, dict[bytes, bytes]]
 """A row as scans return it: the key and its cells (``family:qualifier`` → value)."""
 
-# How many rows one scanner call brings back when the caller sets no limit.
+# How many rows one scanner call brings back: a limited scan takes its rows in one call up to MAX_BATCH.
 DEFAULT_BATCH = 1000
+MAX_BATCH = 10_000
+KEYS_ONLY = "KeyOnlyFilter()"
+"""A scan filter that sends the keys and empty values back: for scans that only need the keys."""
+# While a split or merge is being assigned, listing a table's regions fails for a few seconds
+# ("Internal error processing getTableRegions"): ask again for up to about 15 s.
+REGIONS_IN_TRANSITION = Retry(
+    attempts=20, backoff_seconds=0.25, max_backoff_seconds=1.0, retry_if=lambda e: "Internal error" in str(e)
+)
+
+
+@dataclass(frozen=True)
+class Region:
+    """One region of a table: rows from ``start`` (inclusive, b"" = first) to ``end`` (exclusive, b"" = last)."""
+
+    table: str
+    start: bytes
+    end: bytes
+    name: bytes  # HBase's region name, for a major compaction of just this region
+
+    @property
+    def key(self) -> bytes:
+        """Identifies the region in the sweeper's state (a split keeps the first half's key)."""
+        return self.table.encode() + b"\0" + self.start
+
+    def label(self) -> str:
+        return f"{self.table}[{self.start.hex() or '-'}..{self.end.hex() or '-'})"
 
 
 class Table:
@@ -58,13 +91,15 @@ class Table:
         columns: Sequence[bytes] | None = None,
         reverse: bool = False,
         timestamps: bool = False,
+        filter: str | None = None,
     ) -> list[Row]:
         """Rows from ``start`` (inclusive) to ``stop`` (exclusive), or under ``prefix``, in key order
         (descending with ``reverse``: then ``start`` is the high end), at most ``limit`` of them.
 
-        With ``timestamps`` each cell is ``(value, timestamp)`` instead of its value.
+        With ``timestamps`` each cell is ``(value, timestamp)`` instead of its value. ``filter`` is an
+        HBase filter string applied in the region servers (e.g. :data:`KEYS_ONLY`).
         """
-        batch = DEFAULT_BATCH if limit is None else max(1, min(limit, DEFAULT_BATCH))
+        batch = DEFAULT_BATCH if limit is None else max(1, min(limit, MAX_BATCH))
 
         def scan(conn) -> list[Row]:
             rows = conn.table(self.name).scan(
@@ -76,6 +111,7 @@ class Table:
                 batch_size=batch,
                 reverse=reverse,
                 include_timestamp=timestamps,
+                filter=filter,
             )
             return list(rows)
 
@@ -142,3 +178,109 @@ class Table:
             lambda c: c.table(self.name).counter_inc(key, column, amount),
             idempotent=False,
         )
+
+    # -- regions ------------------------------------------------------------------------------
+
+    def regions(self) -> list[Region]:
+        """The table's regions in key order, as HBase has them now (splits and merges included).
+
+        While a split or merge is being assigned, the gateway fails the call: that passes within seconds,
+        so it is asked again (:data:`REGIONS_IN_TRANSITION`).
+        """
+        what = f"list regions of {self.name}"
+        infos = REGIONS_IN_TRANSITION.call(
+            lambda: self.hbase.run(what, lambda c: c.client.getTableRegions(self._name)), what=what
+        )
+        regions = [Region(self.name, i.startKey or b"", i.endKey or b"", i.name) for i in infos]
+        return sorted(regions, key=lambda r: r.start)
+
+    def major_compact(self, region: Region) -> None:
+        """Ask HBase to major-compact one region of this table (frees the space of deleted rows)."""
+        self.hbase.run(f"major compaction of {region.label()}", lambda c: c.client.majorCompact(region.name))
+
+
+class Installation:
+    """One tms-hbase installation: the tables of one prefix at one HBase, over one connection pool.
+
+    This is what the components above the storage layer are handed (``MessagingClient.installation``):
+    the sweeper, the CLIs, Spark tasks and the benchmarks use it instead of a client's internals.
+    """
+
+    def __init__(self, hbase: HBaseConnection, names: TableNames) -> None:
+        self.hbase = hbase
+        self.names = names
+        self.messages = Table(hbase, names.messages)
+        self.payloads = Table(hbase, names.payloads)
+        self.metadata = Table(hbase, names.metadata)
+        self.txstate = Table(hbase, names.txstate)
+
+    def __repr__(self) -> str:
+        return f"Installation({self.hbase.address!r}, prefix={self.prefix!r})"
+
+    @property
+    def prefix(self) -> str:
+        return self.names.prefix
+
+    @property
+    def address(self) -> str:
+        """``host:port`` of the HBase Thrift gateway."""
+        return self.hbase.address
+
+    @property
+    def calls(self) -> int:
+        """HBase calls made so far through this installation's pool (tests, benchmarks, metrics)."""
+        return self.hbase.calls
+
+    def table(self, kind: str) -> Table:
+        """The table ``<prefix>_<kind>``."""
+        return Table(self.hbase, self.names.name(kind))
+
+    def missing(self, kinds: Iterable[str] = CORE) -> list[str]:
+        """The tables of this prefix (of ``kinds``, by default the core ones every installation has)
+        that do not exist (one call; creates nothing)."""
+        existing = set(self._existing())
+        return [self.names.name(kind) for kind in kinds if self.names.name(kind) not in existing]
+
+    def create_missing(self, kinds: Iterable[str] = CORE) -> list[str]:
+        """Create whichever table of this prefix (of ``kinds``) is missing; returns the names it created.
+
+        Safe to run from many processes at once: losing a creation race to another process is fine.
+        """
+        existing = set(self._existing())
+        created = []
+        for kind in kinds:
+            name, family = self.names.name(kind), FAMILIES[kind]
+            if name in existing:
+                continue
+            try:
+                self.hbase.run(
+                    f"create table {name}",
+                    lambda c, n=name, f=family: c.create_table(n, {FAMILY: f}),
+                    idempotent=False,
+                )
+            except HBaseError as exc:
+                if "already in use" not in str(exc) and name not in self._existing():
+                    raise
+            else:
+                created.append(name)
+                log.info("created table %s", name)
+        return created
+
+    def drop(self) -> list[str]:
+        """Disable and delete the tables of this prefix that exist, with everything in them; returns the names."""
+        existing = set(self._existing())
+        dropped = []
+        for name in self.names.all():
+            if name in existing:
+                self.hbase.run(
+                    f"drop table {name}", lambda c, n=name: c.delete_table(n, disable=True), idempotent=False
+                )
+                dropped.append(name)
+        return dropped
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self.hbase.close()
+
+    def _existing(self) -> list[str]:
+        return [t.decode() for t in self.hbase.run("list tables", lambda c: c.tables())]

@@ -1,14 +1,9 @@
-"""The four HBase tables of tms-hbase, their names under a prefix, and their column families."""
+"""The five HBase tables of tms-hbase, their names under a prefix, and their column families (data
+only: :class:`tms_hbase.storage.Installation` creates and drops them)."""
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
-
-from .connection import HBaseConnection
-from .errors import HBaseError
-
-log = logging.getLogger(__name__)
 
 FAMILY = "d"
 """Every table has one column family, ``d``; a short name keeps every stored cell small."""
@@ -24,7 +19,12 @@ FAMILIES = {
     "metadata": {**_DATA_FAMILY, "in_memory": True},
     # snapshots and edit log of the transaction server: written once, read at start
     "txstate": _DATA_FAMILY,
+    # one small row per subscription (consume mark and lease), compare-and-set on every commit
+    "subscriptions": {**_DATA_FAMILY, "in_memory": True},
 }
+CORE = ("messages", "payloads", "metadata", "txstate")
+"""The tables a client creates on first use; ``subscriptions`` is created on the first use of
+subscriptions, so installations that never consume through subscriptions do not have it."""
 
 
 @dataclass(frozen=True)
@@ -52,50 +52,9 @@ class TableNames:
     def txstate(self) -> str:
         return self.name("txstate")
 
+    @property
+    def subscriptions(self) -> str:
+        return self.name("subscriptions")
+
     def all(self) -> list[str]:
         return [self.name(kind) for kind in FAMILIES]
-
-
-def missing_tables(hbase: HBaseConnection, names: TableNames) -> list[str]:
-    """The tables of this prefix that do not exist (one call; creates nothing)."""
-    existing = set(_table_names(hbase))
-    return [table for table in names.all() if table not in existing]
-
-
-def ensure_tables(hbase: HBaseConnection, names: TableNames) -> list[str]:
-    """Create whichever of the four tables is missing; returns the names it created.
-
-    Safe to run from many processes at once: losing a creation race to another process is fine.
-    """
-    existing = set(_table_names(hbase))
-    created = []
-    for kind, family in FAMILIES.items():
-        table = names.name(kind)
-        if table in existing:
-            continue
-        try:
-            hbase.run(
-                f"create table {table}", lambda c, t=table, f=family: c.create_table(t, {FAMILY: f}), idempotent=False
-            )
-        except HBaseError as exc:
-            if "already in use" not in str(exc) and table not in _table_names(hbase):
-                raise
-        else:
-            created.append(table)
-            log.info("created table %s", table)
-    return created
-
-
-def drop_tables(hbase: HBaseConnection, names: TableNames) -> list[str]:
-    """Disable and delete the tables of this prefix that exist; returns the names it dropped."""
-    existing = set(_table_names(hbase))
-    dropped = []
-    for table in names.all():
-        if table in existing:
-            hbase.run(f"drop table {table}", lambda c, t=table: c.delete_table(t, disable=True), idempotent=False)
-            dropped.append(table)
-    return dropped
-
-
-def _table_names(hbase: HBaseConnection) -> list[str]:
-    return [t.decode() for t in hbase.run("list tables", lambda c: c.tables())]

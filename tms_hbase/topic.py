@@ -57,6 +57,19 @@ class TopicId:
         return f"{self.namespace}:{self.topic}"
 
 
+TopicLike = TopicId | str
+"""What the API takes where it names a topic: a :class:`TopicId` or its ``"namespace:topic"`` text."""
+
+
+def as_topic(topic: object) -> TopicId:
+    """A :data:`TopicLike` as a TopicId; anything else (or a bad name) is InvalidArgument."""
+    if isinstance(topic, TopicId):
+        return topic
+    if isinstance(topic, str):
+        return TopicId.parse(topic)
+    raise InvalidArgument(f"expected a TopicId or 'namespace:topic', got {type(topic).__name__}")
+
+
 def parse_ttl(value: object) -> int:
     """A TTL in whole seconds, > 0, given as a string (or int); anything else is InvalidArgument."""
     text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
@@ -113,7 +126,12 @@ class TopicMetadata:
 
     @property
     def ttl(self) -> int:
+        """The topic's time-to-live in seconds (also :attr:`ttl_seconds`)."""
         return int(self.properties[TTL_KEY])
+
+    @property
+    def ttl_seconds(self) -> int:
+        return self.ttl
 
     @property
     def generation(self) -> int:

@@ -10,7 +10,9 @@ The protocol (docs/ordering.md has the argument for why it holds):
   bounds the sweeper's grace from below (installation.py, docs/guarantees.md);
 * every row carries this writer's id and batch number: when the answer to a checkAndPut is lost, the
   writer reads that position back and recognises its own batch instead of storing it twice;
-* a writer never holds a lock, so a writer that dies blocks nobody.
+* a writer never holds a lock, so a writer that dies blocks nobody;
+* every row carries the generation's running totals (messages, bytes), its predecessor's plus its own,
+  so lag and topic size are subtractions (the predecessor is read anyway: the tail or the row that won).
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .clock import now_ms
-from .connection import HBaseConnection, mutation
 from .errors import BatchTooLarge, HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown, TopicFull
 from .installation import WriterSettings
 from .metadata import MetadataCache
+from .metrics import CLIENT_METRICS
+from .retry import Retry
 from .row_time import bounded_publish_time
 from .rows import (
     COUNTER_COLUMN,
@@ -37,6 +40,7 @@ from .rows import (
     PAYLOAD_COLUMN,
     BatchRow,
     RowHeader,
+    Totals,
     batch_size,
     decode_row,
     generation_prefix,
@@ -47,7 +51,7 @@ from .rows import (
     position_of,
     with_tx_pointer,
 )
-from .tables import TableNames
+from .storage import Table
 from .topic import TopicId
 from .tx.pointers import MAX_LIFETIME_SECONDS, check_tx_lifetime
 from .wire import RollbackDetail
@@ -78,6 +82,7 @@ class _Tail:
     position: int  # last position known to exist (0: the generation is empty)
     publish_time: int  # its publish time
     seen_at: float  # time.monotonic() before which no row above ``position`` existed
+    totals: Totals | None = None  # its running totals (None: a row from before totals existed)
 
 
 def validate_payloads(payloads: object, max_batch_bytes: int, *, allow_empty: bool) -> tuple[bytes, ...]:
@@ -104,22 +109,25 @@ def validate_write_pointer(pointer: object) -> int:
 
 
 class MessageWriter:
-    """Appends batches to topics for one writer identity (thread-safe)."""
+    """Appends batches to topics for one writer identity (thread-safe), in the ``messages`` and
+    ``payloads`` tables; ``retry`` decides how often an append whose answer was lost is re-checked."""
 
     def __init__(
         self,
-        hbase: HBaseConnection,
-        tables: TableNames,
+        messages: Table,
+        payloads: Table,
         topics: MetadataCache,
         settings: WriterSettings,
         *,
         writer_id: bytes | None = None,
         max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+        retry: Retry | None = None,
         tx_max_lifetime: float = MAX_LIFETIME_SECONDS,
     ) -> None:
-        self.hbase = hbase
+        self.messages = messages
+        self.payloads = payloads
+        self.retry = retry or Retry()
         self.tx_max_lifetime = tx_max_lifetime  # older write pointers are refused
-        self.tables = tables
         self.topics = topics
         self.settings = settings  # the installation's tail-cache time, re-read every second
         self.writer_id = writer_id or uuid.uuid4().bytes
@@ -192,8 +200,11 @@ class MessageWriter:
         if resume is None:
             tail = self._tail(topic, generation)
             position, predecessor_time, anchor, pending = tail.position + 1, tail.publish_time, tail.seen_at, False
+            predecessor_totals = tail.totals
         else:  # what the interrupted call knew is of unknown age: look again before writing
             position, predecessor_time, anchor, pending = resume.position, 0, -math.inf, True
+            predecessor_totals = None
+        own = self._own_count(topic, generation, payloads, tx_pointer)
         losses = link_failures = 0
         while True:
             try:
@@ -205,6 +216,7 @@ class MessageWriter:
                         return position
                     pending = pending and tail.position + 1 == position
                     position, predecessor_time, anchor = tail.position + 1, tail.publish_time, tail.seen_at
+                    predecessor_totals = tail.totals
             except HBaseUnavailable as exc:
                 if pending:
                     raise self._unknown(exc, Resume(topic, generation, position, batch_no)) from exc
@@ -222,6 +234,8 @@ class MessageWriter:
                 tx_pointer=tx_pointer,
                 expires_at=None if ttl_ms is None else min(now + ttl_ms, _MAX_TIME_MS),
                 pointer=tx_pointer is not None and not payloads,
+                # after a row without totals (an older writer's), counting starts again from this row
+                totals=(predecessor_totals or Totals(0, 0)).plus(*own),
             )
             if position > MAX_POSITION:
                 raise TopicFull(
@@ -230,17 +244,17 @@ class MessageWriter:
                 )
             key = message_key(topic, generation, position)
             try:
-                won = self._put_if_absent(key, row.encode())
+                won = self.messages.put_if_absent(key, MESSAGE_COLUMN, row.encode())
             except HBaseUnavailable as exc:
                 # The put may have landed. Retry the same position: if it did land, that retry loses
                 # and the read below recognises our own batch.
                 link_failures += 1
-                if link_failures > self.hbase.retries:
+                if not self.retry.pause(exc, link_failures, what=f"publish to {topic}"):
                     raise self._unknown(exc, Resume(topic, generation, position, batch_no)) from exc
                 log.info("publish to %s: answer lost at position %d, checking", topic, position)
                 won, pending = False, True
             if won:
-                self._remember(topic, _Tail(generation, position, row.publish_time, attempt))
+                self._remember(topic, _Tail(generation, position, row.publish_time, attempt, row.totals))
                 return position
             try:
                 existing = self._read_row(key)
@@ -249,15 +263,17 @@ class MessageWriter:
             if existing is None:
                 continue  # the link failed before the put landed: try the same position again
             if existing.writer_id == self.writer_id and existing.batch_no == batch_no:
-                self._remember(topic, _Tail(generation, position, existing.publish_time, anchor))
+                self._remember(topic, _Tail(generation, position, existing.publish_time, anchor, existing.totals))
                 return position  # our own earlier attempt landed
             losses += 1
+            CLIENT_METRICS.races_lost.inc()
             pending = False  # another batch holds the position our earlier attempt aimed at
             if losses % _WALK_LIMIT == 0:
                 tail = self._read_tail(topic, generation)
                 position, predecessor_time, anchor = tail.position + 1, tail.publish_time, tail.seen_at
+                predecessor_totals = tail.totals
             else:
-                position, predecessor_time = position + 1, existing.publish_time
+                position, predecessor_time, predecessor_totals = position + 1, existing.publish_time, existing.totals
 
     def _is_ours(self, topic: TopicId, generation: int, position: int, batch_no: int) -> bool:
         """Whether the row at ``position`` is this writer's batch ``batch_no`` (an earlier attempt landed)."""
@@ -302,35 +318,28 @@ class MessageWriter:
                 self._tails[topic] = tail
 
     def _read_tail(self, topic: TopicId, generation: int) -> _Tail:
-        """The last row of the generation, found with a one-row reverse scan."""
-        prefix = generation_prefix(topic, generation)
+        """The last row of the generation (the port's one-row reverse scan)."""
         seen_at = time.monotonic()
-        rows = self.hbase.run(
-            f"read tail of {topic}",
-            lambda c: list(
-                c.table(self.tables.messages).scan(
-                    row_start=prefix + b"\xff" * 8, row_stop=prefix, reverse=True, limit=1, batch_size=1
-                )
-            ),
-        )
-        if not rows:
-            return _Tail(generation, 0, 0, seen_at)
-        key, data = rows[0]
-        return _Tail(generation, position_of(key), peek_row(key, data.get(MESSAGE_COLUMN)).publish_time, seen_at)
+        last = self.messages.last_row(generation_prefix(topic, generation))
+        if last is None:
+            return _Tail(generation, 0, 0, seen_at, Totals(0, 0))
+        key, data = last
+        head = peek_row(key, data.get(MESSAGE_COLUMN))
+        return _Tail(generation, position_of(key), head.publish_time, seen_at, head.totals)
+
+    def _own_count(
+        self, topic: TopicId, generation: int, payloads: tuple[bytes, ...], tx_pointer: int | None
+    ) -> tuple[int, int]:
+        """(messages, bytes) this batch adds to the totals. A pointer row counts the payloads its
+        pointer's counter handed out (one read); their bytes are not known here and count 0."""
+        if payloads or tx_pointer is None:
+            return len(payloads), sum(map(len, payloads))
+        counter = self.payloads.get_cell(pointer_prefix(topic, generation, tx_pointer), COUNTER_COLUMN)
+        return (0 if counter is None else int.from_bytes(counter, "big", signed=True)), 0
 
     def _read_row(self, key: bytes) -> RowHeader | None:
-        data = self.hbase.run("read message row", lambda c: c.table(self.tables.messages).row(key))
-        value = data.get(MESSAGE_COLUMN)
+        value = self.messages.get_cell(key, MESSAGE_COLUMN)
         return None if value is None else peek_row(key, value)
-
-    def _put_if_absent(self, key: bytes, value: bytes) -> bool:
-        put = mutation(MESSAGE_COLUMN, value)
-        table = self.tables.messages.encode()
-        return self.hbase.run(
-            "publish",
-            lambda c: c.client.checkAndPut(table, key, MESSAGE_COLUMN, None, put, {}),
-            idempotent=False,
-        )
 
     # -- store --------------------------------------------------------------------------------
 
@@ -356,19 +365,12 @@ class MessageWriter:
             first = sequence
         else:
             counter = pointer_prefix(topic, meta.generation, pointer)
-            last = self.hbase.run(
-                f"reserve payload sequence in {topic}",
-                lambda c: c.table(self.tables.payloads).counter_inc(counter, COUNTER_COLUMN, len(batch)),
-                idempotent=False,
-            )
-            first = last - len(batch) + 1
-
-        def put(conn) -> None:
-            with conn.table(self.tables.payloads).batch() as b:
-                for i, payload in enumerate(batch):
-                    b.put(payload_key(topic, meta.generation, pointer, first + i), {PAYLOAD_COLUMN: payload})
-
-        self.hbase.run(f"store payloads in {topic}", put)  # same keys, same values: safe to retry
+            first = self.payloads.increment(counter, COUNTER_COLUMN, len(batch)) - len(batch) + 1
+        rows = (
+            (payload_key(topic, meta.generation, pointer, first + i), {PAYLOAD_COLUMN: payload})
+            for i, payload in enumerate(batch)
+        )
+        self.payloads.put_many(rows)  # same keys, same values: safe to retry
 
     # -- rollback -----------------------------------------------------------------------------
 
@@ -384,8 +386,7 @@ class MessageWriter:
         pointer, position = detail.transaction_write_pointer, detail.start_position
         key = message_key(topic, detail.generation, position)
         while True:
-            data = self.hbase.run("read message row", lambda c: c.table(self.tables.messages).row(key))
-            value = data.get(MESSAGE_COLUMN)
+            value = self.messages.get_cell(key, MESSAGE_COLUMN)
             if value is None:
                 return  # swept already: nothing left to hide
             row = decode_row(key, value)
@@ -399,14 +400,8 @@ class MessageWriter:
                 return
 
     def _compare_and_set(self, key: bytes, old: bytes, new: bytes) -> bool:
-        put = mutation(MESSAGE_COLUMN, new)
-        table = self.tables.messages.encode()
         try:
-            return self.hbase.run(
-                "roll back message",
-                lambda c: c.client.checkAndPut(table, key, MESSAGE_COLUMN, old, put, {}),
-                idempotent=False,
-            )
+            return self.messages.compare_and_set(key, MESSAGE_COLUMN, old, new)
         except HBaseUnavailable:
             return False  # re-read and look again
 

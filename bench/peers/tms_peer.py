@@ -34,7 +34,7 @@ class Server(system.Server):
     def __enter__(self) -> ServerInfo:
         try:
             client, _raw, _raw_name = self._stack.enter_context(bench_tables(self.settings, "peers"))
-            prefix = client.tables.prefix
+            prefix = client.installation.prefix
             tx_address = None
             if "tx" in self.workloads:
                 proc, tx_address = start_tx_server(self.settings, prefix)

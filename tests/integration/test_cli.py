@@ -154,3 +154,40 @@ def test_every_command_has_help(program: str, command: list[str]) -> None:
     assert result.stdout.startswith(f"Usage: {program}")
     description = result.stdout.split("\n\n")[1].strip()
     assert len(description) > 20, result.stdout
+
+
+@pytest.mark.parametrize("tool", ["tms-admin", "tms-sweeper"])
+def test_both_tools_take_the_same_connection_options_and_exit_codes(
+    tms_env: dict[str, str], hbase_address: str, tool: str
+) -> None:
+    ok(tms_env, "init")
+
+    def run(thrift: str) -> subprocess.CompletedProcess:
+        where = ["--thrift", thrift, "--timeout", "5"]
+        args = [*where, "topic", "list"] if tool == "tms-admin" else ["status", *where]
+        program = str(Path(sys.executable).with_name(tool))
+        return subprocess.run([program, *args], env=tms_env, capture_output=True, text=True, timeout=120)
+
+    bad = run("nonsense")
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].startswith("error: bad HBase Thrift address")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{s.getsockname()[1]}"
+    down = run(dead)
+    assert down.returncode == 5 and dead in down.stderr and "Traceback" not in down.stderr
+    failover = run(f"{dead},{hbase_address}")  # the first gateway is down: the second serves
+    assert failover.returncode == 0, failover.stderr
+
+
+@pytest.mark.parametrize("program", ["tms-admin", "tms-sweeper", "tms-gateway"])
+def test_every_program_reports_the_package_version(program: str) -> None:
+    """`--version` on every console script prints the one version the package metadata also carries."""
+    from importlib.metadata import version
+
+    import tms_hbase
+
+    script = str(Path(sys.executable).with_name(program))
+    result = subprocess.run([script, "--version"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"{program}, version {tms_hbase.__version__}"
+    assert version("tms-hbase") == tms_hbase.__version__

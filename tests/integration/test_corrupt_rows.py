@@ -40,7 +40,7 @@ def raw(client: MessagingClient, hbase_address: str) -> Iterator[happybase.Conne
 
 
 def positions(raw: happybase.Connection, client: MessagingClient, topic: TopicId) -> list[int]:
-    return [position_of(key) for key, _ in raw.table(client.tables.messages).scan(row_prefix=topic.key)]
+    return [position_of(key) for key, _ in raw.table(client.installation.messages.name).scan(row_prefix=topic.key)]
 
 
 def corrupt_installation(client: MessagingClient, raw: happybase.Connection) -> None:
@@ -55,13 +55,13 @@ def corrupt_installation(client: MessagingClient, raw: happybase.Connection) -> 
         client.publish(topic, [b"one"])
         client.publish(topic, [b"two"])
     published = time.time()
-    messages = raw.table(client.tables.messages)
+    messages = raw.table(client.installation.messages.name)
     truncated = messages.row(message_key(DAMAGED, 1, 2))[MESSAGE_COLUMN][:-3]
     messages.put(message_key(DAMAGED, 1, 2), {MESSAGE_COLUMN: truncated})
     messages.put(message_key(DAMAGED, 1, 5), {MESSAGE_COLUMN: b""})
     messages.put(message_key(DAMAGED, 1, 6), {b"d:x": b"not a message"})
-    raw.table(client.tables.metadata).put(BROKEN.key, {b"d:p": b"{not json"})
-    raw.table(client.tables.payloads).put(b"junk", {b"d:p": b"?"})
+    raw.table(client.installation.metadata.name).put(BROKEN.key, {b"d:p": b"{not json"})
+    raw.table(client.installation.payloads.name).put(b"junk", {b"d:p": b"?"})
     client.create_topic(GONE)
     client.publish(GONE, [b"x"])
     client.delete_topic(GONE)
@@ -97,8 +97,9 @@ def test_sweeper_once_leaves_corrupt_rows_reports_them_and_cleans_the_rest(
     assert "corrupt metadata row for topic ns:broken" in found["metadata", "ns:broken", None]["reason"]
     assert found["payloads", None, None]["key"] == b"junk".hex()
     in_messages = [r for r in report["corrupt"] if r["table"] == "messages"]
-    assert all(r["generation"] == 1 and r["region"].startswith(client.tables.messages + "[") for r in in_messages)
-    assert found["metadata", "ns:broken", None]["region"] == client.tables.metadata
+    messages = client.installation.messages.name
+    assert all(r["generation"] == 1 and r["region"].startswith(messages + "[") for r in in_messages)
+    assert found["metadata", "ns:broken", None]["region"] == client.installation.metadata.name
     region = found["messages", "ns:damaged", 5]["region"]
     assert f"corrupt row left in place: topic ns:damaged generation 1 position 5 in {region}: " in done.stderr
     again = subprocess.run(
@@ -151,7 +152,7 @@ def test_topic_listing_skips_a_corrupt_metadata_row_and_get_names_it(
 ) -> None:
     for topic in (DAMAGED, BROKEN, CLEAN):
         client.create_topic(topic)
-    raw.table(client.tables.metadata).put(BROKEN.key, {b"d:p": b"{not json"})
+    raw.table(client.installation.metadata.name).put(BROKEN.key, {b"d:p": b"{not json"})
     assert client.list_topics() == [CLEAN, DAMAGED]
     scan = client.scan_topics("ns")
     assert [m.topic for m in scan.topics] == [CLEAN, DAMAGED]

@@ -21,7 +21,7 @@ def raw(client: MessagingClient, hbase_address: str) -> Iterator[happybase.Table
     """The messages table through plain happybase, to store rows no tms-hbase writer would."""
     conn = happybase.Connection(*thrift_address(hbase_address))
     try:
-        yield conn.table(client.tables.messages)
+        yield conn.table(client.installation.messages.name)
     finally:
         conn.close()
 
@@ -44,7 +44,7 @@ def test_a_corrupt_row_is_corrupt_data_naming_topic_and_position(
     with pytest.raises(CorruptData, match=f"position 2 of ns:t .*{reason}") as fetched:
         list(client.fetch(T))
     assert (fetched.value.topic, fetched.value.generation, fetched.value.position) == ("ns:t", 1, 2)
-    with MessagingClient(hbase_address, client.tables.prefix) as fresh:  # no remembered tail: it reads row 2
+    with MessagingClient(hbase_address, client.installation.prefix) as fresh:  # no remembered tail: it reads row 2
         with pytest.raises(CorruptData, match=f"position 2 of ns:t .*{reason}") as published:
             fresh.publish(T, [b"b"])
         assert published.value.position == 2
@@ -74,7 +74,10 @@ def test_a_topic_at_its_last_position_is_full_and_still_readable(
     client.publish(T, [b"first"])
     last = next(client.fetch(T)).publish_time + 1
     raw.put(message_key(T, 1, MAX_POSITION), {MESSAGE_COLUMN: a_row(last)})
-    with MessagingClient(hbase_address, client.tables.prefix) as fresh, pytest.raises(TopicFull, match="ns:t is full"):
+    with (
+        MessagingClient(hbase_address, client.installation.prefix) as fresh,
+        pytest.raises(TopicFull, match="ns:t is full"),
+    ):
         fresh.publish(T, [b"more"])  # a writer without a remembered tail reads the last row
     assert [m.payload for m in client.fetch(T)] == [b"first", b"last"]
     assert list(client.fetch(T, start_time=last + 1)) == []

@@ -8,7 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tms_hbase import HBaseUnavailable, MessagingClient, TmsError, TopicId
+from tms_hbase import HBaseUnavailable, InvalidArgument, MessagingClient, TmsError, TopicId
+from tms_hbase.config import Config
 
 from ..tcp_proxy import TcpProxy
 
@@ -60,7 +61,7 @@ def test_broken_connections_are_replaced(proxy: TcpProxy, prefix: str) -> None:
 def test_idle_connections_are_not_reused(proxy: TcpProxy, prefix: str) -> None:
     """The gateway closes idle connections on its own; the pool opens a fresh one instead."""
     with MessagingClient(proxy.address, prefix, timeout=5) as client:
-        client.hbase.max_idle = 0.3
+        client.installation.hbase.max_idle = 0.3
         client.create_topic(T)
         opened = proxy.accepted
         client.get_topic(T)
@@ -84,3 +85,23 @@ def test_create_whose_answer_is_lost_still_succeeds(proxy: TcpProxy, prefix: str
         assert proxy.replies_lost == 2
         assert client.list_topics("ns") == []
         assert client.create_topic(T).generation == 2
+
+
+def test_a_dead_gateway_in_the_config_is_failed_over_to_the_next(hbase_address: str, prefix: str) -> None:
+    dead = f"127.0.0.1:{free_port()}"  # nothing listens there
+    config = Config.resolve(f"{dead},{hbase_address}", prefix, timeout_seconds=10)
+    assert config.thrift == (dead, hbase_address)
+    with MessagingClient(config=config) as client:
+        client.create_topic(T)
+        client.publish(T, [b"via the second gateway"])
+        assert [m.payload for m in client.fetch(T)] == [b"via the second gateway"]
+        assert client.installation.address == hbase_address and client.config is config
+    with pytest.raises(HBaseUnavailable, match="is HBase running"), MessagingClient(dead, prefix) as alone:
+        alone.get_topic(T)  # a single dead gateway is still a clear error
+
+
+def test_a_config_and_separate_connection_arguments_are_not_mixed(hbase_address: str, prefix: str) -> None:
+    with pytest.raises(InvalidArgument, match="not both"):
+        MessagingClient(hbase_address, config=Config.resolve(hbase_address, prefix))
+    with pytest.raises(InvalidArgument, match="not both"):
+        MessagingClient(hbase_address, prefix, timeout=5, timeout_seconds=5)

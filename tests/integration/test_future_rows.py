@@ -31,7 +31,7 @@ def test_a_future_dated_row_neither_pins_later_times_nor_lives_forever(
     client.create_topic(T, {"ttl": "2"})
     client.publish(T, [b"m1"])
     forged_time = now_ms() + 10 * YEAR_MS
-    conn, table = raw_table(hbase_address, client.tables.messages)
+    conn, table = raw_table(hbase_address, client.installation.messages.name)
     try:  # as a row written around the library, or by a host whose clock jumped, would arrive
         forged = BatchRow(forged_time, uuid.uuid4().bytes, 1, (b"forged",))
         table.put(message_key(T, 1, 2), {MESSAGE_COLUMN: forged.encode()})
@@ -62,7 +62,7 @@ def test_a_future_dated_row_neither_pins_later_times_nor_lives_forever(
 
     # a sweep a minute from now: every row is past its TTL (2 s) and grace (4 s), the forged one counted
     # from when HBase stored it; only the newest row stays, without its payload
-    report = Sweeper(client.hbase, client.tables, grace_seconds=4, clock=lambda: now_ms() + 60_000).sweep_once()
+    report = Sweeper(client.installation, grace_seconds=4, clock=lambda: now_ms() + 60_000).sweep_once()
     assert (report.messages_dropped, report.messages_stripped, report.messages_future_dated) == (3, 1, 1)
     client.publish(T, [b"m5"])
     (m5,) = list(client.fetch(T))

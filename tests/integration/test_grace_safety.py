@@ -116,8 +116,8 @@ def test_sweeper_refuses_a_grace_below_the_installation_minimum(client: Messagin
 
     # library users get the same refusal, before anything is swept
     with pytest.raises(InvalidArgument, match="minimum is 4 s"):
-        Sweeper(client.hbase, client.tables, grace_seconds=3.9)
-    Sweeper(client.hbase, client.tables, grace_seconds=4).sweep_once()
+        Sweeper(client.installation, grace_seconds=3.9)
+    Sweeper(client.installation, grace_seconds=4).sweep_once()
 
 
 def test_lowering_the_setting_keeps_the_old_minimum_until_old_writers_are_done(

@@ -12,7 +12,6 @@ import pytest
 
 from tms_hbase import InstallationNotFound, MessagingClient, RollbackDetail, TopicId
 from tms_hbase.config import PREFIX_ENV
-from tms_hbase.tables import missing_tables
 from tms_hbase.tx import write_pointer_now
 
 T = TopicId("ns", "t")
@@ -32,30 +31,32 @@ READ_ONLY = {
 
 @pytest.mark.parametrize("call", READ_ONLY)
 def test_calls_on_a_missing_installation_create_nothing(client: MessagingClient, call: str) -> None:
-    with pytest.raises(InstallationNotFound, match=f"prefix '{client.tables.prefix}'") as info:
+    with pytest.raises(InstallationNotFound, match=f"prefix '{client.installation.prefix}'") as info:
         READ_ONLY[call](client)
-    assert info.value.missing == client.tables.all()
-    assert missing_tables(client.hbase, client.tables) == client.tables.all()
+    assert info.value.missing == client.installation.names.all()
+    assert client.installation.missing() == client.installation.names.all()
 
 
 def test_create_topic_creates_the_installation_unless_told_not_to(hbase_address: str, prefix: str) -> None:
     with MessagingClient(hbase_address, prefix, create_tables=False) as reader:
         with pytest.raises(InstallationNotFound):
             reader.create_topic(T)
-        assert missing_tables(reader.hbase, reader.tables) == reader.tables.all()
+        assert reader.installation.missing() == reader.installation.names.all()
     with MessagingClient(hbase_address, prefix) as writer:
         writer.create_topic(T)
-        assert missing_tables(writer.hbase, writer.tables) == []
+        assert writer.installation.missing() == []
     with MessagingClient(hbase_address, prefix, create_tables=False) as reader:
         assert reader.list_topics() == [T]
 
 
 def test_a_partial_installation_names_what_is_missing(client: MessagingClient) -> None:
     client.init_tables()
-    client.hbase.run("drop", lambda c: c.delete_table(client.tables.txstate, disable=True), idempotent=False)
+    client.installation.hbase.run(
+        "drop", lambda c: c.delete_table(client.installation.txstate.name, disable=True), idempotent=False
+    )
     with (
-        MessagingClient(client.hbase.address, client.tables.prefix) as other,
-        pytest.raises(InstallationNotFound, match=f"missing tables: {client.tables.txstate}"),
+        MessagingClient(client.installation.address, client.installation.prefix) as other,
+        pytest.raises(InstallationNotFound, match=f"missing tables: {client.installation.txstate.name}"),
     ):
         other.list_topics()
 
@@ -88,13 +89,13 @@ def test_read_only_commands_on_a_mistyped_prefix_exit_7(
     assert result.returncode == 7, result.stderr
     assert "Traceback" not in result.stderr
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("error: no tms-hbase installation") and repr(client.tables.prefix) in last
-    assert missing_tables(client.hbase, client.tables) == client.tables.all()
+    assert last.startswith("error: no tms-hbase installation") and repr(client.installation.prefix) in last
+    assert client.installation.missing() == client.installation.names.all()
 
 
 def test_creating_commands_still_create(client: MessagingClient, tms_env: dict[str, str]) -> None:
     assert run("tms-admin", tms_env, "topic", "create", "ns:t").returncode == 0
-    assert missing_tables(client.hbase, client.tables) == []
+    assert client.installation.missing() == []
     assert run("tms-admin", tms_env, "topic", "list").stdout.split()[-3:] == ["ns:t", "1", "604800"]
 
 

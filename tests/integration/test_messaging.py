@@ -47,7 +47,7 @@ def message_rows(client: MessagingClient, address: str, table: str | None = None
     host, port = thrift_address(address)
     conn = happybase.Connection(host, port)
     try:
-        return sum(1 for _ in conn.table(table or client.tables.messages).scan())
+        return sum(1 for _ in conn.table(table or client.installation.messages.name).scan())
     finally:
         conn.close()
 
@@ -191,9 +191,9 @@ def test_many_batches_read_in_chunks_and_seek_in_log_reads(client: MessagingClie
     every = list(client.fetch(topic))
     assert payloads(every) == [f"{i}".encode() for i in range(600)]
     target = every[437]
-    before = client.hbase.calls
+    before = client.installation.calls
     found = list(client.fetch(topic, start_time=target.publish_time, limit=1))
-    reads = client.hbase.calls - before
+    reads = client.installation.calls - before
     assert found[0].publish_time == target.publish_time
     assert found[0].id <= target.id  # the first message published at that millisecond
     assert reads <= 2 * 10 + 4, f"time seek over 600 rows took {reads} reads"
@@ -254,7 +254,7 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(
             call()
         assert message.split()[0] in str(info.value) or message in str(info.value), (message, info.value)
     with (
-        MessagingClient(client.hbase.address, client.tables.prefix, max_batch_bytes=100) as small,
+        MessagingClient(client.installation.address, client.installation.prefix, max_batch_bytes=100) as small,
         pytest.raises(InvalidArgument, match="over the limit of 100 bytes"),
     ):
         small.publish(topic, [b"x" * 60, b"y" * 60])
@@ -306,7 +306,7 @@ def test_swept_rows_in_the_middle_are_stepped_over(client: MessagingClient, topi
     host, port = thrift_address(hbase_address)
     conn = happybase.Connection(host, port)
     try:
-        table = conn.table(client.tables.messages)
+        table = conn.table(client.installation.messages.name)
         keys = [key for key, _ in table.scan()]
         for key in (keys[0], keys[2], keys[3]):
             table.delete(key)
@@ -323,7 +323,10 @@ def test_a_write_pointer_older_than_the_tx_max_lifetime_is_refused_and_nothing_i
 ) -> None:
     """As CDAP: Tephra may already have pruned such a transaction from its invalid list."""
     client.publish(topic, [b"before"])
-    rows, stored = message_rows(client, hbase_address), message_rows(client, hbase_address, client.tables.payloads)
+    rows, stored = (
+        message_rows(client, hbase_address),
+        message_rows(client, hbase_address, client.installation.payloads.name),
+    )
     stale = write_pointer_now() - (MAX_LIFETIME_SECONDS + 60) * 1000 * 10**6  # started 25 h and a minute ago
     for call in (
         lambda: client.publish(topic, [b"late"], tx_write_pointer=stale),
@@ -334,7 +337,7 @@ def test_a_write_pointer_older_than_the_tx_max_lifetime_is_refused_and_nothing_i
         with pytest.raises(InvalidArgument, match=r"too old.*max lifetime of 90000 s"):
             call()
     assert message_rows(client, hbase_address) == rows
-    assert message_rows(client, hbase_address, client.tables.payloads) == stored
+    assert message_rows(client, hbase_address, client.installation.payloads.name) == stored
     assert payloads(list(client.fetch(topic))) == [b"before"]
 
     fresh = write_pointer_now() - (MAX_LIFETIME_SECONDS - 60) * 1000 * 10**6  # 24 h 59 min: still alive
@@ -345,10 +348,10 @@ def test_a_write_pointer_older_than_the_tx_max_lifetime_is_refused_and_nothing_i
 
     # a shorter lifetime of the deployment's own is honoured; a longer one than pruning allows is refused
     minute_old = write_pointer_now() - 120 * 1000 * 10**6
-    with MessagingClient(client.hbase.address, client.tables.prefix, tx_max_lifetime=60) as strict:
+    with MessagingClient(client.installation.address, client.installation.prefix, tx_max_lifetime_seconds=60) as strict:
         with pytest.raises(InvalidArgument, match="max lifetime of 60 s"):
             strict.publish(topic, [b"x"], tx_write_pointer=minute_old)
         strict.publish(topic, [b"y"], tx_write_pointer=write_pointer_now())
     for bad in (0, -1, MAX_LIFETIME_SECONDS + 1, "90000", True, float("nan")):
-        with pytest.raises(InvalidArgument, match="tx_max_lifetime"):
-            MessagingClient(client.hbase.address, client.tables.prefix, tx_max_lifetime=bad)
+        with pytest.raises(InvalidArgument, match="tx_max_lifetime_seconds"):
+            MessagingClient(client.installation.address, client.installation.prefix, tx_max_lifetime_seconds=bad)

@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 import venv
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -379,14 +379,11 @@ def _query_id(checkpoint: Path) -> str:
 
 
 def test_distributed_sweep_runs_regions_as_spark_tasks(
-    spark, client: MessagingClient, hbase_address: str, prefix: str
+    spark, client: MessagingClient, hbase_address: str, prefix: str, region_splitter: Callable
 ) -> None:
-    from compactor.regions import list_regions
     from compactor.spark import sweep
-    from compactor.state import SweepState
     from tms_hbase.rows import message_key
-
-    from ..hbase_admin import split_table
+    from tms_hbase.sweep_state import SweepState
 
     old, live = TopicId("spark", "old"), TopicId("spark", "live")
     client.create_topic(old)
@@ -395,15 +392,15 @@ def test_distributed_sweep_runs_regions_as_spark_tasks(
         client.publish(old, [b"o%d" % i])
         client.publish(live, [b"l%d" % i])
     client.delete_topic(old)
-    split_table(client.tables.messages, message_key(old, 1, 20))
-    regions = list_regions(client.hbase, client.tables.messages)
+    region_splitter(client.installation.messages.name, message_key(old, 1, 20))
+    regions = client.installation.messages.regions()
     assert len(regions) >= 2
     report = sweep(spark, thrift=hbase_address, prefix=prefix, partitions=3, grace_seconds=900)
     assert report["messages_dropped"] == 40 and report["regions_swept"] == len(regions) + 1  # + payload table
     assert report["tx_snapshot_source"] == f"table {client.tables.txstate}"  # one source, not one per task
     assert report["tx_snapshot_age_seconds"] is not None and not report["invalid_list_skipped"]
     assert [m.payload for m in client.fetch(live)] == [b"l%d" % i for i in range(40)]
-    records = SweepState(client.hbase, client.tables.txstate).records(client.tables.messages)
+    records = SweepState(client.installation.txstate).records(client.installation.messages.name)
     assert all(records[r.start].completed for r in regions)
 
 

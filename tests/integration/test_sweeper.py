@@ -36,7 +36,7 @@ GRACE = 4  # the smallest grace with a tail-cache setting of 1 s
 def sweeper(client: MessagingClient, **kwargs) -> Sweeper:
     """A sweeper on an installation whose writers trust a remembered tail for 1 s, with the grace that allows."""
     client.set_tail_cache_seconds(1)
-    return Sweeper(client.hbase, client.tables, grace_seconds=kwargs.pop("grace", GRACE), **kwargs)
+    return Sweeper(client.installation, grace_seconds=kwargs.pop("grace", GRACE), **kwargs)
 
 
 def test_ttl_sweep_keeps_live_rows_drops_expired_and_never_reuses_positions(
@@ -60,9 +60,12 @@ def test_ttl_sweep_keeps_live_rows_drops_expired_and_never_reuses_positions(
     assert report.payloads_dropped == 3  # two payloads and the pointer's sequence counter
     assert list(client.fetch(T)) == []
     assert [m.payload for m in client.fetch(OTHER)] == [b"stays"]
-    remaining = [BatchRow.decode(d[MESSAGE_COLUMN]) for _, d in raw_rows(client, hbase_address, client.tables.messages)]
+    remaining = [
+        BatchRow.decode(d[MESSAGE_COLUMN])
+        for _, d in raw_rows(client, hbase_address, client.installation.messages.name)
+    ]
     assert sorted(len(r.payloads) for r in remaining) == [0, 1]  # T's stripped tail and OTHER's row
-    assert raw_rows(client, hbase_address, client.tables.payloads) == []
+    assert raw_rows(client, hbase_address, client.installation.payloads.name) == []
 
     client.publish(T, [b"new"])
     (new,) = list(client.fetch(T))
@@ -97,23 +100,23 @@ def test_old_generation_is_removed_and_new_one_untouched(client: MessagingClient
     report = sweeper(client, grace=600).sweep_once()
     assert (report.messages_dropped, report.payloads_dropped) == (2, 2)
     assert [m.payload for m in client.fetch(T)] == [b"g2"]
-    keys = [k for k, _ in raw_rows(client, hbase_address, client.tables.messages)]
+    keys = [k for k, _ in raw_rows(client, hbase_address, client.installation.messages.name)]
     assert len(keys) == 1 and keys[0][len(T.key) : len(T.key) + 4] == b"\x00\x00\x00\x02"
-    assert len(raw_rows(client, hbase_address, client.tables.payloads)) == 2  # g2's payload and counter
+    assert len(raw_rows(client, hbase_address, client.installation.payloads.name)) == 2  # g2's payload and counter
 
     client.delete_topic(T)
     assert sweeper(client, grace=600).sweep_once().messages_dropped == 1
-    assert raw_rows(client, hbase_address, client.tables.messages) == []
+    assert raw_rows(client, hbase_address, client.installation.messages.name) == []
 
 
 def test_dry_run_changes_nothing(client: MessagingClient, hbase_address: str) -> None:
     client.create_topic(T)
     client.publish(T, [b"x"])
     client.delete_topic(T)
-    before = raw_rows(client, hbase_address, client.tables.messages)
+    before = raw_rows(client, hbase_address, client.installation.messages.name)
     report = sweeper(client, dry_run=True).sweep_once()
     assert report.dry_run and report.messages_dropped == 1
-    assert raw_rows(client, hbase_address, client.tables.messages) == before
+    assert raw_rows(client, hbase_address, client.installation.messages.name) == before
 
 
 def test_tms_sweeper_once_cli(client: MessagingClient, tms_env: dict[str, str]) -> None:
@@ -155,7 +158,7 @@ def test_invalid_pointer_is_marked_so_pruning_the_invalid_list_stays_safe(client
 
     client.create_topic(T)
     client.init_tables()
-    store = StateStore(client.hbase, client.tables.txstate)
+    store = StateStore(client.installation.txstate)
     manager = store.recover()
     manager.initialize(int(time.time() * 1000))
     doomed = manager.start_long(int(time.time() * 1000))

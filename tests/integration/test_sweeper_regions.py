@@ -9,20 +9,19 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from compactor.pruning import plan
-from compactor.regions import list_regions
-from compactor.state import SweepState
 from compactor.sweep import Sweeper
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.clock import now_ms
 from tms_hbase.rows import message_key
+from tms_hbase.sweep_state import SweepState
+from tms_hbase.tx.pruning import plan
 from tms_hbase.tx.state_store import StateStore
 
-from ..hbase_admin import split_table
 from .test_tx_server import Server, free_port
 
 SWEEPER = str(Path(sys.executable).with_name("tms-sweeper"))
@@ -39,53 +38,51 @@ def payloads(client: MessagingClient, topic: TopicId) -> list[bytes]:
     return [m.payload for m in client.fetch(topic)]
 
 
-def test_regions_after_a_split_are_all_swept(client: MessagingClient) -> None:
+def test_regions_after_a_split_are_all_swept(client: MessagingClient, region_splitter: Callable) -> None:
     client.create_topic(OLD)
     client.create_topic(LIVE)
     fill(client, OLD, 60)
     fill(client, LIVE, 30)
     client.delete_topic(OLD)
-    split_table(client.tables.messages, message_key(OLD, 1, 30))
-    regions = list_regions(client.hbase, client.tables.messages)
+    region_splitter(client.installation.messages.name, message_key(OLD, 1, 30))
+    regions = client.installation.messages.regions()
     assert len(regions) == 2
-    sweeper = Sweeper(
-        client.hbase, client.tables, chunk_rows=7, compact_after=10, metadata_refresh=0, snapshot_refresh=0
-    )
+    sweeper = Sweeper(client.installation, chunk_rows=7, compact_after=10, metadata_refresh=0, snapshot_refresh=0)
     report = sweeper.sweep_once()  # re-reading metadata and transaction state before every chunk
     assert report.messages_dropped == 60 and report.regions_swept == 3  # 2 message regions + 1 payload region
     assert report.compactions >= 1
     assert payloads(client, LIVE) == [f"live-{i}".encode() for i in range(30)]
-    records = SweepState(client.hbase, client.tables.txstate).records(client.tables.messages)
+    records = SweepState(client.installation.txstate).records(client.installation.messages.name)
     assert set(records) == {r.start for r in regions} and all(
         r.completed and r.checkpoint is None for r in records.values()
     )
 
 
-def test_a_leased_region_is_left_alone_and_blocks_pruning(client: MessagingClient) -> None:
+def test_a_leased_region_is_left_alone_and_blocks_pruning(client: MessagingClient, region_splitter: Callable) -> None:
     client.create_topic(OLD)
     fill(client, OLD, 10)
     client.delete_topic(OLD)
     client.init_tables()
-    store = StateStore(client.hbase, client.tables.txstate)
+    store = StateStore(client.installation.txstate)
     manager = store.recover()
     manager.initialize(now_ms())
     doomed = manager.start_long(now_ms())
     manager.invalidate(doomed.tx_id)
     store.append(manager.drain_edits())
 
-    split_table(client.tables.messages, message_key(OLD, 1, 5))
-    _, second = list_regions(client.hbase, client.tables.messages)
-    state = SweepState(client.hbase, client.tables.txstate)
+    region_splitter(client.installation.messages.name, message_key(OLD, 1, 5))
+    _, second = client.installation.messages.regions()
+    state = SweepState(client.installation.txstate)
     assert state.acquire(second, "someone-else", 600, now_ms()) is not None
-    report = Sweeper(client.hbase, client.tables, owner="me").sweep_once()
+    report = Sweeper(client.installation, owner="me").sweep_once()
     assert report.regions_skipped == 1 and report.messages_dropped == 4  # positions 1-4: the first region
-    pruning = plan(client.hbase, client.tables, now_ms(), max_lifetime_s=0)
+    pruning = plan(client.installation, now_ms(), max_lifetime_s=0)
     assert pruning.blocking == [second.label()] and pruning.prunable == []
     assert state.acquire(second, "me", 600, now_ms() + 601_000) is not None  # the other lease expired
-    Sweeper(client.hbase, client.tables, owner="me").sweep_once()
-    pruning = plan(client.hbase, client.tables, now_ms(), max_lifetime_s=0)
+    Sweeper(client.installation, owner="me").sweep_once()
+    pruning = plan(client.installation, now_ms(), max_lifetime_s=0)
     assert pruning.blocking == [] and pruning.prunable == [doomed.tx_id]
-    assert plan(client.hbase, client.tables, now_ms()).prunable == []  # not older than Tephra's max lifetime
+    assert plan(client.installation, now_ms()).prunable == []  # not older than Tephra's max lifetime
 
 
 def test_tx_prune_truncates_only_what_every_region_applied(client: MessagingClient, tms_env: dict[str, str]) -> None:
@@ -103,7 +100,7 @@ def test_tx_prune_truncates_only_what_every_region_applied(client: MessagingClie
             args = [admin, "tx", "prune", "--max-lifetime", "0", "--json"]
             before = json.loads(subprocess.run(args, env=env, capture_output=True, text=True).stdout)
             assert before["blocking"] and before["pruned"] == []  # no region swept yet
-            Sweeper(client.hbase, client.tables).sweep_once()
+            Sweeper(client.installation).sweep_once()
             after = json.loads(subprocess.run(args, env=env, capture_output=True, text=True).stdout)
             assert after["pruned"] == [doomed.tx_id]
             assert doomed.tx_id not in tx.snapshot().invalid
@@ -125,13 +122,13 @@ def test_sigkilled_sweeper_resumes_from_its_checkpoint(client: MessagingClient, 
     time.sleep(2.5)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    region = list_regions(client.hbase, client.tables.messages)[0]
-    record = SweepState(client.hbase, client.tables.txstate).record(region)
+    region = client.installation.messages.regions()[0]
+    record = SweepState(client.installation.txstate).record(region)
     assert record.checkpoint is not None and record.completed is None  # stopped mid-region
     done = subprocess.run([SWEEPER, "once", "--owner", "k", "--json"], env=tms_env, capture_output=True, text=True)
     report = json.loads(done.stdout)
     assert report["regions_resumed"] == 1 and 0 < report["messages_dropped"] < 400
-    assert SweepState(client.hbase, client.tables.txstate).record(region).checkpoint is None
+    assert SweepState(client.installation.txstate).record(region).checkpoint is None
 
 
 @pytest.mark.slow
@@ -152,7 +149,7 @@ def test_two_sweeper_processes_with_writers_and_readers(client: MessagingClient,
     started = time.monotonic()
 
     def old_rows_left() -> int:
-        return sum(1 for _ in client.hbase.run("count", lambda c: list(c.table(client.tables.messages).scan())))
+        return len(client.installation.messages.scan())
 
     # write and read until the sweepers have removed the old generation (at least 5 s, at most 60 s)
     while time.monotonic() - started < 5 or (old_rows_left() > len(published) and time.monotonic() - started < 60):

@@ -18,12 +18,12 @@ from pathlib import Path
 import happybase
 import pytest
 
-from compactor.state import SweepState
 from compactor.sweep import Sweeper
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.config import thrift_address
 from tms_hbase.errors import TransactionConflict, TransactionNotInProgress
 from tms_hbase.rows import MESSAGE_COLUMN, BatchRow
+from tms_hbase.sweep_state import SweepState
 from tms_hbase.tx.client import TransactionClient
 from tms_hbase.tx.context import TransactionContext
 from tms_hbase.tx.messaging import TransactionalPublisher, TransactionalReader
@@ -46,7 +46,7 @@ def tx(tephra_server: TephraServer) -> Iterator[TransactionClient]:
 
 @pytest.fixture
 def state_table(client: MessagingClient, hbase_address: str) -> str:
-    name = f"{client.tables.prefix}_state"
+    name = f"{client.installation.prefix}_state"
     host, port = thrift_address(hbase_address)
     conn = happybase.Connection(host, port)
     conn.create_table(name, {"d": {"max_versions": MAX_VERSIONS}})
@@ -71,7 +71,7 @@ def tool(name: str, env: dict[str, str], *args: str) -> dict:
 
 
 def tx_pointers(client: MessagingClient) -> list[int | None]:
-    rows = client.hbase.run("read", lambda c: list(c.table(client.tables.messages).scan()))
+    rows = client.installation.messages.scan()
     return [BatchRow.decode(data[MESSAGE_COLUMN]).tx_pointer for _, data in rows]
 
 
@@ -86,7 +86,7 @@ def test_commit_is_visible_to_transactional_readers(
     client: MessagingClient, tx: TransactionClient, state_table: str
 ) -> None:
     client.create_topic(T)
-    table, publisher = TransactionalTable(client.hbase, state_table), TransactionalPublisher(client)
+    table, publisher = TransactionalTable(client.installation.table("state")), TransactionalPublisher(client)
     context = TransactionContext(tx, table, publisher)
     reader = TransactionalReader(client, tx, T)
     with context.transaction() as running:
@@ -114,8 +114,8 @@ def test_abort_rolls_back(client: MessagingClient, tx: TransactionClient, state_
     context.abort()
     assert long_tx.tx_id in tx.snapshot().invalid
     # a conflict found at commit, after the publish persisted: rolled back with its handle
-    one = (TransactionalTable(client.hbase, state_table), TransactionalPublisher(client))
-    two = (TransactionalTable(client.hbase, state_table), TransactionalPublisher(client))
+    one = (TransactionalTable(client.installation.table("state")), TransactionalPublisher(client))
+    two = (TransactionalTable(client.installation.table("state")), TransactionalPublisher(client))
     first, second = TransactionContext(tx, *one), TransactionContext(tx, *two)
     first.start()
     second.start()
@@ -180,15 +180,14 @@ def test_sweeper_keeps_the_last_good_snapshot_then_stops_invalid_list_work(
     proxy = TcpProxy(thrift_address(tephra_server.address))
     try:
         sweeper = Sweeper(
-            client.hbase,
-            client.tables,
+            client.installation,
             snapshot_refresh=0,
             max_snapshot_age=60,
             tx_source=ServerSnapshots(proxy.address, timeout=2),
         )
         sweeper.tx_snapshots.monotonic = lambda: clock[0]
         assert sweeper.sweep_once().messages_invalidated == 1
-        records = SweepState(client.hbase, client.tables.txstate).records(client.tables.messages)
+        records = SweepState(client.installation.txstate).records(client.installation.messages.name)
         bound = [r.prune_bound for r in records.values()]
         assert bound == [doomed.tx_id]
 
@@ -207,7 +206,7 @@ def test_sweeper_keeps_the_last_good_snapshot_then_stops_invalid_list_work(
         assert report.invalid_list_skipped and report.messages_invalidated == 0
         assert "stops invalid-list work" in caplog.text
         assert tx_pointers(client)[-1] == doomed.tx_id  # not marked from a stale view
-        records = SweepState(client.hbase, client.tables.txstate).records(client.tables.messages)
+        records = SweepState(client.installation.txstate).records(client.installation.messages.name)
         assert [r.prune_bound for r in records.values()] == bound
 
         proxy.fault = None  # back: work resumes

@@ -18,7 +18,6 @@ from tms_hbase import (
 )
 from tms_hbase.config import thrift_address
 from tms_hbase.metadata import COLUMN
-from tms_hbase.tables import missing_tables
 from tms_hbase.topic import DEFAULT_TTL_SECONDS
 from tms_hbase.tx import write_pointer_now
 
@@ -56,11 +55,11 @@ def test_tables_are_created_with_the_documented_families(client: MessagingClient
     conn = happybase.Connection(host, port)
     try:
         for kind in ("messages", "payloads", "metadata", "txstate"):
-            families = conn.table(client.tables.name(kind)).families()
+            families = conn.table(client.installation.names.name(kind)).families()
             assert list(families) == [b"d"]
             assert families[b"d"]["max_versions"] == 1
             assert families[b"d"]["bloom_filter_type"] == b"ROW"
-        assert conn.table(client.tables.metadata).families()[b"d"]["in_memory"] is True
+        assert conn.table(client.installation.metadata.name).families()[b"d"]["in_memory"] is True
     finally:
         conn.close()
 
@@ -137,7 +136,7 @@ def test_update_with_stale_expected_changes_nothing(client: MessagingClient) -> 
 def test_bad_ttl_changes_nothing(client: MessagingClient, hbase_address: str, prefix: str, ttl: str) -> None:
     with pytest.raises(InvalidArgument, match="ttl"):
         client.create_topic(T, {"ttl": ttl})
-    assert missing_tables(client.hbase, client.tables) == client.tables.all()  # not even the tables
+    assert client.installation.missing() == client.installation.names.all()  # not even the tables
     client.init_tables()
     with pytest.raises(InvalidArgument, match="ttl"):
         client.create_topic(T, {"ttl": ttl})

@@ -31,7 +31,7 @@ def tx_client(tms_env: dict[str, str]) -> Iterator[TransactionClient]:
 
 @pytest.fixture
 def state_table(client: MessagingClient, hbase_address: str) -> str:
-    name = f"{client.tables.prefix}_state"
+    name = f"{client.installation.prefix}_state"
     host, port = thrift_address(hbase_address)
     conn = happybase.Connection(host, port)
     conn.create_table(name, {"d": {"max_versions": MAX_VERSIONS}})
@@ -57,7 +57,7 @@ def test_state_change_and_notification_commit_together(
     client: MessagingClient, tx_client: TransactionClient, state_table: str
 ) -> None:
     client.create_topic(T)
-    table = TransactionalTable(client.hbase, state_table)
+    table = TransactionalTable(client.installation.table("state"))
     publisher = TransactionalPublisher(client)
     context = TransactionContext(tx_client, publisher, table)  # the publisher persists last anyway
     reader = TransactionalReader(client, tx_client, T)
@@ -76,8 +76,8 @@ def test_conflict_after_persisting_rolls_back_the_message(
     client: MessagingClient, tx_client: TransactionClient, state_table: str, hbase_address: str
 ) -> None:
     client.create_topic(T)
-    one = (TransactionalTable(client.hbase, state_table), TransactionalPublisher(client))
-    two = (TransactionalTable(client.hbase, state_table), TransactionalPublisher(client))
+    one = (TransactionalTable(client.installation.table("state")), TransactionalPublisher(client))
+    two = (TransactionalTable(client.installation.table("state")), TransactionalPublisher(client))
     first, second = TransactionContext(tx_client, *one), TransactionContext(tx_client, *two)
     first.start()
     second.start()
@@ -92,8 +92,8 @@ def test_conflict_after_persisting_rolls_back_the_message(
     assert payloads(reader.poll()) == [b"first changed order-7"]
 
     # now a conflict found at commit, after the message was published: it must be rolled back
-    third = (TransactionalTable(client.hbase, state_table), TransactionalPublisher(client))
-    fourth = (TransactionalTable(client.hbase, state_table), TransactionalPublisher(client))
+    third = (TransactionalTable(client.installation.table("state")), TransactionalPublisher(client))
+    fourth = (TransactionalTable(client.installation.table("state")), TransactionalPublisher(client))
     ctx3, ctx4 = TransactionContext(tx_client, *third), TransactionContext(tx_client, *fourth)
     ctx3.start()
     ctx4.start()
@@ -115,7 +115,7 @@ def test_conflict_after_persisting_rolls_back_the_message(
     # the table's version at fourth's write pointer now holds the rollback marker
     versions = stored_versions(hbase_address, state_table, b"order-8", b"d:state")
     assert versions[doomed.write_pointer] == ROLLED_BACK and b"\x00third" in versions.values()
-    check = TransactionContext(tx_client, TransactionalTable(client.hbase, state_table))
+    check = TransactionContext(tx_client, TransactionalTable(client.installation.table("state")))
     check.start()  # sees fourth's pointer as neither invalid nor in progress: only the marker hides it
     assert check.tx.is_visible(doomed.write_pointer)
     assert check.participants[0].get(b"order-8", b"d:state") == b"third"
@@ -125,7 +125,7 @@ def test_conflict_after_persisting_rolls_back_the_message(
 def test_table_rollback_keeps_older_versions_and_any_user_value_round_trips(
     client: MessagingClient, tx_client: TransactionClient, state_table: str
 ) -> None:
-    table = TransactionalTable(client.hbase, state_table)
+    table = TransactionalTable(client.installation.table("state"))
     context = TransactionContext(tx_client, table)
     with context.transaction():
         table.put(b"r", b"d:marker-like", ROLLED_BACK)  # a user value equal to the marker's bytes

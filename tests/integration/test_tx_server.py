@@ -19,6 +19,8 @@ from tms_hbase.errors import InvalidTruncateTime, TmsError, TransactionConflict,
 from tms_hbase.tx import Transaction, TransactionType
 from tms_hbase.tx.client import TransactionClient, TransactionServiceUnavailable
 
+from ..tcp_proxy import TcpProxy
+
 TMS_ADMIN = str(Path(sys.executable).with_name("tms-admin"))
 
 
@@ -293,3 +295,18 @@ def test_tx_cli_status_and_truncate(server: Server, tms_env: dict[str, str]) -> 
         text=True,
     )
     assert down.returncode == 5 and down.stderr.startswith("error: transaction server at")
+
+
+def test_reads_are_retried_after_a_broken_link_and_transaction_calls_are_not(server: Server) -> None:
+    proxy = TcpProxy(("127.0.0.1", server.port))
+    try:
+        with TransactionClient(proxy.address, timeout_seconds=10) as tx:
+            assert tx.status() == "OK"
+            proxy.cut()  # the client's connection breaks under it
+            assert tx.status() == "OK"  # a read: tried again on a new connection
+            proxy.cut()
+            with pytest.raises(TransactionServiceUnavailable):
+                tx.start_short()  # may have started one before the link broke: not repeated blindly
+            assert tx.start_short().write_pointer > 0  # the next call reconnects
+    finally:
+        proxy.close()

@@ -20,7 +20,6 @@ from dataclasses import asdict, dataclass, replace
 
 from ..client import MessagingClient
 from ..errors import CorruptData, HBaseUnavailable
-from ..storage import Table
 from ..tables import FAMILY
 from ..topic import TopicId
 from ..tx import Transaction, TransactionCodec
@@ -65,7 +64,7 @@ class SinkStates:
     """The state cell of one query writing to one topic generation."""
 
     def __init__(self, client: MessagingClient, topic: TopicId, generation: int, query: str) -> None:
-        self.table = Table(client.hbase, client.tables.txstate)
+        self.table = client.installation.txstate
         self.key = KIND + topic.key + struct.pack(">I", generation) + query.encode()
 
     def get(self) -> tuple[bytes | None, SinkState | None]:

@@ -1,11 +1,48 @@
-"""Tephra-compatible transactions: the :class:`Transaction` snapshot and its enums."""
+"""Tephra-compatible transactions.
 
-from .codec import TransactionCodec
-from .edits import decode_edit, encode_edit
-from .manager import TransactionManager
+Importing this package loads only the data types (:class:`Transaction` and its enums), which every
+reader needs. The rest loads on first use, so a plain ``import tms_hbase`` never pulls in the
+transaction server's machinery: :class:`TransactionCodec` (Tephra's bytes), the snapshot and
+edit-log codecs, and :class:`TransactionManager` (the server's state machine). The roles live in
+submodules imported by name: ``tx.client``, ``tx.context``, ``tx.messaging``, ``tx.server``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .pointers import MAX_LIFETIME_SECONDS, write_pointer_now
-from .snapshot import InProgressTx, InProgressType, TransactionSnapshot, decode_snapshot, encode_snapshot
 from .transaction import ALL_VISIBLE_LATEST, NO_TX_IN_PROGRESS, Transaction, TransactionType, VisibilityLevel
+
+if TYPE_CHECKING:
+    from .codec import TransactionCodec
+    from .edits import decode_edit, encode_edit
+    from .manager import TransactionManager
+    from .snapshot import InProgressTx, InProgressType, TransactionSnapshot, decode_snapshot, encode_snapshot
+
+# name -> submodule that defines it, imported when the name is first asked for
+_LAZY = {
+    "TransactionCodec": "codec",
+    "decode_edit": "edits",
+    "encode_edit": "edits",
+    "TransactionManager": "manager",
+    "InProgressTx": "snapshot",
+    "InProgressType": "snapshot",
+    "TransactionSnapshot": "snapshot",
+    "decode_snapshot": "snapshot",
+    "encode_snapshot": "snapshot",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ALL_VISIBLE_LATEST",

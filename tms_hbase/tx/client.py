@@ -12,16 +12,18 @@ from thriftpy2.protocol import TBinaryProtocolFactory
 from thriftpy2.thrift import TException
 from thriftpy2.transport import TFramedTransportFactory
 
-from ..config import thrift_address
-from ..connection import CheckedClient, DeadlineSocket, NotThrift, check_timeout
+from ..args import renamed
+from ..config import check_timeout, thrift_address
+from ..connection import CheckedClient, DeadlineSocket, NotThrift
 from ..errors import (
-    HBaseUnavailable,
     InvalidArgument,
     InvalidTruncateTime,
     TmsError,
     TransactionConflict,
     TransactionNotInProgress,
+    TransactionServiceUnavailable,
 )
+from ..retry import Retry
 from .codec import from_thrift, load_tephra_thrift, to_bytes_binary, to_thrift
 from .snapshot import TransactionSnapshot, decode_snapshot
 from .transaction import Transaction
@@ -31,20 +33,27 @@ TX_ENV = "TMS_TX_SERVER"
 DEFAULT_TX_SERVER = "127.0.0.1:15165"
 
 
-class TransactionServiceUnavailable(HBaseUnavailable):
-    """The transaction server could not be reached or did not answer in time."""
-
-
 class TransactionClient:
     """Start, commit, abort and administer transactions; every call is one RPC (thread-safe).
 
-    ``address`` defaults to ``$TMS_TX_SERVER`` or 127.0.0.1:15165 (Tephra's port). ``timeout`` is
-    a deadline for each call (connecting included), however slowly the server answers.
+    ``address`` defaults to ``$TMS_TX_SERVER`` or 127.0.0.1:15165 (Tephra's port).
+    ``timeout_seconds`` (or its older name ``timeout``) is a deadline for each call (connecting and
+    retries included), however slowly the server answers. Calls that only read (status, snapshot,
+    invalid-list size) are retried as the ``retry`` policy says when the server cannot be reached;
+    the others are not, as their answer may be lost after the server acted on them.
     """
 
-    def __init__(self, address: str | None = None, *, timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        timeout_seconds: float | None = None,
+        retry: Retry | None = None,
+        timeout: float | None = None,
+    ) -> None:
         self.host, self.port = thrift_address(address or os.environ.get(TX_ENV) or DEFAULT_TX_SERVER)
-        self.timeout = check_timeout(timeout)
+        self.timeout = check_timeout(renamed("timeout_seconds", timeout_seconds, "timeout", timeout, 10.0))
+        self.retry = retry or Retry()
         self._thrift = load_tephra_thrift()
         self._lock = threading.Lock()
         self._client: Any = None
@@ -68,8 +77,12 @@ class TransactionClient:
 
     # -- transactions -------------------------------------------------------------------------
 
-    def start_short(self, timeout: int | None = None, client_id: str | None = None) -> Transaction:
-        """Start a short transaction (``timeout`` seconds, the server's default if None)."""
+    def start_short(
+        self, timeout_seconds: int | None = None, client_id: str | None = None, *, timeout: int | None = None
+    ) -> Transaction:
+        """Start a short transaction that times out after ``timeout_seconds`` (or its older name
+        ``timeout``; the server's default if None)."""
+        timeout = renamed("timeout_seconds", timeout_seconds, "timeout", timeout, None)
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0):
             raise InvalidArgument(f"bad transaction timeout {timeout!r}: expected seconds > 0")
         if client_id is not None and timeout is not None:
@@ -109,7 +122,7 @@ class TransactionClient:
     # -- administration -----------------------------------------------------------------------
 
     def status(self) -> str:
-        return self._call(lambda c: c.status())
+        return self._call(lambda c: c.status(), idempotent=True)
 
     def snapshot(self) -> TransactionSnapshot:
         """The server's current state, decoded."""
@@ -117,10 +130,10 @@ class TransactionClient:
 
     def snapshot_bytes(self) -> bytes:
         """The server's current state in Tephra's snapshot format (version 4), as it sent it."""
-        return self._call(lambda c: c.getSnapshot())
+        return self._call(lambda c: c.getSnapshot(), idempotent=True)
 
     def invalid_size(self) -> int:
-        return self._call(lambda c: c.invalidTxSize())
+        return self._call(lambda c: c.invalidTxSize(), idempotent=True)
 
     def truncate_invalid(self, tx_ids: Iterable[int]) -> bool:
         """Remove these ids from the invalid list (only once their data is gone: see tx prune)."""
@@ -136,11 +149,23 @@ class TransactionClient:
 
     # -- plumbing -----------------------------------------------------------------------------
 
-    def _call(self, call: Callable[[Any], T]) -> T:
+    def _call(self, call: Callable[[Any], T], *, idempotent: bool = False) -> T:
+        """One RPC by one deadline; an ``idempotent`` one retried when the server cannot be reached."""
+        deadline = time.monotonic() + self.timeout
+        failures = 0
+        while True:
+            try:
+                return self._call_once(call, deadline)
+            except TransactionServiceUnavailable as exc:
+                failures += 1
+                what = f"call to the transaction server at {self.address}"
+                if not idempotent or not self.retry.pause(exc, failures, what=what, deadline=deadline):
+                    raise
+
+    def _call_once(self, call: Callable[[Any], T], deadline: float) -> T:
         thrift = self._thrift
         with self._lock:
             try:
-                deadline = time.monotonic() + self.timeout
                 if self._client is None:
                     self._socket = DeadlineSocket(self.host, self.port)
                     self._socket.deadline = deadline

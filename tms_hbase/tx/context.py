@@ -13,15 +13,12 @@ from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import Protocol, runtime_checkable
 
-from ..errors import TmsError, TransactionConflict
+from ..args import renamed
+from ..errors import TmsError, TransactionConflict, TransactionFailure
 from .client import TransactionClient
 from .transaction import Transaction
 
 log = logging.getLogger(__name__)
-
-
-class TransactionFailure(TmsError):
-    """A participant could not persist its changes; the transaction was rolled back."""
 
 
 @runtime_checkable
@@ -55,9 +52,11 @@ class TransactionContext:
     def add(self, participant: TransactionAware) -> None:
         self.participants.append(participant)
 
-    def start(self, timeout: int | None = None) -> Transaction:
-        """Start a short transaction and hand it to every participant."""
-        return self._begin(self.client.start_short(timeout))
+    def start(self, timeout_seconds: int | None = None, *, timeout: int | None = None) -> Transaction:
+        """Start a short transaction (``timeout_seconds``, or its older name ``timeout``: the server's
+        default if None) and hand it to every participant."""
+        seconds = renamed("timeout_seconds", timeout_seconds, "timeout", timeout, None)
+        return self._begin(self.client.start_short(seconds))
 
     def start_long(self) -> Transaction:
         """Start a long transaction (an abort invalidates it)."""
@@ -120,9 +119,9 @@ class TransactionContext:
         self.tx = None
 
     @contextmanager
-    def transaction(self, timeout: int | None = None) -> Iterator[Transaction]:
+    def transaction(self, timeout_seconds: int | None = None, *, timeout: int | None = None) -> Iterator[Transaction]:
         """``with ctx.transaction() as tx:`` commits at the end, or aborts if the block raises."""
-        tx = self.start(timeout)
+        tx = self.start(renamed("timeout_seconds", timeout_seconds, "timeout", timeout, None))
         try:
             yield tx
         except BaseException:

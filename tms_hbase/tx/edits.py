@@ -30,7 +30,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ..errors import CorruptData, InvalidArgument
-from .transaction import TransactionType, _pointer
+from .transaction import TransactionType, check_long
 
 FORMAT_VERSION = 1
 _LONG = struct.Struct(">q")
@@ -53,7 +53,7 @@ def _longs(name: str, values: object) -> tuple[int, ...]:
     """Validate a collection of Java longs and return it as a tuple (order kept)."""
     if isinstance(values, str | bytes | bytearray) or not isinstance(values, Iterable):
         raise InvalidArgument(f"{name} must be a collection of ints, got {type(values).__name__}")
-    return tuple(_pointer(f"{name}[{i}]", v) for i, v in enumerate(values))
+    return tuple(check_long(f"{name}[{i}]", v) for i, v in enumerate(values))
 
 
 def _type(value: object) -> TransactionType:
@@ -74,7 +74,7 @@ class _Edit:
             value = getattr(self, f.name)
             kind = f.type
             if kind == "int":
-                new: Any = _pointer(f.name, value)
+                new: Any = check_long(f.name, value)
             elif kind == "frozenset[bytes]":
                 new = _changes(f.name, value)
             elif kind == "frozenset[int]":

@@ -20,7 +20,7 @@ from ..errors import CorruptData, InvalidArgument, InvalidTruncateTime, Transact
 from . import edits as e
 from .pointers import MAX_TX_PER_MS
 from .snapshot import InProgressTx, InProgressType, TransactionSnapshot
-from .transaction import NO_TX_IN_PROGRESS, Transaction, TransactionType, _pointer
+from .transaction import NO_TX_IN_PROGRESS, Transaction, TransactionType, check_long
 
 DEFAULT_TIMEOUT_S = 30
 DEFAULT_LONG_TIMEOUT_S = 24 * 3600
@@ -132,11 +132,6 @@ class TransactionManager:
         drained, self._pending = self._pending, []
         return drained
 
-    @property
-    def pending_edits(self) -> tuple[e.Edit, ...]:
-        """Edits recorded and not drained yet."""
-        return tuple(self._pending)
-
     def _record(self, edit: e.Edit) -> object:
         """Apply ``edit`` exactly as recovery would, queue it for the durable log and return apply's result."""
         result = self.apply(edit)
@@ -213,7 +208,7 @@ class TransactionManager:
 
     def can_commit(self, tx_id: int, changes: Iterable[bytes]) -> None:
         """Check ``changes`` against change sets committed since ``tx_id`` started, then record them as committing."""
-        tx_id = _pointer("tx_id", tx_id)
+        tx_id = check_long("tx_id", tx_id)
         change_set = _changes(changes)
         self._require_in_progress(tx_id, "canCommit() is called for transaction")
         self._check_conflicts(tx_id, change_set)
@@ -221,8 +216,8 @@ class TransactionManager:
 
     def commit(self, tx_id: int, write_pointer: int) -> None:
         """Tephra's commitOrThrow: re-check conflicts of the committing change set, then commit ``tx_id``."""
-        tx_id = _pointer("tx_id", tx_id)
-        write_pointer = _pointer("write_pointer", write_pointer)
+        tx_id = check_long("tx_id", tx_id)
+        write_pointer = check_long("write_pointer", write_pointer)
         commit_pointer = self._last_write_pointer + 1
         self._require_in_progress(tx_id, "canCommit() is called for transaction")
         changes = self._committing.get(tx_id)
@@ -243,7 +238,7 @@ class TransactionManager:
 
     def invalidate(self, tx_id: int) -> bool:
         """Move an in-progress or committing transaction (and its checkpoints) to the invalid list."""
-        return bool(self._record(e.Invalid(_pointer("tx_id", tx_id))))
+        return bool(self._record(e.Invalid(check_long("tx_id", tx_id))))
 
     def checkpoint(self, tx: Transaction, now_ms: int) -> Transaction:
         """Give in-progress ``tx`` a new write pointer; the copy returned keeps its read snapshot."""
@@ -274,7 +269,7 @@ class TransactionManager:
         An entry times out when ``expiration >= 0 and now_ms > expiration``; a negative expiration (a legacy
         LONG transaction) times out at once. LONG transactions expire after the long timeout like any other.
         """
-        now_ms = _pointer("now_ms", now_ms)
+        now_ms = check_long("now_ms", now_ms)
         expired = sorted(
             wp for wp, entry in self._in_progress.items() if entry.expiration < 0 or now_ms > entry.expiration
         )
@@ -288,7 +283,7 @@ class TransactionManager:
 
     def truncate_invalid_before(self, time_ms: int) -> bool:
         """Remove invalid ids older than ``time_ms``; InvalidTruncateTime if an older transaction is in progress."""
-        time_ms = _pointer("time_ms", time_ms)
+        time_ms = check_long("time_ms", time_ms)
         bound = time_ms * MAX_TX_PER_MS
         if any(wp < bound for wp in self._in_progress):
             raise InvalidTruncateTime(f"Transactions started earlier than {time_ms} are in-progress")
@@ -329,8 +324,8 @@ class TransactionManager:
 
     def _next_write_pointer(self, now_ms: int) -> int:
         """Tephra's getNextWritePointer: sequential, but never below the current time times MAX_TX_PER_MS."""
-        now_ms = _pointer("now_ms", now_ms)
-        return _pointer("write pointer", max(self._last_write_pointer + 1, now_ms * MAX_TX_PER_MS))
+        now_ms = check_long("now_ms", now_ms)
+        return check_long("write pointer", max(self._last_write_pointer + 1, now_ms * MAX_TX_PER_MS))
 
     def _sorted_in_progress(self) -> list[tuple[int, InProgressTx]]:
         """In-progress entries by pointer (already in order in practice, so the sort is linear)."""

@@ -8,7 +8,7 @@ from collections.abc import Collection, Sequence
 from ..client import MessagingClient
 from ..errors import TmsError
 from ..reader import Message
-from ..topic import TopicId
+from ..topic import TopicId, TopicLike, as_topic
 from ..wire import RollbackDetail
 from .client import TransactionClient
 from .transaction import Transaction, TransactionType
@@ -40,10 +40,10 @@ class TransactionalPublisher:
     def transaction_aware_name(self) -> str:
         return "tms-hbase messaging publisher"
 
-    def publish(self, topic: TopicId | str, payloads: Sequence[bytes]) -> None:
+    def publish(self, topic: TopicLike, payloads: Sequence[bytes]) -> None:
         """Publish inside the running transaction."""
         tx = self._running()
-        topic = topic if isinstance(topic, TopicId) else TopicId.parse(topic)
+        topic = as_topic(topic)
         if tx.type is TransactionType.LONG or self._buffered + sum(map(len, payloads)) > self.buffer_bytes:
             self._store(topic, list(self._buffer.pop(topic, [])) + list(payloads))
             self._buffered = sum(len(p) for batch in self._buffer.values() for p in batch)
@@ -85,6 +85,8 @@ class TransactionalPublisher:
         return True
 
     def post_tx_commit(self) -> None:
+        for topic in dict.fromkeys(t for t, _ in self._handles):  # now visible: wake their consumers
+            self.client.notify_consumers(topic)
         self.tx, self._stored, self._handles = None, [], []
 
     def rollback_tx(self) -> bool:
@@ -107,10 +109,10 @@ class TransactionalReader:
     """Polls a topic in order, each poll in a fresh short transaction, so it sees only committed
     messages and never skips one that commits later."""
 
-    def __init__(self, client: MessagingClient, tx_client: TransactionClient, topic: TopicId | str) -> None:
+    def __init__(self, client: MessagingClient, tx_client: TransactionClient, topic: TopicLike) -> None:
         self.client = client
         self.tx_client = tx_client
-        self.topic = topic if isinstance(topic, TopicId) else TopicId.parse(topic)
+        self.topic = as_topic(topic)
         self.last_id: bytes | None = None
 
     def poll(self, limit: int | None = 1000) -> list[Message]:

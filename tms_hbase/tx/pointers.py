@@ -49,7 +49,7 @@ def validate_max_lifetime(value: object) -> float:
     invalid-list pruning assumes no transaction writes after MAX_LIFETIME_SECONDS (plus its grace)."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_LIFETIME_SECONDS:
         raise InvalidArgument(
-            f"bad tx_max_lifetime {value!r}: expected seconds > 0 and at most {MAX_LIFETIME_SECONDS} "
+            f"bad tx_max_lifetime_seconds {value!r}: expected seconds > 0 and at most {MAX_LIFETIME_SECONDS} "
             "(Tephra's default max lifetime, which invalid-list pruning relies on)"
         )
     return float(value)

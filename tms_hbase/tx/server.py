@@ -14,12 +14,12 @@ from thriftpy2.thrift import TProcessor
 from thriftpy2.transport import TFramedTransportFactory
 
 from ..clock import now_ms
-from ..errors import InvalidTruncateTime, TmsError, TransactionConflict, TransactionNotInProgress
+from ..errors import Fenced, InvalidTruncateTime, TmsError, TransactionConflict, TransactionNotInProgress
 from .codec import from_thrift, load_tephra_thrift, to_string_binary, to_thrift
 from .listener import ExclusiveServerSocket
 from .manager import TransactionManager
 from .snapshot import encode_snapshot
-from .state_store import Fenced, StateStore
+from .state_store import StateStore
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from ..errors import CorruptData, InvalidArgument
-from .transaction import TransactionType, _pointer, _pointers
+from .transaction import TransactionType, check_long, check_longs
 
 SNAPSHOT_VERSION = 4
 """Version written before the body, as Tephra's SnapshotCodecProvider does (files and getSnapshot alike)."""
@@ -48,14 +48,14 @@ class InProgressTx:
 
     def __post_init__(self) -> None:
         """Validate that every number is a Java long and freeze the checkpoint list."""
-        _pointer("expiration", self.expiration)
-        _pointer("visibility_upper_bound", self.visibility_upper_bound)
+        check_long("expiration", self.expiration)
+        check_long("visibility_upper_bound", self.visibility_upper_bound)
         if not isinstance(self.type, InProgressType):
             raise InvalidArgument(f"type must be an InProgressType, got {self.type!r}")
         pointers = self.checkpoint_write_pointers
         if isinstance(pointers, str | bytes | bytearray) or not isinstance(pointers, Iterable):
             raise InvalidArgument(f"checkpoint_write_pointers must be a sequence of ints, got {pointers!r}")
-        pointers = tuple(_pointer(f"checkpoint_write_pointers[{i}]", p) for i, p in enumerate(pointers))
+        pointers = tuple(check_long(f"checkpoint_write_pointers[{i}]", p) for i, p in enumerate(pointers))
         object.__setattr__(self, "checkpoint_write_pointers", pointers)
 
     @property
@@ -70,7 +70,7 @@ def _change_sets(name: str, value: object) -> dict[int, frozenset[bytes]]:
         raise InvalidArgument(f"{name} must be a mapping of int to a set of bytes, got {type(value).__name__}")
     result: dict[int, frozenset[bytes]] = {}
     for key, changes in value.items():
-        pointer = _pointer(f"{name} key", key)
+        pointer = check_long(f"{name} key", key)
         if isinstance(changes, str | bytes | bytearray) or not isinstance(changes, Iterable):
             raise InvalidArgument(f"{name}[{pointer}] must be a set of bytes, got {type(changes).__name__}")
         items = []
@@ -96,14 +96,14 @@ class TransactionSnapshot:
 
     def __post_init__(self) -> None:
         """Validate every number as a Java long and take private copies of the collections."""
-        _pointer("timestamp", self.timestamp)
-        _pointer("read_pointer", self.read_pointer)
-        _pointer("write_pointer", self.write_pointer)
-        object.__setattr__(self, "invalid", _pointers("invalid", self.invalid))
+        check_long("timestamp", self.timestamp)
+        check_long("read_pointer", self.read_pointer)
+        check_long("write_pointer", self.write_pointer)
+        object.__setattr__(self, "invalid", check_longs("invalid", self.invalid))
         if not isinstance(self.in_progress, Mapping):
             raise InvalidArgument(f"in_progress must be a mapping of int to InProgressTx, got {self.in_progress!r}")
         in_progress: dict[int, InProgressTx] = {}
-        for key, entry in sorted(self.in_progress.items(), key=lambda item: _pointer("in_progress key", item[0])):
+        for key, entry in sorted(self.in_progress.items(), key=lambda item: check_long("in_progress key", item[0])):
             if not isinstance(entry, InProgressTx):
                 raise InvalidArgument(f"in_progress[{key}] must be an InProgressTx, got {type(entry).__name__}")
             in_progress[key] = entry

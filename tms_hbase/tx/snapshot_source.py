@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from ..connection import HBaseConnection
 from ..errors import InvalidArgument, TmsError
+from ..storage import Table
 from .client import TransactionClient
 from .snapshot import TransactionSnapshot
 from .state_store import StateStore
@@ -54,9 +54,9 @@ class ServerSnapshots:
 class StoredSnapshots:
     """Our transaction server's state rebuilt from HBase (snapshot + edit log); no server needed."""
 
-    def __init__(self, hbase: HBaseConnection, table: str, clock: Callable[[], int]) -> None:
-        self.store, self.clock = StateStore(hbase, table), clock
-        self.description = f"table {table}"
+    def __init__(self, table: Table, clock: Callable[[], int]) -> None:
+        self.store, self.clock = StateStore(table), clock
+        self.description = f"table {table.name}"
 
     def read(self) -> TransactionSnapshot:
         return self.store.recover().snapshot(self.clock())

@@ -17,8 +17,8 @@ import logging
 import struct
 from collections.abc import Iterable, Sequence
 
-from ..connection import HBaseConnection, mutation
-from ..errors import CorruptData, TmsError
+from ..errors import CorruptData, Fenced
+from ..storage import Table
 from ..tables import FAMILY
 from .edits import decode_edit, encode_edit
 from .manager import TransactionManager
@@ -31,10 +31,6 @@ SNAPSHOT_COLUMN = f"{FAMILY}:s".encode()
 _SEQ = struct.Struct(">Q")
 _U32 = struct.Struct(">I")
 KEEP_SNAPSHOTS = 3
-
-
-class Fenced(TmsError):
-    """Another transaction server appended to the edit log: this one must stop serving."""
 
 
 def _key(kind: bytes, sequence: int) -> bytes:
@@ -67,8 +63,7 @@ def unpack_edits(data: bytes) -> list[object]:
 class StateStore:
     """Reads and appends the transaction state of one table prefix."""
 
-    def __init__(self, hbase: HBaseConnection, table: str) -> None:
-        self.hbase = hbase
+    def __init__(self, table: Table) -> None:
         self.table = table
         self.next_sequence = 1
 
@@ -98,35 +93,17 @@ class StateStore:
         edits = list(edits)
         if not edits:
             return
-        key = _key(b"e", self.next_sequence)
-        put = mutation(EDIT_COLUMN, pack_edits(edits))
-        table = self.table.encode()
-        won = self.hbase.run(
-            "append to the transaction edit log",
-            lambda c: c.client.checkAndPut(table, key, EDIT_COLUMN, None, put, {}),
-            idempotent=False,
-        )
-        if not won:
+        if not self.table.put_if_absent(_key(b"e", self.next_sequence), EDIT_COLUMN, pack_edits(edits)):
             raise Fenced(f"transaction edit log row {self.next_sequence} was written by another server")
         self.next_sequence += 1
 
     def write_snapshot(self, snapshot: TransactionSnapshot) -> int:
         """Store a snapshot covering the log so far, then drop the log rows and old snapshots it replaces."""
         covered = self.next_sequence - 1
-        data = encode_snapshot(snapshot)
-        table = self.table
-        self.hbase.run(
-            "write transaction snapshot", lambda c: c.table(table).put(_key(b"s", covered), {SNAPSHOT_COLUMN: data})
-        )
+        self.table.put(_key(b"s", covered), {SNAPSHOT_COLUMN: encode_snapshot(snapshot)})
         old_snapshots = [k for k, _ in self._scan(b"s", 0)][:-KEEP_SNAPSHOTS]
         old_edits = [k for k, _ in self._scan(b"e", 0, stop=covered + 1)]
-
-        def prune(conn) -> None:
-            with conn.table(table).batch() as b:
-                for key in old_snapshots + old_edits:
-                    b.delete(key)
-
-        self.hbase.run("prune transaction log", prune)
+        self.table.delete_many(old_snapshots + old_edits)
         return covered
 
     def latest_snapshot(self) -> TransactionSnapshot | None:
@@ -134,14 +111,10 @@ class StateStore:
         return None if latest is None else latest[1]
 
     def _latest_snapshot(self) -> tuple[int, TransactionSnapshot] | None:
-        table = self.table
-        rows = self.hbase.run(
-            "read latest transaction snapshot",
-            lambda c: list(c.table(table).scan(row_start=_key(b"s", 2**64 - 1), row_stop=b"s", reverse=True, limit=1)),
-        )
-        if not rows:
+        row = self.table.last_row(b"s")
+        if row is None:
             return None
-        key, data = rows[0]
+        key, data = row
         return _SEQ.unpack_from(key, 1)[0], decode_snapshot(data[SNAPSHOT_COLUMN])
 
     def _log_after(self, covered: int) -> Iterable[tuple[int, list[object]]]:
@@ -149,9 +122,5 @@ class StateStore:
             yield _SEQ.unpack_from(key, 1)[0], unpack_edits(data[EDIT_COLUMN])
 
     def _scan(self, kind: bytes, start: int, stop: int | None = None) -> list[tuple[bytes, dict]]:
-        table = self.table
         end = _key(kind, stop) if stop is not None else kind + b"\xff" * 9
-        return self.hbase.run(
-            "read transaction state",
-            lambda c: list(c.table(table).scan(row_start=_key(kind, start), row_stop=end, batch_size=1000)),
-        )
+        return self.table.scan(_key(kind, start), end)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 
-from ..connection import HBaseConnection
 from ..errors import CorruptData, TmsError
+from ..storage import Table
 from .transaction import Transaction
 
 MAX_VERSIONS = 100
@@ -41,8 +41,7 @@ class TransactionalTable:
     rows written (conflicts are per row). A rollback after persisting overwrites those cell versions
     with the rollback marker; if that fails it reports failure, and the transaction is invalidated."""
 
-    def __init__(self, hbase: HBaseConnection, table: str) -> None:
-        self.hbase = hbase
+    def __init__(self, table: Table) -> None:
         self.table = table
         self.tx: Transaction | None = None
         self._writes: dict[bytes, dict[bytes, bytes]] = {}
@@ -50,7 +49,7 @@ class TransactionalTable:
 
     @property
     def transaction_aware_name(self) -> str:
-        return f"transactional table {self.table}"
+        return f"transactional table {self.table.name}"
 
     def put(self, row: bytes, column: bytes, value: bytes) -> None:
         self._running()
@@ -61,13 +60,9 @@ class TransactionalTable:
         tx = self._running()
         if column in self._writes.get(row, {}):
             return self._writes[row][column]
-        cells = self.hbase.run(
-            f"read {self.table}",
-            lambda c: c.table(self.table).cells(row, column, versions=MAX_VERSIONS, include_timestamp=True),
-        )
-        for stored, version in cells:  # newest first
+        for stored, version in self.table.get_versions(row, column, MAX_VERSIONS):  # newest first
             if tx.is_visible(version):
-                value = decode_value(stored, f"{self.table} row {row!r} column {column!r} version {version}")
+                value = decode_value(stored, f"{self.table.name} row {row!r} column {column!r} version {version}")
                 if value is not None:
                     return value
         return None
@@ -79,7 +74,7 @@ class TransactionalTable:
         self.tx = tx
 
     def get_tx_changes(self) -> Collection[bytes]:
-        return [self.table.encode() + b"/" + row for row in self._writes]
+        return [self.table.name.encode() + b"/" + row for row in self._writes]
 
     def commit_tx(self) -> bool:
         tx = self._running()
@@ -103,13 +98,10 @@ class TransactionalTable:
 
     def _write_all(self, version: int, stored: Callable[[bytes], bytes]) -> None:
         """Put every buffered cell at ``version``, its stored form given by ``stored(value)``."""
-
-        def put(conn) -> None:
-            with conn.table(self.table).batch(timestamp=version) as batch:
-                for row, cells in self._writes.items():
-                    batch.put(row, {column: stored(value) for column, value in cells.items()})
-
-        self.hbase.run(f"write {self.table}", put)
+        rows = (
+            (row, {column: stored(value) for column, value in cells.items()}) for row, cells in self._writes.items()
+        )
+        self.table.put_many(rows, timestamp=version)
 
     def _running(self) -> Transaction:
         if self.tx is None:

@@ -31,7 +31,7 @@ class VisibilityLevel(enum.Enum):
     SNAPSHOT_ALL = 3  # same visibility as SNAPSHOT; tells readers to do raw scans (deletes included)
 
 
-def _pointer(field: str, value: object) -> int:
+def check_long(field: str, value: object) -> int:
     """Return ``value`` if it is a Java ``long`` (an int, not a bool, in signed 64-bit range), else raise."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidArgument(f"{field} must be an int, got {type(value).__name__} {value!r}")
@@ -40,11 +40,11 @@ def _pointer(field: str, value: object) -> int:
     return int(value)
 
 
-def _pointers(field: str, values: object) -> tuple[int, ...]:
+def check_longs(field: str, values: object) -> tuple[int, ...]:
     """Validate a collection of pointers and return it as a sorted tuple (Tephra binary-searches these arrays)."""
     if isinstance(values, str | bytes | bytearray) or not isinstance(values, Iterable):
         raise InvalidArgument(f"{field} must be a sequence of ints, got {type(values).__name__}")
-    return tuple(sorted(_pointer(f"{field}[{i}]", v) for i, v in enumerate(values)))
+    return tuple(sorted(check_long(f"{field}[{i}]", v) for i, v in enumerate(values)))
 
 
 def _contains(items: tuple[int, ...], value: int) -> bool:
@@ -92,20 +92,20 @@ class Transaction:
             raise InvalidArgument(f"type must be a TransactionType, got {type!r}")
         if not isinstance(visibility_level, VisibilityLevel):
             raise InvalidArgument(f"visibility_level must be a VisibilityLevel, got {visibility_level!r}")
-        tx_id = _pointer("tx_id", tx_id)
-        checkpoints = _pointers("checkpoint_write_pointers", checkpoint_write_pointers)
+        tx_id = check_long("tx_id", tx_id)
+        checkpoints = check_longs("checkpoint_write_pointers", checkpoint_write_pointers)
         if write_pointer is None:
             write_pointer = checkpoints[-1] if checkpoints else tx_id
         values = {
-            "read_pointer": _pointer("read_pointer", read_pointer),
+            "read_pointer": check_long("read_pointer", read_pointer),
             "tx_id": tx_id,
-            "invalids": _pointers("invalids", invalids),
-            "in_progress": _pointers("in_progress", in_progress),
-            "first_short_in_progress": _pointer("first_short_in_progress", first_short_in_progress),
+            "invalids": check_longs("invalids", invalids),
+            "in_progress": check_longs("in_progress", in_progress),
+            "first_short_in_progress": check_long("first_short_in_progress", first_short_in_progress),
             "type": type,
             "checkpoint_write_pointers": checkpoints,
             "visibility_level": visibility_level,
-            "write_pointer": _pointer("write_pointer", write_pointer),
+            "write_pointer": check_long("write_pointer", write_pointer),
         }
         for name, value in values.items():
             object.__setattr__(self, name, value)
@@ -167,7 +167,7 @@ class Transaction:
 
     def checkpoint(self, new_write_pointer: int) -> Transaction:
         """Copy after a checkpoint: ``new_write_pointer`` becomes the write pointer and joins the checkpoint list."""
-        new_write_pointer = _pointer("new_write_pointer", new_write_pointer)
+        new_write_pointer = check_long("new_write_pointer", new_write_pointer)
         return replace(
             self,
             write_pointer=new_write_pointer,

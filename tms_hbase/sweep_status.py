@@ -1,24 +1,24 @@
-"""The sweeper's state as people read it: per-region records, blocking regions, the global prune bound."""
+"""The sweeper's state as people read it: per-region records, blocking regions, the global prune bound.
+
+Shown by ``tms-sweeper status`` and ``tms-admin sweeper state`` alike, so it lives in the library.
+"""
 
 from __future__ import annotations
 
-from tms_hbase.clock import now_ms
-from tms_hbase.connection import HBaseConnection
-from tms_hbase.tables import TableNames
-
-from .pruning import GRACE_S, MAX_LIFETIME_S, plan
-from .regions import list_regions
-from .state import SweepState
+from .clock import now_ms
+from .storage import Installation
+from .sweep_state import SweepState
+from .tx.pruning import GRACE_S, MAX_LIFETIME_S, plan
 
 
-def sweeper_state(hbase: HBaseConnection, tables: TableNames, max_lifetime_s: float = MAX_LIFETIME_S + GRACE_S) -> dict:
-    """Everything ``tms-sweeper status`` and ``tms-admin sweeper state`` show, as plain data."""
-    state = SweepState(hbase, tables.txstate)
+def sweeper_state(installation: Installation, max_lifetime_s: float = MAX_LIFETIME_S + GRACE_S) -> dict:
+    """Everything the status commands show, as plain data."""
+    state = SweepState(installation.txstate)
     now = now_ms()
     regions = []
-    for table in (tables.messages, tables.payloads):
-        records = state.records(table)
-        for region in list_regions(hbase, table):
+    for table in (installation.messages, installation.payloads):
+        records = state.records(table.name)
+        for region in table.regions():
             record = records.get(region.start)
             regions.append(
                 {
@@ -32,10 +32,11 @@ def sweeper_state(hbase: HBaseConnection, tables: TableNames, max_lifetime_s: fl
                     "rows": 0 if record is None else record.rows,
                 }
             )
-    return {"regions": regions, "pruning": plan(hbase, tables, now, max_lifetime_s).as_dict()}
+    return {"regions": regions, "pruning": plan(installation, now, max_lifetime_s).as_dict()}
 
 
 def describe(state: dict) -> str:
+    """:func:`sweeper_state` as text for people."""
     lines = [f"{'REGION':<48} {'LAST COMPLETE':>14} {'PRUNE BOUND':>20}  CHECKPOINT"]
     for r in state["regions"]:
         lag = "never" if r["lag_seconds"] is None else f"{r['lag_seconds']:.0f}s ago"

@@ -5,6 +5,8 @@
 
 Leases let several sweeper processes share the regions without sweeping one twice at once; records
 make a region's sweep resumable (the checkpoint) and carry the invalid-list bound it has applied.
+It lives in the library because the sweeper writes it and the admin CLI (invalid-list pruning,
+``tms-admin sweeper state``) reads it.
 """
 
 from __future__ import annotations
@@ -12,11 +14,9 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
-from tms_hbase.connection import HBaseConnection, mutation
-from tms_hbase.errors import CorruptData
-from tms_hbase.tables import FAMILY
-
-from .regions import Region
+from .errors import CorruptData
+from .storage import Region, Table
+from .tables import FAMILY
 
 LEASE_COLUMN = f"{FAMILY}:l".encode()
 RECORD_COLUMN = f"{FAMILY}:r".encode()
@@ -44,16 +44,14 @@ class RegionRecord:
 
 
 class SweepState:
-    """Leases and region records of one installation."""
+    """Leases and region records of one installation (in its transaction-state table)."""
 
-    def __init__(self, hbase: HBaseConnection, table: str) -> None:
-        self.hbase = hbase
+    def __init__(self, table: Table) -> None:
         self.table = table
 
     def acquire(self, region: Region, owner: str, seconds: float, now_ms: int) -> bytes | None:
         """Take the region's lease if it is free or expired; the lease value, or None if another holds it."""
-        key = b"l" + region.key
-        current = self._get(key, LEASE_COLUMN)
+        current = self.table.get_cell(b"l" + region.key, LEASE_COLUMN)
         if current is not None:
             lease = json.loads(current)
             if lease["owner"] != owner and lease["expires"] > now_ms:
@@ -63,38 +61,23 @@ class SweepState:
     def renew(self, region: Region, lease: bytes | None, owner: str, seconds: float, now_ms: int) -> bytes | None:
         """Extend a lease we hold (compare-and-set on its exact value); None if it was lost."""
         value = json.dumps({"owner": owner, "expires": now_ms + int(seconds * 1000)}).encode()
-        return value if self._cas(b"l" + region.key, LEASE_COLUMN, lease, value) else None
+        return value if self.table.compare_and_set(b"l" + region.key, LEASE_COLUMN, lease, value) else None
 
     def release(self, region: Region, lease: bytes) -> None:
         """Give the lease back (it expires at once) unless someone took it over meanwhile."""
         owner = json.loads(lease)["owner"]
-        self._cas(b"l" + region.key, LEASE_COLUMN, lease, json.dumps({"owner": owner, "expires": 0}).encode())
+        free = json.dumps({"owner": owner, "expires": 0}).encode()
+        self.table.compare_and_set(b"l" + region.key, LEASE_COLUMN, lease, free)
 
     def record(self, region: Region) -> RegionRecord:
-        data = self._get(b"r" + region.key, RECORD_COLUMN)
+        data = self.table.get_cell(b"r" + region.key, RECORD_COLUMN)
         return RegionRecord() if data is None else RegionRecord.decode(data)
 
     def save(self, region: Region, record: RegionRecord) -> None:
-        key, table = b"r" + region.key, self.table
-        self.hbase.run(
-            "save sweeper region record", lambda c: c.table(table).put(key, {RECORD_COLUMN: record.encode()})
-        )
+        self.table.put(b"r" + region.key, {RECORD_COLUMN: record.encode()})
 
     def records(self, table: str) -> dict[bytes, RegionRecord]:
         """Every region record of ``table``, by region start key."""
         prefix = b"r" + table.encode() + b"\0"
-        rows = self.hbase.run(
-            "read sweeper region records",
-            lambda c: list(c.table(self.table).scan(row_prefix=prefix, columns=[RECORD_COLUMN])),
-        )
+        rows = self.table.scan(prefix=prefix, columns=[RECORD_COLUMN])
         return {key[len(prefix) :]: RegionRecord.decode(data[RECORD_COLUMN]) for key, data in rows}
-
-    def _get(self, key: bytes, column: bytes) -> bytes | None:
-        table = self.table
-        return self.hbase.run("read sweeper state", lambda c: c.table(table).row(key, columns=[column])).get(column)
-
-    def _cas(self, key: bytes, column: bytes, old: bytes | None, new: bytes) -> bool:
-        put, table = mutation(column, new), self.table.encode()
-        return self.hbase.run(
-            "update sweeper lease", lambda c: c.client.checkAndPut(table, key, column, old, put, {}), idempotent=False
-        )

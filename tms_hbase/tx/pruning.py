@@ -1,21 +1,22 @@
 """Invalid-list pruning (Tephra's scheme): an invalid transaction may leave the invalid list only once
 every region of the message table has been swept with it on the list (so its rows carry -p), and it
-is older than any transaction that could still be writing (the inactive bound)."""
+is older than any transaction that could still be writing (the inactive bound).
+
+The sweeper computes the bound each region's sweep vouches for (:func:`prune_upper_bound`) and records
+it; the admin CLI reads the records to decide what may be pruned (:func:`plan`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from tms_hbase.connection import HBaseConnection
-from tms_hbase.tables import TableNames
-from tms_hbase.tx.manager import TransactionManager
-from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, MAX_TX_PER_MS
-from tms_hbase.tx.snapshot import TransactionSnapshot
-from tms_hbase.tx.state_store import StateStore
-
-from .regions import list_regions
-from .state import SweepState
+from ..storage import Installation
+from ..sweep_state import SweepState
+from .manager import TransactionManager
+from .pointers import MAX_LIFETIME_SECONDS, MAX_TX_PER_MS
+from .snapshot import TransactionSnapshot
+from .state_store import StateStore
 
 MAX_LIFETIME_S = MAX_LIFETIME_SECONDS  # Tephra: no transaction writes longer than this (publish refuses it)
 GRACE_S = 3600
@@ -64,8 +65,7 @@ class PrunePlan:
 
 
 def plan(
-    hbase: HBaseConnection,
-    tables: TableNames,
+    installation: Installation,
     now_ms: int,
     max_lifetime_s: float = MAX_LIFETIME_S + GRACE_S,
     invalid: Iterable[int] | None = None,
@@ -75,12 +75,12 @@ def plan(
     ``invalid`` is the transaction server's invalid list (any Tephra-compatible server's ``getSnapshot``);
     by default it is read from our server's state in the ``_txstate`` table.
     """
-    records = SweepState(hbase, tables.txstate).records(tables.messages)
+    records = SweepState(installation.txstate).records(installation.messages.name)
     if invalid is None:
-        invalid = StateStore(hbase, tables.txstate).recover().invalid
+        invalid = StateStore(installation.txstate).recover().invalid
     result = PrunePlan(None, inactive_bound(now_ms, max_lifetime_s), invalid=sorted(invalid))
     bounds = []
-    for region in list_regions(hbase, tables.messages):
+    for region in installation.messages.regions():
         record = records.get(region.start)
         bound = None if record is None or record.completed is None else record.prune_bound
         result.regions[region.label()] = bound

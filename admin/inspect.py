@@ -1,0 +1,300 @@
+"""tms-admin topic tail | publish | stats: look into a topic without consuming it, feed it from a
+script, and see its size, rates and the lag of its subscriptions."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from typing import BinaryIO
+
+import click
+
+from tms_hbase import TopicId
+from tms_hbase.errors import InvalidArgument, TopicNotFound
+from tms_hbase.inspect import Cursor, Entry
+from tms_hbase.stats import TopicStats
+from tms_hbase.tx.client import TransactionClient
+from tms_hbase.tx.fate import snapshot_from_server
+
+from .context import Settings, pass_settings
+from .errors import handle_errors
+from .output import emit, json_option
+from .times import iso, parse_time
+from .topics import topic_arg
+from .tx import server_option
+
+DEFAULT_LAST = 10
+FOLLOW_SECONDS = 0.5
+
+
+@click.command()
+@topic_arg
+@click.option(
+    "--from-time",
+    "from_time",
+    metavar="TIME",
+    help="Start at the first message published at TIME or later "
+    "(ms since the epoch, or ISO 8601 such as 2024-05-01T12:00:00Z).",
+)
+@click.option("--from-id", "from_id", metavar="HEX", help="Start at this message id (as tail shows it).")
+@click.option("--last", type=click.IntRange(min=1), metavar="N", help=f"The last N messages [default: {DEFAULT_LAST}].")
+@click.option("--follow", "-f", is_flag=True, help="Keep showing new messages until interrupted (Ctrl-C).")
+@click.option(
+    "--transactional",
+    is_flag=True,
+    help="Show what a transactional reader sees: no rolled-back or invalid messages; stop at the first "
+    "message of a transaction still in progress (with --follow, wait there).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "raw"]),
+    default="text",
+    show_default=True,
+    help="text: one line per message; json: one JSON object per line; raw: the payloads only.",
+)
+@server_option
+@json_option
+@pass_settings
+@handle_errors
+def tail(
+    settings: Settings,
+    topic: TopicId,
+    from_time: str | None,
+    from_id: str | None,
+    last: int | None,
+    follow: bool,
+    transactional: bool,
+    fmt: str,
+    tx_server: str | None,
+    as_json: bool,
+) -> None:
+    """Show a topic's messages without consuming them: id, publish time, transaction write pointer and
+    state (committed, in progress, invalid, rolled back), size and payload (text, or hex if binary).
+
+    Transaction states come from the transaction server with --tx-server (or TMS_TX_SERVER), else
+    from the transaction state stored in HBase. Corrupt rows are shown as such. Expired messages are
+    not shown. --json is --format json.
+    """
+    fmt = "json" if as_json else fmt
+    try:
+        start_id = None if from_id is None else bytes.fromhex(from_id)
+    except ValueError:
+        raise InvalidArgument(f"bad --from-id {from_id!r}: expected the hex id tail shows") from None
+    start_time = None if from_time is None else parse_time(from_time)
+    if start_id is None and start_time is None and last is None:
+        last = DEFAULT_LAST
+    stop = _stop_on_signals() if follow else threading.Event()
+    with settings.client() as client:
+        meta = client.get_topic(topic)
+        inspector = client.inspector()
+        cursor = inspector.start(topic, meta.generation, from_id=start_id, from_time=start_time, last=last)
+        out = _printer(fmt)
+        with TransactionClient(tx_server or None, timeout=settings.timeout) as tx_client:
+            view = client.tx_state if tx_server is None else lambda: snapshot_from_server(tx_client)
+            while True:
+                for entry in inspector.entries(
+                    topic, meta.generation, cursor, ttl=meta.ttl, view=view, transactional=transactional
+                ):
+                    out(entry)
+                    cursor = Cursor(entry.position + 1) if entry.error else Cursor(entry.position, entry.index + 1)
+                if not follow or stop.wait(FOLLOW_SECONDS):
+                    return
+                if client.get_topic(topic).generation != meta.generation:  # TopicNotFound once deleted
+                    raise TopicNotFound(f"{topic} (generation {meta.generation})")
+
+
+def _stop_on_signals() -> threading.Event:
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    return stop
+
+
+def _printer(fmt: str) -> Callable[[Entry], None]:
+    if fmt == "raw":
+        return _raw
+    if fmt == "json":
+        return lambda entry: click.echo(json.dumps(_as_json(entry), sort_keys=True))
+    return lambda entry: click.echo(_as_text(entry))
+
+
+def _raw(entry: Entry) -> None:
+    if entry.error:
+        click.echo(f"warning: {entry.error}", err=True)
+        return
+    sys.stdout.buffer.write(entry.payload + b"\n")
+    sys.stdout.buffer.flush()
+
+
+def _as_json(entry: Entry) -> dict:
+    if entry.error:
+        return {"position": entry.position, "corrupt": entry.error}
+    payload = entry.payload or b""
+    return {
+        "id": entry.id.hex(),
+        "position": entry.position,
+        "index": entry.index,
+        "publish_time": entry.publish_time,
+        "publish_time_iso": iso(entry.publish_time),
+        "tx_write_pointer": entry.tx_pointer,
+        "tx_state": entry.state,
+        "size": len(payload),
+        "payload": _text(payload),
+        "payload_hex": payload.hex(),
+    }
+
+
+def _as_text(entry: Entry) -> str:
+    if entry.error:
+        return f"!! {entry.error}"
+    payload = entry.payload or b""
+    text = _text(payload)
+    shown = repr(text)[1:-1] if text is not None else "hex:" + payload.hex()
+    tx = "-" if entry.tx_pointer is None else f"tx {abs(entry.tx_pointer)} {entry.state}"
+    return f"{entry.id.hex()}  {iso(entry.publish_time)}  {tx}  {len(payload)} B  {shown}"
+
+
+def _text(payload: bytes) -> str | None:
+    """The payload as text if it is printable UTF-8 (tabs allowed), else None."""
+    try:
+        text = payload.decode()
+    except UnicodeDecodeError:
+        return None
+    return text if text.replace("\t", " ").isprintable() else None
+
+
+@click.command()
+@topic_arg
+@click.option(
+    "--file",
+    "path",
+    type=click.File("rb"),
+    default="-",
+    show_default=True,
+    help="Read messages from this file instead of stdin (- is stdin).",
+)
+@click.option(
+    "--batch",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="Messages per publish (one batch is stored whole or not at all); --batch 1 publishes each line as it comes.",
+)
+@json_option
+@pass_settings
+@handle_errors
+def publish(settings: Settings, topic: TopicId, path: BinaryIO, batch: int, as_json: bool) -> None:
+    """Publish one message per line of stdin (or --file), e.g. `seq 10 | tms-admin topic publish ns:t`.
+
+    The newline ending each line is not part of the message; empty lines are skipped.
+    """
+    published = batches = 0
+    with settings.client() as client:
+        client.get_topic(topic)
+        for messages in _batches(path, batch, client.max_batch_bytes):
+            client.publish(topic, messages)
+            published += len(messages)
+            batches += 1
+    emit(
+        as_json,
+        {"topic": str(topic), "published": published, "batches": batches},
+        lambda d: f"published {d['published']} messages to {d['topic']} in {d['batches']} batches",
+    )
+
+
+def _batches(stream: BinaryIO, size: int, max_bytes: int) -> Iterator[list[bytes]]:
+    """Lines as batches of at most ``size`` messages and ``max_bytes`` bytes."""
+    batch: list[bytes] = []
+    used = 0
+    for number, line in enumerate(stream, 1):
+        message = line[:-1] if line.endswith(b"\n") else line
+        if not message:
+            continue
+        cost = len(message) + 4
+        if cost > max_bytes:
+            raise InvalidArgument(f"line {number} is {len(message)} bytes, over the batch limit of {max_bytes}")
+        if batch and (len(batch) == size or used + cost > max_bytes):
+            yield batch
+            batch, used = [], 0
+        batch.append(message)
+        used += cost
+        if size == 1:
+            yield batch
+            batch, used = [], 0
+    if batch:
+        yield batch
+
+
+@click.command()
+@topic_arg
+@json_option
+@pass_settings
+@handle_errors
+def stats(settings: Settings, topic: TopicId, as_json: bool) -> None:
+    """A topic's size, first and last message, publish rates (1, 5, 15 minutes) and the lag of each
+    subscription, from a few reads (never a scan of the topic)."""
+    with settings.client() as client:
+        data = stats_dict(client.topic_stats(topic))
+    emit(as_json, data, _describe)
+
+
+def stats_dict(s: TopicStats) -> dict:
+    return {
+        "topic": str(s.topic),
+        "generation": s.generation,
+        "ttl": s.ttl,
+        "messages": s.messages,
+        "bytes": s.bytes,
+        "exact": s.exact,
+        "published": s.published,
+        "first": {
+            "position": s.first_position,
+            "publish_time": s.first_publish_time,
+            "publish_time_iso": iso(s.first_publish_time),
+        },
+        "last": {
+            "position": s.last_position,
+            "publish_time": s.last_publish_time,
+            "publish_time_iso": iso(s.last_publish_time),
+        },
+        "rates": {str(w): rate for w, rate in s.rates.items()},
+        "subscriptions": [
+            {
+                "name": name,
+                "position": None if mark is None else mark.hex(),
+                "lag_messages": lag.messages,
+                "lag_seconds": lag.seconds,
+                "exact": lag.exact,
+            }
+            for name, mark, lag in s.subscriptions
+        ],
+    }
+
+
+def _describe(d: dict) -> str:
+    approx = "" if d["exact"] else " (approximate: rows without totals)"
+    lines = [
+        f"topic          {d['topic']} (generation {d['generation']}, ttl {d['ttl']} s)",
+        f"messages       {d['messages']:,}{approx}",
+        f"bytes          {d['bytes']:,}",
+        f"first          {_end(d['first'])}",
+        f"last           {_end(d['last'])}",
+        "publish rate   " + ", ".join(f"{int(w) // 60} min {r:,.1f}/s" for w, r in d["rates"].items()),
+    ]
+    if d["subscriptions"]:
+        lines.append("subscriptions")
+        lines += [
+            f"  {s['name']:<24} lag {s['lag_messages']:>12,} messages  {s['lag_seconds']:>10,.1f} s"
+            for s in d["subscriptions"]
+        ]
+    return "\n".join(lines)
+
+
+def _end(end: dict) -> str:
+    if end["position"] is None:
+        return "-"
+    return f"position {end['position']}, published {end['publish_time_iso']}"

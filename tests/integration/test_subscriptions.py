@@ -1,0 +1,224 @@
+"""Subscriptions, lag and topic statistics on the real HBase: start points, resets, deletion with the
+topic, counts that need no scan (also after the sweeper removed the head of a topic), and bad input."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from compactor.sweep import Sweeper
+from tms_hbase import MessagingClient, TopicId
+from tms_hbase.errors import (
+    InvalidArgument,
+    SubscriptionAlreadyExists,
+    SubscriptionBusy,
+    SubscriptionNotFound,
+    TopicNotFound,
+)
+from tms_hbase.message_id import MessageId
+from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, message_key
+from tms_hbase.stats import Lag
+from tms_hbase.storage import Table
+from tms_hbase.tx import write_pointer_now
+
+T = TopicId("subs", "events")
+
+
+def ids(client: MessagingClient, topic: TopicId = T) -> list[bytes]:
+    return [m.id for m in client.fetch(topic)]
+
+
+def next_payloads(client: MessagingClient, name: str, topic: TopicId = T) -> list[bytes]:
+    """Consume what is there and commit it."""
+    with client.consumer(topic, name, max_wait=0.1) as consumer:
+        got = [m.payload for m in consumer]
+        consumer.commit()
+        return got
+
+
+def test_create_get_list_delete(client: MessagingClient) -> None:
+    client.create_topic(T)
+    created = client.create_subscription(T, "b")
+    assert (created.name, created.position, created.generation, created.owner) == ("b", None, 1, None)
+    client.create_subscription(T, "a")
+    with pytest.raises(SubscriptionAlreadyExists):
+        client.create_subscription(T, "a", start="latest")
+    assert [s.name for s in client.list_subscriptions(T)] == ["a", "b"]
+    assert client.get_subscription("subs:events", "b") == created
+    client.delete_subscription(T, "b")
+    with pytest.raises(SubscriptionNotFound):
+        client.get_subscription(T, "b")
+    with pytest.raises(SubscriptionNotFound):
+        client.delete_subscription(T, "b")
+    assert client.create_subscription(T, "b").position is None  # the name can be used again
+
+
+def test_start_points_earliest_latest_and_time(client: MessagingClient) -> None:
+    client.create_topic(T)
+    client.publish(T, [b"1", b"2"])
+    client.publish(T, [b"3"])
+    cut = time.time_ns() // 1_000_000 + 1
+    while time.time_ns() // 1_000_000 <= cut:
+        time.sleep(0.001)
+    client.publish(T, [b"4"])
+    client.create_subscription(T, "all", start="earliest")
+    client.create_subscription(T, "new", start="latest")
+    client.create_subscription(T, "since", start=cut)
+    client.publish(T, [b"5"])
+    assert next_payloads(client, "all") == [b"1", b"2", b"3", b"4", b"5"]
+    assert next_payloads(client, "new") == [b"5"]
+    assert next_payloads(client, "since") == [b"4", b"5"]
+
+
+def test_reset_moves_the_mark_both_ways(client: MessagingClient) -> None:
+    client.create_topic(T)
+    client.publish(T, [b"1", b"2", b"3"])
+    client.create_subscription(T, "svc")
+    assert next_payloads(client, "svc") == [b"1", b"2", b"3"]
+    client.reset_subscription(T, "svc", start_message=ids(client)[1])  # the next message delivered
+    assert next_payloads(client, "svc") == [b"2", b"3"]
+    client.reset_subscription(T, "svc", "earliest")
+    assert next_payloads(client, "svc") == [b"1", b"2", b"3"]
+    client.reset_subscription(T, "svc", "latest")
+    assert next_payloads(client, "svc") == []
+    client.reset_subscription(T, "svc", start_time=0)
+    assert client.lag(T, "svc").messages == 3
+
+
+def test_bad_input_changes_nothing(client: MessagingClient) -> None:
+    client.create_topic(T)
+    client.publish(T, [b"1"])
+    with pytest.raises(TopicNotFound):
+        client.create_subscription(TopicId("subs", "missing"), "svc")
+    for bad_name in ("", "a:b", "x" * 256, 5, None):
+        with pytest.raises(InvalidArgument, match="bad subscription name"):
+            client.create_subscription(T, bad_name)
+    for bad_start in ("soon", -1, 1.5, True, b"earliest"):
+        with pytest.raises(InvalidArgument, match="bad start"):
+            client.create_subscription(T, "svc", start=bad_start)
+    assert client.list_subscriptions(T) == []
+    client.create_subscription(T, "svc")
+    other = TopicId("subs", "other")
+    client.create_topic(other)
+    client.delete_topic(other)
+    client.create_topic(other)
+    client.publish(other, [b"x"])
+    foreign = ids(client, other)[0]  # generation 2 of another topic
+    for args, kwargs, match in [
+        ((), {}, "exactly one"),
+        ((b"short",), {}, "corrupt message id"),
+        ((foreign,), {}, "generation 2"),
+        ((bytes(MessageId(1, 99, 0)),), {}, "past the end"),
+        (("earliest",), {"start_time": 5}, "exactly one"),
+        ((), {"start_time": -5}, "bad start"),
+    ]:
+        with pytest.raises(InvalidArgument, match=match):
+            client.reset_subscription(T, "svc", *args, **kwargs)
+    assert client.get_subscription(T, "svc").position is None
+
+
+def test_subscriptions_go_with_their_topic(client: MessagingClient) -> None:
+    client.create_topic(T)
+    client.publish(T, [b"old"])
+    client.create_subscription(T, "svc")
+    client.delete_topic(T)
+    with pytest.raises(TopicNotFound):
+        client.list_subscriptions(T)
+    client.create_topic(T)
+    assert client.list_subscriptions(T) == []
+    with pytest.raises(SubscriptionNotFound):
+        client.lag(T, "svc")
+    client.create_subscription(T, "svc")
+    client.publish(T, [b"new"])
+    assert next_payloads(client, "svc") == [b"new"]
+
+
+def test_the_sweeper_removes_subscriptions_of_old_generations(client: MessagingClient) -> None:
+    client.create_topic(T)
+    client.create_subscription(T, "gone")
+    client.delete_topic(T)
+    client.create_topic(T)
+    client.create_subscription(T, "kept")
+    table = Table(client.hbase, client.tables.subscriptions)
+    assert len(table.scan()) == 2
+    assert Sweeper(client.hbase, client.tables, dry_run=True).sweep_once().subscriptions_dropped == 1
+    assert len(table.scan()) == 2
+    assert Sweeper(client.hbase, client.tables).sweep_once().subscriptions_dropped == 1
+    assert [s.name for s in client.list_subscriptions(T)] == ["kept"] and len(table.scan()) == 1
+
+
+def test_busy_subscriptions_are_not_reset_or_deleted_unless_forced(client: MessagingClient) -> None:
+    client.create_topic(T)
+    client.create_subscription(T, "svc")
+    with client.consumer(T, "svc", lease_seconds=30):
+        with pytest.raises(SubscriptionBusy, match="active consumer"):
+            client.delete_subscription(T, "svc")
+        with pytest.raises(SubscriptionBusy):
+            client.reset_subscription(T, "svc", "latest")
+        client.delete_subscription(T, "svc", force=True)
+    assert client.list_subscriptions(T) == []
+
+
+def test_lag_counts_messages_and_age_without_scanning(client: MessagingClient) -> None:
+    client.create_topic(T)
+    client.create_subscription(T, "svc")
+    assert client.lag(T, "svc") == Lag(0, 0.0)
+    for _ in range(50):
+        client.publish(T, [b"x" * 10] * 20)  # 50 rows of 20
+    wp = write_pointer_now()
+    client.store(T, [b"s"] * 7, tx_write_pointer=wp)
+    client.publish(T, [], tx_write_pointer=wp)  # a pointer row counts its stored payloads
+    time.sleep(0.05)
+    lag = client.lag(T, "svc")
+    assert lag.messages == 1007 and lag.exact and lag.seconds >= 0.05
+    with client.consumer(T, "svc", max_wait=0.1) as consumer:
+        consumer.poll(max_messages=30)  # one row and a half
+        consumer.commit()
+        calls = client.hbase.calls
+        assert client.lag(T, "svc").messages == 977
+        assert client.hbase.calls - calls <= 8, "lag must take a few reads, not a scan"
+        wanted = 973  # up to the pointer row's third payload
+        while wanted:
+            wanted -= len(consumer.poll(max_messages=wanted))
+        consumer.commit()
+    assert client.lag(T, "svc").messages == 4
+    assert next_payloads(client, "svc") == [b"s"] * 4
+    assert client.lag(T, "svc").messages == 0
+
+
+def test_topic_stats_count_readable_messages_also_after_the_sweeper(
+    client: MessagingClient, hbase_address: str, prefix: str
+) -> None:
+    client.create_topic(T, {"ttl": "1"})
+    client.publish(T, [b"aaa", b"bb"])
+    client.publish(T, [b"c"])
+    time.sleep(1.2)  # those three expire
+    Sweeper(client.hbase, client.tables, grace_seconds=0).sweep_once()
+    assert [m.payload for m in client.fetch(T)] == []
+    stats = client.topic_stats(T)
+    assert (stats.messages, stats.bytes, stats.last_position, stats.first_position) == (0, 0, 2, None)
+    client.update_topic(T, {"ttl": "3600"})  # nothing more expires while the test looks
+    with MessagingClient(hbase_address, prefix) as other:  # a writer that reads the stripped tail row
+        other.publish(T, [b"dddd", b"ee"])
+    client.create_subscription(T, "svc")
+    stats = client.topic_stats(T, windows=[60])
+    assert (stats.messages, stats.bytes, stats.exact) == (2, 6, True)
+    assert stats.published == 5, "the stripped tail row kept its totals"
+    assert (stats.first_position, stats.last_position) == (2, 3)  # row 2 is readable again, but empty
+    assert stats.rates == {60: 2 / 60}
+    assert [(name, lag.messages) for name, _, lag in stats.subscriptions] == [("svc", 2)]
+
+
+def test_rows_without_totals_give_estimates_marked_as_such(client: MessagingClient) -> None:
+    client.create_topic(T)
+    client.publish(T, [b"1"])
+    generation = client.get_topic(T).generation
+    old = BatchRow(time.time_ns() // 1_000_000, b"w" * 16, 1, (b"a", b"b"))  # as an older writer wrote it
+    Table(client.hbase, client.tables.messages).put(message_key(T, generation, 2), {MESSAGE_COLUMN: old.encode()})
+    client.create_subscription(T, "svc")
+    stats = client.topic_stats(T)
+    assert not stats.exact and stats.messages > 0
+    client.publish(T, [b"3"])  # counting starts again after a row without totals
+    assert client.get_subscription(T, "svc").position is None
+    assert next_payloads(client, "svc") == [b"1", b"a", b"b", b"3"]

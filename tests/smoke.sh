@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Packaging smoke test (`make smoke`, and CI): build the sdist and the wheel (the wheel from the sdist, so a
+# file missing from the sdist shows here), install the wheel with its gateway extra into a fresh virtualenv
+# in a temporary directory (not editable, run from outside the source tree), and do what a new user does
+# first: import the package, ask each program for --help and --version, and run examples/quickstart.py
+# against a real HBase.
+#
+# HBase: $TMS_HBASE_THRIFT if set; otherwise the local launcher's, started with the wheel's own
+# `tms-admin hbase start` when it does not run yet (and then stopped again at the end).
+# Leaves nothing behind: the temporary directory, the quickstart's tables and an HBase it started go.
+set -euo pipefail
+
+src="$(cd "$(dirname "$0")/.." && pwd)"
+python="${PYTHON:-$src/.venv/bin/python}"   # has `build` (the test extra)
+work="$(mktemp -d "${TMPDIR:-/tmp}/tms-smoke.XXXXXX")"
+bin="$work/venv/bin"
+export TMS_TABLE_PREFIX="smoke$$x$RANDOM"
+started_hbase=""
+
+step() { printf '\n== smoke: %s\n' "$*"; }
+
+cleanup() {
+    local status=$?
+    set +e
+    if [ -n "${TMS_HBASE_THRIFT:-}" ] && [ -x "$bin/python" ]; then
+        (cd "$work" && "$bin/python" -c 'from tms_hbase import MessagingClient
+with MessagingClient(timeout=60) as c: c.drop_tables()') || echo "smoke: could not drop tables $TMS_TABLE_PREFIX*"
+    fi
+    if [ -n "$started_hbase" ]; then
+        "$bin/tms-admin" hbase stop
+    fi
+    rm -rf "$work"
+    exit $status
+}
+trap cleanup EXIT
+
+step "build the sdist and the wheel"
+"$python" -m build --outdir "$work/dist" "$src" >"$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
+ls "$work/dist"
+wheel="$(ls "$work"/dist/*.whl)"
+
+step "install the wheel into a fresh virtualenv"
+"$python" -m venv "$work/venv"
+"$bin/python" -m pip install --quiet --disable-pip-version-check "${wheel}[gateway]"
+
+cd "$work"   # nothing of the source tree on sys.path from here on
+step "import"
+"$bin/python" - <<'EOF'
+import pathlib
+import sys
+
+import tms_hbase
+
+where = pathlib.Path(tms_hbase.__file__).resolve()
+assert where.is_relative_to(pathlib.Path(sys.prefix).resolve()), f"imported from {where}, not the wheel"
+for data in ("py.typed", "launcher/pom.xml", "tx/tephra.thrift"):
+    assert (where.parent / data).is_file(), f"{data} missing from the wheel"
+print(f"tms_hbase {tms_hbase.__version__} from {where.parent}")
+EOF
+
+for program in tms-admin tms-sweeper tms-gateway; do
+    step "$program --help, --version"
+    "$bin/$program" --help >/dev/null
+    "$bin/$program" --version
+done
+
+step "HBase"
+if [ -z "${TMS_HBASE_THRIFT:-}" ]; then
+    # status exits 1 unless HBase answers; only one that does not run at all is ours to stop later
+    if ! { "$bin/tms-admin" hbase status --json || true; } | "$bin/python" -c 'import json, sys; sys.exit(not json.load(sys.stdin)["running"])'; then
+        started_hbase=1
+    fi
+    TMS_HBASE_THRIFT="$("$bin/tms-admin" hbase start --json | "$bin/python" -c 'import json, sys; print(json.load(sys.stdin)["thrift"])')"
+    export TMS_HBASE_THRIFT
+fi
+echo "Thrift at $TMS_HBASE_THRIFT${started_hbase:+ (started for the smoke test)}, table prefix $TMS_TABLE_PREFIX"
+
+step "examples/quickstart.py"
+"$bin/python" "$src/examples/quickstart.py"
+
+step "passed"

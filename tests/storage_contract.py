@@ -1,0 +1,50 @@
+"""What the storage port promises, as checks run against any implementation of it: the real HBase
+(tests/integration/test_storage.py) and the memory one the unit tests use (tests/unit/test_memory_storage.py),
+so the unit tests' stand-in answers as HBase does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tms_hbase.storage import KEYS_ONLY
+
+
+def check_conditional_writes(t: Any) -> None:
+    """put_if_absent writes once; compare_and_set needs the exact old value."""
+    assert t.put_if_absent(b"k", b"d:x", b"first")
+    assert not t.put_if_absent(b"k", b"d:x", b"second")
+    assert not t.compare_and_set(b"k", b"d:x", b"stale", b"third")
+    assert t.compare_and_set(b"k", b"d:x", b"first", b"third")
+    assert t.get_cell(b"k", b"d:x") == b"third"
+    assert t.get(b"missing") == {} and t.get_cell(b"missing", b"d:x") is None
+
+
+def check_scans_and_deletes(t: Any) -> None:
+    """Scans, the last row under a prefix and deletes follow key order."""
+    t.put_many([(b"a\x01", {b"d:x": b"1"}), (b"a\x02", {b"d:x": b"2"}), (b"a\xff", {b"d:x": b"3"}), (b"b", {})])
+    t.put(b"b", {b"d:x": b"other prefix"})
+    assert [k for k, _ in t.scan(prefix=b"a")] == [b"a\x01", b"a\x02", b"a\xff"]
+    assert [k for k, _ in t.scan(b"a\x02", b"b")] == [b"a\x02", b"a\xff"]
+    assert [k for k, _ in t.scan(b"a\x02")] == [b"a\x02", b"a\xff", b"b"]
+    assert [k for k, _ in t.scan(b"a\xff", b"a", reverse=True, limit=2)] == [b"a\xff", b"a\x02"]
+    assert [k for k, _ in t.scan(b"a", limit=2)] == [b"a\x01", b"a\x02"]
+    assert t.last_row(b"a") == (b"a\xff", {b"d:x": b"3"})
+    assert t.last_row(b"c") is None
+    t.delete_many([b"a\xff", b"a\x01"])
+    assert [k for k, _ in t.scan(prefix=b"a")] == [b"a\x02"]
+    assert t.last_row(b"a") == (b"a\x02", {b"d:x": b"2"})
+    assert t.scan(prefix=b"a", filter=KEYS_ONLY) == [(b"a\x02", {b"d:x": b""})]  # keys only
+
+
+def check_counters_and_versions(t: Any) -> None:
+    """Increments are atomic counters; cells written at a timestamp keep it."""
+    assert t.increment(b"n", b"d:c", 5) == 5
+    assert t.increment(b"n", b"d:c", 2) == 7
+    assert t.get_cell(b"n", b"d:c") == (7).to_bytes(8, "big")
+    t.put_many([(b"v", {b"d:x": b"old"})], timestamp=100)
+    t.put_many([(b"v", {b"d:x": b"new"})], timestamp=200)
+    assert t.get_versions(b"v", b"d:x", 3)[0] == (b"new", 200)  # newest first
+    assert t.scan(prefix=b"v", timestamps=True) == [(b"v", {b"d:x": (b"new", 200)})]
+
+
+CHECKS = [check_conditional_writes, check_scans_and_deletes, check_counters_and_versions]

@@ -1,0 +1,116 @@
+"""The library's surface stays light and its error model complete (docs/architecture.md has the layer rule;
+`make lint` checks the import direction with import-linter)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import tms_hbase
+from tms_hbase import errors
+
+# What `import tms_hbase` must not load: the transaction server's machinery, the roles, any CLI.
+HEAVY = (
+    "tms_hbase.tx.server",
+    "tms_hbase.tx.manager",
+    "tms_hbase.tx.edits",
+    "tms_hbase.tx.snapshot",
+    "tms_hbase.tx.state_store",
+    "tms_hbase.tx.client",
+    "tms_hbase.tx.messaging",
+    "tms_hbase.spark",
+    "tms_hbase.launcher",
+    "compactor",
+    "admin",
+    "gateway",
+    "click",
+    "pyspark",
+)
+
+
+def _loaded_by(statement: str) -> set[str]:
+    code = f"import json, sys\n{statement}\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    return set(json.loads(out))
+
+
+def test_import_tms_hbase_loads_no_server_sweeper_or_cli() -> None:
+    loaded = _loaded_by("import tms_hbase")
+    heavy = sorted(m for m in loaded if m.startswith(HEAVY))
+    assert heavy == [], f"import tms_hbase loads {heavy}"
+    assert "tms_hbase.client" in loaded and "tms_hbase.tx.transaction" in loaded
+
+
+def test_tx_package_names_still_import() -> None:
+    """The names tms_hbase.tx always exported load on first use (DESIGN.md §10's TransactionCodec too)."""
+    loaded = _loaded_by("from tms_hbase.tx import Transaction, TransactionCodec")
+    assert "tms_hbase.tx.codec" in loaded and "tms_hbase.tx.manager" not in loaded
+    from tms_hbase import tx
+
+    for name in tx.__all__:
+        assert getattr(tx, name) is not None
+    with pytest.raises(AttributeError):
+        tx.NoSuchThing  # noqa: B018
+
+
+def _error_classes() -> list[type[errors.TmsError]]:
+    return [
+        value
+        for value in vars(errors).values()
+        if isinstance(value, type) and issubclass(value, errors.TmsError) and value.__module__ == errors.__name__
+    ]
+
+
+def test_every_error_class_is_exported_and_says_whether_it_is_retriable() -> None:
+    classes = _error_classes()
+    assert len(classes) >= 20
+    for cls in classes:
+        assert getattr(tms_hbase, cls.__name__) is cls, f"{cls.__name__} is not exported by tms_hbase"
+        assert isinstance(cls.retriable, bool)
+    # no error class is defined anywhere else in the library
+    for module in ("tms_hbase.tx.client", "tms_hbase.tx.context", "tms_hbase.tx.state_store"):
+        __import__(module)
+        defined = [
+            v
+            for v in vars(sys.modules[module]).values()
+            if isinstance(v, type) and issubclass(v, errors.TmsError) and v.__module__ == module
+        ]
+        assert defined == [], f"{module} defines {defined}"
+
+
+def test_retriable_flags() -> None:
+    assert errors.HBaseUnavailable.retriable and errors.TransactionServiceUnavailable.retriable
+    assert errors.PublishOutcomeUnknown.retriable and errors.ConcurrentModification.retriable
+    for never in (
+        errors.InvalidArgument,
+        errors.TopicNotFound,
+        errors.HBaseError,  # HBase refused: asking again gets the same answer
+        errors.CorruptData,
+        errors.TransactionConflict,
+        errors.Fenced,
+        errors.LeaseLost,
+        errors.ClientClosed,
+    ):
+        assert not never.retriable, never
+
+
+def test_a_dead_transaction_server_is_not_hbase_unreachable() -> None:
+    assert not issubclass(errors.TransactionServiceUnavailable, errors.HBaseError)
+    assert issubclass(errors.TransactionServiceUnavailable, errors.Unavailable)
+    assert issubclass(errors.HBaseUnavailable, errors.Unavailable)
+
+
+def test_publish_is_typed_by_whether_it_carries_a_write_pointer() -> None:
+    """Type checkers learn that publish(..., tx_write_pointer=wp) returns the handle and publish(...) None."""
+    import typing
+
+    from tms_hbase import MessagingClient
+
+    returns = {
+        o.__annotations__["tx_write_pointer"]: o.__annotations__["return"]
+        for o in typing.get_overloads(MessagingClient.publish)
+    }
+    assert returns == {"None": "None", "int": "RollbackDetail"}

@@ -1,0 +1,88 @@
+"""What the command-line tools share: the options that say where an installation is (``--thrift``,
+``--prefix``, ``--timeout``, also from ``$TMS_HBASE_THRIFT`` / ``$TMS_TABLE_PREFIX``), the
+:class:`~tms_hbase.config.Config` they make, and one-line errors with the exit codes of
+:mod:`tms_hbase.exit_codes`.
+
+``tms-admin`` and ``tms-sweeper`` both use it (neither imports the other); ``import tms_hbase`` does
+not load it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+from .config import PREFIX_ENV, THRIFT_ENV, Config
+from .errors import TmsError
+from .exit_codes import exit_code
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+CONNECTION_OPTIONS = [
+    click.option(
+        "--thrift",
+        metavar="HOST:PORT[,HOST:PORT...]",
+        envvar=THRIFT_ENV,
+        show_envvar=True,
+        help="HBase Thrift gateway; with several, the next is used when one cannot be reached "
+        "[default: 127.0.0.1:9090].",
+    ),
+    click.option(
+        "--prefix",
+        envvar=PREFIX_ENV,
+        show_envvar=True,
+        help="Table-name prefix of the tms-hbase installation [default: tms].",
+    ),
+    click.option(
+        "--timeout",
+        type=click.FloatRange(min=0.1),
+        default=10.0,
+        show_default=True,
+        help="Seconds any one HBase operation may take (a command's call, a sweep chunk's scan or deletes), "
+        "however slowly HBase answers: a deadline, not a limit per socket read; exit code 5 when it passes.",
+    ),
+]
+"""``--thrift``, ``--prefix`` and ``--timeout``, in that order (the command gets them as keywords)."""
+
+
+def with_options(options: list[Callable[[F], F]]) -> Callable[[F], F]:
+    """A decorator adding click ``options`` to a command, in list order."""
+
+    def decorate(func: F) -> F:
+        for option in reversed(options):
+            func = option(func)
+        return func
+
+    return decorate
+
+
+connection_options = with_options(CONNECTION_OPTIONS)
+"""Adds :data:`CONNECTION_OPTIONS` to a command or group."""
+
+
+def config_from_options(thrift: str | None, prefix: str | None, timeout: float) -> Config:
+    """The Config the connection options describe (InvalidArgument for a bad address or prefix)."""
+    return Config.resolve(thrift, prefix, timeout_seconds=timeout)
+
+
+def fail(error: TmsError) -> NoReturn:
+    """End the command with ``error`` as one line on stderr and its exit code (never a traceback)."""
+    click.echo(f"error: {error}", err=True)
+    sys.exit(exit_code(error))
+
+
+def handle_errors(command: F) -> F:
+    """Run ``command``, turning a TmsError into :func:`fail`."""
+
+    @wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except TmsError as error:
+            fail(error)
+
+    return wrapper  # type: ignore[return-value]
