@@ -6,6 +6,7 @@ import click
 
 from tms_hbase import TopicId, TopicMetadata
 from tms_hbase.errors import InvalidArgument
+from tms_hbase.topic import TX_MODE_KEY, TX_MODES
 
 from .context import Settings, pass_settings
 from .errors import handle_errors
@@ -19,7 +20,7 @@ def _topic_id(_ctx: click.Context, _param: click.Parameter, value: str) -> Topic
         raise click.BadParameter(str(exc)) from None
 
 
-def _properties(ttl: str | None, pairs: tuple[str, ...]) -> dict[str, str]:
+def _properties(ttl: str | None, tx_mode: str | None, pairs: tuple[str, ...]) -> dict[str, str]:
     props = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -28,6 +29,8 @@ def _properties(ttl: str | None, pairs: tuple[str, ...]) -> dict[str, str]:
         props[key] = value
     if ttl is not None:
         props["ttl"] = ttl
+    if tx_mode is not None:
+        props[TX_MODE_KEY] = tx_mode
     return props
 
 
@@ -38,19 +41,31 @@ def _as_dict(meta: TopicMetadata) -> dict:
         "name": meta.topic.topic,
         "ttl": meta.ttl,
         "generation": meta.generation,
+        "tx_mode": meta.tx_mode,
         "properties": dict(meta.properties),
     }
 
 
 def _describe(data: dict) -> str:
-    extra = {k: v for k, v in data["properties"].items() if k not in ("ttl", "generation")}
-    lines = [f"topic       {data['topic']}", f"generation  {data['generation']}", f"ttl         {data['ttl']} s"]
+    extra = {k: v for k, v in data["properties"].items() if k not in ("ttl", "generation", TX_MODE_KEY)}
+    lines = [
+        f"topic       {data['topic']}",
+        f"generation  {data['generation']}",
+        f"ttl         {data['ttl']} s",
+        f"tx.mode     {data['tx_mode']}",
+    ]
     lines += [f"{k:<11} {v}" for k, v in sorted(extra.items())]
     return "\n".join(lines)
 
 
 topic_arg = click.argument("topic", metavar="NAMESPACE:TOPIC", callback=_topic_id)
 ttl_option = click.option("--ttl", metavar="SECONDS", help="Message time-to-live in seconds (> 0) [default: 604800].")
+tx_mode_option = click.option(
+    "--tx-mode",
+    type=click.Choice(TX_MODES),
+    help="Which publishes and stores the topic takes (the tx.mode property): any (default), only "
+    "transactional ones (with a write pointer), or only non-transactional ones.",
+)
 property_option = click.option(
     "--property", "-p", "pairs", multiple=True, metavar="KEY=VALUE", help="A topic property; repeat for several."
 )
@@ -64,34 +79,41 @@ def topic() -> None:
 @topic.command()
 @topic_arg
 @ttl_option
+@tx_mode_option
 @property_option
 @json_option
 @pass_settings
 @handle_errors
-def create(settings: Settings, topic: TopicId, ttl: str | None, pairs: tuple[str, ...], as_json: bool) -> None:
+def create(
+    settings: Settings, topic: TopicId, ttl: str | None, tx_mode: str | None, pairs: tuple[str, ...], as_json: bool
+) -> None:
     """Create a topic (generation 1, or one more than before if it was deleted).
 
     Fails with exit code 4 if the topic exists; its properties are then left unchanged.
     """
     with settings.client() as client:
-        meta = client.create_topic(topic, _properties(ttl, pairs))
+        meta = client.create_topic(topic, _properties(ttl, tx_mode, pairs))
     emit(as_json, _as_dict(meta), lambda d: f"created {d['topic']} (generation {d['generation']}, ttl {d['ttl']} s)")
 
 
 @topic.command()
 @topic_arg
 @ttl_option
+@tx_mode_option
 @property_option
 @json_option
 @pass_settings
 @handle_errors
-def update(settings: Settings, topic: TopicId, ttl: str | None, pairs: tuple[str, ...], as_json: bool) -> None:
+def update(
+    settings: Settings, topic: TopicId, ttl: str | None, tx_mode: str | None, pairs: tuple[str, ...], as_json: bool
+) -> None:
     """Replace a topic's properties (all of them: give every property to keep).
 
-    The generation is kept; a TTL left out goes back to the default.
+    The generation is kept; a TTL or tx.mode left out goes back to the default. Writers see a
+    changed tx.mode within their topic-metadata cache age (1 s by default).
     """
     with settings.client() as client:
-        meta = client.update_topic(topic, _properties(ttl, pairs))
+        meta = client.update_topic(topic, _properties(ttl, tx_mode, pairs))
     emit(as_json, _as_dict(meta), lambda d: f"updated {d['topic']}\n" + _describe(d))
 
 
@@ -101,7 +123,7 @@ def update(settings: Settings, topic: TopicId, ttl: str | None, pairs: tuple[str
 @pass_settings
 @handle_errors
 def get(settings: Settings, topic: TopicId, as_json: bool) -> None:
-    """Show a topic's generation, TTL and properties."""
+    """Show a topic's generation, TTL, tx.mode and properties."""
     with settings.client() as client:
         meta = client.get_topic(topic)
     emit(as_json, _as_dict(meta), _describe)

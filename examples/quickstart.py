@@ -5,7 +5,7 @@ Run it against any HBase Thrift gateway: TMS_HBASE_THRIFT=127.0.0.1:9090 python 
 """
 
 from tms_hbase import AsyncPublisher, MessagingClient, TopicAlreadyExists, TopicId
-from tms_hbase.tx import NO_TX_IN_PROGRESS, Transaction
+from tms_hbase.tx import NO_TX_IN_PROGRESS, Transaction, write_pointer_now
 
 # Address and table prefix default to $TMS_HBASE_THRIFT and $TMS_TABLE_PREFIX.
 with MessagingClient() as client:
@@ -21,13 +21,17 @@ with MessagingClient() as client:
     # One batch per publish: stored whole or not at all, in one order every reader sees.
     client.publish(topic, [b"created", b"paid"])
 
+    # Write pointers come from the transaction service (Tephra's: ms since the epoch x 10^6 + n; a pointer
+    # older than the 25 h transaction max lifetime is refused). Without one, write_pointer_now() makes one.
+    refund, parts = write_pointer_now(), write_pointer_now()
+
     # A transactional publish returns a RollbackDetail; bytes(handle) survives a restart.
-    handle = client.publish(topic, [b"refund"], tx_write_pointer=1001)
+    handle = client.publish(topic, [b"refund"], tx_write_pointer=refund)
     client.rollback(topic, bytes(handle))
 
     # Long transactions store payloads first (from many processes), then publish one pointer row.
-    client.store(topic, [b"part-1", b"part-2"], tx_write_pointer=2002)
-    client.publish(topic, [], tx_write_pointer=2002)
+    client.store(topic, [b"part-1", b"part-2"], tx_write_pointer=parts)
+    client.publish(topic, [], tx_write_pointer=parts)
 
     # Without a transaction every message comes back, the rolled-back one too.
     messages = list(client.fetch(topic))
@@ -35,8 +39,8 @@ with MessagingClient() as client:
 
     # With one, rolled-back messages are skipped; an in-progress one would stop the fetch.
     reader = Transaction(
-        read_pointer=3000,
-        tx_id=3001,
+        read_pointer=parts,
+        tx_id=write_pointer_now(),
         invalids=[],
         in_progress=[],
         first_short_in_progress=NO_TX_IN_PROGRESS,

@@ -29,6 +29,7 @@ from .topic import TopicId, TopicLike, TopicMetadata, user_properties
 from .topic import as_topic as _topic
 from .tx.client import TransactionClient
 from .tx.fate import snapshot_from_hbase
+from .tx.pointers import MAX_LIFETIME_SECONDS, validate_max_lifetime
 from .tx.transaction import Transaction
 from .wire import RollbackDetail
 from .writer import DEFAULT_MAX_BATCH_BYTES, MessageWriter
@@ -54,8 +55,10 @@ class MessagingClient:
     :meth:`fetch` returns reads lazily: each read it makes while you iterate gets ``timeout`` of its
     own. The first call of a client also looks up (or, for create_topic, creates) the tables, each
     HBase call of that under its own ``timeout`` (creating a table takes seconds).
-    ``max_batch_bytes`` caps one publish or store. Thread-safe; use it as a context manager or
-    call :meth:`close`.
+    ``max_batch_bytes`` caps one publish or store. A transactional publish or store whose write pointer
+    (``ms since the epoch x 10^6``, as Tephra makes them) is older than ``tx_max_lifetime_seconds``
+    (default and maximum: Tephra's 25 h) is refused with InvalidArgument, as CDAP refuses it.
+    Thread-safe; use it as a context manager or call :meth:`close`.
     """
 
     def __init__(
@@ -72,7 +75,9 @@ class MessagingClient:
         metadata_max_age_seconds: float | None = None,
         timeout: float | None = None,
         metadata_max_age: float | None = None,
+        tx_max_lifetime_seconds: float = MAX_LIFETIME_SECONDS,
     ) -> None:
+        tx_max_lifetime_seconds = validate_max_lifetime(tx_max_lifetime_seconds)
         seconds = renamed("timeout_seconds", timeout_seconds, "timeout", timeout, None)
         if config is None:
             config = Config.resolve(address, prefix, timeout_seconds=seconds, retry=retry, pool_size=pool_size)
@@ -111,6 +116,7 @@ class MessagingClient:
             WriterSettings(self._settings),
             max_batch_bytes=max_batch_bytes,
             retry=config.retry,
+            tx_max_lifetime=tx_max_lifetime_seconds,
         )
         self._reader = MessageReader(storage.messages, storage.payloads, self._topics)
         self._subscriptions = SubscriptionStore(storage.table("subscriptions"))
@@ -240,6 +246,9 @@ class MessagingClient:
         """
         topic = _topic(topic)
         self._ensure_ready()
+        self._topics.forget(
+            topic
+        )  # this client's next publish sees the new tx.mode; others within metadata_max_age_seconds
         with self.hbase.operation():
             return self._metadata.update(topic, properties, expected)
 

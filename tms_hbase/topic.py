@@ -15,6 +15,10 @@ MAX_NAME_LENGTH = 255
 TTL_KEY = "ttl"
 GENERATION_KEY = "generation"
 DEFAULT_TTL_SECONDS = 7 * 24 * 3600
+TX_MODE_KEY = "tx.mode"
+TX_ANY, TX_ONLY, TX_NEVER = "any", "transactional", "non-transactional"
+TX_MODES = (TX_ANY, TX_ONLY, TX_NEVER)
+"""``tx.mode``: which publishes and stores a topic takes (seed requirement 4); absent means ``any``."""
 MAX_TTL_SECONDS = (2**63 - 1) // 1000  # ttl in milliseconds must fit a signed 64-bit long
 _DIGITS = re.compile(r"[0-9]+")
 
@@ -74,10 +78,17 @@ def parse_ttl(value: object) -> int:
     return int(text)
 
 
+def parse_tx_mode(value: object) -> str:
+    """A ``tx.mode`` value, one of TX_MODES; anything else is InvalidArgument."""
+    if value not in TX_MODES:
+        raise InvalidArgument(f"bad {TX_MODE_KEY} {value!r}: expected one of {', '.join(TX_MODES)}")
+    return value
+
+
 def user_properties(properties: Mapping[str, str] | None) -> dict[str, str]:
     """Validate properties a user gives for create/update; fill in the default TTL.
 
-    ``generation`` is managed by the system and may not be set.
+    ``generation`` is managed by the system and may not be set; ``tx.mode`` must be one of TX_MODES.
     """
     if properties is None:
         properties = {}
@@ -91,6 +102,8 @@ def user_properties(properties: Mapping[str, str] | None) -> dict[str, str]:
             raise InvalidArgument("the 'generation' property is managed by tms-hbase and cannot be set")
         if key == TTL_KEY:
             value = str(parse_ttl(value))
+        if key == TX_MODE_KEY:
+            parse_tx_mode(value)
         if not isinstance(value, str):
             raise InvalidArgument(f"bad value for property {key!r}: expected a string, got {value!r}")
         result[key] = value
@@ -125,6 +138,25 @@ class TopicMetadata:
         return int(self.properties[GENERATION_KEY])
 
     @property
+    def tx_mode(self) -> str:
+        """Which writes the topic takes: ``any`` (default), ``transactional`` or ``non-transactional``."""
+        return parse_tx_mode(self.properties.get(TX_MODE_KEY, TX_ANY))
+
+    def check_tx_mode(self, transactional: bool) -> None:
+        """InvalidArgument if the topic's ``tx.mode`` refuses a (non-)transactional publish or store."""
+        mode = self.tx_mode
+        if mode == TX_ONLY and not transactional:
+            raise InvalidArgument(
+                f"topic {self.topic} is transactional-only ({TX_MODE_KEY}={mode}): "
+                "publish with a transaction write pointer"
+            )
+        if mode == TX_NEVER and transactional:
+            raise InvalidArgument(
+                f"topic {self.topic} is non-transactional-only ({TX_MODE_KEY}={mode}): "
+                "publish without a transaction write pointer (and store nothing)"
+            )
+
+    @property
     def exists(self) -> bool:
         return self.generation > 0
 
@@ -144,7 +176,7 @@ class TopicMetadata:
         try:
             properties = json.loads(data)
             meta = cls(topic, properties)
-            meta.generation, meta.ttl  # noqa: B018 - both must parse
+            meta.generation, meta.ttl, meta.tx_mode  # noqa: B018 - all must parse
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise CorruptData(f"corrupt metadata row for topic {topic}: {exc}") from None
         return meta

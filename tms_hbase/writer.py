@@ -53,6 +53,7 @@ from .rows import (
 )
 from .storage import Table
 from .topic import TopicId
+from .tx.pointers import MAX_LIFETIME_SECONDS, check_tx_lifetime
 from .wire import RollbackDetail
 
 log = logging.getLogger(__name__)
@@ -121,10 +122,12 @@ class MessageWriter:
         writer_id: bytes | None = None,
         max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
         retry: Retry | None = None,
+        tx_max_lifetime: float = MAX_LIFETIME_SECONDS,
     ) -> None:
         self.messages = messages
         self.payloads = payloads
         self.retry = retry or Retry()
+        self.tx_max_lifetime = tx_max_lifetime  # older write pointers are refused
         self.topics = topics
         self.settings = settings  # the installation's tail-cache time, re-read every second
         self.writer_id = writer_id or uuid.uuid4().bytes
@@ -133,6 +136,12 @@ class MessageWriter:
         self._tails: dict[TopicId, _Tail] = {}
         self._lock = threading.Lock()
         self.future_predecessors = 0  # rows not followed for being dated too far ahead (row_time.py)
+
+    def _live_pointer(self, pointer: object) -> int:
+        """A valid write pointer whose transaction is younger than the max lifetime, else InvalidArgument."""
+        pointer = validate_write_pointer(pointer)
+        check_tx_lifetime(pointer, self.tx_max_lifetime, now_ms())
+        return pointer
 
     # -- publish ------------------------------------------------------------------------------
 
@@ -151,10 +160,11 @@ class MessageWriter:
         again, that position is checked for this writer's batch number (found: done), and otherwise
         the batch is appended after the tail.
         """
-        pointer = None if tx_write_pointer is None else validate_write_pointer(tx_write_pointer)
+        pointer = None if tx_write_pointer is None else self._live_pointer(tx_write_pointer)
         batch = validate_payloads(payloads, self.max_batch_bytes, allow_empty=pointer is not None)
         ttl_ms = _ttl_ms(ttl)
         meta = self.topics.get(topic)
+        meta.check_tx_mode(transactional=pointer is not None)
         if ttl_ms is not None and ttl_ms > meta.ttl * 1000:
             raise InvalidArgument(f"per-message ttl {ttl}s is longer than the topic's ttl of {meta.ttl}s")
         if resume is not None and (resume.topic != topic or resume.generation != meta.generation):
@@ -343,9 +353,10 @@ class MessageWriter:
         names the first one itself (deterministic keys: storing the same payloads again, as a retried
         Spark task does, overwrites instead of adding); it must be >= 2**40, above the counter's range.
         """
-        pointer = validate_write_pointer(tx_write_pointer)
+        pointer = self._live_pointer(tx_write_pointer)
         batch = validate_payloads(payloads, self.max_batch_bytes, allow_empty=False)
         meta = self.topics.get(topic)
+        meta.check_tx_mode(transactional=True)
         if sequence is not None:
             if isinstance(sequence, bool) or not isinstance(sequence, int) or not sequence >= EXPLICIT_SEQUENCES:
                 raise InvalidArgument(f"bad sequence {sequence!r}: explicit sequences start at {EXPLICIT_SEQUENCES}")

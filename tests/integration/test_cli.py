@@ -79,6 +79,22 @@ def test_bad_input_exit_codes_and_nothing_changed(
     assert json.loads(ok(tms_env, "topic", "list", "--json").stdout) == []
 
 
+def test_tx_mode_is_set_shown_and_validated(tms_env: dict[str, str]) -> None:
+    created = json.loads(ok(tms_env, "topic", "create", "ns:t", "-p", "tx.mode=transactional", "--json").stdout)
+    assert (created["tx_mode"], created["properties"]["tx.mode"]) == ("transactional", "transactional")
+    assert "tx.mode     transactional" in ok(tms_env, "topic", "get", "ns:t").stdout.splitlines()
+    updated = json.loads(ok(tms_env, "topic", "update", "ns:t", "--tx-mode", "non-transactional", "--json").stdout)
+    assert updated["tx_mode"] == "non-transactional"
+    assert json.loads(ok(tms_env, "topic", "get", "ns:t", "--json").stdout)["tx_mode"] == "non-transactional"
+    ok(tms_env, "topic", "create", "ns:plain")
+    assert "tx.mode     any" in ok(tms_env, "topic", "get", "ns:plain").stdout.splitlines()
+    for args in (["-p", "tx.mode=sometimes"], ["--tx-mode", "sometimes"]):
+        result = tms_admin(tms_env, "topic", "update", "ns:t", *args)
+        assert result.returncode == 2 and "Traceback" not in result.stderr
+        assert "sometimes" in result.stderr and "transactional" in result.stderr
+    assert json.loads(ok(tms_env, "topic", "get", "ns:t", "--json").stdout)["tx_mode"] == "non-transactional"
+
+
 def test_duplicate_create_exit_code_keeps_properties(tms_env: dict[str, str]) -> None:
     ok(tms_env, "topic", "create", "ns:t", "--ttl", "10")
     result = tms_admin(tms_env, "topic", "create", "ns:t", "--ttl", "20")

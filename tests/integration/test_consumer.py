@@ -21,7 +21,7 @@ from tms_hbase.errors import (
     SubscriptionNotFound,
     TopicNotFound,
 )
-from tms_hbase.tx import NO_TX_IN_PROGRESS, Transaction
+from tms_hbase.tx import NO_TX_IN_PROGRESS, Transaction, write_pointer_now
 
 ROOT = Path(__file__).resolve().parents[2]
 T = TopicId("cons", "orders")
@@ -42,8 +42,9 @@ def test_messages_come_in_order_and_a_new_consumer_resumes_after_the_commit(
     client: MessagingClient, topic: TopicId
 ) -> None:
     client.publish(topic, [b"a", b"b", b"c"])
-    client.store(topic, [b"s1", b"s2"], tx_write_pointer=77)
-    client.publish(topic, [], tx_write_pointer=77)  # a pointer row: its stored payloads, in order
+    wp = write_pointer_now()
+    client.store(topic, [b"s1", b"s2"], tx_write_pointer=wp)
+    client.publish(topic, [], tx_write_pointer=wp)  # a pointer row: its stored payloads, in order
     client.publish(topic, [b"d"])
     with client.consumer(topic, "svc", max_wait=0.2) as consumer:
         got = []
@@ -172,13 +173,14 @@ def test_auto_commit_commits_handled_messages_only(client: MessagingClient, topi
 def test_reading_with_a_transaction_skips_rolled_back_and_stops_at_in_progress(
     client: MessagingClient, topic: TopicId
 ) -> None:
+    base = write_pointer_now()
     client.publish(topic, [b"plain"])
-    handle = client.publish(topic, [b"rolled back"], tx_write_pointer=100)
+    handle = client.publish(topic, [b"rolled back"], tx_write_pointer=base + 100)
     client.rollback(topic, handle)
-    client.publish(topic, [b"committed"], tx_write_pointer=200)
-    client.publish(topic, [b"in progress"], tx_write_pointer=300)
+    client.publish(topic, [b"committed"], tx_write_pointer=base + 200)
+    client.publish(topic, [b"in progress"], tx_write_pointer=base + 300)
     client.publish(topic, [b"after"])
-    reader = Transaction(250, 251, [], [300], 300)
+    reader = Transaction(base + 250, base + 251, [], [base + 300], base + 300)
     with client.consumer(topic, "svc", transaction=reader, max_wait=0.1) as consumer:
         assert payloads(consumer) == [b"plain", b"committed"]
 

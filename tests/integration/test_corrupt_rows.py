@@ -135,10 +135,10 @@ def test_sweeper_daemon_counts_corrupt_rows_in_its_metrics(
                 for line in metrics.splitlines()
                 if line.startswith("tms_sweeper_corrupt_rows_total{")
             }
-            if counted.get('table="messages"', 0) >= 6 and counted.get('table="payloads"', 0) >= 2:
-                break  # two sweeps met the three message rows and the payload row (metrics are read mid-sweep)
+            two_sweeps = {'table="messages"': 6, 'table="metadata"': 2, 'table="payloads"': 2}
+            if all(counted.get(table, 0) >= n for table, n in two_sweeps.items()):  # every table swept twice
+                break  # (waiting on the messages alone raced the second sweep's payload table)
             time.sleep(0.2)
-        assert counted['table="metadata"'] >= 2 and counted['table="payloads"'] >= 2
         assert positions(raw, client, DAMAGED) == [2, 5, 6] and positions(raw, client, CLEAN) == [2]
     finally:
         daemon.send_signal(signal.SIGTERM)

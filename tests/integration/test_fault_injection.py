@@ -24,6 +24,7 @@ from tms_hbase import (
     TopicId,
 )
 from tms_hbase.config import PREFIX_ENV, THRIFT_ENV
+from tms_hbase.tx import write_pointer_now
 from tms_hbase.tx.client import TransactionClient, TransactionServiceUnavailable
 
 from ..tcp_proxy import TcpProxy
@@ -38,7 +39,7 @@ OPERATIONS: dict[str, Callable[[MessagingClient, bytes], object]] = {
     "list_topics": lambda c, _: c.list_topics("ns"),
     "publish": lambda c, _: c.publish(T, [b"x"]),
     "fetch": lambda c, _: list(c.fetch(T)),
-    "store": lambda c, _: c.store(T, [b"s"], tx_write_pointer=77),
+    "store": lambda c, _: c.store(T, [b"s"], tx_write_pointer=write_pointer_now()),
     "rollback": lambda c, handle: c.rollback(T, handle),
 }
 
@@ -51,7 +52,7 @@ def installation(hbase_address: str) -> Iterator[tuple[str, bytes]]:
     with MessagingClient(hbase_address, prefix, timeout=60) as client:
         client.create_topic(T)
         client.publish(T, [b"a", b"b"])
-        handle = bytes(client.publish(T, [b"tx"], tx_write_pointer=55))
+        handle = bytes(client.publish(T, [b"tx"], tx_write_pointer=write_pointer_now()))
     yield prefix, handle
     with MessagingClient(hbase_address, prefix, timeout=60) as client:
         client.drop_tables()

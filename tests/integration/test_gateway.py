@@ -23,7 +23,7 @@ import pytest
 from tms_hbase import MessagingClient, RollbackDetail, TopicId, TopicMetadata
 from tms_hbase.errors import TmsError
 from tms_hbase.http import GatewayClient
-from tms_hbase.tx import Transaction, TransactionCodec
+from tms_hbase.tx import Transaction, TransactionCodec, write_pointer_now
 
 from ..gateway_server import GatewayProcess, gateway_env
 
@@ -294,8 +294,8 @@ def test_bad_requests_are_400_and_change_nothing(http: httpx.Client, wire: Wire,
         ("publish?ttl=999999999", wire.publish([b"x"])),  # per-message TTL over the topic's
         ("publish", wire.publish([b"x"], pointer=-5)),
         ("store", wire.publish([b"x"])),  # store needs a write pointer
-        ("store", wire.publish([], pointer=77)),  # and payloads
-        ("store?sequence=5", wire.publish([b"x"], pointer=77)),  # explicit sequences start at 2**40
+        ("store", wire.publish([], pointer=write_pointer_now())),  # and payloads
+        ("store?sequence=5", wire.publish([b"x"], pointer=write_pointer_now())),  # explicit sequences start at 2**40
         ("poll", wire.consume(start=b"not an id")),
         ("poll", wire.consume(limit=0)),
         ("poll", wire.consume(tx=b"not a transaction")),
@@ -315,15 +315,29 @@ def test_bad_requests_are_400_and_change_nothing(http: httpx.Client, wire: Wire,
     assert wire.messages(http.post(topic_url(ns, "t", "poll"), content=wire.consume(), headers=h)) == []
 
 
+def test_a_topics_tx_mode_is_enforced_with_400(http: httpx.Client, wire: Wire, ns: str) -> None:
+    assert http.put(topic_url(ns, "t"), json={"tx.mode": "transactional"}).status_code == 200
+    assert_error(http.put(topic_url(ns, "u"), json={"tx.mode": "sometimes"}), 400, "InvalidArgument")
+    h = wire.headers
+    refused = http.post(topic_url(ns, "t", "publish"), content=wire.publish([b"plain"]), headers=h)
+    assert_error(refused, 400, "InvalidArgument")
+    assert "transactional-only" in refused.text
+    published = http.post(topic_url(ns, "t", "publish"), content=wire.publish([b"tx"], write_pointer_now()), headers=h)
+    assert published.status_code == 200
+    assert payloads(wire.messages(http.post(topic_url(ns, "t", "poll"), content=wire.consume(), headers=h))) == [b"tx"]
+
+
 def test_missing_topic_is_404(http: httpx.Client, wire: Wire, ns: str) -> None:
     create(http, ns, "real")
     handle = http.post(
-        topic_url(ns, "real", "publish"), content=wire.publish([b"x"], pointer=5), headers=wire.headers
+        topic_url(ns, "real", "publish"),
+        content=wire.publish([b"x"], pointer=write_pointer_now()),
+        headers=wire.headers,
     ).content
     http.delete(topic_url(ns, "real"))
     for action, body in [
         ("publish", wire.publish([b"x"])),
-        ("store", wire.publish([b"x"], pointer=5)),
+        ("store", wire.publish([b"x"], pointer=write_pointer_now())),
         ("poll", wire.consume()),
         ("rollback", handle),
     ]:
@@ -336,7 +350,7 @@ def test_batch_over_the_limit_is_413_and_nothing_is_written(http: httpx.Client, 
     h = wire.headers
     over = [b"x" * (LIMIT + 1)]  # fits the body limit, not the batch limit: the library refuses it
     assert_error(http.post(topic_url(ns, "t", "publish"), content=wire.publish(over), headers=h), 413, "BatchTooLarge")
-    body = wire.publish(over, pointer=9)
+    body = wire.publish(over, pointer=write_pointer_now())
     assert_error(http.post(topic_url(ns, "t", "store"), content=body, headers=h), 413, "BatchTooLarge")
     huge = b"\0" * (4 * LIMIT)  # refused from its Content-Length, before it is read
     assert_error(http.post(topic_url(ns, "t", "publish"), content=huge, headers=h), 413, "BatchTooLarge")
@@ -355,7 +369,7 @@ def test_batch_over_the_limit_is_413_and_nothing_is_written(http: httpx.Client, 
 def test_publish_then_rollback(http: httpx.Client, wire: Wire, ns: str) -> None:
     create(http, ns, "t")
     create(http, ns, "other")
-    h, pointer = wire.headers, 1_000_001
+    h, pointer = wire.headers, write_pointer_now()
     response = http.post(topic_url(ns, "t", "publish"), content=wire.publish([b"x1", b"x2"], pointer), headers=h)
     assert response.status_code == 200 and response.content
     assert response.headers["content-type"] == "application/octet-stream"
@@ -375,7 +389,7 @@ def test_publish_then_rollback(http: httpx.Client, wire: Wire, ns: str) -> None:
 
 def test_store_then_publish(http: httpx.Client, wire: Wire, ns: str) -> None:
     create(http, ns, "t")
-    h, pointer = wire.headers, 2_000_002
+    h, pointer = wire.headers, write_pointer_now()
 
     def poll(tx: bytes | None = None) -> list[bytes]:
         return payloads(wire.messages(http.post(topic_url(ns, "t", "poll"), content=wire.consume(tx=tx), headers=h)))
@@ -395,7 +409,7 @@ def test_store_then_publish(http: httpx.Client, wire: Wire, ns: str) -> None:
 
 def test_transactional_poll_stops_at_the_first_in_progress_message(http: httpx.Client, wire: Wire, ns: str) -> None:
     create(http, ns, "t")
-    h, pointer = wire.headers, 3_000_003
+    h, pointer = wire.headers, write_pointer_now()
     for body in (wire.publish([b"m1"]), wire.publish([b"m2"], pointer), wire.publish([b"m3"])):
         assert http.post(topic_url(ns, "t", "publish"), content=body, headers=h).status_code == 200
 
@@ -464,8 +478,9 @@ def test_curl_example_from_the_docs(gateway: GatewayProcess, tmp_path: Path) -> 
 # -- the Python client: the same program, direct or through the gateway --------------------------
 
 
-def transcript(client: MessagingClient | GatewayClient, ns: str) -> dict[str, object]:
-    """Run one program against ``client``; record what every step returned or raised (the error's class)."""
+def transcript(client: MessagingClient | GatewayClient, ns: str, pointer: int) -> dict[str, object]:
+    """Run one program against ``client``; record what every step returned or raised (the error's class).
+    Its transactions write with ``pointer`` and ``pointer + 1``."""
     out: dict[str, object] = {}
     t = TopicId(ns, "orders")
 
@@ -494,20 +509,20 @@ def transcript(client: MessagingClient | GatewayClient, ns: str) -> dict[str, ob
     step("publish", lambda: client.publish(t, [b"a", b"b"]))
     step("publish nothing", lambda: client.publish(t, []))
     step("publish ttl too long", lambda: client.publish(t, [b"late"], ttl=10**9))
-    handle = client.publish(t, [b"c"], tx_write_pointer=4_000_004)
+    handle = client.publish(t, [b"c"], tx_write_pointer=pointer)
     out["publish tx"] = detail(handle)
-    client.store(t, [b"s1", b"s2"], tx_write_pointer=5_000_005)
-    client.store(t, [b"s3"], tx_write_pointer=5_000_005, sequence=2**40)
-    client.store(t, [b"s3"], tx_write_pointer=5_000_005, sequence=2**40)  # the same keys: no second copy
-    step("publish stored", lambda: detail(client.publish(t, [], tx_write_pointer=5_000_005)))
+    client.store(t, [b"s1", b"s2"], tx_write_pointer=pointer + 1)
+    client.store(t, [b"s3"], tx_write_pointer=pointer + 1, sequence=2**40)
+    client.store(t, [b"s3"], tx_write_pointer=pointer + 1, sequence=2**40)  # the same keys: no second copy
+    step("publish stored", lambda: detail(client.publish(t, [], tx_write_pointer=pointer + 1)))
     everything = fetched()
     out["fetch"] = everything
     out["fetch after id"] = fetched(start_message=everything[1][0], inclusive=False, limit=2)
     out["fetch from time"] = fetched(start_time=0, limit=1)
     out["fetch future"] = fetched(start_time=int(time.time() * 1000) + 3_600_000)
-    out["fetch in progress"] = fetched(transaction=TransactionCodec.decode(tx_seeing(4_000_004, in_progress=True)))
+    out["fetch in progress"] = fetched(transaction=TransactionCodec.decode(tx_seeing(pointer, in_progress=True)))
     step("rollback", lambda: client.rollback(t, handle))
-    out["fetch rolled back"] = fetched(transaction=TransactionCodec.decode(tx_seeing(5_000_005)))
+    out["fetch rolled back"] = fetched(transaction=TransactionCodec.decode(tx_seeing(pointer + 1)))
     step("rollback garbage", lambda: client.rollback(t, b"garbage"))
     step("fetch bad id", lambda: fetched(start_message=b"bad"))
     step("fetch id and time", lambda: fetched(start_message=everything[0][0], start_time=5))
@@ -525,9 +540,10 @@ def transcript(client: MessagingClient | GatewayClient, ns: str) -> dict[str, ob
 def test_gateway_client_behaves_as_direct_access(
     gateway: GatewayProcess, direct: MessagingClient, media: str, ns: str
 ) -> None:
-    expected = transcript(direct, "d" + ns)
+    pointer = write_pointer_now()
+    expected = transcript(direct, "d" + ns, pointer)
     with GatewayClient(gateway.url, media=media, timeout=60) as client:
-        assert transcript(client, "g" + ns) == expected
+        assert transcript(client, "g" + ns, pointer) == expected
         assert client.ping() is None
     # and what direct access does is what the contract says
     assert expected["create"] == ({"generation": "1", "owner": "me", "ttl": "3600"}, 3600, 1, "orders")

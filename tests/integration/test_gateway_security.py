@@ -17,6 +17,7 @@ import trustme
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.errors import NotAuthenticated, NotAuthorized, TopicNotFound
 from tms_hbase.http import GatewayClient
+from tms_hbase.tx import write_pointer_now
 
 from ..gateway_server import TMS_GATEWAY, GatewayProcess, gateway_env
 
@@ -131,7 +132,11 @@ def test_a_token_for_namespace_a_is_refused_on_b_and_nothing_is_written(
     body = {"messages": ["aGVsbG8="]}
     for method, path, kwargs in [
         ("POST", "/v1/namespaces/b/topics/in-1/publish", {"json": body}),
-        ("POST", "/v1/namespaces/b/topics/in-1/store", {"json": {**body, "transactionWritePointer": 5}}),
+        (
+            "POST",
+            "/v1/namespaces/b/topics/in-1/store",
+            {"json": {**body, "transactionWritePointer": write_pointer_now()}},
+        ),
         ("POST", "/v1/namespaces/b/topics/in-1/poll", {"json": {}}),
         ("PUT", "/v1/namespaces/b/topics/in-9", {}),
         ("DELETE", "/v1/namespaces/b/topics/in-1", {}),

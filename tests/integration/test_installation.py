@@ -12,6 +12,7 @@ import pytest
 
 from tms_hbase import InstallationNotFound, MessagingClient, RollbackDetail, TopicId
 from tms_hbase.config import PREFIX_ENV
+from tms_hbase.tx import write_pointer_now
 
 T = TopicId("ns", "t")
 READ_ONLY = {
@@ -22,7 +23,7 @@ READ_ONLY = {
     "update_topic": lambda c: c.update_topic(T, {"ttl": "5"}),
     "delete_topic": lambda c: c.delete_topic(T),
     "publish": lambda c: c.publish(T, [b"x"]),
-    "store": lambda c: c.store(T, [b"x"], tx_write_pointer=5),
+    "store": lambda c: c.store(T, [b"x"], tx_write_pointer=write_pointer_now()),
     "rollback": lambda c: c.rollback(T, RollbackDetail(str(T), 5, 1, 1, 1)),
     "require_installation": lambda c: c.require_installation(),
 }

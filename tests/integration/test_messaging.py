@@ -19,7 +19,7 @@ from tms_hbase import (
     wire,
 )
 from tms_hbase.config import thrift_address
-from tms_hbase.tx import NO_TX_IN_PROGRESS, Transaction
+from tms_hbase.tx import MAX_LIFETIME_SECONDS, NO_TX_IN_PROGRESS, Transaction, write_pointer_now
 
 from ..tcp_proxy import TcpProxy
 
@@ -42,12 +42,12 @@ def tx(pointer: int, in_progress: tuple[int, ...] = (), invalids: tuple[int, ...
     )
 
 
-def message_rows(client: MessagingClient, address: str) -> int:
-    """How many rows the message table holds, counted with plain happybase."""
+def message_rows(client: MessagingClient, address: str, table: str | None = None) -> int:
+    """How many rows the message table (or ``table``) holds, counted with plain happybase."""
     host, port = thrift_address(address)
     conn = happybase.Connection(host, port)
     try:
-        return sum(1 for _ in conn.table(client.installation.messages.name).scan())
+        return sum(1 for _ in conn.table(table or client.installation.messages.name).scan())
     finally:
         conn.close()
 
@@ -59,32 +59,39 @@ def topic(client: MessagingClient) -> TopicId:
 
 
 def test_cdap_fetch_semantics_with_rollback(client: MessagingClient, topic: TopicId) -> None:
+    base = write_pointer_now()
     client.publish(topic, [b"m0", b"m1"])
-    handle = client.publish(topic, [b"m2"], tx_write_pointer=100)
+    handle = client.publish(topic, [b"m2"], tx_write_pointer=base + 100)
     assert isinstance(handle, RollbackDetail)
     assert payloads(list(client.fetch(topic))) == [b"m0", b"m1", b"m2"]
-    # a reader whose transaction sees 100 as in progress stops before m2
-    assert payloads(list(client.fetch(topic, transaction=tx(150, in_progress=(100,))))) == [b"m0", b"m1"]
-    assert payloads(list(client.fetch(topic, transaction=tx(150)))) == [b"m0", b"m1", b"m2"]
+    # a reader whose transaction sees base + 100 as in progress stops before m2
+    assert payloads(list(client.fetch(topic, transaction=tx(base + 150, in_progress=(base + 100,))))) == [b"m0", b"m1"]
+    assert payloads(list(client.fetch(topic, transaction=tx(base + 150)))) == [b"m0", b"m1", b"m2"]
     client.rollback(topic, bytes(handle))
     client.rollback(topic, handle)  # twice is fine
     assert payloads(list(client.fetch(topic))) == [b"m0", b"m1", b"m2"]  # non-tx: repeatable reads
-    assert payloads(list(client.fetch(topic, transaction=tx(150)))) == [b"m0", b"m1"]
+    assert payloads(list(client.fetch(topic, transaction=tx(base + 150)))) == [b"m0", b"m1"]
     client.publish(topic, [b"m3"])
-    assert payloads(list(client.fetch(topic, transaction=tx(150)))) == [b"m0", b"m1", b"m3"]
+    assert payloads(list(client.fetch(topic, transaction=tx(base + 150)))) == [b"m0", b"m1", b"m3"]
 
 
 def test_in_progress_stops_invalid_skips_committed_returns(client: MessagingClient, topic: TopicId) -> None:
+    base = write_pointer_now()
+    b, d = base + 10, base + 20
     client.publish(topic, [b"a"])
-    client.publish(topic, [b"b"], tx_write_pointer=10)
+    client.publish(topic, [b"b"], tx_write_pointer=b)
     client.publish(topic, [b"c"])
-    client.publish(topic, [b"d"], tx_write_pointer=20)
+    client.publish(topic, [b"d"], tx_write_pointer=d)
     client.publish(topic, [b"e"])
-    assert payloads(list(client.fetch(topic, transaction=tx(30, in_progress=(10,))))) == [b"a"]
-    assert payloads(list(client.fetch(topic, transaction=tx(30, in_progress=(20,))))) == [b"a", b"b", b"c"]
-    assert payloads(list(client.fetch(topic, transaction=tx(15)))) == [b"a", b"b", b"c"]  # 20 > read pointer
-    assert payloads(list(client.fetch(topic, transaction=tx(30, invalids=(10,))))) == [b"a", b"c", b"d", b"e"]
-    assert payloads(list(client.fetch(topic, transaction=tx(30)))) == [b"a", b"b", b"c", b"d", b"e"]
+
+    def seen(reader: Transaction) -> list[bytes]:
+        return payloads(list(client.fetch(topic, transaction=reader)))
+
+    assert seen(tx(base + 30, in_progress=(b,))) == [b"a"]
+    assert seen(tx(base + 30, in_progress=(d,))) == [b"a", b"b", b"c"]
+    assert seen(tx(base + 15)) == [b"a", b"b", b"c"]  # d > read pointer
+    assert seen(tx(base + 30, invalids=(b,))) == [b"a", b"c", b"d", b"e"]
+    assert seen(tx(base + 30)) == [b"a", b"b", b"c", b"d", b"e"]
     assert payloads(list(client.fetch(topic))) == [b"a", b"b", b"c", b"d", b"e"]
 
 
@@ -119,23 +126,24 @@ def test_start_from_time_with_limit(client: MessagingClient, topic: TopicId) -> 
 
 
 def test_payload_store_is_invisible_until_the_pointer_is_published(client: MessagingClient, topic: TopicId) -> None:
+    base = write_pointer_now()
     client.publish(topic, [b"before"])
     for i in range(10):
-        client.store(topic, [f"s{i}a".encode(), f"s{i}b".encode()], tx_write_pointer=500)
+        client.store(topic, [f"s{i}a".encode(), f"s{i}b".encode()], tx_write_pointer=base + 500)
     assert payloads(list(client.fetch(topic))) == [b"before"]
-    handle = client.publish(topic, [], tx_write_pointer=500)
+    handle = client.publish(topic, [], tx_write_pointer=base + 500)
     client.publish(topic, [b"after"])
     stored = [f"s{i}{x}".encode() for i in range(10) for x in "ab"]
     every = list(client.fetch(topic))
     assert payloads(every) == [b"before", *stored, b"after"]
-    assert payloads(list(client.fetch(topic, transaction=tx(600)))) == [b"before", *stored, b"after"]
-    assert payloads(list(client.fetch(topic, transaction=tx(600, in_progress=(500,))))) == [b"before"]
+    assert payloads(list(client.fetch(topic, transaction=tx(base + 600)))) == [b"before", *stored, b"after"]
+    assert payloads(list(client.fetch(topic, transaction=tx(base + 600, in_progress=(base + 500,))))) == [b"before"]
     group = every[1:21]
     assert payloads(list(client.fetch(topic, start_message=group[5].id, limit=3))) == stored[5:8]
     assert payloads(list(client.fetch(topic, start_message=group[5].id, inclusive=False, limit=3))) == stored[6:9]
     assert payloads(list(client.fetch(topic, start_message=group[19].id, inclusive=False))) == [b"after"]
     client.rollback(topic, handle)
-    assert payloads(list(client.fetch(topic, transaction=tx(600)))) == [b"before", b"after"]
+    assert payloads(list(client.fetch(topic, transaction=tx(base + 600)))) == [b"before", b"after"]
     assert len(list(client.fetch(topic))) == 22
 
 
@@ -199,7 +207,7 @@ def test_lost_publish_answer_is_not_stored_twice(client: MessagingClient, proxy:
         flaky.publish(T, [b"second"])
         assert proxy.replies_lost == 1
         proxy.lose_reply_to(b"checkAndPut")
-        flaky.publish(T, [b"third"], tx_write_pointer=77)
+        flaky.publish(T, [b"third"], tx_write_pointer=write_pointer_now())
         assert proxy.replies_lost == 2
     assert payloads(list(client.fetch(T))) == [b"first", b"second", b"third"]
 
@@ -218,7 +226,7 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(
     unknown = TopicId("ns", "nope")
     for call in (
         lambda: client.publish(unknown, [b"x"]),
-        lambda: client.store(unknown, [b"x"], tx_write_pointer=5),
+        lambda: client.store(unknown, [b"x"], tx_write_pointer=write_pointer_now()),
         lambda: client.fetch(unknown),
         lambda: client.rollback(unknown, RollbackDetail(str(unknown), 5, 1, 1, 1)),
     ):
@@ -239,7 +247,7 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(
         "bad start_time": lambda: client.fetch(topic, start_time=-1),
         "not both": lambda: client.fetch(topic, start_message=b"x" * 20, start_time=5),
         "must be a tms_hbase.tx.Transaction": lambda: client.fetch(topic, transaction=b"\x00" * 30),
-        "nothing to store": lambda: client.store(topic, [], tx_write_pointer=5),
+        "nothing to store": lambda: client.store(topic, [], tx_write_pointer=write_pointer_now()),
     }
     for message, call in bad_calls.items():
         with pytest.raises(InvalidArgument) as info:
@@ -259,12 +267,13 @@ def test_a_forged_rollback_handle_is_refused_at_once_and_changes_nothing(
 ) -> None:
     """A handle naming positions 1..10^12 (a real one names the one row its publish wrote) used to
     roll back position 1 and then read HBase once per position, without end."""
-    client.publish(topic, [b"kept"], tx_write_pointer=100)
+    base = write_pointer_now()
+    client.publish(topic, [b"kept"], tx_write_pointer=base + 100)
     forged = wire.HANDLE_MAGIC + wire.encode(
         "PublishResponse",
         {
             "topic": str(topic),
-            "transactionWritePointer": 100,
+            "transactionWritePointer": base + 100,
             "generation": 1,
             "startPosition": 1,
             "endPosition": 10**12,
@@ -284,9 +293,9 @@ def test_a_forged_rollback_handle_is_refused_at_once_and_changes_nothing(
     worker.join(timeout=30)
     assert outcome, "rollback of a forged handle did not return"
     assert isinstance(outcome[0], InvalidArgument) and "exactly one position" in str(outcome[0])
-    assert payloads(list(client.fetch(topic, transaction=tx(150)))) == [b"kept"]  # not rolled back
+    assert payloads(list(client.fetch(topic, transaction=tx(base + 150)))) == [b"kept"]  # not rolled back
     with pytest.raises(InvalidArgument, match="exactly one position"):
-        client.rollback(topic, RollbackDetail(str(topic), 100, 1, 1, 10**12))
+        client.rollback(topic, RollbackDetail(str(topic), base + 100, 1, 1, 10**12))
 
 
 def test_swept_rows_in_the_middle_are_stepped_over(client: MessagingClient, topic: TopicId, hbase_address: str) -> None:
@@ -307,3 +316,42 @@ def test_swept_rows_in_the_middle_are_stepped_over(client: MessagingClient, topi
     assert payloads(list(client.fetch(topic, start_message=ids[1], inclusive=False))) == [b"4", b"5"]
     assert payloads(list(client.fetch(topic, start_message=ids[2]))) == [b"4", b"5"]
     assert payloads(list(client.fetch(topic, start_time=0, limit=2))) == [b"1", b"4"]
+
+
+def test_a_write_pointer_older_than_the_tx_max_lifetime_is_refused_and_nothing_is_written(
+    client: MessagingClient, topic: TopicId, hbase_address: str
+) -> None:
+    """As CDAP: Tephra may already have pruned such a transaction from its invalid list."""
+    client.publish(topic, [b"before"])
+    rows, stored = (
+        message_rows(client, hbase_address),
+        message_rows(client, hbase_address, client.installation.payloads.name),
+    )
+    stale = write_pointer_now() - (MAX_LIFETIME_SECONDS + 60) * 1000 * 10**6  # started 25 h and a minute ago
+    for call in (
+        lambda: client.publish(topic, [b"late"], tx_write_pointer=stale),
+        lambda: client.publish(topic, [], tx_write_pointer=stale),
+        lambda: client.store(topic, [b"late"], tx_write_pointer=stale),
+        lambda: client.publish(topic, [b"fake"], tx_write_pointer=5),  # not a Tephra pointer: from 1970
+    ):
+        with pytest.raises(InvalidArgument, match=r"too old.*max lifetime of 90000 s"):
+            call()
+    assert message_rows(client, hbase_address) == rows
+    assert message_rows(client, hbase_address, client.installation.payloads.name) == stored
+    assert payloads(list(client.fetch(topic))) == [b"before"]
+
+    fresh = write_pointer_now() - (MAX_LIFETIME_SECONDS - 60) * 1000 * 10**6  # 24 h 59 min: still alive
+    client.store(topic, [b"stored"], tx_write_pointer=fresh)
+    client.publish(topic, [], tx_write_pointer=fresh)
+    client.publish(topic, [b"direct"], tx_write_pointer=fresh)
+    assert payloads(list(client.fetch(topic))) == [b"before", b"stored", b"direct"]
+
+    # a shorter lifetime of the deployment's own is honoured; a longer one than pruning allows is refused
+    minute_old = write_pointer_now() - 120 * 1000 * 10**6
+    with MessagingClient(client.installation.address, client.installation.prefix, tx_max_lifetime_seconds=60) as strict:
+        with pytest.raises(InvalidArgument, match="max lifetime of 60 s"):
+            strict.publish(topic, [b"x"], tx_write_pointer=minute_old)
+        strict.publish(topic, [b"y"], tx_write_pointer=write_pointer_now())
+    for bad in (0, -1, MAX_LIFETIME_SECONDS + 1, "90000", True, float("nan")):
+        with pytest.raises(InvalidArgument, match="tx_max_lifetime_seconds"):
+            MessagingClient(client.installation.address, client.installation.prefix, tx_max_lifetime_seconds=bad)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from tms_hbase import InvalidArgument, MessageId, MessagingClient, TopicId
+from tms_hbase.tx import write_pointer_now
 
 T = TopicId("slices", "t")
-WRITE_POINTER = 7_000_000_000_000
+WRITE_POINTER = write_pointer_now()
 
 
 def fill(client: MessagingClient) -> list:

@@ -20,6 +20,7 @@ from tms_hbase.errors import (
 from tms_hbase.message_id import MessageId
 from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, message_key
 from tms_hbase.stats import Lag
+from tms_hbase.tx import write_pointer_now
 
 T = TopicId("subs", "events")
 
@@ -165,8 +166,9 @@ def test_lag_counts_messages_and_age_without_scanning(client: MessagingClient) -
     assert client.lag(T, "svc") == Lag(0, 0.0)
     for _ in range(50):
         client.publish(T, [b"x" * 10] * 20)  # 50 rows of 20
-    client.store(T, [b"s"] * 7, tx_write_pointer=5)
-    client.publish(T, [], tx_write_pointer=5)  # a pointer row counts its stored payloads
+    wp = write_pointer_now()
+    client.store(T, [b"s"] * 7, tx_write_pointer=wp)
+    client.publish(T, [], tx_write_pointer=wp)  # a pointer row counts its stored payloads
     time.sleep(0.05)
     lag = client.lag(T, "svc")
     assert lag.messages == 1007 and lag.exact and lag.seconds >= 0.05

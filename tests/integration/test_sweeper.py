@@ -15,6 +15,7 @@ from compactor.sweep import Sweeper
 from tms_hbase import MessageId, MessagingClient, TopicId
 from tms_hbase.config import thrift_address
 from tms_hbase.rows import MESSAGE_COLUMN, BatchRow
+from tms_hbase.tx import write_pointer_now
 
 T = TopicId("ns", "swept")
 OTHER = TopicId("ns", "kept")
@@ -44,8 +45,9 @@ def test_ttl_sweep_keeps_live_rows_drops_expired_and_never_reuses_positions(
     client.create_topic(T, {"ttl": "2"})
     client.create_topic(OTHER, {"ttl": "3600"})
     client.publish(T, [b"a"])
-    client.store(T, [b"s1", b"s2"], tx_write_pointer=5)
-    client.publish(T, [], tx_write_pointer=5)
+    wp = write_pointer_now()
+    client.store(T, [b"s1", b"s2"], tx_write_pointer=wp)
+    client.publish(T, [], tx_write_pointer=wp)
     client.publish(T, [b"last"])
     client.publish(OTHER, [b"stays"])
     early = sweeper(client).sweep_once()
@@ -88,12 +90,13 @@ def test_grace_period_protects_expired_rows(client: MessagingClient) -> None:
 def test_old_generation_is_removed_and_new_one_untouched(client: MessagingClient, hbase_address: str) -> None:
     client.create_topic(T)
     client.publish(T, [b"g1"])
-    client.store(T, [b"g1-stored"], tx_write_pointer=9)
-    client.publish(T, [], tx_write_pointer=9)
+    wp = write_pointer_now()
+    client.store(T, [b"g1-stored"], tx_write_pointer=wp)
+    client.publish(T, [], tx_write_pointer=wp)
     client.delete_topic(T)
     client.create_topic(T)
     client.publish(T, [b"g2"])
-    client.store(T, [b"g2-stored"], tx_write_pointer=10)
+    client.store(T, [b"g2-stored"], tx_write_pointer=write_pointer_now())
     report = sweeper(client, grace=600).sweep_once()
     assert (report.messages_dropped, report.payloads_dropped) == (2, 2)
     assert [m.payload for m in client.fetch(T)] == [b"g2"]

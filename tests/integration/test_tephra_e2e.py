@@ -128,9 +128,13 @@ def test_abort_rolls_back(client: MessagingClient, tx: TransactionClient, state_
     two[1].commit_tx()  # the message is in HBase now
     with pytest.raises(TransactionConflict):
         tx.commit(second.tx)
-    second.abort()
+    doomed = second.tx
+    second.abort()  # both participants undid what they persisted: aborted at Tephra, not invalidated
+    assert doomed.tx_id not in tx.snapshot().invalid
     assert payloads(TransactionalReader(client, tx, T).poll()) == []
     assert payloads(client.fetch(T)) == [b"second changed order-8"]  # non-transactional readers: marked only
+    with first.transaction():  # a later transaction sees the table's rolled-back version as committed
+        assert one[0].get(b"order-8", b"d:state") == b"first"
 
 
 def test_timed_out_transaction_is_skipped_swept_and_pruned(

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import happybase
 import pytest
 
 from tms_hbase import (
     ConcurrentModification,
+    CorruptData,
     InvalidArgument,
     MessagingClient,
     TopicAlreadyExists,
@@ -14,7 +17,9 @@ from tms_hbase import (
     TopicNotFound,
 )
 from tms_hbase.config import thrift_address
+from tms_hbase.metadata import COLUMN
 from tms_hbase.topic import DEFAULT_TTL_SECONDS
+from tms_hbase.tx import write_pointer_now
 
 T = TopicId("ns", "orders")
 
@@ -162,3 +167,83 @@ def test_unknown_topic(client: MessagingClient) -> None:
         client.update_topic(T, {})
     with pytest.raises(TopicNotFound):
         client.delete_topic(T)
+
+
+def message_rows(address: str, prefix: str) -> int:
+    """Rows in the message and payload tables, counted with plain happybase."""
+    host, port = thrift_address(address)
+    conn = happybase.Connection(host, port)
+    try:
+        return sum(1 for table in ("messages", "payloads") for _ in conn.table(f"{prefix}_{table}").scan())
+    finally:
+        conn.close()
+
+
+def test_tx_mode_is_enforced_on_publish_and_store_and_refusals_write_nothing(
+    client: MessagingClient, hbase_address: str, prefix: str
+) -> None:
+    only_tx, never_tx, either = TopicId("ns", "only-tx"), TopicId("ns", "never-tx"), TopicId("ns", "either")
+    assert client.create_topic(only_tx, {"tx.mode": "transactional"}).tx_mode == "transactional"
+    assert client.create_topic(never_tx, {"tx.mode": "non-transactional"}).tx_mode == "non-transactional"
+    assert client.create_topic(either).tx_mode == "any"  # absent means any; nothing is stored for it
+    assert "tx.mode" not in client.get_topic(either).properties
+    wp = write_pointer_now()
+    rows = message_rows(hbase_address, prefix)
+    refused = {
+        "transactional-only (tx.mode=transactional)": [
+            lambda: client.publish(only_tx, [b"plain"]),
+        ],
+        "non-transactional-only (tx.mode=non-transactional)": [
+            lambda: client.publish(never_tx, [b"tx"], tx_write_pointer=wp),
+            lambda: client.publish(never_tx, [], tx_write_pointer=wp),
+            lambda: client.store(never_tx, [b"stored"], tx_write_pointer=wp),
+        ],
+    }
+    for message, calls in refused.items():
+        for call in calls:
+            with pytest.raises(InvalidArgument, match=re.escape(message)):
+                call()
+    assert message_rows(hbase_address, prefix) == rows
+
+    client.store(only_tx, [b"stored"], tx_write_pointer=wp)
+    client.publish(only_tx, [], tx_write_pointer=wp)
+    client.publish(only_tx, [b"tx"], tx_write_pointer=wp)
+    client.publish(never_tx, [b"plain"])
+    client.publish(either, [b"plain"])
+    client.publish(either, [b"tx"], tx_write_pointer=wp)
+    assert [m.payload for m in client.fetch(only_tx)] == [b"stored", b"tx"]
+    assert [m.payload for m in client.fetch(never_tx)] == [b"plain"]
+    assert [m.payload for m in client.fetch(either)] == [b"plain", b"tx"]
+
+    # a changed mode applies to this client's next publish (others: within their metadata cache age)
+    client.update_topic(only_tx, {"tx.mode": "non-transactional"})
+    with pytest.raises(InvalidArgument, match="non-transactional-only"):
+        client.publish(only_tx, [b"tx again"], tx_write_pointer=wp)
+    client.publish(only_tx, [b"plain now"])
+    client.update_topic(only_tx, {})  # left out: back to any
+    client.publish(only_tx, [b"tx again"], tx_write_pointer=wp)
+
+
+def test_a_bad_tx_mode_is_refused_and_changes_nothing(client: MessagingClient) -> None:
+    client.create_topic(T, {"tx.mode": "transactional"})
+    for bad in ("Transactional", "", "none", "any "):
+        with pytest.raises(InvalidArgument, match=r"bad tx\.mode"):
+            client.create_topic(TopicId("ns", "other"), {"tx.mode": bad})
+        with pytest.raises(InvalidArgument, match="expected one of any, transactional, non-transactional"):
+            client.update_topic(T, {"tx.mode": bad})
+    assert client.list_topics("ns") == [T]
+    assert client.get_topic(T).tx_mode == "transactional"
+
+
+def test_a_stored_tx_mode_that_does_not_parse_is_corrupt_data(
+    client: MessagingClient, hbase_address: str, prefix: str
+) -> None:
+    client.create_topic(T)
+    host, port = thrift_address(hbase_address)
+    conn = happybase.Connection(host, port)
+    try:
+        conn.table(f"{prefix}_metadata").put(T.key, {COLUMN: b'{"generation":"1","ttl":"60","tx.mode":"sometimes"}'})
+    finally:
+        conn.close()
+    with pytest.raises(CorruptData, match=r"ns:orders.*tx\.mode"):
+        client.get_topic(T)

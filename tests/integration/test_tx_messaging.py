@@ -14,7 +14,7 @@ from tms_hbase.errors import TransactionConflict
 from tms_hbase.tx.client import TransactionClient, TransactionServiceUnavailable
 from tms_hbase.tx.context import TransactionContext
 from tms_hbase.tx.messaging import TransactionalPublisher, TransactionalReader
-from tms_hbase.tx.table import MAX_VERSIONS, TransactionalTable
+from tms_hbase.tx.table import MAX_VERSIONS, ROLLED_BACK, TransactionalTable
 
 from .test_tx_server import Server, free_port
 
@@ -43,6 +43,16 @@ def payloads(messages) -> list[bytes]:
     return [m.payload for m in messages]
 
 
+def stored_versions(address: str, table: str, row: bytes, column: bytes) -> dict[int, bytes]:
+    """Every stored version of one cell (version -> stored bytes), read with plain happybase."""
+    host, port = thrift_address(address)
+    conn = happybase.Connection(host, port)
+    try:
+        return {ts: v for v, ts in conn.table(table).cells(row, column, versions=MAX_VERSIONS, include_timestamp=True)}
+    finally:
+        conn.close()
+
+
 def test_state_change_and_notification_commit_together(
     client: MessagingClient, tx_client: TransactionClient, state_table: str
 ) -> None:
@@ -63,7 +73,7 @@ def test_state_change_and_notification_commit_together(
 
 
 def test_conflict_after_persisting_rolls_back_the_message(
-    client: MessagingClient, tx_client: TransactionClient, state_table: str
+    client: MessagingClient, tx_client: TransactionClient, state_table: str, hbase_address: str
 ) -> None:
     client.create_topic(T)
     one = (TransactionalTable(client.installation.table("state")), TransactionalPublisher(client))
@@ -96,13 +106,40 @@ def test_conflict_after_persisting_rolls_back_the_message(
     fourth[1].commit_tx()  # the message is in the table now
     with pytest.raises(TransactionConflict):
         tx_client.commit(ctx4.tx)
+    doomed = ctx4.tx
     ctx4.abort()
+    # both participants rolled back what they persisted: an abort, so the invalid list does not grow
+    assert doomed.tx_id not in tx_client.snapshot().invalid and tx_client.invalid_size() == 0
     assert payloads(reader.poll()) == []  # transactional readers never see it
     assert payloads(client.fetch(T))[-1] == b"fourth changed order-8"  # non-transactional readers do
+    # the table's version at fourth's write pointer now holds the rollback marker
+    versions = stored_versions(hbase_address, state_table, b"order-8", b"d:state")
+    assert versions[doomed.write_pointer] == ROLLED_BACK and b"\x00third" in versions.values()
     check = TransactionContext(tx_client, TransactionalTable(client.installation.table("state")))
-    check.start()
+    check.start()  # sees fourth's pointer as neither invalid nor in progress: only the marker hides it
+    assert check.tx.is_visible(doomed.write_pointer)
     assert check.participants[0].get(b"order-8", b"d:state") == b"third"
     check.abort()
+
+
+def test_table_rollback_keeps_older_versions_and_any_user_value_round_trips(
+    client: MessagingClient, tx_client: TransactionClient, state_table: str
+) -> None:
+    table = TransactionalTable(client.installation.table("state"))
+    context = TransactionContext(tx_client, table)
+    with context.transaction():
+        table.put(b"r", b"d:marker-like", ROLLED_BACK)  # a user value equal to the marker's bytes
+        table.put(b"r", b"d:empty", b"")
+    with pytest.raises(RuntimeError), context.transaction():
+        table.put(b"r", b"d:marker-like", b"changed")
+        table.put(b"new", b"d:c", b"only version")
+        table.commit_tx()  # persisted, then the application fails
+        raise RuntimeError("give up after persisting")
+    assert tx_client.invalid_size() == 0
+    with context.transaction():
+        assert table.get(b"r", b"d:marker-like") == ROLLED_BACK
+        assert table.get(b"r", b"d:empty") == b""
+        assert table.get(b"new", b"d:c") is None  # its only version was rolled back
 
 
 def test_timed_out_transaction_is_skipped_by_transactional_readers(

@@ -106,6 +106,13 @@ def test_conflicting_change_sets_one_commits_one_fails(server: Server) -> None:
         tx.abort(b)
         tx.can_commit(c, [b"k3"])  # no overlap: fine
         tx.commit(c)
+        named, late = tx.start_short(client_id="writer-1"), tx.start_short()
+        tx.can_commit(named, [b"k4"])
+        tx.commit(named)
+        with pytest.raises(TransactionConflict) as info:
+            tx.can_commit(late, [b"k4"])
+        assert info.value.conflicting_client == "writer-1"  # the committer's client id, as Tephra reports it
+        tx.abort(late)
 
 
 def test_long_abort_and_timeout_become_invalid(server: Server) -> None:

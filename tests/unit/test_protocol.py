@@ -13,7 +13,7 @@ from tms_hbase.reader import MessageReader
 from tms_hbase.retry import Retry
 from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, message_key, peek
 from tms_hbase.topic import TopicId
-from tms_hbase.tx import NO_TX_IN_PROGRESS, Transaction
+from tms_hbase.tx import NO_TX_IN_PROGRESS, Transaction, write_pointer_now
 from tms_hbase.writer import MessageWriter
 
 from ..memory_storage import LOSE_ANSWER, MemoryInstallation
@@ -134,10 +134,11 @@ def test_time_seek_steps_over_swept_gaps_in_log_reads() -> None:
 def test_rollback_hides_the_batch_from_transactions_and_is_idempotent() -> None:
     w = World()
     writer = w.writer()
+    base = write_pointer_now()
     writer.publish(T, [b"before"])
-    detail = writer.publish(T, [b"doomed"], tx_write_pointer=50)
+    detail = writer.publish(T, [b"doomed"], tx_write_pointer=base + 50)
     writer.publish(T, [b"after"])
-    reader_tx = Transaction(100, 101, [], [], NO_TX_IN_PROGRESS)
+    reader_tx = Transaction(base + 100, base + 101, [], [], NO_TX_IN_PROGRESS)
     assert w.fetch(transaction=reader_tx) == [b"before", b"doomed", b"after"]
     writer.rollback(T, detail)
     writer.rollback(T, detail)  # a retry finds it rolled back already
@@ -148,26 +149,28 @@ def test_rollback_hides_the_batch_from_transactions_and_is_idempotent() -> None:
 def test_rollback_racing_the_sweeper_settles_on_the_rolled_back_row() -> None:
     w = World()
     writer = w.writer()
-    detail = writer.publish(T, [b"x"], tx_write_pointer=7)
+    wp = write_pointer_now()
+    detail = writer.publish(T, [b"x"], tx_write_pointer=wp)
     key = message_key(T, 1, detail.start_position)
 
     def sweeper_marks_it_invalid_first(*_: object) -> None:
         value = w.inst.messages.get_cell(key, MESSAGE_COLUMN)
         w.inst.messages.put(
-            key, {MESSAGE_COLUMN: value.replace((7).to_bytes(8, "big"), (-7).to_bytes(8, "big", signed=True))}
+            key, {MESSAGE_COLUMN: value.replace(wp.to_bytes(8, "big"), (-wp).to_bytes(8, "big", signed=True))}
         )
 
     w.inst.messages.inject("compare_and_set", sweeper_marks_it_invalid_first)
     writer.rollback(T, detail)
-    assert peek(w.inst.messages.get_cell(key, MESSAGE_COLUMN)).tx_pointer == -7
+    assert peek(w.inst.messages.get_cell(key, MESSAGE_COLUMN)).tx_pointer == -wp
 
 
 def test_rollback_of_a_swept_row_does_nothing_and_a_foreign_handle_is_refused() -> None:
     w = World()
     writer = w.writer()
-    detail = writer.publish(T, [b"x"], tx_write_pointer=7)
-    other = writer.publish(T, [b"y"], tx_write_pointer=8)
-    forged = type(other)(other.topic, 9, other.generation, other.start_position, other.end_position)
+    wp = write_pointer_now()
+    detail = writer.publish(T, [b"x"], tx_write_pointer=wp)
+    other = writer.publish(T, [b"y"], tx_write_pointer=wp + 1)
+    forged = type(other)(other.topic, wp + 2, other.generation, other.start_position, other.end_position)
     with pytest.raises(InvalidArgument, match="does not match"):
         writer.rollback(T, forged)
     w.inst.messages.delete_row(message_key(T, 1, detail.start_position))
@@ -178,9 +181,10 @@ def test_rollback_of_a_swept_row_does_nothing_and_a_foreign_handle_is_refused() 
 def test_a_transaction_stops_at_a_batch_it_cannot_see_yet() -> None:
     w = World()
     writer = w.writer()
+    base = write_pointer_now()
     writer.publish(T, [b"plain"])
-    writer.publish(T, [b"committed"], tx_write_pointer=10)
-    writer.publish(T, [b"in progress"], tx_write_pointer=20)
+    writer.publish(T, [b"committed"], tx_write_pointer=base + 10)
+    writer.publish(T, [b"in progress"], tx_write_pointer=base + 20)
     writer.publish(T, [b"later"])
-    reader_tx = Transaction(30, 31, [], [20], 20)
+    reader_tx = Transaction(base + 30, base + 31, [], [base + 20], base + 20)
     assert w.fetch(transaction=reader_tx) == [b"plain", b"committed"]  # stops, keeps the order

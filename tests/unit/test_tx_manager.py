@@ -175,6 +175,31 @@ def test_overlapping_change_sets_conflict_at_can_commit() -> None:
     tm.commit(c.tx_id, c.write_pointer)
 
 
+def test_a_conflict_names_the_client_that_committed_the_change_as_tephra_does() -> None:
+    tm = _manager()
+    edits = tm.drain_edits()
+    a = tm.start_short(T0 + 1, client_id="writer-a")
+    anonymous = tm.start_short(T0 + 2)
+    b = tm.start_short(T0 + 3, client_id="writer-b")
+    c = tm.start_short(T0 + 4)
+    tm.can_commit(a.tx_id, {b"k1"})
+    tm.commit(a.tx_id, a.write_pointer)
+    tm.can_commit(anonymous.tx_id, {b"k2"})
+    tm.commit(anonymous.tx_id, anonymous.write_pointer)
+    edits += tm.drain_edits()
+    for manager in (tm, _replayed(edits)):  # the edit log brings the client ids back
+        with pytest.raises(TransactionConflict) as named:
+            manager.can_commit(b.tx_id, {b"k1"})
+        assert named.value.conflicting_client == "writer-a"
+        with pytest.raises(TransactionConflict) as unnamed:  # committed at the same commit pointer as k1
+            manager.can_commit(c.tx_id, {b"k2"})
+        assert unnamed.value.conflicting_client is None  # the server answers "unknown", as Tephra
+    restored = _replayed([], tm.snapshot(T0 + 5))
+    with pytest.raises(TransactionConflict) as after_restore:
+        restored.can_commit(b.tx_id, {b"k1"})
+    assert after_restore.value.conflicting_client is None  # snapshots keep no client ids
+
+
 def test_overlapping_change_sets_conflict_at_commit() -> None:
     tm = _manager()
     a = tm.start_short(T0 + 1)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from .pointers import MAX_LIFETIME_SECONDS, write_pointer_now
 from .transaction import ALL_VISIBLE_LATEST, NO_TX_IN_PROGRESS, Transaction, TransactionType, VisibilityLevel
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "ALL_VISIBLE_LATEST",
+    "MAX_LIFETIME_SECONDS",
     "NO_TX_IN_PROGRESS",
     "InProgressTx",
     "InProgressType",
@@ -58,4 +60,5 @@ __all__ = [
     "decode_snapshot",
     "encode_edit",
     "encode_snapshot",
+    "write_pointer_now",
 ]

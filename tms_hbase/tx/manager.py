@@ -18,11 +18,9 @@ from types import MappingProxyType
 
 from ..errors import CorruptData, InvalidArgument, InvalidTruncateTime, TransactionConflict, TransactionNotInProgress
 from . import edits as e
+from .pointers import MAX_TX_PER_MS
 from .snapshot import InProgressTx, InProgressType, TransactionSnapshot
 from .transaction import NO_TX_IN_PROGRESS, Transaction, TransactionType, check_long
-
-MAX_TX_PER_MS = 1_000_000
-"""Write pointers are ``max(last + 1, now_ms * MAX_TX_PER_MS)``; ``pointer // MAX_TX_PER_MS`` is its time."""
 
 DEFAULT_TIMEOUT_S = 30
 DEFAULT_LONG_TIMEOUT_S = 24 * 3600
@@ -68,6 +66,8 @@ class TransactionManager:
         self._client_ids: dict[int, str | None] = {}  # in-progress pointer -> client id (Tephra's ACTIVE retention)
         self._committing: dict[int, frozenset[bytes]] = {}  # tx id -> changes that passed canCommit
         self._committed: dict[int, frozenset[bytes]] = {}  # commit pointer -> changes committed there
+        # commit pointer -> (client id, changes) of each transaction committed there: conflicts name the client
+        self._committed_by: dict[int, list[tuple[str | None, frozenset[bytes]]]] = {}
 
     # ----------------------------------------------------------------------------------------------- state views
 
@@ -378,7 +378,10 @@ class TransactionManager:
             if commit_pointer > tx_id:
                 overlap = self._committed[commit_pointer] & changes
                 if overlap:
-                    raise TransactionConflict(tx_id, min(overlap))
+                    key = min(overlap)
+                    by = self._committed_by.get(commit_pointer, [])  # empty after a restore: snapshots keep no ids
+                    client = next((client for client, committed in by if key in committed), None)
+                    raise TransactionConflict(tx_id, key, client)
 
     def _move_read_pointer(self, wp: int) -> None:
         """Tephra's moveReadPointerIfNeeded: the read pointer only goes up."""
@@ -403,6 +406,7 @@ class TransactionManager:
         self._committing.pop(tx_id, None)
         if edit.can_commit and edit.changes:
             self._committed[edit.commit_pointer] = edit.changes | self._committed.get(edit.commit_pointer, frozenset())
+            self._committed_by.setdefault(edit.commit_pointer, []).append((self._client_ids.get(tx_id), edit.changes))
         previous = self._pop_in_progress(tx_id)
         if previous is None:
             self._remove_invalid((tx_id,))  # it had timed out: committing anyway makes it valid again
@@ -415,6 +419,7 @@ class TransactionManager:
         first_short = self._first_short_in_progress()
         for commit_pointer in [cp for cp in self._committed if cp < first_short]:
             del self._committed[commit_pointer]
+            self._committed_by.pop(commit_pointer, None)
 
     def _do_abort(self, wp: int, checkpoints: tuple[int, ...], tx_type: TransactionType) -> None:
         """Tephra's doAbort."""

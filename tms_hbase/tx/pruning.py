@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from ..storage import Installation
 from ..sweep_state import SweepState
 from .manager import TransactionManager
+from .pointers import MAX_LIFETIME_SECONDS, MAX_TX_PER_MS
 from .snapshot import TransactionSnapshot
 from .state_store import StateStore
 
-MAX_LIFETIME_S = 25 * 3600  # Tephra: no transaction lives longer than this
+MAX_LIFETIME_S = MAX_LIFETIME_SECONDS  # Tephra: no transaction writes longer than this (publish refuses it)
 GRACE_S = 3600
 
 
@@ -38,7 +39,7 @@ def prune_upper_bound(state: TransactionManager | TransactionSnapshot) -> int:
 
 def inactive_bound(now_ms: int, max_lifetime_s: float = MAX_LIFETIME_S + GRACE_S) -> int:
     """Write pointers below this belong to transactions that can no longer be writing."""
-    return int((now_ms - max_lifetime_s * 1000) * 1_000_000) - 1
+    return int((now_ms - max_lifetime_s * 1000) * MAX_TX_PER_MS) - 1
 
 
 @dataclass

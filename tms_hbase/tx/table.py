@@ -1,27 +1,51 @@
 """A minimal TransactionAware HBase table: cells written at the transaction's write pointer as their
-version, read back with the transaction's visibility (Tephra's TransactionAwareHTable, in small)."""
+version, read back with the transaction's visibility (Tephra's TransactionAwareHTable, in small).
+
+Rollback after persisting: Tephra deletes the exact cell versions it wrote, which Thrift1 cannot do (a
+delete at ``ts`` removes every version up to ``ts`` and masks later puts at ``ts``). Instead the cell is
+overwritten at the same version with a rollback marker, which readers skip. So that no user value can
+be mistaken for the marker, every stored value carries a one-byte prefix: ``0x00`` + the value, or
+the marker ``0x01`` alone. The rolled-back transaction is then aborted, not invalidated, so ordinary
+conflicts do not grow the invalid list.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
-from ..errors import TmsError
+from ..errors import CorruptData, TmsError
 from ..storage import Table
 from .transaction import Transaction
 
 MAX_VERSIONS = 100
+VALUE_PREFIX = b"\x00"
+ROLLED_BACK = b"\x01"
+
+
+def encode_value(value: bytes) -> bytes:
+    """The stored form of a user value (never equal to the rollback marker)."""
+    return VALUE_PREFIX + value
+
+
+def decode_value(stored: bytes, where: str) -> bytes | None:
+    """The user value of a stored cell, or None for a rolled-back version; CorruptData otherwise."""
+    if stored == ROLLED_BACK:
+        return None
+    if stored[:1] != VALUE_PREFIX:
+        raise CorruptData(f"{where}: not a transactional table value (starts with {stored[:1]!r}, not 0x00 or 0x01)")
+    return stored[1:]
 
 
 class TransactionalTable:
     """Puts are buffered and written at commit with timestamp = write pointer; the change set is the
-    rows written (conflicts are per row). A rollback after persisting cannot delete one exact version
-    through Thrift1, so it reports failure and the transaction is invalidated instead (never visible)."""
+    rows written (conflicts are per row). A rollback after persisting overwrites those cell versions
+    with the rollback marker; if that fails it reports failure, and the transaction is invalidated."""
 
     def __init__(self, table: Table) -> None:
         self.table = table
         self.tx: Transaction | None = None
         self._writes: dict[bytes, dict[bytes, bytes]] = {}
-        self._persisted = False
+        self._persisted_at: int | None = None  # the version commit_tx wrote (or tried to write) at
 
     @property
     def transaction_aware_name(self) -> str:
@@ -36,13 +60,15 @@ class TransactionalTable:
         tx = self._running()
         if column in self._writes.get(row, {}):
             return self._writes[row][column]
-        for value, version in self.table.get_versions(row, column, MAX_VERSIONS):  # newest first
+        for stored, version in self.table.get_versions(row, column, MAX_VERSIONS):  # newest first
             if tx.is_visible(version):
-                return value
+                value = decode_value(stored, f"{self.table.name} row {row!r} column {column!r} version {version}")
+                if value is not None:
+                    return value
         return None
 
     def start_tx(self, tx: Transaction) -> None:
-        self.tx, self._writes, self._persisted = tx, {}, False
+        self.tx, self._writes, self._persisted_at = tx, {}, None
 
     def update_tx(self, tx: Transaction) -> None:
         self.tx = tx
@@ -53,17 +79,29 @@ class TransactionalTable:
     def commit_tx(self) -> bool:
         tx = self._running()
         if self._writes:
-            self.table.put_many(self._writes.items(), timestamp=tx.write_pointer)
-            self._persisted = True
+            self._persisted_at = tx.write_pointer  # set first: a failed batch may have partly landed
+            self._write_all(tx.write_pointer, encode_value)
         return True
 
     def post_tx_commit(self) -> None:
-        self.tx, self._writes = None, {}
+        self.tx, self._writes, self._persisted_at = None, {}, None
 
     def rollback_tx(self) -> bool:
-        clean = not self._persisted
-        self.tx, self._writes, self._persisted = None, {}, False
-        return clean
+        """Overwrite what commit_tx wrote with the rollback marker; if that raises (HBaseUnavailable),
+        the context invalidates the transaction instead."""
+        try:
+            if self._persisted_at is not None:
+                self._write_all(self._persisted_at, lambda _value: ROLLED_BACK)
+        finally:
+            self.tx, self._writes, self._persisted_at = None, {}, None
+        return True
+
+    def _write_all(self, version: int, stored: Callable[[bytes], bytes]) -> None:
+        """Put every buffered cell at ``version``, its stored form given by ``stored(value)``."""
+        rows = (
+            (row, {column: stored(value) for column, value in cells.items()}) for row, cells in self._writes.items()
+        )
+        self.table.put_many(rows, timestamp=version)
 
     def _running(self) -> Transaction:
         if self.tx is None:
