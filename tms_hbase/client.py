@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from typing import overload
+from typing import TYPE_CHECKING, overload
 
 from .args import renamed
 from .config import Config
@@ -27,10 +27,12 @@ from .subscriptions import Subscription, SubscriptionStore, check_name
 from .tables import FAMILIES, TableNames
 from .topic import TopicId, TopicLike, TopicMetadata, user_properties
 from .topic import as_topic as _topic
-from .tx.client import TransactionClient
 from .tx.fate import snapshot_from_hbase
 from .tx.pointers import MAX_LIFETIME_SECONDS, validate_max_lifetime
 from .tx.transaction import Transaction
+
+if TYPE_CHECKING:  # passed in by callers; `import tms_hbase` does not load the Thrift client
+    from .tx.client import TransactionClient
 from .wire import RollbackDetail
 from .writer import DEFAULT_MAX_BATCH_BYTES, MessageWriter
 
@@ -583,7 +585,7 @@ class MessagingClient:
     def tx_state(self) -> Transaction:
         """The transaction state as a read-only Transaction rebuilt from HBase, without the server: it
         sees committed transactions only. Resolves transactional marks; inspection uses it too."""
-        return snapshot_from_hbase(self.hbase, self.tables.txstate)
+        return snapshot_from_hbase(self.installation.txstate)
 
     def _doorbells_of(self, topic: TopicId) -> list[str]:
         return self._subscription_admin.bells(self._topics.get(topic))

@@ -33,15 +33,15 @@ READ_ONLY = {
 def test_calls_on_a_missing_installation_create_nothing(client: MessagingClient, call: str) -> None:
     with pytest.raises(InstallationNotFound, match=f"prefix '{client.installation.prefix}'") as info:
         READ_ONLY[call](client)
-    assert info.value.missing == client.installation.names.all()
-    assert client.installation.missing() == client.installation.names.all()
+    assert info.value.missing == client.installation.names.core()
+    assert client.installation.missing() == client.installation.names.core()
 
 
 def test_create_topic_creates_the_installation_unless_told_not_to(hbase_address: str, prefix: str) -> None:
     with MessagingClient(hbase_address, prefix, create_tables=False) as reader:
         with pytest.raises(InstallationNotFound):
             reader.create_topic(T)
-        assert reader.installation.missing() == reader.installation.names.all()
+        assert reader.installation.missing() == reader.installation.names.core()
     with MessagingClient(hbase_address, prefix) as writer:
         writer.create_topic(T)
         assert writer.installation.missing() == []
@@ -90,7 +90,7 @@ def test_read_only_commands_on_a_mistyped_prefix_exit_7(
     assert "Traceback" not in result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("error: no tms-hbase installation") and repr(client.installation.prefix) in last
-    assert client.installation.missing() == client.installation.names.all()
+    assert client.installation.missing() == client.installation.names.core()
 
 
 def test_creating_commands_still_create(client: MessagingClient, tms_env: dict[str, str]) -> None:

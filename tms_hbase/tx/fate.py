@@ -11,11 +11,14 @@ to be gone before the transaction aborts (or the transaction is invalidated inst
 from __future__ import annotations
 
 import enum
+from typing import TYPE_CHECKING
 
 from ..clock import now_ms
-from ..connection import HBaseConnection
-from .client import TransactionClient
 from .transaction import LONG_MAX, NO_TX_IN_PROGRESS, Transaction
+
+if TYPE_CHECKING:  # the client is only passed in: `import tms_hbase` does not load the Thrift client
+    from ..storage import Table
+    from .client import TransactionClient
 
 
 class TxFate(enum.Enum):
@@ -40,12 +43,12 @@ def snapshot_from_server(client: TransactionClient) -> Transaction:
     return tx
 
 
-def snapshot_from_hbase(hbase: HBaseConnection, txstate_table: str) -> Transaction:
+def snapshot_from_hbase(txstate: Table) -> Transaction:
     """The same view rebuilt from the transaction state in HBase, without the server (a scan of the
     latest snapshot and the edit log after it). It sees committed transactions only, like a reader."""
     from .state_store import StateStore  # the recovery code lives with the server's state
 
-    state = StateStore(hbase, txstate_table).recover().snapshot(now_ms())
+    state = StateStore(txstate).recover().snapshot(now_ms())
     shorts = [wp for wp, entry in state.in_progress.items() if not entry.is_long_running]
     return Transaction(
         state.read_pointer,
