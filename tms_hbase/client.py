@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from typing import overload
+from typing import TYPE_CHECKING, overload
 
 from .args import renamed
 from .config import Config
@@ -27,10 +27,12 @@ from .subscriptions import Subscription, SubscriptionStore, check_name
 from .tables import FAMILIES, TableNames
 from .topic import TopicId, TopicLike, TopicMetadata, user_properties
 from .topic import as_topic as _topic
-from .tx.client import TransactionClient
 from .tx.fate import snapshot_from_hbase
 from .tx.pointers import MAX_LIFETIME_SECONDS, validate_max_lifetime
 from .tx.transaction import Transaction
+
+if TYPE_CHECKING:  # passed in by callers; `import tms_hbase` does not load the Thrift client
+    from .tx.client import TransactionClient
 from .wire import RollbackDetail
 from .writer import DEFAULT_MAX_BATCH_BYTES, MessageWriter
 

@@ -29,6 +29,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import replace
 from itertools import islice
+from typing import TYPE_CHECKING
 
 from .clock import now_ms
 from .doorbell import Bell
@@ -39,9 +40,11 @@ from .metrics import CLIENT_METRICS
 from .reader import Message, MessageReader
 from .subscriptions import Pending, Record, SubscriptionStore, check_mark, folded, later, resolved, row_key
 from .topic import TopicId
-from .tx.client import TransactionClient
 from .tx.fate import TxFate, fate, snapshot_from_server
 from .tx.transaction import Transaction
+
+if TYPE_CHECKING:  # passed in by callers; `import tms_hbase` does not load the Thrift client
+    from .tx.client import TransactionClient
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +86,7 @@ class Consumer:
         self.max_wait, self.auto_commit, self.poll_interval, self.batch = max_wait, auto_commit, poll_interval, batch
         self._reader, self._topics, self._tx_state = reader, topics, tx_state
         self._source = transaction
-        self._tx_client = transaction if isinstance(transaction, TransactionClient) else None
+        self._tx_client = None if transaction is None or isinstance(transaction, Transaction) else transaction
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._buffer: deque[Message] = deque()
         self._stream: Iterator[Message] | None = None
@@ -399,6 +402,8 @@ def _check_options(
 ) -> None:
     _check_seconds("max_wait", max_wait)
     _check_seconds("wait_for_lease", wait_for_lease, allow_none=True)
+    from .tx.client import TransactionClient  # only here: `import tms_hbase` does not load the Thrift client
+
     if transaction is not None and not isinstance(transaction, (Transaction, TransactionClient)):
         raise InvalidArgument(
             f"transaction must be a Transaction or a TransactionClient, not {type(transaction).__name__}"

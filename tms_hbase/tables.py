@@ -58,3 +58,7 @@ class TableNames:
 
     def all(self) -> list[str]:
         return [self.name(kind) for kind in FAMILIES]
+
+    def core(self) -> list[str]:
+        """The tables every installation has (:data:`CORE`; subscriptions come on first use)."""
+        return [self.name(kind) for kind in CORE]

@@ -11,11 +11,14 @@ to be gone before the transaction aborts (or the transaction is invalidated inst
 from __future__ import annotations
 
 import enum
+from typing import TYPE_CHECKING
 
 from ..clock import now_ms
-from ..storage import Table
-from .client import TransactionClient
 from .transaction import LONG_MAX, NO_TX_IN_PROGRESS, Transaction
+
+if TYPE_CHECKING:  # the client is only passed in: `import tms_hbase` does not load the Thrift client
+    from ..storage import Table
+    from .client import TransactionClient
 
 
 class TxFate(enum.Enum):
