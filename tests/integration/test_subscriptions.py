@@ -9,7 +9,6 @@ import pytest
 
 from compactor.sweep import Sweeper
 from tms_hbase import MessagingClient, TopicId
-from tms_hbase.clock import now_ms
 from tms_hbase.errors import (
     InvalidArgument,
     SubscriptionAlreadyExists,

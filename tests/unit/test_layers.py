@@ -19,6 +19,7 @@ HEAVY = (
     "tms_hbase.tx.edits",
     "tms_hbase.tx.snapshot",
     "tms_hbase.tx.state_store",
+    "tms_hbase.tx.client",
     "tms_hbase.tx.messaging",
     "tms_hbase.spark",
     "tms_hbase.launcher",

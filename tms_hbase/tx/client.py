@@ -6,7 +6,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from thriftpy2.protocol import TBinaryProtocolFactory
 from thriftpy2.thrift import TException
@@ -25,10 +25,8 @@ from ..errors import (
 )
 from ..retry import Retry
 from .codec import from_thrift, load_tephra_thrift, to_bytes_binary, to_thrift
+from .snapshot import TransactionSnapshot, decode_snapshot
 from .transaction import Transaction
-
-if TYPE_CHECKING:
-    from .snapshot import TransactionSnapshot
 
 T = TypeVar("T")
 TX_ENV = "TMS_TX_SERVER"
@@ -128,8 +126,6 @@ class TransactionClient:
 
     def snapshot(self) -> TransactionSnapshot:
         """The server's current state, decoded."""
-        from .snapshot import decode_snapshot  # the snapshot codec loads only when a snapshot is asked for
-
         return decode_snapshot(self.snapshot_bytes())
 
     def snapshot_bytes(self) -> bytes:
