@@ -147,11 +147,11 @@ def consume_paced(
     topic = TopicId.parse(topic_name)
     client.create_subscription(topic, "tail", start="latest")
     with client.consumer(topic, "tail") as consumer:
-        idle_from, idle_calls = time.time(), client.hbase.calls
+        idle_from, idle_calls = time.time(), client.installation.calls
         early = consumer.poll(max_messages=1000, timeout=max(0.1, start_at - 0.1 - time.time()))
-        idle_rate = (client.hbase.calls - idle_calls) / (time.time() - idle_from)
+        idle_rate = (client.installation.calls - idle_calls) / (time.time() - idle_from)
         latencies = [(time.time() - send_time_of(m.payload)) * 1000 for m in early]  # only if this job started late
-        busy_from, busy_calls = time.time(), client.hbase.calls
+        busy_from, busy_calls = time.time(), client.installation.calls
         last_seen = time.time()
         while True:
             now = time.time()
@@ -162,7 +162,7 @@ def consume_paced(
                 latencies.append((time.time() - send_time_of(message.payload)) * 1000)
             if messages:
                 last_seen = time.time()
-        busy_rate = (client.hbase.calls - busy_calls) / (time.time() - busy_from)
+        busy_rate = (client.installation.calls - busy_calls) / (time.time() - busy_from)
     return latencies, idle_rate, busy_rate
 
 
@@ -183,7 +183,7 @@ def _latency(settings: Settings, result: Result) -> None:
     pooled: dict[str, list[float]] = {"consumer": [], "raw": []}
     with bench_tables(settings, "conslat") as (client, conn, raw_name), Workers(2) as workers:
         create_raw_table(conn, raw_name)
-        prefix = client.tables.prefix
+        prefix = client.installation.prefix
         try:
             for r in range(settings.rounds):
                 for kind in ("consumer", "raw") if r % 2 == 0 else ("raw", "consumer"):
@@ -278,16 +278,16 @@ def _stats_cost(settings: Settings, result: Result) -> None:
         expected = {"start": total, "end": 0}
         for r in range(settings.rounds):
             for name in ("start", "middle", "end"):
-                calls, t0 = client.hbase.calls, time.perf_counter()
+                calls, t0 = client.installation.calls, time.perf_counter()
                 lag = client.lag(topic, name)
                 lag_ms.setdefault(name, []).append((time.perf_counter() - t0) * 1000)
-                lag_calls.setdefault(name, []).append(client.hbase.calls - calls)
+                lag_calls.setdefault(name, []).append(client.installation.calls - calls)
                 if name in expected and lag.messages != expected[name]:
                     raise AssertionError(f"lag of {name}: {lag}, expected {expected[name]} messages")
-            calls, t0 = client.hbase.calls, time.perf_counter()
+            calls, t0 = client.installation.calls, time.perf_counter()
             stats = client.topic_stats(topic)
             stats_ms.append((time.perf_counter() - t0) * 1000)
-            stats_calls.append(client.hbase.calls - calls)
+            stats_calls.append(client.installation.calls - calls)
             if stats.messages != total or not stats.exact:
                 raise AssertionError(f"topic_stats counted {stats.messages} messages, expected {total}")
             progress(f"consumer stats round {r + 1}/{settings.rounds}: topic_stats {stats_ms[-1]:.0f} ms")

@@ -14,7 +14,6 @@ import pytest
 
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.rows import MESSAGE_COLUMN, message_key
-from tms_hbase.storage import Table
 from tms_hbase.tx.client import TransactionClient
 from tms_hbase.tx.context import TransactionContext
 from tms_hbase.tx.messaging import TransactionalPublisher
@@ -103,7 +102,7 @@ def test_tail_shows_transaction_states_and_corrupt_rows(client: MessagingClient,
             client.publish(T, [b"after"])
             generation = client.get_topic(T).generation
             junk = {MESSAGE_COLUMN: b"junk"}  # "plain" overwritten by garbage
-            Table(client.hbase, client.tables.messages).put(message_key(T, generation, 5), junk)
+            client.installation.table("messages").put(message_key(T, generation, 5), junk)
             expected = ["committed", "rolled back", "invalid", "in progress"]
             for source in (["--tx-server", server.address], []):  # the server, or its state in HBase
                 rows = json_lines(ok(tms_env, "topic", "tail", str(T), "--from-time", "0", "--json", *source).stdout)

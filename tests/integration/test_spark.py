@@ -397,7 +397,7 @@ def test_distributed_sweep_runs_regions_as_spark_tasks(
     assert len(regions) >= 2
     report = sweep(spark, thrift=hbase_address, prefix=prefix, partitions=3, grace_seconds=900)
     assert report["messages_dropped"] == 40 and report["regions_swept"] == len(regions) + 1  # + payload table
-    assert report["tx_snapshot_source"] == f"table {client.tables.txstate}"  # one source, not one per task
+    assert report["tx_snapshot_source"] == f"table {client.installation.txstate.name}"  # one source, not one per task
     assert report["tx_snapshot_age_seconds"] is not None and not report["invalid_list_skipped"]
     assert [m.payload for m in client.fetch(live)] == [b"l%d" % i for i in range(40)]
     records = SweepState(client.installation.txstate).records(client.installation.messages.name)

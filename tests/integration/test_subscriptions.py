@@ -19,7 +19,6 @@ from tms_hbase.errors import (
 from tms_hbase.message_id import MessageId
 from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, message_key
 from tms_hbase.stats import Lag
-from tms_hbase.storage import Table
 from tms_hbase.tx import write_pointer_now
 
 T = TopicId("subs", "events")
@@ -175,9 +174,9 @@ def test_lag_counts_messages_and_age_without_scanning(client: MessagingClient) -
     with client.consumer(T, "svc", max_wait=0.1) as consumer:
         consumer.poll(max_messages=30)  # one row and a half
         consumer.commit()
-        calls = client.hbase.calls
+        calls = client.installation.calls
         assert client.lag(T, "svc").messages == 977
-        assert client.hbase.calls - calls <= 8, "lag must take a few reads, not a scan"
+        assert client.installation.calls - calls <= 8, "lag must take a few reads, not a scan"
         wanted = 973  # up to the pointer row's third payload
         while wanted:
             wanted -= len(consumer.poll(max_messages=wanted))
@@ -216,7 +215,7 @@ def test_rows_without_totals_give_estimates_marked_as_such(client: MessagingClie
     client.publish(T, [b"1"])
     generation = client.get_topic(T).generation
     old = BatchRow(time.time_ns() // 1_000_000, b"w" * 16, 1, (b"a", b"b"))  # as an older writer wrote it
-    Table(client.hbase, client.tables.messages).put(message_key(T, generation, 2), {MESSAGE_COLUMN: old.encode()})
+    client.installation.table("messages").put(message_key(T, generation, 2), {MESSAGE_COLUMN: old.encode()})
     client.create_subscription(T, "svc")
     stats = client.topic_stats(T)
     assert not stats.exact and stats.messages > 0
