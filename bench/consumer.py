@@ -152,16 +152,10 @@ def consume_paced(
         idle_rate = (client.installation.calls - idle_calls) / (time.time() - idle_from)
         latencies = [(time.time() - send_time_of(m.payload)) * 1000 for m in early]  # only if this job started late
         busy_from, busy_calls = time.time(), client.installation.calls
-        last_seen = time.time()
-        while True:
-            now = time.time()
-            if now >= deadline or (now >= expected_at and now - last_seen > 1.0):
-                break
-            messages = consumer.poll(max_messages=1000, timeout=0.5)
-            for message in messages:
-                latencies.append((time.time() - send_time_of(message.payload)) * 1000)
-            if messages:
-                last_seen = time.time()
+        followed, _ = latency.follow(
+            lambda: (m.payload for m in consumer.poll(max_messages=1000, timeout=0.5)), deadline, expected_at
+        )
+        latencies += followed
         busy_rate = (client.installation.calls - busy_calls) / (time.time() - busy_from)
     return latencies, idle_rate, busy_rate
 
