@@ -113,7 +113,7 @@ def serve(settings: config.Settings) -> int:
         signal.signal(sig, _stopped)
     try:
         uvicorn.run(
-            "gateway.app:create_app",
+            "tms_hbase_gateway.app:create_app",
             factory=True,
             host=settings.host,
             port=settings.port,

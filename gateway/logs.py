@@ -35,7 +35,7 @@ class JsonFormatter(logging.Formatter):
 def log_config(json_lines: bool) -> dict[str, Any]:
     """A ``logging.config.dictConfig`` for uvicorn's ``log_config`` (applied in every worker)."""
     formatter = (
-        {"()": "gateway.logs.JsonFormatter"}
+        {"()": "tms_hbase_gateway.logs.JsonFormatter"}
         if json_lines
         else {"format": "%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s"}
     )
