@@ -17,6 +17,7 @@ from tms_hbase import MessagingClient, __version__
 from tms_hbase.cli_options import CONNECTION_OPTIONS, config_from_options, fail, with_options
 from tms_hbase.errors import InstallationNotFound, InvalidArgument, TmsError
 from tms_hbase.exit_codes import EXIT_HELP
+from tms_hbase.log_options import configure_logging, log_options
 from tms_hbase.sweep_status import describe, sweeper_state
 from tms_hbase.tx.snapshot_source import DEFAULT_MAX_AGE_SECONDS, ServerSnapshots
 
@@ -27,7 +28,7 @@ log = logging.getLogger("compactor")
 
 connection = [
     *CONNECTION_OPTIONS,
-    click.option("--json", "as_json", is_flag=True, help="Print reports as JSON lines."),
+    click.option("--json", "as_json", is_flag=True, help="Print reports as JSON lines (stdout; logs go to stderr)."),
 ]
 sweeping = [
     click.option(
@@ -190,13 +191,21 @@ def main() -> None:
     share the work; a stopped sweep resumes from its checkpoint. A grace below the installation's
     minimum is refused as bad input (docs/guarantees.md).
     """
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 @main.command()
-@with_options(connection + sweeping)
-def once(thrift: str | None, prefix: str | None, timeout: float, as_json: bool, **options: Any) -> None:
+@with_options(connection + sweeping + log_options())
+def once(
+    thrift: str | None,
+    prefix: str | None,
+    timeout: float,
+    as_json: bool,
+    log_format: str,
+    log_level: str,
+    **options: Any,
+) -> None:
     """Sweep every region once and print what was done."""
+    configure_logging(log_format, log_level)
     try:
         with _client(thrift, prefix, timeout) as client:
             sweeper = _sweeper(client, options, timeout)
@@ -209,7 +218,7 @@ def once(thrift: str | None, prefix: str | None, timeout: float, as_json: bool, 
 
 
 @main.command()
-@with_options(connection + sweeping)
+@with_options(connection + sweeping + log_options())
 @click.option(
     "--interval",
     type=click.FloatRange(min=0.1),
@@ -244,6 +253,8 @@ def run(
     prefix: str | None,
     timeout: float,
     as_json: bool,
+    log_format: str,
+    log_level: str,
     interval: float,
     metrics_port: int | None,
     metrics_host: str,
@@ -254,6 +265,7 @@ def run(
     checkpoint saved first). A failed sweep is logged, counted in tms_sweeper_errors_total and tried
     again (HBase may be down for a while); an installation that does not exist (a mistyped --prefix)
     ends it with exit code 7. With --metrics-port, /health says whether sweeps still complete."""
+    configure_logging(log_format, log_level)
     stop = threading.Event()
     metrics = SweeperMetrics(dry_run=options["dry_run"])
     health = Health(health_max_age or max(3 * interval, 600.0))
