@@ -200,7 +200,7 @@ def truncate(settings: Settings, tx_server: str | None, ids: str | None, before:
             except ValueError:
                 raise InvalidArgument(f"bad --ids {ids!r}: expected numbers separated by commas") from None
             done = tx_client.truncate_invalid(wanted)
-        else:
+        elif before is not None:  # exactly one of them is given
             done = tx_client.truncate_invalid_before(before)
         remaining = tx_client.invalid_size()
     emit(

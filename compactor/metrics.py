@@ -108,7 +108,7 @@ class SweeperMetrics:
 
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
         server_class = type("_MetricsServer", (_ThreadingServer,), {"address_family": family})
-        server = make_server(host, port, app, server_class, handler_class=_QuietHandler)
+        server: WSGIServer = make_server(host, port, app, server_class, handler_class=_QuietHandler)
         threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
         return server
 

@@ -351,7 +351,7 @@ class Sweeper:
             full = len(rows) == self.chunk_rows
             more = table.scan(after, region.end, limit=self.chunk_rows, timestamps=True) if full else []
             if more:
-                following = more[0][0]
+                following: bytes | None = more[0][0]
             else:
                 beyond = table.scan(region.end, limit=1) if region.end else []
                 following = beyond[0][0] if beyond else None

@@ -89,7 +89,7 @@ class Settings:
         return cls(**data)
 
 
-_TYPES: dict[str, type] = {
+_TYPES: dict[str, type[Any]] = {
     "host": str,
     "port": int,
     "thrift": str,
@@ -213,7 +213,7 @@ def _rules(value: Any) -> tuple[Rule, ...]:
     for entry in value:
         if not isinstance(entry, dict) or set(entry) != {"principal", "namespace", "topics", "actions"}:
             raise InvalidArgument("each [[rules]] entry takes principal, namespace, topics and actions")
-        strings = [entry["principal"], entry["namespace"], entry["topics"]]
+        strings: tuple[Any, Any, Any] = (entry["principal"], entry["namespace"], entry["topics"])
         if not all(isinstance(s, str) and s for s in strings):
             raise InvalidArgument(f"rule {entry}: principal, namespace and topics must be non-empty strings")
         actions = entry["actions"]
