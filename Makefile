@@ -19,14 +19,14 @@ demo: install  ## start a local HBase and show topics working end to end
 test: install  ## the whole test suite against a real HBase (started if needed)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-lint: install  ## style, formatting, and the layer rule of docs/architecture.md (import-linter contracts)
+lint: install  ## style, formatting, the layer rule of docs/architecture.md (import-linter contracts), types (mypy)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/mypy
 
-# mypy with the real dependencies (config in pyproject.toml). Not part of `lint` until it is clean:
-# errors are left (issue 16: 54 after the Spark 4 merge).
-typecheck: install
+# mypy with the real dependencies installed (config in pyproject.toml); also the last step of `lint`.
+typecheck: install  ## types only (mypy)
 	$(VENV)/bin/mypy
 
 # Builds the sdist and wheel, installs the wheel into a fresh virtualenv in a temp dir and runs the

@@ -126,7 +126,7 @@ def _raw(entry: Entry) -> None:
     if entry.error:
         click.echo(f"warning: {entry.error}", err=True)
         return
-    sys.stdout.buffer.write(entry.payload + b"\n")
+    sys.stdout.buffer.write((entry.payload or b"") + b"\n")
     sys.stdout.buffer.flush()
 
 

@@ -9,8 +9,10 @@ import threading
 import click
 from prometheus_client import CollectorRegistry, start_http_server
 
+from tms_hbase.cli_options import with_options
 from tms_hbase.errors import InvalidArgument
 from tms_hbase.exporter import TopicCollector
+from tms_hbase.log_options import configure_logging, log_options
 
 from .context import Settings, pass_settings
 from .errors import handle_errors
@@ -32,14 +34,17 @@ def metrics() -> None:
     show_default=True,
     help="Seconds a reading from HBase is served before a scrape reads again.",
 )
+@with_options(log_options())
 @pass_settings
 @handle_errors
-def serve(settings: Settings, port: int, bind: str, namespace: str | None, max_age: float) -> None:
+def serve(
+    settings: Settings, port: int, bind: str, namespace: str | None, max_age: float, log_format: str, log_level: str
+) -> None:
     """Serve /metrics until SIGTERM/SIGINT: per topic tms_topic_messages, tms_topic_bytes,
     tms_topic_published_messages_total, tms_topic_{first,last}_publish_timestamp_seconds,
     tms_topic_generation; per subscription tms_subscription_lag_messages and
     tms_subscription_lag_seconds. Each reading costs a few HBase reads per topic, never a scan."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(log_format, log_level)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

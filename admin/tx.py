@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import logging
 import signal
 
 import click
 
+from tms_hbase.cli_options import with_options
 from tms_hbase.clock import now_ms
 from tms_hbase.errors import InvalidArgument
+from tms_hbase.log_options import configure_logging, log_options
 from tms_hbase.tx.client import DEFAULT_TX_SERVER, TX_ENV, TransactionClient
 from tms_hbase.tx.listener import listen
 from tms_hbase.tx.pruning import GRACE_S, MAX_LIFETIME_S, plan
@@ -90,10 +91,18 @@ def tx() -> None:
     show_default=True,
     help="Seconds between checks for timed-out transactions.",
 )
+@with_options(log_options())
 @pass_settings
 @handle_errors
 def serve(
-    settings: Settings, bind: str, port: int, short_timeout: int, snapshot_interval: float, cleanup_interval: float
+    settings: Settings,
+    bind: str,
+    port: int,
+    short_timeout: int,
+    snapshot_interval: float,
+    cleanup_interval: float,
+    log_format: str,
+    log_level: str,
 ) -> None:
     """Run the transaction server until SIGTERM/SIGINT; its state is durable in HBase.
 
@@ -102,7 +111,7 @@ def serve(
     transaction server), it exits with code 1 and claims nothing, so a running server keeps serving.
     A server that starts on another port takes over the state, and the old one stops.
     """
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(log_format, log_level)
     # Listen first: recovering the state claims the edit log (fencing a running server), which only
     # a server that can serve may do.
     listener = listen(bind, port)
@@ -191,7 +200,7 @@ def truncate(settings: Settings, tx_server: str | None, ids: str | None, before:
             except ValueError:
                 raise InvalidArgument(f"bad --ids {ids!r}: expected numbers separated by commas") from None
             done = tx_client.truncate_invalid(wanted)
-        else:
+        elif before is not None:  # exactly one of them is given
             done = tx_client.truncate_invalid_before(before)
         remaining = tx_client.invalid_size()
     emit(

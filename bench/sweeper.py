@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 import uuid
 
-from compactor.sweep import Sweeper
 from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, message_key
+from tms_hbase_sweeper.sweep import Sweeper
 
 from .common import Result, Settings, bench_tables, median, new_topic, progress, ratio
 

@@ -15,19 +15,20 @@ import click
 
 from tms_hbase import MessagingClient, __version__
 from tms_hbase.cli_options import CONNECTION_OPTIONS, config_from_options, fail, with_options
-from tms_hbase.errors import InstallationNotFound, TmsError
+from tms_hbase.errors import InstallationNotFound, InvalidArgument, TmsError
 from tms_hbase.exit_codes import EXIT_HELP
+from tms_hbase.log_options import configure_logging, log_options
 from tms_hbase.sweep_status import describe, sweeper_state
 from tms_hbase.tx.snapshot_source import DEFAULT_MAX_AGE_SECONDS, ServerSnapshots
 
-from .metrics import SweeperMetrics
+from .metrics import Health, SweeperMetrics
 from .sweep import DEFAULT_GRACE_SECONDS, Sweeper, SweepReport
 
 log = logging.getLogger("compactor")
 
 connection = [
     *CONNECTION_OPTIONS,
-    click.option("--json", "as_json", is_flag=True, help="Print reports as JSON lines."),
+    click.option("--json", "as_json", is_flag=True, help="Print reports as JSON lines (stdout; logs go to stderr)."),
 ]
 sweeping = [
     click.option(
@@ -190,13 +191,21 @@ def main() -> None:
     share the work; a stopped sweep resumes from its checkpoint. A grace below the installation's
     minimum is refused as bad input (docs/guarantees.md).
     """
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 @main.command()
-@with_options(connection + sweeping)
-def once(thrift: str | None, prefix: str | None, timeout: float, as_json: bool, **options: Any) -> None:
+@with_options(connection + sweeping + log_options())
+def once(
+    thrift: str | None,
+    prefix: str | None,
+    timeout: float,
+    as_json: bool,
+    log_format: str,
+    log_level: str,
+    **options: Any,
+) -> None:
     """Sweep every region once and print what was done."""
+    configure_logging(log_format, log_level)
     try:
         with _client(thrift, prefix, timeout) as client:
             sweeper = _sweeper(client, options, timeout)
@@ -209,7 +218,7 @@ def once(thrift: str | None, prefix: str | None, timeout: float, as_json: bool, 
 
 
 @main.command()
-@with_options(connection + sweeping)
+@with_options(connection + sweeping + log_options())
 @click.option(
     "--interval",
     type=click.FloatRange(min=0.1),
@@ -221,29 +230,51 @@ def once(thrift: str | None, prefix: str | None, timeout: float, as_json: bool, 
     "--metrics-port",
     type=click.IntRange(1, 65535),
     envvar="TMS_SWEEPER_METRICS_PORT",
-    help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics.",
+    help="Serve Prometheus metrics on http://HOST:PORT/metrics and the health check on /health.",
+)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    envvar="TMS_SWEEPER_METRICS_HOST",
+    show_envvar=True,
+    help="Address the metrics and health server listens on (0.0.0.0 or :: so a container can be scraped).",
+)
+@click.option(
+    "--health-max-age",
+    type=click.FloatRange(min=1),
+    envvar="TMS_SWEEPER_HEALTH_MAX_AGE",
+    show_envvar=True,
+    help="/health answers 503 once the last complete sweep ended longer ago than this many seconds "
+    "(a failed sweep does not count), or the loop has stopped [default: 3 x --interval, at least 600].",
 )
 def run(
     thrift: str | None,
     prefix: str | None,
     timeout: float,
     as_json: bool,
+    log_format: str,
+    log_level: str,
     interval: float,
     metrics_port: int | None,
+    metrics_host: str,
+    health_max_age: float | None,
     **options: Any,
 ) -> None:
     """Sweep every INTERVAL seconds until SIGTERM or SIGINT (the current chunk is finished and its
-    checkpoint saved first). A failed sweep is logged and tried again (HBase may be down for a
-    while); an installation that does not exist (a mistyped --prefix) ends it with exit code 7."""
+    checkpoint saved first). A failed sweep is logged, counted in tms_sweeper_errors_total and tried
+    again (HBase may be down for a while); an installation that does not exist (a mistyped --prefix)
+    ends it with exit code 7. With --metrics-port, /health says whether sweeps still complete."""
+    configure_logging(log_format, log_level)
     stop = threading.Event()
-    metrics = SweeperMetrics()
+    metrics = SweeperMetrics(dry_run=options["dry_run"])
+    health = Health(health_max_age or max(3 * interval, 600.0))
     try:
         client = MessagingClient(config=config_from_options(thrift, prefix, timeout), create_tables=False)
+        if metrics_port:
+            _serve_metrics(metrics, health, metrics_host, metrics_port)
     except TmsError as error:
         fail(error)
-    if metrics_port:
-        metrics.serve(metrics_port)
-        log.info("metrics on http://127.0.0.1:%d/metrics", metrics_port)
     with client:
         try:
             client.require_installation()
@@ -257,18 +288,38 @@ def run(
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, shutdown)
-        while not stop.is_set():
-            began = time.monotonic()
-            try:
-                client.require_installation()
-                _print(sweeper.sweep_once(), as_json)
-            except InstallationNotFound as error:
-                fail(error)
-            except TmsError as error:
-                log.error("sweep failed, will try again: %s", error)
-            stop.wait(max(0.0, interval - (time.monotonic() - began)))
-        sweeper.close()
+        health.loop_started()
+        try:
+            while not stop.is_set():
+                began = time.monotonic()
+                try:
+                    client.require_installation()
+                    report = sweeper.sweep_once()
+                except InstallationNotFound as error:
+                    fail(error)
+                except TmsError as error:
+                    metrics.errors.labels(type(error).__name__).inc()
+                    log.error("sweep failed, will try again: %s", error)
+                else:
+                    if not report.stopped:
+                        metrics.sweep_duration.observe(report.seconds)
+                        health.sweep_ended()
+                    _print(report, as_json)
+                stop.wait(max(0.0, interval - (time.monotonic() - began)))
+        finally:
+            health.loop_ended()
+            sweeper.close()
     log.info("sweeper stopped")
+
+
+def _serve_metrics(metrics: SweeperMetrics, health: Health, host: str, port: int) -> None:
+    """Start the metrics and health server; an address that cannot be bound is bad input (exit code 2)."""
+    try:
+        metrics.serve(host, port, health)
+    except OSError as exc:  # socket.gaierror included: an unknown host name
+        raise InvalidArgument(f"cannot serve metrics on {host}:{port}: {exc}") from None
+    shown = f"[{host}]" if ":" in host else host
+    log.info("metrics on http://%s:%d/metrics, health on /health", shown, port)
 
 
 @main.command()

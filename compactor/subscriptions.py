@@ -32,7 +32,9 @@ def sweep_subscriptions(
     dead = []
     for key, _ in rows:
         where = split_key(key)
-        meta = None if where is None else topics.get(where[0])
+        if where is None:
+            continue
+        meta = topics.get(where[0])
         if meta is not None and is_older_generation(where[1], meta.generation):
             dead.append(key)
     if dead and not dry_run:

@@ -212,14 +212,17 @@ class Sweeper:
         self._load_tx_state(context)
         context.region_tx_stale |= context.tx_stale
 
-    def _report_lag(self) -> None:
-        """Seconds since each region's last complete sweep, for the region-lag gauge."""
+    def _report_lag(self, regions: list[Region]) -> None:
+        """Seconds since each region's last complete sweep, for the region-lag gauge (regions as they are now:
+        the series of a region split or merged away goes; a region never swept has none yet)."""
         now = self.clock()
-        for table in (self.installation.messages, self.installation.payloads):
-            for start, record in self.state.records(table.name).items():
-                if record.completed is not None:
-                    label = f"{table.name}[{start.hex() or '-'}..)"
-                    self.metrics.region_lag.labels(label).set(max(0, now - record.completed) / 1000)
+        records = {t.name: self.state.records(t.name) for t in (self.installation.messages, self.installation.payloads)}
+        lags = {}
+        for region in regions:
+            record = records[region.table].get(region.start)
+            if record is not None and record.completed is not None:
+                lags[region.label()] = max(0, now - record.completed) / 1000
+        self.metrics.set_region_lags(lags)
 
     def close(self) -> None:
         """Let go of the transaction-state source (a connection to the transaction server)."""
@@ -236,8 +239,9 @@ class Sweeper:
     def sweep_once(self) -> SweepReport:
         """Sweep every region of both tables once; topic metadata and the transaction state are
         re-read during the sweep when older than their refresh intervals."""
-        self._report_lag()
-        report = self.sweep_regions(self.regions())
+        regions = self.regions()
+        self._report_lag(regions)
+        report = self.sweep_regions(regions)
         if not report.stopped:
             topics = {m.topic: m for m in self.metadata.list(include_deleted=True)}
             subscriptions = self.installation.table("subscriptions")
@@ -347,7 +351,7 @@ class Sweeper:
             full = len(rows) == self.chunk_rows
             more = table.scan(after, region.end, limit=self.chunk_rows, timestamps=True) if full else []
             if more:
-                following = more[0][0]
+                following: bytes | None = more[0][0]
             else:
                 beyond = table.scan(region.end, limit=1) if region.end else []
                 following = beyond[0][0] if beyond else None

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from starlette.requests import Request
 
 from tms_hbase.errors import BatchTooLarge, InvalidArgument
+
+N = TypeVar("N", int, float)
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -22,7 +26,7 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def query_number(request: Request, name: str, kind: type[int] | type[float]) -> int | float | None:
+def query_number(request: Request, name: str, kind: type[N]) -> N | None:
     """An optional numeric query parameter; InvalidArgument if it does not parse."""
     text = request.query_params.get(name)
     if text is None:

@@ -12,8 +12,10 @@ import tempfile
 import click
 
 from tms_hbase import __version__
+from tms_hbase.cli_options import with_options
 from tms_hbase.config import PREFIX_ENV, THRIFT_ENV
 from tms_hbase.errors import InvalidArgument
+from tms_hbase.log_options import log_options
 
 from . import config
 from .auth import hash_token, new_token
@@ -71,7 +73,8 @@ def _print_new_token(ctx: click.Context, _param: click.Parameter, name: str | No
     "--threads", type=click.IntRange(1, 256), help="Library calls at once per worker (HBase connections) [default: 16]."
 )
 @click.option("--timeout", type=click.FloatRange(min=0.1), help="Seconds for any one HBase call [default: 10].")
-@click.option("--json", "json_logs", is_flag=True, default=None, help="Log JSON lines (access log included).")
+@click.option("--json", "json_logs", is_flag=True, default=None, help="The same as --log-format json.")
+@with_options(log_options(defaults=False))
 @click.option(
     "--new-token",
     metavar="NAME",
@@ -113,12 +116,12 @@ def serve(settings: config.Settings) -> int:
         signal.signal(sig, _stopped)
     try:
         uvicorn.run(
-            "gateway.app:create_app",
+            "tms_hbase_gateway.app:create_app",
             factory=True,
             host=settings.host,
             port=settings.port,
             workers=settings.workers,
-            log_config=log_config(settings.json_logs),
+            log_config=log_config(settings),
             access_log=False,  # gateway.access writes one richer line per request
             timeout_keep_alive=int(settings.keep_alive),
             timeout_graceful_shutdown=int(settings.shutdown_grace),

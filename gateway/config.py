@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tms_hbase import config as library_config
+from tms_hbase import log_options
 from tms_hbase.errors import InvalidArgument
 
 SETTINGS_ENV = "TMS_GATEWAY_SETTINGS"  # set by tms-gateway for its workers; not for users
@@ -69,7 +70,9 @@ class Settings:
     max_poll_bytes: int = 8 * 1024 * 1024  # a poll stops after the message that reaches this many bytes
     keep_alive: float = 30.0  # idle HTTP connections are closed after this
     shutdown_grace: float = 30.0  # on SIGTERM, requests in flight get this long to finish
-    json_logs: bool = False
+    json_logs: bool = False  # the same as log_format = "json"
+    log_format: str = "text"  # text or json (tms_hbase.log_options)
+    log_level: str = "info"
     tls: Tls | None = None
     tokens: tuple[Token, ...] = ()
     rules: tuple[Rule, ...] = ()
@@ -86,7 +89,7 @@ class Settings:
         return cls(**data)
 
 
-_TYPES: dict[str, type] = {
+_TYPES: dict[str, type[Any]] = {
     "host": str,
     "port": int,
     "thrift": str,
@@ -100,6 +103,8 @@ _TYPES: dict[str, type] = {
     "keep_alive": float,
     "shutdown_grace": float,
     "json_logs": bool,
+    "log_format": str,
+    "log_level": str,
 }
 assert set(_TYPES) == {f.name for f in fields(Settings)} - {"tls", "tokens", "rules"}
 
@@ -154,6 +159,12 @@ def _scalar(key: str, value: Any) -> Any:
         raise InvalidArgument(f"setting {key} must be positive, not {value!r}")
     if key == "port" and not 0 < value < 65536:
         raise InvalidArgument(f"port must be between 1 and 65535, not {value}")
+    if key == "log_format" and value not in log_options.FORMATS:
+        raise InvalidArgument(f"log_format must be one of {', '.join(log_options.FORMATS)}, not {value!r}")
+    if key == "log_level":
+        if value.lower() not in log_options.LEVELS:
+            raise InvalidArgument(f"log_level must be one of {', '.join(log_options.LEVELS)}, not {value!r}")
+        value = value.lower()
     return value
 
 
@@ -202,7 +213,7 @@ def _rules(value: Any) -> tuple[Rule, ...]:
     for entry in value:
         if not isinstance(entry, dict) or set(entry) != {"principal", "namespace", "topics", "actions"}:
             raise InvalidArgument("each [[rules]] entry takes principal, namespace, topics and actions")
-        strings = [entry["principal"], entry["namespace"], entry["topics"]]
+        strings: tuple[Any, Any, Any] = (entry["principal"], entry["namespace"], entry["topics"])
         if not all(isinstance(s, str) and s for s in strings):
             raise InvalidArgument(f"rule {entry}: principal, namespace and topics must be non-empty strings")
         actions = entry["actions"]

@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from tms_hbase import TopicId, rest
-from tms_hbase.errors import TmsError
+from tms_hbase.errors import InvalidArgument, TmsError
 from tms_hbase.tx import TransactionCodec
 
 from .auth import ADMIN, CONSUME, PUBLISH
@@ -118,6 +118,8 @@ async def store(request: Request, gateway: Gateway, topic: TopicId) -> Response:
 
     def work() -> int:
         publish = rest.decode_publish(body, media)
+        if publish.transaction_write_pointer is None:
+            raise InvalidArgument("a store request needs its transactionWritePointer")
         gateway.client.store(topic, publish.messages, publish.transaction_write_pointer, sequence=sequence)
         return len(publish.messages)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -30,7 +30,9 @@ class Gateway:
         self.settings = settings
         self.metrics = metrics
         self.guard = Guard(settings)
-        extra = {} if settings.max_batch_bytes is None else {"max_batch_bytes": settings.max_batch_bytes}
+        extra: dict[str, Any] = (
+            {} if settings.max_batch_bytes is None else {"max_batch_bytes": settings.max_batch_bytes}
+        )
         self.client = MessagingClient(
             settings.thrift, settings.prefix, timeout=settings.timeout, pool_size=settings.threads, **extra
         )

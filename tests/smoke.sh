@@ -39,6 +39,26 @@ step "build the sdist and the wheel"
 ls "$work/dist"
 wheel="$(ls "$work"/dist/*.whl)"
 
+step "the wheel's packages: every one of the source tree, under our names only"
+"$python" - "$wheel" "$src" <<'EOF'
+import pathlib
+import sys
+import zipfile
+
+wheel, src = sys.argv[1], pathlib.Path(sys.argv[2])
+# the folders and the names they install under (setup.cfg's package_dir)
+folders = {"tms_hbase": "tms_hbase", "admin": "tms_hbase_admin", "compactor": "tms_hbase_sweeper", "gateway": "tms_hbase_gateway"}
+names = zipfile.ZipFile(wheel).namelist()
+top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith((".dist-info", ".data"))}
+assert top == set(folders.values()), f"top-level names in the wheel: {sorted(top)}"
+packed = {n.rsplit("/", 1)[0] for n in names if n.endswith("/__init__.py")}
+for folder, name in folders.items():
+    for init in (src / folder).rglob("__init__.py"):
+        package = name + init.parent.as_posix().removeprefix((src / folder).as_posix())
+        assert package in packed, f"{init.parent} is not in the wheel as {package} (setup.cfg's packages)"
+print("top-level:", ", ".join(sorted(top)))
+EOF
+
 step "install the wheel into a fresh virtualenv"
 "$python" -m venv "$work/venv"
 "$bin/python" -m pip install --quiet --disable-pip-version-check "${wheel}[gateway]"
@@ -56,6 +76,16 @@ assert where.is_relative_to(pathlib.Path(sys.prefix).resolve()), f"imported from
 for data in ("py.typed", "launcher/pom.xml", "tx/tephra.thrift"):
     assert (where.parent / data).is_file(), f"{data} missing from the wheel"
 print(f"tms_hbase {tms_hbase.__version__} from {where.parent}")
+
+import importlib.util
+
+import tms_hbase_admin.cli
+import tms_hbase_gateway.cli
+import tms_hbase_sweeper.cli
+
+for generic in ("admin", "compactor", "gateway"):
+    assert importlib.util.find_spec(generic) is None, f"the wheel installs a top-level package {generic!r}"
+print("programs import as tms_hbase_admin, tms_hbase_sweeper, tms_hbase_gateway; no admin, compactor, gateway")
 EOF
 
 for program in tms-admin tms-sweeper tms-gateway; do

@@ -34,7 +34,7 @@ from .tx.transaction import Transaction
 if TYPE_CHECKING:  # passed in by callers; `import tms_hbase` does not load the Thrift client
     from .tx.client import TransactionClient
 from .wire import RollbackDetail
-from .writer import DEFAULT_MAX_BATCH_BYTES, MessageWriter
+from .writer import DEFAULT_MAX_BATCH_BYTES, MessageWriter, Resume
 
 
 class MessagingClient:
@@ -342,6 +342,8 @@ class MessagingClient:
         self._ensure_ready()
         topic = _topic(topic)
         point = None if resume is None else resume.resume
+        if point is not None and not isinstance(point, Resume):
+            raise InvalidArgument("resume= takes the PublishOutcomeUnknown a MessagingClient's publish raised")
         started = time.perf_counter()
         with self.hbase.operation():
             detail = self._writer.publish(topic, payloads, tx_write_pointer, ttl, point)

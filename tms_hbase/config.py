@@ -8,6 +8,7 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from .errors import InvalidArgument
 from .retry import Retry
@@ -106,10 +107,10 @@ class Config:
             thrift = os.environ.get(THRIFT_ENV, DEFAULT_THRIFT)
         if isinstance(thrift, str):
             thrift = [part.strip() for part in thrift.split(",")]
-        given = {"timeout_seconds": timeout_seconds, "retry": retry, "pool_size": pool_size}
+        given: dict[str, Any] = {"timeout_seconds": timeout_seconds, "retry": retry, "pool_size": pool_size}
         return cls(tuple(thrift), table_prefix(prefix), **{k: v for k, v in given.items() if v is not None})
 
-    def with_(self, **changes: object) -> Config:
+    def with_(self, **changes: Any) -> Config:
         """A copy with some fields changed, e.g. ``config.with_(prefix="other")``."""
         return replace(self, **changes)
 

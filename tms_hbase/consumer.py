@@ -85,7 +85,7 @@ class Consumer:
         self.topic, self.name, self.generation = topic, name, generation
         self.max_wait, self.auto_commit, self.poll_interval, self.batch = max_wait, auto_commit, poll_interval, batch
         self._reader, self._topics, self._tx_state = reader, topics, tx_state
-        self._source = transaction
+        self._fixed = transaction if isinstance(transaction, Transaction) else None
         self._tx_client = None if transaction is None or isinstance(transaction, Transaction) else transaction
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._buffer: deque[Message] = deque()
@@ -227,7 +227,7 @@ class Consumer:
             return self._tx
         if self._tx_client is not None:
             return snapshot_from_server(self._tx_client)
-        return self._source  # a fixed Transaction, or None
+        return self._fixed  # a fixed Transaction, or None
 
     def _restart_reading(self, at: bytes | None) -> None:
         self._buffer.clear()

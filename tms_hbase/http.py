@@ -367,7 +367,7 @@ def _exchange(
             conn.connect()
         except OSError as exc:
             raise _Broken(f"{type(exc).__name__}: {exc}", sent=False, timed_out=isinstance(exc, TimeoutError)) from exc
-    conn.sock.settimeout(remaining)  # type: ignore[union-attr]
+    conn.sock.settimeout(remaining)
     ticket = _WATCHDOG.arm(deadline, conn)  # from here on the watchdog bounds the call
     try:
         conn.request(method, path, body, dict(headers))

@@ -40,7 +40,7 @@ class Entry:
 
     position: int
     index: int
-    id: bytes | None = None
+    id: bytes = b""  # empty for a corrupt row
     publish_time: int | None = None
     tx_pointer: int | None = None
     state: str | None = None  # committed | in progress | invalid | rolled back; None: not transactional
@@ -133,7 +133,8 @@ class Inspector:
             if transactional and state in (TxFate.IN_PROGRESS.value, "unknown"):
                 return
             if row.pointer:
-                stored = self.reader.fetch_positions(topic, generation, position, position, floor)
+                row_ids = MessageId(generation, position, 0), MessageId(generation, position + 1, 0)
+                stored = self.reader.fetch_range(topic, *row_ids)  # the payloads the row points at
                 messages = [(MessageId.decode(m.id).index, m.payload) for m in stored]
             else:
                 messages = list(enumerate(row.payloads))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import cast
 
 from .clock import now_ms
 from .errors import CorruptData, InvalidArgument
@@ -230,7 +231,8 @@ class MessageReader:
             rows = [(k, v.get(MESSAGE_COLUMN)) for k, v in found]
             for key, cell in rows:
                 head = peek_row(key, cell)  # CorruptData naming the row if it does not decode
-                yield BatchInfo(position_of(key), head.publish_time, head.tx_pointer, message_count(cell))
+                count = message_count(cast(bytes, cell))  # peek_row raised CorruptData if there was no cell
+                yield BatchInfo(position_of(key), head.publish_time, head.tx_pointer, count)
             if len(rows) < CHUNK_ROWS or position_of(rows[-1][0]) == MAX_POSITION:
                 return
             start = position_of(rows[-1][0]) + 1
@@ -352,6 +354,14 @@ class MessageReader:
                 first_index = start.index if start.inclusive else start.index + 1
             end_index = stop[1] if stop is not None and position == stop[0] else None
             if row.pointer:
+                if pointer is None:  # the payloads are stored under the write pointer the row lacks
+                    raise CorruptData(
+                        f"corrupt message row at position {position} of {topic} (generation {generation}): it "
+                        "points at stored payloads but has no transaction write pointer",
+                        topic=str(topic),
+                        generation=generation,
+                        position=position,
+                    )
                 messages = self._stored(topic, generation, abs(pointer), position, row, first_index, end_index)
             else:
                 messages = (

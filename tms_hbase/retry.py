@@ -15,7 +15,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from .errors import InvalidArgument
 
@@ -53,7 +53,7 @@ class Retry:
         """One attempt, no retry."""
         return cls(attempts=1)
 
-    def with_(self, **changes: object) -> Retry:
+    def with_(self, **changes: Any) -> Retry:
         """A copy with some fields changed, e.g. ``policy.with_(attempts=5)``."""
         return replace(self, **changes)
 

@@ -17,6 +17,7 @@ write pointer's counter handed out, and no bytes (docs/consumers.md).
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -67,7 +68,7 @@ class TopicStats:
     messages: int
     bytes: int
     rates: dict[int, float] = field(default_factory=dict)  # window seconds -> messages per second
-    subscriptions: list[tuple[str, bytes | None, Lag]] = field(default_factory=list)  # (name, mark, lag)
+    subscriptions: list[tuple[str, builtins.bytes | None, Lag]] = field(default_factory=list)  # (name, mark, lag)
     exact: bool = True
     published: int | None = None  # messages ever published to this generation (None: rows without totals)
 

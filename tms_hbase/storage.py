@@ -12,6 +12,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import happybase
 
 from .connection import HBaseConnection, mutation
 from .errors import HBaseError
@@ -254,9 +258,7 @@ class Installation:
                 continue
             try:
                 self.hbase.run(
-                    f"create table {name}",
-                    lambda c, n=name, f=family: c.create_table(n, {FAMILY: f}),
-                    idempotent=False,
+                    f"create table {name}", partial(_create_table, name=name, family=family), idempotent=False
                 )
             except HBaseError as exc:
                 if "already in use" not in str(exc) and name not in self._existing():
@@ -272,9 +274,7 @@ class Installation:
         dropped = []
         for name in self.names.all():
             if name in existing:
-                self.hbase.run(
-                    f"drop table {name}", lambda c, n=name: c.delete_table(n, disable=True), idempotent=False
-                )
+                self.hbase.run(f"drop table {name}", partial(_drop_table, name=name), idempotent=False)
                 dropped.append(name)
         return dropped
 
@@ -284,3 +284,11 @@ class Installation:
 
     def _existing(self) -> list[str]:
         return [t.decode() for t in self.hbase.run("list tables", lambda c: c.tables())]
+
+
+def _create_table(conn: happybase.Connection, *, name: str, family: dict[str, Any]) -> None:
+    conn.create_table(name, {FAMILY: family})
+
+
+def _drop_table(conn: happybase.Connection, *, name: str) -> None:
+    conn.delete_table(name, disable=True)

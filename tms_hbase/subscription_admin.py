@@ -8,6 +8,7 @@ consumer fails its next write with LeaseLost instead of committing over the chan
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -74,7 +75,7 @@ class SubscriptionAdmin:
             for s in self.store.list(meta.topic, meta.generation)
         ]
 
-    def bells(self, meta: TopicMetadata) -> list[str]:
+    def bells(self, meta: TopicMetadata) -> builtins.list[str]:  # list: the method above
         """Doorbell addresses of the topic's consumers whose lease has not run out."""
         now = now_ms()
         return [

@@ -65,7 +65,7 @@ def check_mark(topic: TopicId, generation: int, mark: object) -> bytes:
     mid = MessageId.decode(mark)
     if mid.generation != generation:
         raise InvalidArgument(
-            f"message id {bytes(mark).hex()} is from generation {mid.generation} of {topic}, "
+            f"message id {bytes(mid).hex()} is from generation {mid.generation} of {topic}, "
             f"which is at generation {generation}"
         )
     return bytes(mid)

@@ -75,7 +75,7 @@ _PARSED = {name: fastavro.parse_schema(schema) for name, schema in SCHEMAS.items
 HANDLE_MAGIC = b"TMRB"
 
 
-def encode(schema: str, record: dict[str, Any]) -> bytes:
+def encode(schema: str, record: dict[str, Any] | list[dict[str, Any]]) -> bytes:
     """Avro binary (schemaless) of ``record`` under one of :data:`SCHEMAS`."""
     out = io.BytesIO()
     try:

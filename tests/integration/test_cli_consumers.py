@@ -217,3 +217,15 @@ def test_metrics_exporter_serves_depth_and_lag(client: MessagingClient, exporter
     assert 'tms_subscription_lag_messages{subscription="svc",topic="cli:feed"} 3.0' in text
     assert 'tms_subscription_lag_seconds{subscription="svc",topic="cli:feed"}' in text
     assert "tms_topic_last_publish_timestamp_seconds" in text
+
+
+def test_tail_shows_the_payloads_a_transaction_stored(client: MessagingClient, tms_env: dict[str, str]) -> None:
+    """A row that points at payloads stored with store() (a transactional publish of stored payloads)."""
+    from tms_hbase.tx import write_pointer_now
+
+    client.create_topic(T)
+    pointer = write_pointer_now()
+    client.store(T, [b"kept-1", b"kept-2"], pointer)
+    client.publish(T, [], tx_write_pointer=pointer)
+    rows = json_lines(ok(tms_env, "topic", "tail", str(T), "--json").stdout)
+    assert [(r["payload"], r["tx_write_pointer"]) for r in rows] == [("kept-1", pointer), ("kept-2", pointer)]

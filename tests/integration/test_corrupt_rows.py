@@ -4,6 +4,7 @@ else; topic listings skip a corrupt metadata row with a warning and `topic get` 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import subprocess
@@ -18,7 +19,7 @@ import pytest
 
 from tms_hbase import CorruptData, MessagingClient, TopicId
 from tms_hbase.config import thrift_address
-from tms_hbase.rows import MESSAGE_COLUMN, message_key, position_of
+from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, message_key, position_of
 
 from .test_tx_server import free_port
 
@@ -167,3 +168,20 @@ def test_topic_listing_skips_a_corrupt_metadata_row_and_get_names_it(
     got = subprocess.run([TMS_ADMIN, "topic", "get", "ns:broken"], env=tms_env, capture_output=True, text=True)
     assert got.returncode == 1
     assert got.stderr.count("\n") == 1 and got.stderr.startswith("error: corrupt metadata row for topic ns:broken: ")
+
+
+def test_a_pointer_row_without_a_write_pointer_is_named_by_readers(
+    client: MessagingClient, raw: happybase.Connection
+) -> None:
+    """A row that says its payloads are stored but carries no transaction write pointer to find them by."""
+    client.create_topic(DAMAGED)
+    client.publish(DAMAGED, [b"ok"])
+    client.publish(DAMAGED, [b"replaced"])
+    messages = raw.table(client.installation.messages.name)
+    good = BatchRow.decode(messages.row(message_key(DAMAGED, 1, 2))[MESSAGE_COLUMN])
+    broken = dataclasses.replace(good, payloads=(), pointer=True, tx_pointer=None)
+    messages.put(message_key(DAMAGED, 1, 2), {MESSAGE_COLUMN: broken.encode()})
+    with pytest.raises(CorruptData) as error:
+        list(client.fetch(DAMAGED))
+    assert (error.value.topic, error.value.position) == (str(DAMAGED), 2), error.value
+    assert "no transaction write pointer" in str(error.value)

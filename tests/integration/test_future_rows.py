@@ -7,12 +7,12 @@ import uuid
 
 import happybase
 
-from compactor.sweep import Sweeper
 from tms_hbase import MessageId, MessagingClient, TopicId
 from tms_hbase.clock import now_ms
 from tms_hbase.config import thrift_address
 from tms_hbase.row_time import check_row_time
 from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, message_key, peek
+from tms_hbase_sweeper.sweep import Sweeper
 
 T = TopicId("ns", "clocks")
 YEAR_MS = 365 * 24 * 3600 * 1000

@@ -381,9 +381,9 @@ def _query_id(checkpoint: Path) -> str:
 def test_distributed_sweep_runs_regions_as_spark_tasks(
     spark, client: MessagingClient, hbase_address: str, prefix: str, region_splitter: Callable
 ) -> None:
-    from compactor.spark import sweep
     from tms_hbase.rows import message_key
     from tms_hbase.sweep_state import SweepState
+    from tms_hbase_sweeper.spark import sweep
 
     old, live = TopicId("spark", "old"), TopicId("spark", "live")
     client.create_topic(old)
@@ -405,5 +405,5 @@ def test_distributed_sweep_runs_regions_as_spark_tasks(
 
 
 def test_the_library_does_not_import_the_sweeper() -> None:
-    code = "import sys, tms_hbase.spark; assert not any(m.startswith('compactor') for m in sys.modules)"
+    code = "import sys, tms_hbase.spark; assert not any(m.startswith('tms_hbase_sweeper') for m in sys.modules)"
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})

@@ -7,7 +7,6 @@ import time
 
 import pytest
 
-from compactor.sweep import Sweeper
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.errors import (
     InvalidArgument,
@@ -20,6 +19,7 @@ from tms_hbase.message_id import MessageId
 from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, message_key
 from tms_hbase.stats import Lag
 from tms_hbase.tx import write_pointer_now
+from tms_hbase_sweeper.sweep import Sweeper
 
 T = TopicId("subs", "events")
 

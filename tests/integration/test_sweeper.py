@@ -11,11 +11,11 @@ from pathlib import Path
 import happybase
 import pytest
 
-from compactor.sweep import Sweeper
 from tms_hbase import MessageId, MessagingClient, TopicId
 from tms_hbase.config import thrift_address
 from tms_hbase.rows import MESSAGE_COLUMN, BatchRow
 from tms_hbase.tx import write_pointer_now
+from tms_hbase_sweeper.sweep import Sweeper
 
 T = TopicId("ns", "swept")
 OTHER = TopicId("ns", "kept")

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from compactor.sweep import Sweeper
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.clock import now_ms
 from tms_hbase.rows import message_key
 from tms_hbase.sweep_state import SweepState
 from tms_hbase.tx.pruning import plan
 from tms_hbase.tx.state_store import StateStore
+from tms_hbase_sweeper.sweep import Sweeper
 
 from .test_tx_server import Server, free_port
 

@@ -18,7 +18,6 @@ from pathlib import Path
 import happybase
 import pytest
 
-from compactor.sweep import Sweeper
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.config import thrift_address
 from tms_hbase.errors import TransactionConflict, TransactionNotInProgress
@@ -29,6 +28,7 @@ from tms_hbase.tx.context import TransactionContext
 from tms_hbase.tx.messaging import TransactionalPublisher, TransactionalReader
 from tms_hbase.tx.snapshot_source import ServerSnapshots
 from tms_hbase.tx.table import MAX_VERSIONS, TransactionalTable
+from tms_hbase_sweeper.sweep import Sweeper
 
 from ..tcp_proxy import TcpProxy
 from ..tephra.launcher import TephraServer

@@ -7,7 +7,6 @@ import time
 
 import pytest
 
-from admin.times import iso, parse_time
 from tms_hbase.doorbell import Bell, parse_address, ring_local
 from tms_hbase.errors import CorruptData, InvalidArgument
 from tms_hbase.message_id import MessageId
@@ -26,6 +25,7 @@ from tms_hbase.subscriptions import (
 from tms_hbase.topic import TopicId
 from tms_hbase.tx import NO_TX_IN_PROGRESS, Transaction
 from tms_hbase.tx.fate import TxFate, fate
+from tms_hbase_admin.times import iso, parse_time
 
 W = b"w" * 16
 T = TopicId("ns", "t")

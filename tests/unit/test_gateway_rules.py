@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.auth import Guard, hash_token
-from gateway.config import Settings, resolve
 from tms_hbase import rest
 from tms_hbase.errors import InvalidArgument, NotAuthenticated, NotAuthorized
 from tms_hbase.reader import Message
+from tms_hbase_gateway.auth import Guard, hash_token
+from tms_hbase_gateway.config import Settings, resolve
 
 ALICE, BOB = "alice-secret-token", "bob-secret-token"
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from compactor.rules import Verdict, message_verdict
 from tms_hbase import CorruptData, InvalidArgument, TopicId, TopicMetadata
 from tms_hbase.installation import (
     TailCacheSetting,
@@ -17,6 +16,7 @@ from tms_hbase.installation import (
 )
 from tms_hbase.row_time import bounded_publish_time, check_row_time
 from tms_hbase.rows import BatchRow, peek
+from tms_hbase_sweeper.rules import Verdict, message_verdict
 
 CHANGED = 1_000_000
 

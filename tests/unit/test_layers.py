@@ -23,9 +23,9 @@ HEAVY = (
     "tms_hbase.tx.messaging",
     "tms_hbase.spark",
     "tms_hbase.launcher",
-    "compactor",
-    "admin",
-    "gateway",
+    "tms_hbase_sweeper",
+    "tms_hbase_admin",
+    "tms_hbase_gateway",
     "click",
     "pyspark",
 )

@@ -7,7 +7,6 @@ import uuid
 
 import pytest
 
-from compactor.sweep import Sweeper
 from tms_hbase.errors import HBaseUnavailable, InvalidArgument
 from tms_hbase.installation import InstallationStore
 from tms_hbase.metadata import MetadataStore
@@ -15,6 +14,7 @@ from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, message_key
 from tms_hbase.sweep_state import SweepState
 from tms_hbase.topic import TopicId
 from tms_hbase.tx.state_store import StateStore
+from tms_hbase_sweeper.sweep import Sweeper
 
 from ..memory_storage import MemoryInstallation
 

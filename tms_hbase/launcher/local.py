@@ -174,7 +174,7 @@ class LocalHBase:
         pids = {name: pid for name, pid in (state or {}).get("pids", {}).items() if self._is_ours(pid)}
         running = bool(state) and set(pids) == {"master", "thrift"}
         address = f"{HOST}:{state['thrift_port']}" if state else None
-        answering = running and _thrift_answers(HOST, state["thrift_port"], 3000)
+        answering = state is not None and running and _thrift_answers(HOST, state["thrift_port"], 3000)
         return LocalStatus(
             home=str(self.paths.home),
             version=HBASE_VERSION,

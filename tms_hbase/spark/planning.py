@@ -166,7 +166,7 @@ def _blocks_of(
     client: MessagingClient, topic: TopicId, generation: int, position: int, pointer: int, low: int, high: int | None
 ) -> list[tuple[int, int, int]]:
     """The dense blocks of sequences of one pointer row in [low, high): (position, first sequence, size)."""
-    found = []
+    found: list[tuple[int, int, int]] = []
     sequence = low
     while len(found) < MAX_BLOCKS:
         first = client.stored_sequences(topic, generation, pointer, sequence, high, limit=1)

@@ -17,6 +17,7 @@ import base64
 import json
 import struct
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 from ..client import MessagingClient
 from ..errors import CorruptData, HBaseUnavailable
@@ -46,7 +47,20 @@ class SinkState:
     def transaction(self) -> Transaction | None:
         return None if self.tx is None else TransactionCodec.decode(base64.b64decode(self.tx))
 
-    def moved(self, phase: str, **changes: object) -> SinkState:
+    def open_transaction(self) -> Transaction:
+        """The transaction of a batch being written or published (CorruptData if the state has none)."""
+        tx = self.transaction()
+        if tx is None:
+            raise CorruptData(f"sink state {self} of a batch in phase {self.phase} has no transaction")
+        return tx
+
+    def publishing_tail(self) -> int:
+        """The topic's tail before the pointer row was published (CorruptData if the state has none)."""
+        if self.tail is None:
+            raise CorruptData(f"sink state {self} in phase {self.phase} has no tail")
+        return self.tail
+
+    def moved(self, phase: str, **changes: Any) -> SinkState:
         return replace(self, phase=phase, **changes)
 
     def encode(self) -> bytes:

@@ -75,7 +75,8 @@ def store_partition(
     """Store one partition's payloads at sequences fixed by (partition, row); returns how many."""
     base = EXPLICIT_SEQUENCES + (partition << PARTITION_SHIFT)
     limit = client.max_batch_bytes
-    stored, chunk, size = 0, [], 0
+    stored, size = 0, 0
+    chunk: list[bytes] = []
     for payload in payloads:
         if chunk and (len(chunk) == options.batch_size or size + len(payload) + 4 > limit):
             client.store(options.topic, chunk, write_pointer, sequence=base + stored)
@@ -211,8 +212,10 @@ class StreamWriter(DataSourceStreamArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Stored:
         context = TaskContext.get()
-        query, run = context.getLocalProperty(QUERY_ID), context.getLocalProperty(RUN_ID)
-        batch, partition = int(context.getLocalProperty(BATCH_ID)), context.partitionId()
+        if context is None:
+            raise TmsError("a stream writer writes in Spark tasks only")
+        query, run = _task_property(context, QUERY_ID), _task_property(context, RUN_ID)
+        batch, partition = int(_task_property(context, BATCH_ID)), context.partitionId()
         payloads = _payloads(iterator, self.column)
         first = next(payloads, None)
         with self.options.client() as client:
@@ -255,7 +258,7 @@ class StreamWriter(DataSourceStreamArrowWriter):
         stored = [m for m in messages if isinstance(m, Stored)]
         if not stored:
             return
-        query, run = stored[0].query, stored[0].run
+        query, run = _stream_task(stored[0])
         pointers = {m.write_pointer for m in stored if m.count}
         with self.options.client() as client:
             generation = _generation(client, self.options, stored)
@@ -272,8 +275,11 @@ class StreamWriter(DataSourceStreamArrowWriter):
                         abort_transaction(self.options, stale)
                         return
                     continue
-                mine = state is not None and (state.batch, state.phase, state.run) == (batchId, OPEN, run)
-                if not mine or {state.transaction().write_pointer} != pointers:
+                if (
+                    state is None
+                    or (state.batch, state.phase, state.run) != (batchId, OPEN, run)
+                    or {state.open_transaction().write_pointer} != pointers
+                ):
                     raise TmsError(
                         f"the state of query {query} on topic {self.options.topic} changed during micro-batch "
                         f"{batchId} ({state}): is another run of the query writing?"
@@ -282,13 +288,13 @@ class StreamWriter(DataSourceStreamArrowWriter):
                 if states.swap(raw, publishing):
                     return self._finish(client, states, publishing.encode(), publishing)
 
-    def _finish(self, client: MessagingClient, states: SinkStates, raw: bytes, state: SinkState) -> None:
+    def _finish(self, client: MessagingClient, states: SinkStates, raw: bytes | None, state: SinkState) -> None:
         """Publish the pointer row unless it is there already (found after ``tail``), commit, record it."""
-        tx = state.transaction()
+        tx, before = state.open_transaction(), state.publishing_tail()
         topic = self.options.topic
         generation = client.get_topic(topic).generation
         tail = client.positions(topic).last
-        rows = client.batches(topic, generation, state.tail + 1, tail, transactional_only=True)
+        rows = client.batches(topic, generation, before + 1, tail, transactional_only=True)
         if not any(row.messages is None and abs(row.tx_write_pointer or 0) == tx.write_pointer for row in rows):
             publish_pointer(client, topic, tx.write_pointer)
         commit_transaction(self.options, tx)
@@ -302,14 +308,32 @@ class StreamWriter(DataSourceStreamArrowWriter):
         stored = [m for m in messages if isinstance(m, Stored)]
         if not stored:
             return
-        query, run = stored[0].query, stored[0].run
+        query, run = _stream_task(stored[0])
         with self.options.client() as client:
             generation = client.get_topic(self.options.topic).generation
             states = SinkStates(client, self.options.topic, generation, query)
             raw, state = states.get()
-            mine = state is not None and (state.batch, state.phase, state.run) == (batchId, OPEN, run)
-            if mine and states.swap(raw, state.moved(ABORTED)):
+            if (
+                state is not None
+                and (state.batch, state.phase, state.run) == (batchId, OPEN, run)
+                and states.swap(raw, state.moved(ABORTED))
+            ):
                 abort_transaction(self.options, state.transaction())
+
+
+def _task_property(context: TaskContext, key: str) -> str:
+    """A local property Spark sets on the tasks of a streaming micro-batch."""
+    value = context.getLocalProperty(key)
+    if value is None:
+        raise TmsError(f"Spark did not set the task property {key}: is this a streaming write?")
+    return value
+
+
+def _stream_task(stored: Stored) -> tuple[str, str]:
+    """The query and run a stream writer's task recorded (StreamWriter.write sets both)."""
+    if stored.query is None or stored.run is None:
+        raise TmsError(f"a commit message without its query and run reached the stream writer: {stored}")
+    return stored.query, stored.run
 
 
 def _chain(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:

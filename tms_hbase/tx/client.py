@@ -166,14 +166,15 @@ class TransactionClient:
         thrift = self._thrift
         with self._lock:
             try:
-                if self._client is None:
-                    self._socket = DeadlineSocket(self.host, self.port)
-                    self._socket.deadline = deadline
-                    transport = TFramedTransportFactory().get_transport(self._socket)
+                sock = self._socket
+                if self._client is None or sock is None:
+                    sock = self._socket = DeadlineSocket(self.host, self.port)
+                    sock.deadline = deadline
+                    transport = TFramedTransportFactory().get_transport(sock)
                     transport.open()
                     protocol = TBinaryProtocolFactory().get_protocol(transport)
                     self._client = CheckedClient(thrift.TTransactionServer, protocol)
-                self._socket.deadline = deadline
+                sock.deadline = deadline
                 return call(self._client)
             except thrift.TTransactionConflictException as e:
                 key = to_bytes_binary(e.conflictingKey or "")  # Tephra sends the key as toStringBinary text

@@ -27,7 +27,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, cast
 
 from ..errors import CorruptData, InvalidArgument
 from .transaction import TransactionType, check_long
@@ -369,7 +369,7 @@ def decode_edit(data: bytes) -> Edit:
     cls = _KINDS.get(tag)
     if cls is None:
         raise CorruptData(f"unknown transaction edit kind {tag}")
-    values = [reader.field(f.type) for f in fields(cls)]
+    values = [reader.field(cast(str, f.type)) for f in fields(cls)]  # annotations stay strings (__future__)
     if reader.pos != len(reader.data):
         raise CorruptData(f"corrupt transaction edit: {len(reader.data) - reader.pos} trailing bytes")
     try:

@@ -288,7 +288,7 @@ def decode_snapshot(data: bytes) -> TransactionSnapshot:
         if version not in DECODABLE_VERSIONS:
             raise CorruptData(f"unsupported snapshot version {version} (supported: 2, 3, 4)")
         timestamp, read_pointer, write_pointer = decoder.read_long(), decoder.read_long(), decoder.read_long()
-        invalid = [decoder.read_long() for _ in decoder.blocks("invalid")]
+        invalid = tuple(decoder.read_long() for _ in decoder.blocks("invalid"))
         in_progress = decoder.in_progress(version)
         committing = decoder.change_sets("committing change sets")
         committed = decoder.change_sets("committed change sets")

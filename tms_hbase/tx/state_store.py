@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from ..errors import CorruptData, Fenced
 from ..storage import Table
 from ..tables import FAMILY
-from .edits import decode_edit, encode_edit
+from .edits import Edit, decode_edit, encode_edit
 from .manager import TransactionManager
 from .snapshot import TransactionSnapshot, decode_snapshot, encode_snapshot
 
@@ -37,7 +37,7 @@ def _key(kind: bytes, sequence: int) -> bytes:
     return kind + _SEQ.pack(sequence)
 
 
-def pack_edits(edits: Sequence[object]) -> bytes:
+def pack_edits(edits: Sequence[Edit]) -> bytes:
     parts = [_U32.pack(len(edits))]
     for edit in edits:
         data = encode_edit(edit)
@@ -45,10 +45,11 @@ def pack_edits(edits: Sequence[object]) -> bytes:
     return b"".join(parts)
 
 
-def unpack_edits(data: bytes) -> list[object]:
+def unpack_edits(data: bytes) -> list[Edit]:
+    edits: list[Edit] = []
     try:
         (count,) = _U32.unpack_from(data)
-        offset, edits = 4, []
+        offset = 4
         for _ in range(count):
             (size,) = _U32.unpack_from(data, offset)
             edits.append(decode_edit(data[offset + 4 : offset + 4 + size]))
@@ -88,7 +89,7 @@ class StateStore:
         log.info("recovered transaction state: snapshot at %d, %d edits replayed, log at %d", covered, replayed, last)
         return manager
 
-    def append(self, edits: Iterable[object]) -> None:
+    def append(self, edits: Iterable[Edit]) -> None:
         """Durably append one operation's edits; Fenced if another server got there first."""
         edits = list(edits)
         if not edits:
@@ -117,7 +118,7 @@ class StateStore:
         key, data = row
         return _SEQ.unpack_from(key, 1)[0], decode_snapshot(data[SNAPSHOT_COLUMN])
 
-    def _log_after(self, covered: int) -> Iterable[tuple[int, list[object]]]:
+    def _log_after(self, covered: int) -> Iterable[tuple[int, list[Edit]]]:
         for key, data in self._scan(b"e", covered + 1):
             yield _SEQ.unpack_from(key, 1)[0], unpack_edits(data[EDIT_COLUMN])
 
