@@ -54,7 +54,9 @@ TOKEN_ENV = "TMS_GATEWAY_TOKEN"
 DEFAULT_URL = "http://127.0.0.1:8080"
 _AVRO_LIMIT = 2**31 - 1  # ConsumeRequest.limit is an Avro int
 # The outcome of a call the gateway may have carried out before the link failed is unknown for these.
-_NOT_IDEMPOTENT = frozenset({"create topic", "delete topic", "publish", "store"})
+_NOT_IDEMPOTENT = frozenset(
+    {"create topic", "delete topic", "publish", "store", "create subscription", "delete subscription", "open consumer"}
+)
 
 
 class GatewayClient:
