@@ -615,7 +615,8 @@ class _Watchdog:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="tms-http-deadlines", daemon=True)
                 self._thread.start()
-            self._cond.notify()
+            if self._heap[0][1] == ticket:  # the earliest deadline now: the thread must wait less
+                self._cond.notify()
             return ticket
 
     def disarm(self, ticket: int) -> bool:
