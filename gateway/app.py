@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -17,6 +18,7 @@ from starlette.middleware import Middleware
 
 from . import config
 from .access import Observe
+from .consuming import ROUTES as CONSUMING
 from .errors import http_error, unexpected_error
 from .metrics import Metrics
 from .routes import ROUTES
@@ -37,6 +39,7 @@ def create_app(settings: config.Settings | None = None) -> Starlette:
         if gateway.guard.open:
             log.warning("no [[tokens]] configured: anyone who reaches this gateway may do anything")
         app.state.gateway = gateway
+        _stop_long_polls_on_signals(gateway)
         try:
             yield
         finally:
@@ -44,11 +47,26 @@ def create_app(settings: config.Settings | None = None) -> Starlette:
             log.info("worker %d stopped", os.getpid())
 
     return Starlette(
-        routes=ROUTES,
+        routes=ROUTES + CONSUMING,
         middleware=[Middleware(Observe, metrics=metrics)],
         exception_handlers={HTTPException: http_error, Exception: unexpected_error},
         lifespan=lifespan,
     )
+
+
+def _stop_long_polls_on_signals(gateway: Gateway) -> None:
+    """Chain uvicorn's SIGTERM/SIGINT handlers (installed before the lifespan starts) so that waiting
+    long-polls answer at once: a graceful shutdown waits for the requests in flight, and they would
+    otherwise keep it waiting for their whole ``wait``."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        previous = signal.getsignal(sig)
+
+        def handler(signum: int, frame: object, previous: object = previous) -> None:
+            gateway.stopping.set()
+            if callable(previous):
+                previous(signum, frame)
+
+        signal.signal(sig, handler)
 
 
 def _settings_from_environment() -> config.Settings:

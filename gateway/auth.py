@@ -8,7 +8,8 @@ namespace and topic pattern, and action).
   ``*``), matches its namespace and topic (shell globs, ``fnmatch``) and lists its action.
 
 Actions: ``admin`` (create, update, delete topics), ``publish`` (store, publish, rollback), ``consume``
-(poll, and the subscription calls once they exist). Reading a topic's metadata needs any action on it;
+(poll, and every subscription call: create, delete, reset, messages, commit). Reading a topic's metadata
+or its stats needs any action on it;
 listing a namespace shows only the topics the caller has some action on.
 
 Tokens are random secrets of 256 bits (``tms-gateway --new-token``), so one SHA-256 is enough to store

@@ -18,6 +18,7 @@ from typing import Any
 from tms_hbase import config as library_config
 from tms_hbase import log_options
 from tms_hbase.errors import InvalidArgument
+from tms_hbase.lease import MIN_LEASE_SECONDS
 
 SETTINGS_ENV = "TMS_GATEWAY_SETTINGS"  # set by tms-gateway for its workers; not for users
 CONFIG_ENV = "TMS_GATEWAY_CONFIG"
@@ -69,6 +70,9 @@ class Settings:
     max_poll_messages: int = 1000  # the hard limit of one poll (the seed leaves it to the server)
     max_poll_bytes: int = 8 * 1024 * 1024  # a poll stops after the message that reaches this many bytes
     keep_alive: float = 30.0  # idle HTTP connections are closed after this
+    consumer_lease: float = 30.0  # a consumer session's lease runs out this long after its last call
+    max_wait: float = 30.0  # the longest long-poll (a longer ?wait= is cut to this)
+    long_polls: int = 64  # long-polls waiting at once per worker (more wait for a slot)
     shutdown_grace: float = 30.0  # on SIGTERM, requests in flight get this long to finish
     json_logs: bool = False  # the same as log_format = "json"
     log_format: str = "text"  # text or json (tms_hbase.log_options)
@@ -101,6 +105,9 @@ _TYPES: dict[str, type[Any]] = {
     "max_poll_messages": int,
     "max_poll_bytes": int,
     "keep_alive": float,
+    "consumer_lease": float,
+    "max_wait": float,
+    "long_polls": int,
     "shutdown_grace": float,
     "json_logs": bool,
     "log_format": str,
@@ -138,6 +145,8 @@ def resolve(values: dict[str, Any], overrides: dict[str, Any]) -> Settings:
         tokens=_tokens(merged.get("tokens", [])),
         rules=_rules(merged.get("rules", [])),
     )
+    if settings.consumer_lease < MIN_LEASE_SECONDS:
+        raise InvalidArgument(f"setting consumer_lease must be at least {MIN_LEASE_SECONDS} s")
     library_config.thrift_address(settings.thrift)
     library_config.table_prefix(settings.prefix)
     if settings.rules and not settings.tokens:

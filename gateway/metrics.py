@@ -39,7 +39,7 @@ class Metrics:
             "tms_gateway_errors", "Error responses, by status and error class", ["route", "status", "error"], registry=r
         )
         self.messages = Counter(
-            "tms_gateway_messages", "Messages stored, published or returned by polls", ["action"], registry=r
+            "tms_gateway_messages", "Messages stored, published, returned by polls or consumed", ["action"], registry=r
         )
 
     def request(

@@ -7,9 +7,8 @@ loop. Extensions to the seed are query parameters, so the seed's bodies stay exa
 ``publish?ttl=SECONDS`` (per-message TTL), ``store?sequence=N`` (deterministic payload keys) and
 ``poll?publishTime=true`` (Avro responses with publish times).
 
-The consumer's subscription calls (issue 11) slot in as one more block of routes under
-``/v1/namespaces/{namespace}/topics/{topic}/subscriptions``, each wrapped with ``endpoint(CONSUME)``
-(``admin`` for creating and deleting subscriptions).
+The consumer's subscription calls and the topic's stats are in :mod:`gateway.consuming`, wrapped with
+the same :func:`endpoint`.
 """
 
 from __future__ import annotations

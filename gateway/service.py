@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -37,6 +38,9 @@ class Gateway:
             settings.thrift, settings.prefix, timeout=settings.timeout, pool_size=settings.threads, **extra
         )
         self.limiter = anyio.CapacityLimiter(settings.threads)
+        # long-polls wait in threads of their own, so waiting consumers never starve publishes
+        self.waiters = anyio.CapacityLimiter(settings.long_polls)
+        self.stopping = threading.Event()  # set on SIGTERM/SIGINT: long-polls answer at once
         # a full batch as base64 JSON, with room for the framing
         self.max_body_bytes = self.client.max_batch_bytes * 3 // 2 + 64 * 1024
         log.info("worker %d serving %r with %d threads", os.getpid(), self.client, settings.threads)
@@ -44,6 +48,10 @@ class Gateway:
     async def run(self, call: Callable[..., T], *args: object) -> T:
         """Run a blocking library call in the pool."""
         return await anyio.to_thread.run_sync(call, *args, limiter=self.limiter)
+
+    async def wait(self, call: Callable[..., T], *args: object) -> T:
+        """Run a library call that waits (a slice of a long-poll) in the long-poll threads."""
+        return await anyio.to_thread.run_sync(call, *args, limiter=self.waiters)
 
     async def ping(self) -> None:
         """HBase answers within the timeout, or HBaseUnavailable (a hung ping is abandoned, not awaited)."""

@@ -8,7 +8,7 @@ The public surface is small: :class:`MessagingClient`, :class:`TopicId`, :class:
 
 from .async_publisher import AsyncPublisher, PublisherStats
 from .client import MessagingClient
-from .consumer import Consumer
+from .consumer import Consumer, ConsumerSession
 from .errors import (
     BatchTooLarge,
     ClientClosed,
@@ -55,6 +55,7 @@ __all__ = [
     "ClientClosed",
     "ConcurrentModification",
     "Consumer",
+    "ConsumerSession",
     "CorruptData",
     "Fenced",
     "HBaseError",

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, overload
 from .args import renamed
 from .config import Config
 from .connection import HBaseConnection
-from .consumer import Consumer
+from .consumer import Consumer, ConsumerSession
 from .doorbell import DEFAULT_HOST, Doorbells
 from .errors import InstallationNotFound, InvalidArgument, PublishOutcomeUnknown
 from .inspect import Inspector
@@ -543,6 +543,8 @@ class MessagingClient:
         doorbell: str | None = DEFAULT_HOST,
         poll_interval: float = 0.5,
         batch: int = 1000,
+        session: ConsumerSession | None = None,
+        owner: str | None = None,
     ) -> Consumer:
         """The active consumer of a subscription (docs/consumers.md).
 
@@ -555,6 +557,10 @@ class MessagingClient:
         for another consumer's lease to run out (None: forever) before SubscriptionBusy.
         ``doorbell``: the address publishers ring to wake this consumer (None: only publishers of this
         process wake it); ``poll_interval``: seconds between reads while waiting regardless.
+        ``session``: resume a consumer that was detached (:meth:`Consumer.detach`), here or in another
+        process, after the last message it delivered; LeaseLost if its lease ran out meanwhile.
+        ``owner``: the name the lease is held under (default: host, pid and a random part), for
+        services that resume their consumers' sessions by a name of their own.
         """
         self._ensure_subscriptions()
         topic = _topic(topic)
@@ -576,6 +582,8 @@ class MessagingClient:
             doorbell=doorbell,
             poll_interval=poll_interval,
             batch=batch,
+            session=session,
+            owner=owner,
         )
 
     def inspector(self) -> Inspector:

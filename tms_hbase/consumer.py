@@ -27,7 +27,7 @@ import uuid
 import weakref
 from collections import deque
 from collections.abc import Callable, Collection, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from itertools import islice
 from typing import TYPE_CHECKING
 
@@ -50,6 +50,16 @@ log = logging.getLogger(__name__)
 
 AUTO_COMMIT_SECONDS = 1.0
 CHANGE_PREFIX = b"tms-subscription:"
+
+
+@dataclass(frozen=True)
+class ConsumerSession:
+    """What a detached consumer hands on so that a later call, possibly in another process, goes on as the
+    same consumer: its lease owner and the last message it delivered (the gateway passes it to its HTTP
+    client between requests). See :meth:`Consumer.detach`."""
+
+    owner: str
+    delivered: bytes | None
 
 
 class Consumer:
@@ -80,6 +90,8 @@ class Consumer:
         doorbell: str | None,
         poll_interval: float,
         batch: int,
+        session: ConsumerSession | None = None,
+        owner: str | None = None,
     ) -> None:
         _check_options(max_wait, transaction, auto_commit, lease_seconds, wait_for_lease, poll_interval, batch)
         self.topic, self.name, self.generation = topic, name, generation
@@ -87,7 +99,13 @@ class Consumer:
         self._reader, self._topics, self._tx_state = reader, topics, tx_state
         self._fixed = transaction if isinstance(transaction, Transaction) else None
         self._tx_client = None if transaction is None or isinstance(transaction, Transaction) else transaction
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        if session is not None and not isinstance(session, ConsumerSession):
+            raise InvalidArgument(f"session must be a ConsumerSession, not {type(session).__name__}")
+        if owner is not None and (session is not None or not isinstance(owner, str) or not owner):
+            raise InvalidArgument("owner: a non-empty name, and not with a session (which names its owner)")
+        if session is not None:
+            owner = session.owner
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._buffer: deque[Message] = deque()
         self._stream: Iterator[Message] | None = None
         self._tx: Transaction | None = None  # the running transaction of a TransactionContext
@@ -108,16 +126,19 @@ class Consumer:
                 lease_seconds,
                 self._bell.address if doorbell else None,
                 wait_for_lease,
+                resume=session is not None,
             )
         except BaseException:
             self._bell.close()
             raise
         try:
             self._committed = self._take_over()
+            self._delivered = self._committed
+            if session is not None and session.delivered is not None:
+                self._delivered = later(self._committed, check_mark(topic, generation, session.delivered))
         except BaseException:
             self.close()
             raise
-        self._delivered = self._committed
         self._lease.start_renewing()
         # dropped without close(): stop renewing, so a standby takes over once the lease runs out
         weakref.finalize(self, _abandon, self._lease, self._bell)
@@ -141,6 +162,22 @@ class Consumer:
         self._closed = True
         self._lease.release()
         self._bell.close()
+
+    def detach(self) -> ConsumerSession:
+        """Stop consuming in this object but keep the lease: it runs out after ``lease_seconds`` unless
+        ``MessagingClient.consumer(..., session=...)`` resumes it with the session returned, which goes
+        on after the last message delivered here (messages read ahead are read again). Closes this object."""
+        session = self.session
+        if not self._closed:
+            self._closed = True
+            self._lease.stop_renewing()
+            self._bell.close()
+        return session
+
+    @property
+    def session(self) -> ConsumerSession:
+        """The lease owner and the last message delivered (see :meth:`detach`)."""
+        return ConsumerSession(self.owner, self._delivered)
 
     def __repr__(self) -> str:
         return f"Consumer({self.topic}, {self.name!r}, owner={self.owner!r})"

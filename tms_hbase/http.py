@@ -34,11 +34,15 @@ from .errors import (
     HBaseUnavailable,
     InvalidArgument,
     PublishOutcomeUnknown,
+    SubscriptionAlreadyExists,
+    SubscriptionNotFound,
     TmsError,
     TopicAlreadyExists,
     TopicNotFound,
 )
 from .reader import Message
+from .stats import Lag, TopicStats
+from .subscriptions import Subscription, check_name
 from .topic import TopicId, TopicMetadata
 from .topic import as_topic as _topic
 from .tx import Transaction, TransactionCodec
@@ -50,7 +54,9 @@ TOKEN_ENV = "TMS_GATEWAY_TOKEN"
 DEFAULT_URL = "http://127.0.0.1:8080"
 _AVRO_LIMIT = 2**31 - 1  # ConsumeRequest.limit is an Avro int
 # The outcome of a call the gateway may have carried out before the link failed is unknown for these.
-_NOT_IDEMPOTENT = frozenset({"create topic", "delete topic", "publish", "store"})
+_NOT_IDEMPOTENT = frozenset(
+    {"create topic", "delete topic", "publish", "store", "create subscription", "delete subscription", "open consumer"}
+)
 
 
 class GatewayClient:
@@ -249,6 +255,79 @@ class GatewayClient:
             request = rest.ConsumeRequest(page[-1].id, False, limit_now, request.transaction)
             page = self.poll(topic, request)
 
+    # -- subscriptions and consumers ------------------------------------------------------------
+
+    def create_subscription(self, topic: TopicId, name: str, start: str | int = "earliest") -> Subscription:
+        """``PUT .../subscriptions/<name>``; SubscriptionAlreadyExists (409) as direct access raises."""
+        topic, name = _topic(topic), check_name(name)
+        path = rest.subscription_path(topic, name)
+        body = self._sub_call("create subscription", "PUT", path, topic, name, rest.encode_start(start))
+        return rest.decode_subscription(topic, body)
+
+    def get_subscription(self, topic: TopicId, name: str) -> Subscription:
+        topic, name = _topic(topic), check_name(name)
+        body = self._sub_call("get subscription", "GET", rest.subscription_path(topic, name), topic, name)
+        return rest.decode_subscription(topic, body)
+
+    def list_subscriptions(self, topic: TopicId) -> list[Subscription]:
+        topic = _topic(topic)
+        return rest.decode_subscriptions(
+            topic, self._call("list subscriptions", "GET", rest.subscription_path(topic), None, topic)
+        )
+
+    def delete_subscription(self, topic: TopicId, name: str, *, force: bool = False) -> None:
+        topic, name = _topic(topic), check_name(name)
+        path = _with_query(rest.subscription_path(topic, name), {"force": "true"} if force else {})
+        self._sub_call("delete subscription", "DELETE", path, topic, name)
+
+    def reset_subscription(
+        self,
+        topic: TopicId,
+        name: str,
+        start_message: bytes | str | None = None,
+        start_time: int | None = None,
+        *,
+        force: bool = False,
+    ) -> Subscription:
+        """``POST .../subscriptions/<name>/reset``: as :meth:`MessagingClient.reset_subscription`."""
+        topic, name = _topic(topic), check_name(name)
+        if (start_message is None) == (start_time is None):
+            raise InvalidArgument("give exactly one of start_message (an id, 'earliest' or 'latest') or start_time")
+        if isinstance(start_time, bool) or (start_time is not None and not isinstance(start_time, int)):
+            raise InvalidArgument(f"bad start_time {start_time!r}: expected milliseconds since the epoch")
+        if start_message is not None and not isinstance(start_message, (bytes, str)):
+            raise InvalidArgument(f"bad start_message {start_message!r}: expected a message id, 'earliest' or 'latest'")
+        path = _with_query(rest.subscription_path(topic, name, "reset"), {"force": "true"} if force else {})
+        start = start_message if start_message is not None else start_time
+        body = self._sub_call("reset subscription", "POST", path, topic, name, rest.encode_start(start))
+        return rest.decode_subscription(topic, body)
+
+    def lag(self, topic: TopicId, name: str) -> Lag:
+        """How far the subscription is behind (from ``GET .../subscriptions/<name>``)."""
+        topic, name = _topic(topic), check_name(name)
+        return rest.decode_lag(self._sub_call("lag", "GET", rest.subscription_path(topic, name), topic, name))
+
+    def topic_stats(self, topic: TopicId, *, windows: Sequence[int] | None = None) -> TopicStats:
+        """``GET /topics/<t>/stats``: as :meth:`MessagingClient.topic_stats`."""
+        topic = _topic(topic)
+        if windows is not None and any(isinstance(w, bool) or not isinstance(w, int) or w <= 0 for w in windows):
+            raise InvalidArgument(f"bad windows {windows!r}: expected whole seconds > 0")
+        query = {} if windows is None else {"windows": ",".join(str(w) for w in windows)}
+        body = self._call("topic stats", "GET", _with_query(rest.topic_path(topic, "stats"), query), None, topic)
+        return rest.decode_stats(topic, body)
+
+    def consumer(self, topic: TopicId, name: str, *, max_wait: float = 5.0, batch: int = 100) -> GatewayConsumer:
+        """The active consumer of a subscription, through a gateway consumer session (docs/gateway.md):
+        SubscriptionBusy (409) while another consumer holds it. ``max_wait``: seconds an iteration waits
+        for a new message; ``batch``: messages asked for per call. Options of direct consumers that
+        need the process to hold the consumer (transactions, auto-commit, doorbells) are not offered."""
+        return GatewayConsumer(self, _topic(topic), check_name(name), max_wait, batch)
+
+    def _sub_call(
+        self, what: str, method: str, path: str, topic: TopicId, name: str, body: bytes | None = None
+    ) -> bytes:
+        return self._request(what, method, path, body, topic, content_type=rest.JSON, subscription=name).body
+
     # -- one HTTP exchange --------------------------------------------------------------------
 
     def _call(
@@ -261,10 +340,27 @@ class GatewayClient:
         *,
         content_type: str | None = None,
     ) -> bytes:
-        headers = dict(self._headers)
+        return self._request(what, method, path, body, topic, content_type=content_type).body
+
+    def _request(
+        self,
+        what: str,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        topic: TopicId | None = None,
+        *,
+        content_type: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        subscription: str | None = None,
+        wait: float = 0.0,
+    ) -> _Reply:
+        """One call: the reply of a 2xx answer, else the TmsError the gateway reported. ``wait``: seconds
+        the gateway may hold the call (a long-poll) on top of the client's timeout."""
+        headers = {**self._headers, **(headers or {})}
         if body is not None:
             headers["Content-Type"] = content_type or self.media
-        deadline = time.monotonic() + self.timeout
+        deadline = time.monotonic() + self.timeout + wait
         for attempt in (1, 2):
             conn, reused = self._pool.take()
             try:
@@ -278,8 +374,8 @@ class GatewayClient:
                 raise self._link_error(what, broken) from broken.__cause__
             self._pool.give_back(conn, reply.keep_alive)
             if reply.status >= 400:
-                raise _error(reply, topic)
-            return reply.body
+                raise _error(reply, topic, subscription)
+            return reply
         raise AssertionError("unreachable")
 
     def _link_error(self, what: str, broken: _Broken) -> TmsError:
@@ -297,6 +393,114 @@ class GatewayClient:
         return err
 
 
+class GatewayConsumer:
+    """A consumer session of the gateway with the surface of :class:`tms_hbase.Consumer`: ``poll``,
+    iteration, ``commit`` and ``close`` (which gives the lease back; what was delivered and not
+    committed is delivered again to the next consumer: at-least-once). Not thread-safe."""
+
+    def __init__(self, client: GatewayClient, topic: TopicId, name: str, max_wait: float, batch: int) -> None:
+        if isinstance(max_wait, bool) or not isinstance(max_wait, (int, float)) or not max_wait >= 0:
+            raise InvalidArgument(f"bad max_wait {max_wait!r}: expected seconds >= 0")
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch <= 0:
+            raise InvalidArgument(f"bad batch {batch!r}: expected a positive integer")
+        self.client, self.topic, self.name, self.max_wait, self.batch = client, topic, name, max_wait, batch
+        self._closed = False
+        self._token: str | None = None  # the session, as the gateway's last answer gave it
+        reply = self._call("open consumer", "POST", "consumer")
+        self._committed = rest.decode_committed(reply.body)
+        self._delivered = self._committed
+
+    def __enter__(self) -> GatewayConsumer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"GatewayConsumer({self.topic}, {self.name!r}, {self.client.url!r})"
+
+    @property
+    def committed(self) -> bytes | None:
+        """The subscription's mark as this consumer last committed or found it."""
+        return self._committed
+
+    @property
+    def delivered(self) -> bytes | None:
+        """The id of the last message delivered (what ``commit()`` stores)."""
+        return self._delivered
+
+    def poll(self, max_messages: int = 100, timeout: float = 1.0) -> list[Message]:
+        """Up to ``max_messages`` messages in order, as soon as there is one; ``[]`` after ``timeout`` s."""
+        if isinstance(max_messages, bool) or not isinstance(max_messages, int) or max_messages <= 0:
+            raise InvalidArgument(f"bad max_messages {max_messages!r}: expected a positive integer")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
+            raise InvalidArgument(f"bad timeout {timeout!r}: expected seconds >= 0")
+        query = {"wait": timeout, "max": max_messages, "publishTime": "true"}
+        reply = self._call("poll subscription", "GET", "messages", query=query, wait=timeout)
+        got = rest.decode_messages(reply.body, self.client.media, publish_time=True)
+        if got:
+            self._delivered = got[-1].id
+        return got
+
+    def __iter__(self) -> Iterator[Message]:
+        """Messages in order; waits up to ``max_wait`` for the next one, then the iteration ends."""
+        while True:
+            page = self.poll(self.batch, self.max_wait)
+            if not page:
+                return
+            for message in page:
+                self._delivered = message.id
+                yield message
+
+    def commit(self, message: Message | bytes | None = None) -> None:
+        """Store the last delivered message (or ``message``, delivered already) as the subscription's
+        mark; LeaseLost (409) if the session's lease ran out or was taken over."""
+        mark = self._delivered if message is None else message.id if isinstance(message, Message) else message
+        if mark is None:
+            return
+        reply = self._call("commit", "POST", "commit", body=rest.encode_commit(mark))
+        self._committed = rest.decode_committed(reply.body)
+
+    def close(self) -> None:
+        """Give the lease back (another consumer may start at once). Idempotent; never raises."""
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(TmsError):
+            self._call("close consumer", "DELETE", "consumer")
+
+    def _call(
+        self,
+        what: str,
+        method: str,
+        action: str,
+        *,
+        query: Mapping[str, object] | None = None,
+        body: bytes | None = None,
+        wait: float = 0.0,
+    ) -> _Reply:
+        if self._closed and what != "close consumer":
+            raise TmsError(f"{self!r} is closed")
+        headers = {"Accept": self.client.media}
+        if self._token is not None:
+            headers[rest.CONSUMER_HEADER] = self._token
+        path = _with_query(rest.subscription_path(self.topic, self.name, action), query or {})
+        reply = self.client._request(
+            what,
+            method,
+            path,
+            body,
+            self.topic,
+            headers=headers,
+            subscription=self.name,
+            wait=wait,
+            content_type=rest.JSON,
+        )
+        if reply.consumer:
+            self._token = reply.consumer
+        return reply
+
+
 def _with_query(path: str, query: Mapping[str, object]) -> str:
     return f"{path}?{urlencode(query)}" if query else path
 
@@ -310,7 +514,7 @@ _ERRORS: dict[str, type[TmsError]] = {
 }
 
 
-def _error(reply: _Reply, topic: TopicId | None) -> TmsError:
+def _error(reply: _Reply, topic: TopicId | None, subscription: str | None = None) -> TmsError:
     """The TmsError the gateway reported: its class by the error header, else by the status code."""
     message = reply.body.decode("utf-8", "replace").strip() or f"HTTP {reply.status}"
     kind = _ERRORS.get(reply.error_name or "")
@@ -319,6 +523,8 @@ def _error(reply: _Reply, topic: TopicId | None) -> TmsError:
         kind = fallback.get(reply.status) or next((k for k, s in rest.STATUS if s == reply.status), TmsError)
     if issubclass(kind, (TopicNotFound, TopicAlreadyExists)) and topic is not None:
         return kind(topic)
+    if issubclass(kind, (SubscriptionNotFound, SubscriptionAlreadyExists)) and subscription is not None:
+        return kind(topic, subscription)
     if issubclass(kind, PublishOutcomeUnknown):
         return kind(message, None)
     try:
@@ -336,6 +542,7 @@ class _Reply:
     body: bytes
     error_name: str | None
     keep_alive: bool
+    consumer: str | None = None  # the TMS-Consumer header
 
 
 class _Broken(Exception):
@@ -380,7 +587,13 @@ def _exchange(
         raise _Broken(f"{type(exc).__name__}: {exc}", stale=isinstance(exc, _STALE)) from exc
     if _WATCHDOG.disarm(ticket):
         raise _Broken("timed out", timed_out=True)
-    return _Reply(response.status, data, response.getheader(rest.ERROR_HEADER), not response.will_close)
+    return _Reply(
+        response.status,
+        data,
+        response.getheader(rest.ERROR_HEADER),
+        not response.will_close,
+        response.getheader(rest.CONSUMER_HEADER),
+    )
 
 
 class _Watchdog:
@@ -402,7 +615,8 @@ class _Watchdog:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="tms-http-deadlines", daemon=True)
                 self._thread.start()
-            self._cond.notify()
+            if self._heap[0][1] == ticket:  # the earliest deadline now: the thread must wait less
+                self._cond.notify()
             return ticket
 
     def disarm(self, ticket: int) -> bool:

@@ -62,15 +62,24 @@ class Lease:
         seconds: float,
         bell: str | None,
         wait: float | None = 0.0,
+        *,
+        resume: bool = False,
     ) -> Lease:
         """Take the subscription's lease: SubscriptionBusy if another consumer holds it and it does not
-        run out within ``wait`` seconds (None: wait as long as it takes); SubscriptionNotFound."""
+        run out within ``wait`` seconds (None: wait as long as it takes); SubscriptionNotFound.
+        ``resume``: take back a lease ``owner`` still holds (a detached consumer, see
+        :meth:`Consumer.detach`); LeaseLost if it ran out or was taken over meanwhile."""
         deadline = None if wait is None else time.monotonic() + wait
         while True:
             stored = store.read(key)
             if stored is None:
                 raise SubscriptionNotFound(topic, name)
             record, now = stored.record, now_ms()
+            if resume and (record.owner != owner or record.expires <= now):
+                raise LeaseLost(
+                    f"consumer {owner} no longer holds subscription {name!r} of {topic} (its lease ran out "
+                    "or was taken over): start a new consumer, which resumes after the committed mark"
+                )
             if record.held_by_other(owner, now):
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:

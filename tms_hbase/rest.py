@@ -28,11 +28,15 @@ from .errors import (
     InvalidArgument,
     NotAuthenticated,
     NotAuthorized,
+    SubscriptionAlreadyExists,
+    SubscriptionNotFound,
     TmsError,
     TopicAlreadyExists,
     TopicNotFound,
 )
 from .reader import Message
+from .stats import Lag, TopicStats
+from .subscriptions import Pending, Subscription
 from .topic import GENERATION_KEY, TopicId, TopicMetadata
 
 AVRO = "avro/binary"
@@ -40,6 +44,7 @@ JSON = "application/json"
 OCTETS = "application/octet-stream"  # the publish response: the opaque rollback handle
 TEXT = "text/plain; charset=utf-8"  # error bodies: one line
 ERROR_HEADER = "TMS-Error"  # the TmsError class name of an error response
+CONSUMER_HEADER = "TMS-Consumer"  # the consumer session a subscription's messages/commit calls go on with
 BASE = "/v1/namespaces/{namespace}"
 
 
@@ -55,7 +60,9 @@ STATUS: list[tuple[type[TmsError], int]] = [
     (NotAuthenticated, 401),
     (NotAuthorized, 403),
     (TopicNotFound, 404),
+    (SubscriptionNotFound, 404),
     (TopicAlreadyExists, 409),
+    (SubscriptionAlreadyExists, 409),
     (ConcurrentModification, 409),
     (InstallationNotFound, 503),  # the gateway's prefix has no installation: `tms-admin init` it
     (HBaseError, 503),  # HBaseUnavailable and PublishOutcomeUnknown included: HBase did not do it
@@ -66,6 +73,16 @@ STATUS: list[tuple[type[TmsError], int]] = [
 def status_of(error: TmsError) -> int:
     """The HTTP status code that reports ``error``."""
     return next(status for kind, status in STATUS if isinstance(error, kind))
+
+
+def accepted_media(accept: str | None, content_type: str | None) -> str:
+    """The media type of a response to a request without a body: the first of :data:`AVRO` or
+    :data:`JSON` that ``Accept`` names, else as ``Content-Type`` says, else JSON."""
+    for item in (accept or "").split(","):
+        media = item.split(";", 1)[0].strip().lower()
+        if media in (AVRO, JSON):
+            return media
+    return media_type(content_type)
 
 
 def topic_path(topic: TopicId, action: str = "") -> str:
@@ -244,6 +261,185 @@ def decode_names(body: bytes) -> list[str]:
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise InvalidArgument("expected a JSON array of topic names")
     return names
+
+
+# -- subscriptions and stats (JSON only) ---------------------------------------------------------
+
+
+def subscription_path(topic: TopicId, name: str = "", action: str = "") -> str:
+    """``.../topics/<t>/subscriptions[/<name>[/<action>]]`` (names are ``[A-Za-z0-9_-]+``)."""
+    path = topic_path(topic, "subscriptions")
+    return "/".join(part for part in (path, name, action) if part)
+
+
+def encode_start(start: str | int | bytes) -> bytes:
+    """The body of create and reset: ``{"start": "earliest" | "latest" | ms | "<base64 message id>"}``."""
+    return _dumps({"start": _b64(start) if isinstance(start, bytes) else start})
+
+
+def decode_start(body: bytes, *, ids: bool) -> str | int | bytes:
+    """Inverse of :func:`encode_start` (an empty body: "earliest"); message ids only where ``ids``."""
+    if not body.strip():
+        return "earliest"
+    start = _object(body, "subscription start", required=frozenset({"start"}), optional=frozenset())["start"]
+    if start in ("earliest", "latest") or (isinstance(start, int) and not isinstance(start, bool)):
+        return start
+    if ids and isinstance(start, str):
+        return _unb64(start, "start")
+    what = "'earliest', 'latest', a publish time in ms" + (" or a base64 message id" if ids else "")
+    raise InvalidArgument(f"bad start {start!r}: expected {what}")
+
+
+def encode_commit(message_id: bytes | None) -> bytes:
+    """The body of a commit: ``{"id": "<base64>"}``, or empty for the last message delivered."""
+    return b"" if message_id is None else _dumps({"id": _b64(message_id)})
+
+
+def decode_commit(body: bytes) -> bytes | None:
+    if not body.strip():
+        return None
+    return _unb64(_object(body, "commit", required=frozenset({"id"}), optional=frozenset())["id"], "id")
+
+
+def encode_committed(token: str, committed: bytes | None) -> bytes:
+    """The answer of opening a consumer session and of a commit: the session (also in the
+    ``TMS-Consumer`` header) and the committed mark (base64; null: nothing consumed)."""
+    return _dumps({"consumer": token, "committed": None if committed is None else _b64(committed)})
+
+
+def decode_committed(body: bytes) -> bytes | None:
+    data = _loads(body, "commit answer")
+    if not isinstance(data, dict):
+        raise InvalidArgument("expected a JSON object with the committed mark")
+    return _optional_b64(data.get("committed"), "committed")
+
+
+def encode_subscription(sub: Subscription, lag: Lag | None = None) -> bytes:
+    """A subscription as JSON: ``position`` is the committed mark (base64 id; null: nothing consumed),
+    ``owner``/``leaseExpires`` the active consumer; with ``lag``, how far it is behind."""
+    data = _subscription(sub)
+    return _dumps(data if lag is None else {**data, "lag": _lag(lag)})
+
+
+def encode_subscriptions(subs: Sequence[Subscription]) -> bytes:
+    """The list of a topic's subscriptions: an array of :func:`encode_subscription` objects."""
+    return _dumps([_subscription(sub) for sub in subs])
+
+
+def decode_subscription(topic: TopicId, body: bytes) -> Subscription:
+    return _decode_subscription(topic, _loads(body, "subscription"))
+
+
+def decode_subscriptions(topic: TopicId, body: bytes) -> list[Subscription]:
+    data = _loads(body, "subscription list")
+    if not isinstance(data, list):
+        raise InvalidArgument("expected a JSON array of subscriptions")
+    return [_decode_subscription(topic, item) for item in data]
+
+
+def decode_lag(body: bytes) -> Lag:
+    """The ``lag`` of a subscription as :func:`encode_subscription` gives it."""
+    return _decode_lag(_loads(body, "subscription").get("lag"))
+
+
+def _subscription(sub: Subscription) -> dict[str, Any]:
+    pending = sub.pending
+    return {
+        "name": sub.name,
+        "generation": sub.generation,
+        "position": None if sub.position is None else _b64(sub.position),
+        "createdAt": sub.created_at,
+        "updatedAt": sub.updated_at,
+        "owner": sub.owner,
+        "leaseExpires": sub.lease_expires,
+        "pending": None
+        if pending is None
+        else {"tx": pending.tx_id, "writePointer": pending.write_pointer, "position": _b64(pending.position)},
+    }
+
+
+def _decode_subscription(topic: TopicId, data: Any) -> Subscription:
+    try:
+        pending = data["pending"]
+        return Subscription(
+            topic,
+            data["name"],
+            _optional_b64(data["position"], "position"),
+            data["updatedAt"],
+            data["createdAt"],
+            data["generation"],
+            data["owner"],
+            data["leaseExpires"],
+            None
+            if pending is None
+            else Pending(pending["tx"], pending["writePointer"], _unb64(pending["position"], "pending")),
+        )
+    except (KeyError, TypeError) as exc:
+        raise InvalidArgument(f"bad subscription JSON from the gateway: {exc!r}") from None
+
+
+def _decode_lag(data: Any) -> Lag:
+    try:
+        return Lag(data["messages"], data["seconds"], data["exact"])
+    except (KeyError, TypeError) as exc:
+        raise InvalidArgument(f"bad lag JSON from the gateway: {exc!r}") from None
+
+
+def encode_stats(stats: TopicStats) -> bytes:
+    """``GET .../stats``: the TopicStats fields in camelCase; ``rates`` by window seconds (as strings)."""
+    return _dumps(
+        {
+            "name": stats.topic.topic,
+            "generation": stats.generation,
+            "ttl": stats.ttl,
+            "firstPosition": stats.first_position,
+            "firstPublishTime": stats.first_publish_time,
+            "lastPosition": stats.last_position,
+            "lastPublishTime": stats.last_publish_time,
+            "messages": stats.messages,
+            "bytes": stats.bytes,
+            "rates": {str(window): rate for window, rate in stats.rates.items()},
+            "subscriptions": [
+                {"name": name, "position": None if mark is None else _b64(mark), "lag": _lag(lag)}
+                for name, mark, lag in stats.subscriptions
+            ],
+            "exact": stats.exact,
+            "published": stats.published,
+        }
+    )
+
+
+def decode_stats(topic: TopicId, body: bytes) -> TopicStats:
+    data = _loads(body, "topic stats")
+    try:
+        return TopicStats(
+            topic,
+            data["generation"],
+            data["ttl"],
+            data["firstPosition"],
+            data["firstPublishTime"],
+            data["lastPosition"],
+            data["lastPublishTime"],
+            data["messages"],
+            data["bytes"],
+            {int(window): rate for window, rate in data["rates"].items()},
+            [
+                (s["name"], _optional_b64(s["position"], "position"), _decode_lag(s["lag"]))
+                for s in data["subscriptions"]
+            ],
+            data["exact"],
+            data["published"],
+        )
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise InvalidArgument(f"bad topic stats JSON from the gateway: {exc!r}") from None
+
+
+def _lag(lag: Lag) -> dict[str, Any]:
+    return {"messages": lag.messages, "seconds": lag.seconds, "exact": lag.exact}
+
+
+def _optional_b64(value: object, field: str) -> bytes | None:
+    return None if value is None else _unb64(value, field)
 
 
 # -- helpers -------------------------------------------------------------------------------------

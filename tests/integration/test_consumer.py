@@ -133,6 +133,37 @@ def test_one_active_consumer_per_subscription(client: MessagingClient, topic: To
         assert successor.owner != owner.owner
 
 
+def test_a_detached_consumer_is_resumed_by_its_session_in_another_client(
+    client: MessagingClient, topic: TopicId, hbase_address: str, prefix: str
+) -> None:
+    """What the gateway does between HTTP calls: detach keeps the lease, a session resumes after the last
+    message delivered (even with a new client), and a session whose lease ran out is refused."""
+    client.publish(topic, [b"a", b"b", b"c", b"d"])
+    consumer = client.consumer(topic, "svc", lease_seconds=1.0, owner="svc-owner")
+    assert consumer.owner == "svc-owner"
+    assert payloads(consumer.poll(max_messages=2, timeout=5)) == [b"a", b"b"]
+    session = consumer.detach()
+    assert session.owner == "svc-owner" and session.delivered == consumer.delivered
+    with pytest.raises(SubscriptionBusy):  # the lease is still held
+        client.consumer(topic, "svc")
+    with MessagingClient(hbase_address, prefix) as other:
+        resumed = other.consumer(topic, "svc", lease_seconds=1.0, session=session)
+        assert payloads(resumed.poll(max_messages=1, timeout=5)) == [b"c"]
+        resumed.commit()
+        session = resumed.detach()
+    assert client.get_subscription(topic, "svc").position == session.delivered
+    deadline = time.monotonic() + 30
+    while client.get_subscription(topic, "svc").owner is not None:  # the lease runs out by itself
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    with pytest.raises(LeaseLost):
+        client.consumer(topic, "svc", session=session)
+    with client.consumer(topic, "svc", max_wait=0.2) as fresh:  # after the committed mark
+        assert payloads(fresh) == [b"d"]
+    with pytest.raises(InvalidArgument):
+        client.consumer(topic, "svc", session=session, owner="both")
+
+
 def test_a_consumer_dropped_without_close_stops_renewing_its_lease(client: MessagingClient, topic: TopicId) -> None:
     dropped = client.consumer(topic, "svc", lease_seconds=3)
     owner = dropped.owner

@@ -472,6 +472,11 @@ def test_curl_example_from_the_docs(gateway: GatewayProcess, tmp_path: Path) -> 
     assert json.loads(lines[0]) == {"name": "orders", "properties": {"ttl": "3600"}, "generation": 1}
     polled = [base64.b64decode(m["payload"]) for m in json.loads(lines[1])]
     assert polled == [b"hello", b"world"]
+    created, consumed, committed, state = (json.loads(line) for line in lines[2:6])
+    assert (created["name"], created["position"]) == ("billing", None)
+    assert [base64.b64decode(m["payload"]) for m in consumed] == [b"hello", b"world"]
+    assert committed["committed"] == consumed[-1]["id"] == state["position"]
+    assert (state["owner"], state["lag"]["messages"]) == (None, 0)
     assert (tmp_path / "handle.bin").stat().st_size > 0
 
 

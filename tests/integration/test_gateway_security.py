@@ -35,6 +35,18 @@ topics = "in-*"
 actions = ["publish", "consume"]
 
 [[rules]]
+principal = "reader"
+namespace = "c"
+topics = "*"
+actions = ["consume"]
+
+[[rules]]
+principal = "writer"
+namespace = "c"
+topics = "*"
+actions = ["publish"]
+
+[[rules]]
 principal = "ops"
 namespace = "*"
 topics = "*"
@@ -68,7 +80,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def tokens() -> dict[str, tuple[str, str]]:
-    return {name: new_token(name) for name in ("alice", "bob", "ops")}
+    return {name: new_token(name) for name in ("alice", "bob", "ops", "reader", "writer")}
 
 
 @pytest.fixture(scope="module")
@@ -177,6 +189,37 @@ def test_rules_by_action_and_topic_pattern(
     assert "in-2" in https.get("/v1/namespaces/b/topics", headers=bob).json()
     assert all(name.startswith("in-") for name in https.get("/v1/namespaces/b/topics", headers=bob).json())
     assert [m.payload for m in direct.fetch(TopicId("b", "other"))] == []
+
+
+def test_subscriptions_need_consume_and_publishing_needs_publish(
+    https: httpx.Client, tokens: dict[str, tuple[str, str]], direct: MessagingClient
+) -> None:
+    """A consume-only token reads its subscription and cannot publish; a publish-only token publishes
+    and can neither read nor create, reset, commit or delete a subscription (403, nothing changed)."""
+    reader, writer, ops = auth(tokens, "reader"), auth(tokens, "writer"), auth(tokens, "ops")
+    topic, subs = "/v1/namespaces/c/topics/t", "/v1/namespaces/c/topics/t/subscriptions"
+    assert https.put(topic, headers=ops).status_code == 200
+    body = {"messages": ["aGVsbG8="]}
+    assert https.put(f"{subs}/svc", headers=reader, json={"start": "earliest"}).status_code == 200
+    assert https.post(f"{topic}/publish", headers=writer, json=body).status_code == 200
+    refused = [
+        https.post(f"{topic}/publish", headers=reader, json=body),
+        https.get(f"{subs}/svc/messages", headers=writer),
+        https.get(f"{subs}/svc", headers=writer),
+        https.get(subs, headers=writer),
+        https.put(f"{subs}/other", headers=writer),
+        https.post(f"{subs}/svc/reset", headers=writer, json={"start": "latest"}),
+        https.post(f"{subs}/svc/commit", headers=writer, json={}),
+        https.post(f"{subs}/svc/consumer", headers=writer),
+        https.delete(f"{subs}/svc", headers=writer),
+        https.get(f"{subs}/svc/messages", headers=ops),  # admin alone does not consume
+    ]
+    assert [(r.status_code, r.headers["tms-error"]) for r in refused] == [(403, "NotAuthorized")] * len(refused)
+    got = https.get(f"{subs}/svc/messages", headers=reader)
+    assert got.status_code == 200 and [m["payload"] for m in got.json()] == ["aGVsbG8="]
+    assert [s.name for s in direct.list_subscriptions(TopicId("c", "t"))] == ["svc"]
+    assert [m.payload for m in direct.fetch(TopicId("c", "t"))] == [b"hello"]
+    assert https.get(f"{topic}/stats", headers=writer).json()["messages"] == 1  # stats: any action on the topic
 
 
 def test_plain_http_and_unknown_certificates_are_refused(gateway: GatewayProcess) -> None:

@@ -115,6 +115,32 @@ def test_a_hung_server_is_a_timeout_within_the_deadline(serve: Callable) -> None
     assert caught.value.timed_out and time.monotonic() - started < 3
 
 
+def test_a_short_deadline_is_kept_while_a_longer_call_is_in_flight(serve: Callable) -> None:
+    """The deadline thread is woken only for a call due before every other one: a trickling answer to a
+    short call must still be cut at its own deadline, not at the long call's."""
+    arrived = threading.Semaphore(0)
+
+    def trickle(conn: socket.socket) -> None:
+        read_request(conn)
+        arrived.release()
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
+        while not server.stop.wait(0.2):
+            conn.sendall(b" ")  # every read succeeds well within any per-read timeout
+
+    def slow_call(client: GatewayClient) -> None:
+        with contextlib.suppress(TmsError):
+            client.get_topic(T)
+
+    server = serve(trickle)
+    with GatewayClient(server.url, timeout=30.0) as slow, GatewayClient(server.url, timeout=1.0) as fast:
+        threading.Thread(target=slow_call, args=(slow,), daemon=True).start()
+        assert arrived.acquire(timeout=10), "the long call did not reach the server"
+        started = time.monotonic()
+        with pytest.raises(HBaseUnavailable) as caught:
+            fast.get_topic(T)
+        assert caught.value.timed_out and time.monotonic() - started < 10
+
+
 def test_a_refused_connection_is_unavailable_not_an_unknown_outcome() -> None:
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))

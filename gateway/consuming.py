@@ -1,0 +1,286 @@
+"""The consumer's calls: subscriptions under ``/v1/namespaces/{namespace}/topics/{topic}/subscriptions``
+and ``GET .../topics/{topic}/stats`` (docs/gateway.md, "Subscriptions").
+
+**Consumer sessions over stateless HTTP.** A subscription has one active consumer, whose lease lives in
+HBase (:mod:`tms_hbase.lease`). A gateway call never keeps a consumer between requests: each
+``messages``/``commit`` call opens the library consumer, uses it and *detaches* it, which keeps the
+lease in HBase for ``consumer_lease`` seconds. The caller gets the session back in the ``TMS-Consumer``
+header, ``<secret>~<last delivered id, hex>``, and sends it with its next call, which any worker can
+serve: the lease's owner is derived from the secret and the caller's principal (so the owner shown by
+``GET .../subscriptions/{s}`` cannot be used to take a session over), and the consumer resumes after
+the last message delivered. A call without the header opens a new session: 409 SubscriptionBusy while
+another session (or direct consumer) holds the lease; a session whose lease ran out is 409 LeaseLost.
+Commits store the last delivered message (or an earlier one named in the body); whatever was delivered
+but not committed when a session ends (released, or its lease ran out) is delivered again to the next
+consumer: at-least-once.
+
+**Long-polls** wait in slices of :data:`SLICE` seconds in the long-poll threads (``Gateway.wait``),
+never in the threads publishes run in, and end at once when the worker is told to stop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from dataclasses import dataclass
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from tms_hbase import ConsumerSession, TopicId, rest
+from tms_hbase.consumer import Consumer
+from tms_hbase.errors import InvalidArgument
+from tms_hbase.reader import Message
+from tms_hbase.subscriptions import check_name
+
+from .auth import CONSUME
+from .bodies import query_flag, query_number, read_body
+from .routes import TOPIC, endpoint
+from .service import Gateway
+
+SUBSCRIPTIONS = TOPIC + "/subscriptions"
+SUBSCRIPTION = SUBSCRIPTIONS + "/{subscription}"
+SLICE = 0.5  # seconds a long-poll holds a thread at a time
+DEFAULT_MAX = 100  # messages per call without ?max=
+SMALL_BODY = 64 * 1024  # create, reset and commit bodies are a few bytes
+
+
+# -- subscriptions -------------------------------------------------------------------------------
+
+
+@endpoint(CONSUME)
+async def create_subscription(request: Request, gateway: Gateway, topic: TopicId) -> Response:
+    """``PUT .../subscriptions/{s}`` with ``{"start": "earliest" | "latest" | ms}`` (none: earliest); 409
+    if it exists."""
+    name = _name(request)
+    body = await read_body(request, SMALL_BODY)
+    sub = await gateway.run(lambda: gateway.client.create_subscription(topic, name, rest.decode_start(body, ids=False)))
+    return _json(rest.encode_subscription(sub))
+
+
+@endpoint(CONSUME)
+async def list_subscriptions(request: Request, gateway: Gateway, topic: TopicId) -> Response:
+    return _json(rest.encode_subscriptions(await gateway.run(gateway.client.list_subscriptions, topic)))
+
+
+@endpoint(CONSUME)
+async def get_subscription(request: Request, gateway: Gateway, topic: TopicId) -> Response:
+    """The subscription with its committed mark, active consumer and lag."""
+    name = _name(request)
+
+    def work() -> bytes:
+        sub = gateway.client.get_subscription(topic, name)
+        return rest.encode_subscription(sub, gateway.client.lag(topic, name))
+
+    return _json(await gateway.run(work))
+
+
+@endpoint(CONSUME)
+async def delete_subscription(request: Request, gateway: Gateway, topic: TopicId) -> Response:
+    """409 SubscriptionBusy while a consumer holds it, unless ``?force=true``."""
+    name, force = _name(request), query_flag(request, "force")
+    await gateway.run(lambda: gateway.client.delete_subscription(topic, name, force=force))
+    return Response(status_code=200)
+
+
+@endpoint(CONSUME)
+async def reset_subscription(request: Request, gateway: Gateway, topic: TopicId) -> Response:
+    """``POST .../reset`` with ``{"start": "earliest" | "latest" | ms | "<base64 id>"}``: the next message
+    delivered is that one; 409 while a consumer holds it, unless ``?force=true``."""
+    name, force = _name(request), query_flag(request, "force")
+    body = await read_body(request, SMALL_BODY)
+
+    def work() -> bytes:
+        start = rest.decode_start(body, ids=True)
+        at_time = isinstance(start, int)
+        sub = gateway.client.reset_subscription(
+            topic, name, None if at_time else start, start if at_time else None, force=force
+        )
+        return rest.encode_subscription(sub)
+
+    return _json(await gateway.run(work))
+
+
+# -- consuming -----------------------------------------------------------------------------------
+
+
+@endpoint(CONSUME)
+async def messages(request: Request, gateway: Gateway, topic: TopicId) -> Response:
+    """``GET .../messages?wait=S&max=N``: up to N messages after the session's last delivered one, as
+    soon as there is one, else ``[]`` after S seconds (at most ``max_wait``). The body is the seed's
+    Message array in the media type ``Accept`` names (``?publishTime=true`` as for ``poll``)."""
+    name = _name(request)
+    wait = query_number(request, "wait", float)
+    wait = 0.0 if wait is None else wait
+    if not wait >= 0:
+        raise InvalidArgument(f"query parameter wait={wait!r}: expected seconds >= 0")
+    count = query_number(request, "max", int)
+    count = DEFAULT_MAX if count is None else count
+    if count <= 0:
+        raise InvalidArgument(f"query parameter max={count}: expected a positive integer")
+    count = min(count, gateway.settings.max_poll_messages)
+    with_time = query_flag(request, "publishTime")
+    media = rest.accepted_media(request.headers.get("accept"), request.headers.get("content-type"))
+    caller = _caller(request, required=False)
+    consumer = await gateway.run(_open, gateway, topic, name, caller, count)
+    try:
+        got = await _long_poll(gateway, consumer, count, min(wait, gateway.settings.max_wait))
+    finally:
+        with anyio.CancelScope(shield=True):
+            await gateway.run(consumer.detach)
+    data = await gateway.run(lambda: rest.encode_messages(got, media, publish_time=with_time))
+    gateway.metrics.messages.labels("consume").inc(len(got))
+    return Response(data, 200, media_type=media, headers={rest.CONSUMER_HEADER: caller.token(consumer)})
+
+
+@endpoint(CONSUME)
+async def commit(request: Request, gateway: Gateway, topic: TopicId) -> Response:
+    """``POST .../commit`` with the session's ``TMS-Consumer`` header: store the last message delivered
+    to it (or the one ``{"id": "<base64>"}`` names, delivered already) as the committed mark."""
+    name = _name(request)
+    caller = _caller(request, required=True)
+    body = await read_body(request, SMALL_BODY)
+
+    def work() -> Consumer:
+        mark = rest.decode_commit(body)
+        consumer = _open(gateway, topic, name, caller, 1)
+        try:
+            consumer.commit(mark)
+        finally:
+            consumer.detach()
+        return consumer
+
+    return _session_response(caller, await gateway.run(work))
+
+
+@endpoint(CONSUME)
+async def open_consumer(request: Request, gateway: Gateway, topic: TopicId) -> Response:
+    """``POST .../consumer``: start a session now (409 SubscriptionBusy if another consumer holds it)."""
+    name = _name(request)
+    caller = _caller(request, required=False, new=True)
+
+    def work() -> Consumer:
+        consumer = _open(gateway, topic, name, caller, 1)
+        consumer.detach()
+        return consumer
+
+    return _session_response(caller, await gateway.run(work))
+
+
+@endpoint(CONSUME)
+async def close_consumer(request: Request, gateway: Gateway, topic: TopicId) -> Response:
+    """``DELETE .../consumer`` with the session's header: give the lease back, so another consumer can
+    start at once (from the committed mark; what was delivered and not committed comes again)."""
+    name = _name(request)
+    caller = _caller(request, required=True)
+    await gateway.run(lambda: _open(gateway, topic, name, caller, 1).close())
+    return Response(status_code=200)
+
+
+@endpoint(None)
+async def stats(request: Request, gateway: Gateway, topic: TopicId) -> Response:
+    """``GET .../topics/{t}/stats[?windows=60,300]``: MessagingClient.topic_stats (any action on the
+    topic may read it)."""
+    text = request.query_params.get("windows")
+    try:
+        windows = None if text is None else [int(w) for w in text.split(",")]
+    except ValueError:
+        raise InvalidArgument(f"query parameter windows={text!r}: expected seconds, comma-separated") from None
+    return _json(rest.encode_stats(await gateway.run(lambda: gateway.client.topic_stats(topic, windows=windows))))
+
+
+# -- sessions ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Caller:
+    """A request's consumer session: the secret of its ``TMS-Consumer`` header, the library session it
+    stands for (its lease owner is a hash of the secret and the principal) and whether it resumes one."""
+
+    secret: str
+    session: ConsumerSession
+    resume: bool
+
+    def token(self, consumer: Consumer) -> str:
+        """The header value for the session's next call: the secret and the last message delivered."""
+        delivered = consumer.delivered
+        return f"{self.secret}~{'' if delivered is None else delivered.hex()}"
+
+
+def _caller(request: Request, *, required: bool, new: bool = False) -> _Caller:
+    """The session of the request's ``TMS-Consumer`` header; without one (or with ``new``) a new one."""
+    token = None if new else request.headers.get(rest.CONSUMER_HEADER)
+    principal = request.state.principal
+    if not token:
+        if required:
+            raise InvalidArgument(f"this call needs the {rest.CONSUMER_HEADER} header of the session's last call")
+        secret = secrets.token_urlsafe(18)
+        return _Caller(secret, ConsumerSession(_owner(secret, principal), None), resume=False)
+    secret, sep, delivered = token.rpartition("~")
+    try:
+        mark = bytes.fromhex(delivered) if delivered else None
+    except ValueError:
+        sep = ""
+    if not sep or not secret:
+        raise InvalidArgument(f"bad {rest.CONSUMER_HEADER} header: send it back as the gateway gave it")
+    return _Caller(secret, ConsumerSession(_owner(secret, principal), mark), resume=True)
+
+
+def _owner(secret: str, principal: str) -> str:
+    digest = hashlib.sha256(f"{principal}\0{secret}".encode()).hexdigest()[:24]
+    return f"gateway:{principal}:{digest}"
+
+
+async def _long_poll(gateway: Gateway, consumer: Consumer, count: int, wait: float) -> list[Message]:
+    """Slices of at most SLICE seconds, so a thread is never held long and a stopping worker answers."""
+    deadline = time.monotonic() + wait
+    while True:
+        left = max(0.0, deadline - time.monotonic())
+        got = await gateway.wait(consumer.poll, count, min(left, SLICE))
+        if got or left <= SLICE or gateway.stopping.is_set():
+            return got
+
+
+def _open(gateway: Gateway, topic: TopicId, name: str, caller: _Caller, batch: int) -> Consumer:
+    """The session's library consumer, reading ``batch`` messages at a time (a detached consumer's
+    read-ahead is read again by the next call)."""
+    return gateway.client.consumer(
+        topic,
+        name,
+        max_wait=0.0,
+        lease_seconds=gateway.settings.consumer_lease,
+        batch=batch,
+        session=caller.session if caller.resume else None,
+        owner=None if caller.resume else caller.session.owner,
+    )
+
+
+def _session_response(caller: _Caller, consumer: Consumer) -> Response:
+    token = caller.token(consumer)
+    body = rest.encode_committed(token, consumer.committed)
+    return Response(body, 200, media_type=rest.JSON, headers={rest.CONSUMER_HEADER: token})
+
+
+def _name(request: Request) -> str:
+    return check_name(request.path_params["subscription"])
+
+
+def _json(data: bytes) -> Response:
+    return Response(data, 200, media_type=rest.JSON)
+
+
+ROUTES = [
+    Route(TOPIC + "/stats", stats, methods=["GET"]),
+    Route(SUBSCRIPTIONS, list_subscriptions, methods=["GET"]),
+    Route(SUBSCRIPTION, get_subscription, methods=["GET"]),
+    Route(SUBSCRIPTION, create_subscription, methods=["PUT"]),
+    Route(SUBSCRIPTION, delete_subscription, methods=["DELETE"]),
+    Route(SUBSCRIPTION + "/reset", reset_subscription, methods=["POST"]),
+    Route(SUBSCRIPTION + "/messages", messages, methods=["GET"]),
+    Route(SUBSCRIPTION + "/commit", commit, methods=["POST"]),
+    Route(SUBSCRIPTION + "/consumer", open_consumer, methods=["POST"]),
+    Route(SUBSCRIPTION + "/consumer", close_consumer, methods=["DELETE"]),
+]

@@ -1,0 +1,370 @@
+"""Subscriptions through the real gateway process (2 workers, 2 library threads each, a 2 s consumer
+lease) on loopback against the real HBase, driven by httpx (bodies checked against the seed's own
+schemas) and by ``GatewayClient`` side by side with the direct consumer."""
+
+from __future__ import annotations
+
+import base64
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tms_hbase import MessagingClient, TopicId
+from tms_hbase.errors import TmsError
+from tms_hbase.http import GatewayClient
+
+from ..gateway_server import GatewayProcess, gateway_env
+from .test_gateway import AVRO, JSON, Wire, assert_error, topic_url
+
+LEASE = 2.0  # consumer_lease of this module's gateway
+CONSUMER = "tms-consumer"
+
+
+@pytest.fixture(scope="module")
+def gateway(
+    hbase_address: str, module_prefix: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[GatewayProcess]:
+    tmp = tmp_path_factory.mktemp("gateway")
+    config = tmp / "gateway.toml"
+    config.write_text(f"workers = 2\nthreads = 2\nconsumer_lease = {LEASE}\nmax_poll_messages = 50\n")
+    process = GatewayProcess(gateway_env(hbase_address, module_prefix), tmp / "gateway.log", "--config", str(config))
+    process.start()
+    yield process
+    assert process.stop() == 0, process.log()
+
+
+@pytest.fixture(scope="module")
+def http(gateway: GatewayProcess) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=gateway.url, timeout=60) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def direct(hbase_address: str, module_prefix: str) -> Iterator[MessagingClient]:
+    with MessagingClient(hbase_address, module_prefix) as client:
+        yield client
+
+
+@pytest.fixture
+def topic(direct: MessagingClient) -> TopicId:
+    """A topic of this test's own holding five messages, a..e."""
+    t = TopicId(f"n{uuid.uuid4().hex[:10]}", "orders")
+    direct.create_topic(t)
+    direct.publish(t, [b"a", b"b", b"c"])
+    direct.publish(t, [b"d", b"e"])
+    return t
+
+
+@pytest.fixture(params=[AVRO, JSON], ids=["avro", "json"])
+def wire(request: pytest.FixtureRequest) -> Wire:
+    return Wire(request.param)
+
+
+def sub_url(t: TopicId, name: str = "", action: str = "") -> str:
+    return topic_url(t.namespace, t.topic, "subscriptions") + "".join(f"/{p}" for p in (name, action) if p)
+
+
+def messages(
+    http: httpx.Client, wire: Wire, t: TopicId, name: str, session: str | None, **query: object
+) -> tuple[list[bytes], str]:
+    """One ``GET .../messages`` in ``wire``'s media type: the payloads and the session to go on with."""
+    headers = {"Accept": wire.media} | ({"TMS-Consumer": session} if session else {})
+    response = http.get(sub_url(t, name, "messages"), params=query, headers=headers)
+    got = [payload for _, payload in wire.messages(response)]
+    return got, response.headers[CONSUMER]
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+# -- the endpoints -------------------------------------------------------------------------------
+
+
+def test_subscription_endpoints(http: httpx.Client, wire: Wire, topic: TopicId, direct: MessagingClient) -> None:
+    assert http.put(sub_url(topic, "svc"), json={"start": "earliest"}).status_code == 200
+    assert http.put(sub_url(topic, "late"), json={"start": "latest"}).status_code == 200
+    assert_error(http.put(sub_url(topic, "svc"), json={"start": "earliest"}), 409, "SubscriptionAlreadyExists")
+    assert [s["name"] for s in http.get(sub_url(topic)).json()] == ["late", "svc"]
+    state = http.get(sub_url(topic, "svc")).json()
+    assert (state["position"], state["owner"], state["lag"]["messages"]) == (None, None, 5)
+
+    got, session = messages(http, wire, topic, "svc", None, max=2)
+    assert got == [b"a", b"b"]
+    assert_error(http.get(sub_url(topic, "svc", "messages")), 409, "SubscriptionBusy")  # one consumer at a time
+    got, session = messages(http, wire, topic, "svc", session, max=10)
+    assert got == [b"c", b"d", b"e"]
+    ids = [m.id for m in direct.fetch(topic)]
+    committed = http.post(sub_url(topic, "svc", "commit"), headers={"TMS-Consumer": session}, json={"id": b64(ids[3])})
+    assert committed.status_code == 200, committed.text
+    assert committed.json()["committed"] == b64(ids[3])
+    state = http.get(sub_url(topic, "svc")).json()
+    assert (state["position"], state["lag"]["messages"]) == (b64(ids[3]), 1)
+    assert state["owner"].startswith("gateway:anonymous:")
+    assert direct.get_subscription(topic, "svc").position == ids[3]
+    assert http.delete(sub_url(topic, "svc", "consumer"), headers={"TMS-Consumer": session}).status_code == 200
+    assert http.get(sub_url(topic, "svc")).json()["owner"] is None
+
+    stats = http.get(topic_url(topic.namespace, topic.topic, "stats")).json()
+    assert (stats["name"], stats["messages"], stats["published"]) == ("orders", 5, 5)
+    assert {s["name"]: s["lag"]["messages"] for s in stats["subscriptions"]} == {"late": 0, "svc": 1}
+
+    reset = http.post(sub_url(topic, "svc", "reset"), json={"start": b64(ids[1])})
+    assert reset.status_code == 200 and reset.json()["position"] == b64(ids[0])
+    assert messages(http, wire, topic, "svc", None, max=1)[0] == [b"b"]
+    assert_error(http.delete(sub_url(topic, "svc")), 409, "SubscriptionBusy")  # its consumer's lease is live
+    assert http.delete(sub_url(topic, "svc"), params={"force": "true"}).status_code == 200
+    assert_error(http.get(sub_url(topic, "svc")), 404, "SubscriptionNotFound")
+    assert [s.name for s in direct.list_subscriptions(topic)] == ["late"]
+
+
+def test_messages_in_both_encodings_carry_the_seeds_message_array(http: httpx.Client, topic: TopicId) -> None:
+    """The same messages as ``poll`` gives, in the media type ``Accept`` asks for (JSON by default)."""
+    http.put(sub_url(topic, "svc"))
+    response = http.get(sub_url(topic, "svc", "messages"), params={"max": 5})
+    assert response.headers["content-type"] == JSON  # no Accept: JSON, as curl gets it
+    as_json = Wire(JSON).messages(response)
+    http.post(sub_url(topic, "svc", "reset"), params={"force": "true"}, json={"start": "earliest"})
+    avro = Wire(AVRO).messages(http.get(sub_url(topic, "svc", "messages"), params={"max": 5}, headers={"Accept": AVRO}))
+    polled = Wire(JSON).messages(http.post(topic_url(topic.namespace, topic.topic, "poll"), json={}))
+    assert as_json == avro == polled
+
+
+def test_unknown_names_and_bad_requests(http: httpx.Client, topic: TopicId) -> None:
+    http.put(sub_url(topic, "svc"))
+    missing = TopicId(topic.namespace, "missing")
+    for response in (
+        http.get(sub_url(topic, "nope")),
+        http.get(sub_url(topic, "nope", "messages")),
+        http.post(sub_url(topic, "nope", "consumer")),
+        http.post(sub_url(topic, "nope", "reset"), json={"start": "earliest"}),
+        http.delete(sub_url(topic, "nope")),
+    ):
+        assert_error(response, 404, "SubscriptionNotFound")
+    assert_error(http.get(sub_url(missing, "svc")), 404, "TopicNotFound")
+    assert_error(http.get(topic_url(missing.namespace, missing.topic, "stats")), 404, "TopicNotFound")
+    for response in (
+        http.get(sub_url(topic, "svc", "messages"), params={"max": 0}),
+        http.get(sub_url(topic, "svc", "messages"), params={"wait": -1}),
+        http.get(sub_url(topic, "svc", "messages"), params={"wait": "soon"}),
+        http.get(sub_url(topic, "svc", "messages"), headers={"TMS-Consumer": "no-separator"}),
+        http.post(sub_url(topic, "svc", "commit")),  # which session?
+        http.put(sub_url(topic, "bad.name")),
+        http.put(sub_url(topic, "other"), json={"start": "yesterday"}),
+        http.post(sub_url(topic, "svc", "reset"), json={"start": 1, "extra": 2}),
+    ):
+        assert_error(response, 400, "InvalidArgument")
+    # a session that was never this subscription's, or that another principal presents, is not resumed
+    assert_error(http.get(sub_url(topic, "svc", "messages"), headers={"TMS-Consumer": "forged~"}), 409, "LeaseLost")
+    assert http.get(sub_url(topic, "svc")).json()["position"] is None  # nothing changed
+
+
+# -- consumer sessions ---------------------------------------------------------------------------
+
+
+def test_a_session_goes_on_whichever_worker_answers(gateway: GatewayProcess, topic: TopicId) -> None:
+    """Each call on a new connection (so both workers serve some): in order, each message once."""
+    httpx.put(gateway.url + sub_url(topic, "svc"))
+    session, got, workers = None, [], set()
+    while len(got) < 5:
+        headers = {"TMS-Consumer": session} if session else {}
+        response = httpx.get(gateway.url + sub_url(topic, "svc", "messages"), params={"max": 1}, headers=headers)
+        assert response.status_code == 200, response.text
+        got += [base64.b64decode(m["payload"]) for m in response.json()]
+        session = response.headers[CONSUMER]
+        workers.add(httpx.get(gateway.url + "/health").json()["worker"])
+    assert got == [b"a", b"b", b"c", b"d", b"e"]
+    assert len(workers) == 2
+
+
+def test_long_poll_returns_as_soon_as_a_message_is_published(
+    http: httpx.Client, wire: Wire, topic: TopicId, direct: MessagingClient
+) -> None:
+    http.put(sub_url(topic, "svc"), json={"start": "latest"})
+    started = time.monotonic()
+    assert messages(http, wire, topic, "svc", None, wait=1)[0] == []  # nothing new: empty after the wait
+    assert time.monotonic() - started >= 1.0
+    http.post(sub_url(topic, "svc", "reset"), params={"force": "true"}, json={"start": "latest"})
+
+    answer: dict[str, object] = {}
+
+    def long_poll() -> None:
+        started = time.monotonic()
+        answer["got"] = messages(http, wire, topic, "svc", None, wait=30, max=10)[0]
+        answer["seconds"] = time.monotonic() - started
+
+    poller = threading.Thread(target=long_poll)
+    poller.start()
+    wait_for(lambda: direct.get_subscription(topic, "svc").owner is not None, 30, "the long-poll's consumer")
+    published = time.monotonic()
+    direct.publish(topic, [b"now"])
+    poller.join(60)
+    assert answer["got"] == [b"now"]
+    assert answer["seconds"] < 15, "the long-poll should answer soon after the publish, well before wait=30"
+    assert time.monotonic() - published < 10
+
+
+def test_long_polls_do_not_starve_publishes(http: httpx.Client, gateway: GatewayProcess, topic: TopicId) -> None:
+    """More long-polls than the gateway has library threads (2 per worker) wait while publishes go on
+    (a long-poll holding a library thread for its whole wait would hold these publishes ~20 s)."""
+    names = [f"s{i}" for i in range(6)]
+    for name in names:
+        http.put(sub_url(topic, name), json={"start": "latest"})
+    polls = [
+        threading.Thread(
+            target=httpx.get,
+            args=(gateway.url + sub_url(topic, n, "messages"),),
+            kwargs={"params": {"wait": 20}, "timeout": 60},
+        )
+        for n in names
+    ]
+    for poll in polls:
+        poll.start()
+    started = time.monotonic()
+    body = {"messages": [b64(b"x")]}
+    for _ in range(4):
+        assert http.post(topic_url(topic.namespace, topic.topic, "publish"), json=body).status_code == 200
+    assert time.monotonic() - started < 10, "publishes waited for the long-polls"
+    for poll in polls:
+        poll.join(60)
+
+
+def test_commit_then_a_new_consumer_resumes_after_the_commit(http: httpx.Client, wire: Wire, topic: TopicId) -> None:
+    http.put(sub_url(topic, "svc"))
+    got, session = messages(http, wire, topic, "svc", None, max=3)
+    assert got == [b"a", b"b", b"c"]
+    commit = http.post(sub_url(topic, "svc", "commit"), headers={"TMS-Consumer": session})  # all delivered
+    assert commit.status_code == 200
+    assert http.delete(sub_url(topic, "svc", "consumer"), headers={"TMS-Consumer": session}).status_code == 200
+    assert messages(http, wire, topic, "svc", None, max=10)[0] == [b"d", b"e"]
+
+
+def test_uncommitted_messages_are_delivered_again_after_the_consumer_went_away(
+    http: httpx.Client, wire: Wire, topic: TopicId
+) -> None:
+    """A client that crashed before committing: its session's lease runs out, the next consumer gets
+    everything after the committed mark again (at-least-once); the old session is gone."""
+    http.put(sub_url(topic, "svc"))
+    got, session = messages(http, wire, topic, "svc", None, max=2)
+    http.post(sub_url(topic, "svc", "commit"), headers={"TMS-Consumer": session})
+    got, crashed = messages(http, wire, topic, "svc", session, max=2)
+    assert got == [b"c", b"d"]  # delivered, never committed: the client is gone
+    assert_error(http.get(sub_url(topic, "svc", "messages")), 409, "SubscriptionBusy")
+    answers: list[httpx.Response] = []
+
+    def taken_over() -> bool:
+        answers.append(http.get(sub_url(topic, "svc", "messages"), params={"max": 10}, headers={"Accept": wire.media}))
+        return answers[-1].status_code != 409
+
+    wait_for(taken_over, 10 * LEASE, "the crashed session's lease to run out")
+    assert [payload for _, payload in wire.messages(answers[-1])] == [b"c", b"d", b"e"]
+    assert_error(http.get(sub_url(topic, "svc", "messages"), headers={"TMS-Consumer": crashed}), 409, "LeaseLost")
+
+
+def test_redelivery_after_a_release_without_commit(http: httpx.Client, wire: Wire, topic: TopicId) -> None:
+    http.put(sub_url(topic, "svc"))
+    got, session = messages(http, wire, topic, "svc", None, max=2)
+    assert got == [b"a", b"b"]
+    assert http.delete(sub_url(topic, "svc", "consumer"), headers={"TMS-Consumer": session}).status_code == 200
+    assert messages(http, wire, topic, "svc", None, max=10)[0] == [b"a", b"b", b"c", b"d", b"e"]
+
+
+def test_sigterm_ends_a_long_poll_at_once(
+    direct: MessagingClient, hbase_address: str, module_prefix: str, topic: TopicId, tmp_path: Path
+) -> None:
+    gateway = GatewayProcess(gateway_env(hbase_address, module_prefix), tmp_path / "gw.log").start()
+    direct.create_subscription(topic, "svc", start="latest")
+    answer: dict[str, object] = {}
+
+    def long_poll() -> None:
+        answer["response"] = httpx.get(gateway.url + sub_url(topic, "svc", "messages"), params={"wait": 30}, timeout=60)
+
+    poller = threading.Thread(target=long_poll)
+    poller.start()
+    wait_for(lambda: direct.get_subscription(topic, "svc").owner is not None, 30, "the long-poll's consumer")
+    stopping = time.monotonic()
+    assert gateway.stop(timeout=60) == 0, gateway.log()  # one SIGTERM: a graceful shutdown
+    poller.join(60)
+    assert time.monotonic() - stopping < 15, "the long-poll kept the shutdown waiting"
+    response = answer["response"]
+    assert isinstance(response, httpx.Response) and response.status_code == 200 and response.json() == []
+
+
+# -- the Python client ---------------------------------------------------------------------------
+
+
+def consuming_transcript(client: MessagingClient | GatewayClient, t: TopicId) -> dict[str, object]:
+    """One consuming program against ``client``: what each step returned or raised (the error's class)."""
+    out: dict[str, object] = {}
+
+    def step(name: str, call: Callable[[], object]) -> None:
+        try:
+            out[name] = call()
+        except TmsError as error:
+            out[name] = type(error).__name__
+
+    step("create", lambda: client.create_subscription(t, "svc").position)
+    step("create again", lambda: client.create_subscription(t, "svc"))
+    step("create bad start", lambda: client.create_subscription(t, "x", start="soon"))
+    step("get missing", lambda: client.get_subscription(t, "nope"))
+    step("consumer missing", lambda: client.consumer(t, "nope"))
+    with client.consumer(t, "svc", max_wait=0.5) as consumer:
+        step("busy", lambda: client.consumer(t, "svc"))
+        out["poll"] = [m.payload for m in consumer.poll(max_messages=2, timeout=1.0)]
+        consumer.commit()
+        out["committed"] = consumer.committed
+        out["iterate"] = [m.payload for m in consumer]
+        out["empty"] = consumer.poll(timeout=0.5)
+        step("commit undelivered", lambda: consumer.commit(b"\xff" * 20))
+    out["lag"] = client.lag(t, "svc").messages
+    with client.consumer(t, "svc") as consumer:  # the uncommitted ones again
+        out["again"] = [m.payload for m in consumer.poll(max_messages=10, timeout=1.0)]
+        first = consumer.delivered
+    step("reset", lambda: client.reset_subscription(t, "svc", start_time=0).position)
+    step("reset both", lambda: client.reset_subscription(t, "svc", b"x", 5))
+    subs = client.list_subscriptions(t)
+    out["list"] = [(s.name, s.position, s.owner) for s in subs]
+    stats = client.topic_stats(t, windows=[60])
+    out["stats"] = (
+        stats.messages,
+        stats.published,
+        list(stats.rates),
+        [(n, lag.messages) for n, _, lag in stats.subscriptions],
+    )
+    step("delete", lambda: client.delete_subscription(t, "svc"))
+    step("delete again", lambda: client.delete_subscription(t, "svc"))
+    out["first again"] = first is not None
+    return out
+
+
+@pytest.mark.parametrize("media", [AVRO, JSON], ids=["avro", "json"])
+def test_gateway_consumer_behaves_as_the_direct_consumer(
+    gateway: GatewayProcess, direct: MessagingClient, topic: TopicId, media: str
+) -> None:
+    """The same program on the same data: one topic, read once directly and once through the gateway."""
+    expected = consuming_transcript(direct, topic)
+    with GatewayClient(gateway.url, media=media, timeout=60) as client:
+        assert consuming_transcript(client, topic) == expected
+    assert expected["poll"] == [b"a", b"b"] and expected["iterate"] == [b"c", b"d", b"e"]
+    assert (expected["empty"], expected["lag"], expected["again"]) == ([], 3, [b"c", b"d", b"e"])
+    assert [expected[k] for k in ("create again", "busy", "get missing", "consumer missing", "commit undelivered")] == [
+        "SubscriptionAlreadyExists",
+        "SubscriptionBusy",
+        "SubscriptionNotFound",
+        "SubscriptionNotFound",
+        "InvalidArgument",
+    ]
+    assert expected["delete again"] == "SubscriptionNotFound"
