@@ -95,10 +95,10 @@ async def reset_subscription(request: Request, gateway: Gateway, topic: TopicId)
 
     def work() -> bytes:
         start = rest.decode_start(body, ids=True)
-        at_time = isinstance(start, int)
-        sub = gateway.client.reset_subscription(
-            topic, name, None if at_time else start, start if at_time else None, force=force
-        )
+        if isinstance(start, int):
+            sub = gateway.client.reset_subscription(topic, name, start_time=start, force=force)
+        else:
+            sub = gateway.client.reset_subscription(topic, name, start, force=force)
         return rest.encode_subscription(sub)
 
     return _json(await gateway.run(work))

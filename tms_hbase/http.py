@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 from urllib.parse import urlencode, urlsplit
 
 from . import errors, rest
@@ -298,7 +299,7 @@ class GatewayClient:
         if start_message is not None and not isinstance(start_message, (bytes, str)):
             raise InvalidArgument(f"bad start_message {start_message!r}: expected a message id, 'earliest' or 'latest'")
         path = _with_query(rest.subscription_path(topic, name, "reset"), {"force": "true"} if force else {})
-        start = start_message if start_message is not None else start_time
+        start: bytes | str | int = start_message if start_message is not None else cast(int, start_time)
         body = self._sub_call("reset subscription", "POST", path, topic, name, rest.encode_start(start))
         return rest.decode_subscription(topic, body)
 

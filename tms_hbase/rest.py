@@ -17,7 +17,7 @@ import binascii
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
 from . import wire
 from .errors import (
@@ -277,6 +277,10 @@ def encode_start(start: str | int | bytes) -> bytes:
     return _dumps({"start": _b64(start) if isinstance(start, bytes) else start})
 
 
+@overload
+def decode_start(body: bytes, *, ids: Literal[False]) -> str | int: ...
+@overload
+def decode_start(body: bytes, *, ids: bool) -> str | int | bytes: ...
 def decode_start(body: bytes, *, ids: bool) -> str | int | bytes:
     """Inverse of :func:`encode_start` (an empty body: "earliest"); message ids only where ``ids``."""
     if not body.strip():
