@@ -120,19 +120,18 @@ def run(settings: Settings) -> Result:
 
 def _report(result: Result, s: dict[str, list[float]]) -> None:
     m = {k: median(v) for k, v in s.items()}
+    pairs = [
+        ("batch write (one transaction)", "write", "loop_write"),
+        ("batch read, bulk-written topic", "read_bulk", "loop_read"),
+        ("batch read, topic of 100-message publishes", "read_inline", "loop_read"),
+        ("stream A → B, end to end", "stream", "loop_stream"),
+    ]
+    # Both sides of a round run within the same minute: on a shared machine the ratio of each round is
+    # steadier than the ratio of the medians, whose rounds saw different loads.
+    by_round = {key: median([ratio(a, b) for a, b in zip(s[key], s[loop], strict=False)]) for _, key, loop in pairs}
     result.table(
-        ["", "Spark, msg/s (median)", "happybase loop, msg/s", "Spark ÷ loop"],
-        [
-            ["batch write (one transaction)", m["write"], m["loop_write"], ratio(m["write"], m["loop_write"])],
-            ["batch read, bulk-written topic", m["read_bulk"], m["loop_read"], ratio(m["read_bulk"], m["loop_read"])],
-            [
-                "batch read, topic of 100-message publishes",
-                m["read_inline"],
-                m["loop_read"],
-                ratio(m["read_inline"], m["loop_read"]),
-            ],
-            ["stream A → B, end to end", m["stream"], m["loop_stream"], ratio(m["stream"], m["loop_stream"])],
-        ],
+        ["", "Spark, msg/s (median)", "happybase loop, msg/s", "Spark ÷ loop", "Spark ÷ loop, median of rounds"],
+        [[name, m[key], m[loop], ratio(m[key], m[loop]), by_round[key]] for name, key, loop in pairs],
     )
     result.table(
         ["fixed cost of a Spark job (100 messages)", "seconds (median)"],
@@ -146,8 +145,11 @@ def _report(result: Result, s: dict[str, list[float]]) -> None:
         ],
     )
     for name, key in (("batch read", "read_bulk"), ("batch write", "write")):
-        loop = "loop_read" if key.startswith("read") else "loop_write"
-        result.goal(f"Spark {name} ≥ 1.0× a happybase loop", f"{ratio(m[key], m[loop]):.2f}×", m[key] >= m[loop])
+        result.goal(
+            f"Spark {name} ≥ 1.0× a happybase loop (median of the rounds' ratios)",
+            f"{by_round[key]:.2f}×",
+            by_round[key] >= 1.0,
+        )
 
 
 def _timed(action: Callable[[], object]) -> float:
