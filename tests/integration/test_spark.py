@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tms_hbase import MessageId, MessagingClient, TmsError, TopicId
+from tms_hbase import CorruptData, MessageId, MessagingClient, TmsError, TopicId
+from tms_hbase.rows import payload_key
 from tms_hbase.spark import register, use_current_python
 from tms_hbase.spark.sink_state import COMMITTED, OPEN, PUBLISHING, SinkStates
 from tms_hbase.tx import TransactionCodec
@@ -206,6 +207,11 @@ def test_pieces_of_a_pointer_row_read_as_a_fetch_reads_them(
     assert pieces(ids, writes.write_pointer, snapshot) == expected  # committed: read as a fetch reads it
     assert pieces(cut, failed.write_pointer, snapshot) == []  # invalid: skipped as a fetch skips it
     assert [p for _, _, p in pieces(cut, failed.write_pointer)] == [b"x", b"y"]  # (not transactional: read)
+
+    corrupt = payload_key(T, g, writes.write_pointer, base + 2_600)  # a payload row without its d:p cell
+    client.installation.payloads.put(corrupt, {b"d:z": b"?"})
+    with pytest.raises(CorruptData, match=r"payload 1099511630376 of the message row at position 2 of spark:events"):
+        pieces(ids, writes.write_pointer)
 
 
 def test_batch_write_is_one_transaction_visible_at_once(

@@ -94,11 +94,7 @@ def piece_batches(
     rolled back for a transactional reader or corrupt is handled as a fetch handles it; the rest are
     payload-table rows, read in chunks of :data:`BATCH_ROWS` (fewer for big payloads).
     """
-    messages = client.fetch_range(topic, start, end, transaction)
-    try:
-        first = next(messages, None)
-    finally:
-        messages.close()
+    first = next(iter(client.fetch_range(topic, start, end, transaction)), None)  # (the rest is dropped)
     if first is None:
         return
     generation, position, index = _ID.unpack(first.id)
