@@ -120,6 +120,9 @@ class MemoryTable:
                     break
             return rows
 
+    def scan_column(self, start: bytes, stop: bytes, column: bytes, limit: int) -> list[tuple[bytes, bytes | None]]:
+        return [(key, cells.get(column)) for key, cells in self.scan(start, stop, limit=limit)]
+
     def last_row(self, prefix: bytes, columns: Sequence[bytes] | None = None) -> Row | None:
         rows = self.scan(prefix + b"\xff" * 64, prefix, limit=1, columns=columns, reverse=True)
         return rows[0] if rows else None

@@ -20,7 +20,7 @@ def check_conditional_writes(t: Any) -> None:
 
 
 def check_scans_and_deletes(t: Any) -> None:
-    """Scans, the last row under a prefix and deletes follow key order."""
+    """Scans (of whole rows and of one column), the last row under a prefix and deletes follow key order."""
     t.put_many([(b"a\x01", {b"d:x": b"1"}), (b"a\x02", {b"d:x": b"2"}), (b"a\xff", {b"d:x": b"3"}), (b"b", {})])
     t.put(b"b", {b"d:x": b"other prefix"})
     assert [k for k, _ in t.scan(prefix=b"a")] == [b"a\x01", b"a\x02", b"a\xff"]
@@ -30,6 +30,13 @@ def check_scans_and_deletes(t: Any) -> None:
     assert [k for k, _ in t.scan(b"a", limit=2)] == [b"a\x01", b"a\x02"]
     assert t.last_row(b"a") == (b"a\xff", {b"d:x": b"3"})
     assert t.last_row(b"c") is None
+    t.put(b"a\x03", {b"d:y": b"no d:x"})
+    assert t.scan_column(b"a\x02", b"b", b"d:x", 2) == [
+        (b"a\x02", b"2"),
+        (b"a\x03", None),
+    ]  # one column, None if absent
+    assert t.scan_column(b"a\x03", b"b", b"d:x", 5) == [(b"a\x03", None), (b"a\xff", b"3")]
+    t.delete_many([b"a\x03"])
     t.delete_many([b"a\xff", b"a\x01"])
     assert [k for k, _ in t.scan(prefix=b"a")] == [b"a\x02"]
     assert t.last_row(b"a") == (b"a\x02", {b"d:x": b"2"})

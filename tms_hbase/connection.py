@@ -121,6 +121,12 @@ def mutation(column: bytes, value: bytes) -> Hbase_thrift.Mutation:
     return Hbase_thrift.Mutation(column=column, value=value)
 
 
+def scan_spec(start: bytes, stop: bytes, caching: int) -> Hbase_thrift.TScan:
+    """A Thrift1 scan of rows ``start`` to ``stop`` (exclusive) that fetches ``caching`` rows per round
+    trip inside HBase, for scanner calls made without happybase's per-row dicts."""
+    return Hbase_thrift.TScan(startRow=start, stopRow=stop, caching=caching)
+
+
 class HBaseConnection:
     """A pool of happybase connections to a Thrift gateway.
 

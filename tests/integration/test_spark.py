@@ -3,6 +3,7 @@ transaction server; the streaming crash test runs its Spark driver as a process 
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -15,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from tms_hbase import MessageId, MessagingClient, TmsError, TopicId
+from tms_hbase import CorruptData, MessageId, MessagingClient, TmsError, TopicId
+from tms_hbase.rows import payload_key
 from tms_hbase.spark import register, use_current_python
 from tms_hbase.spark.sink_state import COMMITTED, OPEN, PUBLISHING, SinkStates
+from tms_hbase.tx import TransactionCodec
 from tms_hbase.tx.client import TransactionClient
 
 from .test_tx_server import Server, free_port
@@ -137,6 +140,78 @@ def test_batch_read_equals_sequential_fetch(
     tx.commit(blocker)
     after = rows(read(spark, T, options, transactional="true"))
     assert [p for _, _, p in after[-2:]] == [b"in flight", b"after it"]
+
+
+def test_a_bulk_row_read_in_pieces_equals_sequential_fetch(
+    spark, client: MessagingClient, options: dict[str, str]
+) -> None:
+    client.create_topic(T)
+    client.publish(T, [b"first", b"second"])
+    bulk = spark.range(0, 30_000, numPartitions=1).selectExpr("CAST(concat('m', id) AS BINARY) AS payload")
+    write(bulk, T, options)  # one pointer row, one dense block of 30,000 sequences: cut inside the block
+    client.publish(T, [b"last"])
+    every = [(m.id, m.publish_time, m.payload) for m in client.fetch(T)]
+
+    whole = read(spark, T, options, partitions=3)
+    assert whole.rdd.getNumPartitions() >= 3
+    assert rows(whole) == every
+    lo, hi = every[7_001][0], every[23_456][0]  # both inside the bulk row, inside pieces
+    assert rows(read(spark, T, options, startingId=lo.hex(), endingId=hi.hex(), partitions=3)) == [
+        m for m in every if lo <= m[0] < hi
+    ]
+
+
+def test_pieces_of_a_pointer_row_read_as_a_fetch_reads_them(
+    client: MessagingClient, tx: TransactionClient, options: dict[str, str]
+) -> None:
+    from tms_hbase.spark.options import Options
+    from tms_hbase.spark.reader import IdRange, read_range
+
+    client.create_topic(T)
+    client.publish(T, [b"inline"])
+    writes = tx.start_long()
+    base = 2**40
+    for block in range(3):  # three dense blocks of 2,500, as three Spark tasks store them
+        for first in range(0, 2_500, 1_000):
+            payloads = [b"b%d-%d" % (block, i) for i in range(first, min(first + 1_000, 2_500))]
+            client.store(T, payloads, writes.write_pointer, sequence=base + (block << 32) + first)
+    client.publish(T, [], tx_write_pointer=writes.write_pointer)
+    tx.can_commit(writes, [])
+    tx.commit(writes)
+    parsed = Options.parse({**options, "topic": str(T)})
+    g = client.get_topic(T).generation
+    ids = [MessageId(g, 2, i) for i in (0, base, base + 1, base + 1_234, (1 << 32) + base - 1, (1 << 32) + base)]
+    ids += [MessageId(g, 2, (2 << 32) + base + 2_000), MessageId(g, 3, 0)]
+    every = list(client.fetch(T))
+
+    def pieces(cuts: list[MessageId], pointer: int, transaction: bytes | None = None) -> list[tuple[bytes, int, bytes]]:
+        got = []
+        for a, b in itertools.pairwise(cuts):
+            for batch in read_range(parsed, IdRange(bytes(a), bytes(b), transaction, pointer)):
+                columns = ("id", "index", "payload")
+                got += zip(*(batch.column(c).to_pylist() for c in columns), strict=True)
+        return got
+
+    expected = [(m.id, MessageId.decode(m.id).index, m.payload) for m in every[1:]]
+    assert len(expected) == 7_500
+    assert pieces(ids, writes.write_pointer) == expected  # every cut, inside blocks and between them
+
+    failed = tx.start_long()  # a bulk write whose job failed after its pointer row was published
+    client.store(T, [b"x", b"y"], failed.write_pointer, sequence=base)
+    client.publish(T, [], tx_write_pointer=failed.write_pointer)
+    tx.abort(failed)
+    cut = [MessageId(g, 3, 0), MessageId(g, 3, base + 1), MessageId(g, 4, 0)]
+    reader = tx.start_short()
+    snapshot = TransactionCodec.encode(reader)
+    tx.abort(reader)
+    assert pieces(ids, writes.write_pointer, snapshot) == expected  # committed: read as a fetch reads it
+    assert pieces(cut, failed.write_pointer, snapshot) == []  # invalid: skipped as a fetch skips it
+    assert [p for _, _, p in pieces(cut, failed.write_pointer)] == [b"x", b"y"]  # (not transactional: read)
+
+    corrupt = payload_key(T, g, writes.write_pointer, base + 2_600)  # a payload row without its d:p cell
+    client.installation.payloads.put(corrupt, {b"d:z": b"?"})
+    with pytest.raises(CorruptData, match=r"payload 1099511630376 of the message row at position 2 of spark:events"):
+        pieces(ids, writes.write_pointer)
 
 
 def test_batch_write_is_one_transaction_visible_at_once(

@@ -9,6 +9,7 @@ publish can hold millions of messages).
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
 from ..client import MessagingClient
 from ..errors import InvalidArgument, TmsError
@@ -135,9 +136,17 @@ def admit(
     return end
 
 
-def split(
-    client: MessagingClient, topic: TopicId, start: MessageId, end: MessageId, partitions: int
-) -> list[tuple[MessageId, MessageId]]:
+@dataclass(frozen=True)
+class Range:
+    """Message ids ``[start, end)`` for one task; ``pointer``: the write pointer of the pointer row the
+    range lies in, when it lies in one (its messages are then payload-table rows under that pointer)."""
+
+    start: MessageId
+    end: MessageId
+    pointer: int | None = None
+
+
+def split(client: MessagingClient, topic: TopicId, start: MessageId, end: MessageId, partitions: int) -> list[Range]:
     """``[start, end)`` as contiguous id ranges for ``partitions`` tasks or a few more: the positions in
     equal slices, and each big pointer row (a bulk publish) in pieces of its own."""
     if end <= start:
@@ -148,18 +157,27 @@ def split(
     step = max(1, -(-(last - start.position + 1) // partitions))
     cuts.update(MessageId(generation, p, 0) for p in range(start.position + step, last + 1, step))
     blocks = []
+    pointers: dict[int, int] = {}  # position -> write pointer, of the pointer rows cut in pieces
     for row in client.batches(topic, generation, start.position, last, transactional_only=True):
         if row.messages is None:
             low = start.index if row.position == start.position else 0
             high = end.index if row.position == end.position else None
-            blocks += _blocks_of(client, topic, generation, row.position, abs(row.tx_write_pointer or 0), low, high)
+            pointer = abs(row.tx_write_pointer or 0)
+            blocks += _blocks_of(client, topic, generation, row.position, pointer, low, high)
+            pointers[row.position] = pointer
     piece = max(MIN_PIECE, -(-sum(size for _, _, size in blocks) // partitions))
     for position, first, size in blocks:
         count = -(-size // piece)
         cuts.update(MessageId(generation, position, first + k * size // count) for k in range(count))
         cuts.add(MessageId(generation, position + 1, 0))
     ordered = sorted(c for c in cuts if start <= c <= end)
-    return list(itertools.pairwise(ordered))
+    return [Range(a, b, _pointer_of(pointers, a, b)) for a, b in itertools.pairwise(ordered)]
+
+
+def _pointer_of(pointers: dict[int, int], start: MessageId, end: MessageId) -> int | None:
+    """The write pointer of the pointer row that ``[start, end)`` lies in, if it lies in one of ``pointers``."""
+    inside = end.position == start.position or (end.position == start.position + 1 and end.index == 0)
+    return pointers.get(start.position) if inside else None
 
 
 def _blocks_of(

@@ -7,45 +7,37 @@ Stream offsets are ``{"generation", "position", "index"}``: the id of the next m
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
-from pyspark.sql.types import BinaryType, LongType, StructField, StructType, TimestampType
+from pyspark.sql.types import StructType
 
 from ..client import MessagingClient
 from ..errors import InvalidArgument
 from ..message_id import MessageId
-from ..reader import Message
-from ..tx import TransactionCodec
+from ..tx import Transaction, TransactionCodec
+from .columns import SCHEMA, piece_batches, record_batches
 from .options import Options
-from .planning import admit, batch_range, check_generation, first_unreadable, snapshot, split
-
-SCHEMA = StructType(
-    [
-        StructField("id", BinaryType(), False),
-        StructField("publish_time", TimestampType(), False),
-        StructField("payload", BinaryType(), False),
-        StructField("position", LongType(), False),
-        StructField("index", LongType(), False),
-    ]
-)
-BATCH_ROWS = 8192  # messages per Arrow record batch, at most
-BATCH_BYTES = 8 * 1024 * 1024  # payload bytes per record batch, about
-_ID = struct.Struct(">IQQ")
+from .planning import Range, admit, batch_range, check_generation, first_unreadable, snapshot, split
 
 
 class IdRange(InputPartition):
-    """One task's share of a read: message ids [start, end), and the encoded read snapshot if transactional."""
+    """One task's share of a read: message ids [start, end), the encoded read snapshot if transactional,
+    and the write pointer of the pointer row the range lies in, if it lies in one (a piece of a bulk
+    publish, read from the payload table in bulk)."""
 
-    def __init__(self, start: bytes, end: bytes, tx: bytes | None) -> None:
+    def __init__(self, start: bytes, end: bytes, tx: bytes | None, pointer: int | None = None) -> None:
         super().__init__((start, end))
-        self.start, self.end, self.tx = start, end, tx
+        self.start, self.end, self.tx, self.pointer = start, end, tx, pointer
+
+
+def id_ranges(ranges: list[Range], tx: Transaction | None) -> list[InputPartition]:
+    """The planned ranges as Spark partitions."""
+    encoded = None if tx is None else TransactionCodec.encode(tx)
+    return [IdRange(bytes(r.start), bytes(r.end), encoded, r.pointer) for r in ranges]
 
 
 def check_schema(schema: StructType | None) -> None:
@@ -59,53 +51,12 @@ def read_range(options: Options, partition: InputPartition) -> Iterator[pa.Recor
     if not isinstance(partition, IdRange):
         return  # Spark's stand-in partition of an empty read
     tx = None if partition.tx is None else TransactionCodec.decode(partition.tx)
+    start, end = MessageId.decode(partition.start), MessageId.decode(partition.end)
     with options.client() as client:
-        yield from record_batches(client.fetch_range(options.topic, partition.start, partition.end, tx))
-
-
-def record_batches(messages: Iterator[Message]) -> Iterator[pa.RecordBatch]:
-    """Messages as record batches of :data:`SCHEMA` (position and index decoded from the id)."""
-    schema = to_arrow_schema(SCHEMA, timezone="UTC")
-    times_type = schema.field("publish_time").type
-    ids: list[bytes] = []
-    times: list[int] = []
-    payloads: list[bytes] = []
-    positions: list[int] = []
-    indexes: list[int] = []
-    size = 0
-    for message in messages:
-        _, position, index = _ID.unpack(message.id)
-        ids.append(message.id)
-        times.append(message.publish_time)
-        payloads.append(message.payload)
-        positions.append(position)
-        indexes.append(index)
-        size += len(message.payload)
-        if len(ids) == BATCH_ROWS or size >= BATCH_BYTES:
-            yield _batch(schema, times_type, ids, times, payloads, positions, indexes)
-            ids, times, payloads, positions, indexes, size = [], [], [], [], [], 0
-    if ids:
-        yield _batch(schema, times_type, ids, times, payloads, positions, indexes)
-
-
-def _batch(
-    schema: pa.Schema,
-    times_type: pa.DataType,
-    ids: list[bytes],
-    times: list[int],
-    payloads: list[bytes],
-    positions: list[int],
-    indexes: list[int],
-) -> pa.RecordBatch:
-    micros = pc.multiply(pa.array(times, pa.int64()), 1000).cast(times_type)  # publish times are ms
-    columns = [
-        pa.array(ids, pa.binary()),
-        micros,
-        pa.array(payloads, pa.binary()),
-        pa.array(positions, pa.int64()),
-        pa.array(indexes, pa.int64()),
-    ]
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
+        if partition.pointer is not None:
+            yield from piece_batches(client, options.topic, start, end, partition.pointer, tx)
+        else:
+            yield from record_batches(client.fetch_range(options.topic, start, end, tx))
 
 
 class BatchReader(DataSourceReader):
@@ -127,8 +78,7 @@ class BatchReader(DataSourceReader):
                 if cut is not None:
                     end = max(start, min(end, MessageId(start.generation, cut, 0)))
             ranges = split(client, options.topic, start, end, options.partitions or self.default_partitions)
-        encoded = None if tx is None else TransactionCodec.encode(tx)
-        return [IdRange(bytes(a), bytes(b), encoded) for a, b in ranges]
+        return id_ranges(ranges, tx)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_range(self.options, partition)
@@ -214,10 +164,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # Nothing in [first, last) was in progress for the snapshot latestOffset took, so it is all
         # committed or invalid for any later snapshot too: a fresh one reads the same (also on replay).
         tx = snapshot(self.options) if self.options.transactional else None
-        encoded = None if tx is None else TransactionCodec.encode(tx)
         count = self.options.partitions or self.default_partitions
-        ranges = split(self.client, self.options.topic, first, last, count)
-        return [IdRange(bytes(a), bytes(b), encoded) for a, b in ranges]
+        return id_ranges(split(self.client, self.options.topic, first, last, count), tx)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_range(self.options, partition)

@@ -14,8 +14,9 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from .columns import SCHEMA
 from .options import Options
-from .reader import SCHEMA, BatchReader, StreamReader, check_schema
+from .reader import BatchReader, StreamReader, check_schema
 from .workers import check_workers
 from .writer import BatchWriter, StreamWriter
 
