@@ -24,7 +24,7 @@ from tms_hbase.tx.snapshot_source import DEFAULT_MAX_AGE_SECONDS, ServerSnapshot
 from .metrics import Health, SweeperMetrics
 from .sweep import DEFAULT_GRACE_SECONDS, Sweeper, SweepReport
 
-log = logging.getLogger("compactor")
+log = logging.getLogger(__name__)
 
 connection = [
     *CONNECTION_OPTIONS,
