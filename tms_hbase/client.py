@@ -111,16 +111,19 @@ class MessagingClient:
         self._topics = MetadataCache(self._metadata, max_age)
         storage = self.installation
         self._settings = InstallationStore(storage.metadata)
+        writer_settings = WriterSettings(self._settings)
         self._writer = MessageWriter(
             storage.messages,
             storage.payloads,
             self._topics,
-            WriterSettings(self._settings),
+            writer_settings,
             max_batch_bytes=max_batch_bytes,
             retry=config.retry,
             tx_max_lifetime=tx_max_lifetime_seconds,
         )
-        self._reader = MessageReader(storage.messages, storage.payloads, self._topics)
+        self._reader = MessageReader(
+            storage.messages, storage.payloads, self._topics, writer_settings.tail_cache_seconds
+        )
         self._subscriptions = SubscriptionStore(storage.table("subscriptions"))
         self._subscription_admin = SubscriptionAdmin(self._subscriptions, storage.messages, self._reader, self.tx_state)
         self._stats = TopicStatistics(storage.messages, storage.payloads, self._reader)

@@ -13,6 +13,12 @@ The protocol (docs/ordering.md has the argument for why it holds):
 * a writer never holds a lock, so a writer that dies blocks nobody;
 * every row carries the generation's running totals (messages, bytes), its predecessor's plus its own,
   so lag and topic size are subtractions (the predecessor is read anyway: the tail or the row that won).
+
+That is the *chain* a generation uses unless its topic says ``ordering=sequencer``. A sequencer generation
+(``sequencer.py``) reserves offsets with one atomic increment and writes the batch at its first offset
+with checkAndPut-if-absent within the window W; the threads of one writer publishing to one topic at
+once share one increment (:class:`_Combiner`). The row key is the first offset, so the running totals
+are the key itself.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from . import sequencer
 from .clock import now_ms
 from .errors import BatchTooLarge, HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown, TopicFull
 from .installation import WriterSettings
@@ -74,6 +81,30 @@ class Resume:
     generation: int
     position: int
     batch_no: int
+
+
+@dataclass
+class _Ticket:
+    """One publish waiting for offsets of a sequencer generation (see :class:`_Combiner`)."""
+
+    span: int
+    done: threading.Event
+    first: int = 0  # the first offset reserved for it
+    publish_time: int = 0
+    started: float = 0.0  # time.monotonic() before the clock was read and the increment sent
+    error: HBaseUnavailable | None = None
+    lead: bool = False  # woken to reserve for the queue
+
+
+class _Combiner:
+    """The queue of one topic generation's publishes in one writer: whoever finds nobody reserving
+    reserves for everyone queued with one increment by their total span, then hands the lead on.
+    So k threads publishing at once cost about one increment per round instead of k."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.queue: list[_Ticket] = []
+        self.busy = False
 
 
 @dataclass
@@ -134,6 +165,8 @@ class MessageWriter:
         self.max_batch_bytes = max_batch_bytes
         self._batch_numbers = itertools.count(1)
         self._tails: dict[TopicId, _Tail] = {}
+        self._combiners: dict[tuple[TopicId, int], _Combiner] = {}
+        self._last_time = 0  # publish times of this writer's sequencer rows never go back
         self._lock = threading.Lock()
         self.future_predecessors = 0  # rows not followed for being dated too far ahead (row_time.py)
 
@@ -174,7 +207,10 @@ class MessageWriter:
                 batch_no = next(self._batch_numbers)
         else:
             batch_no = resume.batch_no
-        position = self._append(topic, meta.generation, batch, pointer, ttl_ms, batch_no, resume)
+        if meta.sequencer:
+            position = self._sequenced(topic, meta.generation, batch, pointer, ttl_ms, batch_no, resume)
+        else:
+            position = self._append(topic, meta.generation, batch, pointer, ttl_ms, batch_no, resume)
         if pointer is None:
             return None
         return RollbackDetail(str(topic), pointer, meta.generation, position, position)
@@ -274,6 +310,151 @@ class MessageWriter:
                 predecessor_totals = tail.totals
             else:
                 position, predecessor_time, predecessor_totals = position + 1, existing.publish_time, existing.totals
+
+    # -- sequencer generations -------------------------------------------------------------------
+
+    def _sequenced(
+        self,
+        topic: TopicId,
+        generation: int,
+        payloads: tuple[bytes, ...],
+        tx_pointer: int | None,
+        ttl_ms: int | None,
+        batch_no: int,
+        resume: Resume | None,
+    ) -> int:
+        """Reserve offsets, write the batch at the first one if-absent within W; returns that offset.
+
+        Refused (a reader filled the offset because this writer was slow) or too late: reserve again.
+        A lost answer is resolved by reading the offset back (this batch there: done). ``resume``: the
+        offset an interrupted attempt aimed at is settled first, by reading it and, if it is empty,
+        filling it, so the attempt can never land later.
+        """
+        if resume is not None:
+            found = self._settle(topic, generation, resume.position, batch_no)
+            if found:
+                return resume.position
+        span = max(1, self._own_count(topic, generation, payloads, tx_pointer)[0])
+        failures = 0
+        while True:
+            ticket = _Ticket(span, threading.Event())
+            try:
+                self._reserve(topic, generation, ticket)
+            except HBaseUnavailable as exc:  # nothing written; a reservation made is a hole readers fill
+                failures += 1
+                if not self.retry.pause(exc, failures, what=f"publish to {topic}"):
+                    raise
+                continue
+            if ticket.first + span - 1 > MAX_POSITION:
+                raise TopicFull(
+                    f"topic {topic} is full: generation {generation} has handed out its last offset "
+                    f"({MAX_POSITION}); delete and re-create the topic to start a new generation"
+                )
+            row = BatchRow(
+                publish_time=ticket.publish_time,
+                writer_id=self.writer_id,
+                batch_no=batch_no,
+                payloads=payloads,
+                tx_pointer=tx_pointer,
+                expires_at=None if ttl_ms is None else min(ticket.publish_time + ttl_ms, _MAX_TIME_MS),
+                pointer=tx_pointer is not None and not payloads,
+                span=span,
+            )
+            if self._write_reserved(topic, generation, ticket, row):
+                return ticket.first
+            CLIENT_METRICS.races_lost.inc()
+            failures += 1  # too slow for the window (or a reader filled the offset): as if HBase were slow
+            slow = HBaseUnavailable(f"publish to {topic}: {failures} reservations in a row filled before the write")
+            if not self.retry.pause(slow, failures, what=f"publish to {topic}"):
+                raise slow
+
+    def _reserve(self, topic: TopicId, generation: int, ticket: _Ticket) -> None:
+        """Queue the ticket; reserve for the whole queue unless another thread already is (then wait)."""
+        with self._lock:
+            combiner = self._combiners.setdefault((topic, generation), _Combiner())
+        with combiner.lock:
+            combiner.queue.append(ticket)
+            lead = not combiner.busy
+            combiner.busy = True
+        if not lead:
+            ticket.done.wait()
+            if not ticket.lead:
+                if ticket.error is not None:
+                    raise ticket.error
+                return
+        with combiner.lock:
+            queued, combiner.queue = combiner.queue, []
+        try:
+            started = time.monotonic()
+            with self._lock:
+                self._last_time = publish_time = max(now_ms(), self._last_time)
+            try:
+                first = sequencer.reserve(self.messages, topic, generation, sum(t.span for t in queued))
+            except HBaseUnavailable as exc:
+                for waiting in queued:
+                    waiting.error = exc
+            else:
+                for waiting in queued:
+                    waiting.first, waiting.publish_time, waiting.started = first, publish_time, started
+                    first += waiting.span
+        finally:
+            with combiner.lock:  # hand the lead to the first publish that queued meanwhile
+                if combiner.queue:
+                    combiner.queue[0].lead = True
+                    combiner.queue[0].done.set()
+                else:
+                    combiner.busy = False
+            for waiting in queued:
+                waiting.lead = False
+                waiting.done.set()
+        if ticket.error is not None:
+            raise ticket.error
+
+    def _write_reserved(self, topic: TopicId, generation: int, ticket: _Ticket, row: BatchRow) -> bool:
+        """Write ``row`` at the ticket's offset if-absent, only within W of the ticket's start; True once
+        it is stored there, False if the offset was filled (or is now filled by this writer: too late)."""
+        key = message_key(topic, generation, ticket.first)
+        cell = row.encode()
+        link_failures = 0
+        while True:
+            limit = sequencer.window(self.settings.tail_cache_seconds())
+            if time.monotonic() - ticket.started > limit:
+                log.info(
+                    "publish to %s: offset %d reserved more than %.2f s ago; reserving again",
+                    topic,
+                    ticket.first,
+                    limit,
+                )
+                return self._settle(topic, generation, ticket.first, row.batch_no, ticket.span, row.publish_time)
+            try:
+                if self.messages.put_if_absent(key, MESSAGE_COLUMN, cell):
+                    return True
+            except HBaseUnavailable as exc:
+                link_failures += 1
+                if not self.retry.pause(exc, link_failures, what=f"publish to {topic}"):
+                    raise self._unknown(exc, Resume(topic, generation, ticket.first, row.batch_no)) from exc
+                log.info("publish to %s: answer lost at offset %d, checking", topic, ticket.first)
+            try:
+                found = sequencer.read(self.messages, topic, generation, ticket.first)
+            except HBaseUnavailable as exc:
+                raise self._unknown(exc, Resume(topic, generation, ticket.first, row.batch_no)) from exc
+            if found is not None:
+                return self._is_own(found, row.batch_no)
+            # empty after a lost answer: the put did not land; put again while within W
+
+    def _settle(
+        self, topic: TopicId, generation: int, position: int, batch_no: int, span: int = 1, publish_time: int = 0
+    ) -> bool:
+        """Make sure an attempt of batch ``batch_no`` at ``position`` can never land later: fill the offset
+        with this writer's skip marker over ``span`` unless something is there. True if the batch is there."""
+        try:
+            found = sequencer.fill(self.messages, topic, generation, position, span, publish_time, self.writer_id)
+        except HBaseUnavailable as exc:
+            raise self._unknown(exc, Resume(topic, generation, position, batch_no)) from exc
+        return self._is_own(found, batch_no)
+
+    def _is_own(self, found: RowHeader, batch_no: int) -> bool:
+        return not found.skip and found.writer_id == self.writer_id and found.batch_no == batch_no
 
     def _is_ours(self, topic: TopicId, generation: int, position: int, batch_no: int) -> bool:
         """Whether the row at ``position`` is this writer's batch ``batch_no`` (an earlier attempt landed)."""
