@@ -131,6 +131,12 @@ class MessagingClient:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
+    @property
+    def longest_hole_wait(self) -> float:
+        """Seconds the fetches of this client were held by one hole of a sequencer generation, at most
+        (from first sighting to passing it; docs/ordering.md bounds it by H + one poll)."""
+        return self._reader.longest_hole_wait
+
     def __enter__(self) -> MessagingClient:
         return self
 

@@ -151,6 +151,7 @@ class MessageReader:
         self._holes: dict[tuple[TopicId, int, int], float] = {}  # first sighting (monotonic) of each hole
         self._holes_lock = threading.Lock()
         self.holes_filled = 0  # skip markers this reader put into holes
+        self.longest_hole_wait = 0.0  # seconds, first sighting to passing, of the longest hole met
 
     def hole_wait(self) -> float:
         """H: how long a hole below a row that exists is waited on before it is filled."""
@@ -408,16 +409,19 @@ class MessageReader:
                     if swept > expected:  # the sweeper deleted below this: jump (and look again)
                         expected = swept
                         break
+                    above = position
                     again = self._scan(message_key(topic, generation, expected), key, 1)  # a region race?
                     if again:
                         key, value = again[0]
                         position = position_of(key)
                     if position > expected:
-                        found = self._hole(topic, generation, expected, previous_time)
+                        found = self._hole(topic, generation, expected, above, previous_time)
                         if found is None:
                             return  # not due yet: this poll ends before the hole
                         key, value = found
                         position = expected
+                if self._holes:
+                    self._passed((topic, generation, position))
                 row = decode_row(key, value)
                 if not row.skip:
                     yield position, row
@@ -430,9 +434,13 @@ class MessageReader:
                     return  # the tail as it was when this poll read it
                 size = CHUNK_ROWS
 
-    def _hole(self, topic: TopicId, generation: int, offset: int, previous_time: int) -> tuple[bytes, bytes] | None:
-        """The row (key, cell) now at ``offset``, a hole below a row that exists: None while it has been
-        seen for less than H, else a skip marker this reader put there or the batch that was first."""
+    def _hole(
+        self, topic: TopicId, generation: int, offset: int, above: int, previous_time: int
+    ) -> tuple[bytes, bytes] | None:
+        """The row (key, cell) now at ``offset``, a hole below the row at ``above``: None while it has been
+        seen for less than H, else a skip marker this reader put there or the batch that was first. The
+        offsets after it up to ``above`` have been waited on as long (H counts from the first sighting
+        of the row above them), so they are due at once."""
         where, now = (topic, generation, offset), time.monotonic()
         with self._holes_lock:
             seen = self._holes.setdefault(where, now)
@@ -440,12 +448,26 @@ class MessageReader:
             return None
         found = sequencer.fill(self.messages, topic, generation, offset, 1, previous_time)
         key = message_key(topic, generation, offset)
-        with self._holes_lock:
-            self._holes.pop(where, None)
-            if found.skip and found.writer_id == bytes(16):
+        following = found.next_position(offset)
+        if following < above:
+            with self._holes_lock:
+                self._holes.setdefault((topic, generation, following), seen)
+        if found.skip and found.writer_id == bytes(16):
+            CLIENT_METRICS.holes_filled.inc()
+            with self._holes_lock:
                 self.holes_filled += 1
         value = self.messages.get_cell(key, MESSAGE_COLUMN)
         return key, value if value is not None else b""
+
+    def _passed(self, where: tuple[TopicId, int, int]) -> None:
+        """A hole waited on is passed (its row came, or was filled): record how long it held readers."""
+        with self._holes_lock:
+            seen = self._holes.pop(where, None)
+            if seen is None:
+                return
+            waited = time.monotonic() - seen
+            self.longest_hole_wait = max(self.longest_hole_wait, waited)
+        CLIENT_METRICS.hole_wait.observe(waited)
 
     def _iterate(
         self,
