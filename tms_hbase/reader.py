@@ -389,21 +389,33 @@ class MessageReader:
                 return
 
     def _sequencer_rows(
-        self, topic: TopicId, generation: int, start: int, first: int
+        self, topic: TopicId, generation: int, start: int, first: int, last: int | None = None
     ) -> Iterator[tuple[int, BatchRow]]:
         """The batch rows of a sequencer generation from offset ``start`` in order, skip markers left
         out, up to the tail or a hole not yet due to fill (see module doc). A gap is a hole unless it lies
-        below the generation's low-water mark (swept)."""
+        below the generation's low-water mark (swept). ``start`` may lie inside a row's span (a range cut by
+        offsets): that row belongs before it, so reading begins after the span. With ``last`` (a range
+        read, which must reach its end) a hole not due yet is waited on instead of ending the read."""
         prefix = generation_prefix(topic, generation)
         end = past_last(prefix)
-        expected, size, previous_time = start, first, 0
-        while expected <= MAX_POSITION:
+        expected, size, previous_time, first_look = start, first, 0, True
+        while expected <= (MAX_POSITION if last is None else last):
             chunk = self._scan(message_key(topic, generation, expected), end, size)
             for key, value in chunk:
                 position = position_of(key)
                 if position < expected:
                     continue
                 detour = position > expected
+                if detour and first_look:  # inside the span of the row below the start?
+                    first_look = False
+                    below = self.messages.scan(message_key(topic, generation, expected), prefix, limit=1, reverse=True)
+                    if below:
+                        under, cells = below[0]
+                        after = peek_row(under, cells.get(MESSAGE_COLUMN)).next_position(position_of(under))
+                        if after > expected:
+                            expected = after
+                            break
+                first_look = False
                 if detour:
                     swept = sequencer.low_water(self.messages, topic, generation)
                     if swept > expected:  # the sweeper deleted below this: jump (and look again)
@@ -416,6 +428,9 @@ class MessageReader:
                         position = position_of(key)
                     if position > expected:
                         found = self._hole(topic, generation, expected, above, previous_time)
+                        if found is None and last is not None:
+                            time.sleep(0.02)
+                            break  # look again from the same offset
                         if found is None:
                             return  # not due yet: this poll ends before the hole
                         key, value = found
@@ -489,8 +504,11 @@ class MessageReader:
         first_chunk = CHUNK_ROWS if limit is None else min(limit, CHUNK_ROWS)  # every row holds a message or more
         if end is not None:
             first_chunk = max(1, min(first_chunk, end - start.position + 1))
-        rows = self._sequencer_rows if sequenced else self._rows
-        for position, row in rows(topic, generation, start.position, first_chunk):
+        if sequenced:  # a range read waits on a hole below its end instead of ending before it
+            rows = self._sequencer_rows(topic, generation, start.position, first_chunk, end)
+        else:
+            rows = self._rows(topic, generation, start.position, first_chunk)
+        for position, row in rows:
             if end is not None and position > end:
                 return
             if row.publish_time < floor or (row.expires_at is not None and row.expires_at <= now):

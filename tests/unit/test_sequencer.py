@@ -208,3 +208,17 @@ def test_a_time_seek_starts_no_later_than_asked_within_d() -> None:
     got = list(w.reader.fetch(T, start_time=t))
     assert [m.publish_time for m in got][-10:] == times[10:]  # nothing at or after t is missed
     assert all(m.publish_time >= t - w.reader.disorder_ms() for m in got)
+
+
+def test_a_range_read_cut_inside_a_span_starts_after_it_and_waits_on_a_hole_below_its_end() -> None:
+    w = World()
+    writer = w.writer()
+    writer.publish(T, [b"a", b"b", b"c"])
+    writer.publish(T, [b"d"])
+    assert [m.payload for m in w.reader.fetch_range(T, MessageId(1, 2, 0))] == [b"d"]  # 1..3 is one row
+    hole = sequencer.reserve(w.inst.messages, T, 1, 1)
+    writer.publish(T, [b"e"])
+    began = time.monotonic()
+    got = [m.payload for m in w.reader.fetch_range(T, MessageId(1, 4, 0), MessageId(1, hole + 2, 0))]
+    assert got == [b"d", b"e"] and time.monotonic() - began >= CACHE * 0.9  # it waited, then filled
+    assert w.rows()[hole].skip
