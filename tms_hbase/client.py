@@ -144,7 +144,9 @@ class MessagingClient:
         self.close()
 
     def close(self) -> None:
-        """Close the pooled connections (consumers of this client should be closed first)."""
+        """Close the pooled connections (consumers of this client should be closed first), after
+        releasing the offsets its writer reserved ahead in sequencer topics."""
+        self._writer.close()
         self._doorbells.close()
         self.hbase.close()
 

@@ -17,7 +17,8 @@ The protocol (docs/ordering.md has the argument for why it holds):
 That is the *chain* a generation uses unless its topic says ``ordering=sequencer``. A sequencer generation
 (``sequencer.py``) reserves offsets with one atomic increment and writes the batch at its first offset
 with checkAndPut-if-absent within the window W; the threads of one writer publishing to one topic at
-once share one increment (:class:`_Combiner`). The row key is the first offset, so the running totals
+once share one increment, and a busy writer reserves its next offsets while it writes (``reservations.py``).
+The row key is the first offset, so the running totals
 are the key itself.
 """
 
@@ -38,6 +39,7 @@ from .errors import BatchTooLarge, HBaseUnavailable, InvalidArgument, PublishOut
 from .installation import WriterSettings
 from .metadata import MetadataCache
 from .metrics import CLIENT_METRICS
+from .reservations import Reservations, Ticket
 from .retry import Retry
 from .row_time import bounded_publish_time
 from .rows import (
@@ -81,30 +83,6 @@ class Resume:
     generation: int
     position: int
     batch_no: int
-
-
-@dataclass
-class _Ticket:
-    """One publish waiting for offsets of a sequencer generation (see :class:`_Combiner`)."""
-
-    span: int
-    done: threading.Event
-    first: int = 0  # the first offset reserved for it
-    publish_time: int = 0
-    started: float = 0.0  # time.monotonic() before the clock was read and the increment sent
-    error: HBaseUnavailable | None = None
-    lead: bool = False  # woken to reserve for the queue
-
-
-class _Combiner:
-    """The queue of one topic generation's publishes in one writer: whoever finds nobody reserving
-    reserves for everyone queued with one increment by their total span, then hands the lead on.
-    So k threads publishing at once cost about one increment per round instead of k."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.queue: list[_Ticket] = []
-        self.busy = False
 
 
 @dataclass
@@ -165,10 +143,15 @@ class MessageWriter:
         self.max_batch_bytes = max_batch_bytes
         self._batch_numbers = itertools.count(1)
         self._tails: dict[TopicId, _Tail] = {}
-        self._combiners: dict[tuple[TopicId, int], _Combiner] = {}
-        self._last_time = 0  # publish times of this writer's sequencer rows never go back
+        self._reservations = Reservations(
+            messages, self.writer_id, lambda: sequencer.window(self.settings.tail_cache_seconds())
+        )
         self._lock = threading.Lock()
         self.future_predecessors = 0  # rows not followed for being dated too far ahead (row_time.py)
+
+    def close(self) -> None:
+        """Release the offsets reserved ahead for sequencer generations (the pipelined spares)."""
+        self._reservations.close()
 
     def _live_pointer(self, pointer: object) -> int:
         """A valid write pointer whose transaction is younger than the max lifetime, else InvalidArgument."""
@@ -337,9 +320,9 @@ class MessageWriter:
         span = max(1, self._own_count(topic, generation, payloads, tx_pointer)[0])
         failures = 0
         while True:
-            ticket = _Ticket(span, threading.Event())
+            ticket = Ticket(span)
             try:
-                self._reserve(topic, generation, ticket)
+                self._reservations.take(topic, generation, ticket)
             except HBaseUnavailable as exc:  # nothing written; a reservation made is a hole readers fill
                 failures += 1
                 if not self.retry.pause(exc, failures, what=f"publish to {topic}"):
@@ -360,7 +343,9 @@ class MessageWriter:
                 pointer=tx_pointer is not None and not payloads,
                 span=span,
             )
-            if self._write_reserved(topic, generation, ticket, row):
+            stored = self._write_reserved(topic, generation, ticket, row)
+            self._reservations.published(topic, generation)
+            if stored:
                 return ticket.first
             CLIENT_METRICS.races_lost.inc()
             failures += 1  # too slow for the window (or a reader filled the offset): as if HBase were slow
@@ -368,49 +353,7 @@ class MessageWriter:
             if not self.retry.pause(slow, failures, what=f"publish to {topic}"):
                 raise slow
 
-    def _reserve(self, topic: TopicId, generation: int, ticket: _Ticket) -> None:
-        """Queue the ticket; reserve for the whole queue unless another thread already is (then wait)."""
-        with self._lock:
-            combiner = self._combiners.setdefault((topic, generation), _Combiner())
-        with combiner.lock:
-            combiner.queue.append(ticket)
-            lead = not combiner.busy
-            combiner.busy = True
-        if not lead:
-            ticket.done.wait()
-            if not ticket.lead:
-                if ticket.error is not None:
-                    raise ticket.error
-                return
-        with combiner.lock:
-            queued, combiner.queue = combiner.queue, []
-        try:
-            started = time.monotonic()
-            with self._lock:
-                self._last_time = publish_time = max(now_ms(), self._last_time)
-            try:
-                first = sequencer.reserve(self.messages, topic, generation, sum(t.span for t in queued))
-            except HBaseUnavailable as exc:
-                for waiting in queued:
-                    waiting.error = exc
-            else:
-                for waiting in queued:
-                    waiting.first, waiting.publish_time, waiting.started = first, publish_time, started
-                    first += waiting.span
-        finally:
-            with combiner.lock:  # hand the lead to the first publish that queued meanwhile
-                if combiner.queue:
-                    combiner.queue[0].lead = True
-                    combiner.queue[0].done.set()
-                else:
-                    combiner.busy = False
-            for waiting in queued:
-                waiting.lead = False
-                waiting.done.set()
-        if ticket.error is not None:
-            raise ticket.error
-
-    def _write_reserved(self, topic: TopicId, generation: int, ticket: _Ticket, row: BatchRow) -> bool:
+    def _write_reserved(self, topic: TopicId, generation: int, ticket: Ticket, row: BatchRow) -> bool:
         """Write ``row`` at the ticket's offset if-absent, only within W of the ticket's start; True once
         it is stored there, False if the offset was filled (or is now filled by this writer: too late)."""
         key = message_key(topic, generation, ticket.first)

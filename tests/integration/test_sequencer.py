@@ -42,6 +42,12 @@ def rows(client: MessagingClient) -> dict[int, BatchRow]:
     return {int.from_bytes(k[-8:], "big"): BatchRow.decode(v[MESSAGE_COLUMN]) for k, v in found}
 
 
+def publish_idle(client: MessagingClient, batch: list[bytes], **kwargs) -> None:
+    """Publish, then stay idle long enough that no spare is reserved ahead (rows land where counted)."""
+    client.publish(T, batch, **kwargs)
+    time.sleep(0.05)
+
+
 def payloads(client: MessagingClient, **kwargs) -> list[bytes]:
     return [m.payload for m in client.fetch(T, **kwargs)]
 
@@ -104,9 +110,9 @@ def test_a_time_seek_misses_nothing_after_the_time_and_starts_at_most_d_early(se
 
 
 def test_the_sweeper_deletes_only_a_prefix_and_keeps_the_counter_row(seq: MessagingClient) -> None:
-    seq.publish(T, [b"old"])
-    seq.publish(T, [b"short"], ttl=0.5)
-    seq.publish(T, [b"live"])
+    publish_idle(seq, [b"old"])
+    publish_idle(seq, [b"short"], ttl=0.5)
+    publish_idle(seq, [b"live"])
     time.sleep(0.6 + 4 * CACHE)  # past the short ttl and the grace
     report = Sweeper(seq.installation, grace_seconds=4 * CACHE).sweep_once()
     assert report.corrupt_rows == 0 and report.messages_dropped == 0  # the counter row is no corrupt row
@@ -119,8 +125,8 @@ def test_the_sweeper_deletes_only_a_prefix_and_keeps_the_counter_row(seq: Messag
 
 def test_the_sweeper_raises_the_low_water_mark_before_deleting_a_prefix(seq: MessagingClient) -> None:
     for name in (b"a", b"b", b"c"):
-        seq.publish(T, [name], ttl=0.5)
-    seq.publish(T, [b"live"])
+        publish_idle(seq, [name], ttl=0.5)
+    publish_idle(seq, [b"live"])
     first = next(iter(seq.fetch(T))).id if payloads(seq) else None
     time.sleep(0.6 + 4 * CACHE)  # past the grace
     report = Sweeper(seq.installation, grace_seconds=4 * CACHE).sweep_once()
@@ -130,6 +136,23 @@ def test_the_sweeper_raises_the_low_water_mark_before_deleting_a_prefix(seq: Mes
     assert payloads(seq) == [b"live"]  # from the start: the swept prefix is no hole to wait on
     assert time.monotonic() - began < H
     assert first is None or payloads(seq, start_message=first) == [b"live"]
+
+
+def settled(client: MessagingClient) -> list[tuple[str, str, str]]:
+    """Everything readable, once no hole holds the reader any more (killed writers' reservations are
+    filled H after their first sighting): fetched until two fetches H apart agree."""
+
+    def read() -> list[tuple[str, str, str]]:
+        return [(m.id.hex(), str(m.publish_time), m.payload.decode()) for m in client.fetch(T)]
+
+    last, deadline = read(), time.monotonic() + 60
+    while True:
+        time.sleep(H + 0.2)
+        now = read()
+        if now == last:
+            return now
+        assert time.monotonic() < deadline, "the topic never settled"
+        last = now
 
 
 def _raw_skips(client: MessagingClient, address: str) -> int:
@@ -185,7 +208,7 @@ def test_eight_writers_half_killed_some_right_after_reserving_lose_and_duplicate
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, f"reader failed: {err}"
 
-    truth = [(m.id.hex(), str(m.publish_time), m.payload.decode()) for m in seq.fetch(T)]
+    truth = settled(seq)
     payload_list = [p for _, _, p in truth]
     assert len(set(payload_list)) == len(payload_list), "a message was stored twice"
     assert [i for i, _, _ in truth] == sorted(i for i, _, _ in truth)
@@ -214,7 +237,7 @@ def test_eight_writers_half_killed_some_right_after_reserving_lose_and_duplicate
 
 def test_totals_come_from_offsets_so_stats_and_lag_need_no_scan(seq: MessagingClient) -> None:
     for size in (3, 1, 2):
-        seq.publish(T, [b"x" * 10] * size)
+        publish_idle(seq, [b"x" * 10] * size)
     seq.create_subscription(T, "s")
     stats = seq.topic_stats(T)
     assert (stats.messages, stats.published, stats.last_position) == (6, 6, 5)
