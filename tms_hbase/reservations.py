@@ -53,6 +53,7 @@ class _Queue:
     busy: bool = False  # a thread is reserving for the queue
     spare: Ticket | None = None
     spare_pending: bool = False  # a spare is being reserved in the background
+    writing: int = 0  # publishes holding offsets and not yet ended
     last_end: float = -1.0  # time.monotonic() when the last publish of this queue ended
 
 
@@ -108,6 +109,7 @@ class Reservations:
                     queue.waiting[0].done.set()
                 else:
                     queue.busy = False
+                queue.writing += sum(1 for waiting in round_ if waiting.error is None)
             for waiting in round_:
                 waiting.lead = False
                 waiting.done.set()
@@ -115,10 +117,11 @@ class Reservations:
             raise ticket.error
 
     def published(self, topic: TopicId, generation: int) -> None:
-        """A publish of this queue ended (the spare keeper measures idleness from here)."""
+        """A publish of this queue that got offsets ended (the spare keeper measures idleness from here)."""
         queue = self._queue(topic, generation)
         with queue.lock:
             queue.last_end = time.monotonic()
+            queue.writing -= 1
 
     def close(self) -> None:
         """Release every spare and stop the background threads."""
@@ -171,14 +174,15 @@ class Reservations:
 
     def _spare_job(self, topic: TopicId, generation: int, queue: _Queue, span: int) -> None:
         spare = Ticket(span)
+        kept = False
         try:
             self._reserve(topic, generation, [spare], span)
         finally:
             with queue.lock:
                 queue.spare_pending = False
                 if spare.error is None and queue.spare is None and not self._closed.is_set():
-                    queue.spare, spare = spare, None
-        if spare is not None and spare.error is None:  # not wanted any more
+                    queue.spare, kept = spare, True
+        if not kept and spare.error is None:  # not wanted any more
             self._release(topic, generation, spare)
 
     def _keep(self) -> None:
@@ -195,7 +199,7 @@ class Reservations:
                 spare = queue.spare
                 if spare is None:
                     continue
-                idle = not queue.busy and now - queue.last_end >= IDLE_SECONDS
+                idle = not queue.busy and not queue.writing and now - queue.last_end >= IDLE_SECONDS
                 if not (force or idle or now - spare.started >= self.window() / 2):
                     continue
                 queue.spare = None

@@ -328,23 +328,10 @@ class MessageWriter:
                 if not self.retry.pause(exc, failures, what=f"publish to {topic}"):
                     raise
                 continue
-            if ticket.first + span - 1 > MAX_POSITION:
-                raise TopicFull(
-                    f"topic {topic} is full: generation {generation} has handed out its last offset "
-                    f"({MAX_POSITION}); delete and re-create the topic to start a new generation"
-                )
-            row = BatchRow(
-                publish_time=ticket.publish_time,
-                writer_id=self.writer_id,
-                batch_no=batch_no,
-                payloads=payloads,
-                tx_pointer=tx_pointer,
-                expires_at=None if ttl_ms is None else min(ticket.publish_time + ttl_ms, _MAX_TIME_MS),
-                pointer=tx_pointer is not None and not payloads,
-                span=span,
-            )
-            stored = self._write_reserved(topic, generation, ticket, row)
-            self._reservations.published(topic, generation)
+            try:
+                stored = self._write_at(topic, generation, ticket, payloads, tx_pointer, ttl_ms, batch_no)
+            finally:
+                self._reservations.published(topic, generation)
             if stored:
                 return ticket.first
             CLIENT_METRICS.races_lost.inc()
@@ -352,6 +339,34 @@ class MessageWriter:
             slow = HBaseUnavailable(f"publish to {topic}: {failures} reservations in a row filled before the write")
             if not self.retry.pause(slow, failures, what=f"publish to {topic}"):
                 raise slow
+
+    def _write_at(
+        self,
+        topic: TopicId,
+        generation: int,
+        ticket: Ticket,
+        payloads: tuple[bytes, ...],
+        tx_pointer: int | None,
+        ttl_ms: int | None,
+        batch_no: int,
+    ) -> bool:
+        """The batch row for the ticket's offsets, written there (see :meth:`_write_reserved`)."""
+        if ticket.first + ticket.span - 1 > MAX_POSITION:
+            raise TopicFull(
+                f"topic {topic} is full: generation {generation} has handed out its last offset "
+                f"({MAX_POSITION}); delete and re-create the topic to start a new generation"
+            )
+        row = BatchRow(
+            publish_time=ticket.publish_time,
+            writer_id=self.writer_id,
+            batch_no=batch_no,
+            payloads=payloads,
+            tx_pointer=tx_pointer,
+            expires_at=None if ttl_ms is None else min(ticket.publish_time + ttl_ms, _MAX_TIME_MS),
+            pointer=tx_pointer is not None and not payloads,
+            span=ticket.span,
+        )
+        return self._write_reserved(topic, generation, ticket, row)
 
     def _write_reserved(self, topic: TopicId, generation: int, ticket: Ticket, row: BatchRow) -> bool:
         """Write ``row`` at the ticket's offset if-absent, only within W of the ticket's start; True once

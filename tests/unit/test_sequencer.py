@@ -242,3 +242,19 @@ def test_a_busy_writer_reserves_its_next_offsets_while_writing_and_releases_them
     assert [p + rows[p].span for p in keys[:-1]] == keys[1:]  # no hole left: unused spares were released
     assert keys[-1] + rows[keys[-1]].span - 1 == sequencer.end_offset(w.inst.messages, T, 1)
     assert len(w.fetch()) == 100
+
+
+def test_a_spare_is_kept_while_the_publish_before_it_is_still_being_written() -> None:
+    w = World()
+    writer = w.writer()
+    original = w.inst.messages.compare_and_set
+
+    def slow_put(*args: object) -> bool:
+        time.sleep(0.02)  # a put slower than the idle time: the writer is busy all along
+        return original(*args)  # type: ignore[arg-type]
+
+    w.inst.messages.compare_and_set = slow_put  # type: ignore[method-assign]
+    for i in range(20):
+        writer.publish(T, [b"%d" % i])
+    writer.close()
+    assert writer._reservations.spares_used >= 15 and len(w.fetch()) == 20
