@@ -54,6 +54,7 @@ class _Queue:
     spare: Ticket | None = None
     spare_pending: bool = False  # a spare is being reserved in the background
     writing: int = 0  # publishes holding offsets and not yet ended
+    rounds: int = 0  # rounds taken so far (a spare is only for the round after the one that asked for it)
     last_end: float = -1.0  # time.monotonic() when the last publish of this queue ended
 
 
@@ -91,6 +92,8 @@ class Reservations:
             span = sum(t.span for t in round_)
             spare, queue.spare = queue.spare, None
             busy = time.monotonic() - queue.last_end < IDLE_SECONDS
+            queue.rounds += 1
+            round_no = queue.rounds
         try:
             if spare is not None and (spare.span != span or time.monotonic() - spare.started >= self.window() / 2):
                 self._release(topic, generation, spare)
@@ -101,7 +104,7 @@ class Reservations:
                 self.spares_used += 1
                 self._hand_out(round_, spare.first, spare.publish_time, spare.started)
             if busy and len(round_) == 1:  # a round of several publishes rarely repeats its span
-                self._reserve_spare(topic, generation, queue, span)
+                self._reserve_spare(topic, generation, queue, span, round_no)
         finally:
             with queue.lock:  # hand the lead to the first publish that queued meanwhile
                 if queue.waiting:
@@ -160,7 +163,7 @@ class Reservations:
             waiting.first, waiting.publish_time, waiting.started = first, publish_time, started
             first += waiting.span
 
-    def _reserve_spare(self, topic: TopicId, generation: int, queue: _Queue, span: int) -> None:
+    def _reserve_spare(self, topic: TopicId, generation: int, queue: _Queue, span: int, round_no: int) -> None:
         with queue.lock:
             if queue.spare is not None or queue.spare_pending or self._closed.is_set():
                 return
@@ -170,9 +173,11 @@ class Reservations:
                 self._background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tms-spare")
                 self._keeper = threading.Thread(target=self._keep, name="tms-spare-keeper", daemon=True)
                 self._keeper.start()
-        self._background.submit(self._spare_job, topic, generation, queue, span)
+        self._background.submit(self._spare_job, topic, generation, queue, span, round_no)
 
-    def _spare_job(self, topic: TopicId, generation: int, queue: _Queue, span: int) -> None:
+    def _spare_job(self, topic: TopicId, generation: int, queue: _Queue, span: int, round_no: int) -> None:
+        """Reserve a spare for the round after ``round_no``; if that round began meanwhile (it took an
+        increment of its own), the spare would sit below its rows and hold readers: release it at once."""
         spare = Ticket(span)
         kept = False
         try:
@@ -180,7 +185,8 @@ class Reservations:
         finally:
             with queue.lock:
                 queue.spare_pending = False
-                if spare.error is None and queue.spare is None and not self._closed.is_set():
+                wanted = queue.spare is None and queue.rounds == round_no and not self._closed.is_set()
+                if spare.error is None and wanted:
                     queue.spare, kept = spare, True
         if not kept and spare.error is None:  # not wanted any more
             self._release(topic, generation, spare)
