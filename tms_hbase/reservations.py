@@ -6,7 +6,8 @@
   publishing at once cost about one increment per round instead of k.
 * **The pipelined spare.** While a writer is busy (a publish begins within ``IDLE_SECONDS`` of the
   previous one's end), a background thread reserves the next round's offsets while the current batch is
-  written; a round of the same span takes the spare instead of an increment. A spare is used only while
+  written; a round of the same span takes the spare instead of an increment (waiting for it if its
+  increment is still on its way). A spare is used only while
   younger than half the window W (it counts W from when it was reserved, like any reservation), and
   is released (filled with this writer's skip marker over its span) once the writer is idle, once it is
   too old to use, or when the writer closes, so readers wait on it for milliseconds at most.
@@ -53,6 +54,7 @@ class _Queue:
     busy: bool = False  # a thread is reserving for the queue
     spare: Ticket | None = None
     spare_pending: bool = False  # a spare is being reserved in the background
+    spare_ready: threading.Event = field(default_factory=threading.Event)  # set when no spare is pending
     writing: int = 0  # publishes holding offsets and not yet ended
     rounds: int = 0  # rounds taken so far (a spare is only for the round after the one that asked for it)
     last_end: float = -1.0  # time.monotonic() when the last publish of this queue ended
@@ -90,6 +92,10 @@ class Reservations:
         with queue.lock:
             round_, queue.waiting = queue.waiting, []
             span = sum(t.span for t in round_)
+            pending = queue.spare is None and queue.spare_pending
+        if pending:  # the next offsets are on their way: waiting for them is cheaper than an increment
+            queue.spare_ready.wait(self.window() / 2)
+        with queue.lock:
             spare, queue.spare = queue.spare, None
             busy = time.monotonic() - queue.last_end < IDLE_SECONDS
             queue.rounds += 1
@@ -168,6 +174,7 @@ class Reservations:
             if queue.spare is not None or queue.spare_pending or self._closed.is_set():
                 return
             queue.spare_pending = True
+            queue.spare_ready.clear()
         with self._lock:
             if self._background is None:
                 self._background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tms-spare")
@@ -188,6 +195,7 @@ class Reservations:
                 wanted = queue.spare is None and queue.rounds == round_no and not self._closed.is_set()
                 if spare.error is None and wanted:
                     queue.spare, kept = spare, True
+            queue.spare_ready.set()
         if not kept and spare.error is None:  # not wanted any more
             self._release(topic, generation, spare)
 
