@@ -159,9 +159,9 @@ def bench_tables(settings: Settings, name: str) -> Iterator[tuple[MessagingClien
                 raw.close()
 
 
-def new_topic(client: MessagingClient, name: str) -> TopicId:
+def new_topic(client: MessagingClient, name: str, properties: dict[str, str] | None = None) -> TopicId:
     topic = TopicId("bench", name)
-    client.create_topic(topic)
+    client.create_topic(topic, properties)
     return topic
 
 

@@ -1,4 +1,6 @@
-"""Benchmark 2: 4 writer processes on one topic vs 1 (aggregate messages/s), raw happybase alongside.
+"""Benchmark 2: 4 writer processes on one topic vs 1 (aggregate messages/s), raw happybase alongside,
+for both orderings of a generation (issue 14): the chain and the sequencer, which also runs 16 writers
+(4 processes × 4 threads sharing each process's client, so their publishes share increments).
 
 Four worker processes (spawn start method) are started once; each opens its own MessagingClient
 and happybase connection. A trial gives k of them a common start time (the wall clock is shared on
@@ -9,6 +11,7 @@ raw writers write disjoint keys of one table (no ordering at all: the ceiling of
 
 from __future__ import annotations
 
+import threading
 import time
 
 from .common import (
@@ -30,15 +33,23 @@ from .procs import Workers
 BATCH = 100
 PAYLOAD_SIZE = 1024
 WRITERS = 4
-GOAL = 1.5
+THREADS = 4  # per process, in the 16-writer row
 
 _open: dict[tuple[str, str], tuple[object, object, list[bytes]]] = {}  # per worker process
 
 
 def write_for(
-    address: str, prefix: str, raw_name: str, worker: int, topic_name: str, start_at: float, duration: float
+    address: str,
+    prefix: str,
+    raw_name: str,
+    worker: int,
+    topic_name: str,
+    start_at: float,
+    duration: float,
+    threads: int = 1,
 ) -> tuple[int, float, int, int]:
-    """Worker job: publish (``topic_name``) or raw-put (``""``) batches from ``start_at`` for ``duration`` s.
+    """Worker job: publish (``topic_name``) or raw-put (``""``) batches from ``start_at`` for ``duration`` s,
+    from ``threads`` threads sharing this process's client (publishes only).
 
     Returns (messages written, end time, HBase calls made, publish calls).
     """
@@ -57,13 +68,26 @@ def write_for(
     calls = client.installation.calls
     wait_until(start_at)
     end_at = start_at + duration
-    count = 0
-    while time.time() < end_at:
-        if topic is not None:
+    counts = [0] * threads
+
+    def publish(i: int) -> None:
+        while time.time() < end_at:
             client.publish(topic, batch)
-        else:
-            raw_put_batch(table, key_prefix, count * BATCH, batch)
-        count += 1
+            counts[i] += 1
+
+    if topic is not None and threads > 1:
+        running = [threading.Thread(target=publish, args=(i,)) for i in range(threads)]
+        for t in running:
+            t.start()
+        for t in running:
+            t.join()
+    elif topic is not None:
+        publish(0)
+    else:
+        while time.time() < end_at:
+            raw_put_batch(table, key_prefix, counts[0] * BATCH, batch)
+            counts[0] += 1
+    count = sum(counts)
     return count * BATCH, time.time(), client.installation.calls - calls, count
 
 
@@ -76,12 +100,19 @@ def close_all() -> None:
 
 
 def _trial(
-    workers: Workers, settings: Settings, prefix: str, raw_name: str, topic: str, count: int, duration: float
+    workers: Workers,
+    settings: Settings,
+    prefix: str,
+    raw_name: str,
+    topic: str,
+    count: int,
+    duration: float,
+    threads: int = 1,
 ) -> tuple[float, float]:
-    """Aggregate messages/s of ``count`` writers, and HBase calls per publish."""
+    """Aggregate messages/s of ``count`` writer processes (``threads`` each), and HBase calls per publish."""
     start_at = time.time() + 0.5
     for i in range(count):
-        workers.submit(i, write_for, settings.address, prefix, raw_name, i, topic, start_at, duration)
+        workers.submit(i, write_for, settings.address, prefix, raw_name, i, topic, start_at, duration, threads)
     answers = [workers.result(i, duration + 60) for i in range(count)]
     messages = sum(a[0] for a in answers)
     elapsed = max(a[1] for a in answers) - start_at
@@ -89,29 +120,41 @@ def _trial(
     return messages / elapsed, sum(a[2] for a in answers) / max(1, publishes)
 
 
+TRIALS = [  # (row, ordering or "raw", processes, threads per process)
+    ("tms1", "chain", 1, 1),
+    ("tms4", "chain", WRITERS, 1),
+    ("seq1", "sequencer", 1, 1),
+    ("seq4", "sequencer", WRITERS, 1),
+    ("seq16", "sequencer", WRITERS, THREADS),
+    ("raw1", "raw", 1, 1),
+    ("raw4", "raw", WRITERS, 1),
+]
+
+
 def run(settings: Settings) -> Result:
     duration = settings.pick(2.0, 1.5)
     result = Result(
         "writers",
-        f"{WRITERS} writer processes on one topic vs 1 ({BATCH} × {PAYLOAD_SIZE} B batches, {duration:g} s a trial)",
+        f"{WRITERS} writer processes on one topic vs 1 ({BATCH} × {PAYLOAD_SIZE} B batches, {duration:g} s a trial), "
+        f"chain and sequencer generations, and {WRITERS} × {THREADS} sequencer writer threads",
     )
-    rates: dict[str, list[float]] = {"tms1": [], "tms4": [], "raw1": [], "raw4": []}
-    calls: dict[str, list[float]] = {"tms1": [], "tms4": []}
+    rates: dict[str, list[float]] = {name: [] for name, *_ in TRIALS}
+    calls: dict[str, list[float]] = {name: [] for name, kind, *_ in TRIALS if kind != "raw"}
     with bench_tables(settings, "wr") as (client, conn, raw_name), Workers(WRITERS) as workers:
         create_raw_table(conn, raw_name)
         prefix = client.installation.prefix
-        trials = [("tms", 1), ("tms", WRITERS), ("raw", 1), ("raw", WRITERS)]
         try:
             for r in range(settings.rounds):
-                for kind, count in trials if r % 2 == 0 else list(reversed(trials)):
-                    topic = str(new_topic(client, f"w{r}_{count}")) if kind == "tms" else ""
-                    rate, per_publish = _trial(workers, settings, prefix, raw_name, topic, count, duration)
-                    rates[f"{kind}{count}"].append(rate)
-                    if kind == "tms":
-                        calls[f"tms{count}"].append(per_publish)
+                for name, kind, count, threads in TRIALS if r % 2 == 0 else list(reversed(TRIALS)):
+                    topic = "" if kind == "raw" else str(new_topic(client, f"w{r}_{name}", {"ordering": kind}))
+                    rate, per_publish = _trial(workers, settings, prefix, raw_name, topic, count, duration, threads)
+                    rates[name].append(rate)
+                    if kind != "raw":
+                        calls[name].append(per_publish)
                 progress(
-                    f"writers round {r + 1}/{settings.rounds}: tms 1→{rates['tms1'][-1]:,.0f} "
-                    f"4→{rates['tms4'][-1]:,.0f} msg/s; raw 1→{rates['raw1'][-1]:,.0f} 4→{rates['raw4'][-1]:,.0f}"
+                    f"writers round {r + 1}/{settings.rounds}: "
+                    + ", ".join(f"{name} {rates[name][-1]:,.0f}" for name, *_ in TRIALS)
+                    + " msg/s"
                 )
         finally:
             for i in range(WRITERS):
@@ -120,21 +163,49 @@ def run(settings: Settings) -> Result:
                 workers.result(i, 30)
 
     m = {k: median(v) for k, v in rates.items()}
-    tms_scale, raw_scale = ratio(m["tms4"], m["tms1"]), ratio(m["raw4"], m["raw1"])
+    c = {k: median(v) for k, v in calls.items()}
+    tms_scale, seq_scale, raw_scale = (
+        ratio(m["tms4"], m["tms1"]),
+        ratio(m["seq4"], m["seq1"]),
+        ratio(m["raw4"], m["raw1"]),
+    )
     result.table(
         ["", "1 process, msg/s", f"{WRITERS} processes, msg/s", f"{WRITERS} vs 1", "HBase calls per publish (1 → 4)"],
         [
-            [
-                "tms-hbase, one topic",
-                m["tms1"],
-                m["tms4"],
-                f"{tms_scale:.2f}×",
-                f"{median(calls['tms1']):.2f} → {median(calls['tms4']):.2f}",
-            ],
+            ["tms-hbase, chain", m["tms1"], m["tms4"], f"{tms_scale:.2f}×", f"{c['tms1']:.2f} → {c['tms4']:.2f}"],
+            ["tms-hbase, sequencer", m["seq1"], m["seq4"], f"{seq_scale:.2f}×", f"{c['seq1']:.2f} → {c['seq4']:.2f}"],
             ["raw happybase, one table", m["raw1"], m["raw4"], f"{raw_scale:.2f}×", "1 → 1"],
-            ["tms-hbase ÷ raw", f"{ratio(m['tms1'], m['raw1']):.2f}×", f"{ratio(m['tms4'], m['raw4']):.2f}×", "", ""],
+            ["chain ÷ raw", f"{ratio(m['tms1'], m['raw1']):.2f}×", f"{ratio(m['tms4'], m['raw4']):.2f}×", "", ""],
+            ["sequencer ÷ raw", f"{ratio(m['seq1'], m['raw1']):.2f}×", f"{ratio(m['seq4'], m['raw4']):.2f}×", "", ""],
         ],
     )
-    result.goal(f"{WRITERS} writers ≥ {GOAL}× one", f"{tms_scale:.2f}×", tms_scale >= GOAL)
-    result.samples = {"msgs_per_s": rates, "calls_per_publish": calls, "scale_tms": tms_scale, "scale_raw": raw_scale}
+    result.table(
+        ["sequencer", "msg/s", "÷ 4 processes", "HBase calls per publish"],
+        [
+            [
+                f"{WRITERS} processes × {THREADS} threads",
+                m["seq16"],
+                f"{ratio(m['seq16'], m['seq4']):.2f}×",
+                f"{c['seq16']:.2f}",
+            ]
+        ],
+    )
+    seq_raw = ratio(m["seq4"], m["raw4"])
+    result.goal(f"{WRITERS} sequencer writers ≥ 0.9× {WRITERS} raw", f"{seq_raw:.2f}×", seq_raw >= 0.9)
+    result.goal(
+        f"{WRITERS} sequencer writers ≥ one chain writer", f"{ratio(m['seq4'], m['tms1']):.2f}×", m["seq4"] >= m["tms1"]
+    )
+    result.goal("16 sequencer writers ≥ 4", f"{ratio(m['seq16'], m['seq4']):.2f}×", m["seq16"] >= m["seq4"])
+    result.goal(
+        "one sequencer writer ≥ 0.9× one chain writer",
+        f"{ratio(m['seq1'], m['tms1']):.2f}×",
+        m["seq1"] >= 0.9 * m["tms1"],
+    )
+    result.samples = {
+        "msgs_per_s": rates,
+        "calls_per_publish": calls,
+        "scale_tms": tms_scale,
+        "scale_sequencer": seq_scale,
+        "scale_raw": raw_scale,
+    }
     return result

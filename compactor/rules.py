@@ -2,7 +2,8 @@
 
 The ordering protocol adds two rules (docs/ordering.md): the newest row of a live generation is never
 deleted (only its expired payloads are stripped), and nothing is deleted before its TTL plus a grace
-period has passed, so no writer can put a row into a position the sweeper has freed.
+period has passed, so no writer can put a row into a position the sweeper has freed. In a sequencer
+generation rows go only as a prefix of the generation (``prefix_verdict``).
 """
 
 from __future__ import annotations
@@ -60,6 +61,22 @@ def message_verdict(
     if deadline + grace_ms >= now_ms:
         return Verdict.KEEP
     if not newest:
+        return Verdict.DROP
+    return Verdict.STRIP if row.has_payloads else Verdict.KEEP
+
+
+def prefix_verdict(
+    verdict: Verdict, row: RowHeader, prefix_gone: bool, stored_ms: int, now_ms: int, grace_ms: int
+) -> Verdict:
+    """The verdict on a row of a live sequencer generation, from its ``message_verdict``: rows go only as a
+    prefix (``prefix_gone``: nothing of the generation is left below this row), so a reader can tell a
+    swept offset from a hole; an expired row above a live one keeps its header (its payloads are
+    stripped). A skip marker also waits the grace past when HBase stored it (it carries an old time)."""
+    if verdict is not Verdict.DROP:
+        return verdict
+    if row.skip and stored_ms + grace_ms >= now_ms:
+        return Verdict.KEEP
+    if prefix_gone:
         return Verdict.DROP
     return Verdict.STRIP if row.has_payloads else Verdict.KEEP
 

@@ -12,14 +12,23 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
+from tms_hbase import sequencer
 from tms_hbase.args import renamed
 from tms_hbase.clock import now_ms
 from tms_hbase.errors import InvalidArgument, LeaseLost
 from tms_hbase.installation import InstallationStore, check_grace, sweeper_tail_cache
-from tms_hbase.integrity import RowCheck, check_message_row, check_payload_row
+from tms_hbase.integrity import RowCheck, check_message_row, check_payload_row, is_counter_row
 from tms_hbase.metadata import MetadataStore
 from tms_hbase.row_time import check_row_time
-from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, position_of, split_key, with_tx_pointer
+from tms_hbase.rows import (
+    MESSAGE_COLUMN,
+    BatchRow,
+    RowHeader,
+    generation_prefix,
+    position_of,
+    split_key,
+    with_tx_pointer,
+)
 from tms_hbase.storage import Installation, Region, Row, Table
 from tms_hbase.sweep_state import RegionRecord, SweepState
 from tms_hbase.topic import TopicId, TopicMetadata
@@ -27,7 +36,7 @@ from tms_hbase.tx.pruning import prune_upper_bound
 from tms_hbase.tx.snapshot_source import DEFAULT_MAX_AGE_SECONDS, SnapshotKeeper, SnapshotSource, StoredSnapshots
 
 from .metrics import SweeperMetrics
-from .rules import Verdict, dead_generation, message_verdict, payload_verdict
+from .rules import Verdict, dead_generation, message_verdict, payload_verdict, prefix_verdict
 from .subscriptions import sweep_subscriptions
 
 log = logging.getLogger(__name__)
@@ -83,6 +92,9 @@ class _Context:
     tx_snapshot: object = None  # the view of the transaction state in use
     tx_stale: bool = True  # no view of the transaction state, or a too old one: no invalid-list work
     region_tx_stale: bool = False  # some chunk of the current region was swept with tx_stale
+    # sequencer generations of this region: is nothing left below the current row? (prefix deletes only)
+    prefix_gone: dict[tuple[TopicId, int], bool] = field(default_factory=dict)
+    low_water: dict[tuple[TopicId, int], int] = field(default_factory=dict)  # to raise before this chunk's deletes
 
 
 class Sweeper:
@@ -300,6 +312,7 @@ class Sweeper:
         # which needs them marked everywhere), so this bound stays true for the whole region.
         region_bound, region_read_pointer = context.prune_bound, context.read_pointer
         context.region_tx_stale = context.tx_stale
+        context.prefix_gone = {}
         kind = "messages" if self._is_messages(region) else "payloads"
         pending: tuple[Future | None, bytes] | None = None  # a chunk's deletes in flight, and its last key
         for chunk, following in self._chunks(region, start):
@@ -363,6 +376,11 @@ class Sweeper:
     def _message_row(self, key: bytes, data: dict, following: bytes | None, context: _Context) -> None:
         report = context.report
         report.messages_scanned += 1
+        if is_counter_row(key, data):  # a sequencer generation's counter: it goes with its generation
+            if self._dead(key, context):
+                report.messages_dropped += 1
+                context.deletes.append(key)
+            return
         check = check_message_row(key, {column: cell[0] for column, cell in data.items()})
         if check.header is None:
             if self._dead(key, context):
@@ -382,6 +400,8 @@ class Sweeper:
         verdict = message_verdict(
             check.generation, meta, row, newest, context.now, self.grace_ms, time_ms=timing.effective_time
         )
+        if meta is not None and meta.sequencer and meta.generation == check.generation:
+            verdict = self._prefix(key, check.topic, check.generation, row, verdict, stored, context)
         if verdict is Verdict.DROP:
             report.messages_dropped += 1
             context.deletes.append(key)
@@ -393,6 +413,29 @@ class Sweeper:
         elif row.tx_pointer is not None and row.tx_pointer in context.invalid:
             report.messages_invalidated += 1
             self._replace(key, value, with_tx_pointer(value, -row.tx_pointer), "invalid")
+
+    def _prefix(
+        self,
+        key: bytes,
+        topic: TopicId,
+        generation: int,
+        row: RowHeader,
+        verdict: Verdict,
+        stored: int,
+        context: _Context,
+    ) -> Verdict:
+        """Apply the prefix rule of a live sequencer generation (rules.prefix_verdict); a row dropped
+        moves the generation's low-water mark past it (raised before the chunk's deletes are sent)."""
+        where = (topic, generation)
+        gone = context.prefix_gone.get(where)
+        if gone is None:  # the first row of the generation in this region: is anything left below it?
+            below = self.installation.messages.scan(key, generation_prefix(topic, generation), limit=2, reverse=True)
+            gone = not [k for k, _ in below if k < key]
+        verdict = prefix_verdict(verdict, row, gone, stored, context.now, self.grace_ms)
+        context.prefix_gone[where] = verdict is Verdict.DROP and gone
+        if context.prefix_gone[where]:
+            context.low_water[where] = row.next_position(position_of(key))
+        return verdict
 
     def _future_dated(self, where: tuple[TopicId, int], key: bytes, ahead_ms: int, context: _Context) -> None:
         context.report.messages_future_dated += 1
@@ -450,6 +493,10 @@ class Sweeper:
     def _flush(self, region: Region, context: _Context) -> Future | None:
         """Start deleting the chunk's rows in the background; the future says when they are gone."""
         keys, context.deletes = tuple(context.deletes), []
+        raised, context.low_water = context.low_water, {}
+        if not self.dry_run:  # readers must know these offsets are swept before they are
+            for (topic, generation), offset in raised.items():
+                sequencer.raise_low_water(self.installation.messages, topic, generation, offset)
         if not keys:
             return None
         self.metrics.rows_dropped.labels("messages" if self._is_messages(region) else "payloads").inc(len(keys))

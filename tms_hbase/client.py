@@ -111,22 +111,31 @@ class MessagingClient:
         self._topics = MetadataCache(self._metadata, max_age)
         storage = self.installation
         self._settings = InstallationStore(storage.metadata)
+        writer_settings = WriterSettings(self._settings)
         self._writer = MessageWriter(
             storage.messages,
             storage.payloads,
             self._topics,
-            WriterSettings(self._settings),
+            writer_settings,
             max_batch_bytes=max_batch_bytes,
             retry=config.retry,
             tx_max_lifetime=tx_max_lifetime_seconds,
         )
-        self._reader = MessageReader(storage.messages, storage.payloads, self._topics)
+        self._reader = MessageReader(
+            storage.messages, storage.payloads, self._topics, writer_settings.tail_cache_seconds
+        )
         self._subscriptions = SubscriptionStore(storage.table("subscriptions"))
         self._subscription_admin = SubscriptionAdmin(self._subscriptions, storage.messages, self._reader, self.tx_state)
         self._stats = TopicStatistics(storage.messages, storage.payloads, self._reader)
         self._doorbells = Doorbells(self.tables.prefix, self._doorbells_of)
 
     # -- lifecycle ----------------------------------------------------------------------------
+
+    @property
+    def longest_hole_wait(self) -> float:
+        """Seconds the fetches of this client were held by one hole of a sequencer generation, at most
+        (from first sighting to passing it; docs/ordering.md bounds it by H + one poll)."""
+        return self._reader.longest_hole_wait
 
     def __enter__(self) -> MessagingClient:
         return self
@@ -135,7 +144,9 @@ class MessagingClient:
         self.close()
 
     def close(self) -> None:
-        """Close the pooled connections (consumers of this client should be closed first)."""
+        """Close the pooled connections (consumers of this client should be closed first), after
+        releasing the offsets its writer reserved ahead in sequencer topics."""
+        self._writer.close()
         self._doorbells.close()
         self.hbase.close()
 

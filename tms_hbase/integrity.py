@@ -13,7 +13,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import CorruptData
-from .rows import COUNTER_COLUMN, MESSAGE_COLUMN, PAYLOAD_COLUMN, RowHeader, check_cell, position_of, split_key
+from .rows import (
+    COUNTER_COLUMN,
+    LOW_WATER_COLUMN,
+    MESSAGE_COLUMN,
+    PAYLOAD_COLUMN,
+    SEQUENCE_COLUMN,
+    RowHeader,
+    check_cell,
+    position_of,
+    split_key,
+)
 from .topic import TopicId, TopicMetadata
 
 _SUFFIX = 4 + 8  # generation u32 and position (or write pointer) u64 after the topic key
@@ -69,8 +79,18 @@ def _topic_key_length(key: bytes) -> int:
     return key.find(b":", key.find(b":") + 1) + 1
 
 
+def is_counter_row(key: bytes, columns: Mapping[bytes, Any]) -> bool:
+    """Whether a message-table row is a sequencer generation's counter row (topic key and generation
+    only, with the offset counter or the low-water mark): sound, and no batch row."""
+    where = split_key(key)
+    if where is None or len(key) != _topic_key_length(key) + 4:
+        return False
+    return bool(columns) and set(columns) <= {SEQUENCE_COLUMN, LOW_WATER_COLUMN}
+
+
 def check_message_row(key: bytes, columns: Mapping[bytes, Any]) -> RowCheck:
-    """A message-table row: a key of topic, generation and position, and a ``d:m`` cell that decodes."""
+    """A message-table row: a key of topic, generation and position, and a ``d:m`` cell that decodes
+    (a counter row, see :func:`is_counter_row`, is checked apart)."""
     where = split_key(key)
     if where is None or len(key) != _topic_key_length(key) + _SUFFIX:
         return RowCheck("messages", key, reason="the row key is not topic, generation and position")

@@ -12,12 +12,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from .errors import ConcurrentModification, HBaseUnavailable, TopicAlreadyExists, TopicNotFound
+from .errors import ConcurrentModification, HBaseUnavailable, InvalidArgument, TopicAlreadyExists, TopicNotFound
 from .integrity import RowCheck, check_metadata_row
 from .retry import Retry
 from .storage import Table
 from .tables import FAMILY
-from .topic import GENERATION_KEY, TopicId, TopicMetadata, user_properties
+from .topic import GENERATION_KEY, ORDERING_KEY, TopicId, TopicMetadata, user_properties
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,13 @@ class MetadataStore:
                     f"topic {topic} was changed since it was read (now generation {old.generation}, "
                     f"properties {dict(old.properties)})"
                 )
-            return TopicMetadata(topic, {**props, GENERATION_KEY: str(old.generation)})
+            if ORDERING_KEY in props and props[ORDERING_KEY] != old.ordering:
+                raise InvalidArgument(
+                    f"the {ORDERING_KEY} of topic {topic} is {old.ordering}, fixed for its generation; "
+                    "delete and re-create the topic to change it"
+                )
+            kept = {ORDERING_KEY: old.properties[ORDERING_KEY]} if ORDERING_KEY in old.properties else {}
+            return TopicMetadata(topic, {**props, **kept, GENERATION_KEY: str(old.generation)})
 
         return self._change(topic, step, f"update topic {topic}")
 

@@ -67,6 +67,15 @@ class ClientMetrics:
         self.doorbell_rings = _metric(
             Counter, "tms_client_doorbell_rings", "Wake-up datagrams sent to consumers of other processes"
         )
+        self.holes_filled = _metric(
+            Counter, "tms_client_holes_filled", "Skip markers a reader put into a sequencer generation's hole"
+        )
+        self.hole_wait = _metric(
+            Histogram,
+            "tms_client_hole_wait_seconds",
+            "How long a reader was held by a hole, from first sighting to passing it",
+            buckets=LATENCY_BUCKETS,
+        )
         self._per_topic: dict[str, tuple[Any, Any, Any]] = {}
 
     def published(self, topic: str, messages: int, size: int, seconds: float) -> None:

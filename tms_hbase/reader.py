@@ -7,16 +7,29 @@
 * With a transaction, a row is accepted (no pointer, or visible), skipped (rolled back or invalid),
   or stops the whole fetch (in progress or above the read pointer), so order is kept.
 * A pointer row expands to its payload-table rows in store order.
+
+In a sequencer generation (docs/ordering.md) a row's key is its first offset and the next row starts at
+key + span. A missing offset below a row that exists (after one re-scan) is a reservation not written
+yet: the reader returns what comes before it and does not pass it; once it has seen it for H
+(``sequencer.hole_wait``), it fills it with a skip marker (if-absent, one offset at a time) or, if the
+writer was first, reads the batch. A gap below the generation's low-water mark is swept (the sweeper
+deletes sequencer rows only as a prefix, raising the mark first). Skip markers hold no messages and
+are never returned. A time seek looks for T − D (D = W + the clock-skew bound: publish time is
+non-decreasing only up to D there).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import cast
 
+from . import sequencer
 from .clock import now_ms
 from .errors import CorruptData, InvalidArgument
+from .installation import DEFAULT_TAIL_CACHE_SECONDS
 from .message_id import MessageId
 from .message_id import encode as encode_id
 from .metadata import MetadataCache
@@ -119,12 +132,40 @@ def _validate(start_message: object, start_time: object, inclusive: object, limi
 
 class MessageReader:
     """Fetches messages in order from the ``messages`` and ``payloads`` tables; every fetch is a poll
-    that ends at the topic's current tail."""
+    that ends at the topic's current tail (or, in a sequencer generation, at a hole not yet due to fill).
 
-    def __init__(self, messages: Table, payloads: Table, topics: MetadataCache) -> None:
+    ``tail_cache_seconds`` says the installation's tail-cache time C (re-read as it may change): W, H and
+    D of sequencer generations follow from it (docs/guarantees.md); without it C is the default 30 s.
+    """
+
+    def __init__(
+        self,
+        messages: Table,
+        payloads: Table,
+        topics: MetadataCache,
+        tail_cache_seconds: Callable[[], float] | None = None,
+    ) -> None:
         self.messages = messages
         self.payloads = payloads
         self.topics = topics
+        self.tail_cache_seconds = tail_cache_seconds or (lambda: DEFAULT_TAIL_CACHE_SECONDS)
+        self._holes: dict[tuple[TopicId, int, int], float] = {}  # first sighting (monotonic) of each hole
+        self._holes_lock = threading.Lock()
+        self.holes_filled = 0  # skip markers this reader put into holes
+        self.longest_hole_wait = 0.0  # seconds, first sighting to passing, of the longest hole met
+
+    def hole_wait(self) -> float:
+        """H: how long a hole below a row that exists is waited on before it is filled."""
+        return sequencer.hole_wait(self.tail_cache_seconds())
+
+    def disorder_ms(self) -> int:
+        """D of sequencer generations: W + the clock-skew bound (the tail-cache time), in ms."""
+        cache = self.tail_cache_seconds()
+        return int((sequencer.window(cache) + cache) * 1000)
+
+    def _sequenced(self, topic: TopicId, generation: int) -> bool:
+        meta = self.topics.get(topic)
+        return meta.sequencer and meta.generation == generation
 
     def fetch(
         self,
@@ -151,7 +192,7 @@ class MessageReader:
         else:
             since = floor if start_time is None else max(floor, start_time + (0 if inclusive else 1))
             start = _Start(self.seek(topic, generation, since), 0, True)
-        return self._iterate(topic, generation, start, floor, limit, transaction)
+        return self._iterate(topic, generation, start, floor, limit, transaction, sequenced=meta.sequencer)
 
     def fetch_range(
         self, topic: TopicId, start: MessageId, end: MessageId | None = None, transaction: Transaction | None = None
@@ -172,13 +213,19 @@ class MessageReader:
         stop = None if end is None else (end.position, end.index)
         floor = now_ms() - meta.ttl * 1000
         start_at = _Start(start.position, start.index, True)
-        return self._iterate(topic, meta.generation, start_at, floor, None, transaction, last, stop)
+        return self._iterate(
+            topic, meta.generation, start_at, floor, None, transaction, last, stop, sequenced=meta.sequencer
+        )
 
     # -- positions ----------------------------------------------------------------------------
 
     def seek(self, topic: TopicId, generation: int, time_ms: int) -> int:
         """The first position whose publish time is >= ``time_ms`` (the tail + 1 if none): a binary
-        search over positions that steps over swept gaps, O(log n) reads."""
+        search over positions that steps over swept gaps, O(log n) reads. In a sequencer generation it
+        looks for ``time_ms`` − D: no row at or after ``time_ms`` comes before the answer, and rows up
+        to D older may (docs/ordering.md)."""
+        if self._sequenced(topic, generation):
+            return self._sequencer_seek(topic, generation, time_ms - self.disorder_ms())
         prefix = generation_prefix(topic, generation)
         first = self._first_at_or_after(prefix, 1, None)
         if first is None:
@@ -199,6 +246,29 @@ class MessageReader:
             else:
                 hi = bound = found[0]
         return hi
+
+    def _sequencer_seek(self, topic: TopicId, generation: int, time_ms: int) -> int:
+        """The offset just after the last row dated before ``time_ms`` (1 if none): a row not written yet
+        below it is dated before ``time_ms`` + D, so starting there misses nothing the caller asked for,
+        while starting at the first row dated after could pass a hole whose row is (docs/ordering.md)."""
+        prefix = generation_prefix(topic, generation)
+        first = self._first_at_or_after(prefix, 1, None)
+        if first is None or first[1].publish_time >= time_ms:
+            return 1
+        lo = first
+        last = self._last(prefix)
+        if last[1].publish_time < time_ms:
+            return last[1].next_position(last[0])
+        bound = last[0]
+        while bound - lo[0] > 1:
+            found = self._first_at_or_after(prefix, (lo[0] + bound) // 2, bound)
+            if found is None:
+                bound = (lo[0] + bound) // 2
+            elif found[1].publish_time < time_ms:
+                lo = found
+            else:
+                bound = found[0]
+        return lo[1].next_position(lo[0])
 
     def positions(self, topic: TopicId, start_time: int | None = None, end_time: int | None = None) -> PositionRange:
         """The positions of the current generation whose rows are not expired and were published in
@@ -320,6 +390,102 @@ class MessageReader:
             if len(chunk) < CHUNK_ROWS:
                 return
 
+    def _sequencer_rows(
+        self, topic: TopicId, generation: int, start: int, first: int, last: int | None = None
+    ) -> Iterator[tuple[int, BatchRow]]:
+        """The batch rows of a sequencer generation from offset ``start`` in order, skip markers left
+        out, up to the tail or a hole not yet due to fill (see module doc). A gap is a hole unless it lies
+        below the generation's low-water mark (swept). ``start`` may lie inside a row's span (a range cut by
+        offsets): that row belongs before it, so reading begins after the span. With ``last`` (a range
+        read, which must reach its end) a hole not due yet is waited on instead of ending the read."""
+        prefix = generation_prefix(topic, generation)
+        end = past_last(prefix)
+        expected, size, previous_time, first_look = start, first, 0, True
+        while expected <= (MAX_POSITION if last is None else last):
+            chunk = self._scan(message_key(topic, generation, expected), end, size)
+            for key, value in chunk:
+                position = position_of(key)
+                if position < expected:
+                    continue
+                detour = position > expected
+                if detour and first_look:  # inside the span of the row below the start?
+                    first_look = False
+                    below = self.messages.scan(message_key(topic, generation, expected), prefix, limit=1, reverse=True)
+                    if below:
+                        under, cells = below[0]
+                        after = peek_row(under, cells.get(MESSAGE_COLUMN)).next_position(position_of(under))
+                        if after > expected:
+                            expected = after
+                            break
+                first_look = False
+                if detour:
+                    swept = sequencer.low_water(self.messages, topic, generation)
+                    if swept > expected:  # the sweeper deleted below this: jump (and look again)
+                        expected = swept
+                        break
+                    above = position
+                    again = self._scan(message_key(topic, generation, expected), key, 1)  # a region race?
+                    if again:
+                        key, value = again[0]
+                        position = position_of(key)
+                    if position > expected:
+                        found = self._hole(topic, generation, expected, above, previous_time)
+                        if found is None and last is not None:
+                            time.sleep(0.02)
+                            break  # look again from the same offset
+                        if found is None:
+                            return  # not due yet: this poll ends before the hole
+                        key, value = found
+                        position = expected
+                if self._holes:
+                    self._passed((topic, generation, position))
+                row = decode_row(key, value)
+                if not row.skip:
+                    yield position, row
+                previous_time = row.publish_time
+                expected = position + (row.span or 1)
+                if detour:
+                    break  # scan again from the new expected offset
+            else:
+                if len(chunk) < size:
+                    return  # the tail as it was when this poll read it
+                size = CHUNK_ROWS
+
+    def _hole(
+        self, topic: TopicId, generation: int, offset: int, above: int, previous_time: int
+    ) -> tuple[bytes, bytes] | None:
+        """The row (key, cell) now at ``offset``, a hole below the row at ``above``: None while it has been
+        seen for less than H, else a skip marker this reader put there or the batch that was first. The
+        offsets after it up to ``above`` have been waited on as long (H counts from the first sighting
+        of the row above them), so they are due at once."""
+        where, now = (topic, generation, offset), time.monotonic()
+        with self._holes_lock:
+            seen = self._holes.setdefault(where, now)
+        if now - seen < self.hole_wait():
+            return None
+        found = sequencer.fill(self.messages, topic, generation, offset, 1, previous_time)
+        key = message_key(topic, generation, offset)
+        following = found.next_position(offset)
+        if following < above:
+            with self._holes_lock:
+                self._holes.setdefault((topic, generation, following), seen)
+        if found.skip and found.writer_id == bytes(16):
+            CLIENT_METRICS.holes_filled.inc()
+            with self._holes_lock:
+                self.holes_filled += 1
+        value = self.messages.get_cell(key, MESSAGE_COLUMN)
+        return key, value if value is not None else b""
+
+    def _passed(self, where: tuple[TopicId, int, int]) -> None:
+        """A hole waited on is passed (its row came, or was filled): record how long it held readers."""
+        with self._holes_lock:
+            seen = self._holes.pop(where, None)
+            if seen is None:
+                return
+            waited = time.monotonic() - seen
+            self.longest_hole_wait = max(self.longest_hole_wait, waited)
+        CLIENT_METRICS.hole_wait.observe(waited)
+
     def _iterate(
         self,
         topic: TopicId,
@@ -330,6 +496,8 @@ class MessageReader:
         transaction: Transaction | None,
         end: int | None = None,
         stop: tuple[int, int] | None = None,
+        *,
+        sequenced: bool = False,
     ) -> Iterator[Message]:
         """Messages from ``start``; ``end`` is the last position to read, and ``stop`` the
         (position, index) of the first message not to return."""
@@ -338,7 +506,11 @@ class MessageReader:
         first_chunk = CHUNK_ROWS if limit is None else min(limit, CHUNK_ROWS)  # every row holds a message or more
         if end is not None:
             first_chunk = max(1, min(first_chunk, end - start.position + 1))
-        for position, row in self._rows(topic, generation, start.position, first_chunk):
+        if sequenced:  # a range read waits on a hole below its end instead of ending before it
+            rows = self._sequencer_rows(topic, generation, start.position, first_chunk, end)
+        else:
+            rows = self._rows(topic, generation, start.position, first_chunk)
+        for position, row in rows:
             if end is not None and position > end:
                 return
             if row.publish_time < floor or (row.expires_at is not None and row.expires_at <= now):

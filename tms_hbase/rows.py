@@ -5,7 +5,23 @@ Message table: one row per published batch at a dense position of its topic gene
     key   = topic key (b"ns:topic:") | generation u32 | position u64           (big-endian)
     d:m   = version u8 | flags u8 | publish_time i64 ms | writer id 16 | writer batch i64
             | [tx write pointer i64] | [expires_at i64 ms] | [messages total u64 | bytes total u64]
-            | [count u32 | (len u32 | payload)*]
+            | [span u32] | [count u32 | (len u32 | payload)*]
+
+A generation is a *chain* or a *sequencer* generation (the topic's ``ordering`` property; docs/ordering.md).
+In a chain generation the position is the batch's place in a dense sequence 1, 2, 3, … In a sequencer
+generation it is the batch's **first message offset**, and the row says how many offsets it takes (its
+span, flag 32): the next row of the dense order starts at ``position + span``. The offsets are handed out
+by the generation's counter row, which sorts before position 1 (scans from a position and the tail's
+reverse scan never meet it)::
+
+    counter row = topic key | generation u32      (d:s = last offset handed out, d:l = low-water mark)
+
+The low-water mark is raised by the sweeper before it deletes a prefix of the generation: every offset
+below it is swept (or a hole nobody can write any more), so a reader jumps over a gap below it.
+
+A **skip marker** (flag 16, with a span) fills offsets nobody will write: a writer releasing what it
+reserved, or a reader filling a hole left too long. It holds no messages; its publish time is the
+row's before it (or 0), so time seeks step over it.
 
 Payload table: payloads stored under a transaction write pointer, in store order::
 
@@ -33,12 +49,16 @@ from .topic import TopicId
 MESSAGE_COLUMN = f"{FAMILY}:m".encode()
 PAYLOAD_COLUMN = f"{FAMILY}:p".encode()
 COUNTER_COLUMN = f"{FAMILY}:c".encode()
+SEQUENCE_COLUMN = f"{FAMILY}:s".encode()  # the offset counter of a sequencer generation (messages table)
+LOW_WATER_COLUMN = f"{FAMILY}:l".encode()  # first offset of a sequencer generation not swept (its counter row)
 
 VERSION = 1
 F_TX = 1
 F_POINTER = 2
 F_EXPIRY = 4
 F_COUNTS = 8
+F_SKIP = 16
+F_SPAN = 32
 
 _HEADER = struct.Struct(">BBq16sq")
 TX_OFFSET = _HEADER.size  # the write pointer sits at a fixed offset so rollback can flip its sign
@@ -60,6 +80,11 @@ def past_last(prefix: bytes) -> bytes:
     """The scan stop just past the last position (or sequence) under ``prefix``: ``prefix`` + 8 × 0xff
     is itself the key of position 2**64 - 1, so a stop at it would leave that row out."""
     return prefix + b"\xff" * 8 + b"\x00"
+
+
+def counter_key(topic: TopicId, generation: int) -> bytes:
+    """Key of a sequencer generation's offset counter: the generation prefix itself, below position 1."""
+    return generation_prefix(topic, generation)
 
 
 def message_key(topic: TopicId, generation: int, position: int) -> bytes:
@@ -111,11 +136,14 @@ class BatchRow:
     expires_at: int | None = None  # per-message TTL, as an absolute time in ms
     pointer: bool = False  # no payloads inline: they are in the payload table under tx_pointer
     totals: Totals | None = None  # messages and bytes of the generation through this row (rows since flag 8)
+    span: int | None = None  # offsets this row takes (sequencer generations only)
+    skip: bool = False  # a skip marker: no messages, its span is filled
 
     def encode(self) -> bytes:
         flags = (F_TX if self.tx_pointer is not None else 0) | (F_POINTER if self.pointer else 0)
         flags |= F_EXPIRY if self.expires_at is not None else 0
         flags |= F_COUNTS if self.totals is not None else 0
+        flags |= (F_SPAN if self.span is not None else 0) | (F_SKIP if self.skip else 0)
         parts = [_HEADER.pack(VERSION, flags, self.publish_time, self.writer_id, self.batch_no)]
         if self.tx_pointer is not None:
             parts.append(_I64.pack(self.tx_pointer))
@@ -123,6 +151,8 @@ class BatchRow:
             parts.append(_I64.pack(self.expires_at))
         if self.totals is not None:
             parts.append(_TOTALS.pack(self.totals.messages, self.totals.bytes))
+        if self.span is not None:
+            parts.append(_U32.pack(self.span))
         if not self.pointer:
             parts.append(_U32.pack(len(self.payloads)))
             for payload in self.payloads:
@@ -144,6 +174,8 @@ class BatchRow:
             head.expires_at,
             bool(head.flags & F_POINTER),
             head.totals,
+            head.span,
+            head.skip,
         )
 
 
@@ -161,6 +193,16 @@ class RowHeader:
     flags: int = 0
     payload_count: int = 0  # inline payloads (0 for a pointer row)
     totals: Totals | None = None  # None in rows written before totals existed
+    span: int | None = None  # offsets the row takes (sequencer generations; None in chain rows)
+
+    @property
+    def skip(self) -> bool:
+        """A skip marker (holds no messages; its span is filled)."""
+        return bool(self.flags & F_SKIP)
+
+    def next_position(self, position: int) -> int:
+        """Where the next row of the dense order starts, for this row at ``position``."""
+        return position + (1 if self.span is None else self.span)
 
 
 def _head(data: bytes) -> tuple[RowHeader, int]:
@@ -181,10 +223,16 @@ def _head(data: bytes) -> tuple[RowHeader, int]:
         if flags & F_COUNTS:
             totals = Totals(*_TOTALS.unpack_from(data, offset))
             offset += _TOTALS.size
+        span = None
+        if flags & F_SPAN:
+            span = _U32.unpack_from(data, offset)[0]
+            offset += 4
+            if span < 1:
+                raise CorruptData("message row with a span of 0")
         count = 0 if flags & F_POINTER else _U32.unpack_from(data, offset)[0]
     except struct.error as exc:
         raise CorruptData(f"truncated message row: {exc}") from None
-    header = RowHeader(publish_time, tx_pointer, expires_at, count > 0, writer_id, batch_no, flags, count, totals)
+    header = RowHeader(publish_time, tx_pointer, expires_at, count > 0, writer_id, batch_no, flags, count, totals, span)
     return header, offset
 
 
@@ -282,6 +330,12 @@ def with_tx_pointer(data: bytes, tx_pointer: int) -> bytes:
     if len(data) < TX_OFFSET + 8 or not data[1] & F_TX:
         raise CorruptData("message row has no transaction write pointer")
     return data[:TX_OFFSET] + _I64.pack(tx_pointer) + data[TX_OFFSET + 8 :]
+
+
+def skip_marker(publish_time: int, span: int, filler: bytes = bytes(16), mark: int = 0) -> bytes:
+    """The cell of a skip marker over ``span`` offsets, dated ``publish_time`` (the row's before it).
+    ``filler``/``mark`` say who wrote it (a writer releasing its own reservation, or zeros for a reader)."""
+    return BatchRow(publish_time, filler, mark, span=span, skip=True).encode()
 
 
 def batch_size(payloads: Sequence[bytes]) -> int:

@@ -10,6 +10,11 @@ Every batch row carries the running totals of its generation (messages and bytes
   row: two reads), and its age in seconds = now − publish time of the first row not fully consumed;
 * **publish rate over a window** = messages since a time seek to now − window, divided by the window.
 
+In a sequencer generation (docs/ordering.md) the totals come from the row keys instead: a row's key is
+its first message offset, so the messages through it are ``key − 1 + span``. Offsets filled by skip
+markers count too (a dead writer's reservation), and byte totals are not kept there (one increment
+counts one column): bytes are estimated from the tail row's average message size, and ``exact`` is False.
+
 Rows written before totals existed have none; where one is needed the numbers are estimates and say
 so (``exact`` is False). A pointer row (payloads stored under a transaction) counts the payloads its
 write pointer's counter handed out, and no bytes (docs/consumers.md).
@@ -30,6 +35,7 @@ from .rows import (
     MESSAGE_COLUMN,
     BatchRow,
     RowHeader,
+    Totals,
     generation_prefix,
     message_key,
     peek,
@@ -115,7 +121,7 @@ class TopicStatistics:
         messages = max(0, total.messages - consumed[0])
         if messages == 0:
             return Lag(0, 0.0)
-        return Lag(messages, max(0.0, (now - first.head.publish_time) / 1000))
+        return Lag(messages, max(0.0, (now - first.head.publish_time) / 1000), tail.head.span is None)
 
     def _consumed(
         self, topic: TopicId, generation: int, mark: bytes | None
@@ -173,6 +179,10 @@ class TopicStatistics:
         if total is None or before is None:
             estimate = (tail.position - first.position + 1) * max(1, tail.head.payload_count)
             counts, exact = (estimate, 0), False
+        elif tail.head.span is not None:  # a sequencer generation: offsets (skips included), bytes estimated
+            messages = total.messages - before[0]
+            sizes = self._sizes(topic, generation, tail)
+            counts, exact = (messages, messages * sum(sizes) // max(1, len(sizes))), False
         else:
             counts, exact = (total.messages - before[0], total.bytes - before[1]), True
         rates = {}
@@ -199,7 +209,7 @@ class TopicStatistics:
 
     def _get(self, topic: TopicId, generation: int, position: int) -> _Row | None:
         value = self.messages.get_cell(message_key(topic, generation, position), MESSAGE_COLUMN)
-        return None if value is None else _Row(position, peek(value), value)
+        return None if value is None else _stats_row(position, value)
 
     def _at_or_after(self, topic: TopicId, generation: int, position: int) -> _Row | None:
         """The first row at ``position`` or after (one scan of one row: swept rows are stepped over)."""
@@ -236,5 +246,13 @@ class TopicStatistics:
 
 
 def _row(key: bytes, cells: dict[bytes, bytes]) -> _Row:
-    value = cells[MESSAGE_COLUMN]
-    return _Row(position_of(key), peek(value), value)
+    return _stats_row(position_of(key), cells[MESSAGE_COLUMN])
+
+
+def _stats_row(position: int, value: bytes) -> _Row:
+    """A row with its totals: stored (chain rows), or its offsets (sequencer rows: messages through it
+    are its key − 1 + its span; no byte totals, see the module doc)."""
+    head = peek(value)
+    if head.span is not None:
+        head = replace(head, totals=Totals(position - 1 + head.span, 0))
+    return _Row(position, head, value)

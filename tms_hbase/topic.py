@@ -19,6 +19,11 @@ TX_MODE_KEY = "tx.mode"
 TX_ANY, TX_ONLY, TX_NEVER = "any", "transactional", "non-transactional"
 TX_MODES = (TX_ANY, TX_ONLY, TX_NEVER)
 """``tx.mode``: which publishes and stores a topic takes (seed requirement 4); absent means ``any``."""
+ORDERING_KEY = "ordering"
+CHAIN, SEQUENCER = "chain", "sequencer"
+ORDERINGS = (CHAIN, SEQUENCER)
+"""``ordering``: how a generation's positions are handed out (docs/ordering.md), fixed when the generation is
+created; absent means ``chain`` (every topic created before the sequencer existed)."""
 MAX_TTL_SECONDS = (2**63 - 1) // 1000  # ttl in milliseconds must fit a signed 64-bit long
 _DIGITS = re.compile(r"[0-9]+")
 
@@ -85,10 +90,18 @@ def parse_tx_mode(value: object) -> str:
     return value
 
 
+def parse_ordering(value: object) -> str:
+    """An ``ordering`` value, one of ORDERINGS; anything else is InvalidArgument."""
+    if value not in ORDERINGS:
+        raise InvalidArgument(f"bad {ORDERING_KEY} {value!r}: expected one of {', '.join(ORDERINGS)}")
+    return value
+
+
 def user_properties(properties: Mapping[str, str] | None) -> dict[str, str]:
     """Validate properties a user gives for create/update; fill in the default TTL.
 
-    ``generation`` is managed by the system and may not be set; ``tx.mode`` must be one of TX_MODES.
+    ``generation`` is managed by the system and may not be set; ``tx.mode`` must be one of TX_MODES and
+    ``ordering`` one of ORDERINGS.
     """
     if properties is None:
         properties = {}
@@ -104,6 +117,8 @@ def user_properties(properties: Mapping[str, str] | None) -> dict[str, str]:
             value = str(parse_ttl(value))
         if key == TX_MODE_KEY:
             parse_tx_mode(value)
+        if key == ORDERING_KEY:
+            parse_ordering(value)
         if not isinstance(value, str):
             raise InvalidArgument(f"bad value for property {key!r}: expected a string, got {value!r}")
         result[key] = value
@@ -142,6 +157,15 @@ class TopicMetadata:
         """Which writes the topic takes: ``any`` (default), ``transactional`` or ``non-transactional``."""
         return parse_tx_mode(self.properties.get(TX_MODE_KEY, TX_ANY))
 
+    @property
+    def ordering(self) -> str:
+        """How the current generation hands out positions: ``chain`` (absent) or ``sequencer``."""
+        return parse_ordering(self.properties.get(ORDERING_KEY, CHAIN))
+
+    @property
+    def sequencer(self) -> bool:
+        return self.ordering == SEQUENCER
+
     def check_tx_mode(self, transactional: bool) -> None:
         """InvalidArgument if the topic's ``tx.mode`` refuses a (non-)transactional publish or store."""
         mode = self.tx_mode
@@ -176,7 +200,7 @@ class TopicMetadata:
         try:
             properties = json.loads(data)
             meta = cls(topic, properties)
-            meta.generation, meta.ttl, meta.tx_mode  # noqa: B018 - all must parse
+            meta.generation, meta.ttl, meta.tx_mode, meta.ordering  # noqa: B018 - all must parse
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise CorruptData(f"corrupt metadata row for topic {topic}: {exc}") from None
         return meta

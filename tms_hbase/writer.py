@@ -13,6 +13,13 @@ The protocol (docs/ordering.md has the argument for why it holds):
 * a writer never holds a lock, so a writer that dies blocks nobody;
 * every row carries the generation's running totals (messages, bytes), its predecessor's plus its own,
   so lag and topic size are subtractions (the predecessor is read anyway: the tail or the row that won).
+
+That is the *chain* a generation uses unless its topic says ``ordering=sequencer``. A sequencer generation
+(``sequencer.py``) reserves offsets with one atomic increment and writes the batch at its first offset
+with checkAndPut-if-absent within the window W; the threads of one writer publishing to one topic at
+once share one increment, and a busy writer reserves its next offsets while it writes (``reservations.py``).
+The row key is the first offset, so the running totals
+are the key itself.
 """
 
 from __future__ import annotations
@@ -26,11 +33,13 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from . import sequencer
 from .clock import now_ms
 from .errors import BatchTooLarge, HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown, TopicFull
 from .installation import WriterSettings
 from .metadata import MetadataCache
 from .metrics import CLIENT_METRICS
+from .reservations import Reservations, Ticket
 from .retry import Retry
 from .row_time import bounded_publish_time
 from .rows import (
@@ -134,8 +143,15 @@ class MessageWriter:
         self.max_batch_bytes = max_batch_bytes
         self._batch_numbers = itertools.count(1)
         self._tails: dict[TopicId, _Tail] = {}
+        self._reservations = Reservations(
+            messages, self.writer_id, lambda: sequencer.window(self.settings.tail_cache_seconds())
+        )
         self._lock = threading.Lock()
         self.future_predecessors = 0  # rows not followed for being dated too far ahead (row_time.py)
+
+    def close(self) -> None:
+        """Release the offsets reserved ahead for sequencer generations (the pipelined spares)."""
+        self._reservations.close()
 
     def _live_pointer(self, pointer: object) -> int:
         """A valid write pointer whose transaction is younger than the max lifetime, else InvalidArgument."""
@@ -174,7 +190,10 @@ class MessageWriter:
                 batch_no = next(self._batch_numbers)
         else:
             batch_no = resume.batch_no
-        position = self._append(topic, meta.generation, batch, pointer, ttl_ms, batch_no, resume)
+        if meta.sequencer:
+            position = self._sequenced(topic, meta.generation, batch, pointer, ttl_ms, batch_no, resume)
+        else:
+            position = self._append(topic, meta.generation, batch, pointer, ttl_ms, batch_no, resume)
         if pointer is None:
             return None
         return RollbackDetail(str(topic), pointer, meta.generation, position, position)
@@ -274,6 +293,126 @@ class MessageWriter:
                 predecessor_totals = tail.totals
             else:
                 position, predecessor_time, predecessor_totals = position + 1, existing.publish_time, existing.totals
+
+    # -- sequencer generations -------------------------------------------------------------------
+
+    def _sequenced(
+        self,
+        topic: TopicId,
+        generation: int,
+        payloads: tuple[bytes, ...],
+        tx_pointer: int | None,
+        ttl_ms: int | None,
+        batch_no: int,
+        resume: Resume | None,
+    ) -> int:
+        """Reserve offsets, write the batch at the first one if-absent within W; returns that offset.
+
+        Refused (a reader filled the offset because this writer was slow) or too late: reserve again.
+        A lost answer is resolved by reading the offset back (this batch there: done). ``resume``: the
+        offset an interrupted attempt aimed at is settled first, by reading it and, if it is empty,
+        filling it, so the attempt can never land later.
+        """
+        if resume is not None:
+            found = self._settle(topic, generation, resume.position, batch_no)
+            if found:
+                return resume.position
+        span = max(1, self._own_count(topic, generation, payloads, tx_pointer)[0])
+        failures = 0
+        while True:
+            ticket = Ticket(span)
+            try:
+                self._reservations.take(topic, generation, ticket)
+            except HBaseUnavailable as exc:  # nothing written; a reservation made is a hole readers fill
+                failures += 1
+                if not self.retry.pause(exc, failures, what=f"publish to {topic}"):
+                    raise
+                continue
+            try:
+                stored = self._write_at(topic, generation, ticket, payloads, tx_pointer, ttl_ms, batch_no)
+            finally:
+                self._reservations.published(topic, generation)
+            if stored:
+                return ticket.first
+            CLIENT_METRICS.races_lost.inc()
+            failures += 1  # too slow for the window (or a reader filled the offset): as if HBase were slow
+            slow = HBaseUnavailable(f"publish to {topic}: {failures} reservations in a row filled before the write")
+            if not self.retry.pause(slow, failures, what=f"publish to {topic}"):
+                raise slow
+
+    def _write_at(
+        self,
+        topic: TopicId,
+        generation: int,
+        ticket: Ticket,
+        payloads: tuple[bytes, ...],
+        tx_pointer: int | None,
+        ttl_ms: int | None,
+        batch_no: int,
+    ) -> bool:
+        """The batch row for the ticket's offsets, written there (see :meth:`_write_reserved`)."""
+        if ticket.first + ticket.span - 1 > MAX_POSITION:
+            raise TopicFull(
+                f"topic {topic} is full: generation {generation} has handed out its last offset "
+                f"({MAX_POSITION}); delete and re-create the topic to start a new generation"
+            )
+        row = BatchRow(
+            publish_time=ticket.publish_time,
+            writer_id=self.writer_id,
+            batch_no=batch_no,
+            payloads=payloads,
+            tx_pointer=tx_pointer,
+            expires_at=None if ttl_ms is None else min(ticket.publish_time + ttl_ms, _MAX_TIME_MS),
+            pointer=tx_pointer is not None and not payloads,
+            span=ticket.span,
+        )
+        return self._write_reserved(topic, generation, ticket, row)
+
+    def _write_reserved(self, topic: TopicId, generation: int, ticket: Ticket, row: BatchRow) -> bool:
+        """Write ``row`` at the ticket's offset if-absent, only within W of the ticket's start; True once
+        it is stored there, False if the offset was filled (or is now filled by this writer: too late)."""
+        key = message_key(topic, generation, ticket.first)
+        cell = row.encode()
+        link_failures = 0
+        while True:
+            limit = sequencer.window(self.settings.tail_cache_seconds())
+            if time.monotonic() - ticket.started > limit:
+                log.info(
+                    "publish to %s: offset %d reserved more than %.2f s ago; reserving again",
+                    topic,
+                    ticket.first,
+                    limit,
+                )
+                return self._settle(topic, generation, ticket.first, row.batch_no, ticket.span, row.publish_time)
+            try:
+                if self.messages.put_if_absent(key, MESSAGE_COLUMN, cell):
+                    return True
+            except HBaseUnavailable as exc:
+                link_failures += 1
+                if not self.retry.pause(exc, link_failures, what=f"publish to {topic}"):
+                    raise self._unknown(exc, Resume(topic, generation, ticket.first, row.batch_no)) from exc
+                log.info("publish to %s: answer lost at offset %d, checking", topic, ticket.first)
+            try:
+                found = sequencer.read(self.messages, topic, generation, ticket.first)
+            except HBaseUnavailable as exc:
+                raise self._unknown(exc, Resume(topic, generation, ticket.first, row.batch_no)) from exc
+            if found is not None:
+                return self._is_own(found, row.batch_no)
+            # empty after a lost answer: the put did not land; put again while within W
+
+    def _settle(
+        self, topic: TopicId, generation: int, position: int, batch_no: int, span: int = 1, publish_time: int = 0
+    ) -> bool:
+        """Make sure an attempt of batch ``batch_no`` at ``position`` can never land later: fill the offset
+        with this writer's skip marker over ``span`` unless something is there. True if the batch is there."""
+        try:
+            found = sequencer.fill(self.messages, topic, generation, position, span, publish_time, self.writer_id)
+        except HBaseUnavailable as exc:
+            raise self._unknown(exc, Resume(topic, generation, position, batch_no)) from exc
+        return self._is_own(found, batch_no)
+
+    def _is_own(self, found: RowHeader, batch_no: int) -> bool:
+        return not found.skip and found.writer_id == self.writer_id and found.batch_no == batch_no
 
     def _is_ours(self, topic: TopicId, generation: int, position: int, batch_no: int) -> bool:
         """Whether the row at ``position`` is this writer's batch ``batch_no`` (an earlier attempt landed)."""

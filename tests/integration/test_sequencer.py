@@ -1,0 +1,250 @@
+"""Sequencer generations (``ordering=sequencer``, docs/ordering.md) on the real HBase: the two fill
+races through the library, a reader held by a hole for at most H and one poll, a time seek within D,
+the sweeper deleting only a prefix, and the extended crash test (8 writer processes, 4 SIGKILLed, two
+of them right after reserving, 2 tailing readers)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+
+import happybase
+import pytest
+
+from tms_hbase import MessagingClient, TopicId, sequencer
+from tms_hbase.config import thrift_address
+from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, generation_prefix, message_key, peek
+from tms_hbase_sweeper.sweep import Sweeper
+
+from .test_crash import read_lines, start
+
+T = TopicId("seq", "orders")
+CACHE = 1  # tail-cache seconds: W = 0.5 s, H = 1 s, D = W + 1 s
+H = sequencer.hole_wait(CACHE)
+D_MS = int((sequencer.window(CACHE) + CACHE) * 1000)
+
+
+@pytest.fixture
+def seq(client: MessagingClient) -> MessagingClient:
+    client.set_tail_cache_seconds(CACHE)
+    client.create_topic(T, {"ordering": "sequencer", "ttl": "3600"})
+    return client
+
+
+def rows(client: MessagingClient) -> dict[int, BatchRow]:
+    prefix = generation_prefix(T, client.get_topic(T).generation)
+    found = client.installation.messages.scan(prefix + bytes(8), prefix + b"\xff" * 9)
+    return {int.from_bytes(k[-8:], "big"): BatchRow.decode(v[MESSAGE_COLUMN]) for k, v in found}
+
+
+def publish_idle(client: MessagingClient, batch: list[bytes], **kwargs) -> None:
+    """Publish, then stay idle long enough that no spare is reserved ahead (rows land where counted)."""
+    client.publish(T, batch, **kwargs)
+    time.sleep(0.05)
+
+
+def payloads(client: MessagingClient, **kwargs) -> list[bytes]:
+    return [m.payload for m in client.fetch(T, **kwargs)]
+
+
+def test_a_hole_left_between_reserving_and_writing_is_filled_and_the_slow_writer_goes_elsewhere(
+    seq: MessagingClient,
+) -> None:
+    messages = seq.installation.messages
+    reserved = sequencer.reserve(messages, T, 1, 1)  # a writer reserved one offset ... and stopped here
+    seq.publish(T, [b"other"])
+    assert payloads(seq) == []  # the hole below a row is not passed
+    deadline = time.monotonic() + 60
+    while not (got := payloads(seq)):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert got == [b"other"] and rows(seq)[reserved].skip  # the reader filled it after H
+    late = BatchRow(1, b"s" * 16, 1, (b"slow",), span=1).encode()
+    assert not messages.put_if_absent(message_key(T, 1, reserved), MESSAGE_COLUMN, late)  # the fill won
+    seq.publish(T, [b"slow"])  # the library's writer simply reserves again
+    assert payloads(seq) == [b"other", b"slow"]
+
+
+def test_a_reader_waiting_on_a_hole_reads_the_writer_that_fills_it_in_time(seq: MessagingClient) -> None:
+    messages = seq.installation.messages
+    reserved = sequencer.reserve(messages, T, 1, 1)
+    seq.publish(T, [b"after"])
+    assert payloads(seq) == []
+    cell = BatchRow(int(time.time() * 1000), b"s" * 16, 1, (b"slow",), span=1).encode()
+    assert messages.put_if_absent(message_key(T, 1, reserved), MESSAGE_COLUMN, cell)  # the writer, in time
+    assert payloads(seq) == [b"slow", b"after"]
+
+
+def test_a_reader_is_held_by_a_dead_writers_hole_for_at_most_h_and_a_poll(seq: MessagingClient) -> None:
+    sequencer.reserve(seq.installation.messages, T, 1, 3)  # three offsets nobody will write
+    seq.publish(T, [b"a", b"b"])
+    began, polls, slowest = time.monotonic(), 0, 0.0
+    while True:
+        poll = time.monotonic()
+        got = payloads(seq)
+        slowest, polls = max(slowest, time.monotonic() - poll), polls + 1
+        if got:
+            break
+        time.sleep(0.05)
+    held = time.monotonic() - began
+    assert got == [b"a", b"b"] and polls > 1
+    assert H <= held <= H + 0.05 + 2 * slowest + 0.5, (held, slowest)
+    assert seq.longest_hole_wait <= held
+    assert [rows(seq)[p].skip for p in (1, 2, 3)] == [True, True, True]
+
+
+def test_a_time_seek_misses_nothing_after_the_time_and_starts_at_most_d_early(seq: MessagingClient) -> None:
+    for i in range(30):
+        seq.publish(T, [b"%d" % i])
+    settled(seq)  # a spare used after a later round's row is a hole for a moment: let the topic settle
+    every = list(seq.fetch(T))
+    assert len(every) == 30
+    at = every[15].publish_time
+    got = list(seq.fetch(T, start_time=at))
+    assert [m.id for m in got] == [m.id for m in every if m.id >= got[0].id]
+    assert {m.id for m in every if m.publish_time >= at} <= {m.id for m in got}
+    assert got[0].publish_time >= at - D_MS
+
+
+def test_the_sweeper_deletes_only_a_prefix_and_keeps_the_counter_row(seq: MessagingClient) -> None:
+    publish_idle(seq, [b"old"])
+    publish_idle(seq, [b"short"], ttl=0.5)
+    publish_idle(seq, [b"live"])
+    time.sleep(0.6 + 4 * CACHE)  # past the short ttl and the grace
+    report = Sweeper(seq.installation, grace_seconds=4 * CACHE).sweep_once()
+    assert report.corrupt_rows == 0 and report.messages_dropped == 0  # the counter row is no corrupt row
+    # the expired row above a live one stays (payloads stripped) until the prefix below it goes
+    assert report.messages_stripped == 1 and sorted(rows(seq)) == [1, 2, 3] and rows(seq)[2].payloads == ()
+    assert payloads(seq) == [b"old", b"live"]
+    seq.publish(T, [b"more"])
+    assert payloads(seq, start_message=bytes(next(iter(seq.fetch(T))).id), inclusive=False) == [b"live", b"more"]
+
+
+def test_the_sweeper_raises_the_low_water_mark_before_deleting_a_prefix(seq: MessagingClient) -> None:
+    for name in (b"a", b"b", b"c"):
+        publish_idle(seq, [name], ttl=0.5)
+    publish_idle(seq, [b"live"])
+    first = next(iter(seq.fetch(T))).id if payloads(seq) else None
+    time.sleep(0.6 + 4 * CACHE)  # past the grace
+    report = Sweeper(seq.installation, grace_seconds=4 * CACHE).sweep_once()
+    assert report.messages_dropped == 3 and sorted(rows(seq)) == [4]
+    assert sequencer.low_water(seq.installation.messages, T, 1) == 4
+    began = time.monotonic()
+    assert payloads(seq) == [b"live"]  # from the start: the swept prefix is no hole to wait on
+    assert time.monotonic() - began < H
+    assert first is None or payloads(seq, start_message=first) == [b"live"]
+
+
+def settled(client: MessagingClient) -> list[tuple[str, str, str]]:
+    """Everything readable, once no hole holds the reader any more (killed writers' reservations are
+    filled H after their first sighting): fetched until two fetches H apart agree."""
+
+    def read() -> list[tuple[str, str, str]]:
+        return [(m.id.hex(), str(m.publish_time), m.payload.decode()) for m in client.fetch(T)]
+
+    last, deadline = read(), time.monotonic() + 60
+    while True:
+        time.sleep(H + 0.2)
+        now = read()
+        if now == last:
+            return now
+        assert time.monotonic() < deadline, "the topic never settled"
+        last = now
+
+
+def _raw_skips(client: MessagingClient, address: str) -> int:
+    host, port = thrift_address(address)
+    conn = happybase.Connection(host, port)
+    try:
+        prefix = generation_prefix(T, 1)
+        table = conn.table(client.installation.messages.name)
+        return sum(peek(v[MESSAGE_COLUMN]).skip for _, v in table.scan(row_prefix=prefix) if MESSAGE_COLUMN in v)
+    finally:
+        conn.close()
+
+
+@pytest.mark.slow
+def test_eight_writers_half_killed_some_right_after_reserving_lose_and_duplicate_nothing(
+    seq: MessagingClient, tms_env: dict[str, str], tmp_path: Path, hbase_address: str
+) -> None:
+    stop, drain, acks = tmp_path / "stop", tmp_path / "drain", tmp_path / "acks"
+    acks.mkdir()
+    rng = random.Random()
+    blockers = {"w0": rng.randint(3, 12), "w1": rng.randint(3, 12)}  # block right after this reservation
+    writers = {}
+    for i in range(8):
+        name = f"w{i}"
+        extra = (str(blockers[name]), str(tmp_path / f"{name}.blocked")) if name in blockers else ()
+        writers[name] = start(tms_env, "writer", str(T), name, str(acks / name), str(stop), *extra)
+    reader_a = start(tms_env, "tailer", str(T), str(tmp_path / "a"), str(drain), "-", str(D_MS))
+    time.sleep(2)
+    later = str(int(time.time() * 1000))
+    reader_b = start(tms_env, "tailer", str(T), str(tmp_path / "b"), str(drain), later, str(D_MS))
+
+    def kill(name: str) -> None:
+        os.kill(writers[name].pid, signal.SIGKILL)
+        writers[name].wait()
+
+    deadline = time.monotonic() + 60
+    for name in blockers:  # killed between reserving and writing
+        while not (tmp_path / f"{name}.blocked").exists():
+            assert writers[name].poll() is None and time.monotonic() < deadline, f"{name} never blocked"
+            time.sleep(0.05)
+        kill(name)
+    for name in rng.sample(["w2", "w3", "w4", "w5", "w6", "w7"], 2):  # killed at a random point
+        time.sleep(rng.uniform(0.2, 1.5))
+        kill(name)
+    time.sleep(2)
+    stop.touch()
+    for name, proc in writers.items():
+        if proc.returncode is None:
+            _, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, f"writer {name} failed: {err}"
+    drain.touch()
+    for proc in (reader_a, reader_b):
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, f"reader failed: {err}"
+
+    truth = settled(seq)
+    payload_list = [p for _, _, p in truth]
+    assert len(set(payload_list)) == len(payload_list), "a message was stored twice"
+    assert [i for i, _, _ in truth] == sorted(i for i, _, _ in truth)
+    times = [int(t) for _, t, _ in truth]
+    assert all(t >= max(times[: i + 1]) - D_MS for i, t in enumerate(times)), "publish time fell back more than D"
+
+    stored = Counter(p.rsplit(":", 1)[0] for p in payload_list)
+    acked = [line.split() for f in acks.iterdir() for line in f.read_text().splitlines()]
+    assert len(acked) > 50 and sum(w.returncode == -signal.SIGKILL for w in writers.values()) == 4
+    for name, batch, size in acked:
+        assert stored[f"{name}:{batch}"] == int(size), f"acknowledged batch {name}:{batch} is not there exactly once"
+    for name, batch, _ in acked:  # a batch's messages are contiguous and in order
+        first = payload_list.index(f"{name}:{batch}:0")
+        size = stored[f"{name}:{batch}"]
+        assert payload_list[first : first + size] == [f"{name}:{batch}:{i}" for i in range(size)]
+    assert _raw_skips(seq, hbase_address) >= 2, "the blocked writers' reservations were never filled"
+
+    seen_a = [tuple(line) for line in read_lines(tmp_path / "a")]
+    seen_b = [tuple(line) for line in read_lines(tmp_path / "b")]
+    assert seen_a == truth, "the reader from the start saw another sequence"
+    assert seen_b and seen_b == truth[truth.index(seen_b[0]) :], "the later reader saw another sequence"
+    for out in ("a", "b"):
+        stats = json.loads((tmp_path / f"{out}.json").read_text())
+        assert stats["longest_hole_wait"] <= H + 2 * stats["slowest_poll"] + 0.5, stats
+
+
+def test_totals_come_from_offsets_so_stats_and_lag_need_no_scan(seq: MessagingClient) -> None:
+    for size in (3, 1, 2):
+        publish_idle(seq, [b"x" * 10] * size)
+    seq.create_subscription(T, "s")
+    stats = seq.topic_stats(T)
+    assert (stats.messages, stats.published, stats.last_position) == (6, 6, 5)
+    assert stats.bytes == 60 and not stats.exact  # bytes are estimated in a sequencer generation
+    assert seq.lag(T, "s").messages == 6
+    first_batch_end = list(seq.fetch(T))[2]
+    seq.reset_subscription(T, "s", start_message=list(seq.fetch(T))[3].id)
+    assert seq.lag(T, "s").messages == 3 and first_batch_end.id < list(seq.fetch(T))[3].id

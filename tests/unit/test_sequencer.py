@@ -1,0 +1,260 @@
+"""Sequencer generations (docs/ordering.md) over the memory storage port: the layouts, offsets as keys,
+lost answers, the window, holes waited on and filled, and one increment for many threads' publishes.
+The same protocol runs against the real HBase in tests/integration/test_sequencer.py."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from tms_hbase import sequencer
+from tms_hbase.errors import HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown
+from tms_hbase.installation import InstallationStore, WriterSettings
+from tms_hbase.message_id import MessageId
+from tms_hbase.metadata import MetadataCache, MetadataStore
+from tms_hbase.reader import MessageReader
+from tms_hbase.retry import Retry
+from tms_hbase.rows import (
+    MESSAGE_COLUMN,
+    SEQUENCE_COLUMN,
+    BatchRow,
+    counter_key,
+    generation_prefix,
+    message_key,
+    peek,
+    skip_marker,
+)
+from tms_hbase.topic import TopicId
+from tms_hbase.writer import MessageWriter
+
+from ..memory_storage import LOSE_ANSWER, MemoryInstallation
+
+T = TopicId("ns", "t")
+FAST = Retry(attempts=3, backoff_seconds=0)
+CACHE = 0.2  # tail-cache seconds for the reader: W = 0.1 s, H = 0.2 s
+
+
+class World:
+    def __init__(self) -> None:
+        self.inst = MemoryInstallation()
+        self.store = MetadataStore(self.inst.metadata)
+        self.store.create(T, {"ttl": "3600", "ordering": "sequencer"})
+        self.topics = MetadataCache(self.store, max_age=60)
+        self.reader = MessageReader(self.inst.messages, self.inst.payloads, self.topics, lambda: CACHE)
+
+    def writer(self) -> MessageWriter:
+        settings = WriterSettings(InstallationStore(self.inst.metadata))
+        return MessageWriter(self.inst.messages, self.inst.payloads, self.topics, settings, retry=FAST)
+
+    def fetch(self, **kwargs) -> list[bytes]:
+        return [m.payload for m in self.reader.fetch(T, **kwargs)]
+
+    def rows(self) -> dict[int, BatchRow]:
+        prefix = generation_prefix(T, 1)
+        return {
+            int.from_bytes(k[-8:], "big"): BatchRow.decode(v[MESSAGE_COLUMN])
+            for k, v in self.inst.messages.scan()
+            if k.startswith(prefix) and len(k) == len(prefix) + 8
+        }
+
+
+def test_layouts_counter_row_sorts_before_position_one_and_skip_markers_carry_a_span() -> None:
+    assert counter_key(T, 1) < message_key(T, 1, 0) < message_key(T, 1, 1)
+    marker = peek(skip_marker(1234, 7))
+    assert marker.skip and marker.span == 7 and marker.publish_time == 1234 and not marker.has_payloads
+    assert marker.next_position(10) == 17
+    row = BatchRow(5, b"w" * 16, 3, (b"a", b"b"), span=2)
+    assert BatchRow.decode(row.encode()) == row and peek(row.encode()).next_position(4) == 6
+    assert peek(BatchRow(5, b"w" * 16, 3, (b"a",)).encode()).next_position(4) == 5  # a chain row: one position
+
+
+def test_the_ordering_is_fixed_for_a_generation_and_checked() -> None:
+    w = World()
+    with pytest.raises(InvalidArgument, match="fixed"):
+        w.store.update(T, {"ordering": "chain"})
+    assert w.store.update(T, {"ttl": "60"}).sequencer  # an update without it keeps it
+    with pytest.raises(InvalidArgument, match="ordering"):
+        w.store.create(TopicId("ns", "bad"), {"ordering": "lanes"})
+    assert not w.store.create(TopicId("ns", "old")).sequencer  # absent: a chain
+
+
+def test_rows_are_keyed_by_their_first_message_offset_and_the_counter_is_the_end_offset() -> None:
+    w = World()
+    writer = w.writer()
+    writer.publish(T, [b"a", b"b", b"c"])
+    writer.publish(T, [b"d"])
+    writer.publish(T, [b"e", b"f"])
+    rows = w.rows()  # a busy writer's unused spare is released as a skip marker over its span
+    keys = sorted(rows)
+    assert [p + rows[p].span for p in keys[:-1]] == keys[1:]  # dense: each row starts where the last ended
+    assert keys[-1] + rows[keys[-1]].span - 1 == sequencer.end_offset(w.inst.messages, T, 1)
+    batches = [p for p in keys if not rows[p].skip]
+    assert batches[:2] == [1, 4] and [rows[p].span for p in batches] == [3, 1, 2]
+    assert w.fetch() == [b"a", b"b", b"c", b"d", b"e", b"f"]
+    ids = [MessageId.decode(m.id) for m in w.reader.fetch(T)]
+    third = batches[2]
+    assert [(i.position, i.index) for i in ids] == [(1, 0), (1, 1), (1, 2), (4, 0), (third, 0), (third, 1)]
+    after = list(w.reader.fetch(T, start_message=bytes(ids[2]), inclusive=False))
+    assert [m.payload for m in after] == [b"d", b"e", b"f"]
+    assert w.reader.tail(T, 1) == max(w.rows())  # the counter row is never the tail
+
+
+def test_a_landed_put_whose_answer_was_lost_is_recognised_not_stored_twice() -> None:
+    w = World()
+    w.inst.messages.inject("compare_and_set", lambda *_: LOSE_ANSWER)
+    w.writer().publish(T, [b"once"])
+    assert w.fetch() == [b"once"] and len(w.rows()) == 1
+
+
+def test_answers_lost_past_the_retry_policy_leave_a_resume_that_publishes_exactly_once() -> None:
+    for last_one_landed in (False, True):
+        w = World()
+        writer = w.writer()
+
+        def down(*_: object) -> None:
+            raise HBaseUnavailable("link cut before the put reached HBase")
+
+        w.inst.messages.inject("compare_and_set", down, times=2)
+        w.inst.messages.inject("compare_and_set", (lambda *_: LOSE_ANSWER) if last_one_landed else down)
+        with pytest.raises(PublishOutcomeUnknown) as lost:
+            writer.publish(T, [b"x", b"y"])
+        writer.publish(T, [b"x", b"y"], resume=lost.value.resume)
+        w.writer().publish(T, [b"z"])
+        for _ in range(2):  # the first attempt's second offset (if it was not written) is a hole to fill
+            time.sleep(CACHE)
+            got = w.fetch()
+        assert got == [b"x", b"y", b"z"], last_one_landed
+
+
+def test_a_lost_increment_leaves_a_hole_that_readers_fill_and_the_writer_reserves_again() -> None:
+    w = World()
+    w.inst.messages.inject("increment", lambda *_: LOSE_ANSWER)
+    w.writer().publish(T, [b"a"])
+    assert sorted(w.rows()) == [2]
+    assert w.fetch() == []  # the hole at 1 is below a row: not passed
+    time.sleep(CACHE)
+    assert w.fetch() == [b"a"] and w.rows()[1].skip and w.reader.holes_filled == 1
+
+
+def test_a_reader_does_not_pass_a_hole_before_h_and_fills_it_after() -> None:
+    w = World()
+    slow = sequencer.reserve(w.inst.messages, T, 1, 2)  # a writer that reserved two offsets, then died
+    w.writer().publish(T, [b"after"])
+    assert w.fetch() == []
+    began = time.monotonic()
+    while not (got := w.fetch()):
+        assert time.monotonic() - began < 5
+        time.sleep(0.02)
+    assert got == [b"after"] and time.monotonic() - began >= CACHE * 0.9
+    rows = w.rows()
+    assert rows[slow].skip and rows[slow + 1].skip and rows[slow].span == 1  # one offset at a time
+
+
+def test_a_slow_writer_whose_offset_was_filled_reserves_again_and_a_late_one_fills_its_own() -> None:
+    w = World()
+    writer, reader_fill = w.writer(), {}
+
+    def filled_first(key: bytes, column: bytes, expected: object, value: bytes) -> None:
+        if not peek(value).skip and not reader_fill:  # a reader fills the writer's offset first
+            reader_fill["at"] = key
+            w.inst.messages.compare_and_set(key, column, None, skip_marker(0, 1))
+
+    w.inst.messages.inject("compare_and_set", filled_first)
+    writer.publish(T, [b"a"])
+    assert sorted(w.rows()) == [1, 2] and w.rows()[1].skip and w.fetch() == [b"a"]
+
+    real = writer.settings.tail_cache_seconds
+    writer.settings.tail_cache_seconds = lambda: 0.0  # W = 0: every reservation is already too late
+    with pytest.raises(HBaseUnavailable):
+        writer.publish(T, [b"b"])  # never put, nothing stored (and never two copies)
+    writer.settings.tail_cache_seconds = real
+    assert all(row.skip for position, row in w.rows().items() if position > 2)
+
+
+def test_threads_of_one_writer_share_increments_and_every_publish_lands_once() -> None:
+    w = World()
+    writer = w.writer()
+    calls = {"increments": 0}
+    original = w.inst.messages.increment
+
+    def counting(key: bytes, column: bytes, amount: int = 1) -> int:
+        calls["increments"] += 1
+        time.sleep(0.002)  # an increment takes a round trip: others queue meanwhile
+        return original(key, column, amount)
+
+    w.inst.messages.increment = counting  # type: ignore[method-assign]
+
+    def publish(n: int) -> None:
+        for i in range(25):
+            writer.publish(T, [b"%d-%d" % (n, i), b"x"])
+
+    threads = [threading.Thread(target=publish, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    deadline = time.monotonic() + 10
+    while len(got := w.fetch()) < 400 and time.monotonic() < deadline:  # until the last spare is released
+        time.sleep(0.01)
+    assert len(got) == 400 and len(set(got) - {b"x"}) == 200
+    assert calls["increments"] < 200
+    assert sequencer.end_offset(w.inst.messages, T, 1) >= 400
+    assert w.inst.messages.get_cell(counter_key(T, 1), SEQUENCE_COLUMN) is not None
+
+
+def test_a_time_seek_starts_no_later_than_asked_within_d() -> None:
+    w = World()
+    writer = w.writer()
+    for i in range(20):
+        writer.publish(T, [b"%d" % i])
+        time.sleep(0.002)
+    times = [m.publish_time for m in w.reader.fetch(T)]
+    t = times[10]
+    got = list(w.reader.fetch(T, start_time=t))
+    assert [m.publish_time for m in got][-10:] == times[10:]  # nothing at or after t is missed
+    assert all(m.publish_time >= t - w.reader.disorder_ms() for m in got)
+
+
+def test_a_range_read_cut_inside_a_span_starts_after_it_and_waits_on_a_hole_below_its_end() -> None:
+    w = World()  # a fresh writer for each publish: no spare reserved ahead
+    w.writer().publish(T, [b"a", b"b", b"c"])
+    w.writer().publish(T, [b"d"])
+    assert [m.payload for m in w.reader.fetch_range(T, MessageId(1, 2, 0))] == [b"d"]  # 1..3 is one row
+    hole = sequencer.reserve(w.inst.messages, T, 1, 1)
+    w.writer().publish(T, [b"e"])
+    began = time.monotonic()
+    got = [m.payload for m in w.reader.fetch_range(T, MessageId(1, 4, 0), MessageId(1, hole + 2, 0))]
+    assert got == [b"d", b"e"] and time.monotonic() - began >= CACHE * 0.9  # it waited, then filled
+    assert w.rows()[hole].skip
+
+
+def test_a_busy_writer_reserves_its_next_offsets_while_writing_and_releases_them_on_close() -> None:
+    w = World()
+    writer = w.writer()
+    for i in range(50):
+        writer.publish(T, [b"%d" % i, b"x"])
+    writer.close()
+    assert writer._reservations.spares_used > 0  # pipelined: publishes that took no increment of their own
+    rows = w.rows()
+    keys = sorted(rows)
+    assert [p + rows[p].span for p in keys[:-1]] == keys[1:]  # no hole left: unused spares were released
+    assert keys[-1] + rows[keys[-1]].span - 1 == sequencer.end_offset(w.inst.messages, T, 1)
+    assert len(w.fetch()) == 100
+
+
+def test_a_spare_is_kept_while_the_publish_before_it_is_still_being_written() -> None:
+    w = World()
+    writer = w.writer()
+    original = w.inst.messages.compare_and_set
+
+    def slow_put(*args: object) -> bool:
+        time.sleep(0.02)  # a put slower than the idle time: the writer is busy all along
+        return original(*args)  # type: ignore[arg-type]
+
+    w.inst.messages.compare_and_set = slow_put  # type: ignore[method-assign]
+    for i in range(20):
+        writer.publish(T, [b"%d" % i])
+    writer.close()
+    assert writer._reservations.spares_used >= 15 and len(w.fetch()) == 20

@@ -1,0 +1,109 @@
+"""The sequencer of a sequencer generation (docs/ordering.md, "The sequencer protocol"): offsets are
+handed out by an HBase atomic increment, a batch row is written at its first offset once
+(checkAndPut-if-absent), and offsets nobody will write are filled with skip markers.
+
+* :func:`window` is W, how long after reading its clock a writer may still send the put for what it
+  reserved (min(0.5 s, C/2), C the installation's tail-cache time); later, it fills its own
+  reservation with a skip marker and reserves again. :func:`hole_wait` is H = 2 W, how long a reader
+  waits on a hole below a row it saw before filling it.
+* :func:`reserve` takes ``span`` offsets with one increment and returns the first.
+* :func:`fill` puts a skip marker if-absent; the answer is what the position holds afterwards.
+* :func:`low_water` / :func:`raise_low_water`: below it everything is swept (readers jump over).
+"""
+
+from __future__ import annotations
+
+from .errors import HBaseUnavailable
+from .rows import (
+    LOW_WATER_COLUMN,
+    MESSAGE_COLUMN,
+    SEQUENCE_COLUMN,
+    RowHeader,
+    counter_key,
+    message_key,
+    peek_row,
+    skip_marker,
+)
+from .storage import Table
+from .topic import TopicId
+
+MAX_WINDOW_SECONDS = 0.5
+
+
+def window(tail_cache_seconds: float) -> float:
+    """W: seconds a writer may take from reading its clock (before reserving) to sending its put."""
+    return min(MAX_WINDOW_SECONDS, tail_cache_seconds / 2)
+
+
+def hole_wait(tail_cache_seconds: float) -> float:
+    """H: seconds a reader waits on a hole below a row it saw before filling it (2 W)."""
+    return 2 * window(tail_cache_seconds)
+
+
+def reserve(messages: Table, topic: TopicId, generation: int, span: int) -> int:
+    """Reserve ``span`` offsets of the generation (one increment); returns the first of them.
+
+    A lost answer (HBaseUnavailable) may have reserved them anyway: nobody writes there, and the
+    offsets are filled as a hole by readers. The caller simply reserves again.
+    """
+    last = messages.increment(counter_key(topic, generation), SEQUENCE_COLUMN, span)
+    return last - span + 1
+
+
+def end_offset(messages: Table, topic: TopicId, generation: int) -> int:
+    """The last offset handed out in the generation (0: none): one get of its counter."""
+    value = messages.get_cell(counter_key(topic, generation), SEQUENCE_COLUMN)
+    return 0 if value is None else int.from_bytes(value, "big", signed=True)
+
+
+def low_water(messages: Table, topic: TopicId, generation: int) -> int:
+    """The first offset the sweeper has not swept below (0: nothing swept): one get of the counter row."""
+    value = messages.get_cell(counter_key(topic, generation), LOW_WATER_COLUMN)
+    return 0 if value is None else int.from_bytes(value, "big")
+
+
+def raise_low_water(messages: Table, topic: TopicId, generation: int, offset: int) -> None:
+    """Say that everything below ``offset`` is swept (the sweeper, before it deletes those rows). It only
+    goes up: a concurrent lower value is replaced, never the other way round."""
+    key = counter_key(topic, generation)
+    while True:
+        current = messages.get_cell(key, LOW_WATER_COLUMN)
+        if current is not None and int.from_bytes(current, "big") >= offset:
+            return
+        if messages.compare_and_set(key, LOW_WATER_COLUMN, current, offset.to_bytes(8, "big")):
+            return
+
+
+def read(messages: Table, topic: TopicId, generation: int, position: int) -> RowHeader | None:
+    """The header of the row at ``position``, or None if it is empty."""
+    key = message_key(topic, generation, position)
+    value = messages.get_cell(key, MESSAGE_COLUMN)
+    return None if value is None else peek_row(key, value)
+
+
+def fill(
+    messages: Table,
+    topic: TopicId,
+    generation: int,
+    position: int,
+    span: int,
+    publish_time: int,
+    filler: bytes = bytes(16),
+    mark: int = 0,
+) -> RowHeader:
+    """Put a skip marker over ``span`` offsets at ``position`` if the position is empty, and return what
+    the position holds afterwards: that marker, or the batch (or other marker) that was there first.
+    A lost answer is resolved by reading the position."""
+    key = message_key(topic, generation, position)
+    cell = skip_marker(publish_time, span, filler, mark)
+    try:
+        if messages.put_if_absent(key, MESSAGE_COLUMN, cell):
+            return peek_row(key, cell)
+    except HBaseUnavailable:
+        pass  # the put may have landed: look
+    while True:
+        found = read(messages, topic, generation, position)
+        if found is not None:
+            return found
+        if messages.put_if_absent(key, MESSAGE_COLUMN, cell):  # it had not landed: put it again
+            return peek_row(key, cell)
