@@ -272,12 +272,20 @@ class MessageReader:
 
     def positions(self, topic: TopicId, start_time: int | None = None, end_time: int | None = None) -> PositionRange:
         """The positions of the current generation whose rows are not expired and were published in
-        [start_time, end_time) (ms; None: unbounded), found with binary searches."""
+        [start_time, end_time) (ms; None: unbounded), found with binary searches. In a sequencer
+        generation (times ordered up to D) the span may also hold rows up to D outside the bounds."""
         meta = self.topics.get(topic)
         generation = meta.generation
         floor = now_ms() - meta.ttl * 1000
         first = self.seek(topic, generation, max(floor, start_time or 0))
-        last = self.tail(topic, generation) if end_time is None else self.seek(topic, generation, end_time) - 1
+        if end_time is None:
+            last = self.tail(topic, generation)
+        elif self._sequenced(topic, generation):
+            # times are ordered only up to D: every row after the last one dated before end + D is dated at
+            # or after the end, while rows before it may not be (callers filter the span by time)
+            last = self._sequencer_seek(topic, generation, end_time + self.disorder_ms()) - 1
+        else:
+            last = self.seek(topic, generation, end_time) - 1
         return PositionRange(generation, first, last)
 
     def tail(self, topic: TopicId, generation: int) -> int:

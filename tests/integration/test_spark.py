@@ -101,10 +101,11 @@ def test_workers_on_a_python_without_tms_hbase_fail_fast_with_a_clear_error(
         register(spark)
 
 
+@pytest.mark.parametrize("ordering", ["chain", "sequencer"])
 def test_batch_read_equals_sequential_fetch(
-    spark, client: MessagingClient, tx: TransactionClient, options: dict[str, str]
+    spark, client: MessagingClient, tx: TransactionClient, options: dict[str, str], ordering: str
 ) -> None:
-    client.create_topic(T)
+    client.create_topic(T, {"ordering": ordering})  # offsets as keys (sequencer) or dense row positions
     for i in range(40):
         client.publish(T, [b"p%02d-%d" % (i, j) for j in range(3)])
     bulk = spark.range(0, 12_000, numPartitions=3).selectExpr("CAST(concat('bulk', id) AS BINARY) AS payload")

@@ -65,6 +65,15 @@ def record_batches(messages: Iterator[Message]) -> Iterator[pa.RecordBatch]:
         yield _batch(ids, pa.array(times, pa.int64()), payloads, pa.array(positions, pa.int64()), indexes)
 
 
+def within_time(batch: pa.RecordBatch, start_ms: int | None, end_ms: int | None) -> pa.RecordBatch:
+    """The messages of ``batch`` published in [start_ms, end_ms) (ms; None: unbounded)."""
+    micros = batch.column("publish_time").cast(pa.int64())
+    keep = pc.greater_equal(micros, (start_ms or 0) * 1000)
+    if end_ms is not None:
+        keep = pc.and_(keep, pc.less(micros, end_ms * 1000))
+    return batch.filter(keep)
+
+
 def _batch(
     ids: list[bytes], times_ms: pa.Array, payloads: list[bytes], positions: pa.Array, indexes: list[int]
 ) -> pa.RecordBatch:

@@ -19,7 +19,7 @@ from ..client import MessagingClient
 from ..errors import InvalidArgument
 from ..message_id import MessageId
 from ..tx import Transaction, TransactionCodec
-from .columns import SCHEMA, piece_batches, record_batches
+from .columns import SCHEMA, piece_batches, record_batches, within_time
 from .options import Options
 from .planning import Range, admit, batch_range, check_generation, first_unreadable, snapshot, split
 
@@ -81,7 +81,13 @@ class BatchReader(DataSourceReader):
         return id_ranges(ranges, tx)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_range(self.options, partition)
+        batches = read_range(self.options, partition)
+        start, end = self.options.starting_time, self.options.ending_time
+        if start is None and end is None:
+            return batches
+        # the planned ids cover the time bounds; in a sequencer topic (times ordered up to D) they may hold
+        # a few messages outside them, which a time-bounded read must not return
+        return (within_time(batch, start, end) for batch in batches)
 
 
 def offset(message_id: MessageId) -> dict:
