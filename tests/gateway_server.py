@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from tms_hbase import MessagingClient
@@ -70,3 +72,15 @@ class GatewayProcess:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+
+@contextlib.contextmanager
+def running_gateway(thrift: str, prefix: str, folder: Path, config: str) -> Iterator[GatewayProcess]:
+    """A gateway on the installation ``prefix`` with ``config`` as its config file (in ``folder``, with its
+    log); afterwards it must stop cleanly on SIGTERM."""
+    path = folder / "gateway.toml"
+    path.write_text(config)
+    process = GatewayProcess(gateway_env(thrift, prefix), folder / "gateway.log", "--config", str(path))
+    process.start()
+    yield process
+    assert process.stop() == 0, process.log()

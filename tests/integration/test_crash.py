@@ -29,6 +29,42 @@ def read_lines(path: Path) -> list[list[str]]:
     return [line.split(" ", 2) for line in path.read_text().splitlines()] if path.exists() else []
 
 
+def finish(writers: dict[str, subprocess.Popen], readers: list[subprocess.Popen], stop: Path, drain: Path) -> None:
+    """Stops the writers still running (each must exit 0), then lets the readers read what is left and stop."""
+    stop.touch()
+    for name, proc in writers.items():
+        if proc.returncode is None:
+            _, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, f"writer {name} failed: {err}"
+    drain.touch()
+    for proc in readers:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, f"reader failed: {err}"
+
+
+def check_acknowledged(payload_list: list[str], acks: Path) -> list[list[str]]:
+    """Every batch a writer acknowledged (its lines in ``acks``) is stored exactly once, its messages
+    contiguous and in order; returns the acknowledgements."""
+    stored = Counter(p.rsplit(":", 1)[0] for p in payload_list)
+    acked = [line.split() for f in acks.iterdir() for line in f.read_text().splitlines()]
+    for name, batch, size in acked:
+        assert stored[f"{name}:{batch}"] == int(size), f"acknowledged batch {name}:{batch} is not there exactly once"
+    for name, batch, _ in acked:  # a batch's messages are contiguous and in order
+        first = payload_list.index(f"{name}:{batch}:0")
+        size = stored[f"{name}:{batch}"]
+        assert payload_list[first : first + size] == [f"{name}:{batch}:{i}" for i in range(size)]
+    return acked
+
+
+def check_readers(folder: Path, truth: list[tuple[str, ...]]) -> None:
+    """Reader a (from the start) saw exactly ``truth``; reader b (from a later time) a suffix of it."""
+    seen_a = [tuple(line) for line in read_lines(folder / "a")]
+    seen_b = [tuple(line) for line in read_lines(folder / "b")]
+    assert seen_a == truth, "the reader from the start saw another sequence"
+    assert seen_b, "the second reader saw nothing"
+    assert seen_b == truth[truth.index(seen_b[0]) :], "the reader from a later start saw another sequence"
+
+
 @pytest.mark.slow
 def test_writers_killed_mid_run_lose_and_duplicate_nothing(
     client: MessagingClient, tms_env: dict[str, str], tmp_path: Path
@@ -55,15 +91,7 @@ def test_writers_killed_mid_run_lose_and_duplicate_nothing(
             new = f"{victim}r{round_}"
             writers[new] = start(tms_env, "writer", str(T), new, str(acks / new), str(stop))
     time.sleep(2)
-    stop.touch()
-    for name, proc in writers.items():
-        if proc.returncode is None:
-            _, err = proc.communicate(timeout=120)
-            assert proc.returncode == 0, f"writer {name} failed: {err}"
-    drain.touch()
-    for proc in (reader_a, reader_b):
-        _, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, f"reader failed: {err}"
+    finish(writers, [reader_a, reader_b], stop, drain)
 
     truth = [(m.id.hex(), str(m.publish_time), m.payload.decode()) for m in client.fetch(T)]
     payload_list = [p for _, _, p in truth]
@@ -72,19 +100,6 @@ def test_writers_killed_mid_run_lose_and_duplicate_nothing(
     times = [int(t) for _, t, _ in truth]
     assert times == sorted(times), "publish time decreased along the order"
 
-    stored = Counter(p.rsplit(":", 1)[0] for p in payload_list)
-    acked = [line.split() for f in acks.iterdir() for line in f.read_text().splitlines()]
+    acked = check_acknowledged(payload_list, acks)
     assert len(acked) > 100 and killed == 6
-    for name, batch, size in acked:
-        assert stored[f"{name}:{batch}"] == int(size), f"acknowledged batch {name}:{batch} is not there exactly once"
-    for name, batch, _ in acked:  # a batch's messages are contiguous and in order
-        first = payload_list.index(f"{name}:{batch}:0")
-        size = stored[f"{name}:{batch}"]
-        assert payload_list[first : first + size] == [f"{name}:{batch}:{i}" for i in range(size)]
-
-    seen_a = [tuple(line) for line in read_lines(tmp_path / "a")]
-    seen_b = [tuple(line) for line in read_lines(tmp_path / "b")]
-    assert seen_a == truth, "the reader from the start saw another sequence"
-    assert seen_b, "the second reader saw nothing"
-    offset = truth.index(seen_b[0])
-    assert seen_b == truth[offset:], "the reader from a later start saw another sequence"
+    check_readers(tmp_path, truth)

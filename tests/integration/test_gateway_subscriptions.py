@@ -18,7 +18,7 @@ from tms_hbase import MessagingClient, TopicId
 from tms_hbase.errors import TmsError
 from tms_hbase.http import GatewayClient
 
-from ..gateway_server import GatewayProcess, gateway_env
+from ..gateway_server import GatewayProcess, gateway_env, running_gateway
 from .test_gateway import AVRO, JSON, Wire, assert_error, topic_url
 
 LEASE = 2.0  # consumer_lease of this module's gateway
@@ -29,13 +29,9 @@ CONSUMER = "tms-consumer"
 def gateway(
     hbase_address: str, module_prefix: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[GatewayProcess]:
-    tmp = tmp_path_factory.mktemp("gateway")
-    config = tmp / "gateway.toml"
-    config.write_text(f"workers = 2\nthreads = 2\nconsumer_lease = {LEASE}\nmax_poll_messages = 50\n")
-    process = GatewayProcess(gateway_env(hbase_address, module_prefix), tmp / "gateway.log", "--config", str(config))
-    process.start()
-    yield process
-    assert process.stop() == 0, process.log()
+    config = f"workers = 2\nthreads = 2\nconsumer_lease = {LEASE}\nmax_poll_messages = 50\n"
+    with running_gateway(hbase_address, module_prefix, tmp_path_factory.mktemp("gateway"), config) as process:
+        yield process
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ import os
 import random
 import signal
 import time
-from collections import Counter
 from pathlib import Path
 
 import happybase
@@ -21,7 +20,7 @@ from tms_hbase.config import thrift_address
 from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, generation_prefix, message_key, peek
 from tms_hbase_sweeper.sweep import Sweeper
 
-from .test_crash import read_lines, start
+from .test_crash import check_acknowledged, check_readers, finish, start
 
 T = TopicId("seq", "orders")
 CACHE = 1  # tail-cache seconds: W = 0.5 s, H = 1 s, D = W + 1 s
@@ -200,15 +199,7 @@ def test_eight_writers_half_killed_some_right_after_reserving_lose_and_duplicate
         time.sleep(rng.uniform(0.2, 1.5))
         kill(name)
     time.sleep(2)
-    stop.touch()
-    for name, proc in writers.items():
-        if proc.returncode is None:
-            _, err = proc.communicate(timeout=120)
-            assert proc.returncode == 0, f"writer {name} failed: {err}"
-    drain.touch()
-    for proc in (reader_a, reader_b):
-        _, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, f"reader failed: {err}"
+    finish(writers, [reader_a, reader_b], stop, drain)
 
     truth = settled(seq)
     payload_list = [p for _, _, p in truth]
@@ -217,21 +208,10 @@ def test_eight_writers_half_killed_some_right_after_reserving_lose_and_duplicate
     times = [int(t) for _, t, _ in truth]
     assert all(t >= max(times[: i + 1]) - D_MS for i, t in enumerate(times)), "publish time fell back more than D"
 
-    stored = Counter(p.rsplit(":", 1)[0] for p in payload_list)
-    acked = [line.split() for f in acks.iterdir() for line in f.read_text().splitlines()]
+    acked = check_acknowledged(payload_list, acks)
     assert len(acked) > 50 and sum(w.returncode == -signal.SIGKILL for w in writers.values()) == 4
-    for name, batch, size in acked:
-        assert stored[f"{name}:{batch}"] == int(size), f"acknowledged batch {name}:{batch} is not there exactly once"
-    for name, batch, _ in acked:  # a batch's messages are contiguous and in order
-        first = payload_list.index(f"{name}:{batch}:0")
-        size = stored[f"{name}:{batch}"]
-        assert payload_list[first : first + size] == [f"{name}:{batch}:{i}" for i in range(size)]
     assert _raw_skips(seq, hbase_address) >= 2, "the blocked writers' reservations were never filled"
-
-    seen_a = [tuple(line) for line in read_lines(tmp_path / "a")]
-    seen_b = [tuple(line) for line in read_lines(tmp_path / "b")]
-    assert seen_a == truth, "the reader from the start saw another sequence"
-    assert seen_b and seen_b == truth[truth.index(seen_b[0]) :], "the later reader saw another sequence"
+    check_readers(tmp_path, truth)
     for out in ("a", "b"):
         stats = json.loads((tmp_path / f"{out}.json").read_text())
         assert stats["longest_hole_wait"] <= H + 2 * stats["slowest_poll"] + 0.5, stats
