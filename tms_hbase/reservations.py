@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from . import sequencer
 from .clock import now_ms
-from .errors import HBaseUnavailable
+from .errors import HBaseError
 from .storage import Table
 from .topic import TopicId
 
@@ -46,19 +46,21 @@ class Ticket:
     first: int = 0
     publish_time: int = 0
     started: float = 0.0
-    error: HBaseUnavailable | None = None
+    error: HBaseError | None = None
     lead: bool = False  # woken to reserve for the queue
 
 
 @dataclass
 class Block:
     """Offsets reserved ahead and not handed out yet: ``span`` offsets from ``first``, with the clock
-    read and the monotonic time taken before their increment (every publish carved from it shares them)."""
+    read and the monotonic time taken before their increment (every publish carved from it shares them),
+    and ``until``, the monotonic time after which it is too old to carve (``started`` + W/2)."""
 
     first: int
     span: int
     publish_time: int
     started: float
+    until: float = 0.0
 
 
 @dataclass
@@ -89,7 +91,7 @@ class Reservations:
 
     def take(self, topic: TopicId, generation: int, ticket: Ticket) -> None:
         """Fill in the ticket's offsets: from the queue's round (carved off the block, or one increment);
-        raises the HBaseUnavailable of a failed increment (nothing written; the caller may try again)."""
+        raises the HBaseError of a failed increment (nothing written; HBaseUnavailable: the caller may try again)."""
         queue = self._queue(topic, generation)
         with queue.lock:
             queue.waiting.append(ticket)
@@ -101,12 +103,11 @@ class Reservations:
                 if ticket.error is not None:
                     raise ticket.error
                 return
-        max_age = self.window() / 2  # outside the lock: it may read the setting from HBase
         with queue.lock:
             round_, queue.waiting = queue.waiting, []
             span = sum(t.span for t in round_)
             rounds = self._rounds_ahead(queue)
-            piece, stale = self._carve(queue, span, max_age)
+            piece, stale = self._carve(queue, span)
         try:
             if stale is not None:  # too old to carve, or the round does not fit: release what is left
                 self._release(topic, generation, stale)
@@ -167,28 +168,35 @@ class Reservations:
         return max(1, min(MAX_ROUNDS, int(BLOCK_SECONDS / max(queue.interval, 1e-6))))
 
     @staticmethod
-    def _carve(queue: _Queue, span: int, max_age: float) -> tuple[Block | None, Block | None]:
+    def _carve(queue: _Queue, span: int) -> tuple[Block | None, Block | None]:
         """Under the queue's lock: (``span`` offsets off the front of its block, None), or (None, the block
         to release) when it is too old or too small, or (None, None) without a block."""
         block = queue.block
         if block is None:
             return None, None
         queue.block = None
-        if time.monotonic() - block.started >= max_age or block.span < span:
+        if time.monotonic() >= block.until or block.span < span:
             return None, block
         if block.span > span:
-            queue.block = Block(block.first + span, block.span - span, block.publish_time, block.started)
+            queue.block = Block(block.first + span, block.span - span, block.publish_time, block.started, block.until)
         return Block(block.first, span, block.publish_time, block.started), None
 
     def _reserve(
-        self, topic: TopicId, generation: int, queue: _Queue, round_: list[Ticket], span: int, rounds: int
+        self,
+        topic: TopicId,
+        generation: int,
+        queue: _Queue,
+        round_: list[Ticket],
+        span: int,
+        rounds: int,
     ) -> None:
         """One increment for the round and, when ``rounds`` > 1, a block of the next rounds' offsets."""
         started = time.monotonic()
         publish_time = self._clock()
         try:
+            max_age = self.window() / 2  # it may read the setting from HBase
             first = sequencer.reserve(self.messages, topic, generation, span * rounds)
-        except HBaseUnavailable as exc:
+        except HBaseError as exc:
             for waiting in round_:
                 waiting.error = exc
             return
@@ -196,7 +204,7 @@ class Reservations:
         self._hand_out(round_, Block(first, span, publish_time, started))
         if rounds == 1:
             return
-        block = Block(first + span, span * (rounds - 1), publish_time, started)
+        block = Block(first + span, span * (rounds - 1), publish_time, started, started + max_age)
         with queue.lock:
             closed = self._closed.is_set()
             if not closed:
@@ -223,7 +231,6 @@ class Reservations:
 
     def _release_idle(self, force: bool = False) -> None:
         now = time.monotonic()
-        max_age = self.window() / 2
         with self._lock:
             queues = list(self._queues.items())
         for (topic, generation), queue in queues:
@@ -232,7 +239,7 @@ class Reservations:
                 if block is None:
                     continue
                 idle = not queue.busy and not queue.writing and now - queue.last_end >= IDLE_SECONDS
-                if not (force or idle or now - block.started >= max_age):
+                if not (force or idle or now >= block.until):
                     continue
                 queue.block = None
             self._release(topic, generation, block)
@@ -245,5 +252,5 @@ class Reservations:
                 self.messages, topic, generation, block.first, block.span, block.publish_time, self.writer_id
             )
             self.released += 1
-        except HBaseUnavailable as exc:  # readers fill it after H
+        except HBaseError as exc:  # readers fill it after H
             log.info("could not release offsets %d+%d of %s: %s", block.first, block.span, topic, exc)

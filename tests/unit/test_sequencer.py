@@ -10,7 +10,7 @@ import time
 import pytest
 
 from tms_hbase import sequencer
-from tms_hbase.errors import HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown
+from tms_hbase.errors import HBaseError, HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown
 from tms_hbase.installation import InstallationStore, WriterSettings
 from tms_hbase.message_id import MessageId
 from tms_hbase.metadata import MetadataCache, MetadataStore
@@ -341,3 +341,17 @@ def test_a_writer_slower_than_the_block_budget_reserves_no_block() -> None:
     writer.close()
     assert writer._reservations.carved == 0 and _skips(w) == [] and len(w.fetch()) == 10
     assert sequencer.end_offset(w.inst.messages, T, 1) == 10
+
+
+def test_close_does_not_raise_when_hbase_refuses_the_release_of_a_block() -> None:
+    w = World()
+    writer = w.writer()
+    for i in range(5):
+        writer.publish(T, [b"%d" % i])
+
+    def refused(*args: object) -> bool:
+        raise HBaseError("table gone")
+
+    w.inst.messages.put_if_absent = refused  # type: ignore[method-assign]
+    writer.close()  # the remainder stays a hole (readers fill it after H), close ends normally
+    assert len(w.fetch()) == 5
