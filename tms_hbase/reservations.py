@@ -6,7 +6,8 @@
   once cost about one increment per round instead of k.
 * **Blocks.** While a writer is busy (a round begins within ``IDLE_SECONDS`` of the previous publish's
   end), its increment reserves a block of ``k`` rounds' worth of offsets, ``k`` chosen from the
-  writer's recent round rate so that a block lasts about ``BLOCK_SECONDS`` (at most ``MAX_ROUNDS``).
+  writer's recent round rate so that a block lasts about ``BLOCK_SECONDS`` (at most ``MAX_ROUNDS``, and
+  at most ``MAX_BLOCK_OFFSETS`` offsets: readers fill a killed writer's block one offset at a time).
   The next rounds carve their offsets off the front of the block with no increment. A block is carved
   only while younger than half the window W (its clock was read before its increment, like any
   reservation, and W counts from there); its unused remainder is released with ONE skip marker of this
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 IDLE_SECONDS = 0.005  # a round beginning within this of the previous publish's end: the writer is busy
 BLOCK_SECONDS = 0.01  # a block should be used up within this much publishing
 MAX_ROUNDS = 64  # a block holds at most this many rounds' offsets
+MAX_BLOCK_OFFSETS = 1024  # and at most this many offsets: a killed writer's block is filled by readers one by one
 
 
 @dataclass
@@ -106,7 +108,7 @@ class Reservations:
         with queue.lock:
             round_, queue.waiting = queue.waiting, []
             span = sum(t.span for t in round_)
-            rounds = self._rounds_ahead(queue)
+            rounds = max(1, min(self._rounds_ahead(queue), MAX_BLOCK_OFFSETS // span))
             piece, stale = self._carve(queue, span)
         try:
             if stale is not None:  # too old to carve, or the round does not fit: release what is left

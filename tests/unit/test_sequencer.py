@@ -15,7 +15,7 @@ from tms_hbase.installation import InstallationStore, WriterSettings
 from tms_hbase.message_id import MessageId
 from tms_hbase.metadata import MetadataCache, MetadataStore
 from tms_hbase.reader import MessageReader
-from tms_hbase.reservations import BLOCK_SECONDS, Reservations, Ticket
+from tms_hbase.reservations import BLOCK_SECONDS, MAX_BLOCK_OFFSETS, Reservations, Ticket
 from tms_hbase.retry import Retry
 from tms_hbase.rows import (
     MESSAGE_COLUMN,
@@ -355,3 +355,17 @@ def test_close_does_not_raise_when_hbase_refuses_the_release_of_a_block() -> Non
     w.inst.messages.put_if_absent = refused  # type: ignore[method-assign]
     writer.close()  # the remainder stays a hole (readers fill it after H), close ends normally
     assert len(w.fetch()) == 5
+
+
+def test_a_block_holds_at_most_max_block_offsets() -> None:
+    w = World()
+    res = Reservations(w.inst.messages, b"w" * 16, lambda: 10.0)
+    span = MAX_BLOCK_OFFSETS // 3
+    for _ in range(3):  # busy rounds of a large span, at a rate that would ask for MAX_ROUNDS
+        res.take(T, 1, Ticket(span))
+        res.published(T, 1)
+    assert res.carved == 1  # the third round came off the second one's block
+    assert (
+        sequencer.end_offset(w.inst.messages, T, 1) <= span + MAX_BLOCK_OFFSETS
+    )  # the lone first round, then one block
+    res.close()
