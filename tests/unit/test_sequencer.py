@@ -295,14 +295,14 @@ def test_the_rest_of_a_block_is_released_with_one_skip_marker_once_the_writer_is
 
 def test_a_block_too_old_to_carve_is_released_and_a_fresh_one_reserved() -> None:
     w = World()
-    res = Reservations(w.inst.messages, b"w" * 16, lambda: 0.04)  # W = 40 ms: a block is carved for 20 ms
+    res = Reservations(w.inst.messages, b"w" * 16, lambda: 0.4)  # W = 0.4 s: a block is carved for 0.2 s
     first, second = _busy_block(res)
     blocked = sequencer.end_offset(w.inst.messages, T, 1)
     assert blocked > second.first  # offsets reserved ahead
     stalled = Ticket(1)
     res.take(T, 1, stalled)  # carved; its publish does not end, so the writer is not idle
     assert stalled.first == second.first + 1
-    time.sleep(0.05)  # the block is now older than W/2
+    time.sleep(0.25)  # the block is now older than W/2
     late = Ticket(1)
     res.take(T, 1, late)
     assert late.first == blocked + 1 and late.started > first.started  # a fresh increment, not the old block
