@@ -1,16 +1,19 @@
-"""Offsets for one writer's publishes to sequencer generations: one increment per queue, and a spare.
+"""Offsets for one writer's publishes to sequencer generations: one increment per queue, and blocks.
 
 * **One increment per queue.** Publishes of one writer to one generation queue up; the thread that finds
-  nobody reserving reserves for the whole queue with one increment by the total span, hands each
-  publish its offsets, and passes the lead to the first publish that queued meanwhile. So k threads
-  publishing at once cost about one increment per round instead of k.
-* **The pipelined spare.** While a writer is busy (a publish begins within ``IDLE_SECONDS`` of the
-  previous one's end), a background thread reserves the next round's offsets while the current batch is
-  written; a round of the same span takes the spare instead of an increment (waiting for it if its
-  increment is still on its way). A spare is used only while
-  younger than half the window W (it counts W from when it was reserved, like any reservation), and
-  is released (filled with this writer's skip marker over its span) once the writer is idle, once it is
-  too old to use, or when the writer closes, so readers wait on it for milliseconds at most.
+  nobody reserving reserves for the whole queue (a round) by the total span, hands each publish its
+  offsets, and passes the lead to the first publish that queued meanwhile. So k threads publishing at
+  once cost about one increment per round instead of k.
+* **Blocks.** While a writer is busy (a round begins within ``IDLE_SECONDS`` of the previous publish's
+  end), its increment reserves a block of ``k`` rounds' worth of offsets, ``k`` chosen from the
+  writer's recent round rate so that a block lasts about ``BLOCK_SECONDS`` (at most ``MAX_ROUNDS``, and
+  at most ``MAX_BLOCK_OFFSETS`` offsets: readers fill a killed writer's block one offset at a time).
+  The next rounds carve their offsets off the front of the block with no increment. A block is carved
+  only while younger than half the window W (its clock was read before its increment, like any
+  reservation, and W counts from there); its unused remainder is released with ONE skip marker of this
+  writer over exactly that span once the writer is idle, once the block is too old, when a round does
+  not fit in it, and on close. So readers wait on it for milliseconds at most, and never longer than W/2
+  plus the keeper's period.
 """
 
 from __future__ import annotations
@@ -19,18 +22,20 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from . import sequencer
 from .clock import now_ms
-from .errors import HBaseUnavailable
+from .errors import HBaseError
 from .storage import Table
 from .topic import TopicId
 
 log = logging.getLogger(__name__)
 
-IDLE_SECONDS = 0.005  # a publish beginning within this of the previous one's end: the writer is busy
+IDLE_SECONDS = 0.005  # a round beginning within this of the previous publish's end: the writer is busy
+BLOCK_SECONDS = 0.01  # a block should be used up within this much publishing
+MAX_ROUNDS = 64  # a block holds at most this many rounds' offsets
+MAX_BLOCK_OFFSETS = 1024  # and at most this many offsets: a killed writer's block is filled by readers one by one
 
 
 @dataclass
@@ -43,8 +48,21 @@ class Ticket:
     first: int = 0
     publish_time: int = 0
     started: float = 0.0
-    error: HBaseUnavailable | None = None
+    error: HBaseError | None = None
     lead: bool = False  # woken to reserve for the queue
+
+
+@dataclass
+class Block:
+    """Offsets reserved ahead and not handed out yet: ``span`` offsets from ``first``, with the clock
+    read and the monotonic time taken before their increment (every publish carved from it shares them),
+    and ``until``, the monotonic time after which it is too old to carve (``started`` + W/2)."""
+
+    first: int
+    span: int
+    publish_time: int
+    started: float
+    until: float = 0.0
 
 
 @dataclass
@@ -52,12 +70,11 @@ class _Queue:
     lock: threading.Lock = field(default_factory=threading.Lock)
     waiting: list[Ticket] = field(default_factory=list)
     busy: bool = False  # a thread is reserving for the queue
-    spare: Ticket | None = None
-    spare_pending: bool = False  # a spare is being reserved in the background
-    spare_ready: threading.Event = field(default_factory=threading.Event)  # set when no spare is pending
+    block: Block | None = None
     writing: int = 0  # publishes holding offsets and not yet ended
-    rounds: int = 0  # rounds taken so far (a spare is only for the round after the one that asked for it)
     last_end: float = -1.0  # time.monotonic() when the last publish of this queue ended
+    last_round: float = -1.0  # time.monotonic() when the last round began
+    interval: float | None = None  # recent seconds between busy rounds (None: not busy)
 
 
 class Reservations:
@@ -70,14 +87,13 @@ class Reservations:
         self._queues: dict[tuple[TopicId, int], _Queue] = {}
         self._lock = threading.Lock()
         self._last_time = 0  # publish times handed out never go back
-        self._background: ThreadPoolExecutor | None = None
         self._keeper: threading.Thread | None = None
         self._closed = threading.Event()
-        self.spares_used = self.spares_released = 0
+        self.increments = self.carved = self.released = 0  # rounds reserved, rounds carved, remainders released
 
     def take(self, topic: TopicId, generation: int, ticket: Ticket) -> None:
-        """Fill in the ticket's offsets: from the queue's round (one increment or the spare); raises the
-        HBaseUnavailable of a failed increment (nothing written; the caller may try again)."""
+        """Fill in the ticket's offsets: from the queue's round (carved off the block, or one increment);
+        raises the HBaseError of a failed increment (nothing written; HBaseUnavailable: the caller may try again)."""
         queue = self._queue(topic, generation)
         with queue.lock:
             queue.waiting.append(ticket)
@@ -92,25 +108,16 @@ class Reservations:
         with queue.lock:
             round_, queue.waiting = queue.waiting, []
             span = sum(t.span for t in round_)
-            pending = queue.spare is None and queue.spare_pending
-        if pending:  # the next offsets are on their way: waiting for them is cheaper than an increment
-            queue.spare_ready.wait(self.window() / 2)
-        with queue.lock:
-            spare, queue.spare = queue.spare, None
-            busy = time.monotonic() - queue.last_end < IDLE_SECONDS
-            queue.rounds += 1
-            round_no = queue.rounds
+            rounds = max(1, min(self._rounds_ahead(queue), MAX_BLOCK_OFFSETS // span))
+            piece, stale = self._carve(queue, span)
         try:
-            if spare is not None and (spare.span != span or time.monotonic() - spare.started >= self.window() / 2):
-                self._release(topic, generation, spare)
-                spare = None
-            if spare is None:
-                self._reserve(topic, generation, round_, span)
+            if stale is not None:  # too old to carve, or the round does not fit: release what is left
+                self._release(topic, generation, stale)
+            if piece is None:
+                self._reserve(topic, generation, queue, round_, span, rounds)
             else:
-                self.spares_used += 1
-                self._hand_out(round_, spare.first, spare.publish_time, spare.started)
-            if busy and len(round_) == 1:  # a round of several publishes rarely repeats its span
-                self._reserve_spare(topic, generation, queue, span, round_no)
+                self.carved += 1
+                self._hand_out(round_, piece)
         finally:
             with queue.lock:  # hand the lead to the first publish that queued meanwhile
                 if queue.waiting:
@@ -126,20 +133,18 @@ class Reservations:
             raise ticket.error
 
     def published(self, topic: TopicId, generation: int) -> None:
-        """A publish of this queue that got offsets ended (the spare keeper measures idleness from here)."""
+        """A publish of this queue that got offsets ended (idleness is measured from here)."""
         queue = self._queue(topic, generation)
         with queue.lock:
             queue.last_end = time.monotonic()
             queue.writing -= 1
 
     def close(self) -> None:
-        """Release every spare and stop the background threads."""
+        """Release every block's remainder and stop the keeper."""
         self._closed.set()
         if self._keeper is not None:
             self._keeper.join(5)
         self._release_idle(force=True)
-        if self._background is not None:
-            self._background.shutdown(wait=True)
 
     # -- inside -----------------------------------------------------------------------------------
 
@@ -152,55 +157,77 @@ class Reservations:
             self._last_time = max(now_ms(), self._last_time)
             return self._last_time
 
-    def _reserve(self, topic: TopicId, generation: int, round_: list[Ticket], span: int) -> None:
+    @staticmethod
+    def _rounds_ahead(queue: _Queue) -> int:
+        """How many rounds' offsets the next increment of the queue reserves (under its lock): 1 when
+        the writer is idle, else enough for about BLOCK_SECONDS at its recent round rate (MAX_ROUNDS at most)."""
+        now = time.monotonic()
+        gap, queue.last_round = now - queue.last_round, now
+        if not queue.writing and now - queue.last_end >= IDLE_SECONDS:
+            queue.interval = None
+            return 1
+        queue.interval = gap if queue.interval is None else (queue.interval + gap) / 2
+        return max(1, min(MAX_ROUNDS, int(BLOCK_SECONDS / max(queue.interval, 1e-6))))
+
+    @staticmethod
+    def _carve(queue: _Queue, span: int) -> tuple[Block | None, Block | None]:
+        """Under the queue's lock: (``span`` offsets off the front of its block, None), or (None, the block
+        to release) when it is too old or too small, or (None, None) without a block."""
+        block = queue.block
+        if block is None:
+            return None, None
+        queue.block = None
+        if time.monotonic() >= block.until or block.span < span:
+            return None, block
+        if block.span > span:
+            queue.block = Block(block.first + span, block.span - span, block.publish_time, block.started, block.until)
+        return Block(block.first, span, block.publish_time, block.started), None
+
+    def _reserve(
+        self,
+        topic: TopicId,
+        generation: int,
+        queue: _Queue,
+        round_: list[Ticket],
+        span: int,
+        rounds: int,
+    ) -> None:
+        """One increment for the round and, when ``rounds`` > 1, a block of the next rounds' offsets."""
         started = time.monotonic()
         publish_time = self._clock()
         try:
-            first = sequencer.reserve(self.messages, topic, generation, span)
-        except HBaseUnavailable as exc:
+            max_age = self.window() / 2  # it may read the setting from HBase
+            first = sequencer.reserve(self.messages, topic, generation, span * rounds)
+        except HBaseError as exc:
             for waiting in round_:
                 waiting.error = exc
             return
-        self._hand_out(round_, first, publish_time, started)
+        self.increments += 1
+        self._hand_out(round_, Block(first, span, publish_time, started))
+        if rounds == 1:
+            return
+        block = Block(first + span, span * (rounds - 1), publish_time, started, started + max_age)
+        with queue.lock:
+            closed = self._closed.is_set()
+            if not closed:
+                queue.block = block  # only the lead carves, and it took the old block: none is there
+        if closed:
+            self._release(topic, generation, block)
+            return
+        with self._lock:
+            if self._keeper is None:
+                self._keeper = threading.Thread(target=self._keep, name="tms-block-keeper", daemon=True)
+                self._keeper.start()
 
     @staticmethod
-    def _hand_out(round_: list[Ticket], first: int, publish_time: int, started: float) -> None:
+    def _hand_out(round_: list[Ticket], piece: Block) -> None:
+        first = piece.first
         for waiting in round_:
-            waiting.first, waiting.publish_time, waiting.started = first, publish_time, started
+            waiting.first, waiting.publish_time, waiting.started = first, piece.publish_time, piece.started
             first += waiting.span
 
-    def _reserve_spare(self, topic: TopicId, generation: int, queue: _Queue, span: int, round_no: int) -> None:
-        with queue.lock:
-            if queue.spare is not None or queue.spare_pending or self._closed.is_set():
-                return
-            queue.spare_pending = True
-            queue.spare_ready.clear()
-        with self._lock:
-            if self._background is None:
-                self._background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tms-spare")
-                self._keeper = threading.Thread(target=self._keep, name="tms-spare-keeper", daemon=True)
-                self._keeper.start()
-        self._background.submit(self._spare_job, topic, generation, queue, span, round_no)
-
-    def _spare_job(self, topic: TopicId, generation: int, queue: _Queue, span: int, round_no: int) -> None:
-        """Reserve a spare for the round after ``round_no``; if that round began meanwhile (it took an
-        increment of its own), the spare would sit below its rows and hold readers: release it at once."""
-        spare = Ticket(span)
-        kept = False
-        try:
-            self._reserve(topic, generation, [spare], span)
-        finally:
-            with queue.lock:
-                queue.spare_pending = False
-                wanted = queue.spare is None and queue.rounds == round_no and not self._closed.is_set()
-                if spare.error is None and wanted:
-                    queue.spare, kept = spare, True
-            queue.spare_ready.set()
-        if not kept and spare.error is None:  # not wanted any more
-            self._release(topic, generation, spare)
-
     def _keep(self) -> None:
-        """Release spares of idle queues and spares too old to use, every few milliseconds."""
+        """Release the blocks of idle queues and blocks too old to carve, every few milliseconds."""
         while not self._closed.wait(IDLE_SECONDS):
             self._release_idle()
 
@@ -210,22 +237,22 @@ class Reservations:
             queues = list(self._queues.items())
         for (topic, generation), queue in queues:
             with queue.lock:
-                spare = queue.spare
-                if spare is None:
+                block = queue.block
+                if block is None:
                     continue
                 idle = not queue.busy and not queue.writing and now - queue.last_end >= IDLE_SECONDS
-                if not (force or idle or now - spare.started >= self.window() / 2):
+                if not (force or idle or now >= block.until):
                     continue
-                queue.spare = None
-            self._release(topic, generation, spare)
+                queue.block = None
+            self._release(topic, generation, block)
 
-    def _release(self, topic: TopicId, generation: int, spare: Ticket) -> None:
-        """Fill an unused spare with this writer's skip marker over its whole span (if-absent: a reader
-        that filled its first offset already is as good)."""
+    def _release(self, topic: TopicId, generation: int, block: Block) -> None:
+        """Fill a block's unused offsets with ONE skip marker of this writer over exactly their span
+        (if-absent: a reader that filled the first of them already is as good)."""
         try:
             sequencer.fill(
-                self.messages, topic, generation, spare.first, spare.span, spare.publish_time, self.writer_id
+                self.messages, topic, generation, block.first, block.span, block.publish_time, self.writer_id
             )
-            self.spares_released += 1
-        except HBaseUnavailable as exc:  # readers fill it after H
-            log.info("could not release offsets %d+%d of %s: %s", spare.first, spare.span, topic, exc)
+            self.released += 1
+        except HBaseError as exc:  # readers fill it after H
+            log.info("could not release offsets %d+%d of %s: %s", block.first, block.span, topic, exc)

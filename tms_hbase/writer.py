@@ -17,7 +17,8 @@ The protocol (docs/ordering.md has the argument for why it holds):
 That is the *chain* a generation uses unless its topic says ``ordering=sequencer``. A sequencer generation
 (``sequencer.py``) reserves offsets with one atomic increment and writes the batch at its first offset
 with checkAndPut-if-absent within the window W; the threads of one writer publishing to one topic at
-once share one increment, and a busy writer reserves its next offsets while it writes (``reservations.py``).
+once share one increment, and a busy writer reserves a block of offsets ahead with one increment and carves
+its next publishes off it (``reservations.py``).
 The row key is the first offset, so the running totals
 are the key itself.
 """
@@ -150,7 +151,7 @@ class MessageWriter:
         self.future_predecessors = 0  # rows not followed for being dated too far ahead (row_time.py)
 
     def close(self) -> None:
-        """Release the offsets reserved ahead for sequencer generations (the pipelined spares)."""
+        """Release the offsets reserved ahead for sequencer generations (what is left of the blocks)."""
         self._reservations.close()
 
     def _live_pointer(self, pointer: object) -> int:

@@ -10,11 +10,12 @@ import time
 import pytest
 
 from tms_hbase import sequencer
-from tms_hbase.errors import HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown
+from tms_hbase.errors import HBaseError, HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown
 from tms_hbase.installation import InstallationStore, WriterSettings
 from tms_hbase.message_id import MessageId
 from tms_hbase.metadata import MetadataCache, MetadataStore
 from tms_hbase.reader import MessageReader
+from tms_hbase.reservations import BLOCK_SECONDS, MAX_BLOCK_OFFSETS, Reservations, Ticket
 from tms_hbase.retry import Retry
 from tms_hbase.rows import (
     MESSAGE_COLUMN,
@@ -86,7 +87,8 @@ def test_rows_are_keyed_by_their_first_message_offset_and_the_counter_is_the_end
     writer.publish(T, [b"a", b"b", b"c"])
     writer.publish(T, [b"d"])
     writer.publish(T, [b"e", b"f"])
-    rows = w.rows()  # a busy writer's unused spare is released as a skip marker over its span
+    writer.close()  # a busy writer's unused block is released as one skip marker over its remainder
+    rows = w.rows()
     keys = sorted(rows)
     assert [p + rows[p].span for p in keys[:-1]] == keys[1:]  # dense: each row starts where the last ended
     assert keys[-1] + rows[keys[-1]].span - 1 == sequencer.end_offset(w.inst.messages, T, 1)
@@ -230,31 +232,140 @@ def test_a_range_read_cut_inside_a_span_starts_after_it_and_waits_on_a_hole_belo
     assert w.rows()[hole].skip
 
 
-def test_a_busy_writer_reserves_its_next_offsets_while_writing_and_releases_them_on_close() -> None:
+def _skips(w: World) -> list[tuple[int, int, bytes]]:
+    """The skip markers of the topic: (offset, span, who wrote it)."""
+    return [(p, row.span, row.writer_id) for p, row in sorted(w.rows().items()) if row.skip]
+
+
+def _dense(w: World) -> None:
+    """Every offset handed out holds exactly one row (batch or skip marker): no hole, no overlap."""
+    rows = w.rows()
+    keys = sorted(rows)
+    assert keys[0] == 1 and [p + rows[p].span for p in keys[:-1]] == keys[1:]
+    assert keys[-1] + rows[keys[-1]].span - 1 == sequencer.end_offset(w.inst.messages, T, 1)
+
+
+def _busy_block(res: Reservations) -> list[Ticket]:
+    """Two publishes back to back: the second reserves a block ahead (its rate is far above 1/BLOCK_SECONDS)."""
+    tickets = []
+    for _ in range(2):
+        tickets.append(Ticket(1))
+        res.take(T, 1, tickets[-1])
+        res.published(T, 1)
+    return tickets
+
+
+def test_a_busy_writer_carves_its_publishes_off_one_block_and_releases_the_rest_on_close() -> None:
     w = World()
     writer = w.writer()
+    calls = {"increments": 0}
+    original = w.inst.messages.increment
+
+    def counting(key: bytes, column: bytes, amount: int = 1) -> int:
+        calls["increments"] += 1
+        return original(key, column, amount)
+
+    w.inst.messages.increment = counting  # type: ignore[method-assign]
     for i in range(50):
         writer.publish(T, [b"%d" % i, b"x"])
     writer.close()
-    assert writer._reservations.spares_used > 0  # pipelined: publishes that took no increment of their own
+    assert writer._reservations.carved > 0 and calls["increments"] < 10  # one increment per block, not per publish
+    _dense(w)
     rows = w.rows()
-    keys = sorted(rows)
-    assert [p + rows[p].span for p in keys[:-1]] == keys[1:]  # no hole left: unused spares were released
-    assert keys[-1] + rows[keys[-1]].span - 1 == sequencer.end_offset(w.inst.messages, T, 1)
+    last = max(p for p, row in rows.items() if not row.skip)
+    end = sequencer.end_offset(w.inst.messages, T, 1)
+    assert _skips(w)[-1] == (last + 2, end - last - 1, writer.writer_id)  # the remainder: ONE marker, exact span
     assert len(w.fetch()) == 100
 
 
-def test_a_spare_is_kept_while_the_publish_before_it_is_still_being_written() -> None:
+def test_the_rest_of_a_block_is_released_with_one_skip_marker_once_the_writer_is_idle() -> None:
+    w = World()
+    writer = w.writer()
+    for i in range(10):
+        writer.publish(T, [b"%d" % i])
+    deadline = time.monotonic() + 10  # no close: the idle timer releases it
+    while not _skips(w) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    end = sequencer.end_offset(w.inst.messages, T, 1)
+    assert end > 10 and _skips(w) == [(11, end - 10, writer.writer_id)]
+    _dense(w)
+    assert w.fetch() == [b"%d" % i for i in range(10)]
+    writer.close()
+
+
+def test_a_block_too_old_to_carve_is_released_and_a_fresh_one_reserved() -> None:
+    w = World()
+    res = Reservations(w.inst.messages, b"w" * 16, lambda: 0.4)  # W = 0.4 s: a block is carved for 0.2 s
+    first, second = _busy_block(res)
+    blocked = sequencer.end_offset(w.inst.messages, T, 1)
+    assert blocked > second.first  # offsets reserved ahead
+    stalled = Ticket(1)
+    res.take(T, 1, stalled)  # carved; its publish does not end, so the writer is not idle
+    assert stalled.first == second.first + 1
+    time.sleep(0.25)  # the block is now older than W/2
+    late = Ticket(1)
+    res.take(T, 1, late)
+    assert late.first == blocked + 1 and late.started > first.started  # a fresh increment, not the old block
+    assert _skips(w) == [(stalled.first + 1, blocked - stalled.first, b"w" * 16)]  # the rest: one marker
+    res.close()
+
+
+def test_a_round_larger_than_the_rest_of_the_block_releases_it_and_takes_an_increment() -> None:
+    w = World()
+    res = Reservations(w.inst.messages, b"w" * 16, lambda: 10.0)
+    _, second = _busy_block(res)
+    blocked = sequencer.end_offset(w.inst.messages, T, 1)
+    big = Ticket(blocked + 5)
+    res.take(T, 1, big)
+    assert big.first == blocked + 1  # past the block
+    assert _skips(w) == [(second.first + 1, blocked - second.first, b"w" * 16)]
+    res.published(T, 1)
+    res.close()
+    end = sequencer.end_offset(w.inst.messages, T, 1)
+    assert end >= big.first + big.span - 1  # whatever the big round reserved ahead is released too
+    assert all(p > big.first for p, _, _ in _skips(w)[1:])
+
+
+def test_a_writer_slower_than_the_block_budget_reserves_no_block() -> None:
     w = World()
     writer = w.writer()
     original = w.inst.messages.compare_and_set
 
     def slow_put(*args: object) -> bool:
-        time.sleep(0.02)  # a put slower than the idle time: the writer is busy all along
+        time.sleep(BLOCK_SECONDS * 2)  # busy, but a block would last more than BLOCK_SECONDS
         return original(*args)  # type: ignore[arg-type]
 
     w.inst.messages.compare_and_set = slow_put  # type: ignore[method-assign]
-    for i in range(20):
+    for i in range(10):
         writer.publish(T, [b"%d" % i])
     writer.close()
-    assert writer._reservations.spares_used >= 15 and len(w.fetch()) == 20
+    assert writer._reservations.carved == 0 and _skips(w) == [] and len(w.fetch()) == 10
+    assert sequencer.end_offset(w.inst.messages, T, 1) == 10
+
+
+def test_close_does_not_raise_when_hbase_refuses_the_release_of_a_block() -> None:
+    w = World()
+    writer = w.writer()
+    for i in range(5):
+        writer.publish(T, [b"%d" % i])
+
+    def refused(*args: object) -> bool:
+        raise HBaseError("table gone")
+
+    w.inst.messages.put_if_absent = refused  # type: ignore[method-assign]
+    writer.close()  # the remainder stays a hole (readers fill it after H), close ends normally
+    assert len(w.fetch()) == 5
+
+
+def test_a_block_holds_at_most_max_block_offsets() -> None:
+    w = World()
+    res = Reservations(w.inst.messages, b"w" * 16, lambda: 10.0)
+    span = MAX_BLOCK_OFFSETS // 3
+    for _ in range(3):  # busy rounds of a large span, at a rate that would ask for MAX_ROUNDS
+        res.take(T, 1, Ticket(span))
+        res.published(T, 1)
+    assert res.carved == 1  # the third round came off the second one's block
+    assert (
+        sequencer.end_offset(w.inst.messages, T, 1) <= span + MAX_BLOCK_OFFSETS
+    )  # the lone first round, then one block
+    res.close()
