@@ -103,12 +103,6 @@ def gateway(
 
 
 @pytest.fixture(scope="module")
-def direct(hbase_address: str, module_prefix: str) -> Iterator[MessagingClient]:
-    with MessagingClient(hbase_address, module_prefix) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
 def https(gateway: GatewayProcess, pki: dict[str, Path]) -> Iterator[httpx.Client]:
     context = ssl.create_default_context(cafile=str(pki["ca"]))
     with httpx.Client(base_url=gateway.url, verify=context, timeout=60) as client:

@@ -34,18 +34,6 @@ def gateway(
         yield process
 
 
-@pytest.fixture(scope="module")
-def http(gateway: GatewayProcess) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=gateway.url, timeout=60) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
-def direct(hbase_address: str, module_prefix: str) -> Iterator[MessagingClient]:
-    with MessagingClient(hbase_address, module_prefix) as client:
-        yield client
-
-
 @pytest.fixture
 def topic(direct: MessagingClient) -> TopicId:
     """A topic of this test's own holding five messages, a..e."""
