@@ -15,7 +15,7 @@ from pathlib import Path
 from tms_hbase import MessagingClient
 from tms_hbase.config import PREFIX_ENV, THRIFT_ENV
 
-from .integration.test_tx_server import free_port
+from .tx_server import free_port
 
 # The console script installed next to this interpreter (a virtualenv's bin/ need not be on PATH).
 TMS_GATEWAY = str(Path(sys.executable).with_name("tms-gateway"))

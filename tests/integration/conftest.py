@@ -1,24 +1,23 @@
-"""Fixtures shared by integration modules: real Apache Tephra 0.16.1 (tests/tephra/launcher.py), and the
-clients of a module's own gateway (a module that starts one defines the ``gateway`` fixture)."""
+"""Fixtures shared by integration modules: real Apache Tephra 0.16.1 (tests/tephra/launcher.py), our own
+transaction server and a table for transactional state, and the clients of a module's own gateway (a module
+that starts one defines the ``gateway`` fixture)."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 
+import happybase
 import httpx
 import pytest
 
 from tms_hbase import MessagingClient
+from tms_hbase.config import thrift_address
+from tms_hbase.tx.client import TransactionClient
+from tms_hbase.tx.table import MAX_VERSIONS
 
 from ..gateway_server import GatewayProcess
 from ..tephra.launcher import Tephra, TephraServer
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from ..tx_server import TxServer, free_port
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +34,26 @@ def tephra_server(tephra: Tephra, tmp_path_factory: pytest.TempPathFactory) -> I
     server = tephra.server(free_port(), tmp_path_factory.mktemp("tephra-server")).start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def tx_client(tms_env: dict[str, str]) -> Iterator[TransactionClient]:
+    """A client of a real ``tms-admin tx serve`` process of the test's own."""
+    server = TxServer(tms_env, free_port()).start()
+    with TransactionClient(server.address) as client:
+        yield client
+    server.stop()
+
+
+@pytest.fixture
+def state_table(client: MessagingClient, hbase_address: str) -> str:
+    """A table of the test's installation for transactional state, keeping every version Tephra needs."""
+    name = f"{client.installation.prefix}_state"
+    host, port = thrift_address(hbase_address)
+    conn = happybase.Connection(host, port)
+    conn.create_table(name, {"d": {"max_versions": MAX_VERSIONS}})
+    conn.close()
+    return name
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,8 @@ from tms_hbase.tx.client import TransactionClient
 from tms_hbase.tx.context import TransactionContext
 from tms_hbase.tx.messaging import TransactionalPublisher
 
+from ..tx_server import TxServer, free_port
 from .test_cli import TMS_ADMIN, ok, tms_admin
-from .test_tx_server import Server, free_port
 
 T = TopicId("cli", "feed")
 
@@ -83,7 +83,7 @@ def test_bad_input_gives_one_line_and_an_exit_code(
 
 
 def test_tail_shows_transaction_states_and_corrupt_rows(client: MessagingClient, tms_env: dict[str, str]) -> None:
-    server = Server(tms_env, free_port()).start()
+    server = TxServer(tms_env, free_port()).start()
     try:
         client.create_topic(T)
         with TransactionClient(server.address) as tx:

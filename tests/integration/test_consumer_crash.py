@@ -19,7 +19,7 @@ from tms_hbase.errors import SubscriptionBusy
 from tms_hbase.tx.client import TransactionClient
 from tms_hbase.tx.fate import snapshot_from_server
 
-from .test_tx_server import Server, free_port
+from ..tx_server import TxServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 T = TopicId("crash", "events")
@@ -172,7 +172,7 @@ def test_a_hung_owner_cannot_commit_after_its_lease_was_taken(
 def test_transactional_pipeline_killed_at_every_step_loses_and_duplicates_nothing(
     client: MessagingClient, tms_env: dict[str, str], tmp_path: Path
 ) -> None:
-    server = Server(tms_env, free_port()).start()
+    server = TxServer(tms_env, free_port()).start()
     try:
         sink = TopicId("crash", "sink")
         source = [f"m{i:02d}".encode() for i in range(45)]

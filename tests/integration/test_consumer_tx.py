@@ -4,8 +4,6 @@ delivers again what an aborted transaction had read."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from tms_hbase import MessagingClient, TopicId
@@ -13,18 +11,8 @@ from tms_hbase.tx.client import TransactionClient
 from tms_hbase.tx.context import TransactionContext
 from tms_hbase.tx.messaging import TransactionalPublisher
 
-from .test_tx_server import Server, free_port
-
 T = TopicId("ctx", "in")
 SINK = TopicId("ctx", "out")
-
-
-@pytest.fixture
-def tx_client(tms_env: dict[str, str]) -> Iterator[TransactionClient]:
-    server = Server(tms_env, free_port()).start()
-    with TransactionClient(server.address) as client:
-        yield client
-    server.stop()
 
 
 @pytest.fixture

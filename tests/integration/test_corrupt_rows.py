@@ -21,7 +21,7 @@ from tms_hbase import CorruptData, MessagingClient, TopicId
 from tms_hbase.config import thrift_address
 from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, message_key, position_of
 
-from .test_tx_server import free_port
+from ..tx_server import free_port
 
 SWEEPER = str(Path(sys.executable).with_name("tms-sweeper"))
 TMS_ADMIN = str(Path(sys.executable).with_name("tms-admin"))

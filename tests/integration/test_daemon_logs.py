@@ -14,7 +14,7 @@ import httpx
 from tms_hbase import MessagingClient, TopicId
 
 from ..gateway_server import GatewayProcess, gateway_env
-from .test_tx_server import free_port
+from ..tx_server import free_port
 
 BIN = Path(sys.executable).parent
 LEVELS = {"debug", "info", "warning", "error", "critical"}

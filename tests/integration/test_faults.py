@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -12,14 +11,9 @@ from tms_hbase import HBaseUnavailable, InvalidArgument, MessagingClient, TmsErr
 from tms_hbase.config import Config
 
 from ..tcp_proxy import TcpProxy
+from ..tx_server import free_port
 
 T = TopicId("ns", "t")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_dead_hbase_is_a_clear_error_at_once() -> None:

@@ -18,11 +18,7 @@ from tms_hbase.errors import LauncherError
 from tms_hbase.launcher import LocalHBase, default_home
 from tms_hbase.launcher.paths import default_jars_root
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from ..tx_server import free_port
 
 
 def java_processes_of(home: Path) -> list[int]:

@@ -23,7 +23,7 @@ from tms_hbase.spark.sink_state import COMMITTED, OPEN, PUBLISHING, SinkStates
 from tms_hbase.tx import TransactionCodec
 from tms_hbase.tx.client import TransactionClient
 
-from .test_tx_server import Server, free_port
+from ..tx_server import TxServer, free_port
 
 T = TopicId("spark", "events")
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,20 +50,20 @@ def spark() -> Iterator[object]:
 
 
 @pytest.fixture
-def server(tms_env: dict[str, str]) -> Iterator[Server]:
-    s = Server(tms_env, free_port()).start()
+def server(tms_env: dict[str, str]) -> Iterator[TxServer]:
+    s = TxServer(tms_env, free_port()).start()
     yield s
     s.stop()
 
 
 @pytest.fixture
-def tx(server: Server) -> Iterator[TransactionClient]:
+def tx(server: TxServer) -> Iterator[TransactionClient]:
     with TransactionClient(server.address) as client:
         yield client
 
 
 @pytest.fixture
-def options(hbase_address: str, prefix: str, server: Server) -> dict[str, str]:
+def options(hbase_address: str, prefix: str, server: TxServer) -> dict[str, str]:
     """The data source options that point at this test's tables and transaction server."""
     return {"thrift": hbase_address, "prefix": prefix, "txServer": server.address}
 
@@ -339,7 +339,7 @@ def test_a_stream_from_a_re_created_topic_is_refused(
 
 
 def test_stream_a_to_b_exactly_once_across_a_killed_driver(
-    client: MessagingClient, server: Server, tms_env: dict[str, str], tmp_path: Path
+    client: MessagingClient, server: TxServer, tms_env: dict[str, str], tmp_path: Path
 ) -> None:
     a, b = TopicId("spark", "a"), TopicId("spark", "b")
     client.create_topic(a)

@@ -23,7 +23,7 @@ from tms_hbase.config import THRIFT_ENV
 from tms_hbase.rows import message_key
 
 from ..tcp_proxy import TcpProxy
-from .test_tx_server import free_port
+from ..tx_server import free_port
 
 SWEEPER = str(Path(sys.executable).with_name("tms-sweeper"))
 OLD = TopicId("ns", "old")

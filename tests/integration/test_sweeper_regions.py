@@ -22,7 +22,7 @@ from tms_hbase.tx.pruning import plan
 from tms_hbase.tx.state_store import StateStore
 from tms_hbase_sweeper.sweep import Sweeper
 
-from .test_tx_server import Server, free_port
+from ..tx_server import TxServer, free_port
 
 SWEEPER = str(Path(sys.executable).with_name("tms-sweeper"))
 OLD = TopicId("ns", "old")  # deleted: everything of it goes
@@ -87,7 +87,7 @@ def test_a_leased_region_is_left_alone_and_blocks_pruning(client: MessagingClien
 
 def test_tx_prune_truncates_only_what_every_region_applied(client: MessagingClient, tms_env: dict[str, str]) -> None:
     client.create_topic(LIVE)
-    server = Server(tms_env, free_port()).start()
+    server = TxServer(tms_env, free_port()).start()
     admin = str(Path(sys.executable).with_name("tms-admin"))
     env = {**tms_env, "TMS_TX_SERVER": server.address}
     try:

@@ -15,7 +15,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import happybase
 import pytest
 
 from tms_hbase import MessagingClient, TopicId
@@ -27,7 +26,7 @@ from tms_hbase.tx.client import TransactionClient
 from tms_hbase.tx.context import TransactionContext
 from tms_hbase.tx.messaging import TransactionalPublisher, TransactionalReader
 from tms_hbase.tx.snapshot_source import ServerSnapshots
-from tms_hbase.tx.table import MAX_VERSIONS, TransactionalTable
+from tms_hbase.tx.table import TransactionalTable
 from tms_hbase_sweeper.sweep import Sweeper
 
 from ..tcp_proxy import TcpProxy
@@ -42,16 +41,6 @@ def tx(tephra_server: TephraServer) -> Iterator[TransactionClient]:
     with TransactionClient(tephra_server.address) as client:
         client.reset()
         yield client
-
-
-@pytest.fixture
-def state_table(client: MessagingClient, hbase_address: str) -> str:
-    name = f"{client.installation.prefix}_state"
-    host, port = thrift_address(hbase_address)
-    conn = happybase.Connection(host, port)
-    conn.create_table(name, {"d": {"max_versions": MAX_VERSIONS}})
-    conn.close()
-    return name
 
 
 def payloads(messages) -> list[bytes]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import happybase
 import pytest
@@ -16,27 +15,9 @@ from tms_hbase.tx.context import TransactionContext
 from tms_hbase.tx.messaging import TransactionalPublisher, TransactionalReader
 from tms_hbase.tx.table import MAX_VERSIONS, ROLLED_BACK, TransactionalTable
 
-from .test_tx_server import Server, free_port
+from ..tx_server import free_port
 
 T = TopicId("shop", "orders")
-
-
-@pytest.fixture
-def tx_client(tms_env: dict[str, str]) -> Iterator[TransactionClient]:
-    server = Server(tms_env, free_port()).start()
-    with TransactionClient(server.address) as client:
-        yield client
-    server.stop()
-
-
-@pytest.fixture
-def state_table(client: MessagingClient, hbase_address: str) -> str:
-    name = f"{client.installation.prefix}_state"
-    host, port = thrift_address(hbase_address)
-    conn = happybase.Connection(host, port)
-    conn.create_table(name, {"d": {"max_versions": MAX_VERSIONS}})
-    conn.close()
-    return name
 
 
 def payloads(messages) -> list[bytes]:

@@ -4,14 +4,11 @@ durable state (SIGKILL and restart), timeouts, fencing, and the state readable w
 from __future__ import annotations
 
 import json
-import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -20,62 +17,17 @@ from tms_hbase.tx import Transaction, TransactionType
 from tms_hbase.tx.client import TransactionClient, TransactionServiceUnavailable
 
 from ..tcp_proxy import TcpProxy
-
-TMS_ADMIN = str(Path(sys.executable).with_name("tms-admin"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """``tms-admin tx serve`` in a process of its own."""
-
-    def __init__(self, env: dict[str, str], port: int, *extra: str) -> None:
-        self.env, self.port, self.extra = env, port, extra
-        self.proc: subprocess.Popen | None = None
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self) -> Server:
-        cmd = [TMS_ADMIN, "tx", "serve", "--port", str(self.port), "--cleanup-interval", "0.2", *self.extra]
-        self.proc = subprocess.Popen(cmd, env=self.env, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with TransactionClient(self.address, timeout=2) as c:
-                    c.status()
-                return self
-            except TransactionServiceUnavailable:
-                assert self.proc.poll() is None, self.proc.stderr.read()
-                assert time.monotonic() < deadline, "transaction server did not start"
-                time.sleep(0.1)
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-
-    def stop(self) -> str:
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        _, err = self.proc.communicate(timeout=60)
-        return err
+from ..tx_server import TMS_ADMIN, TxServer, free_port
 
 
 @pytest.fixture
-def server(tms_env: dict[str, str]) -> Iterator[Server]:
-    s = Server(tms_env, free_port()).start()
+def server(tms_env: dict[str, str]) -> Iterator[TxServer]:
+    s = TxServer(tms_env, free_port()).start()
     yield s
     s.stop()
 
 
-def test_commit_makes_writes_visible_to_later_transactions(server: Server) -> None:
+def test_commit_makes_writes_visible_to_later_transactions(server: TxServer) -> None:
     with TransactionClient(server.address) as tx:
         assert tx.status() == "OK"
         first = tx.start_short()
@@ -94,7 +46,7 @@ def test_commit_makes_writes_visible_to_later_transactions(server: Server) -> No
             tx.commit(first)
 
 
-def test_conflicting_change_sets_one_commits_one_fails(server: Server) -> None:
+def test_conflicting_change_sets_one_commits_one_fails(server: TxServer) -> None:
     with TransactionClient(server.address) as tx:
         a, b, c = tx.start_short(), tx.start_short(), tx.start_short()
         tx.can_commit(a, [b"k1", b"\x00k2\xff"])
@@ -115,7 +67,7 @@ def test_conflicting_change_sets_one_commits_one_fails(server: Server) -> None:
         tx.abort(late)
 
 
-def test_long_abort_and_timeout_become_invalid(server: Server) -> None:
+def test_long_abort_and_timeout_become_invalid(server: TxServer) -> None:
     with TransactionClient(server.address) as tx:
         long_tx = tx.start_long()
         tx.abort(long_tx)
@@ -139,7 +91,7 @@ def test_long_abort_and_timeout_become_invalid(server: Server) -> None:
 @pytest.mark.slow
 def test_sigkill_under_load_loses_nothing(tms_env: dict[str, str]) -> None:
     port = free_port()
-    server = Server(tms_env, port).start()
+    server = TxServer(tms_env, port).start()
     committed: list[int] = []
     stop = threading.Event()
 
@@ -167,7 +119,7 @@ def test_sigkill_under_load_loses_nothing(tms_env: dict[str, str]) -> None:
     server.kill()
     acknowledged = list(committed)
     time.sleep(0.5)
-    server = Server(tms_env, port).start()
+    server = TxServer(tms_env, port).start()
     time.sleep(1)
     stop.set()
     worker.join(timeout=30)
@@ -188,7 +140,7 @@ def test_sigkill_under_load_loses_nothing(tms_env: dict[str, str]) -> None:
 
 
 def test_state_is_readable_from_hbase_without_the_server(tms_env: dict[str, str]) -> None:
-    server = Server(tms_env, free_port()).start()
+    server = TxServer(tms_env, free_port()).start()
     with TransactionClient(server.address) as tx:
         gone = tx.start_long()
         tx.abort(gone)
@@ -205,10 +157,10 @@ def test_state_is_readable_from_hbase_without_the_server(tms_env: dict[str, str]
 
 
 def test_a_second_server_fences_the_first(tms_env: dict[str, str]) -> None:
-    first = Server(tms_env, free_port()).start()
+    first = TxServer(tms_env, free_port()).start()
     with TransactionClient(first.address) as old:
         before = old.start_short()
-    second = Server(tms_env, free_port()).start()
+    second = TxServer(tms_env, free_port()).start()
     try:
         with TransactionClient(second.address) as tx:
             assert before.tx_id in tx.start_short().in_progress  # took over the state...
@@ -230,7 +182,7 @@ def serve_and_wait(env: dict[str, str], port: int) -> subprocess.CompletedProces
         raise AssertionError(f"the server on a port it cannot have stayed up:\n{output}") from None
 
 
-def assert_still_serves(server: Server, tx: TransactionClient, open_tx: Transaction) -> None:
+def assert_still_serves(server: TxServer, tx: TransactionClient, open_tx: Transaction) -> None:
     """The first server answers, and the transaction it had open commits."""
     tx.can_commit(open_tx, [b"k"])
     tx.commit(open_tx)
@@ -239,7 +191,7 @@ def assert_still_serves(server: Server, tx: TransactionClient, open_tx: Transact
 
 
 def test_a_server_that_cannot_bind_exits_and_the_running_one_keeps_serving(
-    server: Server, tms_env: dict[str, str]
+    server: TxServer, tms_env: dict[str, str]
 ) -> None:
     with TransactionClient(server.address) as tx, socket.socket() as holder:
         open_tx = tx.start_short(timeout=300)
@@ -254,7 +206,7 @@ def test_a_server_that_cannot_bind_exits_and_the_running_one_keeps_serving(
         assert_still_serves(server, tx, open_tx)
 
 
-def test_a_second_server_on_the_same_port_is_refused(server: Server, tms_env: dict[str, str]) -> None:
+def test_a_second_server_on_the_same_port_is_refused(server: TxServer, tms_env: dict[str, str]) -> None:
     with TransactionClient(server.address) as tx:
         open_tx = tx.start_short(timeout=300)
         second = serve_and_wait(tms_env, server.port)
@@ -272,7 +224,7 @@ def test_unreachable_server_is_a_clear_error() -> None:
     assert time.monotonic() - started < 5
 
 
-def test_tx_cli_status_and_truncate(server: Server, tms_env: dict[str, str]) -> None:
+def test_tx_cli_status_and_truncate(server: TxServer, tms_env: dict[str, str]) -> None:
     env = {**tms_env, "TMS_TX_SERVER": server.address}
     with TransactionClient(server.address) as tx:
         gone = tx.start_long()
@@ -297,7 +249,7 @@ def test_tx_cli_status_and_truncate(server: Server, tms_env: dict[str, str]) -> 
     assert down.returncode == 5 and down.stderr.startswith("error: transaction server at")
 
 
-def test_reads_are_retried_after_a_broken_link_and_transaction_calls_are_not(server: Server) -> None:
+def test_reads_are_retried_after_a_broken_link_and_transaction_calls_are_not(server: TxServer) -> None:
     proxy = TcpProxy(("127.0.0.1", server.port))
     try:
         with TransactionClient(proxy.address, timeout_seconds=10) as tx:
