@@ -54,6 +54,12 @@ def site_properties(paths: LauncherPaths, zk_port: int) -> dict[str, str]:
         # A local server that fails should say so in seconds, not after minutes of retries.
         "hbase.client.retries.number": "10",
         "hbase.client.operation.timeout": "60000",
+        # A development server sees tables come and go by the thousand (tests, benchmarks): delete the WALs
+        # and archived files of dropped and compacted tables after a minute instead of 10 and 5 minutes, so
+        # that a few minutes of heavy writes cannot fill the disk (there are no snapshots or replication here).
+        "hbase.master.logcleaner.ttl": "60000",
+        "hbase.master.hfilecleaner.ttl": "60000",
+        "hbase.master.cleaner.interval": "20000",
     }
 
 
