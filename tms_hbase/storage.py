@@ -48,7 +48,8 @@ _ROW, _COLUMNS, _VALUE = attrgetter("row"), attrgetter("columns"), attrgetter("v
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector for a block that creates many objects, none of them in
-    cycles (decoding a scanner answer: several objects per row, freed by reference counting).
+    cycles (decoding a scanner answer, or encoding a batch of puts: several objects per row, freed by
+    reference counting).
 
     Left on, the collector runs every few hundred allocations and, as the answer grows, walks all of
     it again and again: about a third of the CPU time of decoding a large scan. Only the caller that
@@ -196,11 +197,12 @@ class Table:
 
     def put_many(self, rows: Iterable[tuple[bytes, Mapping[bytes, bytes]]], *, timestamp: int | None = None) -> None:
         """Write many rows in one batch (blind and retried like :meth:`put`); ``timestamp`` sets the
-        cells' HBase version instead of the server's clock."""
+        cells' HBase version instead of the server's clock. The Thrift objects of the batch (several
+        per row) are made and sent with the cyclic garbage collector paused (:func:`gc_paused`)."""
         rows = list(rows)
 
         def write(conn) -> None:
-            with conn.table(self.name).batch(timestamp=timestamp) as b:
+            with gc_paused(), conn.table(self.name).batch(timestamp=timestamp) as b:
                 for key, cells in rows:
                     b.put(key, dict(cells))
 

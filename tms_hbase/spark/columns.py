@@ -12,6 +12,7 @@ from __future__ import annotations
 import struct
 import sys
 from collections.abc import Iterator
+from typing import cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -113,7 +114,8 @@ def piece_batches(
     prefix = pointer_prefix(topic, generation, pointer)
     stop = payload_key(topic, generation, pointer, end.index) if end.position == position else past_last(prefix)
     table = client.installation.payloads
-    keys, payloads = [payload_key(topic, generation, pointer, index)], [first.payload]
+    keys: list[bytes] = [payload_key(topic, generation, pointer, index)]
+    payloads: list[bytes | None] = [first.payload]
     low, limit = payload_key(topic, generation, pointer, index + 1), FIRST_SCAN
     while low < stop:
         more_keys, more_payloads = table.scan_column(low, stop, PAYLOAD_COLUMN, limit)
@@ -122,7 +124,7 @@ def piece_batches(
         if len(more_keys) < limit:
             break
         yield piece.batch(keys, payloads)
-        size = sum(map(len, more_payloads))
+        size = sum(map(len, cast(list[bytes], more_payloads)))  # (batch() found no None in them)
         limit = max(1, min(BATCH_ROWS, BATCH_BYTES * len(more_keys) // max(1, size)))  # rows of ~BATCH_BYTES
         low = more_keys[-1] + b"\x00"  # the first key after the last one read
         keys, payloads = [], []
