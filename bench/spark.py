@@ -171,7 +171,8 @@ def _batch_round(spark, client: MessagingClient, raw: RawConnection, raw_name: s
         client.publish(inline, [b"%0100d" % i for i in range(first, min(first + 100, total))])
 
     def spark_sum(topic: TopicId) -> None:
-        read = spark.read.format("tms").options(**options, topic=str(topic), partitions="4").load()
+        # partitions: the default, Spark's default parallelism (the 2 task slots of local[2])
+        read = spark.read.format("tms").options(**options, topic=str(topic)).load()
         assert read.selectExpr("sum(length(payload)) AS n").collect()[0].n == total * PAYLOAD
 
     s["read_bulk"].append(total / _timed(lambda: spark_sum(bulk)))

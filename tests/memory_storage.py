@@ -120,8 +120,11 @@ class MemoryTable:
                     break
             return rows
 
-    def scan_column(self, start: bytes, stop: bytes, column: bytes, limit: int) -> list[tuple[bytes, bytes | None]]:
-        return [(key, cells.get(column)) for key, cells in self.scan(start, stop, limit=limit)]
+    def scan_column(
+        self, start: bytes, stop: bytes, column: bytes, limit: int
+    ) -> tuple[list[bytes], list[bytes | None]]:
+        rows = self.scan(start, stop, limit=limit)
+        return [key for key, _ in rows], [cells.get(column) for _, cells in rows]
 
     def last_row(self, prefix: bytes, columns: Sequence[bytes] | None = None) -> Row | None:
         rows = self.scan(prefix + b"\xff" * 64, prefix, limit=1, columns=columns, reverse=True)

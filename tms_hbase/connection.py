@@ -38,6 +38,10 @@ answer (a cell, a frame) before reading it, so a larger request means the peer a
 larger than any HBase cell (``hbase.server.keyvalue.maxsize`` is 10 MB by default, 64 MiB in the
 local launcher): garbage, refused before it is read."""
 
+READ_BUFFER = 64 * 1024
+"""Bytes the Thrift transport asks the socket for at once (thriftpy2's default is 4 KiB): a large
+scan's answer then takes a sixteenth of the reads, and of their deadline checks."""
+
 
 class NotThrift(Exception):
     """The peer's answer is not a Thrift reply this client can read (not a TmsError: it is wrapped)."""
@@ -112,7 +116,7 @@ class _Connection(happybase.Connection):
 
     def _refresh_thrift_client(self) -> None:
         self.socket = DeadlineSocket(self.host, self.port)
-        self.transport = self._transport_class(self.socket)
+        self.transport = self._transport_class(self.socket, buf_size=READ_BUFFER)
         self.client = CheckedClient(Hbase_thrift.Hbase, self._protocol_class(self.transport, decode_response=False))
 
 

@@ -577,8 +577,8 @@ class MessageReader:
             stop = payload_key(topic, generation, pointer, end_index)
         while True:
             start = payload_key(topic, generation, pointer, sequence)
-            rows = [(k, v.get(PAYLOAD_COLUMN)) for k, v in self.payloads.scan(start, stop, limit=PAYLOAD_CHUNK)]
-            for key, payload in rows:
+            keys, payloads = self.payloads.scan_column(start, stop, PAYLOAD_COLUMN, PAYLOAD_CHUNK)
+            for key, payload in zip(keys, payloads, strict=True):
                 seq = sequence_of(key)
                 if payload is None:
                     raise CorruptData(
@@ -590,5 +590,5 @@ class MessageReader:
                     )
                 yield Message(encode_id(generation, position, seq), payload, row.publish_time)
                 sequence = seq + 1
-            if len(rows) < PAYLOAD_CHUNK:
+            if len(keys) < PAYLOAD_CHUNK:
                 return

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tms_hbase import InvalidArgument, MessageId, MessagingClient, TopicId
+from tms_hbase.reader import PAYLOAD_CHUNK
 from tms_hbase.tx import write_pointer_now
 
 T = TopicId("slices", "t")
@@ -61,6 +62,25 @@ def test_fetch_range_equals_the_same_slice_of_a_fetch(client: MessagingClient) -
         client.fetch_range(T, MessageId(2, 1, 0))
     with pytest.raises(InvalidArgument, match="corrupt message id"):
         client.fetch_range(T, b"nope")
+
+
+def test_fetch_range_ending_a_whole_number_of_chunks_into_a_pointer_row_excludes_its_end(
+    client: MessagingClient,
+) -> None:
+    """Stored payloads are read in chunks of PAYLOAD_CHUNK rows; when the end falls exactly where the
+    next chunk would begin, that chunk's scan must not run (HBase reads a scan from a key to the same
+    key as a get of that row, which returned the end message as one more)."""
+    client.create_topic(T)
+    client.publish(T, [b"inline"])
+    chunk = PAYLOAD_CHUNK
+    client.store(T, [b"a%d" % i for i in range(chunk + 5)], WRITE_POINTER, sequence=2**40)
+    client.store(T, [b"b%d" % i for i in range(chunk + 5)], WRITE_POINTER, sequence=2**40 + 2**32)
+    client.publish(T, [], tx_write_pointer=WRITE_POINTER)
+    every = list(client.fetch(T))
+    for end_index in (2**40 + chunk, 2**40 + 2**32 + chunk - 5):  # one chunk in; two chunks in, across blocks
+        got = [m.payload for m in client.fetch_range(T, MessageId(1, 1, 0), MessageId(1, 2, end_index))]
+        assert got == [m.payload for m in every if m.id < bytes(MessageId(1, 2, end_index))]
+        assert got[-1] != every[len(got)].payload == (b"a%d" % chunk if end_index < 2**40 + 2**32 else b"b995")
 
 
 def test_batches_describe_rows_and_filter_transactional_ones_in_hbase(client: MessagingClient) -> None:

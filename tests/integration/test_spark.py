@@ -162,6 +162,32 @@ def test_a_bulk_row_read_in_pieces_equals_sequential_fetch(
     ]
 
 
+def test_a_bulk_row_of_several_blocks_is_read_in_as_many_pieces_as_asked(
+    spark, client: MessagingClient, options: dict[str, str]
+) -> None:
+    """A pointer row is cut by message counts across the blocks its write tasks stored (one block per
+    task), not at every block's start: a read has the partitions asked for, of equal sizes, and
+    together exactly the messages of its range, in order, none twice or lost at a boundary."""
+    client.create_topic(T)
+    bulk = spark.range(0, 30_000, numPartitions=3).selectExpr("CAST(concat('m', id) AS BINARY) AS payload")
+    write(bulk, T, options)  # one pointer row: three blocks of 10,000 sequences
+    every = [(m.id, m.publish_time, m.payload) for m in client.fetch(T)]
+    assert len(every) == 30_000
+
+    def sizes(df) -> list[int]:
+        counts = df.selectExpr("spark_partition_id() AS p").groupBy("p").count().orderBy("p").collect()
+        return [r["count"] for r in counts]
+
+    for partitions, expected in ((1, [30_000]), (2, [15_000, 15_000]), (3, [10_000] * 3)):
+        whole = read(spark, T, options, partitions=partitions)  # two: cut inside the middle block
+        assert sizes(whole) == expected
+        assert rows(whole) == every
+    lo, hi = every[5_000][0], every[25_000][0]  # from the first block to the last: cut inside the second
+    part = read(spark, T, options, startingId=lo.hex(), endingId=hi.hex(), partitions=2)
+    assert sizes(part) == [10_000, 10_000]
+    assert rows(part) == every[5_000:25_000]
+
+
 def test_pieces_of_a_pointer_row_read_as_a_fetch_reads_them(
     client: MessagingClient, tx: TransactionClient, options: dict[str, str]
 ) -> None:

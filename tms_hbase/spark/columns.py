@@ -10,7 +10,9 @@ piece is a scan of the payload table in large chunks, turned into columns withou
 from __future__ import annotations
 
 import struct
+import sys
 from collections.abc import Iterator
+from typing import cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -101,49 +103,79 @@ def piece_batches(
 
     The first message comes from :meth:`MessagingClient.fetch_range`, so a row that is expired, swept,
     rolled back for a transactional reader or corrupt is handled as a fetch handles it; the rest are
-    payload-table rows, read in chunks of :data:`BATCH_ROWS` (fewer for big payloads).
+    payload-table rows, read in chunks of about :data:`BATCH_BYTES` (at most :data:`BATCH_ROWS` rows)
+    and turned into columns whole (see :func:`_piece_batch`).
     """
     first = next(iter(client.fetch_range(topic, start, end, transaction)), None)  # (the rest is dropped)
     if first is None:
         return
     generation, position, index = _ID.unpack(first.id)
-    id_prefix = _ID_PREFIX.pack(generation, position)
+    piece = _Piece(topic, generation, position, first.publish_time)
     prefix = pointer_prefix(topic, generation, pointer)
     stop = payload_key(topic, generation, pointer, end.index) if end.position == position else past_last(prefix)
     table = client.installation.payloads
-    ids, payloads, indexes = [first.id], [first.payload], [index]
+    keys: list[bytes] = [payload_key(topic, generation, pointer, index)]
+    payloads: list[bytes | None] = [first.payload]
     low, limit = payload_key(topic, generation, pointer, index + 1), FIRST_SCAN
     while low < stop:
-        rows = table.scan_column(low, stop, PAYLOAD_COLUMN, limit)
-        size = 0
-        for key, payload in rows:
-            sequence = key[-8:]
-            if payload is None:
-                raise CorruptData(
-                    f"corrupt stored payload {int.from_bytes(sequence, 'big')} of the message row at position "
-                    f"{position} of {topic} (generation {generation}): it has no {PAYLOAD_COLUMN.decode()} cell",
-                    topic=str(topic),
-                    generation=generation,
-                    position=position,
-                )
-            ids.append(id_prefix + sequence)
-            payloads.append(payload)
-            indexes.append(int.from_bytes(sequence, "big"))
-            size += len(payload)
-        if len(rows) < limit:
+        more_keys, more_payloads = table.scan_column(low, stop, PAYLOAD_COLUMN, limit)
+        keys += more_keys
+        payloads += more_payloads
+        if len(more_keys) < limit:
             break
-        yield _piece_batch(ids, first.publish_time, payloads, position, indexes)
-        ids, payloads, indexes = [], [], []
-        limit = max(1, min(BATCH_ROWS, BATCH_BYTES * len(rows) // max(1, size)))  # rows of ~BATCH_BYTES
-        low = rows[-1][0] + b"\x00"  # the first key after the last one read
-    if ids:
-        yield _piece_batch(ids, first.publish_time, payloads, position, indexes)
+        yield piece.batch(keys, payloads)
+        size = sum(map(len, cast(list[bytes], more_payloads)))  # (batch() found no None in them)
+        limit = max(1, min(BATCH_ROWS, BATCH_BYTES * len(more_keys) // max(1, size)))  # rows of ~BATCH_BYTES
+        low = more_keys[-1] + b"\x00"  # the first key after the last one read
+        keys, payloads = [], []
+    if keys:
+        yield piece.batch(keys, payloads)
 
 
-def _piece_batch(
-    ids: list[bytes], time_ms: int, payloads: list[bytes], position: int, indexes: list[int]
-) -> pa.RecordBatch:
-    count = len(ids)
-    return _batch(
-        ids, pa.array([time_ms] * count, pa.int64()), payloads, pa.array([position] * count, pa.int64()), indexes
-    )
+class _Piece:
+    """Turns payload-table rows of one pointer row into record batches without Python work per row.
+
+    The rows' keys all have the same length (the pointer's prefix, then the 8-byte sequence), so
+    the sequences are a strided slice of the joined keys: a message's id is the position's 12-byte
+    id prefix followed by its sequence, and its index is the sequence as a number.
+    """
+
+    def __init__(self, topic: TopicId, generation: int, position: int, time_ms: int) -> None:
+        self.topic, self.generation, self.position = topic, generation, position
+        self.id_prefix = _ID_PREFIX.pack(generation, position)
+        self.time = pa.scalar(time_ms * 1000, ARROW_SCHEMA.field("publish_time").type)  # publish times are ms
+        self.position_scalar = pa.scalar(position, pa.int64())
+
+    def batch(self, keys: list[bytes], payloads: list[bytes | None]) -> pa.RecordBatch:
+        count, width = len(keys), len(keys[0])
+        joined = b"".join(keys)
+        if len(joined) != count * width:
+            raise self._corrupt(next(k for k in keys if len(k) != width), "its key is not of the pointer's length")
+        if None in payloads:  # (bytes compare with None in C: no Python per row)
+            raise self._corrupt(keys[payloads.index(None)], f"it has no {PAYLOAD_COLUMN.decode()} cell")
+        ids = bytearray(_ID.size * count)
+        indexes = bytearray(8 * count)  # int64 in the machine's byte order, as Arrow holds them
+        prefix_size = len(self.id_prefix)
+        for j in range(prefix_size):
+            ids[j :: _ID.size] = self.id_prefix[j : j + 1] * count
+        for j in range(8):  # byte j of every sequence (big-endian), from every key
+            column = joined[width - 8 + j :: width]
+            ids[prefix_size + j :: _ID.size] = column
+            indexes[(7 - j if sys.byteorder == "little" else j) :: 8] = column
+        columns = [
+            pa.Array.from_buffers(pa.binary(_ID.size), count, [None, pa.py_buffer(ids)]).cast(pa.binary()),
+            pa.repeat(self.time, count),
+            pa.array(payloads, pa.binary()),
+            pa.repeat(self.position_scalar, count),
+            pa.Array.from_buffers(pa.int64(), count, [None, pa.py_buffer(indexes)]),
+        ]
+        return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+
+    def _corrupt(self, key: bytes, reason: str) -> CorruptData:
+        return CorruptData(
+            f"corrupt stored payload {int.from_bytes(key[-8:], 'big')} of the message row at position "
+            f"{self.position} of {self.topic} (generation {self.generation}): {reason}",
+            topic=str(self.topic),
+            generation=self.generation,
+            position=self.position,
+        )

@@ -148,7 +148,8 @@ class Range:
 
 def split(client: MessagingClient, topic: TopicId, start: MessageId, end: MessageId, partitions: int) -> list[Range]:
     """``[start, end)`` as contiguous id ranges for ``partitions`` tasks or a few more: the positions in
-    equal slices, and each big pointer row (a bulk publish) in pieces of its own."""
+    equal slices, and each big pointer row (a bulk publish) in pieces of its own, of about equal
+    numbers of messages (the row's blocks of sequences taken one after the other)."""
     if end <= start:
         return []
     generation = start.generation
@@ -156,22 +157,35 @@ def split(client: MessagingClient, topic: TopicId, start: MessageId, end: Messag
     cuts = {start, end}
     step = max(1, -(-(last - start.position + 1) // partitions))
     cuts.update(MessageId(generation, p, 0) for p in range(start.position + step, last + 1, step))
-    blocks = []
+    rows: dict[int, list[tuple[int, int]]] = {}  # position -> its blocks (first sequence, size), of pointer rows
     pointers: dict[int, int] = {}  # position -> write pointer, of the pointer rows cut in pieces
     for row in client.batches(topic, generation, start.position, last, transactional_only=True):
         if row.messages is None:
             low = start.index if row.position == start.position else 0
             high = end.index if row.position == end.position else None
             pointer = abs(row.tx_write_pointer or 0)
-            blocks += _blocks_of(client, topic, generation, row.position, pointer, low, high)
+            rows[row.position] = _blocks_of(client, topic, generation, pointer, low, high)
             pointers[row.position] = pointer
-    piece = max(MIN_PIECE, -(-sum(size for _, _, size in blocks) // partitions))
-    for position, first, size in blocks:
-        count = -(-size // piece)
-        cuts.update(MessageId(generation, position, first + k * size // count) for k in range(count))
-        cuts.add(MessageId(generation, position + 1, 0))
+    piece = max(MIN_PIECE, -(-sum(size for blocks in rows.values() for _, size in blocks) // partitions))
+    for position, blocks in rows.items():
+        cuts.update(MessageId(generation, position, sequence) for sequence in _cuts_in(blocks, piece))
+        cuts.update((MessageId(generation, position, 0), MessageId(generation, position + 1, 0)))  # its own pieces
     ordered = sorted(c for c in cuts if start <= c <= end)
     return [Range(a, b, _pointer_of(pointers, a, b)) for a, b in itertools.pairwise(ordered)]
+
+
+def _cuts_in(blocks: list[tuple[int, int]], piece: int) -> list[int]:
+    """Where to cut a pointer row whose messages are ``blocks`` (first sequence, size; in order) into
+    pieces of at most about ``piece`` messages: the sequences that begin the second, third... piece."""
+    total = sum(size for _, size in blocks)
+    count = -(-total // piece)
+    targets = [k * total // count for k in range(1, count)]  # offsets into the row's messages
+    found, before = [], 0
+    for first, size in blocks:
+        while targets and targets[0] < before + size:
+            found.append(first + targets.pop(0) - before)
+        before += size
+    return found
 
 
 def _pointer_of(pointers: dict[int, int], start: MessageId, end: MessageId) -> int | None:
@@ -181,10 +195,10 @@ def _pointer_of(pointers: dict[int, int], start: MessageId, end: MessageId) -> i
 
 
 def _blocks_of(
-    client: MessagingClient, topic: TopicId, generation: int, position: int, pointer: int, low: int, high: int | None
-) -> list[tuple[int, int, int]]:
-    """The dense blocks of sequences of one pointer row in [low, high): (position, first sequence, size)."""
-    found: list[tuple[int, int, int]] = []
+    client: MessagingClient, topic: TopicId, generation: int, pointer: int, low: int, high: int | None
+) -> list[tuple[int, int]]:
+    """The dense blocks of sequences of one pointer row in [low, high): (first sequence, size)."""
+    found: list[tuple[int, int]] = []
     sequence = low
     while len(found) < MAX_BLOCKS:
         first = client.stored_sequences(topic, generation, pointer, sequence, high, limit=1)
@@ -193,7 +207,7 @@ def _blocks_of(
         block_end = ((first[0] >> BLOCK_BITS) + 1) << BLOCK_BITS
         bound = block_end if high is None else min(block_end, high)
         top = client.stored_sequences(topic, generation, pointer, first[0], bound, limit=1, reverse=True)
-        found.append((position, first[0], top[0] - first[0] + 1))
+        found.append((first[0], top[0] - first[0] + 1))
         sequence = bound
         if high is not None and sequence >= high:
             break
