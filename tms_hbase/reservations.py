@@ -8,6 +8,10 @@
   end), its increment reserves a block of ``k`` rounds' worth of offsets, ``k`` chosen from the
   writer's recent round rate so that a block lasts about ``BLOCK_SECONDS`` (at most ``MAX_ROUNDS``, and
   at most ``MAX_BLOCK_OFFSETS`` offsets: readers fill a killed writer's block one offset at a time).
+  While the writer is alone on the generation (its increments continue each other: nobody else reserved
+  in between) nobody's rows wait behind its block, so a block may last ``LONE_BLOCK_SECONDS``; a writer
+  that joins waits for at most about two such blocks (one may be reserved ahead), once: the lone
+  writer's next increment sees it.
   The next rounds carve their offsets off the front of the block with no increment. A block is carved
   only while younger than half the window W (its clock was read before its increment, like any
   reservation, and W counts from there); its unused remainder is released with ONE skip marker of this
@@ -41,6 +45,7 @@ log = logging.getLogger(__name__)
 
 IDLE_SECONDS = 0.005  # a round beginning within this of the previous publish's end: the writer is busy
 BLOCK_SECONDS = 0.01  # a block should be used up within this much publishing
+LONE_BLOCK_SECONDS = 0.025  # ... or this much while nobody else reserved offsets of the generation
 MAX_ROUNDS = 64  # a block holds at most this many rounds' offsets
 MAX_BLOCK_OFFSETS = 1024  # and at most this many offsets: a killed writer's block is filled by readers one by one
 
@@ -85,6 +90,8 @@ class _Queue:
     last_end: float = -1.0  # time.monotonic() when the last publish of this queue ended
     last_round: float = -1.0  # time.monotonic() when the last round began
     interval: float | None = None  # recent seconds between busy rounds (None: not busy)
+    reserved_to: int = 0  # the last offset this queue's latest increment reserved
+    lone: bool = False  # that increment continued the one before it: no other writer reserved in between
 
     def __post_init__(self) -> None:
         self.ahead_done = threading.Condition(self.lock)
@@ -195,7 +202,15 @@ class Reservations:
             queue.interval = None
             return 1
         queue.interval = gap if queue.interval is None else (queue.interval + gap) / 2
-        return max(1, min(MAX_ROUNDS, int(BLOCK_SECONDS / max(queue.interval, 1e-6))))
+        budget = LONE_BLOCK_SECONDS if queue.lone else BLOCK_SECONDS
+        return max(1, min(MAX_ROUNDS, int(budget / max(queue.interval, 1e-6))))
+
+    @staticmethod
+    def _reserved(queue: _Queue, first: int, span: int) -> None:
+        """Under the queue's lock: note an increment's offsets; contiguous with the queue's previous
+        ones means no other writer reserved in between (the writer is alone on the generation)."""
+        queue.lone = first == queue.reserved_to + 1
+        queue.reserved_to = max(queue.reserved_to, first + span - 1)
 
     def _await_ahead(self, queue: _Queue, span: int) -> None:
         """Under the queue's lock: when its block cannot serve a round of ``span`` and the next block is
@@ -257,6 +272,8 @@ class Reservations:
         with queue.lock:
             queue.reserving_ahead = 0
             queue.ahead_done.notify_all()
+            if block is not None:
+                self._reserved(queue, block.first, block.span)
             if block is not None and queue.ahead is None:
                 queue.ahead, block = block, None
         if block is not None:
@@ -285,6 +302,8 @@ class Reservations:
             return
         self.increments += 1
         self._hand_out(round_, Block(first, span, publish_time, started))
+        with queue.lock:
+            self._reserved(queue, first, span * rounds)
         if rounds == 1:
             return
         block = Block(first + span, span * (rounds - 1), publish_time, started, started + max_age)
