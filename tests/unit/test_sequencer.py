@@ -10,6 +10,7 @@ import time
 import pytest
 
 from tms_hbase import sequencer
+from tms_hbase.clock import now_ms
 from tms_hbase.errors import HBaseError, HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown
 from tms_hbase.installation import InstallationStore, WriterSettings
 from tms_hbase.message_id import MessageId
@@ -27,7 +28,7 @@ from tms_hbase.rows import (
     peek,
     skip_marker,
 )
-from tms_hbase.topic import TopicId
+from tms_hbase.topic import TopicId, TopicMetadata
 from tms_hbase.writer import MessageWriter
 
 from ..memory_storage import LOSE_ANSWER, MemoryInstallation
@@ -78,7 +79,10 @@ def test_the_ordering_is_fixed_for_a_generation_and_checked() -> None:
     assert w.store.update(T, {"ttl": "60"}).sequencer  # an update without it keeps it
     with pytest.raises(InvalidArgument, match="ordering"):
         w.store.create(TopicId("ns", "bad"), {"ordering": "lanes"})
-    assert not w.store.create(TopicId("ns", "old")).sequencer  # absent: a chain
+    new = w.store.create(TopicId("ns", "new"))  # a new topic gets the default, stored with its generation
+    assert new.sequencer and new.properties["ordering"] == "sequencer"
+    assert not w.store.create(TopicId("ns", "chain"), {"ordering": "chain"}).sequencer  # chain stays selectable
+    assert TopicMetadata(TopicId("ns", "old"), {"generation": "3"}).ordering == "chain"  # stored before: a chain
 
 
 def test_rows_are_keyed_by_their_first_message_offset_and_the_counter_is_the_end_offset() -> None:
@@ -152,6 +156,38 @@ def test_a_reader_does_not_pass_a_hole_before_h_and_fills_it_after() -> None:
     assert got == [b"after"] and time.monotonic() - began >= CACHE * 0.9
     rows = w.rows()
     assert rows[slow].skip and rows[slow + 1].skip and rows[slow].span == 1  # one offset at a time
+
+
+def test_a_reader_fills_a_dead_block_with_one_call_per_offset() -> None:
+    w = World()
+    dead = sequencer.reserve(w.inst.messages, T, 1, 200)  # a writer reserved a block of 200, then was killed
+    w.writer().publish(T, [b"after"])
+    assert w.fetch() == []  # the block is a hole below a row: not passed before H
+    time.sleep(CACHE)
+    before = w.inst.messages.calls
+    assert w.fetch() == [b"after"]
+    calls = w.inst.messages.calls - before
+    rows = w.rows()
+    assert all(rows[p].skip and rows[p].span == 1 for p in range(dead, dead + 200))  # each offset if-absent
+    assert calls <= 200 + 10, calls  # one if-absent put per offset, not a scan, a get and a read as well
+
+
+def test_a_run_of_holes_is_filled_around_a_slow_writers_batch_that_landed_in_it() -> None:
+    w = World()
+    writer = w.writer()
+    writer.publish(T, [b"before"])
+    dead = sequencer.reserve(w.inst.messages, T, 1, 5)  # offsets reserved by a writer that is slow, then killed
+    writer.publish(T, [b"after"])
+    assert w.fetch() == [b"before"]  # the hole holds the reader
+    row = BatchRow(now_ms(), b"s" * 16, 1, (b"slow", b"batch"), span=2)
+    assert w.inst.messages.put_if_absent(message_key(T, 1, dead + 2), MESSAGE_COLUMN, row.encode())  # lands late
+    deadline = time.monotonic() + 10
+    while (got := w.fetch()) != [b"before", b"slow", b"batch", b"after"]:
+        assert time.monotonic() < deadline, got
+        time.sleep(0.02)
+    rows = w.rows()
+    assert [p for p in range(dead, dead + 5) if p in rows and rows[p].skip] == [dead, dead + 1, dead + 4]
+    writer.close()
 
 
 def test_a_slow_writer_whose_offset_was_filled_reserves_again_and_a_late_one_fills_its_own() -> None:
