@@ -420,7 +420,7 @@ class MessagingClient:
         """The batch-row positions of the topic's current generation that hold messages published in
         [start_time, end_time) (ms; None: unbounded) and not expired: found with binary searches,
         O(log n) reads. The message ids of a position start with it. In a chain generation positions are
-        dense (1, 2, 3, ... one per batch row); in a sequencer generation (the default for new topics) a
+        dense (1, 2, 3, ... one per batch row); in a sequencer generation (``ordering=sequencer``) a
         position is its row's first message offset and the next row starts at position + its message
         count, so consecutive rows' positions differ by their sizes. ``last`` is the last row's position
         (the raw tail): in a sequencer generation a reservation below it may still be unwritten, and a

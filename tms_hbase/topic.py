@@ -24,9 +24,6 @@ CHAIN, SEQUENCER = "chain", "sequencer"
 ORDERINGS = (CHAIN, SEQUENCER)
 """``ordering``: how a generation's positions are handed out (docs/ordering.md), fixed when the generation is
 created; absent means ``chain`` (every topic created before the sequencer existed)."""
-DEFAULT_ORDERING = SEQUENCER
-"""The ordering a new topic generation gets unless its properties name one; it is stored with the generation,
-so changing this default never changes an existing generation."""
 MAX_TTL_SECONDS = (2**63 - 1) // 1000  # ttl in milliseconds must fit a signed 64-bit long
 _DIGITS = re.compile(r"[0-9]+")
 

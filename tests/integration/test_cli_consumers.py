@@ -183,7 +183,7 @@ def test_topic_stats(client: MessagingClient, tms_env: dict[str, str]) -> None:
 
 
 def test_topic_stats_of_a_sequencer_topic(client: MessagingClient, tms_env: dict[str, str]) -> None:
-    client.create_topic(T)  # the default ordering: totals from offsets, bytes estimated
+    client.create_topic(T, {"ordering": "sequencer"})  # totals from offsets, bytes estimated
     client.publish(T, [b"12", b"345"])
     client.create_subscription(T, "svc")
     stats = json.loads(ok(tms_env, "topic", "stats", str(T), "--json").stdout)

@@ -29,7 +29,7 @@ from tms_hbase.tx.client import TransactionClient, TransactionServiceUnavailable
 
 from ..tcp_proxy import TcpProxy
 
-T = TopicId("ns", "faults")  # the default ordering: a sequencer topic
+T = TopicId("ns", "faults")  # ordering=sequencer
 C = TopicId("ns", "chained")  # ordering=chain
 TIMEOUT = 1.5
 MARGIN = 2.0  # scheduling on a loaded machine; the defects these tests catch took many times longer
@@ -52,7 +52,7 @@ def installation(hbase_address: str) -> Iterator[tuple[str, bytes]]:
     handle of a transactional publish to roll back."""
     prefix = f"f{uuid.uuid4().hex[:12]}"
     with MessagingClient(hbase_address, prefix, timeout=60) as client:
-        client.create_topic(T)
+        client.create_topic(T, {"ordering": "sequencer"})
         client.create_topic(C, {"ordering": "chain"})
         client.publish(T, [b"a", b"b"])
         handle = bytes(client.publish(T, [b"tx"], tx_write_pointer=write_pointer_now()))

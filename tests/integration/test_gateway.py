@@ -176,25 +176,17 @@ def create(http: httpx.Client, ns: str, topic: str) -> None:
 def test_topic_lifecycle(http: httpx.Client, ns: str) -> None:
     created = http.put(topic_url(ns, "orders"))
     assert created.status_code == 200 and created.headers["content-type"] == JSON
-    assert created.json() == {
-        "name": "orders",
-        "properties": {"ordering": "sequencer", "ttl": "604800"},
-        "generation": 1,
-    }
+    assert created.json() == {"name": "orders", "properties": {"ttl": "604800"}, "generation": 1}
     assert_error(http.put(topic_url(ns, "orders"), json={"ttl": 5}), 409, "TopicAlreadyExists")
-    assert http.get(topic_url(ns, "orders")).json()["properties"] == {"ordering": "sequencer", "ttl": "604800"}
+    assert http.get(topic_url(ns, "orders")).json()["properties"] == {"ttl": "604800"}  # unchanged
 
     for bad in ('{"ttl": 0}', '{"ttl": "soon"}', "not json", '["ttl"]', '{"generation": "7"}'):
         assert_error(http.put(topic_url(ns, "audit"), content=bad), 400, "InvalidArgument")
     assert_error(http.get(topic_url(ns, "audit")), 404, "TopicNotFound")  # nothing was created
-    assert http.put(topic_url(ns, "audit"), json={"ttl": 3600}).json()["properties"]["ttl"] == "3600"
+    assert http.put(topic_url(ns, "audit"), json={"ttl": 3600}).json()["properties"] == {"ttl": "3600"}
 
     updated = http.put(topic_url(ns, "orders", "properties"), json={"ttl": 60, "owner": "ops"})
-    assert updated.json() == {
-        "name": "orders",
-        "properties": {"ordering": "sequencer", "owner": "ops", "ttl": "60"},
-        "generation": 1,
-    }
+    assert updated.json() == {"name": "orders", "properties": {"owner": "ops", "ttl": "60"}, "generation": 1}
     assert http.get(topic_url(ns, "orders")).json() == updated.json()
     assert_error(http.put(topic_url(ns, "nope", "properties"), json={"ttl": 60}), 404, "TopicNotFound")
     assert_error(http.put(topic_url(ns, "orders", "properties"), json={"ttl": -1}), 400, "InvalidArgument")
@@ -465,11 +457,7 @@ def test_curl_example_from_the_docs(gateway: GatewayProcess, tmp_path: Path) -> 
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert json.loads(lines[0]) == {
-        "name": "orders",
-        "properties": {"ordering": "sequencer", "ttl": "3600"},
-        "generation": 1,
-    }
+    assert json.loads(lines[0]) == {"name": "orders", "properties": {"ttl": "3600"}, "generation": 1}
     polled = [base64.b64decode(m["payload"]) for m in json.loads(lines[1])]
     assert polled == [b"hello", b"world"]
     created, consumed, committed, state = (json.loads(line) for line in lines[2:6])

@@ -40,7 +40,7 @@ def test_create_get_defaults(client: MessagingClient) -> None:
     got = client.get_topic(T)
     assert got == meta
     assert isinstance(got.ttl, int) and isinstance(got.generation, int)
-    assert dict(got.properties) == {"generation": "1", "ttl": str(DEFAULT_TTL_SECONDS), "ordering": "sequencer"}
+    assert dict(got.properties) == {"generation": "1", "ttl": str(DEFAULT_TTL_SECONDS)}
 
 
 def test_create_with_properties_and_string_topic(client: MessagingClient) -> None:
@@ -119,8 +119,7 @@ def test_update_replaces_properties_and_keeps_generation(client: MessagingClient
     meta = client.update_topic(T, {"b": "2"})
     assert meta.generation == 2
     got = client.get_topic(T)
-    expected = {"b": "2", "generation": "2", "ttl": str(DEFAULT_TTL_SECONDS), "ordering": "sequencer"}
-    assert dict(got.properties) == expected  # the generation's ordering is kept by an update
+    assert dict(got.properties) == {"b": "2", "generation": "2", "ttl": str(DEFAULT_TTL_SECONDS)}
 
 
 def test_update_with_stale_expected_changes_nothing(client: MessagingClient) -> None:

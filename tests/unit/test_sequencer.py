@@ -28,7 +28,7 @@ from tms_hbase.rows import (
     peek,
     skip_marker,
 )
-from tms_hbase.topic import TopicId, TopicMetadata
+from tms_hbase.topic import TopicId
 from tms_hbase.writer import MessageWriter
 
 from ..memory_storage import LOSE_ANSWER, MemoryInstallation
@@ -79,10 +79,7 @@ def test_the_ordering_is_fixed_for_a_generation_and_checked() -> None:
     assert w.store.update(T, {"ttl": "60"}).sequencer  # an update without it keeps it
     with pytest.raises(InvalidArgument, match="ordering"):
         w.store.create(TopicId("ns", "bad"), {"ordering": "lanes"})
-    new = w.store.create(TopicId("ns", "new"))  # a new topic gets the default, stored with its generation
-    assert new.sequencer and new.properties["ordering"] == "sequencer"
-    assert not w.store.create(TopicId("ns", "chain"), {"ordering": "chain"}).sequencer  # chain stays selectable
-    assert TopicMetadata(TopicId("ns", "old"), {"generation": "3"}).ordering == "chain"  # stored before: a chain
+    assert not w.store.create(TopicId("ns", "old")).sequencer  # absent: a chain
 
 
 def test_rows_are_keyed_by_their_first_message_offset_and_the_counter_is_the_end_offset() -> None:
