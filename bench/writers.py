@@ -121,9 +121,9 @@ def _trial(
 
 
 TRIALS = [  # (row, ordering or "raw", processes, threads per process)
-    ("tms1", "chain", 1, 1),
-    ("tms4", "chain", WRITERS, 1),
+    ("tms1", "chain", 1, 1),  # the two single writers next to each other: an A/B pair in every round
     ("seq1", "sequencer", 1, 1),
+    ("tms4", "chain", WRITERS, 1),
     ("seq4", "sequencer", WRITERS, 1),
     ("seq16", "sequencer", WRITERS, THREADS),
     ("raw1", "raw", 1, 1),
@@ -196,10 +196,12 @@ def run(settings: Settings) -> Result:
         f"{WRITERS} sequencer writers ≥ one chain writer", f"{ratio(m['seq4'], m['tms1']):.2f}×", m["seq4"] >= m["tms1"]
     )
     result.goal("16 sequencer writers ≥ 4", f"{ratio(m['seq16'], m['seq4']):.2f}×", m["seq16"] >= m["seq4"])
+    # A/B within each round (the two trials ran seconds apart, so load drifts cancel): the median ratio
+    paired = median([ratio(s, t) for s, t in zip(rates["seq1"], rates["tms1"], strict=True)])
     result.goal(
-        "one sequencer writer ≥ 0.9× one chain writer",
-        f"{ratio(m['seq1'], m['tms1']):.2f}×",
-        m["seq1"] >= 0.9 * m["tms1"],
+        "one sequencer writer ≥ 0.9× one chain writer (median of the rounds' ratios; medians' ratio)",
+        f"{paired:.2f}× ({ratio(m['seq1'], m['tms1']):.2f}×)",
+        paired >= 0.9,
     )
     result.samples = {
         "msgs_per_s": rates,
@@ -207,5 +209,6 @@ def run(settings: Settings) -> Result:
         "scale_tms": tms_scale,
         "scale_sequencer": seq_scale,
         "scale_raw": raw_scale,
+        "seq1_over_tms1_paired": paired,
     }
     return result

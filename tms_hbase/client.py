@@ -419,7 +419,12 @@ class MessagingClient:
     def positions(self, topic: TopicId, start_time: int | None = None, end_time: int | None = None) -> PositionRange:
         """The batch-row positions of the topic's current generation that hold messages published in
         [start_time, end_time) (ms; None: unbounded) and not expired: found with binary searches,
-        O(log n) reads. Positions are dense; the message ids of a position start with it."""
+        O(log n) reads. The message ids of a position start with it. In a chain generation positions are
+        dense (1, 2, 3, ... one per batch row); in a sequencer generation (``ordering=sequencer``) a
+        position is its row's first message offset and the next row starts at position + its message
+        count, so consecutive rows' positions differ by their sizes. ``last`` is the last row's position
+        (the raw tail): in a sequencer generation a reservation below it may still be unwritten, and a
+        read up to it waits for that (at most H) as any reader does (docs/ordering.md)."""
         topic = _topic(topic)
         start_time, end_time = _time("start_time", start_time), _time("end_time", end_time)
         self._ensure_ready()

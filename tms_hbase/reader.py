@@ -12,10 +12,11 @@ In a sequencer generation (docs/ordering.md) a row's key is its first offset and
 key + span. A missing offset below a row that exists (after one re-scan) is a reservation not written
 yet: the reader returns what comes before it and does not pass it; once it has seen it for H
 (``sequencer.hole_wait``), it fills it with a skip marker (if-absent, one offset at a time) or, if the
-writer was first, reads the batch. A gap below the generation's low-water mark is swept (the sweeper
-deletes sequencer rows only as a prefix, raising the mark first). Skip markers hold no messages and
-are never returned. A time seek looks for T − D (D = W + the clock-skew bound: publish time is
-non-decreasing only up to D there).
+writer was first, reads the batch; the rest of a run of holes below the same row is then due and is
+filled offset after offset without scanning again (one call per offset). A gap below the generation's
+low-water mark is swept (the sweeper deletes sequencer rows only as a prefix, raising the mark first).
+Skip markers hold no messages and are never returned. A time seek looks for T − D (D = W + the
+clock-skew bound: publish time is non-decreasing only up to D there).
 """
 
 from __future__ import annotations
@@ -426,6 +427,7 @@ class MessageReader:
                             expected = after
                             break
                 first_look = False
+                filling = False  # a hole below ``above`` was filled (or found written) at ``expected``
                 if detour:
                     swept = sequencer.low_water(self.messages, topic, generation)
                     if swept > expected:  # the sweeper deleted below this: jump (and look again)
@@ -444,14 +446,23 @@ class MessageReader:
                         if found is None:
                             return  # not due yet: this poll ends before the hole
                         key, value = found
-                        position = expected
-                if self._holes:
-                    self._passed((topic, generation, position))
-                row = decode_row(key, value)
-                if not row.skip:
-                    yield position, row
-                previous_time = row.publish_time
-                expected = position + (row.span or 1)
+                        position, filling = expected, True
+                while True:
+                    if self._holes:
+                        self._passed((topic, generation, position))
+                    row = decode_row(key, value)
+                    if not row.skip:
+                        yield position, row
+                    previous_time = row.publish_time
+                    expected = position + (row.span or 1)
+                    if not (filling and expected < above and (last is None or expected <= last)):
+                        break
+                    # the offsets up to the row above are due at once (see _hole): fill them one after
+                    # the other, one if-absent put each, without scanning again in between
+                    found = self._hole(topic, generation, expected, above, previous_time)
+                    if found is None:
+                        break
+                    (key, value), position = found, expected
                 if detour:
                     break  # scan again from the new expected offset
             else:
@@ -471,7 +482,7 @@ class MessageReader:
             seen = self._holes.setdefault(where, now)
         if now - seen < self.hole_wait():
             return None
-        found = sequencer.fill(self.messages, topic, generation, offset, 1, previous_time)
+        found, value = sequencer.fill_cell(self.messages, topic, generation, offset, 1, previous_time)
         key = message_key(topic, generation, offset)
         following = found.next_position(offset)
         if following < above:
@@ -481,8 +492,7 @@ class MessageReader:
             CLIENT_METRICS.holes_filled.inc()
             with self._holes_lock:
                 self.holes_filled += 1
-        value = self.messages.get_cell(key, MESSAGE_COLUMN)
-        return key, value if value is not None else b""
+        return key, value
 
     def _passed(self, where: tuple[TopicId, int, int]) -> None:
         """A hole waited on is passed (its row came, or was filled): record how long it held readers."""

@@ -7,7 +7,8 @@ handed out by an HBase atomic increment, a batch row is written at its first off
   reservation with a skip marker and reserves again. :func:`hole_wait` is H = 2 W, how long a reader
   waits on a hole below a row it saw before filling it.
 * :func:`reserve` takes ``span`` offsets with one increment and returns the first.
-* :func:`fill` puts a skip marker if-absent; the answer is what the position holds afterwards.
+* :func:`fill` puts a skip marker if-absent; the answer is what the position holds afterwards
+  (:func:`fill_cell`: with the cell, so a reader filling a run of holes needs no read per offset).
 * :func:`low_water` / :func:`raise_low_water`: below it everything is swept (readers jump over).
 """
 
@@ -76,9 +77,15 @@ def raise_low_water(messages: Table, topic: TopicId, generation: int, offset: in
 
 def read(messages: Table, topic: TopicId, generation: int, position: int) -> RowHeader | None:
     """The header of the row at ``position``, or None if it is empty."""
+    found = read_cell(messages, topic, generation, position)
+    return None if found is None else found[0]
+
+
+def read_cell(messages: Table, topic: TopicId, generation: int, position: int) -> tuple[RowHeader, bytes] | None:
+    """The header and the whole cell of the row at ``position``, or None if it is empty."""
     key = message_key(topic, generation, position)
     value = messages.get_cell(key, MESSAGE_COLUMN)
-    return None if value is None else peek_row(key, value)
+    return None if value is None else (peek_row(key, value), value)
 
 
 def fill(
@@ -94,16 +101,31 @@ def fill(
     """Put a skip marker over ``span`` offsets at ``position`` if the position is empty, and return what
     the position holds afterwards: that marker, or the batch (or other marker) that was there first.
     A lost answer is resolved by reading the position."""
+    return fill_cell(messages, topic, generation, position, span, publish_time, filler, mark)[0]
+
+
+def fill_cell(
+    messages: Table,
+    topic: TopicId,
+    generation: int,
+    position: int,
+    span: int,
+    publish_time: int,
+    filler: bytes = bytes(16),
+    mark: int = 0,
+) -> tuple[RowHeader, bytes]:
+    """:func:`fill`, returning the cell the position holds afterwards as well (a reader returns it):
+    one call when the marker goes in, one more read when something was there first."""
     key = message_key(topic, generation, position)
     cell = skip_marker(publish_time, span, filler, mark)
     try:
         if messages.put_if_absent(key, MESSAGE_COLUMN, cell):
-            return peek_row(key, cell)
+            return peek_row(key, cell), cell
     except HBaseUnavailable:
         pass  # the put may have landed: look
     while True:
-        found = read(messages, topic, generation, position)
+        found = read_cell(messages, topic, generation, position)
         if found is not None:
             return found
         if messages.put_if_absent(key, MESSAGE_COLUMN, cell):  # it had not landed: put it again
-            return peek_row(key, cell)
+            return peek_row(key, cell), cell

@@ -251,8 +251,10 @@ def _row(key: bytes, cells: dict[bytes, bytes]) -> _Row:
 
 def _stats_row(position: int, value: bytes) -> _Row:
     """A row with its totals: stored (chain rows), or its offsets (sequencer rows: messages through it
-    are its key − 1 + its span; no byte totals, see the module doc)."""
+    are its key − 1 + its span; no byte totals, see the module doc). A skip marker holds no messages:
+    through it are the offsets before it, so a writer's released block at the tail (or one a reader
+    filled) never counts as messages, and one below a consumer's next row counts as passed."""
     head = peek(value)
     if head.span is not None:
-        head = replace(head, totals=Totals(position - 1 + head.span, 0))
+        head = replace(head, totals=Totals(position - 1 + (0 if head.skip else head.span), 0))
     return _Row(position, head, value)

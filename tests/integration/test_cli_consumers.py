@@ -170,7 +170,7 @@ def test_subscription_commands(client: MessagingClient, tms_env: dict[str, str])
 
 
 def test_topic_stats(client: MessagingClient, tms_env: dict[str, str]) -> None:
-    client.create_topic(T)
+    client.create_topic(T, {"ordering": "chain"})  # exact totals: the chain's running totals per row
     client.publish(T, [b"12", b"345"])
     client.create_subscription(T, "svc")
     stats = json.loads(ok(tms_env, "topic", "stats", str(T), "--json").stdout)
@@ -180,6 +180,15 @@ def test_topic_stats(client: MessagingClient, tms_env: dict[str, str]) -> None:
     assert [(s["name"], s["lag_messages"]) for s in stats["subscriptions"]] == [("svc", 2)]
     text = ok(tms_env, "topic", "stats", str(T)).stdout
     assert "messages       2" in text and "svc" in text
+
+
+def test_topic_stats_of_a_sequencer_topic(client: MessagingClient, tms_env: dict[str, str]) -> None:
+    client.create_topic(T, {"ordering": "sequencer"})  # totals from offsets, bytes estimated
+    client.publish(T, [b"12", b"345"])
+    client.create_subscription(T, "svc")
+    stats = json.loads(ok(tms_env, "topic", "stats", str(T), "--json").stdout)
+    assert (stats["messages"], stats["exact"], stats["generation"]) == (2, False, 1)
+    assert [(s["name"], s["lag_messages"]) for s in stats["subscriptions"]] == [("svc", 2)]
 
 
 @pytest.fixture

@@ -49,7 +49,7 @@ def corrupt_installation(client: MessagingClient, raw: happybase.Connection) -> 
     not JSON. Returns once every good row is past its TTL and the smallest grace (GRACE)."""
     client.set_tail_cache_seconds(1)  # writers trust a remembered tail for 1 s: a grace of 4 s is allowed
     for topic in (DAMAGED, BROKEN, CLEAN):
-        client.create_topic(topic, {"ttl": "1"})
+        client.create_topic(topic, {"ttl": "1", "ordering": "chain"})  # dense positions, chain sweeper rules
     for i in range(1, 5):
         client.publish(DAMAGED, [f"d{i}".encode()])
     for topic in (BROKEN, CLEAN):
@@ -63,7 +63,7 @@ def corrupt_installation(client: MessagingClient, raw: happybase.Connection) -> 
     messages.put(message_key(DAMAGED, 1, 6), {b"d:x": b"not a message"})
     raw.table(client.installation.metadata.name).put(BROKEN.key, {b"d:p": b"{not json"})
     raw.table(client.installation.payloads.name).put(b"junk", {b"d:p": b"?"})
-    client.create_topic(GONE)
+    client.create_topic(GONE, {"ordering": "chain"})
     client.publish(GONE, [b"x"])
     client.delete_topic(GONE)
     messages.put(message_key(GONE, 1, 2), {MESSAGE_COLUMN: b"\x01"})
@@ -174,7 +174,7 @@ def test_a_pointer_row_without_a_write_pointer_is_named_by_readers(
     client: MessagingClient, raw: happybase.Connection
 ) -> None:
     """A row that says its payloads are stored but carries no transaction write pointer to find them by."""
-    client.create_topic(DAMAGED)
+    client.create_topic(DAMAGED, {"ordering": "chain"})  # a row at position 2
     client.publish(DAMAGED, [b"ok"])
     client.publish(DAMAGED, [b"replaced"])
     messages = raw.table(client.installation.messages.name)

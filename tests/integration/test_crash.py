@@ -69,8 +69,8 @@ def check_readers(folder: Path, truth: list[tuple[str, ...]]) -> None:
 def test_writers_killed_mid_run_lose_and_duplicate_nothing(
     client: MessagingClient, tms_env: dict[str, str], tmp_path: Path
 ) -> None:
-    client.create_topic(T)
-    stop = tmp_path / "stop"  # writers stop
+    client.create_topic(T, {"ordering": "chain"})  # the chain: times never decrease (the sequencer's test is
+    stop = tmp_path / "stop"  # in test_sequencer.py: 8 writers, half killed, times within D)  # writers stop
     drain = tmp_path / "drain"  # readers read what is left and stop (after the writers are gone)
     acks = tmp_path / "acks"
     acks.mkdir()

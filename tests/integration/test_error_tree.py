@@ -38,7 +38,7 @@ def a_row(publish_time: int) -> bytes:
 def test_a_corrupt_row_is_corrupt_data_naming_topic_and_position(
     client: MessagingClient, hbase_address: str, raw: happybase.Table, cells: dict, reason: str
 ) -> None:
-    client.create_topic(T)
+    client.create_topic(T, {"ordering": "chain"})  # a chain writer reads the tail row before it appends
     client.publish(T, [b"a"])  # position 1
     raw.put(message_key(T, 1, 2), cells)  # position 2: what a writer never stores
     with pytest.raises(CorruptData, match=f"position 2 of ns:t .*{reason}") as fetched:
@@ -70,7 +70,7 @@ def test_the_longest_ttl_the_topic_allows_is_stored(client: MessagingClient) -> 
 def test_a_topic_at_its_last_position_is_full_and_still_readable(
     client: MessagingClient, hbase_address: str, raw: happybase.Table
 ) -> None:
-    client.create_topic(T)
+    client.create_topic(T, {"ordering": "chain"})  # the chain's last position (a sequencer's is its last offset)
     client.publish(T, [b"first"])
     last = next(client.fetch(T)).publish_time + 1
     raw.put(message_key(T, 1, MAX_POSITION), {MESSAGE_COLUMN: a_row(last)})

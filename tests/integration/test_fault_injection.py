@@ -29,7 +29,8 @@ from tms_hbase.tx.client import TransactionClient, TransactionServiceUnavailable
 
 from ..tcp_proxy import TcpProxy
 
-T = TopicId("ns", "faults")
+T = TopicId("ns", "faults")  # ordering=sequencer
+C = TopicId("ns", "chained")  # ordering=chain
 TIMEOUT = 1.5
 MARGIN = 2.0  # scheduling on a loaded machine; the defects these tests catch took many times longer
 FAULTS = ["hang", "trickle", "reset", "garbage", "huge"]
@@ -37,7 +38,8 @@ OPERATIONS: dict[str, Callable[[MessagingClient, bytes], object]] = {
     "create_topic": lambda c, _: c.create_topic(TopicId("ns", f"new{uuid.uuid4().hex[:8]}")),
     "get_topic": lambda c, _: c.get_topic(T),
     "list_topics": lambda c, _: c.list_topics("ns"),
-    "publish": lambda c, _: c.publish(T, [b"x"]),
+    "publish": lambda c, _: c.publish(C, [b"x"]),
+    "publish_sequencer": lambda c, _: c.publish(T, [b"x"]),
     "fetch": lambda c, _: list(c.fetch(T)),
     "store": lambda c, _: c.store(T, [b"s"], tx_write_pointer=write_pointer_now()),
     "rollback": lambda c, handle: c.rollback(T, handle),
@@ -50,7 +52,8 @@ def installation(hbase_address: str) -> Iterator[tuple[str, bytes]]:
     handle of a transactional publish to roll back."""
     prefix = f"f{uuid.uuid4().hex[:12]}"
     with MessagingClient(hbase_address, prefix, timeout=60) as client:
-        client.create_topic(T)
+        client.create_topic(T, {"ordering": "sequencer"})
+        client.create_topic(C, {"ordering": "chain"})
         client.publish(T, [b"a", b"b"])
         handle = bytes(client.publish(T, [b"tx"], tx_write_pointer=write_pointer_now()))
     yield prefix, handle
@@ -83,6 +86,7 @@ def warm_client(proxy: TcpProxy, prefix: str) -> MessagingClient:
     fault hits the operation's own calls."""
     client = MessagingClient(proxy.address, prefix, timeout=TIMEOUT, metadata_max_age=600)
     client.publish(T, [b"warm"])
+    client.publish(C, [b"warm"])
     return client
 
 
@@ -105,8 +109,10 @@ def test_every_operation_fails_clearly_within_the_timeout(
         proxy.fault = fault  # type: ignore[assignment]
         error, elapsed = outcome(lambda: OPERATIONS[operation](client, handle))
     check(error, elapsed, fault)
-    if operation == "publish":  # the write was sent: the caller must learn it may have landed
+    if operation == "publish":  # a chain publish sent its write: the caller must learn it may have landed
         assert isinstance(error, PublishOutcomeUnknown)
+    if operation == "publish_sequencer":  # its increment failed first: nothing was written, safe to retry
+        assert not isinstance(error, PublishOutcomeUnknown)
 
 
 @pytest.mark.parametrize("fault", ["hang", "trickle"])

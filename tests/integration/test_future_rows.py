@@ -28,7 +28,7 @@ def test_a_future_dated_row_neither_pins_later_times_nor_lives_forever(
     client: MessagingClient, hbase_address: str
 ) -> None:
     client.set_tail_cache_seconds(1)  # also the clock-skew bound: 1 s
-    client.create_topic(T, {"ttl": "2"})
+    client.create_topic(T, {"ttl": "2", "ordering": "chain"})  # the chain follows its predecessor's time
     client.publish(T, [b"m1"])
     forged_time = now_ms() + 10 * YEAR_MS
     conn, table = raw_table(hbase_address, client.installation.messages.name)

@@ -9,6 +9,10 @@ from tms_hbase.reader import PAYLOAD_CHUNK
 from tms_hbase.tx import write_pointer_now
 
 T = TopicId("slices", "t")
+# These tests name rows by their dense chain positions 1..6 (one per batch row), so their topics are
+# chains. Slices of sequencer topics (positions are first message offsets) are tested in test_spark.py
+# (both orderings) and in tests/unit/test_sequencer.py (a range cut inside a row's span).
+CHAIN = {"ordering": "chain"}
 WRITE_POINTER = write_pointer_now()
 
 
@@ -26,7 +30,7 @@ def fill(client: MessagingClient) -> list:
 
 
 def test_positions_cover_the_generation_and_time_ranges(client: MessagingClient) -> None:
-    client.create_topic(T)
+    client.create_topic(T, CHAIN)
     assert len(client.positions(T)) == 0 and client.positions(T).first == 1
     every = fill(client)
     whole = client.positions(T)
@@ -40,7 +44,7 @@ def test_positions_cover_the_generation_and_time_ranges(client: MessagingClient)
 
 
 def test_fetch_range_equals_the_same_slice_of_a_fetch(client: MessagingClient) -> None:
-    client.create_topic(T)
+    client.create_topic(T, CHAIN)
     every = fill(client)
     ids = [m.id for m in every]
     for a, b in [(0, len(ids)), (1, 4), (4, 11), (9, 12), (10, 10), (2, 15)]:
@@ -84,7 +88,7 @@ def test_fetch_range_ending_a_whole_number_of_chunks_into_a_pointer_row_excludes
 
 
 def test_batches_describe_rows_and_filter_transactional_ones_in_hbase(client: MessagingClient) -> None:
-    client.create_topic(T)
+    client.create_topic(T, CHAIN)
     fill(client)
     rows = list(client.batches(T, 1, 1, 6))
     assert [(b.position, b.messages, b.tx_write_pointer) for b in rows] == [

@@ -19,6 +19,10 @@ from tms_hbase_sweeper.sweep import Sweeper
 
 T = TopicId("ns", "swept")
 OTHER = TopicId("ns", "kept")
+# The chain's sweeper rules and exact row counts (the newest row stays, positions are never reused). A
+# sequencer topic's rows also hold its counter and the skip markers of released blocks, which depend on
+# timing; its sweeper rules (prefix only, low-water mark, counter kept) are in test_sequencer.py.
+CHAIN = {"ordering": "chain"}
 
 
 def raw_rows(client: MessagingClient, address: str, table: str) -> list[tuple[bytes, dict]]:
@@ -42,8 +46,8 @@ def sweeper(client: MessagingClient, **kwargs) -> Sweeper:
 def test_ttl_sweep_keeps_live_rows_drops_expired_and_never_reuses_positions(
     client: MessagingClient, hbase_address: str
 ) -> None:
-    client.create_topic(T, {"ttl": "2"})
-    client.create_topic(OTHER, {"ttl": "3600"})
+    client.create_topic(T, {"ttl": "2", **CHAIN})
+    client.create_topic(OTHER, {"ttl": "3600", **CHAIN})
     client.publish(T, [b"a"])
     wp = write_pointer_now()
     client.store(T, [b"s1", b"s2"], tx_write_pointer=wp)
@@ -77,7 +81,7 @@ def test_ttl_sweep_keeps_live_rows_drops_expired_and_never_reuses_positions(
 
 
 def test_grace_period_protects_expired_rows(client: MessagingClient) -> None:
-    client.create_topic(T, {"ttl": "1"})
+    client.create_topic(T, {"ttl": "1", **CHAIN})
     client.publish(T, [b"old"])
     client.publish(T, [b"old2"])
     time.sleep(1.2)
@@ -88,13 +92,13 @@ def test_grace_period_protects_expired_rows(client: MessagingClient) -> None:
 
 
 def test_old_generation_is_removed_and_new_one_untouched(client: MessagingClient, hbase_address: str) -> None:
-    client.create_topic(T)
+    client.create_topic(T, CHAIN)
     client.publish(T, [b"g1"])
     wp = write_pointer_now()
     client.store(T, [b"g1-stored"], tx_write_pointer=wp)
     client.publish(T, [], tx_write_pointer=wp)
     client.delete_topic(T)
-    client.create_topic(T)
+    client.create_topic(T, CHAIN)
     client.publish(T, [b"g2"])
     client.store(T, [b"g2-stored"], tx_write_pointer=write_pointer_now())
     report = sweeper(client, grace=600).sweep_once()
@@ -110,7 +114,7 @@ def test_old_generation_is_removed_and_new_one_untouched(client: MessagingClient
 
 
 def test_dry_run_changes_nothing(client: MessagingClient, hbase_address: str) -> None:
-    client.create_topic(T)
+    client.create_topic(T, CHAIN)
     client.publish(T, [b"x"])
     client.delete_topic(T)
     before = raw_rows(client, hbase_address, client.installation.messages.name)
@@ -120,7 +124,7 @@ def test_dry_run_changes_nothing(client: MessagingClient, hbase_address: str) ->
 
 
 def test_tms_sweeper_once_cli(client: MessagingClient, tms_env: dict[str, str]) -> None:
-    client.create_topic(T)
+    client.create_topic(T, CHAIN)
     client.publish(T, [b"x"])
     client.delete_topic(T)
     sweeper_cli = str(Path(sys.executable).with_name("tms-sweeper"))
@@ -136,7 +140,7 @@ def test_tms_sweeper_once_cli(client: MessagingClient, tms_env: dict[str, str]) 
 
 @pytest.mark.slow
 def test_daemon_stops_cleanly_on_sigterm(client: MessagingClient, tms_env: dict[str, str]) -> None:
-    client.create_topic(T)
+    client.create_topic(T, CHAIN)
     sweeper_cli = str(Path(sys.executable).with_name("tms-sweeper"))
     proc = subprocess.Popen(
         [sweeper_cli, "run", "--interval", "0.2", "--json"],
@@ -156,7 +160,7 @@ def test_invalid_pointer_is_marked_so_pruning_the_invalid_list_stays_safe(client
     from tms_hbase.tx import NO_TX_IN_PROGRESS, Transaction
     from tms_hbase.tx.state_store import StateStore
 
-    client.create_topic(T)
+    client.create_topic(T, CHAIN)
     client.init_tables()
     store = StateStore(client.installation.txstate)
     manager = store.recover()

@@ -28,7 +28,7 @@ class World:
     def __init__(self) -> None:
         self.inst = MemoryInstallation()
         store = MetadataStore(self.inst.metadata)
-        store.create(T, {"ttl": "3600"})
+        store.create(T, {"ttl": "3600", "ordering": "chain"})  # the chain's append protocol
         self.topics = MetadataCache(store, max_age=60)
         self.reader = MessageReader(self.inst.messages, self.inst.payloads, self.topics)
 

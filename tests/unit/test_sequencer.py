@@ -10,6 +10,7 @@ import time
 import pytest
 
 from tms_hbase import sequencer
+from tms_hbase.clock import now_ms
 from tms_hbase.errors import HBaseError, HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown
 from tms_hbase.installation import InstallationStore, WriterSettings
 from tms_hbase.message_id import MessageId
@@ -152,6 +153,38 @@ def test_a_reader_does_not_pass_a_hole_before_h_and_fills_it_after() -> None:
     assert got == [b"after"] and time.monotonic() - began >= CACHE * 0.9
     rows = w.rows()
     assert rows[slow].skip and rows[slow + 1].skip and rows[slow].span == 1  # one offset at a time
+
+
+def test_a_reader_fills_a_dead_block_with_one_call_per_offset() -> None:
+    w = World()
+    dead = sequencer.reserve(w.inst.messages, T, 1, 200)  # a writer reserved a block of 200, then was killed
+    w.writer().publish(T, [b"after"])
+    assert w.fetch() == []  # the block is a hole below a row: not passed before H
+    time.sleep(CACHE)
+    before = w.inst.messages.calls
+    assert w.fetch() == [b"after"]
+    calls = w.inst.messages.calls - before
+    rows = w.rows()
+    assert all(rows[p].skip and rows[p].span == 1 for p in range(dead, dead + 200))  # each offset if-absent
+    assert calls <= 200 + 10, calls  # one if-absent put per offset, not a scan, a get and a read as well
+
+
+def test_a_run_of_holes_is_filled_around_a_slow_writers_batch_that_landed_in_it() -> None:
+    w = World()
+    writer = w.writer()
+    writer.publish(T, [b"before"])
+    dead = sequencer.reserve(w.inst.messages, T, 1, 5)  # offsets reserved by a writer that is slow, then killed
+    writer.publish(T, [b"after"])
+    assert w.fetch() == [b"before"]  # the hole holds the reader
+    row = BatchRow(now_ms(), b"s" * 16, 1, (b"slow", b"batch"), span=2)
+    assert w.inst.messages.put_if_absent(message_key(T, 1, dead + 2), MESSAGE_COLUMN, row.encode())  # lands late
+    deadline = time.monotonic() + 10
+    while (got := w.fetch()) != [b"before", b"slow", b"batch", b"after"]:
+        assert time.monotonic() < deadline, got
+        time.sleep(0.02)
+    rows = w.rows()
+    assert [p for p in range(dead, dead + 5) if p in rows and rows[p].skip] == [dead, dead + 1, dead + 4]
+    writer.close()
 
 
 def test_a_slow_writer_whose_offset_was_filled_reserves_again_and_a_late_one_fills_its_own() -> None:
@@ -359,13 +392,46 @@ def test_close_does_not_raise_when_hbase_refuses_the_release_of_a_block() -> Non
 
 def test_a_block_holds_at_most_max_block_offsets() -> None:
     w = World()
+    amounts: list[int] = []
+    original = w.inst.messages.increment
+
+    def recording(key: bytes, column: bytes, amount: int = 1) -> int:
+        amounts.append(amount)
+        return original(key, column, amount)
+
+    w.inst.messages.increment = recording  # type: ignore[method-assign]
     res = Reservations(w.inst.messages, b"w" * 16, lambda: 10.0)
     span = MAX_BLOCK_OFFSETS // 3
     for _ in range(3):  # busy rounds of a large span, at a rate that would ask for MAX_ROUNDS
         res.take(T, 1, Ticket(span))
         res.published(T, 1)
     assert res.carved == 1  # the third round came off the second one's block
-    assert (
-        sequencer.end_offset(w.inst.messages, T, 1) <= span + MAX_BLOCK_OFFSETS
-    )  # the lone first round, then one block
     res.close()
+    assert amounts[:2] == [span, 3 * span]  # the lone first round, then one block (the next one may follow)
+    assert max(amounts) <= MAX_BLOCK_OFFSETS
+
+
+def test_a_busy_writer_reserves_its_next_block_in_the_keeper_while_it_publishes() -> None:
+    """A lone busy writer's publishes wait for their conditional put only: once half of a block is carved,
+    the keeper thread reserves the next one, and the publishes carve it after the first, in offset order."""
+    w = World()
+    writer = w.writer()
+    threads: list[str] = []
+    original = w.inst.messages.increment
+
+    def recording(key: bytes, column: bytes, amount: int = 1) -> int:
+        threads.append(threading.current_thread().name)
+        return original(key, column, amount)
+
+    w.inst.messages.increment = recording  # type: ignore[method-assign]
+    for i in range(200):
+        writer.publish(T, [b"%d" % i] * 100)  # 100 offsets a publish: at most 10 rounds a block
+    writer.close()
+    ahead = threads.count("tms-block-keeper")
+    assert ahead >= 10 and len(threads) - ahead <= 3, threads  # the first round and block; then ahead only
+    assert writer._reservations.ahead == ahead
+    _dense(w)
+    rows = w.rows()
+    batches = [p for p in sorted(rows) if not rows[p].skip]
+    assert batches == [1 + 100 * i for i in range(200)]  # no offset skipped between blocks: one order, no gaps
+    assert len(w.fetch()) == 200 * 100

@@ -27,8 +27,8 @@ WRITER = uuid.uuid4().bytes
 def installation() -> MemoryInstallation:
     inst = MemoryInstallation(clock=lambda: NOW)
     metadata = MetadataStore(inst.metadata)
-    metadata.create(T, {"ttl": "1"})
-    metadata.create(U, {"ttl": "3600"})
+    metadata.create(T, {"ttl": "1", "ordering": "chain"})  # rows at dense positions, the chain's sweeper rules
+    metadata.create(U, {"ttl": "3600", "ordering": "chain"})
     InstallationStore(inst.metadata).set_tail_cache(1, now=lambda: NOW)  # writers trust a tail 1 s: grace >= 4 s
     return inst
 
