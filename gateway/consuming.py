@@ -132,7 +132,7 @@ async def messages(request: Request, gateway: Gateway, topic: TopicId) -> Respon
         with anyio.CancelScope(shield=True):
             await gateway.run(consumer.detach)
     data = await gateway.run(lambda: rest.encode_messages(got, media, publish_time=with_time))
-    gateway.metrics.messages.labels("consume").inc(len(got))
+    gateway.metrics.counted("consume", len(got))
     return Response(data, 200, media_type=media, headers={rest.CONSUMER_HEADER: caller.token(consumer)})
 
 
@@ -272,6 +272,10 @@ def _json(data: bytes) -> Response:
     return Response(data, 200, media_type=rest.JSON)
 
 
+MESSAGE_ROUTES = [  # matched first, as routes.MESSAGE_ROUTES
+    Route(SUBSCRIPTION + "/messages", messages, methods=["GET"]),
+    Route(SUBSCRIPTION + "/commit", commit, methods=["POST"]),
+]
 ROUTES = [
     Route(TOPIC + "/stats", stats, methods=["GET"]),
     Route(SUBSCRIPTIONS, list_subscriptions, methods=["GET"]),
@@ -279,8 +283,6 @@ ROUTES = [
     Route(SUBSCRIPTION, create_subscription, methods=["PUT"]),
     Route(SUBSCRIPTION, delete_subscription, methods=["DELETE"]),
     Route(SUBSCRIPTION + "/reset", reset_subscription, methods=["POST"]),
-    Route(SUBSCRIPTION + "/messages", messages, methods=["GET"]),
-    Route(SUBSCRIPTION + "/commit", commit, methods=["POST"]),
     Route(SUBSCRIPTION + "/consumer", open_consumer, methods=["POST"]),
     Route(SUBSCRIPTION + "/consumer", close_consumer, methods=["DELETE"]),
 ]
