@@ -16,6 +16,7 @@ from tms_hbase.errors import HBaseUnavailable
 from .auth import Guard
 from .config import Settings
 from .metrics import Metrics
+from .sessions import Sessions
 from .threads import Threads
 
 log = logging.getLogger("gateway")
@@ -39,6 +40,7 @@ class Gateway:
         self.threads = Threads(settings.threads, "tms-gateway")
         # long-polls wait in threads of their own, so waiting consumers never starve publishes
         self.waiters = Threads(settings.long_polls, "tms-gateway-wait")
+        self.sessions = Sessions(settings.consumer_sessions, settings.consumer_lease)
         self.stopping = threading.Event()  # set on SIGTERM/SIGINT: long-polls answer at once
         # a full batch as base64 JSON, with room for the framing
         self.max_body_bytes = self.client.max_batch_bytes * 3 // 2 + 64 * 1024
@@ -62,6 +64,7 @@ class Gateway:
             raise HBaseUnavailable(f"HBase at {self.settings.thrift} did not answer within {seconds}s") from None
 
     def close(self) -> None:
+        self.sessions.close()
         self.threads.close()
         self.waiters.close()
         self.client.close()

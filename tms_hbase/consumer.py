@@ -174,6 +174,28 @@ class Consumer:
             self._bell.close()
         return session
 
+    def park(self) -> None:
+        """Stop renewing the lease but keep this consumer open, with what it read ahead, for a service
+        that serves one consumer's calls one at a time and keeps it between them (the gateway). Parked, the
+        lease runs out ``lease_seconds`` after its last renewal, as a detached consumer's does, unless
+        :meth:`unpark` takes it up again first."""
+        if self._closed:
+            raise TmsError(f"{self!r} is closed")
+        self._lease.stop_renewing()
+
+    def unpark(self) -> bool:
+        """Take a parked consumer up again: renew the lease now (LeaseLost if another consumer took it
+        over, or the subscription was reset or deleted with force) and keep renewing it. False, with
+        nothing done, if its last renewal is too long ago for this process to know the lease still holds
+        (it may have run out): then detach it and resume its session from HBase instead."""
+        if self._closed:
+            raise TmsError(f"{self!r} is closed")
+        if not self._lease.valid():
+            return False
+        self._lease.renew()
+        self._lease.start_renewing()
+        return True
+
     @property
     def session(self) -> ConsumerSession:
         """The lease owner and the last message delivered (see :meth:`detach`)."""
