@@ -20,6 +20,8 @@ never in the threads publishes run in, and end at once when the worker is told t
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import hashlib
 import secrets
 import time
@@ -128,11 +130,14 @@ async def messages(request: Request, gateway: Gateway, topic: TopicId) -> Respon
     consumer = await gateway.run(_open, gateway, topic, name, caller, count)
     done = False
     try:
-        got = await _long_poll(gateway, consumer, count, min(wait, gateway.settings.max_wait))
-        done = True
+        got = await _long_poll(request, gateway, consumer, count, min(wait, gateway.settings.max_wait))
+        done = got is not None
     finally:
         with anyio.CancelScope(shield=True):
             await gateway.run(_put_back, gateway, topic, name, caller, consumer, done)
+    if got is None:  # the client went away: nobody reads this, and the session resumes where its header says
+        request.state.error = "ClientDisconnected"  # for the access log and metrics (499, as nginx logs it)
+        return Response(status_code=499)
     data = await gateway.run(lambda: rest.encode_messages(got, media, publish_time=with_time))
     gateway.metrics.counted("consume", len(got))
     return Response(data, 200, media_type=media, headers={rest.CONSUMER_HEADER: caller.token(consumer)})
@@ -238,14 +243,40 @@ def _owner(secret: str, principal: str) -> str:
     return f"gateway:{principal}:{digest}"
 
 
-async def _long_poll(gateway: Gateway, consumer: Consumer, count: int, wait: float) -> list[Message]:
-    """Slices of at most SLICE seconds, so a thread is never held long and a stopping worker answers."""
-    deadline = time.monotonic() + wait
-    while True:
-        left = max(0.0, deadline - time.monotonic())
-        got = await gateway.wait(consumer.poll, count, min(left, SLICE))
-        if got or left <= SLICE or gateway.stopping.is_set():
-            return got
+async def _long_poll(
+    request: Request, gateway: Gateway, consumer: Consumer, count: int, wait: float
+) -> list[Message] | None:
+    """The page, waiting for it in slices of at most SLICE seconds, so a thread is never held long and a
+    stopping worker answers; None as soon as the client disconnects (a slice running in a thread ends
+    first, a wait for a long-poll thread at once), so a client that went away frees its slot. A page
+    stops at ``max_poll_bytes`` (after the message that reaches it: at least one comes)."""
+    limit = gateway.settings.max_poll_bytes
+
+    async def slices() -> list[Message]:
+        deadline = time.monotonic() + wait
+        while True:
+            left = max(0.0, deadline - time.monotonic())
+            page = await gateway.wait(functools.partial(consumer.poll, count, min(left, SLICE), max_bytes=limit))
+            if page or left <= SLICE or gateway.stopping.is_set():
+                return page
+
+    gateway.metrics.long_polls.inc()
+    waiting = asyncio.ensure_future(slices())
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait((waiting, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        waiting.cancel()  # nothing if it is done
+        await asyncio.wait((waiting, gone))
+        gateway.metrics.long_polls.dec()
+    return None if waiting.cancelled() else waiting.result()
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client closes the connection (the request has no body left to read)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def _open(gateway: Gateway, topic: TopicId, name: str, caller: _Caller, batch: int) -> Consumer:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -43,6 +43,19 @@ class Metrics:
         )
         self.messages = Counter(
             "tms_gateway_messages", "Messages stored, published, returned by polls or consumed", ["action"], registry=r
+        )
+        # gauges summed over the live workers
+        self.long_polls = Gauge(
+            "tms_gateway_long_polls",
+            "Long-polls waiting now (in a long-poll thread or queued for one)",
+            registry=r,
+            multiprocess_mode="livesum",
+        )
+        self.consumer_sessions = Gauge(
+            "tms_gateway_consumer_sessions",
+            "Consumer sessions kept open between their calls",
+            registry=r,
+            multiprocess_mode="livesum",
         )
         self._series: dict[tuple[str, ...], tuple[Any, ...]] = {}
 

@@ -40,7 +40,7 @@ class Gateway:
         self.threads = Threads(settings.threads, "tms-gateway")
         # long-polls wait in threads of their own, so waiting consumers never starve publishes
         self.waiters = Threads(settings.long_polls, "tms-gateway-wait")
-        self.sessions = Sessions(settings.consumer_sessions, settings.consumer_lease)
+        self.sessions = Sessions(settings.consumer_sessions, settings.consumer_lease, metrics.consumer_sessions.set)
         self.stopping = threading.Event()  # set on SIGTERM/SIGINT: long-polls answer at once
         # a full batch as base64 JSON, with room for the framing
         self.max_body_bytes = self.client.max_batch_bytes * 3 // 2 + 64 * 1024

@@ -18,6 +18,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 
 from tms_hbase import TopicId
 from tms_hbase.consumer import Consumer
@@ -26,10 +27,11 @@ Key = tuple[TopicId, str, str]  # topic, subscription, lease owner (a hash of th
 
 
 class Sessions:
-    """At most ``size`` parked consumers, each dropped once idle for ``idle`` seconds."""
+    """At most ``size`` parked consumers, each dropped once idle for ``idle`` seconds; ``count(n)`` is told
+    how many are parked after every change (a gauge)."""
 
-    def __init__(self, size: int, idle: float) -> None:
-        self.size, self.idle = size, idle
+    def __init__(self, size: int, idle: float, count: Callable[[int], None] = lambda _n: None) -> None:
+        self.size, self.idle, self._count = size, idle, count
         self._parked: OrderedDict[Key, tuple[Consumer, float]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -42,6 +44,7 @@ class Sessions:
         else None (the caller opens it from HBase). LeaseLost if the lease was taken over."""
         with self._lock:
             entry = self._parked.pop(key, None)
+            self._count(len(self._parked))
         if entry is None:
             return None
         consumer, _ = entry
@@ -66,6 +69,7 @@ class Sessions:
             self._parked[key] = (consumer, now)
             while len(self._parked) > self.size or now - next(iter(self._parked.values()))[1] > self.idle:
                 dropped.append(self._parked.popitem(last=False)[1][0])
+            self._count(len(self._parked))
         for old in dropped:
             old.detach()
 
@@ -73,5 +77,6 @@ class Sessions:
         """Drop every parked consumer (their leases run out by themselves, as the sessions' would)."""
         with self._lock:
             parked, self._parked = list(self._parked.values()), OrderedDict()
+            self._count(0)
         for consumer, _ in parked:
             consumer.detach()

@@ -230,16 +230,28 @@ class Consumer:
             self._delivered = message.id
             yield message
 
-    def poll(self, max_messages: int = 100, timeout: float = 1.0) -> list[Message]:
-        """Up to ``max_messages`` messages in order, as soon as there is one; ``[]`` after ``timeout`` s."""
+    def poll(self, max_messages: int = 100, timeout: float = 1.0, *, max_bytes: int | None = None) -> list[Message]:
+        """Up to ``max_messages`` messages in order, as soon as there is one; ``[]`` after ``timeout`` s.
+        ``max_bytes``: stop after the message that brings the ids and payloads to this many bytes (so
+        at least one message comes, however large)."""
         if isinstance(max_messages, bool) or not isinstance(max_messages, int) or max_messages <= 0:
             raise InvalidArgument(f"bad max_messages {max_messages!r}: expected a positive integer")
+        if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0):
+            raise InvalidArgument(f"bad max_bytes {max_bytes!r}: expected a positive integer")
         _check_seconds("timeout", timeout)
         if self.auto_commit:
             self._handled()
         if not self._wait(time.monotonic() + timeout):
             return []
-        got = [self._buffer.popleft() for _ in range(min(max_messages, len(self._buffer)))]
+        take = min(max_messages, len(self._buffer))
+        if max_bytes is None:
+            got = [self._buffer.popleft() for _ in range(take)]
+        else:
+            got, size = [], 0
+            while len(got) < take and size < max_bytes:
+                message = self._buffer.popleft()
+                got.append(message)
+                size += len(message.id) + len(message.payload)
         self._delivered = got[-1].id
         return got
 
