@@ -12,8 +12,8 @@ per second over all clients; latency is per call (one batch, one page; for consu
 commit). The order of the sides alternates per round.
 
 CPU per call, which a loaded machine changes much less than throughput: the benchmark process's CPU time
-(the client side: ``time.process_time``) and the gateway processes' (their threads' run time from /proc,
-Linux only), divided by the calls of the round; the direct side has only the client's.
+(the client side: ``time.process_time``) and the gateway processes' (from /proc, Linux only, in 10 ms
+ticks: use a full run), divided by the calls of the round; the direct side has only the client's.
 """
 
 from __future__ import annotations
@@ -105,14 +105,16 @@ class _Cpu(NamedTuple):
 
 
 def _tree_cpu(pid: int) -> float:
-    """CPU seconds of a process's threads and of its children's (the gateway's workers), from the
-    scheduler's nanosecond counts (``/proc/<pid>/stat`` counts in 10 ms ticks); 0 without /proc."""
+    """User + system CPU seconds of a process and of its children (the gateway's workers), threads that
+    ended included (so in 10 ms ticks: meaningful over a full run's rounds); 0 without /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
     total, todo = 0.0, [pid]
     while todo:
         current = todo.pop()
         try:
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
             for task in Path(f"/proc/{current}/task").iterdir():
-                total += int((task / "schedstat").read_text().split()[0]) / 1e9
                 todo += [int(child) for child in (task / "children").read_text().split()]
         except (OSError, ValueError, IndexError):
             continue
