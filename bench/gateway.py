@@ -10,6 +10,10 @@ through subscriptions, a page of 1,000 per poll and a commit after each (the dir
 .../commit`` per page), by 1 and by 8 consumers, each of a subscription of its own. Throughput is messages
 per second over all clients; latency is per call (one batch, one page; for consume, one poll plus its
 commit). The order of the sides alternates per round.
+
+CPU per call, which a loaded machine changes much less than throughput: the benchmark process's CPU time
+(the client side: ``time.process_time``) and the gateway processes' (from /proc, Linux only, in 10 ms
+ticks: use a full run), divided by the calls of the round; the direct side has only the client's.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from tms_hbase import MessagingClient, TopicId, rest
 from tms_hbase.config import PREFIX_ENV, THRIFT_ENV
@@ -88,6 +93,34 @@ def _concurrently(clients: int, job: Callable[[int], list[float]]) -> tuple[floa
     return elapsed, [x for per_thread in latencies for x in per_thread]
 
 
+class _Cpu(NamedTuple):
+    """CPU seconds of this process and of the gateway's processes at one moment."""
+
+    client: float
+    gateway: float
+
+    @classmethod
+    def now(cls, gateway: subprocess.Popen) -> _Cpu:
+        return cls(time.process_time(), _tree_cpu(gateway.pid))
+
+
+def _tree_cpu(pid: int) -> float:
+    """User + system CPU seconds of a process and of its children (the gateway's workers), threads that
+    ended included (so in 10 ms ticks: meaningful over a full run's rounds); 0 without /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+            for task in Path(f"/proc/{current}/task").iterdir():
+                todo += [int(child) for child in (task / "children").read_text().split()]
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
 def _timed(call: Callable[[], object]) -> float:
     start = time.perf_counter()
     call()
@@ -105,6 +138,7 @@ def run(settings: Settings) -> Result:
     batch = payloads(BATCH, PAYLOAD_SIZE)
     rates: dict[tuple[str, str, int], list[float]] = {}
     p99s: dict[tuple[str, str, int], list[float]] = {}
+    cpus: dict[tuple[str, str, int], list[tuple[float, float]]] = {}  # µs per call: client, gateway
     with bench_tables(settings, "gw") as (direct, _raw, _raw_name):
         proc, url = start_gateway(settings, direct.tables.prefix)
         try:
@@ -181,7 +215,11 @@ def run(settings: Settings) -> Result:
                     for kind, measure in kinds.items():
                         for n in CLIENTS:
                             for side in ("direct", "gateway") if r % 2 == 0 else ("gateway", "direct"):
+                                before = _Cpu.now(proc)
                                 rate, latencies = measure(side, n)
+                                after = _Cpu.now(proc)
+                                per_call = [(b - a) * 1e6 / len(latencies) for a, b in zip(before, after, strict=True)]
+                                cpus.setdefault((kind, side, n), []).append((per_call[0], per_call[1]))
                                 rates.setdefault((kind, side, n), []).append(rate)
                                 p99s.setdefault((kind, side, n), []).append(percentile(latencies, 99) * 1000)
                             progress(
@@ -214,13 +252,36 @@ def run(settings: Settings) -> Result:
         ],
         rows,
     )
+    cpu_rows = []
+    for kind in ("publish", "poll", "consume"):
+        for n in CLIENTS:
+            d, g = cpus[(kind, "direct", n)], cpus[(kind, "gateway", n)]
+            gateway_client, gateway_server = median([c for c, _ in g]), median([w for _, w in g])
+            cpu_rows.append(
+                [kind, n, median([c for c, _ in d]), gateway_client, gateway_server, gateway_client + gateway_server]
+            )
+    result.table(
+        [
+            "",
+            "concurrent clients",
+            "direct: client CPU µs/call",
+            "gateway: client CPU µs/call",
+            "gateway: gateway CPU µs/call",
+            "gateway: total CPU µs/call",
+        ],
+        cpu_rows,
+    )
     result.notes.append(
         f"p99 is per call (a {BATCH}-message publish, a {PAGE:,}-message page, a consume page with its commit); "
         "the median of the rounds' p99s"
     )
     result.notes.append(f"load average when the benchmark ended: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     result.samples = {
-        f"{kind}_{side}_{n}": {"msgs_per_s": rates[(kind, side, n)], "p99_ms": p99s[(kind, side, n)]}
+        f"{kind}_{side}_{n}": {
+            "msgs_per_s": rates[(kind, side, n)],
+            "p99_ms": p99s[(kind, side, n)],
+            "cpu_us_per_call": cpus[(kind, side, n)],
+        }
         for kind, side, n in rates
     }
     return result

@@ -44,35 +44,45 @@ class Observe:
         try:
             await self.app(scope, counting_receive, counting_send)
         finally:
+            # after the response went out: none of this holds up the caller
             seconds = time.perf_counter() - started
             route = getattr(scope.get("route"), "path", "unmatched")
             state = scope.get("state") or {}
             error = state.get("error", "")
             self.metrics.request(scope["method"], route, seen["status"], seconds, seen["in"], seen["out"], error)
-            query = scope.get("query_string", b"").decode("latin-1")
-            path = scope["path"] + (f"?{query}" if query else "")
-            client = scope.get("client")
-            fields = {
-                "client": f"{client[0]}:{client[1]}" if client else "-",
-                "method": scope["method"],
-                "path": path,
-                "status": seen["status"],
-                "bytes_in": seen["in"],
-                "bytes_out": seen["out"],
-                "ms": round(seconds * 1000, 1),
-                "principal": state.get("principal", "-"),
-                "error": error,
-            }
-            log.info(
-                '%s "%s %s" %d in=%d out=%d %.1fms principal=%s%s',
-                fields["client"],
-                fields["method"],
-                path,
-                fields["status"],
-                fields["bytes_in"],
-                fields["bytes_out"],
-                fields["ms"],
-                fields["principal"],
-                f" error={error}" if error else "",
-                extra=fields,
-            )
+            if log.isEnabledFor(logging.INFO):
+                _access_line(scope, seen, seconds, state.get("principal", "-"), error)
+
+
+def _access_line(scope: Scope, seen: dict[str, Any], seconds: float, principal: str, error: str) -> None:
+    """Log one request's line, with its fields as ``extra``. The record is made and handled directly:
+    ``log.info`` would also walk the stack for the caller's file and line, which the line does not show."""
+    query = scope.get("query_string", b"").decode("latin-1")
+    path = scope["path"] + (f"?{query}" if query else "")
+    client = scope.get("client")
+    fields = {
+        "client": f"{client[0]}:{client[1]}" if client else "-",
+        "method": scope["method"],
+        "path": path,
+        "status": seen["status"],
+        "bytes_in": seen["in"],
+        "bytes_out": seen["out"],
+        "ms": round(seconds * 1000, 1),
+        "principal": principal,
+        "error": error,
+    }
+    args = (
+        fields["client"],
+        fields["method"],
+        path,
+        fields["status"],
+        fields["bytes_in"],
+        fields["bytes_out"],
+        fields["ms"],
+        principal,
+        f" error={error}" if error else "",
+    )
+    log.handle(log.makeRecord(log.name, logging.INFO, __file__, 0, _LINE, args, None, extra=fields))
+
+
+_LINE = '%s "%s %s" %d in=%d out=%d %.1fms principal=%s%s'

@@ -16,12 +16,10 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 
-from . import config
+from . import config, consuming, routes
 from .access import Observe
-from .consuming import ROUTES as CONSUMING
 from .errors import http_error, unexpected_error
 from .metrics import Metrics
-from .routes import ROUTES
 from .service import Gateway
 
 log = logging.getLogger("gateway")
@@ -47,7 +45,7 @@ def create_app(settings: config.Settings | None = None) -> Starlette:
             log.info("worker %d stopped", os.getpid())
 
     return Starlette(
-        routes=ROUTES + CONSUMING,
+        routes=routes.MESSAGE_ROUTES + consuming.MESSAGE_ROUTES + routes.ROUTES + consuming.ROUTES,
         middleware=[Middleware(Observe, metrics=metrics)],
         exception_handlers={HTTPException: http_error, Exception: unexpected_error},
         lifespan=lifespan,

@@ -28,7 +28,7 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 def query_number(request: Request, name: str, kind: type[N]) -> N | None:
     """An optional numeric query parameter; InvalidArgument if it does not parse."""
-    text = request.query_params.get(name)
+    text = _query(request, name)
     if text is None:
         return None
     try:
@@ -40,7 +40,13 @@ def query_number(request: Request, name: str, kind: type[N]) -> N | None:
 
 def query_flag(request: Request, name: str) -> bool:
     """An optional true/false query parameter (absent: false)."""
-    text = request.query_params.get(name, "false").lower()
+    text = _query(request, name)
+    text = "false" if text is None else text.lower()
     if text not in ("true", "false", "1", "0"):
         raise InvalidArgument(f"query parameter {name}={text!r}: expected true or false")
     return text in ("true", "1")
+
+
+def _query(request: Request, name: str) -> str | None:
+    # most calls have no query string: then nothing is parsed
+    return request.query_params.get(name) if request.scope.get("query_string") else None

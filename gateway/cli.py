@@ -106,8 +106,11 @@ def serve(settings: config.Settings) -> int:
     import uvicorn  # here, so --help and --new-token stay fast
 
     os.environ[config.SETTINGS_ENV] = settings.to_json()
-    own_metrics_dir = not os.environ.get(MULTIPROC_ENV)
-    if own_metrics_dir:  # before any worker imports prometheus_client: it reads this once, at import
+    # Several workers keep their metrics in files, summed by any worker's /metrics. It must be set before a
+    # worker imports prometheus_client, which reads it once, at import: this process imported it already,
+    # so one worker (served in this process) keeps its metrics in memory, which is all of them.
+    own_metrics_dir = settings.workers > 1 and not os.environ.get(MULTIPROC_ENV)
+    if own_metrics_dir:
         os.environ[MULTIPROC_ENV] = tempfile.mkdtemp(prefix="tms-gateway-metrics-")
     tls = settings.tls
     # uvicorn serves with handlers of its own and, after a graceful shutdown, raises the signal again

@@ -73,6 +73,7 @@ class Settings:
     consumer_lease: float = 30.0  # a consumer session's lease runs out this long after its last call
     max_wait: float = 30.0  # the longest long-poll (a longer ?wait= is cut to this)
     long_polls: int = 64  # long-polls waiting at once per worker (more wait for a slot)
+    consumer_sessions: int = 256  # consumer sessions kept open per worker between their calls
     shutdown_grace: float = 30.0  # on SIGTERM, requests in flight get this long to finish
     json_logs: bool = False  # the same as log_format = "json"
     log_format: str = "text"  # text or json (tms_hbase.log_options)
@@ -108,6 +109,7 @@ _TYPES: dict[str, type[Any]] = {
     "consumer_lease": float,
     "max_wait": float,
     "long_polls": int,
+    "consumer_sessions": int,
     "shutdown_grace": float,
     "json_logs": bool,
     "log_format": str,

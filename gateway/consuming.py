@@ -2,17 +2,17 @@
 and ``GET .../topics/{topic}/stats`` (docs/gateway.md, "Subscriptions").
 
 **Consumer sessions over stateless HTTP.** A subscription has one active consumer, whose lease lives in
-HBase (:mod:`tms_hbase.lease`). A gateway call never keeps a consumer between requests: each
-``messages``/``commit`` call opens the library consumer, uses it and *detaches* it, which keeps the
-lease in HBase for ``consumer_lease`` seconds. The caller gets the session back in the ``TMS-Consumer``
-header, ``<secret>~<last delivered id, hex>``, and sends it with its next call, which any worker can
-serve: the lease's owner is derived from the secret and the caller's principal (so the owner shown by
-``GET .../subscriptions/{s}`` cannot be used to take a session over), and the consumer resumes after
-the last message delivered. A call without the header opens a new session: 409 SubscriptionBusy while
-another session (or direct consumer) holds the lease; a session whose lease ran out is 409 LeaseLost.
-Commits store the last delivered message (or an earlier one named in the body); whatever was delivered
-but not committed when a session ends (released, or its lease ran out) is delivered again to the next
-consumer: at-least-once.
+HBase (:mod:`tms_hbase.lease`). Each ``messages``/``commit`` call opens the library consumer (or takes
+up the one this worker parked after the session's last call, :mod:`.sessions`), uses it and parks it
+without renewing its lease, which keeps the lease in HBase for ``consumer_lease`` seconds. The caller
+gets the session back in the ``TMS-Consumer`` header, ``<secret>~<last delivered id, hex>``, and sends
+it with its next call, which any worker can serve: the lease's owner is derived from the secret and the
+caller's principal (so the owner shown by ``GET .../subscriptions/{s}`` cannot be used to take a session
+over), and the consumer resumes after the last message delivered. A call without the header opens a new
+session: 409 SubscriptionBusy while another session (or direct consumer) holds the lease; a session
+whose lease ran out is 409 LeaseLost. Commits store the last delivered message (or an earlier one named
+in the body); whatever was delivered but not committed when a session ends (released, or its lease ran
+out) is delivered again to the next consumer: at-least-once.
 
 **Long-polls** wait in slices of :data:`SLICE` seconds in the long-poll threads (``Gateway.wait``),
 never in the threads publishes run in, and end at once when the worker is told to stop.
@@ -20,6 +20,8 @@ never in the threads publishes run in, and end at once when the worker is told t
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import hashlib
 import secrets
 import time
@@ -126,13 +128,18 @@ async def messages(request: Request, gateway: Gateway, topic: TopicId) -> Respon
     media = rest.accepted_media(request.headers.get("accept"), request.headers.get("content-type"))
     caller = _caller(request, required=False)
     consumer = await gateway.run(_open, gateway, topic, name, caller, count)
+    done = False
     try:
-        got = await _long_poll(gateway, consumer, count, min(wait, gateway.settings.max_wait))
+        got = await _long_poll(request, gateway, consumer, count, min(wait, gateway.settings.max_wait))
+        done = got is not None
     finally:
         with anyio.CancelScope(shield=True):
-            await gateway.run(consumer.detach)
+            await gateway.run(_put_back, gateway, topic, name, caller, consumer, done)
+    if got is None:  # the client went away: nobody reads this, and the session resumes where its header says
+        request.state.error = "ClientDisconnected"  # for the access log and metrics (499, as nginx logs it)
+        return Response(status_code=499)
     data = await gateway.run(lambda: rest.encode_messages(got, media, publish_time=with_time))
-    gateway.metrics.messages.labels("consume").inc(len(got))
+    gateway.metrics.counted("consume", len(got))
     return Response(data, 200, media_type=media, headers={rest.CONSUMER_HEADER: caller.token(consumer)})
 
 
@@ -147,10 +154,12 @@ async def commit(request: Request, gateway: Gateway, topic: TopicId) -> Response
     def work() -> Consumer:
         mark = rest.decode_commit(body)
         consumer = _open(gateway, topic, name, caller, 1)
+        done = False
         try:
             consumer.commit(mark)
+            done = True
         finally:
-            consumer.detach()
+            _put_back(gateway, topic, name, caller, consumer, done)
         return consumer
 
     return _session_response(caller, await gateway.run(work))
@@ -164,7 +173,7 @@ async def open_consumer(request: Request, gateway: Gateway, topic: TopicId) -> R
 
     def work() -> Consumer:
         consumer = _open(gateway, topic, name, caller, 1)
-        consumer.detach()
+        _put_back(gateway, topic, name, caller, consumer, True)
         return consumer
 
     return _session_response(caller, await gateway.run(work))
@@ -234,19 +243,51 @@ def _owner(secret: str, principal: str) -> str:
     return f"gateway:{principal}:{digest}"
 
 
-async def _long_poll(gateway: Gateway, consumer: Consumer, count: int, wait: float) -> list[Message]:
-    """Slices of at most SLICE seconds, so a thread is never held long and a stopping worker answers."""
-    deadline = time.monotonic() + wait
-    while True:
-        left = max(0.0, deadline - time.monotonic())
-        got = await gateway.wait(consumer.poll, count, min(left, SLICE))
-        if got or left <= SLICE or gateway.stopping.is_set():
-            return got
+async def _long_poll(
+    request: Request, gateway: Gateway, consumer: Consumer, count: int, wait: float
+) -> list[Message] | None:
+    """The page, waiting for it in slices of at most SLICE seconds, so a thread is never held long and a
+    stopping worker answers; None as soon as the client disconnects (a slice running in a thread ends
+    first, a wait for a long-poll thread at once), so a client that went away frees its slot. A page
+    stops at ``max_poll_bytes`` (after the message that reaches it: at least one comes)."""
+    limit = gateway.settings.max_poll_bytes
+
+    async def slices() -> list[Message]:
+        deadline = time.monotonic() + wait
+        while True:
+            left = max(0.0, deadline - time.monotonic())
+            page = await gateway.wait(functools.partial(consumer.poll, count, min(left, SLICE), max_bytes=limit))
+            if page or left <= SLICE or gateway.stopping.is_set():
+                return page
+
+    gateway.metrics.long_polls.inc()
+    waiting = asyncio.ensure_future(slices())
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait((waiting, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        waiting.cancel()  # nothing if it is done
+        await asyncio.wait((waiting, gone))
+        gateway.metrics.long_polls.dec()
+    return None if waiting.cancelled() else waiting.result()
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client closes the connection (the request has no body left to read)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def _open(gateway: Gateway, topic: TopicId, name: str, caller: _Caller, batch: int) -> Consumer:
-    """The session's library consumer, reading ``batch`` messages at a time (a detached consumer's
-    read-ahead is read again by the next call)."""
+    """The session's library consumer, reading ``batch`` messages at a time: the one this worker parked
+    after the session's last call if it can be taken up (:mod:`.sessions`), else opened from HBase (a
+    detached consumer's read-ahead is read again)."""
+    if caller.resume:
+        consumer = gateway.sessions.take((topic, name, caller.session.owner), caller.session.delivered)
+        if consumer is not None:
+            consumer.batch = batch
+            return consumer
     return gateway.client.consumer(
         topic,
         name,
@@ -256,6 +297,15 @@ def _open(gateway: Gateway, topic: TopicId, name: str, caller: _Caller, batch: i
         session=caller.session if caller.resume else None,
         owner=None if caller.resume else caller.session.owner,
     )
+
+
+def _put_back(gateway: Gateway, topic: TopicId, name: str, caller: _Caller, consumer: Consumer, keep: bool) -> None:
+    """After a call: park the consumer for the session's next call (``keep``), else detach it (the lease
+    stays in HBase; a call that failed leaves nothing behind in this worker)."""
+    if keep:
+        gateway.sessions.park((topic, name, caller.session.owner), consumer)
+    else:
+        consumer.detach()
 
 
 def _session_response(caller: _Caller, consumer: Consumer) -> Response:
@@ -272,6 +322,10 @@ def _json(data: bytes) -> Response:
     return Response(data, 200, media_type=rest.JSON)
 
 
+MESSAGE_ROUTES = [  # matched first, as routes.MESSAGE_ROUTES
+    Route(SUBSCRIPTION + "/messages", messages, methods=["GET"]),
+    Route(SUBSCRIPTION + "/commit", commit, methods=["POST"]),
+]
 ROUTES = [
     Route(TOPIC + "/stats", stats, methods=["GET"]),
     Route(SUBSCRIPTIONS, list_subscriptions, methods=["GET"]),
@@ -279,8 +333,6 @@ ROUTES = [
     Route(SUBSCRIPTION, create_subscription, methods=["PUT"]),
     Route(SUBSCRIPTION, delete_subscription, methods=["DELETE"]),
     Route(SUBSCRIPTION + "/reset", reset_subscription, methods=["POST"]),
-    Route(SUBSCRIPTION + "/messages", messages, methods=["GET"]),
-    Route(SUBSCRIPTION + "/commit", commit, methods=["POST"]),
     Route(SUBSCRIPTION + "/consumer", open_consumer, methods=["POST"]),
     Route(SUBSCRIPTION + "/consumer", close_consumer, methods=["DELETE"]),
 ]

@@ -9,8 +9,9 @@ scrape sees the worker that answered it only.
 from __future__ import annotations
 
 import os
+from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -18,7 +19,9 @@ _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5
 
 
 class Metrics:
-    """The gateway's metric families (one instance per worker)."""
+    """The gateway's metric families (one instance per worker). The labelled series a request touches are
+    looked up once per label values and kept (``labels()`` takes a lock and builds a key every time); the
+    label values are few (route templates, statuses, methods), so the cache stays small."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -41,16 +44,48 @@ class Metrics:
         self.messages = Counter(
             "tms_gateway_messages", "Messages stored, published, returned by polls or consumed", ["action"], registry=r
         )
+        # gauges summed over the live workers
+        self.long_polls = Gauge(
+            "tms_gateway_long_polls",
+            "Long-polls waiting now (in a long-poll thread or queued for one)",
+            registry=r,
+            multiprocess_mode="livesum",
+        )
+        self.consumer_sessions = Gauge(
+            "tms_gateway_consumer_sessions",
+            "Consumer sessions kept open between their calls",
+            registry=r,
+            multiprocess_mode="livesum",
+        )
+        self._series: dict[tuple[str, ...], tuple[Any, ...]] = {}
 
     def request(
         self, method: str, route: str, status: int, seconds: float, bytes_in: int, bytes_out: int, error: str
     ) -> None:
-        self.requests.labels(method, route, str(status)).inc()
-        self.latency.labels(method, route).observe(seconds)
-        self.bytes_in.labels(route).inc(bytes_in)
-        self.bytes_out.labels(route).inc(bytes_out)
+        key = (method, route, str(status))
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = (
+                self.requests.labels(*key),
+                self.latency.labels(method, route),
+                self.bytes_in.labels(route),
+                self.bytes_out.labels(route),
+            )
+        requests, latency, received, sent = series
+        requests.inc()
+        latency.observe(seconds)
+        received.inc(bytes_in)
+        sent.inc(bytes_out)
         if status >= 400:
-            self.errors.labels(route, str(status), error).inc()
+            self.errors.labels(route, key[2], error).inc()
+
+    def counted(self, action: str, messages: int) -> None:
+        """``messages`` more stored, published, polled or consumed (``action``)."""
+        key = ("messages", action)
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = (self.messages.labels(action),)
+        series[0].inc(messages)
 
     def render(self) -> tuple[bytes, str]:
         """The exposition text (every worker's values when in multiprocess mode) and its content type."""

@@ -1,16 +1,14 @@
-"""One worker's gateway: its MessagingClient, the bounded thread pool its library calls run in, the
+"""One worker's gateway: its MessagingClient, the bounded thread pools its library calls run in, the
 guard, the metrics and the settings. Built when the worker starts (ASGI lifespan), closed when it stops."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
-
-import anyio
-import anyio.to_thread
 
 from tms_hbase import MessagingClient
 from tms_hbase.errors import HBaseUnavailable
@@ -18,6 +16,8 @@ from tms_hbase.errors import HBaseUnavailable
 from .auth import Guard
 from .config import Settings
 from .metrics import Metrics
+from .sessions import Sessions
+from .threads import Threads
 
 log = logging.getLogger("gateway")
 T = TypeVar("T")
@@ -37,9 +37,10 @@ class Gateway:
         self.client = MessagingClient(
             settings.thrift, settings.prefix, timeout=settings.timeout, pool_size=settings.threads, **extra
         )
-        self.limiter = anyio.CapacityLimiter(settings.threads)
+        self.threads = Threads(settings.threads, "tms-gateway")
         # long-polls wait in threads of their own, so waiting consumers never starve publishes
-        self.waiters = anyio.CapacityLimiter(settings.long_polls)
+        self.waiters = Threads(settings.long_polls, "tms-gateway-wait")
+        self.sessions = Sessions(settings.consumer_sessions, settings.consumer_lease, metrics.consumer_sessions.set)
         self.stopping = threading.Event()  # set on SIGTERM/SIGINT: long-polls answer at once
         # a full batch as base64 JSON, with room for the framing
         self.max_body_bytes = self.client.max_batch_bytes * 3 // 2 + 64 * 1024
@@ -47,20 +48,23 @@ class Gateway:
 
     async def run(self, call: Callable[..., T], *args: object) -> T:
         """Run a blocking library call in the pool."""
-        return await anyio.to_thread.run_sync(call, *args, limiter=self.limiter)
+        return await self.threads.run(call, *args)
 
     async def wait(self, call: Callable[..., T], *args: object) -> T:
         """Run a library call that waits (a slice of a long-poll) in the long-poll threads."""
-        return await anyio.to_thread.run_sync(call, *args, limiter=self.waiters)
+        return await self.waiters.run(call, *args)
 
     async def ping(self) -> None:
         """HBase answers within the timeout, or HBaseUnavailable (a hung ping is abandoned, not awaited)."""
         try:
-            with anyio.fail_after(self.settings.timeout):
-                await anyio.to_thread.run_sync(self.client.ping, limiter=self.limiter, abandon_on_cancel=True)
+            async with asyncio.timeout(self.settings.timeout):
+                await self.threads.run(self.client.ping, abandon=True)
         except TimeoutError:
             seconds = self.settings.timeout
             raise HBaseUnavailable(f"HBase at {self.settings.thrift} did not answer within {seconds}s") from None
 
     def close(self) -> None:
+        self.sessions.close()
+        self.threads.close()
+        self.waiters.close()
         self.client.close()

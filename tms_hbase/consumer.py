@@ -174,6 +174,28 @@ class Consumer:
             self._bell.close()
         return session
 
+    def park(self) -> None:
+        """Stop renewing the lease but keep this consumer open, with what it read ahead, for a service
+        that serves one consumer's calls one at a time and keeps it between them (the gateway). Parked, the
+        lease runs out ``lease_seconds`` after its last renewal, as a detached consumer's does, unless
+        :meth:`unpark` takes it up again first."""
+        if self._closed:
+            raise TmsError(f"{self!r} is closed")
+        self._lease.stop_renewing()
+
+    def unpark(self) -> bool:
+        """Take a parked consumer up again: renew the lease now (LeaseLost if another consumer took it
+        over, or the subscription was reset or deleted with force) and keep renewing it. False, with
+        nothing done, if its last renewal is too long ago for this process to know the lease still holds
+        (it may have run out): then detach it and resume its session from HBase instead."""
+        if self._closed:
+            raise TmsError(f"{self!r} is closed")
+        if not self._lease.valid():
+            return False
+        self._lease.renew()
+        self._lease.start_renewing()
+        return True
+
     @property
     def session(self) -> ConsumerSession:
         """The lease owner and the last message delivered (see :meth:`detach`)."""
@@ -208,16 +230,28 @@ class Consumer:
             self._delivered = message.id
             yield message
 
-    def poll(self, max_messages: int = 100, timeout: float = 1.0) -> list[Message]:
-        """Up to ``max_messages`` messages in order, as soon as there is one; ``[]`` after ``timeout`` s."""
+    def poll(self, max_messages: int = 100, timeout: float = 1.0, *, max_bytes: int | None = None) -> list[Message]:
+        """Up to ``max_messages`` messages in order, as soon as there is one; ``[]`` after ``timeout`` s.
+        ``max_bytes``: stop after the message that brings the ids and payloads to this many bytes (so
+        at least one message comes, however large)."""
         if isinstance(max_messages, bool) or not isinstance(max_messages, int) or max_messages <= 0:
             raise InvalidArgument(f"bad max_messages {max_messages!r}: expected a positive integer")
+        if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0):
+            raise InvalidArgument(f"bad max_bytes {max_bytes!r}: expected a positive integer")
         _check_seconds("timeout", timeout)
         if self.auto_commit:
             self._handled()
         if not self._wait(time.monotonic() + timeout):
             return []
-        got = [self._buffer.popleft() for _ in range(min(max_messages, len(self._buffer)))]
+        take = min(max_messages, len(self._buffer))
+        if max_bytes is None:
+            got = [self._buffer.popleft() for _ in range(take)]
+        else:
+            got, size = [], 0
+            while len(got) < take and size < max_bytes:
+                message = self._buffer.popleft()
+                got.append(message)
+                size += len(message.id) + len(message.payload)
         self._delivered = got[-1].id
         return got
 

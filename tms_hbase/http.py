@@ -19,6 +19,7 @@ import contextlib
 import heapq
 import http.client
 import itertools
+import math
 import os
 import select
 import socket
@@ -598,7 +599,11 @@ def _exchange(
 
 
 class _Watchdog:
-    """One daemon thread that shuts down the socket of every call still running at its deadline."""
+    """One daemon thread that shuts down the socket of every call still running at its deadline.
+
+    Waking that thread costs a thread switch (and a GIL hand-over), so a call wakes it only if it is due
+    before the thread would look anyway (``_wake_at``); finished calls leave the heap from its top when
+    they end, so the thread does not wake for them either."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
@@ -607,6 +612,7 @@ class _Watchdog:
         self._fired: set[int] = set()
         self._tickets = itertools.count()
         self._thread: threading.Thread | None = None
+        self._wake_at = math.inf  # when the thread looks at the heap next (inf: once woken)
 
     def arm(self, deadline: float, conn: http.client.HTTPConnection) -> int:
         with self._cond:
@@ -616,7 +622,7 @@ class _Watchdog:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="tms-http-deadlines", daemon=True)
                 self._thread.start()
-            if self._heap[0][1] == ticket:  # the earliest deadline now: the thread must wait less
+            if deadline < self._wake_at:
                 self._cond.notify()
             return ticket
 
@@ -624,6 +630,9 @@ class _Watchdog:
         """Forget a call; True if its deadline had passed and its socket was shut down."""
         with self._cond:
             self._live.pop(ticket, None)
+            heap = self._heap
+            while heap and heap[0][1] not in self._live:
+                heapq.heappop(heap)
             if ticket in self._fired:
                 self._fired.discard(ticket)
                 return True
@@ -632,8 +641,12 @@ class _Watchdog:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._heap or self._heap[0][0] > time.monotonic():
-                    self._cond.wait(None if not self._heap else self._heap[0][0] - time.monotonic())
+                while True:
+                    now = time.monotonic()
+                    if self._heap and self._heap[0][0] <= now:
+                        break
+                    self._wake_at = self._heap[0][0] if self._heap else math.inf
+                    self._cond.wait(None if not self._heap else self._wake_at - now)
                 _, ticket = heapq.heappop(self._heap)
                 conn = self._live.pop(ticket, None)
                 if conn is None:

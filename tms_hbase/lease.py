@@ -158,6 +158,7 @@ class Lease:
     # -- renewing in the background -------------------------------------------------------------
 
     def start_renewing(self) -> None:
+        self._stop.clear()  # again after stop_renewing: a parked consumer taken up again
         self._thread = threading.Thread(target=self._renew_loop, name=f"tms-lease-{self.name}", daemon=True)
         self._thread.start()
 

@@ -1,0 +1,82 @@
+"""Consumer sessions kept open in one worker between their calls, so that a session's next page served by
+the same worker neither opens the consumer again from HBase (a lease read and compare-and-set) nor reads
+again what it had read ahead.
+
+This is only a cache: the lease in HBase stays the truth. A parked consumer does not renew its lease, so
+the lease runs out ``consumer_lease`` after the session's last call exactly as without the cache, and
+taking the consumer up again renews it with a compare-and-set (LeaseLost if another consumer took it over,
+or the subscription was reset or deleted with force). A consumer is taken up only for the same session at
+the same last delivered message; any other call of the session (one another worker served meanwhile, or a
+client that sends an older ``TMS-Consumer`` header) opens the consumer from HBase as before. Bounded: the
+least recently parked are dropped first, and one idle longer than its lease is dropped on the next park.
+
+The calls block (HBase, a renewal thread to join): run them in the gateway's thread pool.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+
+from tms_hbase import TopicId
+from tms_hbase.consumer import Consumer
+
+Key = tuple[TopicId, str, str]  # topic, subscription, lease owner (a hash of the session's secret and principal)
+
+
+class Sessions:
+    """At most ``size`` parked consumers, each dropped once idle for ``idle`` seconds; ``count(n)`` is told
+    how many are parked after every change (a gauge)."""
+
+    def __init__(self, size: int, idle: float, count: Callable[[int], None] = lambda _n: None) -> None:
+        self.size, self.idle, self._count = size, idle, count
+        self._parked: OrderedDict[Key, tuple[Consumer, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._parked)
+
+    def take(self, key: Key, delivered: bytes | None) -> Consumer | None:
+        """The session's parked consumer, renewed and renewing again, if it stopped at ``delivered``;
+        else None (the caller opens it from HBase). LeaseLost if the lease was taken over."""
+        with self._lock:
+            entry = self._parked.pop(key, None)
+            self._count(len(self._parked))
+        if entry is None:
+            return None
+        consumer, _ = entry
+        try:
+            if consumer.delivered == delivered and consumer.unpark():
+                return consumer
+        except BaseException:
+            consumer.detach()
+            raise
+        consumer.detach()
+        return None
+
+    def park(self, key: Key, consumer: Consumer) -> None:
+        """Keep ``consumer`` (open, its lease no longer renewed) for the session's next call."""
+        consumer.park()
+        now = time.monotonic()
+        dropped = []
+        with self._lock:
+            previous = self._parked.pop(key, None)  # two calls of one session at once: keep the last
+            if previous is not None:
+                dropped.append(previous[0])
+            self._parked[key] = (consumer, now)
+            while len(self._parked) > self.size or now - next(iter(self._parked.values()))[1] > self.idle:
+                dropped.append(self._parked.popitem(last=False)[1][0])
+            self._count(len(self._parked))
+        for old in dropped:
+            old.detach()
+
+    def close(self) -> None:
+        """Drop every parked consumer (their leases run out by themselves, as the sessions' would)."""
+        with self._lock:
+            parked, self._parked = list(self._parked.values()), OrderedDict()
+            self._count(0)
+        for consumer, _ in parked:
+            consumer.detach()
