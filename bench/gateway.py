@@ -45,14 +45,19 @@ WORKERS = 2
 GOAL = 0.5
 
 
-def start_gateway(settings: Settings, prefix: str) -> tuple[subprocess.Popen, str]:
-    """``tms-gateway`` on a free loopback port, once its /health answers 200."""
+def start_gateway(
+    settings: Settings, prefix: str, *, workers: int = WORKERS, command: str | None = None
+) -> tuple[subprocess.Popen, str]:
+    """``tms-gateway`` (``command``: another build's, default this interpreter's) on a free loopback port,
+    once its /health answers 200."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, THRIFT_ENV: settings.address, PREFIX_ENV: prefix}
-    command = [str(Path(sys.executable).with_name("tms-gateway")), "--port", str(port), "--workers", str(WORKERS)]
-    proc = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
+    executable = command or str(Path(sys.executable).with_name("tms-gateway"))
+    proc = subprocess.Popen(
+        [executable, "--port", str(port), "--workers", str(workers)], env=env, stderr=subprocess.DEVNULL
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -101,10 +106,10 @@ class _Cpu(NamedTuple):
 
     @classmethod
     def now(cls, gateway: subprocess.Popen) -> _Cpu:
-        return cls(time.process_time(), _tree_cpu(gateway.pid))
+        return cls(time.process_time(), tree_cpu(gateway.pid))
 
 
-def _tree_cpu(pid: int) -> float:
+def tree_cpu(pid: int) -> float:
     """User + system CPU seconds of a process and of its children (the gateway's workers), threads that
     ended included (so in 10 ms ticks: meaningful over a full run's rounds); 0 without /proc."""
     tick = os.sysconf("SC_CLK_TCK")

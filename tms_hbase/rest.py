@@ -127,8 +127,7 @@ class ConsumeRequest:
 
 def encode_publish(request: PublishRequest, media: str) -> bytes:
     if media == AVRO:
-        record = {"transactionWritePointer": request.transaction_write_pointer, "messages": list(request.messages)}
-        return wire.encode("PublishRequest", record)
+        return wire.encode_publish_request(request.transaction_write_pointer, request.messages)
     return _dumps(
         {
             "transactionWritePointer": request.transaction_write_pointer,

@@ -340,4 +340,4 @@ def skip_marker(publish_time: int, span: int, filler: bytes = bytes(16), mark: i
 
 def batch_size(payloads: Sequence[bytes]) -> int:
     """Bytes a batch's payloads take in a row (what the batch size limit counts)."""
-    return sum(len(p) + 4 for p in payloads)
+    return sum(map(len, payloads)) + 4 * len(payloads)

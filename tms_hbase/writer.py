@@ -99,17 +99,18 @@ def validate_payloads(payloads: object, max_batch_bytes: int, *, allow_empty: bo
     """Payloads as a tuple of bytes, or InvalidArgument (nothing is written on bad input)."""
     if isinstance(payloads, (bytes, bytearray, memoryview, str)) or not isinstance(payloads, Sequence):
         raise InvalidArgument("payloads must be a list of bytes (e.g. [b'event'])")
-    result = []
-    for i, payload in enumerate(payloads):
-        if not isinstance(payload, (bytes, bytearray, memoryview)):
-            raise InvalidArgument(f"payload {i} is {type(payload).__name__}, not bytes")
-        result.append(bytes(payload))
+    result = tuple(payloads)
+    if not set(map(type, result)) <= {bytes}:  # else (the usual case) there is nothing to convert
+        for i, payload in enumerate(result):
+            if not isinstance(payload, (bytes, bytearray, memoryview)):
+                raise InvalidArgument(f"payload {i} is {type(payload).__name__}, not bytes")
+        result = tuple(bytes(payload) for payload in result)
     if not result and not allow_empty:
         raise InvalidArgument("nothing to publish: the list of payloads is empty")
     size = batch_size(result)
     if size > max_batch_bytes:
         raise BatchTooLarge(f"batch of {size} bytes is over the limit of {max_batch_bytes} bytes; split it")
-    return tuple(result)
+    return result
 
 
 def validate_write_pointer(pointer: object) -> int:

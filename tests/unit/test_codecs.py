@@ -17,7 +17,7 @@ from tms_hbase.rows import (
     sequence_of,
     with_tx_pointer,
 )
-from tms_hbase.wire import HANDLE_MAGIC, SCHEMAS, decode, encode
+from tms_hbase.wire import HANDLE_MAGIC, SCHEMAS, decode, encode, encode_publish_request
 
 T = TopicId("ns", "t")
 WRITER = bytes(range(16))
@@ -164,6 +164,30 @@ def test_schemas_are_the_seeds_where_they_fit() -> None:
         encode("PublishRequest", {"transactionWritePointer": "x", "messages": []})
     with pytest.raises(InvalidArgument, match="corrupt ConsumeRequest"):
         decode("ConsumeRequest", b"\xff\xff\xff")
+
+
+@pytest.mark.parametrize("pointer", [None, 0, 1, -1, 63, 64, -64, -65, 2**31, 2**63 - 1, -(2**63)])
+@pytest.mark.parametrize(
+    "messages",
+    [[], [b""], [b"x" * n for n in (1, 63, 64, 127, 128, 8191, 8192, 70_000)], [b"same"] * 300],
+)
+def test_the_hand_written_publish_request_is_the_seed_schemas_avro(pointer: int | None, messages: list) -> None:
+    """Byte for byte what fastavro writes under the seed's schema, so it decodes the same everywhere."""
+    record = {"transactionWritePointer": pointer, "messages": messages}
+    data = encode_publish_request(pointer, messages)
+    assert data == encode("PublishRequest", record)
+    assert decode("PublishRequest", data) == record
+
+
+def test_the_hand_written_publish_request_takes_bytes_like_and_refuses_the_rest() -> None:
+    data = encode_publish_request(5, [bytearray(b"ab"), memoryview(b"cd"), b"ef"])
+    assert decode("PublishRequest", data) == {"transactionWritePointer": 5, "messages": [b"ab", b"cd", b"ef"]}
+    for pointer in ("x", True, 2**63, -(2**63) - 1, 1.0):
+        with pytest.raises(InvalidArgument, match="cannot encode PublishRequest: transactionWritePointer"):
+            encode_publish_request(pointer, [b"a"])  # type: ignore[arg-type]
+    for message in ("text", 7, None):
+        with pytest.raises(InvalidArgument, match="cannot encode PublishRequest: message 1 is not bytes"):
+            encode_publish_request(None, [b"a", message])  # type: ignore[list-item]
 
 
 @pytest.mark.parametrize(
