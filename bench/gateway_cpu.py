@@ -147,6 +147,7 @@ def _profile(gateway_pid: int, job: Callable[[], None]) -> str:
                     "--output",
                     f"{tmp}/{pid}",
                     "--nonblocking",
+                    "--gil",
                     "--threads",
                 ],
                 stdout=subprocess.DEVNULL,

@@ -7,17 +7,16 @@ A program switches between direct access and the gateway by changing one line::
 
 Errors come back as the same :mod:`tms_hbase.errors` classes (the gateway names the class in a
 header), plus NotAuthenticated (401) and NotAuthorized (403). The HTTP client is the standard
-library's ``http.client``, made robust here: ``timeout`` is a deadline for the whole call (connect,
-send, wait, read), enforced by a watchdog thread that shuts the socket down when it passes, so a
-trickling server cannot stretch a call; keep-alive connections are pooled and reused, and a pooled
-connection the server has closed is detected before use.
+project's own lean HTTP/1.1 connection (:mod:`tms_hbase.http1`), made robust here: ``timeout`` is a
+deadline for the whole call (connect, send, wait, read), enforced by a watchdog thread that shuts the
+socket down when it passes, so a trickling server cannot stretch a call; keep-alive connections are
+pooled and reused, and a pooled connection the server has closed is detected before use.
 """
 
 from __future__ import annotations
 
 import contextlib
 import heapq
-import http.client
 import itertools
 import math
 import os
@@ -31,7 +30,7 @@ from dataclasses import dataclass
 from typing import cast
 from urllib.parse import urlencode, urlsplit
 
-from . import errors, rest
+from . import errors, http1, rest
 from .errors import (
     HBaseUnavailable,
     InvalidArgument,
@@ -101,7 +100,7 @@ class GatewayClient:
         token = token if token is not None else os.environ.get(TOKEN_ENV)
         self.timeout = timeout
         self.media = media
-        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._auth = http1.header_lines({"Authorization": f"Bearer {token}"} if token else {})  # checked once
         port = parts.port or (443 if parts.scheme == "https" else 80)
         self._pool = _Pool(parts.hostname, port, ssl_context if parts.scheme == "https" else None, pool_size, max_idle)
 
@@ -359,14 +358,16 @@ class GatewayClient:
     ) -> _Reply:
         """One call: the reply of a 2xx answer, else the TmsError the gateway reported. ``wait``: seconds
         the gateway may hold the call (a long-poll) on top of the client's timeout."""
-        headers = {**self._headers, **(headers or {})}
+        head = self._auth
         if body is not None:
-            headers["Content-Type"] = content_type or self.media
+            head += _CONTENT_TYPES[content_type or self.media]
+        if headers:
+            head += http1.header_lines(dict(headers))
         deadline = time.monotonic() + self.timeout + wait
         for attempt in (1, 2):
             conn, reused = self._pool.take()
             try:
-                reply = _exchange(conn, method, path, body, headers, deadline)
+                reply = _exchange(conn, method, path, body, head, deadline)
             except _Broken as broken:
                 self._pool.discard(conn)
                 # A pooled connection the server closed just as it was reused: the request never
@@ -556,45 +557,42 @@ class _Broken(Exception):
         self.reason, self.sent, self.stale, self.timed_out = reason, sent, stale, timed_out
 
 
-_STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
+_STALE = (http1.ClosedBeforeAnswer, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
+# The Content-Type lines of the bodies this client sends, made once.
+_CONTENT_TYPES = {media: http1.header_lines({"Content-Type": media}) for media in (rest.AVRO, rest.JSON, rest.OCTETS)}
+_ERROR_HEADER, _CONSUMER_HEADER = rest.ERROR_HEADER.lower(), rest.CONSUMER_HEADER.lower()
 
 
 def _exchange(
-    conn: http.client.HTTPConnection,
-    method: str,
-    path: str,
-    body: bytes | None,
-    headers: Mapping[str, str],
-    deadline: float,
+    conn: http1.Connection, method: str, path: str, body: bytes | None, head: bytes, deadline: float
 ) -> _Reply:
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         raise _Broken("deadline passed", sent=False, timed_out=True)
-    conn.timeout = remaining
     if conn.sock is None:
         try:  # connect (and the TLS handshake) first: a failure here means nothing was sent
-            conn.connect()
+            conn.connect(remaining)
         except OSError as exc:
             raise _Broken(f"{type(exc).__name__}: {exc}", sent=False, timed_out=isinstance(exc, TimeoutError)) from exc
+        assert conn.sock is not None
     conn.sock.settimeout(remaining)
     ticket = _WATCHDOG.arm(deadline, conn)  # from here on the watchdog bounds the call
     try:
-        conn.request(method, path, body, dict(headers))
-        response = conn.getresponse()
-        data = response.read()
-    except (OSError, http.client.HTTPException) as exc:
+        response = conn.exchange(method, path, head, body)
+    except (OSError, http1.ProtocolError) as exc:
         fired = _WATCHDOG.disarm(ticket)
         if fired or isinstance(exc, TimeoutError):
             raise _Broken("timed out", timed_out=True) from exc
         raise _Broken(f"{type(exc).__name__}: {exc}", stale=isinstance(exc, _STALE)) from exc
     if _WATCHDOG.disarm(ticket):
         raise _Broken("timed out", timed_out=True)
+    headers = response.headers
     return _Reply(
         response.status,
-        data,
-        response.getheader(rest.ERROR_HEADER),
-        not response.will_close,
-        response.getheader(rest.CONSUMER_HEADER),
+        response.body,
+        headers.get(_ERROR_HEADER),
+        response.keep_alive,
+        headers.get(_CONSUMER_HEADER),
     )
 
 
@@ -608,13 +606,13 @@ class _Watchdog:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._heap: list[tuple[float, int]] = []
-        self._live: dict[int, http.client.HTTPConnection] = {}
+        self._live: dict[int, http1.Connection] = {}
         self._fired: set[int] = set()
         self._tickets = itertools.count()
         self._thread: threading.Thread | None = None
         self._wake_at = math.inf  # when the thread looks at the heap next (inf: once woken)
 
-    def arm(self, deadline: float, conn: http.client.HTTPConnection) -> int:
+    def arm(self, deadline: float, conn: http1.Connection) -> int:
         with self._cond:
             ticket = next(self._tickets)
             self._live[ticket] = conn
@@ -668,10 +666,10 @@ class _Pool:
     def __init__(self, host: str, port: int, context: ssl.SSLContext | None, size: int, max_idle: float) -> None:
         self.host, self.port, self.context = host, port, context
         self.size, self.max_idle = size, max_idle
-        self._idle: list[tuple[http.client.HTTPConnection, float]] = []
+        self._idle: list[tuple[http1.Connection, float]] = []
         self._lock = threading.Lock()
 
-    def take(self) -> tuple[http.client.HTTPConnection, bool]:
+    def take(self) -> tuple[http1.Connection, bool]:
         """A connection and whether it was used before (a new one connects on first use)."""
         while True:
             with self._lock:
@@ -681,18 +679,16 @@ class _Pool:
             if time.monotonic() - since < self.max_idle and not _closed_by_peer(conn):
                 return conn, True
             conn.close()
-        if self.context is not None:
-            return http.client.HTTPSConnection(self.host, self.port, context=self.context), False
-        return http.client.HTTPConnection(self.host, self.port), False
+        return http1.Connection(self.host, self.port, self.context), False
 
-    def give_back(self, conn: http.client.HTTPConnection, keep_alive: bool) -> None:
+    def give_back(self, conn: http1.Connection, keep_alive: bool) -> None:
         with self._lock:
             if keep_alive and len(self._idle) < self.size:
                 self._idle.append((conn, time.monotonic()))
                 return
         conn.close()
 
-    def discard(self, conn: http.client.HTTPConnection) -> None:
+    def discard(self, conn: http1.Connection) -> None:
         conn.close()
 
     def close(self) -> None:
@@ -702,7 +698,7 @@ class _Pool:
             conn.close()
 
 
-def _closed_by_peer(conn: http.client.HTTPConnection) -> bool:
+def _closed_by_peer(conn: http1.Connection) -> bool:
     """An idle connection is readable only if the server closed it (or broke the protocol)."""
     if conn.sock is None:
         return True

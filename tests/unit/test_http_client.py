@@ -229,3 +229,73 @@ def test_bad_arguments_raise_before_any_request(serve: Callable) -> None:
     assert server.connections == 0
     with pytest.raises(ValueError, match="bad gateway URL"):
         GatewayClient("ftp://host")
+
+
+def answer(raw: bytes, close: bool = True) -> Callable[[socket.socket], None]:
+    """A handler answering every request with ``raw`` bytes as they are (then closing, if ``close``)."""
+
+    def handler(conn: socket.socket) -> None:
+        while read_request(conn):
+            conn.sendall(raw)
+            if close:
+                return
+
+    return handler
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b"garbage\r\n\r\n", "not an HTTP/1.1 status line"),
+        (b"HTTP/1.1 2000 OK\r\n\r\n", "not an HTTP/1.1 status line"),
+        (b"HTTP/1.1 200 OK\r\nX-" + b"a" * 70_000 + b"\r\n\r\n", "header line over 65536 bytes"),
+        (b"HTTP/1.1 200 OK\r\n" + b"X-A: b\r\n" * 101 + b"\r\n", "more than 100 headers"),
+        (b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "bad header line"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", "bad Content-Length"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", "5 bytes before the end of the body"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", "unsupported Transfer-Encoding"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "bad chunk size"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n0\r\n\r\n", "longer than its size"),
+        (b"HTTP/1.1 200 OK\r\nContent-Len", "inside a header line"),
+    ],
+)
+def test_a_garbage_answer_is_a_clear_error(serve: Callable, raw: bytes, reason: str) -> None:
+    server = serve(answer(raw))
+    with GatewayClient(server.url, timeout=5) as client:
+        with pytest.raises(HBaseUnavailable, match=f"ProtocolError: .*{reason}") as caught:
+            client.get_topic(T)
+        assert not caught.value.timed_out
+        with pytest.raises(PublishOutcomeUnknown, match=reason):  # the publish may have been carried out
+            client.publish(T, [b"x"])
+
+
+TOPIC_JSON = b'{"name":"t","properties":{},"generation":1}'
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\n" + TOPIC_JSON[:5] + b"\r\n"
+        b"%x\r\n" % (len(TOPIC_JSON) - 5) + TOPIC_JSON[5:] + b"\r\n0\r\nTrailer: x\r\n\r\n",
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(TOPIC_JSON) + TOPIC_JSON,
+        b"HTTP/1.0 200 OK\r\n\r\n" + TOPIC_JSON,  # no framing: the body ends with the connection
+    ],
+)
+def test_answers_in_any_framing_are_read(serve: Callable, raw: bytes) -> None:
+    server = serve(answer(raw))
+    with GatewayClient(server.url, timeout=5) as client:
+        assert client.get_topic(T).topic == T
+
+
+def test_an_http_1_0_answer_closes_the_connection(serve: Callable) -> None:
+    body = TOPIC_JSON
+    server = serve(answer(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body, close=False))
+    with GatewayClient(server.url, timeout=5) as client:
+        for _ in range(3):
+            client.get_topic(T)
+    assert server.connections == 3  # HTTP/1.0 without keep-alive: a new connection for each call
+
+
+def test_a_token_cannot_smuggle_headers() -> None:
+    with pytest.raises(ValueError, match="control character"):
+        GatewayClient("http://127.0.0.1:1", token="secret\r\nX-Admin: yes")
