@@ -10,7 +10,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .metrics import Metrics
 
-log = logging.getLogger("gateway.access")
+log = logging.getLogger(__name__)  # tms_hbase_gateway.access: the access lines
 
 
 class Observe:

@@ -22,7 +22,7 @@ from .errors import http_error, unexpected_error
 from .metrics import Metrics
 from .service import Gateway
 
-log = logging.getLogger("gateway")
+log = logging.getLogger(__name__)
 
 
 def create_app(settings: config.Settings | None = None) -> Starlette:

@@ -125,7 +125,7 @@ def serve(settings: config.Settings) -> int:
             port=settings.port,
             workers=settings.workers,
             log_config=log_config(settings),
-            access_log=False,  # gateway.access writes one richer line per request
+            access_log=False,  # tms_hbase_gateway.access writes one richer line per request
             timeout_keep_alive=int(settings.keep_alive),
             timeout_graceful_shutdown=int(settings.shutdown_grace),
             server_header=False,

@@ -12,7 +12,7 @@ from starlette.responses import PlainTextResponse, Response
 from tms_hbase import rest
 from tms_hbase.errors import TmsError
 
-log = logging.getLogger("gateway")
+log = logging.getLogger(__name__)
 
 
 def error_response(request: Request, error: TmsError) -> Response:

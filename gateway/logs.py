@@ -1,8 +1,9 @@
 """Log configuration of the gateway and uvicorn: that of every daemon (:mod:`tms_hbase.log_options`).
 
-Access lines come from the logger ``gateway.access`` (one per request, written by :mod:`.access`), their
-fields as ``extra`` (so JSON lines carry them as keys); uvicorn's own access log is off, because it does not
-know the principal, the route or the time taken.
+Loggers are named after their modules, as everywhere in the project (``tms_hbase_gateway.app``, ...). Access
+lines come from ``tms_hbase_gateway.access`` (one per request, written by :mod:`.access`), their fields as
+``extra`` (so JSON lines carry them as keys); uvicorn's own access log is off, because it does not know the
+principal, the route or the time taken.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from .metrics import Metrics
 from .sessions import Sessions
 from .threads import Threads
 
-log = logging.getLogger("gateway")
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 

@@ -80,7 +80,7 @@ def test_gateway_log_options(client: MessagingClient, hbase_address: str, prefix
         finally:
             assert gateway.stop() == 0, gateway.log()
         records = json_records(gateway.log())
-        access = [r for r in records if r["logger"] == "gateway.access"]
+        access = [r for r in records if r["logger"] == "tms_hbase_gateway.access"]
         if level == "info":  # the access line, its fields as keys
             assert [(r["status"], r["path"]) for r in access] == [(404, url)], records
         else:

@@ -68,7 +68,7 @@ def test_sigterm_lets_the_request_in_flight_finish(
     assert [m.payload for m in client.fetch(T)] == [b"in flight"]
     # --json: every line is a JSON object; the access line names the request and the caller
     records = [json.loads(line) for line in gateway.log().splitlines() if line.strip()]
-    (access,) = [r for r in records if r["logger"] == "gateway.access"]
+    (access,) = [r for r in records if r["logger"] == "tms_hbase_gateway.access"]
     assert access["status"] == 200 and access["principal"] == "anonymous" and access["method"] == "POST"
     assert access["path"] == "/v1/namespaces/ops/topics/events/publish" and access["bytes_in"] == len(body)
 
