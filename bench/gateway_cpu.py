@@ -9,8 +9,9 @@ This starts one ``tms-gateway`` (``--gateway``: another build's executable, for 
 ``MessagingClient.publish`` and ``GatewayClient.publish``; per call it reports the wall time, this
 process's CPU (``time.process_time``: the client) and the gateway processes' (from /proc, ticks of 10 ms:
 use a few thousand calls). ``--profile`` samples the gateway worker and this process with py-spy (``pip
-install py-spy``; it needs ptrace rights) during one more gateway round and prints where the CPU went,
-by layer and by function. Progress on stderr, the report on stdout.
+install py-spy``; it needs ptrace rights) during one more gateway round and prints where the time holding
+the GIL went, by layer (the innermost frame's file) and by function; time in system calls that release
+the GIL (socket reads and writes) is not in it. Progress on stderr, the report on stdout.
 """
 
 from __future__ import annotations
@@ -193,7 +194,7 @@ def _report(who: str, stacks: collections.Counter[str]) -> str:
         innermost = frames[-1]
         layers[_layer(frames)] += count
         functions[innermost] += count
-    lines = [f"\n## {who}: {total} samples (1 ms each while on CPU)\n", "| layer | share |", "|---|---|"]
+    lines = [f"\n## {who}: {total} samples (1 ms each while holding the GIL)\n", "| layer | share |", "|---|---|"]
     lines += [f"| {layer} | {n * 100 / total:.1f}% |" for layer, n in layers.most_common()]
     lines += ["", "| function (self) | share |", "|---|---|"]
     lines += [f"| `{name}` | {n * 100 / total:.1f}% |" for name, n in functions.most_common(25)]

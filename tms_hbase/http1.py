@@ -24,7 +24,7 @@ from .errors import InvalidArgument
 
 MAX_LINE = 65536  # a status, header or chunk-size line (http.client's limit)
 MAX_HEADERS = 100
-_READ_CHUNK = 1 << 20  # a long body is read in pieces, so a lying Content-Length allocates nothing up front
+_READ_CHUNK = 8 << 20  # a longer body is read in pieces, so a lying Content-Length allocates little up front
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
