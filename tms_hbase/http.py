@@ -6,7 +6,7 @@ A program switches between direct access and the gateway by changing one line::
     client = GatewayClient("https://gateway:8080", token="...", ca_file="ca.pem")
 
 Errors come back as the same :mod:`tms_hbase.errors` classes (the gateway names the class in a
-header), plus NotAuthenticated (401) and NotAuthorized (403). The HTTP client is the standard
+header), plus NotAuthenticated (401) and NotAuthorized (403). The HTTP client is the
 project's own lean HTTP/1.1 connection (:mod:`tms_hbase.http1`), made robust here: ``timeout`` is a
 deadline for the whole call (connect, send, wait, read), enforced by a watchdog thread that shuts the
 socket down when it passes, so a trickling server cannot stretch a call; keep-alive connections are

@@ -64,8 +64,9 @@ class Connection:
         self.host, self.port, self.context = host, port, context
         self.sock: socket.socket | None = None
         self._reader: BinaryIO | None = None
-        default_port = 443 if context is not None else 80
-        self._host_line = f"Host: {host if port == default_port else f'{host}:{port}'}\r\n".encode("idna")
+        name = f"[{host}]" if ":" in host else host  # an IPv6 address goes in brackets
+        value = name if port == (443 if context is not None else 80) else f"{name}:{port}"
+        self.host_line = b"Host: " + value.encode("ascii" if value.isascii() else "idna") + b"\r\n"
 
     def connect(self, timeout: float) -> None:
         sock = socket.create_connection((self.host, self.port), timeout)
@@ -92,7 +93,7 @@ class Connection:
         if self.sock is None:
             raise ProtocolError("not connected")
         length = b"" if body is None else b"Content-Length: %d\r\n" % len(body)
-        head = f"{method} {target} HTTP/1.1\r\n".encode("ascii") + self._host_line + headers + length + b"\r\n"
+        head = f"{method} {target} HTTP/1.1\r\n".encode("ascii") + self.host_line + headers + length + b"\r\n"
         self.sock.sendall(head if body is None else head + body)
         return self._response(method)
 

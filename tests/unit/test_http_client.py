@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
 
 import pytest
 
-from tms_hbase import TopicId
+from tms_hbase import TopicId, http1
 from tms_hbase.errors import (
     BatchTooLarge,
     HBaseUnavailable,
@@ -299,3 +300,18 @@ def test_an_http_1_0_answer_closes_the_connection(serve: Callable) -> None:
 def test_a_token_cannot_smuggle_headers() -> None:
     with pytest.raises(ValueError, match="control character"):
         GatewayClient("http://127.0.0.1:1", token="secret\r\nX-Admin: yes")
+
+
+@pytest.mark.parametrize(
+    ("host", "port", "tls", "line"),
+    [
+        ("127.0.0.1", 8080, False, b"Host: 127.0.0.1:8080\r\n"),
+        ("gateway", 80, False, b"Host: gateway\r\n"),
+        ("gateway", 443, True, b"Host: gateway\r\n"),
+        ("::1", 8080, False, b"Host: [::1]:8080\r\n"),
+        ("bücher.example", 8080, False, b"Host: xn--bcher-kva.example:8080\r\n"),
+    ],
+)
+def test_the_host_header_names_the_gateway_as_http_wants(host: str, port: int, tls: bool, line: bytes) -> None:
+    context = ssl.create_default_context() if tls else None
+    assert http1.Connection(host, port, context).host_line == line
