@@ -67,10 +67,10 @@ from .tx.transaction import Transaction
 
 CHUNK_ROWS = 64
 PAYLOAD_CHUNK = 1000
+_FLAGS = (F_TX, F_POINTER, F_EXPIRY, F_COUNTS, F_SKIP, F_SPAN)  # every flag a row may carry, one bit each
 # An HBase filter that keeps the rows whose cell carries a transaction write pointer: the cell starts
 # with the format version (1) and the flags byte, which has F_TX (1) set. Only the first two bytes are
 # matched, both below 0x80, so the regex sees them unchanged whatever charset HBase decodes with.
-_FLAGS = (F_TX, F_POINTER, F_EXPIRY, F_COUNTS, F_SKIP, F_SPAN)  # every flag a row may carry, one bit each
 _TX_FLAGS = "".join(f"\\x{flags:02x}" for flags in range(0x80) if flags & F_TX)
 _TRANSACTIONAL_ROWS = f"ValueFilter(=, 'regexstring:^\\x{VERSION:02x}[{_TX_FLAGS}]')"
 
@@ -295,7 +295,8 @@ class MessageReader:
         2. the first row from ``low`` on that holds messages dated >= ``time_ms``: one scan of one row
            that HBase filters (:func:`_dated_at_or_after`), so the rows in between never leave it;
         3. a hole below that row (or below the last row, if none matched) may still receive a batch
-           dated >= ``time_ms`` until :func:`sequencer.settled` after the row's time. Before that, the
+           dated >= ``time_ms`` until :func:`sequencer.settled` after the row's time (a skip marker's
+           time bounds nothing: a last row that is one is never settled). Before that, the
            rows from ``low`` are read in order, waiting on (and filling) holes as a range read does, and
            the first one dated >= ``time_ms`` is the answer."""
         prefix = generation_prefix(topic, generation)
@@ -317,7 +318,9 @@ class MessageReader:
                 return low  # no row from ``low`` on: no hole either
             position, header = position_of(last[0]), peek_row(last[0], last[1].get(MESSAGE_COLUMN))
             answer, below = header.next_position(position), position
-        if now_ms() > header.publish_time + sequencer.settled(self.tail_cache_seconds()) * 1000:
+        # a skip marker's time is not its writer's clock reading (a fill carries an older row's), so only a
+        # batch's time bounds the holes below it
+        if not header.skip and now_ms() > header.publish_time + sequencer.settled(self.tail_cache_seconds()) * 1000:
             return answer  # every hole below it is filled or can only be filled with a skip marker
         for at, row in self._sequencer_rows(topic, generation, low, CHUNK_ROWS, below):
             if at > below:

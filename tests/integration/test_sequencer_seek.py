@@ -130,3 +130,23 @@ def test_the_server_side_filter_sends_back_only_rows_holding_messages_dated_at_o
         prefix + bytes(8), past_last(prefix), columns=[MESSAGE_COLUMN], filter=_dated_at_or_after(0x2727_2727_2727)
     )
     assert [int.from_bytes(k[-8:], "big") for k, _ in exact] == [8]
+
+
+def test_a_hole_below_a_skip_marker_at_the_tail_is_waited_on_whatever_the_markers_date(
+    seq: MessagingClient,
+) -> None:
+    now = int(time.time() * 1000)
+    batch(seq, 1, now - 60_000, b"old")
+    put(seq, 3, skip_marker(0, 1))  # offset 2: reserved, not written; a marker's date is an older row's
+    late = threading.Thread(
+        target=lambda: (
+            time.sleep(0.2),
+            seq.installation.messages.put_if_absent(
+                message_key(T, 1, 2), MESSAGE_COLUMN, BatchRow(now, b"s" * 16, 1, (b"late",), span=1).encode()
+            ),
+        )
+    )
+    late.start()
+    got = payloads(seq, start_time=now - 59_000)  # after every row there is: the seek reads the rows
+    late.join()
+    assert got == [b"late"]
