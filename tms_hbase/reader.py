@@ -355,7 +355,8 @@ class MessageReader:
         after ``start_time`` up to the last row before the first one published at or after ``end_time``
         (ms; None: unbounded; both found with :meth:`seek`). In a chain generation every row in the span
         is dated in [start_time, end_time); in a sequencer generation rows in it may be dated up to D
-        outside (docs/ordering.md), as with Kafka's offsetsForTimes."""
+        outside (docs/ordering.md), as with Kafka's offsetsForTimes, and without a start time (or one
+        before the TTL) the span starts at the seek's lower bound: reads skip expired rows anyway."""
         meta = self.topics.get(topic)
         generation = meta.generation
         floor = now_ms() - meta.ttl * 1000
