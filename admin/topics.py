@@ -6,7 +6,7 @@ import click
 
 from tms_hbase import TopicId, TopicMetadata
 from tms_hbase.errors import InvalidArgument
-from tms_hbase.topic import TX_MODE_KEY, TX_MODES
+from tms_hbase.topic import ORDERING_KEY, ORDERINGS, TX_MODE_KEY, TX_MODES
 
 from .context import Settings, pass_settings
 from .errors import handle_errors
@@ -20,7 +20,9 @@ def _topic_id(_ctx: click.Context, _param: click.Parameter, value: str) -> Topic
         raise click.BadParameter(str(exc)) from None
 
 
-def _properties(ttl: str | None, tx_mode: str | None, pairs: tuple[str, ...]) -> dict[str, str]:
+def _properties(
+    ttl: str | None, tx_mode: str | None, pairs: tuple[str, ...], ordering: str | None = None
+) -> dict[str, str]:
     props = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -31,6 +33,8 @@ def _properties(ttl: str | None, tx_mode: str | None, pairs: tuple[str, ...]) ->
         props["ttl"] = ttl
     if tx_mode is not None:
         props[TX_MODE_KEY] = tx_mode
+    if ordering is not None:
+        props[ORDERING_KEY] = ordering
     return props
 
 
@@ -42,17 +46,20 @@ def _as_dict(meta: TopicMetadata) -> dict:
         "ttl": meta.ttl,
         "generation": meta.generation,
         "tx_mode": meta.tx_mode,
+        "ordering": meta.ordering,
         "properties": dict(meta.properties),
     }
 
 
 def _describe(data: dict) -> str:
-    extra = {k: v for k, v in data["properties"].items() if k not in ("ttl", "generation", TX_MODE_KEY)}
+    shown = ("ttl", "generation", TX_MODE_KEY, ORDERING_KEY)
+    extra = {k: v for k, v in data["properties"].items() if k not in shown}
     lines = [
         f"topic       {data['topic']}",
         f"generation  {data['generation']}",
         f"ttl         {data['ttl']} s",
         f"tx.mode     {data['tx_mode']}",
+        f"ordering    {data['ordering']}",
     ]
     lines += [f"{k:<11} {v}" for k, v in sorted(extra.items())]
     return "\n".join(lines)
@@ -65,6 +72,13 @@ tx_mode_option = click.option(
     type=click.Choice(TX_MODES),
     help="Which publishes and stores the topic takes (the tx.mode property): any (default), only "
     "transactional ones (with a write pointer), or only non-transactional ones.",
+)
+ordering_option = click.option(
+    "--ordering",
+    type=click.Choice(ORDERINGS),
+    help="How the topic orders concurrent publishes (the ordering property, fixed for the generation): "
+    "sequencer (default: scales with writers) or chain (dense positions 1, 2, 3, publish time "
+    "non-decreasing; one writer's rate at most). See docs/ordering.md.",
 )
 property_option = click.option(
     "--property", "-p", "pairs", multiple=True, metavar="KEY=VALUE", help="A topic property; repeat for several."
@@ -80,19 +94,26 @@ def topic() -> None:
 @topic_arg
 @ttl_option
 @tx_mode_option
+@ordering_option
 @property_option
 @json_option
 @pass_settings
 @handle_errors
 def create(
-    settings: Settings, topic: TopicId, ttl: str | None, tx_mode: str | None, pairs: tuple[str, ...], as_json: bool
+    settings: Settings,
+    topic: TopicId,
+    ttl: str | None,
+    tx_mode: str | None,
+    ordering: str | None,
+    pairs: tuple[str, ...],
+    as_json: bool,
 ) -> None:
     """Create a topic (generation 1, or one more than before if it was deleted).
 
     Fails with exit code 4 if the topic exists; its properties are then left unchanged.
     """
     with settings.client() as client:
-        meta = client.create_topic(topic, _properties(ttl, tx_mode, pairs))
+        meta = client.create_topic(topic, _properties(ttl, tx_mode, pairs, ordering))
     emit(as_json, _as_dict(meta), lambda d: f"created {d['topic']} (generation {d['generation']}, ttl {d['ttl']} s)")
 
 

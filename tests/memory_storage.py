@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import re
 import struct
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -21,10 +22,26 @@ from tms_hbase.errors import HBaseUnavailable
 from tms_hbase.storage import KEYS_ONLY, Region, Row
 from tms_hbase.tables import TableNames
 
+# one alternative of a filter of value ranges (what the sequencer's time seek sends): a byte range of cells
+_QUOTED = rb"'binary:((?:[^']|'')*)'"
+_RANGE = re.compile(rb"\(ValueFilter\(>=, " + _QUOTED + rb"\) AND ValueFilter\(<, " + _QUOTED + rb"\)\)", re.S)
+
 LOSE_ANSWER = "lose answer"
 """What a fault returns to let the operation happen and then fail as if its answer was lost."""
 
 Fault = Callable[..., object]
+
+
+def _value_ranges(text: bytes) -> list[tuple[bytes, bytes]] | None:
+    """The [low, high) value ranges of an HBase filter made only of ORed ranges of ValueFilters, or None."""
+    found = list(_RANGE.finditer(text))
+    if not found or text != b"(" + b" OR ".join(m.group(0) for m in found) + b")":
+        return None
+    return [(m.group(1).replace(b"''", b"'"), m.group(2).replace(b"''", b"'")) for m in found]
+
+
+def _value(cell: object) -> bytes:
+    return cell[0] if isinstance(cell, tuple) else cell  # (value, timestamp) with timestamps
 
 
 class MemoryTable:
@@ -90,9 +107,10 @@ class MemoryTable:
         columns: Sequence[bytes] | None = None,
         reverse: bool = False,
         timestamps: bool = False,
-        filter: str | None = None,
+        filter: str | bytes | None = None,
     ) -> list[Row]:
-        if filter not in (None, KEYS_ONLY):
+        ranges = _value_ranges(filter) if isinstance(filter, bytes) else None
+        if filter not in (None, KEYS_ONLY) and ranges is None:
             raise NotImplementedError(f"the memory port has no filter {filter!r}")
         self._fault("scan", start, stop)
         with self._lock:
@@ -114,6 +132,8 @@ class MemoryTable:
                 cells = self._row(key, columns, timestamps)
                 if filter == KEYS_ONLY:
                     cells = {column: (b"", cell[1]) if timestamps else b"" for column, cell in cells.items()}
+                if ranges is not None:
+                    cells = {c: v for c, v in cells.items() if any(lo <= _value(v) < hi for lo, hi in ranges)}
                 if cells:
                     rows.append((key, cells))
                 if limit is not None and len(rows) == limit:

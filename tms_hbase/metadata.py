@@ -17,7 +17,7 @@ from .integrity import RowCheck, check_metadata_row
 from .retry import Retry
 from .storage import Table
 from .tables import FAMILY
-from .topic import GENERATION_KEY, ORDERING_KEY, TopicId, TopicMetadata, user_properties
+from .topic import DEFAULT_ORDERING, GENERATION_KEY, ORDERING_KEY, TopicId, TopicMetadata, user_properties
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +45,12 @@ class MetadataStore:
         self.retry = retry or Retry()
 
     def create(self, topic: TopicId, properties: Mapping[str, str] | None = None) -> TopicMetadata:
-        """Create the topic (generation 1, or |old|+1 after a delete); TopicAlreadyExists if it exists."""
-        props = user_properties(properties)
+        """Create the topic (generation 1, or |old|+1 after a delete); TopicAlreadyExists if it exists.
+
+        The generation's ``ordering`` is recorded with it: ``sequencer`` unless the properties ask for
+        ``chain`` (a topic row without it is a chain generation created before the sequencer was the
+        default, so the default must be written down)."""
+        props = {ORDERING_KEY: DEFAULT_ORDERING, **user_properties(properties)}
 
         def step(old: TopicMetadata | None) -> TopicMetadata:
             if old is not None and old.exists:

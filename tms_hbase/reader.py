@@ -15,8 +15,10 @@ yet: the reader returns what comes before it and does not pass it; once it has s
 writer was first, reads the batch; the rest of a run of holes below the same row is then due and is
 filled offset after offset without scanning again (one call per offset). A gap below the generation's
 low-water mark is swept (the sweeper deletes sequencer rows only as a prefix, raising the mark first).
-Skip markers hold no messages and are never returned. A time seek looks for T − D (D = W + the
-clock-skew bound: publish time is non-decreasing only up to D there).
+Skip markers hold no messages and are never returned. A time seek for T is exact, like Kafka's
+offsetsForTimes: the first row in order holding messages dated >= T, found from the lower bound T − D
+(D = W + the clock-skew bound: publish time is non-decreasing only up to D there) with a filter that
+HBase applies, and, while a hole below that row could still receive a batch, by reading up to it.
 """
 
 from __future__ import annotations
@@ -36,6 +38,11 @@ from .message_id import encode as encode_id
 from .metadata import MetadataCache
 from .metrics import CLIENT_METRICS
 from .rows import (
+    F_COUNTS,
+    F_EXPIRY,
+    F_POINTER,
+    F_SKIP,
+    F_SPAN,
     F_TX,
     MAX_POSITION,
     MESSAGE_COLUMN,
@@ -60,11 +67,37 @@ from .tx.transaction import Transaction
 
 CHUNK_ROWS = 64
 PAYLOAD_CHUNK = 1000
+_FLAGS = (F_TX, F_POINTER, F_EXPIRY, F_COUNTS, F_SKIP, F_SPAN)  # every flag a row may carry, one bit each
 # An HBase filter that keeps the rows whose cell carries a transaction write pointer: the cell starts
 # with the format version (1) and the flags byte, which has F_TX (1) set. Only the first two bytes are
 # matched, both below 0x80, so the regex sees them unchanged whatever charset HBase decodes with.
 _TX_FLAGS = "".join(f"\\x{flags:02x}" for flags in range(0x80) if flags & F_TX)
 _TRANSACTIONAL_ROWS = f"ValueFilter(=, 'regexstring:^\\x{VERSION:02x}[{_TX_FLAGS}]')"
+
+
+def _dated_at_or_after(time_ms: int) -> bytes:
+    """An HBase filter keeping the rows that hold messages (no skip marker) dated at or after ``time_ms``.
+
+    A cell starts with the version byte, the flags byte and the publish time (8 bytes big-endian; times
+    are >= 0, so byte order is time order). HBase compares values as unsigned bytes, so for each flags
+    value without F_SKIP the cells of that kind dated >= ``time_ms`` are one byte range [version flags
+    time, version flags+1). The filter is bytes: a regex cannot do it (HBase decodes values as UTF-8, so
+    bytes >= 0x80 are lost) and a str would be sent UTF-8 encoded. A quote inside a quoted value doubles.
+    """
+
+    def value(raw: bytes) -> bytes:
+        return b"'binary:" + raw.replace(b"'", b"''") + b"'"
+
+    kinds = [
+        b"(ValueFilter(>=, "
+        + value(bytes([VERSION, flags]) + time_ms.to_bytes(8, "big"))
+        + b") AND ValueFilter(<, "
+        + value(bytes([VERSION, flags + 1]))
+        + b"))"
+        for flags in range(2 * max(_FLAGS))
+        if not flags & F_SKIP
+    ]
+    return b"(" + b" OR ".join(kinds) + b")"
 
 
 @dataclass(frozen=True)
@@ -189,10 +222,11 @@ class MessageReader:
             if mid.generation == generation:
                 start = _Start(mid.position, mid.index, inclusive)
             else:  # from before the topic was re-created: the new generation is all new
-                start = _Start(self.seek(topic, generation, floor), 0, True)
+                start = _Start(self.seek(topic, generation, floor, exact=False), 0, True)
+        elif start_time is None or start_time + (0 if inclusive else 1) <= floor:
+            start = _Start(self.seek(topic, generation, floor, exact=False), 0, True)
         else:
-            since = floor if start_time is None else max(floor, start_time + (0 if inclusive else 1))
-            start = _Start(self.seek(topic, generation, since), 0, True)
+            start = _Start(self.seek(topic, generation, start_time + (0 if inclusive else 1)), 0, True)
         return self._iterate(topic, generation, start, floor, limit, transaction, sequenced=meta.sequencer)
 
     def fetch_range(
@@ -220,13 +254,18 @@ class MessageReader:
 
     # -- positions ----------------------------------------------------------------------------
 
-    def seek(self, topic: TopicId, generation: int, time_ms: int) -> int:
-        """The first position whose publish time is >= ``time_ms`` (the tail + 1 if none): a binary
-        search over positions that steps over swept gaps, O(log n) reads. In a sequencer generation it
-        looks for ``time_ms`` − D: no row at or after ``time_ms`` comes before the answer, and rows up
-        to D older may (docs/ordering.md)."""
+    def seek(self, topic: TopicId, generation: int, time_ms: int, *, exact: bool = True) -> int:
+        """The first position, in order, of a row holding messages dated >= ``time_ms`` (the next position
+        past the last row if none). In a chain generation (times non-decreasing) a binary search over
+        positions that steps over swept gaps, O(log n) reads. In a sequencer generation see
+        :meth:`_sequencer_seek`: rows after the answer may be dated up to D earlier (Kafka's
+        offsetsForTimes semantics; docs/ordering.md). With ``exact=False`` a sequencer generation answers
+        with the binary search's lower bound only: no row dated >= ``time_ms`` lies before it, rows up to
+        D older may lie after it (for estimates, and for reads that skip what is too old anyway)."""
         if self._sequenced(topic, generation):
-            return self._sequencer_seek(topic, generation, time_ms - self.disorder_ms())
+            if not exact:
+                return self._sequencer_lower_bound(generation_prefix(topic, generation), time_ms - self.disorder_ms())
+            return self._sequencer_seek(topic, generation, time_ms)
         prefix = generation_prefix(topic, generation)
         first = self._first_at_or_after(prefix, 1, None)
         if first is None:
@@ -249,11 +288,51 @@ class MessageReader:
         return hi
 
     def _sequencer_seek(self, topic: TopicId, generation: int, time_ms: int) -> int:
-        """The offset just after the last row dated before ``time_ms`` (1 if none): a row not written yet
-        below it is dated before ``time_ms`` + D, so starting there misses nothing the caller asked for,
-        while starting at the first row dated after could pass a hole whose row is (docs/ordering.md)."""
+        """The exact seek of a sequencer generation (docs/ordering.md, "Time seek"):
+
+        1. ``low`` = the offset after the last row dated before ``time_ms`` − D (binary search): a row
+           before it, written or not yet, is dated before ``time_ms``;
+        2. the first row from ``low`` on that holds messages dated >= ``time_ms``: one scan of one row
+           that HBase filters (:func:`_dated_at_or_after`), so the rows in between never leave it;
+        3. a hole below that row (or below the last row, if none matched) may still receive a batch
+           dated >= ``time_ms`` until :func:`sequencer.settled` after the row's time (a skip marker's
+           time bounds nothing: a last row that is one is never settled). Before that, the
+           rows from ``low`` are read in order, waiting on (and filling) holes as a range read does, and
+           the first one dated >= ``time_ms`` is the answer."""
         prefix = generation_prefix(topic, generation)
-        first = self._first_at_or_after(prefix, 1, None)
+        low = self._sequencer_lower_bound(prefix, time_ms - self.disorder_ms())
+        found = self.messages.scan(
+            message_key(topic, generation, low),
+            past_last(prefix),
+            limit=1,
+            columns=[MESSAGE_COLUMN],
+            filter=_dated_at_or_after(time_ms),
+        )
+        if found:
+            key, cells = found[0]
+            position, header = position_of(key), peek_row(key, cells.get(MESSAGE_COLUMN))
+            answer, below = position, position - 1
+        else:
+            last = self.messages.last_row(prefix)
+            if last is None or position_of(last[0]) < low:
+                return low  # no row from ``low`` on: no hole either
+            position, header = position_of(last[0]), peek_row(last[0], last[1].get(MESSAGE_COLUMN))
+            answer, below = header.next_position(position), position
+        # a skip marker's time is not its writer's clock reading (a fill carries an older row's), so only a
+        # batch's time bounds the holes below it
+        if not header.skip and now_ms() > header.publish_time + sequencer.settled(self.tail_cache_seconds()) * 1000:
+            return answer  # every hole below it is filled or can only be filled with a skip marker
+        for at, row in self._sequencer_rows(topic, generation, low, CHUNK_ROWS, below):
+            if at > below:
+                break
+            if row.publish_time >= time_ms:  # a batch that was a hole when HBase filtered
+                return at
+        return answer
+
+    def _sequencer_lower_bound(self, prefix: bytes, time_ms: int) -> int:
+        """The offset just after the last row dated before ``time_ms`` (1 if none): a binary search over
+        offsets whose probes are scans of one row (a row spans many offsets, so a get would mostly miss)."""
+        first = self._row_from(prefix, 1, None)
         if first is None or first[1].publish_time >= time_ms:
             return 1
         lo = first
@@ -262,7 +341,7 @@ class MessageReader:
             return last[1].next_position(last[0])
         bound = last[0]
         while bound - lo[0] > 1:
-            found = self._first_at_or_after(prefix, (lo[0] + bound) // 2, bound)
+            found = self._row_from(prefix, (lo[0] + bound) // 2, bound)
             if found is None:
                 bound = (lo[0] + bound) // 2
             elif found[1].publish_time < time_ms:
@@ -272,21 +351,20 @@ class MessageReader:
         return lo[1].next_position(lo[0])
 
     def positions(self, topic: TopicId, start_time: int | None = None, end_time: int | None = None) -> PositionRange:
-        """The positions of the current generation whose rows are not expired and were published in
-        [start_time, end_time) (ms; None: unbounded), found with binary searches. In a sequencer
-        generation (times ordered up to D) the span may also hold rows up to D outside the bounds."""
+        """The positions of the current generation from the first row not expired and published at or
+        after ``start_time`` up to the last row before the first one published at or after ``end_time``
+        (ms; None: unbounded; both found with :meth:`seek`). In a chain generation every row in the span
+        is dated in [start_time, end_time); in a sequencer generation rows in it may be dated up to D
+        outside (docs/ordering.md), as with Kafka's offsetsForTimes, and without a start time (or one
+        before the TTL) the span starts at the seek's lower bound: reads skip expired rows anyway."""
         meta = self.topics.get(topic)
         generation = meta.generation
         floor = now_ms() - meta.ttl * 1000
-        first = self.seek(topic, generation, max(floor, start_time or 0))
-        if end_time is None:
-            last = self.tail(topic, generation)
-        elif self._sequenced(topic, generation):
-            # times are ordered only up to D: every row after the last one dated before end + D is dated at
-            # or after the end, while rows before it may not be (callers filter the span by time)
-            last = self._sequencer_seek(topic, generation, end_time + self.disorder_ms()) - 1
+        if start_time is None or start_time <= floor:
+            first = self.seek(topic, generation, floor, exact=False)
         else:
-            last = self.seek(topic, generation, end_time) - 1
+            first = self.seek(topic, generation, start_time)
+        last = self.tail(topic, generation) if end_time is None else self.seek(topic, generation, end_time) - 1
         return PositionRange(generation, first, last)
 
     def tail(self, topic: TopicId, generation: int) -> int:
@@ -355,6 +433,12 @@ class MessageReader:
             return position, peek_row(key, data.get(MESSAGE_COLUMN))
         stop = past_last(prefix) if bound is None else prefix + bound.to_bytes(8, "big")
         rows = self._scan(key, stop, 1)
+        return (position_of(rows[0][0]), peek_row(*rows[0])) if rows else None
+
+    def _row_from(self, prefix: bytes, position: int, bound: int | None) -> tuple[int, RowHeader] | None:
+        """The first row at ``position`` or after it (below ``bound``): one scan of one row."""
+        stop = past_last(prefix) if bound is None else prefix + bound.to_bytes(8, "big")
+        rows = self._scan(prefix + position.to_bytes(8, "big"), stop, 1)
         return (position_of(rows[0][0]), peek_row(*rows[0])) if rows else None
 
     def _last(self, prefix: bytes) -> tuple[int, RowHeader]:

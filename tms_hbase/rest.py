@@ -37,7 +37,7 @@ from .errors import (
 from .reader import Message
 from .stats import Lag, TopicStats
 from .subscriptions import Pending, Subscription
-from .topic import GENERATION_KEY, TopicId, TopicMetadata
+from .topic import GENERATION_KEY, ORDERING_KEY, TopicId, TopicMetadata
 
 AVRO = "avro/binary"
 JSON = "application/json"
@@ -221,16 +221,21 @@ def decode_messages(body: bytes, media: str, *, publish_time: bool) -> list[Mess
 
 
 def encode_topic(meta: TopicMetadata) -> bytes:
-    """``{"name": ..., "properties": {...}, "generation": n}``: the seed's shape plus the generation,
-    kept out of ``properties`` so a client can PUT back what it got."""
-    properties = {k: v for k, v in meta.properties.items() if k != GENERATION_KEY}
-    return _dumps({"name": meta.topic.topic, "properties": properties, "generation": meta.generation})
+    """``{"name": ..., "properties": {...}, "generation": n, "ordering": ...}``: the seed's shape plus the
+    generation and its ordering, both managed by tms-hbase and kept out of ``properties`` so that
+    ``properties`` are the ones a user set (and the TTL) and a client can PUT back what it got."""
+    properties = {k: v for k, v in meta.properties.items() if k not in (GENERATION_KEY, ORDERING_KEY)}
+    return _dumps(
+        {"name": meta.topic.topic, "properties": properties, "generation": meta.generation, "ordering": meta.ordering}
+    )
 
 
 def decode_topic(namespace: str, body: bytes) -> TopicMetadata:
     data = _loads(body, "topic")
     try:
         properties = {**data["properties"], GENERATION_KEY: str(data["generation"])}
+        if "ordering" in data:  # (a gateway older than the ordering leaves it out: a chain topic)
+            properties[ORDERING_KEY] = data["ordering"]
         return TopicMetadata(TopicId(namespace, data["name"]), properties)
     except (KeyError, TypeError) as exc:
         raise InvalidArgument(f"bad topic JSON from the gateway: {exc}") from None

@@ -41,6 +41,13 @@ def hole_wait(tail_cache_seconds: float) -> float:
     return 2 * window(tail_cache_seconds)
 
 
+def settled(tail_cache_seconds: float) -> float:
+    """Seconds after a row's publish time (read on any host's clock) past which no batch can land in a hole
+    below that row any more: 2 W + P + E, with the writer pause P and the clock skew E taken as C
+    (docs/ordering.md, "Time seek"). A time seek that found its row trusts it once this has passed."""
+    return 2 * window(tail_cache_seconds) + 2 * tail_cache_seconds
+
+
 def reserve(messages: Table, topic: TopicId, generation: int, span: int) -> int:
     """Reserve ``span`` offsets of the generation (one increment); returns the first of them.
 

@@ -14,6 +14,8 @@ In a sequencer generation (docs/ordering.md) the totals come from the row keys i
 its first message offset, so the messages through it are ``key − 1 + span``. Offsets filled by skip
 markers count too (a dead writer's reservation), and byte totals are not kept there (one increment
 counts one column): bytes are estimated from the tail row's average message size, and ``exact`` is False.
+Its time seeks here are the cheap lower bound (``seek(exact=False)``): a publish rate there may count
+messages up to D (W + the tail-cache time) older than its window, never fewer than are in it.
 
 Rows written before totals existed have none; where one is needed the numbers are estimates and say
 so (``exact`` is False). A pointer row (payloads stored under a transaction) counts the payloads its
@@ -222,8 +224,9 @@ class TopicStatistics:
         return _row(*rows[0]) if rows else None
 
     def _first_readable(self, topic: TopicId, generation: int, since: int) -> _Row | None:
-        """The first row published at ``since`` or later (a time seek: O(log n) reads)."""
-        return self._at_or_after(topic, generation, self.reader.seek(topic, generation, since))
+        """The first row published at ``since`` or later (a time seek: O(log n) reads; in a sequencer
+        generation its lower bound, which may lie up to D earlier: see the module doc)."""
+        return self._at_or_after(topic, generation, self.reader.seek(topic, generation, since, exact=False))
 
     def _before(
         self, topic: TopicId, generation: int, row: _Row, sizes: list[int] | None = None

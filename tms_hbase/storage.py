@@ -120,7 +120,7 @@ class Table:
         columns: Sequence[bytes] | None = None,
         reverse: bool = False,
         timestamps: bool = False,
-        filter: str | None = None,
+        filter: str | bytes | None = None,
     ) -> list[Row]:
         """Rows from ``start`` (inclusive) to ``stop`` (exclusive), or under ``prefix``, in key order
         (descending with ``reverse``: then ``start`` is the high end), at most ``limit`` of them.

@@ -24,6 +24,8 @@ CHAIN, SEQUENCER = "chain", "sequencer"
 ORDERINGS = (CHAIN, SEQUENCER)
 """``ordering``: how a generation's positions are handed out (docs/ordering.md), fixed when the generation is
 created; absent means ``chain`` (every topic created before the sequencer existed)."""
+DEFAULT_ORDERING = SEQUENCER
+"""The ``ordering`` a new topic generation gets unless its properties ask for another (stored with it)."""
 MAX_TTL_SECONDS = (2**63 - 1) // 1000  # ttl in milliseconds must fit a signed 64-bit long
 _DIGITS = re.compile(r"[0-9]+")
 

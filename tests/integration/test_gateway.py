@@ -176,7 +176,8 @@ def create(http: httpx.Client, ns: str, topic: str) -> None:
 def test_topic_lifecycle(http: httpx.Client, ns: str) -> None:
     created = http.put(topic_url(ns, "orders"))
     assert created.status_code == 200 and created.headers["content-type"] == JSON
-    assert created.json() == {"name": "orders", "properties": {"ttl": "604800"}, "generation": 1}
+    seq = {"generation": 1, "ordering": "sequencer"}  # the default ordering, outside the properties
+    assert created.json() == {"name": "orders", "properties": {"ttl": "604800"}, **seq}
     assert_error(http.put(topic_url(ns, "orders"), json={"ttl": 5}), 409, "TopicAlreadyExists")
     assert http.get(topic_url(ns, "orders")).json()["properties"] == {"ttl": "604800"}  # unchanged
 
@@ -186,7 +187,12 @@ def test_topic_lifecycle(http: httpx.Client, ns: str) -> None:
     assert http.put(topic_url(ns, "audit"), json={"ttl": 3600}).json()["properties"] == {"ttl": "3600"}
 
     updated = http.put(topic_url(ns, "orders", "properties"), json={"ttl": 60, "owner": "ops"})
-    assert updated.json() == {"name": "orders", "properties": {"owner": "ops", "ttl": "60"}, "generation": 1}
+    assert updated.json() == {"name": "orders", "properties": {"owner": "ops", "ttl": "60"}, **seq}  # kept
+    chain = http.put(topic_url(ns, "ledger"), json={"ordering": "chain"}).json()
+    assert chain == {"name": "ledger", "properties": {"ttl": "604800"}, "generation": 1, "ordering": "chain"}
+    changed = http.put(topic_url(ns, "ledger", "properties"), json={"ordering": "sequencer"})
+    assert_error(changed, 400, "InvalidArgument")  # fixed for the generation
+    assert http.delete(topic_url(ns, "ledger")).status_code == 200
     assert http.get(topic_url(ns, "orders")).json() == updated.json()
     assert_error(http.put(topic_url(ns, "nope", "properties"), json={"ttl": 60}), 404, "TopicNotFound")
     assert_error(http.put(topic_url(ns, "orders", "properties"), json={"ttl": -1}), 400, "InvalidArgument")
@@ -457,7 +463,8 @@ def test_curl_example_from_the_docs(gateway: GatewayProcess, tmp_path: Path) -> 
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert json.loads(lines[0]) == {"name": "orders", "properties": {"ttl": "3600"}, "generation": 1}
+    topic = {"name": "orders", "properties": {"ttl": "3600"}, "generation": 1, "ordering": "sequencer"}
+    assert json.loads(lines[0]) == topic
     polled = [base64.b64decode(m["payload"]) for m in json.loads(lines[1])]
     assert polled == [b"hello", b"world"]
     created, consumed, committed, state = (json.loads(line) for line in lines[2:6])

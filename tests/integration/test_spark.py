@@ -488,8 +488,9 @@ def test_distributed_sweep_runs_regions_as_spark_tasks(
     from tms_hbase_sweeper.spark import sweep
 
     old, live = TopicId("spark", "old"), TopicId("spark", "live")
-    client.create_topic(old)
-    client.create_topic(live)
+    chain = {"ordering": "chain"}  # the counts are a chain's rows (a sequencer adds its counter row)
+    client.create_topic(old, chain)
+    client.create_topic(live, chain)
     for i in range(40):
         client.publish(old, [b"o%d" % i])
         client.publish(live, [b"l%d" % i])

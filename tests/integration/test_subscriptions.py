@@ -22,6 +22,7 @@ from tms_hbase.tx import write_pointer_now
 from tms_hbase_sweeper.sweep import Sweeper
 
 T = TopicId("subs", "events")
+CHAIN = {"ordering": "chain"}  # dense positions 1, 2, 3, exact lag, publish time read at the call
 
 
 def ids(client: MessagingClient, topic: TopicId = T) -> list[bytes]:
@@ -54,7 +55,7 @@ def test_create_get_list_delete(client: MessagingClient) -> None:
 
 
 def test_start_points_earliest_latest_and_time(client: MessagingClient) -> None:
-    client.create_topic(T)
+    client.create_topic(T, CHAIN)
     client.publish(T, [b"1", b"2"])
     client.publish(T, [b"3"])
     cut = time.time_ns() // 1_000_000 + 1
@@ -160,7 +161,7 @@ def test_busy_subscriptions_are_not_reset_or_deleted_unless_forced(client: Messa
 
 
 def test_lag_counts_messages_and_age_without_scanning(client: MessagingClient) -> None:
-    client.create_topic(T)
+    client.create_topic(T, CHAIN)
     client.create_subscription(T, "svc")
     assert client.lag(T, "svc") == Lag(0, 0.0)
     for _ in range(50):
@@ -190,7 +191,7 @@ def test_topic_stats_count_readable_messages_also_after_the_sweeper(
     client: MessagingClient, hbase_address: str, prefix: str
 ) -> None:
     client.set_tail_cache_seconds(1)  # writers trust a remembered tail 1 s: a grace of 4 s is allowed
-    client.create_topic(T, {"ttl": "1"})
+    client.create_topic(T, {"ttl": "1", **CHAIN})
     client.publish(T, [b"aaa", b"bb"])
     client.publish(T, [b"c"])
     time.sleep(1 + 4 + 0.3)  # those three expire, and the grace passes

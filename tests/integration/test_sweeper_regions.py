@@ -27,6 +27,7 @@ from ..tx_server import TxServer, free_port
 SWEEPER = str(Path(sys.executable).with_name("tms-sweeper"))
 OLD = TopicId("ns", "old")  # deleted: everything of it goes
 LIVE = TopicId("ns", "live")  # must stay whole
+CHAIN = {"ordering": "chain"}  # the counts are a chain's rows (a sequencer adds its counter row)
 
 
 def fill(client: MessagingClient, topic: TopicId, batches: int) -> None:
@@ -39,8 +40,8 @@ def payloads(client: MessagingClient, topic: TopicId) -> list[bytes]:
 
 
 def test_regions_after_a_split_are_all_swept(client: MessagingClient, region_splitter: Callable) -> None:
-    client.create_topic(OLD)
-    client.create_topic(LIVE)
+    client.create_topic(OLD, CHAIN)
+    client.create_topic(LIVE, CHAIN)
     fill(client, OLD, 60)
     fill(client, LIVE, 30)
     client.delete_topic(OLD)
@@ -59,7 +60,7 @@ def test_regions_after_a_split_are_all_swept(client: MessagingClient, region_spl
 
 
 def test_a_leased_region_is_left_alone_and_blocks_pruning(client: MessagingClient, region_splitter: Callable) -> None:
-    client.create_topic(OLD)
+    client.create_topic(OLD, CHAIN)
     fill(client, OLD, 10)
     client.delete_topic(OLD)
     client.init_tables()
@@ -86,7 +87,7 @@ def test_a_leased_region_is_left_alone_and_blocks_pruning(client: MessagingClien
 
 
 def test_tx_prune_truncates_only_what_every_region_applied(client: MessagingClient, tms_env: dict[str, str]) -> None:
-    client.create_topic(LIVE)
+    client.create_topic(LIVE, CHAIN)
     server = TxServer(tms_env, free_port()).start()
     admin = str(Path(sys.executable).with_name("tms-admin"))
     env = {**tms_env, "TMS_TX_SERVER": server.address}
@@ -114,7 +115,7 @@ def test_tx_prune_truncates_only_what_every_region_applied(client: MessagingClie
 
 @pytest.mark.slow
 def test_sigkilled_sweeper_resumes_from_its_checkpoint(client: MessagingClient, tms_env: dict[str, str]) -> None:
-    client.create_topic(OLD)
+    client.create_topic(OLD, CHAIN)
     fill(client, OLD, 400)
     client.delete_topic(OLD)
     args = [SWEEPER, "once", "--owner", "k", "--chunk-rows", "50", "--max-rows-per-second", "100", "--json"]
@@ -133,10 +134,10 @@ def test_sigkilled_sweeper_resumes_from_its_checkpoint(client: MessagingClient, 
 
 @pytest.mark.slow
 def test_two_sweeper_processes_with_writers_and_readers(client: MessagingClient, tms_env: dict[str, str]) -> None:
-    client.create_topic(OLD)
+    client.create_topic(OLD, CHAIN)
     fill(client, OLD, 300)
     client.delete_topic(OLD)
-    client.create_topic(LIVE)
+    client.create_topic(LIVE, CHAIN)
     common = ["--interval", "0.3", "--chunk-rows", "40", "--max-rows-per-second", "150", "--json"]
     sweepers = [
         subprocess.Popen(
@@ -174,7 +175,7 @@ def test_two_sweeper_processes_with_writers_and_readers(client: MessagingClient,
 
 
 def test_metrics_and_config_file(client: MessagingClient, tms_env: dict[str, str], tmp_path: Path) -> None:
-    client.create_topic(OLD)
+    client.create_topic(OLD, CHAIN)
     fill(client, OLD, 5)
     client.delete_topic(OLD)
     config = tmp_path / "sweeper.toml"

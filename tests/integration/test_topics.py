@@ -40,7 +40,7 @@ def test_create_get_defaults(client: MessagingClient) -> None:
     got = client.get_topic(T)
     assert got == meta
     assert isinstance(got.ttl, int) and isinstance(got.generation, int)
-    assert dict(got.properties) == {"generation": "1", "ttl": str(DEFAULT_TTL_SECONDS)}
+    assert dict(got.properties) == {"generation": "1", "ordering": "sequencer", "ttl": str(DEFAULT_TTL_SECONDS)}
 
 
 def test_create_with_properties_and_string_topic(client: MessagingClient) -> None:
@@ -119,7 +119,8 @@ def test_update_replaces_properties_and_keeps_generation(client: MessagingClient
     meta = client.update_topic(T, {"b": "2"})
     assert meta.generation == 2
     got = client.get_topic(T)
-    assert dict(got.properties) == {"b": "2", "generation": "2", "ttl": str(DEFAULT_TTL_SECONDS)}
+    expected = {"b": "2", "generation": "2", "ordering": "sequencer", "ttl": str(DEFAULT_TTL_SECONDS)}
+    assert dict(got.properties) == expected  # the ordering is the generation's, kept by an update
 
 
 def test_update_with_stale_expected_changes_nothing(client: MessagingClient) -> None:

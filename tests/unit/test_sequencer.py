@@ -28,7 +28,7 @@ from tms_hbase.rows import (
     peek,
     skip_marker,
 )
-from tms_hbase.topic import TopicId
+from tms_hbase.topic import TopicId, TopicMetadata
 from tms_hbase.writer import MessageWriter
 
 from ..memory_storage import LOSE_ANSWER, MemoryInstallation
@@ -79,7 +79,11 @@ def test_the_ordering_is_fixed_for_a_generation_and_checked() -> None:
     assert w.store.update(T, {"ttl": "60"}).sequencer  # an update without it keeps it
     with pytest.raises(InvalidArgument, match="ordering"):
         w.store.create(TopicId("ns", "bad"), {"ordering": "lanes"})
-    assert not w.store.create(TopicId("ns", "old")).sequencer  # absent: a chain
+    created = w.store.create(TopicId("ns", "new"))
+    assert created.sequencer and created.properties["ordering"] == "sequencer"  # the default, stored
+    assert not w.store.create(TopicId("ns", "chain"), {"ordering": "chain"}).sequencer
+    old = TopicMetadata(TopicId("ns", "old"), {"generation": "1", "ttl": "60"})  # created before the default
+    assert not old.sequencer and old.ordering == "chain"  # absent: a chain
 
 
 def test_rows_are_keyed_by_their_first_message_offset_and_the_counter_is_the_end_offset() -> None:
