@@ -17,7 +17,7 @@ filled offset after offset without scanning again (one call per offset). A gap b
 low-water mark is swept (the sweeper deletes sequencer rows only as a prefix, raising the mark first).
 Skip markers hold no messages and are never returned. A time seek for T is exact, like Kafka's
 offsetsForTimes: the first row in order holding messages dated >= T, found from the lower bound T − D
-(D = W + the clock-skew bound: publish time is non-decreasing only up to D there) with a filter that
+(D = 1.5 W + the clock-skew bound: publish time is non-decreasing only up to D there) with a filter that
 HBase applies, and, while a hole below that row could still receive a batch, by reading up to it.
 """
 
@@ -193,9 +193,8 @@ class MessageReader:
         return sequencer.hole_wait(self.tail_cache_seconds())
 
     def disorder_ms(self) -> int:
-        """D of sequencer generations: W + the clock-skew bound (the tail-cache time), in ms."""
-        cache = self.tail_cache_seconds()
-        return int((sequencer.window(cache) + cache) * 1000)
+        """D of sequencer generations (``sequencer.disorder``), in ms."""
+        return int(sequencer.disorder(self.tail_cache_seconds()) * 1000)
 
     def _sequenced(self, topic: TopicId, generation: int) -> bool:
         meta = self.topics.get(topic)

@@ -13,8 +13,9 @@
   that joins waits for at most about two such blocks (one may be reserved ahead), once: the lone
   writer's next increment sees it.
   The next rounds carve their offsets off the front of the block with no increment. A block is carved
-  only while younger than half the window W (its clock was read before its increment, like any
-  reservation, and W counts from there); its unused remainder is released with ONE skip marker of this
+  only while younger than half the window W (W counts from the monotonic time taken before its
+  increment, like any reservation; a carved publish is dated when it is carved, so never before its
+  call); its unused remainder is released with ONE skip marker of this
   writer over exactly that span once the writer is idle, once the block is too old, when a round does
   not fit in it, and on close. So readers wait on it for milliseconds at most, and never longer than W/2
   plus the keeper's period.
@@ -33,7 +34,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import sequencer
 from .clock import now_ms
@@ -145,7 +146,9 @@ class Reservations:
                 self._reserve(topic, generation, queue, round_, span, rounds)
             else:
                 self.carved += 1
-                self._hand_out(round_, piece)
+                # dated when carved, not when the block was reserved: a publish is never dated before its call
+                # (which makes D = W + W/2 + E: docs/ordering.md, "The next block ahead")
+                self._hand_out(round_, replace(piece, publish_time=self._clock()))
         finally:
             with queue.lock:  # hand the lead to the first publish that queued meanwhile
                 if queue.waiting:  # queued while this round was reserved, so it has its event and waits on it

@@ -41,6 +41,12 @@ def hole_wait(tail_cache_seconds: float) -> float:
     return 2 * window(tail_cache_seconds)
 
 
+def disorder(tail_cache_seconds: float) -> float:
+    """D: seconds publish time may fall back along the order, W + W/2 + E with the clock skew E taken as C
+    (a carved publish is dated up to W/2 after its block's increment; docs/ordering.md)."""
+    return 1.5 * window(tail_cache_seconds) + tail_cache_seconds
+
+
 def settled(tail_cache_seconds: float) -> float:
     """Seconds after a row's publish time (read on any host's clock) past which no batch can land in a hole
     below that row any more: 2 W + P + E, with the writer pause P and the clock skew E taken as C

@@ -15,7 +15,7 @@ its first message offset, so the messages through it are ``key − 1 + span``. O
 markers count too (a dead writer's reservation), and byte totals are not kept there (one increment
 counts one column): bytes are estimated from the tail row's average message size, and ``exact`` is False.
 Its time seeks here are the cheap lower bound (``seek(exact=False)``): a publish rate there may count
-messages up to D (W + the tail-cache time) older than its window, never fewer than are in it.
+messages up to D (1.5 W + the tail-cache time) older than its window, never fewer than are in it.
 
 Rows written before totals existed have none; where one is needed the numbers are estimates and say
 so (``exact`` is False). A pointer row (payloads stored under a transaction) counts the payloads its

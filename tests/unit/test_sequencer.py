@@ -439,3 +439,19 @@ def test_a_busy_writer_reserves_its_next_block_in_the_keeper_while_it_publishes(
     batches = [p for p in sorted(rows) if not rows[p].skip]
     assert batches == [1 + 100 * i for i in range(200)]  # no offset skipped between blocks: one order, no gaps
     assert len(w.fetch()) == 200 * 100
+
+
+def test_a_publish_carved_off_a_block_is_dated_when_it_is_carved_not_when_the_block_was_reserved() -> None:
+    """A message published at or after T has a publish time >= T, so ``fetch(start_time=T)`` finds it."""
+    w = World()
+    res = Reservations(w.inst.messages, b"w" * 16, lambda: 10.0)  # W = 0.5 s: a block is carved for 0.25 s
+    _, second = _busy_block(res)
+    stalled = Ticket(1)
+    res.take(T, 1, stalled)  # carved; its publish does not end, so the writer is not idle
+    time.sleep(0.05)  # the block ages
+    before = now_ms()
+    carved = Ticket(1)
+    res.take(T, 1, carved)
+    assert carved.first == stalled.first + 1 and carved.started == second.started  # off the block, no increment
+    assert carved.publish_time >= before > second.publish_time
+    res.close()
