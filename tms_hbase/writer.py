@@ -316,7 +316,8 @@ class MessageWriter:
         filling it, so the attempt can never land later.
         """
         if resume is not None:
-            found = self._settle(topic, generation, resume.position, batch_no)
+            # dated now: a marker dated earlier than the rows before it would mislead a time seek's search
+            found = self._settle(topic, generation, resume.position, batch_no, now_ms())
             if found:
                 return resume.position
         span = max(1, self._own_count(topic, generation, payloads, tx_pointer)[0])
@@ -385,7 +386,7 @@ class MessageWriter:
                     ticket.first,
                     limit,
                 )
-                return self._settle(topic, generation, ticket.first, row.batch_no, ticket.span, row.publish_time)
+                return self._settle(topic, generation, ticket.first, row.batch_no, row.publish_time, ticket.span)
             try:
                 if self.messages.put_if_absent(key, MESSAGE_COLUMN, cell):
                     return True
@@ -403,7 +404,7 @@ class MessageWriter:
             # empty after a lost answer: the put did not land; put again while within W
 
     def _settle(
-        self, topic: TopicId, generation: int, position: int, batch_no: int, span: int = 1, publish_time: int = 0
+        self, topic: TopicId, generation: int, position: int, batch_no: int, publish_time: int, span: int = 1
     ) -> bool:
         """Make sure an attempt of batch ``batch_no`` at ``position`` can never land later: fill the offset
         with this writer's skip marker over ``span`` unless something is there. True if the batch is there."""

@@ -127,7 +127,12 @@ def test_answers_lost_past_the_retry_policy_leave_a_resume_that_publishes_exactl
         w.inst.messages.inject("compare_and_set", (lambda *_: LOSE_ANSWER) if last_one_landed else down)
         with pytest.raises(PublishOutcomeUnknown) as lost:
             writer.publish(T, [b"x", b"y"])
+        settling = now_ms()
         writer.publish(T, [b"x", b"y"], resume=lost.value.resume)
+        # the offset the lost attempt aimed at is filled with a marker dated when it was filled, not 0: a time
+        # seek's binary search takes a row dated before T as proof that everything before it is, too
+        settled = [row for row in w.rows().values() if row.skip and row.writer_id == writer.writer_id]
+        assert all(row.publish_time >= settling for row in settled) and len(settled) == (not last_one_landed)
         w.writer().publish(T, [b"z"])
         for _ in range(2):  # the first attempt's second offset (if it was not written) is a hole to fill
             time.sleep(CACHE)
