@@ -33,7 +33,6 @@ from ..tcp_proxy import TcpProxy
 from ..tephra.launcher import TephraServer
 
 T = TopicId("shop", "orders")
-CHAIN = {"ordering": "chain"}  # the rows read are a chain's (a sequencer adds its counter row)
 
 
 @pytest.fixture
@@ -61,8 +60,13 @@ def tool(name: str, env: dict[str, str], *args: str) -> dict:
 
 
 def tx_pointers(client: MessagingClient) -> list[int | None]:
-    rows = client.installation.messages.scan()
-    return [BatchRow.decode(data[MESSAGE_COLUMN]).tx_pointer for _, data in rows]
+    """The write pointers of the topic's batch rows (a sequencer's counter row and skip markers hold none)."""
+    rows = [
+        BatchRow.decode(data[MESSAGE_COLUMN])
+        for _, data in client.installation.messages.scan()
+        if MESSAGE_COLUMN in data
+    ]
+    return [row.tx_pointer for row in rows if not row.skip]
 
 
 def wait_invalid(tx: TransactionClient, tx_id: int) -> None:
@@ -75,7 +79,7 @@ def wait_invalid(tx: TransactionClient, tx_id: int) -> None:
 def test_commit_is_visible_to_transactional_readers(
     client: MessagingClient, tx: TransactionClient, state_table: str
 ) -> None:
-    client.create_topic(T, CHAIN)
+    client.create_topic(T)
     table, publisher = TransactionalTable(client.installation.table("state")), TransactionalPublisher(client)
     context = TransactionContext(tx, table, publisher)
     reader = TransactionalReader(client, tx, T)
@@ -92,7 +96,7 @@ def test_commit_is_visible_to_transactional_readers(
 
 
 def test_abort_rolls_back(client: MessagingClient, tx: TransactionClient, state_table: str) -> None:
-    client.create_topic(T, CHAIN)
+    client.create_topic(T)
     publisher = TransactionalPublisher(client)
     context = TransactionContext(tx, publisher)
     with pytest.raises(RuntimeError), context.transaction():
@@ -130,7 +134,7 @@ def test_abort_rolls_back(client: MessagingClient, tx: TransactionClient, state_
 def test_timed_out_transaction_is_skipped_swept_and_pruned(
     client: MessagingClient, tx: TransactionClient, tephra_server: TephraServer, tms_env: dict[str, str]
 ) -> None:
-    client.create_topic(T, CHAIN)
+    client.create_topic(T)
     client.publish(T, [b"before"])
     doomed = tx.start_short(timeout=1)
     publisher = TransactionalPublisher(client)
@@ -162,7 +166,7 @@ def test_timed_out_transaction_is_skipped_swept_and_pruned(
 def test_sweeper_keeps_the_last_good_snapshot_then_stops_invalid_list_work(
     client: MessagingClient, tx: TransactionClient, tephra_server: TephraServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    client.create_topic(T, CHAIN)
+    client.create_topic(T)
     doomed = tx.start_long()
     client.publish(T, [b"from doomed"], tx_write_pointer=doomed.write_pointer)
     tx.abort(doomed)  # long: invalid
