@@ -58,6 +58,19 @@ def next_payloads(client: MessagingClient, name: str) -> list[bytes]:
         return got
 
 
+def write_late(seq: MessagingClient, publish_time: int) -> threading.Thread:
+    """A slow writer's batch ``late`` landing in the hole at offset 2 in 0.2 s (started; join it)."""
+    row = BatchRow(publish_time, b"s" * 16, 1, (b"late",), span=1).encode()
+    late = threading.Thread(
+        target=lambda: (
+            time.sleep(0.2),
+            seq.installation.messages.put_if_absent(message_key(T, 1, 2), MESSAGE_COLUMN, row),
+        )
+    )
+    late.start()
+    return late
+
+
 def test_fetch_subscriptions_reset_and_positions_start_at_the_first_row_dated_at_or_after_t(
     seq: MessagingClient,
 ) -> None:
@@ -95,15 +108,7 @@ def test_a_hole_below_the_answer_written_in_time_with_a_later_date_is_the_answer
     batch(seq, 3, now - 900, b"before")  # dated < T, but after the hole
     batch(seq, 4, now - 200, b"recent")
     started = time.monotonic()
-    late = threading.Thread(
-        target=lambda: (
-            time.sleep(0.2),
-            seq.installation.messages.put_if_absent(
-                message_key(T, 1, 2), MESSAGE_COLUMN, BatchRow(now, b"s" * 16, 1, (b"late",), span=1).encode()
-            ),
-        )
-    )
-    late.start()
+    late = write_late(seq, now)
     got = payloads(seq, start_time=now - 500)
     late.join()
     assert time.monotonic() - started < H + 5  # (a slow machine may take longer than H to get here)
@@ -138,15 +143,7 @@ def test_a_hole_below_a_skip_marker_at_the_tail_is_waited_on_whatever_the_marker
     now = int(time.time() * 1000)
     batch(seq, 1, now - 60_000, b"old")
     put(seq, 3, skip_marker(0, 1))  # offset 2: reserved, not written; a marker's date is an older row's
-    late = threading.Thread(
-        target=lambda: (
-            time.sleep(0.2),
-            seq.installation.messages.put_if_absent(
-                message_key(T, 1, 2), MESSAGE_COLUMN, BatchRow(now, b"s" * 16, 1, (b"late",), span=1).encode()
-            ),
-        )
-    )
-    late.start()
+    late = write_late(seq, now)
     got = payloads(seq, start_time=now - 59_000)  # after every row there is: the seek reads the rows
     late.join()
     assert got == [b"late"]
