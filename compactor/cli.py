@@ -146,6 +146,7 @@ def _sweeper(
 ) -> Sweeper:
     return Sweeper(
         client.installation,
+        clock=client.hbase_clock.now_ms,
         grace_seconds=options["grace"],
         dry_run=options["dry_run"],
         owner=options["owner"],

@@ -32,6 +32,24 @@ LOSE_ANSWER = "lose answer"
 Fault = Callable[..., object]
 
 
+_COLUMN_RANGE = re.compile(r"ColumnRangeFilter\('([^']*)', (true|false), '([^']*)', (true|false)\)")
+
+
+def _column_range(text: str) -> tuple[bytes, bool, bytes, bool] | None:
+    """(min, inclusive, max, inclusive) qualifiers of a ColumnRangeFilter (the skip index's count), or None."""
+    found = _COLUMN_RANGE.fullmatch(text)
+    if found is None:
+        return None
+    low, low_in, high, high_in = found.groups()
+    return low.encode(), low_in == "true", high.encode(), high_in == "true"
+
+
+def _in_column_range(column: bytes, bounds: tuple[bytes, bool, bytes, bool]) -> bool:
+    qualifier = column.split(b":", 1)[1]
+    low, low_in, high, high_in = bounds
+    return (qualifier > low or (low_in and qualifier == low)) and (qualifier < high or (high_in and qualifier == high))
+
+
 def _value_ranges(text: bytes) -> list[tuple[bytes, bytes]] | None:
     """The [low, high) value ranges of an HBase filter made only of ORed ranges of ValueFilters, or None."""
     found = list(_RANGE.finditer(text))
@@ -110,7 +128,8 @@ class MemoryTable:
         filter: str | bytes | None = None,
     ) -> list[Row]:
         ranges = _value_ranges(filter) if isinstance(filter, bytes) else None
-        if filter not in (None, KEYS_ONLY) and ranges is None:
+        qualifiers = _column_range(filter) if isinstance(filter, str) else None
+        if filter not in (None, KEYS_ONLY) and ranges is None and qualifiers is None:
             raise NotImplementedError(f"the memory port has no filter {filter!r}")
         self._fault("scan", start, stop)
         with self._lock:
@@ -134,6 +153,8 @@ class MemoryTable:
                     cells = {column: (b"", cell[1]) if timestamps else b"" for column, cell in cells.items()}
                 if ranges is not None:
                     cells = {c: v for c, v in cells.items() if any(lo <= _value(v) < hi for lo, hi in ranges)}
+                if qualifiers is not None:
+                    cells = {c: v for c, v in cells.items() if _in_column_range(c, qualifiers)}
                 if cells:
                     rows.append((key, cells))
                 if limit is not None and len(rows) == limit:

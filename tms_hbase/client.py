@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, overload
 
@@ -13,10 +14,11 @@ from .connection import HBaseConnection
 from .consumer import Consumer, ConsumerSession
 from .doorbell import DEFAULT_HOST, Doorbells
 from .errors import InstallationNotFound, InvalidArgument, PublishOutcomeUnknown
+from .hbase_clock import HBaseClock, PublishClock
 from .inspect import Inspector
 from .installation import InstallationStore, TailCacheSetting, WriterSettings
 from .message_id import MessageId
-from .metadata import MetadataCache, MetadataStore, TopicScan
+from .metadata import CLOCK_COLUMN, SETTINGS_KEY, MetadataCache, MetadataStore, TopicScan
 from .metrics import CLIENT_METRICS
 from .reader import BatchInfo, Message, MessageReader, PositionRange
 from .retry import Retry
@@ -112,17 +114,29 @@ class MessagingClient:
         storage = self.installation
         self._settings = InstallationStore(storage.metadata)
         writer_settings = WriterSettings(self._settings)
+        self.hbase_clock = HBaseClock(storage.metadata, SETTINGS_KEY, CLOCK_COLUMN)
+        """HBase's clock as this client sees it (:mod:`~tms_hbase.hbase_clock`): what publishes are dated
+        against, leases expire on and the sweeper judges expiry by, whatever this host's clock says."""
+        writer_id = uuid.uuid4().bytes
         self._writer = MessageWriter(
             storage.messages,
             storage.payloads,
             self._topics,
             writer_settings,
+            writer_id=writer_id,
             max_batch_bytes=max_batch_bytes,
             retry=config.retry,
             tx_max_lifetime=tx_max_lifetime_seconds,
+            clock=PublishClock(
+                self.hbase_clock, lambda: writer_settings.tail_cache_seconds() * 1000, writer_id.hex()
+            ).now_ms,
         )
         self._reader = MessageReader(
-            storage.messages, storage.payloads, self._topics, writer_settings.tail_cache_seconds
+            storage.messages,
+            storage.payloads,
+            self._topics,
+            writer_settings.skew_bound_seconds,
+            self.hbase_clock,
         )
         self._subscriptions = SubscriptionStore(storage.table("subscriptions"))
         self._subscription_admin = SubscriptionAdmin(self._subscriptions, storage.messages, self._reader, self.tx_state)
@@ -146,9 +160,13 @@ class MessagingClient:
     def close(self) -> None:
         """Close the pooled connections (consumers of this client should be closed first), after
         releasing the offsets its writer reserved ahead in sequencer topics."""
-        self._writer.close()
-        self._doorbells.close()
-        self.hbase.close()
+        try:
+            self._writer.close()
+        finally:
+            try:
+                self._doorbells.close()
+            finally:
+                self.hbase.close()
 
     @property
     def max_batch_bytes(self) -> int:

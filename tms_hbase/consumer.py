@@ -127,6 +127,7 @@ class Consumer:
                 self._bell.address if doorbell else None,
                 wait_for_lease,
                 resume=session is not None,
+                clock=reader.hbase_now,
             )
         except BaseException:
             self._bell.close()

@@ -193,7 +193,7 @@ def _decoded_or_none(raw: bytes) -> TailCacheSetting | None:
 
 
 class WriterSettings:
-    """A writer's copy of the setting, re-read when older than a second (thread-safe)."""
+    """A client's copy of the setting, re-read when older than a second (thread-safe)."""
 
     def __init__(self, store: InstallationStore) -> None:
         self.store = store
@@ -202,7 +202,16 @@ class WriterSettings:
         self._lock = threading.Lock()
 
     def tail_cache_seconds(self) -> int:
-        """How long a remembered tail may be trusted now."""
+        """How long a remembered tail may be trusted now (what writers use: during a change the smaller
+        value, and 1 s while the installation has no setting)."""
+        return writer_tail_cache(self._current(), now_ms())
+
+    def skew_bound_seconds(self) -> int:
+        """The clock-skew bound readers must allow for now: the sweeper's value (during a change the
+        larger one, and 30 s while the installation has no setting), so that it covers every writer's."""
+        return sweeper_tail_cache(self._current(), now_ms())
+
+    def _current(self) -> TailCacheSetting | None:
         with self._lock:
             fresh = self._read_at is not None and time.monotonic() - self._read_at < WRITER_REFRESH_SECONDS
             setting = self._setting
@@ -212,4 +221,4 @@ class WriterSettings:
             setting = None if raw is None else _decoded_or_none(raw)
             with self._lock:
                 self._setting, self._read_at = setting, read_at
-        return writer_tail_cache(setting, now_ms())
+        return setting

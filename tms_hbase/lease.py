@@ -8,11 +8,11 @@ While the lease is held a background thread renews it every third of its length 
 heartbeat), so slow processing does not lose it, while a killed or hung process stops renewing and
 loses it after at most one lease length; a standby consumer then takes over.
 
-**Clocks.** ``expires`` is written with the owner's wall clock and compared with the contender's, so
-hosts' clocks must agree to well within a lease (NTP keeps them within milliseconds; leases are
-seconds). A skewed contender can take over early; then two consumers may process the same messages
-for a moment, but marks stay right: commits are compare-and-sets, so the old owner's fail. The owner
-itself measures its lease with a monotonic clock and stops yielding messages once a renewal is overdue.
+**Clocks.** ``expires`` is written and compared on HBase's clock (a client's ``clock``,
+:mod:`.hbase_clock`), not the hosts' own, so a contender whose host clock is minutes off does not take a
+lease early. The owner itself measures its lease with a monotonic clock and stops yielding messages once
+a renewal is overdue, a margin before the lease runs out (and commits are compare-and-sets, so a
+consumer that lost its lease can never overwrite the new owner's mark).
 """
 
 from __future__ import annotations
@@ -39,9 +39,17 @@ class Lease:
     """The lease one consumer holds on one subscription; every change to the cell goes through it."""
 
     def __init__(
-        self, store: SubscriptionStore, stored: Stored, topic: TopicId, name: str, owner: str, seconds: float
+        self,
+        store: SubscriptionStore,
+        stored: Stored,
+        topic: TopicId,
+        name: str,
+        owner: str,
+        seconds: float,
+        clock: Callable[[], int] = now_ms,
     ) -> None:
         self.store = store
+        self.clock = clock  # ms, the clock ``expires`` is on (HBase's in a client)
         self.key = stored.key
         self.topic, self.name, self.owner, self.seconds = topic, name, owner, seconds
         self._data, self._record = stored.data, stored.record
@@ -64,6 +72,7 @@ class Lease:
         wait: float | None = 0.0,
         *,
         resume: bool = False,
+        clock: Callable[[], int] = now_ms,
     ) -> Lease:
         """Take the subscription's lease: SubscriptionBusy if another consumer holds it and it does not
         run out within ``wait`` seconds (None: wait as long as it takes); SubscriptionNotFound.
@@ -74,7 +83,7 @@ class Lease:
             stored = store.read(key)
             if stored is None:
                 raise SubscriptionNotFound(topic, name)
-            record, now = stored.record, now_ms()
+            record, now = stored.record, clock()
             if resume and (record.owner != owner or record.expires <= now):
                 raise LeaseLost(
                     f"consumer {owner} no longer holds subscription {name!r} of {topic} (its lease ran out "
@@ -91,7 +100,7 @@ class Lease:
                 pause = min(max(0.05, (record.expires - now) / 1000), seconds / 4)
                 time.sleep(pause if left is None else min(pause, left))
                 continue
-            lease = cls(store, stored, topic, name, owner, seconds)
+            lease = cls(store, stored, topic, name, owner, seconds, clock)
             started = time.monotonic()
             new = replace(record, owner=owner, expires=now + int(seconds * 1000), bell=bell)
             if lease._write(new):
@@ -130,7 +139,7 @@ class Lease:
                 raise LeaseLost(self._lost)
             for _ in range(_MAX_ROUNDS):
                 started = time.monotonic()
-                new = replace(step(self._record), owner=self.owner, expires=now_ms() + int(self.seconds * 1000))
+                new = replace(step(self._record), owner=self.owner, expires=self.clock() + int(self.seconds * 1000))
                 if self._write(new):
                     self._valid_until = started + self._trusted()
                     return new

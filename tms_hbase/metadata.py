@@ -25,6 +25,7 @@ COLUMN = f"{FAMILY}:p".encode()
 # The installation's settings row (installation.py): ``!`` is no topic-name character and the key has
 # no ``:``, so no topic key (``namespace:topic:``) can ever be equal to it.
 SETTINGS_KEY = b"!installation"
+CLOCK_COLUMN = f"{FAMILY}:t".encode()  # in the installation row: the cell HBase's clock is read from
 # A compare-and-set retried this many times without winning means something is badly wrong.
 _MAX_ROUNDS = 1000
 

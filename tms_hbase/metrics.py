@@ -15,9 +15,9 @@ import contextlib
 from typing import Any
 
 try:
-    from prometheus_client import Counter, Histogram
+    from prometheus_client import Counter, Gauge, Histogram
 except ImportError:  # pragma: no cover - prometheus_client is a dependency; this keeps it optional
-    Counter = Histogram = None  # type: ignore[assignment,misc]
+    Counter = Gauge = Histogram = None  # type: ignore[assignment,misc]
 
 # Latency buckets (seconds) from 0.5 ms to 10 s: HBase calls on loopback take about a millisecond.
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -33,6 +33,9 @@ class _Noop:
         pass
 
     def observe(self, _value: float) -> None:
+        pass
+
+    def set(self, _value: float) -> None:
         pass
 
     def time(self) -> contextlib.AbstractContextManager[None]:
@@ -75,6 +78,14 @@ class ClientMetrics:
             "tms_client_hole_wait_seconds",
             "How long a reader was held by a hole, from first sighting to passing it",
             buckets=LATENCY_BUCKETS,
+        )
+        self.clock_offset = _metric(
+            Gauge, "tms_client_clock_offset_seconds", "HBase's clock minus this host's clock, at the last probe"
+        )
+        self.clock_clamped = _metric(
+            Counter,
+            "tms_client_clock_clamped",
+            "Publishes dated inside the band around HBase's clock because this host's clock was outside it",
         )
         self._per_topic: dict[str, tuple[Any, Any, Any]] = {}
 

@@ -32,6 +32,7 @@ from typing import cast
 from . import sequencer
 from .clock import now_ms
 from .errors import CorruptData, InvalidArgument
+from .hbase_clock import HBaseClock
 from .installation import DEFAULT_TAIL_CACHE_SECONDS
 from .message_id import MessageId
 from .message_id import encode as encode_id
@@ -142,6 +143,15 @@ class BatchInfo:
 
 
 @dataclass(frozen=True)
+class _Sighting:
+    """A hole a reader waits on: when it first saw it (monotonic), and when HBase stored the row above it
+    (HBase's clock, ms; None: unknown)."""
+
+    seen: float
+    above_stored: int | None
+
+
+@dataclass(frozen=True)
 class _Start:
     position: int
     index: int  # first message index wanted in the start row
@@ -168,8 +178,11 @@ class MessageReader:
     """Fetches messages in order from the ``messages`` and ``payloads`` tables; every fetch is a poll
     that ends at the topic's current tail (or, in a sequencer generation, at a hole not yet due to fill).
 
-    ``tail_cache_seconds`` says the installation's tail-cache time C (re-read as it may change): W, H and
-    D of sequencer generations follow from it (docs/guarantees.md); without it C is the default 30 s.
+    ``tail_cache_seconds`` says the installation's tail-cache time C (re-read as it may change; during a
+    change, the larger value): W, H and D of sequencer generations follow from it (docs/guarantees.md);
+    without it C is the default 30 s. ``hbase_clock`` (HBase's clock, :mod:`.hbase_clock`) lets a hole be
+    filled H after HBase stored the row above it, whoever first saw it; without it a hole is due H after
+    this reader first saw it, and seeks judge settling by this host's clock.
     """
 
     def __init__(
@@ -178,12 +191,14 @@ class MessageReader:
         payloads: Table,
         topics: MetadataCache,
         tail_cache_seconds: Callable[[], float] | None = None,
+        hbase_clock: HBaseClock | None = None,
     ) -> None:
         self.messages = messages
         self.payloads = payloads
         self.topics = topics
         self.tail_cache_seconds = tail_cache_seconds or (lambda: DEFAULT_TAIL_CACHE_SECONDS)
-        self._holes: dict[tuple[TopicId, int, int], float] = {}  # first sighting (monotonic) of each hole
+        self.hbase_clock = hbase_clock
+        self._holes: dict[tuple[TopicId, int, int], _Sighting] = {}  # each hole waited on
         self._holes_lock = threading.Lock()
         self.holes_filled = 0  # skip markers this reader put into holes
         self.longest_hole_wait = 0.0  # seconds, first sighting to passing, of the longest hole met
@@ -319,7 +334,8 @@ class MessageReader:
             answer, below = header.next_position(position), position
         # a skip marker's time is not its writer's clock reading (a fill carries an older row's), so only a
         # batch's time bounds the holes below it
-        if not header.skip and now_ms() > header.publish_time + sequencer.settled(self.tail_cache_seconds()) * 1000:
+        settled = header.publish_time + sequencer.settled(self.tail_cache_seconds()) * 1000
+        if not header.skip and self.hbase_now() > settled:
             return answer  # every hole below it is filled or can only be filled with a skip marker
         for at, row in self._sequencer_rows(topic, generation, low, CHUNK_ROWS, below):
             if at > below:
@@ -489,7 +505,19 @@ class MessageReader:
         out, up to the tail or a hole not yet due to fill (see module doc). A gap is a hole unless it lies
         below the generation's low-water mark (swept). ``start`` may lie inside a row's span (a range cut by
         offsets): that row belongs before it, so reading begins after the span. With ``last`` (a range
-        read, which must reach its end) a hole not due yet is waited on instead of ending the read."""
+        read, which must reach its end) a hole not due yet is waited on instead of ending the read. The
+        holes it fills are recorded in the skip index once per run of them (and when it stops early)."""
+        filled: dict[int, int] = {}
+        try:
+            yield from self._sequencer_scan(topic, generation, start, first, last, filled)
+        finally:
+            if filled:
+                sequencer.index_skips(self.messages, topic, generation, filled)
+
+    def _sequencer_scan(
+        self, topic: TopicId, generation: int, start: int, first: int, last: int | None, filled: dict[int, int]
+    ) -> Iterator[tuple[int, BatchRow]]:
+        """:meth:`_sequencer_rows`, the holes this reader fills noted in ``filled`` (offset: span)."""
         prefix = generation_prefix(topic, generation)
         end = past_last(prefix)
         expected, size, previous_time, first_look = start, first, 0, True
@@ -522,7 +550,7 @@ class MessageReader:
                         key, value = again[0]
                         position = position_of(key)
                     if position > expected:
-                        found = self._hole(topic, generation, expected, above, previous_time)
+                        found = self._hole(topic, generation, expected, above, previous_time, filled)
                         if found is None and last is not None:
                             time.sleep(0.02)
                             break  # look again from the same offset
@@ -542,7 +570,7 @@ class MessageReader:
                         break
                     # the offsets up to the row above are due at once (see _hole): fill them one after
                     # the other, one if-absent put each, without scanning again in between
-                    found = self._hole(topic, generation, expected, above, previous_time)
+                    found = self._hole(topic, generation, expected, above, previous_time, filled)
                     if found is None:
                         break
                     (key, value), position = found, expected
@@ -554,36 +582,60 @@ class MessageReader:
                 size = CHUNK_ROWS
 
     def _hole(
-        self, topic: TopicId, generation: int, offset: int, above: int, previous_time: int
+        self, topic: TopicId, generation: int, offset: int, above: int, previous_time: int, filled: dict[int, int]
     ) -> tuple[bytes, bytes] | None:
-        """The row (key, cell) now at ``offset``, a hole below the row at ``above``: None while it has been
-        seen for less than H, else a skip marker this reader put there or the batch that was first. The
-        offsets after it up to ``above`` have been waited on as long (H counts from the first sighting
-        of the row above them), so they are due at once."""
+        """The row (key, cell) now at ``offset``, a hole below the row at ``above``: None while it is not
+        due, else a skip marker this reader put there or the batch that was first. A hole is due H after
+        HBase stored the row above it (by HBase's clock, so a reader in a new process passes it as soon
+        as one that has watched it), or H after this reader first saw it, whichever comes first. The
+        offsets after it up to ``above`` are due at once (their writers reserved before the row above)."""
         where, now = (topic, generation, offset), time.monotonic()
         with self._holes_lock:
-            seen = self._holes.setdefault(where, now)
-        if now - seen < self.hole_wait():
+            sighting = self._holes.get(where)
+        if sighting is None:
+            sighting = _Sighting(now, self._stored_at(topic, generation, above))
+            with self._holes_lock:
+                sighting = self._holes.setdefault(where, sighting)
+        wait = self.hole_wait()
+        if now - sighting.seen < wait and not (
+            sighting.above_stored is not None and self.hbase_now() >= sighting.above_stored + wait * 1000
+        ):
             return None
-        found, value = sequencer.fill_cell(self.messages, topic, generation, offset, 1, previous_time)
+        found, value = sequencer.fill_cell(self.messages, topic, generation, offset, 1, previous_time, index=False)
         key = message_key(topic, generation, offset)
         following = found.next_position(offset)
         if following < above:
             with self._holes_lock:
-                self._holes.setdefault((topic, generation, following), seen)
-        if found.skip and found.writer_id == bytes(16):
+                self._holes.setdefault((topic, generation, following), _Sighting(sighting.seen, 0))
+        if found.skip and found.writer_id == bytes(16):  # a reader's marker (this one's, or the same bytes)
+            filled[offset] = 1
+            if len(filled) >= CHUNK_ROWS:
+                sequencer.index_skips(self.messages, topic, generation, filled)
+                filled.clear()
             CLIENT_METRICS.holes_filled.inc()
             with self._holes_lock:
                 self.holes_filled += 1
         return key, value
 
+    def _stored_at(self, topic: TopicId, generation: int, position: int) -> int | None:
+        """When HBase stored the row at ``position`` (its cell's timestamp, HBase's clock), or None if this
+        reader has no HBase clock to compare it with."""
+        if self.hbase_clock is None:
+            return None
+        found = self.messages.get_versions(message_key(topic, generation, position), MESSAGE_COLUMN, 1)
+        return found[0][1] if found else None
+
+    def hbase_now(self) -> int:
+        """HBase's clock if this reader has it, else this host's (ms)."""
+        return now_ms() if self.hbase_clock is None else self.hbase_clock.now_ms()
+
     def _passed(self, where: tuple[TopicId, int, int]) -> None:
         """A hole waited on is passed (its row came, or was filled): record how long it held readers."""
         with self._holes_lock:
-            seen = self._holes.pop(where, None)
-            if seen is None:
+            sighting = self._holes.pop(where, None)
+            if sighting is None:
                 return
-            waited = time.monotonic() - seen
+            waited = time.monotonic() - sighting.seen
             self.longest_hole_wait = max(self.longest_hole_wait, waited)
         CLIENT_METRICS.hole_wait.observe(waited)
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 
 from . import sequencer
 from .clock import now_ms
-from .errors import HBaseError
+from .errors import HBaseError, TmsError
 from .storage import Table
 from .topic import TopicId
 
@@ -101,8 +101,11 @@ class _Queue:
 class Reservations:
     """Hands out offsets of sequencer generations to one writer's publishes (thread-safe)."""
 
-    def __init__(self, messages: Table, writer_id: bytes, window: Callable[[], float]) -> None:
+    def __init__(
+        self, messages: Table, writer_id: bytes, window: Callable[[], float], clock: Callable[[], int] = now_ms
+    ) -> None:
         self.messages = messages
+        self.clock = clock  # ms: what publishes are dated with
         self.writer_id = writer_id
         self.window = window  # W in seconds, now
         self._queues: dict[tuple[TopicId, int], _Queue] = {}
@@ -112,8 +115,8 @@ class Reservations:
         self._closed = threading.Event()
         self._wake = threading.Event()  # the keeper has a block ahead to reserve (or must stop)
         self._wanted: list[tuple[TopicId, int, _Queue]] = []  # queues whose next block the keeper reserves
-        # rounds reserved, rounds carved, remainders released, blocks reserved ahead by the keeper
-        self.increments = self.carved = self.released = self.ahead = 0
+        # rounds reserved, rounds carved, remainders released (skip markers) and given back, blocks reserved ahead
+        self.increments = self.carved = self.released = self.given_back = self.ahead = 0
 
     def take(self, topic: TopicId, generation: int, ticket: Ticket) -> None:
         """Fill in the ticket's offsets: from the queue's round (carved off the block, or one increment);
@@ -191,8 +194,9 @@ class Reservations:
         return queue
 
     def _clock(self) -> int:
+        now = self.clock()  # (may read HBase's clock: not under the lock)
         with self._lock:
-            self._last_time = max(now_ms(), self._last_time)
+            self._last_time = max(now, self._last_time)
             return self._last_time
 
     @staticmethod
@@ -372,14 +376,19 @@ class Reservations:
                 self._release(topic, generation, block)
 
     def _release(self, topic: TopicId, generation: int, block: Block) -> None:
-        """Fill a block's unused offsets with ONE skip marker of this writer over exactly their span
-        (if-absent: a reader that filled the first of them already is as good)."""
+        """Give a block's unused offsets back to the counter when nobody reserved after them (so they
+        never exist for readers, counts or lag); else fill them with ONE skip marker of this writer over
+        exactly their span (if-absent: a reader that filled the first of them already is as good), which
+        the skip index records. A lost answer to the give-back leaves them as a hole that readers fill."""
         try:
+            if sequencer.give_back(self.messages, topic, generation, block.first, block.span):
+                self.given_back += 1
+                return
             sequencer.fill(
                 self.messages, topic, generation, block.first, block.span, block.publish_time, self.writer_id
             )
             self.released += 1
-        except HBaseError as exc:  # readers fill it after H
+        except TmsError as exc:  # readers fill it after H
             log.info("could not release offsets %d+%d of %s: %s", block.first, block.span, topic, exc)
 
 

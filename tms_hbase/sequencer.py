@@ -10,11 +10,17 @@ handed out by an HBase atomic increment, a batch row is written at its first off
 * :func:`fill` puts a skip marker if-absent; the answer is what the position holds afterwards
   (:func:`fill_cell`: with the cell, so a reader filling a run of holes needs no read per offset).
 * :func:`low_water` / :func:`raise_low_water`: below it everything is swept (readers jump over).
+* :func:`give_back` returns a writer's unused offsets at the tail to the counter (nobody reserved after
+  them), so a writer that stops leaves nothing behind; :func:`skipped` counts the offsets skip markers
+  hold in a range, from the **skip index** (one cell per marker in the counter row, written by whoever
+  put the marker), so that counts and lag are messages, not offsets.
 """
 
 from __future__ import annotations
 
-from .errors import HBaseUnavailable
+import logging
+
+from .errors import HBaseError, HBaseUnavailable
 from .rows import (
     LOW_WATER_COLUMN,
     MESSAGE_COLUMN,
@@ -26,7 +32,10 @@ from .rows import (
     skip_marker,
 )
 from .storage import Table
+from .tables import FAMILY
 from .topic import TopicId
+
+log = logging.getLogger(__name__)
 
 MAX_WINDOW_SECONDS = 0.5
 
@@ -62,6 +71,74 @@ def reserve(messages: Table, topic: TopicId, generation: int, span: int) -> int:
     """
     last = messages.increment(counter_key(topic, generation), SEQUENCE_COLUMN, span)
     return last - span + 1
+
+
+def give_back(messages: Table, topic: TopicId, generation: int, first: int, span: int) -> bool:
+    """Return offsets ``first``..``first + span - 1`` to the counter if they are the last it handed out
+    (one compare-and-set of the counter: nobody reserved after them, so no row exists above them and
+    nobody waits on them). True if they were given back; the next reservation then starts at ``first``.
+    A lost answer raises HBaseUnavailable: the caller must then assume nothing (the offsets may have
+    been handed out again), write nothing there, and leave them to readers as a hole."""
+    last = first + span - 1
+    return messages.compare_and_set(
+        counter_key(topic, generation),
+        SEQUENCE_COLUMN,
+        last.to_bytes(8, "big", signed=True),
+        (first - 1).to_bytes(8, "big", signed=True),
+    )
+
+
+def skipped_column(position: int) -> bytes:
+    """The skip index's cell (in the counter row) for a skip marker at ``position``; its value is the span."""
+    return f"{FAMILY}:{SKIPPED_QUALIFIER}{position:016x}".encode()
+
+
+SKIPPED_QUALIFIER = "k"
+
+
+def skipped(messages: Table, topic: TopicId, generation: int, low: int, high: int) -> int:
+    """Offsets held by skip markers at positions ``low`` <= p < ``high`` (one read of the counter row, the
+    skip index filtered to that range in HBase). A marker whose filler died before indexing it is not
+    counted (its offsets then count as messages: at most one reservation per such death)."""
+    if high <= low:
+        return 0
+    key = counter_key(topic, generation)
+    bounds = (f"{SKIPPED_QUALIFIER}{low:016x}", f"{SKIPPED_QUALIFIER}{high:016x}")
+    rows = messages.scan(
+        key, key + b"\x00", limit=1, filter=f"ColumnRangeFilter('{bounds[0]}', true, '{bounds[1]}', false)"
+    )
+    prefix = f"{FAMILY}:{SKIPPED_QUALIFIER}".encode()
+    return sum(
+        int.from_bytes(value, "big")
+        for _, cells in rows
+        for column, value in cells.items()
+        if column.startswith(prefix)
+    )
+
+
+def index_skips(messages: Table, topic: TopicId, generation: int, spans: dict[int, int]) -> None:
+    """Record skip markers (position: span) that this process put in the skip index, in one blind,
+    idempotent put. A failure is logged, not raised: the markers stand, and their offsets count as
+    messages until the generation goes (bounded by what this process filled)."""
+    cells = {skipped_column(position): span.to_bytes(8, "big") for position, span in spans.items()}
+    try:
+        messages.put(counter_key(topic, generation), cells)
+    except HBaseError as exc:
+        log.warning(
+            "could not index %d skip markers of %s (generation %d) from offset %d: counts and lag include their "
+            "%d offsets: %s",
+            len(spans),
+            topic,
+            generation,
+            min(spans),
+            sum(spans.values()),
+            exc,
+        )
+
+
+def _index(messages: Table, topic: TopicId, generation: int, position: int, span: int, index: bool) -> None:
+    if index:
+        index_skips(messages, topic, generation, {position: span})
 
 
 def end_offset(messages: Table, topic: TopicId, generation: int) -> int:
@@ -126,19 +203,27 @@ def fill_cell(
     publish_time: int,
     filler: bytes = bytes(16),
     mark: int = 0,
+    *,
+    index: bool = True,
 ) -> tuple[RowHeader, bytes]:
     """:func:`fill`, returning the cell the position holds afterwards as well (a reader returns it):
-    one call when the marker goes in, one more read when something was there first."""
+    one call when the marker goes in, one more read when something was there first. A marker this call
+    put is recorded in the skip index (one more put) unless ``index`` is False: then the caller records
+    it (:func:`index_skips`), as a reader filling a run of holes does once for the run."""
     key = message_key(topic, generation, position)
     cell = skip_marker(publish_time, span, filler, mark)
     try:
         if messages.put_if_absent(key, MESSAGE_COLUMN, cell):
+            _index(messages, topic, generation, position, span, index)
             return peek_row(key, cell), cell
     except HBaseUnavailable:
         pass  # the put may have landed: look
     while True:
         found = read_cell(messages, topic, generation, position)
         if found is not None:
+            if found[1] == cell:  # ours landed (or an identical one: indexing it twice is harmless)
+                _index(messages, topic, generation, position, span, index)
             return found
         if messages.put_if_absent(key, MESSAGE_COLUMN, cell):  # it had not landed: put it again
+            _index(messages, topic, generation, position, span, index)
             return peek_row(key, cell), cell

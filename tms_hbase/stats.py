@@ -11,9 +11,13 @@ Every batch row carries the running totals of its generation (messages and bytes
 * **publish rate over a window** = messages since a time seek to now − window, divided by the window.
 
 In a sequencer generation (docs/ordering.md) the totals come from the row keys instead: a row's key is
-its first message offset, so the messages through it are ``key − 1 + span``. Offsets filled by skip
-markers count too (a dead writer's reservation), and byte totals are not kept there (one increment
-counts one column): bytes are estimated from the tail row's average message size, and ``exact`` is False.
+its first message offset, so the offsets through it are ``key − 1 + span``; the offsets that skip markers
+hold in the range are subtracted (the skip index: one more read, :func:`.sequencer.skipped`), and
+offsets reserved beyond the tail row are not counted, so counts and lag are messages. Offsets still count
+while they are a hole below the tail row: a publish in flight, or a killed writer's reservation until a
+reader fills it (H after the row above it was stored). Byte totals are not kept there (one increment
+counts one column): bytes are estimated from the tail row's average message size, and the topic
+statistics' ``exact`` is False.
 Its time seeks here are the cheap lower bound (``seek(exact=False)``): a publish rate there may count
 messages up to D (1.5 W + the tail-cache time) older than its window, never fewer than are in it.
 
@@ -28,6 +32,7 @@ import builtins
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from . import sequencer
 from .clock import now_ms
 from .message_id import MessageId
 from .reader import MessageReader
@@ -120,10 +125,10 @@ class TopicStatistics:
         if total is None or consumed is None:  # rows without totals: estimate from positions
             estimate = (tail.position - first.position + 1) * max(1, tail.head.payload_count)
             return Lag(estimate, max(0.0, (now - first.head.publish_time) / 1000), False)
-        messages = max(0, total.messages - consumed[0])
+        messages = max(0, total.messages - consumed[0] - self._skipped(topic, generation, first, tail))
         if messages == 0:
             return Lag(0, 0.0)
-        return Lag(messages, max(0.0, (now - first.head.publish_time) / 1000), tail.head.span is None)
+        return Lag(messages, max(0.0, (now - first.head.publish_time) / 1000))
 
     def _consumed(
         self, topic: TopicId, generation: int, mark: bytes | None
@@ -181,8 +186,8 @@ class TopicStatistics:
         if total is None or before is None:
             estimate = (tail.position - first.position + 1) * max(1, tail.head.payload_count)
             counts, exact = (estimate, 0), False
-        elif tail.head.span is not None:  # a sequencer generation: offsets (skips included), bytes estimated
-            messages = total.messages - before[0]
+        elif tail.head.span is not None:  # a sequencer generation: offsets less skipped ones, bytes estimated
+            messages = total.messages - before[0] - self._skipped(topic, generation, first, tail)
             sizes = self._sizes(topic, generation, tail)
             counts, exact = (messages, messages * sum(sizes) // max(1, len(sizes))), False
         else:
@@ -191,7 +196,11 @@ class TopicStatistics:
         for window in windows:
             since = self._first_readable(topic, generation, max(floor, now - window * 1000))
             before_window = None if since is None else self._before(topic, generation, since)
-            recent = 0 if since is None or total is None or before_window is None else total.messages - before_window[0]
+            recent = (
+                0
+                if since is None or total is None or before_window is None
+                else total.messages - before_window[0] - self._skipped(topic, generation, since, tail)
+            )
             rates[window] = recent / window
         return replace(
             stats,
@@ -202,6 +211,13 @@ class TopicStatistics:
             rates=rates,
             exact=exact and all(lag.exact for _, _, lag in lags),
         )
+
+    def _skipped(self, topic: TopicId, generation: int, first: _Row, tail: _Row) -> int:
+        """Offsets held by skip markers from ``first`` through ``tail`` (a sequencer generation's offsets
+        count them: see the module doc); 0 in a chain generation."""
+        if tail.head.span is None or tail.head.totals is None:
+            return 0
+        return sequencer.skipped(self.messages, topic, generation, first.position, tail.head.totals.messages + 1)
 
     # -- rows -----------------------------------------------------------------------------------
 

@@ -62,22 +62,23 @@ class SubscriptionAdmin:
         now = now_ms()
         key = row_key(meta.topic, meta.generation, name)
         stored = self.store.create(meta.topic, name, key, Record(mark, now, now))
-        return _public(meta, name, stored.record)
+        return _public(meta, name, stored.record, self.reader.hbase_now())
 
     def get(self, meta: TopicMetadata, name: str) -> Subscription:
         stored = self._read(meta, name)
-        return _public(meta, name, resolved(stored.record, self._fate_reader()))
+        return _public(meta, name, resolved(stored.record, self._fate_reader()), self.reader.hbase_now())
 
     def list(self, meta: TopicMetadata) -> list[Subscription]:
         fate_of = self._fate_reader()
+        now = self.reader.hbase_now()
         return [
-            _public(meta, name_of(s.key, meta.topic), resolved(s.record, fate_of))
+            _public(meta, name_of(s.key, meta.topic), resolved(s.record, fate_of), now)
             for s in self.store.list(meta.topic, meta.generation)
         ]
 
     def bells(self, meta: TopicMetadata) -> builtins.list[str]:  # list: the method above
         """Doorbell addresses of the topic's consumers whose lease has not run out."""
-        now = now_ms()
+        now = self.reader.hbase_now()
         return [
             s.record.bell
             for s in self.store.list(meta.topic, meta.generation)
@@ -111,13 +112,13 @@ class SubscriptionAdmin:
             new = replace(record, position=mark, pending=None, updated_at=now_ms())
             return new.released() if force else new
 
-        return _public(meta, name, self._change(meta, name, step, force))
+        return _public(meta, name, self._change(meta, name, step, force), self.reader.hbase_now())
 
     def delete(self, meta: TopicMetadata, name: str, *, force: bool = False) -> None:
         """Delete the subscription (SubscriptionNotFound if there is none)."""
         for _ in range(_MAX_ROUNDS):
             stored = self._read(meta, name)
-            _check_free(meta, name, stored.record, force)
+            _check_free(meta, name, stored.record, force, self.reader.hbase_now())
             if self.store.delete(stored):
                 return
         raise ConcurrentModification(f"delete subscription {name!r} of {meta.topic}: it kept changing")
@@ -133,7 +134,7 @@ class SubscriptionAdmin:
     def _change(self, meta: TopicMetadata, name: str, step: Callable[[Record], Record], force: bool) -> Record:
         for _ in range(_MAX_ROUNDS):
             stored = self._read(meta, name)
-            _check_free(meta, name, stored.record, force)
+            _check_free(meta, name, stored.record, force, self.reader.hbase_now())
             new = step(stored.record)
             if self.store.swap(stored.key, stored.data, new.encode()):
                 return new
@@ -170,8 +171,7 @@ class SubscriptionAdmin:
         return fate_of
 
 
-def _check_free(meta: TopicMetadata, name: str, record: Record, force: bool) -> None:
-    now = now_ms()
+def _check_free(meta: TopicMetadata, name: str, record: Record, force: bool, now: int) -> None:
     if not force and record.held_by_other(None, now):
         raise SubscriptionBusy(
             f"subscription {name!r} of {meta.topic} has an active consumer ({record.owner}, lease for "
@@ -179,8 +179,8 @@ def _check_free(meta: TopicMetadata, name: str, record: Record, force: bool) -> 
         )
 
 
-def _public(meta: TopicMetadata, name: str, record: Record) -> Subscription:
-    held = record.owner is not None and record.expires > now_ms()
+def _public(meta: TopicMetadata, name: str, record: Record, now: int) -> Subscription:
+    held = record.owner is not None and record.expires > now
     return Subscription(
         meta.topic,
         name,

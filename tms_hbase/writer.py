@@ -31,7 +31,7 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from . import sequencer
@@ -134,8 +134,10 @@ class MessageWriter:
         max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
         retry: Retry | None = None,
         tx_max_lifetime: float = MAX_LIFETIME_SECONDS,
+        clock: Callable[[], int] = now_ms,
     ) -> None:
         self.messages = messages
+        self.clock = clock  # the time publishes are dated with (hbase_clock.PublishClock in a client)
         self.payloads = payloads
         self.retry = retry or Retry()
         self.tx_max_lifetime = tx_max_lifetime  # older write pointers are refused
@@ -146,7 +148,7 @@ class MessageWriter:
         self._batch_numbers = itertools.count(1)
         self._tails: dict[TopicId, _Tail] = {}
         self._reservations = Reservations(
-            messages, self.writer_id, lambda: sequencer.window(self.settings.tail_cache_seconds())
+            messages, self.writer_id, lambda: sequencer.window(self.settings.tail_cache_seconds()), clock
         )
         self._lock = threading.Lock()
         self.future_predecessors = 0  # rows not followed for being dated too far ahead (row_time.py)
@@ -243,7 +245,7 @@ class MessageWriter:
                     raise self._unknown(exc, Resume(topic, generation, position, batch_no)) from exc
                 raise
             attempt = time.monotonic()  # rows above a position we win are younger than this
-            now = now_ms()
+            now = self.clock()
             publish_time, ignored = bounded_publish_time(now, predecessor_time, trust * 1000)
             if ignored:
                 self._future_predecessor(topic, position, predecessor_time, now, trust)
@@ -317,7 +319,7 @@ class MessageWriter:
         """
         if resume is not None:
             # dated now: a marker dated earlier than the rows before it would mislead a time seek's search
-            found = self._settle(topic, generation, resume.position, batch_no, now_ms())
+            found = self._settle(topic, generation, resume.position, batch_no, self.clock())
             if found:
                 return resume.position
         span = max(1, self._own_count(topic, generation, payloads, tx_pointer)[0])

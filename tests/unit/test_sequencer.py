@@ -297,7 +297,7 @@ def _busy_block(res: Reservations) -> list[Ticket]:
     return tickets
 
 
-def test_a_busy_writer_carves_its_publishes_off_one_block_and_releases_the_rest_on_close() -> None:
+def test_a_busy_writer_carves_its_publishes_off_one_block_and_gives_the_rest_back_on_close() -> None:
     w = World()
     writer = w.writer()
     calls = {"increments": 0}
@@ -314,22 +314,36 @@ def test_a_busy_writer_carves_its_publishes_off_one_block_and_releases_the_rest_
     assert writer._reservations.carved > 0 and calls["increments"] < 10  # one increment per block, not per publish
     _dense(w)
     rows = w.rows()
-    last = max(p for p, row in rows.items() if not row.skip)
-    end = sequencer.end_offset(w.inst.messages, T, 1)
-    assert _skips(w)[-1] == (last + 2, end - last - 1, writer.writer_id)  # the remainder: ONE marker, exact span
-    assert len(w.fetch()) == 100
+    last = max(rows)
+    assert not rows[last].skip and sequencer.end_offset(w.inst.messages, T, 1) == last + 1  # the rest went back
+    assert writer._reservations.given_back >= 1 and len(w.fetch()) == 100
 
 
-def test_the_rest_of_a_block_is_released_with_one_skip_marker_once_the_writer_is_idle() -> None:
+def test_a_block_another_writer_reserved_after_is_filled_with_one_marker_that_the_skip_index_counts() -> None:
     w = World()
     writer = w.writer()
     for i in range(10):
         writer.publish(T, [b"%d" % i])
-    deadline = time.monotonic() + 10  # no close: the idle timer releases it
-    while not _skips(w) and time.monotonic() < deadline:
+    other = sequencer.reserve(w.inst.messages, T, 1, 1)  # another writer, after the block
+    w.inst.messages.put_if_absent(message_key(T, 1, other), MESSAGE_COLUMN, skip_marker(0, 1, b"o" * 16))
+    writer.close()
+    (marker,) = [s for s in _skips(w) if s[2] == writer.writer_id]
+    assert marker == (11, other - 11, writer.writer_id)  # the rest of the block: ONE marker, exact span
+    assert sequencer.skipped(w.inst.messages, T, 1, 1, other) == other - 11
+    assert sequencer.skipped(w.inst.messages, T, 1, 12, other + 1) == 0  # a range that starts inside it
+
+
+def test_the_rest_of_a_block_is_given_back_once_the_writer_is_idle() -> None:
+    w = World()
+    writer = w.writer()
+    for i in range(10):
+        writer.publish(T, [b"%d" % i])
+    assert sequencer.end_offset(w.inst.messages, T, 1) > 10  # a block was reserved ahead
+    deadline = time.monotonic() + 10  # no close: the idle timer gives it back
+    while sequencer.end_offset(w.inst.messages, T, 1) != 10:
+        assert time.monotonic() < deadline, "the block was not given back"
         time.sleep(0.005)
-    end = sequencer.end_offset(w.inst.messages, T, 1)
-    assert end > 10 and _skips(w) == [(11, end - 10, writer.writer_id)]
+    assert _skips(w) == []
     _dense(w)
     assert w.fetch() == [b"%d" % i for i in range(10)]
     writer.close()
@@ -347,8 +361,9 @@ def test_a_block_too_old_to_carve_is_released_and_a_fresh_one_reserved() -> None
     time.sleep(0.25)  # the block is now older than W/2
     late = Ticket(1)
     res.take(T, 1, late)
-    assert late.first == blocked + 1 and late.started > first.started  # a fresh increment, not the old block
-    assert _skips(w) == [(stalled.first + 1, blocked - stalled.first, b"w" * 16)]  # the rest: one marker
+    # the rest went back to the counter first, so the fresh increment hands the same offsets out again
+    assert late.first == stalled.first + 1 and late.started > first.started and res.given_back == 1
+    assert _skips(w) == []
     res.close()
 
 
@@ -359,13 +374,13 @@ def test_a_round_larger_than_the_rest_of_the_block_releases_it_and_takes_an_incr
     blocked = sequencer.end_offset(w.inst.messages, T, 1)
     big = Ticket(blocked + 5)
     res.take(T, 1, big)
-    assert big.first == blocked + 1  # past the block
-    assert _skips(w) == [(second.first + 1, blocked - second.first, b"w" * 16)]
+    assert big.first == second.first + 1  # the rest of the block went back, then one increment
+    assert _skips(w) == [] and res.given_back == 1
     res.published(T, 1)
     res.close()
     end = sequencer.end_offset(w.inst.messages, T, 1)
     assert end >= big.first + big.span - 1  # whatever the big round reserved ahead is released too
-    assert all(p > big.first for p, _, _ in _skips(w)[1:])
+    assert _skips(w) == []
 
 
 def test_a_writer_slower_than_the_block_budget_reserves_no_block() -> None:

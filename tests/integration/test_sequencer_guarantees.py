@@ -1,0 +1,236 @@
+"""The default ordering (the sequencer) keeps what the chain keeps, tried the way the world breaks it:
+writers that exit without closing, readers and consumers that are new processes, writers whose clocks
+are wrong (libfaketime), short-lived writers by the dozen (docs/guarantees.md, "Sequencer generations").
+
+Each of these failed before the fixes of the sequencer's hole rule, its publish dates and its counts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tms_hbase import MessagingClient, TopicId, sequencer
+from tms_hbase.message_id import MessageId
+
+T = TopicId("guar", "orders")
+H = sequencer.hole_wait(1)  # the writers' tail-cache time is 1 s while the installation has no setting
+LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+
+
+def _env(env: dict[str, str], faketime: str | None) -> dict[str, str]:
+    """``env``, with the process's wall clock shifted by ``faketime`` (libfaketime; monotonic time left real,
+    as on a real host whose clock is wrong) if given."""
+    env = dict(env)
+    if faketime is not None:
+        env.update(LD_PRELOAD=str(LIBFAKETIME), FAKETIME=faketime, FAKETIME_DONT_FAKE_MONOTONIC="1")
+    return env
+
+
+def run(env: dict[str, str], code: str, *, faketime: str | None = None, timeout: float = 60) -> str:
+    """Run ``code`` in a new Python process (its clock shifted by ``faketime`` if given); its output."""
+    command = [sys.executable, "-c", textwrap.dedent(code)]
+    done = subprocess.run(command, env=_env(env, faketime), capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr
+    return done.stdout + done.stderr
+
+
+def start(env: dict[str, str], code: str, *, faketime: str | None = None) -> subprocess.Popen[str]:
+    """Start ``code`` in a new Python process, as :func:`run` does, without waiting for it."""
+    command = [sys.executable, "-c", textwrap.dedent(code)]
+    pipe = subprocess.PIPE
+    return subprocess.Popen(command, env=_env(env, faketime), stdout=pipe, stderr=pipe, text=True)
+
+
+PRELUDE = """
+import json, os, sys, threading, time
+if os.environ.get("FAKETIME"):  # libfaketime 0.9.10 fails clock_nanosleep on the real monotonic clock: sleep
+    time.sleep = lambda seconds: threading.Event().wait(seconds)  # on a condition variable instead
+from tms_hbase import MessagingClient, TopicId
+from tms_hbase.message_id import MessageId
+T = TopicId("guar", "orders")
+"""
+
+
+@pytest.fixture
+def topic(client: MessagingClient) -> TopicId:
+    client.create_topic(T)  # the defaults: the sequencer
+    assert client.get_topic(T).sequencer
+    return T
+
+
+def test_a_dead_writers_hole_is_passed_by_readers_and_consumers_in_new_processes(
+    client: MessagingClient, topic: TopicId, tms_env: dict[str, str]
+) -> None:
+    client.create_subscription(T, "early")  # from the start: its lag is checked at the end
+    # A publishes one message at a time (busy: it reserves blocks ahead) and exits without close()
+    run(tms_env, PRELUDE + "c = MessagingClient()\nfor i in range(50): c.publish(T, [b'a%d' % i])\nos._exit(0)")
+    run(tms_env, PRELUDE + "with MessagingClient() as c: c.publish(T, [b'b'])")
+    acked = time.monotonic()
+    assert [m.payload for m in client.fetch(T)][-1:] == [b"a49"], "A's unused block is not a hole below B's row"
+
+    fetch_once = PRELUDE + "with MessagingClient() as c: print(json.dumps([m.payload.decode() for m in c.fetch(T)]))"
+    deadline = time.monotonic() + H + 15
+    while True:  # every poll a new process, as a cron job or a CLI call would be
+        seen = json.loads(run(tms_env, fetch_once).splitlines()[0])
+        if "b" in seen:
+            break
+        assert time.monotonic() < deadline, f"a new process still sees {len(seen)} of 51 messages"
+    took = time.monotonic() - acked
+    assert seen == [f"a{i}" for i in range(50)] + ["b"]
+    assert took < H + 10, took  # H after B's row was stored, plus process starts on a loaded machine
+
+    # the other read paths, each from a new process, now that the hole is due for everyone
+    first = client.fetch(T).__next__().id.hex()
+    ranged = run(
+        tms_env,
+        PRELUDE + f"with MessagingClient() as c:\n"
+        f"    print(len(list(c.fetch_range(T, MessageId.decode(bytes.fromhex('{first}'))))))",
+    )
+    assert ranged.split()[0] == "51"
+    consumed = run(
+        tms_env,
+        PRELUDE + "with MessagingClient() as c:\n"
+        "    c.create_subscription(T, 'late-joiner')\n"
+        "    with c.consumer(T, 'late-joiner', max_wait=0.5) as con:\n"
+        "        print(sum(1 for _ in con))",
+    )
+    assert consumed.split()[0] == "51"
+    lag = client.lag(T, "early")  # the filled hole is skipped offsets, not messages
+    assert (lag.messages, lag.exact) == (51, True)
+    assert client.topic_stats(T).messages == 51
+
+
+def test_a_new_client_per_poll_passes_a_dead_writers_hole_as_soon_as_a_long_lived_one(
+    client: MessagingClient, topic: TopicId, tms_env: dict[str, str]
+) -> None:
+    run(tms_env, PRELUDE + "c = MessagingClient()\nfor i in range(30): c.publish(T, [b'a%d' % i])\nos._exit(0)")
+    client.publish(T, [b"b"])
+    acked = time.monotonic()
+    polls = 0
+    while True:
+        polls += 1
+        with MessagingClient(config=client.config) as fresh:
+            if [m.payload for m in fresh.fetch(T)][-1:] == [b"b"]:
+                break
+        assert time.monotonic() - acked < H + 5, f"{polls} polls by new clients did not pass the hole"
+
+
+@pytest.mark.parametrize("offsets", [("+2.5s", "+0s"), ("+45s", "-45s")])
+def test_time_seeks_skip_nothing_whatever_the_writers_clocks_say(
+    client: MessagingClient, topic: TopicId, tms_env: dict[str, str], offsets: tuple[str, str]
+) -> None:
+    began = time.time()
+    writer = PRELUDE + textwrap.dedent(
+        """
+        name = os.environ["NAME"]
+        with MessagingClient() as c:
+            for i in range(40):
+                c.publish(T, [f"{name}{i}".encode()])
+                time.sleep(0.01)
+        """
+    )
+    procs = [
+        start({**tms_env, "NAME": name}, writer, faketime=None if offset == "+0s" else offset)
+        for name, offset in zip("AB", offsets, strict=True)
+    ]
+    logs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), logs
+    ended = time.time()
+    got = list(client.fetch(T))
+    assert len(got) == 80
+    for m in got[::3]:  # a time seek to any message's date returns every message dated at or after it
+        want = {x.payload for x in got if x.publish_time >= m.publish_time}
+        with MessagingClient(config=client.config) as fresh:  # a new reader, as a new process would be
+            found = {x.payload for x in fresh.fetch(T, start_time=m.publish_time)}
+            span = fresh.positions(T, start_time=m.publish_time)
+        assert want <= found, sorted(want - found)
+        first_wanted = min(x.id for x in got if x.publish_time >= m.publish_time)
+        assert span.first <= MessageId.decode(first_wanted).position, "positions() starts after a message"
+    # every publish is dated within the band around HBase's clock (the installation's 1 s bound), never
+    # by a host clock that is far off, and a host clock far off is reported with the writer named
+    for m in got:
+        assert began * 1000 - 1500 <= m.publish_time <= ended * 1000 + 1500, (m.payload, m.publish_time - began * 1000)
+    skewed = [log for (out, log), offset in zip(logs, offsets, strict=True) if offset not in ("+0s",)]
+    assert all("clock is" in log and "off HBase's" in log for log in skewed), skewed
+
+
+def test_counts_and_lag_are_exact_for_short_lived_writers(
+    client: MessagingClient, topic: TopicId, tms_env: dict[str, str]
+) -> None:
+    client.create_subscription(T, "s")
+    for _ in range(7):  # seven `tms-admin topic publish`-like processes, one after the other
+        run(tms_env, PRELUDE + "with MessagingClient() as c:\n    for i in range(3): c.publish(T, [b'x' * 10])")
+    stats = client.topic_stats(T)
+    assert (stats.messages, stats.published) == (21, 21)
+    # four at once: their releases race, so some become skip markers inside the topic, not give-backs
+    procs = [
+        start(tms_env, PRELUDE + "with MessagingClient() as c:\n    for i in range(25): c.publish(T, [b'y'])")
+        for _ in range(4)
+    ]
+    for p in procs:
+        assert p.wait(timeout=120) == 0, p.communicate()
+    assert client.topic_stats(T).messages == 121
+    assert client.lag(T, "s").messages == 121
+    with client.consumer(T, "s", max_wait=0.5) as consumer:
+        for n, _ in enumerate(consumer, 1):
+            if n == 110:
+                consumer.commit()
+                break
+    lag = client.lag(T, "s")
+    assert (lag.messages, lag.exact) == (11, True)
+
+
+def test_close_releases_every_block_even_when_one_cannot_be_released(client: MessagingClient) -> None:
+    from tms_hbase.rows import MESSAGE_COLUMN, message_key
+
+    one, two = TopicId("guar", "one"), TopicId("guar", "two")
+    for t in (one, two):
+        client.create_topic(t)
+    writer = MessagingClient(config=client.config)
+    queues = writer._writer._reservations._queues
+    deadline = time.monotonic() + 30
+    while not all(q.block or q.ahead for q in queues.values()) or len(queues) < 2:  # busy on both: blocks ahead
+        assert time.monotonic() < deadline, "the writer reserved no block ahead"
+        for t in (one, two):
+            writer.publish(t, [b"m"])
+    blocked = next(q.block or q.ahead for (t, _), q in queues.items() if t == one)
+    assert blocked is not None
+    # garbage where the unused block of `one` begins, so releasing it meets a corrupt row ... and `two` is after it
+    client.publish(one, [b"after"])  # somebody reserved after it: it cannot be given back, it must be filled
+    client.installation.messages.put(message_key(one, 1, blocked.first), {MESSAGE_COLUMN: b"\x07garbage"})
+    writer.close()  # does not raise, and releases `two` anyway
+    assert sequencer.end_offset(client.installation.messages, two, 1) == client.topic_stats(two).messages
+
+
+def test_libfaketime_shifts_the_wall_clock_of_a_python_process(tms_env: dict[str, str]) -> None:
+    """The clock tests above rely on this: the shifted process sees a clock an hour ahead."""
+    assert LIBFAKETIME.exists(), "libfaketime is missing: make test installs Debian's faketime"
+    out = run(tms_env, "import time; print(time.time())", faketime="+1h")
+    assert abs(float(out.split()[0]) - time.time() - 3600) < 60
+    assert os.environ.get("LD_PRELOAD") is None
+
+
+def test_a_consumer_whose_clock_is_a_minute_ahead_does_not_take_a_held_lease(
+    client: MessagingClient, topic: TopicId, tms_env: dict[str, str]
+) -> None:
+    client.create_subscription(T, "s")
+    with client.consumer(T, "s", lease_seconds=30, max_wait=0.1):
+        out = run(
+            tms_env,
+            PRELUDE + "from tms_hbase.errors import SubscriptionBusy\n"
+            "with MessagingClient() as c:\n"
+            "    try:\n"
+            "        c.consumer(T, 's', lease_seconds=30, wait_for_lease=0).close()\n"
+            "        print('took it')\n"
+            "    except SubscriptionBusy:\n"
+            "        print('busy')\n",
+            faketime="+60s",
+        )
+    assert out.split()[0] == "busy"  # its lease would have looked expired by its own clock
