@@ -497,6 +497,7 @@ class Sweeper:
         if not self.dry_run:  # readers must know these offsets are swept before they are
             for (topic, generation), offset in raised.items():
                 sequencer.raise_low_water(self.installation.messages, topic, generation, offset)
+                sequencer.prune_skips(self.installation.messages, topic, generation, offset)
         if not keys:
             return None
         self.metrics.rows_dropped.labels("messages" if self._is_messages(region) else "payloads").inc(len(keys))

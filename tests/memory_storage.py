@@ -193,6 +193,18 @@ class MemoryTable:
                 self.delete_row(key)
         self._lost(lose)
 
+    def delete_cells(self, key: bytes, columns: Sequence[bytes]) -> None:
+        self._fault("delete_cells", key)
+        with self._lock:
+            row = self._cells.get(key)
+            if row is None:
+                return
+            for column in columns:
+                row.pop(column, None)
+            if not row:
+                del self._cells[key]
+                self._keys.pop(bisect.bisect_left(self._keys, key))
+
     def put_if_absent(self, key: bytes, column: bytes, value: bytes) -> bool:
         return self.compare_and_set(key, column, None, value)
 

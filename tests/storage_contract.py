@@ -53,4 +53,23 @@ def check_counters_and_versions(t: Any) -> None:
     assert t.scan(prefix=b"v", timestamps=True) == [(b"v", {b"d:x": (b"new", 200)})]
 
 
-CHECKS = [check_conditional_writes, check_scans_and_deletes, check_counters_and_versions]
+def check_column_ranges_and_cell_deletes(t: Any) -> None:
+    """A ColumnRangeFilter keeps the cells of a row whose qualifiers lie in the range (the skip index's
+    count); a counter written back by compare-and-set keeps counting (a give-back); cells are deleted
+    one by one."""
+    t.put(b"r", {b"d:s": b"x", b"d:k01": b"1", b"d:k02": b"2", b"d:k10": b"3"})
+    found = t.scan(b"r", b"r\x00", filter="ColumnRangeFilter('k01', true, 'k10', false)")
+    assert found == [(b"r", {b"d:k01": b"1", b"d:k02": b"2"})]
+    t.delete_cells(b"r", [b"d:k01", b"d:k10"])
+    assert t.get(b"r") == {b"d:s": b"x", b"d:k02": b"2"}
+    assert t.increment(b"n", b"d:c", 10) == 10
+    assert t.compare_and_set(b"n", b"d:c", (10).to_bytes(8, "big"), (4).to_bytes(8, "big"))
+    assert t.increment(b"n", b"d:c", 1) == 5
+
+
+CHECKS = [
+    check_conditional_writes,
+    check_scans_and_deletes,
+    check_counters_and_versions,
+    check_column_ranges_and_cell_deletes,
+]

@@ -19,6 +19,7 @@ from .rows import (
     MESSAGE_COLUMN,
     PAYLOAD_COLUMN,
     SEQUENCE_COLUMN,
+    SKIPPED_PREFIX,
     RowHeader,
     check_cell,
     position_of,
@@ -81,11 +82,12 @@ def _topic_key_length(key: bytes) -> int:
 
 def is_counter_row(key: bytes, columns: Mapping[bytes, Any]) -> bool:
     """Whether a message-table row is a sequencer generation's counter row (topic key and generation
-    only, with the offset counter or the low-water mark): sound, and no batch row."""
+    only, with the offset counter, the low-water mark or skip index cells): sound, and no batch row."""
     where = split_key(key)
     if where is None or len(key) != _topic_key_length(key) + 4:
         return False
-    return bool(columns) and set(columns) <= {SEQUENCE_COLUMN, LOW_WATER_COLUMN}
+    known = {SEQUENCE_COLUMN, LOW_WATER_COLUMN}
+    return bool(columns) and all(c in known or c.startswith(SKIPPED_PREFIX) for c in columns)
 
 
 def check_message_row(key: bytes, columns: Mapping[bytes, Any]) -> RowCheck:

@@ -14,7 +14,8 @@ span, flag 32): the next row of the dense order starts at ``position + span``. T
 by the generation's counter row, which sorts before position 1 (scans from a position and the tail's
 reverse scan never meet it)::
 
-    counter row = topic key | generation u32      (d:s = last offset handed out, d:l = low-water mark)
+    counter row = topic key | generation u32      (d:s = last offset handed out, d:l = low-water mark,
+                                                   d:k<offset, 16 hex digits> = span of a skip marker there)
 
 The low-water mark is raised by the sweeper before it deletes a prefix of the generation: every offset
 below it is swept (or a hole nobody can write any more), so a reader jumps over a gap below it.
@@ -51,6 +52,7 @@ PAYLOAD_COLUMN = f"{FAMILY}:p".encode()
 COUNTER_COLUMN = f"{FAMILY}:c".encode()
 SEQUENCE_COLUMN = f"{FAMILY}:s".encode()  # the offset counter of a sequencer generation (messages table)
 LOW_WATER_COLUMN = f"{FAMILY}:l".encode()  # first offset of a sequencer generation not swept (its counter row)
+SKIPPED_PREFIX = f"{FAMILY}:k".encode()  # the skip index in the counter row: d:k<offset, 16 hex digits> = span
 
 VERSION = 1
 F_TX = 1
@@ -85,6 +87,12 @@ def past_last(prefix: bytes) -> bytes:
 def counter_key(topic: TopicId, generation: int) -> bytes:
     """Key of a sequencer generation's offset counter: the generation prefix itself, below position 1."""
     return generation_prefix(topic, generation)
+
+
+def skipped_column(position: int) -> bytes:
+    """The skip index's cell (in a sequencer generation's counter row) for a skip marker at ``position``;
+    its value is the marker's span (u64). Hex digits sort as the offsets do."""
+    return SKIPPED_PREFIX + f"{position:016x}".encode()
 
 
 def message_key(topic: TopicId, generation: int, position: int) -> bytes:

@@ -25,14 +25,15 @@ from .rows import (
     LOW_WATER_COLUMN,
     MESSAGE_COLUMN,
     SEQUENCE_COLUMN,
+    SKIPPED_PREFIX,
     RowHeader,
     counter_key,
     message_key,
     peek_row,
     skip_marker,
+    skipped_column,
 )
 from .storage import Table
-from .tables import FAMILY
 from .topic import TopicId
 
 log = logging.getLogger(__name__)
@@ -88,14 +89,6 @@ def give_back(messages: Table, topic: TopicId, generation: int, first: int, span
     )
 
 
-def skipped_column(position: int) -> bytes:
-    """The skip index's cell (in the counter row) for a skip marker at ``position``; its value is the span."""
-    return f"{FAMILY}:{SKIPPED_QUALIFIER}{position:016x}".encode()
-
-
-SKIPPED_QUALIFIER = "k"
-
-
 def skipped(messages: Table, topic: TopicId, generation: int, low: int, high: int) -> int:
     """Offsets held by skip markers at positions ``low`` <= p < ``high`` (one read of the counter row, the
     skip index filtered to that range in HBase). A marker whose filler died before indexing it is not
@@ -103,17 +96,22 @@ def skipped(messages: Table, topic: TopicId, generation: int, low: int, high: in
     if high <= low:
         return 0
     key = counter_key(topic, generation)
-    bounds = (f"{SKIPPED_QUALIFIER}{low:016x}", f"{SKIPPED_QUALIFIER}{high:016x}")
-    rows = messages.scan(
-        key, key + b"\x00", limit=1, filter=f"ColumnRangeFilter('{bounds[0]}', true, '{bounds[1]}', false)"
-    )
-    prefix = f"{FAMILY}:{SKIPPED_QUALIFIER}".encode()
-    return sum(
-        int.from_bytes(value, "big")
-        for _, cells in rows
-        for column, value in cells.items()
-        if column.startswith(prefix)
-    )
+    low_q, high_q = (skipped_column(p).split(b":", 1)[1].decode() for p in (low, high))
+    rows = messages.scan(key, key + b"\x00", limit=1, filter=f"ColumnRangeFilter('{low_q}', true, '{high_q}', false)")
+    cells = [(column, value) for _, row in rows for column, value in row.items()]
+    return sum(int.from_bytes(value, "big") for column, value in cells if column.startswith(SKIPPED_PREFIX))
+
+
+def prune_skips(messages: Table, topic: TopicId, generation: int, below: int) -> int:
+    """Drop the skip index's cells of markers below ``below`` (the low-water mark: nothing below it is
+    counted any more), so the counter row does not grow with the generation's history. Returns how many."""
+    key = counter_key(topic, generation)
+    high_q = skipped_column(below).split(b":", 1)[1].decode()
+    rows = messages.scan(key, key + b"\x00", limit=1, filter=f"ColumnRangeFilter('k', true, '{high_q}', false)")
+    columns = [column for _, row in rows for column in row if column.startswith(SKIPPED_PREFIX)]
+    if columns:
+        messages.delete_cells(key, columns)
+    return len(columns)
 
 
 def index_skips(messages: Table, topic: TopicId, generation: int, spans: dict[int, int]) -> None:

@@ -219,6 +219,10 @@ class Table:
 
         self.hbase.run(f"delete rows of {self.name}", delete)
 
+    def delete_cells(self, key: bytes, columns: Sequence[bytes]) -> None:
+        """Delete some cells of one row (deleting twice is harmless, so it is retried)."""
+        self.hbase.run(f"delete cells of {self.name}", lambda c: c.table(self.name).delete(key, columns=list(columns)))
+
     def put_if_absent(self, key: bytes, column: bytes, value: bytes) -> bool:
         """Write one cell only if it does not exist yet (checkAndPut with no expected value).
 

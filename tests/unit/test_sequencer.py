@@ -475,3 +475,16 @@ def test_a_publish_carved_off_a_block_is_dated_when_it_is_carved_not_when_the_bl
     assert carved.first == stalled.first + 1 and carved.started == second.started  # off the block, no increment
     assert carved.publish_time >= before > second.publish_time
     res.close()
+
+
+def test_the_sweeper_prunes_the_skip_index_below_the_low_water_mark_and_a_counter_row_with_it_is_sound() -> None:
+    from tms_hbase.integrity import is_counter_row
+
+    w = World()
+    messages = w.inst.messages
+    for position in (3, 9, 20):
+        sequencer.index_skips(messages, T, 1, {position: 2})
+    assert sequencer.skipped(messages, T, 1, 1, 100) == 6
+    assert is_counter_row(counter_key(T, 1), messages.get(counter_key(T, 1)))  # not a corrupt row
+    assert sequencer.prune_skips(messages, T, 1, 10) == 2
+    assert sequencer.skipped(messages, T, 1, 1, 100) == 2
