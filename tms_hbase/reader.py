@@ -142,6 +142,16 @@ class BatchInfo:
     messages: int | None
 
 
+def _head(key: bytes, value: bytes | None, tolerant: bool) -> RowHeader | None:
+    """The row's header; None for a cell that does not decode if ``tolerant``, else CorruptData."""
+    try:
+        return peek_row(key, value)
+    except CorruptData:
+        if tolerant:
+            return None
+        raise
+
+
 @dataclass(frozen=True)
 class _Sighting:
     """A hole a reader waits on: when it first saw it (monotonic), and when HBase stored the row above it
@@ -507,17 +517,42 @@ class MessageReader:
         offsets): that row belongs before it, so reading begins after the span. With ``last`` (a range
         read, which must reach its end) a hole not due yet is waited on instead of ending the read. The
         holes it fills are recorded in the skip index once per run of them (and when it stops early)."""
+        for position, key, value in self.sequencer_cells(topic, generation, start, first, last):
+            row = decode_row(key, value)
+            if not row.skip:
+                yield position, row
+
+    def sequencer_cells(
+        self,
+        topic: TopicId,
+        generation: int,
+        start: int,
+        first: int = CHUNK_ROWS,
+        last: int | None = None,
+        *,
+        tolerant: bool = False,
+    ) -> Iterator[tuple[int, bytes, bytes | None]]:
+        """The rows of a sequencer generation as :meth:`_sequencer_rows` passes them, skip markers
+        included, as (position, key, cell): what the inspector shows. ``tolerant``: a cell that does not
+        decode is passed as a row of span 1 instead of raising CorruptData (the inspector reports it)."""
         filled: dict[int, int] = {}
         try:
-            yield from self._sequencer_scan(topic, generation, start, first, last, filled)
+            yield from self._sequencer_scan(topic, generation, start, first, last, filled, tolerant)
         finally:
             if filled:
                 sequencer.index_skips(self.messages, topic, generation, filled)
 
     def _sequencer_scan(
-        self, topic: TopicId, generation: int, start: int, first: int, last: int | None, filled: dict[int, int]
-    ) -> Iterator[tuple[int, BatchRow]]:
-        """:meth:`_sequencer_rows`, the holes this reader fills noted in ``filled`` (offset: span)."""
+        self,
+        topic: TopicId,
+        generation: int,
+        start: int,
+        first: int,
+        last: int | None,
+        filled: dict[int, int],
+        tolerant: bool,
+    ) -> Iterator[tuple[int, bytes, bytes | None]]:
+        """:meth:`sequencer_cells`, the holes this reader fills noted in ``filled`` (offset: span)."""
         prefix = generation_prefix(topic, generation)
         end = past_last(prefix)
         expected, size, previous_time, first_look = start, first, 0, True
@@ -561,11 +596,11 @@ class MessageReader:
                 while True:
                     if self._holes:
                         self._passed((topic, generation, position))
-                    row = decode_row(key, value)
-                    if not row.skip:
-                        yield position, row
-                    previous_time = row.publish_time
-                    expected = position + (row.span or 1)
+                    head = _head(key, value, tolerant)
+                    yield position, key, value
+                    if head is not None:
+                        previous_time = head.publish_time
+                    expected = position + (1 if head is None else head.span or 1)
                     if not (filling and expected < above and (last is None or expected <= last)):
                         break
                     # the offsets up to the row above are due at once (see _hole): fill them one after

@@ -234,3 +234,23 @@ def test_a_consumer_whose_clock_is_a_minute_ahead_does_not_take_a_held_lease(
             faketime="+60s",
         )
     assert out.split()[0] == "busy"  # its lease would have looked expired by its own clock
+
+
+def test_topic_tail_follow_stops_before_a_hole_and_shows_the_batch_that_lands_in_it(
+    client: MessagingClient, topic: TopicId
+) -> None:
+    from tms_hbase.inspect import Cursor
+    from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, message_key
+
+    client.publish(T, [b"first"])
+    slow = sequencer.reserve(client.installation.messages, T, 1, 1)  # a live writer, about to write
+    client.publish(T, [b"third"])
+    inspector = client.inspector()
+    shown = list(inspector.entries(T, 1, Cursor(1), ttl=3600, view=None))
+    assert [e.payload for e in shown] == [b"first"]  # not past the hole while its writer may still write
+    late = BatchRow(publish_time=client.hbase_clock.now_ms(), writer_id=b"w" * 16, batch_no=1, payloads=(b"second",))
+    assert client.installation.messages.put_if_absent(
+        message_key(T, 1, slow), MESSAGE_COLUMN, BatchRow(**{**late.__dict__, "span": 1}).encode()
+    )
+    cursor = Cursor(shown[-1].position, shown[-1].index + 1)  # where --follow goes on from
+    assert [e.payload for e in inspector.entries(T, 1, cursor, ttl=3600, view=None)] == [b"second", b"third"]
