@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from tms_hbase import __version__
@@ -42,7 +44,7 @@ def init(settings: Settings, tail_cache_seconds: str | None, as_json: bool) -> N
     """Create the messages, payloads, metadata, transaction-state and subscriptions tables (missing ones
     only) and store the installation's tail-cache setting (see tms-admin settings)."""
     seconds = None if tail_cache_seconds is None else parse_seconds(tail_cache_seconds)
-    with settings.client() as client:
+    with settings.client(existing=False) as client:
         created = client.init_tables()
         setting = client.tail_cache_setting()
         if seconds is not None or setting is None:
@@ -55,6 +57,40 @@ def init(settings: Settings, tail_cache_seconds: str | None, as_json: bool) -> N
         return f"tables of prefix {d['prefix']!r} ready; created: {made}\n" + describe_text(d)
 
     emit(as_json, data, human)
+
+
+@main.command()
+@click.option("--yes", is_flag=True, help="Drop without asking (needed when stdin is not a terminal).")
+@json_option
+@pass_settings
+@handle_errors
+def drop(settings: Settings, yes: bool, as_json: bool) -> None:
+    """Delete the installation: every table of this prefix, with all its topics, messages, subscriptions
+    and transaction state. Asks first on a terminal; without one, refused (exit code 2) unless --yes.
+    Exit code 7 if the prefix has no tables."""
+    from tms_hbase.errors import InstallationNotFound, InvalidArgument
+    from tms_hbase.tables import FAMILIES
+
+    with settings.client(existing=False) as client:
+        prefix, address = client.installation.prefix, client.installation.address
+        missing = client.installation.missing(FAMILIES)
+        tables = [name for name in client.installation.names.all() if name not in missing]
+        if not tables:
+            raise InstallationNotFound(prefix, address, missing)
+        if not yes:
+            if not sys.stdin.isatty():
+                raise InvalidArgument(
+                    f"refusing to drop the installation {prefix!r} without --yes (stdin is not a terminal)"
+                )
+            question = f"Drop {', '.join(tables)} at {address}, with everything in them?"
+            if not click.confirm(question, err=True):
+                raise click.Abort()
+        dropped = client.drop_tables()
+    emit(
+        as_json,
+        {"prefix": prefix, "dropped": dropped},
+        lambda d: f"dropped the installation {d['prefix']!r}: {', '.join(d['dropped'])}",
+    )
 
 
 for command in (tail, publish, stats):

@@ -48,8 +48,7 @@ def serve(
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    with settings.client() as client:
-        client.init_tables()
+    with settings.client() as client:  # exit code 7 on a prefix without an installation: nothing is created
         registry = CollectorRegistry()
         registry.register(TopicCollector(client, namespace, max_age))
         try:

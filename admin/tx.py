@@ -115,8 +115,7 @@ def serve(
     # Listen first: recovering the state claims the edit log (fencing a running server), which only
     # a server that can serve may do.
     listener = listen(bind, port)
-    with settings.client() as client:
-        client.init_tables()
+    with settings.client() as client:  # exit code 7 on a prefix without an installation: nothing is created
         durable = DurableManager(StateStore(client.installation.txstate), short_timeout=short_timeout)
         server = TransactionServer(
             durable, listener, cleanup_interval=cleanup_interval, snapshot_interval=snapshot_interval

@@ -25,6 +25,7 @@ def ok(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
 
 
 def test_topic_lifecycle_json(tms_env: dict[str, str]) -> None:
+    ok(tms_env, "init")
     created = json.loads(ok(tms_env, "topic", "create", "ns:orders", "--ttl", "60", "-p", "owner=ops", "--json").stdout)
     assert (created["generation"], created["ttl"], created["properties"]["owner"]) == (1, 60, "ops")
     got = json.loads(ok(tms_env, "topic", "get", "ns:orders", "--json").stdout)
@@ -80,6 +81,7 @@ def test_bad_input_exit_codes_and_nothing_changed(
 
 
 def test_tx_mode_is_set_shown_and_validated(tms_env: dict[str, str]) -> None:
+    ok(tms_env, "init")
     created = json.loads(ok(tms_env, "topic", "create", "ns:t", "-p", "tx.mode=transactional", "--json").stdout)
     assert (created["tx_mode"], created["properties"]["tx.mode"]) == ("transactional", "transactional")
     assert "tx.mode     transactional" in ok(tms_env, "topic", "get", "ns:t").stdout.splitlines()
@@ -96,6 +98,7 @@ def test_tx_mode_is_set_shown_and_validated(tms_env: dict[str, str]) -> None:
 
 
 def test_duplicate_create_exit_code_keeps_properties(tms_env: dict[str, str]) -> None:
+    ok(tms_env, "init")
     ok(tms_env, "topic", "create", "ns:t", "--ttl", "10")
     result = tms_admin(tms_env, "topic", "create", "ns:t", "--ttl", "20")
     assert (result.returncode, result.stderr.strip()) == (4, "error: topic ns:t already exists")

@@ -192,11 +192,11 @@ def test_topic_stats_of_a_sequencer_topic(client: MessagingClient, tms_env: dict
 
 
 @pytest.fixture
-def exporter(tms_env: dict[str, str]) -> Iterator[str]:
+def exporter(installed_env: dict[str, str]) -> Iterator[str]:
     port = free_port()
     proc = subprocess.Popen(
         [TMS_ADMIN, "metrics", "serve", "--port", str(port), "--max-age", "0"],
-        env=tms_env,
+        env=installed_env,
         stderr=subprocess.PIPE,
         text=True,
     )
