@@ -34,7 +34,8 @@ def test_topic_lifecycle_json(tms_env: dict[str, str]) -> None:
     listed = json.loads(ok(tms_env, "topic", "list", "ns", "--json").stdout)
     assert [t["topic"] for t in listed] == ["ns:orders", "ns:other"]
     updated = json.loads(ok(tms_env, "topic", "update", "ns:orders", "--ttl", "120", "--json").stdout)
-    assert (updated["ttl"], updated["generation"], "owner" in updated["properties"]) == (120, 1, False)
+    assert (updated["ttl"], updated["generation"], updated["properties"]["owner"]) == (120, 1, "ops")
+    assert updated["changes"] == {"ttl": {"old": "60", "new": "120"}}
     assert json.loads(ok(tms_env, "topic", "delete", "ns:orders", "--json").stdout) == {"deleted": "ns:orders"}
     assert [t["topic"] for t in json.loads(ok(tms_env, "topic", "list", "--json").stdout)] == ["ns:other"]
     again = json.loads(ok(tms_env, "topic", "create", "ns:orders", "--json").stdout)
@@ -95,6 +96,31 @@ def test_tx_mode_is_set_shown_and_validated(tms_env: dict[str, str]) -> None:
         assert result.returncode == 2 and "Traceback" not in result.stderr
         assert "sometimes" in result.stderr and "transactional" in result.stderr
     assert json.loads(ok(tms_env, "topic", "get", "ns:t", "--json").stdout)["tx_mode"] == "non-transactional"
+
+
+def test_update_changes_only_what_it_names_and_says_what_changed(tms_env: dict[str, str]) -> None:
+    ok(tms_env, "init")
+    ok(tms_env, "topic", "create", "ns:t", "--ttl", "3600", "--tx-mode", "transactional", "-p", "owner=ops")
+    assert ok(tms_env, "topic", "update", "ns:t", "-p", "owner=x").stdout.splitlines() == [
+        "updated ns:t:",
+        "  owner: ops -> x",
+    ]
+    got = json.loads(ok(tms_env, "topic", "get", "ns:t", "--json").stdout)
+    assert (got["ttl"], got["tx_mode"], got["properties"]["owner"]) == (3600, "transactional", "x")
+    assert ok(tms_env, "topic", "update", "ns:t", "-p", "owner=x").stdout.strip() == "ns:t unchanged"
+    removed = json.loads(ok(tms_env, "topic", "update", "ns:t", "-d", "owner", "-d", "ttl", "--json").stdout)
+    assert removed["changes"] == {"owner": {"old": "x", "new": None}, "ttl": {"old": "3600", "new": "604800"}}
+    assert removed["tx_mode"] == "transactional"
+    replaced = json.loads(ok(tms_env, "topic", "update", "ns:t", "--replace", "-p", "k=v", "--json").stdout)
+    assert replaced["changes"] == {"k": {"old": None, "new": "v"}, "tx.mode": {"old": "transactional", "new": None}}
+    assert (replaced["tx_mode"], replaced["ordering"], replaced["generation"]) == ("any", "sequencer", 1)
+    for args, message in (
+        ([], "nothing to change"),
+        (["-p", "a=1", "-d", "a"], "both set and deleted: a"),
+        (["--replace", "-d", "k"], "--replace or --delete-property"),
+    ):
+        result = tms_admin(tms_env, "topic", "update", "ns:t", *args)
+        assert result.returncode == 2 and message in result.stderr, result.stderr
 
 
 def test_duplicate_create_exit_code_keeps_properties(tms_env: dict[str, str]) -> None:
@@ -194,3 +220,4 @@ def test_every_program_reports_the_package_version(program: str) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"{program}, version {tms_hbase.__version__}"
     assert version("tms-hbase") == tms_hbase.__version__
+
