@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from ..tx_server import TxServer, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # The console script installed next to this interpreter (a virtualenv's bin/ need not be on PATH).
 TMS_ADMIN = str(Path(sys.executable).with_name("tms-admin"))
@@ -221,3 +227,25 @@ def test_every_program_reports_the_package_version(program: str) -> None:
     assert result.stdout.strip() == f"{program}, version {tms_hbase.__version__}"
     assert version("tms-hbase") == tms_hbase.__version__
 
+
+def test_the_readme_tms_admin_block_runs_in_order(tms_env: dict[str, str]) -> None:
+    """README.md's tms-admin block, as a user would paste it, with a transaction server running."""
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"<!-- tested: tms-admin -->\s*```bash\n(.*?)```", readme, re.S)
+    assert block, "README.md lost its tested tms-admin block"
+    server = TxServer(tms_env, free_port()).start()
+    try:
+        env = {**tms_env, "TMS_TX_SERVER": server.address}
+        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+        result = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", block.group(1)], env=env, capture_output=True, text=True, timeout=300
+        )
+    finally:
+        server.stop()
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "updated billing:invoices:\n  owner: ops -> (not set)\n  ttl: 3600 -> 7200" in out
+    assert "published 100 messages to billing:ledger" in out
+    assert "published 3 messages to billing:invoices in 1 batches in one transaction" in out
+    assert out.count(" committed ") == 3  # the transactional tail: the three lines, committed
+    assert "dropped the installation" in out

@@ -131,7 +131,7 @@ def test_drop_asks_on_a_terminal(client: MessagingClient, tms_env: dict[str, str
                 stderr=subprocess.PIPE,
             )
             os.write(controller, answer)
-            out, err = proc.communicate(timeout=120)
+            _, err = proc.communicate(timeout=120)
         finally:
             os.close(controller)
             os.close(terminal)
