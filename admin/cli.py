@@ -7,6 +7,7 @@ import sys
 import click
 
 from tms_hbase import __version__
+from tms_hbase.cli_options import given_on_command_line
 from tms_hbase.installation import DEFAULT_TAIL_CACHE_SECONDS
 
 from .context import Settings, connection_options, pass_settings
@@ -32,7 +33,7 @@ def main(ctx: click.Context, thrift: str | None, prefix: str | None, timeout: fl
     Where HBase is comes from --thrift/--prefix or TMS_HBASE_THRIFT/TMS_TABLE_PREFIX.
     Every command takes --json for output that scripts can read.
     """
-    ctx.obj = Settings(thrift, prefix, timeout)
+    ctx.obj = Settings(thrift, prefix, timeout, given_on_command_line(ctx))
 
 
 @main.command()

@@ -64,6 +64,27 @@ connection_options = with_options(CONNECTION_OPTIONS)
 """Adds :data:`CONNECTION_OPTIONS` to a command or group."""
 
 
+CONNECTION_NAMES = ("thrift", "prefix", "timeout")
+
+
+def given_on_command_line(ctx: click.Context, names: tuple[str, ...] = CONNECTION_NAMES) -> dict[str, Any]:
+    """The values of ``names`` that ``ctx``'s command line gave (not the environment, a config file or
+    a default)."""
+    return {
+        name: ctx.params[name]
+        for name in names
+        if name in ctx.params and ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
+    }
+
+
+def connection_values(ctx: click.Context, outer: dict[str, Any], **inner: Any) -> tuple[Any, ...]:
+    """``--thrift``, ``--prefix`` and ``--timeout`` for a subcommand that takes them and whose group takes
+    them too (before the subcommand's name): given after the subcommand wins, then given before it
+    (``outer``, :func:`given_on_command_line` of the group), then the environment or the default."""
+    mine = given_on_command_line(ctx)
+    return tuple(mine[n] if n in mine else outer.get(n, inner[n]) for n in CONNECTION_NAMES)
+
+
 def config_from_options(thrift: str | None, prefix: str | None, timeout: float) -> Config:
     """The Config the connection options describe (InvalidArgument for a bad address or prefix)."""
     return Config.resolve(thrift, prefix, timeout_seconds=timeout)

@@ -191,15 +191,18 @@ def test_every_command_has_help(program: str, command: list[str]) -> None:
     assert len(description) > 20, result.stdout
 
 
+@pytest.mark.parametrize("placement", ["before", "after"])
 @pytest.mark.parametrize("tool", ["tms-admin", "tms-sweeper"])
 def test_both_tools_take_the_same_connection_options_and_exit_codes(
-    tms_env: dict[str, str], hbase_address: str, tool: str
+    tms_env: dict[str, str], hbase_address: str, tool: str, placement: str
 ) -> None:
+    """The connection options go before the command's name or after it, in both tools."""
     ok(tms_env, "init")
+    command = ["topic", "list"] if tool == "tms-admin" else ["status"]
 
     def run(thrift: str) -> subprocess.CompletedProcess:
         where = ["--thrift", thrift, "--timeout", "5"]
-        args = [*where, "topic", "list"] if tool == "tms-admin" else ["status", *where]
+        args = [*where, *command] if placement == "before" else [*command, *where]
         program = str(Path(sys.executable).with_name(tool))
         return subprocess.run([program, *args], env=tms_env, capture_output=True, text=True, timeout=120)
 
@@ -212,6 +215,19 @@ def test_both_tools_take_the_same_connection_options_and_exit_codes(
     assert down.returncode == 5 and dead in down.stderr and "Traceback" not in down.stderr
     failover = run(f"{dead},{hbase_address}")  # the first gateway is down: the second serves
     assert failover.returncode == 0, failover.stderr
+    program = str(Path(sys.executable).with_name(tool))
+    both = subprocess.run(  # given in both places, the one after the command's name wins
+        [program, "--thrift", dead, *command, "--thrift", hbase_address, "--timeout", "5"],
+        env=tms_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert both.returncode == 0, both.stderr
+    other = subprocess.run(
+        [program, "--prefix", "nosuchprefix", *command, "--json"], env=tms_env, capture_output=True, text=True
+    )
+    assert other.returncode == 7 and "'nosuchprefix'" in other.stderr  # before the name, over the environment
 
 
 @pytest.mark.parametrize("program", ["tms-admin", "tms-sweeper", "tms-gateway"])
