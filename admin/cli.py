@@ -8,7 +8,6 @@ import click
 
 from tms_hbase import __version__
 from tms_hbase.cli_options import given_on_command_line
-from tms_hbase.installation import DEFAULT_TAIL_CACHE_SECONDS
 
 from .context import Settings, connection_options, pass_settings
 from .errors import EXIT_HELP, handle_errors
@@ -16,7 +15,7 @@ from .hbase import hbase
 from .inspect import publish, stats, tail
 from .metrics import metrics
 from .output import emit, json_option
-from .settings import describe, describe_text, parse_seconds, settings, tail_cache_option
+from .settings import DEFAULT_TAIL_CACHE_SECONDS, describe, describe_text, parse_seconds, settings, tail_cache_option
 from .subscriptions import sub
 from .sweeper import sweeper
 from .topics import topic

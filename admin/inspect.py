@@ -8,16 +8,12 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import click
 
-from tms_hbase import MessagingClient, TopicId
+from tms_hbase import TopicId
 from tms_hbase.errors import InvalidArgument, TopicNotFound
-from tms_hbase.inspect import Cursor, Entry
-from tms_hbase.stats import TopicStats
-from tms_hbase.tx.client import TransactionClient
-from tms_hbase.tx.fate import snapshot_from_server
 
 from .context import Settings, pass_settings
 from .errors import handle_errors
@@ -25,6 +21,11 @@ from .output import emit, json_option
 from .times import iso, parse_time
 from .topics import topic_arg
 from .tx import server_option
+
+if TYPE_CHECKING:  # the client and the Thrift clients are imported by the commands, when they run
+    from tms_hbase import MessagingClient
+    from tms_hbase.inspect import Entry
+    from tms_hbase.stats import TopicStats
 
 DEFAULT_LAST = 10
 FOLLOW_SECONDS = 0.5
@@ -79,6 +80,10 @@ def tail(
     from the transaction state stored in HBase. Corrupt rows are shown as such. Expired messages are
     not shown. --json is --format json.
     """
+    from tms_hbase.inspect import Cursor
+    from tms_hbase.tx.client import TransactionClient
+    from tms_hbase.tx.fate import snapshot_from_server
+
     fmt = "json" if as_json else fmt
     try:
         start_id = None if from_id is None else bytes.fromhex(from_id)
@@ -241,6 +246,7 @@ def _publish_in_a_transaction(
 ) -> tuple[int, int]:
     """Publish the lines under one long transaction (its messages go to the payload table as they come,
     so the input may be long) and commit it at the end; abort it, rolling back, on any failure."""
+    from tms_hbase.tx.client import TransactionClient
     from tms_hbase.tx.context import TransactionContext
     from tms_hbase.tx.messaging import TransactionalPublisher
 

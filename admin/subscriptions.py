@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from tms_hbase import TopicId
 from tms_hbase.errors import InvalidArgument
-from tms_hbase.stats import Lag
-from tms_hbase.subscriptions import Subscription
 
 from .context import Settings, pass_settings
 from .errors import handle_errors
 from .output import emit, json_option
 from .times import iso, parse_time
 from .topics import topic_arg
+
+if TYPE_CHECKING:
+    from tms_hbase.stats import Lag
+    from tms_hbase.subscriptions import Subscription
 
 name_arg = click.argument("name")
 force_option = click.option(
