@@ -7,7 +7,7 @@ import sys
 import click
 
 from tms_hbase import __version__
-from tms_hbase.cli_options import given_on_command_line
+from tms_hbase.cli_options import ToolGroup, given_on_command_line
 
 from .context import Settings, connection_options, pass_settings
 from .errors import EXIT_HELP, handle_errors
@@ -22,7 +22,7 @@ from .topics import topic
 from .tx import tx
 
 
-@click.group(epilog=EXIT_HELP, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=ToolGroup, epilog=EXIT_HELP, context_settings={"help_option_names": ["-h", "--help"]})
 @connection_options
 @click.version_option(__version__, prog_name="tms-admin")
 @click.pass_context

@@ -18,7 +18,7 @@ from tms_hbase.errors import InvalidArgument, TopicNotFound
 from .context import Settings, pass_settings
 from .errors import handle_errors
 from .output import emit, json_option
-from .times import iso, parse_time
+from .times import TIME_HELP, iso, parse_time
 from .topics import topic_arg
 from .tx import server_option
 
@@ -37,8 +37,7 @@ FOLLOW_SECONDS = 0.5
     "--from-time",
     "from_time",
     metavar="TIME",
-    help="Start at the first message published at TIME or later "
-    "(ms since the epoch, or ISO 8601 such as 2024-05-01T12:00:00Z).",
+    help=f"Start at the first message published at TIME or later ({TIME_HELP}).",
 )
 @click.option("--from-id", "from_id", metavar="HEX", help="Start at this message id (as tail shows it).")
 @click.option("--last", type=click.IntRange(min=1), metavar="N", help=f"The last N messages [default: {DEFAULT_LAST}].")

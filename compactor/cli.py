@@ -16,6 +16,7 @@ import click
 from tms_hbase import MessagingClient, __version__
 from tms_hbase.cli_options import (
     CONNECTION_OPTIONS,
+    ToolGroup,
     config_from_options,
     connection_values,
     fail,
@@ -131,8 +132,9 @@ def _print(report: SweepReport, as_json: bool) -> None:
         click.echo(json.dumps(report.as_dict(), sort_keys=True))
         return
     verb = "would drop" if report.dry_run else "dropped"
+    swept = "scanned (dry run: nothing changed)" if report.dry_run else "swept"
     click.echo(
-        f"{report.regions_swept} regions swept ({report.regions_skipped} leased elsewhere, "
+        f"{report.regions_swept} regions {swept} ({report.regions_skipped} leased elsewhere, "
         f"{report.regions_resumed} resumed) in {report.seconds:.1f}s; messages: {report.messages_scanned} scanned, "
         f"{verb} {report.messages_dropped}, stripped {report.messages_stripped}, marked {report.messages_invalidated} "
         f"invalid (of {report.invalid_transactions} invalid transactions); payloads: {report.payloads_scanned} "
@@ -179,7 +181,7 @@ def _client(thrift: str | None, prefix: str | None, timeout: float) -> Messaging
     return client
 
 
-@click.group(epilog=EXIT_HELP, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=ToolGroup, epilog=EXIT_HELP, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--config",
     type=click.Path(dir_okay=False),

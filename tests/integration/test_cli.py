@@ -35,7 +35,7 @@ def test_topic_lifecycle_json(tms_env: dict[str, str]) -> None:
     created = json.loads(ok(tms_env, "topic", "create", "ns:orders", "--ttl", "60", "-p", "owner=ops", "--json").stdout)
     assert (created["generation"], created["ttl"], created["properties"]["owner"]) == (1, 60, "ops")
     got = json.loads(ok(tms_env, "topic", "get", "ns:orders", "--json").stdout)
-    assert got == created
+    assert got == {k: v for k, v in created.items() if k != "created"} and created["created"]
     ok(tms_env, "topic", "create", "ns:other")
     listed = json.loads(ok(tms_env, "topic", "list", "ns", "--json").stdout)
     assert [t["topic"] for t in listed] == ["ns:orders", "ns:other"]
@@ -265,3 +265,56 @@ def test_the_readme_tms_admin_block_runs_in_order(tms_env: dict[str, str]) -> No
     assert "published 3 messages to billing:invoices in 1 batches in one transaction" in out
     assert out.count(" committed ") == 3  # the transactional tail: the three lines, committed
     assert "dropped the installation" in out
+
+
+def test_small_things_a_new_user_meets(tms_env: dict[str, str]) -> None:
+    ok(tms_env, "init")
+    # human durations
+    created = json.loads(ok(tms_env, "topic", "create", "ns:t", "--ttl", "1h30m", "--json").stdout)
+    assert created["ttl"] == 5400 and created["created"]
+    # --if-not-exists: exit 0, nothing changed
+    again = json.loads(ok(tms_env, "topic", "create", "ns:t", "--ttl", "5", "--if-not-exists", "--json").stdout)
+    assert (again["ttl"], again["created"]) == (5400, False)
+    assert ok(tms_env, "topic", "create", "ns:t", "--if-not-exists").stdout.startswith("exists already: ns:t")
+    ok(tms_env, "sub", "create", "ns:t", "s", "--start", "-5m")
+    assert "exists already" in ok(tms_env, "sub", "create", "ns:t", "s", "--if-not-exists").stdout
+    assert tms_admin(tms_env, "sub", "create", "ns:t", "s").returncode == 4
+    # two starting points at once are refused
+    both = tms_admin(tms_env, "sub", "reset", "ns:t", "s", "--earliest", "--latest")
+    assert both.returncode == 2 and "exactly one of" in both.stderr
+    # usage errors: one line, with where to look
+    for args, message in (
+        (["topic", "create"], "error: Missing argument 'NAMESPACE:TOPIC'. (see 'tms-admin topic create --help')"),
+        (["topic", "crate"], "error: No such command 'crate'."),
+        (["--nope"], "error: No such option '--nope'."),
+    ):
+        result = tms_admin(tms_env, *args)
+        assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+        assert result.stderr.startswith(message), result.stderr
+    sweeper = subprocess.run(
+        [str(Path(sys.executable).with_name("tms-sweeper")), "once", "--grace", "x"],
+        env=tms_env,
+        capture_output=True,
+        text=True,
+    )
+    assert sweeper.returncode == 2 and len(sweeper.stderr.splitlines()) == 1, sweeper.stderr
+    # a reader that goes away (`| head -1`) ends the command quietly, with exit code 0
+    subprocess.run(
+        [TMS_ADMIN, "topic", "publish", "ns:t"],
+        input="\n".join(map(str, range(3000))),
+        env=tms_env,
+        text=True,
+        check=True,
+        capture_output=True,
+    )
+    tail = subprocess.Popen(
+        [TMS_ADMIN, "topic", "tail", "ns:t", "--last", "3000"],
+        env=tms_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert tail.stdout is not None
+    tail.stdout.readline()
+    tail.stdout.close()
+    assert tail.wait(timeout=120) == 0
+    assert tail.stderr is not None and tail.stderr.read() == b""

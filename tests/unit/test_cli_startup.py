@@ -37,3 +37,28 @@ def test_the_tail_cache_default_named_in_help_is_the_librarys() -> None:
     from tms_hbase_admin.settings import DEFAULT_TAIL_CACHE_SECONDS as shown
 
     assert shown == DEFAULT_TAIL_CACHE_SECONDS
+
+
+def test_durations_and_times_on_the_command_line() -> None:
+    import time
+
+    from tms_hbase.errors import InvalidArgument
+    from tms_hbase_admin.times import parse_duration, parse_time
+
+    assert [parse_duration(t) for t in ("90", "90s", "15m", "1h30m", "7d", "2w")] == [
+        90,
+        90,
+        900,
+        5400,
+        604_800,
+        1_209_600,
+    ]
+    for bad in ("", "1x", "h", "1.5h", "-5m", "١٢"):
+        with pytest.raises(InvalidArgument, match="expected seconds, or a duration"):
+            parse_duration(bad)
+    now = time.time() * 1000
+    assert abs(parse_time("-5m") - (now - 300_000)) < 5_000
+    assert parse_time("1700000000000") == 1_700_000_000_000
+    assert parse_time("2024-05-01T12:00:00Z") == 1_714_564_800_000
+    with pytest.raises(InvalidArgument, match="a duration ago such as -5m"):
+        parse_time("-5x")
