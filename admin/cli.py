@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from tms_hbase import __version__
-from tms_hbase.installation import DEFAULT_TAIL_CACHE_SECONDS
+from tms_hbase.cli_options import ToolGroup, given_on_command_line
 
 from .context import Settings, connection_options, pass_settings
 from .errors import EXIT_HELP, handle_errors
@@ -13,14 +15,14 @@ from .hbase import hbase
 from .inspect import publish, stats, tail
 from .metrics import metrics
 from .output import emit, json_option
-from .settings import describe, describe_text, parse_seconds, settings, tail_cache_option
+from .settings import DEFAULT_TAIL_CACHE_SECONDS, describe, describe_text, parse_seconds, settings, tail_cache_option
 from .subscriptions import sub
 from .sweeper import sweeper
 from .topics import topic
 from .tx import tx
 
 
-@click.group(epilog=EXIT_HELP, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=ToolGroup, epilog=EXIT_HELP, context_settings={"help_option_names": ["-h", "--help"]})
 @connection_options
 @click.version_option(__version__, prog_name="tms-admin")
 @click.pass_context
@@ -30,7 +32,7 @@ def main(ctx: click.Context, thrift: str | None, prefix: str | None, timeout: fl
     Where HBase is comes from --thrift/--prefix or TMS_HBASE_THRIFT/TMS_TABLE_PREFIX.
     Every command takes --json for output that scripts can read.
     """
-    ctx.obj = Settings(thrift, prefix, timeout)
+    ctx.obj = Settings(thrift, prefix, timeout, given_on_command_line(ctx))
 
 
 @main.command()
@@ -42,7 +44,7 @@ def init(settings: Settings, tail_cache_seconds: str | None, as_json: bool) -> N
     """Create the messages, payloads, metadata, transaction-state and subscriptions tables (missing ones
     only) and store the installation's tail-cache setting (see tms-admin settings)."""
     seconds = None if tail_cache_seconds is None else parse_seconds(tail_cache_seconds)
-    with settings.client() as client:
+    with settings.client(existing=False) as client:
         created = client.init_tables()
         setting = client.tail_cache_setting()
         if seconds is not None or setting is None:
@@ -55,6 +57,40 @@ def init(settings: Settings, tail_cache_seconds: str | None, as_json: bool) -> N
         return f"tables of prefix {d['prefix']!r} ready; created: {made}\n" + describe_text(d)
 
     emit(as_json, data, human)
+
+
+@main.command()
+@click.option("--yes", is_flag=True, help="Drop without asking (needed when stdin is not a terminal).")
+@json_option
+@pass_settings
+@handle_errors
+def drop(settings: Settings, yes: bool, as_json: bool) -> None:
+    """Delete the installation: every table of this prefix, with all its topics, messages, subscriptions
+    and transaction state. Asks first on a terminal; without one, refused (exit code 2) unless --yes.
+    Exit code 7 if the prefix has no tables."""
+    from tms_hbase.errors import InstallationNotFound, InvalidArgument
+    from tms_hbase.tables import FAMILIES
+
+    with settings.client(existing=False) as client:
+        prefix, address = client.installation.prefix, client.installation.address
+        missing = client.installation.missing(FAMILIES)
+        tables = [name for name in client.installation.names.all() if name not in missing]
+        if not tables:
+            raise InstallationNotFound(prefix, address, missing)
+        if not yes:
+            if not sys.stdin.isatty():
+                raise InvalidArgument(
+                    f"refusing to drop the installation {prefix!r} without --yes (stdin is not a terminal)"
+                )
+            question = f"Drop {', '.join(tables)} at {address}, with everything in them?"
+            if not click.confirm(question, err=True):
+                raise click.Abort()
+        dropped = client.drop_tables()
+    emit(
+        as_json,
+        {"prefix": prefix, "dropped": dropped},
+        lambda d: f"dropped the installation {d['prefix']!r}: {', '.join(d['dropped'])}",
+    )
 
 
 for command in (tail, publish, stats):

@@ -1,28 +1,64 @@
 """Where the installation is, for every tms-admin command that talks to HBase (the library's shared
-connection options: --thrift, --prefix, --timeout)."""
+connection options: --thrift, --prefix, --timeout, taken before the command's name or after it)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import wraps
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from tms_hbase import MessagingClient
-from tms_hbase.cli_options import config_from_options, connection_options
+from tms_hbase.cli_options import config_from_options, connection_options, connection_values
+
+if TYPE_CHECKING:  # the client (and with it happybase and thriftpy2) is imported only when a command runs
+    from tms_hbase import MessagingClient
 
 __all__ = ["Settings", "connection_options", "pass_settings"]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass
 class Settings:
-    """What the top-level options say about where HBase is."""
+    """What the connection options say about where HBase is; ``given`` holds those given on the
+    command line before the command's name (the group's)."""
 
     thrift: str | None
     prefix: str | None
     timeout: float
+    given: dict[str, Any] = field(default_factory=dict)
 
-    def client(self) -> MessagingClient:
-        return MessagingClient(config=config_from_options(self.thrift, self.prefix, self.timeout))
+    def client(self, *, existing: bool = True) -> MessagingClient:
+        """A client of the installation. With ``existing`` (every command but ``init``), one that must
+        exist already: InstallationNotFound (exit code 7) otherwise, with nothing created, so a mistyped
+        --prefix never makes a new installation."""
+        from tms_hbase import MessagingClient
+
+        client = MessagingClient(config=config_from_options(self.thrift, self.prefix, self.timeout))
+        if existing:
+            try:
+                client.require_installation()
+            except BaseException:
+                client.close()
+                raise
+        return client
 
 
-pass_settings = click.make_pass_decorator(Settings)
+def pass_settings(command: F) -> F:
+    """Give ``command`` the connection options too (so they may follow its name, where they win over
+    the same options given before it) and pass it the resulting :class:`Settings` first."""
+
+    @connection_options
+    @click.pass_context
+    @wraps(command)
+    def wrapper(
+        ctx: click.Context, *args: Any, thrift: str | None, prefix: str | None, timeout: float, **kw: Any
+    ) -> Any:
+        outer = ctx.find_object(Settings)
+        given = {} if outer is None else outer.given
+        thrift, prefix, timeout = connection_values(ctx, given, thrift=thrift, prefix=prefix, timeout=timeout)
+        return command(Settings(thrift, prefix, timeout, given), *args, **kw)
+
+    return wrapper  # type: ignore[return-value]

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import subprocess
 
 import click
-
-from tms_hbase.launcher import LocalHBase, default_home
 
 from .errors import handle_errors
 from .output import emit, json_option
@@ -40,6 +37,8 @@ def start(thrift_port: int | None, timeout: float, as_json: bool) -> None:
 
     Idempotent: if it runs already, this only prints its address.
     """
+    from tms_hbase.launcher import LocalHBase
+
     address = LocalHBase(thrift_port=thrift_port).start(timeout=timeout)
     emit(
         as_json,
@@ -53,6 +52,8 @@ def start(thrift_port: int | None, timeout: float, as_json: bool) -> None:
 @handle_errors
 def stop(as_json: bool) -> None:
     """Stop the local HBase; no process of it is left behind."""
+    from tms_hbase.launcher import LocalHBase
+
     was_running = LocalHBase(progress=lambda _msg: None).stop()
     emit(as_json, {"stopped": was_running}, lambda d: "stopped" if d["stopped"] else "not running")
 
@@ -62,6 +63,8 @@ def stop(as_json: bool) -> None:
 @handle_errors
 def status(as_json: bool) -> None:
     """Tell whether the local HBase runs and answers Thrift calls (exit code 1 if not)."""
+    from tms_hbase.launcher import LocalHBase
+
     st = LocalHBase().status()
 
     def human(d: dict) -> str:
@@ -83,9 +86,13 @@ def status(as_json: bool) -> None:
 @handle_errors
 def logs(which: str, lines: int, follow: bool) -> None:
     """Show the log of the HBase master (with region server and ZooKeeper) or of the Thrift gateway."""
+    from tms_hbase.launcher import LocalHBase, default_home
+
     path = LocalHBase().log_file(which)
     if not path.exists():
         raise click.ClickException(f"no log yet at {path} (home {default_home()})")
     cmd = ["tail", "-n", str(lines)] + (["-F"] if follow else []) + [str(path)]
+    import subprocess
+
     with contextlib.suppress(KeyboardInterrupt):
         subprocess.run(cmd, check=False)

@@ -8,23 +8,24 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import click
 
 from tms_hbase import TopicId
 from tms_hbase.errors import InvalidArgument, TopicNotFound
-from tms_hbase.inspect import Cursor, Entry
-from tms_hbase.stats import TopicStats
-from tms_hbase.tx.client import TransactionClient
-from tms_hbase.tx.fate import snapshot_from_server
 
 from .context import Settings, pass_settings
 from .errors import handle_errors
 from .output import emit, json_option
-from .times import iso, parse_time
+from .times import TIME_HELP, iso, parse_time
 from .topics import topic_arg
 from .tx import server_option
+
+if TYPE_CHECKING:  # the client and the Thrift clients are imported by the commands, when they run
+    from tms_hbase import MessagingClient
+    from tms_hbase.inspect import Entry
+    from tms_hbase.stats import TopicStats
 
 DEFAULT_LAST = 10
 FOLLOW_SECONDS = 0.5
@@ -36,8 +37,7 @@ FOLLOW_SECONDS = 0.5
     "--from-time",
     "from_time",
     metavar="TIME",
-    help="Start at the first message published at TIME or later "
-    "(ms since the epoch, or ISO 8601 such as 2024-05-01T12:00:00Z).",
+    help=f"Start at the first message published at TIME or later ({TIME_HELP}).",
 )
 @click.option("--from-id", "from_id", metavar="HEX", help="Start at this message id (as tail shows it).")
 @click.option("--last", type=click.IntRange(min=1), metavar="N", help=f"The last N messages [default: {DEFAULT_LAST}].")
@@ -79,6 +79,10 @@ def tail(
     from the transaction state stored in HBase. Corrupt rows are shown as such. Expired messages are
     not shown. --json is --format json.
     """
+    from tms_hbase.inspect import Cursor
+    from tms_hbase.tx.client import TransactionClient
+    from tms_hbase.tx.fate import snapshot_from_server
+
     fmt = "json" if as_json else fmt
     try:
         start_id = None if from_id is None else bytes.fromhex(from_id)
@@ -184,26 +188,82 @@ def _text(payload: bytes) -> str | None:
     show_default=True,
     help="Messages per publish (one batch is stored whole or not at all); --batch 1 publishes each line as it comes.",
 )
+@click.option(
+    "--transactional",
+    is_flag=True,
+    help="Publish everything in one transaction of the transaction server (--tx-server or TMS_TX_SERVER): "
+    "transactional readers see all of it at once, or none of it if the command fails. Needed on a topic "
+    "with tx.mode transactional; refused on one with tx.mode non-transactional.",
+)
+@server_option
 @json_option
 @pass_settings
 @handle_errors
-def publish(settings: Settings, topic: TopicId, path: BinaryIO, batch: int, as_json: bool) -> None:
+def publish(
+    settings: Settings,
+    topic: TopicId,
+    path: BinaryIO,
+    batch: int,
+    transactional: bool,
+    tx_server: str | None,
+    as_json: bool,
+) -> None:
     """Publish one message per line of stdin (or --file), e.g. `seq 10 | tms-admin topic publish ns:t`.
 
-    The newline ending each line is not part of the message; empty lines are skipped.
+    The newline ending each line is not part of the message; empty lines are skipped. With
+    --transactional, the lines are stored as they come under one long transaction, and made visible
+    when the input ends (the transaction is committed); if anything fails it is rolled back.
     """
     published = batches = 0
     with settings.client() as client:
-        client.get_topic(topic)
-        for messages in _batches(path, batch, client.max_batch_bytes):
-            client.publish(topic, messages)
-            published += len(messages)
-            batches += 1
+        mode = client.get_topic(topic).tx_mode
+        if mode == "transactional" and not transactional:  # before reading any input
+            raise InvalidArgument(f"topic {topic} is transactional-only (tx.mode=transactional): add --transactional")
+        if mode == "non-transactional" and transactional:
+            raise InvalidArgument(
+                f"topic {topic} is non-transactional-only (tx.mode=non-transactional): leave out --transactional"
+            )
+        if transactional:
+            published, batches = _publish_in_a_transaction(client, topic, path, batch, tx_server, settings.timeout)
+        else:
+            for messages in _batches(path, batch, client.max_batch_bytes):
+                client.publish(topic, messages)
+                published += len(messages)
+                batches += 1
     emit(
         as_json,
-        {"topic": str(topic), "published": published, "batches": batches},
-        lambda d: f"published {d['published']} messages to {d['topic']} in {d['batches']} batches",
+        {"topic": str(topic), "published": published, "batches": batches, "transactional": transactional},
+        lambda d: (
+            f"published {d['published']} messages to {d['topic']} in {d['batches']} batches"
+            + (" in one transaction" if d["transactional"] else "")
+        ),
     )
+
+
+def _publish_in_a_transaction(
+    client: MessagingClient, topic: TopicId, path: BinaryIO, batch: int, tx_server: str | None, timeout: float
+) -> tuple[int, int]:
+    """Publish the lines under one long transaction (its messages go to the payload table as they come,
+    so the input may be long) and commit it at the end; abort it, rolling back, on any failure."""
+    from tms_hbase.tx.client import TransactionClient
+    from tms_hbase.tx.context import TransactionContext
+    from tms_hbase.tx.messaging import TransactionalPublisher
+
+    published = batches = 0
+    with TransactionClient(tx_server or None, timeout=timeout) as tx_client:
+        publisher = TransactionalPublisher(client)
+        context = TransactionContext(tx_client, publisher)
+        context.start_long()
+        try:
+            for messages in _batches(path, batch, client.max_batch_bytes):
+                publisher.publish(topic, messages)
+                published += len(messages)
+                batches += 1
+        except BaseException:
+            context.abort()
+            raise
+        context.finish()
+    return published, batches
 
 
 def _batches(stream: BinaryIO, size: int, max_bytes: int) -> Iterator[list[bytes]]:

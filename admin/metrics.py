@@ -7,11 +7,9 @@ import signal
 import threading
 
 import click
-from prometheus_client import CollectorRegistry, start_http_server
 
 from tms_hbase.cli_options import with_options
 from tms_hbase.errors import InvalidArgument
-from tms_hbase.exporter import TopicCollector
 from tms_hbase.log_options import configure_logging, log_options
 
 from .context import Settings, pass_settings
@@ -44,13 +42,25 @@ def serve(
     tms_topic_published_messages_total, tms_topic_{first,last}_publish_timestamp_seconds,
     tms_topic_generation; per subscription tms_subscription_lag_messages and
     tms_subscription_lag_seconds. Each reading costs a few HBase reads per topic, never a scan."""
+    from prometheus_client import (
+        CollectorRegistry,
+        PlatformCollector,
+        ProcessCollector,
+        disable_created_metrics,
+        start_http_server,
+    )
+
+    from tms_hbase.exporter import TopicCollector
+
     configure_logging(log_format, log_level)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    with settings.client() as client:
-        client.init_tables()
+    with settings.client() as client:  # exit code 7 on a prefix without an installation: nothing is created
+        disable_created_metrics()  # no <counter>_created series
         registry = CollectorRegistry()
+        ProcessCollector(registry=registry)  # process_cpu_seconds_total, process_resident_memory_bytes, ...
+        PlatformCollector(registry=registry)  # python_info
         registry.register(TopicCollector(client, namespace, max_age))
         try:
             server, thread = start_http_server(port, addr=bind, registry=registry)

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from tms_hbase import TopicId
-from tms_hbase.errors import InvalidArgument
-from tms_hbase.stats import Lag
-from tms_hbase.subscriptions import Subscription
+from tms_hbase.errors import InvalidArgument, SubscriptionAlreadyExists
 
 from .context import Settings, pass_settings
 from .errors import handle_errors
 from .output import emit, json_option
-from .times import iso, parse_time
-from .topics import topic_arg
+from .times import TIME_HELP, iso, parse_time
+from .topics import if_not_exists_option, topic_arg
+
+if TYPE_CHECKING:
+    from tms_hbase.stats import Lag
+    from tms_hbase.subscriptions import Subscription
 
 name_arg = click.argument("name")
 force_option = click.option(
@@ -70,17 +74,28 @@ def sub() -> None:
     default="earliest",
     show_default=True,
     metavar="earliest|latest|TIME",
-    help="Consume every readable message, only new ones, or those published at TIME or later "
-    "(ms since the epoch or ISO 8601).",
+    help=f"Consume every readable message, only new ones, or those published at TIME or later ({TIME_HELP}).",
 )
+@if_not_exists_option
 @json_option
 @pass_settings
 @handle_errors
-def create(settings: Settings, topic: TopicId, name: str, start: str, as_json: bool) -> None:
-    """Create subscription NAME of a topic (exit code 4 if it exists)."""
+def create(settings: Settings, topic: TopicId, name: str, start: str, if_not_exists: bool, as_json: bool) -> None:
+    """Create subscription NAME of a topic (exit code 4 if it exists, 0 with --if-not-exists)."""
+    where = _start(start)
     with settings.client() as client:
-        subscription = client.create_subscription(topic, name, _start(start))
-    emit(as_json, as_dict(subscription), lambda d: f"created subscription {d['name']} of {d['topic']}")
+        try:
+            subscription, created = client.create_subscription(topic, name, where), True
+        except SubscriptionAlreadyExists:
+            if not if_not_exists:
+                raise
+            subscription, created = client.get_subscription(topic, name), False
+    data = {**as_dict(subscription), "created": created}
+    emit(
+        as_json,
+        data,
+        lambda d: f"{'created' if d['created'] else 'exists already:'} subscription {d['name']} of {d['topic']}",
+    )
 
 
 @sub.command(name="list")
@@ -128,9 +143,11 @@ def get(settings: Settings, topic: TopicId, name: str, as_json: bool) -> None:
 @sub.command()
 @topic_arg
 @name_arg
-@click.option("--earliest", "where", flag_value="earliest", help="Consume again from the first readable message.")
-@click.option("--latest", "where", flag_value="latest", help="Skip everything published so far.")
-@click.option("--time", "at_time", metavar="TIME", help="From the first message published at TIME or later.")
+@click.option("--earliest", is_flag=True, help="Consume again from the first readable message.")
+@click.option("--latest", is_flag=True, help="Skip everything published so far.")
+@click.option(
+    "--time", "at_time", metavar="TIME", help=f"From the first message published at TIME or later ({TIME_HELP})."
+)
 @click.option("--id", "message_id", metavar="HEX", help="From this message id (inclusive), as tail shows it.")
 @force_option
 @json_option
@@ -140,7 +157,8 @@ def reset(
     settings: Settings,
     topic: TopicId,
     name: str,
-    where: str | None,
+    earliest: bool,
+    latest: bool,
     at_time: str | None,
     message_id: str | None,
     force: bool,
@@ -150,8 +168,9 @@ def reset(
 
     Refused with exit code 4 while a consumer is active, unless --force.
     """
-    if sum(x is not None for x in (where, at_time, message_id)) != 1:
+    if earliest + latest + (at_time is not None) + (message_id is not None) != 1:
         raise InvalidArgument("give exactly one of --earliest, --latest, --time or --id")
+    where = "earliest" if earliest else "latest"
     with settings.client() as client:
         if at_time is not None:
             subscription = client.reset_subscription(topic, name, start_time=parse_time(at_time), force=force)

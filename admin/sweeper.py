@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import click
 
-from tms_hbase.sweep_status import describe, sweeper_state
-
 from .context import Settings, pass_settings
 from .errors import handle_errors
 from .output import emit, json_option
@@ -23,6 +21,8 @@ def sweeper() -> None:
 def state(settings: Settings, as_json: bool) -> None:
     """Per-region records (last complete sweep, checkpoint, prune bound), the regions blocking
     invalid-list pruning, and the global prune bound."""
+    from tms_hbase.sweep_status import describe, sweeper_state
+
     with settings.client() as client:
         client.require_installation()
         data = sweeper_state(client.installation)

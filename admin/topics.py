@@ -5,12 +5,13 @@ from __future__ import annotations
 import click
 
 from tms_hbase import TopicId, TopicMetadata
-from tms_hbase.errors import InvalidArgument
-from tms_hbase.topic import ORDERING_KEY, ORDERINGS, TX_MODE_KEY, TX_MODES
+from tms_hbase.errors import ConcurrentModification, InvalidArgument, TopicAlreadyExists
+from tms_hbase.topic import GENERATION_KEY, ORDERING_KEY, ORDERINGS, TX_MODE_KEY, TX_MODES
 
 from .context import Settings, pass_settings
 from .errors import handle_errors
 from .output import emit, json_option
+from .times import DURATION_HELP, parse_duration
 
 
 def _topic_id(_ctx: click.Context, _param: click.Parameter, value: str) -> TopicId:
@@ -30,7 +31,7 @@ def _properties(
             raise InvalidArgument(f"bad --property {pair!r}: expected KEY=VALUE")
         props[key] = value
     if ttl is not None:
-        props["ttl"] = ttl
+        props["ttl"] = str(parse_duration(ttl, "ttl"))
     if tx_mode is not None:
         props[TX_MODE_KEY] = tx_mode
     if ordering is not None:
@@ -66,7 +67,9 @@ def _describe(data: dict) -> str:
 
 
 topic_arg = click.argument("topic", metavar="NAMESPACE:TOPIC", callback=_topic_id)
-ttl_option = click.option("--ttl", metavar="SECONDS", help="Message time-to-live in seconds (> 0) [default: 604800].")
+ttl_option = click.option(
+    "--ttl", metavar="DURATION", help=f"Message time-to-live (> 0): {DURATION_HELP} [default: 604800, 7d]."
+)
 tx_mode_option = click.option(
     "--tx-mode",
     type=click.Choice(TX_MODES),
@@ -79,6 +82,9 @@ ordering_option = click.option(
     help="How the topic orders concurrent publishes (the ordering property, fixed for the generation): "
     "sequencer (default: scales with writers) or chain (dense positions 1, 2, 3, publish time "
     "non-decreasing; one writer's rate at most). See docs/ordering.md.",
+)
+if_not_exists_option = click.option(
+    "--if-not-exists", is_flag=True, help="Succeed (exit code 0) if it exists already, changing nothing."
 )
 property_option = click.option(
     "--property", "-p", "pairs", multiple=True, metavar="KEY=VALUE", help="A topic property; repeat for several."
@@ -96,6 +102,7 @@ def topic() -> None:
 @tx_mode_option
 @ordering_option
 @property_option
+@if_not_exists_option
 @json_option
 @pass_settings
 @handle_errors
@@ -106,15 +113,31 @@ def create(
     tx_mode: str | None,
     ordering: str | None,
     pairs: tuple[str, ...],
+    if_not_exists: bool,
     as_json: bool,
 ) -> None:
     """Create a topic (generation 1, or one more than before if it was deleted).
 
-    Fails with exit code 4 if the topic exists; its properties are then left unchanged.
+    Fails with exit code 4 if the topic exists (exit code 0 with --if-not-exists); its properties are
+    then left unchanged, whatever this command gave.
     """
+    properties = _properties(ttl, tx_mode, pairs, ordering)
     with settings.client() as client:
-        meta = client.create_topic(topic, _properties(ttl, tx_mode, pairs, ordering))
-    emit(as_json, _as_dict(meta), lambda d: f"created {d['topic']} (generation {d['generation']}, ttl {d['ttl']} s)")
+        try:
+            meta, created = client.create_topic(topic, properties), True
+        except TopicAlreadyExists:
+            if not if_not_exists:
+                raise
+            meta, created = client.get_topic(topic), False
+    data = {**_as_dict(meta), "created": created}
+    emit(
+        as_json,
+        data,
+        lambda d: (
+            f"{'created' if d['created'] else 'exists already:'} {d['topic']} "
+            f"(generation {d['generation']}, ttl {d['ttl']} s)"
+        ),
+    )
 
 
 @topic.command()
@@ -122,20 +145,94 @@ def create(
 @ttl_option
 @tx_mode_option
 @property_option
+@click.option(
+    "--delete-property",
+    "-d",
+    "removed",
+    multiple=True,
+    metavar="KEY",
+    help="Remove a property (ttl and tx.mode go back to their defaults); repeat for several.",
+)
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="Replace all properties with the ones given (what is not given goes, or back to its default), "
+    "as the REST API's PUT .../properties does.",
+)
 @json_option
 @pass_settings
 @handle_errors
 def update(
-    settings: Settings, topic: TopicId, ttl: str | None, tx_mode: str | None, pairs: tuple[str, ...], as_json: bool
+    settings: Settings,
+    topic: TopicId,
+    ttl: str | None,
+    tx_mode: str | None,
+    pairs: tuple[str, ...],
+    removed: tuple[str, ...],
+    replace: bool,
+    as_json: bool,
 ) -> None:
-    """Replace a topic's properties (all of them: give every property to keep).
+    """Change some of a topic's properties and keep the others, then print what changed.
 
-    The generation is kept; a TTL or tx.mode left out goes back to the default. Writers see a
-    changed tx.mode within their topic-metadata cache age (1 s by default).
+    Sets what --ttl, --tx-mode and --property give and removes what --delete-property names; with
+    --replace, the properties given become all of them. The generation and the ordering are kept.
+    Applied only if nobody changed the topic meanwhile (read again and retried if someone did).
+    Writers see a changed tx.mode within their topic-metadata cache age (1 s by default).
     """
+    given = _properties(ttl, tx_mode, pairs)
+    if replace and removed:
+        raise InvalidArgument("give --replace or --delete-property, not both")
+    if set(given) & set(removed):
+        raise InvalidArgument(f"a property both set and deleted: {', '.join(sorted(set(given) & set(removed)))}")
+    if not replace and not given and not removed:
+        raise InvalidArgument("nothing to change: give --ttl, --tx-mode, --property or --delete-property")
     with settings.client() as client:
-        meta = client.update_topic(topic, _properties(ttl, tx_mode, pairs))
-    emit(as_json, _as_dict(meta), lambda d: f"updated {d['topic']}\n" + _describe(d))
+        for attempt in range(_UPDATE_ROUNDS):
+            old = client.get_topic(topic)
+            if replace:
+                wanted = given
+            else:
+                wanted = {k: v for k, v in _settable(old).items() if k not in removed}
+                wanted.update(given)
+            try:
+                meta = client.update_topic(topic, wanted, expected=old)
+                break
+            except ConcurrentModification:
+                if attempt == _UPDATE_ROUNDS - 1:
+                    raise
+    data = _as_dict(meta)
+    data["changes"] = _changes(old, meta)
+    emit(as_json, data, _describe_changes)
+
+
+_UPDATE_ROUNDS = 5
+
+
+def _settable(meta: TopicMetadata) -> dict[str, str]:
+    """The properties a user may give back in an update (not the generation or the ordering)."""
+    return {k: v for k, v in meta.properties.items() if k not in (GENERATION_KEY, ORDERING_KEY)}
+
+
+def _changes(old: TopicMetadata, new: TopicMetadata) -> dict[str, dict[str, str | None]]:
+    """Every property whose value differs, as {"old": ..., "new": ...} (None: not set)."""
+    before, after = _settable(old), _settable(new)
+    return {
+        key: {"old": before.get(key), "new": after.get(key)}
+        for key in sorted(before.keys() | after.keys())
+        if before.get(key) != after.get(key)
+    }
+
+
+def _describe_changes(data: dict) -> str:
+    changes = data["changes"]
+    if not changes:
+        return f"{data['topic']} unchanged"
+    lines = [f"updated {data['topic']}:"]
+    for key, change in changes.items():
+        old = "(not set)" if change["old"] is None else change["old"]
+        new = "(not set)" if change["new"] is None else change["new"]
+        lines.append(f"  {key}: {old} -> {new}")
+    return "\n".join(lines)
 
 
 @topic.command()

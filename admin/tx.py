@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import signal
+from typing import TYPE_CHECKING
 
 import click
 
 from tms_hbase.cli_options import with_options
-from tms_hbase.clock import now_ms
+from tms_hbase.config import DEFAULT_TX_SERVER, TX_ENV
 from tms_hbase.errors import InvalidArgument
 from tms_hbase.log_options import configure_logging, log_options
-from tms_hbase.tx.client import DEFAULT_TX_SERVER, TX_ENV, TransactionClient
-from tms_hbase.tx.listener import listen
-from tms_hbase.tx.pruning import GRACE_S, MAX_LIFETIME_S, plan
-from tms_hbase.tx.server import DurableManager, TransactionServer
-from tms_hbase.tx.snapshot import TransactionSnapshot
-from tms_hbase.tx.state_store import StateStore
+from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, PRUNE_GRACE_SECONDS
+
+if TYPE_CHECKING:  # the Thrift clients and servers are imported by the commands that use them
+    from tms_hbase.tx.snapshot import TransactionSnapshot
 
 from .context import Settings, pass_settings
 from .errors import handle_errors
@@ -54,6 +53,9 @@ def _snapshot_dict(s: TransactionSnapshot) -> dict:
 
 
 def _state(settings: Settings, tx_server: str | None, from_hbase: bool) -> TransactionSnapshot:
+    from tms_hbase.tx.client import TransactionClient
+    from tms_hbase.tx.state_store import StateStore
+
     if from_hbase:
         with settings.client() as client:
             client.require_installation()
@@ -111,12 +113,15 @@ def serve(
     transaction server), it exits with code 1 and claims nothing, so a running server keeps serving.
     A server that starts on another port takes over the state, and the old one stops.
     """
+    from tms_hbase.tx.listener import listen
+    from tms_hbase.tx.server import DurableManager, TransactionServer
+    from tms_hbase.tx.state_store import StateStore
+
     configure_logging(log_format, log_level)
     # Listen first: recovering the state claims the edit log (fencing a running server), which only
     # a server that can serve may do.
     listener = listen(bind, port)
-    with settings.client() as client:
-        client.init_tables()
+    with settings.client() as client:  # exit code 7 on a prefix without an installation: nothing is created
         durable = DurableManager(StateStore(client.installation.txstate), short_timeout=short_timeout)
         server = TransactionServer(
             durable, listener, cleanup_interval=cleanup_interval, snapshot_interval=snapshot_interval
@@ -133,6 +138,8 @@ def serve(
 @handle_errors
 def status(settings: Settings, tx_server: str | None, as_json: bool) -> None:
     """The server's status, pointers and the sizes of its lists."""
+    from tms_hbase.tx.client import TransactionClient
+
     with TransactionClient(tx_server, timeout=settings.timeout) as tx_client:
         state = {"status": tx_client.status(), "server": tx_client.address, **_snapshot_dict(tx_client.snapshot())}
     emit(
@@ -193,6 +200,8 @@ def truncate(settings: Settings, tx_server: str | None, ids: str | None, before:
     """
     if (ids is None) == (before is None):
         raise InvalidArgument("give exactly one of --ids or --before")
+    from tms_hbase.tx.client import TransactionClient
+
     with TransactionClient(tx_server, timeout=settings.timeout) as tx_client:
         if ids is not None:
             try:
@@ -215,7 +224,7 @@ def truncate(settings: Settings, tx_server: str | None, ids: str | None, before:
 @click.option(
     "--max-lifetime",
     type=click.FloatRange(min=0),
-    default=MAX_LIFETIME_S + GRACE_S,
+    default=MAX_LIFETIME_SECONDS + PRUNE_GRACE_SECONDS,
     show_default=True,
     help="Seconds after which no transaction can still be writing (Tephra's max lifetime + grace).",
 )
@@ -229,6 +238,10 @@ def prune(settings: Settings, tx_server: str | None, max_lifetime: float, dry_ru
     Safe by construction: only ids at or below the global bound (the minimum over the message
     table's regions of what their last complete sweep applied, and older than --max-lifetime).
     """
+    from tms_hbase.clock import now_ms
+    from tms_hbase.tx.client import TransactionClient
+    from tms_hbase.tx.pruning import plan
+
     with settings.client() as client, TransactionClient(tx_server, timeout=settings.timeout) as tx_client:
         client.require_installation()
         invalid = tx_client.snapshot().invalid  # the server's own list: ours or any Tephra-compatible one

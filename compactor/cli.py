@@ -14,7 +14,15 @@ from typing import Any
 import click
 
 from tms_hbase import MessagingClient, __version__
-from tms_hbase.cli_options import CONNECTION_OPTIONS, config_from_options, fail, with_options
+from tms_hbase.cli_options import (
+    CONNECTION_OPTIONS,
+    ToolGroup,
+    config_from_options,
+    connection_values,
+    fail,
+    given_on_command_line,
+    with_options,
+)
 from tms_hbase.errors import InstallationNotFound, InvalidArgument, TmsError
 from tms_hbase.exit_codes import EXIT_HELP
 from tms_hbase.log_options import configure_logging, log_options
@@ -124,8 +132,9 @@ def _print(report: SweepReport, as_json: bool) -> None:
         click.echo(json.dumps(report.as_dict(), sort_keys=True))
         return
     verb = "would drop" if report.dry_run else "dropped"
+    swept = "scanned (dry run: nothing changed)" if report.dry_run else "swept"
     click.echo(
-        f"{report.regions_swept} regions swept ({report.regions_skipped} leased elsewhere, "
+        f"{report.regions_swept} regions {swept} ({report.regions_skipped} leased elsewhere, "
         f"{report.regions_resumed} resumed) in {report.seconds:.1f}s; messages: {report.messages_scanned} scanned, "
         f"{verb} {report.messages_dropped}, stripped {report.messages_stripped}, marked {report.messages_invalidated} "
         f"invalid (of {report.invalid_transactions} invalid transactions); payloads: {report.payloads_scanned} "
@@ -173,7 +182,7 @@ def _client(thrift: str | None, prefix: str | None, timeout: float) -> Messaging
     return client
 
 
-@click.group(epilog=EXIT_HELP, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=ToolGroup, epilog=EXIT_HELP, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--config",
     type=click.Path(dir_okay=False),
@@ -182,8 +191,10 @@ def _client(thrift: str | None, prefix: str | None, timeout: float) -> Messaging
     is_eager=True,
     help="TOML file with defaults for the options below (flags and env win).",
 )
+@with_options(CONNECTION_OPTIONS)
 @click.version_option(__version__, prog_name="tms-sweeper")
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context, thrift: str | None, prefix: str | None, timeout: float) -> None:
     """The tms-hbase sweeper: what HBase coprocessors do at compaction in CDAP, from a process.
 
     Deletes rows of old generations (deleted or re-created topics) and messages and stored payloads
@@ -191,12 +202,18 @@ def main() -> None:
     invalid transactions rolled back. Works region by region under leases, so several sweepers can
     share the work; a stopped sweep resumes from its checkpoint. A grace below the installation's
     minimum is refused as bad input (docs/guarantees.md).
+
+    The connection options (--thrift, --prefix, --timeout) go before the command's name or after it
+    (after it wins).
     """
+    ctx.obj = given_on_command_line(ctx)
 
 
 @main.command()
 @with_options(connection + sweeping + log_options())
+@click.pass_context
 def once(
+    ctx: click.Context,
     thrift: str | None,
     prefix: str | None,
     timeout: float,
@@ -206,6 +223,7 @@ def once(
     **options: Any,
 ) -> None:
     """Sweep every region once and print what was done."""
+    thrift, prefix, timeout = connection_values(ctx, ctx.obj, thrift=thrift, prefix=prefix, timeout=timeout)
     configure_logging(log_format, log_level)
     try:
         with _client(thrift, prefix, timeout) as client:
@@ -249,7 +267,9 @@ def once(
     help="/health answers 503 once the last complete sweep ended longer ago than this many seconds "
     "(a failed sweep does not count), or the loop has stopped [default: 3 x --interval, at least 600].",
 )
+@click.pass_context
 def run(
+    ctx: click.Context,
     thrift: str | None,
     prefix: str | None,
     timeout: float,
@@ -266,6 +286,7 @@ def run(
     checkpoint saved first). A failed sweep is logged, counted in tms_sweeper_errors_total and tried
     again (HBase may be down for a while); an installation that does not exist (a mistyped --prefix)
     ends it with exit code 7. With --metrics-port, /health says whether sweeps still complete."""
+    thrift, prefix, timeout = connection_values(ctx, ctx.obj, thrift=thrift, prefix=prefix, timeout=timeout)
     configure_logging(log_format, log_level)
     stop = threading.Event()
     metrics = SweeperMetrics(dry_run=options["dry_run"])
@@ -325,8 +346,10 @@ def _serve_metrics(metrics: SweeperMetrics, health: Health, host: str, port: int
 
 @main.command()
 @with_options(connection)
-def status(thrift: str | None, prefix: str | None, timeout: float, as_json: bool) -> None:
+@click.pass_context
+def status(ctx: click.Context, thrift: str | None, prefix: str | None, timeout: float, as_json: bool) -> None:
     """Per-region sweep records, the regions blocking invalid-list pruning, and the global bound."""
+    thrift, prefix, timeout = connection_values(ctx, ctx.obj, thrift=thrift, prefix=prefix, timeout=timeout)
     try:
         with _client(thrift, prefix, timeout) as client:
             state = sweeper_state(client.installation)

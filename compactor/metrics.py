@@ -16,7 +16,18 @@ from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+    make_wsgi_app,
+)
+
+disable_created_metrics()  # no <counter>_created series: a scrape shows what is counted, not since when
 
 # Sweeps take from well under a second (a small installation) to hours (billions of rows).
 SWEEP_SECONDS_BUCKETS = (0.1, 0.5, 1, 5, 15, 60, 300, 900, 1800, 3600, 3 * 3600, 12 * 3600, float("inf"))
@@ -34,6 +45,8 @@ class SweeperMetrics:
 
     def __init__(self, dry_run: bool = False) -> None:
         self.registry = CollectorRegistry()
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
         changes = "tms_sweeper_dry_run_" if dry_run else "tms_sweeper_"
         would = "Would have been: " if dry_run else ""
         self.rows_scanned = Counter("tms_sweeper_rows_scanned", "Rows read", ["table"], registry=self.registry)

@@ -335,7 +335,8 @@ class Sweeper:
                 return  # the checkpoint holds the place
         if pending is not None:
             self._settle(region, record, pending)
-        if self.dry_run:
+        if self.dry_run:  # gone through (what it would do is counted), but no progress is recorded
+            context.report.regions_swept += 1
             return
         record.checkpoint = None
         record.completed, record.rows = self.clock(), rows_seen

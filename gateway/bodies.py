@@ -31,11 +31,14 @@ def query_number(request: Request, name: str, kind: type[N]) -> N | None:
     text = _query(request, name)
     if text is None:
         return None
+    what = "an integer" if kind is int else "a number"
     try:
-        return kind(text)
+        value = kind(text)
     except ValueError:
-        what = "an integer" if kind is int else "a number"
         raise InvalidArgument(f"query parameter {name}={text!r} is not {what}") from None
+    if not -(2**63) <= value < 2**63:  # also NaN for a float; larger would overflow further down (a 500)
+        raise InvalidArgument(f"query parameter {name}={text!r} is out of range")
+    return value
 
 
 def query_flag(request: Request, name: str) -> bool:

@@ -34,7 +34,7 @@ from starlette.routing import Route
 
 from tms_hbase import ConsumerSession, TopicId, rest
 from tms_hbase.consumer import Consumer
-from tms_hbase.errors import InvalidArgument
+from tms_hbase.errors import InvalidArgument, SubscriptionBusy
 from tms_hbase.reader import Message
 from tms_hbase.subscriptions import check_name
 
@@ -182,11 +182,28 @@ async def open_consumer(request: Request, gateway: Gateway, topic: TopicId) -> R
 @endpoint(CONSUME)
 async def close_consumer(request: Request, gateway: Gateway, topic: TopicId) -> Response:
     """``DELETE .../consumer`` with the session's header: give the lease back, so another consumer can
-    start at once (from the committed mark; what was delivered and not committed comes again)."""
+    start at once (from the committed mark; what was delivered and not committed comes again).
+
+    ``DELETE .../consumer?force=true`` needs no header: it releases whichever session (or direct consumer)
+    holds the subscription, which then gets LeaseLost; for a client that lost its session's header (a
+    curl user who did not keep it), as ``reset``/``delete`` with ``force`` take a held subscription."""
     name = _name(request)
-    caller = _caller(request, required=True)
+    if query_flag(request, "force") and not request.headers.get(rest.CONSUMER_HEADER):
+        await gateway.run(_release, gateway, topic, name)
+        return Response(status_code=200)
+    caller = _caller(request, required=True, release=True)
     await gateway.run(lambda: _open(gateway, topic, name, caller, 1).close())
     return Response(status_code=200)
+
+
+def _release(gateway: Gateway, topic: TopicId, name: str) -> None:
+    """Give back the subscription's lease, whoever holds it: take it under its holder's name (as a session
+    of that name resumed from HBase would) and close at once. Nothing to do if nobody holds it."""
+    holder = gateway.client.get_subscription(topic, name).owner
+    if holder is None:
+        return
+    gateway.sessions.drop_owner(holder)  # a consumer this worker parked for that session: not taken up again
+    gateway.client.consumer(topic, name, max_wait=0.0, lease_seconds=1.0, doorbell=None, owner=holder).close()
 
 
 @endpoint(None)
@@ -219,13 +236,14 @@ class _Caller:
         return f"{self.secret}~{'' if delivered is None else delivered.hex()}"
 
 
-def _caller(request: Request, *, required: bool, new: bool = False) -> _Caller:
+def _caller(request: Request, *, required: bool, new: bool = False, release: bool = False) -> _Caller:
     """The session of the request's ``TMS-Consumer`` header; without one (or with ``new``) a new one."""
     token = None if new else request.headers.get(rest.CONSUMER_HEADER)
     principal = request.state.principal
     if not token:
         if required:
-            raise InvalidArgument(f"this call needs the {rest.CONSUMER_HEADER} header of the session's last call")
+            hint = " (or add ?force=true to release whichever session holds the subscription)" if release else ""
+            raise InvalidArgument(f"this call needs the {rest.CONSUMER_HEADER} header of the session's last call{hint}")
         secret = secrets.token_urlsafe(18)
         return _Caller(secret, ConsumerSession(_owner(secret, principal), None), resume=False)
     secret, sep, delivered = token.rpartition("~")
@@ -288,15 +306,24 @@ def _open(gateway: Gateway, topic: TopicId, name: str, caller: _Caller, batch: i
         if consumer is not None:
             consumer.batch = batch
             return consumer
-    return gateway.client.consumer(
-        topic,
-        name,
-        max_wait=0.0,
-        lease_seconds=gateway.settings.consumer_lease,
-        batch=batch,
-        session=caller.session if caller.resume else None,
-        owner=None if caller.resume else caller.session.owner,
-    )
+    try:
+        return gateway.client.consumer(
+            topic,
+            name,
+            max_wait=0.0,
+            lease_seconds=gateway.settings.consumer_lease,
+            batch=batch,
+            session=caller.session if caller.resume else None,
+            owner=None if caller.resume else caller.session.owner,
+        )
+    except SubscriptionBusy as busy:
+        if caller.resume:
+            raise
+        raise SubscriptionBusy(  # a new session: say how to go on, for a client that lost its header
+            f"{busy}; to go on with your own session, send the {rest.CONSUMER_HEADER} header its last answer "
+            f"carried; to release the subscription from whoever holds it, DELETE .../subscriptions/{name}/"
+            "consumer?force=true"
+        ) from None
 
 
 def _put_back(gateway: Gateway, topic: TopicId, name: str, caller: _Caller, consumer: Consumer, keep: bool) -> None:

@@ -11,8 +11,20 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.multiprocess import MultiProcessCollector
+
+disable_created_metrics()  # no <counter>_created series: a scrape shows what is counted, not since when
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -26,6 +38,9 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
+        if not os.environ.get(MULTIPROC_ENV):  # one worker: its process; with several, per-worker files only
+            ProcessCollector(registry=r)
+            PlatformCollector(registry=r)
         self.requests = Counter(
             "tms_gateway_requests", "HTTP requests answered", ["method", "route", "status"], registry=r
         )

@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from tms_hbase import TopicId, rest
+from tms_hbase import TopicId, TopicMetadata, rest
 from tms_hbase.errors import InvalidArgument, TmsError
 from tms_hbase.tx import TransactionCodec
 
@@ -70,8 +70,13 @@ def _authenticate(request: Request, gateway: Gateway) -> str:
 @endpoint(ADMIN)
 async def create_topic(request: Request, gateway: Gateway, topic: TopicId) -> Response:
     body = await read_body(request, gateway.max_body_bytes)
-    meta = await gateway.run(lambda: gateway.client.create_topic(topic, rest.decode_properties(body)))
-    return _json(rest.encode_topic(meta))
+
+    def work() -> TopicMetadata:
+        properties = rest.decode_properties(body)
+        gateway.client.require_installation()  # 503 on a prefix without one: the gateway never creates tables
+        return gateway.client.create_topic(topic, properties)
+
+    return _json(rest.encode_topic(await gateway.run(work)))
 
 
 @endpoint(ADMIN)

@@ -73,6 +73,15 @@ class Sessions:
         for old in dropped:
             old.detach()
 
+    def drop_owner(self, owner: str) -> None:
+        """Drop the consumers parked for the sessions of lease ``owner`` (their lease is being released)."""
+        with self._lock:
+            keys = [key for key in self._parked if key[2] == owner]
+            dropped = [self._parked.pop(key)[0] for key in keys]
+            self._count(len(self._parked))
+        for consumer in dropped:
+            consumer.detach()
+
     def close(self) -> None:
         """Drop every parked consumer (their leases run out by themselves, as the sessions' would)."""
         with self._lock:

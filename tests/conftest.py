@@ -70,6 +70,13 @@ def tms_env(hbase_address: str, prefix: str) -> dict[str, str]:
 
 
 @pytest.fixture
+def installed_env(tms_env: dict[str, str], client: MessagingClient) -> dict[str, str]:
+    """:func:`tms_env` with its installation created (as `tms-admin init` would: no other command creates one)."""
+    client.init_tables()
+    return tms_env
+
+
+@pytest.fixture
 def proxy(hbase_address: str) -> Iterator[TcpProxy]:
     """A TCP proxy in front of the session's HBase that a test can cut, stall or make lose replies."""
     p = TcpProxy(thrift_address(hbase_address))

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+from tms_hbase import MessagingClient
+from tms_hbase.config import PREFIX_ENV, THRIFT_ENV
 from tms_hbase.tx.client import TransactionClient, TransactionServiceUnavailable
 
 TMS_ADMIN = str(Path(sys.executable).with_name("tms-admin"))
@@ -33,6 +35,10 @@ class TxServer:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> TxServer:
+        """Start it on the environment's installation (created first, as `tms-admin init` would: the
+        server never creates one) and wait until it answers."""
+        with MessagingClient(self.env[THRIFT_ENV], self.env[PREFIX_ENV]) as client:
+            client.init_tables()
         cmd = [TMS_ADMIN, "tx", "serve", "--port", str(self.port), "--cleanup-interval", "0.2", *self.extra]
         self.proc = subprocess.Popen(cmd, env=self.env, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60

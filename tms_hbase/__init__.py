@@ -6,9 +6,8 @@ The public surface is small: :class:`MessagingClient`, :class:`TopicId`, :class:
 :class:`tms_hbase.tx.Transaction`.
 """
 
-from .async_publisher import AsyncPublisher, PublisherStats
-from .client import MessagingClient
-from .consumer import Consumer, ConsumerSession
+from typing import TYPE_CHECKING, Any
+
 from .errors import (
     BatchTooLarge,
     ClientClosed,
@@ -40,12 +39,49 @@ from .errors import (
     TransactionServiceUnavailable,
     Unavailable,
 )
-from .message_id import MessageId
-from .reader import Message
-from .stats import Lag, TopicStats
-from .subscriptions import Subscription
 from .topic import TopicId, TopicMetadata
-from .wire import RollbackDetail
+
+if TYPE_CHECKING:
+    from .async_publisher import AsyncPublisher, PublisherStats
+    from .client import MessagingClient
+    from .consumer import Consumer, ConsumerSession
+    from .message_id import MessageId
+    from .reader import Message
+    from .stats import Lag, TopicStats
+    from .subscriptions import Subscription
+    from .wire import RollbackDetail
+
+# Loaded on first use (PEP 562), so that `import tms_hbase` (and every command-line tool's start, its
+# --help and --version included) does not import happybase, thriftpy2 and the whole client.
+_LAZY = {
+    "AsyncPublisher": ".async_publisher",
+    "PublisherStats": ".async_publisher",
+    "MessagingClient": ".client",
+    "Consumer": ".consumer",
+    "ConsumerSession": ".consumer",
+    "MessageId": ".message_id",
+    "Message": ".reader",
+    "Lag": ".stats",
+    "TopicStats": ".stats",
+    "Subscription": ".subscriptions",
+    "RollbackDetail": ".wire",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.1.0"
 

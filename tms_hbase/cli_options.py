@@ -9,6 +9,7 @@ not load it.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -64,9 +65,71 @@ connection_options = with_options(CONNECTION_OPTIONS)
 """Adds :data:`CONNECTION_OPTIONS` to a command or group."""
 
 
+CONNECTION_NAMES = ("thrift", "prefix", "timeout")
+
+
+def given_on_command_line(ctx: click.Context, names: tuple[str, ...] = CONNECTION_NAMES) -> dict[str, Any]:
+    """The values of ``names`` that ``ctx``'s command line gave (not the environment, a config file or
+    a default)."""
+    return {
+        name: ctx.params[name]
+        for name in names
+        if name in ctx.params and ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
+    }
+
+
+def connection_values(ctx: click.Context, outer: dict[str, Any], **inner: Any) -> tuple[Any, ...]:
+    """``--thrift``, ``--prefix`` and ``--timeout`` for a subcommand that takes them and whose group takes
+    them too (before the subcommand's name): given after the subcommand wins, then given before it
+    (``outer``, :func:`given_on_command_line` of the group), then the environment or the default."""
+    mine = given_on_command_line(ctx)
+    return tuple(mine[n] if n in mine else outer.get(n, inner[n]) for n in CONNECTION_NAMES)
+
+
 def config_from_options(thrift: str | None, prefix: str | None, timeout: float) -> Config:
     """The Config the connection options describe (InvalidArgument for a bad address or prefix)."""
     return Config.resolve(thrift, prefix, timeout_seconds=timeout)
+
+
+class ToolGroup(click.Group):
+    """The top-level group of a command-line tool: every error is one line on stderr, usage errors
+    included (``error: Missing argument 'NAMESPACE:TOPIC'. (see 'tms-admin topic create --help')``,
+    exit code 2), and output cut short by a closed pipe (``tms-admin topic tail ... | head``) ends the
+    command quietly with exit code 0."""
+
+    def main(self, *args: Any, **kwargs: Any) -> NoReturn:
+        kwargs["standalone_mode"] = False
+        try:
+            result = super().main(*args, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as exc:  # a group named without a command: its help
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.UsageError as exc:
+            where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+            click.echo(f"error: {exc.format_message()}{where}", err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            click.echo(f"error: {exc.format_message()}", err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("aborted", err=True)
+            sys.exit(1)
+        sys.exit(result if isinstance(result, int) else 0)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:  # (click itself would end with exit code 1)
+            _quiet_stdout()
+            ctx.exit(0)
+
+
+def _quiet_stdout() -> None:
+    """The reader of stdout went away: send what is still buffered nowhere, so the interpreter's last
+    flush raises nothing either."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def fail(error: TmsError) -> NoReturn:

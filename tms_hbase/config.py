@@ -17,6 +17,10 @@ THRIFT_ENV = "TMS_HBASE_THRIFT"
 PREFIX_ENV = "TMS_TABLE_PREFIX"
 DEFAULT_THRIFT = "127.0.0.1:9090"
 DEFAULT_PREFIX = "tms"
+TX_ENV = "TMS_TX_SERVER"
+DEFAULT_TX_SERVER = "127.0.0.1:15165"
+"""Where clients find the transaction server (tms_hbase.tx.client), here so that a command-line tool can
+name them in its options without loading the Thrift client."""
 
 # HBase table qualifiers: word characters, '.' and '-', not starting with '.' or '-'.
 _PREFIX = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")

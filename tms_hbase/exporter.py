@@ -41,8 +41,8 @@ class TopicCollector(Collector):
             if time.monotonic() - self._read_at >= self.max_age:
                 self._refresh()
             stats, errors, seconds = self._stats, self._errors, self._seconds
-        topic = ["topic"]
-        sub = ["topic", "subscription"]
+        topic = ["namespace", "topic"]  # topic: namespace:name, as everywhere; namespace too, to aggregate by
+        sub = ["namespace", "topic", "subscription"]
         messages = GaugeMetricFamily("tms_topic_messages", "Readable messages in the topic", labels=topic)
         size = GaugeMetricFamily("tms_topic_bytes", "Payload bytes of the readable messages", labels=topic)
         published = CounterMetricFamily(
@@ -60,7 +60,7 @@ class TopicCollector(Collector):
             "tms_subscription_lag_seconds", "Age of the oldest message not consumed yet", labels=sub
         )
         for s in stats:
-            name = [str(s.topic)]
+            name = [s.topic.namespace, str(s.topic)]
             messages.add_metric(name, s.messages)
             size.add_metric(name, s.bytes)
             generation.add_metric(name, s.generation)
@@ -71,8 +71,8 @@ class TopicCollector(Collector):
             if s.first_publish_time is not None:
                 first.add_metric(name, s.first_publish_time / 1000)
             for sub_name, _mark, sub_lag in s.subscriptions:
-                lag.add_metric([str(s.topic), sub_name], sub_lag.messages)
-                lag_s.add_metric([str(s.topic), sub_name], sub_lag.seconds)
+                lag.add_metric([*name, sub_name], sub_lag.messages)
+                lag_s.add_metric([*name, sub_name], sub_lag.seconds)
         yield from (messages, size, published, last, first, generation, lag, lag_s)
         yield CounterMetricFamily("tms_exporter_read_errors", "Topics that could not be read", value=errors)
         yield GaugeMetricFamily("tms_exporter_read_seconds", "Duration of the last read from HBase", value=seconds)

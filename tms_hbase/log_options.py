@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import logging.config
 import time
 from collections.abc import Callable
 from typing import Any
@@ -100,4 +99,6 @@ def logging_config(log_format: str, log_level: str) -> dict[str, Any]:
 
 def configure_logging(log_format: str, log_level: str) -> None:
     """Log as ``--log-format`` and ``--log-level`` say, in this process."""
+    import logging.config  # here: loading it costs a command that logs nothing (--help) several ms
+
     logging.config.dictConfig(logging_config(log_format, log_level))

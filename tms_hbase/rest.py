@@ -189,7 +189,7 @@ def decode_consume(body: bytes, media: str) -> ConsumeRequest:
         raise InvalidArgument(f"ConsumeRequest field 'inclusive' must be true or false, not {inclusive!r}")
     tx = data.get("transaction")
     return ConsumeRequest(
-        start, inclusive, _optional_int(data, "limit"), None if tx is None else _unb64(tx, "transaction")
+        start, inclusive, _optional_int(data, "limit", INT), None if tx is None else _unb64(tx, "transaction")
     )
 
 
@@ -289,8 +289,12 @@ def decode_start(body: bytes, *, ids: bool) -> str | int | bytes:
     """Inverse of :func:`encode_start` (an empty body: "earliest"); message ids only where ``ids``."""
     if not body.strip():
         return "earliest"
-    start = _object(body, "subscription start", required=frozenset({"start"}), optional=frozenset())["start"]
-    if start in ("earliest", "latest") or (isinstance(start, int) and not isinstance(start, bool)):
+    data = _object(body, "subscription start", required=frozenset({"start"}), optional=frozenset())
+    start = data["start"]
+    if start in ("earliest", "latest"):
+        return start
+    if isinstance(start, int) and not isinstance(start, bool):
+        _optional_int(data, "start")  # within an Avro long
         return start
     if ids and isinstance(start, str):
         return _unb64(start, "start")
@@ -466,6 +470,8 @@ def _loads(body: bytes, what: str) -> Any:
         return json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise InvalidArgument(f"bad JSON in the {what}: {exc}") from None
+    except RecursionError:  # arrays or objects nested thousands deep: bad input, not a server error
+        raise InvalidArgument(f"bad JSON in the {what}: nested too deeply") from None
 
 
 def _object(body: bytes, what: str, *, required: frozenset[str] = frozenset(), optional: frozenset[str]) -> dict:
@@ -482,10 +488,18 @@ def _object(body: bytes, what: str, *, required: frozenset[str] = frozenset(), o
     return data
 
 
-def _optional_int(data: dict, field: str) -> int | None:
+LONG = (-(2**63), 2**63 - 1)
+"""The range of an Avro ``long`` (the schemas' type for write pointers and times): a JSON integer outside it
+is bad input, as it could not be sent as Avro."""
+INT = (-(2**31), 2**31 - 1)
+
+
+def _optional_int(data: dict, field: str, bounds: tuple[int, int] = LONG) -> int | None:
     value = data.get(field)
     if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
         raise InvalidArgument(f"field {field!r} must be an integer or null, not {value!r}")
+    if value is not None and not bounds[0] <= value <= bounds[1]:
+        raise InvalidArgument(f"field {field!r} is out of range: {value} is not in [{bounds[0]}, {bounds[1]}]")
     return value
 
 

@@ -36,14 +36,28 @@ def _check_name(kind: str, value: object) -> str:
     return value
 
 
+class _OneArgument(str):
+    """The type of the default ``topic``: marks a TopicId made from one ``namespace:topic`` string."""
+
+
+_ONE_ARGUMENT = _OneArgument()
+
+
 @dataclass(frozen=True, order=True)
 class TopicId:
-    """A topic: ``namespace`` and ``topic`` name, each ``[A-Za-z0-9_-]+``."""
+    """A topic: ``namespace`` and ``topic`` name, each ``[A-Za-z0-9_-]+``. ``TopicId("ns:name")`` (one
+    argument) parses the ``namespace:topic`` form, as :meth:`parse` does."""
 
     namespace: str
-    topic: str
+    topic: str = field(default=_ONE_ARGUMENT, repr=True)
 
     def __post_init__(self) -> None:
+        if self.topic is _ONE_ARGUMENT:
+            namespace, sep, topic = str(self.namespace).partition(":")
+            if not sep:
+                raise InvalidArgument(f"bad topic {self.namespace!r}: expected namespace:topic, or two arguments")
+            object.__setattr__(self, "namespace", namespace)
+            object.__setattr__(self, "topic", topic)
         _check_name("namespace", self.namespace)
         _check_name("topic", self.topic)
 

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from ..tx_server import TxServer, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # The console script installed next to this interpreter (a virtualenv's bin/ need not be on PATH).
 TMS_ADMIN = str(Path(sys.executable).with_name("tms-admin"))
@@ -25,15 +31,17 @@ def ok(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
 
 
 def test_topic_lifecycle_json(tms_env: dict[str, str]) -> None:
+    ok(tms_env, "init")
     created = json.loads(ok(tms_env, "topic", "create", "ns:orders", "--ttl", "60", "-p", "owner=ops", "--json").stdout)
     assert (created["generation"], created["ttl"], created["properties"]["owner"]) == (1, 60, "ops")
     got = json.loads(ok(tms_env, "topic", "get", "ns:orders", "--json").stdout)
-    assert got == created
+    assert got == {k: v for k, v in created.items() if k != "created"} and created["created"]
     ok(tms_env, "topic", "create", "ns:other")
     listed = json.loads(ok(tms_env, "topic", "list", "ns", "--json").stdout)
     assert [t["topic"] for t in listed] == ["ns:orders", "ns:other"]
     updated = json.loads(ok(tms_env, "topic", "update", "ns:orders", "--ttl", "120", "--json").stdout)
-    assert (updated["ttl"], updated["generation"], "owner" in updated["properties"]) == (120, 1, False)
+    assert (updated["ttl"], updated["generation"], updated["properties"]["owner"]) == (120, 1, "ops")
+    assert updated["changes"] == {"ttl": {"old": "60", "new": "120"}}
     assert json.loads(ok(tms_env, "topic", "delete", "ns:orders", "--json").stdout) == {"deleted": "ns:orders"}
     assert [t["topic"] for t in json.loads(ok(tms_env, "topic", "list", "--json").stdout)] == ["ns:other"]
     again = json.loads(ok(tms_env, "topic", "create", "ns:orders", "--json").stdout)
@@ -80,6 +88,7 @@ def test_bad_input_exit_codes_and_nothing_changed(
 
 
 def test_tx_mode_is_set_shown_and_validated(tms_env: dict[str, str]) -> None:
+    ok(tms_env, "init")
     created = json.loads(ok(tms_env, "topic", "create", "ns:t", "-p", "tx.mode=transactional", "--json").stdout)
     assert (created["tx_mode"], created["properties"]["tx.mode"]) == ("transactional", "transactional")
     assert "tx.mode     transactional" in ok(tms_env, "topic", "get", "ns:t").stdout.splitlines()
@@ -95,7 +104,33 @@ def test_tx_mode_is_set_shown_and_validated(tms_env: dict[str, str]) -> None:
     assert json.loads(ok(tms_env, "topic", "get", "ns:t", "--json").stdout)["tx_mode"] == "non-transactional"
 
 
+def test_update_changes_only_what_it_names_and_says_what_changed(tms_env: dict[str, str]) -> None:
+    ok(tms_env, "init")
+    ok(tms_env, "topic", "create", "ns:t", "--ttl", "3600", "--tx-mode", "transactional", "-p", "owner=ops")
+    assert ok(tms_env, "topic", "update", "ns:t", "-p", "owner=x").stdout.splitlines() == [
+        "updated ns:t:",
+        "  owner: ops -> x",
+    ]
+    got = json.loads(ok(tms_env, "topic", "get", "ns:t", "--json").stdout)
+    assert (got["ttl"], got["tx_mode"], got["properties"]["owner"]) == (3600, "transactional", "x")
+    assert ok(tms_env, "topic", "update", "ns:t", "-p", "owner=x").stdout.strip() == "ns:t unchanged"
+    removed = json.loads(ok(tms_env, "topic", "update", "ns:t", "-d", "owner", "-d", "ttl", "--json").stdout)
+    assert removed["changes"] == {"owner": {"old": "x", "new": None}, "ttl": {"old": "3600", "new": "604800"}}
+    assert removed["tx_mode"] == "transactional"
+    replaced = json.loads(ok(tms_env, "topic", "update", "ns:t", "--replace", "-p", "k=v", "--json").stdout)
+    assert replaced["changes"] == {"k": {"old": None, "new": "v"}, "tx.mode": {"old": "transactional", "new": None}}
+    assert (replaced["tx_mode"], replaced["ordering"], replaced["generation"]) == ("any", "sequencer", 1)
+    for args, message in (
+        ([], "nothing to change"),
+        (["-p", "a=1", "-d", "a"], "both set and deleted: a"),
+        (["--replace", "-d", "k"], "--replace or --delete-property"),
+    ):
+        result = tms_admin(tms_env, "topic", "update", "ns:t", *args)
+        assert result.returncode == 2 and message in result.stderr, result.stderr
+
+
 def test_duplicate_create_exit_code_keeps_properties(tms_env: dict[str, str]) -> None:
+    ok(tms_env, "init")
     ok(tms_env, "topic", "create", "ns:t", "--ttl", "10")
     result = tms_admin(tms_env, "topic", "create", "ns:t", "--ttl", "20")
     assert (result.returncode, result.stderr.strip()) == (4, "error: topic ns:t already exists")
@@ -156,15 +191,18 @@ def test_every_command_has_help(program: str, command: list[str]) -> None:
     assert len(description) > 20, result.stdout
 
 
+@pytest.mark.parametrize("placement", ["before", "after"])
 @pytest.mark.parametrize("tool", ["tms-admin", "tms-sweeper"])
 def test_both_tools_take_the_same_connection_options_and_exit_codes(
-    tms_env: dict[str, str], hbase_address: str, tool: str
+    tms_env: dict[str, str], hbase_address: str, tool: str, placement: str
 ) -> None:
+    """The connection options go before the command's name or after it, in both tools."""
     ok(tms_env, "init")
+    command = ["topic", "list"] if tool == "tms-admin" else ["status"]
 
     def run(thrift: str) -> subprocess.CompletedProcess:
         where = ["--thrift", thrift, "--timeout", "5"]
-        args = [*where, "topic", "list"] if tool == "tms-admin" else ["status", *where]
+        args = [*where, *command] if placement == "before" else [*command, *where]
         program = str(Path(sys.executable).with_name(tool))
         return subprocess.run([program, *args], env=tms_env, capture_output=True, text=True, timeout=120)
 
@@ -177,6 +215,19 @@ def test_both_tools_take_the_same_connection_options_and_exit_codes(
     assert down.returncode == 5 and dead in down.stderr and "Traceback" not in down.stderr
     failover = run(f"{dead},{hbase_address}")  # the first gateway is down: the second serves
     assert failover.returncode == 0, failover.stderr
+    program = str(Path(sys.executable).with_name(tool))
+    both = subprocess.run(  # given in both places, the one after the command's name wins
+        [program, "--thrift", dead, *command, "--thrift", hbase_address, "--timeout", "5"],
+        env=tms_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert both.returncode == 0, both.stderr
+    other = subprocess.run(
+        [program, "--prefix", "nosuchprefix", *command, "--json"], env=tms_env, capture_output=True, text=True
+    )
+    assert other.returncode == 7 and "'nosuchprefix'" in other.stderr  # before the name, over the environment
 
 
 @pytest.mark.parametrize("program", ["tms-admin", "tms-sweeper", "tms-gateway"])
@@ -191,3 +242,79 @@ def test_every_program_reports_the_package_version(program: str) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"{program}, version {tms_hbase.__version__}"
     assert version("tms-hbase") == tms_hbase.__version__
+
+
+def test_the_readme_tms_admin_block_runs_in_order(tms_env: dict[str, str]) -> None:
+    """README.md's tms-admin block, as a user would paste it, with a transaction server running."""
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"<!-- tested: tms-admin -->\s*```bash\n(.*?)```", readme, re.S)
+    assert block, "README.md lost its tested tms-admin block"
+    server = TxServer(tms_env, free_port()).start()
+    try:
+        env = {**tms_env, "TMS_TX_SERVER": server.address}
+        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+        result = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", block.group(1)], env=env, capture_output=True, text=True, timeout=300
+        )
+    finally:
+        server.stop()
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "updated billing:invoices:\n  owner: ops -> (not set)\n  ttl: 3600 -> 7200" in out
+    assert "published 100 messages to billing:ledger" in out
+    assert "published 3 messages to billing:invoices in 1 batches in one transaction" in out
+    assert out.count(" committed ") == 3  # the transactional tail: the three lines, committed
+    assert "dropped the installation" in out
+
+
+def test_small_things_a_new_user_meets(tms_env: dict[str, str]) -> None:
+    ok(tms_env, "init")
+    # human durations
+    created = json.loads(ok(tms_env, "topic", "create", "ns:t", "--ttl", "1h30m", "--json").stdout)
+    assert created["ttl"] == 5400 and created["created"]
+    # --if-not-exists: exit 0, nothing changed
+    again = json.loads(ok(tms_env, "topic", "create", "ns:t", "--ttl", "5", "--if-not-exists", "--json").stdout)
+    assert (again["ttl"], again["created"]) == (5400, False)
+    assert ok(tms_env, "topic", "create", "ns:t", "--if-not-exists").stdout.startswith("exists already: ns:t")
+    ok(tms_env, "sub", "create", "ns:t", "s", "--start", "-5m")
+    assert "exists already" in ok(tms_env, "sub", "create", "ns:t", "s", "--if-not-exists").stdout
+    assert tms_admin(tms_env, "sub", "create", "ns:t", "s").returncode == 4
+    # two starting points at once are refused
+    both = tms_admin(tms_env, "sub", "reset", "ns:t", "s", "--earliest", "--latest")
+    assert both.returncode == 2 and "exactly one of" in both.stderr
+    # usage errors: one line, with where to look
+    for args, message in (
+        (["topic", "create"], "error: Missing argument 'NAMESPACE:TOPIC'. (see 'tms-admin topic create --help')"),
+        (["topic", "crate"], "error: No such command 'crate'."),
+        (["--nope"], "error: No such option '--nope'."),
+    ):
+        result = tms_admin(tms_env, *args)
+        assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+        assert result.stderr.startswith(message), result.stderr
+    sweeper = subprocess.run(
+        [str(Path(sys.executable).with_name("tms-sweeper")), "once", "--grace", "x"],
+        env=tms_env,
+        capture_output=True,
+        text=True,
+    )
+    assert sweeper.returncode == 2 and len(sweeper.stderr.splitlines()) == 1, sweeper.stderr
+    # a reader that goes away (`| head -1`) ends the command quietly, with exit code 0
+    subprocess.run(
+        [TMS_ADMIN, "topic", "publish", "ns:t"],
+        input="\n".join(map(str, range(3000))),
+        env=tms_env,
+        text=True,
+        check=True,
+        capture_output=True,
+    )
+    tail = subprocess.Popen(
+        [TMS_ADMIN, "topic", "tail", "ns:t", "--last", "3000"],
+        env=tms_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert tail.stdout is not None
+    tail.stdout.readline()
+    tail.stdout.close()
+    assert tail.wait(timeout=120) == 0
+    assert tail.stderr is not None and tail.stderr.read() == b""

@@ -38,7 +38,7 @@ def test_publish_from_stdin_and_tail_in_every_format(client: MessagingClient, tm
         timeout=120,
     )
     assert published.returncode == 0, published.stderr
-    assert json.loads(published.stdout) == {"topic": str(T), "published": 4, "batches": 2}
+    assert json.loads(published.stdout) == {"topic": str(T), "published": 4, "batches": 2, "transactional": False}
     assert [m.payload for m in client.fetch(T)] == [b"one", b"two", b"three", b"bin\x00ary"]
 
     rows = json_lines(ok(tms_env, "topic", "tail", str(T), "--last", "100", "--json").stdout)
@@ -192,11 +192,11 @@ def test_topic_stats_of_a_sequencer_topic(client: MessagingClient, tms_env: dict
 
 
 @pytest.fixture
-def exporter(tms_env: dict[str, str]) -> Iterator[str]:
+def exporter(installed_env: dict[str, str]) -> Iterator[str]:
     port = free_port()
     proc = subprocess.Popen(
         [TMS_ADMIN, "metrics", "serve", "--port", str(port), "--max-age", "0"],
-        env=tms_env,
+        env=installed_env,
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -221,10 +221,11 @@ def test_metrics_exporter_serves_depth_and_lag(client: MessagingClient, exporter
     client.publish(T, [b"a", b"b", b"c"])
     client.create_subscription(T, "svc")
     text = urllib.request.urlopen(exporter, timeout=30).read().decode()
-    assert 'tms_topic_messages{topic="cli:feed"} 3.0' in text
-    assert 'tms_topic_published_messages_total{topic="cli:feed"} 3.0' in text
-    assert 'tms_subscription_lag_messages{subscription="svc",topic="cli:feed"} 3.0' in text
-    assert 'tms_subscription_lag_seconds{subscription="svc",topic="cli:feed"}' in text
+    assert 'tms_topic_messages{namespace="cli",topic="cli:feed"} 3.0' in text
+    assert 'tms_topic_published_messages_total{namespace="cli",topic="cli:feed"} 3.0' in text
+    assert 'tms_subscription_lag_messages{namespace="cli",subscription="svc",topic="cli:feed"} 3.0' in text
+    assert 'tms_subscription_lag_seconds{namespace="cli",subscription="svc",topic="cli:feed"}' in text
+    assert "_created" not in text and "process_resident_memory_bytes" in text and "python_info" in text
     assert "tms_topic_last_publish_timestamp_seconds" in text
 
 

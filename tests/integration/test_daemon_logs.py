@@ -47,7 +47,8 @@ def test_sweeper_logs_json_lines_and_honours_the_level(client: MessagingClient, 
     assert " INFO [" in text and "tms_hbase_sweeper.sweep: sweep done" in text  # the text format by default
 
 
-def test_tx_server_and_metrics_exporter_log_json_lines(tms_env: dict[str, str]) -> None:
+def test_tx_server_and_metrics_exporter_log_json_lines(installed_env: dict[str, str]) -> None:
+    tms_env = installed_env
     commands = {  # each with the message it logs once it serves (its signal handlers are in place by then)
         "transaction server listening on": ["tx", "serve", "--port", str(free_port())],
         "serving metrics on": ["metrics", "serve", "--port", str(free_port())],

@@ -297,7 +297,16 @@ def test_bad_requests_are_400_and_change_nothing(http: httpx.Client, wire: Wire,
             ("publish", b'{"messages": [], "transactionWritePointer": 1, "extra": 1}'),
             ("publish", b'{"message": ["eA=="]}'),
             ("poll", b'{"startFrom": true}'),
+            ("poll", b'{"startFrom": 1000000000000000000000000000}'),  # a time past any Avro long
+            ("poll", b'{"limit": 1000000000000000000000000000}'),
+            ("poll", b"[" * 20_000 + b"]" * 20_000),  # nested too deep for the JSON parser
+            ("publish", b'{"messages": ["eA=="], "transactionWritePointer": 1000000000000000000000000000}'),
+            ("publish", b'{"messages": [' * 5_000 + b"]}" * 5_000),
         ]
+    bad += [
+        ("publish?ttl=inf", wire.publish([b"x"])),
+        ("store?sequence=" + "9" * 30, wire.publish([b"x"], pointer=write_pointer_now())),
+    ]
     for action, body in bad:
         assert_error(http.post(topic_url(ns, "t", action), content=body, headers=h), 400, "InvalidArgument")
     unsupported = http.post(topic_url(ns, "t", "publish"), content=b"x", headers={"Content-Type": "text/plain"})

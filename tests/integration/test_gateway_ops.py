@@ -140,6 +140,7 @@ def test_a_prefix_without_an_installation_is_503_and_creates_nothing(
                 http.get(f"{gateway.url}/health"),
                 http.get(f"{gateway.url}/v1/namespaces/ops/topics"),
                 http.post(f"{gateway.url}/v1/namespaces/ops/topics/events/publish", json={"messages": ["eA=="]}),
+                http.put(f"{gateway.url}/v1/namespaces/ops/topics/events", json={"ttl": 60}),  # the first create
             ):
                 assert response.status_code == 503, response.text
                 assert response.headers["tms-error"] == "InstallationNotFound"

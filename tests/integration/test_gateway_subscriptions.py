@@ -149,6 +149,10 @@ def test_unknown_names_and_bad_requests(http: httpx.Client, topic: TopicId) -> N
         http.put(sub_url(topic, "bad.name")),
         http.put(sub_url(topic, "other"), json={"start": "yesterday"}),
         http.post(sub_url(topic, "svc", "reset"), json={"start": 1, "extra": 2}),
+        http.post(sub_url(topic, "svc", "reset"), json={"start": 10**27}),  # past any Avro long
+        http.put(sub_url(topic, "other"), json={"start": 10**27}),
+        http.put(sub_url(topic, "other"), content=b"[" * 20_000 + b"]" * 20_000),  # nested too deep
+        http.delete(sub_url(topic, "svc", "consumer")),  # which session? (or ?force=true)
     ):
         assert_error(response, 400, "InvalidArgument")
     # a session that was never this subscription's, or that another principal presents, is not resumed
@@ -157,6 +161,27 @@ def test_unknown_names_and_bad_requests(http: httpx.Client, topic: TopicId) -> N
 
 
 # -- consumer sessions ---------------------------------------------------------------------------
+
+
+def test_a_caller_who_lost_the_session_header_can_release_the_lease(http: httpx.Client, topic: TopicId) -> None:
+    """curl without keeping the TMS-Consumer header: the second call is busy, says how to go on, and
+    DELETE .../consumer?force=true (no header) releases the lease at once."""
+    http.put(sub_url(topic, "svc"))
+    first = http.get(sub_url(topic, "svc", "messages"), params={"max": 2}, headers={"Accept": JSON})
+    assert [base64.b64decode(m["payload"]) for m in first.json()] == [b"a", b"b"]
+    busy = http.get(sub_url(topic, "svc", "messages"), headers={"Accept": JSON})
+    assert_error(busy, 409, "SubscriptionBusy")
+    assert "TMS-Consumer" in busy.text and "consumer?force=true" in busy.text
+    assert_error(http.delete(sub_url(topic, "svc", "consumer")), 400, "InvalidArgument")
+    released = http.delete(sub_url(topic, "svc", "consumer"), params={"force": "true"})
+    assert released.status_code == 200, released.text
+    assert http.get(sub_url(topic, "svc")).json()["owner"] is None
+    again = http.get(sub_url(topic, "svc", "messages"), headers={"Accept": JSON})  # no wait for the lease
+    assert [base64.b64decode(m["payload"]) for m in again.json()] == [b"a", b"b", b"c", b"d", b"e"]  # not committed
+    lost = http.get(sub_url(topic, "svc", "messages"), headers={CONSUMER: first.headers[CONSUMER]})
+    assert_error(lost, 409, "LeaseLost")  # the released session is over
+    assert http.delete(sub_url(topic, "svc", "consumer"), params={"force": "true"}).status_code == 200
+    assert http.delete(sub_url(topic, "svc", "consumer"), params={"force": "true"}).status_code == 200  # idempotent
 
 
 def test_a_session_goes_on_whichever_worker_answers(gateway: GatewayProcess, topic: TopicId) -> None:

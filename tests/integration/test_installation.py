@@ -1,9 +1,12 @@
-"""A prefix names an installation: read-only calls and commands on a prefix without tables say the
-installation does not exist (exit code 7) and create nothing; writes create it as before."""
+"""A prefix names an installation: read-only calls on a prefix without tables say the installation does
+not exist and create nothing (the library's create_topic and init_tables create it); every command but
+`tms-admin init` exits 7 there and creates nothing, and `tms-admin drop` deletes an installation."""
 
 from __future__ import annotations
 
+import json
 import os
+import pty
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +15,10 @@ import pytest
 
 from tms_hbase import InstallationNotFound, MessagingClient, RollbackDetail, TopicId
 from tms_hbase.config import PREFIX_ENV
+from tms_hbase.tables import FAMILIES
 from tms_hbase.tx import write_pointer_now
+
+from ..tx_server import free_port
 
 T = TopicId("ns", "t")
 READ_ONLY = {
@@ -76,13 +82,18 @@ def run(program: str, env: dict[str, str], *args: str) -> subprocess.CompletedPr
         ("tms-admin", ["sweeper", "state"]),
         ("tms-admin", ["tx", "snapshot", "--from-hbase"]),
         ("tms-admin", ["tx", "prune", "--dry-run"]),
+        ("tms-admin", ["settings"]),
+        ("tms-admin", ["topic", "create", "ns:t"]),
+        ("tms-admin", ["sub", "create", "ns:t", "s"]),
+        ("tms-admin", ["tx", "serve", "--port", str(free_port())]),
+        ("tms-admin", ["metrics", "serve", "--port", str(free_port())]),
         ("tms-sweeper", ["once"]),
         ("tms-sweeper", ["run"]),
         ("tms-sweeper", ["status"]),
     ],
     ids=lambda a: " ".join(a) if isinstance(a, list) else a,
 )
-def test_read_only_commands_on_a_mistyped_prefix_exit_7(
+def test_commands_on_a_mistyped_prefix_exit_7_and_create_nothing(
     client: MessagingClient, tms_env: dict[str, str], program: str, args: list[str]
 ) -> None:
     result = run(program, tms_env, *args)
@@ -93,10 +104,40 @@ def test_read_only_commands_on_a_mistyped_prefix_exit_7(
     assert client.installation.missing() == client.installation.names.core()
 
 
-def test_creating_commands_still_create(client: MessagingClient, tms_env: dict[str, str]) -> None:
+def test_only_init_creates_and_drop_drops(client: MessagingClient, tms_env: dict[str, str]) -> None:
+    assert run("tms-admin", tms_env, "init").returncode == 0
+    assert client.installation.missing(FAMILIES) == []
     assert run("tms-admin", tms_env, "topic", "create", "ns:t").returncode == 0
-    assert client.installation.missing() == []
     assert run("tms-admin", tms_env, "topic", "list").stdout.split()[-3:] == ["ns:t", "1", "604800"]
+    refused = run("tms-admin", tms_env, "drop")  # stdin is no terminal here: --yes is needed
+    assert refused.returncode == 2 and "without --yes" in refused.stderr and client.installation.missing() == []
+    dropped = json.loads(run("tms-admin", tms_env, "drop", "--yes", "--json").stdout)
+    assert dropped == {"prefix": client.installation.prefix, "dropped": client.installation.names.all()}
+    assert client.installation.missing(FAMILIES) == client.installation.names.all()
+    again = run("tms-admin", tms_env, "drop", "--yes")
+    assert again.returncode == 7 and "no tms-hbase installation" in again.stderr
+
+
+def test_drop_asks_on_a_terminal(client: MessagingClient, tms_env: dict[str, str]) -> None:
+    client.init_tables()
+    for answer, code in ((b"n\n", 1), (b"y\n", 0)):
+        controller, terminal = pty.openpty()
+        try:
+            proc = subprocess.Popen(
+                [str(Path(sys.executable).with_name("tms-admin")), "drop"],
+                env=tms_env,
+                stdin=terminal,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            os.write(controller, answer)
+            _, err = proc.communicate(timeout=120)
+        finally:
+            os.close(controller)
+            os.close(terminal)
+        assert proc.returncode == code, err
+        assert b"with everything in them? [y/N]" in err
+        assert client.installation.missing() == ([] if code else client.installation.names.core())
 
 
 def test_an_empty_prefix_is_bad_input(tms_env: dict[str, str]) -> None:

@@ -131,6 +131,9 @@ def test_tms_sweeper_once_cli(client: MessagingClient, tms_env: dict[str, str]) 
     dry = subprocess.run([sweeper_cli, "once", "--dry-run", "--json"], env=tms_env, capture_output=True, text=True)
     assert dry.returncode == 0, dry.stderr
     assert json.loads(dry.stdout)["messages_dropped"] == 1
+    assert json.loads(dry.stdout)["regions_swept"] >= 2  # messages and payloads at least: gone through
+    text = subprocess.run([sweeper_cli, "once", "--dry-run"], env=tms_env, capture_output=True, text=True).stdout
+    assert " regions scanned (dry run: nothing changed)" in text and not text.startswith("0 "), text
     done = subprocess.run([sweeper_cli, "once"], env=tms_env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "dropped 1" in done.stdout
     bad = subprocess.run([sweeper_cli, "once", "--thrift", "127.0.0.1:1"], env=tms_env, capture_output=True, text=True)

@@ -102,6 +102,8 @@ def test_bind_address_health_errors_and_duration(
         scrape = samples(url)
         assert scrape[("tms_sweeper_sweep_duration_seconds_sum", frozenset())] > 0
         assert scrape[("tms_sweeper_sweep_duration_seconds_bucket", frozenset({("le", "+Inf")}))] >= 1
+        assert not [name for name, _ in scrape if name.endswith("_created")]  # counted, not since when
+        assert scrape[("process_resident_memory_bytes", frozenset())] > 0  # the process collector
 
         proxy.fault = "reset"  # HBase unreachable: sweeps fail, the loop goes on
         wait_for(lambda: health(url)[0] == 503, 60, "/health to turn 503")

@@ -100,3 +100,16 @@ def test_thrift_errors_with_bytes_messages_are_described() -> None:
 
     assert _reason(TApplicationException(message=b"Invalid method name\nmore")) == "Invalid method name"
     assert _reason(OSError("Connection refused")) == "Connection refused"
+
+
+def test_one_argument_is_parsed_as_namespace_colon_topic() -> None:
+    import pickle
+
+    assert TopicId("billing:invoices") == TopicId("billing", "invoices") == TopicId.parse("billing:invoices")
+    assert hash(TopicId("a:b")) == hash(TopicId("a", "b")) and repr(TopicId("a:b")) == repr(TopicId("a", "b"))
+    assert pickle.loads(pickle.dumps(TopicId("a:b"))) == TopicId("a", "b")
+    for bad in ("nocolon", "a:b:c", ":b", "a:", 5):
+        with pytest.raises(InvalidArgument):
+            TopicId(bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match="bad topic name ''"):
+        TopicId("a", "")

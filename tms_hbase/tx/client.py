@@ -13,7 +13,7 @@ from thriftpy2.thrift import TException
 from thriftpy2.transport import TFramedTransportFactory
 
 from ..args import renamed
-from ..config import check_timeout, thrift_address
+from ..config import DEFAULT_TX_SERVER, TX_ENV, check_timeout, thrift_address
 from ..connection import CheckedClient, DeadlineSocket, NotThrift
 from ..errors import (
     InvalidArgument,
@@ -29,8 +29,6 @@ from .snapshot import TransactionSnapshot, decode_snapshot
 from .transaction import Transaction
 
 T = TypeVar("T")
-TX_ENV = "TMS_TX_SERVER"
-DEFAULT_TX_SERVER = "127.0.0.1:15165"
 
 
 class TransactionClient:

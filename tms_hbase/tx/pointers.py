@@ -15,6 +15,9 @@ MAX_LIFETIME_SECONDS = 25 * 3600
 """Tephra's ``data.tx.max.lifetime`` default (TxConstants.Manager.DEFAULT_TX_MAX_LIFETIME): no transaction
 writes later than this after it started. Publish and store refuse older pointers; pruning relies on it."""
 
+PRUNE_GRACE_SECONDS = 3600
+"""What invalid-list pruning adds to the max lifetime before it counts a transaction as done writing."""
+
 _lock = threading.Lock()
 _last = 0
 

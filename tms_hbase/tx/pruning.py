@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from ..storage import Installation
 from ..sweep_state import SweepState
 from .manager import TransactionManager
-from .pointers import MAX_LIFETIME_SECONDS, MAX_TX_PER_MS
+from .pointers import MAX_LIFETIME_SECONDS, MAX_TX_PER_MS, PRUNE_GRACE_SECONDS
 from .snapshot import TransactionSnapshot
 from .state_store import StateStore
 
 MAX_LIFETIME_S = MAX_LIFETIME_SECONDS  # Tephra: no transaction writes longer than this (publish refuses it)
-GRACE_S = 3600
+GRACE_S = PRUNE_GRACE_SECONDS
 
 
 def prune_upper_bound(state: TransactionManager | TransactionSnapshot) -> int:

@@ -1,0 +1,64 @@
+"""The command-line tools start fast: --help and --version import neither the HBase client (happybase,
+thriftpy2) nor the Prometheus client; a command loads them only when it runs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("happybase", "thriftpy2", "prometheus_client", "tms_hbase.client", "tms_hbase.storage")
+
+# Runs a tool's main() as its console script does, then prints which heavy modules were loaded.
+PROBE = """
+import atexit, sys
+atexit.register(lambda: print(",".join(m for m in {heavy!r} if m in sys.modules), file=sys.stderr))
+from tms_hbase_admin.cli import main
+main({args!r}, prog_name="tms-admin")
+"""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--help"], ["--version"], ["topic", "--help"], ["topic", "list", "--help"], ["tx", "serve", "--help"]],
+    ids=" ".join,
+)
+def test_help_and_version_import_no_hbase_client(args: list[str]) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE.format(heavy=HEAVY, args=args)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip().splitlines()[-1:] in ([], [""]), f"loaded: {result.stderr}"
+
+
+def test_the_tail_cache_default_named_in_help_is_the_librarys() -> None:
+    from tms_hbase.installation import DEFAULT_TAIL_CACHE_SECONDS
+    from tms_hbase_admin.settings import DEFAULT_TAIL_CACHE_SECONDS as shown
+
+    assert shown == DEFAULT_TAIL_CACHE_SECONDS
+
+
+def test_durations_and_times_on_the_command_line() -> None:
+    import time
+
+    from tms_hbase.errors import InvalidArgument
+    from tms_hbase_admin.times import parse_duration, parse_time
+
+    assert [parse_duration(t) for t in ("90", "90s", "15m", "1h30m", "7d", "2w")] == [
+        90,
+        90,
+        900,
+        5400,
+        604_800,
+        1_209_600,
+    ]
+    for bad in ("", "1x", "h", "1.5h", "-5m", "١٢"):
+        with pytest.raises(InvalidArgument, match="expected seconds, or a duration"):
+            parse_duration(bad)
+    now = time.time() * 1000
+    assert abs(parse_time("-5m") - (now - 300_000)) < 5_000
+    assert parse_time("1700000000000") == 1_700_000_000_000
+    assert parse_time("2024-05-01T12:00:00Z") == 1_714_564_800_000
+    with pytest.raises(InvalidArgument, match="a duration ago such as -5m"):
+        parse_time("-5x")
