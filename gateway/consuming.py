@@ -197,13 +197,11 @@ async def close_consumer(request: Request, gateway: Gateway, topic: TopicId) -> 
 
 
 def _release(gateway: Gateway, topic: TopicId, name: str) -> None:
-    """Give back the subscription's lease, whoever holds it: take it under its holder's name (as a session
-    of that name resumed from HBase would) and close at once. Nothing to do if nobody holds it."""
+    """Give back the subscription's lease, whoever holds it (its mark stays)."""
     holder = gateway.client.get_subscription(topic, name).owner
-    if holder is None:
-        return
-    gateway.sessions.drop_owner(holder)  # a consumer this worker parked for that session: not taken up again
-    gateway.client.consumer(topic, name, max_wait=0.0, lease_seconds=1.0, doorbell=None, owner=holder).close()
+    if holder is not None:
+        gateway.sessions.drop_owner(holder)  # a consumer this worker parked for that session: not taken up again
+    gateway.client.release_subscription(topic, name)
 
 
 @endpoint(None)

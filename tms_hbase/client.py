@@ -9,11 +9,18 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, overload
 
 from .args import renamed
+from .clock import check_time_ms
 from .config import Config
 from .connection import HBaseConnection
 from .consumer import Consumer, ConsumerSession
 from .doorbell import DEFAULT_HOST, Doorbells
-from .errors import InstallationNotFound, InvalidArgument, PublishOutcomeUnknown
+from .errors import (
+    InstallationNotFound,
+    InvalidArgument,
+    PublishOutcomeUnknown,
+    SubscriptionAlreadyExists,
+    TopicAlreadyExists,
+)
 from .hbase_clock import HBaseClock, PublishClock
 from .inspect import Inspector
 from .installation import InstallationStore, TailCacheSetting, WriterSettings
@@ -250,18 +257,26 @@ class MessagingClient:
 
     # -- topics -------------------------------------------------------------------------------
 
-    def create_topic(self, topic: TopicLike, properties: Mapping[str, str] | None = None) -> TopicMetadata:
+    def create_topic(
+        self, topic: TopicLike, properties: Mapping[str, str] | None = None, *, exist_ok: bool = False
+    ) -> TopicMetadata:
         """Create a topic; ``properties`` may set ``ttl`` (seconds, default 7 days) and any other key.
 
         Creates the installation's tables first if they do not exist yet (see the class doc).
-        Raises TopicAlreadyExists (properties unchanged) or InvalidArgument.
+        Raises TopicAlreadyExists (properties unchanged), unless ``exist_ok``: then the existing topic is
+        returned as it is, whatever ``properties`` say; InvalidArgument.
         """
         topic = _topic(topic)
         user_properties(properties)  # bad input changes nothing, not even the tables
         self._ensure_ready(create=True)
         self._topics.forget(topic)
-        with self.hbase.operation():
-            return self._metadata.create(topic, properties)
+        try:
+            with self.hbase.operation():
+                return self._metadata.create(topic, properties)
+        except TopicAlreadyExists:
+            if not exist_ok:
+                raise
+        return self.get_topic(topic)
 
     def update_topic(
         self,
@@ -502,15 +517,31 @@ class MessagingClient:
 
     # -- subscriptions and consumers ------------------------------------------------------------
 
-    def create_subscription(self, topic: TopicId, name: str, start: str | int = EARLIEST) -> Subscription:
+    def create_subscription(
+        self, topic: TopicId, name: str, start: str | int = EARLIEST, *, exist_ok: bool = False
+    ) -> Subscription:
         """A durable consume mark named ``name`` on the topic, consuming from ``start``: "earliest"
         (every readable message), "latest" (messages published from now on) or a publish time (ms).
 
-        Raises SubscriptionAlreadyExists, TopicNotFound or InvalidArgument. Subscriptions go with
-        their topic: deleting (and re-creating) the topic removes them.
+        Raises SubscriptionAlreadyExists (unless ``exist_ok``: then the existing subscription is returned,
+        its mark unchanged), TopicNotFound or InvalidArgument. Subscriptions go with their topic:
+        deleting (and re-creating) the topic removes them.
         """
         self._ensure_subscriptions()
-        return self._subscription_admin.create(self._metadata.get(_topic(topic)), name, start)
+        meta = self._metadata.get(_topic(topic))
+        try:
+            return self._subscription_admin.create(meta, name, start)
+        except SubscriptionAlreadyExists:
+            if not exist_ok:
+                raise
+        return self._subscription_admin.get(meta, name)
+
+    def release_subscription(self, topic: TopicId, name: str) -> Subscription:
+        """Take the lease away from whoever holds the subscription, keeping its mark (what a consumer's
+        close does, for a consumer that is gone or unreachable; it fails with LeaseLost at its next
+        write and its uncommitted messages are delivered again). SubscriptionNotFound."""
+        self._ensure_subscriptions()
+        return self._subscription_admin.release(self._metadata.get(_topic(topic)), name)
 
     def get_subscription(self, topic: TopicId, name: str) -> Subscription:
         """The subscription (its committed mark, who consumes it); SubscriptionNotFound."""
@@ -636,6 +667,4 @@ class MessagingClient:
 
 
 def _time(name: str, value: object) -> int | None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-        raise InvalidArgument(f"bad {name} {value!r}: expected milliseconds since the epoch, >= 0")
-    return value
+    return None if value is None else check_time_ms(name, value)

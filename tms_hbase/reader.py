@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from . import sequencer
-from .clock import now_ms
+from .clock import check_time_ms, now_ms
 from .errors import CorruptData, InvalidArgument
 from .hbase_clock import HBaseClock
 from .installation import DEFAULT_TAIL_CACHE_SECONDS
@@ -171,8 +171,8 @@ class _Start:
 def _validate(start_message: object, start_time: object, inclusive: object, limit: object, transaction: object) -> None:
     if start_message is not None and start_time is not None:
         raise InvalidArgument("give start_message or start_time, not both")
-    if start_time is not None and (isinstance(start_time, bool) or not isinstance(start_time, int) or start_time < 0):
-        raise InvalidArgument(f"bad start_time {start_time!r}: expected milliseconds since the epoch, >= 0")
+    if start_time is not None:
+        check_time_ms("start_time", start_time)
     if not isinstance(inclusive, bool):
         raise InvalidArgument(f"inclusive must be True or False, not {inclusive!r}")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):

@@ -12,7 +12,7 @@ import builtins
 from collections.abc import Callable
 from dataclasses import replace
 
-from .clock import now_ms
+from .clock import check_time_ms, now_ms
 from .errors import ConcurrentModification, InvalidArgument, SubscriptionBusy, SubscriptionNotFound
 from .message_id import MessageId
 from .reader import MessageReader
@@ -114,6 +114,10 @@ class SubscriptionAdmin:
 
         return _public(meta, name, self._change(meta, name, step, force), self.reader.hbase_now())
 
+    def release(self, meta: TopicMetadata, name: str) -> Subscription:
+        """Clear the lease, whoever holds it; the mark and any pending mark stay."""
+        return _public(meta, name, self._change(meta, name, Record.released, True), self.reader.hbase_now())
+
     def delete(self, meta: TopicMetadata, name: str, *, force: bool = False) -> None:
         """Delete the subscription (SubscriptionNotFound if there is none)."""
         for _ in range(_MAX_ROUNDS):
@@ -147,11 +151,9 @@ class SubscriptionAdmin:
         if start == LATEST:
             tail = self._tail(meta)
             return None if tail == 0 else bytes(MessageId(meta.generation, tail, END))
-        if isinstance(start, bool) or not isinstance(start, int) or start < 0:
-            raise InvalidArgument(
-                f"bad start {start!r}: expected 'earliest', 'latest' or a publish time in ms since the epoch"
-            )
-        position = self.reader.seek(meta.topic, meta.generation, start)
+        if isinstance(start, str):
+            raise InvalidArgument(f"bad start {start!r}: expected 'earliest', 'latest' or a publish time in ms")
+        position = self.reader.seek(meta.topic, meta.generation, check_time_ms("start", start))
         return mark_before(meta.generation, position, 0)
 
     def _tail(self, meta: TopicMetadata) -> int:

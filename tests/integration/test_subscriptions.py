@@ -10,9 +10,11 @@ import pytest
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.errors import (
     InvalidArgument,
+    LeaseLost,
     SubscriptionAlreadyExists,
     SubscriptionBusy,
     SubscriptionNotFound,
+    TopicAlreadyExists,
     TopicNotFound,
 )
 from tms_hbase.message_id import MessageId
@@ -223,3 +225,53 @@ def test_rows_without_totals_give_estimates_marked_as_such(client: MessagingClie
     client.publish(T, [b"3"])  # counting starts again after a row without totals
     assert client.get_subscription(T, "svc").position is None
     assert next_payloads(client, "svc") == [b"1", b"a", b"b", b"3"]
+
+
+def test_times_that_look_like_seconds_or_overflow_are_refused_and_change_nothing(client: MessagingClient) -> None:
+    client.create_topic(T)
+    client.publish(T, [b"m"])
+    client.create_subscription(T, "s")
+    for bad in (int(time.time()), 10**27, -1):
+        with pytest.raises(InvalidArgument, match="start"):
+            list(client.fetch(T, start_time=bad))
+        with pytest.raises(InvalidArgument):
+            client.create_subscription(T, "t", start=bad)
+        with pytest.raises(InvalidArgument):
+            client.reset_subscription(T, "s", start_time=bad)
+    with pytest.raises(InvalidArgument, match="looks like seconds"):
+        list(client.fetch(T, start_time=int(time.time())))
+    assert [s.name for s in client.list_subscriptions(T)] == ["s"] and client.lag(T, "s").messages == 1
+    assert [m.payload for m in client.fetch(T, start_time=0)] == [b"m"]  # 0 (and small times) still mean "all"
+
+
+def test_exist_ok_returns_what_exists_and_changes_nothing(client: MessagingClient) -> None:
+    created = client.create_topic(T, {"ttl": "60"})
+    assert client.create_topic(T, {"ttl": "99"}, exist_ok=True) == created
+    with pytest.raises(TopicAlreadyExists):
+        client.create_topic(T)
+    client.publish(T, [b"m"])
+    sub = client.create_subscription(T, "s", "latest")
+    assert client.create_subscription(T, "s", "earliest", exist_ok=True) == sub  # its mark is kept
+    with pytest.raises(SubscriptionAlreadyExists):
+        client.create_subscription(T, "s")
+
+
+def test_release_takes_the_lease_from_a_consumer_that_is_gone_and_keeps_the_mark(client: MessagingClient) -> None:
+    client.create_topic(T)
+    client.publish(T, [b"a", b"b"])
+    client.create_subscription(T, "s")
+    stuck = client.consumer(T, "s", lease_seconds=60, max_wait=0.1)
+    assert next(iter(stuck)).payload == b"a"
+    stuck.commit()
+    with pytest.raises(SubscriptionBusy):
+        client.consumer(T, "s", wait_for_lease=0)
+    released = client.release_subscription(T, "s")
+    assert released.owner is None and released.position == client.get_subscription(T, "s").position
+    with client.consumer(T, "s", max_wait=0.1) as successor:
+        assert [m.payload for m in successor] == [b"b"]
+    with pytest.raises(LeaseLost):  # the old consumer, back: its next write finds the lease gone
+        for _ in stuck:
+            stuck.commit()
+    stuck.close()
+    with pytest.raises(SubscriptionNotFound):
+        client.release_subscription(T, "nope")
