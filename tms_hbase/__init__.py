@@ -24,6 +24,7 @@ from .errors import (
     LeaseLost,
     NotAuthenticated,
     NotAuthorized,
+    NotHeld,
     PublisherClosed,
     PublishOutcomeUnknown,
     QueueFull,
@@ -42,6 +43,7 @@ from .errors import (
 )
 from .message_id import MessageId
 from .reader import Message
+from .shared import DeadLetter, Delivery, PendingMessage, SharedConsumer, SharedStats
 from .stats import Lag, TopicStats
 from .subscriptions import Subscription
 from .topic import TopicId, TopicMetadata
@@ -57,6 +59,8 @@ __all__ = [
     "Consumer",
     "ConsumerSession",
     "CorruptData",
+    "DeadLetter",
+    "Delivery",
     "Fenced",
     "HBaseError",
     "HBaseUnavailable",
@@ -71,11 +75,15 @@ __all__ = [
     "MessagingClient",
     "NotAuthenticated",
     "NotAuthorized",
+    "NotHeld",
+    "PendingMessage",
     "PublishOutcomeUnknown",
     "PublisherClosed",
     "PublisherStats",
     "QueueFull",
     "RollbackDetail",
+    "SharedConsumer",
+    "SharedStats",
     "Subscription",
     "SubscriptionAlreadyExists",
     "SubscriptionBusy",
