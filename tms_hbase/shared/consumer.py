@@ -1,8 +1,11 @@
 """A consumer of a shared subscription: one of any number, in any processes, each message delivered
 to one of them at a time (a work queue; docs/shared.md).
 
-* **New messages.** A consumer reads one range of positions at a time (:mod:`.state`). It takes a range
-  a reader gave up (its deadline passed) or one the counter handed out that nobody wrote down, else the
+* **New messages.** A consumer reads one range of positions at a time (:mod:`.state`), taking it by
+  compare-and-set for one read and giving it back with its progress after it (so a batch row of many
+  messages, which is one range's, is shared too). It takes the range it read last if nobody took it
+  since, or a range given back or whose reader's deadline passed, or one the counter handed out that
+  nobody wrote down, else the
   next range from the counter's atomic increment, but only while that range starts at or below the
   topic's newest row. It reads the range with the reader's ``fetch`` (which never passes a hole), writes
   each message's claim cell if absent (holder, deadline, delivery 1), then moves the range cell's
@@ -97,7 +100,7 @@ class SharedConsumer:
             _check_seconds("reap_interval", reap_interval)
         self._reap_interval = reap_interval
         self._held: dict[bytes, StoredClaim] = {}  # what this consumer holds, as it last wrote it
-        self._range: StoredRange | None = None  # the range it reads
+        self._range: StoredRange | None = None  # the range it read last, given back
         self._expired: deque[StoredClaim] = deque()  # claims the last reap found deliverable again
         self._takeable: list[int] = []  # ranges the last reap found nobody reading
         self._next_reap = 0.0
@@ -113,8 +116,8 @@ class SharedConsumer:
         self.close()
 
     def close(self) -> None:
-        """Give back what this consumer holds (its messages go to others at once) and its range. A
-        message whose release fails is delivered again after its deadline. Idempotent."""
+        """Give back what this consumer holds (its messages go to others at once). A message whose
+        release fails is delivered again after its deadline. Idempotent."""
         if self._closed:
             return
         self._closed = True
@@ -126,9 +129,6 @@ class SharedConsumer:
                         c, state=ClaimState.FREE, owner=None, deadline=now, deliveries=c.deliveries - 1
                     ),
                 )
-            if self._range is not None:
-                r = self._range
-                self._store.swap_range(self._keys, r.k, r.data, replace(r.cell, owner=None, deadline=0))
         except TmsError as exc:
             log.warning("%r: could not give everything back (%s); it runs out by itself", self, exc)
 
@@ -375,15 +375,24 @@ class SharedConsumer:
     def _claim_new(self, wanted: int) -> list[Delivery]:
         out: list[Delivery] = []
         while len(out) < wanted:
-            if self._range is None:
-                self._range = self._take_range()
-                if self._range is None:
-                    break
-            got, finished = self._read_range(self._range, wanted - len(out))
+            r = self._retake() or self._take_range()
+            if r is None:
+                break
+            got, finished = self._read_range(r, wanted - len(out))
             out += got
             if not finished:
                 break  # at the tail (or a hole not due yet) inside this range
         return out
+
+    def _retake(self) -> StoredRange | None:
+        """The range this consumer read last, if nobody took it since it was given back."""
+        r, self._range = self._range, None
+        if r is None:
+            return None
+        now = self._clock()
+        return self._store.swap_range(
+            self._keys, r.k, r.data, replace(r.cell, owner=self.owner, deadline=now + self.settings.ack_timeout_ms)
+        )
 
     def _take_range(self) -> StoredRange | None:
         """A range to read: one nobody reads, else a new one from the counter (only if it starts at or
@@ -436,10 +445,11 @@ class SharedConsumer:
                 claimed.append((message, won))
                 if len(claimed) >= wanted:
                     break
-        cell = RangeCell(self.owner, self._clock() + s.ack_timeout_ms, progress, finished)
+        # given back with its progress, so that another consumer may go on with it (a batch row of many
+        # messages is one range's); this one takes it again next time if nobody did
+        cell = RangeCell(None, 0, progress, finished)
         kept = self._store.swap_range(self._keys, r.k, r.data, cell)
         if kept is None:  # another consumer took the range: what was claimed here runs out and goes to others
-            self._range = None
             return [], False
         self._range = None if finished else kept
         for _, won in claimed:
