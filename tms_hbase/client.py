@@ -23,7 +23,7 @@ from .metadata import CLOCK_COLUMN, SETTINGS_KEY, MetadataCache, MetadataStore, 
 from .metrics import CLIENT_METRICS
 from .reader import BatchInfo, Message, MessageReader, PositionRange
 from .retry import Retry
-from .shared.admin import PendingMessage, SharedAdmin
+from .shared.admin import PendingMessage, SharedAdmin, SharedStats
 from .shared.consumer import SharedConsumer
 from .shared.store import SharedStore
 from .stats import Lag, TopicStatistics, TopicStats
@@ -598,8 +598,7 @@ class MessagingClient:
         meta = self._metadata.get(_topic(topic))
         subscription = self._with_numbers(meta, self._subscription_admin.get(meta, name))
         if subscription.shared is not None:
-            numbers = subscription.shared
-            return Lag(numbers.waiting + numbers.in_flight + numbers.due, numbers.oldest_unacked_seconds)
+            return _unsettled(subscription.shared)
         return self._stats.lag(meta.topic, meta.generation, meta.ttl, subscription.position)
 
     def pending(self, topic: TopicId, name: str, *, limit: int | None = None) -> list[PendingMessage]:
@@ -654,12 +653,25 @@ class MessagingClient:
         ``windows`` (seconds; default 1, 5 and 15 minutes) and every subscription with its lag."""
         self._ensure_subscriptions()
         meta = self._metadata.get(_topic(topic))
-        subscriptions = [(s.name, s.position) for s in self._subscription_admin.list(meta)]
-        if windows is None:
-            return self._stats.topic_stats(meta.topic, meta.generation, meta.ttl, subscriptions)
-        if any(isinstance(w, bool) or not isinstance(w, int) or w <= 0 for w in windows):
+        listed = [self._with_numbers(meta, s) for s in self._subscription_admin.list(meta)]
+        subscriptions = [(s.name, s.position) for s in listed]
+        if windows is not None and any(isinstance(w, bool) or not isinstance(w, int) or w <= 0 for w in windows):
             raise InvalidArgument(f"bad windows {windows!r}: expected whole seconds > 0")
-        return self._stats.topic_stats(meta.topic, meta.generation, meta.ttl, subscriptions, windows)
+        if windows is None:
+            stats = self._stats.topic_stats(meta.topic, meta.generation, meta.ttl, subscriptions)
+        else:
+            stats = self._stats.topic_stats(meta.topic, meta.generation, meta.ttl, subscriptions, windows)
+        shared = {s.name: s.shared for s in listed if s.shared is not None}
+        if not shared:
+            return stats
+        # a shared subscription's mark stays where it started: its lag is what is not settled yet
+        return replace(
+            stats,
+            subscriptions=[
+                (name, mark, _unsettled(shared[name]) if name in shared else lag)
+                for name, mark, lag in stats.subscriptions
+            ],
+        )
 
     def consumer(
         self,
@@ -732,6 +744,11 @@ class MessagingClient:
 
     def _doorbells_of(self, topic: TopicId) -> list[str]:
         return self._subscription_admin.bells(self._topics.get(topic))
+
+
+def _unsettled(numbers: SharedStats) -> Lag:
+    """A shared subscription's lag: the messages not settled yet, and the age of the oldest of them."""
+    return Lag(numbers.waiting + numbers.in_flight + numbers.due, numbers.oldest_unacked_seconds)
 
 
 def _time(name: str, value: object) -> int | None:
