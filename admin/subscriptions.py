@@ -1,7 +1,10 @@
-"""tms-admin sub …: create, list, get, reset and delete subscriptions (durable consume marks)."""
+"""tms-admin sub …: create, list, get, reset and delete subscriptions (durable consume marks); for shared
+ones also pending, consume (with acks) and dead-letters (with replay)."""
 
 from __future__ import annotations
 
+import time
+from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 import click
@@ -16,6 +19,7 @@ from .times import TIME_HELP, iso, parse_time
 from .topics import if_not_exists_option, topic_arg
 
 if TYPE_CHECKING:
+    from tms_hbase.shared import DeadLetter, Delivery
     from tms_hbase.stats import Lag
     from tms_hbase.subscriptions import Subscription
 
@@ -44,6 +48,10 @@ def as_dict(s: Subscription, lag: Lag | None = None) -> dict:
     }
     if lag is not None:
         data.update(lag_messages=lag.messages, lag_seconds=lag.seconds, lag_exact=lag.exact)
+    if s.shared is not None:
+        numbers = asdict(s.shared)
+        numbers["dead_letter"] = None if s.shared.dead_letter is None else str(s.shared.dead_letter)
+        data["shared"] = numbers
     return data
 
 
@@ -58,6 +66,17 @@ def _describe(d: dict) -> str:
         lines.append(f"pending       {d['pending']['position']} (transaction {d['pending']['tx']} not finished)")
     if "lag_messages" in d:
         lines.append(f"lag           {d['lag_messages']:,} messages, {d['lag_seconds']:,.1f} s")
+    if d.get("shared"):
+        n = d["shared"]
+        lines += [
+            f"shared        ack timeout {n['ack_timeout']} s, max deliveries {n['max_deliveries']}, "
+            f"dead letters to {n['dead_letter'] or 'nowhere (counted only)'}",
+            f"messages      {n['waiting']:,} waiting, {n['in_flight']:,} in flight ({n['consumers']} consumers), "
+            f"{n['due']:,} due again",
+            f"settled       {n['acknowledged']:,} acknowledged, {n['dead_lettered']:,} dead-lettered, "
+            f"{n['redelivered']:,} redeliveries",
+            f"oldest        {n['oldest_unacked_seconds']:,.1f} s unacknowledged",
+        ]
     return "\n".join(lines)
 
 
@@ -76,16 +95,46 @@ def sub() -> None:
     metavar="earliest|latest|TIME",
     help=f"Consume every readable message, only new ones, or those published at TIME or later ({TIME_HELP}).",
 )
+@click.option("--shared", is_flag=True, help="A work queue: any number of consumers, per-message acks.")
+@click.option("--ack-timeout", type=float, help="Shared: seconds a delivery is held (default 30).")
+@click.option("--max-deliveries", type=int, help="Shared: deliveries before a message is dead-lettered (default 5).")
+@click.option("--dead-letter", metavar="NS:TOPIC", help="Shared: the topic dead letters go to (default: none).")
+@click.option("--claim-size", type=int, help="Shared: positions a consumer reads at a time (default 16).")
 @if_not_exists_option
 @json_option
 @pass_settings
 @handle_errors
-def create(settings: Settings, topic: TopicId, name: str, start: str, if_not_exists: bool, as_json: bool) -> None:
-    """Create subscription NAME of a topic (exit code 4 if it exists, 0 with --if-not-exists)."""
+def create(
+    settings: Settings,
+    topic: TopicId,
+    name: str,
+    start: str,
+    shared: bool,
+    ack_timeout: float | None,
+    max_deliveries: int | None,
+    dead_letter: str | None,
+    claim_size: int | None,
+    if_not_exists: bool,
+    as_json: bool,
+) -> None:
+    """Create subscription NAME of a topic (exit code 4 if it exists, 0 with --if-not-exists; then it is
+    left as it is, whatever this command gave)."""
     where = _start(start)
     with settings.client() as client:
         try:
-            subscription, created = client.create_subscription(topic, name, where), True
+            subscription, created = (
+                client.create_subscription(
+                    topic,
+                    name,
+                    where,
+                    shared=shared,
+                    ack_timeout=ack_timeout,
+                    max_deliveries=max_deliveries,
+                    dead_letter=dead_letter,
+                    claim_size=claim_size,
+                ),
+                True,
+            )
         except SubscriptionAlreadyExists:
             if not if_not_exists:
                 raise
@@ -199,3 +248,131 @@ def _hex(text: str) -> bytes:
         return bytes.fromhex(text)
     except ValueError:
         raise InvalidArgument(f"bad message id {text!r}: expected the hex id tail shows") from None
+
+
+@sub.command()
+@topic_arg
+@name_arg
+@click.option("--limit", type=int, help="At most this many.")
+@json_option
+@pass_settings
+@handle_errors
+def pending(settings: Settings, topic: TopicId, name: str, limit: int | None, as_json: bool) -> None:
+    """The messages of a shared subscription delivered and not settled: holder, deadline, deliveries."""
+    with settings.client() as client:
+        rows = [
+            {
+                "id": p.id.hex(),
+                "consumer": p.owner,
+                "state": p.state,
+                "deadline": p.deadline,
+                "deadline_iso": iso(p.deadline),
+                "deliveries": p.deliveries,
+                "publish_time": p.publish_time,
+            }
+            for p in client.pending(topic, name, limit=limit)
+        ]
+
+    def table(rows: list[dict]) -> str:
+        if not rows:
+            return "nothing in flight"
+        head = f"{'ID':<40}  {'STATE':<8}  {'DELIVERIES':>10}  {'DEADLINE':<24}  CONSUMER"
+        return "\n".join(
+            [head]
+            + [
+                f"{r['id']:<40}  {r['state']:<8}  {r['deliveries']:>10}  {r['deadline_iso']:<24}  "
+                f"{r['consumer'] or '-'}"
+                for r in rows
+            ]
+        )
+
+    emit(as_json, rows, table)
+
+
+@sub.command()
+@topic_arg
+@name_arg
+@click.option("--count", type=int, default=1, show_default=True, help="Messages to take.")
+@click.option("--wait", type=float, default=5.0, show_default=True, help="Seconds to wait for them.")
+@click.option("--ack/--no-ack", default=False, help="Acknowledge what is shown (else it is given back).")
+@json_option
+@pass_settings
+@handle_errors
+def consume(settings: Settings, topic: TopicId, name: str, count: int, wait: float, ack: bool, as_json: bool) -> None:
+    """Take messages from a shared subscription, show them and acknowledge them (--ack) or give them back."""
+    with settings.client() as client, client.shared_consumer(topic, name) as consumer:
+        got: list[Delivery] = []
+        until = time.monotonic() + wait
+        while len(got) < count and time.monotonic() < until:
+            got += consumer.receive(count - len(got), max(0.0, until - time.monotonic()))
+        rows = [
+            {"id": d.id.hex(), "deliveries": d.deliveries, "publish_time": d.publish_time, "payload": _text(d.payload)}
+            for d in got
+        ]
+        emit(as_json, rows, lambda rows: "\n".join(f"{r['id']}  #{r['deliveries']}  {r['payload']}" for r in rows))
+        if ack and got:
+            consumer.ack(*got)
+
+
+@sub.command(name="dead-letters")
+@click.argument("dead_letter_topic", type=TopicId.parse, metavar="NS:TOPIC")
+@click.option("--replay", is_flag=True, help="Publish each dead letter back to its topic.")
+@click.option("--dry-run", is_flag=True, help="With --replay: show what would be replayed, change nothing.")
+@click.option("--via", default="replay", show_default=True, help="The subscription of the dead-letter topic used.")
+@click.option("--limit", type=int, default=1000, show_default=True, help="At most this many.")
+@json_option
+@pass_settings
+@handle_errors
+def dead_letters(
+    settings: Settings, dead_letter_topic: TopicId, replay: bool, dry_run: bool, via: str, limit: int, as_json: bool
+) -> None:
+    """Show the dead letters not replayed yet, or move them back to their topics (--replay).
+
+    Replaying reads the dead-letter topic through subscription --via (created at the earliest message if
+    missing) and commits it after each message is published again: a dead letter is replayed at least
+    once. The replayed message is a new message of its topic.
+    """
+    from tms_hbase.shared import DeadLetter  # (here: --help must not load the client)
+
+    with settings.client() as client:
+        known = {s.name for s in client.list_subscriptions(dead_letter_topic)}
+        if via not in known and replay and not dry_run:
+            client.create_subscription(dead_letter_topic, via)
+            known.add(via)
+        rows = []
+        if via in known:
+            with client.consumer(dead_letter_topic, via, max_wait=0.5) as consumer:
+                for message in consumer.poll(max_messages=limit, timeout=1.0):
+                    letter = DeadLetter.decode(message.payload)
+                    rows.append(_letter(letter))
+                    if replay and not dry_run:
+                        client.publish(letter.topic, [letter.payload])
+                        consumer.commit(message)
+        else:  # nothing replayed through it yet: every dead letter is still there
+            rows = [_letter(DeadLetter.decode(m.payload)) for m in client.fetch(dead_letter_topic, limit=limit)]
+    verb = "replayed" if replay and not dry_run else ("would replay" if replay else "dead letter")
+    emit(
+        as_json,
+        rows,
+        lambda rows: (
+            "\n".join(f"{verb} {r['id']} of {r['topic']} ({r['deliveries']} deliveries): {r['payload']}" for r in rows)
+            or "no dead letters"
+        ),
+    )
+
+
+def _letter(letter: DeadLetter) -> dict:
+    return {
+        "topic": str(letter.topic),
+        "subscription": letter.subscription,
+        "id": letter.message_id.hex(),
+        "deliveries": letter.deliveries,
+        "payload": _text(letter.payload),
+    }
+
+
+def _text(payload: bytes) -> str:
+    try:
+        return payload.decode()
+    except UnicodeDecodeError:
+        return payload.hex()

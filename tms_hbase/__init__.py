@@ -23,6 +23,7 @@ from .errors import (
     LeaseLost,
     NotAuthenticated,
     NotAuthorized,
+    NotHeld,
     PublisherClosed,
     PublishOutcomeUnknown,
     QueueFull,
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from .consumer import Consumer, ConsumerSession
     from .message_id import MessageId
     from .reader import Message
+    from .shared import DeadLetter, Delivery, PendingMessage, SharedConsumer, SharedStats
     from .stats import Lag, TopicStats
     from .subscriptions import Subscription
     from .wire import RollbackDetail
@@ -61,6 +63,11 @@ _LAZY = {
     "ConsumerSession": ".consumer",
     "MessageId": ".message_id",
     "Message": ".reader",
+    "DeadLetter": ".shared",
+    "Delivery": ".shared",
+    "PendingMessage": ".shared",
+    "SharedConsumer": ".shared",
+    "SharedStats": ".shared",
     "Lag": ".stats",
     "TopicStats": ".stats",
     "Subscription": ".subscriptions",
@@ -93,6 +100,8 @@ __all__ = [
     "Consumer",
     "ConsumerSession",
     "CorruptData",
+    "DeadLetter",
+    "Delivery",
     "Fenced",
     "HBaseError",
     "HBaseUnavailable",
@@ -107,11 +116,15 @@ __all__ = [
     "MessagingClient",
     "NotAuthenticated",
     "NotAuthorized",
+    "NotHeld",
+    "PendingMessage",
     "PublishOutcomeUnknown",
     "PublisherClosed",
     "PublisherStats",
     "QueueFull",
     "RollbackDetail",
+    "SharedConsumer",
+    "SharedStats",
     "Subscription",
     "SubscriptionAlreadyExists",
     "SubscriptionBusy",

@@ -6,6 +6,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, overload
 
 from .args import renamed
@@ -29,10 +30,13 @@ from .metadata import CLOCK_COLUMN, SETTINGS_KEY, MetadataCache, MetadataStore, 
 from .metrics import CLIENT_METRICS
 from .reader import BatchInfo, Message, MessageReader, PositionRange
 from .retry import Retry
+from .shared.admin import PendingMessage, SharedAdmin, SharedStats
+from .shared.consumer import SharedConsumer
+from .shared.store import SharedStore
 from .stats import Lag, TopicStatistics, TopicStats
 from .storage import Installation
 from .subscription_admin import EARLIEST, SubscriptionAdmin
-from .subscriptions import Subscription, SubscriptionStore, check_name
+from .subscriptions import Subscription, SubscriptionStore, check_name, row_key
 from .tables import FAMILIES, TableNames
 from .topic import TopicId, TopicLike, TopicMetadata, user_properties
 from .topic import as_topic as _topic
@@ -148,6 +152,15 @@ class MessagingClient:
         self._subscriptions = SubscriptionStore(storage.table("subscriptions"))
         self._subscription_admin = SubscriptionAdmin(self._subscriptions, storage.messages, self._reader, self.tx_state)
         self._stats = TopicStatistics(storage.messages, storage.payloads, self._reader)
+        self._shared_store = SharedStore(storage.table("subscriptions"))
+        self._shared = SharedAdmin(
+            self._subscription_admin,
+            self._shared_store,
+            self._reader,
+            self._stats,
+            self._metadata.get,
+            self.hbase_clock.now_ms,
+        )
         self._doorbells = Doorbells(self.tables.prefix, self._doorbells_of)
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -518,23 +531,43 @@ class MessagingClient:
     # -- subscriptions and consumers ------------------------------------------------------------
 
     def create_subscription(
-        self, topic: TopicId, name: str, start: str | int = EARLIEST, *, exist_ok: bool = False
+        self,
+        topic: TopicId,
+        name: str,
+        start: str | int = EARLIEST,
+        *,
+        exist_ok: bool = False,
+        shared: bool = False,
+        ack_timeout: float | None = None,
+        max_deliveries: int | None = None,
+        dead_letter: TopicLike | None = None,
+        claim_size: int | None = None,
     ) -> Subscription:
         """A durable consume mark named ``name`` on the topic, consuming from ``start``: "earliest"
         (every readable message), "latest" (messages published from now on) or a publish time (ms).
 
-        Raises SubscriptionAlreadyExists (unless ``exist_ok``: then the existing subscription is returned,
-        its mark unchanged), TopicNotFound or InvalidArgument. Subscriptions go with their topic:
-        deleting (and re-creating) the topic removes them.
+        ``shared=True`` makes it a work queue for any number of consumers (:meth:`shared_consumer`,
+        docs/shared.md): ``ack_timeout`` (seconds, default 30) a delivery is held before it goes to
+        another consumer, ``max_deliveries`` (default 5) before a message goes to the ``dead_letter``
+        topic (default: none, dead letters are only counted), ``claim_size`` (default 16) positions a
+        consumer reads at a time. Raises SubscriptionAlreadyExists (unless ``exist_ok``: then the existing
+        subscription is returned as it is), TopicNotFound or InvalidArgument. Subscriptions go with their
+        topic: deleting (and re-creating) the topic removes them.
         """
         self._ensure_subscriptions()
         meta = self._metadata.get(_topic(topic))
+        options = {"ack_timeout": ack_timeout, "max_deliveries": max_deliveries, "claim_size": claim_size}
         try:
-            return self._subscription_admin.create(meta, name, start)
+            if not shared:
+                if dead_letter is not None or any(v is not None for v in options.values()):
+                    raise InvalidArgument("ack_timeout, max_deliveries, dead_letter and claim_size need shared=True")
+                return self._subscription_admin.create(meta, name, start)
+            given = {k: v for k, v in options.items() if v is not None}
+            return self._shared.create(meta, name, start, dead_letter=dead_letter, **given)
         except SubscriptionAlreadyExists:
             if not exist_ok:
                 raise
-        return self._subscription_admin.get(meta, name)
+        return self.get_subscription(meta.topic, name)
 
     def release_subscription(self, topic: TopicId, name: str) -> Subscription:
         """Take the lease away from whoever holds the subscription, keeping its mark (what a consumer's
@@ -544,20 +577,28 @@ class MessagingClient:
         return self._subscription_admin.release(self._metadata.get(_topic(topic)), name)
 
     def get_subscription(self, topic: TopicId, name: str) -> Subscription:
-        """The subscription (its committed mark, who consumes it); SubscriptionNotFound."""
+        """The subscription (its committed mark, who consumes it; a shared one's numbers in
+        ``shared``); SubscriptionNotFound."""
         self._ensure_subscriptions()
-        return self._subscription_admin.get(self._metadata.get(_topic(topic)), name)
+        meta = self._metadata.get(_topic(topic))
+        return self._with_numbers(meta, self._subscription_admin.get(meta, name))
 
     def list_subscriptions(self, topic: TopicId) -> list[Subscription]:
         """The topic's subscriptions, in name order."""
         self._ensure_subscriptions()
-        return self._subscription_admin.list(self._metadata.get(_topic(topic)))
+        meta = self._metadata.get(_topic(topic))
+        return [self._with_numbers(meta, s) for s in self._subscription_admin.list(meta)]
 
     def delete_subscription(self, topic: TopicId, name: str, *, force: bool = False) -> None:
         """Delete a subscription; SubscriptionNotFound. SubscriptionBusy while a consumer holds it,
-        unless ``force`` (that consumer then fails with LeaseLost)."""
+        unless ``force`` (that consumer then fails with LeaseLost). A shared one is deleted at once: its
+        consumers fail with SubscriptionNotFound on their next call."""
         self._ensure_subscriptions()
-        self._subscription_admin.delete(self._metadata.get(_topic(topic)), name, force=force)
+        meta = self._metadata.get(_topic(topic))
+        if self._shared.settings(meta, name) is not None:
+            self._shared.delete(meta, name)
+        else:
+            self._subscription_admin.delete(meta, name, force=force)
 
     def reset_subscription(
         self,
@@ -571,29 +612,95 @@ class MessagingClient:
         """Move the mark: the next message delivered is ``start_message`` (a message id, or "earliest"
         or "latest"), or the first one published at ``start_time`` (ms) or later. It may move
         backwards (to consume again) or forwards (to skip). SubscriptionBusy while a consumer holds
-        the subscription, unless ``force`` (that consumer then fails with LeaseLost)."""
+        the subscription, unless ``force`` (that consumer then fails with LeaseLost). A shared one
+        starts afresh at once: what its consumers hold is void (NotHeld when they settle it)."""
         self._ensure_subscriptions()
         meta = self._metadata.get(_topic(topic))
+        if self._shared.settings(meta, name) is not None:
+            return self._shared.reset(meta, name, start_message, start_time)
         return self._subscription_admin.reset(meta, name, start_message, start_time, force=force)
 
     def lag(self, topic: TopicId, name: str) -> Lag:
-        """How far the subscription is behind: ``Lag(messages, seconds)`` (a few reads, no scan)."""
+        """How far the subscription is behind: ``Lag(messages, seconds)`` (a few reads, no scan). For a
+        shared one: the messages not settled yet, and the age of the oldest of them."""
         self._ensure_subscriptions()
         meta = self._metadata.get(_topic(topic))
-        subscription = self._subscription_admin.get(meta, name)
+        subscription = self._with_numbers(meta, self._subscription_admin.get(meta, name))
+        if subscription.shared is not None:
+            return _unsettled(subscription.shared)
         return self._stats.lag(meta.topic, meta.generation, meta.ttl, subscription.position)
+
+    def pending(self, topic: TopicId, name: str, *, limit: int | None = None) -> list[PendingMessage]:
+        """The messages of a shared subscription delivered and not settled: holder, deadline, deliveries."""
+        self._ensure_subscriptions()
+        return self._shared.pending(self._metadata.get(_topic(topic)), name, limit)
+
+    def shared_consumer(
+        self,
+        topic: TopicId,
+        name: str,
+        *,
+        owner: str | None = None,
+        max_wait: float = 5.0,
+        poll_interval: float = 0.5,
+        reap_interval: float | None = None,
+    ) -> SharedConsumer:
+        """One consumer of a shared subscription; any number may run at once (docs/shared.md).
+        ``owner`` names it (default: host, pid and a random part; the gateway reuses a name to settle
+        across calls); ``max_wait``: seconds an iteration waits for a delivery before it ends;
+        ``poll_interval``: seconds between looks while idle; ``reap_interval``: seconds between scans for
+        expired deliveries (default: a quarter of the ack timeout, at most 1 s). InvalidArgument for an
+        exclusive subscription."""
+        self._ensure_subscriptions()
+        topic = _topic(topic)
+        meta = self._metadata.get(topic)
+        if self._shared.settings(meta, name) is None:
+            raise InvalidArgument(f"subscription {name!r} of {topic} is not shared: use consumer()")
+        return SharedConsumer(
+            topic=topic,
+            name=name,
+            generation=meta.generation,
+            subscription_key=row_key(topic, meta.generation, name),
+            store=self._shared_store,
+            reader=self._reader,
+            topics=self._topics,
+            clock=self.hbase_clock.now_ms,
+            publish=self.publish,
+            owner=owner,
+            max_wait=max_wait,
+            poll_interval=poll_interval,
+            reap_interval=reap_interval,
+        )
+
+    def _with_numbers(self, meta: TopicMetadata, subscription: Subscription) -> Subscription:
+        if self._shared.settings(meta, subscription.name) is None:
+            return subscription
+        return replace(subscription, shared=self._shared.stats(meta, subscription.name))
 
     def topic_stats(self, topic: TopicId, *, windows: Sequence[int] | None = None) -> TopicStats:
         """Generation, first and last position and publish time, messages and bytes, publish rates over
         ``windows`` (seconds; default 1, 5 and 15 minutes) and every subscription with its lag."""
         self._ensure_subscriptions()
         meta = self._metadata.get(_topic(topic))
-        subscriptions = [(s.name, s.position) for s in self._subscription_admin.list(meta)]
-        if windows is None:
-            return self._stats.topic_stats(meta.topic, meta.generation, meta.ttl, subscriptions)
-        if any(isinstance(w, bool) or not isinstance(w, int) or w <= 0 for w in windows):
+        listed = [self._with_numbers(meta, s) for s in self._subscription_admin.list(meta)]
+        subscriptions = [(s.name, s.position) for s in listed]
+        if windows is not None and any(isinstance(w, bool) or not isinstance(w, int) or w <= 0 for w in windows):
             raise InvalidArgument(f"bad windows {windows!r}: expected whole seconds > 0")
-        return self._stats.topic_stats(meta.topic, meta.generation, meta.ttl, subscriptions, windows)
+        if windows is None:
+            stats = self._stats.topic_stats(meta.topic, meta.generation, meta.ttl, subscriptions)
+        else:
+            stats = self._stats.topic_stats(meta.topic, meta.generation, meta.ttl, subscriptions, windows)
+        shared = {s.name: s.shared for s in listed if s.shared is not None}
+        if not shared:
+            return stats
+        # a shared subscription's mark stays where it started: its lag is what is not settled yet
+        return replace(
+            stats,
+            subscriptions=[
+                (name, mark, _unsettled(shared[name]) if name in shared else lag)
+                for name, mark, lag in stats.subscriptions
+            ],
+        )
 
     def consumer(
         self,
@@ -630,6 +737,8 @@ class MessagingClient:
         self._ensure_subscriptions()
         topic = _topic(topic)
         meta = self._metadata.get(topic)
+        if self._shared.settings(meta, name) is not None:
+            raise InvalidArgument(f"subscription {name!r} of {topic} is shared: use shared_consumer()")
         return Consumer(
             topic=topic,
             name=check_name(name),
@@ -664,6 +773,11 @@ class MessagingClient:
 
     def _doorbells_of(self, topic: TopicId) -> list[str]:
         return self._subscription_admin.bells(self._topics.get(topic))
+
+
+def _unsettled(numbers: SharedStats) -> Lag:
+    """A shared subscription's lag: the messages not settled yet, and the age of the oldest of them."""
+    return Lag(numbers.waiting + numbers.in_flight + numbers.due, numbers.oldest_unacked_seconds)
 
 
 def _time(name: str, value: object) -> int | None:

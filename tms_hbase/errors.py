@@ -76,6 +76,14 @@ class LeaseLost(ConcurrentModification):
     retriable = False
 
 
+class NotHeld(ConcurrentModification):
+    """A delivery of a shared subscription is not held by this consumer any more, or never was: an
+    unknown id, one claimed by another consumer, one whose deadline passed, one settled already, or one
+    of a subscription that was reset or deleted since. Nothing was changed; trying again does not help."""
+
+    retriable = False
+
+
 class CorruptData(TmsError):
     """Stored bytes (a metadata row, a message row, a handle) could not be decoded.
 

@@ -18,6 +18,7 @@ from prometheus_client.registry import Collector
 
 from .client import MessagingClient
 from .errors import TmsError
+from .shared.admin import SharedStats
 from .stats import TopicStats
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,7 @@ class TopicCollector(Collector):
         self.max_age = max_age
         self._lock = threading.Lock()
         self._stats: list[TopicStats] = []
+        self._shared: list[tuple[str, str, SharedStats]] = []  # (topic, subscription, numbers)
         self._read_at = float("-inf")
         self._errors = 0
         self._seconds = 0.0
@@ -40,7 +42,7 @@ class TopicCollector(Collector):
         with self._lock:
             if time.monotonic() - self._read_at >= self.max_age:
                 self._refresh()
-            stats, errors, seconds = self._stats, self._errors, self._seconds
+            stats, shared, errors, seconds = self._stats, self._shared, self._errors, self._seconds
         topic = ["namespace", "topic"]  # topic: namespace:name, as everywhere; namespace too, to aggregate by
         sub = ["namespace", "topic", "subscription"]
         messages = GaugeMetricFamily("tms_topic_messages", "Readable messages in the topic", labels=topic)
@@ -74,12 +76,13 @@ class TopicCollector(Collector):
                 lag.add_metric([*name, sub_name], sub_lag.messages)
                 lag_s.add_metric([*name, sub_name], sub_lag.seconds)
         yield from (messages, size, published, last, first, generation, lag, lag_s)
+        yield from _shared_families(shared)
         yield CounterMetricFamily("tms_exporter_read_errors", "Topics that could not be read", value=errors)
         yield GaugeMetricFamily("tms_exporter_read_seconds", "Duration of the last read from HBase", value=seconds)
 
     def _refresh(self) -> None:
         started = time.monotonic()
-        stats = []
+        stats, shared = [], []
         try:
             topics = self.client.list_topics(self.namespace)
         except TmsError as exc:
@@ -89,9 +92,55 @@ class TopicCollector(Collector):
         for topic in topics:
             try:
                 stats.append(self.client.topic_stats(topic, windows=()))
+                shared += [
+                    (str(topic), s.name, s.shared)
+                    for s in self.client.list_subscriptions(topic)
+                    if s.shared is not None
+                ]
             except TmsError as exc:
                 log.warning("metrics: topic %s not read: %s", topic, exc)
                 self._errors += 1
-        self._stats = stats
+        self._stats, self._shared = stats, shared
         self._read_at = time.monotonic()
         self._seconds = self._read_at - started
+
+
+_SHARED = (
+    (
+        "waiting",
+        GaugeMetricFamily,
+        "tms_shared_waiting_messages",
+        "Messages of a shared subscription not delivered yet",
+    ),
+    (
+        "in_flight",
+        GaugeMetricFamily,
+        "tms_shared_in_flight_messages",
+        "Messages held by a consumer before their deadline",
+    ),
+    (
+        "due",
+        GaugeMetricFamily,
+        "tms_shared_due_messages",
+        "Messages given back or past their deadline, to deliver again",
+    ),
+    ("acknowledged", CounterMetricFamily, "tms_shared_acknowledged", "Messages acknowledged"),
+    ("redelivered", CounterMetricFamily, "tms_shared_redelivered", "Deliveries after the first"),
+    ("dead_lettered", CounterMetricFamily, "tms_shared_dead_lettered", "Messages given up after max deliveries"),
+    (
+        "oldest_unacked_seconds",
+        GaugeMetricFamily,
+        "tms_shared_oldest_unacked_seconds",
+        "Age of the oldest unsettled message",
+    ),
+    ("consumers", GaugeMetricFamily, "tms_shared_consumers", "Consumers holding messages"),
+)
+
+
+def _shared_families(shared: list[tuple[str, str, SharedStats]]) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    """The numbers of every shared subscription (:class:`~tms_hbase.shared.admin.SharedStats`)."""
+    for field, kind, name, text in _SHARED:
+        family = kind(name, text, labels=["namespace", "topic", "subscription"])
+        for topic, subscription, numbers in shared:
+            family.add_metric([topic.split(":", 1)[0], topic, subscription], getattr(numbers, field))
+        yield family

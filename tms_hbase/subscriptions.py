@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from .errors import CorruptData, HBaseUnavailable, InvalidArgument, SubscriptionAlreadyExists
 from .message_id import MessageId
@@ -29,6 +30,9 @@ from .storage import Table
 from .tables import FAMILY
 from .topic import MAX_NAME_LENGTH, NAME, TopicId
 from .tx.fate import TxFate
+
+if TYPE_CHECKING:
+    from .shared.admin import SharedStats
 
 COLUMN = f"{FAMILY}:s".encode()
 END = 2**64 - 1
@@ -165,7 +169,8 @@ class Subscription:
     """A subscription as users see it. ``position`` is the committed mark: the id of the last consumed
     message (every message with a greater id is still to be consumed), None if nothing was consumed.
     ``owner`` and ``lease_expires`` name the active consumer, if any; ``pending`` is a mark committed
-    in a transaction that has not finished yet."""
+    in a transaction that has not finished yet. ``shared``: a shared subscription's numbers (None for
+    an exclusive one), whose mark stays where it started."""
 
     topic: TopicId
     name: str
@@ -176,6 +181,7 @@ class Subscription:
     owner: str | None = None
     lease_expires: int | None = None
     pending: Pending | None = None
+    shared: SharedStats | None = None
 
 
 @dataclass(frozen=True)

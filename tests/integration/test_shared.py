@@ -1,0 +1,133 @@
+"""Shared subscriptions in one process: the work is spread, settling (ack, nack with a delay, release,
+extend) does what it says, and bad input gives a clear error from the TmsError tree and changes nothing."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from tms_hbase import (
+    InvalidArgument,
+    MessageId,
+    MessagingClient,
+    NotHeld,
+    SubscriptionNotFound,
+    TopicId,
+    TopicNotFound,
+)
+
+T = TopicId("queue", "jobs")
+
+
+@pytest.fixture
+def queue(client: MessagingClient) -> MessagingClient:
+    client.create_topic(T)
+    client.publish(T, [str(i).encode() for i in range(20)])
+    client.create_subscription(T, "work", shared=True, ack_timeout=3.0, claim_size=4)
+    return client
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 20.0) -> None:
+    until = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < until, "timed out"
+        time.sleep(0.05)
+
+
+def payloads(deliveries: list) -> list[bytes]:
+    return [d.payload for d in deliveries]
+
+
+def test_two_consumers_share_the_messages_and_settle_them(queue: MessagingClient) -> None:
+    with queue.shared_consumer(T, "work") as a, queue.shared_consumer(T, "work") as b:
+        first, second = a.receive(6, 1.0), b.receive(6, 1.0)
+        assert not set(payloads(first)) & set(payloads(second)), "one message went to two consumers"
+        assert all(d.deliveries == 1 for d in first + second)
+        a.ack(*first[:4])
+        a.nack(first[4], delay=0.3)
+        a.release(first[5])
+        extended = b.extend(second[0], 10.0)
+        assert extended > second[0].deadline
+        got = []
+        until = time.monotonic() + 10
+        while len(got) < 20 - 6 - 6 + 2 and time.monotonic() < until:  # the rest, and the two given back
+            got += a.receive(10, 0.5)
+        again = {d.payload: d.deliveries for d in got if d.payload in payloads(first)}
+        assert again == {first[4].payload: 2, first[5].payload: 1}, "nack counts a delivery, release does not"
+        a.ack(*got)
+        b.ack(*second)
+    numbers = queue.get_subscription(T, "work").shared
+    assert numbers is not None
+    assert (numbers.acknowledged, numbers.waiting, numbers.in_flight, numbers.due) == (20, 0, 0, 0)
+    assert queue.lag(T, "work").messages == 0
+
+
+def test_bad_input_is_refused_and_changes_nothing(queue: MessagingClient) -> None:
+    with queue.shared_consumer(T, "work") as a, queue.shared_consumer(T, "work") as b:
+        held = a.receive(2, 1.0)
+        other = b.receive(1, 1.0)
+        before = queue.pending(T, "work")
+        unknown = bytes(MessageId(1, 10_000, 0))
+        with pytest.raises(NotHeld, match="never delivered"):
+            a.ack(unknown)
+        with pytest.raises(NotHeld, match="not held by this consumer"):
+            a.ack(other[0])
+        with pytest.raises(InvalidArgument):
+            a.ack(b"not an id")
+        with pytest.raises(InvalidArgument):
+            a.ack(bytes(MessageId(7, 1, 0)))  # another generation
+        with pytest.raises(InvalidArgument):
+            a.ack()
+        with pytest.raises(InvalidArgument):
+            a.nack(held[0], delay=-1)
+        with pytest.raises(InvalidArgument):
+            a.receive(0)
+        assert queue.pending(T, "work") == before
+        a.ack(held[0])
+        with pytest.raises(NotHeld, match="acknowledged already"):
+            a.ack(held[0])
+        wait_until(lambda: any(p.id == held[1].id and p.state == "expired" for p in queue.pending(T, "work")))
+        with pytest.raises(NotHeld, match="deadline passed"):
+            a.ack(held[1])
+        with pytest.raises(NotHeld, match="deadline passed"):
+            a.extend(held[1])
+        queue.reset_subscription(T, "work", "earliest")
+        with pytest.raises(NotHeld, match="reset"):
+            b.ack(other[0])
+        assert queue.get_subscription(T, "work").shared.acknowledged == 0  # type: ignore[union-attr]
+        fresh = b.receive(1, 1.0)
+        assert payloads(fresh) == [b"0"], "after a reset the subscription starts again"
+        queue.delete_subscription(T, "work")
+        with pytest.raises(SubscriptionNotFound):
+            b.ack(fresh[0])
+        with pytest.raises(SubscriptionNotFound):
+            b.receive(1, 0.1)
+
+
+def test_nonsense_settings_are_refused_and_create_nothing(client: MessagingClient) -> None:
+    client.create_topic(T)
+    bad = [
+        {"ack_timeout": 0},
+        {"ack_timeout": "30"},
+        {"max_deliveries": 0},
+        {"max_deliveries": True},
+        {"claim_size": 0},
+        {"dead_letter": "no-colon"},
+        {"dead_letter": T},
+    ]
+    for options in bad:
+        with pytest.raises(InvalidArgument):
+            client.create_subscription(T, "work", shared=True, **options)  # type: ignore[arg-type]
+    with pytest.raises(TopicNotFound):
+        client.create_subscription(T, "work", shared=True, dead_letter=TopicId("queue", "missing"))
+    with pytest.raises(InvalidArgument):
+        client.create_subscription(T, "work", max_deliveries=3)  # settings of a shared one, not shared
+    assert client.list_subscriptions(T) == []
+    client.create_subscription(T, "plain")
+    with pytest.raises(InvalidArgument, match="not shared"):
+        client.shared_consumer(T, "plain")
+    client.create_subscription(T, "work", shared=True)
+    with pytest.raises(InvalidArgument, match="is shared"):
+        client.consumer(T, "work")

@@ -1,0 +1,74 @@
+"""A consumer process of a shared subscription, for the work-queue crash tests.
+
+Usage: python -m tests.workers.shared_consumer TOPIC SUBSCRIPTION OUT_FILE [options]
+
+Appends one fsynced line per event to OUT_FILE, so the file tells exactly what this process saw:
+
+    ready OWNER
+    got PAYLOAD DELIVERIES DEADLINE AT     (AT: HBase's clock when receive returned, ms)
+    acking PAYLOAD                         (before the ack call)
+    acked PAYLOAD                          (the ack returned)
+    late PAYLOAD                           (the ack was refused: NotHeld)
+    nacked PAYLOAD                         (a poison message given back)
+
+``--poison P`` nacks every delivery of payload P instead of acknowledging it; ``--delay`` is the work
+per message in seconds. Ends with exit 0 once a receive finds nothing for ``--idle`` seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+from tms_hbase import MessagingClient, NotHeld, TopicId
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("topic")
+    parser.add_argument("subscription")
+    parser.add_argument("out")
+    parser.add_argument("--delay", type=float, default=0.0)
+    parser.add_argument("--idle", type=float, default=3.0)
+    parser.add_argument("--batch", type=int, default=3)
+    parser.add_argument("--poison")
+    args = parser.parse_args()
+    with (
+        MessagingClient(create_tables=False) as client,
+        open(args.out, "a") as out,
+        client.shared_consumer(TopicId.parse(args.topic), args.subscription, poll_interval=0.1) as consumer,
+    ):
+
+        def note(line: str) -> None:
+            out.write(line + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+
+        note(f"ready {consumer.owner}")
+        while True:
+            got = consumer.receive(args.batch, args.idle)
+            if not got:
+                return
+            at = client.hbase_clock.now_ms()
+            for d in got:
+                note(f"got {d.payload.decode()} {d.deliveries} {d.deadline} {at}")
+            for d in got:
+                payload = d.payload.decode()
+                if payload == args.poison:
+                    consumer.nack(d)
+                    note(f"nacked {payload}")
+                    continue
+                if args.delay:
+                    time.sleep(args.delay)
+                note(f"acking {payload}")
+                try:
+                    consumer.ack(d)
+                except NotHeld:
+                    note(f"late {payload}")
+                else:
+                    note(f"acked {payload}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+"""Administration of shared subscriptions: create, read their numbers and in-flight messages, reset
+and delete (behind ``MessagingClient`` and ``tms-admin sub``).
+
+A shared subscription is created as an ordinary subscription (its mark says where it starts) plus its
+settings cell; a reset moves that mark and starts a fresh incarnation at it, a deletion removes the
+row and then the state rows of every incarnation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..errors import InvalidArgument, SubscriptionNotFound
+from ..message_id import MessageId
+from ..reader import MessageReader
+from ..stats import TopicStatistics
+from ..subscription_admin import EARLIEST, SubscriptionAdmin
+from ..subscriptions import END, Subscription, check_name, mark_before, row_key
+from ..topic import TopicId, TopicMetadata, as_topic
+from .state import ClaimState, Keys, Settings, check_settings, new_incarnation
+from .store import SharedStore, iter_pages
+
+
+@dataclass(frozen=True)
+class SharedStats:
+    """A shared subscription's numbers. ``waiting``: not delivered yet; ``in_flight``: held by a
+    consumer before its deadline; ``due``: given back or past their deadline, to be delivered again;
+    ``acknowledged``, ``dead_lettered``, ``redelivered``: totals since creation or the last reset;
+    ``oldest_unacked_seconds``: age of the oldest message not settled (0 when none);
+    ``consumers``: distinct holders of in-flight messages."""
+
+    waiting: int
+    in_flight: int
+    due: int
+    acknowledged: int
+    dead_lettered: int
+    redelivered: int
+    oldest_unacked_seconds: float
+    consumers: int
+    ack_timeout: float
+    max_deliveries: int
+    dead_letter: TopicId | None
+
+
+@dataclass(frozen=True)
+class PendingMessage:
+    """One message delivered and not settled (``tms-admin sub pending``, like Redis's XPENDING)."""
+
+    id: bytes
+    owner: str | None
+    deadline: int  # HBase ms
+    deliveries: int
+    publish_time: int
+    state: str  # "held", "expired" (held past its deadline) or "released" (given back, due at deadline)
+
+
+def start_position(mark: bytes | None) -> int:
+    """The first position after a subscription's mark (where range 1 of a new incarnation starts)."""
+    if mark is None:
+        return 1
+    mid = MessageId.decode(mark)
+    return mid.position + 1 if mid.index == END else mid.position
+
+
+class SharedAdmin:
+    """Shared subscriptions of one installation."""
+
+    def __init__(
+        self,
+        subscriptions: SubscriptionAdmin,
+        store: SharedStore,
+        reader: MessageReader,
+        stats: TopicStatistics,
+        topic_exists: Callable[[TopicId], object],
+        clock: Callable[[], int],
+    ) -> None:
+        self.subscriptions = subscriptions
+        self.store = store
+        self.reader = reader
+        self.stats_reader = stats
+        self.topic_exists = topic_exists
+        self.clock = clock
+
+    def create(
+        self,
+        meta: TopicMetadata,
+        name: str,
+        start: object = EARLIEST,
+        *,
+        ack_timeout: object = 30.0,
+        max_deliveries: object = 5,
+        dead_letter: object = None,
+        claim_size: object = 16,
+    ) -> Subscription:
+        """A new shared subscription (checked whole before anything is written)."""
+        name = check_name(name)
+        ack_ms, deliveries, size = check_settings(ack_timeout, max_deliveries, claim_size)
+        target = None if dead_letter is None else as_topic(dead_letter)
+        if target == meta.topic:
+            raise InvalidArgument(f"the dead-letter topic of {meta.topic} cannot be the topic itself")
+        if target is not None:
+            self.topic_exists(target)  # TopicNotFound
+        created = self.subscriptions.create(meta, name, start)
+        base = self._first_readable(meta) if created.position is None else start_position(created.position)
+        settings = Settings(new_incarnation(), base, ack_ms, deliveries, target, size)
+        self.store.swap_settings(row_key(meta.topic, meta.generation, name), None, settings)
+        return created
+
+    def settings(self, meta: TopicMetadata, name: str) -> Settings | None:
+        """The settings of a shared subscription; None for an exclusive one (SubscriptionNotFound)."""
+        found = self.store.settings(row_key(meta.topic, meta.generation, check_name(name)))
+        if found is None:
+            self.subscriptions.get(meta, name)  # SubscriptionNotFound if there is none at all
+            return None
+        return found[1]
+
+    def reset(self, meta: TopicMetadata, name: str, start_message: object, start_time: object) -> Subscription:
+        """Start again at a new point with a fresh incarnation: what was in flight is void (acks of it
+        are refused) and the old state rows are deleted."""
+        key = row_key(meta.topic, meta.generation, check_name(name))
+        found = self.store.settings(key)
+        if found is None:
+            raise SubscriptionNotFound(meta.topic, name)
+        moved = self.subscriptions.reset(meta, name, start_message, start_time, force=True)
+        renewed = found[1].renewed(start_position(moved.position) if moved.position else self._first_readable(meta))
+        self.store.swap_settings(key, found[0], renewed)  # lost: a concurrent reset won, whose rows stay
+        self.store.drop(key, keep=renewed.incarnation)
+        return moved
+
+    def delete(self, meta: TopicMetadata, name: str) -> None:
+        """Delete it; consumers fail with SubscriptionNotFound on their next call."""
+        self.subscriptions.delete(meta, name, force=True)
+        self.store.drop(row_key(meta.topic, meta.generation, name))
+
+    def stats(self, meta: TopicMetadata, name: str) -> SharedStats:
+        """The numbers of a shared subscription: a scan of the claims not cleared yet, plus a lag read."""
+        keys, settings = self._keys(meta, name)
+        _, floor = self.store.floor(keys)
+        first = settings.first_position(floor)
+        claims = [c.claim for c in iter_pages(self.store, keys, bytes(MessageId(meta.generation, first, 0)))]
+        now = self.clock()
+        totals = self.store.totals(keys)
+        lag = self.stats_reader.lag(meta.topic, meta.generation, meta.ttl, mark_before(meta.generation, first, 0))
+        unsettled = [c for c in claims if not c.state.settled]
+        in_flight = [c for c in unsettled if c.state is ClaimState.HELD and c.deadline > now]
+        if unsettled:
+            oldest = max(0.0, (now - min(c.publish_time for c in unsettled)) / 1000)
+        else:
+            oldest = lag.seconds if lag.messages > len(claims) else 0.0
+        return SharedStats(
+            waiting=max(0, lag.messages - len(claims)),
+            in_flight=len(in_flight),
+            due=len(unsettled) - len(in_flight),
+            acknowledged=totals.acked + sum(c.state is ClaimState.ACKED for c in claims),
+            dead_lettered=totals.dead_lettered + sum(c.state is ClaimState.DEAD for c in claims),
+            redelivered=totals.redelivered,
+            oldest_unacked_seconds=oldest,
+            consumers=len({c.owner for c in in_flight}),
+            ack_timeout=settings.ack_timeout_ms / 1000,
+            max_deliveries=settings.max_deliveries,
+            dead_letter=settings.dead_letter,
+        )
+
+    def pending(self, meta: TopicMetadata, name: str, limit: int | None = None) -> list[PendingMessage]:
+        """The messages delivered and not settled, in id order (at most ``limit``)."""
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
+            raise InvalidArgument(f"bad limit {limit!r}: expected a positive integer")
+        keys, settings = self._keys(meta, name)
+        _, floor = self.store.floor(keys)
+        now = self.clock()
+        out = []
+        for stored in iter_pages(
+            self.store, keys, bytes(MessageId(meta.generation, settings.first_position(floor), 0))
+        ):
+            c = stored.claim
+            if c.state.settled:
+                continue
+            state = "released" if c.state is ClaimState.FREE else ("held" if c.deadline > now else "expired")
+            out.append(PendingMessage(stored.message_id, c.owner, c.deadline, c.deliveries, c.publish_time, state))
+            if limit is not None and len(out) >= limit:
+                break
+        return out
+
+    def _keys(self, meta: TopicMetadata, name: str) -> tuple[Keys, Settings]:
+        key = row_key(meta.topic, meta.generation, check_name(name))
+        found = self.store.settings(key)
+        if found is None:
+            self.subscriptions.get(meta, name)  # SubscriptionNotFound if there is none at all
+            raise InvalidArgument(f"subscription {name!r} of {meta.topic} is not shared")
+        return Keys(key, found[1].incarnation), found[1]
+
+    def _first_readable(self, meta: TopicMetadata) -> int:
+        """Where an "earliest" start begins: the first row not expired (not position 1 of a topic whose
+        head was swept long ago, which would hand out empty ranges for every swept position)."""
+        return max(1, self.reader.seek(meta.topic, meta.generation, self.clock() - meta.ttl * 1000, exact=False))

@@ -1,0 +1,475 @@
+"""A consumer of a shared subscription: one of any number, in any processes, each message delivered
+to one of them at a time (a work queue; docs/shared.md).
+
+* **New messages.** A consumer reads one range of positions at a time (:mod:`.state`), taking it by
+  compare-and-set for one read and giving it back with its progress after it (so a batch row of many
+  messages, which is one range's, is shared too). It takes the range it read last if nobody took it
+  since, or a range given back or whose reader's deadline passed, or one the counter handed out that
+  nobody wrote down, else the
+  next range from the counter's atomic increment, but only while that range starts at or below the
+  topic's newest row. It reads the range with the reader's ``fetch`` (which never passes a hole), writes
+  each message's claim cell if absent (holder, deadline, delivery 1), then moves the range cell's
+  progress by compare-and-set, and only then delivers: a consumer that lost its range delivers nothing
+  it claimed meanwhile (those claims run out and are delivered again). A range is read to its end once
+  a message beyond it shows up.
+* **The reaper.** Every consumer, every ``reap_interval`` and whenever it is idle, scans the claims of
+  the ranges not done yet: a claim past its deadline (holder dead, hung, or slow) or released and due
+  is delivered again, **before** new messages, by compare-and-set on its exact bytes with the delivery
+  count raised; past ``max_deliveries`` it goes to the dead-letter topic instead. The scan also raises
+  the floor over ranges read to their end whose messages are all settled, and deletes their rows.
+* **Settling.** ``ack``, ``nack(delay=)``, ``release`` and ``extend`` are each a compare-and-set on the
+  claim as this consumer holds it, refused (:class:`~tms_hbase.errors.NotHeld`, nothing changed) once the
+  deadline passed, another consumer holds it, or the subscription was reset or deleted.
+
+Every deadline is HBase's clock (``clock``), never a host's. Not thread-safe: one thread per consumer.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+
+from ..errors import InvalidArgument, NotHeld, SubscriptionNotFound, TmsError
+from ..message_id import MessageId
+from ..metadata import MetadataCache
+from ..metrics import CLIENT_METRICS
+from ..reader import Message, MessageReader
+from ..subscriptions import mark_before
+from ..topic import TopicId
+from .dead_letter import DeadLetter
+from .state import Claim, ClaimState, Keys, RangeCell, Settings, position_of_id
+from .store import SCAN_LIMIT, SharedStore, StoredClaim, StoredRange
+
+log = logging.getLogger(__name__)
+
+_MAX_ROUNDS = 20  # increments in a row that all lost their range cell: something is badly wrong
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One delivery of a message: its ``id``, payload and publish time, which delivery of it this is
+    (``deliveries``, from 1) and until when (``deadline``, HBase's clock in ms) this consumer holds it."""
+
+    id: bytes
+    payload: bytes
+    publish_time: int
+    deliveries: int
+    deadline: int
+
+
+Publish = Callable[[TopicId, Sequence[bytes]], object]
+
+
+class SharedConsumer:
+    """One consumer of a shared subscription (create it with ``MessagingClient.shared_consumer``)."""
+
+    def __init__(
+        self,
+        *,
+        topic: TopicId,
+        name: str,
+        generation: int,
+        subscription_key: bytes,
+        store: SharedStore,
+        reader: MessageReader,
+        topics: MetadataCache,
+        clock: Callable[[], int],
+        publish: Publish,
+        owner: str | None = None,
+        max_wait: float = 5.0,
+        poll_interval: float = 0.5,
+        reap_interval: float | None = None,
+    ) -> None:
+        for what, value in (("max_wait", max_wait), ("poll_interval", poll_interval)):
+            _check_seconds(what, value)
+        if owner is not None and (not isinstance(owner, str) or not owner):
+            raise InvalidArgument(f"bad owner {owner!r}: a non-empty name")
+        self.topic, self.name, self.generation = topic, name, generation
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.max_wait, self.poll_interval = max_wait, max(poll_interval, 0.01)
+        self._key, self._store, self._reader, self._topics = subscription_key, store, reader, topics
+        self._clock, self._publish = clock, publish
+        self._settings_data, self.settings = self._read_settings()
+        if reap_interval is not None:
+            _check_seconds("reap_interval", reap_interval)
+        self._reap_interval = reap_interval
+        self._held: dict[bytes, StoredClaim] = {}  # what this consumer holds, as it last wrote it
+        self._range: StoredRange | None = None  # the range it read last, given back
+        self._expired: deque[StoredClaim] = deque()  # claims the last reap found deliverable again
+        self._takeable: list[int] = []  # ranges the last reap found nobody reading
+        self._next_reap = 0.0
+        self._closed = False
+        self._metric = CLIENT_METRICS.consumed_messages.labels(str(topic), name)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def __enter__(self) -> SharedConsumer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Give back what this consumer holds (its messages go to others at once). A message whose
+        release fails is delivered again after its deadline. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            for message_id in list(self._held):
+                self._settle(
+                    message_id,
+                    lambda c, now: replace(
+                        c, state=ClaimState.FREE, owner=None, deadline=now, deliveries=c.deliveries - 1
+                    ),
+                )
+        except TmsError as exc:
+            log.warning("%r: could not give everything back (%s); it runs out by itself", self, exc)
+
+    def __repr__(self) -> str:
+        return f"SharedConsumer({self.topic}, {self.name!r}, owner={self.owner!r})"
+
+    @property
+    def held(self) -> list[bytes]:
+        """Ids of the messages this consumer holds now (delivered, not settled)."""
+        return list(self._held)
+
+    # -- receiving ------------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[Delivery]:
+        """Deliveries one by one; the iteration ends after ``max_wait`` seconds without one."""
+        while True:
+            got = self.receive(1, self.max_wait)
+            if not got:
+                return
+            yield got[0]
+
+    def receive(self, max_messages: int = 10, timeout: float = 1.0) -> list[Delivery]:
+        """Up to ``max_messages`` deliveries, redeliveries first, as soon as there is one; ``[]`` after
+        ``timeout`` seconds. Each is held until its ``deadline``: settle it before then."""
+        if isinstance(max_messages, bool) or not isinstance(max_messages, int) or max_messages <= 0:
+            raise InvalidArgument(f"bad max_messages {max_messages!r}: expected a positive integer")
+        _check_seconds("timeout", timeout)
+        if self._closed:
+            raise TmsError(f"{self!r} is closed")
+        end = time.monotonic() + timeout
+        while True:
+            self._refresh()
+            if time.monotonic() >= self._next_reap:
+                self._reap()
+            got = self._redeliver(max_messages)
+            if len(got) < max_messages:
+                got += self._claim_new(max_messages - len(got))
+            if got:
+                self._metric.inc(len(got))
+                return got
+            left = end - time.monotonic()
+            if left <= 0:
+                return []
+            time.sleep(min(left, self.poll_interval))
+            self._next_reap = 0.0  # idle: look for expired claims again
+
+    # -- settling -------------------------------------------------------------------------------
+
+    def ack(self, *deliveries: Delivery | bytes) -> None:
+        """Acknowledge: the messages are done and never delivered again. NotHeld (after settling the
+        others) for any this consumer does not hold: unknown, another's, past its deadline, settled,
+        or of a subscription reset or deleted since (SubscriptionNotFound)."""
+        ids = self._ids(deliveries)
+        self._refresh(settling=True)
+        failed = []
+        for message_id in ids:
+            try:
+                self._settle(message_id, lambda c, now: replace(c, state=ClaimState.ACKED))
+            except NotHeld as exc:
+                failed.append(str(exc))
+        if failed:
+            raise NotHeld("; ".join(failed))
+
+    def nack(self, delivery: Delivery | bytes, delay: float = 0.0) -> None:
+        """Give the message back to be delivered again (to any consumer) after ``delay`` seconds; the
+        delivery counts towards ``max_deliveries``."""
+        _check_seconds("delay", delay)
+        (message_id,) = self._ids([delivery])
+        self._refresh(settling=True)
+        self._settle(
+            message_id,
+            lambda c, now: replace(c, state=ClaimState.FREE, owner=None, deadline=now + int(delay * 1000)),
+        )
+
+    def release(self, delivery: Delivery | bytes) -> None:
+        """Give the message back at once without counting this delivery (a consumer shutting down)."""
+        (message_id,) = self._ids([delivery])
+        self._refresh(settling=True)
+        self._settle(
+            message_id,
+            lambda c, now: replace(c, state=ClaimState.FREE, owner=None, deadline=now, deliveries=c.deliveries - 1),
+        )
+
+    def extend(self, delivery: Delivery | bytes, seconds: float | None = None) -> int:
+        """Hold the message ``seconds`` more from now (default: the subscription's ack timeout) while
+        slow work goes on; returns the new deadline (HBase ms)."""
+        if seconds is not None:
+            _check_seconds("seconds", seconds)
+        (message_id,) = self._ids([delivery])
+        self._refresh(settling=True)
+        extra = self.settings.ack_timeout_ms if seconds is None else int(seconds * 1000)
+        return self._settle(message_id, lambda c, now: replace(c, deadline=now + extra)).claim.deadline
+
+    def _settle(self, message_id: bytes, step: Callable[[Claim, int], Claim]) -> StoredClaim:
+        """Apply ``step`` to a claim this consumer holds, by compare-and-set; NotHeld if it does not."""
+        stored = self._held.get(message_id) or self._store.read_claim(self._keys, message_id)
+        now = self._clock()
+        if stored is None:
+            raise NotHeld(
+                f"message {message_id.hex()} was never delivered by subscription {self.name!r} of {self.topic}"
+            )
+        if not stored.claim.held_by(self.owner, now):
+            self._held.pop(message_id, None)
+            raise NotHeld(_why_not(message_id, stored.claim, self.owner, now))
+        new = step(stored.claim, now)
+        won = self._store.swap_claim(self._keys, message_id, stored.data, new)
+        if won is None:
+            self._held.pop(message_id, None)
+            current = self._store.read_claim(self._keys, message_id)
+            raise NotHeld(_why_not(message_id, None if current is None else current.claim, self.owner, now))
+        if new.state is ClaimState.HELD:
+            self._held[message_id] = won
+        else:
+            self._held.pop(message_id, None)
+        return won
+
+    def _ids(self, deliveries: Iterable[Delivery | bytes]) -> list[bytes]:
+        """The message ids of ``deliveries``, checked before anything is changed."""
+        ids = []
+        for d in deliveries:
+            raw = d.id if isinstance(d, Delivery) else d
+            mid = MessageId.decode(raw)  # InvalidArgument for anything that is not an id
+            if mid.generation != self.generation:
+                raise InvalidArgument(
+                    f"message id {bytes(mid).hex()} is from generation {mid.generation} of {self.topic}, "
+                    f"which is at generation {self.generation}"
+                )
+            ids.append(bytes(mid))
+        if not ids:
+            raise InvalidArgument("nothing to settle: give one or more deliveries or message ids")
+        return ids
+
+    # -- the subscription's settings ------------------------------------------------------------
+
+    @property
+    def _keys(self) -> Keys:
+        return Keys(self._key, self.settings.incarnation)
+
+    def _read_settings(self) -> tuple[bytes, Settings]:
+        found = self._store.settings(self._key)
+        if found is None:
+            raise SubscriptionNotFound(self.topic, self.name)
+        return found
+
+    def _refresh(self, *, settling: bool = False) -> None:
+        """Re-read the settings: SubscriptionNotFound once the subscription or its topic is gone; after a
+        reset, NotHeld for a settlement (what was held belongs to the old start), else start afresh."""
+        if self._topics.get(self.topic).generation != self.generation:
+            raise SubscriptionNotFound(self.topic, self.name)
+        data, settings = self._read_settings()
+        if data == self._settings_data:
+            return
+        if settings.incarnation != self.settings.incarnation:
+            self._held.clear()
+            self._range, self._expired, self._takeable, self._next_reap = None, deque(), [], 0.0
+        self._settings_data, self.settings = data, settings
+        if settling:
+            raise NotHeld(f"subscription {self.name!r} of {self.topic} was reset: what was delivered before is void")
+
+    # -- redeliveries ---------------------------------------------------------------------------
+
+    def _reap(self) -> None:
+        """Find claims past their deadline (or released and due) and ranges nobody reads; raise the floor."""
+        keys, s = self._keys, self.settings
+        interval = self._reap_interval
+        self._next_reap = time.monotonic() + (min(1.0, s.ack_timeout_ms / 4000) if interval is None else interval)
+        floor_data, floor = self._store.floor(keys)
+        handed = self._store.handed_out(keys)
+        ranges = self._store.ranges(keys, floor)  # before the claims: a range read to its end has them all
+        claims = self._store.claims(keys, bytes(MessageId(self.generation, s.first_position(floor), 0)))
+        now = self._clock()
+        self._expired = deque(c for c in claims if c.claim.available(now) and c.message_id not in self._held)
+        by_k = {r.k: r for r in ranges}
+        self._takeable = [k for k in range(floor, handed + 1) if k not in by_k or by_k[k].cell.takeable(now)][:1000]
+        unsettled = {s.range_of(position_of_id(c.message_id)) for c in claims if not c.claim.state.settled}
+        # a truncated scan says nothing about the ranges past its last claim
+        limit = handed + 1 if len(claims) < SCAN_LIMIT else s.range_of(position_of_id(claims[-1].message_id))
+        new_floor = floor
+        while new_floor < limit and new_floor in by_k and by_k[new_floor].cell.read and new_floor not in unsettled:
+            new_floor += 1
+        if new_floor > floor and self._store.raise_floor(keys, floor_data, new_floor):
+            done = [c.claim for c in claims if s.range_of(position_of_id(c.message_id)) < new_floor]
+            acked = sum(c.state is ClaimState.ACKED for c in done)
+            self._store.count(keys, acked=acked, dead=len(done) - acked)
+            self._store.clear_below(keys, new_floor, bytes(MessageId(self.generation, s.first_position(new_floor), 0)))
+
+    def _redeliver(self, wanted: int) -> list[Delivery]:
+        out: list[Delivery] = []
+        while self._expired and len(out) < wanted:
+            stored = self._expired.popleft()
+            claim, now = stored.claim, self._clock()
+            if not claim.available(now):
+                continue
+            if claim.deliveries >= self.settings.max_deliveries:
+                self._dead_letter(stored, now)
+                continue
+            held = Claim(
+                ClaimState.HELD,
+                self.owner,
+                now + self.settings.ack_timeout_ms,
+                claim.deliveries + 1,
+                claim.publish_time,
+            )
+            won = self._store.swap_claim(self._keys, stored.message_id, stored.data, held)
+            if won is None:
+                continue  # another consumer was first
+            message = self._read_one(stored.message_id)
+            if message is None:  # expired (TTL) or swept meanwhile: nothing left to deliver
+                self._store.swap_claim(self._keys, stored.message_id, won.data, replace(held, state=ClaimState.DEAD))
+                continue
+            if held.deliveries > 1:
+                self._store.count(self._keys, redelivered=1)
+            self._held[stored.message_id] = won
+            out.append(Delivery(message.id, message.payload, message.publish_time, held.deliveries, held.deadline))
+        return out
+
+    def _dead_letter(self, stored: StoredClaim, now: int) -> None:
+        """Past ``max_deliveries``: hold it (so no other reaper does the same), publish it to the
+        dead-letter topic, then mark it dead. A crash in between publishes it again after the deadline
+        (dead letters are at least once)."""
+        hold = replace(
+            stored.claim, state=ClaimState.HELD, owner=self.owner, deadline=now + self.settings.ack_timeout_ms
+        )
+        won = self._store.swap_claim(self._keys, stored.message_id, stored.data, hold)
+        if won is None:
+            return
+        target = self.settings.dead_letter
+        message = self._read_one(stored.message_id)
+        if target is not None and message is not None:
+            letter = DeadLetter(
+                self.topic, self.name, message.id, hold.deliveries, message.publish_time, message.payload
+            )
+            self._publish(target, [letter.encode()])
+        self._store.swap_claim(self._keys, stored.message_id, won.data, replace(hold, state=ClaimState.DEAD))
+        log.info("%r: message %s dead-lettered after %d deliveries", self, stored.message_id.hex(), hold.deliveries)
+
+    def _read_one(self, message_id: bytes) -> Message | None:
+        mid = MessageId.decode(message_id)
+        after = MessageId(mid.generation, mid.position, mid.index + 1)
+        return next(iter(self._reader.fetch_range(self.topic, mid, after)), None)
+
+    # -- new messages ---------------------------------------------------------------------------
+
+    def _claim_new(self, wanted: int) -> list[Delivery]:
+        out: list[Delivery] = []
+        while len(out) < wanted:
+            r = self._retake() or self._take_range()
+            if r is None:
+                break
+            got, finished = self._read_range(r, wanted - len(out))
+            out += got
+            if not finished:
+                break  # at the tail (or a hole not due yet) inside this range
+        return out
+
+    def _retake(self) -> StoredRange | None:
+        """The range this consumer read last, if nobody took it since it was given back."""
+        r, self._range = self._range, None
+        if r is None:
+            return None
+        now = self._clock()
+        return self._store.swap_range(
+            self._keys, r.k, r.data, replace(r.cell, owner=self.owner, deadline=now + self.settings.ack_timeout_ms)
+        )
+
+    def _take_range(self) -> StoredRange | None:
+        """A range to read: one nobody reads, else a new one from the counter (only if it starts at or
+        below the newest row), else None."""
+        keys, s = self._keys, self.settings
+        while self._takeable:
+            k = self._takeable.pop(0)
+            found = self._store.read_range(keys, k)
+            now = self._clock()
+            if found is None:  # handed out, never written down: its taker died (or is just writing it)
+                taken = self._store.swap_range(keys, k, None, RangeCell(self.owner, now + s.ack_timeout_ms, None))
+                if taken is not None and self._store.floor(keys)[1] > k:
+                    continue  # it was done and cleared after the reap looked: leave it (below the floor)
+            elif found.cell.takeable(now):
+                taken = self._store.swap_range(
+                    keys, k, found.data, replace(found.cell, owner=self.owner, deadline=now + s.ack_timeout_ms)
+                )
+            else:
+                continue
+            if taken is not None:
+                return taken
+        if s.first_position(self._store.handed_out(keys) + 1) > self._reader.tail(self.topic, self.generation):
+            return None
+        for _ in range(_MAX_ROUNDS):
+            k = self._store.hand_out(keys)
+            taken = self._store.swap_range(keys, k, None, RangeCell(self.owner, self._clock() + s.ack_timeout_ms, None))
+            if taken is not None:
+                return taken
+        raise TmsError(f"{self!r}: lost {_MAX_ROUNDS} new ranges in a row")
+
+    def _read_range(self, r: StoredRange, wanted: int) -> tuple[list[Delivery], bool]:
+        """Claim up to ``wanted`` messages of range ``r`` after its progress; deliver them only once the
+        range cell, still ours, records the progress. Returns the deliveries and whether the range was
+        read to its end."""
+        s = self.settings
+        last = s.last_position(r.k)
+        start = r.cell.progress or mark_before(self.generation, s.first_position(r.k), 0)
+        stream = self._reader.fetch(self.topic, start_message=start, inclusive=False, limit=wanted + 1)
+        now = self._clock()
+        claimed: list[tuple[Message, StoredClaim]] = []
+        progress, finished = r.cell.progress, False
+        for message in stream:
+            if MessageId.decode(message.id).position > last:
+                finished = True
+                break
+            progress = message.id
+            claim = Claim(ClaimState.HELD, self.owner, now + s.ack_timeout_ms, 1, message.publish_time)
+            won = self._store.swap_claim(self._keys, message.id, None, claim)
+            if won is not None:
+                claimed.append((message, won))
+                if len(claimed) >= wanted:
+                    break
+        # given back with its progress, so that another consumer may go on with it (a batch row of many
+        # messages is one range's); this one takes it again next time if nobody did
+        cell = RangeCell(None, 0, progress, finished)
+        kept = self._store.swap_range(self._keys, r.k, r.data, cell)
+        if kept is None:  # another consumer took the range: what was claimed here runs out and goes to others
+            return [], False
+        self._range = None if finished else kept
+        for _, won in claimed:
+            self._held[won.message_id] = won
+        return [Delivery(m.id, m.payload, m.publish_time, 1, won.claim.deadline) for m, won in claimed], finished
+
+
+def _why_not(message_id: bytes, claim: Claim | None, owner: str, now: int) -> str:
+    what = f"message {message_id.hex()}"
+    if claim is None:
+        return f"{what} was never delivered (unknown id, or its subscription was reset or deleted)"
+    if claim.state is ClaimState.ACKED:
+        return f"{what} is acknowledged already"
+    if claim.state is ClaimState.DEAD:
+        return f"{what} was dead-lettered"
+    if claim.owner != owner:
+        return f"{what} is not held by this consumer ({owner}) but by {claim.owner or 'nobody (given back)'}"
+    return f"{what}: its deadline passed {(now - claim.deadline) / 1000:.3f} s ago; it goes to another consumer"
+
+
+def _check_seconds(what: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise InvalidArgument(f"bad {what} {value!r}: expected seconds >= 0")

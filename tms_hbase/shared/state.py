@@ -1,0 +1,281 @@
+"""The stored state of a shared subscription: its settings, range cells and claim cells (no I/O).
+
+A shared subscription is an ordinary subscription row (so listing, deleting and the sweeper's
+old-generation rule cover it) with one more cell, ``d:w``, holding its :class:`Settings`. Its work
+state lives in rows of the same table whose keys extend the subscription's row key::
+
+    <subscription key> 0x00 <incarnation, 8 bytes> b"c"            d:n  ranges handed out (a counter)
+                                                                    d:a, d:x, d:r  acknowledged, dead-lettered
+                                                                                   and redelivered totals
+    <subscription key> 0x00 <incarnation> b"f"                      d:f  the floor: every range below it is done
+    <subscription key> 0x00 <incarnation> b"r" <range u64>          d:r  a range cell (JSON)
+    <subscription key> 0x00 <incarnation> b"m" <message id>         d:m  a claim cell (JSON)
+
+Names are ``[A-Za-z0-9_-]+``, so the 0x00 keeps one subscription's state rows apart from any other
+name's. The **incarnation** is random per creation and per reset: a reset or a re-created subscription
+starts on fresh rows, and an acknowledgement that names an old incarnation is refused.
+
+**Ranges.** The topic's positions from ``base`` on are cut into ranges of ``claim_size`` positions;
+range k (from 1) is ``base + (k-1)·claim_size`` .. ``base + k·claim_size - 1``. A message belongs to
+the range holding its id's position (a sequencer row spanning several offsets belongs where its key
+is), so every message is in exactly one range. Ranges are handed out by an atomic increment of the
+counter, so consumers do not queue on one compare-and-set to find new work.
+
+**Claims.** A message is delivered by writing its claim cell: created if absent (first delivery) or
+compare-and-set from the exact bytes read (a redelivery, an acknowledgement, a nack, a deadline
+extension). Every time in these cells is HBase's clock (:mod:`~tms_hbase.hbase_clock`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from dataclasses import dataclass, replace
+from enum import Enum
+
+from ..errors import CorruptData, InvalidArgument
+from ..message_id import MessageId
+from ..tables import FAMILY
+from ..topic import TopicId, as_topic
+
+SETTINGS_COLUMN = f"{FAMILY}:w".encode()
+COUNTER_COLUMN = f"{FAMILY}:n".encode()
+ACKED_COLUMN = f"{FAMILY}:a".encode()
+DEAD_COLUMN = f"{FAMILY}:x".encode()
+REDELIVERED_COLUMN = f"{FAMILY}:r".encode()
+FLOOR_COLUMN = f"{FAMILY}:f".encode()
+RANGE_COLUMN = f"{FAMILY}:r".encode()
+CLAIM_COLUMN = f"{FAMILY}:m".encode()
+
+_U64 = struct.Struct(">Q")
+MAX_DELIVERIES_LIMIT = 1000
+MAX_CLAIM_SIZE = 100_000
+MIN_ACK_TIMEOUT_MS = 100
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What makes a subscription shared, fixed at creation (a reset keeps them, with a new incarnation
+    and base). ``ack_timeout_ms``: how long a delivery is held before it goes to another consumer;
+    ``max_deliveries``: deliveries after which a message is dead-lettered; ``dead_letter``: the topic
+    dead letters go to (None: they are only counted); ``claim_size``: positions per range; ``base``:
+    the first position of range 1."""
+
+    incarnation: bytes
+    base: int
+    ack_timeout_ms: int
+    max_deliveries: int
+    dead_letter: TopicId | None
+    claim_size: int
+
+    def encode(self) -> bytes:
+        data = {
+            "incarnation": self.incarnation.hex(),
+            "base": self.base,
+            "ack_timeout_ms": self.ack_timeout_ms,
+            "max_deliveries": self.max_deliveries,
+            "dead_letter": None if self.dead_letter is None else str(self.dead_letter),
+            "claim_size": self.claim_size,
+        }
+        return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> Settings:
+        try:
+            d = json.loads(data)
+            return cls(
+                bytes.fromhex(d["incarnation"]),
+                int(d["base"]),
+                int(d["ack_timeout_ms"]),
+                int(d["max_deliveries"]),
+                None if d["dead_letter"] is None else as_topic(d["dead_letter"]),
+                int(d["claim_size"]),
+            )
+        except (ValueError, KeyError, TypeError, AttributeError, InvalidArgument) as exc:
+            raise CorruptData(f"corrupt shared-subscription settings: {exc}") from None
+
+    def range_of(self, position: int) -> int:
+        """The range holding ``position`` (0: before range 1)."""
+        if position < self.base:
+            return 0
+        return (position - self.base) // self.claim_size + 1
+
+    def first_position(self, k: int) -> int:
+        return self.base + (k - 1) * self.claim_size
+
+    def last_position(self, k: int) -> int:
+        return self.base + k * self.claim_size - 1
+
+    def renewed(self, base: int) -> Settings:
+        """The settings after a reset: a fresh incarnation starting at ``base``."""
+        return replace(self, incarnation=new_incarnation(), base=base)
+
+
+def new_incarnation() -> bytes:
+    return os.urandom(8)
+
+
+def check_settings(ack_timeout: object, max_deliveries: object, claim_size: object) -> tuple[int, int, int]:
+    """Validated ``(ack_timeout_ms, max_deliveries, claim_size)``; InvalidArgument names the bad one."""
+    if isinstance(ack_timeout, bool) or not isinstance(ack_timeout, (int, float)) or not ack_timeout >= 0.1:
+        raise InvalidArgument(f"bad ack_timeout {ack_timeout!r}: expected seconds >= 0.1")
+    if ack_timeout > 86400 * 7:
+        raise InvalidArgument(f"bad ack_timeout {ack_timeout!r}: at most a week")
+    if (
+        isinstance(max_deliveries, bool)
+        or not isinstance(max_deliveries, int)
+        or not 1 <= max_deliveries <= MAX_DELIVERIES_LIMIT
+    ):
+        raise InvalidArgument(f"bad max_deliveries {max_deliveries!r}: expected 1..{MAX_DELIVERIES_LIMIT}")
+    if isinstance(claim_size, bool) or not isinstance(claim_size, int) or not 1 <= claim_size <= MAX_CLAIM_SIZE:
+        raise InvalidArgument(f"bad claim_size {claim_size!r}: expected 1..{MAX_CLAIM_SIZE} positions")
+    return int(ack_timeout * 1000), max_deliveries, claim_size
+
+
+class ClaimState(Enum):
+    HELD = "h"  # delivered to ``owner`` until ``deadline``; once past it, free for another delivery
+    FREE = "f"  # released or nacked: deliverable again from ``deadline`` on (no owner)
+    ACKED = "a"  # settled: acknowledged
+    DEAD = "d"  # settled: dead-lettered after ``deliveries`` deliveries
+
+    @property
+    def settled(self) -> bool:
+        return self in (ClaimState.ACKED, ClaimState.DEAD)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One message's claim cell. ``deliveries`` counts the deliveries made so far; ``publish_time``
+    (ms) is kept for the age of the oldest unacknowledged message; ``tx`` is a transaction's write
+    pointer when the acknowledgement is pending in a transaction."""
+
+    state: ClaimState
+    owner: str | None
+    deadline: int  # HBase ms
+    deliveries: int
+    publish_time: int
+    tx: int | None = None
+
+    def encode(self) -> bytes:
+        data: dict[str, object] = {
+            "s": self.state.value,
+            "o": self.owner,
+            "d": self.deadline,
+            "n": self.deliveries,
+            "t": self.publish_time,
+        }
+        if self.tx is not None:
+            data["tx"] = self.tx
+        return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> Claim:
+        try:
+            d = json.loads(data)
+            tx = d.get("tx")
+            return cls(
+                ClaimState(d["s"]), d["o"], int(d["d"]), int(d["n"]), int(d["t"]), None if tx is None else int(tx)
+            )
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise CorruptData(f"corrupt claim cell: {exc}") from None
+
+    def available(self, now: int) -> bool:
+        """True if another delivery may take it now (held past its deadline, or free and due)."""
+        return not self.state.settled and self.tx is None and self.deadline <= now
+
+    def held_by(self, owner: str, now: int) -> bool:
+        return self.state is ClaimState.HELD and self.owner == owner and self.deadline > now
+
+
+@dataclass(frozen=True)
+class RangeCell:
+    """Who reads a range of positions, until when, how far (``progress``: the last message id whose
+    claim was written, or None), and whether it was read to its end (``read``)."""
+
+    owner: str | None
+    deadline: int
+    progress: bytes | None
+    read: bool = False
+
+    def encode(self) -> bytes:
+        data = {
+            "o": self.owner,
+            "d": self.deadline,
+            "p": None if self.progress is None else self.progress.hex(),
+            "r": self.read,
+        }
+        return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> RangeCell:
+        try:
+            d = json.loads(data)
+            return cls(d["o"], int(d["d"]), None if d["p"] is None else bytes.fromhex(d["p"]), bool(d["r"]))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise CorruptData(f"corrupt range cell: {exc}") from None
+
+    def takeable(self, now: int) -> bool:
+        """Not read to its end, and nobody reads it (released, or its reader's deadline passed)."""
+        return not self.read and (self.owner is None or self.deadline <= now)
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Row keys of one incarnation of one shared subscription."""
+
+    subscription: bytes
+    incarnation: bytes
+
+    @property
+    def prefix(self) -> bytes:
+        return self.subscription + b"\x00" + self.incarnation
+
+    @property
+    def counter(self) -> bytes:
+        return self.prefix + b"c"
+
+    @property
+    def floor(self) -> bytes:
+        return self.prefix + b"f"
+
+    def range(self, k: int) -> bytes:
+        return self.prefix + b"r" + _U64.pack(k)
+
+    @property
+    def ranges(self) -> bytes:
+        return self.prefix + b"r"
+
+    def claim(self, message_id: bytes) -> bytes:
+        return self.prefix + b"m" + message_id
+
+    @property
+    def claims(self) -> bytes:
+        return self.prefix + b"m"
+
+    def range_number(self, key: bytes) -> int:
+        return _U64.unpack_from(key, len(self.ranges))[0]
+
+    def message_id(self, key: bytes) -> bytes:
+        return key[len(self.claims) :]
+
+
+def state_prefix(subscription_key: bytes) -> bytes:
+    """The prefix of every incarnation's state rows of one subscription."""
+    return subscription_key + b"\x00"
+
+
+def position_of_id(message_id: bytes) -> int:
+    return MessageId.decode(message_id).position
+
+
+def encode_u64(value: int) -> bytes:
+    return _U64.pack(value)
+
+
+def decode_u64(data: bytes | None) -> int:
+    if data is None:
+        return 0
+    if len(data) != 8:
+        raise CorruptData(f"corrupt 64-bit cell {data!r}")
+    return int(_U64.unpack(data)[0])

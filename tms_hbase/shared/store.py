@@ -1,0 +1,187 @@
+"""Reads and writes of a shared subscription's state rows (:mod:`.state`) in the subscriptions table.
+
+Every change of a range or claim cell is one compare-and-set on the exact bytes last read (or
+create-if-absent); a lost answer is settled by reading the cell back, as the subscription store does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ..errors import HBaseUnavailable
+from ..storage import KEYS_ONLY, Table
+from .state import (
+    ACKED_COLUMN,
+    CLAIM_COLUMN,
+    COUNTER_COLUMN,
+    DEAD_COLUMN,
+    FLOOR_COLUMN,
+    RANGE_COLUMN,
+    REDELIVERED_COLUMN,
+    SETTINGS_COLUMN,
+    Claim,
+    Keys,
+    RangeCell,
+    Settings,
+    decode_u64,
+    encode_u64,
+    state_prefix,
+)
+
+SCAN_LIMIT = 10_000  # rows per scan of one subscription's open ranges or claims
+
+
+@dataclass(frozen=True)
+class StoredClaim:
+    message_id: bytes
+    data: bytes
+    claim: Claim
+
+
+@dataclass(frozen=True)
+class StoredRange:
+    k: int
+    data: bytes
+    cell: RangeCell
+
+
+@dataclass(frozen=True)
+class Totals:
+    acked: int
+    dead_lettered: int
+    redelivered: int
+
+
+class SharedStore:
+    """The state rows of shared subscriptions in one subscriptions table."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+
+    # -- settings -------------------------------------------------------------------------------
+
+    def settings(self, subscription_key: bytes) -> tuple[bytes, Settings] | None:
+        """The settings cell (exact bytes and decoded), None for an exclusive or missing subscription."""
+        data = self.table.get_cell(subscription_key, SETTINGS_COLUMN)
+        return None if data is None else (data, Settings.decode(data))
+
+    def swap_settings(self, subscription_key: bytes, old: bytes | None, new: Settings) -> bool:
+        return self._swap(subscription_key, SETTINGS_COLUMN, old, new.encode())
+
+    # -- counters -------------------------------------------------------------------------------
+
+    def handed_out(self, keys: Keys) -> int:
+        """How many ranges the counter has handed out."""
+        return decode_u64(self.table.get_cell(keys.counter, COUNTER_COLUMN))
+
+    def hand_out(self, keys: Keys) -> int:
+        """The next range number (an atomic increment: many consumers, no compare-and-set queue)."""
+        return self.table.increment(keys.counter, COUNTER_COLUMN)
+
+    def totals(self, keys: Keys) -> Totals:
+        cells = self.table.get(keys.counter, [ACKED_COLUMN, DEAD_COLUMN, REDELIVERED_COLUMN])
+        return Totals(
+            decode_u64(cells.get(ACKED_COLUMN)),
+            decode_u64(cells.get(DEAD_COLUMN)),
+            decode_u64(cells.get(REDELIVERED_COLUMN)),
+        )
+
+    def count(self, keys: Keys, *, acked: int = 0, dead: int = 0, redelivered: int = 0) -> None:
+        for column, amount in ((ACKED_COLUMN, acked), (DEAD_COLUMN, dead), (REDELIVERED_COLUMN, redelivered)):
+            if amount:
+                self.table.increment(keys.counter, column, amount)
+
+    def floor(self, keys: Keys) -> tuple[bytes | None, int]:
+        """The floor cell's bytes and value: every range below it is done (1 when none is)."""
+        data = self.table.get_cell(keys.floor, FLOOR_COLUMN)
+        return data, max(1, decode_u64(data))
+
+    def raise_floor(self, keys: Keys, old: bytes | None, new: int) -> bool:
+        return self._swap(keys.floor, FLOOR_COLUMN, old, encode_u64(new))
+
+    # -- ranges ---------------------------------------------------------------------------------
+
+    def read_range(self, keys: Keys, k: int) -> StoredRange | None:
+        data = self.table.get_cell(keys.range(k), RANGE_COLUMN)
+        return None if data is None else StoredRange(k, data, RangeCell.decode(data))
+
+    def swap_range(self, keys: Keys, k: int, old: bytes | None, new: RangeCell) -> StoredRange | None:
+        """Compare-and-set range ``k`` from ``old`` (None: absent); the stored range, or None if it lost."""
+        data = new.encode()
+        return StoredRange(k, data, new) if self._swap(keys.range(k), RANGE_COLUMN, old, data) else None
+
+    def ranges(self, keys: Keys, first: int) -> list[StoredRange]:
+        """The range cells from range ``first`` on, in order."""
+        rows = self.table.scan(keys.range(first), _past(keys.ranges), columns=[RANGE_COLUMN], limit=SCAN_LIMIT)
+        return [
+            StoredRange(keys.range_number(key), d[RANGE_COLUMN], RangeCell.decode(d[RANGE_COLUMN])) for key, d in rows
+        ]
+
+    # -- claims ---------------------------------------------------------------------------------
+
+    def read_claim(self, keys: Keys, message_id: bytes) -> StoredClaim | None:
+        data = self.table.get_cell(keys.claim(message_id), CLAIM_COLUMN)
+        return None if data is None else StoredClaim(message_id, data, Claim.decode(data))
+
+    def swap_claim(self, keys: Keys, message_id: bytes, old: bytes | None, new: Claim) -> StoredClaim | None:
+        """Compare-and-set one claim from ``old`` (None: absent); the stored claim, or None if it lost."""
+        data = new.encode()
+        won = self._swap(keys.claim(message_id), CLAIM_COLUMN, old, data)
+        return StoredClaim(message_id, data, new) if won else None
+
+    def claims(self, keys: Keys, start_id: bytes, limit: int = SCAN_LIMIT) -> list[StoredClaim]:
+        """The claim cells from message id ``start_id`` on, in id order."""
+        rows = self.table.scan(keys.claim(start_id), _past(keys.claims), columns=[CLAIM_COLUMN], limit=limit)
+        return [StoredClaim(keys.message_id(key), d[CLAIM_COLUMN], Claim.decode(d[CLAIM_COLUMN])) for key, d in rows]
+
+    # -- clearing -------------------------------------------------------------------------------
+
+    def clear_below(self, keys: Keys, k: int, first_id: bytes) -> None:
+        """Delete the range cells below range ``k`` and the claims below message id ``first_id`` (done)."""
+        doomed = [key for key, _ in self.table.scan(keys.ranges, keys.range(k), filter=KEYS_ONLY)]
+        doomed += [key for key, _ in self.table.scan(keys.claims, keys.claim(first_id), filter=KEYS_ONLY)]
+        if doomed:
+            self.table.delete_many(doomed)
+
+    def drop(self, subscription_key: bytes, keep: bytes | None = None) -> int:
+        """Delete the state rows of every incarnation of a subscription but ``keep``; how many."""
+        prefix = state_prefix(subscription_key)
+        doomed = [
+            key
+            for key, _ in self.table.scan(prefix=prefix, filter=KEYS_ONLY)
+            if keep is None or not key.startswith(prefix + keep)
+        ]
+        if doomed:
+            self.table.delete_many(doomed)
+        return len(doomed)
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def _swap(self, key: bytes, column: bytes, old: bytes | None, new: bytes) -> bool:
+        """Compare-and-set; a lost answer is settled by reading the cell back (each new value names a
+        fresh owner, deadline or state, so finding ``new`` means this call wrote it)."""
+        try:
+            return self.table.compare_and_set(key, column, old, new)
+        except HBaseUnavailable:
+            current = self.table.get_cell(key, column)
+            if current == new:
+                return True
+            if current == old:
+                return self.table.compare_and_set(key, column, old, new)
+            return False
+
+
+def _past(prefix: bytes) -> bytes:
+    """The scan stop just past every key that starts with ``prefix``."""
+    return prefix + b"\xff" * 32
+
+
+def iter_pages(store: SharedStore, keys: Keys, start_id: bytes) -> Iterator[StoredClaim]:
+    """Every claim from ``start_id`` on, page by page (for listings that may be long)."""
+    while True:
+        page = store.claims(keys, start_id)
+        yield from page
+        if len(page) < SCAN_LIMIT:
+            return
+        start_id = page[-1].message_id + b"\x00"
