@@ -1,4 +1,4 @@
-"""Gateway throughput and latency next to direct library calls on the same data (issue 12).
+"""Gateway throughput and latency next to direct library calls on the same data.
 
 A real ``tms-gateway`` process (2 workers) serves the benchmark's tables. Publish: batches of 100 × 1 KiB,
 from 1 and from 8 concurrent clients (threads sharing one client, as an application would): direct

@@ -1,4 +1,4 @@
-"""The sweeper's grace and the writers' tail cache bound each other (issue 10, item 1; docs/guarantees.md).
+"""The sweeper's grace and the writers' tail cache bound each other (docs/guarantees.md).
 
 Real processes throughout: two publishing clients and a tailing reader that live across the sweep (so
 the writers keep their remembered tails), ``tms-admin init`` and ``tms-sweeper`` as subprocesses.
