@@ -76,7 +76,7 @@ def sweep_until_dropped(env: dict[str, str], grace: str, expected: int) -> None:
 
 
 def test_small_grace_never_loses_a_publish_of_a_writer_with_a_remembered_tail(tms_env: dict[str, str]) -> None:
-    """The issue's scenario: A's remembered tail is older than the sweep; its next publish must not land
+    """The scenario: A's remembered tail is older than the sweep; its next publish must not land
     in a position the sweeper freed (behind the reader), it must land after every existing row."""
     assert run(tms_env, "tms-admin", "init", "--tail-cache-seconds", "1").returncode == 0
     assert run(tms_env, "tms-admin", "topic", "create", str(T), "--ttl", "1").returncode == 0
