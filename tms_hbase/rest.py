@@ -1,5 +1,5 @@
-"""CDAP's messaging REST API (docs/design.md#the-rest-api) as both of its ends speak it: paths, media types, the body codecs (Avro binary and
-JSON) and the one table between TmsError classes and HTTP status codes.
+"""CDAP's messaging REST API (docs/design.md#the-rest-api) as both of its ends speak it: paths, media types,
+the body codecs (Avro binary and JSON) and the one table between TmsError classes and HTTP status codes.
 
 The gateway (``gateway/``, the server) and its Python client (:mod:`tms_hbase.http`) both use this
 module, so the two cannot drift apart; it lives in the library because the library never imports the
