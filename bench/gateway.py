@@ -1,4 +1,4 @@
-"""Gateway throughput and latency next to direct library calls on the same data (issue 12).
+"""Gateway throughput and latency next to direct library calls on the same data.
 
 A real ``tms-gateway`` process (2 workers) serves the benchmark's tables. Publish: batches of 100 × 1 KiB,
 from 1 and from 8 concurrent clients (threads sharing one client, as an application would): direct
@@ -242,7 +242,7 @@ def run(settings: Settings) -> Result:
             d, g = median(rates[(kind, "direct", n)]), median(rates[(kind, "gateway", n)])
             dp, gp = median(p99s[(kind, "direct", n)]), median(p99s[(kind, "gateway", n)])
             rows.append([kind, n, d, g, f"{ratio(g, d):.2f}×", dp, gp])
-            if kind != "consume":  # the issue's goal covers publish and poll
+            if kind != "consume":  # the goal covers publish and poll
                 goal = f"gateway {kind}, {n} client{'s' if n > 1 else ''} ≥ {GOAL}× direct"
                 result.goal(goal, f"{ratio(g, d):.2f}×", ratio(g, d) >= GOAL)
     result.table(

@@ -22,7 +22,7 @@ def markdown(results: list[Result], settings: Settings, command: str, wall: floa
         f"- machine: {machine()}",
         f"- HBase Thrift: {settings.address}",
         "",
-        "## Goals (DESIGN.md §12)",
+        "## Goals (docs/design.md, requirement 24; docs/benchmarks.md)",
         "",
         "| benchmark | goal | measured | met |",
         "|---|---|---|---|",

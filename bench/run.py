@@ -2,7 +2,7 @@
 
     python -m bench.run [--quick] [--only NAME[,NAME]] [--rounds N] [--json OUT] [--address HOST:PORT]
 
-Benchmarks (DESIGN.md §12 and the issues): publish, writers, designs (issue 14), fetch, latency, seek,
+Benchmarks (docs/benchmarks.md): publish, writers, designs (the many-writer designs), fetch, latency, seek,
 txlatency, sweeper, spark, gateway, consumer.
 Progress goes to stderr, the report to stdout. Every table a run creates has a ``bench…`` prefix and is
 dropped afterwards.

@@ -1,4 +1,4 @@
-"""Benchmark 8: the Spark data source ``format("tms")`` (issue #13) next to plain happybase loops.
+"""Benchmark 8: the Spark data source ``format("tms")`` next to plain happybase loops.
 
 - batch write: ``df.write.format("tms")`` of TOTAL payloads of 100 B from 4 partitions (one long
   transaction) vs a loop putting one row per message, 1,000 rows per batch;

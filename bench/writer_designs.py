@@ -1,4 +1,4 @@
-"""Issue 14: the designs for many writers on one topic, measured side by side (1 and 4 writer processes).
+"""The designs for many writers on one topic, measured side by side (1 and 4 writer processes).
 
 Six ways of putting the same batches (100 × 1 KiB, one cell per batch, the row format of
 ``tms_hbase.rows``) into HBase, each trial on a fresh topic (or fresh key range):
@@ -583,7 +583,7 @@ def run(settings: Settings) -> Result:
     duration = settings.pick(2.0, 1.5)
     result = Result(
         "designs",
-        f"issue 14 designs: 1 and {WRITERS} writer processes on one topic ({BATCH} × {PAYLOAD_SIZE} B batches, "
+        f"many-writer designs: 1 and {WRITERS} writer processes on one topic ({BATCH} × {PAYLOAD_SIZE} B batches, "
         f"one cell per batch, {duration:g} s a trial)",
     )
     load_before = os.getloadavg()

@@ -1,5 +1,5 @@
 """Benchmark 2: 4 writer processes on one topic vs 1 (aggregate messages/s), raw happybase alongside,
-for both orderings of a generation (issue 14): the chain and the sequencer, which also runs 16 writers
+for both orderings of a generation: the chain and the sequencer, which also runs 16 writers
 (4 processes × 4 threads sharing each process's client, so their publishes share increments).
 
 Four worker processes (spawn start method) are started once; each opens its own MessagingClient

@@ -1,4 +1,4 @@
-"""What the sweeper does with one cell: the seed's "Data Cleanup In Tables" matrix, as pure functions.
+"""What the sweeper does with one cell: CDAP's cleanup matrix (docs/design.md, requirement 19), as pure functions.
 
 The ordering protocol adds two rules (docs/ordering.md): the newest row of a live generation is never
 deleted (only its expired payloads are stripped), and nothing is deleted before its TTL plus a grace

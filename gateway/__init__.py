@@ -1,4 +1,4 @@
-"""tms-gateway: the seed's REST API over HTTP, served by the tms_hbase library (issue 12, docs/gateway.md).
+"""tms-gateway: CDAP's messaging REST API over HTTP, served by the tms_hbase library (docs/gateway.md).
 
 Installed and imported as ``tms_hbase_gateway`` (setup.cfg maps the folder gateway/ to that name), so that no generic
 top-level name clashes with another project's. Imported as ``gateway`` (the source tree on sys.path, as under

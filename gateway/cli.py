@@ -1,4 +1,4 @@
-"""tms-gateway: serve the seed's REST API over HTTP(S) with uvicorn, backed by the tms_hbase library."""
+"""tms-gateway: serve CDAP's messaging REST API over HTTP(S) with uvicorn, backed by the tms_hbase library."""
 
 from __future__ import annotations
 

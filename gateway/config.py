@@ -67,7 +67,7 @@ class Settings:
     threads: int = 16  # library calls at once per worker (and HBase connections per worker)
     timeout: float = 10.0  # any one HBase call
     max_batch_bytes: int | None = None  # None: the library's default (MessagingClient.max_batch_bytes)
-    max_poll_messages: int = 1000  # the hard limit of one poll (the seed leaves it to the server)
+    max_poll_messages: int = 1000  # the hard limit of one poll (CDAP's API leaves it to the server)
     max_poll_bytes: int = 8 * 1024 * 1024  # a poll stops after the message that reaches this many bytes
     keep_alive: float = 30.0  # idle HTTP connections are closed after this
     consumer_lease: float = 30.0  # a consumer session's lease runs out this long after its last call

@@ -112,7 +112,7 @@ async def reset_subscription(request: Request, gateway: Gateway, topic: TopicId)
 @endpoint(CONSUME)
 async def messages(request: Request, gateway: Gateway, topic: TopicId) -> Response:
     """``GET .../messages?wait=S&max=N``: up to N messages after the session's last delivered one, as
-    soon as there is one, else ``[]`` after S seconds (at most ``max_wait``). The body is the seed's
+    soon as there is one, else ``[]`` after S seconds (at most ``max_wait``). The body is CDAP's
     Message array in the media type ``Accept`` names (``?publishTime=true`` as for ``poll``)."""
     name = _name(request)
     wait = query_number(request, "wait", float)

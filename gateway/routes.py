@@ -1,9 +1,9 @@
-"""The endpoints: the seed's REST API under ``/v1/namespaces/{namespace}``, plus ``/health`` and ``/metrics``.
+"""The endpoints: CDAP's messaging REST API under ``/v1/namespaces/{namespace}``, plus ``/health`` and ``/metrics``.
 
 Every ``/v1`` endpoint is wrapped by :func:`endpoint`, which authenticates the caller, checks the names
 and the action against the rules, and turns any TmsError into its one-line response. Bodies are decoded,
 the library is called and responses encoded in a pool thread (:meth:`Gateway.run`), never on the event
-loop. Extensions to the seed are query parameters, so the seed's bodies stay exactly as specified:
+loop. Extensions to CDAP's API are query parameters, so its bodies stay exactly as specified:
 ``publish?ttl=SECONDS`` (per-message TTL), ``store?sequence=N`` (deterministic payload keys) and
 ``poll?publishTime=true`` (Avro responses with publish times).
 
@@ -144,7 +144,7 @@ async def publish(request: Request, gateway: Gateway, topic: TopicId) -> Respons
 
     count, handle = await gateway.run(work)
     gateway.metrics.counted("publish", count)
-    # the seed: empty for a non-transactional publish, else the opaque handle rollback takes as is
+    # CDAP's API: empty for a non-transactional publish, else the opaque handle rollback takes as is
     return Response(handle, 200, media_type=rest.OCTETS if handle else None)
 
 

@@ -3,8 +3,8 @@
 Why not ``anyio.to_thread.run_sync`` (what the gateway used first): per call it takes a capacity limiter,
 enters a cancel scope, looks the async library up and hands the call over through a ``queue.Queue``
 (a Python condition variable): about 28 µs of CPU per hop on uvloop against 10 µs here, and the event
-loop's CPU per publish went from about 300 to 230 µs with it (docs/benchmarks.md §9). Here a call is one
-put on a ``queue.SimpleQueue`` (C) and one ``call_soon_threadsafe`` back, with the same semantics the
+loop's CPU per publish went from about 300 to 230 µs with it (docs/benchmarks-history.md, 2026-11-23 18:07).
+Here a call is one put on a ``queue.SimpleQueue`` (C) and one ``call_soon_threadsafe`` back, with the same semantics the
 gateway relied on:
 
 * a call a thread has started is waited for when the awaiting task is cancelled (the library is never

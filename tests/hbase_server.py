@@ -1,4 +1,4 @@
-"""Find or start the real HBase the test session runs against (DESIGN.md §2), in this order:
+"""Find or start the real HBase the test session runs against (docs/design.md, requirement 23), in this order:
 
 1. ``$TMS_HBASE_THRIFT`` names one: use it (any HBase with a Thrift1 gateway, e.g. ``docker compose up -d
    hbase`` from this repository, or a cluster: docs/existing-cluster.md);

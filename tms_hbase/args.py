@@ -1,5 +1,5 @@
 """Parameters known under two names: a unit-suffixed one (``ttl_seconds``) and the name it had before
-(``ttl``), which keeps working so existing calls (DESIGN.md §10) do not break."""
+(``ttl``), which keeps working so existing calls do not break."""
 
 from __future__ import annotations
 

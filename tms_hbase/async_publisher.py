@@ -1,5 +1,5 @@
 """Asynchronous non-transactional publishing: a bounded queue drained by one background sender that
-batches, retries with backoff, and resolves a future per publish (seed requirement 4.3 and 6)."""
+batches, retries with backoff, and resolves a future per publish (docs/design.md, requirement 5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""MessagingClient: the public entry point of tms-hbase (DESIGN.md §10)."""
+"""MessagingClient: the public entry point of tms-hbase (docs/design.md, the API contract)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""GatewayClient: MessagingClient's surface over the seed's REST API, through ``tms-gateway``.
+"""GatewayClient: MessagingClient's surface over CDAP's messaging REST API, through ``tms-gateway``.
 
 A program switches between direct access and the gateway by changing one line::
 
@@ -235,7 +235,7 @@ class GatewayClient:
         return self._pages(topic, first, request, limit)
 
     def poll(self, topic: TopicId, request: rest.ConsumeRequest) -> list[Message]:
-        """One ``poll`` call as the seed defines it (a page of at most the gateway's cap)."""
+        """One ``poll`` call as CDAP's API defines it (a page of at most the gateway's cap)."""
         topic = _topic(topic)
         path = _with_query(rest.topic_path(topic, "poll"), {"publishTime": "true"})
         body = self._call("poll", "POST", path, rest.encode_consume(request, self.media), topic)

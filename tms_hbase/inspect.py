@@ -1,4 +1,4 @@
-"""Inspecting a topic without consuming it (seed requirement 9.2): its messages with their batch row,
+"""Inspecting a topic without consuming it (docs/design.md, requirement 20): its messages with their batch row,
 publish time, transaction write pointer and that transaction's state, and corrupt rows reported as
 such (with their position) instead of stopping the inspection.
 

@@ -1,5 +1,5 @@
-"""The seed's REST API as both of its ends speak it: paths, media types, the body codecs (Avro binary and
-JSON) and the one table between TmsError classes and HTTP status codes.
+"""CDAP's messaging REST API (docs/design.md#the-rest-api) as both of its ends speak it: paths, media types,
+the body codecs (Avro binary and JSON) and the one table between TmsError classes and HTTP status codes.
 
 The gateway (``gateway/``, the server) and its Python client (:mod:`tms_hbase.http`) both use this
 module, so the two cannot drift apart; it lives in the library because the library never imports the
@@ -108,7 +108,7 @@ def media_type(content_type: str | None, *, default: str = JSON) -> str:
 
 @dataclass(frozen=True)
 class PublishRequest:
-    """The seed's PublishRequest: the body of ``store`` and ``publish``."""
+    """CDAP's PublishRequest: the body of ``store`` and ``publish``."""
 
     transaction_write_pointer: int | None
     messages: Sequence[bytes]
@@ -116,7 +116,7 @@ class PublishRequest:
 
 @dataclass(frozen=True)
 class ConsumeRequest:
-    """The seed's ConsumeRequest, the body of ``poll``: ``start_from`` is a message id (bytes), a publish
+    """CDAP's ConsumeRequest, the body of ``poll``: ``start_from`` is a message id (bytes), a publish
     time (ms, int) or None; ``transaction`` is TransactionCodec bytes."""
 
     start_from: bytes | int | None = None
@@ -194,7 +194,7 @@ def decode_consume(body: bytes, media: str) -> ConsumeRequest:
 
 
 def encode_messages(messages: Sequence[Message], media: str, *, publish_time: bool) -> bytes:
-    """A poll response. Avro: the seed's ConsumeResponse, or TimedConsumeResponse with ``publish_time``.
+    """A poll response. Avro: CDAP's ConsumeResponse, or TimedConsumeResponse with ``publish_time``.
     JSON: always ``[{"id", "payload", "publishTime"}]`` (a JSON reader skips a field it does not know)."""
     if media == AVRO:
         if publish_time:
@@ -217,11 +217,11 @@ def decode_messages(body: bytes, media: str, *, publish_time: bool) -> list[Mess
     ]
 
 
-# -- topics (JSON only, as in the seed) ----------------------------------------------------------
+# -- topics (JSON only, as in CDAP's API) ----------------------------------------------------------
 
 
 def encode_topic(meta: TopicMetadata) -> bytes:
-    """``{"name": ..., "properties": {...}, "generation": n, "ordering": ...}``: the seed's shape plus the
+    """``{"name": ..., "properties": {...}, "generation": n, "ordering": ...}``: CDAP's shape plus the
     generation and its ordering, both managed by tms-hbase and kept out of ``properties`` so that
     ``properties`` are the ones a user set (and the TTL) and a client can PUT back what it got."""
     properties = {k: v for k, v in meta.properties.items() if k not in (GENERATION_KEY, ORDERING_KEY)}
@@ -256,7 +256,7 @@ def encode_properties(properties: Mapping[str, str] | None) -> bytes:
 
 
 def encode_names(topics: Sequence[TopicId]) -> bytes:
-    """The list-topics response: the seed's JSON array of topic names."""
+    """The list-topics response: CDAP's JSON array of topic names."""
     return _dumps([t.topic for t in topics])
 
 

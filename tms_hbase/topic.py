@@ -1,4 +1,4 @@
-"""Topic identity and metadata: names, properties, TTL and generation rules (DESIGN.md §3)."""
+"""Topic identity and metadata: names, properties, TTL and generation rules (docs/design.md, requirement 1)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ DEFAULT_TTL_SECONDS = 7 * 24 * 3600
 TX_MODE_KEY = "tx.mode"
 TX_ANY, TX_ONLY, TX_NEVER = "any", "transactional", "non-transactional"
 TX_MODES = (TX_ANY, TX_ONLY, TX_NEVER)
-"""``tx.mode``: which publishes and stores a topic takes (seed requirement 4); absent means ``any``."""
+"""``tx.mode``: which publishes and stores a topic takes (docs/design.md, requirement 6); absent means ``any``."""
 ORDERING_KEY = "ordering"
 CHAIN, SEQUENCER = "chain", "sequencer"
 ORDERINGS = (CHAIN, SEQUENCER)

@@ -1,4 +1,4 @@
-"""Avro wire formats (fastavro): the seed's PublishRequest, ConsumeRequest and ConsumeResponse (Message
+"""Avro wire formats (fastavro): CDAP's PublishRequest, ConsumeRequest and ConsumeResponse (Message
 array) schemas, and the rollback handle a transactional publish returns. The schemas are data, kept in
 one place."""
 
@@ -13,7 +13,7 @@ import fastavro
 
 from .errors import InvalidArgument
 
-# A consumed message with its publish time (ms): the seed's Message record plus one field.
+# A consumed message with its publish time (ms): CDAP's Message record plus one field.
 _MESSAGE: dict[str, Any] = {
     "type": "record",
     "name": "Message",
@@ -34,7 +34,7 @@ SCHEMAS: dict[str, Any] = {
             {"name": "messages", "type": {"type": "array", "items": "bytes"}},
         ],
     },
-    # The seed's PublishResponse named rows by (timestamp, sequence id); ours are named by a dense
+    # CDAP's PublishResponse named rows by (timestamp, sequence id); ours are named by a dense
     # position within a topic generation, and carry the topic so a handle cannot roll back another.
     "PublishResponse": {
         "type": "record",
@@ -60,7 +60,7 @@ SCHEMAS: dict[str, Any] = {
         ],
     },
     "Message": _MESSAGE,
-    # The seed's poll response, to the letter: an array of (id, payload). Avro binary has no room for
+    # CDAP's poll response, to the letter: an array of (id, payload). Avro binary has no room for
     # fields a reader does not expect, so publish times travel only in the array below, on request.
     "ConsumeResponse": {
         "type": "array",

@@ -1,4 +1,4 @@
-"""tms-hbase side by side with the systems users would pick instead (issue 17): Apache Kafka, NATS
+"""tms-hbase side by side with the systems users would pick instead: Apache Kafka, NATS
 JetStream and Redis Streams, each started by the benchmark on loopback, running the same workloads.
 
 | module | job |

@@ -1,5 +1,5 @@
-"""The five workloads of issue 17, each run on every started system with the same code (bench/peers/jobs.py
-in worker processes). Within a case the systems take turns, and the order rotates every round, so a
+"""The five peer workloads (docs/benchmarks.md#peers), each run on every started system with the same code
+(bench/peers/jobs.py in worker processes). Within a case the systems take turns, and the order rotates every round, so a
 disturbance on this shared machine does not always hit the same system. A system that fails a workload
 is reported as failed there and skipped for the rest of that workload; the others go on."""
 

@@ -1,4 +1,4 @@
-"""A row dated far in the future (issue 10, item 9): later publishes are not pinned to its time, a time
+"""A row dated far in the future : later publishes are not pinned to its time, a time
 seek still finds every message, and the sweeper expires it by when HBase stored it (tms_hbase/row_time.py)."""
 
 from __future__ import annotations

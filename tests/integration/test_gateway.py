@@ -1,6 +1,6 @@
 """The gateway as clients use it: the real ``tms-gateway`` process (2 workers) on loopback against the real
-HBase, driven by httpx, an HTTP client independent of ours, with Avro bodies built from the seed's own
-schemas (copied below from cdap-tms-design.txt) and JSON bodies built by hand; and by
+HBase, driven by httpx, an HTTP client independent of ours, with Avro bodies built from CDAP's own
+schemas (copied below from CDAP's TMS design; docs/design.md#the-rest-api) and JSON bodies built by hand; and by
 ``tms_hbase.http.GatewayClient`` side by side with direct library access."""
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ AVRO, JSON = "avro/binary", "application/json"
 LIMIT = 64 * 1024  # max_batch_bytes of this module's gateway
 POLL_CAP = 50  # max_poll_messages of this module's gateway
 
-# The seed's schemas, as the seed prints them.
-SEED_PUBLISH_REQUEST = fastavro.parse_schema(
+# CDAP's schemas, as CDAP's TMS design prints them.
+CDAP_PUBLISH_REQUEST = fastavro.parse_schema(
     {
         "type": "record",
         "name": "PublishRequest",
@@ -43,7 +43,7 @@ SEED_PUBLISH_REQUEST = fastavro.parse_schema(
         ],
     }
 )
-SEED_CONSUME_REQUEST = fastavro.parse_schema(
+CDAP_CONSUME_REQUEST = fastavro.parse_schema(
     {
         "type": "record",
         "name": "ConsumeRequest",
@@ -55,7 +55,7 @@ SEED_CONSUME_REQUEST = fastavro.parse_schema(
         ],
     }
 )
-SEED_MESSAGES = fastavro.parse_schema(
+CDAP_MESSAGES = fastavro.parse_schema(
     {
         "type": "array",
         "items": {
@@ -91,7 +91,7 @@ class Wire:
 
     def publish(self, messages: list[bytes], pointer: int | None = None) -> bytes:
         if self.media == AVRO:
-            return _avro(SEED_PUBLISH_REQUEST, {"transactionWritePointer": pointer, "messages": messages})
+            return _avro(CDAP_PUBLISH_REQUEST, {"transactionWritePointer": pointer, "messages": messages})
         return json.dumps({"transactionWritePointer": pointer, "messages": [_b64(m) for m in messages]}).encode()
 
     def consume(
@@ -103,7 +103,7 @@ class Wire:
     ) -> bytes:
         if self.media == AVRO:
             record = {"startFrom": start, "inclusive": inclusive, "limit": limit, "transaction": tx}
-            return _avro(SEED_CONSUME_REQUEST, record)
+            return _avro(CDAP_CONSUME_REQUEST, record)
         data = {"startFrom": _b64(start) if isinstance(start, bytes) else start, "inclusive": inclusive}
         data |= {"limit": limit, "transaction": None if tx is None else _b64(tx)}
         return json.dumps(data).encode()
@@ -114,8 +114,8 @@ class Wire:
         assert response.headers["content-type"] == self.media
         if self.media == AVRO:
             buffer = io.BytesIO(response.content)
-            records = fastavro.schemaless_reader(buffer, SEED_MESSAGES, None)
-            assert buffer.tell() == len(response.content), "the seed's Message array must be all there is"
+            records = fastavro.schemaless_reader(buffer, CDAP_MESSAGES, None)
+            assert buffer.tell() == len(response.content), "CDAP's Message array must be all there is"
             return [(r["id"], r["payload"]) for r in records]
         return [(base64.b64decode(r["id"]), base64.b64decode(r["payload"])) for r in response.json()]
 
@@ -241,7 +241,7 @@ def test_poll_response_shapes(http: httpx.Client, ns: str) -> None:
     # no body and no Content-Type: JSON, everything; JSON messages carry their publish time
     (message,) = http.post(topic_url(ns, "t", "poll")).json()
     assert set(message) == {"id", "payload", "publishTime"} and message["publishTime"] >= before
-    # Avro with ?publishTime=true: the seed's Message record plus publishTime (a long)
+    # Avro with ?publishTime=true: CDAP's Message record plus publishTime (a long)
     timed = fastavro.parse_schema(
         {
             "type": "array",
@@ -278,7 +278,7 @@ def test_bad_requests_are_400_and_change_nothing(http: httpx.Client, wire: Wire,
     create(http, ns, "t")
     h = wire.headers
     bad = [
-        ("publish", wire.publish([])),  # nothing to publish without a transaction (the seed's 400)
+        ("publish", wire.publish([])),  # nothing to publish without a transaction (CDAP's 400)
         ("publish", b"\xff\xfe garbage"),
         ("publish?ttl=soon", wire.publish([b"x"])),
         ("publish?ttl=999999999", wire.publish([b"x"])),  # per-message TTL over the topic's
@@ -366,7 +366,7 @@ def test_batch_over_the_limit_is_413_and_nothing_is_written(http: httpx.Client, 
     assert http.post(topic_url(ns, "t", "publish"), content=wire.publish(fits), headers=h).status_code == 200
 
 
-# -- the seed's flows ----------------------------------------------------------------------------
+# -- CDAP's flows --------------------------------------------------------------------------------
 
 
 def test_publish_then_rollback(http: httpx.Client, wire: Wire, ns: str) -> None:

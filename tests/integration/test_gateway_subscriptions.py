@@ -1,5 +1,5 @@
 """Subscriptions through the real gateway process (2 workers, 2 library threads each, a 2 s consumer
-lease) on loopback against the real HBase, driven by httpx (bodies checked against the seed's own
+lease) on loopback against the real HBase, driven by httpx (bodies checked against CDAP's own
 schemas) and by ``GatewayClient`` side by side with the direct consumer."""
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def test_subscription_endpoints(http: httpx.Client, wire: Wire, topic: TopicId, 
     assert [s.name for s in direct.list_subscriptions(topic)] == ["late"]
 
 
-def test_messages_in_both_encodings_carry_the_seeds_message_array(http: httpx.Client, topic: TopicId) -> None:
+def test_messages_in_both_encodings_carry_cdaps_message_array(http: httpx.Client, topic: TopicId) -> None:
     """The same messages as ``poll`` gives, in the media type ``Accept`` asks for (JSON by default)."""
     http.put(sub_url(topic, "svc"))
     response = http.get(sub_url(topic, "svc", "messages"), params={"max": 5})

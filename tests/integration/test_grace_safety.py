@@ -1,4 +1,4 @@
-"""The sweeper's grace and the writers' tail cache bound each other (issue 10, item 1; docs/guarantees.md).
+"""The sweeper's grace and the writers' tail cache bound each other (docs/guarantees.md).
 
 Real processes throughout: two publishing clients and a tailing reader that live across the sweep (so
 the writers keep their remembered tails), ``tms-admin init`` and ``tms-sweeper`` as subprocesses.
@@ -76,7 +76,7 @@ def sweep_until_dropped(env: dict[str, str], grace: str, expected: int) -> None:
 
 
 def test_small_grace_never_loses_a_publish_of_a_writer_with_a_remembered_tail(tms_env: dict[str, str]) -> None:
-    """The issue's scenario: A's remembered tail is older than the sweep; its next publish must not land
+    """The scenario: A's remembered tail is older than the sweep; its next publish must not land
     in a position the sweeper freed (behind the reader), it must land after every existing row."""
     assert run(tms_env, "tms-admin", "init", "--tail-cache-seconds", "1").returncode == 0
     assert run(tms_env, "tms-admin", "topic", "create", str(T), "--ttl", "1").returncode == 0

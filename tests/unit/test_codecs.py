@@ -93,7 +93,7 @@ def test_rollback_handle_round_trip_and_corruption() -> None:
 @pytest.mark.parametrize(
     "fields, message",
     [
-        (("ns:t", 5, 1, 1, 10**12), "exactly one position"),  # the forged range of issue 10
+        (("ns:t", 5, 1, 1, 10**12), "exactly one position"),  # a forged range
         (("ns:t", 5, 1, 2, 1), "exactly one position"),
         (("ns:t", 5, 1, 0, 0), "start position 0"),
         (("ns:t", 5, 1, -4, -4), "start position -4"),
@@ -148,11 +148,11 @@ def test_rollback_details_that_no_handle_can_hold_are_refused(fields: tuple, mes
         ("Message", {"id": b"\x01" * 20, "payload": b"hello", "publishTime": 5}),
     ],
 )
-def test_seed_schemas_round_trip(schema: str, record: dict) -> None:
+def test_cdap_schemas_round_trip(schema: str, record: dict) -> None:
     assert decode(schema, encode(schema, record)) == record
 
 
-def test_schemas_are_the_seeds_where_they_fit() -> None:
+def test_schemas_are_cdaps_where_they_fit() -> None:
     assert [f["name"] for f in SCHEMAS["PublishRequest"]["fields"]] == ["transactionWritePointer", "messages"]
     assert [f["name"] for f in SCHEMAS["ConsumeRequest"]["fields"]] == [
         "startFrom",
@@ -171,8 +171,8 @@ def test_schemas_are_the_seeds_where_they_fit() -> None:
     "messages",
     [[], [b""], [b"x" * n for n in (1, 63, 64, 127, 128, 8191, 8192, 70_000)], [b"same"] * 300],
 )
-def test_the_hand_written_publish_request_is_the_seed_schemas_avro(pointer: int | None, messages: list) -> None:
-    """Byte for byte what fastavro writes under the seed's schema, so it decodes the same everywhere."""
+def test_the_hand_written_publish_request_is_the_cdap_schemas_avro(pointer: int | None, messages: list) -> None:
+    """Byte for byte what fastavro writes under CDAP's schema, so it decodes the same everywhere."""
     record = {"transactionWritePointer": pointer, "messages": messages}
     data = encode_publish_request(pointer, messages)
     assert data == encode("PublishRequest", record)

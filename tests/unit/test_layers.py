@@ -53,7 +53,7 @@ def test_every_public_name_of_tms_hbase_imports() -> None:
 
 
 def test_tx_package_names_still_import() -> None:
-    """The names tms_hbase.tx always exported load on first use (DESIGN.md §10's TransactionCodec too)."""
+    """The names tms_hbase.tx always exported load on first use (TransactionCodec too: docs/design.md)."""
     loaded = _loaded_by("from tms_hbase.tx import Transaction, TransactionCodec")
     assert "tms_hbase.tx.codec" in loaded and "tms_hbase.tx.manager" not in loaded
     from tms_hbase import tx

@@ -1,4 +1,4 @@
-"""The sweeper's per-cell rules: the seed's cleanup matrix plus the ordering protocol's two rules."""
+"""The sweeper's per-cell rules: CDAP's cleanup matrix plus the ordering protocol's two rules."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The density checker of the issue-14 design benchmark (bench/writer_designs.py): it is what says a
+"""The density checker of the many-writer design benchmark (bench/writer_designs.py): it is what says a
 prototype kept every acknowledged batch exactly once in one dense order, so it must catch each fault."""
 
 from __future__ import annotations

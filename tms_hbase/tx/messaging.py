@@ -1,5 +1,5 @@
 """Transactional messaging: a publisher that takes part in transactions, and a reader that polls with
-a fresh transaction each time (DESIGN.md §5-7)."""
+a fresh transaction each time (docs/design.md, requirements 6, 7 and 16)."""
 
 from __future__ import annotations
 
