@@ -7,7 +7,7 @@ import sys
 import click
 
 from tms_hbase import __version__
-from tms_hbase.cli_options import ToolGroup, given_on_command_line
+from tms_hbase.ops.cli_options import ToolGroup, given_on_command_line
 
 from .context import Settings, connection_options, pass_settings
 from .errors import EXIT_HELP, handle_errors
@@ -69,7 +69,7 @@ def drop(settings: Settings, yes: bool, as_json: bool) -> None:
     and transaction state. Asks first on a terminal; without one, refused (exit code 2) unless --yes.
     Exit code 7 if the prefix has no tables."""
     from tms_hbase.errors import InstallationNotFound, InvalidArgument
-    from tms_hbase.tables import FAMILIES
+    from tms_hbase.model.tables import FAMILIES
 
     with settings.client(existing=False) as client:
         prefix, address = client.installation.prefix, client.installation.address

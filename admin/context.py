@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from tms_hbase.cli_options import config_from_options, connection_options, connection_values
+from tms_hbase.ops.cli_options import config_from_options, connection_options, connection_values
 
 if TYPE_CHECKING:  # the client (and with it happybase and thriftpy2) is imported only when a command runs
     from tms_hbase import MessagingClient

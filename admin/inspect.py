@@ -24,8 +24,8 @@ from .tx import server_option
 
 if TYPE_CHECKING:  # the client and the Thrift clients are imported by the commands, when they run
     from tms_hbase import MessagingClient
-    from tms_hbase.inspect import Entry
-    from tms_hbase.stats import TopicStats
+    from tms_hbase.fetch.inspect import Entry
+    from tms_hbase.fetch.stats import TopicStats
 
 DEFAULT_LAST = 10
 FOLLOW_SECONDS = 0.5
@@ -79,7 +79,7 @@ def tail(
     from the transaction state stored in HBase. Corrupt rows are shown as such. Expired messages are
     not shown. --json is --format json.
     """
-    from tms_hbase.inspect import Cursor
+    from tms_hbase.fetch.inspect import Cursor
     from tms_hbase.tx.client import TransactionClient
     from tms_hbase.tx.fate import snapshot_from_server
 

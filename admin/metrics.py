@@ -8,9 +8,9 @@ import threading
 
 import click
 
-from tms_hbase.cli_options import with_options
 from tms_hbase.errors import InvalidArgument
-from tms_hbase.log_options import configure_logging, log_options
+from tms_hbase.ops.cli_options import with_options
+from tms_hbase.ops.log_options import configure_logging, log_options
 
 from .context import Settings, pass_settings
 from .errors import handle_errors
@@ -50,7 +50,7 @@ def serve(
         start_http_server,
     )
 
-    from tms_hbase.exporter import TopicCollector
+    from tms_hbase.ops.exporter import TopicCollector
 
     configure_logging(log_format, log_level)
     stop = threading.Event()

@@ -19,9 +19,9 @@ from .times import TIME_HELP, iso, parse_time
 from .topics import if_not_exists_option, topic_arg
 
 if TYPE_CHECKING:
+    from tms_hbase.consume.subscriptions import Subscription
+    from tms_hbase.fetch.stats import Lag
     from tms_hbase.shared import DeadLetter, Delivery
-    from tms_hbase.stats import Lag
-    from tms_hbase.subscriptions import Subscription
 
 name_arg = click.argument("name")
 force_option = click.option(

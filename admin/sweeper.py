@@ -21,7 +21,7 @@ def sweeper() -> None:
 def state(settings: Settings, as_json: bool) -> None:
     """Per-region records (last complete sweep, checkpoint, prune bound), the regions blocking
     invalid-list pruning, and the global prune bound."""
-    from tms_hbase.sweep_status import describe, sweeper_state
+    from tms_hbase.sweep.status import describe, sweeper_state
 
     with settings.client() as client:
         client.require_installation()

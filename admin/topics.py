@@ -6,7 +6,7 @@ import click
 
 from tms_hbase import TopicId, TopicMetadata
 from tms_hbase.errors import ConcurrentModification, InvalidArgument, TopicAlreadyExists
-from tms_hbase.topic import GENERATION_KEY, ORDERING_KEY, ORDERINGS, TX_MODE_KEY, TX_MODES
+from tms_hbase.model.topic import GENERATION_KEY, ORDERING_KEY, ORDERINGS, TX_MODE_KEY, TX_MODES
 
 from .context import Settings, pass_settings
 from .errors import handle_errors

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tms_hbase.cli_options import with_options
 from tms_hbase.config import DEFAULT_TX_SERVER, TX_ENV
 from tms_hbase.errors import InvalidArgument
-from tms_hbase.log_options import configure_logging, log_options
+from tms_hbase.ops.cli_options import with_options
+from tms_hbase.ops.log_options import configure_logging, log_options
 from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, PRUNE_GRACE_SECONDS
 
 if TYPE_CHECKING:  # the Thrift clients and servers are imported by the commands that use them
@@ -238,7 +238,7 @@ def prune(settings: Settings, tx_server: str | None, max_lifetime: float, dry_ru
     Safe by construction: only ids at or below the global bound (the minimum over the message
     table's regions of what their last complete sweep applied, and older than --max-lifetime).
     """
-    from tms_hbase.clock import now_ms
+    from tms_hbase.model.clock import now_ms
     from tms_hbase.tx.client import TransactionClient
     from tms_hbase.tx.pruning import plan
 

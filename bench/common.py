@@ -17,7 +17,7 @@ import happybase
 import thriftpy2.thrift
 
 from tms_hbase import MessagingClient, TopicId
-from tms_hbase.tables import FAMILIES, FAMILY
+from tms_hbase.model.tables import FAMILIES, FAMILY
 
 # Raw rows use the same column family settings and column as the messages table (d:m).
 RAW_FAMILY = {FAMILY: FAMILIES["messages"]}

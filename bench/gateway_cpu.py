@@ -28,8 +28,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tms_hbase import MessagingClient, rest
-from tms_hbase.http import GatewayClient
+from tms_hbase import MessagingClient
+from tms_hbase.gateway_client import rest
+from tms_hbase.gateway_client.http import GatewayClient
 
 from .common import Settings, bench_tables, check_loopback, median, new_topic, payloads, progress
 from .gateway import BATCH, PAYLOAD_SIZE, start_gateway, tree_cpu
@@ -44,12 +45,12 @@ LAYERS = [
     ("tms_hbase_gateway/metrics.py", "gateway: access log and metrics"),
     ("prometheus_client/", "gateway: access log and metrics"),
     ("logging/", "gateway: access log and metrics"),
-    ("tms_hbase/log_options.py", "gateway: access log and metrics"),
+    ("tms_hbase/ops/log_options.py", "gateway: access log and metrics"),
     ("tms_hbase_gateway/", "gateway: routes, auth, bodies"),
-    ("tms_hbase/rest.py", "codecs (rest.py, wire.py)"),
-    ("tms_hbase/wire.py", "codecs (rest.py, wire.py)"),
+    ("tms_hbase/gateway_client/rest.py", "codecs (rest.py, wire.py)"),
+    ("tms_hbase/model/wire.py", "codecs (rest.py, wire.py)"),
     ("fastavro", "codecs (rest.py, wire.py)"),
-    ("tms_hbase/http.py", "client: tms_hbase/http.py"),
+    ("tms_hbase/gateway_client/http.py", "client: tms_hbase/gateway_client/http.py"),
     ("http/client.py", "client: http.client"),
     ("email/", "client: http.client"),
     ("thriftpy2", "library: Thrift to HBase"),

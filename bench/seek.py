@@ -29,8 +29,9 @@ import random
 import time
 from collections.abc import Callable
 
-from tms_hbase import Message, MessageId, MessagingClient, TopicId, sequencer
-from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, generation_prefix, message_key
+from tms_hbase import Message, MessageId, MessagingClient, TopicId
+from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow, generation_prefix, message_key
+from tms_hbase.publish import sequencer
 
 from .common import Result, RpcCounter, Settings, bench_tables, median, new_topic, payloads, progress
 

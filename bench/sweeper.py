@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, message_key
+from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow, message_key
 from tms_hbase_sweeper.sweep import Sweeper
 
 from .common import Result, Settings, bench_tables, median, new_topic, progress, ratio

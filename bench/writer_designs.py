@@ -1,7 +1,7 @@
 """The designs for many writers on one topic, measured side by side (1 and 4 writer processes).
 
 Six ways of putting the same batches (100 × 1 KiB, one cell per batch, the row format of
-``tms_hbase.rows``) into HBase, each trial on a fresh topic (or fresh key range):
+``tms_hbase.model.rows``) into HBase, each trial on a fresh topic (or fresh key range):
 
 * ``tms``: the current library (``MessagingClient.publish``): the conditional-append chain, where a
   loser reads the winner's whole row and walks on (docs/ordering.md);
@@ -44,8 +44,8 @@ from dataclasses import dataclass, field
 import happybase
 
 from tms_hbase import TopicId
-from tms_hbase.connection import mutation
-from tms_hbase.rows import BatchRow, generation_prefix, peek
+from tms_hbase.model.rows import BatchRow, generation_prefix, peek
+from tms_hbase.storage.connection import mutation
 
 from .common import (
     RAW_COLUMN,

@@ -14,7 +14,9 @@ from typing import Any
 import click
 
 from tms_hbase import MessagingClient, __version__
-from tms_hbase.cli_options import (
+from tms_hbase.errors import InstallationNotFound, InvalidArgument, TmsError
+from tms_hbase.model.exit_codes import EXIT_HELP
+from tms_hbase.ops.cli_options import (
     CONNECTION_OPTIONS,
     ToolGroup,
     config_from_options,
@@ -23,10 +25,8 @@ from tms_hbase.cli_options import (
     given_on_command_line,
     with_options,
 )
-from tms_hbase.errors import InstallationNotFound, InvalidArgument, TmsError
-from tms_hbase.exit_codes import EXIT_HELP
-from tms_hbase.log_options import configure_logging, log_options
-from tms_hbase.sweep_status import describe, sweeper_state
+from tms_hbase.ops.log_options import configure_logging, log_options
+from tms_hbase.sweep.status import describe, sweeper_state
 from tms_hbase.tx.snapshot_source import DEFAULT_MAX_AGE_SECONDS, ServerSnapshots
 
 from .metrics import Health, SweeperMetrics

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from enum import Enum
 
-from tms_hbase.rows import RowHeader
-from tms_hbase.topic import TopicMetadata
+from tms_hbase.model.rows import RowHeader
+from tms_hbase.model.topic import TopicMetadata
 
 
 class Verdict(Enum):
@@ -47,7 +47,7 @@ def message_verdict(
     """Drop a message row of a dead generation or past its TTL (+grace); strip the newest instead.
 
     The TTL counts from ``time_ms``, by default the row's publish time; the sweeper passes a bounded
-    time for rows dated far in the future (``tms_hbase.row_time``), so they expire too.
+    time for rows dated far in the future (``tms_hbase.model.row_time``), so they expire too.
     """
     dead = dead_generation(generation, meta)
     if dead is None:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 
+from tms_hbase.consume.subscriptions import COLUMN
 from tms_hbase.errors import HBaseError
-from tms_hbase.storage import Table
-from tms_hbase.subscriptions import COLUMN
-from tms_hbase.topic import TopicId, TopicMetadata
+from tms_hbase.model.topic import TopicId, TopicMetadata
+from tms_hbase.storage.hbase import Table
 
 from .rules import is_older_generation
 

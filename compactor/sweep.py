@@ -12,15 +12,14 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
-from tms_hbase import sequencer
-from tms_hbase.args import renamed
-from tms_hbase.clock import now_ms
 from tms_hbase.errors import InvalidArgument, LeaseLost
-from tms_hbase.installation import InstallationStore, check_grace, sweeper_tail_cache
-from tms_hbase.integrity import RowCheck, check_message_row, check_payload_row, is_counter_row
-from tms_hbase.metadata import MetadataStore
-from tms_hbase.row_time import check_row_time
-from tms_hbase.rows import (
+from tms_hbase.installation.metadata import MetadataStore
+from tms_hbase.installation.settings import InstallationStore, check_grace, sweeper_tail_cache
+from tms_hbase.model.args import renamed
+from tms_hbase.model.clock import now_ms
+from tms_hbase.model.integrity import RowCheck, check_message_row, check_payload_row, is_counter_row
+from tms_hbase.model.row_time import check_row_time
+from tms_hbase.model.rows import (
     MESSAGE_COLUMN,
     BatchRow,
     RowHeader,
@@ -29,9 +28,10 @@ from tms_hbase.rows import (
     split_key,
     with_tx_pointer,
 )
-from tms_hbase.storage import Installation, Region, Row, Table
-from tms_hbase.sweep_state import RegionRecord, SweepState
-from tms_hbase.topic import TopicId, TopicMetadata
+from tms_hbase.model.topic import TopicId, TopicMetadata
+from tms_hbase.publish import sequencer
+from tms_hbase.storage.hbase import Installation, Region, Row, Table
+from tms_hbase.sweep.state import RegionRecord, SweepState
 from tms_hbase.tx.pruning import prune_upper_bound
 from tms_hbase.tx.snapshot_source import DEFAULT_MAX_AGE_SECONDS, SnapshotKeeper, SnapshotSource, StoredSnapshots
 

@@ -12,10 +12,10 @@ import tempfile
 import click
 
 from tms_hbase import __version__
-from tms_hbase.cli_options import with_options
 from tms_hbase.config import PREFIX_ENV, THRIFT_ENV
 from tms_hbase.errors import InvalidArgument
-from tms_hbase.log_options import log_options
+from tms_hbase.ops.cli_options import with_options
+from tms_hbase.ops.log_options import log_options
 
 from . import config
 from .auth import hash_token, new_token

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from tms_hbase import config as library_config
-from tms_hbase import log_options
+from tms_hbase.consume.lease import MIN_LEASE_SECONDS
 from tms_hbase.errors import InvalidArgument
-from tms_hbase.lease import MIN_LEASE_SECONDS
+from tms_hbase.ops import log_options
 
 SETTINGS_ENV = "TMS_GATEWAY_SETTINGS"  # set by tms-gateway for its workers; not for users
 CONFIG_ENV = "TMS_GATEWAY_CONFIG"
@@ -76,7 +76,7 @@ class Settings:
     consumer_sessions: int = 256  # consumer sessions kept open per worker between their calls
     shutdown_grace: float = 30.0  # on SIGTERM, requests in flight get this long to finish
     json_logs: bool = False  # the same as log_format = "json"
-    log_format: str = "text"  # text or json (tms_hbase.log_options)
+    log_format: str = "text"  # text or json (tms_hbase.ops.log_options)
     log_level: str = "info"
     tls: Tls | None = None
     tokens: tuple[Token, ...] = ()

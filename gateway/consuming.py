@@ -2,7 +2,7 @@
 and ``GET .../topics/{topic}/stats`` (docs/gateway.md, "Subscriptions").
 
 **Consumer sessions over stateless HTTP.** A subscription has one active consumer, whose lease lives in
-HBase (:mod:`tms_hbase.lease`). Each ``messages``/``commit`` call opens the library consumer (or takes
+HBase (:mod:`tms_hbase.consume.lease`). Each ``messages``/``commit`` call opens the library consumer (or takes
 up the one this worker parked after the session's last call, :mod:`.sessions`), uses it and parks it
 without renewing its lease, which keeps the lease in HBase for ``consumer_lease`` seconds. The caller
 gets the session back in the ``TMS-Consumer`` header, ``<secret>~<last delivered id, hex>``, and sends
@@ -32,11 +32,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tms_hbase import ConsumerSession, TopicId, rest
-from tms_hbase.consumer import Consumer
+from tms_hbase import ConsumerSession, TopicId
+from tms_hbase.consume.consumer import Consumer
+from tms_hbase.consume.subscriptions import check_name
 from tms_hbase.errors import InvalidArgument, SubscriptionBusy
-from tms_hbase.reader import Message
-from tms_hbase.subscriptions import check_name
+from tms_hbase.fetch.reader import Message
+from tms_hbase.gateway_client import rest
 
 from .auth import CONSUME
 from .bodies import query_flag, query_number, read_body

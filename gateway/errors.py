@@ -1,5 +1,6 @@
-"""Error responses: one line of plain text, the status from the one table in :mod:`tms_hbase.rest`, and the
-error's class name in the ``TMS-Error`` header (what :mod:`tms_hbase.http` maps back to the same class)."""
+"""Error responses: one line of plain text, the status from the one table in
+:mod:`tms_hbase.gateway_client.rest`, and the error's class name in the ``TMS-Error`` header (what
+:mod:`tms_hbase.gateway_client.http` maps back to the same class)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
-from tms_hbase import rest
 from tms_hbase.errors import TmsError
+from tms_hbase.gateway_client import rest
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Log configuration of the gateway and uvicorn: that of every daemon (:mod:`tms_hbase.log_options`).
+"""Log configuration of the gateway and uvicorn: that of every daemon (:mod:`tms_hbase.ops.log_options`).
 
 Loggers are named after their modules, as everywhere in the project (``tms_hbase_gateway.app``, ...). Access
 lines come from ``tms_hbase_gateway.access`` (one per request, written by :mod:`.access`), their fields as
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tms_hbase.log_options import logging_config
+from tms_hbase.ops.log_options import logging_config
 
 from .config import Settings
 

@@ -22,8 +22,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from tms_hbase import TopicId, TopicMetadata, rest
+from tms_hbase import TopicId, TopicMetadata
 from tms_hbase.errors import InvalidArgument, TmsError
+from tms_hbase.gateway_client import rest
 from tms_hbase.tx import TransactionCodec
 
 from .auth import ADMIN, CONSUME, PUBLISH

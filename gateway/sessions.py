@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from tms_hbase import TopicId
-from tms_hbase.consumer import Consumer
+from tms_hbase.consume.consumer import Consumer
 
 Key = tuple[TopicId, str, str]  # topic, subscription, lease owner (a hash of the session's secret and principal)
 

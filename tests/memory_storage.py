@@ -1,4 +1,4 @@
-"""The storage port (:mod:`tms_hbase.storage`) kept in memory, FOR UNIT TESTS ONLY.
+"""The storage port (:mod:`tms_hbase.storage.hbase`) kept in memory, FOR UNIT TESTS ONLY.
 
 It answers like HBase does for the operations tms-hbase uses (sorted keys, conditional writes on one
 cell, counters as 8-byte longs, cell versions with timestamps), so the protocol logic above the port
@@ -17,10 +17,10 @@ import struct
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from tms_hbase.clock import now_ms
 from tms_hbase.errors import HBaseUnavailable
-from tms_hbase.storage import KEYS_ONLY, Region, Row
-from tms_hbase.tables import TableNames
+from tms_hbase.model.clock import now_ms
+from tms_hbase.model.tables import TableNames
+from tms_hbase.storage.hbase import KEYS_ONLY, Region, Row
 
 # one alternative of a filter of value ranges (what the sequencer's time seek sends): a byte range of cells
 _QUOTED = rb"'binary:((?:[^']|'')*)'"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tms_hbase.storage import KEYS_ONLY
+from tms_hbase.storage.hbase import KEYS_ONLY
 
 
 def check_conditional_writes(t: Any) -> None:

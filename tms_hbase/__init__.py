@@ -8,7 +8,7 @@ The public surface is small: :class:`MessagingClient`, :class:`TopicId`, :class:
 
 from typing import TYPE_CHECKING, Any
 
-from .errors import (
+from tms_hbase.errors import (
     BatchTooLarge,
     ClientClosed,
     ConcurrentModification,
@@ -40,38 +40,38 @@ from .errors import (
     TransactionServiceUnavailable,
     Unavailable,
 )
-from .topic import TopicId, TopicMetadata
+from tms_hbase.model.topic import TopicId, TopicMetadata
 
 if TYPE_CHECKING:
-    from .async_publisher import AsyncPublisher, PublisherStats
-    from .client import MessagingClient
-    from .consumer import Consumer, ConsumerSession
-    from .message_id import MessageId
-    from .reader import Message
-    from .shared import DeadLetter, Delivery, PendingMessage, SharedConsumer, SharedStats
-    from .stats import Lag, TopicStats
-    from .subscriptions import Subscription
-    from .wire import RollbackDetail
+    from tms_hbase.client import MessagingClient
+    from tms_hbase.consume.consumer import Consumer, ConsumerSession
+    from tms_hbase.consume.subscriptions import Subscription
+    from tms_hbase.fetch.reader import Message
+    from tms_hbase.fetch.stats import Lag, TopicStats
+    from tms_hbase.model.message_id import MessageId
+    from tms_hbase.model.wire import RollbackDetail
+    from tms_hbase.publish.async_publisher import AsyncPublisher, PublisherStats
+    from tms_hbase.shared import DeadLetter, Delivery, PendingMessage, SharedConsumer, SharedStats
 
 # Loaded on first use (PEP 562), so that `import tms_hbase` (and every command-line tool's start, its
 # --help and --version included) does not import happybase, thriftpy2 and the whole client.
 _LAZY = {
-    "AsyncPublisher": ".async_publisher",
-    "PublisherStats": ".async_publisher",
-    "MessagingClient": ".client",
-    "Consumer": ".consumer",
-    "ConsumerSession": ".consumer",
-    "MessageId": ".message_id",
-    "Message": ".reader",
-    "DeadLetter": ".shared",
-    "Delivery": ".shared",
-    "PendingMessage": ".shared",
-    "SharedConsumer": ".shared",
-    "SharedStats": ".shared",
-    "Lag": ".stats",
-    "TopicStats": ".stats",
-    "Subscription": ".subscriptions",
-    "RollbackDetail": ".wire",
+    "AsyncPublisher": "tms_hbase.publish.async_publisher",
+    "PublisherStats": "tms_hbase.publish.async_publisher",
+    "MessagingClient": "tms_hbase.client",
+    "Consumer": "tms_hbase.consume.consumer",
+    "ConsumerSession": "tms_hbase.consume.consumer",
+    "MessageId": "tms_hbase.model.message_id",
+    "Message": "tms_hbase.fetch.reader",
+    "DeadLetter": "tms_hbase.shared",
+    "Delivery": "tms_hbase.shared",
+    "PendingMessage": "tms_hbase.shared",
+    "SharedConsumer": "tms_hbase.shared",
+    "SharedStats": "tms_hbase.shared",
+    "Lag": "tms_hbase.fetch.stats",
+    "TopicStats": "tms_hbase.fetch.stats",
+    "Subscription": "tms_hbase.consume.subscriptions",
+    "RollbackDetail": "tms_hbase.model.wire",
 }
 
 
@@ -81,7 +81,7 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from importlib import import_module
 
-    value = getattr(import_module(module, __name__), name)
+    value = getattr(import_module(module), name)
     globals()[name] = value
     return value
 

@@ -9,45 +9,45 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, overload
 
-from .args import renamed
-from .clock import check_time_ms
-from .config import Config
-from .connection import HBaseConnection
-from .consumer import Consumer, ConsumerSession
-from .doorbell import DEFAULT_HOST, Doorbells
-from .errors import (
+from tms_hbase.config import Config
+from tms_hbase.consume.consumer import Consumer, ConsumerSession
+from tms_hbase.consume.doorbell import DEFAULT_HOST, Doorbells
+from tms_hbase.consume.subscription_admin import EARLIEST, SubscriptionAdmin
+from tms_hbase.consume.subscriptions import Subscription, SubscriptionStore, check_name, row_key
+from tms_hbase.errors import (
     InstallationNotFound,
     InvalidArgument,
     PublishOutcomeUnknown,
     SubscriptionAlreadyExists,
     TopicAlreadyExists,
 )
-from .hbase_clock import HBaseClock, PublishClock
-from .inspect import Inspector
-from .installation import InstallationStore, TailCacheSetting, WriterSettings
-from .message_id import MessageId
-from .metadata import CLOCK_COLUMN, SETTINGS_KEY, MetadataCache, MetadataStore, TopicScan
-from .metrics import CLIENT_METRICS
-from .reader import BatchInfo, Message, MessageReader, PositionRange
-from .retry import Retry
-from .shared.admin import PendingMessage, SharedAdmin, SharedStats
-from .shared.consumer import SharedConsumer
-from .shared.store import SharedStore
-from .stats import Lag, TopicStatistics, TopicStats
-from .storage import Installation
-from .subscription_admin import EARLIEST, SubscriptionAdmin
-from .subscriptions import Subscription, SubscriptionStore, check_name, row_key
-from .tables import FAMILIES, TableNames
-from .topic import TopicId, TopicLike, TopicMetadata, user_properties
-from .topic import as_topic as _topic
-from .tx.fate import snapshot_from_hbase
-from .tx.pointers import MAX_LIFETIME_SECONDS, validate_max_lifetime
-from .tx.transaction import Transaction
+from tms_hbase.fetch.inspect import Inspector
+from tms_hbase.fetch.reader import BatchInfo, Message, MessageReader, PositionRange
+from tms_hbase.fetch.stats import Lag, TopicStatistics, TopicStats
+from tms_hbase.installation.hbase_clock import HBaseClock, PublishClock
+from tms_hbase.installation.metadata import CLOCK_COLUMN, SETTINGS_KEY, MetadataCache, MetadataStore, TopicScan
+from tms_hbase.installation.settings import InstallationStore, TailCacheSetting, WriterSettings
+from tms_hbase.model.args import renamed
+from tms_hbase.model.clock import check_time_ms
+from tms_hbase.model.message_id import MessageId
+from tms_hbase.model.metrics import CLIENT_METRICS
+from tms_hbase.model.retry import Retry
+from tms_hbase.model.tables import FAMILIES, TableNames
+from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata, user_properties
+from tms_hbase.model.topic import as_topic as _topic
+from tms_hbase.shared.admin import PendingMessage, SharedAdmin, SharedStats
+from tms_hbase.shared.consumer import SharedConsumer
+from tms_hbase.shared.store import SharedStore
+from tms_hbase.storage.connection import HBaseConnection
+from tms_hbase.storage.hbase import Installation
+from tms_hbase.tx.fate import snapshot_from_hbase
+from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, validate_max_lifetime
+from tms_hbase.tx.transaction import Transaction
 
 if TYPE_CHECKING:  # passed in by callers; `import tms_hbase` does not load the Thrift client
-    from .tx.client import TransactionClient
-from .wire import RollbackDetail
-from .writer import DEFAULT_MAX_BATCH_BYTES, MessageWriter, Resume
+    from tms_hbase.tx.client import TransactionClient
+from tms_hbase.model.wire import RollbackDetail
+from tms_hbase.publish.writer import DEFAULT_MAX_BATCH_BYTES, MessageWriter, Resume
 
 
 class MessagingClient:
@@ -126,7 +126,7 @@ class MessagingClient:
         self._settings = InstallationStore(storage.metadata)
         writer_settings = WriterSettings(self._settings)
         self.hbase_clock = HBaseClock(storage.metadata, SETTINGS_KEY, CLOCK_COLUMN)
-        """HBase's clock as this client sees it (:mod:`~tms_hbase.hbase_clock`): what publishes are dated
+        """HBase's clock as this client sees it (:mod:`~tms_hbase.installation.hbase_clock`): what publishes are dated
         against, leases expire on and the sweeper judges expiry by, whatever this host's clock says."""
         writer_id = uuid.uuid4().bytes
         self._writer = MessageWriter(
@@ -336,7 +336,7 @@ class MessagingClient:
 
     def scan_topics(self, namespace: str | None = None) -> TopicScan:
         """The existing topics' metadata, and the metadata rows that do not decode (``.corrupt``:
-        :class:`~tms_hbase.integrity.RowCheck` with the topic and what is wrong), logging nothing."""
+        :class:`~tms_hbase.model.integrity.RowCheck` with the topic and what is wrong), logging nothing."""
         self._ensure_ready()
         return self._metadata.scan(namespace)
 

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .errors import InvalidArgument
-from .retry import Retry
+from tms_hbase.errors import InvalidArgument
+from tms_hbase.model.retry import Retry
 
 THRIFT_ENV = "TMS_HBASE_THRIFT"
 PREFIX_ENV = "TMS_TABLE_PREFIX"
@@ -91,7 +91,7 @@ class Config:
         table_prefix(self.prefix)
         check_timeout(self.timeout_seconds)
         if not isinstance(self.retry, Retry):
-            raise InvalidArgument(f"retry must be a tms_hbase.retry.Retry, not {type(self.retry).__name__}")
+            raise InvalidArgument(f"retry must be a tms_hbase.model.retry.Retry, not {type(self.retry).__name__}")
         if isinstance(self.pool_size, bool) or not isinstance(self.pool_size, int) or self.pool_size < 1:
             raise InvalidArgument(f"bad pool size {self.pool_size!r}: expected an integer >= 1")
 

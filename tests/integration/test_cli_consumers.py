@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from tms_hbase import MessagingClient, TopicId
-from tms_hbase.rows import MESSAGE_COLUMN, message_key
+from tms_hbase.model.rows import MESSAGE_COLUMN, message_key
 from tms_hbase.tx.client import TransactionClient
 from tms_hbase.tx.context import TransactionContext
 from tms_hbase.tx.messaging import TransactionalPublisher

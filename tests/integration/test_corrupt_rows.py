@@ -19,7 +19,7 @@ import pytest
 
 from tms_hbase import CorruptData, MessagingClient, TopicId
 from tms_hbase.config import thrift_address
-from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, message_key, position_of
+from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow, message_key, position_of
 
 from ..tx_server import free_port
 

@@ -1,5 +1,5 @@
 """`--log-format json|text` and `--log-level` of every daemon, from real processes on the real HBase: each
-line of a JSON log parses and carries level, logger and message; the level filters (tms_hbase/log_options.py)."""
+line of a JSON log parses and carries level, logger and message; the level filters (tms_hbase/ops/log_options.py)."""
 
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ import pytest
 
 from tms_hbase import CorruptData, InvalidArgument, MessageId, MessagingClient, TopicFull, TopicId
 from tms_hbase.config import thrift_address
-from tms_hbase.rows import MAX_POSITION, MESSAGE_COLUMN, BatchRow, message_key
-from tms_hbase.topic import MAX_TTL_SECONDS
+from tms_hbase.model.rows import MAX_POSITION, MESSAGE_COLUMN, BatchRow, message_key
+from tms_hbase.model.topic import MAX_TTL_SECONDS
 
 T = TopicId("ns", "t")
 

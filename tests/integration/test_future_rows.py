@@ -1,5 +1,5 @@
 """A row dated far in the future : later publishes are not pinned to its time, a time
-seek still finds every message, and the sweeper expires it by when HBase stored it (tms_hbase/row_time.py)."""
+seek still finds every message, and the sweeper expires it by when HBase stored it (tms_hbase/model/row_time.py)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import uuid
 import happybase
 
 from tms_hbase import MessageId, MessagingClient, TopicId
-from tms_hbase.clock import now_ms
 from tms_hbase.config import thrift_address
-from tms_hbase.row_time import check_row_time
-from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, message_key, peek
+from tms_hbase.model.clock import now_ms
+from tms_hbase.model.row_time import check_row_time
+from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow, message_key, peek
 from tms_hbase_sweeper.sweep import Sweeper
 
 T = TopicId("ns", "clocks")

@@ -1,7 +1,7 @@
 """The gateway as clients use it: the real ``tms-gateway`` process (2 workers) on loopback against the real
 HBase, driven by httpx, an HTTP client independent of ours, with Avro bodies built from CDAP's own
 schemas (copied below from CDAP's TMS design; docs/design.md#the-rest-api) and JSON bodies built by hand; and by
-``tms_hbase.http.GatewayClient`` side by side with direct library access."""
+``tms_hbase.gateway_client.http.GatewayClient`` side by side with direct library access."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import pytest
 
 from tms_hbase import MessagingClient, RollbackDetail, TopicId, TopicMetadata
 from tms_hbase.errors import TmsError
-from tms_hbase.http import GatewayClient
+from tms_hbase.gateway_client.http import GatewayClient
 from tms_hbase.tx import Transaction, TransactionCodec, write_pointer_now
 
 from ..gateway_server import GatewayProcess, running_gateway

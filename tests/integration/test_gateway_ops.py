@@ -20,7 +20,7 @@ import pytest
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.config import THRIFT_ENV
 from tms_hbase.errors import HBaseUnavailable, InstallationNotFound
-from tms_hbase.http import GatewayClient
+from tms_hbase.gateway_client.http import GatewayClient
 
 from ..gateway_server import TMS_GATEWAY, GatewayProcess, free_port, gateway_env
 from ..tcp_proxy import TcpProxy

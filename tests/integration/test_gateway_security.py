@@ -16,7 +16,7 @@ import trustme
 
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.errors import NotAuthenticated, NotAuthorized, TopicNotFound
-from tms_hbase.http import GatewayClient
+from tms_hbase.gateway_client.http import GatewayClient
 from tms_hbase.tx import write_pointer_now
 
 from ..gateway_server import TMS_GATEWAY, GatewayProcess, gateway_env

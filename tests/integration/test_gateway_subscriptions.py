@@ -16,7 +16,7 @@ import pytest
 
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.errors import TmsError
-from tms_hbase.http import GatewayClient
+from tms_hbase.gateway_client.http import GatewayClient
 
 from ..gateway_server import GatewayProcess, gateway_env, running_gateway
 from .test_gateway import AVRO, JSON, Wire, assert_error, topic_url

@@ -15,7 +15,7 @@ import pytest
 
 from tms_hbase import InstallationNotFound, MessagingClient, RollbackDetail, TopicId
 from tms_hbase.config import PREFIX_ENV
-from tms_hbase.tables import FAMILIES
+from tms_hbase.model.tables import FAMILIES
 from tms_hbase.tx import write_pointer_now
 
 from ..tx_server import free_port

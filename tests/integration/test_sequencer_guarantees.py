@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tms_hbase import MessagingClient, TopicId, sequencer
-from tms_hbase.message_id import MessageId
+from tms_hbase import MessagingClient, TopicId
+from tms_hbase.model.message_id import MessageId
+from tms_hbase.publish import sequencer
 
 T = TopicId("guar", "orders")
 H = sequencer.hole_wait(1)  # the writers' tail-cache time is 1 s while the installation has no setting
@@ -53,7 +54,7 @@ import json, os, sys, threading, time
 if os.environ.get("FAKETIME"):  # libfaketime 0.9.10 fails clock_nanosleep on the real monotonic clock: sleep
     time.sleep = lambda seconds: threading.Event().wait(seconds)  # on a condition variable instead
 from tms_hbase import MessagingClient, TopicId
-from tms_hbase.message_id import MessageId
+from tms_hbase.model.message_id import MessageId
 T = TopicId("guar", "orders")
 """
 
@@ -188,7 +189,7 @@ def test_counts_and_lag_are_exact_for_short_lived_writers(
 
 
 def test_close_releases_every_block_even_when_one_cannot_be_released(client: MessagingClient) -> None:
-    from tms_hbase.rows import MESSAGE_COLUMN, message_key
+    from tms_hbase.model.rows import MESSAGE_COLUMN, message_key
 
     one, two = TopicId("guar", "one"), TopicId("guar", "two")
     for t in (one, two):
@@ -239,8 +240,8 @@ def test_a_consumer_whose_clock_is_a_minute_ahead_does_not_take_a_held_lease(
 def test_topic_tail_follow_stops_before_a_hole_and_shows_the_batch_that_lands_in_it(
     client: MessagingClient, topic: TopicId
 ) -> None:
-    from tms_hbase.inspect import Cursor
-    from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, message_key
+    from tms_hbase.fetch.inspect import Cursor
+    from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow, message_key
 
     client.publish(T, [b"first"])
     slow = sequencer.reserve(client.installation.messages, T, 1, 1)  # a live writer, about to write

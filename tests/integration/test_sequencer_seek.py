@@ -11,9 +11,10 @@ import time
 
 import pytest
 
-from tms_hbase import MessagingClient, TopicId, sequencer
-from tms_hbase.reader import _dated_at_or_after
-from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, generation_prefix, message_key, past_last, skip_marker
+from tms_hbase import MessagingClient, TopicId
+from tms_hbase.fetch.reader import _dated_at_or_after
+from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow, generation_prefix, message_key, past_last, skip_marker
+from tms_hbase.publish import sequencer
 
 T = TopicId("seq", "seek")
 CACHE = 1  # tail-cache seconds: W = 0.5 s, H = 1 s, D = W + C = 1.5 s, settled after 2W + 2C = 3 s

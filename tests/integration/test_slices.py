@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tms_hbase import InvalidArgument, MessageId, MessagingClient, TopicId
-from tms_hbase.reader import PAYLOAD_CHUNK
+from tms_hbase.fetch.reader import PAYLOAD_CHUNK
 from tms_hbase.tx import write_pointer_now
 
 T = TopicId("slices", "t")

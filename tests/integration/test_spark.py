@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tms_hbase import CorruptData, MessageId, MessagingClient, TmsError, TopicId
-from tms_hbase.rows import payload_key
+from tms_hbase.model.rows import payload_key
 from tms_hbase.spark import register, use_current_python
 from tms_hbase.spark.sink_state import COMMITTED, OPEN, PUBLISHING, SinkStates
 from tms_hbase.tx import TransactionCodec
@@ -483,8 +483,8 @@ def _query_id(checkpoint: Path) -> str:
 def test_distributed_sweep_runs_regions_as_spark_tasks(
     spark, client: MessagingClient, hbase_address: str, prefix: str, region_splitter: Callable
 ) -> None:
-    from tms_hbase.rows import message_key
-    from tms_hbase.sweep_state import SweepState
+    from tms_hbase.model.rows import message_key
+    from tms_hbase.sweep.state import SweepState
     from tms_hbase_sweeper.spark import sweep
 
     old, live = TopicId("spark", "old"), TopicId("spark", "live")

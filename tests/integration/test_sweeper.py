@@ -13,7 +13,7 @@ import pytest
 
 from tms_hbase import MessageId, MessagingClient, TopicId
 from tms_hbase.config import thrift_address
-from tms_hbase.rows import MESSAGE_COLUMN, BatchRow
+from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow
 from tms_hbase.tx import write_pointer_now
 from tms_hbase_sweeper.sweep import Sweeper
 

@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.config import THRIFT_ENV
-from tms_hbase.rows import message_key
+from tms_hbase.model.rows import message_key
 
 from ..tcp_proxy import TcpProxy
 from ..tx_server import free_port

@@ -20,8 +20,8 @@ import pytest
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.config import thrift_address
 from tms_hbase.errors import TransactionConflict, TransactionNotInProgress
-from tms_hbase.rows import MESSAGE_COLUMN, BatchRow
-from tms_hbase.sweep_state import SweepState
+from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow
+from tms_hbase.sweep.state import SweepState
 from tms_hbase.tx.client import TransactionClient
 from tms_hbase.tx.context import TransactionContext
 from tms_hbase.tx.messaging import TransactionalPublisher, TransactionalReader

@@ -17,8 +17,8 @@ from tms_hbase import (
     TopicNotFound,
 )
 from tms_hbase.config import thrift_address
-from tms_hbase.metadata import COLUMN
-from tms_hbase.topic import DEFAULT_TTL_SECONDS
+from tms_hbase.installation.metadata import COLUMN
+from tms_hbase.model.topic import DEFAULT_TTL_SECONDS
 from tms_hbase.tx import write_pointer_now
 
 T = TopicId("ns", "orders")

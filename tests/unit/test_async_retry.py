@@ -56,7 +56,7 @@ def test_retries_run_out_and_bad_input_fails_at_once() -> None:
 
 def test_retry_and_its_older_spelling_are_not_mixed() -> None:
     from tms_hbase.errors import InvalidArgument
-    from tms_hbase.retry import Retry
+    from tms_hbase.model.retry import Retry
 
     with pytest.raises(InvalidArgument, match="not both"):
         AsyncPublisher(Client(), retry=Retry(), retries=2)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tms_hbase import CorruptData, InvalidArgument, MessageId, RollbackDetail, TopicId
-from tms_hbase.rows import (
+from tms_hbase.model.rows import (
     TX_OFFSET,
     BatchRow,
     generation_prefix,
@@ -17,7 +17,7 @@ from tms_hbase.rows import (
     sequence_of,
     with_tx_pointer,
 )
-from tms_hbase.wire import HANDLE_MAGIC, SCHEMAS, decode, encode, encode_publish_request
+from tms_hbase.model.wire import HANDLE_MAGIC, SCHEMAS, decode, encode, encode_publish_request
 
 T = TopicId("ns", "t")
 WRITER = bytes(range(16))

@@ -7,11 +7,8 @@ import time
 
 import pytest
 
-from tms_hbase.doorbell import Bell, parse_address, ring_local
-from tms_hbase.errors import CorruptData, InvalidArgument
-from tms_hbase.message_id import MessageId
-from tms_hbase.rows import BatchRow, Totals, peek, with_tx_pointer
-from tms_hbase.subscriptions import (
+from tms_hbase.consume.doorbell import Bell, parse_address, ring_local
+from tms_hbase.consume.subscriptions import (
     END,
     Pending,
     Record,
@@ -22,7 +19,10 @@ from tms_hbase.subscriptions import (
     mark_before,
     resolved,
 )
-from tms_hbase.topic import TopicId
+from tms_hbase.errors import CorruptData, InvalidArgument
+from tms_hbase.model.message_id import MessageId
+from tms_hbase.model.rows import BatchRow, Totals, peek, with_tx_pointer
+from tms_hbase.model.topic import TopicId
 from tms_hbase.tx import NO_TX_IN_PROGRESS, Transaction
 from tms_hbase.tx.fate import TxFate, fate
 from tms_hbase_admin.times import iso, parse_time

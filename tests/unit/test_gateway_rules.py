@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tms_hbase import rest
 from tms_hbase.errors import InvalidArgument, NotAuthenticated, NotAuthorized
-from tms_hbase.reader import Message
+from tms_hbase.fetch.reader import Message
+from tms_hbase.gateway_client import rest
 from tms_hbase_gateway.auth import Guard, hash_token
 from tms_hbase_gateway.config import Settings, resolve
 

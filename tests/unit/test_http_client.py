@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from tms_hbase import TopicId, http1
+from tms_hbase import TopicId
 from tms_hbase.errors import (
     BatchTooLarge,
     HBaseUnavailable,
@@ -23,7 +23,8 @@ from tms_hbase.errors import (
     TopicAlreadyExists,
     TopicNotFound,
 )
-from tms_hbase.http import GatewayClient
+from tms_hbase.gateway_client import http1
+from tms_hbase.gateway_client.http import GatewayClient
 
 T = TopicId("ns", "t")
 

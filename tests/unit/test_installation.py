@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tms_hbase import CorruptData, InvalidArgument, TopicId, TopicMetadata
-from tms_hbase.installation import (
+from tms_hbase.installation.settings import (
     TailCacheSetting,
     check_grace,
     minimum_grace,
@@ -14,8 +14,8 @@ from tms_hbase.installation import (
     validate_tail_cache,
     writer_tail_cache,
 )
-from tms_hbase.row_time import bounded_publish_time, check_row_time
-from tms_hbase.rows import BatchRow, peek
+from tms_hbase.model.row_time import bounded_publish_time, check_row_time
+from tms_hbase.model.rows import BatchRow, peek
 from tms_hbase_sweeper.rules import Verdict, message_verdict
 
 CHANGED = 1_000_000

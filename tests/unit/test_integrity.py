@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tms_hbase import TopicId
-from tms_hbase.integrity import check_message_row, check_metadata_row, check_payload_row
-from tms_hbase.rows import COUNTER_COLUMN, MESSAGE_COLUMN, PAYLOAD_COLUMN, BatchRow, message_key, payload_key
-from tms_hbase.rows import pointer_prefix as counter_key
+from tms_hbase.model.integrity import check_message_row, check_metadata_row, check_payload_row
+from tms_hbase.model.rows import COUNTER_COLUMN, MESSAGE_COLUMN, PAYLOAD_COLUMN, BatchRow, message_key, payload_key
+from tms_hbase.model.rows import pointer_prefix as counter_key
 
 T = TopicId("ns", "t")
 KEY = message_key(T, 3, 7)

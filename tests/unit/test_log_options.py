@@ -1,4 +1,4 @@
-"""The daemons' shared log formats (tms_hbase/log_options.py); real processes log through them in
+"""The daemons' shared log formats (tms_hbase/ops/log_options.py); real processes log through them in
 tests/integration/test_daemon_logs.py."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tms_hbase.log_options import JsonFormatter, logging_config
+from tms_hbase.ops.log_options import JsonFormatter, logging_config
 
 LOG = logging.getLogger("tms_test.json")
 

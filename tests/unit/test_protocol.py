@@ -7,14 +7,14 @@ from __future__ import annotations
 import pytest
 
 from tms_hbase.errors import HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown
-from tms_hbase.installation import InstallationStore, WriterSettings
-from tms_hbase.metadata import MetadataCache, MetadataStore
-from tms_hbase.reader import MessageReader
-from tms_hbase.retry import Retry
-from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, message_key, peek
-from tms_hbase.topic import TopicId
+from tms_hbase.fetch.reader import MessageReader
+from tms_hbase.installation.metadata import MetadataCache, MetadataStore
+from tms_hbase.installation.settings import InstallationStore, WriterSettings
+from tms_hbase.model.retry import Retry
+from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow, message_key, peek
+from tms_hbase.model.topic import TopicId
+from tms_hbase.publish.writer import MessageWriter
 from tms_hbase.tx import NO_TX_IN_PROGRESS, Transaction, write_pointer_now
-from tms_hbase.writer import MessageWriter
 
 from ..memory_storage import LOSE_ANSWER, MemoryInstallation
 

@@ -1,13 +1,14 @@
-"""The subscription bodies both ends of the REST API share (tms_hbase.rest): what the gateway encodes the
+"""The subscription bodies both ends of the REST API share (tms_hbase.gateway_client.rest): what the gateway encodes the
 client decodes to the same objects, and bad bodies are InvalidArgument."""
 
 from __future__ import annotations
 
 import pytest
 
-from tms_hbase import Lag, Subscription, TopicId, TopicStats, rest
+from tms_hbase import Lag, Subscription, TopicId, TopicStats
+from tms_hbase.consume.subscriptions import Pending
 from tms_hbase.errors import InvalidArgument
-from tms_hbase.subscriptions import Pending
+from tms_hbase.gateway_client import rest
 
 T = TopicId("ns", "t")
 MARK = bytes(range(20))

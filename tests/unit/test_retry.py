@@ -7,7 +7,7 @@ import time
 import pytest
 
 from tms_hbase.errors import HBaseError, HBaseUnavailable, InvalidArgument, TopicNotFound
-from tms_hbase.retry import Retry
+from tms_hbase.model.retry import Retry
 
 
 class Flaky:

@@ -9,16 +9,14 @@ import time
 
 import pytest
 
-from tms_hbase import sequencer
-from tms_hbase.clock import now_ms
 from tms_hbase.errors import HBaseError, HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown
-from tms_hbase.installation import InstallationStore, WriterSettings
-from tms_hbase.message_id import MessageId
-from tms_hbase.metadata import MetadataCache, MetadataStore
-from tms_hbase.reader import MessageReader
-from tms_hbase.reservations import BLOCK_SECONDS, MAX_BLOCK_OFFSETS, Reservations, Ticket
-from tms_hbase.retry import Retry
-from tms_hbase.rows import (
+from tms_hbase.fetch.reader import MessageReader
+from tms_hbase.installation.metadata import MetadataCache, MetadataStore
+from tms_hbase.installation.settings import InstallationStore, WriterSettings
+from tms_hbase.model.clock import now_ms
+from tms_hbase.model.message_id import MessageId
+from tms_hbase.model.retry import Retry
+from tms_hbase.model.rows import (
     MESSAGE_COLUMN,
     SEQUENCE_COLUMN,
     BatchRow,
@@ -28,8 +26,10 @@ from tms_hbase.rows import (
     peek,
     skip_marker,
 )
-from tms_hbase.topic import TopicId, TopicMetadata
-from tms_hbase.writer import MessageWriter
+from tms_hbase.model.topic import TopicId, TopicMetadata
+from tms_hbase.publish import sequencer
+from tms_hbase.publish.reservations import BLOCK_SECONDS, MAX_BLOCK_OFFSETS, Reservations, Ticket
+from tms_hbase.publish.writer import MessageWriter
 
 from ..memory_storage import LOSE_ANSWER, MemoryInstallation
 
@@ -478,7 +478,7 @@ def test_a_publish_carved_off_a_block_is_dated_when_it_is_carved_not_when_the_bl
 
 
 def test_the_sweeper_prunes_the_skip_index_below_the_low_water_mark_and_a_counter_row_with_it_is_sound() -> None:
-    from tms_hbase.integrity import is_counter_row
+    from tms_hbase.model.integrity import is_counter_row
 
     w = World()
     messages = w.inst.messages

@@ -8,11 +8,11 @@ import uuid
 import pytest
 
 from tms_hbase.errors import HBaseUnavailable, InvalidArgument
-from tms_hbase.installation import InstallationStore
-from tms_hbase.metadata import MetadataStore
-from tms_hbase.rows import MESSAGE_COLUMN, BatchRow, message_key
-from tms_hbase.sweep_state import SweepState
-from tms_hbase.topic import TopicId
+from tms_hbase.installation.metadata import MetadataStore
+from tms_hbase.installation.settings import InstallationStore
+from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow, message_key
+from tms_hbase.model.topic import TopicId
+from tms_hbase.sweep.state import SweepState
 from tms_hbase.tx.state_store import StateStore
 from tms_hbase_sweeper.sweep import Sweeper
 

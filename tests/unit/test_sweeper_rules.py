@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tms_hbase import TopicId, TopicMetadata
-from tms_hbase.rows import BatchRow, message_key, payload_key, peek, split_key
+from tms_hbase.model.rows import BatchRow, message_key, payload_key, peek, split_key
 from tms_hbase_sweeper.rules import Verdict, is_older_generation, message_verdict, payload_verdict
 
 T = TopicId("ns", "t")

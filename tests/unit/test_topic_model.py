@@ -6,7 +6,7 @@ import pytest
 
 from tms_hbase import CorruptData, InvalidArgument, TopicId, TopicMetadata
 from tms_hbase.config import table_prefix, thrift_address
-from tms_hbase.topic import DEFAULT_TTL_SECONDS, parse_ttl, user_properties
+from tms_hbase.model.topic import DEFAULT_TTL_SECONDS, parse_ttl, user_properties
 
 
 @pytest.mark.parametrize("name", ["a", "Z9", "with-dash", "under_score", "x" * 255])
@@ -96,7 +96,7 @@ def test_address_and_prefix_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_thrift_errors_with_bytes_messages_are_described() -> None:
     from thriftpy2.thrift import TApplicationException
 
-    from tms_hbase.connection import _reason
+    from tms_hbase.storage.connection import _reason
 
     assert _reason(TApplicationException(message=b"Invalid method name\nmore")) == "Invalid method name"
     assert _reason(OSError("Connection refused")) == "Connection refused"

@@ -4,7 +4,7 @@ prototype kept every acknowledged batch exactly once in one dense order, so it m
 from __future__ import annotations
 
 from bench.writer_designs import check_density, skip_marker
-from tms_hbase.rows import BatchRow
+from tms_hbase.model.rows import BatchRow
 
 A, B = b"a" * 16, b"b" * 16
 

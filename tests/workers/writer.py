@@ -17,7 +17,8 @@ import sys
 import threading
 from pathlib import Path
 
-from tms_hbase import MessagingClient, TopicId, sequencer
+from tms_hbase import MessagingClient, TopicId
+from tms_hbase.publish import sequencer
 
 
 def block_after_reserving(at: int, blocked: Path) -> None:

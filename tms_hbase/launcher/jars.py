@@ -9,7 +9,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import LauncherError
+from tms_hbase.errors import LauncherError
 
 Progress = Callable[[str], None]
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import happybase
 
-from ..errors import LauncherError
-from .jars import resolve_jars
-from .paths import HBASE_VERSION, POM, LauncherPaths, default_home, default_jars_root
-from .siteconf import write_conf
+from tms_hbase.errors import LauncherError
+from tms_hbase.launcher.jars import resolve_jars
+from tms_hbase.launcher.paths import HBASE_VERSION, POM, LauncherPaths, default_home, default_jars_root
+from tms_hbase.launcher.siteconf import write_conf
 
 HOST = "127.0.0.1"
 DEFAULT_THRIFT_PORT = 9090

@@ -11,15 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..errors import InvalidArgument, SubscriptionNotFound
-from ..message_id import MessageId
-from ..reader import MessageReader
-from ..stats import TopicStatistics
-from ..subscription_admin import EARLIEST, SubscriptionAdmin
-from ..subscriptions import END, Subscription, check_name, mark_before, row_key
-from ..topic import TopicId, TopicMetadata, as_topic
-from .state import ClaimState, Keys, Settings, check_settings, new_incarnation
-from .store import SharedStore, iter_pages
+from tms_hbase.consume.subscription_admin import EARLIEST, SubscriptionAdmin
+from tms_hbase.consume.subscriptions import END, Subscription, check_name, mark_before, row_key
+from tms_hbase.errors import InvalidArgument, SubscriptionNotFound
+from tms_hbase.fetch.reader import MessageReader
+from tms_hbase.fetch.stats import TopicStatistics
+from tms_hbase.model.message_id import MessageId
+from tms_hbase.model.topic import TopicId, TopicMetadata, as_topic
+from tms_hbase.shared.state import ClaimState, Keys, Settings, check_settings, new_incarnation
+from tms_hbase.shared.store import SharedStore, iter_pages
 
 
 @dataclass(frozen=True)

@@ -35,16 +35,16 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
-from ..errors import InvalidArgument, NotHeld, SubscriptionNotFound, TmsError
-from ..message_id import MessageId
-from ..metadata import MetadataCache
-from ..metrics import CLIENT_METRICS
-from ..reader import Message, MessageReader
-from ..subscriptions import mark_before
-from ..topic import TopicId
-from .dead_letter import DeadLetter
-from .state import Claim, ClaimState, Keys, RangeCell, Settings, position_of_id
-from .store import SCAN_LIMIT, SharedStore, StoredClaim, StoredRange
+from tms_hbase.consume.subscriptions import mark_before
+from tms_hbase.errors import InvalidArgument, NotHeld, SubscriptionNotFound, TmsError
+from tms_hbase.fetch.reader import Message, MessageReader
+from tms_hbase.installation.metadata import MetadataCache
+from tms_hbase.model.message_id import MessageId
+from tms_hbase.model.metrics import CLIENT_METRICS
+from tms_hbase.model.topic import TopicId
+from tms_hbase.shared.dead_letter import DeadLetter
+from tms_hbase.shared.state import Claim, ClaimState, Keys, RangeCell, Settings, position_of_id
+from tms_hbase.shared.store import SCAN_LIMIT, SharedStore, StoredClaim, StoredRange
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ..errors import InvalidArgument
-from ..topic import TopicId, as_topic
+from tms_hbase.errors import InvalidArgument
+from tms_hbase.model.topic import TopicId, as_topic
 
 MAGIC = b"TMSDL1\n"
 

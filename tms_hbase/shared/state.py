@@ -23,7 +23,7 @@ counter, so consumers do not queue on one compare-and-set to find new work.
 
 **Claims.** A message is delivered by writing its claim cell: created if absent (first delivery) or
 compare-and-set from the exact bytes read (a redelivery, an acknowledgement, a nack, a deadline
-extension). Every time in these cells is HBase's clock (:mod:`~tms_hbase.hbase_clock`).
+extension). Every time in these cells is HBase's clock (:mod:`~tms_hbase.installation.hbase_clock`).
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ import struct
 from dataclasses import dataclass, replace
 from enum import Enum
 
-from ..errors import CorruptData, InvalidArgument
-from ..message_id import MessageId
-from ..tables import FAMILY
-from ..topic import TopicId, as_topic
+from tms_hbase.errors import CorruptData, InvalidArgument
+from tms_hbase.model.message_id import MessageId
+from tms_hbase.model.tables import FAMILY
+from tms_hbase.model.topic import TopicId, as_topic
 
 SETTINGS_COLUMN = f"{FAMILY}:w".encode()
 COUNTER_COLUMN = f"{FAMILY}:n".encode()

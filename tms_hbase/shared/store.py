@@ -9,9 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..errors import HBaseUnavailable
-from ..storage import KEYS_ONLY, Table
-from .state import (
+from tms_hbase.errors import HBaseUnavailable
+from tms_hbase.shared.state import (
     ACKED_COLUMN,
     CLAIM_COLUMN,
     COUNTER_COLUMN,
@@ -28,6 +27,7 @@ from .state import (
     encode_u64,
     state_prefix,
 )
+from tms_hbase.storage.hbase import KEYS_ONLY, Table
 
 SCAN_LIMIT = 10_000  # rows per scan of one subscription's open ranges or claims
 

@@ -8,7 +8,7 @@ writes (docs/spark.md).
     df = spark.read.format("tms").option("topic", "ns:events").load()
 """
 
-from .source import TmsDataSource, register
-from .workers import check_workers, use_current_python
+from tms_hbase.spark.source import TmsDataSource, register
+from tms_hbase.spark.workers import check_workers, use_current_python
 
 __all__ = ["TmsDataSource", "check_workers", "register", "use_current_python"]

@@ -19,13 +19,13 @@ import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType, TimestampType
 
-from ..client import MessagingClient
-from ..errors import CorruptData
-from ..message_id import MessageId
-from ..reader import Message
-from ..rows import PAYLOAD_COLUMN, past_last, payload_key, pointer_prefix
-from ..topic import TopicId
-from ..tx import Transaction
+from tms_hbase.client import MessagingClient
+from tms_hbase.errors import CorruptData
+from tms_hbase.fetch.reader import Message
+from tms_hbase.model.message_id import MessageId
+from tms_hbase.model.rows import PAYLOAD_COLUMN, past_last, payload_key, pointer_prefix
+from tms_hbase.model.topic import TopicId
+from tms_hbase.tx import Transaction
 
 SCHEMA = StructType(
     [

@@ -7,11 +7,11 @@ import binascii
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..client import MessagingClient
-from ..errors import InvalidArgument
-from ..message_id import MessageId
-from ..topic import TopicId
-from ..tx.client import TransactionClient
+from tms_hbase.client import MessagingClient
+from tms_hbase.errors import InvalidArgument
+from tms_hbase.model.message_id import MessageId
+from tms_hbase.model.topic import TopicId
+from tms_hbase.tx.client import TransactionClient
 
 # Options Spark itself adds to those the user gives.
 SPARK_OPTIONS = frozenset({"path", "checkpointlocation"})

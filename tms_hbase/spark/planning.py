@@ -11,12 +11,12 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from ..client import MessagingClient
-from ..errors import InvalidArgument, TmsError
-from ..message_id import MessageId
-from ..topic import TopicId
-from ..tx import Transaction
-from .options import Options
+from tms_hbase.client import MessagingClient
+from tms_hbase.errors import InvalidArgument, TmsError
+from tms_hbase.model.message_id import MessageId
+from tms_hbase.model.topic import TopicId
+from tms_hbase.spark.options import Options
+from tms_hbase.tx import Transaction
 
 # Payload sequences are dense within blocks of 2**32: the store counter hands out 1, 2, 3...; the Spark
 # writer stores partition k at 2**40 + k * 2**32 + 0, 1, 2... Splitting a pointer row probes each block.

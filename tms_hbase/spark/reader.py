@@ -15,13 +15,13 @@ from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, Inp
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from ..client import MessagingClient
-from ..errors import InvalidArgument
-from ..message_id import MessageId
-from ..tx import Transaction, TransactionCodec
-from .columns import SCHEMA, piece_batches, record_batches, within_time
-from .options import Options
-from .planning import Range, admit, batch_range, check_generation, first_unreadable, snapshot, split
+from tms_hbase.client import MessagingClient
+from tms_hbase.errors import InvalidArgument
+from tms_hbase.model.message_id import MessageId
+from tms_hbase.spark.columns import SCHEMA, piece_batches, record_batches, within_time
+from tms_hbase.spark.options import Options
+from tms_hbase.spark.planning import Range, admit, batch_range, check_generation, first_unreadable, snapshot, split
+from tms_hbase.tx import Transaction, TransactionCodec
 
 
 class IdRange(InputPartition):

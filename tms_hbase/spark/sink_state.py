@@ -19,11 +19,11 @@ import struct
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from ..client import MessagingClient
-from ..errors import CorruptData, HBaseUnavailable
-from ..tables import FAMILY
-from ..topic import TopicId
-from ..tx import Transaction, TransactionCodec
+from tms_hbase.client import MessagingClient
+from tms_hbase.errors import CorruptData, HBaseUnavailable
+from tms_hbase.model.tables import FAMILY
+from tms_hbase.model.topic import TopicId
+from tms_hbase.tx import Transaction, TransactionCodec
 
 KIND = b"q"
 COLUMN = f"{FAMILY}:q".encode()

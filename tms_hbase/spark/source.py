@@ -14,11 +14,11 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from .columns import SCHEMA
-from .options import Options
-from .reader import BatchReader, StreamReader, check_schema
-from .workers import check_workers
-from .writer import BatchWriter, StreamWriter
+from tms_hbase.spark.columns import SCHEMA
+from tms_hbase.spark.options import Options
+from tms_hbase.spark.reader import BatchReader, StreamReader, check_schema
+from tms_hbase.spark.workers import check_workers
+from tms_hbase.spark.writer import BatchWriter, StreamWriter
 
 
 class TmsDataSource(DataSource):

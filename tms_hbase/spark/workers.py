@@ -13,7 +13,7 @@ import subprocess
 import sys
 from typing import Any
 
-from ..errors import TmsError
+from tms_hbase.errors import TmsError
 
 PYTHON_ENV = "PYSPARK_PYTHON"
 

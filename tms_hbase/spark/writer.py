@@ -17,14 +17,14 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, StringType, StructType
 
-from ..client import MessagingClient
-from ..errors import InvalidArgument, PublishOutcomeUnknown, TmsError, TransactionNotInProgress
-from ..topic import TopicId
-from ..tx import Transaction, TransactionCodec
-from ..wire import RollbackDetail
-from ..writer import EXPLICIT_SEQUENCES
-from .options import Options
-from .sink_state import ABORTED, COMMITTED, OPEN, PUBLISHING, SinkState, SinkStates
+from tms_hbase.client import MessagingClient
+from tms_hbase.errors import InvalidArgument, PublishOutcomeUnknown, TmsError, TransactionNotInProgress
+from tms_hbase.model.topic import TopicId
+from tms_hbase.model.wire import RollbackDetail
+from tms_hbase.publish.writer import EXPLICIT_SEQUENCES
+from tms_hbase.spark.options import Options
+from tms_hbase.spark.sink_state import ABORTED, COMMITTED, OPEN, PUBLISHING, SinkState, SinkStates
+from tms_hbase.tx import Transaction, TransactionCodec
 
 log = logging.getLogger(__name__)
 

@@ -12,14 +12,26 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .pointers import MAX_LIFETIME_SECONDS, write_pointer_now
-from .transaction import ALL_VISIBLE_LATEST, NO_TX_IN_PROGRESS, Transaction, TransactionType, VisibilityLevel
+from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, write_pointer_now
+from tms_hbase.tx.transaction import (
+    ALL_VISIBLE_LATEST,
+    NO_TX_IN_PROGRESS,
+    Transaction,
+    TransactionType,
+    VisibilityLevel,
+)
 
 if TYPE_CHECKING:
-    from .codec import TransactionCodec
-    from .edits import decode_edit, encode_edit
-    from .manager import TransactionManager
-    from .snapshot import InProgressTx, InProgressType, TransactionSnapshot, decode_snapshot, encode_snapshot
+    from tms_hbase.tx.codec import TransactionCodec
+    from tms_hbase.tx.edits import decode_edit, encode_edit
+    from tms_hbase.tx.manager import TransactionManager
+    from tms_hbase.tx.snapshot import (
+        InProgressTx,
+        InProgressType,
+        TransactionSnapshot,
+        decode_snapshot,
+        encode_snapshot,
+    )
 
 # name -> submodule that defines it, imported when the name is first asked for
 _LAZY = {

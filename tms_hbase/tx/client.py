@@ -12,10 +12,8 @@ from thriftpy2.protocol import TBinaryProtocolFactory
 from thriftpy2.thrift import TException
 from thriftpy2.transport import TFramedTransportFactory
 
-from ..args import renamed
-from ..config import DEFAULT_TX_SERVER, TX_ENV, check_timeout, thrift_address
-from ..connection import CheckedClient, DeadlineSocket, NotThrift
-from ..errors import (
+from tms_hbase.config import DEFAULT_TX_SERVER, TX_ENV, check_timeout, thrift_address
+from tms_hbase.errors import (
     InvalidArgument,
     InvalidTruncateTime,
     TmsError,
@@ -23,10 +21,12 @@ from ..errors import (
     TransactionNotInProgress,
     TransactionServiceUnavailable,
 )
-from ..retry import Retry
-from .codec import from_thrift, load_tephra_thrift, to_bytes_binary, to_thrift
-from .snapshot import TransactionSnapshot, decode_snapshot
-from .transaction import Transaction
+from tms_hbase.model.args import renamed
+from tms_hbase.model.retry import Retry
+from tms_hbase.storage.connection import CheckedClient, DeadlineSocket, NotThrift
+from tms_hbase.tx.codec import from_thrift, load_tephra_thrift, to_bytes_binary, to_thrift
+from tms_hbase.tx.snapshot import TransactionSnapshot, decode_snapshot
+from tms_hbase.tx.transaction import Transaction
 
 T = TypeVar("T")
 

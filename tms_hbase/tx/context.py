@@ -13,10 +13,10 @@ from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import Protocol, runtime_checkable
 
-from ..args import renamed
-from ..errors import TmsError, TransactionConflict, TransactionFailure
-from .client import TransactionClient
-from .transaction import Transaction
+from tms_hbase.errors import TmsError, TransactionConflict, TransactionFailure
+from tms_hbase.model.args import renamed
+from tms_hbase.tx.client import TransactionClient
+from tms_hbase.tx.transaction import Transaction
 
 log = logging.getLogger(__name__)
 

@@ -29,8 +29,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any, cast
 
-from ..errors import CorruptData, InvalidArgument
-from .transaction import TransactionType, check_long
+from tms_hbase.errors import CorruptData, InvalidArgument
+from tms_hbase.tx.transaction import TransactionType, check_long
 
 FORMAT_VERSION = 1
 _LONG = struct.Struct(">q")

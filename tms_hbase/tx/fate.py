@@ -13,12 +13,12 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING
 
-from ..clock import now_ms
-from .transaction import LONG_MAX, NO_TX_IN_PROGRESS, Transaction
+from tms_hbase.model.clock import now_ms
+from tms_hbase.tx.transaction import LONG_MAX, NO_TX_IN_PROGRESS, Transaction
 
 if TYPE_CHECKING:  # the client is only passed in: `import tms_hbase` does not load the Thrift client
-    from ..storage import Table
-    from .client import TransactionClient
+    from tms_hbase.storage.hbase import Table
+    from tms_hbase.tx.client import TransactionClient
 
 
 class TxFate(enum.Enum):
@@ -46,7 +46,7 @@ def snapshot_from_server(client: TransactionClient) -> Transaction:
 def snapshot_from_hbase(txstate: Table) -> Transaction:
     """The same view rebuilt from the transaction state in HBase, without the server (a scan of the
     latest snapshot and the edit log after it). It sees committed transactions only, like a reader."""
-    from .state_store import StateStore  # the recovery code lives with the server's state
+    from tms_hbase.tx.state_store import StateStore  # the recovery code lives with the server's state
 
     state = StateStore(txstate).recover().snapshot(now_ms())
     shorts = [wp for wp, entry in state.in_progress.items() if not entry.is_long_running]

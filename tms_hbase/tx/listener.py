@@ -16,7 +16,7 @@ import socket
 
 from thriftpy2.transport import TServerSocket
 
-from ..errors import TmsError
+from tms_hbase.errors import TmsError
 
 
 class CannotListen(TmsError):

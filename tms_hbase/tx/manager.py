@@ -16,11 +16,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from types import MappingProxyType
 
-from ..errors import CorruptData, InvalidArgument, InvalidTruncateTime, TransactionConflict, TransactionNotInProgress
-from . import edits as e
-from .pointers import MAX_TX_PER_MS
-from .snapshot import InProgressTx, InProgressType, TransactionSnapshot
-from .transaction import NO_TX_IN_PROGRESS, Transaction, TransactionType, check_long
+from tms_hbase.errors import (
+    CorruptData,
+    InvalidArgument,
+    InvalidTruncateTime,
+    TransactionConflict,
+    TransactionNotInProgress,
+)
+from tms_hbase.tx import edits as e
+from tms_hbase.tx.pointers import MAX_TX_PER_MS
+from tms_hbase.tx.snapshot import InProgressTx, InProgressType, TransactionSnapshot
+from tms_hbase.tx.transaction import NO_TX_IN_PROGRESS, Transaction, TransactionType, check_long
 
 DEFAULT_TIMEOUT_S = 30
 DEFAULT_LONG_TIMEOUT_S = 24 * 3600

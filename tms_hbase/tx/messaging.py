@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from ..client import MessagingClient
-from ..errors import TmsError
-from ..reader import Message
-from ..topic import TopicId, TopicLike, as_topic
-from ..wire import RollbackDetail
-from .client import TransactionClient
-from .transaction import Transaction, TransactionType
+from tms_hbase.client import MessagingClient
+from tms_hbase.errors import TmsError
+from tms_hbase.fetch.reader import Message
+from tms_hbase.model.topic import TopicId, TopicLike, as_topic
+from tms_hbase.model.wire import RollbackDetail
+from tms_hbase.tx.client import TransactionClient
+from tms_hbase.tx.transaction import Transaction, TransactionType
 
 DEFAULT_BUFFER_BYTES = 1024 * 1024
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import threading
 
-from ..clock import now_ms
-from ..errors import InvalidArgument
+from tms_hbase.errors import InvalidArgument
+from tms_hbase.model.clock import now_ms
 
 MAX_TX_PER_MS = 1_000_000
 """Write pointers are ``max(last + 1, now_ms * MAX_TX_PER_MS)``; ``pointer // MAX_TX_PER_MS`` is its time."""

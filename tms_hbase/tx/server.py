@@ -13,13 +13,13 @@ from thriftpy2.server import TThreadedServer
 from thriftpy2.thrift import TProcessor
 from thriftpy2.transport import TFramedTransportFactory
 
-from ..clock import now_ms
-from ..errors import Fenced, InvalidTruncateTime, TmsError, TransactionConflict, TransactionNotInProgress
-from .codec import from_thrift, load_tephra_thrift, to_string_binary, to_thrift
-from .listener import ExclusiveServerSocket
-from .manager import TransactionManager
-from .snapshot import encode_snapshot
-from .state_store import StateStore
+from tms_hbase.errors import Fenced, InvalidTruncateTime, TmsError, TransactionConflict, TransactionNotInProgress
+from tms_hbase.model.clock import now_ms
+from tms_hbase.tx.codec import from_thrift, load_tephra_thrift, to_string_binary, to_thrift
+from tms_hbase.tx.listener import ExclusiveServerSocket
+from tms_hbase.tx.manager import TransactionManager
+from tms_hbase.tx.snapshot import encode_snapshot
+from tms_hbase.tx.state_store import StateStore
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

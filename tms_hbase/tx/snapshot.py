@@ -6,8 +6,8 @@ import enum
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from ..errors import CorruptData, InvalidArgument
-from .transaction import TransactionType, check_long, check_longs
+from tms_hbase.errors import CorruptData, InvalidArgument
+from tms_hbase.tx.transaction import TransactionType, check_long, check_longs
 
 SNAPSHOT_VERSION = 4
 """Version written before the body, as Tephra's SnapshotCodecProvider does (files and getSnapshot alike)."""

@@ -18,11 +18,11 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from ..errors import InvalidArgument, TmsError
-from ..storage import Table
-from .client import TransactionClient
-from .snapshot import TransactionSnapshot
-from .state_store import StateStore
+from tms_hbase.errors import InvalidArgument, TmsError
+from tms_hbase.storage.hbase import Table
+from tms_hbase.tx.client import TransactionClient
+from tms_hbase.tx.snapshot import TransactionSnapshot
+from tms_hbase.tx.state_store import StateStore
 
 log = logging.getLogger(__name__)
 

@@ -17,12 +17,12 @@ import logging
 import struct
 from collections.abc import Iterable, Sequence
 
-from ..errors import CorruptData, Fenced
-from ..storage import Table
-from ..tables import FAMILY
-from .edits import Edit, decode_edit, encode_edit
-from .manager import TransactionManager
-from .snapshot import TransactionSnapshot, decode_snapshot, encode_snapshot
+from tms_hbase.errors import CorruptData, Fenced
+from tms_hbase.model.tables import FAMILY
+from tms_hbase.storage.hbase import Table
+from tms_hbase.tx.edits import Edit, decode_edit, encode_edit
+from tms_hbase.tx.manager import TransactionManager
+from tms_hbase.tx.snapshot import TransactionSnapshot, decode_snapshot, encode_snapshot
 
 log = logging.getLogger(__name__)
 

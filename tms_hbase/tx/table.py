@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 
-from ..errors import CorruptData, TmsError
-from ..storage import Table
-from .transaction import Transaction
+from tms_hbase.errors import CorruptData, TmsError
+from tms_hbase.storage.hbase import Table
+from tms_hbase.tx.transaction import Transaction
 
 MAX_VERSIONS = 100
 VALUE_PREFIX = b"\x00"

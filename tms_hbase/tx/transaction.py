@@ -7,7 +7,7 @@ from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from ..errors import InvalidArgument
+from tms_hbase.errors import InvalidArgument
 
 LONG_MIN = -(2**63)
 LONG_MAX = 2**63 - 1

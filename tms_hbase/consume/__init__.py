@@ -1,0 +1,1 @@
+"""Consuming: subscriptions and their marks, the exclusive consumer with its lease, and doorbells."""

@@ -1,0 +1,501 @@
+"""The consumer: reads a topic in order for one subscription, waits for new messages without busy
+polling, and commits a durable mark under a lease (at-least-once, or exactly-once in a transaction).
+
+* **Reading.** Messages come from the reader's ordered fetch, from the last message delivered; a fetch
+  stays open while messages keep coming. At the tail the consumer waits on its doorbell
+  (:mod:`.doorbell`) and also polls every ``poll_interval`` seconds, so a lost ring costs latency only.
+* **Marks.** ``commit()`` stores the last delivered message's id as the subscription's mark, by
+  compare-and-set under the lease (:mod:`.lease`); a mark never moves backwards. After a crash the
+  next consumer resumes right after the last committed mark: at-least-once.
+* **Transactions.** Inside a :class:`~tms_hbase.tx.context.TransactionContext` the consumer is a
+  TransactionAware participant: it reads what the transaction sees, and its mark is written at
+  persist time as *pending* with the transaction's write pointer. Whoever reads the cell later
+  resolves it by the transaction's fate (:mod:`.tx.fate`): committed → adopted, invalid → dropped, in
+  progress → not yet. Rolling back removes the pending mark before the transaction aborts (else the
+  transaction is invalidated), and a consumer that takes over invalidates a previous owner's
+  transaction still in progress, so that it can never commit later: nothing is lost, nothing is
+  consumed twice by a pipeline that reads, publishes transactionally and commits in one transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+import uuid
+import weakref
+from collections import deque
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass, replace
+from itertools import islice
+from typing import TYPE_CHECKING
+
+from tms_hbase.consume.doorbell import Bell
+from tms_hbase.consume.lease import MIN_LEASE_SECONDS, Lease
+from tms_hbase.consume.subscriptions import (
+    Pending,
+    Record,
+    SubscriptionStore,
+    check_mark,
+    folded,
+    later,
+    resolved,
+    row_key,
+)
+from tms_hbase.errors import InvalidArgument, SubscriptionNotFound, TmsError
+from tms_hbase.fetch.reader import Message, MessageReader
+from tms_hbase.installation.metadata import MetadataCache
+from tms_hbase.model.clock import now_ms
+from tms_hbase.model.metrics import CLIENT_METRICS
+from tms_hbase.model.topic import TopicId
+from tms_hbase.tx.fate import TxFate, fate, snapshot_from_server
+from tms_hbase.tx.transaction import Transaction
+
+if TYPE_CHECKING:  # passed in by callers; `import tms_hbase` does not load the Thrift client
+    from tms_hbase.tx.client import TransactionClient
+
+log = logging.getLogger(__name__)
+
+AUTO_COMMIT_SECONDS = 1.0
+CHANGE_PREFIX = b"tms-subscription:"
+
+
+@dataclass(frozen=True)
+class ConsumerSession:
+    """What a detached consumer hands on so that a later call, possibly in another process, goes on as the
+    same consumer: its lease owner and the last message it delivered (the gateway passes it to its HTTP
+    client between requests). See :meth:`Consumer.detach`."""
+
+    owner: str
+    delivered: bytes | None
+
+
+class Consumer:
+    """One active consumer of one subscription (create it with ``MessagingClient.consumer``).
+
+    Iterate it for messages in order (each iteration ends after ``max_wait`` seconds without a new
+    message; iterate again to go on), or ``poll``. ``commit()`` stores the last delivered message as
+    the subscription's mark. Use it as a context manager or call :meth:`close`, which gives the lease
+    back. Not thread-safe: one thread consumes (the lease is renewed by a thread of its own).
+    """
+
+    def __init__(
+        self,
+        *,
+        topic: TopicId,
+        name: str,
+        generation: int,
+        store: SubscriptionStore,
+        reader: MessageReader,
+        topics: MetadataCache,
+        prefix: str,
+        tx_state: Callable[[], Transaction],
+        max_wait: float,
+        transaction: Transaction | TransactionClient | None,
+        auto_commit: bool,
+        lease_seconds: float,
+        wait_for_lease: float | None,
+        doorbell: str | None,
+        poll_interval: float,
+        batch: int,
+        session: ConsumerSession | None = None,
+        owner: str | None = None,
+    ) -> None:
+        _check_options(max_wait, transaction, auto_commit, lease_seconds, wait_for_lease, poll_interval, batch)
+        self.topic, self.name, self.generation = topic, name, generation
+        self.max_wait, self.auto_commit, self.poll_interval, self.batch = max_wait, auto_commit, poll_interval, batch
+        self._reader, self._topics, self._tx_state = reader, topics, tx_state
+        self._fixed = transaction if isinstance(transaction, Transaction) else None
+        self._tx_client = None if transaction is None or isinstance(transaction, Transaction) else transaction
+        if session is not None and not isinstance(session, ConsumerSession):
+            raise InvalidArgument(f"session must be a ConsumerSession, not {type(session).__name__}")
+        if owner is not None and (session is not None or not isinstance(owner, str) or not owner):
+            raise InvalidArgument("owner: a non-empty name, and not with a session (which names its owner)")
+        if session is not None:
+            owner = session.owner
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._buffer: deque[Message] = deque()
+        self._stream: Iterator[Message] | None = None
+        self._tx: Transaction | None = None  # the running transaction of a TransactionContext
+        self._tx_mark: bytes | None = None  # the mark to persist with it
+        self._persisted: Pending | None = None  # the pending mark persisted for it
+        self._processed: bytes | None = None  # auto-commit: delivered and known to be handled
+        self._auto_committed_at = time.monotonic()
+        self._closed = False
+        self._read_metric = CLIENT_METRICS.consumed_messages.labels(str(topic), name)
+        self._bell = Bell(prefix, topic, doorbell or "127.0.0.1")
+        try:
+            self._lease = Lease.acquire(
+                store,
+                row_key(topic, generation, name),
+                topic,
+                name,
+                self.owner,
+                lease_seconds,
+                self._bell.address if doorbell else None,
+                wait_for_lease,
+                resume=session is not None,
+                clock=reader.hbase_now,
+            )
+        except BaseException:
+            self._bell.close()
+            raise
+        try:
+            self._committed = self._take_over()
+            self._delivered = self._committed
+            if session is not None and session.delivered is not None:
+                self._delivered = later(self._committed, check_mark(topic, generation, session.delivered))
+        except BaseException:
+            self.close()
+            raise
+        self._lease.start_renewing()
+        # dropped without close(): stop renewing, so a standby takes over once the lease runs out
+        weakref.finalize(self, _abandon, self._lease, self._bell)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, exc_type: object, *_rest: object) -> None:
+        try:
+            if self.auto_commit and not self._closed:
+                self._auto_commit(self._delivered if exc_type is None else self._processed)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Give the lease back (a standby takes over at once) and close the doorbell. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._lease.release()
+        self._bell.close()
+
+    def detach(self) -> ConsumerSession:
+        """Stop consuming in this object but keep the lease: it runs out after ``lease_seconds`` unless
+        ``MessagingClient.consumer(..., session=...)`` resumes it with the session returned, which goes
+        on after the last message delivered here (messages read ahead are read again). Closes this object."""
+        session = self.session
+        if not self._closed:
+            self._closed = True
+            self._lease.stop_renewing()
+            self._bell.close()
+        return session
+
+    def park(self) -> None:
+        """Stop renewing the lease but keep this consumer open, with what it read ahead, for a service
+        that serves one consumer's calls one at a time and keeps it between them (the gateway). Parked, the
+        lease runs out ``lease_seconds`` after its last renewal, as a detached consumer's does, unless
+        :meth:`unpark` takes it up again first."""
+        if self._closed:
+            raise TmsError(f"{self!r} is closed")
+        self._lease.stop_renewing()
+
+    def unpark(self) -> bool:
+        """Take a parked consumer up again: renew the lease now (LeaseLost if another consumer took it
+        over, or the subscription was reset or deleted with force) and keep renewing it. False, with
+        nothing done, if its last renewal is too long ago for this process to know the lease still holds
+        (it may have run out): then detach it and resume its session from HBase instead."""
+        if self._closed:
+            raise TmsError(f"{self!r} is closed")
+        if not self._lease.valid():
+            return False
+        self._lease.renew()
+        self._lease.start_renewing()
+        return True
+
+    @property
+    def session(self) -> ConsumerSession:
+        """The lease owner and the last message delivered (see :meth:`detach`)."""
+        return ConsumerSession(self.owner, self._delivered)
+
+    def __repr__(self) -> str:
+        return f"Consumer({self.topic}, {self.name!r}, owner={self.owner!r})"
+
+    @property
+    def committed(self) -> bytes | None:
+        """The subscription's mark as this consumer last committed or found it."""
+        return self._committed
+
+    @property
+    def delivered(self) -> bytes | None:
+        """The id of the last message delivered (what ``commit()`` stores)."""
+        return self._delivered
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[Message]:
+        """Messages in order; blocks up to ``max_wait`` for the next one, then the iteration ends."""
+        buffer = self._buffer
+        while True:
+            if self.auto_commit:
+                self._handled()
+            if not (buffer and self._lease.valid()) and not self._wait(time.monotonic() + self.max_wait):
+                if self.auto_commit:
+                    self._auto_commit(self._delivered)
+                return
+            message = buffer.popleft()
+            self._delivered = message.id
+            yield message
+
+    def poll(self, max_messages: int = 100, timeout: float = 1.0, *, max_bytes: int | None = None) -> list[Message]:
+        """Up to ``max_messages`` messages in order, as soon as there is one; ``[]`` after ``timeout`` s.
+        ``max_bytes``: stop after the message that brings the ids and payloads to this many bytes (so
+        at least one message comes, however large)."""
+        if isinstance(max_messages, bool) or not isinstance(max_messages, int) or max_messages <= 0:
+            raise InvalidArgument(f"bad max_messages {max_messages!r}: expected a positive integer")
+        if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0):
+            raise InvalidArgument(f"bad max_bytes {max_bytes!r}: expected a positive integer")
+        _check_seconds("timeout", timeout)
+        if self.auto_commit:
+            self._handled()
+        if not self._wait(time.monotonic() + timeout):
+            return []
+        take = min(max_messages, len(self._buffer))
+        if max_bytes is None:
+            got = [self._buffer.popleft() for _ in range(take)]
+        else:
+            got, size = [], 0
+            while len(got) < take and size < max_bytes:
+                message = self._buffer.popleft()
+                got.append(message)
+                size += len(message.id) + len(message.payload)
+        self._delivered = got[-1].id
+        return got
+
+    def _wait(self, deadline: float) -> bool:
+        """Make sure the lease holds and messages are buffered, waiting for them until ``deadline``;
+        False if none came."""
+        if self._closed:
+            raise TmsError(f"{self!r} is closed")
+        while True:
+            self._lease.check()
+            if not self._buffer:
+                self._fill()
+            if self._buffer:
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self._bell.wait(min(left, self.poll_interval))
+
+    def _fill(self) -> None:
+        """Read the next messages into the buffer, opening a new fetch from the last delivered one
+        when the current one reached the tail (the bell is cleared first: a publish after this read
+        still wakes the wait that follows)."""
+        if self._stream is None:
+            self._bell.clear()
+            meta = self._topics.get(self.topic)  # TopicNotFound once the topic is deleted
+            if meta.generation != self.generation:
+                raise SubscriptionNotFound(self.topic, self.name)
+            self._stream = self._reader.fetch(
+                self.topic,
+                start_message=self._delivered,
+                inclusive=False,
+                transaction=self._read_transaction(),
+            )
+        before = len(self._buffer)
+        self._buffer.extend(islice(self._stream, self.batch))
+        read = len(self._buffer) - before
+        self._read_metric.inc(read)
+        if read < self.batch:
+            self._stream = None  # at the tail (or, in a transaction, at a message it cannot see yet)
+
+    def _read_transaction(self) -> Transaction | None:
+        if self._tx is not None:
+            return self._tx
+        if self._tx_client is not None:
+            return snapshot_from_server(self._tx_client)
+        return self._fixed  # a fixed Transaction, or None
+
+    def _restart_reading(self, at: bytes | None) -> None:
+        self._buffer.clear()
+        self._stream = None
+        self._delivered = at
+
+    # -- committing -----------------------------------------------------------------------------
+
+    def commit(self, message: Message | bytes | None = None, *, transaction: Transaction | None = None) -> None:
+        """Store the last delivered message (or ``message``, delivered already) as the subscription's mark.
+
+        Never moves the mark backwards; LeaseLost if another consumer took the subscription over.
+        Inside a TransactionContext the mark becomes part of the running transaction. With
+        ``transaction`` it is written now as part of that transaction (commit the transaction through
+        the transaction client afterwards; to abort it, invalidate it or call :meth:`rollback_tx` first).
+        """
+        mark = self._mark_of(message)
+        if mark is None:
+            return
+        if transaction is not None:
+            if not isinstance(transaction, Transaction):
+                raise InvalidArgument(
+                    f"transaction must be a tms_hbase.tx.Transaction, not {type(transaction).__name__}"
+                )
+            self._persist(transaction, mark)
+            return
+        if self._tx is not None:
+            self._tx_mark = mark  # persisted with the transaction
+            return
+        if self._committed is not None and mark <= self._committed:
+            return
+        record = self._lease.change(
+            lambda r: replace(self._resolved(r), position=later(r.position, mark), updated_at=now_ms())
+        )
+        self._committed = record.position
+        CLIENT_METRICS.commits.labels(str(self.topic)).inc()
+
+    def _mark_of(self, message: Message | bytes | None) -> bytes | None:
+        if message is None:
+            return self._delivered
+        mark = check_mark(self.topic, self.generation, message.id if isinstance(message, Message) else message)
+        if self._delivered is None or mark > self._delivered:
+            raise InvalidArgument("cannot commit a message that was not delivered yet (use reset_subscription to skip)")
+        return mark
+
+    def _handled(self) -> None:
+        """Auto-commit: the next message is asked for, so the ones delivered so far are handled."""
+        self._processed = self._delivered
+        if time.monotonic() - self._auto_committed_at >= AUTO_COMMIT_SECONDS:
+            self._auto_commit(self._processed)
+
+    def _auto_commit(self, mark: bytes | None) -> None:
+        self._auto_committed_at = time.monotonic()
+        if mark is not None and self._tx is None:
+            self.commit(mark)
+
+    # -- TransactionAware -----------------------------------------------------------------------
+
+    @property
+    def transaction_aware_name(self) -> str:
+        return f"consumer of subscription {self.name!r} of {self.topic}"
+
+    def start_tx(self, tx: Transaction) -> None:
+        """Reads from now on see what ``tx`` sees; ``commit()`` becomes part of ``tx``."""
+        self._tx, self._tx_mark, self._persisted = tx, None, None
+        self._restart_reading(self._delivered)
+
+    def update_tx(self, tx: Transaction) -> None:
+        self._tx = tx
+
+    def get_tx_changes(self) -> Collection[bytes]:
+        """The subscription, when this transaction moves its mark: two transactions moving one
+        subscription's mark conflict (a second line of defence behind the lease)."""
+        return [CHANGE_PREFIX + self._lease.key] if self._tx_mark is not None else []
+
+    def commit_tx(self) -> bool:
+        """Persist: write the mark as pending with the transaction's write pointer."""
+        if self._tx is not None and self._tx_mark is not None:
+            self._persist(self._tx, self._tx_mark)
+        return True
+
+    def _persist(self, tx: Transaction, mark: bytes) -> None:
+        if self._committed is not None and mark <= self._committed:
+            return
+        pending = Pending(tx.tx_id, tx.write_pointer, mark)
+
+        def step(record: Record) -> Record:
+            record = self._resolved(record)
+            if record.pending is not None and record.pending.tx_id != tx.tx_id:  # the same one: a later mark
+                raise TmsError(
+                    f"{self.transaction_aware_name}: the mark of transaction {record.pending.tx_id} is still pending"
+                )
+            return replace(record, pending=pending, updated_at=now_ms())
+
+        self._persisted = pending  # first: if the write's answer is lost, rollback still removes it
+        self._lease.change(step)
+        CLIENT_METRICS.commits.labels(str(self.topic)).inc()
+
+    def post_tx_commit(self) -> None:
+        """The transaction committed: its mark counts. Fold it into the position (if that fails, the
+        next reader of the cell resolves it the same way)."""
+        persisted = self._persisted
+        self._tx, self._tx_mark, self._persisted = None, None, None
+        self._restart_reading(self._delivered)
+        if persisted is None:
+            return
+        self._committed = later(self._committed, persisted.position)
+        try:
+            self._lease.change(lambda r: folded(r, persisted))
+        except TmsError as exc:
+            log.info("%s: committed mark left pending (%s); it is resolved on the next read", self, exc)
+
+    def rollback_tx(self) -> bool:
+        """Undo the pending mark (before the transaction aborts) and deliver again from the committed
+        mark; False if the mark could not be removed (the transaction is then invalidated)."""
+        persisted = self._persisted
+        self._tx, self._tx_mark, self._persisted = None, None, None
+        self._restart_reading(self._committed)
+        if persisted is None:
+            return True
+        try:
+            self._lease.change(lambda r: replace(r, pending=None) if r.pending == persisted else r)
+        except TmsError as exc:
+            log.warning("%s: could not remove the pending mark (%s); the transaction gets invalidated", self, exc)
+            return False
+        return True
+
+    # -- pending marks --------------------------------------------------------------------------
+
+    def _take_over(self) -> bytes | None:
+        """Resolve a pending mark left by an earlier owner; returns the mark to resume after.
+
+        A pending mark of a transaction still in progress belongs to a consumer that lost the lease:
+        with a transaction client, that transaction is invalidated so it can never commit later.
+        """
+        record = self._lease.record
+        if record.pending is None:
+            return record.position
+        if self._tx_client is not None and self._fate(record.pending) is TxFate.IN_PROGRESS:
+            self._tx_client.invalidate(record.pending.tx_id)
+            log.info("%s: invalidated transaction %d of a previous owner", self, record.pending.tx_id)
+        return self._lease.change(self._resolved).position
+
+    def _resolved(self, record: Record) -> Record:
+        return resolved(record, self._fate)
+
+    def _fate(self, pending: Pending) -> TxFate:
+        snapshot = snapshot_from_server(self._tx_client) if self._tx_client is not None else self._tx_state()
+        return fate(snapshot, pending.write_pointer)
+
+
+def _abandon(lease: Lease, bell: Bell) -> None:
+    lease.abandon()
+    bell.close()
+
+
+def _check_seconds(what: str, value: object, *, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise InvalidArgument(f"bad {what} {value!r}: expected seconds >= 0")
+
+
+def _check_options(
+    max_wait: object,
+    transaction: object,
+    auto_commit: object,
+    lease_seconds: object,
+    wait_for_lease: object,
+    poll_interval: object,
+    batch: object,
+) -> None:
+    _check_seconds("max_wait", max_wait)
+    _check_seconds("wait_for_lease", wait_for_lease, allow_none=True)
+    from tms_hbase.tx.client import TransactionClient  # only here: `import tms_hbase` does not load the Thrift client
+
+    if transaction is not None and not isinstance(transaction, (Transaction, TransactionClient)):
+        raise InvalidArgument(
+            f"transaction must be a Transaction or a TransactionClient, not {type(transaction).__name__}"
+        )
+    if not isinstance(auto_commit, bool):
+        raise InvalidArgument(f"auto_commit must be True or False, not {auto_commit!r}")
+    if isinstance(lease_seconds, bool) or not isinstance(lease_seconds, (int, float)):
+        raise InvalidArgument(f"bad lease_seconds {lease_seconds!r}: expected seconds")
+    if not lease_seconds >= MIN_LEASE_SECONDS:
+        raise InvalidArgument(f"bad lease_seconds {lease_seconds!r}: at least {MIN_LEASE_SECONDS} s")
+    if isinstance(poll_interval, bool) or not isinstance(poll_interval, (int, float)) or not poll_interval > 0:
+        raise InvalidArgument(f"bad poll_interval {poll_interval!r}: expected seconds > 0")
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch <= 0:
+        raise InvalidArgument(f"bad batch {batch!r}: expected a positive integer")

@@ -1,0 +1,259 @@
+"""Subscriptions: a durable consume mark per topic generation and name, with the lease of the consumer
+that holds it (Hedwig's subscriber nodes with their consume marks, kept in HBase).
+
+Table ``<prefix>_subscriptions``, one row per subscription::
+
+    key   = topic key (b"ns:topic:") | generation u32 | name           (name: [A-Za-z0-9_-]+)
+    d:s   = the whole subscription as compact JSON with sorted keys (one cell)
+
+Everything about a subscription is that one cell, because Thrift1's checkAndPut compares one cell and
+applies one mutation: a commit, a lease renewal, a takeover and a reset are each one compare-and-set
+on the exact bytes last read, so no two of them can interleave. The generation in the key makes a
+topic's subscriptions go with it when it is deleted: a re-created topic starts with none.
+
+A **mark** is the id of the last consumed message; every message whose id sorts after it is still to
+be consumed. Marks that do not name a real message (the start of a subscription created at a time, or
+at "latest") use index ``END``, which covers a whole batch row.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from tms_hbase.errors import CorruptData, HBaseUnavailable, InvalidArgument, SubscriptionAlreadyExists
+from tms_hbase.model.message_id import MessageId
+from tms_hbase.model.rows import generation_prefix
+from tms_hbase.model.tables import FAMILY
+from tms_hbase.model.topic import MAX_NAME_LENGTH, NAME, TopicId
+from tms_hbase.storage.hbase import Table
+from tms_hbase.tx.fate import TxFate
+
+if TYPE_CHECKING:
+    from tms_hbase.shared.admin import SharedStats
+
+COLUMN = f"{FAMILY}:s".encode()
+END = 2**64 - 1
+"""Index of a mark that covers a whole batch row."""
+TOMBSTONE = b"{}"
+"""The cell of a subscription being deleted: compare-and-set to this first, so a deletion never races
+a consumer taking the lease, then the row is removed."""
+
+
+def check_name(name: object) -> str:
+    """A subscription name is ``[A-Za-z0-9_-]+`` like topic names; anything else is InvalidArgument."""
+    if not isinstance(name, str) or not NAME.fullmatch(name) or len(name) > MAX_NAME_LENGTH:
+        raise InvalidArgument(
+            f"bad subscription name {name!r}: use 1-{MAX_NAME_LENGTH} of the characters A-Z a-z 0-9 _ -"
+        )
+    return name
+
+
+def row_key(topic: TopicId, generation: int, name: str) -> bytes:
+    return generation_prefix(topic, generation) + name.encode()
+
+
+def mark_before(generation: int, position: int, index: int) -> bytes | None:
+    """The mark under which the next message to consume is ``(position, index)``; None: from the start."""
+    if index > 0:
+        return bytes(MessageId(generation, position, index - 1))
+    if position > 1:
+        return bytes(MessageId(generation, position - 1, END))
+    return None
+
+
+def check_mark(topic: TopicId, generation: int, mark: object) -> bytes:
+    """A message id given as a mark or start point: 20 bytes of this generation, else InvalidArgument."""
+    mid = MessageId.decode(mark)
+    if mid.generation != generation:
+        raise InvalidArgument(
+            f"message id {bytes(mid).hex()} is from generation {mid.generation} of {topic}, "
+            f"which is at generation {generation}"
+        )
+    return bytes(mid)
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A mark committed inside a transaction: it counts once that transaction has committed, never if it
+    was invalidated, and not yet while it is in progress."""
+
+    tx_id: int
+    write_pointer: int
+    position: bytes
+
+    def as_json(self) -> dict:
+        return {"tx": self.tx_id, "wp": self.write_pointer, "position": self.position.hex()}
+
+
+@dataclass(frozen=True)
+class Record:
+    """The stored cell of one subscription."""
+
+    position: bytes | None  # the committed mark (None: nothing consumed yet)
+    created_at: int  # ms
+    updated_at: int  # ms of the last commit or reset
+    owner: str | None = None  # the consumer holding the lease
+    expires: int = 0  # ms (wall clock of the owner's host) when the lease runs out
+    bell: str | None = None  # the owner's doorbell, "host:port" (UDP)
+    pending: Pending | None = None
+
+    def encode(self) -> bytes:
+        data = {
+            "position": None if self.position is None else self.position.hex(),
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "owner": self.owner,
+            "expires": self.expires,
+            "bell": self.bell,
+            "pending": None if self.pending is None else self.pending.as_json(),
+        }
+        return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> Record:
+        try:
+            d = json.loads(data)
+            pending = d.get("pending")
+            return cls(
+                None if d["position"] is None else bytes.fromhex(d["position"]),
+                int(d["created_at"]),
+                int(d["updated_at"]),
+                d.get("owner"),
+                int(d.get("expires", 0)),
+                d.get("bell"),
+                None
+                if pending is None
+                else Pending(int(pending["tx"]), int(pending["wp"]), bytes.fromhex(pending["position"])),
+            )
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise CorruptData(f"corrupt subscription cell: {exc}") from None
+
+    def held_by_other(self, owner: str | None, now_ms: int) -> bool:
+        """True while another consumer's lease has not run out."""
+        return self.owner is not None and self.owner != owner and self.expires > now_ms
+
+    def released(self) -> Record:
+        return replace(self, owner=None, expires=0, bell=None)
+
+
+def later(current: bytes | None, mark: bytes) -> bytes:
+    """The later of two marks (a mark never moves backwards)."""
+    return mark if current is None or mark > current else current
+
+
+def folded(record: Record, pending: Pending) -> Record:
+    """The record with the committed mark ``pending`` adopted (if it is still the pending one)."""
+    if record.pending != pending:
+        return record
+    return replace(record, position=later(record.position, pending.position), pending=None)
+
+
+def resolved(record: Record, fate_of: Callable[[Pending], TxFate]) -> Record:
+    """The record with its pending mark settled by its transaction's fate: committed → adopted,
+    invalid → dropped, in progress → left pending (it does not count yet)."""
+    if record.pending is None:
+        return record
+    outcome = fate_of(record.pending)
+    if outcome is TxFate.COMMITTED:
+        return folded(record, record.pending)
+    if outcome is TxFate.INVALID:
+        return replace(record, pending=None)
+    return record
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """A subscription as users see it. ``position`` is the committed mark: the id of the last consumed
+    message (every message with a greater id is still to be consumed), None if nothing was consumed.
+    ``owner`` and ``lease_expires`` name the active consumer, if any; ``pending`` is a mark committed
+    in a transaction that has not finished yet. ``shared``: a shared subscription's numbers (None for
+    an exclusive one), whose mark stays where it started."""
+
+    topic: TopicId
+    name: str
+    position: bytes | None
+    updated_at: int
+    created_at: int = 0
+    generation: int = 0
+    owner: str | None = None
+    lease_expires: int | None = None
+    pending: Pending | None = None
+    shared: SharedStats | None = None
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A subscription's cell as read: its exact bytes (what a compare-and-set must name) and decoded."""
+
+    key: bytes
+    data: bytes
+    record: Record
+
+
+class SubscriptionStore:
+    """Reads and compare-and-sets subscription cells in one subscriptions table."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+
+    def read(self, key: bytes) -> Stored | None:
+        """The subscription's cell, or None if there is none (or it is being deleted)."""
+        data = self.table.get_cell(key, COLUMN)
+        if data is None or data == TOMBSTONE:
+            return None
+        return Stored(key, data, _decode(key, data))
+
+    def list(self, topic: TopicId, generation: int) -> list[Stored]:
+        """Every subscription of one topic generation, in name order."""
+        rows = self.table.scan(prefix=generation_prefix(topic, generation), columns=[COLUMN])
+        return [
+            Stored(key, d[COLUMN], _decode(key, d[COLUMN])) for key, d in rows if d.get(COLUMN, TOMBSTONE) != TOMBSTONE
+        ]
+
+    def create(self, topic: TopicId, name: str, key: bytes, record: Record) -> Stored:
+        """Store a new subscription; SubscriptionAlreadyExists if one has that name (left unchanged)."""
+        data = record.encode()
+        for _ in range(3):
+            if self.swap(key, None, data):
+                return Stored(key, data, record)
+            if self.table.get_cell(key, COLUMN) != TOMBSTONE:
+                raise SubscriptionAlreadyExists(topic, name)
+            if self.swap(key, TOMBSTONE, data):  # a deletion that did not finish: take its place
+                return Stored(key, data, record)
+        raise SubscriptionAlreadyExists(topic, name)
+
+    def swap(self, key: bytes, old: bytes | None, new: bytes) -> bool:
+        """Compare-and-set the cell from exactly ``old`` (None: no cell) to ``new``. If the answer is lost,
+        the cell is read back: finding ``new`` means it was written (every new value carries a fresh time
+        or lease owner, so nobody else writes the same bytes)."""
+        try:
+            return self.table.compare_and_set(key, COLUMN, old, new)
+        except HBaseUnavailable:
+            current = self.table.get_cell(key, COLUMN)
+            if current == new:
+                return True
+            if current == old:
+                return self.table.compare_and_set(key, COLUMN, old, new)
+            return False
+
+    def delete(self, stored: Stored) -> bool:
+        """Delete the subscription if its cell is still exactly as read; False if it changed since."""
+        if not self.swap(stored.key, stored.data, TOMBSTONE):
+            return False
+        self.table.delete_many([stored.key])
+        return True
+
+
+def _decode(key: bytes, data: bytes) -> Record:
+    try:
+        return Record.decode(data)
+    except CorruptData as exc:
+        raise CorruptData(f"{exc} (row {key!r})") from None
+
+
+def name_of(key: bytes, topic: TopicId) -> str:
+    """The subscription name at the end of a row key of ``topic``."""
+    return key[len(topic.key) + 4 :].decode()

@@ -1,0 +1,203 @@
+"""Avro wire formats (fastavro): CDAP's PublishRequest, ConsumeRequest and ConsumeResponse (Message
+array) schemas, and the rollback handle a transactional publish returns. The schemas are data, kept in
+one place."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import fastavro
+
+from tms_hbase.errors import InvalidArgument
+
+# A consumed message with its publish time (ms): CDAP's Message record plus one field.
+_MESSAGE: dict[str, Any] = {
+    "type": "record",
+    "name": "Message",
+    "namespace": "tms_hbase",
+    "fields": [
+        {"name": "id", "type": "bytes"},
+        {"name": "payload", "type": "bytes"},
+        {"name": "publishTime", "type": "long", "default": 0},
+    ],
+}
+SCHEMAS: dict[str, Any] = {
+    "PublishRequest": {
+        "type": "record",
+        "name": "PublishRequest",
+        "namespace": "tms_hbase",
+        "fields": [
+            {"name": "transactionWritePointer", "type": ["long", "null"]},
+            {"name": "messages", "type": {"type": "array", "items": "bytes"}},
+        ],
+    },
+    # CDAP's PublishResponse named rows by (timestamp, sequence id); ours are named by a dense
+    # position within a topic generation, and carry the topic so a handle cannot roll back another.
+    "PublishResponse": {
+        "type": "record",
+        "name": "PublishResponse",
+        "namespace": "tms_hbase",
+        "fields": [
+            {"name": "topic", "type": "string"},
+            {"name": "transactionWritePointer", "type": "long"},
+            {"name": "generation", "type": "int"},
+            {"name": "startPosition", "type": "long"},
+            {"name": "endPosition", "type": "long"},
+        ],
+    },
+    "ConsumeRequest": {
+        "type": "record",
+        "name": "ConsumeRequest",
+        "namespace": "tms_hbase",
+        "fields": [
+            {"name": "startFrom", "type": ["bytes", "long", "null"]},
+            {"name": "inclusive", "type": "boolean", "default": True},
+            {"name": "limit", "type": ["int", "null"]},
+            {"name": "transaction", "type": ["bytes", "null"]},
+        ],
+    },
+    "Message": _MESSAGE,
+    # CDAP's poll response, to the letter: an array of (id, payload). Avro binary has no room for
+    # fields a reader does not expect, so publish times travel only in the array below, on request.
+    "ConsumeResponse": {
+        "type": "array",
+        "items": {
+            "type": "record",
+            "name": "Message",
+            "fields": [{"name": "id", "type": "bytes"}, {"name": "payload", "type": "bytes"}],
+        },
+    },
+    "TimedConsumeResponse": {"type": "array", "items": _MESSAGE},
+}
+_PARSED = {name: fastavro.parse_schema(schema) for name, schema in SCHEMAS.items()}
+HANDLE_MAGIC = b"TMRB"
+
+
+def encode(schema: str, record: dict[str, Any] | list[dict[str, Any]]) -> bytes:
+    """Avro binary (schemaless) of ``record`` under one of :data:`SCHEMAS`."""
+    out = io.BytesIO()
+    try:
+        fastavro.schemaless_writer(out, _PARSED[schema], record)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise InvalidArgument(f"cannot encode {schema}: {exc}") from None
+    return out.getvalue()
+
+
+def decode(schema: str, data: bytes) -> Any:
+    """Inverse of :func:`encode`; bytes that do not decode completely are InvalidArgument."""
+    buffer = io.BytesIO(data)
+    try:
+        record = fastavro.schemaless_reader(buffer, _PARSED[schema], None)
+    except Exception as exc:  # fastavro raises many kinds on garbage input
+        raise InvalidArgument(f"corrupt {schema}: {type(exc).__name__}") from None
+    if buffer.tell() != len(data):
+        raise InvalidArgument(f"corrupt {schema}: {len(data) - buffer.tell()} trailing bytes")
+    return record
+
+
+_MAX_LONG = 2**63 - 1
+_MAX_INT = 2**31 - 1
+_MIN_LONG = -(2**63)
+
+
+def encode_publish_request(pointer: int | None, messages: Sequence[bytes]) -> bytes:
+    """The Avro binary of a PublishRequest, the same bytes :func:`encode` gives (``tests/unit/test_codecs.py``
+    checks it against fastavro), about 5× faster: this is the encoding of every publish a client sends through
+    the gateway, and the schema is fixed and simple (a ``["long", "null"]`` union and an array of ``bytes``,
+    written as one block). InvalidArgument for a pointer outside a long or a message that is not bytes."""
+    if pointer is None:
+        parts = [b"\x02"]  # union branch 1: null
+    elif isinstance(pointer, bool) or not isinstance(pointer, int) or not _MIN_LONG <= pointer <= _MAX_LONG:
+        raise InvalidArgument(f"cannot encode PublishRequest: transactionWritePointer {pointer!r} is not a long")
+    else:
+        parts = [b"\x00", _varint((pointer << 1) ^ (pointer >> 63))]  # branch 0: long (zigzag)
+    if messages:
+        parts.append(_varint(len(messages) << 1))
+        headers = _BYTES_HEADERS
+        for i, message in enumerate(messages):
+            if type(message) is not bytes:
+                if not isinstance(message, (bytearray, memoryview)):
+                    raise InvalidArgument(f"cannot encode PublishRequest: message {i} is not bytes")
+                message = bytes(message)
+            size = len(message)
+            header = headers.get(size)
+            if header is None:
+                header = _varint(size << 1)
+                if len(headers) < 4096:  # a few distinct sizes in practice; bounded whatever comes
+                    headers[size] = header
+            parts.append(header)
+            parts.append(message)
+    parts.append(b"\x00")  # the end of the array
+    return b"".join(parts)
+
+
+_BYTES_HEADERS: dict[int, bytes] = {}  # the varint length header of a ``bytes`` value, by length
+
+
+def _varint(value: int) -> bytes:
+    """An unsigned varint (an already zigzag-encoded Avro long): 7 bits a byte, least significant first."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+@dataclass(frozen=True)
+class RollbackDetail:
+    """What a transactional publish wrote; ``bytes(detail)`` is the opaque handle ``rollback`` takes.
+
+    Every publish writes one batch row, so a real handle names one position (start == end). Anything
+    else (a forged handle, or one from another system) is refused with InvalidArgument when the detail
+    is made, before any HBase call: rollback does bounded work, one row.
+    """
+
+    topic: str
+    transaction_write_pointer: int
+    generation: int
+    start_position: int
+    end_position: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.topic, str):
+            raise InvalidArgument(f"corrupt rollback handle: topic {self.topic!r} is not a string")
+        for name, value, limit in (
+            ("transaction write pointer", self.transaction_write_pointer, _MAX_LONG),
+            ("generation", self.generation, _MAX_INT),
+            ("start position", self.start_position, _MAX_LONG),
+            ("end position", self.end_position, _MAX_LONG),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= limit:
+                raise InvalidArgument(f"corrupt rollback handle: {name} {value!r} is not between 1 and {limit}")
+        if self.end_position != self.start_position:
+            raise InvalidArgument(
+                f"corrupt rollback handle: positions {self.start_position}..{self.end_position}, but a publish "
+                "writes one batch row, so a handle names exactly one position"
+            )
+
+    def __bytes__(self) -> bytes:
+        return HANDLE_MAGIC + encode(
+            "PublishResponse",
+            {
+                "topic": self.topic,
+                "transactionWritePointer": self.transaction_write_pointer,
+                "generation": self.generation,
+                "startPosition": self.start_position,
+                "endPosition": self.end_position,
+            },
+        )
+
+    @classmethod
+    def from_bytes(cls, data: object) -> RollbackDetail:
+        """Parse and check a handle; anything that is not one a publish returned is InvalidArgument."""
+        if not isinstance(data, (bytes, bytearray, memoryview)) or not bytes(data).startswith(HANDLE_MAGIC):
+            raise InvalidArgument("corrupt rollback handle: not bytes returned by a transactional publish")
+        try:
+            r = decode("PublishResponse", bytes(data)[len(HANDLE_MAGIC) :])
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"corrupt rollback handle ({exc})") from None
+        return cls(r["topic"], r["transactionWritePointer"], r["generation"], r["startPosition"], r["endPosition"])

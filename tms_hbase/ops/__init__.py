@@ -1,0 +1,1 @@
+"""What operators' tools share: command-line options, daemon logging, and the Prometheus exporter of topics."""

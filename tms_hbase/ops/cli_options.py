@@ -1,0 +1,151 @@
+"""What the command-line tools share: the options that say where an installation is (``--thrift``,
+``--prefix``, ``--timeout``, also from ``$TMS_HBASE_THRIFT`` / ``$TMS_TABLE_PREFIX``), the
+:class:`~tms_hbase.config.Config` they make, and one-line errors with the exit codes of
+:mod:`tms_hbase.model.exit_codes`.
+
+``tms-admin`` and ``tms-sweeper`` both use it (neither imports the other); ``import tms_hbase`` does
+not load it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+from tms_hbase.config import PREFIX_ENV, THRIFT_ENV, Config
+from tms_hbase.errors import TmsError
+from tms_hbase.model.exit_codes import exit_code
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+CONNECTION_OPTIONS = [
+    click.option(
+        "--thrift",
+        metavar="HOST:PORT[,HOST:PORT...]",
+        envvar=THRIFT_ENV,
+        show_envvar=True,
+        help="HBase Thrift gateway; with several, the next is used when one cannot be reached "
+        "[default: 127.0.0.1:9090].",
+    ),
+    click.option(
+        "--prefix",
+        envvar=PREFIX_ENV,
+        show_envvar=True,
+        help="Table-name prefix of the tms-hbase installation [default: tms].",
+    ),
+    click.option(
+        "--timeout",
+        type=click.FloatRange(min=0.1),
+        default=10.0,
+        show_default=True,
+        help="Seconds any one HBase operation may take (a command's call, a sweep chunk's scan or deletes), "
+        "however slowly HBase answers: a deadline, not a limit per socket read; exit code 5 when it passes.",
+    ),
+]
+"""``--thrift``, ``--prefix`` and ``--timeout``, in that order (the command gets them as keywords)."""
+
+
+def with_options(options: list[Callable[[F], F]]) -> Callable[[F], F]:
+    """A decorator adding click ``options`` to a command, in list order."""
+
+    def decorate(func: F) -> F:
+        for option in reversed(options):
+            func = option(func)
+        return func
+
+    return decorate
+
+
+connection_options = with_options(CONNECTION_OPTIONS)
+"""Adds :data:`CONNECTION_OPTIONS` to a command or group."""
+
+
+CONNECTION_NAMES = ("thrift", "prefix", "timeout")
+
+
+def given_on_command_line(ctx: click.Context, names: tuple[str, ...] = CONNECTION_NAMES) -> dict[str, Any]:
+    """The values of ``names`` that ``ctx``'s command line gave (not the environment, a config file or
+    a default)."""
+    return {
+        name: ctx.params[name]
+        for name in names
+        if name in ctx.params and ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
+    }
+
+
+def connection_values(ctx: click.Context, outer: dict[str, Any], **inner: Any) -> tuple[Any, ...]:
+    """``--thrift``, ``--prefix`` and ``--timeout`` for a subcommand that takes them and whose group takes
+    them too (before the subcommand's name): given after the subcommand wins, then given before it
+    (``outer``, :func:`given_on_command_line` of the group), then the environment or the default."""
+    mine = given_on_command_line(ctx)
+    return tuple(mine[n] if n in mine else outer.get(n, inner[n]) for n in CONNECTION_NAMES)
+
+
+def config_from_options(thrift: str | None, prefix: str | None, timeout: float) -> Config:
+    """The Config the connection options describe (InvalidArgument for a bad address or prefix)."""
+    return Config.resolve(thrift, prefix, timeout_seconds=timeout)
+
+
+class ToolGroup(click.Group):
+    """The top-level group of a command-line tool: every error is one line on stderr, usage errors
+    included (``error: Missing argument 'NAMESPACE:TOPIC'. (see 'tms-admin topic create --help')``,
+    exit code 2), and output cut short by a closed pipe (``tms-admin topic tail ... | head``) ends the
+    command quietly with exit code 0."""
+
+    def main(self, *args: Any, **kwargs: Any) -> NoReturn:
+        kwargs["standalone_mode"] = False
+        try:
+            result = super().main(*args, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as exc:  # a group named without a command: its help
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.UsageError as exc:
+            where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+            click.echo(f"error: {exc.format_message()}{where}", err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            click.echo(f"error: {exc.format_message()}", err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("aborted", err=True)
+            sys.exit(1)
+        sys.exit(result if isinstance(result, int) else 0)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:  # (click itself would end with exit code 1)
+            _quiet_stdout()
+            ctx.exit(0)
+
+
+def _quiet_stdout() -> None:
+    """The reader of stdout went away: send what is still buffered nowhere, so the interpreter's last
+    flush raises nothing either."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def fail(error: TmsError) -> NoReturn:
+    """End the command with ``error`` as one line on stderr and its exit code (never a traceback)."""
+    click.echo(f"error: {error}", err=True)
+    sys.exit(exit_code(error))
+
+
+def handle_errors(command: F) -> F:
+    """Run ``command``, turning a TmsError into :func:`fail`."""
+
+    @wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except TmsError as error:
+            fail(error)
+
+    return wrapper  # type: ignore[return-value]

@@ -1,0 +1,400 @@
+"""Offsets for one writer's publishes to sequencer generations: one increment per queue, and blocks.
+
+* **One increment per queue.** Publishes of one writer to one generation queue up; the thread that finds
+  nobody reserving reserves for the whole queue (a round) by the total span, hands each publish its
+  offsets, and passes the lead to the first publish that queued meanwhile. So k threads publishing at
+  once cost about one increment per round instead of k.
+* **Blocks.** While a writer is busy (a round begins within ``IDLE_SECONDS`` of the previous publish's
+  end), its increment reserves a block of ``k`` rounds' worth of offsets, ``k`` chosen from the
+  writer's recent round rate so that a block lasts about ``BLOCK_SECONDS`` (at most ``MAX_ROUNDS``, and
+  at most ``MAX_BLOCK_OFFSETS`` offsets: readers fill a killed writer's block one offset at a time).
+  While the writer is alone on the generation (its increments continue each other: nobody else reserved
+  in between) nobody's rows wait behind its block, so a block may last ``LONE_BLOCK_SECONDS``; a writer
+  that joins waits for at most about two such blocks (one may be reserved ahead), once: the lone
+  writer's next increment sees it.
+  The next rounds carve their offsets off the front of the block with no increment. A block is carved
+  only while younger than half the window W (W counts from the monotonic time taken before its
+  increment, like any reservation; a carved publish is dated when it is carved, so never before its
+  call); its unused remainder is released with ONE skip marker of this
+  writer over exactly that span once the writer is idle, once the block is too old, when a round does
+  not fit in it, and on close. So readers wait on it for milliseconds at most, and never longer than W/2
+  plus the keeper's period.
+* **The next block ahead.** Once a busy queue has carved half of its block, the keeper thread reserves
+  the next block (same size, its clock read and ``started`` taken before its increment, like any
+  reservation) while the publishes go on. So a lone busy writer's publishes wait for one conditional put
+  each and never for an increment: the increment's round trip overlaps the puts. A round that finds its
+  block used up while that increment is in flight waits for it rather than sending a second one. The block
+  ahead is carved only after the current one (a writer's own rows stay in offset order), is released like
+  a block (one skip marker; one for both when they are contiguous), and is subject to the same W/2 age.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from tms_hbase.errors import HBaseError, TmsError
+from tms_hbase.model.clock import now_ms
+from tms_hbase.model.topic import TopicId
+from tms_hbase.publish import sequencer
+from tms_hbase.storage.hbase import Table
+
+log = logging.getLogger(__name__)
+
+IDLE_SECONDS = 0.005  # a round beginning within this of the previous publish's end: the writer is busy
+BLOCK_SECONDS = 0.01  # a block should be used up within this much publishing
+LONE_BLOCK_SECONDS = 0.025  # ... or this much while nobody else reserved offsets of the generation
+MAX_ROUNDS = 64  # a block holds at most this many rounds' offsets
+MAX_BLOCK_OFFSETS = 1024  # and at most this many offsets: a killed writer's block is filled by readers one by one
+
+
+@dataclass
+class Ticket:
+    """Offsets for one publish: ``first`` and ``span``, the publish time read before they were reserved,
+    and ``started`` (time.monotonic() before the clock was read and the increment sent: W counts from it)."""
+
+    span: int
+    done: threading.Event | None = None  # set when the lead handed it offsets (made only if it had to wait)
+    first: int = 0
+    publish_time: int = 0
+    started: float = 0.0
+    error: HBaseError | None = None
+    lead: bool = False  # woken to reserve for the queue
+
+
+@dataclass
+class Block:
+    """Offsets reserved ahead and not handed out yet: ``span`` offsets from ``first``, with the clock
+    read and the monotonic time taken before their increment (every publish carved from it shares them),
+    and ``until``, the monotonic time after which it is too old to carve (``started`` + W/2)."""
+
+    first: int
+    span: int
+    publish_time: int
+    started: float
+    until: float = 0.0
+
+
+@dataclass
+class _Queue:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    waiting: list[Ticket] = field(default_factory=list)
+    busy: bool = False  # a thread is reserving for the queue
+    block: Block | None = None
+    ahead: Block | None = None  # the next block, reserved while ``block`` was being carved
+    reserving_ahead: int = 0  # offsets the keeper is reserving for ``ahead`` (0: nothing in flight)
+    ahead_done: threading.Condition = field(init=False)  # notified when that reservation ended
+    writing: int = 0  # publishes holding offsets and not yet ended
+    last_end: float = -1.0  # time.monotonic() when the last publish of this queue ended
+    last_round: float = -1.0  # time.monotonic() when the last round began
+    interval: float | None = None  # recent seconds between busy rounds (None: not busy)
+    reserved_to: int = 0  # the last offset this queue's latest increment reserved
+    lone: bool = False  # that increment continued the one before it: no other writer reserved in between
+
+    def __post_init__(self) -> None:
+        self.ahead_done = threading.Condition(self.lock)
+
+
+class Reservations:
+    """Hands out offsets of sequencer generations to one writer's publishes (thread-safe)."""
+
+    def __init__(
+        self, messages: Table, writer_id: bytes, window: Callable[[], float], clock: Callable[[], int] = now_ms
+    ) -> None:
+        self.messages = messages
+        self.clock = clock  # ms: what publishes are dated with
+        self.writer_id = writer_id
+        self.window = window  # W in seconds, now
+        self._queues: dict[tuple[TopicId, int], _Queue] = {}
+        self._lock = threading.Lock()
+        self._last_time = 0  # publish times handed out never go back
+        self._keeper: threading.Thread | None = None
+        self._closed = threading.Event()
+        self._wake = threading.Event()  # the keeper has a block ahead to reserve (or must stop)
+        self._wanted: list[tuple[TopicId, int, _Queue]] = []  # queues whose next block the keeper reserves
+        # rounds reserved, rounds carved, remainders released (skip markers) and given back, blocks reserved ahead
+        self.increments = self.carved = self.released = self.given_back = self.ahead = 0
+
+    def take(self, topic: TopicId, generation: int, ticket: Ticket) -> None:
+        """Fill in the ticket's offsets: from the queue's round (carved off the block, or one increment);
+        raises the HBaseError of a failed increment (nothing written; HBaseUnavailable: the caller may try again)."""
+        queue = self._queue(topic, generation)
+        with queue.lock:
+            queue.waiting.append(ticket)
+            lead = not queue.busy
+            queue.busy = True
+            if not lead:
+                ticket.done = threading.Event()
+        if ticket.done is not None:
+            ticket.done.wait()
+            if not ticket.lead:
+                if ticket.error is not None:
+                    raise ticket.error
+                return
+        with queue.lock:
+            round_, queue.waiting = queue.waiting, []
+            span = sum(t.span for t in round_)
+            rounds = max(1, min(self._rounds_ahead(queue), MAX_BLOCK_OFFSETS // span))
+            self._await_ahead(queue, span)
+            piece, stale = self._carve(queue, span)
+            if piece is not None and rounds > 1:
+                self._maybe_reserve_ahead(topic, generation, queue, span * rounds)
+        try:
+            for block in stale:  # too old to carve, or the round does not fit: release what is left
+                self._release(topic, generation, block)
+            if piece is None:
+                self._reserve(topic, generation, queue, round_, span, rounds)
+            else:
+                self.carved += 1
+                # dated when carved, not when the block was reserved: a publish is never dated before its call
+                # (which makes D = W + W/2 + E: docs/ordering.md, "The next block ahead")
+                self._hand_out(round_, replace(piece, publish_time=self._clock()))
+        finally:
+            with queue.lock:  # hand the lead to the first publish that queued meanwhile
+                if queue.waiting:  # queued while this round was reserved, so it has its event and waits on it
+                    following = queue.waiting[0]
+                    following.lead = True
+                    if following.done is not None:
+                        following.done.set()
+                else:
+                    queue.busy = False
+                queue.writing += sum(1 for waiting in round_ if waiting.error is None)
+            for waiting in round_:
+                waiting.lead = False
+                if waiting.done is not None:
+                    waiting.done.set()
+        if ticket.error is not None:
+            raise ticket.error
+
+    def published(self, topic: TopicId, generation: int) -> None:
+        """A publish of this queue that got offsets ended (idleness is measured from here)."""
+        queue = self._queue(topic, generation)
+        with queue.lock:
+            queue.last_end = time.monotonic()
+            queue.writing -= 1
+
+    def close(self) -> None:
+        """Release every block's remainder and stop the keeper."""
+        self._closed.set()
+        self._wake.set()
+        if self._keeper is not None:
+            self._keeper.join(5)
+        self._release_idle(force=True)
+
+    # -- inside -----------------------------------------------------------------------------------
+
+    def _queue(self, topic: TopicId, generation: int) -> _Queue:
+        queue = self._queues.get((topic, generation))  # a dict read is atomic: no lock on the hot path
+        if queue is None:
+            with self._lock:
+                queue = self._queues.setdefault((topic, generation), _Queue())
+        return queue
+
+    def _clock(self) -> int:
+        now = self.clock()  # (may read HBase's clock: not under the lock)
+        with self._lock:
+            self._last_time = max(now, self._last_time)
+            return self._last_time
+
+    @staticmethod
+    def _rounds_ahead(queue: _Queue) -> int:
+        """How many rounds' offsets the next increment of the queue reserves (under its lock): 1 when
+        the writer is idle, else enough for about BLOCK_SECONDS at its recent round rate (MAX_ROUNDS at most)."""
+        now = time.monotonic()
+        gap, queue.last_round = now - queue.last_round, now
+        if not queue.writing and now - queue.last_end >= IDLE_SECONDS:
+            queue.interval = None
+            return 1
+        queue.interval = gap if queue.interval is None else (queue.interval + gap) / 2
+        budget = LONE_BLOCK_SECONDS if queue.lone else BLOCK_SECONDS
+        return max(1, min(MAX_ROUNDS, int(budget / max(queue.interval, 1e-6))))
+
+    @staticmethod
+    def _reserved(queue: _Queue, first: int, span: int) -> None:
+        """Under the queue's lock: note an increment's offsets; contiguous with the queue's previous
+        ones means no other writer reserved in between (the writer is alone on the generation)."""
+        queue.lone = first == queue.reserved_to + 1
+        queue.reserved_to = max(queue.reserved_to, first + span - 1)
+
+    def _await_ahead(self, queue: _Queue, span: int) -> None:
+        """Under the queue's lock: when its block cannot serve a round of ``span`` and the next block is
+        being reserved, wait for that increment (at most W) instead of sending another one."""
+        block = queue.block
+        if queue.reserving_ahead and (block is None or block.span < span):
+            deadline = time.monotonic() + self.window()
+            while queue.reserving_ahead and (left := deadline - time.monotonic()) > 0:
+                queue.ahead_done.wait(left)
+
+    @staticmethod
+    def _carve(queue: _Queue, span: int) -> tuple[Block | None, list[Block]]:
+        """Under the queue's lock: ``span`` offsets off the front of its block (the block ahead once the
+        block is gone), or None; and the blocks to release, too old or too small for the round."""
+        stale: list[Block] = []
+        now = time.monotonic()
+        while True:
+            block = queue.block or queue.ahead  # the block ahead only once the block is gone
+            if block is None:
+                return None, stale
+            if queue.block is None:
+                queue.ahead = None
+            queue.block = None
+            if now >= block.until or block.span < span:
+                stale.append(block)
+                continue
+            if block.span > span:
+                rest = block.span - span
+                queue.block = Block(block.first + span, rest, block.publish_time, block.started, block.until)
+            return Block(block.first, span, block.publish_time, block.started), stale
+
+    def _maybe_reserve_ahead(self, topic: TopicId, generation: int, queue: _Queue, span: int) -> None:
+        """Under the queue's lock, after a carve: once at most half a block of ``span`` offsets is left and
+        nothing is ahead or being reserved, ask the keeper to reserve the next block of ``span`` offsets."""
+        left = 0 if queue.block is None else queue.block.span
+        if queue.ahead is not None or queue.reserving_ahead or 2 * left > span or self._closed.is_set():
+            return
+        queue.reserving_ahead = span
+        with self._lock:
+            self._wanted.append((topic, generation, queue))
+        self._start_keeper()
+        self._wake.set()
+
+    def _reserve_ahead(self, topic: TopicId, generation: int, queue: _Queue) -> None:
+        """The keeper: one increment for the queue's next block; a failure only means the next round
+        reserves for itself (a lost answer's offsets are a hole readers fill)."""
+        with queue.lock:
+            span = queue.reserving_ahead
+        started = time.monotonic()
+        publish_time = self._clock()
+        block = None
+        try:
+            max_age = self.window() / 2
+            first = sequencer.reserve(self.messages, topic, generation, span)
+            block = Block(first, span, publish_time, started, started + max_age)
+            self.ahead += 1
+        except HBaseError as exc:
+            log.info("could not reserve offsets ahead for %s: %s", topic, exc)
+        with queue.lock:
+            queue.reserving_ahead = 0
+            queue.ahead_done.notify_all()
+            if block is not None:
+                self._reserved(queue, block.first, block.span)
+            if block is not None and queue.ahead is None:
+                queue.ahead, block = block, None
+        if block is not None:
+            self._release(topic, generation, block)
+        if self._closed.is_set():  # closed meanwhile: release it now (with the block's rest if contiguous)
+            self._release_idle(force=True)
+
+    def _reserve(
+        self,
+        topic: TopicId,
+        generation: int,
+        queue: _Queue,
+        round_: list[Ticket],
+        span: int,
+        rounds: int,
+    ) -> None:
+        """One increment for the round and, when ``rounds`` > 1, a block of the next rounds' offsets."""
+        started = time.monotonic()
+        publish_time = self._clock()
+        try:
+            max_age = self.window() / 2  # it may read the setting from HBase
+            first = sequencer.reserve(self.messages, topic, generation, span * rounds)
+        except HBaseError as exc:
+            for waiting in round_:
+                waiting.error = exc
+            return
+        self.increments += 1
+        self._hand_out(round_, Block(first, span, publish_time, started))
+        with queue.lock:
+            self._reserved(queue, first, span * rounds)
+        if rounds == 1:
+            return
+        block = Block(first + span, span * (rounds - 1), publish_time, started, started + max_age)
+        with queue.lock:
+            closed = self._closed.is_set()
+            if not closed:
+                queue.block = block  # only the lead carves, and it took the old block: none is there
+        if closed:
+            self._release(topic, generation, block)
+            return
+        self._start_keeper()
+
+    def _start_keeper(self) -> None:
+        with self._lock:
+            if self._keeper is None:
+                self._keeper = threading.Thread(target=self._keep, name="tms-block-keeper", daemon=True)
+                self._keeper.start()
+
+    @staticmethod
+    def _hand_out(round_: list[Ticket], piece: Block) -> None:
+        first = piece.first
+        for waiting in round_:
+            waiting.first, waiting.publish_time, waiting.started = first, piece.publish_time, piece.started
+            first += waiting.span
+
+    def _keep(self) -> None:
+        """Reserve the blocks ahead that busy queues ask for, at once; release the blocks of idle queues
+        and blocks too old to carve, every few milliseconds."""
+        while not self._closed.is_set():
+            self._wake.wait(IDLE_SECONDS)
+            self._wake.clear()
+            with self._lock:
+                wanted, self._wanted = self._wanted, []
+            for topic, generation, queue in wanted:
+                self._reserve_ahead(topic, generation, queue)
+            self._release_idle()
+        with self._lock:
+            wanted, self._wanted = self._wanted, []
+        for _, _, queue in wanted:  # closed before the keeper got to them: nothing is reserved
+            with queue.lock:
+                queue.reserving_ahead = 0
+                queue.ahead_done.notify_all()
+
+    def _release_idle(self, force: bool = False) -> None:
+        now = time.monotonic()
+        with self._lock:
+            queues = list(self._queues.items())
+        for (topic, generation), queue in queues:
+            with queue.lock:
+                blocks = [b for b in (queue.block, queue.ahead) if b is not None]
+                if not blocks:
+                    continue
+                idle = not queue.busy and not queue.writing and now - queue.last_end >= IDLE_SECONDS
+                if not (force or idle):
+                    blocks = [b for b in blocks if now >= b.until]
+                    if not blocks:
+                        continue
+                if any(b is queue.block for b in blocks):
+                    queue.block = None
+                if any(b is queue.ahead for b in blocks):
+                    queue.ahead = None
+            for block in _joined(blocks):
+                self._release(topic, generation, block)
+
+    def _release(self, topic: TopicId, generation: int, block: Block) -> None:
+        """Give a block's unused offsets back to the counter when nobody reserved after them (so they
+        never exist for readers, counts or lag); else fill them with ONE skip marker of this writer over
+        exactly their span (if-absent: a reader that filled the first of them already is as good), which
+        the skip index records. A lost answer to the give-back leaves them as a hole that readers fill."""
+        try:
+            if sequencer.give_back(self.messages, topic, generation, block.first, block.span):
+                self.given_back += 1
+                return
+            sequencer.fill(
+                self.messages, topic, generation, block.first, block.span, block.publish_time, self.writer_id
+            )
+            self.released += 1
+        except TmsError as exc:  # readers fill it after H
+            log.info("could not release offsets %d+%d of %s: %s", block.first, block.span, topic, exc)
+
+
+def _joined(blocks: list[Block]) -> list[Block]:
+    """A block and the block ahead as one when their offsets are contiguous (one skip marker for both)."""
+    if len(blocks) == 2 and blocks[0].first + blocks[0].span == blocks[1].first:
+        first, second = blocks
+        return [Block(first.first, first.span + second.span, first.publish_time, first.started, first.until)]
+    return blocks

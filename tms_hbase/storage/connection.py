@@ -1,0 +1,350 @@
+"""A pooled, thread-safe connection to the HBase Thrift gateway that turns every failure into a TmsError.
+
+Every HBase call runs under a deadline (``timeout`` seconds from its start, or from the start of the
+library operation it belongs to, see :meth:`HBaseConnection.operation`), enforced by the socket
+itself: each read and write may wait only for the time left, so a gateway that hangs, or trickles
+one byte at a time, fails the call when the deadline passes. Answers that are not Thrift (another
+service on the port, a bogus length) fail the call at once instead of allocating what they claim.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import happybase
+import Hbase_thrift  # loaded by happybase's import above
+from thriftpy2.protocol.exc import TProtocolException
+from thriftpy2.thrift import TClient, TDecodeException, TException
+from thriftpy2.transport import TSocket, TTransportException
+
+from tms_hbase.config import check_timeout
+from tms_hbase.errors import ClientClosed, HBaseError, HBaseUnavailable, InvalidArgument, TmsError
+from tms_hbase.model.metrics import CLIENT_METRICS
+from tms_hbase.model.retry import Retry
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+MAX_READ_BYTES = 256 * 1024 * 1024
+"""The most one socket read may ask for. Thrift's buffers grow to the largest single value of an
+answer (a cell, a frame) before reading it, so a larger request means the peer announced a value
+larger than any HBase cell (``hbase.server.keyvalue.maxsize`` is 10 MB by default, 64 MiB in the
+local launcher): garbage, refused before it is read."""
+
+READ_BUFFER = 64 * 1024
+"""Bytes the Thrift transport asks the socket for at once (thriftpy2's default is 4 KiB): a large
+scan's answer then takes a sixteenth of the reads, and of their deadline checks."""
+
+
+class NotThrift(Exception):
+    """The peer's answer is not a Thrift reply this client can read (not a TmsError: it is wrapped)."""
+
+
+# Errors HBase sent as an answer: the connection itself is fine.
+_HBASE_ANSWERS = (Hbase_thrift.IOError, Hbase_thrift.IllegalArgument, Hbase_thrift.AlreadyExists)
+# Failures of the link itself (as opposed to an answer from HBase): the connection is discarded.
+_LINK_ERRORS = (TTransportException, socket.timeout, OSError, EOFError, NotThrift)
+# The one deadline of the library operation running in this context (see HBaseConnection.operation).
+_OPERATION_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("tms_deadline", default=None)
+
+
+class DeadlineSocket(TSocket):
+    """A Thrift client socket whose connect, reads and writes all end by ``deadline`` (monotonic time).
+
+    Set ``deadline`` before each call (None: no limit); once it passes, the next socket operation
+    raises ``TimeoutError`` however many bytes keep arriving. A read larger than
+    :data:`MAX_READ_BYTES` raises :class:`NotThrift`.
+    """
+
+    def __init__(self, host: str, port: int) -> None:
+        super().__init__(host, port)
+        self.deadline: float | None = None
+
+    def _left(self) -> float | None:
+        if self.deadline is None:
+            return None
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("timed out")
+        return left
+
+    def open(self) -> None:
+        self.connect_timeout = self.socket_timeout = self._left()
+        super().open()
+
+    def read(self, sz: int) -> bytes:
+        if sz > MAX_READ_BYTES:
+            raise NotThrift(f"it announced a value of {sz} bytes")
+        self.sock.settimeout(self._left())
+        return super().read(sz)
+
+    def write(self, buf: bytes) -> None:
+        self.sock.settimeout(self._left())
+        super().write(buf)
+
+
+class CheckedClient(TClient):
+    """A Thrift client that reports an answer it cannot decode as :class:`NotThrift`.
+
+    The decoders raise whatever the bytes provoke (a protocol error, MemoryError for an absurd
+    length, RecursionError...); an exception the service declares, a TApplicationException the
+    server sent, or a socket failure passes through unchanged.
+    """
+
+    def _recv(self, _api: str) -> Any:
+        try:
+            return super()._recv(_api)
+        except (TProtocolException, TDecodeException) as exc:
+            raise NotThrift(f"{type(exc).__name__}: {exc}") from exc
+        except (TException, OSError, NotThrift):
+            raise
+        except Exception as exc:
+            raise NotThrift(f"{type(exc).__name__}: {exc}") from exc
+
+
+class _Connection(happybase.Connection):
+    """A happybase connection on a :class:`DeadlineSocket`, with a :class:`CheckedClient`."""
+
+    socket: DeadlineSocket
+
+    def _refresh_thrift_client(self) -> None:
+        self.socket = DeadlineSocket(self.host, self.port)
+        self.transport = self._transport_class(self.socket, buf_size=READ_BUFFER)
+        self.client = CheckedClient(Hbase_thrift.Hbase, self._protocol_class(self.transport, decode_response=False))
+
+
+def mutation(column: bytes, value: bytes) -> Hbase_thrift.Mutation:
+    """A Thrift1 put of one cell, for checkAndPut (which happybase does not wrap)."""
+    return Hbase_thrift.Mutation(column=column, value=value)
+
+
+def scan_spec(start: bytes, stop: bytes, caching: int) -> Hbase_thrift.TScan:
+    """A Thrift1 scan of rows ``start`` to ``stop`` (exclusive) that fetches ``caching`` rows per round
+    trip inside HBase, for scanner calls made without happybase's per-row dicts."""
+    return Hbase_thrift.TScan(startRow=start, stopRow=stop, caching=caching)
+
+
+class HBaseConnection:
+    """A pool of happybase connections to a Thrift gateway.
+
+    Each call borrows a connection for one thread; a connection that broke is closed and replaced,
+    idempotent calls are retried on a fresh one as the ``retry`` policy says while their deadline
+    allows, and every error comes out as a ``TmsError``. ``timeout`` (seconds) is a deadline for a
+    whole call, retries included, or for a whole library operation (:meth:`operation`), not a limit
+    per socket read. ``fallbacks`` are more gateways (host, port) of the same HBase: when the one in
+    use cannot be reached, new connections go to the next. Connections idle longer than ``max_idle``
+    seconds are not reused: the Thrift gateway closes idle connections itself (after 60 s by default).
+    ``retries`` is the older way to say ``Retry(attempts=retries + 1)``.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        timeout: float = 10.0,
+        pool_size: int = 8,
+        retry: Retry | None = None,
+        fallbacks: Sequence[tuple[str, int]] = (),
+        max_idle: float = 45.0,
+        retries: int | None = None,
+    ) -> None:
+        self._addresses = [(host, port), *fallbacks]
+        self._current = 0  # index of the gateway new connections go to
+        self.timeout = check_timeout(timeout)
+        if retry is not None and retries is not None:
+            raise InvalidArgument("give retry or retries (its older form), not both")
+        self.retry = retry or (Retry() if retries is None else Retry(attempts=retries + 1))
+        self.max_idle = max_idle
+        self._idle: list[tuple[_Connection, float]] = []
+        self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(pool_size)
+        self._closed = False
+        self.calls = 0  # HBase calls made through this pool (for tests, benchmarks and metrics)
+
+    @property
+    def host(self) -> str:
+        return self._addresses[self._current][0]
+
+    @property
+    def port(self) -> int:
+        return self._addresses[self._current][1]
+
+    @property
+    def address(self) -> str:
+        """``host:port`` of the gateway in use."""
+        return f"{self.host}:{self.port}"
+
+    @contextmanager
+    def operation(self) -> Iterator[None]:
+        """Give every HBase call made inside (in this thread or task) one shared deadline, ``timeout``
+        seconds from now: a library operation made of several calls, retries included, ends by then.
+        Nested operations keep the outer deadline."""
+        if _OPERATION_DEADLINE.get() is not None:
+            yield
+            return
+        token = _OPERATION_DEADLINE.set(time.monotonic() + self.timeout)
+        try:
+            yield
+        finally:
+            _OPERATION_DEADLINE.reset(token)
+
+    def deadline(self) -> float:
+        """When a call starting now must end: the running operation's deadline, or ``timeout`` from now."""
+        return _OPERATION_DEADLINE.get() or time.monotonic() + self.timeout
+
+    @contextmanager
+    def connection(self, what: str, deadline: float | None = None) -> Iterator[happybase.Connection]:
+        """Borrow an open connection for ``what`` (used in error messages) until ``deadline``
+        (default: :meth:`deadline`); errors are wrapped."""
+        if self._closed:
+            raise ClientClosed("this client has been closed: open a new MessagingClient")
+        deadline = self.deadline() if deadline is None else deadline
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise self._timed_out(what)
+        if not self._slots.acquire(timeout=left):
+            err = HBaseUnavailable(f"{what}: no free connection to {self.address} within {self.timeout}s")
+            err.timed_out = True
+            raise err
+        conn = None
+        healthy = True
+        self.calls += 1
+        try:
+            conn = self._take(deadline)
+            conn.socket.deadline = deadline
+            yield conn
+        except (*_LINK_ERRORS, TException) as exc:
+            # an answer from HBase (IOError...) leaves the link usable; anything else may not
+            healthy = isinstance(exc, _HBASE_ANSWERS)
+            raise self._wrap(what, exc) from exc
+        except TmsError:
+            raise
+        except BaseException:
+            # an interrupted call may leave half a response on the socket
+            healthy = False
+            raise
+        finally:
+            self._give_back(conn, healthy)
+            self._slots.release()
+
+    def run(self, what: str, call: Callable[[happybase.Connection], T], *, idempotent: bool = True) -> T:
+        """Run ``call`` on a borrowed connection by one deadline; retry link failures of idempotent
+        calls as the retry policy says, while the deadline leaves time (a timeout is never retried:
+        the deadline has passed)."""
+        deadline = self.deadline()
+        failures = 0
+        while True:
+            try:
+                with self.connection(what, deadline) as conn:
+                    return call(conn)
+            except HBaseUnavailable as exc:
+                failures += 1
+                if not idempotent or exc.timed_out or not self.retry.pause(exc, failures, what=what, deadline=deadline):
+                    raise
+                CLIENT_METRICS.retries.inc()
+
+    def close(self) -> None:
+        """Close every idle connection; borrowed ones are closed when given back."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn, _ in idle:
+            conn.close()
+
+    def _take(self, deadline: float) -> _Connection:
+        stale = []
+        conn = None
+        with self._lock:
+            now = time.monotonic()
+            while self._idle:
+                candidate, since = self._idle.pop()
+                if now - since < self.max_idle:
+                    conn = candidate
+                    break
+                stale.append(candidate)
+        for old in stale:
+            old.close()
+        if conn is not None:
+            return conn
+        return self._open(deadline)
+
+    def _open(self, deadline: float) -> _Connection:
+        """A new connection to the gateway in use; if it cannot be reached, to the next one (each
+        gateway is tried once, within the deadline)."""
+        for tried in range(1, len(self._addresses) + 1):
+            index = self._current
+            conn = _Connection(*self._addresses[index], autoconnect=False)
+            conn.socket.deadline = deadline
+            try:
+                conn.open()
+                return conn
+            except (TTransportException, OSError) as exc:
+                if isinstance(exc, TimeoutError) or tried == len(self._addresses):
+                    raise
+                with self._lock:
+                    if self._current == index:
+                        self._current = (index + 1) % len(self._addresses)
+                log.warning(
+                    "HBase Thrift at %s:%d cannot be reached (%s); trying %s",
+                    *self._addresses[index],
+                    exc,
+                    self.address,
+                )
+        raise AssertionError("unreachable")
+
+    def _give_back(self, conn: _Connection | None, healthy: bool) -> None:
+        if conn is None:
+            return
+        with self._lock:
+            if healthy and not self._closed:
+                self._idle.append((conn, time.monotonic()))
+                return
+            # a broken link suggests the others are broken too (gateway restarted, network cut)
+            stale, self._idle = [c for c, _ in self._idle], []
+        for old in [conn, *stale]:
+            old.close()
+
+    def _timed_out(self, what: str) -> HBaseUnavailable:
+        err = HBaseUnavailable(f"{what}: HBase Thrift at {self.address} did not answer within {self.timeout}s")
+        err.timed_out = True
+        return err
+
+    def _wrap(self, what: str, exc: BaseException) -> TmsError:
+        if isinstance(exc, (socket.timeout, TimeoutError)) or "timed out" in _reason(exc):
+            return self._timed_out(what)
+        if isinstance(exc, NotThrift):
+            return HBaseUnavailable(
+                f"{what}: {self.address} answered bytes that are not an HBase Thrift reply ({_reason(exc)}); "
+                "is it the HBase Thrift gateway (Thrift1, buffered transport, binary protocol)?"
+            )
+        if isinstance(exc, _LINK_ERRORS):
+            return HBaseUnavailable(
+                f"{what}: cannot reach HBase Thrift at {self.address} ({_reason(exc)}); is HBase running?"
+            )
+        if isinstance(exc, _HBASE_ANSWERS):
+            return HBaseError(f"{what}: HBase refused the request: {_reason(exc)}")
+        if isinstance(exc, TException):
+            return HBaseError(f"{what}: Thrift protocol error from {self.address}: {_reason(exc)}")
+        return HBaseError(f"{what}: {type(exc).__name__}: {exc}")
+
+
+def _reason(exc: BaseException) -> str:
+    """The first line of an exception's message, decoded (HBase sends whole Java stack traces)."""
+    message = getattr(exc, "message", None)
+    if message is None:
+        try:
+            message = str(exc)
+        except TypeError:  # thrift exceptions whose message is bytes
+            message = repr(exc)
+    if isinstance(message, bytes):
+        message = message.decode(errors="replace")
+    lines = str(message).strip().splitlines()
+    return lines[0][:500] if lines else type(exc).__name__

@@ -1,0 +1,359 @@
+"""The storage port: one HBase table with exactly the operations tms-hbase needs, each one Thrift call.
+
+Everything above this module (writer, reader, metadata, subscriptions, transaction state, sweeper)
+speaks to HBase through :class:`Table`; raw Thrift calls live here and in :mod:`.connection` only.
+Reads and blind writes are idempotent and retried on a broken link; conditional writes
+(``put_if_absent``, ``compare_and_set``) and increments are not, because their answer may be lost:
+callers resolve that by reading the row back.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
+from operator import attrgetter, methodcaller
+from typing import Any
+
+import happybase
+
+from tms_hbase.errors import HBaseError
+from tms_hbase.model.retry import Retry
+from tms_hbase.model.tables import CORE, FAMILIES, FAMILY, TableNames
+from tms_hbase.storage.connection import HBaseConnection, mutation, scan_spec
+
+log = logging.getLogger(__name__)
+
+Row = tuple[bytes, dict[bytes, bytes]]
+"""A row as scans return it: the key and its cells (``family:qualifier`` → value)."""
+
+# How many rows one scanner call brings back: a limited scan takes its rows in one call up to MAX_BATCH.
+DEFAULT_BATCH = 1000
+MAX_BATCH = 10_000
+KEYS_ONLY = "KeyOnlyFilter()"
+"""A scan filter that sends the keys and empty values back: for scans that only need the keys."""
+# While a split or merge is being assigned, listing a table's regions fails for a few seconds
+# ("Internal error processing getTableRegions"): ask again for up to about 15 s.
+REGIONS_IN_TRANSITION = Retry(
+    attempts=20, backoff_seconds=0.25, max_backoff_seconds=1.0, retry_if=lambda e: "Internal error" in str(e)
+)
+
+
+_ROW, _COLUMNS, _VALUE = attrgetter("row"), attrgetter("columns"), attrgetter("value")
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for a block that creates many objects, none of them in
+    cycles (decoding a scanner answer, or encoding a batch of puts: several objects per row, freed by
+    reference counting).
+
+    Left on, the collector runs every few hundred allocations and, as the answer grows, walks all of
+    it again and again: about a third of the CPU time of decoding a large scan. Only the caller that
+    found it enabled turns it back on, so nested or concurrent pauses leave it as it was.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+@dataclass(frozen=True)
+class Region:
+    """One region of a table: rows from ``start`` (inclusive, b"" = first) to ``end`` (exclusive, b"" = last)."""
+
+    table: str
+    start: bytes
+    end: bytes
+    name: bytes  # HBase's region name, for a major compaction of just this region
+
+    @property
+    def key(self) -> bytes:
+        """Identifies the region in the sweeper's state (a split keeps the first half's key)."""
+        return self.table.encode() + b"\0" + self.start
+
+    def label(self) -> str:
+        return f"{self.table}[{self.start.hex() or '-'}..{self.end.hex() or '-'})"
+
+
+class Table:
+    """One table of an installation (thread-safe: every call borrows a pooled connection)."""
+
+    def __init__(self, hbase: HBaseConnection, name: str) -> None:
+        self.hbase = hbase
+        self.name = name
+        self._name = name.encode()
+
+    def __repr__(self) -> str:
+        return f"Table({self.name!r})"
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def get(self, key: bytes, columns: Sequence[bytes] | None = None) -> dict[bytes, bytes]:
+        """The row's cells (only ``columns`` if given); ``{}`` if the row does not exist."""
+        return self.hbase.run(f"read row of {self.name}", lambda c: c.table(self.name).row(key, columns=columns))
+
+    def get_cell(self, key: bytes, column: bytes) -> bytes | None:
+        """One cell's value, or None if it does not exist."""
+        return self.get(key, [column]).get(column)
+
+    def get_versions(self, key: bytes, column: bytes, versions: int) -> list[tuple[bytes, int]]:
+        """Up to ``versions`` versions of one cell, newest first, as (value, timestamp)."""
+        return self.hbase.run(
+            f"read cell versions of {self.name}",
+            lambda c: c.table(self.name).cells(key, column, versions=versions, include_timestamp=True),
+        )
+
+    def scan(
+        self,
+        start: bytes | None = None,
+        stop: bytes | None = None,
+        *,
+        prefix: bytes | None = None,
+        limit: int | None = None,
+        columns: Sequence[bytes] | None = None,
+        reverse: bool = False,
+        timestamps: bool = False,
+        filter: str | bytes | None = None,
+    ) -> list[Row]:
+        """Rows from ``start`` (inclusive) to ``stop`` (exclusive), or under ``prefix``, in key order
+        (descending with ``reverse``: then ``start`` is the high end), at most ``limit`` of them.
+
+        With ``timestamps`` each cell is ``(value, timestamp)`` instead of its value. ``filter`` is an
+        HBase filter string applied in the region servers (e.g. :data:`KEYS_ONLY`).
+        """
+        batch = DEFAULT_BATCH if limit is None else max(1, min(limit, MAX_BATCH))
+
+        def scan(conn) -> list[Row]:
+            rows = conn.table(self.name).scan(
+                row_start=start or None,
+                row_stop=stop or None,
+                row_prefix=prefix,
+                columns=columns,
+                limit=limit,
+                batch_size=batch,
+                reverse=reverse,
+                include_timestamp=timestamps,
+                filter=filter,
+            )
+            return list(rows)
+
+        return self.hbase.run(f"scan {self.name}", scan)
+
+    def scan_column(
+        self, start: bytes, stop: bytes, column: bytes, limit: int
+    ) -> tuple[list[bytes], list[bytes | None]]:
+        """Up to ``limit`` (at most :data:`MAX_BATCH`) rows from ``start`` (inclusive) to ``stop`` (exclusive,
+        not empty), in key order, as two lists: their keys, and their values of ``column`` (None where a row lacks it).
+
+        For bulk reads of one column (the Spark data source's, and fetches of stored payloads): one
+        scanner call, no dict per row, and the cyclic garbage collector paused while the answer is
+        decoded (see :func:`gc_paused`). Empty if ``start`` >= ``stop`` (HBase would read a scan from a
+        key to the same key as a get of that row)."""
+        if start >= stop:
+            return [], []
+        batch = max(1, min(limit, MAX_BATCH))
+        value_of = methodcaller("get", column)
+
+        def scan(conn) -> tuple[list[bytes], list[bytes | None]]:
+            client = conn.client
+            scanner = client.scannerOpenWithScan(self._name, scan_spec(start, stop, batch), {})
+            try:
+                with gc_paused():
+                    results = client.scannerGetList(scanner, batch)
+                    keys = list(map(_ROW, results))
+                    cells = list(map(value_of, map(_COLUMNS, results)))
+                    del results  # (freed here, before the collector runs again)
+                    try:
+                        values = list(map(_VALUE, cells))
+                    except AttributeError:  # a row without the column (None has no value)
+                        values = [None if c is None else c.value for c in cells]
+                    del cells
+            finally:
+                client.scannerClose(scanner)
+            return keys, values
+
+        return self.hbase.run(f"scan {self.name}", scan)
+
+    def last_row(self, prefix: bytes, columns: Sequence[bytes] | None = None) -> Row | None:
+        """The row with the greatest key under ``prefix`` (one reverse scan of one row), or None.
+
+        Row keys under ``prefix`` must be shorter than ``len(prefix) + 64`` bytes.
+        """
+        rows = self.scan(prefix + b"\xff" * 64, prefix, limit=1, columns=columns, reverse=True)
+        return rows[0] if rows else None
+
+    # -- writes -------------------------------------------------------------------------------
+
+    def put(self, key: bytes, cells: Mapping[bytes, bytes]) -> None:
+        """Write cells of one row (blind; writing the same again is harmless, so it is retried)."""
+        self.hbase.run(f"write row of {self.name}", lambda c: c.table(self.name).put(key, dict(cells)))
+
+    def put_many(self, rows: Iterable[tuple[bytes, Mapping[bytes, bytes]]], *, timestamp: int | None = None) -> None:
+        """Write many rows in one batch (blind and retried like :meth:`put`); ``timestamp`` sets the
+        cells' HBase version instead of the server's clock. The Thrift objects of the batch (several
+        per row) are made and sent with the cyclic garbage collector paused (:func:`gc_paused`)."""
+        rows = list(rows)
+
+        def write(conn) -> None:
+            with gc_paused(), conn.table(self.name).batch(timestamp=timestamp) as b:
+                for key, cells in rows:
+                    b.put(key, dict(cells))
+
+        self.hbase.run(f"write rows of {self.name}", write)
+
+    def delete_many(self, keys: Iterable[bytes]) -> None:
+        """Delete whole rows in one batch (deleting twice is harmless, so it is retried)."""
+        keys = list(keys)
+
+        def delete(conn) -> None:
+            with conn.table(self.name).batch() as b:
+                for key in keys:
+                    b.delete(key)
+
+        self.hbase.run(f"delete rows of {self.name}", delete)
+
+    def delete_cells(self, key: bytes, columns: Sequence[bytes]) -> None:
+        """Delete some cells of one row (deleting twice is harmless, so it is retried)."""
+        self.hbase.run(f"delete cells of {self.name}", lambda c: c.table(self.name).delete(key, columns=list(columns)))
+
+    def put_if_absent(self, key: bytes, column: bytes, value: bytes) -> bool:
+        """Write one cell only if it does not exist yet (checkAndPut with no expected value).
+
+        Not retried: if the link fails the put may or may not have landed (HBaseUnavailable).
+        """
+        return self.compare_and_set(key, column, None, value)
+
+    def compare_and_set(self, key: bytes, column: bytes, expected: bytes | None, value: bytes) -> bool:
+        """Write ``column`` = ``value`` only if it holds exactly ``expected`` now (None: the cell does not
+        exist). Atomic on one cell (Thrift1's checkAndPut takes one mutation); not retried (see above)."""
+        put = mutation(column, value)
+        return self.hbase.run(
+            f"compare-and-set in {self.name}",
+            lambda c: c.client.checkAndPut(self._name, key, column, expected, put, {}),
+            idempotent=False,
+        )
+
+    def increment(self, key: bytes, column: bytes, amount: int = 1) -> int:
+        """Atomically add ``amount`` to a 64-bit counter cell; returns the new value. Not retried."""
+        return self.hbase.run(
+            f"increment counter in {self.name}",
+            lambda c: c.table(self.name).counter_inc(key, column, amount),
+            idempotent=False,
+        )
+
+    # -- regions ------------------------------------------------------------------------------
+
+    def regions(self) -> list[Region]:
+        """The table's regions in key order, as HBase has them now (splits and merges included).
+
+        While a split or merge is being assigned, the gateway fails the call: that passes within seconds,
+        so it is asked again (:data:`REGIONS_IN_TRANSITION`).
+        """
+        what = f"list regions of {self.name}"
+        infos = REGIONS_IN_TRANSITION.call(
+            lambda: self.hbase.run(what, lambda c: c.client.getTableRegions(self._name)), what=what
+        )
+        regions = [Region(self.name, i.startKey or b"", i.endKey or b"", i.name) for i in infos]
+        return sorted(regions, key=lambda r: r.start)
+
+    def major_compact(self, region: Region) -> None:
+        """Ask HBase to major-compact one region of this table (frees the space of deleted rows)."""
+        self.hbase.run(f"major compaction of {region.label()}", lambda c: c.client.majorCompact(region.name))
+
+
+class Installation:
+    """One tms-hbase installation: the tables of one prefix at one HBase, over one connection pool.
+
+    This is what the components above the storage layer are handed (``MessagingClient.installation``):
+    the sweeper, the CLIs, Spark tasks and the benchmarks use it instead of a client's internals.
+    """
+
+    def __init__(self, hbase: HBaseConnection, names: TableNames) -> None:
+        self.hbase = hbase
+        self.names = names
+        self.messages = Table(hbase, names.messages)
+        self.payloads = Table(hbase, names.payloads)
+        self.metadata = Table(hbase, names.metadata)
+        self.txstate = Table(hbase, names.txstate)
+
+    def __repr__(self) -> str:
+        return f"Installation({self.hbase.address!r}, prefix={self.prefix!r})"
+
+    @property
+    def prefix(self) -> str:
+        return self.names.prefix
+
+    @property
+    def address(self) -> str:
+        """``host:port`` of the HBase Thrift gateway."""
+        return self.hbase.address
+
+    @property
+    def calls(self) -> int:
+        """HBase calls made so far through this installation's pool (tests, benchmarks, metrics)."""
+        return self.hbase.calls
+
+    def table(self, kind: str) -> Table:
+        """The table ``<prefix>_<kind>``."""
+        return Table(self.hbase, self.names.name(kind))
+
+    def missing(self, kinds: Iterable[str] = CORE) -> list[str]:
+        """The tables of this prefix (of ``kinds``, by default the core ones every installation has)
+        that do not exist (one call; creates nothing)."""
+        existing = set(self._existing())
+        return [self.names.name(kind) for kind in kinds if self.names.name(kind) not in existing]
+
+    def create_missing(self, kinds: Iterable[str] = CORE) -> list[str]:
+        """Create whichever table of this prefix (of ``kinds``) is missing; returns the names it created.
+
+        Safe to run from many processes at once: losing a creation race to another process is fine.
+        """
+        existing = set(self._existing())
+        created = []
+        for kind in kinds:
+            name, family = self.names.name(kind), FAMILIES[kind]
+            if name in existing:
+                continue
+            try:
+                self.hbase.run(
+                    f"create table {name}", partial(_create_table, name=name, family=family), idempotent=False
+                )
+            except HBaseError as exc:
+                if "already in use" not in str(exc) and name not in self._existing():
+                    raise
+            else:
+                created.append(name)
+                log.info("created table %s", name)
+        return created
+
+    def drop(self) -> list[str]:
+        """Disable and delete the tables of this prefix that exist, with everything in them; returns the names."""
+        existing = set(self._existing())
+        dropped = []
+        for name in self.names.all():
+            if name in existing:
+                self.hbase.run(f"drop table {name}", partial(_drop_table, name=name), idempotent=False)
+                dropped.append(name)
+        return dropped
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self.hbase.close()
+
+    def _existing(self) -> list[str]:
+        return [t.decode() for t in self.hbase.run("list tables", lambda c: c.tables())]
+
+
+def _create_table(conn: happybase.Connection, *, name: str, family: dict[str, Any]) -> None:
+    conn.create_table(name, {FAMILY: family})
+
+
+def _drop_table(conn: happybase.Connection, *, name: str) -> None:
+    conn.delete_table(name, disable=True)
