@@ -1,0 +1,193 @@
+"""The faults, chosen by a seeded RNG, and the processes they hit.
+
+- ``kill``: SIGKILL of a random process (writer, reader, consumer, prober, sweeper, transaction server);
+  the runner starts a replacement of a long-lived role;
+- ``stop``: SIGSTOP of a random process, SIGCONT 0.5-6 s later (a GC pause, a suspended VM);
+- ``clock``: a jump of one process's wall clock to a new offset (libfaketime re-reads the offset from
+  the process's file every second); every process also starts with an offset of its own: a few seconds
+  (half of them), up to 60 s (a third), or none;
+- ``proxy``: the Thrift connection of every process goes through a TCP proxy that is stalled (requests
+  swallowed) for 0.5-6 s, resets every connection for 0.2-2 s, or cuts every open connection once;
+- ``hbase``: SIGKILL of the run's own standalone HBase and a restart (needs ``--own-hbase``; see
+  ``own_hbase``).
+
+Every fault is recorded to the runner's history as a ``fault`` event with a ``phase`` (start, end).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..tcp_proxy import TcpProxy
+from .history import Recorder
+from .own_hbase import OwnHBase
+
+FAULTS = ("kill", "stop", "clock", "proxy", "hbase")
+MAX_SKEW = 60.0
+
+FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
+
+
+@dataclass
+class Proc:
+    name: str
+    role: str
+    popen: subprocess.Popen[bytes]
+    clock_file: Path | None = None
+    long_lived: bool = False
+    stopped: bool = False
+    offset: float = 0.0
+    cfg: dict[str, Any] = field(default_factory=dict)
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+
+def initial_offset(rng: random.Random) -> float:
+    draw = rng.random()
+    if draw < 0.5:
+        return round(rng.uniform(-3.0, 3.0), 3)
+    if draw < 0.83:
+        return round(rng.uniform(-MAX_SKEW, MAX_SKEW), 3)
+    return 0.0
+
+
+def write_offset(path: Path, seconds: float) -> None:
+    """libfaketime's relative offset format: ``+2.5s`` / ``-40s``; written whole, then renamed."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(f"{seconds:+.3f}s\n")
+    tmp.replace(path)
+
+
+class Nemesis:
+    def __init__(
+        self,
+        rng: random.Random,
+        faults: set[str],
+        rec: Recorder,
+        procs: Callable[[], list[Proc]],
+        proxy: TcpProxy,
+        own_hbase: OwnHBase | None,
+        interval: tuple[float, float],
+    ) -> None:
+        self.rng, self.faults, self.rec, self.procs = rng, faults, rec, procs
+        self.proxy, self.own_hbase, self.interval = proxy, own_hbase, interval
+        self.kinds = sorted(faults & {"kill", "stop", "clock", "proxy", "hbase"})
+        self.next_at = rec.now() + rng.uniform(*interval)
+        self.pending: list[tuple[float, Callable[[], None]]] = []
+        self.hbase_thread: threading.Thread | None = None
+
+    def tick(self) -> None:
+        now = self.rec.now()
+        due = [action for at, action in self.pending if at <= now]
+        self.pending = [(at, action) for at, action in self.pending if at > now]
+        for action in due:
+            action()
+        if self.kinds and now >= self.next_at:
+            self.next_at = now + self.rng.uniform(*self.interval)
+            getattr(self, "_" + self.rng.choice(self.kinds))()
+
+    def _later(self, seconds: float, action: Callable[[], None]) -> None:
+        self.pending.append((self.rec.now() + seconds, action))
+
+    def _target(self, *, with_clock: bool = False) -> Proc | None:
+        live = [p for p in self.procs() if p.alive() and not p.stopped and (p.clock_file or not with_clock)]
+        return self.rng.choice(live) if live else None
+
+    def _kill(self) -> None:
+        p = self._target()
+        if p is None:
+            return
+        self.rec.event("fault", fault="kill", phase="start", target=p.name, role=p.role)
+        _signal(p, signal.SIGKILL)
+
+    def _stop(self) -> None:
+        p = self._target()
+        if p is None:
+            return
+        seconds = round(self.rng.uniform(0.5, 6.0), 2)
+        self.rec.event("fault", fault="stop", phase="start", target=p.name, role=p.role, seconds=seconds)
+        p.stopped = True
+        _signal(p, signal.SIGSTOP)
+        self._later(seconds, lambda: self._cont(p))
+
+    def _cont(self, p: Proc) -> None:
+        if p.stopped:
+            p.stopped = False
+            _signal(p, signal.SIGCONT)
+            self.rec.event("fault", fault="stop", phase="end", target=p.name)
+
+    def _clock(self) -> None:
+        p = self._target(with_clock=True)
+        if p is None or p.clock_file is None:
+            return
+        offset = round(self.rng.uniform(-MAX_SKEW, MAX_SKEW), 3) if self.rng.random() < 0.5 else initial_offset(self.rng)
+        self.rec.event("fault", fault="clock", phase="start", target=p.name, role=p.role, offset=offset, was=p.offset)
+        p.offset = offset
+        write_offset(p.clock_file, offset)
+
+    def _proxy(self) -> None:
+        mode = self.rng.choice(["stall", "reset", "cut"])
+        if mode == "cut":
+            self.rec.event("fault", fault="proxy", phase="start", mode="cut")
+            self.proxy.cut()
+            return
+        seconds = round(self.rng.uniform(0.5, 6.0) if mode == "stall" else self.rng.uniform(0.2, 2.0), 2)
+        self.rec.event("fault", fault="proxy", phase="start", mode=mode, seconds=seconds)
+        if mode == "stall":
+            self.proxy.stall = True
+        else:
+            self.proxy.fault = "reset"
+        self._later(seconds, self._heal_proxy)
+
+    def _heal_proxy(self) -> None:
+        if self.proxy.stall or self.proxy.fault:
+            self.proxy.stall, self.proxy.fault = False, None
+            self.proxy.cut()  # a stalled connection holds requests nobody will answer
+            self.rec.event("fault", fault="proxy", phase="end")
+
+    def _hbase(self) -> None:
+        if self.own_hbase is None or (self.hbase_thread and self.hbase_thread.is_alive()):
+            return
+        own = self.own_hbase
+
+        def restart() -> None:
+            self.rec.event("fault", fault="hbase", phase="start", how="SIGKILL, then start")
+            own.kill()
+            own.start()
+            self.rec.event("fault", fault="hbase", phase="end")
+
+        self.hbase_thread = threading.Thread(target=restart, daemon=True)
+        self.hbase_thread.start()
+
+    def heal(self) -> None:
+        """End every fault: resume stopped processes, clocks back to true time, the proxy forwarding,
+        HBase up."""
+        for _, action in self.pending:
+            action()
+        self.pending = []
+        for p in self.procs():
+            if p.stopped:
+                self._cont(p)
+            if p.clock_file is not None and p.offset:
+                p.offset = 0.0
+                write_offset(p.clock_file, 0.0)
+        self._heal_proxy()
+        if self.hbase_thread is not None:
+            self.hbase_thread.join()
+        self.rec.event("fault", fault="heal", phase="end")
+
+
+def _signal(p: Proc, sig: int) -> None:
+    try:
+        os.kill(p.popen.pid, sig)
+    except ProcessLookupError:
+        pass
