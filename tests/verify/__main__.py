@@ -54,18 +54,48 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--duration", type=float, default=60.0, help="seconds of workload under faults [60]")
     p.add_argument("--seed", type=int, default=None, help="seed of every random choice [random; printed]")
-    p.add_argument("--faults", type=_list(FAULTS), default=["kill", "stop", "clock", "proxy"], help="faults to inject [kill,stop,clock,proxy]")
-    p.add_argument("--orderings", type=_list(("chain", "sequencer")), default=["chain", "sequencer"], help="topic orderings [chain,sequencer]")
-    p.add_argument("--writers", type=int, default=2, help="long-lived writer processes [2] (short-lived ones come and go besides)")
+    p.add_argument(
+        "--faults",
+        type=_list(FAULTS),
+        default=["kill", "stop", "clock", "proxy"],
+        help="faults to inject [kill,stop,clock,proxy]",
+    )
+    p.add_argument(
+        "--orderings",
+        type=_list(("chain", "sequencer")),
+        default=["chain", "sequencer"],
+        help="topic orderings [chain,sequencer]",
+    )
+    p.add_argument(
+        "--writers", type=int, default=2, help="long-lived writer processes [2] (short-lived ones come and go besides)"
+    )
     p.add_argument("--consumers", type=int, default=1, help="consumer processes [1]")
-    p.add_argument("--tx", action=argparse.BooleanOptionalAction, default=True, help="transactional topics, writer, reader and the transaction server [on]")
-    p.add_argument("--bound", type=float, default=30.0, help="seconds after the faults heal within which every reader must see every acknowledged message [30]")
+    p.add_argument(
+        "--tx",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="transactional topics, writer, reader and the transaction server [on]",
+    )
+    p.add_argument(
+        "--bound",
+        type=float,
+        default=30.0,
+        help="seconds after the faults heal within which every reader must see every acknowledged message [30]",
+    )
     p.add_argument("--seeks", type=int, default=15, help="time seeks per topic in the quiet final phase [15]")
     p.add_argument("--fault-min", type=float, default=1.0, help="least seconds between two faults [1]")
     p.add_argument("--fault-max", type=float, default=4.0, help="most seconds between two faults [4]")
     p.add_argument("--timeout", type=float, default=5.0, help="each process's MessagingClient timeout, seconds [5]")
-    p.add_argument("--thrift", default=os.environ.get(THRIFT_ENV, "127.0.0.1:9090"), help=f"HBase Thrift address [${THRIFT_ENV} or 127.0.0.1:9090]")
-    p.add_argument("--own-hbase", action="store_true", help="run on a private standalone HBase started for this run (needed by --faults hbase)")
+    p.add_argument(
+        "--thrift",
+        default=os.environ.get(THRIFT_ENV, "127.0.0.1:9090"),
+        help=f"HBase Thrift address [${THRIFT_ENV} or 127.0.0.1:9090]",
+    )
+    p.add_argument(
+        "--own-hbase",
+        action="store_true",
+        help="run on a private standalone HBase started for this run (needed by --faults hbase)",
+    )
     p.add_argument("--skip", type=_list(("sweeper",)), default=[], help="leave out a part of the workload (sweeper)")
     p.add_argument("--run-dir", help="where to keep the run [.verify/<time>-seed<N>]")
     p.add_argument("--keep-tables", action="store_true", help="keep the run's tables (default: dropped at the end)")

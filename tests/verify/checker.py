@@ -14,13 +14,14 @@ every reader must agree on is the known messages sorted by id. The kinds:
   (not for TTL topics, where readers skip expired messages by design);
 - ``appeared-behind``: a message a read or stream passed over that was written later: it appeared
   behind a position a reader had already passed;
-- ``seek-skip``: ``fetch(start_time=T)`` started after a message dated >= T that had been acknowledged
-  before the seek began;
+- ``seek-skip``: ``fetch(start_time=T)`` started after messages dated >= T that had been acknowledged
+  before the seek began (one anomaly per seek);
 - ``lost``: an acknowledged message that no read ever returned (on a TTL topic: only one that was still
   unexpired at the final reads, so a sweeper deleting unexpired messages shows up here);
 - ``invisible:<kind>``: an acknowledged message some reader saw, missing from the last final view of
   one kind of reader (fresh process fetch, fetch_range, new consumer, long-lived reader, transactional
-  reader) after the faults healed and the bound passed;
+  reader) after the faults healed and the bound passed; ``invisible-unexpired:<kind>`` is the same on a
+  TTL topic, for a message whose date (at least its writer's clock) says it had not expired yet;
 - ``consumer-skip``: a subscription's committed mark passed a message no session of it delivered;
 - ``count`` / ``lag``: ``topic_stats().messages`` or a subscription's ``lag().messages`` differing from
   the truth (the distinct messages the checker knows, after the mark);
@@ -173,11 +174,23 @@ class History:
                 )
             elif kind == "ok" and f == "open":
                 self.opens.append(
-                    {"session": inv["session"], "topic": inv["topic"], "sub": inv["sub"], "t": e["t"], "mark": _id(e.get("mark"))}
+                    {
+                        "session": inv["session"],
+                        "topic": inv["topic"],
+                        "sub": inv["sub"],
+                        "t": e["t"],
+                        "mark": _id(e.get("mark")),
+                    }
                 )
             elif kind == "ok" and f == "commit":
                 self.commits.append(
-                    {"session": inv["session"], "topic": inv["topic"], "sub": inv["sub"], "t": inv["t"], "id": _id(inv["id"])}
+                    {
+                        "session": inv["session"],
+                        "topic": inv["topic"],
+                        "sub": inv["sub"],
+                        "t": inv["t"],
+                        "id": _id(inv["id"]),
+                    }
                 )
             elif kind == "ok" and f == "stats":
                 self.stats.append({**e, "topic": inv["topic"], "invoke_t": inv["t"]})
@@ -246,12 +259,14 @@ class Checker:
                     if p.tx:
                         self.report.add("tx-aborted-read", payload=payload, read=f"{r.process}#{r.op}")
                     else:
-                        self.report.add("phantom", payload=payload, read=f"{r.process}#{r.op}", why="its publish failed")
+                        self.report.add(
+                            "phantom", payload=payload, read=f"{r.process}#{r.op}", why="its publish failed"
+                        )
                 if p is not None and p.topic != r.topic:
                     self.report.add("disagreement", payload=payload, why=f"published to {p.topic}, read from {r.topic}")
-                if r.f == "txread" and p is not None and p.tx and p.status == "ok" and p.commit_start is not None:
-                    if r.ok_t < p.commit_start:
-                        self.report.add("tx-uncommitted-read", payload=payload, read=f"{r.process}#{r.op}")
+                tx_ok = r.f == "txread" and p is not None and p.tx and p.status == "ok"
+                if tx_ok and p is not None and p.commit_start is not None and r.ok_t < p.commit_start:
+                    self.report.add("tx-uncommitted-read", payload=payload, read=f"{r.process}#{r.op}")
                 known = self.id_of.setdefault(payload, mid)
                 if known != mid:
                     self.report.add("disagreement", payload=payload, ids=[known, mid], read=f"{r.process}#{r.op}")
@@ -281,7 +296,9 @@ class Checker:
             if r.f == "txread" and (p is None or not p.tx or p.status != "ok"):
                 continue  # transactional readers skip what did not commit
             kind = "skip" if self.acked_before(payload, r.invoke_t) else "appeared-behind"
-            self.report.add(kind, payload=payload, read=f"{r.process}#{r.op}", reader=r.kind, topic=r.topic, where=where)
+            self.report.add(
+                kind, payload=payload, read=f"{r.process}#{r.op}", reader=r.kind, topic=r.topic, where=where
+            )
 
     def check_reads(self) -> None:
         for r in self.h.reads:
@@ -305,15 +322,15 @@ class Checker:
                     self._gap(r, ids[i - 1], ids[i], "inside one read")
 
     def check_streams(self) -> None:
-        """A consumer session's deliveries: from its mark on, contiguous, without duplicates."""
+        """A consumer session's deliveries: from its mark on (the topic's start without one), in order,
+        contiguous, without duplicates."""
         marks = {o["session"]: o["mark"] for o in self.h.opens}
         sessions: dict[str, list[Read]] = defaultdict(list)
         for r in self.h.reads:
-            if r.f == "consume" and r.stream:
+            if r.f == "consume" and r.stream in marks:
                 sessions[r.stream].append(r)
         for session, reads in sessions.items():
-            last: Id | None = marks.get(session)
-            started = last is not None
+            last: Id | None = marks[session]
             seen: set[Id] = set()
             for r in reads:
                 for payload, raw_id, _ in r.msgs:
@@ -323,34 +340,33 @@ class Checker:
                         self.report.add("duplicate", payload=payload, session=session, reader="consumer")
                         continue
                     seen.add(mid)
-                    if last is not None or not started:
-                        if last is not None and mid <= last:
-                            self.report.add("reorder", session=session, ids=[last, mid], reader="consumer")
-                        elif last is not None or self._is_earliest(r, mid):
-                            self._gap(r, last, mid, f"consumer session {session}")
-                    last, started = mid, True
-
-    def _is_earliest(self, r: Read, mid: Id) -> bool:
-        """A session without a mark starts at the earliest message: check it did not start later."""
-        return True
+                    if last is not None and mid <= last:
+                        self.report.add("reorder", session=session, ids=[last, mid], reader="consumer")
+                        continue
+                    self._gap(r, last, mid, f"consumer session {session}")
+                    last = mid
 
     def check_seeks(self) -> None:
+        """One anomaly per seek that started after messages dated >= T (the skipped ones in it)."""
         for r in self.h.reads:
             if r.f != "seek" or r.T is None:
                 continue
             first = _id(r.msgs[0][1]) if r.msgs else None
+            skipped = []
             for payload in self._between(r.topic, None, first):
                 when = self.time_of.get(payload)
                 if when is None or when < r.T or not self.acked_before(payload, r.invoke_t):
                     continue
                 if not self.surely_unexpired(payload, r.invoke_t + 60):
                     continue  # the seek floor skips expired messages (the prober's clock may be 60 s ahead)
+                skipped.append([payload, when])
+            if skipped:
                 self.report.add(
                     "seek-skip",
                     topic=r.topic,
                     T=r.T,
-                    payload=payload,
-                    dated=when,
+                    skipped=len(skipped),
+                    first_skipped=skipped[:3],
                     started_at=r.msgs[0][0] if r.msgs else None,
                     read=f"{r.process}#{r.op}",
                     final=r.final,
@@ -367,8 +383,6 @@ class Checker:
         for r in self.h.reads:
             if r.kind == "long" and r.process in self.h.final_long:
                 long_streams[(r.process, r.topic)].update(m[0] for m in r.msgs)
-        for (_, topic), _r in list(finals.items()):
-            pass
         views: list[tuple[str, str, set[str], float]] = [
             (kind, topic, {m[0] for m in r.msgs}, r.invoke_t) for (kind, topic), r in finals.items()
         ]
@@ -387,7 +401,8 @@ class Checker:
                     continue
                 if (kind == "final-tx") != p.tx or not self.surely_unexpired(p.payload, at):
                     continue
-                self.report.add(f"invisible:{kind.split('(')[0]}", payload=p.payload, topic=topic, acked_at=p.done_t)
+                name = "invisible-unexpired" if self.ttl(topic) else "invisible"
+                self.report.add(f"{name}:{kind.split('(')[0]}", payload=p.payload, topic=topic, acked_at=p.done_t)
 
     def check_consumers(self) -> None:
         delivered: dict[tuple[str, str], set[Id]] = defaultdict(set)
@@ -408,8 +423,6 @@ class Checker:
             for payload in self._between(topic, None, mark):
                 if self.id_of[payload] not in delivered[(topic, sub)]:
                     self.report.add("consumer-skip", topic=topic, sub=sub, payload=payload, mark=mark)
-            if self.id_of.get(self.payload_at.get((topic, mark), "")) == mark:
-                pass
         # at most one lease holder: no commit by a session after a later session of the subscription opened
         opened: dict[tuple[str, str], list[tuple[float, str]]] = defaultdict(list)
         for o in self.h.opens:
@@ -421,7 +434,9 @@ class Checker:
                 continue
             for t, other in opened[(c["topic"], c["sub"])]:
                 if mine < t < c["t"] and other != c["session"]:
-                    self.report.add("lease-overlap", sub=c["sub"], committer=c["session"], opened=other, commit_t=c["t"])
+                    self.report.add(
+                        "lease-overlap", sub=c["sub"], committer=c["session"], opened=other, commit_t=c["t"]
+                    )
                     break
 
     def check_counts(self) -> None:
@@ -430,7 +445,11 @@ class Checker:
             if self.ttl(topic) is not None:
                 continue
             known = set(self.order.get(topic, []))
-            unseen = sum(1 for p in self.h.publishes.values() if p.topic == topic and p.status == "ok" and p.payload not in self.id_of)
+            unseen = sum(
+                1
+                for p in self.h.publishes.values()
+                if p.topic == topic and p.status == "ok" and p.payload not in self.id_of
+            )
             truth = len(known) + unseen
             if s["messages"] != truth:
                 self.report.add("count", topic=topic, reported=s["messages"], truth=truth, exact=s.get("exact"))

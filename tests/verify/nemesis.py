@@ -16,6 +16,7 @@ Every fault is recorded to the runner's history as a ``fault`` event with a ``ph
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -129,7 +130,9 @@ class Nemesis:
         p = self._target(with_clock=True)
         if p is None or p.clock_file is None:
             return
-        offset = round(self.rng.uniform(-MAX_SKEW, MAX_SKEW), 3) if self.rng.random() < 0.5 else initial_offset(self.rng)
+        offset = (
+            round(self.rng.uniform(-MAX_SKEW, MAX_SKEW), 3) if self.rng.random() < 0.5 else initial_offset(self.rng)
+        )
         self.rec.event("fault", fault="clock", phase="start", target=p.name, role=p.role, offset=offset, was=p.offset)
         p.offset = offset
         write_offset(p.clock_file, offset)
@@ -187,7 +190,5 @@ class Nemesis:
 
 
 def _signal(p: Proc, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(p.popen.pid, sig)
-    except ProcessLookupError:
-        pass

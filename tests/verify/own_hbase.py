@@ -12,6 +12,7 @@ the library (that is what the calibration run with only ``hbase`` faults is for)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -45,10 +46,8 @@ class OwnHBase:
         """SIGKILL both JVMs (no orderly shutdown: a crash), and wait until they are gone."""
         status = self.launcher.status()
         for pid in status.pids.values():
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         self.launcher.stop(grace=0.0)
 
     def stop(self) -> None:

@@ -48,7 +48,6 @@ from .nemesis import FAKETIME_LIB, Nemesis, Proc, initial_offset, write_offset
 from .own_hbase import OwnHBase
 
 REPO = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
 NAMESPACE = "verify"
 TTL_SECONDS = 20
 
@@ -126,7 +125,14 @@ class Run:
         log.close()
         proc = Proc(name, role, popen, clock, long_lived, offset=offset, cfg=cfg)
         self.procs.append(proc)
-        self.rec.event("spawn", target=name, role=role, pid=popen.pid, offset=offset, cfg={k: cfg[k] for k in cfg if k in ("ops", "exit", "kinds")})
+        self.rec.event(
+            "spawn",
+            target=name,
+            role=role,
+            pid=popen.pid,
+            offset=offset,
+            cfg={k: cfg[k] for k in cfg if k in ("ops", "exit", "kinds", "burst")},
+        )
         return proc
 
     def spawn_command(self, role: str, argv: list[str], *, skew: bool) -> Proc:
@@ -134,7 +140,9 @@ class Run:
         name = f"{role}{self.counter}"
         clock, offset = self.clock_file(name, skew)
         log = open(self.dir / "logs" / f"{name}.log", "ab")  # noqa: SIM115 - handed to the child
-        popen = subprocess.Popen(argv, cwd=REPO, env=self.env(clock), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        popen = subprocess.Popen(
+            argv, cwd=REPO, env=self.env(clock), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+        )
         log.close()
         proc = Proc(name, role, popen, clock, True, offset=offset)
         self.procs.append(proc)
@@ -142,12 +150,54 @@ class Run:
         return proc
 
     def sweeper(self) -> Proc:
-        argv = [str(BIN / "tms-sweeper"), "run", "--grace", str(self.grace), "--interval", "3", "--lease-seconds", "5", "--timeout", str(self.opts.timeout)]
+        argv = [
+            sys.executable,
+            "-m",
+            "tests.verify.shim",
+            "tms_hbase_sweeper.cli:main",
+            "run",
+            "--grace",
+            str(self.grace),
+            "--interval",
+            "3",
+            "--lease-seconds",
+            "5",
+            "--timeout",
+            str(self.opts.timeout),
+        ]
         return self.spawn_command("sweeper", argv, skew=True)
 
     def tx_server(self) -> Proc:
-        argv = [str(BIN / "tms-admin"), "tx", "serve", "--port", str(self.tx_port), "--cleanup-interval", "0.5", "--short-timeout", "10"]
+        argv = [
+            sys.executable,
+            "-m",
+            "tests.verify.shim",
+            "tms_hbase_admin.cli:main",
+            "tx",
+            "serve",
+            "--port",
+            str(self.tx_port),
+            "--cleanup-interval",
+            "0.5",
+            "--short-timeout",
+            "10",
+        ]
         return self.spawn_command("txserver", argv, skew=False)
+
+    def wait_tx_server(self, proc: Proc, seconds: float = 60.0) -> None:
+        """Wait until the transaction server answers (or fail the run: nothing transactional works)."""
+        from tms_hbase.tx.client import TransactionClient, TransactionServiceUnavailable
+
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                with TransactionClient(f"127.0.0.1:{self.tx_port}", timeout=2) as c:
+                    c.status()
+                return
+            except TransactionServiceUnavailable:
+                if proc.popen.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"the transaction server did not start: see {self.dir / 'logs'}") from None
+                time.sleep(0.2)
 
     def alive(self, role: str) -> list[Proc]:
         return [p for p in self.procs if p.role == role and p.alive()]
@@ -168,7 +218,12 @@ class Run:
         elif p.role == "txserver":
             self.tx_server()
         else:
-            self.spawn(p.role, p.name.rstrip("0123456789"), long_lived=True, **{k: v for k, v in p.cfg.items() if k in ("kinds",)})
+            self.spawn(
+                p.role,
+                p.name.rstrip("0123456789"),
+                long_lived=True,
+                **{k: v for k, v in p.cfg.items() if k in ("kinds",)},
+            )
 
     def wait_exit(self, procs: list[Proc], seconds: float) -> None:
         """Wait (with a deadline) for processes to exit; SIGKILL what is left, and record it."""
@@ -184,9 +239,8 @@ class Run:
     # -- phases -------------------------------------------------------------------------------
 
     def setup(self) -> None:
-        if "hbase" in self.faults:
-            if not self.opts.own_hbase:
-                raise SystemExit("--faults hbase needs --own-hbase (the shared HBase is never restarted)")
+        if "hbase" in self.faults and not self.opts.own_hbase:
+            raise SystemExit("--faults hbase needs --own-hbase (the shared HBase is never restarted)")
         if self.opts.own_hbase:
             self.own = OwnHBase(self.dir / "hbase", self.dir / "logs" / "own-hbase.log")
             print(f"starting the run's own HBase in {self.dir / 'hbase'} ...", flush=True)
@@ -205,7 +259,9 @@ class Run:
                     if kind == "tx":
                         props["tx.mode"] = "transactional"
                     client.create_topic(topic, props)
-                    self.topics.append({"name": str(topic), "ordering": ordering, "kind": kind, "ttl": props.get("ttl")})
+                    self.topics.append(
+                        {"name": str(topic), "ordering": ordering, "kind": kind, "ttl": props.get("ttl")}
+                    )
                     if kind == "main":
                         client.create_subscription(topic, f"sub-{topic.topic}", start="earliest")
             self.grace = minimum_grace(client.tail_cache_setting(), int(time.time() * 1000))
@@ -230,7 +286,7 @@ class Run:
         if "sweeper" not in o.skip:
             self.sweeper()
         if o.tx:
-            self.tx_server()
+            self.wait_tx_server(self.tx_server())
         for _ in range(o.writers):
             self.spawn("writer", "w", long_lived=True)
         self.spawn("reader", "r", long_lived=True)
@@ -241,7 +297,9 @@ class Run:
             self.spawn("tx-writer", "x", long_lived=True)
             self.spawn("tx-reader", "y", long_lived=True)
         assert self.proxy is not None
-        nemesis = Nemesis(self.rng, self.faults, self.rec, lambda: self.procs, self.proxy, self.own, (o.fault_min, o.fault_max))
+        nemesis = Nemesis(
+            self.rng, self.faults, self.rec, lambda: self.procs, self.proxy, self.own, (o.fault_min, o.fault_max)
+        )
         self.nemesis = nemesis
         end = self.rec.now() + o.duration
         next_short = next_probe = self.rec.now()
@@ -250,7 +308,8 @@ class Run:
             self.reap(replace=True)
             now = self.rec.now()
             if now >= next_short and len(self.alive("writer")) < o.writers + 2:
-                self.spawn("writer", "s", ops=self.rng.randint(1, 8), exit=self.rng.choice(["close", "exit"]))
+                exit_how = self.rng.choice(["close", "exit"])
+                self.spawn("writer", "s", ops=self.rng.randint(1, 8), exit=exit_how, burst=self.rng.random() < 0.5)
                 next_short = now + self.rng.uniform(0.5, 2.5)
             if now >= next_probe and not self.alive("probe"):
                 self.spawn("probe", "p")
@@ -280,7 +339,10 @@ class Run:
                     self.spawn(role, role[0], long_lived=False)
         healed = self.rec.now()
         self.rec.event("healed", bound=o.bound)
-        print(f"final phase: faults healed, writers stopped; every kind of reader must see everything within {o.bound}s", flush=True)
+        print(
+            f"final phase: faults healed, writers stopped; every kind of reader must see everything within {o.bound}s",
+            flush=True,
+        )
         acked = acknowledged(read_history(self.dir), self.topics)
         deadline = healed + o.bound
         attempts = 0
@@ -289,7 +351,9 @@ class Run:
             p = self.spawn("final", "f", skew=False, kinds=["fetch", "range", "consumer"] + (["tx"] if o.tx else []))
             self.wait_exit([p], max(30.0, deadline - self.rec.now() + 30))
             kinds = ["final-fetch", "final-range", "final-consumer"] + (["final-tx"] if o.tx else [])
-            missing = missing_now(read_history(self.dir), acked, self.topics, [q.name for q in self.alive("reader")], kinds)
+            missing = missing_now(
+                read_history(self.dir), acked, self.topics, [q.name for q in self.alive("reader")], kinds
+            )
             if not missing or self.rec.now() >= deadline:
                 break
         print(f"  {attempts} final reader process(es); still missing at the end: {missing or 'nothing'}", flush=True)
@@ -414,7 +478,13 @@ def main(opts: Any) -> int:
         run.teardown()
     summary = check(read_history(run.dir), {t["name"]: t for t in run.topics})
     summary.update(
-        {"seed": opts.seed, "command": command, "run_dir": str(run.dir), "prefix": run.prefix, "seconds": round(time.monotonic() - started, 1)}
+        {
+            "seed": opts.seed,
+            "command": command,
+            "run_dir": str(run.dir),
+            "prefix": run.prefix,
+            "seconds": round(time.monotonic() - started, 1),
+        }
     )
     (run.dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     print_summary(summary)

@@ -17,6 +17,7 @@ records what it does to the history (``history.Recorder``); payloads are unique 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -29,7 +30,7 @@ from typing import Any
 from .history import Recorder
 
 
-def _patch_sleep_under_faketime() -> None:
+def patch_sleep_under_faketime() -> None:
     """libfaketime 0.9.10 (Debian 12) breaks ``time.sleep`` when the monotonic clock is not faked: Python
     3.11 sleeps with clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME) and gets EINVAL
     (wolfcw/libfaketime#426). Sleep with a relative select() timeout instead; every other wait
@@ -43,7 +44,7 @@ def _patch_sleep_under_faketime() -> None:
         time.sleep = sleep
 
 
-_patch_sleep_under_faketime()
+patch_sleep_under_faketime()
 
 # Imported after the patch, so modules that bind time.sleep at import get the working one.
 from tms_hbase import MessagingClient, TopicId  # noqa: E402
@@ -145,6 +146,8 @@ class Worker:
             else:
                 self.rec.complete("ok", "publish", op)
             done += 1
+            if self.cfg.get("burst") or (ops is None and self.rng.random() < 0.3):
+                continue  # back to back: a busy writer reserves blocks of offsets ahead (docs/ordering.md)
             self.pause(*self.cfg.get("pause", (0.05, 0.3)))
         if self.cfg.get("exit") == "exit":
             self.rec.event("exit", how="os._exit without close()")
@@ -210,7 +213,9 @@ class Worker:
                         got = list(client.fetch(TopicId.parse(topic), limit=500))
                     else:
                         got = list(
-                            client.fetch(TopicId.parse(topic), start_message=decode_id(start), inclusive=False, limit=500)
+                            client.fetch(
+                                TopicId.parse(topic), start_message=decode_id(start), inclusive=False, limit=500
+                            )
                         )
                 except Exception as exc:
                     self.rec.complete("fail", "read", op, error=repr(exc))
@@ -323,7 +328,9 @@ class Worker:
 
         client = self.client()
         tx_client = TransactionClient(self.cfg["tx_address"], timeout=self.timeout)
-        readers = {t["name"]: TransactionalReader(client, tx_client, TopicId.parse(t["name"])) for t in self.topics_of("tx")}
+        readers = {
+            t["name"]: TransactionalReader(client, tx_client, TopicId.parse(t["name"])) for t in self.topics_of("tx")
+        }
         while not self.stopped():
             for topic, reader in readers.items():
                 start = reader.last_id
@@ -371,7 +378,11 @@ class Worker:
             with self.client() as client:
                 tid = TopicId.parse(topic)
                 span = client.positions(tid)
-                got = [] if span.last < span.first else list(client.fetch_range(tid, MessageId(span.generation, span.first, 0)))
+                got = (
+                    []
+                    if span.last < span.first
+                    else list(client.fetch_range(tid, MessageId(span.generation, span.first, 0)))
+                )
         except Exception as exc:
             self.rec.complete("fail", "read", op, error=repr(exc))
             return
@@ -385,10 +396,8 @@ class Worker:
         op = self.rec.invoke("read", topic=topic, kind="final-consumer", whole=True, final=True, sub=sub)
         try:
             with self.client() as client:
-                try:
+                with contextlib.suppress(SubscriptionAlreadyExists):
                     client.create_subscription(tid, sub, start="earliest")
-                except SubscriptionAlreadyExists:
-                    pass
                 got: list[Message] = []
                 with client.consumer(tid, sub, max_wait=0.5, doorbell=None) as consumer:
                     while batch := consumer.poll(max_messages=1000, timeout=0.5):
