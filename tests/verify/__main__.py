@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import random
 import sys
+from collections.abc import Callable
 
 from tms_hbase.config import THRIFT_ENV
 
@@ -27,11 +28,11 @@ examples:
 
 The run folder (default .verify/<time>-seed<N>/) keeps config.json, history/*.jsonl (one JSON line per
 event), logs/ and summary.json. The exit code is 1 if the checker found any anomaly. HBase: ${THRIFT_ENV}
-or --thrift (default 127.0.0.1:9090, the local launcher's: `tms-admin hbase start`).
+or --thrift, else the local launcher's (`tms-admin hbase start`), started for the run if needed, as `make test` does.
 """
 
 
-def _list(allowed: tuple[str, ...]) -> object:
+def _list(allowed: tuple[str, ...]) -> Callable[[str], list[str]]:
     def parse(text: str) -> list[str]:
         items = [] if text in ("", "none") else [x.strip() for x in text.split(",") if x.strip()]
         bad = [x for x in items if x not in allowed]
@@ -43,8 +44,6 @@ def _list(allowed: tuple[str, ...]) -> object:
 
 
 def parser() -> argparse.ArgumentParser:
-    import os
-
     p = argparse.ArgumentParser(
         prog="python -m tests.verify",
         description="Fault-injection verification of tms-hbase (issue 24): a workload of real processes under "
@@ -85,11 +84,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seeks", type=int, default=15, help="time seeks per topic in the quiet final phase [15]")
     p.add_argument("--fault-min", type=float, default=1.0, help="least seconds between two faults [1]")
     p.add_argument("--fault-max", type=float, default=4.0, help="most seconds between two faults [4]")
+    p.add_argument(
+        "--max-skew",
+        type=float,
+        default=60.0,
+        help="largest clock offset of a process, seconds, either way [60]; half of the processes get at most 3",
+    )
     p.add_argument("--timeout", type=float, default=5.0, help="each process's MessagingClient timeout, seconds [5]")
     p.add_argument(
         "--thrift",
-        default=os.environ.get(THRIFT_ENV, "127.0.0.1:9090"),
-        help=f"HBase Thrift address [${THRIFT_ENV} or 127.0.0.1:9090]",
+        help=f"HBase Thrift address [${THRIFT_ENV}, else the local launcher's HBase, started for the run if it is not "
+        "running (and stopped after)]",
     )
     p.add_argument(
         "--own-hbase",
@@ -121,9 +126,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if summary["valid"] else 1
     if opts.seed is None:
         opts.seed = random.SystemRandom().randrange(1, 10**6)
-    from .runner import main as run
+    from .runner import main as run_main
 
-    return run(opts)
+    return run_main(opts)
 
 
 if __name__ == "__main__":

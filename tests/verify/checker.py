@@ -327,7 +327,7 @@ class Checker:
         marks = {o["session"]: o["mark"] for o in self.h.opens}
         sessions: dict[str, list[Read]] = defaultdict(list)
         for r in self.h.reads:
-            if r.f == "consume" and r.stream in marks:
+            if r.f == "consume" and r.stream is not None and r.stream in marks:
                 sessions[r.stream].append(r)
         for session, reads in sessions.items():
             last: Id | None = marks[session]
@@ -359,14 +359,15 @@ class Checker:
                     continue
                 if not self.surely_unexpired(payload, r.invoke_t + 60):
                     continue  # the seek floor skips expired messages (the prober's clock may be 60 s ahead)
-                skipped.append([payload, when])
+                p = self.h.publishes[payload]
+                skipped.append([payload, when, round(p.local - p.invoke_t, 1)])
             if skipped:
                 self.report.add(
                     "seek-skip",
                     topic=r.topic,
                     T=r.T,
                     skipped=len(skipped),
-                    first_skipped=skipped[:3],
+                    first_skipped=skipped[:3],  # payload, its date, its writer's clock offset (s) then
                     started_at=r.msgs[0][0] if r.msgs else None,
                     read=f"{r.process}#{r.op}",
                     final=r.final,

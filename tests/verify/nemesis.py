@@ -5,7 +5,7 @@
 - ``stop``: SIGSTOP of a random process, SIGCONT 0.5-6 s later (a GC pause, a suspended VM);
 - ``clock``: a jump of one process's wall clock to a new offset (libfaketime re-reads the offset from
   the process's file every second); every process also starts with an offset of its own: a few seconds
-  (half of them), up to 60 s (a third), or none;
+  (half of them), up to ``--max-skew`` (60 s; a third), or none;
 - ``proxy``: the Thrift connection of every process goes through a TCP proxy that is stalled (requests
   swallowed) for 0.5-6 s, resets every connection for 0.2-2 s, or cuts every open connection once;
 - ``hbase``: SIGKILL of the run's own standalone HBase and a restart (needs ``--own-hbase``; see
@@ -17,6 +17,7 @@ Every fault is recorded to the runner's history as a ``fault`` event with a ``ph
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import random
 import signal
@@ -34,7 +35,18 @@ from .own_hbase import OwnHBase
 FAULTS = ("kill", "stop", "clock", "proxy", "hbase")
 MAX_SKEW = 60.0
 
-FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
+FAKETIME_GLOB = "/usr/lib/*/faketime/libfaketimeMT.so.1"  # Debian's libfaketime (package faketime)
+
+
+def faketime_lib() -> str:
+    """The path of libfaketime's multi-threaded library; SystemExit if it is not installed."""
+    found = sorted(glob.glob(FAKETIME_GLOB))
+    if not found:
+        raise SystemExit(
+            "the clock fault needs libfaketime: apt-get install faketime (make verify installs it), "
+            "or leave clock out of --faults"
+        )
+    return found[0]
 
 
 @dataclass
@@ -52,12 +64,14 @@ class Proc:
         return self.popen.poll() is None
 
 
-def initial_offset(rng: random.Random) -> float:
+def initial_offset(rng: random.Random, max_skew: float = MAX_SKEW) -> float:
+    """A process's first clock offset: a few seconds (half of them), up to ``max_skew`` (a third), or none."""
     draw = rng.random()
     if draw < 0.5:
-        return round(rng.uniform(-3.0, 3.0), 3)
+        small = min(3.0, max_skew)
+        return round(rng.uniform(-small, small), 3)
     if draw < 0.83:
-        return round(rng.uniform(-MAX_SKEW, MAX_SKEW), 3)
+        return round(rng.uniform(-max_skew, max_skew), 3)
     return 0.0
 
 
@@ -78,9 +92,11 @@ class Nemesis:
         proxy: TcpProxy,
         own_hbase: OwnHBase | None,
         interval: tuple[float, float],
+        max_skew: float = MAX_SKEW,
     ) -> None:
         self.rng, self.faults, self.rec, self.procs = rng, faults, rec, procs
         self.proxy, self.own_hbase, self.interval = proxy, own_hbase, interval
+        self.max_skew = max_skew
         self.kinds = sorted(faults & {"kill", "stop", "clock", "proxy", "hbase"})
         self.next_at = rec.now() + rng.uniform(*interval)
         self.pending: list[tuple[float, Callable[[], None]]] = []
@@ -130,9 +146,8 @@ class Nemesis:
         p = self._target(with_clock=True)
         if p is None or p.clock_file is None:
             return
-        offset = (
-            round(self.rng.uniform(-MAX_SKEW, MAX_SKEW), 3) if self.rng.random() < 0.5 else initial_offset(self.rng)
-        )
+        wide = round(self.rng.uniform(-self.max_skew, self.max_skew), 3)
+        offset = wide if self.rng.random() < 0.5 else initial_offset(self.rng, self.max_skew)
         self.rec.event("fault", fault="clock", phase="start", target=p.name, role=p.role, offset=offset, was=p.offset)
         p.offset = offset
         write_offset(p.clock_file, offset)

@@ -24,6 +24,7 @@ Phases:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -41,10 +42,11 @@ from tms_hbase import MessagingClient, TopicId
 from tms_hbase.config import PREFIX_ENV, THRIFT_ENV, thrift_address
 from tms_hbase.installation import minimum_grace
 
+from ..hbase_server import hbase_for_tests
 from ..tcp_proxy import TcpProxy
 from .checker import check
 from .history import MONO_BASE_ENV, Recorder, mono_base, read_history
-from .nemesis import FAKETIME_LIB, Nemesis, Proc, initial_offset, write_offset
+from .nemesis import Nemesis, Proc, faketime_lib, initial_offset, write_offset
 from .own_hbase import OwnHBase
 
 REPO = Path(__file__).resolve().parents[2]
@@ -64,6 +66,7 @@ class Run:
         self.base = mono_base()
         self.rec = Recorder(self.dir / "history" / "runner.jsonl", "runner", self.base)
         self.faults: set[str] = set(opts.faults)
+        self.faketime = faketime_lib() if "clock" in self.faults else ""
         self.procs: list[Proc] = []
         self.counter = 0
         self.topics: list[dict[str, Any]] = []
@@ -83,7 +86,7 @@ class Run:
         if clock_file is not None:
             env.update(
                 {
-                    "LD_PRELOAD": FAKETIME_LIB,
+                    "LD_PRELOAD": self.faketime,
                     "FAKETIME_TIMESTAMP_FILE": str(clock_file),
                     "FAKETIME_DONT_FAKE_MONOTONIC": "1",
                     "FAKETIME_CACHE_DURATION": "1",
@@ -95,7 +98,7 @@ class Run:
         if "clock" not in self.faults or not skew:
             return None, 0.0
         path = self.dir / "clock" / name
-        offset = initial_offset(self.rng)
+        offset = initial_offset(self.rng, self.opts.max_skew)
         write_offset(path, offset)
         return path, offset
 
@@ -298,7 +301,14 @@ class Run:
             self.spawn("tx-reader", "y", long_lived=True)
         assert self.proxy is not None
         nemesis = Nemesis(
-            self.rng, self.faults, self.rec, lambda: self.procs, self.proxy, self.own, (o.fault_min, o.fault_max)
+            self.rng,
+            self.faults,
+            self.rec,
+            lambda: self.procs,
+            self.proxy,
+            self.own,
+            (o.fault_min, o.fault_max),
+            o.max_skew,
         )
         self.nemesis = nemesis
         end = self.rec.now() + o.duration
@@ -454,12 +464,13 @@ def reproduce_command(opts: Any) -> str:
         f"--writers {opts.writers}",
         f"--consumers {opts.consumers}",
         f"--bound {opts.bound:g}",
+        f"--max-skew {opts.max_skew:g}",
     ]
     if opts.tx:
         args.append("--tx")
     if opts.own_hbase:
         args.append("--own-hbase")
-    if opts.thrift != "127.0.0.1:9090" and not opts.own_hbase:
+    if opts.thrift and not opts.own_hbase:
         args.append(f"--thrift {shlex.quote(opts.thrift)}")
     return " ".join(args)
 
@@ -469,7 +480,16 @@ def main(opts: Any) -> int:
     command = reproduce_command(opts)
     print(f"verify: seed {opts.seed}, run folder {run.dir}\n  reproduce: {command}", flush=True)
     started = time.monotonic()
+    with contextlib.ExitStack() as stack:
+        return _run(run, opts, command, started, stack)
+
+
+def _run(run: Run, opts: Any, command: str, started: float, stack: contextlib.ExitStack) -> int:
     try:
+        if opts.thrift is None and not opts.own_hbase:
+            hbase = stack.enter_context(hbase_for_tests())
+            opts.thrift = hbase[0]
+            print(f"HBase Thrift at {hbase[0]} ({hbase[1]})", flush=True)
         run.setup()
         print(f"prefix {run.prefix}, topics {[t['name'] for t in run.topics]}, sweeper grace {run.grace}s", flush=True)
         run.workload()

@@ -41,7 +41,7 @@ def patch_sleep_under_faketime() -> None:
             if seconds > 0:
                 select.select([], [], [], seconds)
 
-        time.sleep = sleep
+        time.sleep = sleep  # type: ignore[assignment]
 
 
 patch_sleep_under_faketime()
@@ -131,8 +131,13 @@ class Worker:
         ops = self.cfg.get("ops")
         client = self.client()
         number = done = 0
+        # A short-lived writer is usually a script publishing to one topic; a long-lived one moves between
+        # topics in runs (so that it is busy on one topic at a time and reserves blocks ahead there).
+        topic = self.rng.choice(topics)["name"]
+        one_topic = ops is not None and self.rng.random() < 0.7
         while (ops is None and not self.writers_stopped()) or (ops is not None and done < ops):
-            topic = self.rng.choice(topics)["name"]
+            if not one_topic and self.rng.random() < 0.2:
+                topic = self.rng.choice(topics)["name"]
             size = self.rng.randint(1, 3)
             payloads = [f"{self.name}-{number + i}" for i in range(size)]
             number += size
