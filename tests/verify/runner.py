@@ -48,6 +48,7 @@ from .checker import check
 from .history import MONO_BASE_ENV, Recorder, mono_base, read_history
 from .nemesis import Nemesis, Proc, faketime_lib, initial_offset, write_offset
 from .own_hbase import OwnHBase
+from .proxy import RobustProxy
 
 REPO = Path(__file__).resolve().parents[2]
 NAMESPACE = "verify"
@@ -250,7 +251,7 @@ class Run:
             self.address = self.own.start()
         else:
             self.address = self.opts.thrift
-        self.proxy = TcpProxy(thrift_address(self.address))
+        self.proxy = RobustProxy(thrift_address(self.address))
         with MessagingClient(self.address, self.prefix, timeout=60) as client:
             for ordering in self.opts.orderings:
                 kinds = ["main", "fresh", "ttl"] + (["tx"] if self.opts.tx else [])
@@ -465,9 +466,14 @@ def reproduce_command(opts: Any) -> str:
         f"--consumers {opts.consumers}",
         f"--bound {opts.bound:g}",
         f"--max-skew {opts.max_skew:g}",
+        f"--fault-min {opts.fault_min:g}",
+        f"--fault-max {opts.fault_max:g}",
+        f"--seeks {opts.seeks}",
+        f"--timeout {opts.timeout:g}",
     ]
-    if opts.tx:
-        args.append("--tx")
+    if opts.skip:
+        args.append(f"--skip {','.join(opts.skip)}")
+    args.append("--tx" if opts.tx else "--no-tx")
     if opts.own_hbase:
         args.append("--own-hbase")
     if opts.thrift and not opts.own_hbase:
