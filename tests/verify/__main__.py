@@ -90,6 +90,12 @@ def parser() -> argparse.ArgumentParser:
         default=60.0,
         help="largest clock offset of a process, seconds, either way [60]; half of the processes get at most 3",
     )
+    p.add_argument(
+        "--tail-cache-seconds",
+        type=int,
+        help="store this tail-cache setting C in the new installation (the sweeper's smallest grace is 4 C) [none "
+        "stored: the quickstart's path, where writers and readers take 1 s and the sweeper 30 s (grace 120 s)]",
+    )
     p.add_argument("--timeout", type=float, default=5.0, help="each process's MessagingClient timeout, seconds [5]")
     p.add_argument(
         "--thrift",

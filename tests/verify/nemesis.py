@@ -180,7 +180,11 @@ class Nemesis:
         def restart() -> None:
             self.rec.event("fault", fault="hbase", phase="start", how="SIGKILL, then start")
             own.kill()
-            own.start()
+            try:
+                own.start()
+            except Exception as exc:
+                self.rec.event("note", what=f"the run's own HBase did not come back: {exc}")
+                raise
             self.rec.event("fault", fault="hbase", phase="end")
 
         self.hbase_thread = threading.Thread(target=restart, daemon=True)
@@ -201,6 +205,8 @@ class Nemesis:
         self._heal_proxy()
         if self.hbase_thread is not None:
             self.hbase_thread.join()
+        if self.own_hbase is not None and not self.own_hbase.launcher.status().answering:
+            self.own_hbase.start()  # healing includes HBase being up (raises if it cannot come back)
         self.rec.event("fault", fault="heal", phase="end")
 
 

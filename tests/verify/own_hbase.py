@@ -23,24 +23,43 @@ from tms_hbase.launcher import LocalHBase
 from tms_hbase.launcher.paths import default_home, default_jars_root
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _free_port_below_ephemeral() -> int:
+    """A free port below the kernel's ephemeral range. While HBase is down, clients retrying a connection to
+    a port inside that range can be handed that very port as their own and connect to themselves (TCP
+    self-connect); the restarted Thrift server then cannot bind it."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for port in range(max(1025, low - 12000), low):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range for the run's own HBase")
 
 
 class OwnHBase:
     def __init__(self, home: Path, log: Path) -> None:
         os.environ.setdefault("TMS_HBASE_JARS", str(default_jars_root(default_home())))
         self.log = log
-        self.launcher = LocalHBase(home=home, thrift_port=_free_port(), progress=self._progress)
+        self.launcher = LocalHBase(home=home, thrift_port=_free_port_below_ephemeral(), progress=self._progress)
 
     def _progress(self, message: str) -> None:
         with open(self.log, "a") as f:
             f.write(f"{time.strftime('%H:%M:%S')} {message}\n")
 
-    def start(self, timeout: float = 300.0) -> str:
-        return self.launcher.start(timeout=timeout)
+    def start(self, timeout: float = 300.0, attempts: int = 3) -> str:
+        for attempt in range(1, attempts + 1):
+            try:
+                return self.launcher.start(timeout=timeout)
+            except Exception as exc:  # LauncherError: logged, tried again, raised after the last attempt
+                self._progress(f"start attempt {attempt} failed: {exc}")
+                if attempt == attempts:
+                    raise
+        raise AssertionError("unreachable")
 
     def kill(self) -> None:
         """SIGKILL both JVMs (no orderly shutdown: a crash), and wait until they are gone."""

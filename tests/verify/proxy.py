@@ -2,7 +2,8 @@
 
 While HBase is down (the ``hbase`` fault), connecting upstream fails; the shared proxy's accept thread
 would die of that and never accept again. Here such a client connection is closed instead (the client
-sees a reset, as it would from a dead server) and the proxy goes on accepting.
+sees a reset, as it would from a dead server) and the proxy goes on accepting. A connection that the
+kernel connected to itself (the port is free and in the ephemeral range) counts as refused too.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ class RobustProxy(TcpProxy):
             try:
                 upstream = socket.create_connection(self.target, timeout=5)
                 upstream.settimeout(None)
+                if upstream.getsockname() == upstream.getpeername():  # TCP self-connect: nobody listens
+                    upstream.close()
+                    raise ConnectionRefusedError
             except OSError:
                 self.refused += 1
                 client.close()

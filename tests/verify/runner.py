@@ -253,6 +253,9 @@ class Run:
             self.address = self.opts.thrift
         self.proxy = RobustProxy(thrift_address(self.address))
         with MessagingClient(self.address, self.prefix, timeout=60) as client:
+            if self.opts.tail_cache_seconds:
+                client.init_tables()
+                client.set_tail_cache_seconds(self.opts.tail_cache_seconds)
             for ordering in self.opts.orderings:
                 kinds = ["main", "fresh", "ttl"] + (["tx"] if self.opts.tx else [])
                 for kind in kinds:
@@ -471,6 +474,8 @@ def reproduce_command(opts: Any) -> str:
         f"--seeks {opts.seeks}",
         f"--timeout {opts.timeout:g}",
     ]
+    if opts.tail_cache_seconds:
+        args.append(f"--tail-cache-seconds {opts.tail_cache_seconds}")
     if opts.skip:
         args.append(f"--skip {','.join(opts.skip)}")
     args.append("--tx" if opts.tx else "--no-tx")
