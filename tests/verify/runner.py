@@ -515,6 +515,8 @@ def _run(run: Run, opts: Any, command: str, started: float, stack: contextlib.Ex
             "run_dir": str(run.dir),
             "prefix": run.prefix,
             "seconds": round(time.monotonic() - started, 1),
+            "options": {k: v for k, v in vars(opts).items() if k != "check"},
+            "sweeper_grace": run.grace,
         }
     )
     (run.dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
