@@ -9,8 +9,11 @@ Phases:
    (``tms-sweeper run`` with the smallest grace the installation accepts) and, with ``--tx``, the
    transaction server (``tms-admin tx serve``).
 2. **Workload** for ``--duration`` seconds: long-lived writers; short-lived writers that leave with
-   ``close()`` or ``os._exit(0)``; a long-lived reader; a reader with a new client per poll; one-shot
-   probe processes (read from the start, then time seeks); consumers; transactional writer and reader.
+   ``close()`` or ``os._exit(0)``; every 20-30 s, on each ``fresh`` topic in turn, issue 24's
+   reproducer (a script publishing 30-50 messages back to back, then ``os._exit(0)``; every other
+   time it SIGKILLs itself between reserving offsets and writing); a long-lived reader; a reader with a
+   new client per poll; one-shot probe processes (read from the start, then time seeks); consumers;
+   transactional writer and reader.
    The nemesis injects the chosen faults; dead long-lived processes are replaced.
 3. **Final phase**: every fault healed, writers stopped (they finish their publish), the sweeper
    stopped. Then, within ``--bound`` seconds, every kind of reader must see every acknowledged message:
@@ -135,7 +138,7 @@ class Run:
             role=role,
             pid=popen.pid,
             offset=offset,
-            cfg={k: cfg[k] for k in cfg if k in ("ops", "exit", "kinds", "burst")},
+            cfg={k: cfg[k] for k in cfg if k in ("ops", "exit", "kinds", "burst", "topic", "die_after_reserve")},
         )
         return proc
 
@@ -317,6 +320,8 @@ class Run:
         self.nemesis = nemesis
         end = self.rec.now() + o.duration
         next_short = next_probe = self.rec.now()
+        next_script, scripts = self.rec.now() + 5.0, 0
+        fresh = [t["name"] for t in self.topics if t["kind"] == "fresh"]
         next_note = self.rec.now() + 15
         while self.rec.now() < end:
             self.reap(replace=True)
@@ -325,6 +330,17 @@ class Run:
                 exit_how = self.rng.choice(["close", "exit"])
                 self.spawn("writer", "s", ops=self.rng.randint(1, 8), exit=exit_how, burst=self.rng.random() < 0.5)
                 next_short = now + self.rng.uniform(0.5, 2.5)
+            if now >= next_script:
+                # the issue's reproducer, on each fresh topic in turn: a script publishing 30-50 messages back
+                # to back to one topic, leaving with os._exit(0) while its writer holds offsets reserved ahead
+                # (if it was fast enough to reserve blocks); every other round on a topic it kills itself
+                # between reserving offsets and writing them instead
+                topic = fresh[scripts % len(fresh)]
+                scripts += 1
+                ops = self.rng.randint(30, 50)
+                die = self.rng.randint(2, ops) if scripts % 4 in (2, 3) else None  # every other round per topic
+                self.spawn("writer", "d", ops=ops, exit="exit", burst=True, topic=topic, die_after_reserve=die)
+                next_script = now + self.rng.uniform(20.0, 30.0)
             if now >= next_probe and not self.alive("probe"):
                 self.spawn("probe", "p")
                 next_probe = now + self.rng.uniform(2.0, 6.0)

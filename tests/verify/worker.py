@@ -22,6 +22,7 @@ import json
 import os
 import random
 import select
+import signal
 import sys
 import time
 from pathlib import Path
@@ -126,15 +127,34 @@ class Worker:
 
     # -- writers ------------------------------------------------------------------------------
 
+    def die_after_reserving(self, at: int) -> None:
+        """SIGKILL this process right after its ``at``-th reservation of offsets in a sequencer topic (between
+        reserving and writing, the dead writer's hole of issue 24), as tests/workers/writer.py does: the
+        module function the writer calls is wrapped; the library itself is unchanged."""
+        from tms_hbase import sequencer
+
+        reserve, calls = sequencer.reserve, iter(range(1, 2**62))
+
+        def reserving(*args: Any, **kwargs: Any) -> int:
+            first = reserve(*args, **kwargs)
+            if next(calls) == at:
+                self.rec.event("exit", how="SIGKILL between reserving offsets and writing", offset=first)
+                os.kill(os.getpid(), signal.SIGKILL)
+            return first
+
+        sequencer.reserve = reserving
+
     def writer(self) -> None:
         topics = self.topics_of("main", "fresh", "ttl")
+        if self.cfg.get("die_after_reserve"):
+            self.die_after_reserving(int(self.cfg["die_after_reserve"]))
         ops = self.cfg.get("ops")
         client = self.client()
         number = done = 0
         # A short-lived writer is usually a script publishing to one topic; a long-lived one moves between
         # topics in runs (so that it is busy on one topic at a time and reserves blocks ahead there).
-        topic = self.rng.choice(topics)["name"]
-        one_topic = ops is not None and self.rng.random() < 0.7
+        topic = self.cfg.get("topic") or self.rng.choice(topics)["name"]
+        one_topic = ops is not None and (self.rng.random() < 0.7 or "topic" in self.cfg)
         while (ops is None and not self.writers_stopped()) or (ops is not None and done < ops):
             if not one_topic and self.rng.random() < 0.2:
                 topic = self.rng.choice(topics)["name"]
