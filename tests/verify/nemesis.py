@@ -57,6 +57,7 @@ class Proc:
     clock_file: Path | None = None
     long_lived: bool = False
     stopped: bool = False
+    spared: bool = False  # never a fault's target
     offset: float = 0.0
     cfg: dict[str, Any] = field(default_factory=dict)
 
@@ -116,7 +117,9 @@ class Nemesis:
         self.pending.append((self.rec.now() + seconds, action))
 
     def _target(self, *, with_clock: bool = False) -> Proc | None:
-        live = [p for p in self.procs() if p.alive() and not p.stopped and (p.clock_file or not with_clock)]
+        live = [
+            p for p in self.procs() if p.alive() and not p.stopped and not p.spared and (p.clock_file or not with_clock)
+        ]
         return self.rng.choice(live) if live else None
 
     def _kill(self) -> None:

@@ -338,8 +338,9 @@ class Run:
                 topic = fresh[scripts % len(fresh)]
                 scripts += 1
                 ops = self.rng.randint(30, 50)
-                die = self.rng.randint(2, ops) if scripts % 4 in (2, 3) else None  # every other round per topic
-                self.spawn("writer", "d", ops=ops, exit="exit", burst=True, topic=topic, die_after_reserve=die)
+                die = self.rng.randint(1, 3) if scripts % 4 in (2, 3) else None  # every other round per topic
+                script = self.spawn("writer", "d", ops=ops, exit="exit", burst=True, topic=topic, die_after_reserve=die)
+                script.spared = True  # the nemesis leaves the reproducer alone
                 next_script = now + self.rng.uniform(20.0, 30.0)
             if now >= next_probe and not self.alive("probe"):
                 self.spawn("probe", "p")
