@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: install demo test lint typecheck smoke hbase-start hbase-stop bench-peers clean
+.PHONY: install demo test lint typecheck smoke hbase-start hbase-stop bench-peers verify verify-quick verify-deps clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	python3 -m venv $(VENV)
@@ -46,6 +46,22 @@ $(VENV)/.peers: $(VENV)/.installed setup.cfg
 bench-peers: $(VENV)/.peers  ## tms-hbase side by side with Kafka, NATS JetStream and Redis Streams
 	command -v redis-server >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server; }
 	$(PY) -m bench.peers $(PEERS_ARGS)
+
+# The fault-injection verification suite (tests/verify, issue 24; not part of `make test`): real writer, reader,
+# consumer, sweeper and transaction-server processes under kills, pauses, clock skew (libfaketime: Debian's
+# faketime, apt-get as root if missing) and a cut-off Thrift connection; a checker over the recorded history.
+# Exit code 1 on any anomaly. Arguments: VERIFY_ARGS / VERIFY_QUICK_ARGS (`python -m tests.verify --help`).
+VERIFY_ARGS ?= --duration 1800
+VERIFY_QUICK_ARGS ?= --duration 120 --seed 24 --max-skew 5
+
+verify-deps:
+	ls /usr/lib/*/faketime/libfaketimeMT.so.1 >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq faketime; }
+
+verify: install verify-deps  ## the verification suite, long: 30 min with every fault kind on both orderings
+	$(PY) -m tests.verify $(VERIFY_ARGS)
+
+verify-quick: install verify-deps  ## a few minutes of the verification suite (CI runs it)
+	$(PY) -m tests.verify $(VERIFY_QUICK_ARGS)
 
 hbase-start: install
 	$(VENV)/bin/tms-admin hbase start

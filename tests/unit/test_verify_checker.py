@@ -1,0 +1,189 @@
+"""The verification suite's checker (tests/verify/checker.py) on synthetic histories: it must pass a
+correct one and flag each kind of anomaly it promises to find."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.verify.checker import check
+
+T = "verify:sequencer_main"
+TTL = "verify:sequencer_ttl"
+TX = "verify:sequencer_tx"
+TOPICS = {
+    T: {"name": T, "kind": "main", "ttl": None},
+    TTL: {"name": TTL, "kind": "ttl", "ttl": "20"},
+    TX: {"name": TX, "kind": "tx", "ttl": None},
+}
+
+
+class History:
+    """Builds events as the workers record them; each operation takes 0.1 s of real time."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.t = 1000.0
+        self.ops: dict[str, int] = {}
+
+    def op(self, p: str, f: str, fields: dict[str, Any], outcome: str = "ok", **done: Any) -> None:
+        self.ops[p] = n = self.ops.get(p, 0) + 1
+        self.events.append({"type": "invoke", "p": p, "t": self.t, "local": self.t, "f": f, "op": n, **fields})
+        self.t += 0.05
+        if outcome:
+            self.events.append({"type": outcome, "p": p, "t": self.t, "local": self.t, "f": f, "op": n, **done})
+        self.t += 0.05
+
+    def publish(self, payloads: list[str], topic: str = T, outcome: str = "ok", **done: Any) -> None:
+        self.op("w1", "publish", {"topic": topic, "payloads": payloads}, outcome, **done)
+
+    def read(self, msgs: list[tuple[str, int, int]], topic: str = T, f: str = "read", p: str = "r1", **fields: Any):
+        encoded = [[payload, [1, position, 0], when] for payload, position, when in msgs]
+        self.op(p, f, {"topic": topic, **fields}, "ok", msgs=encoded)
+
+    def final(self, msgs: list[tuple[str, int, int]], kind: str = "final-fetch", topic: str = T) -> None:
+        self.read(msgs, topic, p="f9", kind=kind, whole=True, final=True)
+
+    def check(self) -> dict[str, Any]:
+        return check(self.events, TOPICS)
+
+
+ABC = [("a", 1, 100), ("b", 2, 200), ("c", 3, 300)]
+
+
+def published_abc() -> History:
+    h = History()
+    for payload, _, _ in ABC:
+        h.publish([payload])
+    return h
+
+
+def test_a_correct_history_is_valid() -> None:
+    h = published_abc()
+    h.read(ABC[:2], kind="long", stream="r1/t")
+    h.read(ABC[2:], kind="long", stream="r1/t", start=[1, 2, 0])
+    h.op("q1", "seek", {"topic": T, "T": 150}, "ok", msgs=[["b", [1, 2, 0], 200], ["c", [1, 3, 0], 300]])
+    h.final(ABC)
+    h.final(ABC, kind="final-range")
+    h.op("q1", "stats", {"topic": T, "final": True}, "ok", messages=3, exact=True, subs=[["s", [1, 1, 0], 2, True]])
+    summary = h.check()
+    assert summary["valid"], summary["anomalies"]
+    assert summary["messages"]["published_ok"] == 3
+
+
+def test_a_lost_message() -> None:
+    h = published_abc()
+    h.publish(["d"])
+    h.final(ABC)
+    assert h.check()["anomalies"] == {"lost": 1}
+
+
+def test_a_message_some_reader_saw_but_a_fresh_process_does_not() -> None:
+    h = published_abc()
+    h.read(ABC, kind="long", stream="r1/t")
+    h.final(ABC[:2], kind="final-fetch")
+    h.final(ABC, kind="final-range")
+    assert h.check()["anomalies"] == {"invisible:final-fetch": 1}
+
+
+def test_a_duplicate() -> None:
+    h = published_abc()
+    h.final([*ABC, ("c", 3, 300)])
+    assert h.check()["anomalies"]["duplicate"] == 1
+
+
+def test_a_reorder() -> None:
+    h = published_abc()
+    h.read([("a", 1, 100), ("c", 3, 300), ("b", 2, 200)], kind="long")
+    h.final(ABC)
+    assert h.check()["anomalies"]["reorder"] == 1
+
+
+def test_a_read_that_passes_over_an_acknowledged_message() -> None:
+    h = published_abc()
+    h.read([("a", 1, 100), ("c", 3, 300)], kind="long")
+    h.final(ABC)
+    assert h.check()["anomalies"] == {"skip": 1}
+
+
+def test_a_message_appearing_behind_a_reader() -> None:
+    h = History()
+    h.publish(["a"])
+    h.publish(["c"])
+    h.read([("a", 1, 100), ("c", 3, 300)], kind="long")
+    h.publish(["b"])  # acknowledged after the read, at a position the reader had passed
+    h.final(ABC)
+    assert h.check()["anomalies"] == {"appeared-behind": 1}
+
+
+def test_a_seek_that_skips_a_message_dated_after_its_time() -> None:
+    h = published_abc()
+    h.final(ABC)
+    # b is dated 200 >= T = 150, acknowledged before the seek, but the seek started at c
+    h.op("q1", "seek", {"topic": T, "T": 150}, "ok", msgs=[["c", [1, 3, 0], 300]])
+    anomalies = h.check()
+    assert anomalies["anomalies"] == {"seek-skip": 1}
+    assert anomalies["examples"]["seek-skip"][0]["skipped"] == 1
+
+
+def test_a_seek_may_start_early_but_not_late() -> None:
+    h = published_abc()
+    h.final(ABC)
+    h.op("q1", "seek", {"topic": T, "T": 250}, "ok", msgs=[["b", [1, 2, 0], 200], ["c", [1, 3, 0], 300]])
+    h.op("q1", "seek", {"topic": T, "T": 301}, "ok", msgs=[])
+    assert h.check()["valid"]
+
+
+def test_a_wrong_count_and_a_wrong_lag() -> None:
+    h = published_abc()
+    h.final(ABC)
+    # 3 messages; the mark is on a, so 2 are still to be consumed
+    h.op("q1", "stats", {"topic": T, "final": True}, "ok", messages=7, exact=False, subs=[["s", [1, 1, 0], 5, False]])
+    anomalies = h.check()["anomalies"]
+    assert anomalies == {"count": 1, "lag": 1}
+
+
+def test_a_phantom() -> None:
+    h = published_abc()
+    h.final([*ABC, ("zz", 4, 400)])
+    assert h.check()["anomalies"] == {"phantom": 1}
+
+
+def test_two_readers_disagreeing_on_the_order() -> None:
+    h = published_abc()
+    h.read([("a", 1, 100), ("b", 2, 200)], kind="long")
+    h.final([("b", 1, 200), ("a", 2, 100), ("c", 3, 300)])
+    assert "disagreement" in h.check()["anomalies"]
+
+
+def test_a_transactional_reader_seeing_an_aborted_transaction() -> None:
+    h = History()
+    h.op("x1", "txpublish", {"topic": TX, "payloads": ["t1"]}, "fail", aborted=True)
+    h.read([("t1", 1, 100)], topic=TX, f="txread")
+    assert h.check()["anomalies"] == {"tx-aborted-read": 1}
+
+
+def test_a_consumer_session_skipping_from_its_mark() -> None:
+    h = published_abc()
+    h.final(ABC)
+    h.op("c1", "open", {"topic": T, "sub": "s", "session": "c1/1"}, "ok", mark=None)
+    h.op(
+        "c1", "consume", {"topic": T, "sub": "s", "session": "c1/1"}, "ok", msgs=[["b", [1, 2, 0], 200]], stream="c1/1"
+    )
+    assert h.check()["anomalies"] == {"skip": 1}
+
+
+def test_an_expired_message_on_a_ttl_topic_is_not_lost() -> None:
+    h = History()
+    h.publish(["old"], topic=TTL)
+    h.t += 60  # past its 20 s TTL by the writer's clock
+    h.publish(["new"], topic=TTL)
+    h.final([("new", 2, int(h.t * 1000))], topic=TTL)
+    assert h.check()["valid"]
+
+
+def test_an_unexpired_message_missing_on_a_ttl_topic_is_lost() -> None:
+    h = History()
+    h.publish(["kept"], topic=TTL)
+    h.publish(["swept"], topic=TTL)
+    h.final([("kept", 1, int(h.t * 1000))], topic=TTL)
+    assert h.check()["anomalies"] == {"lost": 1}
