@@ -47,7 +47,7 @@ bench-peers: $(VENV)/.peers  ## tms-hbase side by side with Kafka, NATS JetStrea
 	command -v redis-server >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server; }
 	$(PY) -m bench.peers $(PEERS_ARGS)
 
-# The fault-injection verification suite (tests/verify, issue 24; not part of `make test`): real writer, reader,
+# The fault-injection verification suite (tests/verify; not part of `make test`): real writer, reader,
 # consumer, sweeper and transaction-server processes under kills, pauses, clock skew (libfaketime: Debian's
 # faketime, apt-get as root if missing) and a cut-off Thrift connection; a checker over the recorded history.
 # Exit code 1 on any anomaly. Arguments: VERIFY_ARGS / VERIFY_QUICK_ARGS (`python -m tests.verify --help`).

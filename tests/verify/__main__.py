@@ -46,7 +46,7 @@ def _list(allowed: tuple[str, ...]) -> Callable[[str], list[str]]:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m tests.verify",
-        description="Fault-injection verification of tms-hbase (issue 24): a workload of real processes under "
+        description="Fault-injection verification of tms-hbase: a workload of real processes under "
         "faults, every operation recorded, a checker over the history.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -9,7 +9,7 @@ Phases:
    (``tms-sweeper run`` with the smallest grace the installation accepts) and, with ``--tx``, the
    transaction server (``tms-admin tx serve``).
 2. **Workload** for ``--duration`` seconds: long-lived writers; short-lived writers that leave with
-   ``close()`` or ``os._exit(0)``; every 20-30 s, on each ``fresh`` topic in turn, issue 24's
+   ``close()`` or ``os._exit(0)``; every 20-30 s, on each ``fresh`` topic in turn, the
    reproducer (a script publishing 30-50 messages back to back, then ``os._exit(0)``; every other
    time it SIGKILLs itself between reserving offsets and writing); a long-lived reader; a reader with a
    new client per poll; one-shot probe processes (read from the start, then time seeks); consumers;
@@ -43,7 +43,7 @@ from typing import Any
 
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.config import PREFIX_ENV, THRIFT_ENV, thrift_address
-from tms_hbase.installation import minimum_grace
+from tms_hbase.installation.settings import minimum_grace
 
 from ..hbase_server import hbase_for_tests
 from ..tcp_proxy import TcpProxy

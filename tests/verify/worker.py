@@ -58,8 +58,8 @@ from tms_hbase.errors import (  # noqa: E402
     TransactionConflict,
     TransactionFailure,
 )
-from tms_hbase.message_id import MessageId  # noqa: E402
-from tms_hbase.reader import Message  # noqa: E402
+from tms_hbase.fetch.reader import Message  # noqa: E402
+from tms_hbase.model.message_id import MessageId  # noqa: E402
 
 DEFINITE = (InvalidArgument, BatchTooLarge, TopicNotFound)  # errors raised before anything is written
 
@@ -129,9 +129,9 @@ class Worker:
 
     def die_after_reserving(self, at: int) -> None:
         """SIGKILL this process right after its ``at``-th reservation of offsets in a sequencer topic (between
-        reserving and writing, the dead writer's hole of issue 24), as tests/workers/writer.py does: the
+        reserving and writing, the dead writer's hole a new reader must pass), as tests/workers/writer.py does: the
         module function the writer calls is wrapped; the library itself is unchanged."""
-        from tms_hbase import sequencer
+        from tms_hbase.publish import sequencer
 
         reserve, calls = sequencer.reserve, iter(range(1, 2**62))
 
