@@ -16,9 +16,9 @@ from tms_hbase import (
     RollbackDetail,
     TopicId,
     TopicNotFound,
-    wire,
 )
 from tms_hbase.config import thrift_address
+from tms_hbase.model import wire
 from tms_hbase.tx import MAX_LIFETIME_SECONDS, NO_TX_IN_PROGRESS, Transaction, write_pointer_now
 
 from ..tcp_proxy import TcpProxy
