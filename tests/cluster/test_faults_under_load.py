@@ -41,18 +41,18 @@ def _stamps(path: Path, kind: str) -> list[float]:
     return [float(row[4] if kind == "ack" else row[2]) for row in _lines(path) if row[0] == kind]
 
 
-def _stall(path: Path, kind: str, at: float) -> float:
-    """Wait until the log has a ``kind`` line STEADY seconds after a fault at ``at`` (at most RESUME_BOUND);
-    returns the longest pause between its lines from the last one before the fault on: how long the fault
-    stopped that process (in-flight calls that return after the fault do not count as resuming)."""
+def _stall(path: Path, kind: str, began: float, ended: float) -> float:
+    """Wait until the log has a ``kind`` line STEADY seconds after a fault done from ``began`` to ``ended`` (at
+    most RESUME_BOUND); returns the longest pause between its lines from the last one before the fault on:
+    how long the fault stopped that process (calls in flight that return after it do not count as resuming)."""
     deadline = time.monotonic() + RESUME_BOUND + STEADY
     stamps = _stamps(path, kind)
-    while not stamps or stamps[-1] <= at + STEADY:
+    while not stamps or stamps[-1] <= ended + STEADY:
         assert time.monotonic() < deadline, f"{path.stem} did not resume within {RESUME_BOUND:.0f}s"
         time.sleep(0.5)
         stamps = _stamps(path, kind)
-    before = [t for t in stamps if t <= at]
-    window = ([before[-1]] if before else [at]) + [t for t in stamps if at < t <= at + STEADY + RESUME_BOUND]
+    before = [t for t in stamps if t <= began]
+    window = ([before[-1]] if before else [began]) + [t for t in stamps if began < t]
     return max(b - a for a, b in itertools.pairwise(window))
 
 
@@ -102,18 +102,20 @@ def test_no_loss_no_duplicates_one_order_under_faults(
     rounds = int(os.environ.get("TMS_CLUSTER_FAULT_ROUNDS", "5"))
     report = []
     try:
-        _stall(logs[0], "ack", time.time() - STEADY)
+        _stall(logs[0], "ack", time.time(), time.time())
         for n in range(rounds):
             kind = FAULTS[n % len(FAULTS)]
             time.sleep(3)  # some load between faults
-            at = time.time()
+            began = time.time()
             done = _fault(cluster, kind, table)
-            writers = [_stall(log, "ack", at) for log in logs]
-            consumed = _stall(consumer_log, "msg", at)
+            ended = time.time()
+            writers = [_stall(log, "ack", began, ended) for log in logs]
+            consumed = _stall(consumer_log, "msg", began, ended)
             report.append(
                 {
                     "fault": kind,
                     "done": done,
+                    "fault_s": round(ended - began, 2),
                     "writers_stalled_s": round(max(writers), 2),
                     "consumer_stalled_s": round(consumed, 2),
                 }
