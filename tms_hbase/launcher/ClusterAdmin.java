@@ -95,8 +95,21 @@ public class ClusterAdmin {
   static void split(Connection connection, Admin admin, TableName table, String key) throws Exception {
     int before = admin.getRegions(table).size();
     if (key.isEmpty()) {
-      admin.flush(table);  // the midpoint is chosen from store files: a fresh table has none
-      admin.split(table);
+      // The midpoint comes from store files: flush, then split the last region that has one (the last
+      // region is where a topic's new messages go).
+      admin.flush(table);
+      List<RegionInfo> regions = new ArrayList<>(admin.getRegions(table));
+      Exception refused = null;
+      boolean done = false;
+      for (int i = regions.size() - 1; i >= 0 && !done; i--) {
+        try {
+          admin.splitRegionAsync(regions.get(i).getRegionName()).get();
+          done = true;
+        } catch (Exception e) {
+          refused = e;
+        }
+      }
+      if (!done) throw refused;
     }
     else admin.split(table, unhex(key));
     long deadline = System.currentTimeMillis() + WAIT_MS;
