@@ -397,6 +397,7 @@ class ClusterHBase:
             "-XX:TieredStopAtLevel=1",
             *JDK17_FLAGS,
             "-Dlog4j2.level=WARN",
+            f"-Dtms.log.file={self.paths.log('admin')}",  # the conf folder's log4j2.properties names it
             "-cp",
             f"{classes}:{self.paths.conf('master')}:{self.jar_paths.lib}/*",
             "ClusterAdmin",
