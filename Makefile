@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: install demo test lint typecheck smoke hbase-start hbase-stop bench-peers verify verify-quick verify-deps clean
+.PHONY: install demo test test-cluster cluster-start cluster-stop lint typecheck smoke hbase-start hbase-stop bench-peers verify verify-quick verify-deps clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	python3 -m venv $(VENV)
@@ -18,6 +18,17 @@ demo: install  ## start a local HBase and show topics working end to end
 
 test: install  ## the whole test suite against a real HBase (started if needed)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The cluster group (tests/cluster): HDFS, ZooKeeper, a master, 3 region servers and 2 Thrift gateways, each a
+# JVM of its own (docs/operations.md#a-local-cluster), started for the run if not running and then stopped.
+test-cluster: install  ## faults under load on a local HBase cluster (region server kills, moves, splits)
+	$(PY) -m pytest -m cluster tests/cluster $(PYTEST_ARGS)
+
+cluster-start: install
+	$(VENV)/bin/tms-admin hbase cluster start
+
+cluster-stop: install
+	$(VENV)/bin/tms-admin hbase cluster stop
 
 lint: install  ## style, formatting, the layer rule of docs/architecture.md (import-linter contracts), types (mypy)
 	$(VENV)/bin/ruff check .

@@ -194,32 +194,15 @@ class LocalHBase:
     # -- helpers ------------------------------------------------------------------------------
 
     def _spawn(self, java: str, name: str, main_class: str, args: list[str], heap: str) -> int:
-        log = self.paths.logs / f"{name}.log"
-        cmd = [
+        return spawn_jvm(
             java,
-            f"-Xmx{heap}",
-            "-XX:+UseG1GC",
-            "-Djava.net.preferIPv4Stack=true",
-            *JDK17_FLAGS,
-            self._marker,
-            f"-Dlog4j2.configurationFile={self.paths.conf / 'log4j2.properties'}",
-            f"-Dtms.log.file={log}",
-            f"-Dhbase.log.dir={self.paths.logs}",
-            "-cp",
-            f"{self.paths.conf}:{self.paths.lib}/*",
-            main_class,
-            *args,
-        ]
-        with open(self.paths.logs / f"{name}.out", "ab") as out:
-            proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                cwd=self.paths.run,
-            )
-        return proc.pid
+            [f"-Xmx{heap}", "-XX:+UseG1GC", self._marker],
+            conf=self.paths.conf,
+            lib=self.paths.lib,
+            log=self.paths.logs / f"{name}.log",
+            cwd=self.paths.run,
+            main=[main_class, *args],
+        )
 
     def _wait_ready(self, state: dict, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -276,6 +259,34 @@ class LocalHBase:
             if entry.name.isdigit() and self._marker in _cmdline(int(entry.name)):
                 found.append(int(entry.name))
         return found
+
+
+def spawn_jvm(java: str, flags: list[str], conf: Path, lib: Path, log: Path, cwd: Path, main: list[str]) -> int:
+    """Start a JVM in a session of its own (so a signal reaches its whole group) with ``conf`` and the
+    jars of ``lib`` on its class path, log4j2 writing to ``log`` and stdout/stderr to ``log`` with
+    ``.out`` for ``.log``; returns its pid. ``flags`` go before the JDK 17 flags (heap, GC, markers)."""
+    cmd = [
+        java,
+        *flags,
+        "-Djava.net.preferIPv4Stack=true",
+        *JDK17_FLAGS,
+        f"-Dlog4j2.configurationFile={conf / 'log4j2.properties'}",
+        f"-Dtms.log.file={log}",
+        f"-Dhbase.log.dir={log.parent}",
+        "-cp",
+        f"{conf}:{lib}/*",
+        *main,
+    ]
+    with open(log.with_suffix(".out"), "ab") as out:
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=cwd,
+        )
+    return proc.pid
 
 
 def _cmdline(pid: int) -> str:
