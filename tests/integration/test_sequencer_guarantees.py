@@ -255,3 +255,16 @@ def test_topic_tail_follow_stops_before_a_hole_and_shows_the_batch_that_lands_in
     )
     cursor = Cursor(shown[-1].position, shown[-1].index + 1)  # where --follow goes on from
     assert [e.payload for e in inspector.entries(T, 1, cursor, ttl=3600, view=None)] == [b"second", b"third"]
+
+
+def test_a_reader_whose_clock_is_a_minute_ahead_does_not_hide_unexpired_messages(
+    client: MessagingClient, tms_env: dict[str, str]
+) -> None:
+    client.create_topic(T, {"ttl": "30"})
+    client.publish(T, [b"fresh"])
+    out = run(
+        tms_env,
+        PRELUDE + "with MessagingClient() as c:\n    print(json.dumps([m.payload.decode() for m in c.fetch(T)]))",
+        faketime="+60s",
+    )
+    assert json.loads(out.splitlines()[0]) == ["fresh"]  # its TTL runs on HBase's clock, not the reader's

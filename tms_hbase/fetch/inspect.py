@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from tms_hbase.errors import CorruptData, InvalidArgument
 from tms_hbase.fetch.reader import MessageReader
-from tms_hbase.model.clock import now_ms
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.rows import (
     COUNTER_COLUMN,
@@ -114,7 +113,7 @@ class Inspector:
         what a transactional reader would see: rolled-back and invalid messages are left out and the
         inspection stops at the first message of a transaction in progress."""
         states: list[Transaction] = []
-        now = now_ms()
+        now = self.reader.hbase_now()
         floor = now - ttl * 1000
         for position, value in self._rows(topic, generation, cursor.position):
             first_index = cursor.index if position == cursor.position else 0

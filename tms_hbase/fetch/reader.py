@@ -238,7 +238,7 @@ class MessageReader:
         _validate(start_message, start_time, inclusive, limit, transaction)
         meta = self.topics.get(topic)
         generation = meta.generation
-        floor = now_ms() - meta.ttl * 1000
+        floor = self.hbase_now() - meta.ttl * 1000
         if start_message is not None:
             mid = MessageId.decode(start_message)
             if mid.generation > generation:
@@ -270,7 +270,7 @@ class MessageReader:
             return iter(())
         last = None if end is None else (end.position if end.index > 0 else end.position - 1)
         stop = None if end is None else (end.position, end.index)
-        floor = now_ms() - meta.ttl * 1000
+        floor = self.hbase_now() - meta.ttl * 1000
         start_at = _Start(start.position, start.index, True)
         return self._iterate(
             topic, meta.generation, start_at, floor, None, transaction, last, stop, sequenced=meta.sequencer
@@ -384,7 +384,7 @@ class MessageReader:
         before the TTL) the span starts at the seek's lower bound: reads skip expired rows anyway."""
         meta = self.topics.get(topic)
         generation = meta.generation
-        floor = now_ms() - meta.ttl * 1000
+        floor = self.hbase_now() - meta.ttl * 1000
         if start_time is None or start_time <= floor:
             first = self.seek(topic, generation, floor, exact=False)
         else:
@@ -690,7 +690,7 @@ class MessageReader:
         """Messages from ``start``; ``end`` is the last position to read, and ``stop`` the
         (position, index) of the first message not to return."""
         remaining = limit
-        now = now_ms()
+        now = self.hbase_now()
         first_chunk = CHUNK_ROWS if limit is None else min(limit, CHUNK_ROWS)  # every row holds a message or more
         if end is not None:
             first_chunk = max(1, min(first_chunk, end - start.position + 1))

@@ -34,7 +34,6 @@ from dataclasses import dataclass, field, replace
 
 from tms_hbase.consume.subscriptions import END
 from tms_hbase.fetch.reader import MessageReader
-from tms_hbase.model.clock import now_ms
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.rows import (
     COUNTER_COLUMN,
@@ -107,7 +106,7 @@ class TopicStatistics:
 
     def lag(self, topic: TopicId, generation: int, ttl: int, mark: bytes | None, now: int | None = None) -> Lag:
         """The lag of a subscription whose (resolved) mark is ``mark``: about four reads."""
-        now = now_ms() if now is None else now
+        now = self.reader.hbase_now() if now is None else now
         tail = self._tail(topic, generation)
         if tail is None:
             return Lag(0, 0.0)
@@ -162,7 +161,7 @@ class TopicStatistics:
     ) -> TopicStats:
         """Size, ends, publish rates and the subscriptions' lag of one topic generation: a tail read, a
         time seek per window and for the head, and about three reads per subscription."""
-        now = now_ms()
+        now = self.reader.hbase_now()
         floor = now - ttl * 1000
         tail = self._tail(topic, generation)
         first = None if tail is None else self._first_readable(topic, generation, floor)
