@@ -49,7 +49,15 @@ from tms_hbase.launcher.local import (
     _thrift_answers,
     spawn_jvm,
 )
-from tms_hbase.launcher.paths import HBASE_VERSION, POM, LauncherPaths, default_home, default_jars_root
+from tms_hbase.launcher.paths import (
+    HBASE_VERSION,
+    POM,
+    LauncherPaths,
+    default_home,
+    default_jars_root,
+    read_state,
+    write_state,
+)
 
 MAIN_CLASSES = {
     "namenode": ["org.apache.hadoop.hdfs.server.namenode.NameNode"],
@@ -430,16 +438,10 @@ class ClusterHBase:
             yield
 
     def _read_state(self) -> dict | None:
-        try:
-            return json.loads(self.paths.state.read_text())
-        except (OSError, ValueError):
-            return None
+        return read_state(self.paths.state)
 
     def _write_state(self, state: dict) -> None:
-        self.paths.run.mkdir(parents=True, exist_ok=True)
-        tmp = self.paths.state.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state, indent=2))
-        tmp.replace(self.paths.state)
+        write_state(self.paths.state, state)
 
 
 def _ready(layout: ClusterLayout, kind: str, i: int, since: float) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -19,7 +18,15 @@ import happybase
 
 from tms_hbase.errors import LauncherError
 from tms_hbase.launcher.jars import resolve_jars
-from tms_hbase.launcher.paths import HBASE_VERSION, POM, LauncherPaths, default_home, default_jars_root
+from tms_hbase.launcher.paths import (
+    HBASE_VERSION,
+    POM,
+    LauncherPaths,
+    default_home,
+    default_jars_root,
+    read_state,
+    write_state,
+)
 from tms_hbase.launcher.siteconf import write_conf
 
 HOST = "127.0.0.1"
@@ -234,16 +241,10 @@ class LocalHBase:
         return "\n".join(chunks[-lines:])
 
     def _read_state(self) -> dict | None:
-        try:
-            return json.loads(self.paths.state.read_text())
-        except (OSError, ValueError):
-            return None
+        return read_state(self.paths.state)
 
     def _write_state(self, state: dict) -> None:
-        self.paths.run.mkdir(parents=True, exist_ok=True)
-        tmp = self.paths.state.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state, indent=2))
-        tmp.replace(self.paths.state)
+        write_state(self.paths.state, state)
 
     def _alive(self, state: dict) -> bool:
         pids = state.get("pids", {})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,3 +62,20 @@ class LauncherPaths:
     @property
     def state(self) -> Path:
         return self.run / "state.json"
+
+
+def read_state(path: Path) -> dict | None:
+    """A launcher's state file (what it started, with which pids and ports), or None if there is none
+    or it does not parse (a launcher killed while writing it)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def write_state(path: Path, state: dict) -> None:
+    """Replace a launcher's state file at once (written aside, then renamed into place)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=2))
+    tmp.replace(path)
