@@ -268,3 +268,20 @@ def test_a_reader_whose_clock_is_a_minute_ahead_does_not_hide_unexpired_messages
         faketime="+60s",
     )
     assert json.loads(out.splitlines()[0]) == ["fresh"]  # its TTL runs on HBase's clock, not the reader's
+
+
+def test_a_gateway_started_after_a_writer_died_passes_its_hole(
+    client: MessagingClient, topic: TopicId, tms_env: dict[str, str], hbase_address: str, prefix: str, tmp_path: Path
+) -> None:
+    from tms_hbase.gateway_client.http import GatewayClient
+
+    from ..gateway_server import running_gateway
+
+    run(tms_env, PRELUDE + "c = MessagingClient()\nfor i in range(30): c.publish(T, [b'a%d' % i])\nos._exit(0)")
+    client.publish(T, [b"b"])
+    gateway = running_gateway(hbase_address, prefix, tmp_path, "workers = 1\n")  # a new process
+    with gateway as process, GatewayClient(process.url) as remote:
+        deadline = time.monotonic() + H + 15
+        while [m.payload for m in remote.fetch(T)][-1:] != [b"b"]:
+            assert time.monotonic() < deadline, "the gateway never passed the dead writer's hole"
+            time.sleep(0.1)
