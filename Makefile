@@ -2,8 +2,11 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
+# Test processes of `make test` (pytest-xdist): the tests mostly wait for HBase, processes and sleeps, so more
+# than the cores; each has a table prefix of its own. TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 4
 
-.PHONY: install demo test lint typecheck smoke hbase-start hbase-stop bench-peers clean
+.PHONY: install demo test test-unit lint typecheck smoke bench-quick hbase-start hbase-stop bench-peers clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	python3 -m venv $(VENV)
@@ -16,8 +19,11 @@ install: $(VENV)/.installed  ## the package, its CLI and the test tools, into .v
 demo: install  ## start a local HBase and show topics working end to end
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash examples/demo.sh
 
-test: install  ## the whole test suite against a real HBase (started if needed)
-	$(PY) -m pytest $(PYTEST_ARGS)
+test: install  ## the whole test suite against a real HBase (started if needed), TEST_WORKERS processes at once
+	$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
+
+test-unit: install  ## the unit tests only: seconds, no HBase
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 lint: install  ## style, formatting, the layer rule of docs/architecture.md (import-linter contracts), types (mypy)
 	$(VENV)/bin/ruff check .

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +17,33 @@ from tms_hbase.config import PREFIX_ENV, THRIFT_ENV, thrift_address
 from .hbase_admin import external_hbase_reason, split_table
 from .hbase_server import hbase_for_tests
 from .tcp_proxy import TcpProxy
+
+_HBASE_FOR_WORKERS = pytest.StashKey[contextlib.ExitStack]()
+UNIT_TESTS = Path(__file__).resolve().parent / "unit"
+
+
+def _only_unit_tests(config: pytest.Config) -> bool:
+    paths = [Path(config.invocation_params.dir, arg.split("::")[0]).resolve() for arg in config.args]
+    return bool(paths) and all(p == UNIT_TESTS or UNIT_TESTS in p.parents for p in paths)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Run in parallel (pytest-xdist's ``-n``), the controlling process gets the session's HBase before any
+    worker starts and stops it at the end if it started it, so every worker finds it running (each worker
+    starting the launcher's HBase itself would race, and the first to finish would stop it under the others).
+    Only unit tests selected: nothing to start."""
+    if hasattr(config, "workerinput") or not config.getoption("numprocesses", None) or _only_unit_tests(config):
+        return
+    stack = contextlib.ExitStack()
+    address, how = stack.enter_context(hbase_for_tests())
+    print(f"tests run against HBase Thrift at {address} ({how})")
+    config.stash[_HBASE_FOR_WORKERS] = stack
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    stack = config.stash.get(_HBASE_FOR_WORKERS, None)
+    if stack is not None:
+        stack.close()
 
 
 @pytest.fixture(scope="session")
