@@ -40,6 +40,13 @@ typecheck: install  ## types only (mypy)
 smoke: install  ## the packaging check: what a user installing the wheel sees first
 	bash tests/smoke.sh
 
+# Every benchmark of bench.run once at small sizes, and bench/gateway_cpu.py briefly: they run and their checks
+# hold (CI runs it after the tests); not the peers. Arguments go to bench.run, e.g. BENCH_ARGS="--only fetch".
+BENCH_ARGS ?=
+
+bench-quick: install  ## every benchmark once, briefly (not the peers); fails if one fails
+	VENV=$(VENV) bash bench/quick.sh $(BENCH_ARGS)
+
 # The peer benchmark (bench/peers, issue 17): the [peers] extra (Kafka, NATS and Redis clients, nats-server),
 # Debian's redis-server (apt-get, as root) if missing; Kafka's jars come from Maven Central on the first run.
 # Arguments go in PEERS_ARGS, e.g. `make bench-peers PEERS_ARGS=--quick`.
