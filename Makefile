@@ -2,8 +2,11 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
+# Test processes of `make test` (pytest-xdist): the tests mostly wait for HBase, processes and sleeps, so more
+# than the cores; each has a table prefix of its own. TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 4
 
-.PHONY: install demo test test-cluster cluster-start cluster-stop lint typecheck smoke hbase-start hbase-stop bench-peers verify verify-quick verify-deps clean
+.PHONY: install demo test test-unit test-cluster cluster-start cluster-stop lint typecheck smoke bench-quick hbase-start hbase-stop bench-peers verify verify-quick verify-deps clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	python3 -m venv $(VENV)
@@ -16,8 +19,11 @@ install: $(VENV)/.installed  ## the package, its CLI and the test tools, into .v
 demo: install  ## start a local HBase and show topics working end to end
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash examples/demo.sh
 
-test: install  ## the whole test suite against a real HBase (started if needed)
-	$(PY) -m pytest $(PYTEST_ARGS)
+test: install  ## the whole test suite against a real HBase (started if needed), TEST_WORKERS processes at once
+	$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
+
+test-unit: install  ## the unit tests only: seconds, no HBase
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 # The cluster group (tests/cluster): HDFS, ZooKeeper, a master, 3 region servers and 2 Thrift gateways, each a
 # JVM of its own (docs/operations.md#a-local-cluster), started for the run if not running and then stopped.
@@ -44,6 +50,13 @@ typecheck: install  ## types only (mypy)
 # quickstart with it ($$TMS_HBASE_THRIFT, or the local launcher's HBase, started and stopped if needed).
 smoke: install  ## the packaging check: what a user installing the wheel sees first
 	bash tests/smoke.sh
+
+# Every benchmark of bench.run once at small sizes, and bench/gateway_cpu.py briefly: they run and their checks
+# hold (CI runs it after the tests); not the peers. Arguments go to bench.run, e.g. BENCH_ARGS="--only fetch".
+BENCH_ARGS ?=
+
+bench-quick: install  ## every benchmark once, briefly (not the peers); fails if one fails
+	VENV=$(VENV) bash bench/quick.sh $(BENCH_ARGS)
 
 # The peer benchmark (bench/peers): the [peers] extra (Kafka, NATS and Redis clients, nats-server),
 # Debian's redis-server (apt-get, as root) if missing; Kafka's jars come from Maven Central on the first run.

@@ -283,7 +283,9 @@ def _stats_cost(settings: Settings, result: Result) -> None:
             stats_ms.append((time.perf_counter() - t0) * 1000)
             stats_calls.append(client.installation.calls - calls)
             if stats.messages != total or not stats.exact:
-                raise AssertionError(f"topic_stats counted {stats.messages} messages, expected {total}")
+                raise AssertionError(
+                    f"topic_stats counted {stats.messages} messages (exact={stats.exact}), expected exactly {total}"
+                )
             progress(f"consumer stats round {r + 1}/{settings.rounds}: topic_stats {stats_ms[-1]:.0f} ms")
     table = [
         [f"lag, subscription at the {name}", median(lag_ms[name]), max(lag_ms[name]), median(lag_calls[name])]

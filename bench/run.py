@@ -5,7 +5,10 @@
 Benchmarks (docs/benchmarks.md): publish, writers, designs (the many-writer designs), fetch, latency, seek,
 txlatency, sweeper, spark, gateway, consumer.
 Progress goes to stderr, the report to stdout. Every table a run creates has a ``bench…`` prefix and is
-dropped afterwards.
+dropped afterwards. The exit code is 1 if any benchmark failed (its own checks included), 2 without HBase.
+
+``--quick`` checks that every benchmark runs and its checks hold, not figures: smaller sizes and one round
+(``make bench-quick``, which CI runs); ``--quick --rounds 3`` gives medians at the smaller sizes.
 """
 
 from __future__ import annotations
@@ -39,9 +42,11 @@ BENCHMARKS: dict[str, Callable[[Settings], Result]] = {
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="smaller sizes and 3 rounds (about 2 minutes)")
+    parser.add_argument(
+        "--quick", action="store_true", help="smaller sizes and 1 round: checks that everything runs (about 5 minutes)"
+    )
     parser.add_argument("--only", metavar="NAME", help=f"comma-separated subset of: {', '.join(BENCHMARKS)}")
-    parser.add_argument("--rounds", type=int, help="rounds per benchmark (default 5, 3 with --quick)")
+    parser.add_argument("--rounds", type=int, help="rounds per benchmark (default 5, 1 with --quick)")
     parser.add_argument("--json", metavar="OUT", help="also write every sample and median to this JSON file")
     parser.add_argument(
         "--address",
@@ -62,7 +67,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     check_loopback(args.address)
-    rounds = args.rounds or (3 if args.quick else 5)
+    rounds = args.rounds or (1 if args.quick else 5)
     settings = Settings(address=args.address, quick=args.quick, rounds=rounds)
     command = "python -m bench.run " + shlex.join(sys.argv[1:] if argv is None else argv)
     try:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +17,65 @@ from tms_hbase.config import PREFIX_ENV, THRIFT_ENV, thrift_address
 from .hbase_admin import external_hbase_reason, split_table
 from .hbase_server import hbase_for_tests
 from .tcp_proxy import TcpProxy
+
+_HBASE_FOR_WORKERS = pytest.StashKey[contextlib.ExitStack]()
+UNIT_TESTS = Path(__file__).resolve().parent / "unit"
+
+
+def _only_unit_tests(config: pytest.Config) -> bool:
+    paths = [Path(config.invocation_params.dir, arg.split("::")[0]).resolve() for arg in config.args]
+    return bool(paths) and all(p == UNIT_TESTS or UNIT_TESTS in p.parents for p in paths)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Run in parallel (pytest-xdist's ``-n``), the controlling process gets the session's HBase before any
+    worker starts and stops it at the end if it started it, so every worker finds it running (each worker
+    starting the launcher's HBase itself would race, and the first to finish would stop it under the others).
+    Only unit tests selected: nothing to start."""
+    if hasattr(config, "workerinput") or not config.getoption("numprocesses", None) or _only_unit_tests(config):
+        return
+    stack = contextlib.ExitStack()
+    address, how = stack.enter_context(hbase_for_tests())
+    print(f"tests run against HBase Thrift at {address} ({how})")
+    config.stash[_HBASE_FOR_WORKERS] = stack
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    stack = config.stash.get(_HBASE_FOR_WORKERS, None)
+    if stack is not None:
+        stack.close()
+
+
+# Modules whose tests share a module-scoped server or installation: run in parallel, each stays in one process
+# (spread over the workers, each would start its own: a Spark JVM, a Tephra JVM, a gateway...).
+SHARED_PER_MODULE = {
+    "test_spark.py",  # one Spark session (a JVM)
+    "test_tephra_compat.py",  # one Tephra server (a JVM)
+    "test_gateway.py",  # one gateway process
+    "test_gateway_subscriptions.py",
+    "test_gateway_security.py",
+    "test_gateway_consumer_limits.py",
+    "test_fault_injection.py",  # one installation
+}
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """pytest-xdist's ``loadscope`` scheduling with a module as the unit for the modules above and a test for the
+    rest (``--dist loadgroup`` with ``xdist_group`` marks would say the same, but pytest-xdist 3.8 cannot tag
+    node ids under pytest 9.2). Units with more tests go first, then the single tests in collection order."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedModulesTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if module.rsplit("/", 1)[-1] in SHARED_PER_MODULE else nodeid
+
+    return SharedModulesTogether(config, log)  # type: ignore[arg-type]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tests (extra processes and JVMs) first: run in parallel, a long test begun last is the run's tail."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture(scope="session")

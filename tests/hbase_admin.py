@@ -53,9 +53,14 @@ def split_table(table: str, key: bytes) -> None:
     digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
     classes = Path(tempfile.gettempdir()) / f"tms-hbase-test-java-{digest}"  # recompiled when the source changes
     if not (classes / "SplitRegion.class").exists():
-        classes.mkdir(exist_ok=True)
+        # compiled beside and renamed into place: a parallel test process sees the folder whole or not at all
+        building = Path(tempfile.mkdtemp(prefix=f"{classes.name}-", dir=classes.parent))
         javac = shutil.which("javac") or "javac"
-        subprocess.run([javac, "-d", str(classes), "-cp", f"{lib}/*", str(SOURCE)], check=True, capture_output=True)
+        subprocess.run([javac, "-d", str(building), "-cp", f"{lib}/*", str(SOURCE)], check=True, capture_output=True)
+        try:
+            building.rename(classes)
+        except OSError:  # another process put its own there first
+            shutil.rmtree(building)
     subprocess.run(
         [
             "java",

@@ -56,9 +56,10 @@ def test_bad_input_fails_at_once_or_in_its_future(client: MessagingClient) -> No
         AsyncPublisher(client, on_full="ignore")  # type: ignore[arg-type]
 
 
-def test_full_queue_policies(proxy: TcpProxy, prefix: str) -> None:
+def test_full_queue_policies(proxy: TcpProxy, prefix: str, hbase_address: str) -> None:
+    with MessagingClient(hbase_address, prefix) as direct:  # tables and topic without the proxy's short timeout
+        direct.create_topic(T)
     with MessagingClient(proxy.address, prefix, timeout=2) as client:
-        client.create_topic(T)
         proxy.stall = True  # the sender hangs on its first publish; the queue fills up
         raising = AsyncPublisher(client, max_queue=2, on_full="raise", retries=0, linger=0)
         dropping = AsyncPublisher(client, max_queue=2, on_full="drop", retries=0, linger=0)
@@ -77,9 +78,10 @@ def test_full_queue_policies(proxy: TcpProxy, prefix: str) -> None:
             publisher.close(timeout=60)
 
 
-def test_give_up_policies_after_retries(proxy: TcpProxy, prefix: str) -> None:
+def test_give_up_policies_after_retries(proxy: TcpProxy, prefix: str, hbase_address: str) -> None:
+    with MessagingClient(hbase_address, prefix) as direct:  # creating tables takes longer than 0.5 s on a busy HBase
+        direct.create_topic(T)
     with MessagingClient(proxy.address, prefix, timeout=0.5) as client:
-        client.create_topic(T)
         proxy.stall = True
         with AsyncPublisher(client, retries=2, backoff=0.01, on_give_up="raise") as raising:
             failed = raising.publish(T, [b"x"])

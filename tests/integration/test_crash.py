@@ -42,6 +42,21 @@ def finish(writers: dict[str, subprocess.Popen], readers: list[subprocess.Popen]
         assert proc.returncode == 0, f"reader failed: {err}"
 
 
+def acknowledged(acks: Path, *names: str) -> int:
+    """How many batches the writers ``names`` (all writers if none) have acknowledged so far."""
+    files = [acks / n for n in names] if names else list(acks.iterdir())
+    return sum(len(f.read_text().splitlines()) for f in files if f.exists())
+
+
+def wait_for_acks(acks: Path, at_least: int, *names: str, timeout: float = 120.0) -> None:
+    """Wait until the writers ``names`` (all if none) have acknowledged ``at_least`` batches: the test goes on by
+    what the writers did, not by how long it slept (on a loaded machine a writer process takes seconds to start)."""
+    deadline = time.monotonic() + timeout
+    while (done := acknowledged(acks, *names)) < at_least:
+        assert time.monotonic() < deadline, f"writers {names or 'all'} acknowledged {done} < {at_least} in {timeout}s"
+        time.sleep(0.05)
+
+
 def check_acknowledged(payload_list: list[str], acks: Path) -> list[list[str]]:
     """Every batch a writer acknowledged (its lines in ``acks``) is stored exactly once, its messages
     contiguous and in order; returns the acknowledgements."""
@@ -76,21 +91,26 @@ def test_writers_killed_mid_run_lose_and_duplicate_nothing(
     acks.mkdir()
     writers = {f"w{i}": start(tms_env, "writer", str(T), f"w{i}", str(acks / f"w{i}"), str(stop)) for i in range(4)}
     reader_a = start(tms_env, "tailer", str(T), str(tmp_path / "a"), str(drain))
-    time.sleep(3)
+    wait_for_acks(acks, 20)
+    time.sleep(0.5)
     reader_b = start(tms_env, "tailer", str(T), str(tmp_path / "b"), str(drain), str(int(time.time() * 1000)))
 
     killed = 0
     for round_ in range(3):  # kill two writers mid-publish, start replacements under new names
-        time.sleep(1.5)
-        for name in (f"w{round_ % 4}", f"w{(round_ + 2) % 4}"):
-            live = [n for n in writers if n.startswith(name) and writers[n].poll() is None]
-            victim = live[-1]
+        victims = [
+            [n for n in writers if n.startswith(name) and writers[n].poll() is None][-1]
+            for name in (f"w{round_ % 4}", f"w{(round_ + 2) % 4}")
+        ]
+        for victim in victims:  # each has been publishing for a while (not killed while it starts)
+            wait_for_acks(acks, 5, victim)
+        time.sleep(0.5)
+        for victim in victims:
             os.kill(writers[victim].pid, signal.SIGKILL)
             writers[victim].wait()
             killed += 1
             new = f"{victim}r{round_}"
             writers[new] = start(tms_env, "writer", str(T), new, str(acks / new), str(stop))
-    time.sleep(2)
+    wait_for_acks(acks, 120)
     finish(writers, [reader_a, reader_b], stop, drain)
 
     truth = [(m.id.hex(), str(m.publish_time), m.payload.decode()) for m in client.fetch(T)]

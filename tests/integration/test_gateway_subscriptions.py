@@ -5,6 +5,8 @@ schemas) and by ``GatewayClient`` side by side with the direct consumer."""
 from __future__ import annotations
 
 import base64
+import os
+import signal
 import threading
 import time
 import uuid
@@ -184,19 +186,67 @@ def test_a_caller_who_lost_the_session_header_can_release_the_lease(http: httpx.
     assert http.delete(sub_url(topic, "svc", "consumer"), params={"force": "true"}).status_code == 200  # idempotent
 
 
-def test_a_session_goes_on_whichever_worker_answers(gateway: GatewayProcess, topic: TopicId) -> None:
-    """Each call on a new connection (so both workers serve some): in order, each message once."""
-    httpx.put(gateway.url + sub_url(topic, "svc"))
-    session, got, workers = None, [], set()
+@pytest.fixture
+def two_workers(hbase_address: str, module_prefix: str, tmp_path: Path) -> Iterator[GatewayProcess]:
+    """A gateway of this test's own with 2 workers (one of them is stopped) on the module's installation, with
+    a lease long enough to outlive a worker's shutdown on a loaded machine."""
+    config = "workers = 2\nthreads = 2\nconsumer_lease = 60\n"
+    with running_gateway(hbase_address, module_prefix, tmp_path, config) as process:
+        yield process
+
+
+def _local_port(response: httpx.Response) -> int:
+    """The client-side port of the connection that carried ``response`` (one connection: one worker)."""
+    return response.extensions["network_stream"].get_extra_info("client_addr")[1]
+
+
+def _stop_worker(gateway: GatewayProcess, pid: int, timeout: float = 60.0) -> None:
+    """SIGTERM one worker of ``gateway`` (a child of its process) and wait until it has exited."""
+    stat = Path(f"/proc/{pid}/stat")
+    assert int(stat.read_text().rsplit(")", 1)[1].split()[1]) == gateway.proc.pid, f"{pid} is not a gateway worker"
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if stat.read_text().rsplit(")", 1)[1].split()[0] == "Z":  # exited, not reaped yet
+                return
+        except FileNotFoundError:
+            return
+        assert time.monotonic() < deadline, f"worker {pid} did not stop within {timeout}s:\n{gateway.log()}"
+        time.sleep(0.05)
+
+
+def test_a_session_goes_on_on_another_worker(two_workers: GatewayProcess, topic: TopicId) -> None:
+    """A session begun on one worker goes on on another: the worker that served its first calls (and keeps its
+    consumer parked) is stopped, so every later call is served by a worker that never saw the session. In order,
+    each message once. (Which worker the kernel hands a new connection to is not promised, so it is not relied on.)"""
+    url = two_workers.url + sub_url(topic, "svc", "messages")
+    with httpx.Client(timeout=60) as first:  # one keep-alive connection, so one worker serves all its calls
+        assert first.put(two_workers.url + sub_url(topic, "svc")).is_success
+        session, got, ports = None, [], set()
+        for _ in range(2):
+            response = first.get(url, params={"max": 1}, headers={"TMS-Consumer": session} if session else {})
+            assert response.status_code == 200, response.text
+            got += [base64.b64decode(m["payload"]) for m in response.json()]
+            session = response.headers[CONSUMER]
+            ports.add(_local_port(response))
+        health = first.get(two_workers.url + "/health")
+        ports.add(_local_port(health))
+        assert len(ports) == 1, "the calls should have shared one connection"
+        served = health.json()["worker"]
+    assert got == [b"a", b"b"]
+    _stop_worker(two_workers, served)
+
     while len(got) < 5:
-        headers = {"TMS-Consumer": session} if session else {}
-        response = httpx.get(gateway.url + sub_url(topic, "svc", "messages"), params={"max": 1}, headers=headers)
-        assert response.status_code == 200, response.text
-        got += [base64.b64decode(m["payload"]) for m in response.json()]
-        session = response.headers[CONSUMER]
-        workers.add(httpx.get(gateway.url + "/health").json()["worker"])
+        with httpx.Client(timeout=60) as other:  # a new connection: the stopped worker cannot take it
+            response = other.get(url, params={"max": 1}, headers={"TMS-Consumer": session})
+            assert response.status_code == 200, response.text
+            got += [base64.b64decode(m["payload"]) for m in response.json()]
+            session = response.headers[CONSUMER]
+            health = other.get(two_workers.url + "/health")
+            assert _local_port(health) == _local_port(response)
+            assert health.json()["worker"] != served
     assert got == [b"a", b"b", b"c", b"d", b"e"]
-    assert len(workers) == 2
 
 
 def test_long_poll_returns_as_soon_as_a_message_is_published(

@@ -21,7 +21,7 @@ from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow, generation_prefix, me
 from tms_hbase.publish import sequencer
 from tms_hbase_sweeper.sweep import Sweeper
 
-from .test_crash import check_acknowledged, check_readers, finish, start
+from .test_crash import check_acknowledged, check_readers, finish, start, wait_for_acks
 
 T = TopicId("seq", "orders")
 CACHE = 1  # tail-cache seconds: W = 0.5 s, H = 1 s, D = W + 1 s
@@ -182,7 +182,8 @@ def test_eight_writers_half_killed_some_right_after_reserving_lose_and_duplicate
         extra = (str(blockers[name]), str(tmp_path / f"{name}.blocked")) if name in blockers else ()
         writers[name] = start(tms_env, "writer", str(T), name, str(acks / name), str(stop), *extra)
     reader_a = start(tms_env, "tailer", str(T), str(tmp_path / "a"), str(drain), "-", str(D_MS))
-    time.sleep(2)
+    wait_for_acks(acks, 20)
+    time.sleep(0.5)
     later = str(int(time.time() * 1000))
     reader_b = start(tms_env, "tailer", str(T), str(tmp_path / "b"), str(drain), later, str(D_MS))
 
@@ -196,10 +197,11 @@ def test_eight_writers_half_killed_some_right_after_reserving_lose_and_duplicate
             assert writers[name].poll() is None and time.monotonic() < deadline, f"{name} never blocked"
             time.sleep(0.05)
         kill(name)
-    for name in rng.sample(["w2", "w3", "w4", "w5", "w6", "w7"], 2):  # killed at a random point
+    for name in rng.sample(["w2", "w3", "w4", "w5", "w6", "w7"], 2):  # killed at a random point of its run
+        wait_for_acks(acks, 3, name)
         time.sleep(rng.uniform(0.2, 1.5))
         kill(name)
-    time.sleep(2)
+    wait_for_acks(acks, 60)
     finish(writers, [reader_a, reader_b], stop, drain)
 
     truth = settled(seq)

@@ -22,6 +22,7 @@ from tms_hbase import MessagingClient, TopicId
 from tms_hbase.config import THRIFT_ENV
 from tms_hbase.model.rows import message_key
 
+from ..background import Background
 from ..tcp_proxy import TcpProxy
 from ..tx_server import free_port
 
@@ -62,15 +63,9 @@ def health(url: str) -> tuple[int, dict]:
 
 
 @contextmanager
-def sweeper(env: dict[str, str], *args: str) -> Iterator[subprocess.Popen]:
+def sweeper(env: dict[str, str], *args: str) -> Iterator[Background]:
     """`tms-sweeper run ARGS`; stopped with SIGTERM at the end, which must end it with exit code 0."""
-    proc = subprocess.Popen(
-        [SWEEPER, "run", "--interval", "0.2", "--json", *args],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = Background([SWEEPER, "run", "--interval", "0.2", "--json", *args], env=env)  # (a JSON line a pass)
     try:
         yield proc
     finally:

@@ -22,6 +22,7 @@ from tms_hbase.tx.pruning import plan
 from tms_hbase.tx.state_store import StateStore
 from tms_hbase_sweeper.sweep import Sweeper
 
+from ..background import Background
 from ..tx_server import TxServer, free_port
 
 SWEEPER = str(Path(sys.executable).with_name("tms-sweeper"))
@@ -119,12 +120,15 @@ def test_sigkilled_sweeper_resumes_from_its_checkpoint(client: MessagingClient, 
     fill(client, OLD, 400)
     client.delete_topic(OLD)
     args = [SWEEPER, "once", "--owner", "k", "--chunk-rows", "50", "--max-rows-per-second", "100", "--json"]
-    proc = subprocess.Popen(args, env=tms_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(2.5)
+    proc = Background(args, env=tms_env)
+    region = client.installation.messages.regions()[0]
+    state, deadline = SweepState(client.installation.txstate), time.monotonic() + 120
+    while (record := state.record(region)).checkpoint is None:  # killed once it has swept a chunk or more
+        assert proc.poll() is None and time.monotonic() < deadline, f"no checkpoint: {proc.communicate(timeout=60)}"
+        time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    region = client.installation.messages.regions()[0]
-    record = SweepState(client.installation.txstate).record(region)
+    record = state.record(region)
     assert record.checkpoint is not None and record.completed is None  # stopped mid-region
     done = subprocess.run([SWEEPER, "once", "--owner", "k", "--json"], env=tms_env, capture_output=True, text=True)
     report = json.loads(done.stdout)
@@ -140,9 +144,7 @@ def test_two_sweeper_processes_with_writers_and_readers(client: MessagingClient,
     client.create_topic(LIVE, CHAIN)
     common = ["--interval", "0.3", "--chunk-rows", "40", "--max-rows-per-second", "150", "--json"]
     sweepers = [
-        subprocess.Popen(
-            [SWEEPER, "run", *common], env=tms_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
+        Background([SWEEPER, "run", *common], env=tms_env)  # (a JSON line a pass: not into a pipe)
         for _ in range(2)
     ]
     published, seen = [], []
@@ -181,13 +183,7 @@ def test_metrics_and_config_file(client: MessagingClient, tms_env: dict[str, str
     config = tmp_path / "sweeper.toml"
     config.write_text("interval = 0.2\nchunk-rows = 2\ngrace = 900\n")
     port = free_port()
-    proc = subprocess.Popen(
-        [SWEEPER, "--config", str(config), "run", "--metrics-port", str(port), "--json"],
-        env=tms_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = Background([SWEEPER, "--config", str(config), "run", "--metrics-port", str(port), "--json"], env=tms_env)
     try:
         deadline = time.monotonic() + 30
         while True:
