@@ -19,7 +19,7 @@ install: $(VENV)/.installed  ## the package, its CLI and the test tools, into .v
 demo: install  ## start a local HBase and show topics working end to end
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash examples/demo.sh
 
-test: install  ## the whole test suite against a real HBase (started if needed), TEST_WORKERS processes at once
+test: install verify-deps  ## the whole test suite against a real HBase (started if needed), TEST_WORKERS processes at once
 	$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 test-unit: install  ## the unit tests only: seconds, no HBase
