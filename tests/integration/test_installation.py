@@ -85,8 +85,8 @@ def run(program: str, env: dict[str, str], *args: str) -> subprocess.CompletedPr
         ("tms-admin", ["settings"]),
         ("tms-admin", ["topic", "create", "ns:t"]),
         ("tms-admin", ["sub", "create", "ns:t", "s"]),
-        ("tms-admin", ["tx", "serve", "--port", str(free_port())]),
-        ("tms-admin", ["metrics", "serve", "--port", str(free_port())]),
+        ("tms-admin", ["tx", "serve", "--port", "PORT"]),
+        ("tms-admin", ["metrics", "serve", "--port", "PORT"]),
         ("tms-sweeper", ["once"]),
         ("tms-sweeper", ["run"]),
         ("tms-sweeper", ["status"]),
@@ -96,7 +96,9 @@ def run(program: str, env: dict[str, str], *args: str) -> subprocess.CompletedPr
 def test_commands_on_a_mistyped_prefix_exit_7_and_create_nothing(
     client: MessagingClient, tms_env: dict[str, str], program: str, args: list[str]
 ) -> None:
-    result = run(program, tms_env, *args)
+    result = run(
+        program, tms_env, *(str(free_port()) if a == "PORT" else a for a in args)
+    )  # a port now, not at collection
     assert result.returncode == 7, result.stderr
     assert "Traceback" not in result.stderr
     last = result.stderr.strip().splitlines()[-1]
