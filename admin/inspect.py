@@ -310,6 +310,7 @@ def stats_dict(s: TopicStats) -> dict:
         "messages": s.messages,
         "bytes": s.bytes,
         "exact": s.exact,
+        "bytes_exact": s.bytes_exact,
         "published": s.published,
         "first": {
             "position": s.first_position,
@@ -340,7 +341,7 @@ def _describe(d: dict) -> str:
     lines = [
         f"topic          {d['topic']} (generation {d['generation']}, ttl {d['ttl']} s)",
         f"messages       {d['messages']:,}{approx}",
-        f"bytes          {d['bytes']:,}",
+        f"bytes          {d['bytes']:,}{'' if d['bytes_exact'] else ' (estimated from the last row)'}",
         f"first          {_end(d['first'])}",
         f"last           {_end(d['last'])}",
         "publish rate   " + ", ".join(f"{int(w) // 60} min {r:,.1f}/s" for w, r in d["rates"].items()),

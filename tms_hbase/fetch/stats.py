@@ -17,7 +17,7 @@ offsets reserved beyond the tail row are not counted, so counts and lag are mess
 while they are a hole below the tail row: a publish in flight, or a killed writer's reservation until a
 reader fills it (H after the row above it was stored). Byte totals are not kept there (one increment
 counts one column): bytes are estimated from the tail row's average message size, and the topic
-statistics' ``exact`` is False.
+statistics' ``bytes_exact`` is False (their ``exact``, about messages, stays True).
 Its time seeks here are the cheap lower bound (``seek(exact=False)``): a publish rate there may count
 messages up to D (1.5 W + the tail-cache time) older than its window, never fewer than are in it.
 
@@ -81,8 +81,9 @@ class TopicStats:
     bytes: int
     rates: dict[int, float] = field(default_factory=dict)  # window seconds -> messages per second
     subscriptions: list[tuple[str, builtins.bytes | None, Lag]] = field(default_factory=list)  # (name, mark, lag)
-    exact: bool = True
+    exact: bool = True  # the message counts (and every subscription's lag) are exact
     published: int | None = None  # messages ever published to this generation (None: rows without totals)
+    bytes_exact: bool = True  # ``bytes`` is exact (False: estimated, as in sequencer generations)
 
 
 @dataclass(frozen=True)
@@ -184,13 +185,13 @@ class TopicStatistics:
         before = self._before(topic, generation, first)
         if total is None or before is None:
             estimate = (tail.position - first.position + 1) * max(1, tail.head.payload_count)
-            counts, exact = (estimate, 0), False
+            counts, exact, bytes_exact = (estimate, 0), False, False
         elif tail.head.span is not None:  # a sequencer generation: offsets less skipped ones, bytes estimated
             messages = total.messages - before[0] - self._skipped(topic, generation, first, tail)
             sizes = self._sizes(topic, generation, tail)
-            counts, exact = (messages, messages * sum(sizes) // max(1, len(sizes))), False
+            counts, exact, bytes_exact = (messages, messages * sum(sizes) // max(1, len(sizes))), True, False
         else:
-            counts, exact = (total.messages - before[0], total.bytes - before[1]), True
+            counts, exact, bytes_exact = (total.messages - before[0], total.bytes - before[1]), True, True
         rates = {}
         for window in windows:
             since = self._first_readable(topic, generation, max(floor, now - window * 1000))
@@ -209,6 +210,7 @@ class TopicStatistics:
             bytes=counts[1],
             rates=rates,
             exact=exact and all(lag.exact for _, _, lag in lags),
+            bytes_exact=bytes_exact,
         )
 
     def _skipped(self, topic: TopicId, generation: int, first: _Row, tail: _Row) -> int:

@@ -417,6 +417,7 @@ def encode_stats(stats: TopicStats) -> bytes:
             ],
             "exact": stats.exact,
             "published": stats.published,
+            "bytesExact": stats.bytes_exact,
         }
     )
 
@@ -441,6 +442,7 @@ def decode_stats(topic: TopicId, body: bytes) -> TopicStats:
             ],
             data["exact"],
             data["published"],
+            data.get("bytesExact", True),
         )
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise InvalidArgument(f"bad topic stats JSON from the gateway: {exc!r}") from None
