@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -37,6 +38,7 @@ def create_app(settings: config.Settings | None = None) -> Starlette:
         if gateway.guard.open:
             log.warning("no [[tokens]] configured: anyone who reaches this gateway may do anything")
         app.state.gateway = gateway
+        threading.Thread(target=gateway.warm, name="tms-gateway-warm", daemon=True).start()
         _stop_long_polls_on_signals(gateway)
         try:
             yield

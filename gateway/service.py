@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from tms_hbase import MessagingClient
-from tms_hbase.errors import HBaseUnavailable
+from tms_hbase.errors import HBaseUnavailable, TmsError
 
 from .auth import Guard
 from .config import Settings
@@ -45,6 +45,14 @@ class Gateway:
         # a full batch as base64 JSON, with room for the framing
         self.max_body_bytes = self.client.max_batch_bytes * 3 // 2 + 64 * 1024
         log.info("worker %d serving %r with %d threads", os.getpid(), self.client, settings.threads)
+
+    def warm(self) -> None:
+        """Read HBase's clock once, so that the first publish does not pay for it (a failure only means
+        the first call that needs the clock reads it)."""
+        try:
+            self.client.hbase_clock.now_ms()
+        except TmsError as exc:
+            log.info("could not read HBase's clock at start (the first call that needs it will): %s", exc)
 
     async def run(self, call: Callable[..., T], *args: object) -> T:
         """Run a blocking library call in the pool."""

@@ -191,7 +191,7 @@ def test_topic_stats_of_a_sequencer_topic(client: MessagingClient, tms_env: dict
     client.publish(T, [b"12", b"345"])
     client.create_subscription(T, "svc")
     stats = json.loads(ok(tms_env, "topic", "stats", str(T), "--json").stdout)
-    assert (stats["messages"], stats["exact"], stats["generation"]) == (2, False, 1)
+    assert (stats["messages"], stats["exact"], stats["bytes_exact"], stats["generation"]) == (2, True, False, 1)
     assert [(s["name"], s["lag_messages"]) for s in stats["subscriptions"]] == [("svc", 2)]
 
 

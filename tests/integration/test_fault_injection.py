@@ -82,9 +82,10 @@ def outcome(call: Callable[[], object], limit: float = TIMEOUT + MARGIN) -> tupl
 
 
 def warm_client(proxy: TcpProxy, prefix: str) -> MessagingClient:
-    """A client through the proxy whose tables, metadata and tail are already known, so that the
-    fault hits the operation's own calls."""
+    """A client through the proxy whose tables, metadata, tail and HBase's clock are already known, so
+    that the fault hits the operation's own calls."""
     client = MessagingClient(proxy.address, prefix, timeout=TIMEOUT, metadata_max_age=600)
+    client.hbase_clock.now_ms()
     client.publish(T, [b"warm"])
     client.publish(C, [b"warm"])
     return client

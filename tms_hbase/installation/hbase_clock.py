@@ -33,8 +33,8 @@ log = logging.getLogger(__name__)
 
 REFRESH_SECONDS = 30.0  # how long a probe is trusted (monotonic clocks drift by parts per million)
 SKEW_WARNING_SECONDS = 60.0  # a host clock clamped again warns at most this often
-PROBES = 3  # probes per reading of HBase's clock, the fastest kept
-GOOD_UNCERTAINTY_MS = 20  # a probe this fast is kept at once
+PROBES = 2  # probes per reading of HBase's clock at most, the faster kept
+GOOD_UNCERTAINTY_MS = 100  # a probe this fast is kept at once
 
 
 @dataclass(frozen=True)
