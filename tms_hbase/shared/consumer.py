@@ -159,16 +159,21 @@ class SharedConsumer:
         if self._closed:
             raise TmsError(f"{self!r} is closed")
         end = time.monotonic() + timeout
+        reaped = False
         while True:
             self._refresh()
             if time.monotonic() >= self._next_reap:
                 self._reap()
+                reaped = True
             got = self._redeliver(max_messages)
             if len(got) < max_messages:
                 got += self._claim_new(max_messages - len(got))
             if got:
                 self._metric.inc(len(got))
                 return got
+            if not reaped:  # found nothing since the last reap: look again now (a range given back meanwhile)
+                self._next_reap, reaped = 0.0, True
+                continue
             left = end - time.monotonic()
             if left <= 0:
                 return []
@@ -181,7 +186,7 @@ class SharedConsumer:
         """Acknowledge: the messages are done and never delivered again. NotHeld (after settling the
         others) for any this consumer does not hold: unknown, another's, past its deadline, settled,
         or of a subscription reset or deleted since (SubscriptionNotFound)."""
-        ids = self._ids(deliveries)
+        ids = self.ids_of(deliveries)
         self._refresh(settling=True)
         failed = []
         for message_id in ids:
@@ -196,7 +201,7 @@ class SharedConsumer:
         """Give the message back to be delivered again (to any consumer) after ``delay`` seconds; the
         delivery counts towards ``max_deliveries``."""
         _check_seconds("delay", delay)
-        (message_id,) = self._ids([delivery])
+        (message_id,) = self.ids_of([delivery])
         self._refresh(settling=True)
         self._settle(
             message_id,
@@ -205,7 +210,7 @@ class SharedConsumer:
 
     def release(self, delivery: Delivery | bytes) -> None:
         """Give the message back at once without counting this delivery (a consumer shutting down)."""
-        (message_id,) = self._ids([delivery])
+        (message_id,) = self.ids_of([delivery])
         self._refresh(settling=True)
         self._settle(
             message_id,
@@ -217,7 +222,7 @@ class SharedConsumer:
         slow work goes on; returns the new deadline (HBase ms)."""
         if seconds is not None:
             _check_seconds("seconds", seconds)
-        (message_id,) = self._ids([delivery])
+        (message_id,) = self.ids_of([delivery])
         self._refresh(settling=True)
         extra = self.settings.ack_timeout_ms if seconds is None else int(seconds * 1000)
         return self._settle(message_id, lambda c, now: replace(c, deadline=now + extra)).claim.deadline
@@ -238,15 +243,23 @@ class SharedConsumer:
         if won is None:
             self._held.pop(message_id, None)
             current = self._store.read_claim(self._keys, message_id)
-            raise NotHeld(_why_not(message_id, None if current is None else current.claim, self.owner, now))
+            now = self._clock()
+            if current is not None and current.data != stored.data and current.claim.held_by(self.owner, now):
+                # still ours, changed by another consumer of the same owner (a gateway's other worker
+                # extended it): settle it from what is there now
+                new = step(current.claim, now)
+                won = self._store.swap_claim(self._keys, message_id, current.data, new)
+            if won is None:
+                raise NotHeld(_why_not(message_id, None if current is None else current.claim, self.owner, now))
         if new.state is ClaimState.HELD:
             self._held[message_id] = won
         else:
             self._held.pop(message_id, None)
         return won
 
-    def _ids(self, deliveries: Iterable[Delivery | bytes]) -> list[bytes]:
-        """The message ids of ``deliveries``, checked before anything is changed."""
+    def ids_of(self, deliveries: Iterable[Delivery | bytes]) -> list[bytes]:
+        """The message ids of ``deliveries``, checked (InvalidArgument for anything that is not an id of
+        the topic's generation, or none at all) before anything is changed."""
         ids = []
         for d in deliveries:
             raw = d.id if isinstance(d, Delivery) else d
@@ -300,6 +313,7 @@ class SharedConsumer:
         ranges = self._store.ranges(keys, floor)  # before the claims: a range read to its end has them all
         claims = self._store.claims(keys, bytes(MessageId(self.generation, s.first_position(floor), 0)))
         now = self._clock()
+        self._held = {k: c for k, c in self._held.items() if c.claim.deadline > now}  # past it: not held any more
         self._expired = deque(c for c in claims if c.claim.available(now) and c.message_id not in self._held)
         by_k = {r.k: r for r in ranges}
         self._takeable = [k for k in range(floor, handed + 1) if k not in by_k or by_k[k].cell.takeable(now)][:1000]
