@@ -670,6 +670,7 @@ class MessagingClient:
             max_wait=max_wait,
             poll_interval=poll_interval,
             reap_interval=reap_interval,
+            tx_state=self.tx_state,
         )
 
     def _with_numbers(self, meta: TopicMetadata, subscription: Subscription) -> Subscription:

@@ -42,9 +42,11 @@ from ..metrics import CLIENT_METRICS
 from ..reader import Message, MessageReader
 from ..subscriptions import mark_before
 from ..topic import TopicId
+from ..tx.transaction import Transaction
 from .dead_letter import DeadLetter
 from .state import Claim, ClaimState, Keys, RangeCell, Settings, position_of_id
 from .store import SCAN_LIMIT, SharedStore, StoredClaim, StoredRange
+from .tx_acks import TransactionalAcks
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +68,7 @@ class Delivery:
 Publish = Callable[[TopicId, Sequence[bytes]], object]
 
 
-class SharedConsumer:
+class SharedConsumer(TransactionalAcks):
     """One consumer of a shared subscription (create it with ``MessagingClient.shared_consumer``)."""
 
     def __init__(
@@ -85,6 +87,7 @@ class SharedConsumer:
         max_wait: float = 5.0,
         poll_interval: float = 0.5,
         reap_interval: float | None = None,
+        tx_state: Callable[[], Transaction] | None = None,
     ) -> None:
         for what, value in (("max_wait", max_wait), ("poll_interval", poll_interval)):
             _check_seconds(what, value)
@@ -106,6 +109,7 @@ class SharedConsumer:
         self._next_reap = 0.0
         self._closed = False
         self._metric = CLIENT_METRICS.consumed_messages.labels(str(topic), name)
+        self._init_tx(tx_state)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -182,11 +186,23 @@ class SharedConsumer:
 
     # -- settling -------------------------------------------------------------------------------
 
-    def ack(self, *deliveries: Delivery | bytes) -> None:
+    def ack(self, *deliveries: Delivery | bytes, transaction: Transaction | None = None) -> None:
         """Acknowledge: the messages are done and never delivered again. NotHeld (after settling the
         others) for any this consumer does not hold: unknown, another's, past its deadline, settled,
-        or of a subscription reset or deleted since (SubscriptionNotFound)."""
+        or of a subscription reset or deleted since (SubscriptionNotFound).
+
+        Inside a TransactionContext the acknowledgement is part of the running transaction (written at
+        its commit, :mod:`.tx_acks`). With ``transaction`` it is written now as pending in that
+        transaction: commit it through the transaction client, then call :meth:`post_tx_commit` (or
+        leave it to the reapers); to abort it, call :meth:`rollback_tx` first (or invalidate it)."""
         ids = self.ids_of(deliveries)
+        if transaction is not None and not isinstance(transaction, Transaction):
+            raise InvalidArgument(f"transaction must be a tms_hbase.tx.Transaction, not {type(transaction).__name__}")
+        if transaction is not None or (self._tx is not None and self._in_context):
+            if transaction is not None:
+                self._refresh(settling=True)
+            self._ack_in(transaction, ids)
+            return
         self._refresh(settling=True)
         failed = []
         for message_id in ids:
@@ -251,7 +267,7 @@ class SharedConsumer:
                 won = self._store.swap_claim(self._keys, message_id, current.data, new)
             if won is None:
                 raise NotHeld(_why_not(message_id, None if current is None else current.claim, self.owner, now))
-        if new.state is ClaimState.HELD:
+        if new.state is ClaimState.HELD and new.tx is None:
             self._held[message_id] = won
         else:
             self._held.pop(message_id, None)
@@ -314,6 +330,7 @@ class SharedConsumer:
         claims = self._store.claims(keys, bytes(MessageId(self.generation, s.first_position(floor), 0)))
         now = self._clock()
         self._held = {k: c for k, c in self._held.items() if c.claim.deadline > now}  # past it: not held any more
+        claims = self._resolve(claims, now)  # acknowledgements pending in transactions that ended
         self._expired = deque(c for c in claims if c.claim.available(now) and c.message_id not in self._held)
         by_k = {r.k: r for r in ranges}
         self._takeable = [k for k in range(floor, handed + 1) if k not in by_k or by_k[k].cell.takeable(now)][:1000]
@@ -479,6 +496,8 @@ def _why_not(message_id: bytes, claim: Claim | None, owner: str, now: int) -> st
         return f"{what} is acknowledged already"
     if claim.state is ClaimState.DEAD:
         return f"{what} was dead-lettered"
+    if claim.tx is not None:
+        return f"{what}: its acknowledgement is pending in the transaction with write pointer {claim.tx}"
     if claim.owner != owner:
         return f"{what} is not held by this consumer ({owner}) but by {claim.owner or 'nobody (given back)'}"
     return f"{what}: its deadline passed {(now - claim.deadline) / 1000:.3f} s ago; it goes to another consumer"
