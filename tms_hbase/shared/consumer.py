@@ -203,7 +203,7 @@ class SharedConsumer(TransactionalAcks):
                 self._refresh(settling=True)
             self._ack_in(transaction, ids)
             return
-        self._refresh(settling=True)
+        self._before_settling(ids)
         failed = []
         for message_id in ids:
             try:
@@ -218,7 +218,7 @@ class SharedConsumer(TransactionalAcks):
         delivery counts towards ``max_deliveries``."""
         _check_seconds("delay", delay)
         (message_id,) = self.ids_of([delivery])
-        self._refresh(settling=True)
+        self._before_settling([message_id])
         self._settle(
             message_id,
             lambda c, now: replace(c, state=ClaimState.FREE, owner=None, deadline=now + int(delay * 1000)),
@@ -227,7 +227,7 @@ class SharedConsumer(TransactionalAcks):
     def release(self, delivery: Delivery | bytes) -> None:
         """Give the message back at once without counting this delivery (a consumer shutting down)."""
         (message_id,) = self.ids_of([delivery])
-        self._refresh(settling=True)
+        self._before_settling([message_id])
         self._settle(
             message_id,
             lambda c, now: replace(c, state=ClaimState.FREE, owner=None, deadline=now, deliveries=c.deliveries - 1),
@@ -239,9 +239,22 @@ class SharedConsumer(TransactionalAcks):
         if seconds is not None:
             _check_seconds("seconds", seconds)
         (message_id,) = self.ids_of([delivery])
-        self._refresh(settling=True)
+        self._before_settling([message_id])
         extra = self.settings.ack_timeout_ms if seconds is None else int(seconds * 1000)
         return self._settle(message_id, lambda c, now: replace(c, deadline=now + extra)).claim.deadline
+
+    def _before_settling(self, ids: list[bytes]) -> None:
+        """Check the subscription before settling: its settings are read again (SubscriptionNotFound
+        after a deletion, NotHeld after a reset) unless every message is held here as last written and
+        before its deadline, when the compare-and-set itself tells (a reset or deletion removes the claim cells: a failed
+        one reads the settings then, :meth:`_settle`). The topic's generation is checked always (the
+        metadata cache)."""
+        now = self._clock()
+        if all(i in self._held and self._held[i].claim.held_by(self.owner, now) for i in ids):
+            if self._topics.get(self.topic).generation != self.generation:
+                raise SubscriptionNotFound(self.topic, self.name)
+            return
+        self._refresh(settling=True)
 
     def _settle(self, message_id: bytes, step: Callable[[Claim, int], Claim]) -> StoredClaim:
         """Apply ``step`` to a claim this consumer holds, by compare-and-set; NotHeld if it does not."""
@@ -266,6 +279,8 @@ class SharedConsumer(TransactionalAcks):
                 new = step(current.claim, now)
                 won = self._store.swap_claim(self._keys, message_id, current.data, new)
             if won is None:
+                if current is None:
+                    self._refresh(settling=True)  # gone with a reset (NotHeld) or deletion (SubscriptionNotFound)?
                 raise NotHeld(_why_not(message_id, None if current is None else current.claim, self.owner, now))
         if new.state is ClaimState.HELD and new.tx is None:
             self._held[message_id] = won
