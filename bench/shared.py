@@ -2,11 +2,11 @@
 against raw happybase doing the same reads and per-message state writes.
 
 1. **With 5 ms of work per message.** For K = 1, 2, 4, 8 consumer processes on one shared subscription
-   of a topic holding ``PER_CONSUMER`` × K messages (batches of 100 × 100 B): each process receives in
-   batches of ``BATCH``, sleeps 5 ms per message (the work) and acknowledges each message on its own,
+   (``claim_size`` ``CLAIM``) of a topic holding 400 × K messages (batches of 100 × 100 B): each process
+   receives in batches of ``BATCH``, sleeps 5 ms per message (the work) and acknowledges each message on its own,
    as a handler does. Rate = messages / (last acknowledgement − the common start). Goal: 4 consumers
    ≥ 3.5× one, 8 ≥ 6×.
-2. **Without work**, the same at K = 1, 2, 4, 8 on a topic of ``TOTAL`` messages, next to raw happybase
+2. **Without work**, the same at K = 1, 2, 4, 8 on a topic of 8,000 messages, next to raw happybase
    with K processes (disjoint key ranges) scanning the same message rows and writing, per message, a
    claim cell (checkAndPut if absent) and then its acknowledgement (checkAndPut from the claim): the
    state writes a work queue cannot do without. Goal: consumers ≥ 0.8× raw.
@@ -14,7 +14,7 @@ against raw happybase doing the same reads and per-message state writes.
    per message (receive, claim, ack, reaping), counted in the consumer processes.
 
 The sides rotate every round. Every time is the host's wall clock within one machine (processes start
-together at a time a few seconds ahead); the library's deadlines are HBase's clock as always.
+together at a time five seconds ahead); the library's deadlines are HBase's clock as always.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ from .common import (
 from .procs import Workers
 
 COUNTS = (1, 2, 4, 8)
-BATCH = 16  # deliveries per receive (the default claim size)
+BATCH = 32  # deliveries per receive
+CLAIM = 128  # positions per range: at least the 100 messages of one publish (docs/shared.md, "Costs")
 WORK = 0.005
 PAYLOAD = 100
 ROW = 100  # messages per publish (one batch row)
@@ -64,8 +65,8 @@ def run(settings: Settings) -> Result:
 
         def shared_round(topic: str, k: int, work: float, expected: int) -> float:
             name = f"s{next(rounds)}"
-            client.create_subscription(topic, name, shared=True, ack_timeout=30)
-            start_at = time.time() + 3.0
+            client.create_subscription(topic, name, shared=True, ack_timeout=30, claim_size=CLAIM)
+            start_at = time.time() + 5.0
             for i in range(k):
                 workers.submit(i, consume, settings.address, prefix, topic, name, work, start_at)
             got = [workers.result(i, 600) for i in range(k)]
@@ -79,7 +80,7 @@ def run(settings: Settings) -> Result:
 
         def raw_round(k: int) -> float:
             state = f"r{next(rounds)}".encode()
-            start_at = time.time() + 3.0
+            start_at = time.time() + 5.0
             slices = _slices(client, plain, k)
             for i, (first, stop) in enumerate(slices):
                 args = (settings.address, client.installation.messages.name, raw_name, state, first, stop, start_at)
@@ -226,25 +227,25 @@ def raw_consume(
     from tms_hbase.connection import mutation
     from tms_hbase.rows import decode_row
 
-    key = ("raw", address)
-    if key not in _open:
-        host, port = address.rsplit(":", 1)
-        _open[key] = happybase.Connection(host, int(port), autoconnect=True)
-    conn = _open[key]
-    messages = conn.table(table)
-    column = b"d:m"
-    wait_until(start_at)
-    count = 0
-    for row, data in messages.scan(row_start=first, row_stop=stop, batch_size=1000):
-        if column not in data:
-            continue  # the generation's counter row
-        for i in range(len(decode_row(row, data[column]).payloads)):
-            cell = state + row + i.to_bytes(4, "big")
-            claim = b'{"o":"raw","d":%d,"n":1}' % int(time.time() * 1000)
-            conn.client.checkAndPut(state_table.encode(), cell, column, None, mutation(column, claim), {})
-            conn.client.checkAndPut(state_table.encode(), cell, column, claim, mutation(column, b'{"s":"a"}'), {})
-            count += 1
-    return {"count": count, "last": time.time()}
+    host, port = address.rsplit(":", 1)
+    conn = happybase.Connection(host, int(port))  # a fresh one: the Thrift gateway drops idle ones
+    try:
+        messages = conn.table(table)
+        column = b"d:m"
+        wait_until(start_at)
+        count = 0
+        for row, data in messages.scan(row_start=first, row_stop=stop, batch_size=1000):
+            if column not in data:
+                continue  # the generation's counter row
+            for i in range(len(decode_row(row, data[column]).payloads)):
+                cell = state + row + i.to_bytes(4, "big")
+                claim = b'{"o":"raw","d":%d,"n":1}' % int(time.time() * 1000)
+                conn.client.checkAndPut(state_table.encode(), cell, column, None, mutation(column, claim), {})
+                conn.client.checkAndPut(state_table.encode(), cell, column, claim, mutation(column, b'{"s":"a"}'), {})
+                count += 1
+        return {"count": count, "last": time.time()}
+    finally:
+        conn.close()
 
 
 def close_all() -> None:

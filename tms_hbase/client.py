@@ -186,7 +186,10 @@ class MessagingClient:
             try:
                 self._doorbells.close()
             finally:
-                self.hbase.close()
+                try:
+                    self._shared_store.close()
+                finally:
+                    self.hbase.close()
 
     @property
     def max_batch_bytes(self) -> int:

@@ -246,9 +246,9 @@ class SharedConsumer(TransactionalAcks):
     def _before_settling(self, ids: list[bytes]) -> None:
         """Check the subscription before settling: its settings are read again (SubscriptionNotFound
         after a deletion, NotHeld after a reset) unless every message is held here as last written and
-        before its deadline, when the compare-and-set itself tells (a reset or deletion removes the claim cells: a failed
-        one reads the settings then, :meth:`_settle`). The topic's generation is checked always (the
-        metadata cache)."""
+        before its deadline, when the compare-and-set itself tells (a reset or deletion removes the
+        claim cells: a failed one reads the settings then, :meth:`_settle`). The topic's generation is
+        checked always (the metadata cache)."""
         now = self._clock()
         if all(i in self._held and self._held[i].claim.held_by(self.owner, now) for i in ids):
             if self._topics.get(self.topic).generation != self.generation:
@@ -477,20 +477,25 @@ class SharedConsumer(TransactionalAcks):
         last = s.last_position(r.k)
         start = r.cell.progress or mark_before(self.generation, s.first_position(r.k), 0)
         stream = self._reader.fetch(self.topic, start_message=start, inclusive=False, limit=wanted + 1)
-        now = self._clock()
-        claimed: list[tuple[Message, StoredClaim]] = []
+        batch: list[Message] = []
         progress, finished = r.cell.progress, False
         for message in stream:
             if MessageId.decode(message.id).position > last:
                 finished = True
                 break
-            progress = message.id
-            claim = Claim(ClaimState.HELD, self.owner, now + s.ack_timeout_ms, 1, message.publish_time)
-            won = self._store.swap_claim(self._keys, message.id, None, claim)
-            if won is not None:
-                claimed.append((message, won))
-                if len(claimed) >= wanted:
-                    break
+            batch.append(message)
+            if len(batch) >= wanted:
+                break
+        if batch:
+            progress = batch[-1].id
+        deadline = self._clock() + s.ack_timeout_ms
+        # each claim is written if absent (one already there: another consumer's, left to it), several
+        # at once: they are cells of rows of their own, and nothing is delivered before the range's
+        # progress below records them all
+        written = self._store.create_claims(
+            self._keys, [(m.id, Claim(ClaimState.HELD, self.owner, deadline, 1, m.publish_time)) for m in batch]
+        )
+        claimed = [(m, won) for m, won in zip(batch, written, strict=True) if won is not None]
         # given back with its progress, so that another consumer may go on with it (a batch row of many
         # messages is one range's); this one takes it again next time if nobody did
         cell = RangeCell(None, 0, progress, finished)
