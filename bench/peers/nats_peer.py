@@ -233,12 +233,12 @@ class Client(system.Client):
             while True:
                 try:
                     messages = await sub.fetch(batch, timeout=idle)
-                except nats.errors.TimeoutError:
+                except (nats.errors.TimeoutError, TimeoutError):
                     return count, last
                 for message in messages:
                     if work:
                         time.sleep(work)  # blocking, as a handler's work in the other systems' consumers
-                    await message.ack_sync()
+                    await message.ack_sync(timeout=TIMEOUT)
                     count += 1
                 last = time.time()
         finally:

@@ -420,15 +420,34 @@ class SharedConsumer(TransactionalAcks):
 
     def _claim_new(self, wanted: int) -> list[Delivery]:
         out: list[Delivery] = []
+        looked = skip_own = False
         while len(out) < wanted:
-            r = self._retake() or self._take_range()
+            r = (None if skip_own else self._retake()) or self._take_range()
+            if r is None and not looked:
+                # no range of its own, none known free, none new: another consumer may have given one
+                # back since the last reap (a small backlog is a few ranges shared by many consumers)
+                looked = True
+                self._look_for_ranges()
+                r = self._take_range()
             if r is None:
                 break
             got, finished = self._read_range(r, wanted - len(out))
             out += got
             if not finished:
-                break  # at the tail (or a hole not due yet) inside this range
+                if got or skip_own:
+                    break  # at the tail (or a hole not due yet) inside this range
+                skip_own = True  # nothing more at the tail: a range given back below it may have messages
         return out
+
+    def _look_for_ranges(self) -> None:
+        """The ranges nobody reads now (a read of the floor, the counter and the range cells: a reap
+        without its scan of the claims)."""
+        keys = self._keys
+        _, floor = self._store.floor(keys)
+        handed = self._store.handed_out(keys)
+        by_k = {r.k: r for r in self._store.ranges(keys, floor)}
+        now = self._clock()
+        self._takeable = [k for k in range(floor, handed + 1) if k not in by_k or by_k[k].cell.takeable(now)][:1000]
 
     def _retake(self) -> StoredRange | None:
         """The range this consumer read last, if nobody took it since it was given back."""
