@@ -113,7 +113,7 @@ def test_an_ack_of_a_message_held_here_still_fails_after_a_reset_or_deletion(cli
     client.publish(T, [b"0", b"1", b"2"])
     client.create_subscription(T, "work", shared=True, ack_timeout=30)
     with client.shared_consumer(T, "work") as consumer:
-        one, two, three = consumer.receive(3, 5)
+        one, two, _three = consumer.receive(3, 5)
         calls = client.installation.calls
         consumer.ack(one)
         assert client.installation.calls - calls == 1, "one compare-and-set"
