@@ -3,7 +3,7 @@
     python -m bench.run [--quick] [--only NAME[,NAME]] [--rounds N] [--json OUT] [--address HOST:PORT]
 
 Benchmarks (docs/benchmarks.md): publish, writers, designs (the many-writer designs), fetch, latency, seek,
-txlatency, sweeper, spark, gateway, consumer.
+txlatency, sweeper, spark, gateway, consumer, shared.
 Progress goes to stderr, the report to stdout. Every table a run creates has a ``bench…`` prefix and is
 dropped afterwards. The exit code is 1 if any benchmark failed (its own checks included), 2 without HBase.
 
@@ -21,7 +21,20 @@ import time
 import traceback
 from collections.abc import Callable
 
-from . import consumer, fetch, gateway, latency, publish, seek, spark, sweeper, txlatency, writer_designs, writers
+from . import (
+    consumer,
+    fetch,
+    gateway,
+    latency,
+    publish,
+    seek,
+    shared,
+    spark,
+    sweeper,
+    txlatency,
+    writer_designs,
+    writers,
+)
 from .common import Result, Settings, check_loopback, progress, raw_connection
 from .report import busy_pytest, markdown, write_json
 
@@ -37,6 +50,7 @@ BENCHMARKS: dict[str, Callable[[Settings], Result]] = {
     "spark": spark.run,
     "gateway": gateway.run,
     "consumer": consumer.run,
+    "shared": shared.run,
 }
 
 

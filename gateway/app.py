@@ -17,7 +17,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 
-from . import config, consuming, routes
+from . import config, consuming, routes, shared
 from .access import Observe
 from .errors import http_error, unexpected_error
 from .metrics import Metrics
@@ -47,7 +47,12 @@ def create_app(settings: config.Settings | None = None) -> Starlette:
             log.info("worker %d stopped", os.getpid())
 
     return Starlette(
-        routes=routes.MESSAGE_ROUTES + consuming.MESSAGE_ROUTES + routes.ROUTES + consuming.ROUTES,
+        routes=routes.MESSAGE_ROUTES
+        + consuming.MESSAGE_ROUTES
+        + shared.MESSAGE_ROUTES
+        + routes.ROUTES
+        + consuming.ROUTES
+        + shared.ROUTES,
         middleware=[Middleware(Observe, metrics=metrics)],
         exception_handlers={HTTPException: http_error, Exception: unexpected_error},
         lifespan=lifespan,

@@ -37,9 +37,9 @@ from tms_hbase.consume.consumer import Consumer
 from tms_hbase.consume.subscriptions import check_name
 from tms_hbase.errors import InvalidArgument, SubscriptionBusy
 from tms_hbase.fetch.reader import Message
-from tms_hbase.gateway_client import rest
+from tms_hbase.gateway_client import rest, rest_shared
 
-from .auth import CONSUME
+from .auth import CONSUME, PUBLISH
 from .bodies import query_flag, query_number, read_body
 from .routes import TOPIC, endpoint
 from .service import Gateway
@@ -56,11 +56,18 @@ SMALL_BODY = 64 * 1024  # create, reset and commit bodies are a few bytes
 
 @endpoint(CONSUME)
 async def create_subscription(request: Request, gateway: Gateway, topic: TopicId) -> Response:
-    """``PUT .../subscriptions/{s}`` with ``{"start": "earliest" | "latest" | ms}`` (none: earliest); 409
-    if it exists."""
+    """``PUT .../subscriptions/{s}`` with ``{"start": "earliest" | "latest" | ms}`` (none: earliest), and
+    for a shared one ``"shared": true`` and its settings (a dead-letter topic needs the ``publish``
+    action on it); 409 if it exists."""
     name = _name(request)
     body = await read_body(request, SMALL_BODY)
-    sub = await gateway.run(lambda: gateway.client.create_subscription(topic, name, rest.decode_start(body, ids=False)))
+    create = rest_shared.decode_create(body)
+    target = create.options.get("dead_letter")
+    if isinstance(target, TopicId):
+        gateway.guard.check(request.state.principal, target.namespace, target.topic, PUBLISH)
+    sub = await gateway.run(
+        lambda: gateway.client.create_subscription(topic, name, create.start, shared=create.shared, **create.options)
+    )
     return _json(rest.encode_subscription(sub))
 
 

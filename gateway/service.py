@@ -16,7 +16,7 @@ from tms_hbase.errors import HBaseUnavailable, TmsError
 from .auth import Guard
 from .config import Settings
 from .metrics import Metrics
-from .sessions import Sessions
+from .sessions import Sessions, SharedSessions
 from .threads import Threads
 
 log = logging.getLogger(__name__)
@@ -41,6 +41,9 @@ class Gateway:
         # long-polls wait in threads of their own, so waiting consumers never starve publishes
         self.waiters = Threads(settings.long_polls, "tms-gateway-wait")
         self.sessions = Sessions(settings.consumer_sessions, settings.consumer_lease, metrics.consumer_sessions.set)
+        self.shared_sessions = SharedSessions(
+            settings.consumer_sessions, lambda t, n, o: self.client.shared_consumer(t, n, owner=o, max_wait=0.0)
+        )
         self.stopping = threading.Event()  # set on SIGTERM/SIGINT: long-polls answer at once
         # a full batch as base64 JSON, with room for the framing
         self.max_body_bytes = self.client.max_batch_bytes * 3 // 2 + 64 * 1024

@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 from tms_hbase import TopicId
 from tms_hbase.consume.consumer import Consumer
+from tms_hbase.shared import SharedConsumer
 
 Key = tuple[TopicId, str, str]  # topic, subscription, lease owner (a hash of the session's secret and principal)
 
@@ -89,3 +90,35 @@ class Sessions:
             self._count(0)
         for consumer, _ in parked:
             consumer.detach()
+
+
+class SharedSessions:
+    """The library consumers of shared-subscription sessions between their calls, at most ``size``
+    (the least recently used go first); ``open(topic, name, owner)`` makes a missing one. Only a cache:
+    a shared consumer's deliveries are held in HBase under its owner name, whichever object settles
+    them. A consumer is taken out for one call at a time (they are not thread-safe): two calls of one
+    session at once each get their own. Parked consumers are never closed (that would give back what
+    the session holds)."""
+
+    def __init__(self, size: int, open: Callable[[TopicId, str, str], SharedConsumer]) -> None:
+        self.size, self._open = size, open
+        self._parked: OrderedDict[Key, SharedConsumer] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def take(self, key: Key) -> SharedConsumer:
+        """The session's consumer: the one parked, else a new one (SubscriptionNotFound; InvalidArgument
+        for an exclusive subscription)."""
+        with self._lock:
+            consumer = self._parked.pop(key, None)
+        return consumer if consumer is not None else self._open(*key)
+
+    def park(self, key: Key, consumer: SharedConsumer) -> None:
+        with self._lock:
+            self._parked.pop(key, None)
+            self._parked[key] = consumer
+            while len(self._parked) > self.size:
+                self._parked.popitem(last=False)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._parked)

@@ -186,7 +186,10 @@ class MessagingClient:
             try:
                 self._doorbells.close()
             finally:
-                self.hbase.close()
+                try:
+                    self._shared_store.close()
+                finally:
+                    self.hbase.close()
 
     @property
     def max_batch_bytes(self) -> int:
@@ -670,6 +673,7 @@ class MessagingClient:
             max_wait=max_wait,
             poll_interval=poll_interval,
             reap_interval=reap_interval,
+            tx_state=self.tx_state,
         )
 
     def _with_numbers(self, meta: TopicMetadata, subscription: Subscription) -> Subscription:

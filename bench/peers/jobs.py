@@ -116,3 +116,16 @@ def transact_for(
         commits.append(c.transact(topic, data))
         totals.append(time.perf_counter() - start)
     return totals, commits
+
+
+def create_queue(name: str, endpoint: Endpoint, topic: str, group: str) -> None:
+    client(name, endpoint).create_queue(topic, group)
+
+
+def work_queue(
+    name: str, endpoint: Endpoint, topic: str, group: str, work: float, batch: int, idle: float, start_at: float
+) -> tuple[int, float]:
+    """One consumer of a work queue from ``start_at`` (the client opened before): (acknowledged, end time)."""
+    c = client(name, endpoint)
+    wait_until(start_at)
+    return c.work_queue(topic, group, work, batch, idle)

@@ -15,6 +15,7 @@ import datetime
 import importlib.metadata
 import shutil
 import sys
+import time
 from collections.abc import Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -209,6 +210,39 @@ class Client(system.Client):
             await self._drop(topic, sub)
         stamp: datetime.datetime = messages[0].metadata.timestamp  # µs precision
         return (stamp - EPOCH) // datetime.timedelta(milliseconds=1)
+
+    queues = True
+
+    def create_queue(self, topic: str, group: str) -> None:
+        from nats.js.api import AckPolicy, ConsumerConfig
+
+        config = ConsumerConfig(durable_name=group, ack_policy=AckPolicy.EXPLICIT, ack_wait=30.0, max_ack_pending=-1)
+        self.run(self.js.add_consumer(topic, config))
+
+    def work_queue(self, topic: str, group: str, work: float, batch: int, idle: float) -> tuple[int, float]:
+        """A pull consumer bound to the durable ``group``: ``fetch(batch)``, then ``ack_sync()`` per
+        message (the server confirms it, as XACK and the shared consumer's ack do)."""
+        return self.run(self._work_queue(topic, group, work, batch, idle))
+
+    async def _work_queue(self, topic: str, group: str, work: float, batch: int, idle: float) -> tuple[int, float]:
+        import nats.errors
+
+        sub = await self.js.pull_subscribe_bind(group, stream=topic)
+        count, last = 0, time.time()
+        try:
+            while True:
+                try:
+                    messages = await sub.fetch(batch, timeout=idle)
+                except (nats.errors.TimeoutError, TimeoutError):
+                    return count, last
+                for message in messages:
+                    if work:
+                        time.sleep(work)  # blocking, as a handler's work in the other systems' consumers
+                    await message.ack_sync(timeout=TIMEOUT)
+                    count += 1
+                last = time.time()
+        finally:
+            await sub.unsubscribe()
 
     def close(self) -> None:
         try:

@@ -9,7 +9,9 @@ seek is XRANGE from the entry id ``<ms>-0`` (auto ids are the server's clock in 
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import shutil
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -114,6 +116,25 @@ class Client(system.Client):
         if not entries:
             raise AssertionError(f"Redis XRANGE from {t_ms}-0 found nothing")
         return int(entries[0][0].split(b"-")[0])
+
+    queues = True
+
+    def create_queue(self, topic: str, group: str) -> None:
+        self.r.xgroup_create(topic, group, id="0")
+
+    def work_queue(self, topic: str, group: str, work: float, batch: int, idle: float) -> tuple[int, float]:
+        """XREADGROUP (``>``: new entries, blocking up to ``idle``), then one XACK per entry."""
+        name, count, last = f"c{os.getpid()}", 0, time.time()
+        while True:
+            answer = self.r.xreadgroup(group, name, {topic: ">"}, count=batch, block=int(idle * 1000))
+            if not answer or not answer[0][1]:
+                return count, last
+            for entry_id, _fields in answer[0][1]:
+                if work:
+                    time.sleep(work)
+                self.r.xack(topic, group, entry_id)
+                count += 1
+            last = time.time()
 
     def close(self) -> None:
         self.r.close()

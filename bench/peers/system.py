@@ -100,12 +100,28 @@ class Client(ABC):
         """The first ``count`` committed payloads, read with transactional isolation."""
         raise NotImplementedError
 
+    queues = False  # whether create_queue/work_queue exist (a work queue shared by many consumers)
+
+    def create_queue(self, topic: str, group: str) -> None:
+        """A new consumer group (shared subscription) ``group`` reading ``topic`` from its start."""
+        raise NotImplementedError
+
+    def work_queue(self, topic: str, group: str, work: float, batch: int, idle: float) -> tuple[int, float]:
+        """One consumer of ``group``: take up to ``batch`` messages at a time, work ``work`` s on each and
+        acknowledge it on its own, until nothing comes for ``idle`` s; returns (messages acknowledged,
+        time.time() after the last one)."""
+        raise NotImplementedError
+
     @abstractmethod
     def close(self) -> None: ...
 
 
 def label(name: str) -> str:
     return SYSTEMS[name][1]
+
+
+def has_queues(name: str) -> bool:
+    return bool(importlib.import_module(SYSTEMS[name][0]).Client.queues)
 
 
 def has_transactions(name: str) -> bool:

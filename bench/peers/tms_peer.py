@@ -142,6 +142,27 @@ class Client(system.Client):
                 yield message.payload
             seen += len(messages)
 
+    queues = True
+
+    def create_queue(self, topic: str, group: str) -> None:
+        """A shared subscription (claim_size 128: the fixtures publish 100 messages at a time)."""
+        self.client.create_subscription(self._topic(topic), group, shared=True, ack_timeout=30, claim_size=128)
+
+    def work_queue(self, topic: str, group: str, work: float, batch: int, idle: float) -> tuple[int, float]:
+        """A shared consumer: ``receive(batch)``, then ``ack()`` per message."""
+        count, last = 0, time.time()
+        with self.client.shared_consumer(self._topic(topic), group, poll_interval=0.05) as consumer:
+            while True:
+                got = consumer.receive(batch, idle)
+                if not got:
+                    return count, last
+                for delivery in got:
+                    if work:
+                        time.sleep(work)
+                    consumer.ack(delivery)
+                    count += 1
+                last = time.time()
+
     def close(self) -> None:
         if self._tx is not None:
             with contextlib.suppress(Exception):

@@ -1,4 +1,4 @@
-"""The five peer workloads (docs/benchmarks.md#peers), each run on every started system with the same code
+"""The six peer workloads (docs/benchmarks.md#peers), each run on every started system with the same code
 (bench/peers/jobs.py in worker processes). Within a case the systems take turns, and the order rotates every round, so a
 disturbance on this shared machine does not always hit the same system. A system that fails a workload
 is reported as failed there and skipped for the rest of that workload; the others go on."""
@@ -16,7 +16,7 @@ from ..common import Settings, median, percentile, progress
 from ..procs import Workers
 from . import jobs
 from .report import Workload
-from .system import Endpoint, has_transactions, label
+from .system import Endpoint, has_queues, has_transactions, label
 
 T = TypeVar("T")
 WORKERS = 4
@@ -25,6 +25,10 @@ BATCHES = (100, 1)  # messages per publish
 PRODUCERS = (1, 4)  # producer processes on one topic
 SEEKS = 20  # per round
 SEEK_SIZE = 100  # the seek topic's payloads (as bench/seek.py)
+QUEUE_CONSUMERS = (1, 4)  # consumer processes on one work queue
+QUEUE_BATCH = 32  # messages a consumer takes at a time
+QUEUE_WORK = 0.005  # seconds of work per message (the with-work cases)
+QUEUE_IDLE = 2.0  # a consumer ends once nothing comes for this long
 
 
 def size_label(size: int) -> str:
@@ -350,10 +354,54 @@ def _tx_trial(run: Run, name: str, size: int, batch: int, duration: float) -> tu
     return totals, commits
 
 
+def queue(run: Run) -> Workload:
+    s = run.settings
+    w = run.workload(
+        "queue", "Work queue: consumer processes sharing one topic's messages, each acknowledged on its own, msg/s"
+    )
+    w.no_equivalent.update(n for n in run.systems if not has_queues(n))
+    for work, total in ((QUEUE_WORK, s.pick(1_000, 300)), (0.0, s.pick(5_000, 1_000))):
+        topics = {name: run.fixture(w, name, SEEK_SIZE, total) for name in run.systems if name not in w.no_equivalent}
+        for k in QUEUE_CONSUMERS:
+            doing = "5 ms work" if work else "no work"
+            case = f"{total:,} × {size_label(SEEK_SIZE)}, {doing}, {k} consumer{'s' * (k > 1)}"
+            for r in range(s.rounds):
+                for name in run.order(r, w):
+                    fixture = topics.get(name)
+                    if fixture is None:
+                        continue
+                    rate = run.attempt(w, name, partial(_queue_trial, run, name, fixture[0], total, k, work))
+                    if rate is not None:
+                        w.add(case, "msg/s", name, rate)
+                progress(f"queue {case}, round {r + 1}/{s.rounds} done")
+    w.notes.append(
+        f"A new consumer group on a filled topic per trial; {'/'.join(map(str, QUEUE_CONSUMERS))} consumer processes "
+        f"each take up to {QUEUE_BATCH} messages at a time, sleep the work (5 ms or none) and acknowledge each message "
+        "with a confirmed round trip; rate = messages / (last acknowledgement − the common start). tms-hbase: a shared "
+        "subscription (`shared_consumer`, `receive`, `ack`; claim_size 128); Redis: `XREADGROUP … >` and `XACK`; "
+        "JetStream: a durable pull consumer with explicit acks shared by the processes (`fetch`, `ack_sync`). Kafka's "
+        "share groups (KIP-932) have no client in confluent-kafka, so Kafka has no row."
+    )
+    return w
+
+
+def _queue_trial(run: Run, name: str, topic: str, total: int, k: int, work: float) -> float:
+    endpoint, group = run.endpoints[name], run.topic("grp")
+    run.job(jobs.create_queue, name, endpoint, topic, group)
+    start_at = time.time() + 1.0
+    args = (name, endpoint, topic, group, work, QUEUE_BATCH, QUEUE_IDLE, start_at)
+    answers = run.jobs([(i, jobs.work_queue, args) for i in range(k)], total * (work + 0.05) + 300)
+    count = sum(a[0] for a in answers)
+    if count != total:
+        raise AssertionError(f"{k} consumers acknowledged {count} messages, expected {total}")
+    return count / (max(a[1] for a in answers) - start_at)
+
+
 WORKLOADS: dict[str, Callable[[Run], Workload]] = {
     "publish": publish,
     "consume": consume,
     "latency": visible_latency,
     "tx": transactions,
     "seek": seek,
+    "queue": queue,
 }

@@ -106,6 +106,27 @@ def test_bad_input_is_refused_and_changes_nothing(queue: MessagingClient) -> Non
             b.receive(1, 0.1)
 
 
+def test_an_ack_of_a_message_held_here_still_fails_after_a_reset_or_deletion(client: MessagingClient) -> None:
+    """An ack of a message the consumer holds (before its deadline) is one compare-and-set, without
+    reading the settings; the reset or deletion removed its claim, so it fails as it must."""
+    client.create_topic(T)
+    client.publish(T, [b"0", b"1", b"2"])
+    client.create_subscription(T, "work", shared=True, ack_timeout=30)
+    with client.shared_consumer(T, "work") as consumer:
+        one, two, _three = consumer.receive(3, 5)
+        calls = client.installation.calls
+        consumer.ack(one)
+        assert client.installation.calls - calls == 1, "one compare-and-set"
+        client.reset_subscription(T, "work", "earliest")
+        with pytest.raises(NotHeld, match="reset"):
+            consumer.ack(two)
+        assert client.get_subscription(T, "work").shared.acknowledged == 0  # type: ignore[union-attr]
+        (again,) = consumer.receive(1, 5)
+        client.delete_subscription(T, "work")
+        with pytest.raises(SubscriptionNotFound):
+            consumer.ack(again)
+
+
 def test_nonsense_settings_are_refused_and_create_nothing(client: MessagingClient) -> None:
     client.create_topic(T)
     bad = [

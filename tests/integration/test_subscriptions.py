@@ -19,7 +19,7 @@ from tms_hbase.errors import (
 )
 from tms_hbase.fetch.stats import Lag
 from tms_hbase.model.message_id import MessageId
-from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow, message_key
+from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow, generation_prefix, message_key
 from tms_hbase.tx import write_pointer_now
 from tms_hbase_sweeper.sweep import Sweeper
 
@@ -148,6 +148,36 @@ def test_the_sweeper_removes_subscriptions_of_old_generations(client: MessagingC
     assert len(table.scan()) == 2
     assert Sweeper(client.installation).sweep_once().subscriptions_dropped == 1
     assert [s.name for s in client.list_subscriptions(T)] == ["kept"] and len(table.scan()) == 1
+
+
+def test_the_sweeper_removes_the_state_rows_of_shared_subscriptions_of_old_generations(
+    client: MessagingClient,
+) -> None:
+    """A shared subscription's claims, ranges and counters live in rows of their own (no ``d:s``): when
+    its topic is deleted they go with the subscription; a live generation's stay."""
+    first = client.create_topic(T).generation
+    client.publish(T, [b"1", b"2", b"3"])
+    client.create_subscription(T, "gone", shared=True)
+    with client.shared_consumer(T, "gone") as consumer:
+        consumer.ack(*consumer.receive(2, 5))
+        consumer.receive(1, 5)  # one left in flight
+    client.delete_topic(T)
+    client.create_topic(T)
+    client.publish(T, [b"new"])
+    client.create_subscription(T, "kept", shared=True)
+    with client.shared_consumer(T, "kept") as consumer:
+        consumer.receive(1, 5)
+    table = client.installation.table("subscriptions")
+    old = generation_prefix(T, first)
+    live = generation_prefix(T, client.get_topic(T).generation)
+    assert len([k for k, _ in table.scan(prefix=old)]) > 1, "the old subscription has state rows"
+    kept = [k for k, _ in table.scan(prefix=live)]
+    assert Sweeper(client.installation, dry_run=True).sweep_once().subscriptions_dropped == 1
+    assert len([k for k, _ in table.scan(prefix=old)]) > 1
+    assert Sweeper(client.installation).sweep_once().subscriptions_dropped == 1
+    assert table.scan(prefix=old) == []
+    assert [k for k, _ in table.scan(prefix=live)] == kept
+    assert [s.name for s in client.list_subscriptions(T)] == ["kept"]
 
 
 def test_busy_subscriptions_are_not_reset_or_deleted_unless_forced(client: MessagingClient) -> None:

@@ -44,11 +44,13 @@ from tms_hbase.errors import (
 )
 from tms_hbase.fetch.reader import Message
 from tms_hbase.fetch.stats import Lag, TopicStats
-from tms_hbase.gateway_client import http1, rest
+from tms_hbase.gateway_client import http1, rest, rest_shared
+from tms_hbase.gateway_client.http_shared import GatewaySharedConsumer
 from tms_hbase.model.topic import TopicId, TopicMetadata
 from tms_hbase.model.topic import as_topic as _topic
 from tms_hbase.model.wire import RollbackDetail
 from tms_hbase.publish.writer import validate_payloads
+from tms_hbase.shared.admin import PendingMessage
 from tms_hbase.tx import Transaction, TransactionCodec
 
 URL_ENV = "TMS_GATEWAY_URL"
@@ -58,6 +60,7 @@ _AVRO_LIMIT = 2**31 - 1  # ConsumeRequest.limit is an Avro int
 # The outcome of a call the gateway may have carried out before the link failed is unknown for these.
 _NOT_IDEMPOTENT = frozenset(
     {"create topic", "delete topic", "publish", "store", "create subscription", "delete subscription", "open consumer"}
+    | {"receive", "ack", "nack", "release", "extend"}  # a shared consumer's calls
 )
 
 
@@ -260,11 +263,33 @@ class GatewayClient:
 
     # -- subscriptions and consumers ------------------------------------------------------------
 
-    def create_subscription(self, topic: TopicId, name: str, start: str | int = "earliest") -> Subscription:
-        """``PUT .../subscriptions/<name>``; SubscriptionAlreadyExists (409) as direct access raises."""
+    def create_subscription(
+        self,
+        topic: TopicId,
+        name: str,
+        start: str | int = "earliest",
+        *,
+        shared: bool = False,
+        ack_timeout: float | None = None,
+        max_deliveries: int | None = None,
+        dead_letter: TopicId | str | None = None,
+        claim_size: int | None = None,
+    ) -> Subscription:
+        """``PUT .../subscriptions/<name>``, as :meth:`MessagingClient.create_subscription` (a shared one
+        with its settings); SubscriptionAlreadyExists (409) and InvalidArgument (400) as direct access raises."""
         topic, name = _topic(topic), check_name(name)
+        options = {
+            "ack_timeout": ack_timeout,
+            "max_deliveries": max_deliveries,
+            "dead_letter": None if dead_letter is None else _topic(dead_letter),
+            "claim_size": claim_size,
+        }
+        if not shared and any(v is not None for v in options.values()):
+            raise InvalidArgument("ack_timeout, max_deliveries, dead_letter and claim_size need shared=True")
         path = rest.subscription_path(topic, name)
-        body = self._sub_call("create subscription", "PUT", path, topic, name, rest.encode_start(start))
+        body = self._sub_call(
+            "create subscription", "PUT", path, topic, name, rest_shared.encode_create(start, shared, options)
+        )
         return rest.decode_subscription(topic, body)
 
     def get_subscription(self, topic: TopicId, name: str) -> Subscription:
@@ -325,6 +350,23 @@ class GatewayClient:
         for a new message; ``batch``: messages asked for per call. Options of direct consumers that
         need the process to hold the consumer (transactions, auto-commit, doorbells) are not offered."""
         return GatewayConsumer(self, _topic(topic), check_name(name), max_wait, batch)
+
+    def pending(self, topic: TopicId, name: str, *, limit: int | None = None) -> list[PendingMessage]:
+        """``GET .../subscriptions/<name>/pending``: a shared subscription's deliveries not settled."""
+        topic, name = _topic(topic), check_name(name)
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
+            raise InvalidArgument(f"bad limit {limit!r}: expected a positive integer")
+        path = _with_query(rest.subscription_path(topic, name, "pending"), {} if limit is None else {"limit": limit})
+        return rest_shared.decode_pending(self._sub_call("pending", "GET", path, topic, name))
+
+    def shared_consumer(
+        self, topic: TopicId, name: str, *, owner: str | None = None, max_wait: float = 5.0
+    ) -> GatewaySharedConsumer:
+        """One consumer of a shared subscription through the gateway (:mod:`tms_hbase.gateway_client.http_shared`), with
+        the library's ``receive``/``ack``/``nack``/``release``/``extend``. ``owner``: the session's secret,
+        to settle its deliveries from another process (default: the gateway makes one at the first
+        ``receive``). The library's ``poll_interval`` and ``reap_interval`` are the gateway's own."""
+        return GatewaySharedConsumer(self, _topic(topic), check_name(name), owner, max_wait)
 
     def _sub_call(
         self, what: str, method: str, path: str, topic: TopicId, name: str, body: bytes | None = None

@@ -37,7 +37,8 @@ from tms_hbase.errors import (
 from tms_hbase.fetch.reader import Message
 from tms_hbase.fetch.stats import Lag, TopicStats
 from tms_hbase.model import wire
-from tms_hbase.model.topic import GENERATION_KEY, ORDERING_KEY, TopicId, TopicMetadata
+from tms_hbase.model.topic import GENERATION_KEY, ORDERING_KEY, TopicId, TopicMetadata, as_topic
+from tms_hbase.shared.admin import SharedStats
 
 AVRO = "avro/binary"
 JSON = "application/json"
@@ -329,13 +330,12 @@ def decode_committed(body: bytes) -> bytes | None:
 def encode_subscription(sub: Subscription, lag: Lag | None = None) -> bytes:
     """A subscription as JSON: ``position`` is the committed mark (base64 id; null: nothing consumed),
     ``owner``/``leaseExpires`` the active consumer; with ``lag``, how far it is behind."""
-    data = _subscription(sub)
-    return _dumps(data if lag is None else {**data, "lag": _lag(lag)})
+    return _dumps(subscription_fields(sub, lag))
 
 
 def encode_subscriptions(subs: Sequence[Subscription]) -> bytes:
     """The list of a topic's subscriptions: an array of :func:`encode_subscription` objects."""
-    return _dumps([_subscription(sub) for sub in subs])
+    return _dumps([subscription_fields(sub) for sub in subs])
 
 
 def decode_subscription(topic: TopicId, body: bytes) -> Subscription:
@@ -354,9 +354,10 @@ def decode_lag(body: bytes) -> Lag:
     return _decode_lag(_loads(body, "subscription").get("lag"))
 
 
-def _subscription(sub: Subscription) -> dict[str, Any]:
+def subscription_fields(sub: Subscription, lag: Lag | None = None) -> dict[str, Any]:
+    """The JSON object of :func:`encode_subscription` before it is encoded."""
     pending = sub.pending
-    return {
+    data = {
         "name": sub.name,
         "generation": sub.generation,
         "position": None if sub.position is None else _b64(sub.position),
@@ -368,6 +369,44 @@ def _subscription(sub: Subscription) -> dict[str, Any]:
         if pending is None
         else {"tx": pending.tx_id, "writePointer": pending.write_pointer, "position": _b64(pending.position)},
     }
+    if sub.shared is not None:
+        data["shared"] = _shared(sub.shared)
+    return data if lag is None else {**data, "lag": _lag(lag)}
+
+
+def _shared(s: SharedStats) -> dict[str, Any]:
+    """A shared subscription's numbers and settings (docs/shared.md) in camelCase."""
+    return {
+        "waiting": s.waiting,
+        "inFlight": s.in_flight,
+        "due": s.due,
+        "acknowledged": s.acknowledged,
+        "deadLettered": s.dead_lettered,
+        "redelivered": s.redelivered,
+        "oldestUnackedSeconds": s.oldest_unacked_seconds,
+        "consumers": s.consumers,
+        "ackTimeout": s.ack_timeout,
+        "maxDeliveries": s.max_deliveries,
+        "deadLetter": None if s.dead_letter is None else str(s.dead_letter),
+    }
+
+
+def _decode_shared(s: Any) -> SharedStats | None:
+    if s is None:
+        return None
+    return SharedStats(
+        s["waiting"],
+        s["inFlight"],
+        s["due"],
+        s["acknowledged"],
+        s["deadLettered"],
+        s["redelivered"],
+        s["oldestUnackedSeconds"],
+        s["consumers"],
+        s["ackTimeout"],
+        s["maxDeliveries"],
+        None if s["deadLetter"] is None else as_topic(s["deadLetter"]),
+    )
 
 
 def _decode_subscription(topic: TopicId, data: Any) -> Subscription:
@@ -385,8 +424,9 @@ def _decode_subscription(topic: TopicId, data: Any) -> Subscription:
             None
             if pending is None
             else Pending(pending["tx"], pending["writePointer"], _unb64(pending["position"], "pending")),
+            _decode_shared(data.get("shared")),
         )
-    except (KeyError, TypeError) as exc:
+    except (KeyError, TypeError, InvalidArgument) as exc:
         raise InvalidArgument(f"bad subscription JSON from the gateway: {exc!r}") from None
 
 

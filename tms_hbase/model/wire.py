@@ -71,12 +71,39 @@ SCHEMAS: dict[str, Any] = {
         },
     },
     "TimedConsumeResponse": {"type": "array", "items": _MESSAGE},
+    # Shared subscriptions (docs/gateway.md): a batch of deliveries, what an ack, nack, release or
+    # extend names (``seconds``: a nack's delay, an extension's hold time), and the new deadlines.
+    "Deliveries": {
+        "type": "array",
+        "items": {
+            "type": "record",
+            "name": "Delivery",
+            "namespace": "tms_hbase",
+            "fields": [
+                {"name": "id", "type": "bytes"},
+                {"name": "payload", "type": "bytes"},
+                {"name": "publishTime", "type": "long"},
+                {"name": "deliveries", "type": "int"},
+                {"name": "deadline", "type": "long"},
+            ],
+        },
+    },
+    "SettleRequest": {
+        "type": "record",
+        "name": "SettleRequest",
+        "namespace": "tms_hbase",
+        "fields": [
+            {"name": "ids", "type": {"type": "array", "items": "bytes"}},
+            {"name": "seconds", "type": ["null", "double"], "default": None},
+        ],
+    },
+    "Deadlines": {"type": "array", "items": "long"},
 }
 _PARSED = {name: fastavro.parse_schema(schema) for name, schema in SCHEMAS.items()}
 HANDLE_MAGIC = b"TMRB"
 
 
-def encode(schema: str, record: dict[str, Any] | list[dict[str, Any]]) -> bytes:
+def encode(schema: str, record: dict[str, Any] | list[Any]) -> bytes:
     """Avro binary (schemaless) of ``record`` under one of :data:`SCHEMAS`."""
     out = io.BytesIO()
     try:

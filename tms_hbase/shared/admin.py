@@ -52,7 +52,8 @@ class PendingMessage:
     deadline: int  # HBase ms
     deliveries: int
     publish_time: int
-    state: str  # "held", "expired" (held past its deadline) or "released" (given back, due at deadline)
+    state: str  # "held", "expired" (held past its deadline), "released" (given back, due at deadline) or
+    # "acking" (acknowledged in a transaction not finished yet)
 
 
 def start_position(mark: bytes | None) -> int:
@@ -143,7 +144,7 @@ class SharedAdmin:
         totals = self.store.totals(keys)
         lag = self.stats_reader.lag(meta.topic, meta.generation, meta.ttl, mark_before(meta.generation, first, 0))
         unsettled = [c for c in claims if not c.state.settled]
-        in_flight = [c for c in unsettled if c.state is ClaimState.HELD and c.deadline > now]
+        in_flight = [c for c in unsettled if c.state is ClaimState.HELD and (c.deadline > now or c.tx is not None)]
         if unsettled:
             oldest = max(0.0, (now - min(c.publish_time for c in unsettled)) / 1000)
         else:
@@ -177,6 +178,7 @@ class SharedAdmin:
             if c.state.settled:
                 continue
             state = "released" if c.state is ClaimState.FREE else ("held" if c.deadline > now else "expired")
+            state = "acking" if c.tx is not None else state
             out.append(PendingMessage(stored.message_id, c.owner, c.deadline, c.deliveries, c.publish_time, state))
             if limit is not None and len(out) >= limit:
                 break

@@ -45,6 +45,8 @@ from tms_hbase.model.topic import TopicId
 from tms_hbase.shared.dead_letter import DeadLetter
 from tms_hbase.shared.state import Claim, ClaimState, Keys, RangeCell, Settings, position_of_id
 from tms_hbase.shared.store import SCAN_LIMIT, SharedStore, StoredClaim, StoredRange
+from tms_hbase.shared.tx_acks import TransactionalAcks
+from tms_hbase.tx.transaction import Transaction
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +68,7 @@ class Delivery:
 Publish = Callable[[TopicId, Sequence[bytes]], object]
 
 
-class SharedConsumer:
+class SharedConsumer(TransactionalAcks):
     """One consumer of a shared subscription (create it with ``MessagingClient.shared_consumer``)."""
 
     def __init__(
@@ -85,6 +87,7 @@ class SharedConsumer:
         max_wait: float = 5.0,
         poll_interval: float = 0.5,
         reap_interval: float | None = None,
+        tx_state: Callable[[], Transaction] | None = None,
     ) -> None:
         for what, value in (("max_wait", max_wait), ("poll_interval", poll_interval)):
             _check_seconds(what, value)
@@ -106,6 +109,7 @@ class SharedConsumer:
         self._next_reap = 0.0
         self._closed = False
         self._metric = CLIENT_METRICS.consumed_messages.labels(str(topic), name)
+        self._init_tx(tx_state)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -159,16 +163,21 @@ class SharedConsumer:
         if self._closed:
             raise TmsError(f"{self!r} is closed")
         end = time.monotonic() + timeout
+        reaped = False
         while True:
             self._refresh()
             if time.monotonic() >= self._next_reap:
                 self._reap()
+                reaped = True
             got = self._redeliver(max_messages)
             if len(got) < max_messages:
                 got += self._claim_new(max_messages - len(got))
             if got:
                 self._metric.inc(len(got))
                 return got
+            if not reaped:  # found nothing since the last reap: look again now (a range given back meanwhile)
+                self._next_reap, reaped = 0.0, True
+                continue
             left = end - time.monotonic()
             if left <= 0:
                 return []
@@ -177,12 +186,24 @@ class SharedConsumer:
 
     # -- settling -------------------------------------------------------------------------------
 
-    def ack(self, *deliveries: Delivery | bytes) -> None:
+    def ack(self, *deliveries: Delivery | bytes, transaction: Transaction | None = None) -> None:
         """Acknowledge: the messages are done and never delivered again. NotHeld (after settling the
         others) for any this consumer does not hold: unknown, another's, past its deadline, settled,
-        or of a subscription reset or deleted since (SubscriptionNotFound)."""
-        ids = self._ids(deliveries)
-        self._refresh(settling=True)
+        or of a subscription reset or deleted since (SubscriptionNotFound).
+
+        Inside a TransactionContext the acknowledgement is part of the running transaction (written at
+        its commit, :mod:`.tx_acks`). With ``transaction`` it is written now as pending in that
+        transaction: commit it through the transaction client, then call :meth:`post_tx_commit` (or
+        leave it to the reapers); to abort it, call :meth:`rollback_tx` first (or invalidate it)."""
+        ids = self.ids_of(deliveries)
+        if transaction is not None and not isinstance(transaction, Transaction):
+            raise InvalidArgument(f"transaction must be a tms_hbase.tx.Transaction, not {type(transaction).__name__}")
+        if transaction is not None or (self._tx is not None and self._in_context):
+            if transaction is not None:
+                self._refresh(settling=True)
+            self._ack_in(transaction, ids)
+            return
+        self._before_settling(ids)
         failed = []
         for message_id in ids:
             try:
@@ -196,8 +217,8 @@ class SharedConsumer:
         """Give the message back to be delivered again (to any consumer) after ``delay`` seconds; the
         delivery counts towards ``max_deliveries``."""
         _check_seconds("delay", delay)
-        (message_id,) = self._ids([delivery])
-        self._refresh(settling=True)
+        (message_id,) = self.ids_of([delivery])
+        self._before_settling([message_id])
         self._settle(
             message_id,
             lambda c, now: replace(c, state=ClaimState.FREE, owner=None, deadline=now + int(delay * 1000)),
@@ -205,8 +226,8 @@ class SharedConsumer:
 
     def release(self, delivery: Delivery | bytes) -> None:
         """Give the message back at once without counting this delivery (a consumer shutting down)."""
-        (message_id,) = self._ids([delivery])
-        self._refresh(settling=True)
+        (message_id,) = self.ids_of([delivery])
+        self._before_settling([message_id])
         self._settle(
             message_id,
             lambda c, now: replace(c, state=ClaimState.FREE, owner=None, deadline=now, deliveries=c.deliveries - 1),
@@ -217,10 +238,23 @@ class SharedConsumer:
         slow work goes on; returns the new deadline (HBase ms)."""
         if seconds is not None:
             _check_seconds("seconds", seconds)
-        (message_id,) = self._ids([delivery])
-        self._refresh(settling=True)
+        (message_id,) = self.ids_of([delivery])
+        self._before_settling([message_id])
         extra = self.settings.ack_timeout_ms if seconds is None else int(seconds * 1000)
         return self._settle(message_id, lambda c, now: replace(c, deadline=now + extra)).claim.deadline
+
+    def _before_settling(self, ids: list[bytes]) -> None:
+        """Check the subscription before settling: its settings are read again (SubscriptionNotFound
+        after a deletion, NotHeld after a reset) unless every message is held here as last written and
+        before its deadline, when the compare-and-set itself tells (a reset or deletion removes the
+        claim cells: a failed one reads the settings then, :meth:`_settle`). The topic's generation is
+        checked always (the metadata cache)."""
+        now = self._clock()
+        if all(i in self._held and self._held[i].claim.held_by(self.owner, now) for i in ids):
+            if self._topics.get(self.topic).generation != self.generation:
+                raise SubscriptionNotFound(self.topic, self.name)
+            return
+        self._refresh(settling=True)
 
     def _settle(self, message_id: bytes, step: Callable[[Claim, int], Claim]) -> StoredClaim:
         """Apply ``step`` to a claim this consumer holds, by compare-and-set; NotHeld if it does not."""
@@ -238,15 +272,25 @@ class SharedConsumer:
         if won is None:
             self._held.pop(message_id, None)
             current = self._store.read_claim(self._keys, message_id)
-            raise NotHeld(_why_not(message_id, None if current is None else current.claim, self.owner, now))
-        if new.state is ClaimState.HELD:
+            now = self._clock()
+            if current is not None and current.data != stored.data and current.claim.held_by(self.owner, now):
+                # still ours, changed by another consumer of the same owner (a gateway's other worker
+                # extended it): settle it from what is there now
+                new = step(current.claim, now)
+                won = self._store.swap_claim(self._keys, message_id, current.data, new)
+            if won is None:
+                if current is None:
+                    self._refresh(settling=True)  # gone with a reset (NotHeld) or deletion (SubscriptionNotFound)?
+                raise NotHeld(_why_not(message_id, None if current is None else current.claim, self.owner, now))
+        if new.state is ClaimState.HELD and new.tx is None:
             self._held[message_id] = won
         else:
             self._held.pop(message_id, None)
         return won
 
-    def _ids(self, deliveries: Iterable[Delivery | bytes]) -> list[bytes]:
-        """The message ids of ``deliveries``, checked before anything is changed."""
+    def ids_of(self, deliveries: Iterable[Delivery | bytes]) -> list[bytes]:
+        """The message ids of ``deliveries``, checked (InvalidArgument for anything that is not an id of
+        the topic's generation, or none at all) before anything is changed."""
         ids = []
         for d in deliveries:
             raw = d.id if isinstance(d, Delivery) else d
@@ -300,6 +344,8 @@ class SharedConsumer:
         ranges = self._store.ranges(keys, floor)  # before the claims: a range read to its end has them all
         claims = self._store.claims(keys, bytes(MessageId(self.generation, s.first_position(floor), 0)))
         now = self._clock()
+        self._held = {k: c for k, c in self._held.items() if c.claim.deadline > now}  # past it: not held any more
+        claims = self._resolve(claims, now)  # acknowledgements pending in transactions that ended
         self._expired = deque(c for c in claims if c.claim.available(now) and c.message_id not in self._held)
         by_k = {r.k: r for r in ranges}
         self._takeable = [k for k in range(floor, handed + 1) if k not in by_k or by_k[k].cell.takeable(now)][:1000]
@@ -374,15 +420,34 @@ class SharedConsumer:
 
     def _claim_new(self, wanted: int) -> list[Delivery]:
         out: list[Delivery] = []
+        looked = skip_own = False
         while len(out) < wanted:
-            r = self._retake() or self._take_range()
+            r = (None if skip_own else self._retake()) or self._take_range()
+            if r is None and not looked:
+                # no range of its own, none known free, none new: another consumer may have given one
+                # back since the last reap (a small backlog is a few ranges shared by many consumers)
+                looked = True
+                self._look_for_ranges()
+                r = self._take_range()
             if r is None:
                 break
             got, finished = self._read_range(r, wanted - len(out))
             out += got
             if not finished:
-                break  # at the tail (or a hole not due yet) inside this range
+                if got or skip_own:
+                    break  # at the tail (or a hole not due yet) inside this range
+                skip_own = True  # nothing more at the tail: a range given back below it may have messages
         return out
+
+    def _look_for_ranges(self) -> None:
+        """The ranges nobody reads now (a read of the floor, the counter and the range cells: a reap
+        without its scan of the claims)."""
+        keys = self._keys
+        _, floor = self._store.floor(keys)
+        handed = self._store.handed_out(keys)
+        by_k = {r.k: r for r in self._store.ranges(keys, floor)}
+        now = self._clock()
+        self._takeable = [k for k in range(floor, handed + 1) if k not in by_k or by_k[k].cell.takeable(now)][:1000]
 
     def _retake(self) -> StoredRange | None:
         """The range this consumer read last, if nobody took it since it was given back."""
@@ -431,20 +496,25 @@ class SharedConsumer:
         last = s.last_position(r.k)
         start = r.cell.progress or mark_before(self.generation, s.first_position(r.k), 0)
         stream = self._reader.fetch(self.topic, start_message=start, inclusive=False, limit=wanted + 1)
-        now = self._clock()
-        claimed: list[tuple[Message, StoredClaim]] = []
+        batch: list[Message] = []
         progress, finished = r.cell.progress, False
         for message in stream:
             if MessageId.decode(message.id).position > last:
                 finished = True
                 break
-            progress = message.id
-            claim = Claim(ClaimState.HELD, self.owner, now + s.ack_timeout_ms, 1, message.publish_time)
-            won = self._store.swap_claim(self._keys, message.id, None, claim)
-            if won is not None:
-                claimed.append((message, won))
-                if len(claimed) >= wanted:
-                    break
+            batch.append(message)
+            if len(batch) >= wanted:
+                break
+        if batch:
+            progress = batch[-1].id
+        deadline = self._clock() + s.ack_timeout_ms
+        # each claim is written if absent (one already there: another consumer's, left to it), several
+        # at once: they are cells of rows of their own, and nothing is delivered before the range's
+        # progress below records them all
+        written = self._store.create_claims(
+            self._keys, [(m.id, Claim(ClaimState.HELD, self.owner, deadline, 1, m.publish_time)) for m in batch]
+        )
+        claimed = [(m, won) for m, won in zip(batch, written, strict=True) if won is not None]
         # given back with its progress, so that another consumer may go on with it (a batch row of many
         # messages is one range's); this one takes it again next time if nobody did
         cell = RangeCell(None, 0, progress, finished)
@@ -465,6 +535,8 @@ def _why_not(message_id: bytes, claim: Claim | None, owner: str, now: int) -> st
         return f"{what} is acknowledged already"
     if claim.state is ClaimState.DEAD:
         return f"{what} was dead-lettered"
+    if claim.tx is not None:
+        return f"{what}: its acknowledgement is pending in the transaction with write pointer {claim.tx}"
     if claim.owner != owner:
         return f"{what} is not held by this consumer ({owner}) but by {claim.owner or 'nobody (given back)'}"
     return f"{what}: its deadline passed {(now - claim.deadline) / 1000:.3f} s ago; it goes to another consumer"

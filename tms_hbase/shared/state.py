@@ -185,7 +185,7 @@ class Claim:
         return not self.state.settled and self.tx is None and self.deadline <= now
 
     def held_by(self, owner: str, now: int) -> bool:
-        return self.state is ClaimState.HELD and self.owner == owner and self.deadline > now
+        return self.state is ClaimState.HELD and self.owner == owner and self.deadline > now and self.tx is None
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,9 @@ create-if-absent); a lost answer is settled by reading the cell back, as the sub
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 from tms_hbase.errors import HBaseUnavailable
@@ -30,6 +32,7 @@ from tms_hbase.shared.state import (
 from tms_hbase.storage.hbase import KEYS_ONLY, Table
 
 SCAN_LIMIT = 10_000  # rows per scan of one subscription's open ranges or claims
+CLAIM_THREADS = 4  # claim cells written at once (a client's connection pool has 8 connections by default)
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,8 @@ class SharedStore:
 
     def __init__(self, table: Table) -> None:
         self.table = table
+        self._threads: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
 
     # -- settings -------------------------------------------------------------------------------
 
@@ -129,6 +134,26 @@ class SharedStore:
         data = new.encode()
         won = self._swap(keys.claim(message_id), CLAIM_COLUMN, old, data)
         return StoredClaim(message_id, data, new) if won else None
+
+    def create_claims(self, keys: Keys, claims: Sequence[tuple[bytes, Claim]]) -> list[StoredClaim | None]:
+        """Write each claim cell if absent, up to :data:`CLAIM_THREADS` at once (each is one
+        compare-and-set of a row of its own): the stored claims, None where a claim was there already.
+        An error is raised once every write has ended."""
+        if len(claims) <= 1:
+            return [self.swap_claim(keys, message_id, None, claim) for message_id, claim in claims]
+        with self._lock:
+            if self._threads is None:
+                self._threads = ThreadPoolExecutor(CLAIM_THREADS, thread_name_prefix="tms-shared-claims")
+        futures = [self._threads.submit(self.swap_claim, keys, mid, None, claim) for mid, claim in claims]
+        wait(futures)
+        return [future.result() for future in futures]
+
+    def close(self) -> None:
+        """Stop the threads of :meth:`create_claims` (a later call starts them again)."""
+        with self._lock:
+            threads, self._threads = self._threads, None
+        if threads is not None:
+            threads.shutdown()
 
     def claims(self, keys: Keys, start_id: bytes, limit: int = SCAN_LIMIT) -> list[StoredClaim]:
         """The claim cells from message id ``start_id`` on, in id order."""

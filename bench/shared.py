@@ -1,0 +1,261 @@
+"""Benchmark 12: shared subscriptions (a work queue) — scaling over consumer processes, and the cost
+against raw happybase doing the same reads and per-message state writes.
+
+1. **With 5 ms of work per message.** For K = 1, 2, 4, 8 consumer processes on one shared subscription
+   (``claim_size`` ``CLAIM``) of a topic holding 400 × K messages (batches of 100 × 100 B): each process
+   receives in batches of ``BATCH``, sleeps 5 ms per message (the work) and acknowledges each message on its own,
+   as a handler does. Rate = messages / (last acknowledgement − the common start). Goal: 4 consumers
+   ≥ 3.5× one, 8 ≥ 6×.
+2. **Without work**, the same at K = 1, 2, 4, 8 on a topic of 8,000 messages, next to raw happybase
+   with K processes (disjoint key ranges) scanning the same message rows and writing, per message, a
+   claim cell (checkAndPut if absent) and then its acknowledgement (checkAndPut from the claim): the
+   state writes a work queue cannot do without. Goal: consumers ≥ 0.8× raw.
+3. **The cost of an ack**: the median time of one ``ack()`` call in the runs above and the HBase calls
+   per message (receive, claim, ack, reaping), counted in the consumer processes.
+
+The sides rotate every round. Every time is the host's wall clock within one machine (processes start
+together at a time five seconds ahead); the library's deadlines are HBase's clock as always.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any
+
+from .common import (
+    Result,
+    Settings,
+    bench_tables,
+    median,
+    new_topic,
+    payloads,
+    progress,
+    ratio,
+    wait_until,
+)
+from .procs import Workers
+
+COUNTS = (1, 2, 4, 8)
+BATCH = 32  # deliveries per receive
+CLAIM = 128  # positions per range: at least the 100 messages of one publish (docs/shared.md, "Costs")
+WORK = 0.005
+PAYLOAD = 100
+ROW = 100  # messages per publish (one batch row)
+GOAL_4, GOAL_8, GOAL_RAW = 3.5, 6.0, 0.8
+
+_open: dict[tuple[str, str], Any] = {}  # per worker process: clients and raw connections
+
+
+def run(settings: Settings) -> Result:
+    result = Result("shared", "Shared subscriptions: 1–8 consumer processes, with and without work, vs raw happybase")
+    counts = COUNTS
+    per_consumer = settings.pick(400, 150)
+    total = settings.pick(8_000, 2_000)
+    rates: dict[str, list[float]] = {f"{side}{k}": [] for k in counts for side in ("work", "idle", "raw")}
+    acks: list[float] = []
+    calls: dict[int, list[float]] = {k: [] for k in counts}
+    with bench_tables(settings, "shared") as (client, raw, raw_name), Workers(max(counts)) as workers:
+        prefix = client.installation.prefix
+        raw.conn.create_table(raw_name, {"d": {"max_versions": 1}})
+        worked = {k: str(_filled(client, f"work{k}", per_consumer * k)) for k in counts}
+        plain = str(_filled(client, "plain", total))
+        progress(f"shared setup: {sum(per_consumer * k for k in counts) + total:,} messages")
+        rounds = iter(range(1_000_000))
+
+        def shared_round(topic: str, k: int, work: float, expected: int) -> float:
+            name = f"s{next(rounds)}"
+            client.create_subscription(topic, name, shared=True, ack_timeout=30, claim_size=CLAIM)
+            start_at = time.time() + 5.0
+            for i in range(k):
+                workers.submit(i, consume, settings.address, prefix, topic, name, work, start_at)
+            got = [workers.result(i, 600) for i in range(k)]
+            count = sum(g["count"] for g in got)
+            if count != expected:
+                raise AssertionError(f"{k} consumers acknowledged {count} messages, expected {expected}")
+            acks.extend(a for g in got for a in g["acks"])
+            if not work:
+                calls[k].append(sum(g["calls"] for g in got) / count)
+            return count / (max(g["last"] for g in got) - start_at)
+
+        def raw_round(k: int) -> float:
+            state = f"r{next(rounds)}".encode()
+            start_at = time.time() + 5.0
+            slices = _slices(client, plain, k)
+            for i, (first, stop) in enumerate(slices):
+                args = (settings.address, client.installation.messages.name, raw_name, state, first, stop, start_at)
+                workers.submit(i, raw_consume, *args)
+            got = [workers.result(i, 600) for i in range(k)]
+            count = sum(g["count"] for g in got)
+            if count != total:
+                raise AssertionError(f"raw: {k} processes handled {count} messages, expected {total}")
+            return count / (max(g["last"] for g in got) - start_at)
+
+        sides: list[tuple[str, Any]] = []
+        for k in counts:
+            sides.append((f"work{k}", lambda k=k: shared_round(worked[k], k, WORK, per_consumer * k)))
+            sides.append((f"idle{k}", lambda k=k: shared_round(plain, k, 0.0, total)))
+            sides.append((f"raw{k}", lambda k=k: raw_round(k)))
+        for r in range(settings.rounds):
+            shift = r % len(sides)
+            for name, measure in sides[shift:] + sides[:shift]:
+                rates[name].append(measure())
+            progress(
+                f"shared round {r + 1}/{settings.rounds}: "
+                + ", ".join(f"{name} {rates[name][-1]:,.0f}" for name, _ in sides)
+                + " msg/s"
+            )
+        workers_close(workers, max(counts))
+    _report(result, rates, acks, calls, counts, per_consumer, total)
+    return result
+
+
+def _report(
+    result: Result,
+    rates: dict[str, list[float]],
+    acks: list[float],
+    calls: dict[int, list[float]],
+    counts: tuple[int, ...],
+    per_consumer: int,
+    total: int,
+) -> None:
+    m = {name: median(values) for name, values in rates.items()}
+    rows = []
+    for k in counts:
+        rows.append(
+            [
+                k,
+                m[f"work{k}"],
+                f"{ratio(m[f'work{k}'], m['work1']):.2f}×",
+                m[f"idle{k}"],
+                m[f"raw{k}"],
+                f"{ratio(m[f'idle{k}'], m[f'raw{k}']):.2f}×",
+                median(calls[k]),
+            ]
+        )
+    result.table(
+        [
+            "consumer processes",
+            f"with 5 ms work: msg/s ({per_consumer:,} per process)",
+            "÷ one",
+            f"no work: msg/s ({total:,} messages)",
+            "raw happybase msg/s",
+            "÷ raw",
+            "HBase calls per message",
+        ],
+        rows,
+    )
+    four, eight = ratio(m["work4"], m["work1"]), ratio(m["work8"], m["work1"])
+    result.goal(f"with 5 ms work, 4 consumers ≥ {GOAL_4}× one", f"{four:.2f}×", four >= GOAL_4)
+    result.goal(f"with 5 ms work, 8 consumers ≥ {GOAL_8}× one", f"{eight:.2f}×", eight >= GOAL_8)
+    worst = min(ratio(m[f"idle{k}"], m[f"raw{k}"]) for k in counts)
+    result.goal(f"without work, consumers ≥ {GOAL_RAW}× raw happybase (worst K)", f"{worst:.2f}×", worst >= GOAL_RAW)
+    ordered = sorted(acks)
+    if ordered:
+        p50, p99 = ordered[len(ordered) // 2], ordered[int(len(ordered) * 0.99)]
+        result.notes.append(
+            f"One `ack()` of one message: median {p50 * 1000:.2f} ms, p99 {p99 * 1000:.2f} ms (one "
+            "compare-and-set of the claim cell; raw happybase's acknowledgement is the same call)."
+        )
+    result.samples.update({"rates": rates, "calls_per_message": calls})
+
+
+def _filled(client: Any, name: str, count: int) -> Any:
+    topic = new_topic(client, name)
+    for first in range(0, count, ROW):
+        client.publish(topic, payloads(min(ROW, count - first), PAYLOAD))
+    return topic
+
+
+def _slices(client: Any, topic: str, k: int) -> list[tuple[bytes, bytes]]:
+    """K disjoint key ranges of the topic's message rows, about equal in rows."""
+    from tms_hbase import TopicId
+    from tms_hbase.model.rows import generation_prefix, past_last
+
+    t = TopicId.parse(topic)
+    prefix = generation_prefix(t, client.get_topic(t).generation)
+    keys = [key for key, _ in client.installation.messages.scan(prefix=prefix, filter="KeyOnlyFilter()")]
+    bounds = [keys[len(keys) * i // k] for i in range(k)] + [past_last(prefix)]
+    return list(itertools.pairwise(bounds))
+
+
+# -- worker jobs ----------------------------------------------------------------------------------
+
+
+def _client(address: str, prefix: str) -> Any:
+    from tms_hbase import MessagingClient
+
+    key = (address, prefix)
+    if key not in _open:
+        _open[key] = MessagingClient(address, prefix=prefix, create_tables=False)
+    return _open[key]
+
+
+def consume(address: str, prefix: str, topic: str, name: str, work: float, start_at: float) -> dict[str, Any]:
+    """Worker job: one consumer of the shared subscription until a receive finds nothing for 2 s; each
+    message worked on ``work`` s and acknowledged on its own."""
+    from tms_hbase import TopicId
+
+    client = _client(address, prefix)
+    acks: list[float] = []
+    with client.shared_consumer(TopicId.parse(topic), name, poll_interval=0.05) as consumer:
+        wait_until(start_at)
+        calls, count, last = client.installation.calls, 0, start_at
+        while True:
+            got = consumer.receive(BATCH, 2.0)
+            if not got:
+                break
+            for delivery in got:
+                if work:
+                    time.sleep(work)
+                started = time.perf_counter()
+                consumer.ack(delivery)
+                acks.append(time.perf_counter() - started)
+                count += 1
+            last = time.time()
+        calls = client.installation.calls - calls
+    return {"count": count, "last": last, "calls": calls, "acks": acks}
+
+
+def raw_consume(
+    address: str, table: str, state_table: str, state: bytes, first: bytes, stop: bytes, start_at: float
+) -> dict[str, Any]:
+    """Worker job: happybase scans message rows ``[first, stop)`` of the installation and, per message,
+    writes a claim cell if absent and then its acknowledgement from the claim (two checkAndPuts)."""
+    import happybase
+
+    from tms_hbase.model.rows import decode_row
+    from tms_hbase.storage.connection import mutation
+
+    host, port = address.rsplit(":", 1)
+    conn = happybase.Connection(host, int(port))  # a fresh one: the Thrift gateway drops idle ones
+    try:
+        messages = conn.table(table)
+        column = b"d:m"
+        wait_until(start_at)
+        count = 0
+        for row, data in messages.scan(row_start=first, row_stop=stop, batch_size=1000):
+            if column not in data:
+                continue  # the generation's counter row
+            for i in range(len(decode_row(row, data[column]).payloads)):
+                cell = state + row + i.to_bytes(4, "big")
+                claim = b'{"o":"raw","d":%d,"n":1}' % int(time.time() * 1000)
+                conn.client.checkAndPut(state_table.encode(), cell, column, None, mutation(column, claim), {})
+                conn.client.checkAndPut(state_table.encode(), cell, column, claim, mutation(column, b'{"s":"a"}'), {})
+                count += 1
+        return {"count": count, "last": time.time()}
+    finally:
+        conn.close()
+
+
+def close_all() -> None:
+    for value in _open.values():
+        value.close()
+    _open.clear()
+
+
+def workers_close(workers: Workers, count: int) -> None:
+    for i in range(count):
+        workers.submit(i, close_all)
+    for i in range(count):
+        workers.result(i, 60)

@@ -1,0 +1,201 @@
+"""Shared subscriptions over HTTP (docs/gateway.md, "Shared subscriptions"): fetch a batch of deliveries
+(a long-poll), then ack, nack, release or extend them by message id, and list what is in flight.
+
+**Sessions.** The library's shared consumer settles a delivery only for the consumer that holds it, by
+its ``owner`` name (docs/shared.md). Over HTTP that name is a session's: the first ``deliveries`` call
+without a ``TMS-Consumer`` header gets a new secret in that header, and the owner is a hash of the
+secret and the caller's principal (as for exclusive sessions, so the owner shown by ``pending`` cannot
+be used to settle another's deliveries, and a secret presented by another principal names another
+owner). Any worker serves any call of a session: the state is in HBase. Each worker keeps the library
+consumer of a session between its calls (:class:`gateway.sessions.SharedSessions`), only to save re-reading the
+subscription's settings and rescanning its claims; nothing is held in it that HBase does not hold.
+
+A delivery the gateway took for a long-poll whose client went away is not answered; it is delivered
+again after its deadline (counted), as for a consumer that crashed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import secrets
+import time
+from collections.abc import Callable
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from tms_hbase import TopicId
+from tms_hbase.errors import InvalidArgument, NotHeld
+from tms_hbase.gateway_client import rest, rest_shared
+from tms_hbase.shared import Delivery, SharedConsumer
+
+from .auth import CONSUME
+from .bodies import query_number, read_body
+from .consuming import SLICE, SUBSCRIPTION, _disconnected, _name, _owner
+from .routes import endpoint
+from .service import Gateway
+
+DEFAULT_MAX = 10  # deliveries per call without ?max= (as SharedConsumer.receive)
+SETTLE_BODY = 1024 * 1024  # the ids of one settle call
+MAX_SECRET = 128
+
+
+def _session(request: Request, *, required: bool) -> tuple[str, str]:
+    """The session's secret (a new one when the request has none and may start one) and its owner."""
+    secret = request.headers.get(rest.CONSUMER_HEADER)
+    if not secret:
+        if required:
+            raise InvalidArgument(
+                f"this call needs the {rest.CONSUMER_HEADER} header the deliveries came with: only the "
+                "session that holds a delivery may settle it"
+            )
+        secret = secrets.token_urlsafe(18)
+    elif len(secret) > MAX_SECRET or not secret.isprintable() or " " in secret:
+        raise InvalidArgument(f"bad {rest.CONSUMER_HEADER} header: send it back as the gateway gave it")
+    return secret, _owner(secret, request.state.principal)
+
+
+@endpoint(CONSUME)
+async def deliveries(request: Request, gateway: Gateway, topic: TopicId) -> Response:
+    """``GET .../subscriptions/{s}/deliveries?wait=S&max=N``: up to N deliveries (redeliveries first), as
+    soon as there is one, else ``[]`` after S seconds; each held by the session until its deadline."""
+    name = _name(request)
+    wait = query_number(request, "wait", float) or 0.0
+    if not wait >= 0:
+        raise InvalidArgument(f"query parameter wait={wait!r}: expected seconds >= 0")
+    count = query_number(request, "max", int)
+    count = DEFAULT_MAX if count is None else count
+    if count <= 0:
+        raise InvalidArgument(f"query parameter max={count}: expected a positive integer")
+    count = min(count, gateway.settings.max_poll_messages)
+    media = rest.accepted_media(request.headers.get("accept"), request.headers.get("content-type"))
+    secret, owner = _session(request, required=False)
+    key, cache = (topic, name, owner), gateway.shared_sessions
+    consumer = await gateway.run(cache.take, key)
+    try:
+        got = await _long_poll(request, gateway, consumer, count, min(wait, gateway.settings.max_wait))
+    finally:
+        cache.park(key, consumer)
+    if got is None:
+        request.state.error = "ClientDisconnected"
+        return Response(status_code=499)
+    data = await gateway.run(rest_shared.encode_deliveries, got, media)
+    gateway.metrics.counted("consume", len(got))
+    return Response(data, 200, media_type=media, headers={rest.CONSUMER_HEADER: secret})
+
+
+async def _long_poll(
+    request: Request, gateway: Gateway, consumer: SharedConsumer, count: int, wait: float
+) -> list[Delivery] | None:
+    """The deliveries, waiting for them in slices of at most SLICE seconds in the long-poll threads;
+    None as soon as the client disconnects."""
+
+    async def slices() -> list[Delivery]:
+        deadline = time.monotonic() + wait
+        while True:
+            left = max(0.0, deadline - time.monotonic())
+            got = await gateway.wait(functools.partial(consumer.receive, count, min(left, SLICE)))
+            if got or left <= SLICE or gateway.stopping.is_set():
+                return got
+
+    gateway.metrics.long_polls.inc()
+    waiting = asyncio.ensure_future(slices())
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait((waiting, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        waiting.cancel()
+        await asyncio.wait((waiting, gone))
+        gateway.metrics.long_polls.dec()
+    return None if waiting.cancelled() else waiting.result()
+
+
+Settle = Callable[[SharedConsumer, list[bytes], float | None], list[int]]
+
+
+def _ack(consumer: SharedConsumer, ids: list[bytes], seconds: float | None) -> list[int]:
+    if seconds is not None:
+        raise InvalidArgument("an ack takes no seconds")
+    consumer.ack(*ids)
+    return []
+
+
+def _each(step: Callable[[SharedConsumer, bytes, float | None], int | None]) -> Settle:
+    """Apply a one-message step to each id (all checked first); NotHeld at the end lists those it
+    failed for, as ``ack`` does."""
+
+    def settle(consumer: SharedConsumer, ids: list[bytes], seconds: float | None) -> list[int]:
+        checked, out, failed = consumer.ids_of(ids), [], []
+        for message_id in checked:
+            try:
+                result = step(consumer, message_id, seconds)
+            except NotHeld as exc:
+                failed.append(str(exc))
+                continue
+            if result is not None:
+                out.append(result)
+        if failed:
+            raise NotHeld("; ".join(failed))
+        return out
+
+    return settle
+
+
+def _release(consumer: SharedConsumer, message_id: bytes, seconds: float | None) -> None:
+    if seconds is not None:
+        raise InvalidArgument("a release takes no seconds (a nack does)")
+    consumer.release(message_id)
+
+
+SETTLE: dict[str, Settle] = {
+    "ack": _ack,
+    "nack": _each(lambda c, i, s: c.nack(i, 0.0 if s is None else s)),
+    "release": _each(_release),
+    "extend": _each(lambda c, i, s: c.extend(i, s)),
+}
+
+
+def _settler(action: str) -> Callable[[Request], object]:
+    settle = SETTLE[action]
+
+    @endpoint(CONSUME)
+    async def handler(request: Request, gateway: Gateway, topic: TopicId) -> Response:
+        name = _name(request)
+        media = rest.media_type(request.headers.get("content-type"))
+        secret, owner = _session(request, required=True)
+        body = await read_body(request, SETTLE_BODY)
+        key, cache = (topic, name, owner), gateway.shared_sessions
+
+        def work() -> bytes:
+            settling = rest_shared.decode_settle(body, media)
+            consumer = cache.take(key)
+            try:
+                deadlines = settle(consumer, settling.ids, settling.seconds)
+            finally:
+                cache.park(key, consumer)
+            return rest_shared.encode_deadlines(deadlines, media) if action == "extend" else b""
+
+        data = await gateway.run(work)
+        headers = {rest.CONSUMER_HEADER: secret}
+        return Response(data, 200, media_type=media if data else None, headers=headers)
+
+    handler.__name__ = handler.__qualname__ = f"shared_{action}"
+    return handler
+
+
+@endpoint(CONSUME)
+async def pending(request: Request, gateway: Gateway, topic: TopicId) -> Response:
+    """``GET .../subscriptions/{s}/pending[?limit=N]``: the deliveries not settled (MessagingClient.pending)."""
+    name, limit = _name(request), query_number(request, "limit", int)
+    data = await gateway.run(lambda: rest_shared.encode_pending(gateway.client.pending(topic, name, limit=limit)))
+    return Response(data, 200, media_type=rest.JSON)
+
+
+MESSAGE_ROUTES = [  # matched first, with the other message routes
+    Route(SUBSCRIPTION + "/deliveries", deliveries, methods=["GET"]),
+    *(Route(f"{SUBSCRIPTION}/{action}", _settler(action), methods=["POST"]) for action in SETTLE),
+]
+ROUTES = [Route(SUBSCRIPTION + "/pending", pending, methods=["GET"])]

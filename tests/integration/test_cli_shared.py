@@ -1,0 +1,75 @@
+"""tms-admin for shared subscriptions, as real processes on the real HBase: ``sub create --shared`` (and
+its bad settings), ``sub consume --count N [--ack]``, ``sub pending``, ``sub get`` and ``sub dead-letters``
+with ``--replay`` and ``--replay --dry-run``."""
+
+from __future__ import annotations
+
+import json
+
+from tms_hbase import MessagingClient, TopicId
+
+from .test_cli import ok, tms_admin
+
+Q, DEAD = TopicId("cliq", "jobs"), TopicId("cliq", "dead")
+
+
+def test_shared_subscriptions_from_the_command_line(client: MessagingClient, tms_env: dict[str, str]) -> None:
+    ok(tms_env, "init")
+    client.create_topic(Q)
+    client.create_topic(DEAD)
+    client.publish(Q, [b"a", b"b", b"c"])
+
+    for bad in (
+        ["--ack-timeout", "0"],
+        ["--max-deliveries", "0"],
+        ["--dead-letter", "cliq:missing"],
+        ["--claim-size", "0"],
+    ):
+        refused = tms_admin(tms_env, "sub", "create", str(Q), "work", "--shared", *bad)
+        assert refused.returncode != 0 and refused.stderr.count("\n") == 1, (bad, refused.stderr)
+    assert tms_admin(tms_env, "sub", "create", str(Q), "work", "--ack-timeout", "5").returncode != 0  # needs --shared
+    assert client.list_subscriptions(Q) == []  # nothing created
+    ok(tms_env, "sub", "create", str(Q), "work", "--shared", "--ack-timeout", "30", "--max-deliveries", "1")
+    ok(tms_env, "sub", "create", str(Q), "work", "--shared", "--if-not-exists")
+    client.delete_subscription(Q, "work")
+    created = ok(
+        tms_env, "sub", "create", str(Q), "work", "--shared", "--ack-timeout", "30", "--max-deliveries", "1",
+        "--dead-letter", str(DEAD), "--json",
+    )  # fmt: skip
+    assert json.loads(created.stdout)["name"] == "work"
+    shared = client.get_subscription(Q, "work").shared
+    assert shared is not None and (shared.ack_timeout, shared.max_deliveries, shared.dead_letter) == (30, 1, DEAD)
+
+    # take two and acknowledge them
+    taken = json.loads(ok(tms_env, "sub", "consume", str(Q), "work", "--count", "2", "--ack", "--json").stdout)
+    assert [(r["payload"], r["deliveries"]) for r in taken] == [("a", 1), ("b", 1)]
+    assert client.pending(Q, "work") == []
+    # take one without --ack: shown, then given back (the delivery does not count)
+    shown = ok(tms_env, "sub", "consume", str(Q), "work", "--count", "1").stdout
+    assert shown.split()[1:] == ["#1", "c"]
+    rows = json.loads(ok(tms_env, "sub", "pending", str(Q), "work", "--json").stdout)
+    assert [(r["state"], r["deliveries"], r["consumer"]) for r in rows] == [("released", 0, None)]
+    listing = ok(tms_env, "sub", "pending", str(Q), "work").stdout.splitlines()
+    assert listing[0].split() == ["ID", "STATE", "DELIVERIES", "DEADLINE", "CONSUMER"] and "released" in listing[1]
+    got = json.loads(ok(tms_env, "sub", "get", str(Q), "work", "--json").stdout)
+    assert "acknowledged" in json.dumps(got) and got["shared"]["acknowledged"] == 2
+
+    # c fails once (max_deliveries 1): the next consumer dead-letters it instead of delivering it
+    with client.shared_consumer(Q, "work") as consumer:
+        (c,) = consumer.receive(1, 5)
+        consumer.nack(c)
+    assert json.loads(ok(tms_env, "sub", "consume", str(Q), "work", "--wait", "2", "--json").stdout) == []
+    letters = json.loads(ok(tms_env, "sub", "dead-letters", str(DEAD), "--json").stdout)
+    assert [(r["topic"], r["subscription"], r["id"], r["deliveries"], r["payload"]) for r in letters] == [
+        (str(Q), "work", c.id.hex(), 1, "c")
+    ]
+    dry = ok(tms_env, "sub", "dead-letters", str(DEAD), "--replay", "--dry-run").stdout
+    assert dry.startswith(f"would replay {c.id.hex()} of {Q} (1 deliveries): c")
+    assert [m.payload for m in client.fetch(Q)] == [b"a", b"b", b"c"]  # nothing published
+    assert client.list_subscriptions(DEAD) == []  # nor the replay subscription created
+    replayed = json.loads(ok(tms_env, "sub", "dead-letters", str(DEAD), "--replay", "--json").stdout)
+    assert [r["payload"] for r in replayed] == ["c"]
+    assert [m.payload for m in client.fetch(Q)] == [b"a", b"b", b"c", b"c"]  # back as a new message
+    assert ok(tms_env, "sub", "dead-letters", str(DEAD)).stdout.strip() == "no dead letters"
+    again = json.loads(ok(tms_env, "sub", "consume", str(Q), "work", "--count", "1", "--ack", "--json").stdout)
+    assert [(r["payload"], r["deliveries"]) for r in again] == [("c", 1)]

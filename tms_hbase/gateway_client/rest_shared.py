@@ -1,0 +1,194 @@
+"""The REST API of shared subscriptions (docs/gateway.md, "Shared subscriptions"), as both ends speak it:
+the bodies of fetching deliveries and settling them, in Avro binary and JSON, and the JSON of a shared
+subscription's settings, numbers and in-flight messages.
+
+Used by the gateway (``gateway/shared.py``) and its Python client (:mod:`tms_hbase.gateway_client.http_shared`), so the
+two cannot drift apart. JSON follows :mod:`tms_hbase.gateway_client.rest`: the Avro schemas' field names, ``bytes`` as
+base64 strings, unknown fields refused.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tms_hbase.errors import InvalidArgument
+from tms_hbase.gateway_client.rest import AVRO, _b64, _dumps, _loads, _object, _unb64, decode_start
+from tms_hbase.model import wire
+from tms_hbase.model.topic import as_topic
+from tms_hbase.shared.admin import PendingMessage
+from tms_hbase.shared.consumer import Delivery
+
+CREATE_OPTIONS = {  # JSON field of a create body -> MessagingClient.create_subscription keyword
+    "ackTimeout": "ack_timeout",
+    "maxDeliveries": "max_deliveries",
+    "deadLetter": "dead_letter",
+    "claimSize": "claim_size",
+}
+
+
+# -- creating --------------------------------------------------------------------------------------
+
+
+def encode_create(start: str | int, shared: bool, options: dict[str, Any]) -> bytes:
+    """The body of ``PUT .../subscriptions/<s>``: ``{"start": ..., "shared": true, "ackTimeout": ...}``
+    (``options`` by their library names; a dead-letter topic as ``"ns:topic"``)."""
+    data: dict[str, Any] = {"start": start}
+    if shared:
+        data["shared"] = True
+    by_name = {library: field for field, library in CREATE_OPTIONS.items()}
+    for name, value in options.items():
+        if value is not None:
+            data[by_name[name]] = str(value) if name == "dead_letter" else value
+    return _dumps(data)
+
+
+@dataclass(frozen=True)
+class CreateRequest:
+    """A create body: where to start, whether shared, and the shared options by their library names."""
+
+    start: str | int
+    shared: bool
+    options: dict[str, Any]
+
+
+def decode_create(body: bytes) -> CreateRequest:
+    """Inverse of :func:`encode_create` (an empty body: an exclusive subscription from the earliest
+    message). The options' values are checked by the library (InvalidArgument)."""
+    if not body.strip():
+        return CreateRequest("earliest", False, {})
+    data = _object(body, "subscription", optional=frozenset({"start", "shared", *CREATE_OPTIONS}))
+    start = decode_start(_dumps({"start": data.get("start", "earliest")}), ids=False)
+    shared = data.get("shared", False)
+    if not isinstance(shared, bool):
+        raise InvalidArgument(f"field 'shared' must be true or false, not {shared!r}")
+    options = {library: data[field] for field, library in CREATE_OPTIONS.items() if field in data}
+    if options and not shared:
+        raise InvalidArgument(f'fields {sorted(k for k in CREATE_OPTIONS if k in data)} need "shared": true')
+    if "dead_letter" in options:
+        target = options["dead_letter"]
+        if not isinstance(target, str):
+            raise InvalidArgument(f"field 'deadLetter' must be a topic as \"namespace:topic\", not {target!r}")
+        options["dead_letter"] = as_topic(target)
+    return CreateRequest(start, shared, options)
+
+
+# -- deliveries ----------------------------------------------------------------------------------
+
+
+def encode_deliveries(deliveries: Sequence[Delivery], media: str) -> bytes:
+    """A batch of deliveries: ``[{"id", "payload", "publishTime", "deliveries", "deadline"}]``."""
+    if media == AVRO:
+        return wire.encode("Deliveries", [_delivery(d) for d in deliveries])
+    return _dumps([{**_delivery(d), "id": _b64(d.id), "payload": _b64(d.payload)} for d in deliveries])
+
+
+def decode_deliveries(body: bytes, media: str) -> list[Delivery]:
+    if media == AVRO:
+        records = wire.decode("Deliveries", body)
+    else:
+        records = _loads(body, "delivery array")
+        if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+            raise InvalidArgument("expected a JSON array of deliveries")
+        records = [
+            {**r, "id": _unb64(r.get("id"), "id"), "payload": _unb64(r.get("payload"), "payload")} for r in records
+        ]
+    try:
+        return [Delivery(r["id"], r["payload"], r["publishTime"], r["deliveries"], r["deadline"]) for r in records]
+    except (KeyError, TypeError) as exc:
+        raise InvalidArgument(f"bad delivery from the gateway: {exc!r}") from None
+
+
+def _delivery(d: Delivery) -> dict[str, Any]:
+    return {
+        "id": d.id,
+        "payload": d.payload,
+        "publishTime": d.publish_time,
+        "deliveries": d.deliveries,
+        "deadline": d.deadline,
+    }
+
+
+# -- settling ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SettleRequest:
+    """The body of ack, nack, release and extend: the message ids and, for a nack its delay and for an
+    extension its hold time, ``seconds`` (None: none, or the subscription's ack timeout)."""
+
+    ids: list[bytes]
+    seconds: float | None = None
+
+
+def encode_settle(request: SettleRequest, media: str) -> bytes:
+    if media == AVRO:
+        return wire.encode("SettleRequest", {"ids": request.ids, "seconds": request.seconds})
+    return _dumps({"ids": [_b64(i) for i in request.ids], "seconds": request.seconds})
+
+
+def decode_settle(body: bytes, media: str) -> SettleRequest:
+    """A settle body; InvalidArgument for no ids or seconds that are not a finite number >= 0."""
+    if media == AVRO:
+        record = wire.decode("SettleRequest", body)
+        ids, seconds = record["ids"], record["seconds"]
+    else:
+        data = _object(body, "settle request", required=frozenset({"ids"}), optional=frozenset({"seconds"}))
+        if not isinstance(data["ids"], list):
+            raise InvalidArgument("field 'ids' must be an array of base64 message ids")
+        ids = [_unb64(v, f"ids[{i}]") for i, v in enumerate(data["ids"])]
+        seconds = data.get("seconds")
+        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))):
+            raise InvalidArgument(f"field 'seconds' must be a number or null, not {seconds!r}")
+    if not ids:
+        raise InvalidArgument("nothing to settle: give one or more message ids")
+    if seconds is not None and not (math.isfinite(seconds) and seconds >= 0):
+        raise InvalidArgument(f"bad seconds {seconds!r}: expected a finite number >= 0")
+    return SettleRequest(list(ids), None if seconds is None else float(seconds))
+
+
+def encode_deadlines(deadlines: Sequence[int], media: str) -> bytes:
+    """The answer of an extension: each message's new deadline (HBase ms), in the order asked."""
+    return wire.encode("Deadlines", list(deadlines)) if media == AVRO else _dumps(list(deadlines))
+
+
+def decode_deadlines(body: bytes, media: str) -> list[int]:
+    data = wire.decode("Deadlines", body) if media == AVRO else _loads(body, "deadlines")
+    if not isinstance(data, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in data):
+        raise InvalidArgument("expected an array of deadlines (ms)")
+    return data
+
+
+# -- in-flight messages (JSON) --------------------------------------------------------------------
+
+
+def encode_pending(pending: Sequence[PendingMessage]) -> bytes:
+    """``GET .../pending``: ``[{"id", "owner", "deadline", "deliveries", "publishTime", "state"}]``."""
+    return _dumps(
+        [
+            {
+                "id": _b64(p.id),
+                "owner": p.owner,
+                "deadline": p.deadline,
+                "deliveries": p.deliveries,
+                "publishTime": p.publish_time,
+                "state": p.state,
+            }
+            for p in pending
+        ]
+    )
+
+
+def decode_pending(body: bytes) -> list[PendingMessage]:
+    data = _loads(body, "pending list")
+    try:
+        return [
+            PendingMessage(
+                _unb64(p["id"], "id"), p["owner"], p["deadline"], p["deliveries"], p["publishTime"], p["state"]
+            )
+            for p in data
+        ]
+    except (KeyError, TypeError) as exc:
+        raise InvalidArgument(f"bad pending JSON from the gateway: {exc!r}") from None
