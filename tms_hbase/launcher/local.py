@@ -134,7 +134,7 @@ class LocalHBase:
             folder.mkdir(parents=True, exist_ok=True)
         write_conf(self.paths, zk_port)
         self.progress(f"starting HBase {HBASE_VERSION} (logs in {self.paths.logs})")
-        pids = {"master": self._spawn(java, "master", MASTER_CLASS, ["start"], "2g")}
+        pids = {"master": self._spawn(java, "master", MASTER_CLASS, ["start"], master_heap())}
         state = {
             "version": HBASE_VERSION,
             "thrift_port": self.thrift_port,
@@ -314,6 +314,17 @@ def _signal_group(pid: int, sig: int) -> None:
         pass
     except PermissionError:
         os.kill(pid, sig)
+
+
+def master_heap() -> str:
+    """The heap of the standalone JVM (master, region server and ZooKeeper in one): a quarter of the
+    machine's memory, 2 to 8 GiB. A region server keeps per-region state in it, and test and benchmark
+    runs that leave tables behind once made a fixed 2 GiB run out (OutOfMemoryError, then no answer)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return "2g"
+    return f"{max(2048, min(8192, total // 4 // 2**20))}m"
 
 
 def _find_java() -> str:
