@@ -25,7 +25,9 @@ import functools
 import hashlib
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import anyio
 from starlette.requests import Request
@@ -36,7 +38,6 @@ from tms_hbase import ConsumerSession, TopicId
 from tms_hbase.consume.consumer import Consumer
 from tms_hbase.consume.subscriptions import check_name
 from tms_hbase.errors import InvalidArgument, SubscriptionBusy
-from tms_hbase.fetch.reader import Message
 from tms_hbase.gateway_client import rest, rest_shared
 
 from .auth import CONSUME, PUBLISH
@@ -47,6 +48,7 @@ from .service import Gateway
 SUBSCRIPTIONS = TOPIC + "/subscriptions"
 SUBSCRIPTION = SUBSCRIPTIONS + "/{subscription}"
 SLICE = 0.5  # seconds a long-poll holds a thread at a time
+T = TypeVar("T")
 DEFAULT_MAX = 100  # messages per call without ?max=
 SMALL_BODY = 64 * 1024  # create, reset and commit bodies are a few bytes
 
@@ -138,7 +140,9 @@ async def messages(request: Request, gateway: Gateway, topic: TopicId) -> Respon
     consumer = await gateway.run(_open, gateway, topic, name, caller, count)
     done = False
     try:
-        got = await _long_poll(request, gateway, consumer, count, min(wait, gateway.settings.max_wait))
+        limit = gateway.settings.max_poll_bytes  # a page stops after the message that reaches it
+        page = functools.partial(consumer.poll, count, max_bytes=limit)
+        got = await long_poll(request, gateway, page, min(wait, gateway.settings.max_wait))
         done = got is not None
     finally:
         with anyio.CancelScope(shield=True):
@@ -267,22 +271,22 @@ def _owner(secret: str, principal: str) -> str:
     return f"gateway:{principal}:{digest}"
 
 
-async def _long_poll(
-    request: Request, gateway: Gateway, consumer: Consumer, count: int, wait: float
-) -> list[Message] | None:
-    """The page, waiting for it in slices of at most SLICE seconds, so a thread is never held long and a
-    stopping worker answers; None as soon as the client disconnects (a slice running in a thread ends
-    first, a wait for a long-poll thread at once), so a client that went away frees its slot. A page
-    stops at ``max_poll_bytes`` (after the message that reaches it: at least one comes)."""
-    limit = gateway.settings.max_poll_bytes
+async def long_poll(
+    request: Request, gateway: Gateway, take: Callable[[float], list[T]], wait: float
+) -> list[T] | None:
+    """What ``take(seconds)`` returns (it waits at most that long), tried in slices of at most SLICE
+    seconds in the long-poll threads until it returns something or ``wait`` has passed, so a thread is
+    never held long and a stopping worker answers; None as soon as the client disconnects (a slice
+    running in a thread ends first, a wait for a long-poll thread at once), so a client that went away
+    frees its slot. Exclusive pages and shared deliveries both wait this way."""
 
-    async def slices() -> list[Message]:
+    async def slices() -> list[T]:
         deadline = time.monotonic() + wait
         while True:
             left = max(0.0, deadline - time.monotonic())
-            page = await gateway.wait(functools.partial(consumer.poll, count, min(left, SLICE), max_bytes=limit))
-            if page or left <= SLICE or gateway.stopping.is_set():
-                return page
+            got = await gateway.wait(take, min(left, SLICE))
+            if got or left <= SLICE or gateway.stopping.is_set():
+                return got
 
     gateway.metrics.long_polls.inc()
     waiting = asyncio.ensure_future(slices())

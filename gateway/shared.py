@@ -16,10 +16,8 @@ again after its deadline (counted), as for a consumer that crashed.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import secrets
-import time
 from collections.abc import Callable
 
 from starlette.requests import Request
@@ -29,11 +27,11 @@ from starlette.routing import Route
 from tms_hbase import TopicId
 from tms_hbase.errors import InvalidArgument, NotHeld
 from tms_hbase.gateway_client import rest, rest_shared
-from tms_hbase.shared import Delivery, SharedConsumer
+from tms_hbase.shared import SharedConsumer
 
 from .auth import CONSUME
 from .bodies import query_number, read_body
-from .consuming import SLICE, SUBSCRIPTION, _disconnected, _name, _owner
+from .consuming import SUBSCRIPTION, _name, _owner, long_poll
 from .routes import endpoint
 from .service import Gateway
 
@@ -75,7 +73,9 @@ async def deliveries(request: Request, gateway: Gateway, topic: TopicId) -> Resp
     key, cache = (topic, name, owner), gateway.shared_sessions
     consumer = await gateway.run(cache.take, key)
     try:
-        got = await _long_poll(request, gateway, consumer, count, min(wait, gateway.settings.max_wait))
+        got = await long_poll(
+            request, gateway, functools.partial(consumer.receive, count), min(wait, gateway.settings.max_wait)
+        )
     finally:
         cache.park(key, consumer)
     if got is None:
@@ -84,33 +84,6 @@ async def deliveries(request: Request, gateway: Gateway, topic: TopicId) -> Resp
     data = await gateway.run(rest_shared.encode_deliveries, got, media)
     gateway.metrics.counted("consume", len(got))
     return Response(data, 200, media_type=media, headers={rest.CONSUMER_HEADER: secret})
-
-
-async def _long_poll(
-    request: Request, gateway: Gateway, consumer: SharedConsumer, count: int, wait: float
-) -> list[Delivery] | None:
-    """The deliveries, waiting for them in slices of at most SLICE seconds in the long-poll threads;
-    None as soon as the client disconnects."""
-
-    async def slices() -> list[Delivery]:
-        deadline = time.monotonic() + wait
-        while True:
-            left = max(0.0, deadline - time.monotonic())
-            got = await gateway.wait(functools.partial(consumer.receive, count, min(left, SLICE)))
-            if got or left <= SLICE or gateway.stopping.is_set():
-                return got
-
-    gateway.metrics.long_polls.inc()
-    waiting = asyncio.ensure_future(slices())
-    gone = asyncio.ensure_future(_disconnected(request))
-    try:
-        await asyncio.wait((waiting, gone), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        gone.cancel()
-        waiting.cancel()
-        await asyncio.wait((waiting, gone))
-        gateway.metrics.long_polls.dec()
-    return None if waiting.cancelled() else waiting.result()
 
 
 Settle = Callable[[SharedConsumer, list[bytes], float | None], list[int]]
