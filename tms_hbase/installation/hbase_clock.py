@@ -56,17 +56,14 @@ class HBaseClock:
         self._lock = threading.Lock()
 
     def now_ms(self) -> int:
-        """A lower bound of HBase's clock now, at most ``uncertainty_ms`` behind it."""
+        """A lower bound of HBase's clock now, at most the probe's round trip behind it."""
+        return self.reading()[0]
+
+    def reading(self) -> tuple[int, int]:
+        """:meth:`now_ms` and how far HBase's clock may be ahead of it (the probe's round trip), from one
+        probe."""
         anchor = self._current()
-        return anchor.hbase_ms + int((time.monotonic() - anchor.monotonic) * 1000)
-
-    def uncertainty_ms(self) -> int:
-        """How far HBase's clock may be ahead of :meth:`now_ms` (the last probe's round trip)."""
-        return self._current().uncertainty_ms
-
-    def offset_ms(self) -> int:
-        """HBase's clock minus this host's wall clock, as of the last probe (for reports)."""
-        return self._current().offset_ms
+        return anchor.hbase_ms + int((time.monotonic() - anchor.monotonic) * 1000), anchor.uncertainty_ms
 
     def _current(self) -> _Anchor:
         anchor = self._anchor
@@ -129,7 +126,7 @@ class PublishClock:
 
     def now_ms(self) -> int:
         local = now_ms()
-        hbase, uncertainty, half = self.hbase.now_ms(), self.hbase.uncertainty_ms(), self.skew_bound_ms() // 2
+        (hbase, uncertainty), half = self.hbase.reading(), self.skew_bound_ms() // 2
         # HBase's clock is in [hbase, hbase + uncertainty]: a date in [hbase + uncertainty - half, hbase + half]
         # is within half the bound of it whatever the uncertainty, so two writers' dates are within the bound
         low, high = min(hbase + uncertainty - half, hbase + half // 2), hbase + half
