@@ -488,3 +488,20 @@ def test_the_sweeper_prunes_the_skip_index_below_the_low_water_mark_and_a_counte
     assert is_counter_row(counter_key(T, 1), messages.get(counter_key(T, 1)))  # not a corrupt row
     assert sequencer.prune_skips(messages, T, 1, 10) == 2
     assert sequencer.skipped(messages, T, 1, 1, 100) == 2
+
+
+def test_close_releases_every_block_even_when_one_release_meets_a_corrupt_row() -> None:
+    from tms_hbase.publish.reservations import Block
+
+    w = World()
+    messages, other = w.inst.messages, TopicId("ns", "other")
+    res = Reservations(messages, b"w" * 16, lambda: 10.0)
+    blocks = {}
+    for topic in (T, other):  # a block of each topic held by the writer (no keeper runs: close releases them)
+        first = sequencer.reserve(messages, topic, 1, 5)
+        blocks[topic] = Block(first, 5, now_ms(), time.monotonic(), time.monotonic() + 60)
+        res._queue(topic, 1).block = blocks[topic]
+    sequencer.reserve(messages, T, 1, 1)  # somebody reserved after T's block: it cannot be given back
+    messages.put(message_key(T, 1, blocks[T].first), {MESSAGE_COLUMN: b"\x07garbage"})  # its release meets this
+    res.close()  # does not raise
+    assert sequencer.end_offset(messages, other, 1) == 0  # the other block was still given back
