@@ -140,6 +140,11 @@ def _print(report: SweepReport, as_json: bool) -> None:
         f"invalid (of {report.invalid_transactions} invalid transactions); payloads: {report.payloads_scanned} "
         f"scanned, {verb} {report.payloads_dropped}"
         + (f"; {report.messages_future_dated} rows dated in the future" if report.messages_future_dated else "")
+        + (
+            f"; {report.skip_markers_indexed} skip markers {'would be ' if report.dry_run else ''}indexed"
+            if report.skip_markers_indexed
+            else ""
+        )
         + (f"; {report.corrupt_rows} corrupt rows left in place (see the log)" if report.corrupt_rows else "")
         + (
             f"; NO invalid-list work: the transaction state from {report.tx_snapshot_source} was missing or too old"

@@ -62,6 +62,11 @@ class SweeperMetrics:
             "Message rows dated further ahead of their HBase cell timestamp than any correct writer writes",
             registry=self.registry,
         )
+        self.skips_indexed = Counter(
+            f"{changes}skip_markers_indexed",
+            f"{would}Skip markers found missing from their skip index (counted as messages until then), indexed",
+            registry=self.registry,
+        )
         self.corrupt_rows = Counter(
             "tms_sweeper_corrupt_rows",
             "Rows that do not decode, left in place and reported (counted once per sweep that meets them)",

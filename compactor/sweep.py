@@ -55,6 +55,7 @@ class SweepReport:
     messages_stripped: int = 0
     messages_invalidated: int = 0  # write pointer +p rewritten to -p (p on the invalid list)
     messages_future_dated: int = 0  # dated beyond the clock-skew bound: their TTL counts from when stored
+    skip_markers_indexed: int = 0  # skip markers found missing from their generation's skip index, added
     payloads_scanned: int = 0
     payloads_dropped: int = 0
     invalid_transactions: int = 0  # size of the invalid list the sweep used
@@ -95,6 +96,9 @@ class _Context:
     # sequencer generations of this region: is nothing left below the current row? (prefix deletes only)
     prefix_gone: dict[tuple[TopicId, int], bool] = field(default_factory=dict)
     low_water: dict[tuple[TopicId, int], int] = field(default_factory=dict)  # to raise before this chunk's deletes
+    # sequencer generations of this region: the positions their skip index holds (read once per region)
+    skip_index: dict[tuple[TopicId, int], set[int]] = field(default_factory=dict)
+    unindexed: dict[tuple[TopicId, int], dict[int, int]] = field(default_factory=dict)  # position: span, to index
 
 
 class Sweeper:
@@ -312,7 +316,7 @@ class Sweeper:
         # which needs them marked everywhere), so this bound stays true for the whole region.
         region_bound, region_read_pointer = context.prune_bound, context.read_pointer
         context.region_tx_stale = context.tx_stale
-        context.prefix_gone = {}
+        context.prefix_gone, context.skip_index = {}, {}
         kind = "messages" if self._is_messages(region) else "payloads"
         pending: tuple[Future | None, bytes] | None = None  # a chunk's deletes in flight, and its last key
         for chunk, following in self._chunks(region, start):
@@ -381,6 +385,10 @@ class Sweeper:
             if self._dead(key, context):
                 report.messages_dropped += 1
                 context.deletes.append(key)
+            else:
+                where = split_key(key)
+                assert where is not None
+                context.skip_index[where] = sequencer.indexed_positions(data)
             return
         check = check_message_row(key, {column: cell[0] for column, cell in data.items()})
         if check.header is None:
@@ -406,7 +414,10 @@ class Sweeper:
         if verdict is Verdict.DROP:
             report.messages_dropped += 1
             context.deletes.append(key)
-        elif verdict is Verdict.STRIP:
+            return
+        if row.skip and meta is not None and meta.sequencer and meta.generation == check.generation:
+            self._check_indexed((check.topic, check.generation), position_of(key), row, context)
+        if verdict is Verdict.STRIP:
             report.messages_stripped += 1
             full = BatchRow.decode(value)
             stripped = dataclasses.replace(full, payloads=())  # keeps the running totals
@@ -437,6 +448,20 @@ class Sweeper:
         if context.prefix_gone[where]:
             context.low_water[where] = row.next_position(position_of(key))
         return verdict
+
+    def _check_indexed(self, where: tuple[TopicId, int], position: int, row: RowHeader, context: _Context) -> None:
+        """Note a live skip marker that its generation's skip index lacks (its filler died, or HBase failed,
+        between putting the marker and indexing it), to be indexed with the chunk: counts and lag subtract
+        only indexed markers, so this is what makes them exact again after such a loss."""
+        known = context.skip_index.get(where)
+        if known is None:  # the counter row sorts before this region, or the sweep resumed past it
+            known = context.skip_index[where] = sequencer.index_of(self.installation.messages, *where)
+        if position in known:
+            return
+        known.add(position)
+        context.unindexed.setdefault(where, {})[position] = row.span or 1
+        context.report.skip_markers_indexed += 1
+        self.metrics.skips_indexed.inc()
 
     def _future_dated(self, where: tuple[TopicId, int], key: bytes, ahead_ms: int, context: _Context) -> None:
         context.report.messages_future_dated += 1
@@ -495,10 +520,20 @@ class Sweeper:
         """Start deleting the chunk's rows in the background; the future says when they are gone."""
         keys, context.deletes = tuple(context.deletes), []
         raised, context.low_water = context.low_water, {}
+        unindexed, context.unindexed = context.unindexed, {}
         if not self.dry_run:  # readers must know these offsets are swept before they are
             for (topic, generation), offset in raised.items():
                 sequencer.raise_low_water(self.installation.messages, topic, generation, offset)
                 sequencer.prune_skips(self.installation.messages, topic, generation, offset)
+            for (topic, generation), spans in unindexed.items():
+                log.info(
+                    "indexing %d skip markers of %s (generation %d) from offset %d that their fillers left unindexed",
+                    len(spans),
+                    topic,
+                    generation,
+                    min(spans),
+                )
+                sequencer.index_skips(self.installation.messages, topic, generation, spans)
         if not keys:
             return None
         self.metrics.rows_dropped.labels("messages" if self._is_messages(region) else "payloads").inc(len(keys))

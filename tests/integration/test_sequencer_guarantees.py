@@ -188,6 +188,42 @@ def test_counts_and_lag_are_exact_for_short_lived_writers(
     assert (lag.messages, lag.exact) == (11, True)
 
 
+def test_a_skip_marker_whose_filler_died_before_indexing_it_is_counted_once_the_sweeper_passed(
+    client: MessagingClient, topic: TopicId, tms_env: dict[str, str]
+) -> None:
+    client.create_subscription(T, "s")
+    run(tms_env, PRELUDE + "with MessagingClient() as c:\n    for i in range(5): c.publish(T, [b'before'])")
+    # a filler killed between putting a skip marker over 10 offsets and recording it in the skip index
+    run(
+        tms_env,
+        PRELUDE
+        + """
+from tms_hbase.publish import sequencer
+c = MessagingClient()
+first = sequencer.reserve(c.installation.messages, T, 1, 10)
+sequencer.fill_cell(c.installation.messages, T, 1, first, 10, 0, index=False)
+os._exit(0)
+""",
+    )
+    run(tms_env, PRELUDE + "with MessagingClient() as c:\n    for i in range(5): c.publish(T, [b'after'])")
+    assert client.topic_stats(T).messages == 20, "the unindexed marker's offsets count (what the sweeper repairs)"
+    sweeper = str(Path(sys.executable).with_name("tms-sweeper"))
+    done = subprocess.run(
+        [sweeper, "once", "--grace", "120", "--json"], env=tms_env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["skip_markers_indexed"] == 1
+    assert (client.topic_stats(T).messages, client.lag(T, "s").messages) == (10, 10)
+    counted = run(
+        tms_env, PRELUDE + "with MessagingClient() as c: print(c.topic_stats(T).messages, c.lag(T, 's').messages)"
+    )
+    assert counted.split()[:2] == ["10", "10"]
+    again = subprocess.run(
+        [sweeper, "once", "--grace", "120", "--json"], env=tms_env, capture_output=True, text=True, timeout=120
+    )
+    assert json.loads(again.stdout)["skip_markers_indexed"] == 0, "an indexed marker is not indexed again"
+
+
 def test_close_releases_every_block_even_when_one_cannot_be_released(client: MessagingClient) -> None:
     from tms_hbase.model.rows import MESSAGE_COLUMN, message_key
 

@@ -19,7 +19,8 @@ Phases:
    stopped. Then, within ``--bound`` seconds, every kind of reader must see every acknowledged message:
    new processes (fetch from the start, fetch_range, a consumer on a new subscription, a transactional
    reader) are started one after another until they do or the bound passes, while the long-lived
-   reader and consumers go on. Then, quiet: time seeks to sampled publish times from new clients, and
+   reader and consumers go on. Then, quiet: one sweeper pass (``tms-sweeper once``: it indexes the skip
+   markers that killed fillers left unindexed), time seeks to sampled publish times from new clients, and
    ``topic_stats`` and every subscription's ``lag``.
 4. **Check** (``checker``): the summary is printed and written to ``<run>/summary.json`` with the
    history in ``<run>/history/``; the exit code is 1 if there is any anomaly.
@@ -156,23 +157,24 @@ class Run:
         self.rec.event("spawn", target=name, role=role, pid=popen.pid, offset=offset, argv=argv)
         return proc
 
-    def sweeper(self) -> Proc:
+    def sweeper(self, *, once: bool = False) -> Proc:
+        """The sweeper daemon (a pass every 3 s, under the nemesis), or one pass (``once``, the final phase's,
+        unskewed): counts are exact once a pass has indexed the skip markers whose fillers were killed."""
+        mode = ["once"] if once else ["run", "--interval", "3"]
         argv = [
             sys.executable,
             "-m",
             "tests.verify.shim",
             "tms_hbase_sweeper.cli:main",
-            "run",
+            *mode,
             "--grace",
             str(self.grace),
-            "--interval",
-            "3",
             "--lease-seconds",
             "5",
             "--timeout",
             str(self.opts.timeout),
         ]
-        return self.spawn_command("sweeper", argv, skew=True)
+        return self.spawn_command("sweeper-once" if once else "sweeper", argv, skew=not once)
 
     def tx_server(self) -> Proc:
         argv = [
@@ -392,6 +394,10 @@ class Run:
         (self.dir / "stop").touch()
         self.wait_exit([q for q in self.procs if q.role != "txserver"], 60)
         self.reap(replace=False)
+        if "sweeper" not in o.skip:  # the pass that indexes what killed fillers left unindexed
+            sweep = self.sweeper(once=True)
+            self.wait_exit([sweep], 300)
+            self.rec.event("final-sweep", exit=sweep.popen.poll())
         p = self.spawn("final", "q", skew=False, kinds=["seek", "stats"], seeks=o.seeks)
         self.wait_exit([p], 300)
         self.reap(replace=False)

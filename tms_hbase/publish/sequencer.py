@@ -19,6 +19,7 @@ handed out by an HBase atomic increment, a batch row is written at its first off
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from tms_hbase.errors import HBaseError, HBaseUnavailable
 from tms_hbase.model.rows import (
@@ -92,7 +93,7 @@ def give_back(messages: Table, topic: TopicId, generation: int, first: int, span
 def skipped(messages: Table, topic: TopicId, generation: int, low: int, high: int) -> int:
     """Offsets held by skip markers at positions ``low`` <= p < ``high`` (one read of the counter row, the
     skip index filtered to that range in HBase). A marker whose filler died before indexing it is not
-    counted (its offsets then count as messages: at most one reservation per such death)."""
+    counted until the sweeper's next pass indexes it (its offsets count as messages until then)."""
     if high <= low:
         return 0
     key = counter_key(topic, generation)
@@ -100,6 +101,18 @@ def skipped(messages: Table, topic: TopicId, generation: int, low: int, high: in
     rows = messages.scan(key, key + b"\x00", limit=1, filter=f"ColumnRangeFilter('{low_q}', true, '{high_q}', false)")
     cells = [(column, value) for _, row in rows for column, value in row.items()]
     return sum(int.from_bytes(value, "big") for column, value in cells if column.startswith(SKIPPED_PREFIX))
+
+
+def indexed_positions(counter_row: Mapping[bytes, object]) -> set[int]:
+    """The positions of the skip markers that a counter row's skip index holds (its columns)."""
+    return {int(column[len(SKIPPED_PREFIX) :], 16) for column in counter_row if column.startswith(SKIPPED_PREFIX)}
+
+
+def index_of(messages: Table, topic: TopicId, generation: int) -> set[int]:
+    """The positions of the skip markers that the generation's skip index holds (one read of its counter row)."""
+    key = counter_key(topic, generation)
+    rows = messages.scan(key, key + b"\x00", limit=1)
+    return set().union(*(indexed_positions(row) for _, row in rows))
 
 
 def prune_skips(messages: Table, topic: TopicId, generation: int, below: int) -> int:
@@ -115,16 +128,16 @@ def prune_skips(messages: Table, topic: TopicId, generation: int, below: int) ->
 
 
 def index_skips(messages: Table, topic: TopicId, generation: int, spans: dict[int, int]) -> None:
-    """Record skip markers (position: span) that this process put in the skip index, in one blind,
-    idempotent put. A failure is logged, not raised: the markers stand, and their offsets count as
-    messages until the generation goes (bounded by what this process filled)."""
+    """Record skip markers (position: span) in the skip index, in one blind, idempotent put: their filler
+    does so after putting them, the sweeper for any it finds missing. A failure is logged, not raised: the
+    markers stand, and their offsets count as messages until the sweeper's next pass indexes them."""
     cells = {skipped_column(position): span.to_bytes(8, "big") for position, span in spans.items()}
     try:
         messages.put(counter_key(topic, generation), cells)
     except HBaseError as exc:
         log.warning(
             "could not index %d skip markers of %s (generation %d) from offset %d: counts and lag include their "
-            "%d offsets: %s",
+            "%d offsets until the sweeper's next pass indexes them: %s",
             len(spans),
             topic,
             generation,
