@@ -341,6 +341,52 @@ def test_transactional_stream_waits_for_the_transaction_in_progress(
         query.stop()
 
 
+def _dead_writers_hole(topic: TopicId, tms_env: dict[str, str]) -> list[bytes]:
+    """A writer process publishes 50 messages one at a time and exits without close(), leaving its reserved
+    block as a hole; a second one publishes one message above it. What was acknowledged, in order."""
+    writer = f"from tms_hbase import MessagingClient, TopicId\nimport os\nT = TopicId.parse({str(topic)!r})\n"
+    dead = writer + "c = MessagingClient()\nfor i in range(50): c.publish(T, [b'a%02d' % i])\nos._exit(0)\n"
+    for code in (dead, writer + "with MessagingClient() as c: c.publish(T, [b'b'])\n"):
+        done = subprocess.run([sys.executable, "-c", code], env=tms_env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+    return [b"a%02d" % i for i in range(50)] + [b"b"]
+
+
+@pytest.mark.parametrize("how", ["batch", "stream"])
+def test_spark_reads_pass_a_dead_writers_hole(
+    spark, client: MessagingClient, options: dict[str, str], tms_env: dict[str, str], tmp_path: Path, how: str
+) -> None:
+    client.create_topic(T)  # the defaults: the sequencer, where a writer that dies leaves a hole
+    expected = _dead_writers_hole(T, tms_env)
+    # the hole below b is due H (1 s here) after b's row was stored, for every reader: allow for a loaded machine
+    deadline = time.monotonic() + 60
+    if how == "batch":
+        while (seen := [p for _, _, p in rows(read(spark, T, options, partitions=3))]) != expected:
+            assert time.monotonic() < deadline, f"a batch read still shows {len(seen)} of 51 messages"
+        return
+    query = (
+        spark.readStream.format("tms")
+        .options(**options, topic=str(T))
+        .load()
+        .writeStream.format("memory")
+        .queryName("holestream")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .start()
+    )
+    try:
+        while True:
+            query.processAllAvailable()
+            seen = [
+                bytes(r.payload) for r in spark.sql("SELECT payload FROM holestream ORDER BY position, index").collect()
+            ]
+            if seen == expected:
+                break
+            assert seen == expected[: len(seen)], "the stream skipped or reordered what it read"
+            assert time.monotonic() < deadline, f"the stream still shows {len(seen)} of 51 messages"
+    finally:
+        query.stop()
+
+
 def test_a_stream_from_a_re_created_topic_is_refused(
     spark, client: MessagingClient, options: dict[str, str], tmp_path: Path
 ) -> None:
