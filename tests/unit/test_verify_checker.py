@@ -187,3 +187,20 @@ def test_an_unexpired_message_missing_on_a_ttl_topic_is_lost() -> None:
     h.publish(["swept"], topic=TTL)
     h.final([("kept", 1, int(h.t * 1000))], topic=TTL)
     assert h.check()["anomalies"] == {"lost": 1}
+
+
+def test_a_daemon_that_cannot_reach_hbase_at_start_is_no_crash_while_hbase_is_away() -> None:
+    h = published_abc()
+    h.final(ABC)
+
+    def exited(t: float, target: str) -> None:
+        h.events.append({"type": "exited", "p": "runner", "t": t, "target": target, "role": "sweeper", "code": 5})
+
+    h.events.append({"type": "fault", "p": "runner", "t": 2000.0, "fault": "hbase", "phase": "start"})
+    exited(2100.0, "sweeper7")  # started while HBase was down: 'HBase unavailable', as promised
+    h.events.append({"type": "fault", "p": "runner", "t": 2200.0, "fault": "hbase", "phase": "end"})
+    exited(2210.0, "sweeper8")  # reaped just after it came back
+    assert h.check()["harness_errors"] == []
+    exited(2500.0, "sweeper9")  # HBase was up: the daemon should have reached it
+    h.events.sort(key=lambda e: e["t"])
+    assert h.check()["harness_errors"] == ["sweeper9 (sweeper) exited with code 5"]

@@ -35,7 +35,7 @@ from __future__ import annotations
 import bisect
 import signal
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,6 +95,33 @@ def _id(value: Iterable[int] | None) -> Id | None:
     return None if value is None else tuple(value)  # type: ignore[return-value]
 
 
+UNAVAILABLE = 5  # the programs' exit code for HBase unavailable (tms_hbase.model.exit_codes)
+CUT_OFF_SLACK = 30.0  # seconds after a fault on the link to HBase ends in which its effects are still seen
+
+
+def _cut_off(events: list[dict[str, Any]]) -> Callable[[float], bool]:
+    """Whether HBase was out of reach at a time: within a fault of HBase itself or of the proxy (from its start
+    to its end, or to the heal when it has none), or up to CUT_OFF_SLACK seconds after. A daemon that starts
+    then exits with 'HBase unavailable' (5) as the programs promise: that is not a crash of the suite."""
+    windows: list[tuple[float, float]] = []
+    opened: dict[str, float] = {}
+    for e in events:
+        if e["type"] != "fault":
+            continue
+        if e.get("mode") == "cut":  # the proxy's connections cut at one moment: no end of its own
+            windows.append((e["t"], e["t"]))
+        elif e["fault"] in ("hbase", "proxy"):
+            if e.get("phase", "start") == "start":
+                opened.setdefault(e["fault"], e["t"])
+            elif e["fault"] in opened:
+                windows.append((opened.pop(e["fault"]), e["t"]))
+        elif e["fault"] == "heal":
+            windows.extend((start, e["t"]) for start in opened.values())
+            opened.clear()
+    windows.extend((start, float("inf")) for start in opened.values())
+    return lambda t: any(start <= t <= end + CUT_OFF_SLACK for start, end in windows)
+
+
 class History:
     """The history indexed for the checks."""
 
@@ -111,6 +138,7 @@ class History:
         self.faults: Counter[str] = Counter()
         invokes: dict[tuple[str, int], dict[str, Any]] = {}
         views: dict[tuple[str, int], list[list[Any]]] = {}
+        cut_off = _cut_off(events)
         for e in events:
             kind = e["type"]
             if kind == "fault":
@@ -118,7 +146,8 @@ class History:
                     self.faults[e["fault"]] += 1
                 continue
             if kind == "exited" and e["code"] not in (0, -signal.SIGKILL, -signal.SIGTERM):
-                self.harness_errors.append(f"{e['target']} ({e['role']}) exited with code {e['code']}")
+                if not (e["code"] == UNAVAILABLE and cut_off(e["t"])):  # a daemon started while HBase was away
+                    self.harness_errors.append(f"{e['target']} ({e['role']}) exited with code {e['code']}")
                 continue
             if kind == "final-long":
                 self.final_long.update(e["processes"])

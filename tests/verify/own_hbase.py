@@ -51,7 +51,7 @@ class OwnHBase:
         with open(self.log, "a") as f:
             f.write(f"{time.strftime('%H:%M:%S')} {message}\n")
 
-    def start(self, timeout: float = 300.0, attempts: int = 3) -> str:
+    def start(self, timeout: float = 660.0, attempts: int = 3) -> str:
         for attempt in range(1, attempts + 1):
             try:
                 return self.launcher.start(timeout=timeout)

@@ -54,6 +54,10 @@ def site_properties(paths: LauncherPaths, zk_port: int) -> dict[str, str]:
         # A local server that fails should say so in seconds, not after minutes of retries.
         "hbase.client.retries.number": "10",
         "hbase.client.operation.timeout": "60000",
+        # After a crash the master first recovers the dead region server (its WAL split, hbase:meta reassigned):
+        # on a busy machine that took over the 200 s the standalone master allows itself by default, and then
+        # it gave up and exited. Ten minutes, as the launcher's own start is bounded by its caller's timeout.
+        "hbase.master.init.timeout.localHBaseCluster": "600000",
         # A development server sees tables come and go by the thousand (tests, benchmarks): delete the WALs
         # and archived files of dropped and compacted tables after a minute instead of 10 and 5 minutes, so
         # that a few minutes of heavy writes cannot fill the disk (there are no snapshots or replication here).
