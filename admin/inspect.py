@@ -97,7 +97,7 @@ def tail(
         inspector = client.inspector()
         cursor = inspector.start(topic, meta.generation, from_id=start_id, from_time=start_time, last=last)
         out = _printer(fmt)
-        with TransactionClient(tx_server or None, timeout=settings.timeout) as tx_client:
+        with TransactionClient(tx_server or None, timeout_seconds=settings.timeout) as tx_client:
             view = client.tx_state if tx_server is None else lambda: snapshot_from_server(tx_client)
             while True:
                 for entry in inspector.entries(
@@ -250,7 +250,7 @@ def _publish_in_a_transaction(
     from tms_hbase.tx.messaging import TransactionalPublisher
 
     published = batches = 0
-    with TransactionClient(tx_server or None, timeout=timeout) as tx_client:
+    with TransactionClient(tx_server or None, timeout_seconds=timeout) as tx_client:
         publisher = TransactionalPublisher(client)
         context = TransactionContext(tx_client, publisher)
         context.start_long()

@@ -166,7 +166,7 @@ def _sweeper(
         metadata_refresh_seconds=options["metadata_refresh"],
         snapshot_refresh_seconds=options["snapshot_refresh"],
         max_snapshot_age=options["max_snapshot_age"],
-        tx_source=ServerSnapshots(options["tx_server"], timeout=timeout) if options["tx_server"] else None,
+        tx_source=ServerSnapshots(options["tx_server"], timeout_seconds=timeout) if options["tx_server"] else None,
         metrics=metrics,
     )
 

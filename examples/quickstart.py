@@ -50,7 +50,7 @@ with MessagingClient() as client:
     # Poll from the last id seen, or start from a publish time (a binary search, O(log n) reads).
     last = messages[1]
     print("after paid:", [m.payload for m in client.fetch(topic, start_message=last.id, inclusive=False)])
-    print("since then:", len(list(client.fetch(topic, start_time=last.publish_time))))
+    print("since then:", len(list(client.fetch(topic, start_time_ms=last.publish_time))))
 
     # Fire-and-forget publishing: bounded queue, background batching, retries, a future each.
     with AsyncPublisher(client, on_full="drop") as publisher:

@@ -140,7 +140,7 @@ async def publish(request: Request, gateway: Gateway, topic: TopicId) -> Respons
 
     def work() -> tuple[int, bytes]:
         publish = rest.decode_publish(body, media)
-        detail = gateway.client.publish(topic, publish.messages, publish.transaction_write_pointer, ttl=ttl)
+        detail = gateway.client.publish(topic, publish.messages, publish.transaction_write_pointer, ttl_seconds=ttl)
         return len(publish.messages), b"" if detail is None else bytes(detail)
 
     count, handle = await gateway.run(work)
@@ -173,7 +173,7 @@ async def poll(request: Request, gateway: Gateway, topic: TopicId) -> Response:
         messages = gateway.client.fetch(
             topic,
             start_message=start if isinstance(start, bytes) else None,
-            start_time=start if isinstance(start, int) else None,
+            start_time_ms=start if isinstance(start, int) else None,
             inclusive=consume.inclusive,
             limit=limit,
             transaction=tx,

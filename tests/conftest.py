@@ -94,7 +94,7 @@ def table_dropper(hbase_address: str) -> Iterator[ThreadPoolExecutor]:
 
 
 def _drop(address: str, prefix: str) -> None:
-    with MessagingClient(address, prefix, timeout=60) as client:
+    with MessagingClient(address, prefix, timeout_seconds=60) as client:
         client.drop_tables()
 
 

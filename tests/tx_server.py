@@ -44,7 +44,7 @@ class TxServer:
         deadline = time.monotonic() + 60
         while True:
             try:
-                with TransactionClient(self.address, timeout=2) as c:
+                with TransactionClient(self.address, timeout_seconds=2) as c:
                     c.status()
                 return self
             except TransactionServiceUnavailable:

@@ -27,7 +27,6 @@ from tms_hbase.fetch.stats import Lag, TopicStatistics, TopicStats
 from tms_hbase.installation.hbase_clock import HBaseClock, PublishClock
 from tms_hbase.installation.metadata import CLOCK_COLUMN, SETTINGS_KEY, MetadataCache, MetadataStore, TopicScan
 from tms_hbase.installation.settings import InstallationStore, TailCacheSetting, WriterSettings
-from tms_hbase.model.args import renamed
 from tms_hbase.model.clock import check_time_ms
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.metrics import CLIENT_METRICS
@@ -64,12 +63,12 @@ class MessagingClient:
     tables do not exist raises InstallationNotFound and creates nothing, so a mistyped prefix is
     noticed instead of answering "no topics" from four new empty tables.
 
-    ``timeout_seconds`` (or its older name ``timeout``) is a deadline, not a limit per socket read:
+    ``timeout_seconds`` is a deadline, not a limit per socket read:
     each method returns or raises within about that, all the HBase calls it makes (retries included) sharing it, however
     slowly a gateway answers; HBaseUnavailable (``timed_out`` set) says it passed. The iterator that
-    :meth:`fetch` returns reads lazily: each read it makes while you iterate gets ``timeout`` of its
+    :meth:`fetch` returns reads lazily: each read it makes while you iterate gets ``timeout_seconds`` of its
     own. The first call of a client also looks up (or, for create_topic, creates) the tables, each
-    HBase call of that under its own ``timeout`` (creating a table takes seconds).
+    HBase call of that under its own ``timeout_seconds`` (creating a table takes seconds).
     ``max_batch_bytes`` caps one publish or store. A transactional publish or store whose write pointer
     (``ms since the epoch x 10^6``, as Tephra makes them) is older than ``tx_max_lifetime_seconds``
     (default and maximum: Tephra's 25 h) is refused with InvalidArgument, as CDAP refuses it.
@@ -87,16 +86,13 @@ class MessagingClient:
         retry: Retry | None = None,
         create_tables: bool = True,
         max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
-        metadata_max_age_seconds: float | None = None,
-        timeout: float | None = None,
-        metadata_max_age: float | None = None,
+        metadata_max_age_seconds: float = 1.0,
         tx_max_lifetime_seconds: float = MAX_LIFETIME_SECONDS,
     ) -> None:
         tx_max_lifetime_seconds = validate_max_lifetime(tx_max_lifetime_seconds)
-        seconds = renamed("timeout_seconds", timeout_seconds, "timeout", timeout, None)
         if config is None:
-            config = Config.resolve(address, prefix, timeout_seconds=seconds, retry=retry, pool_size=pool_size)
-        elif any(v is not None for v in (address, prefix, seconds, pool_size, retry)):
+            config = Config.resolve(address, prefix, timeout_seconds=timeout_seconds, retry=retry, pool_size=pool_size)
+        elif any(v is not None for v in (address, prefix, timeout_seconds, pool_size, retry)):
             raise InvalidArgument("give a Config or the address, prefix, timeout, pool size and retry, not both")
         self.config = config
         """Where this client's installation is and how it talks to it (:class:`~tms_hbase.config.Config`)."""
@@ -112,16 +108,11 @@ class MessagingClient:
         self.installation = Installation(pool, TableNames(config.prefix))
         """The installation's tables over this client's connection pool: what the sweeper, the CLIs,
         Spark tasks and other components built on the library use (see docs/architecture.md)."""
-        self.hbase = self.installation.hbase  # the pool (kept for compatibility: use installation)
-        self.tables = self.installation.names  # the table names (likewise)
         self._create_tables = create_tables
         self._ready = self._subscriptions_ready = False
         self._ready_lock = threading.Lock()
         self._metadata = MetadataStore(self.installation.metadata, retry=config.retry)
-        max_age = renamed(
-            "metadata_max_age_seconds", metadata_max_age_seconds, "metadata_max_age", metadata_max_age, 1.0
-        )
-        self._topics = MetadataCache(self._metadata, max_age)
+        self._topics = MetadataCache(self._metadata, metadata_max_age_seconds)
         storage = self.installation
         self._settings = InstallationStore(storage.metadata)
         writer_settings = WriterSettings(self._settings)
@@ -161,7 +152,7 @@ class MessagingClient:
             self._metadata.get,
             self.hbase_clock.now_ms,
         )
-        self._doorbells = Doorbells(self.tables.prefix, self._doorbells_of)
+        self._doorbells = Doorbells(self.installation.prefix, self._doorbells_of)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -189,7 +180,7 @@ class MessagingClient:
                 try:
                     self._shared_store.close()
                 finally:
-                    self.hbase.close()
+                    self.installation.hbase.close()
 
     @property
     def max_batch_bytes(self) -> int:
@@ -197,7 +188,7 @@ class MessagingClient:
         return self._writer.max_batch_bytes
 
     def __repr__(self) -> str:
-        return f"MessagingClient({self.hbase.address!r}, prefix={self.tables.prefix!r})"
+        return f"MessagingClient({self.installation.address!r}, prefix={self.installation.prefix!r})"
 
     def ping(self) -> None:
         """One cheap round trip to HBase (it lists the table names): HBaseUnavailable if it does not
@@ -205,10 +196,10 @@ class MessagingClient:
 
         For health checks (``tms-gateway``'s ``GET /health``): it creates nothing and reads no topic.
         """
-        with self.hbase.operation():
+        with self.installation.hbase.operation():
             missing = self.installation.missing()
         if missing:
-            raise InstallationNotFound(self.tables.prefix, self.hbase.address, missing)
+            raise InstallationNotFound(self.installation.prefix, self.installation.address, missing)
 
     def init_tables(self) -> list[str]:
         """Create any missing table of this prefix now; returns the names created."""
@@ -256,7 +247,7 @@ class MessagingClient:
                 return
             missing = self.installation.missing()
             if missing and not (create and self._create_tables):
-                raise InstallationNotFound(self.tables.prefix, self.hbase.address, missing)
+                raise InstallationNotFound(self.installation.prefix, self.installation.address, missing)
             if missing:
                 self.installation.create_missing()
             self._ready = True
@@ -287,7 +278,7 @@ class MessagingClient:
         self._ensure_ready(create=True)
         self._topics.forget(topic)
         try:
-            with self.hbase.operation():
+            with self.installation.hbase.operation():
                 return self._metadata.create(topic, properties)
         except TopicAlreadyExists:
             if not exist_ok:
@@ -311,14 +302,14 @@ class MessagingClient:
         self._topics.forget(
             topic
         )  # this client's next publish sees the new tx.mode; others within metadata_max_age_seconds
-        with self.hbase.operation():
+        with self.installation.hbase.operation():
             return self._metadata.update(topic, properties, expected)
 
     def get_topic(self, topic: TopicLike) -> TopicMetadata:
         """The topic's metadata; TopicNotFound if it does not exist."""
         topic = _topic(topic)
         self._ensure_ready()
-        with self.hbase.operation():
+        with self.installation.hbase.operation():
             return self._metadata.get(topic)
 
     def list_topics(self, namespace: str | None = None) -> list[TopicId]:
@@ -334,7 +325,7 @@ class MessagingClient:
         if namespace is not None:
             TopicId(namespace, "x")  # InvalidArgument for a bad namespace name, before any HBase call
         self._ensure_ready()
-        with self.hbase.operation():
+        with self.installation.hbase.operation():
             return self._metadata.list(namespace)
 
     def scan_topics(self, namespace: str | None = None) -> TopicScan:
@@ -348,7 +339,7 @@ class MessagingClient:
         topic = _topic(topic)
         self._ensure_ready()
         self._topics.forget(topic)
-        with self.hbase.operation():
+        with self.installation.hbase.operation():
             self._metadata.delete(topic)
 
     # -- messages -----------------------------------------------------------------------------
@@ -362,7 +353,6 @@ class MessagingClient:
         *,
         ttl_seconds: float | None = None,
         resume: PublishOutcomeUnknown | None = None,
-        ttl: float | None = None,
     ) -> None: ...
 
     @overload
@@ -374,7 +364,6 @@ class MessagingClient:
         *,
         ttl_seconds: float | None = None,
         resume: PublishOutcomeUnknown | None = None,
-        ttl: float | None = None,
     ) -> RollbackDetail: ...
 
     def publish(
@@ -385,28 +374,25 @@ class MessagingClient:
         *,
         ttl_seconds: float | None = None,
         resume: PublishOutcomeUnknown | None = None,
-        ttl: float | None = None,
     ) -> RollbackDetail | None:
         """Publish a batch of payloads, in order, as one unit: all of it is stored or none.
 
         Without ``tx_write_pointer`` returns None. With one, the batch carries the transaction's
         write pointer and a :class:`RollbackDetail` is returned (``bytes(detail)`` is the opaque
         handle); an empty list then publishes the payloads stored before with :meth:`store`.
-        ``ttl_seconds`` (or its older name ``ttl``) expires these messages sooner than the topic's TTL.
+        ``ttl_seconds`` expires these messages sooner than the topic's TTL.
 
         If HBase stops answering mid-publish, PublishOutcomeUnknown is raised; calling publish again
         with the same arguments and ``resume=`` that error stores the batch exactly once.
         """
         topic = _topic(topic)
-        ttl = renamed("ttl_seconds", ttl_seconds, "ttl", ttl, None)
         self._ensure_ready()
-        topic = _topic(topic)
         point = None if resume is None else resume.resume
         if point is not None and not isinstance(point, Resume):
             raise InvalidArgument("resume= takes the PublishOutcomeUnknown a MessagingClient's publish raised")
         started = time.perf_counter()
-        with self.hbase.operation():
-            detail = self._writer.publish(topic, payloads, tx_write_pointer, ttl, point)
+        with self.installation.hbase.operation():
+            detail = self._writer.publish(topic, payloads, tx_write_pointer, ttl_seconds, point)
         elapsed = time.perf_counter() - started
         CLIENT_METRICS.published(str(topic), len(payloads), sum(map(len, payloads)), elapsed)
         self._doorbells.ring(topic)
@@ -427,7 +413,7 @@ class MessagingClient:
         """
         topic = _topic(topic)
         self._ensure_ready()
-        with self.hbase.operation():
+        with self.installation.hbase.operation():
             self._writer.store(topic, payloads, tx_write_pointer, sequence)
 
     def rollback(self, topic: TopicLike, handle: RollbackDetail | bytes) -> None:
@@ -435,39 +421,38 @@ class MessagingClient:
         topic = _topic(topic)
         detail = handle if isinstance(handle, RollbackDetail) else RollbackDetail.from_bytes(handle)
         self._ensure_ready()
-        with self.hbase.operation():
+        with self.installation.hbase.operation():
             self._writer.rollback(topic, detail)
 
     def fetch(
         self,
         topic: TopicLike,
         start_message: bytes | None = None,
-        start_time: int | None = None,
+        start_time_ms: int | None = None,
         inclusive: bool = True,
         limit: int | None = None,
         transaction: Transaction | None = None,
-        *,
-        start_time_ms: int | None = None,
     ) -> Iterator[Message]:
-        """Messages in order from a message id or a publish time (``start_time``, also named
-        ``start_time_ms``: milliseconds since the epoch), up to ``limit``.
+        """Messages in order from a message id or a publish time (``start_time_ms``: milliseconds
+        since the epoch), up to ``limit``.
 
         Without a transaction every message is returned, rolled-back ones included. With one,
         rolled-back and invalid messages are skipped and the fetch stops at the first message of a
         transaction the reader cannot see yet. Bad arguments raise here, before iterating.
-        Finding the start takes one deadline (``timeout``); each read while iterating another.
+        Finding the start takes one deadline (``timeout_seconds``); each read while iterating another.
         """
         topic = _topic(topic)
-        start_time = renamed("start_time_ms", start_time_ms, "start_time", start_time, None)
         self._ensure_ready()
-        with self.hbase.operation():
-            return self._reader.fetch(topic, start_message, start_time, inclusive, limit, transaction)
+        with self.installation.hbase.operation():
+            return self._reader.fetch(topic, start_message, start_time_ms, inclusive, limit, transaction)
 
     # -- slices (parallel readers such as the Spark data source) ----------------------------------
 
-    def positions(self, topic: TopicId, start_time: int | None = None, end_time: int | None = None) -> PositionRange:
+    def positions(
+        self, topic: TopicId, start_time_ms: int | None = None, end_time_ms: int | None = None
+    ) -> PositionRange:
         """The batch-row positions of the topic's current generation that hold messages published in
-        [start_time, end_time) (ms; None: unbounded) and not expired: found with binary searches,
+        [start_time_ms, end_time_ms) (None: unbounded) and not expired: found with binary searches,
         O(log n) reads. The message ids of a position start with it. In a chain generation positions are
         dense (1, 2, 3, ... one per batch row); in a sequencer generation (``ordering=sequencer``) a
         position is its row's first message offset and the next row starts at position + its message
@@ -475,9 +460,9 @@ class MessagingClient:
         (the raw tail): in a sequencer generation a reservation below it may still be unwritten, and a
         read up to it waits for that (at most H) as any reader does (docs/ordering.md)."""
         topic = _topic(topic)
-        start_time, end_time = _time("start_time", start_time), _time("end_time", end_time)
+        start_time, end_time = _time("start_time_ms", start_time_ms), _time("end_time_ms", end_time_ms)
         self._ensure_ready()
-        with self.hbase.operation():
+        with self.installation.hbase.operation():
             return self._reader.positions(topic, start_time, end_time)
 
     def fetch_range(
@@ -495,7 +480,7 @@ class MessagingClient:
         first = start if isinstance(start, MessageId) else MessageId.decode(start)
         last = end if end is None or isinstance(end, MessageId) else MessageId.decode(end)
         self._ensure_ready()
-        with self.hbase.operation():
+        with self.installation.hbase.operation():
             return self._reader.fetch_range(topic, first, last, transaction)
 
     def batches(
@@ -526,7 +511,7 @@ class MessagingClient:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
             raise InvalidArgument(f"bad limit {limit!r}: expected a positive integer")
         self._ensure_ready()
-        with self.hbase.operation():
+        with self.installation.hbase.operation():
             return self._reader.stored_sequences(
                 topic, generation, tx_write_pointer, start, stop, limit, reverse=reverse
             )
@@ -608,20 +593,20 @@ class MessagingClient:
         topic: TopicId,
         name: str,
         start_message: bytes | str | None = None,
-        start_time: int | None = None,
+        start_time_ms: int | None = None,
         *,
         force: bool = False,
     ) -> Subscription:
         """Move the mark: the next message delivered is ``start_message`` (a message id, or "earliest"
-        or "latest"), or the first one published at ``start_time`` (ms) or later. It may move
+        or "latest"), or the first one published at ``start_time_ms`` or later. It may move
         backwards (to consume again) or forwards (to skip). SubscriptionBusy while a consumer holds
         the subscription, unless ``force`` (that consumer then fails with LeaseLost). A shared one
         starts afresh at once: what its consumers hold is void (NotHeld when they settle it)."""
         self._ensure_subscriptions()
         meta = self._metadata.get(_topic(topic))
         if self._shared.settings(meta, name) is not None:
-            return self._shared.reset(meta, name, start_message, start_time)
-        return self._subscription_admin.reset(meta, name, start_message, start_time, force=force)
+            return self._shared.reset(meta, name, start_message, start_time_ms)
+        return self._subscription_admin.reset(meta, name, start_message, start_time_ms, force=force)
 
     def lag(self, topic: TopicId, name: str) -> Lag:
         """How far the subscription is behind: ``Lag(messages, seconds)`` (a few reads, no scan). For a
@@ -750,7 +735,7 @@ class MessagingClient:
             store=self._subscriptions,
             reader=self._reader,
             topics=self._topics,
-            prefix=self.tables.prefix,
+            prefix=self.installation.prefix,
             tx_state=self.tx_state,
             max_wait=max_wait,
             transaction=transaction,

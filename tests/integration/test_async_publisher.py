@@ -7,6 +7,7 @@ import time
 import pytest
 
 from tms_hbase import AsyncPublisher, InvalidArgument, MessagingClient, QueueFull, TopicId, TopicNotFound
+from tms_hbase.model.retry import Retry
 
 from ..tcp_proxy import TcpProxy
 
@@ -19,7 +20,7 @@ def payloads(client: MessagingClient, topic: TopicId = T) -> list[bytes]:
 
 def test_publishes_in_order_in_few_batches(client: MessagingClient) -> None:
     client.create_topic(T)
-    with AsyncPublisher(client, linger=0.05) as publisher:
+    with AsyncPublisher(client, linger_seconds=0.05) as publisher:
         futures = [publisher.publish(T, [f"{i}".encode()]) for i in range(300)]
         assert all(f.result(timeout=30) is True for f in futures)
         assert publisher.stats.published == 300
@@ -29,7 +30,7 @@ def test_publishes_in_order_in_few_batches(client: MessagingClient) -> None:
 
 def test_flush_waits_and_close_sends_what_is_queued(client: MessagingClient) -> None:
     client.create_topic(T)
-    publisher = AsyncPublisher(client, linger=0.2)
+    publisher = AsyncPublisher(client, linger_seconds=0.2)
     publisher.publish(T, [b"a"])
     publisher.flush(timeout=30)
     assert payloads(client) == [b"a"]
@@ -59,10 +60,10 @@ def test_bad_input_fails_at_once_or_in_its_future(client: MessagingClient) -> No
 def test_full_queue_policies(proxy: TcpProxy, prefix: str, hbase_address: str) -> None:
     with MessagingClient(hbase_address, prefix) as direct:  # tables and topic without the proxy's short timeout
         direct.create_topic(T)
-    with MessagingClient(proxy.address, prefix, timeout=2) as client:
+    with MessagingClient(proxy.address, prefix, timeout_seconds=2) as client:
         proxy.stall = True  # the sender hangs on its first publish; the queue fills up
-        raising = AsyncPublisher(client, max_queue=2, on_full="raise", retries=0, linger=0)
-        dropping = AsyncPublisher(client, max_queue=2, on_full="drop", retries=0, linger=0)
+        raising = AsyncPublisher(client, max_queue=2, on_full="raise", retry=Retry.never(), linger_seconds=0)
+        dropping = AsyncPublisher(client, max_queue=2, on_full="drop", retry=Retry.never(), linger_seconds=0)
         for publisher in (raising, dropping):
             publisher.publish(T, [b"in flight"])
             time.sleep(0.2)
@@ -81,13 +82,13 @@ def test_full_queue_policies(proxy: TcpProxy, prefix: str, hbase_address: str) -
 def test_give_up_policies_after_retries(proxy: TcpProxy, prefix: str, hbase_address: str) -> None:
     with MessagingClient(hbase_address, prefix) as direct:  # creating tables takes longer than 0.5 s on a busy HBase
         direct.create_topic(T)
-    with MessagingClient(proxy.address, prefix, timeout=0.5) as client:
+    with MessagingClient(proxy.address, prefix, timeout_seconds=0.5) as client:
         proxy.stall = True
-        with AsyncPublisher(client, retries=2, backoff=0.01, on_give_up="raise") as raising:
+        with AsyncPublisher(client, retry=Retry(attempts=3, backoff_seconds=0.01), on_give_up="raise") as raising:
             failed = raising.publish(T, [b"x"])
             assert failed.exception(timeout=60) is not None
             assert raising.stats.retries == 2 and raising.stats.failed == 1
-        with AsyncPublisher(client, retries=1, backoff=0.01, on_give_up="drop") as dropping:
+        with AsyncPublisher(client, retry=Retry(attempts=2, backoff_seconds=0.01), on_give_up="drop") as dropping:
             assert dropping.publish(T, [b"y", b"z"]).result(timeout=60) is False
             assert dropping.stats.dropped_failed == 2
 
@@ -95,8 +96,10 @@ def test_give_up_policies_after_retries(proxy: TcpProxy, prefix: str, hbase_addr
 def test_retry_after_an_outage_stores_exactly_once(client: MessagingClient, proxy: TcpProxy, prefix: str) -> None:
     client.create_topic(T)
     with (
-        MessagingClient(proxy.address, prefix, timeout=1) as flaky,
-        AsyncPublisher(flaky, retries=20, backoff=0.05, max_backoff=0.2, linger=0) as publisher,
+        MessagingClient(proxy.address, prefix, timeout_seconds=1) as flaky,
+        AsyncPublisher(
+            flaky, retry=Retry(attempts=21, backoff_seconds=0.05, max_backoff_seconds=0.2), linger_seconds=0
+        ) as publisher,
     ):
         # the write lands, its answer is lost, and HBase then stops answering for a while
         proxy.lose_reply_to(b"checkAndPut", then_stall=True)

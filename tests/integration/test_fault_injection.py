@@ -51,13 +51,13 @@ def installation(hbase_address: str) -> Iterator[tuple[str, bytes]]:
     """One installation for the whole file (creating tables takes seconds): its prefix, and the
     handle of a transactional publish to roll back."""
     prefix = f"f{uuid.uuid4().hex[:12]}"
-    with MessagingClient(hbase_address, prefix, timeout=60) as client:
+    with MessagingClient(hbase_address, prefix, timeout_seconds=60) as client:
         client.create_topic(T, {"ordering": "sequencer"})
         client.create_topic(C, {"ordering": "chain"})
         client.publish(T, [b"a", b"b"])
         handle = bytes(client.publish(T, [b"tx"], tx_write_pointer=write_pointer_now()))
     yield prefix, handle
-    with MessagingClient(hbase_address, prefix, timeout=60) as client:
+    with MessagingClient(hbase_address, prefix, timeout_seconds=60) as client:
         client.drop_tables()
 
 
@@ -84,7 +84,7 @@ def outcome(call: Callable[[], object], limit: float = TIMEOUT + MARGIN) -> tupl
 def warm_client(proxy: TcpProxy, prefix: str) -> MessagingClient:
     """A client through the proxy whose tables, metadata, tail and HBase's clock are already known, so
     that the fault hits the operation's own calls."""
-    client = MessagingClient(proxy.address, prefix, timeout=TIMEOUT, metadata_max_age=600)
+    client = MessagingClient(proxy.address, prefix, timeout_seconds=TIMEOUT, metadata_max_age_seconds=600)
     client.hbase_clock.now_ms()
     client.publish(T, [b"warm"])
     client.publish(C, [b"warm"])
@@ -163,7 +163,7 @@ def test_async_publisher_close_has_a_deadline(installation: tuple[str, bytes], p
 @pytest.mark.parametrize("fault", ["garbage", "huge"])
 def test_transaction_client_reports_garbage_as_unavailable(proxy: TcpProxy, fault: str) -> None:
     proxy.fault = fault  # type: ignore[assignment]
-    with TransactionClient(proxy.address, timeout=TIMEOUT) as tx:
+    with TransactionClient(proxy.address, timeout_seconds=TIMEOUT) as tx:
         error, elapsed = outcome(tx.status)
     assert isinstance(error, TransactionServiceUnavailable), repr(error)
     assert elapsed < TIMEOUT + MARGIN

@@ -49,7 +49,7 @@ def test_a_future_dated_row_neither_pins_later_times_nor_lives_forever(
 
         # a time seek may start at the forged row (earlier than asked), never after a message it should return
         for start, first_wanted in ((m1.publish_time, b"m1"), (m3.publish_time, b"m3"), (m4.publish_time, b"m4")):
-            got = [m.payload for m in client.fetch(T, start_time=start)]
+            got = [m.payload for m in client.fetch(T, start_time_ms=start)]
             assert first_wanted in got and got == [m.payload for m in messages][-len(got) :]
 
         # what inspection reports: the forged row is future-dated by its cell timestamp, the others are not

@@ -517,7 +517,7 @@ def transcript(client: MessagingClient | GatewayClient, ns: str, pointer: int, o
     step("list", lambda: [x.topic for x in client.list_topics(ns)])
     step("publish", lambda: client.publish(t, [b"a", b"b"]))
     step("publish nothing", lambda: client.publish(t, []))
-    step("publish ttl too long", lambda: client.publish(t, [b"late"], ttl=10**9))
+    step("publish ttl too long", lambda: client.publish(t, [b"late"], ttl_seconds=10**9))
     handle = client.publish(t, [b"c"], tx_write_pointer=pointer)
     out["publish tx"] = detail(handle)
     client.store(t, [b"s1", b"s2"], tx_write_pointer=pointer + 1)
@@ -527,14 +527,14 @@ def transcript(client: MessagingClient | GatewayClient, ns: str, pointer: int, o
     everything = fetched()
     out["fetch"] = everything
     out["fetch after id"] = fetched(start_message=everything[1][0], inclusive=False, limit=2)
-    out["fetch from time"] = fetched(start_time=0, limit=1)
-    out["fetch future"] = fetched(start_time=int(time.time() * 1000) + 3_600_000)
+    out["fetch from time"] = fetched(start_time_ms=0, limit=1)
+    out["fetch future"] = fetched(start_time_ms=int(time.time() * 1000) + 3_600_000)
     out["fetch in progress"] = fetched(transaction=TransactionCodec.decode(tx_seeing(pointer, in_progress=True)))
     step("rollback", lambda: client.rollback(t, handle))
     out["fetch rolled back"] = fetched(transaction=TransactionCodec.decode(tx_seeing(pointer + 1)))
     step("rollback garbage", lambda: client.rollback(t, b"garbage"))
     step("fetch bad id", lambda: fetched(start_message=b"bad"))
-    step("fetch id and time", lambda: fetched(start_message=everything[0][0], start_time=5))
+    step("fetch id and time", lambda: fetched(start_message=everything[0][0], start_time_ms=5))
     step("fetch limit 0", lambda: fetched(limit=0))
     step("publish missing", lambda: client.publish(TopicId(ns, "missing"), [b"x"]))
     step("fetch missing", lambda: client.fetch(TopicId(ns, "missing")))
@@ -565,7 +565,7 @@ def test_gateway_client_behaves_as_direct_access(
 ) -> None:
     pointer = write_pointer_now()
     expected = transcript(direct, "d" + ns, pointer, ordering)
-    with GatewayClient(gateway.url, media=media, timeout=60) as client:
+    with GatewayClient(gateway.url, media=media, timeout_seconds=60) as client:
         got = transcript(client, "g" + ns, pointer, ordering)
         if ordering == "chain":
             assert got == expected

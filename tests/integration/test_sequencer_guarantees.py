@@ -149,8 +149,8 @@ def test_time_seeks_skip_nothing_whatever_the_writers_clocks_say(
     for m in got[::3]:  # a time seek to any message's date returns every message dated at or after it
         want = {x.payload for x in got if x.publish_time >= m.publish_time}
         with MessagingClient(config=client.config) as fresh:  # a new reader, as a new process would be
-            found = {x.payload for x in fresh.fetch(T, start_time=m.publish_time)}
-            span = fresh.positions(T, start_time=m.publish_time)
+            found = {x.payload for x in fresh.fetch(T, start_time_ms=m.publish_time)}
+            span = fresh.positions(T, start_time_ms=m.publish_time)
         assert want <= found, sorted(want - found)
         first_wanted = min(x.id for x in got if x.publish_time >= m.publish_time)
         assert span.first <= MessageId.decode(first_wanted).position, "positions() starts after a message"

@@ -36,11 +36,11 @@ def test_positions_cover_the_generation_and_time_ranges(client: MessagingClient)
     whole = client.positions(T)
     assert (whole.generation, whole.first, whole.last) == (1, 1, 6)
     times = [m.publish_time for m in every]
-    ranged = client.positions(T, start_time=times[3], end_time=times[-1] + 1)
+    ranged = client.positions(T, start_time_ms=times[3], end_time_ms=times[-1] + 1)
     assert ranged.first == MessageId.decode(every[3].id).position and ranged.last == 6
-    assert len(client.positions(T, start_time=times[-1] + 1)) == 0
+    assert len(client.positions(T, start_time_ms=times[-1] + 1)) == 0
     with pytest.raises(InvalidArgument, match="start_time"):
-        client.positions(T, start_time=-1)
+        client.positions(T, start_time_ms=-1)
 
 
 def test_fetch_range_equals_the_same_slice_of_a_fetch(client: MessagingClient) -> None:

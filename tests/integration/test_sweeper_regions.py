@@ -49,7 +49,9 @@ def test_regions_after_a_split_are_all_swept(client: MessagingClient, region_spl
     region_splitter(client.installation.messages.name, message_key(OLD, 1, 30))
     regions = client.installation.messages.regions()
     assert len(regions) == 2
-    sweeper = Sweeper(client.installation, chunk_rows=7, compact_after=10, metadata_refresh=0, snapshot_refresh=0)
+    sweeper = Sweeper(
+        client.installation, chunk_rows=7, compact_after=10, metadata_refresh_seconds=0, snapshot_refresh_seconds=0
+    )
     report = sweeper.sweep_once()  # re-reading metadata and transaction state before every chunk
     assert report.messages_dropped == 60 and report.regions_swept == 3  # 2 message regions + 1 payload region
     assert report.compactions >= 1

@@ -198,7 +198,7 @@ class Run:
         deadline = time.monotonic() + seconds
         while True:
             try:
-                with TransactionClient(f"127.0.0.1:{self.tx_port}", timeout=2) as c:
+                with TransactionClient(f"127.0.0.1:{self.tx_port}", timeout_seconds=2) as c:
                     c.status()
                 return
             except TransactionServiceUnavailable:
@@ -255,7 +255,7 @@ class Run:
         else:
             self.address = self.opts.thrift
         self.proxy = RobustProxy(thrift_address(self.address))
-        with MessagingClient(self.address, self.prefix, timeout=60) as client:
+        with MessagingClient(self.address, self.prefix, timeout_seconds=60) as client:
             if self.opts.tail_cache_seconds:
                 client.init_tables()
                 client.set_tail_cache_seconds(self.opts.tail_cache_seconds)
@@ -406,7 +406,7 @@ class Run:
             self.proxy.close()
         if not self.opts.keep_tables and self.address:
             try:
-                with MessagingClient(self.address, self.prefix, timeout=120) as client:
+                with MessagingClient(self.address, self.prefix, timeout_seconds=120) as client:
                     client.drop_tables()
             except Exception as exc:
                 print(f"could not drop the tables of prefix {self.prefix}: {exc}", file=sys.stderr)

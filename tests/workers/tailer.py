@@ -33,7 +33,7 @@ def main() -> None:
             stopping = os.path.exists(stop_path)
             began = time.monotonic()
             if last_id is None:
-                batch = list(client.fetch(topic, start_time=start_time, limit=500))
+                batch = list(client.fetch(topic, start_time_ms=start_time, limit=500))
             else:
                 batch = list(client.fetch(topic, start_message=last_id, inclusive=False, limit=500))
             slowest = max(slowest, time.monotonic() - began)

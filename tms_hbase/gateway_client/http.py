@@ -7,10 +7,11 @@ A program switches between direct access and the gateway by changing one line::
 
 Errors come back as the same :mod:`tms_hbase.errors` classes (the gateway names the class in a
 header), plus NotAuthenticated (401) and NotAuthorized (403). The HTTP client is the
-project's own lean HTTP/1.1 connection (:mod:`tms_hbase.gateway_client.http1`), made robust here: ``timeout`` is a
-deadline for the whole call (connect, send, wait, read), enforced by a watchdog thread that shuts the
-socket down when it passes, so a trickling server cannot stretch a call; keep-alive connections are
-pooled and reused, and a pooled connection the server has closed is detected before use.
+project's own lean HTTP/1.1 connection (:mod:`tms_hbase.gateway_client.http1`), made robust here:
+``timeout_seconds`` is a deadline for the whole call (connect, send, wait, read), enforced by a
+watchdog thread that shuts the socket down when it passes, so a trickling server cannot stretch a
+call; keep-alive connections are pooled and reused, and a pooled connection the server
+has closed is detected before use.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ class GatewayClient:
     """A client of ``tms-gateway`` with the surface of :class:`tms_hbase.MessagingClient`.
 
     ``url`` is the gateway (default ``$TMS_GATEWAY_URL`` or http://127.0.0.1:8080); ``token`` the bearer
-    token (default ``$TMS_GATEWAY_TOKEN``). ``timeout`` bounds every call as a whole (seconds).
+    token (default ``$TMS_GATEWAY_TOKEN``). ``timeout_seconds`` bounds every call as a whole.
     ``media`` is the body encoding, :data:`tms_hbase.gateway_client.rest.AVRO` (default) or
     :data:`~tms_hbase.gateway_client.rest.JSON`.
     For https: ``ca_file`` verifies the gateway's certificate (default: the system's CAs), and
@@ -81,7 +82,7 @@ class GatewayClient:
         url: str | None = None,
         token: str | None = None,
         *,
-        timeout: float = 10.0,
+        timeout_seconds: float = 10.0,
         media: str = rest.AVRO,
         pool_size: int = 8,
         ca_file: str | None = None,
@@ -96,14 +97,14 @@ class GatewayClient:
             raise InvalidArgument(f"bad gateway URL {self.url!r}: expected http(s)://host:port")
         if media not in (rest.AVRO, rest.JSON):
             raise InvalidArgument(f"media must be {rest.AVRO!r} or {rest.JSON!r}, not {media!r}")
-        if not timeout > 0:
-            raise InvalidArgument(f"timeout must be positive, not {timeout!r}")
+        if not timeout_seconds > 0:
+            raise InvalidArgument(f"timeout_seconds must be positive, not {timeout_seconds!r}")
         if parts.scheme == "https" and ssl_context is None:
             ssl_context = ssl.create_default_context(cafile=ca_file)
             if client_cert:
                 ssl_context.load_cert_chain(client_cert, client_key)
         token = token if token is not None else os.environ.get(TOKEN_ENV)
-        self.timeout = timeout
+        self.timeout_seconds = timeout_seconds
         self.media = media
         self._auth = http1.header_lines({"Authorization": f"Bearer {token}"} if token else {})  # checked once
         port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -179,7 +180,7 @@ class GatewayClient:
         payloads: Sequence[bytes],
         tx_write_pointer: int | None = None,
         *,
-        ttl: float | None = None,
+        ttl_seconds: float | None = None,
         resume: PublishOutcomeUnknown | None = None,
     ) -> RollbackDetail | None:
         """``POST /topics/<t>/publish``; with a write pointer returns the RollbackDetail of the handle.
@@ -192,7 +193,7 @@ class GatewayClient:
         topic = _topic(topic)
         batch = validate_payloads(payloads, 2**63, allow_empty=True)  # the gateway checks emptiness and size
         body = rest.encode_publish(rest.PublishRequest(tx_write_pointer, batch), self.media)
-        query = {} if ttl is None else {"ttl": ttl}
+        query = {} if ttl_seconds is None else {"ttl": ttl_seconds}
         handle = self._call("publish", "POST", _with_query(rest.topic_path(topic, "publish"), query), body, topic)
         return RollbackDetail.from_bytes(handle) if handle else None
 
@@ -218,7 +219,7 @@ class GatewayClient:
         self,
         topic: TopicId,
         start_message: bytes | None = None,
-        start_time: int | None = None,
+        start_time_ms: int | None = None,
         inclusive: bool = True,
         limit: int | None = None,
         transaction: Transaction | None = None,
@@ -227,14 +228,14 @@ class GatewayClient:
         (the gateway caps a page), each from the last id, until a page comes back empty or ``limit`` is
         reached. The first page is fetched now, so bad arguments and TopicNotFound raise here."""
         topic = _topic(topic)
-        if start_message is not None and start_time is not None:
-            raise InvalidArgument("give start_message or start_time, not both")
+        if start_message is not None and start_time_ms is not None:
+            raise InvalidArgument("give start_message or start_time_ms, not both")
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
             raise InvalidArgument(f"bad limit {limit!r}: expected a positive integer or None")
         if transaction is not None and not isinstance(transaction, Transaction):
             raise InvalidArgument(f"transaction must be a tms_hbase.tx.Transaction, not {type(transaction).__name__}")
         tx = None if transaction is None else TransactionCodec.encode(transaction)
-        start = start_message if start_message is not None else start_time
+        start = start_message if start_message is not None else start_time_ms
         request = rest.ConsumeRequest(start, inclusive, None if limit is None else min(limit, _AVRO_LIMIT), tx)
         first = self.poll(topic, request)
         return self._pages(topic, first, request, limit)
@@ -313,20 +314,20 @@ class GatewayClient:
         topic: TopicId,
         name: str,
         start_message: bytes | str | None = None,
-        start_time: int | None = None,
+        start_time_ms: int | None = None,
         *,
         force: bool = False,
     ) -> Subscription:
         """``POST .../subscriptions/<name>/reset``: as :meth:`MessagingClient.reset_subscription`."""
         topic, name = _topic(topic), check_name(name)
-        if (start_message is None) == (start_time is None):
-            raise InvalidArgument("give exactly one of start_message (an id, 'earliest' or 'latest') or start_time")
-        if isinstance(start_time, bool) or (start_time is not None and not isinstance(start_time, int)):
-            raise InvalidArgument(f"bad start_time {start_time!r}: expected milliseconds since the epoch")
+        if (start_message is None) == (start_time_ms is None):
+            raise InvalidArgument("give exactly one of start_message (an id, 'earliest' or 'latest') or start_time_ms")
+        if isinstance(start_time_ms, bool) or (start_time_ms is not None and not isinstance(start_time_ms, int)):
+            raise InvalidArgument(f"bad start_time_ms {start_time_ms!r}: expected milliseconds since the epoch")
         if start_message is not None and not isinstance(start_message, (bytes, str)):
             raise InvalidArgument(f"bad start_message {start_message!r}: expected a message id, 'earliest' or 'latest'")
         path = _with_query(rest.subscription_path(topic, name, "reset"), {"force": "true"} if force else {})
-        start: bytes | str | int = start_message if start_message is not None else cast(int, start_time)
+        start: bytes | str | int = start_message if start_message is not None else cast(int, start_time_ms)
         body = self._sub_call("reset subscription", "POST", path, topic, name, rest.encode_start(start))
         return rest.decode_subscription(topic, body)
 
@@ -407,7 +408,7 @@ class GatewayClient:
             head += _CONTENT_TYPES[content_type or self.media]
         if headers:
             head += http1.header_lines(dict(headers))
-        deadline = time.monotonic() + self.timeout + wait
+        deadline = time.monotonic() + self.timeout_seconds + wait
         for attempt in (1, 2):
             conn, reused = self._pool.take()
             try:
@@ -433,7 +434,9 @@ class GatewayClient:
             message = f"publish: the gateway at {self.url} {reason}; the batch may or may not be stored"
             err = PublishOutcomeUnknown(message, None)
         else:
-            reason = f"did not answer within {self.timeout}s" if broken.timed_out else f"failed ({broken.reason})"
+            reason = (
+                f"did not answer within {self.timeout_seconds}s" if broken.timed_out else f"failed ({broken.reason})"
+            )
             maybe = "; the call may have taken effect" if what in _NOT_IDEMPOTENT else ""
             err = HBaseUnavailable(f"{what}: the gateway at {self.url} {reason}{maybe}")
         err.timed_out = broken.timed_out

@@ -22,7 +22,6 @@ from tms_hbase.errors import (
     QueueFull,
     TmsError,
 )
-from tms_hbase.model.args import renamed
 from tms_hbase.model.retry import Retry
 from tms_hbase.model.topic import TopicId, TopicLike, as_topic
 from tms_hbase.publish.writer import validate_payloads
@@ -76,9 +75,6 @@ class AsyncPublisher:
       get the error) or ``"drop"`` (they get False, counted).
     * Bad input (unknown topic, empty or oversize batch) fails that publish's future at once.
 
-    ``retries``, ``backoff`` and ``max_backoff`` (seconds), ``linger`` and ``block_timeout`` are the
-    older spellings of ``retry`` and of the ``_seconds`` names, still accepted.
-
     Messages of one topic are stored in the order they were queued. Use as a context manager, or
     call :meth:`close`, which sends what is queued first, for at most ``timeout`` seconds
     (:data:`DEFAULT_CLOSE_TIMEOUT` by default; the context manager uses that default).
@@ -93,34 +89,22 @@ class AsyncPublisher:
         block_timeout_seconds: float | None = None,
         max_batch_messages: int = 500,
         max_batch_bytes: int = 1024 * 1024,
-        linger_seconds: float | None = None,
+        linger_seconds: float = 0.005,
         retry: Retry | None = None,
         on_give_up: OnGiveUp = "raise",
-        block_timeout: float | None = None,
-        linger: float | None = None,
-        retries: int | None = None,
-        backoff: float | None = None,
-        max_backoff: float | None = None,
     ) -> None:
         if on_full not in ("raise", "drop", "block"):
             raise InvalidArgument(f"on_full must be 'raise', 'drop' or 'block', not {on_full!r}")
         if on_give_up not in ("raise", "drop"):
             raise InvalidArgument(f"on_give_up must be 'raise' or 'drop', not {on_give_up!r}")
-        if max_queue < 1 or max_batch_messages < 1 or (retries is not None and retries < 0):
-            raise InvalidArgument("max_queue and max_batch_messages must be >= 1, retries >= 0")
-        older = {"attempts": None if retries is None else retries + 1, "backoff_seconds": backoff}
-        older["max_backoff_seconds"] = max_backoff
-        older = {k: v for k, v in older.items() if v is not None}
-        if retry is not None and older:
-            raise InvalidArgument("give retry or retries/backoff/max_backoff (its older form), not both")
-        self.retry = retry or DEFAULT_RETRY.with_(**older)
+        if max_queue < 1 or max_batch_messages < 1:
+            raise InvalidArgument("max_queue and max_batch_messages must be >= 1")
+        self.retry = retry or DEFAULT_RETRY
         self.client = client
-        self.block_timeout = renamed(
-            "block_timeout_seconds", block_timeout_seconds, "block_timeout", block_timeout, None
-        )
+        self.block_timeout_seconds = block_timeout_seconds
         self.on_full, self.on_give_up = on_full, on_give_up
         self.max_batch_messages, self.max_batch_bytes = max_batch_messages, max_batch_bytes
-        self.linger = renamed("linger_seconds", linger_seconds, "linger", linger, 0.005)
+        self.linger_seconds = linger_seconds
         self.stats = PublisherStats()
         self._stats_lock = threading.Lock()  # the sender and close() both count failures
         self._queue: queue.Queue[_Item | None] = queue.Queue(max_queue)
@@ -141,16 +125,15 @@ class AsyncPublisher:
         payloads: Sequence[bytes],
         *,
         ttl_seconds: float | None = None,
-        ttl: float | None = None,
     ) -> Future:
         """Queue payloads for ``topic``; the returned Future gives True when they are stored."""
         if self._closed:
             raise ClientClosed("the async publisher is closed: open a new one")
         batch = validate_payloads(payloads, self.client.max_batch_bytes, allow_empty=False)
-        item = _Item(as_topic(topic), batch, renamed("ttl_seconds", ttl_seconds, "ttl", ttl, None))
+        item = _Item(as_topic(topic), batch, ttl_seconds)
         try:
             if self.on_full == "block":
-                self._queue.put(item, timeout=self.block_timeout)
+                self._queue.put(item, timeout=self.block_timeout_seconds)
             else:
                 self._queue.put_nowait(item)
         except queue.Full:
@@ -233,7 +216,7 @@ class AsyncPublisher:
 
     def _take(self) -> list[_Item | None]:
         items = [self._queue.get()]
-        deadline = time.monotonic() + self.linger
+        deadline = time.monotonic() + self.linger_seconds
         while items[-1] is not None and len(items) < self.max_batch_messages:
             wait = deadline - time.monotonic()
             try:
@@ -270,7 +253,7 @@ class AsyncPublisher:
                     return
                 break
             try:
-                self.client.publish(topic, payloads, ttl=ttl, resume=resume)
+                self.client.publish(topic, payloads, ttl_seconds=ttl, resume=resume)
             except PublishOutcomeUnknown as exc:
                 resume, error = exc, exc
             except HBaseError as exc:  # unreachable (retried), or a refusal (given up at once)

@@ -133,7 +133,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if given is not None and given.generation == generation:
             return offset(given)
         if options.starting_time is not None:
-            first = self.client.positions(topic, start_time=options.starting_time).first
+            first = self.client.positions(topic, start_time_ms=options.starting_time).first
             return offset(MessageId(generation, first, 0))
         if options.starting_offsets == "latest":
             return offset(MessageId(generation, positions.last + 1, 0))
