@@ -4,7 +4,7 @@ Run it against any HBase Thrift gateway: TMS_HBASE_THRIFT=127.0.0.1:9090 python 
 (the tests run it too, so it stays true).
 """
 
-from tms_hbase import AsyncPublisher, MessagingClient, TopicAlreadyExists, TopicId
+from tms_hbase import BackgroundPublisher, MessagingClient, TopicAlreadyExists, TopicId
 from tms_hbase.tx import NO_TX_IN_PROGRESS, Transaction, write_pointer_now
 
 # Address and table prefix default to $TMS_HBASE_THRIFT and $TMS_TABLE_PREFIX.
@@ -53,7 +53,7 @@ with MessagingClient() as client:
     print("since then:", len(list(client.fetch(topic, start_time_ms=last.publish_time))))
 
     # Fire-and-forget publishing: bounded queue, background batching, retries, a future each.
-    with AsyncPublisher(client, on_full="drop") as publisher:
+    with BackgroundPublisher(client, on_full="drop") as publisher:
         future = publisher.publish(topic, [b"async"])
     print("async stored:", future.result(), publisher.stats)
 

@@ -50,14 +50,14 @@ if TYPE_CHECKING:
     from tms_hbase.fetch.stats import Lag, TopicStats
     from tms_hbase.model.message_id import MessageId
     from tms_hbase.model.wire import RollbackDetail
-    from tms_hbase.publish.async_publisher import AsyncPublisher, PublisherStats
+    from tms_hbase.publish.background import BackgroundPublisher, PublisherStats
     from tms_hbase.shared import DeadLetter, Delivery, PendingMessage, SharedConsumer, SharedStats
 
 # Loaded on first use (PEP 562), so that `import tms_hbase` (and every command-line tool's start, its
 # --help and --version included) does not import happybase, thriftpy2 and the whole client.
 _LAZY = {
-    "AsyncPublisher": "tms_hbase.publish.async_publisher",
-    "PublisherStats": "tms_hbase.publish.async_publisher",
+    "BackgroundPublisher": "tms_hbase.publish.background",
+    "PublisherStats": "tms_hbase.publish.background",
     "MessagingClient": "tms_hbase.client",
     "Consumer": "tms_hbase.consume.consumer",
     "ConsumerSession": "tms_hbase.consume.consumer",
@@ -93,7 +93,7 @@ def __dir__() -> list[str]:
 __version__ = "0.1.0"
 
 __all__ = [
-    "AsyncPublisher",
+    "BackgroundPublisher",
     "BatchTooLarge",
     "ClientClosed",
     "ConcurrentModification",

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tms_hbase import (
-    AsyncPublisher,
+    BackgroundPublisher,
     HBaseUnavailable,
     MessagingClient,
     PublisherClosed,
@@ -137,13 +137,13 @@ def test_the_client_works_again_once_the_gateway_does(installation: tuple[str, b
             assert client.get_topic(T).generation == 1
 
 
-def test_async_publisher_close_has_a_deadline(installation: tuple[str, bytes], proxy: TcpProxy) -> None:
+def test_background_publisher_close_has_a_deadline(installation: tuple[str, bytes], proxy: TcpProxy) -> None:
     """Against a hung gateway, close() returns by its deadline; what is still queued fails with
     PublisherClosed and is counted; the batch being written fails within the client's timeout."""
     prefix, _ = installation
     with warm_client(proxy, prefix) as client:
         proxy.fault = "hang"
-        publisher = AsyncPublisher(client)
+        publisher = BackgroundPublisher(client)
         seen = proxy.requests
         in_flight = publisher.publish(T, [b"in flight"])
         deadline = time.monotonic() + 10

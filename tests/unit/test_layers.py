@@ -49,7 +49,7 @@ def test_every_public_name_of_tms_hbase_imports() -> None:
     """The names ``import tms_hbase`` loads on first use (the client and its parts) all resolve."""
     loaded = _loaded_by("import tms_hbase\nfor name in tms_hbase.__all__: getattr(tms_hbase, name)")
     assert "tms_hbase.client" in loaded and "tms_hbase.tx.transaction" in loaded
-    assert _loaded_by("from tms_hbase import *") >= {"tms_hbase.client", "tms_hbase.publish.async_publisher"}
+    assert _loaded_by("from tms_hbase import *") >= {"tms_hbase.client", "tms_hbase.publish.background"}
 
 
 def test_tx_package_names_still_import() -> None:

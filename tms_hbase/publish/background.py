@@ -1,5 +1,6 @@
-"""Asynchronous non-transactional publishing: a bounded queue drained by one background sender that
-batches, retries with backoff, and resolves a future per publish (docs/design.md, requirement 5)."""
+"""Non-transactional publishing without waiting, from a thread: a bounded queue drained by one background
+sender thread that batches, retries with backoff, and resolves a future per publish (docs/design.md,
+requirement 5). It is a thread, not asyncio: the caller's thread never waits on HBase."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ DEFAULT_RETRY = Retry(attempts=6, backoff_seconds=0.05, max_backoff_seconds=2.0)
 OnFull = Literal["raise", "drop", "block"]
 OnGiveUp = Literal["raise", "drop"]
 DEFAULT_CLOSE_TIMEOUT = 30.0
-"""Seconds :meth:`AsyncPublisher.close` waits by default for what is queued to be sent."""
+"""Seconds :meth:`BackgroundPublisher.close` waits by default for what is queued to be sent."""
 
 
 @dataclass
@@ -60,8 +61,11 @@ class PublisherStats:
     abandoned: int = 0  # messages not sent because close()'s deadline passed (their futures: PublisherClosed)
 
 
-class AsyncPublisher:
-    """Publish without waiting: ``publish`` returns a Future that becomes True once stored.
+class BackgroundPublisher:
+    """A background thread that pipelines publishes: ``publish`` returns at once with a
+    :class:`concurrent.futures.Future`.
+
+    Publish without waiting: ``publish`` returns a Future that becomes True once stored.
 
     * ``max_queue`` publish calls may wait; when full, ``on_full`` decides: ``"raise"`` QueueFull,
       ``"drop"`` (the future is already done with False, counted), or ``"block"`` up to
@@ -110,10 +114,10 @@ class AsyncPublisher:
         self._queue: queue.Queue[_Item | None] = queue.Queue(max_queue)
         self._closed = False
         self._deadline: float | None = None  # set by close(): nothing is sent or retried after it
-        self._sender = threading.Thread(target=self._run, name="tms-async-publisher", daemon=True)
+        self._sender = threading.Thread(target=self._run, name="tms-background-publisher", daemon=True)
         self._sender.start()
 
-    def __enter__(self) -> AsyncPublisher:
+    def __enter__(self) -> BackgroundPublisher:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -128,7 +132,7 @@ class AsyncPublisher:
     ) -> Future:
         """Queue payloads for ``topic``; the returned Future gives True when they are stored."""
         if self._closed:
-            raise ClientClosed("the async publisher is closed: open a new one")
+            raise ClientClosed("the background publisher is closed: open a new one")
         batch = validate_payloads(payloads, self.client.max_batch_bytes, allow_empty=False)
         item = _Item(as_topic(topic), batch, ttl_seconds)
         try:
@@ -141,7 +145,7 @@ class AsyncPublisher:
                 self.stats.dropped_full += len(batch)
                 item.future.set_result(False)
                 return item.future
-            raise QueueFull(f"async publisher queue is full ({self._queue.maxsize} publishes waiting)") from None
+            raise QueueFull(f"background publisher queue is full ({self._queue.maxsize} publishes waiting)") from None
         return item.future
 
     def flush(self, timeout: float | None = None) -> None:
@@ -207,7 +211,7 @@ class AsyncPublisher:
                     try:
                         self._send(batch)
                     except Exception as exc:  # never leave a future hanging
-                        log.exception("async publisher: unexpected error")
+                        log.exception("background publisher: unexpected error")
                         self._finish(batch, error=exc)
             for marker in (i for i in items if i is not None and not i.payloads):
                 marker.future.set_result(True)  # a flush marker: everything before it is done

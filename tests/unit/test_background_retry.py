@@ -1,9 +1,9 @@
-"""The async publisher retries what can succeed later and gives up at once on what cannot (its
-end-to-end behaviour against a real HBase is in tests/integration/test_async_publisher.py)."""
+"""The background publisher retries what can succeed later and gives up at once on what cannot (its
+end-to-end behaviour against a real HBase is in tests/integration/test_background_publisher.py)."""
 
 from __future__ import annotations
 
-from tms_hbase import AsyncPublisher, HBaseError, HBaseUnavailable, PublishOutcomeUnknown, TopicNotFound
+from tms_hbase import BackgroundPublisher, HBaseError, HBaseUnavailable, PublishOutcomeUnknown, TopicNotFound
 from tms_hbase.model.retry import Retry
 
 
@@ -22,9 +22,9 @@ class Client:
             raise self.errors.pop(0)
 
 
-def send(client: Client, attempts: int, **options) -> tuple[AsyncPublisher, object]:
+def send(client: Client, attempts: int, **options) -> tuple[BackgroundPublisher, object]:
     retry = Retry(attempts=attempts, backoff_seconds=0)
-    with AsyncPublisher(client, linger_seconds=0, retry=retry, **options) as publisher:
+    with BackgroundPublisher(client, linger_seconds=0, retry=retry, **options) as publisher:
         future = publisher.publish("ns:t", [b"x"])
         outcome = future.exception(timeout=30) or future.result()
     return publisher, outcome

@@ -1,4 +1,4 @@
-"""The async publisher on the real HBase: batching, order, futures, full-queue and give-up policies."""
+"""The background publisher on the real HBase: batching, order, futures, full-queue and give-up policies."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tms_hbase import AsyncPublisher, InvalidArgument, MessagingClient, QueueFull, TopicId, TopicNotFound
+from tms_hbase import BackgroundPublisher, InvalidArgument, MessagingClient, QueueFull, TopicId, TopicNotFound
 from tms_hbase.model.retry import Retry
 
 from ..tcp_proxy import TcpProxy
@@ -20,7 +20,7 @@ def payloads(client: MessagingClient, topic: TopicId = T) -> list[bytes]:
 
 def test_publishes_in_order_in_few_batches(client: MessagingClient) -> None:
     client.create_topic(T)
-    with AsyncPublisher(client, linger_seconds=0.05) as publisher:
+    with BackgroundPublisher(client, linger_seconds=0.05) as publisher:
         futures = [publisher.publish(T, [f"{i}".encode()]) for i in range(300)]
         assert all(f.result(timeout=30) is True for f in futures)
         assert publisher.stats.published == 300
@@ -30,7 +30,7 @@ def test_publishes_in_order_in_few_batches(client: MessagingClient) -> None:
 
 def test_flush_waits_and_close_sends_what_is_queued(client: MessagingClient) -> None:
     client.create_topic(T)
-    publisher = AsyncPublisher(client, linger_seconds=0.2)
+    publisher = BackgroundPublisher(client, linger_seconds=0.2)
     publisher.publish(T, [b"a"])
     publisher.flush(timeout=30)
     assert payloads(client) == [b"a"]
@@ -43,7 +43,7 @@ def test_flush_waits_and_close_sends_what_is_queued(client: MessagingClient) -> 
 
 def test_bad_input_fails_at_once_or_in_its_future(client: MessagingClient) -> None:
     client.create_topic(T)
-    with AsyncPublisher(client) as publisher:
+    with BackgroundPublisher(client) as publisher:
         with pytest.raises(InvalidArgument):
             publisher.publish(T, [])
         with pytest.raises(InvalidArgument):
@@ -54,7 +54,7 @@ def test_bad_input_fails_at_once_or_in_its_future(client: MessagingClient) -> No
         assert publisher.publish(T, [b"fine"]).result(timeout=30) is True
     assert payloads(client) == [b"fine"]
     with pytest.raises(InvalidArgument, match="on_full"):
-        AsyncPublisher(client, on_full="ignore")  # type: ignore[arg-type]
+        BackgroundPublisher(client, on_full="ignore")  # type: ignore[arg-type]
 
 
 def test_full_queue_policies(proxy: TcpProxy, prefix: str, hbase_address: str) -> None:
@@ -62,8 +62,8 @@ def test_full_queue_policies(proxy: TcpProxy, prefix: str, hbase_address: str) -
         direct.create_topic(T)
     with MessagingClient(proxy.address, prefix, timeout_seconds=2) as client:
         proxy.stall = True  # the sender hangs on its first publish; the queue fills up
-        raising = AsyncPublisher(client, max_queue=2, on_full="raise", retry=Retry.never(), linger_seconds=0)
-        dropping = AsyncPublisher(client, max_queue=2, on_full="drop", retry=Retry.never(), linger_seconds=0)
+        raising = BackgroundPublisher(client, max_queue=2, on_full="raise", retry=Retry.never(), linger_seconds=0)
+        dropping = BackgroundPublisher(client, max_queue=2, on_full="drop", retry=Retry.never(), linger_seconds=0)
         for publisher in (raising, dropping):
             publisher.publish(T, [b"in flight"])
             time.sleep(0.2)
@@ -84,11 +84,11 @@ def test_give_up_policies_after_retries(proxy: TcpProxy, prefix: str, hbase_addr
         direct.create_topic(T)
     with MessagingClient(proxy.address, prefix, timeout_seconds=0.5) as client:
         proxy.stall = True
-        with AsyncPublisher(client, retry=Retry(attempts=3, backoff_seconds=0.01), on_give_up="raise") as raising:
+        with BackgroundPublisher(client, retry=Retry(attempts=3, backoff_seconds=0.01), on_give_up="raise") as raising:
             failed = raising.publish(T, [b"x"])
             assert failed.exception(timeout=60) is not None
             assert raising.stats.retries == 2 and raising.stats.failed == 1
-        with AsyncPublisher(client, retry=Retry(attempts=2, backoff_seconds=0.01), on_give_up="drop") as dropping:
+        with BackgroundPublisher(client, retry=Retry(attempts=2, backoff_seconds=0.01), on_give_up="drop") as dropping:
             assert dropping.publish(T, [b"y", b"z"]).result(timeout=60) is False
             assert dropping.stats.dropped_failed == 2
 
@@ -97,7 +97,7 @@ def test_retry_after_an_outage_stores_exactly_once(client: MessagingClient, prox
     client.create_topic(T)
     with (
         MessagingClient(proxy.address, prefix, timeout_seconds=1) as flaky,
-        AsyncPublisher(
+        BackgroundPublisher(
             flaky, retry=Retry(attempts=21, backoff_seconds=0.05, max_backoff_seconds=0.2), linger_seconds=0
         ) as publisher,
     ):
