@@ -52,6 +52,7 @@ SHARED_PER_MODULE = {
     "test_spark.py",  # one Spark session (a JVM)
     "test_tephra_compat.py",  # one Tephra server (a JVM)
     "test_gateway.py",  # one gateway process
+    "test_client_parity.py",
     "test_gateway_subscriptions.py",
     "test_gateway_security.py",
     "test_gateway_consumer_limits.py",

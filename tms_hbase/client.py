@@ -9,6 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, overload
 
+from tms_hbase.api import MessagingService
 from tms_hbase.config import Config
 from tms_hbase.consume.consumer import Consumer, ConsumerSession
 from tms_hbase.consume.doorbell import DEFAULT_HOST, Doorbells
@@ -27,6 +28,7 @@ from tms_hbase.fetch.stats import Lag, TopicStatistics, TopicStats
 from tms_hbase.installation.hbase_clock import HBaseClock, PublishClock
 from tms_hbase.installation.metadata import CLOCK_COLUMN, SETTINGS_KEY, MetadataCache, MetadataStore, TopicScan
 from tms_hbase.installation.settings import InstallationStore, TailCacheSetting, WriterSettings
+from tms_hbase.model import checks
 from tms_hbase.model.clock import check_time_ms
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.metrics import CLIENT_METRICS
@@ -49,7 +51,7 @@ from tms_hbase.model.wire import RollbackDetail
 from tms_hbase.publish.writer import DEFAULT_MAX_BATCH_BYTES, MessageWriter, Resume
 
 
-class MessagingClient:
+class MessagingClient(MessagingService):
     """A connection to tms-hbase: topic administration, publish, store, rollback and fetch.
 
     ``address`` is the HBase Thrift gateway (``host:port``, or several separated by commas to fail
@@ -323,7 +325,7 @@ class MessagingClient:
     def list_topic_metadata(self, namespace: str | None = None) -> list[TopicMetadata]:
         """Like :meth:`list_topics`, with each topic's metadata."""
         if namespace is not None:
-            TopicId(namespace, "x")  # InvalidArgument for a bad namespace name, before any HBase call
+            checks.namespace(namespace)
         self._ensure_ready()
         with self.installation.hbase.operation():
             return self._metadata.list(namespace)
@@ -449,7 +451,7 @@ class MessagingClient:
     # -- slices (parallel readers such as the Spark data source) ----------------------------------
 
     def positions(
-        self, topic: TopicId, start_time_ms: int | None = None, end_time_ms: int | None = None
+        self, topic: TopicLike, start_time_ms: int | None = None, end_time_ms: int | None = None
     ) -> PositionRange:
         """The batch-row positions of the topic's current generation that hold messages published in
         [start_time_ms, end_time_ms) (None: unbounded) and not expired: found with binary searches,
@@ -467,7 +469,7 @@ class MessagingClient:
 
     def fetch_range(
         self,
-        topic: TopicId,
+        topic: TopicLike,
         start: bytes | MessageId,
         end: bytes | MessageId | None = None,
         transaction: Transaction | None = None,
@@ -484,7 +486,7 @@ class MessagingClient:
             return self._reader.fetch_range(topic, first, last, transaction)
 
     def batches(
-        self, topic: TopicId, generation: int, first: int, last: int, *, transactional_only: bool = False
+        self, topic: TopicLike, generation: int, first: int, last: int, *, transactional_only: bool = False
     ) -> Iterator[BatchInfo]:
         """The batch rows at positions ``first``..``last`` of a generation, described (position, publish
         time, write pointer, message count) without their payloads being decoded; with
@@ -495,7 +497,7 @@ class MessagingClient:
 
     def stored_sequences(
         self,
-        topic: TopicId,
+        topic: TopicLike,
         generation: int,
         tx_write_pointer: int,
         start: int = 0,
@@ -508,8 +510,7 @@ class MessagingClient:
         a write pointer: the lowest ``limit``, ascending, or the highest, descending, with ``reverse``.
         Reads keys only."""
         topic = _topic(topic)
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
-            raise InvalidArgument(f"bad limit {limit!r}: expected a positive integer")
+        checks.positive_int("limit", limit)
         self._ensure_ready()
         with self.installation.hbase.operation():
             return self._reader.stored_sequences(
@@ -520,7 +521,7 @@ class MessagingClient:
 
     def create_subscription(
         self,
-        topic: TopicId,
+        topic: TopicLike,
         name: str,
         start: str | int = EARLIEST,
         *,
@@ -542,13 +543,12 @@ class MessagingClient:
         subscription is returned as it is), TopicNotFound or InvalidArgument. Subscriptions go with their
         topic: deleting (and re-creating) the topic removes them.
         """
+        options = {"ack_timeout": ack_timeout, "max_deliveries": max_deliveries, "claim_size": claim_size}
+        checks.subscription_options(shared, {**options, "dead_letter": dead_letter})
         self._ensure_subscriptions()
         meta = self._metadata.get(_topic(topic))
-        options = {"ack_timeout": ack_timeout, "max_deliveries": max_deliveries, "claim_size": claim_size}
         try:
             if not shared:
-                if dead_letter is not None or any(v is not None for v in options.values()):
-                    raise InvalidArgument("ack_timeout, max_deliveries, dead_letter and claim_size need shared=True")
                 return self._subscription_admin.create(meta, name, start)
             given = {k: v for k, v in options.items() if v is not None}
             return self._shared.create(meta, name, start, dead_letter=dead_letter, **given)
@@ -557,27 +557,27 @@ class MessagingClient:
                 raise
         return self.get_subscription(meta.topic, name)
 
-    def release_subscription(self, topic: TopicId, name: str) -> Subscription:
+    def release_subscription(self, topic: TopicLike, name: str) -> Subscription:
         """Take the lease away from whoever holds the subscription, keeping its mark (what a consumer's
         close does, for a consumer that is gone or unreachable; it fails with LeaseLost at its next
         write and its uncommitted messages are delivered again). SubscriptionNotFound."""
         self._ensure_subscriptions()
         return self._subscription_admin.release(self._metadata.get(_topic(topic)), name)
 
-    def get_subscription(self, topic: TopicId, name: str) -> Subscription:
+    def get_subscription(self, topic: TopicLike, name: str) -> Subscription:
         """The subscription (its committed mark, who consumes it; a shared one's numbers in
         ``shared``); SubscriptionNotFound."""
         self._ensure_subscriptions()
         meta = self._metadata.get(_topic(topic))
         return self._with_numbers(meta, self._subscription_admin.get(meta, name))
 
-    def list_subscriptions(self, topic: TopicId) -> list[Subscription]:
+    def list_subscriptions(self, topic: TopicLike) -> list[Subscription]:
         """The topic's subscriptions, in name order."""
         self._ensure_subscriptions()
         meta = self._metadata.get(_topic(topic))
         return [self._with_numbers(meta, s) for s in self._subscription_admin.list(meta)]
 
-    def delete_subscription(self, topic: TopicId, name: str, *, force: bool = False) -> None:
+    def delete_subscription(self, topic: TopicLike, name: str, *, force: bool = False) -> None:
         """Delete a subscription; SubscriptionNotFound. SubscriptionBusy while a consumer holds it,
         unless ``force`` (that consumer then fails with LeaseLost). A shared one is deleted at once: its
         consumers fail with SubscriptionNotFound on their next call."""
@@ -590,7 +590,7 @@ class MessagingClient:
 
     def reset_subscription(
         self,
-        topic: TopicId,
+        topic: TopicLike,
         name: str,
         start_message: bytes | str | None = None,
         start_time_ms: int | None = None,
@@ -602,13 +602,14 @@ class MessagingClient:
         backwards (to consume again) or forwards (to skip). SubscriptionBusy while a consumer holds
         the subscription, unless ``force`` (that consumer then fails with LeaseLost). A shared one
         starts afresh at once: what its consumers hold is void (NotHeld when they settle it)."""
+        checks.reset_start(start_message, start_time_ms)
         self._ensure_subscriptions()
         meta = self._metadata.get(_topic(topic))
         if self._shared.settings(meta, name) is not None:
             return self._shared.reset(meta, name, start_message, start_time_ms)
         return self._subscription_admin.reset(meta, name, start_message, start_time_ms, force=force)
 
-    def lag(self, topic: TopicId, name: str) -> Lag:
+    def lag(self, topic: TopicLike, name: str) -> Lag:
         """How far the subscription is behind: ``Lag(messages, seconds)`` (a few reads, no scan). For a
         shared one: the messages not settled yet, and the age of the oldest of them."""
         self._ensure_subscriptions()
@@ -618,14 +619,15 @@ class MessagingClient:
             return _unsettled(subscription.shared)
         return self._stats.lag(meta.topic, meta.generation, meta.ttl, subscription.position)
 
-    def pending(self, topic: TopicId, name: str, *, limit: int | None = None) -> list[PendingMessage]:
+    def pending(self, topic: TopicLike, name: str, *, limit: int | None = None) -> list[PendingMessage]:
         """The messages of a shared subscription delivered and not settled: holder, deadline, deliveries."""
+        checks.positive_int("limit", limit, optional=True)
         self._ensure_subscriptions()
         return self._shared.pending(self._metadata.get(_topic(topic)), name, limit)
 
     def shared_consumer(
         self,
-        topic: TopicId,
+        topic: TopicLike,
         name: str,
         *,
         owner: str | None = None,
@@ -666,15 +668,14 @@ class MessagingClient:
             return subscription
         return replace(subscription, shared=self._shared.stats(meta, subscription.name))
 
-    def topic_stats(self, topic: TopicId, *, windows: Sequence[int] | None = None) -> TopicStats:
+    def topic_stats(self, topic: TopicLike, *, windows: Sequence[int] | None = None) -> TopicStats:
         """Generation, first and last position and publish time, messages and bytes, publish rates over
         ``windows`` (seconds; default 1, 5 and 15 minutes) and every subscription with its lag."""
+        checks.windows(windows)
         self._ensure_subscriptions()
         meta = self._metadata.get(_topic(topic))
         listed = [self._with_numbers(meta, s) for s in self._subscription_admin.list(meta)]
         subscriptions = [(s.name, s.position) for s in listed]
-        if windows is not None and any(isinstance(w, bool) or not isinstance(w, int) or w <= 0 for w in windows):
-            raise InvalidArgument(f"bad windows {windows!r}: expected whole seconds > 0")
         if windows is None:
             stats = self._stats.topic_stats(meta.topic, meta.generation, meta.ttl, subscriptions)
         else:
@@ -693,7 +694,7 @@ class MessagingClient:
 
     def consumer(
         self,
-        topic: TopicId,
+        topic: TopicLike,
         name: str,
         *,
         max_wait: float = 5.0,

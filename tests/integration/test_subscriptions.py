@@ -112,8 +112,8 @@ def test_bad_input_changes_nothing(client: MessagingClient) -> None:
         ((b"short",), {}, "corrupt message id"),
         ((foreign,), {}, "generation 2"),
         ((bytes(MessageId(1, 99, 0)),), {}, "past the end"),
-        (("earliest",), {"start_time": 5}, "exactly one"),
-        ((), {"start_time": -5}, "bad start"),
+        (("earliest",), {"start_time_ms": 5}, "exactly one"),
+        ((), {"start_time_ms": -5}, "bad start"),
     ]:
         with pytest.raises(InvalidArgument, match=match):
             client.reset_subscription(T, "svc", *args, **kwargs)

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from tms_hbase.errors import BatchTooLarge, HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown, TopicFull
 from tms_hbase.installation.metadata import MetadataCache
 from tms_hbase.installation.settings import WriterSettings
+from tms_hbase.model import checks
 from tms_hbase.model.clock import now_ms
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.retry import Retry
@@ -551,8 +552,5 @@ class MessageWriter:
 
 
 def _ttl_ms(ttl: object) -> int | None:
-    if ttl is None:
-        return None
-    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl < math.inf:
-        raise InvalidArgument(f"bad per-message ttl {ttl!r}: expected a finite number of seconds > 0")
-    return max(1, int(ttl * 1000))
+    seconds = checks.ttl_seconds(ttl)
+    return None if seconds is None else max(1, int(seconds * 1000))
