@@ -58,7 +58,7 @@ def _state(settings: Settings, tx_server: str | None, from_hbase: bool) -> Trans
 
     if from_hbase:
         with settings.client() as client:
-            client.require_installation()
+            client.admin.require_installation()
             return StateStore(client.installation.txstate).recover().snapshot(0)
     with TransactionClient(tx_server, timeout_seconds=settings.timeout) as tx:
         return tx.snapshot()
@@ -243,7 +243,7 @@ def prune(settings: Settings, tx_server: str | None, max_lifetime: float, dry_ru
     from tms_hbase.tx.pruning import plan
 
     with settings.client() as client, TransactionClient(tx_server, timeout_seconds=settings.timeout) as tx_client:
-        client.require_installation()
+        client.admin.require_installation()
         invalid = tx_client.snapshot().invalid  # the server's own list: ours or any Tephra-compatible one
         result = plan(client.installation, now_ms(), max_lifetime, invalid).as_dict()
         result["pruned"] = []

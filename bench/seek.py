@@ -56,7 +56,7 @@ def run(settings: Settings) -> Result:
     RpcCounter.install()
     table_rows, samples, notes = [], {}, []
     with bench_tables(settings, "seek") as (client, conn, _raw_name):
-        client.set_tail_cache_seconds(TAIL_CACHE)
+        client.admin.set_tail_cache_seconds(TAIL_CACHE)
         for ordering in ("chain", "sequencer"):
             topic = new_topic(client, f"seek-{ordering}", {"ordering": ordering})
             setup, newest = _setup(client, topic, rows, settings.pick(30.0, 8.0))

@@ -175,7 +175,7 @@ def _client(thrift: str | None, prefix: str | None, timeout: float) -> Messaging
     """A client on an installation that must exist already (the sweeper never creates tables)."""
     client = MessagingClient(config=config_from_options(thrift, prefix, timeout), create_tables=False)
     try:
-        client.require_installation()
+        client.admin.require_installation()
     except TmsError:
         client.close()
         raise
@@ -299,7 +299,7 @@ def run(
         fail(error)
     with client:
         try:
-            client.require_installation()
+            client.admin.require_installation()
             sweeper = _sweeper(client, options, timeout, metrics)  # refuses a grace below the installation's minimum
         except TmsError as error:
             fail(error)
@@ -315,7 +315,7 @@ def run(
             while not stop.is_set():
                 began = time.monotonic()
                 try:
-                    client.require_installation()
+                    client.admin.require_installation()
                     report = sweeper.sweep_once()
                 except InstallationNotFound as error:
                     fail(error)

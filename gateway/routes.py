@@ -74,7 +74,7 @@ async def create_topic(request: Request, gateway: Gateway, topic: TopicId) -> Re
 
     def work() -> TopicMetadata:
         properties = rest.decode_properties(body)
-        gateway.client.require_installation()  # 503 on a prefix without one: the gateway never creates tables
+        gateway.client.admin.require_installation()  # 503 on a prefix without one: the gateway never creates tables
         return gateway.client.create_topic(topic, properties)
 
     return _json(rest.encode_topic(await gateway.run(work)))

@@ -96,7 +96,7 @@ def table_dropper(hbase_address: str) -> Iterator[ThreadPoolExecutor]:
 
 def _drop(address: str, prefix: str) -> None:
     with MessagingClient(address, prefix, timeout_seconds=60) as client:
-        client.drop_tables()
+        client.admin.drop_tables()
 
 
 @pytest.fixture
@@ -134,7 +134,7 @@ def tms_env(hbase_address: str, prefix: str) -> dict[str, str]:
 @pytest.fixture
 def installed_env(tms_env: dict[str, str], client: MessagingClient) -> dict[str, str]:
     """:func:`tms_env` with its installation created (as `tms-admin init` would: no other command creates one)."""
-    client.init_tables()
+    client.admin.init_tables()
     return tms_env
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -10,30 +9,30 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, overload
 
 from tms_hbase.api import MessagingService
+from tms_hbase.client_admin import ClientAdmin
+from tms_hbase.client_slices import Slices
 from tms_hbase.config import Config
 from tms_hbase.consume.consumer import Consumer, ConsumerSession
 from tms_hbase.consume.doorbell import DEFAULT_HOST, Doorbells
 from tms_hbase.consume.subscription_admin import EARLIEST, SubscriptionAdmin
 from tms_hbase.consume.subscriptions import Subscription, SubscriptionStore, check_name, row_key
 from tms_hbase.errors import (
-    InstallationNotFound,
     InvalidArgument,
     PublishOutcomeUnknown,
     SubscriptionAlreadyExists,
     TopicAlreadyExists,
 )
-from tms_hbase.fetch.inspect import Inspector
-from tms_hbase.fetch.reader import BatchInfo, Message, MessageReader, PositionRange
+from tms_hbase.fetch.reader import Message, MessageReader
 from tms_hbase.fetch.stats import Lag, TopicStatistics, TopicStats
 from tms_hbase.installation.hbase_clock import HBaseClock, PublishClock
-from tms_hbase.installation.metadata import CLOCK_COLUMN, SETTINGS_KEY, MetadataCache, MetadataStore, TopicScan
-from tms_hbase.installation.settings import InstallationStore, TailCacheSetting, WriterSettings
+from tms_hbase.installation.metadata import CLOCK_COLUMN, SETTINGS_KEY, MetadataCache, MetadataStore
+from tms_hbase.installation.readiness import Readiness
+from tms_hbase.installation.settings import InstallationStore, WriterSettings
 from tms_hbase.model import checks
 from tms_hbase.model.clock import check_time_ms
-from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.retry import Retry
-from tms_hbase.model.tables import FAMILIES, TableNames
+from tms_hbase.model.tables import TableNames
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata, user_properties
 from tms_hbase.model.topic import as_topic as _topic
 from tms_hbase.shared.admin import PendingMessage, SharedAdmin, SharedStats
@@ -41,7 +40,6 @@ from tms_hbase.shared.consumer import SharedConsumer
 from tms_hbase.shared.store import SharedStore
 from tms_hbase.storage.connection import HBaseConnection
 from tms_hbase.storage.hbase import Installation
-from tms_hbase.tx.fate import snapshot_from_hbase
 from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, validate_max_lifetime
 from tms_hbase.tx.transaction import Transaction
 
@@ -110,9 +108,7 @@ class MessagingClient(MessagingService):
         self.installation = Installation(pool, TableNames(config.prefix))
         """The installation's tables over this client's connection pool: what the sweeper, the CLIs,
         Spark tasks and other components built on the library use (see docs/architecture.md)."""
-        self._create_tables = create_tables
-        self._ready = self._subscriptions_ready = False
-        self._ready_lock = threading.Lock()
+        self._readiness = Readiness(self.installation, may_create=create_tables)
         self._metadata = MetadataStore(self.installation.metadata, retry=config.retry)
         self._topics = MetadataCache(self._metadata, metadata_max_age_seconds)
         storage = self.installation
@@ -142,8 +138,22 @@ class MessagingClient(MessagingService):
             writer_settings.skew_bound_seconds,
             self.hbase_clock,
         )
+        self.admin = ClientAdmin(
+            self.installation,
+            self._readiness,
+            settings=self._settings,
+            metadata=self._metadata,
+            reader=self._reader,
+            writer=self._writer,
+        )
+        """An operator's calls: tables, the tail-cache setting, inspection, diagnostics
+        (:class:`~tms_hbase.client_admin.ClientAdmin`)."""
+        self.slices = Slices(self.installation, self._readiness, self._reader)
+        """Parallel readers' calls, such as the Spark data source's (:class:`~tms_hbase.client_slices.Slices`)."""
         self._subscriptions = SubscriptionStore(storage.table("subscriptions"))
-        self._subscription_admin = SubscriptionAdmin(self._subscriptions, storage.messages, self._reader, self.tx_state)
+        self._subscription_admin = SubscriptionAdmin(
+            self._subscriptions, storage.messages, self._reader, self.admin.tx_state
+        )
         self._stats = TopicStatistics(storage.messages, storage.payloads, self._reader)
         self._shared_store = SharedStore(storage.table("subscriptions"))
         self._shared = SharedAdmin(
@@ -157,12 +167,6 @@ class MessagingClient(MessagingService):
         self._doorbells = Doorbells(self.installation.prefix, self._doorbells_of)
 
     # -- lifecycle ----------------------------------------------------------------------------
-
-    @property
-    def longest_hole_wait(self) -> float:
-        """Seconds the fetches of this client were held by one hole of a sequencer generation, at most
-        (from first sighting to passing it; docs/ordering.md bounds it by H + one poll)."""
-        return self._reader.longest_hole_wait
 
     def __enter__(self) -> MessagingClient:
         return self
@@ -198,71 +202,13 @@ class MessagingClient(MessagingService):
 
         For health checks (``tms-gateway``'s ``GET /health``): it creates nothing and reads no topic.
         """
-        with self.installation.hbase.operation():
-            missing = self.installation.missing()
-        if missing:
-            raise InstallationNotFound(self.installation.prefix, self.installation.address, missing)
-
-    def init_tables(self) -> list[str]:
-        """Create any missing table of this prefix now; returns the names created."""
-        created = self.installation.create_missing(FAMILIES)
-        self._ready = self._subscriptions_ready = True
-        return created
-
-    def tail_cache_setting(self) -> TailCacheSetting | None:
-        """The installation's tail-cache setting (None if it has none yet: writers then trust a
-        remembered tail for 1 s and sweepers assume 30 s). See docs/guarantees.md."""
-        return self._settings.read()
-
-    def set_tail_cache_seconds(self, seconds: int) -> TailCacheSetting:
-        """Set how long every writer may trust a remembered tail (whole seconds, 1-86400); the smallest
-        sweeper grace is 4 x this. Changing an existing value starts a transition (4 x the larger value)
-        during which writers use the smaller and sweepers the larger value, and another change is
-        refused (InvalidArgument). Creates the installation's tables if they are missing, as `init` does."""
-        self._ensure_ready(create=True)
-        return self._settings.set_tail_cache(seconds)
-
-    @property
-    def future_predecessors(self) -> int:
-        """Publishes that did not follow the row before them because it was dated more than the
-        clock-skew bound ahead of this client's clock (each is logged; docs/guarantees.md)."""
-        return self._writer.future_predecessors
-
-    def require_installation(self) -> None:
-        """InstallationNotFound unless every table of this prefix exists; never creates anything
-        (what read-only tools call first). Checked once per client."""
-        self._ensure_ready(create=False)
-
-    def drop_tables(self) -> list[str]:
-        """Delete this prefix's tables and everything in them (tests, demos); returns the names."""
-        with self._ready_lock:
-            self._ready = self._subscriptions_ready = False
-            return self.installation.drop()
+        self._readiness.check()
 
     def _ensure_ready(self, *, create: bool = False) -> None:
-        """Check once that the tables exist; create the missing ones only when ``create`` is asked
-        (and allowed), else raise InstallationNotFound."""
-        if self._ready:
-            return
-        with self._ready_lock:
-            if self._ready:
-                return
-            missing = self.installation.missing()
-            if missing and not (create and self._create_tables):
-                raise InstallationNotFound(self.installation.prefix, self.installation.address, missing)
-            if missing:
-                self.installation.create_missing()
-            self._ready = True
+        self._readiness.ensure(create=create)
 
     def _ensure_subscriptions(self) -> None:
-        """The subscriptions table is made on the first use of subscriptions (tables.CORE)."""
-        self._ensure_ready()
-        if self._subscriptions_ready or not self._create_tables:
-            return
-        with self._ready_lock:
-            if not self._subscriptions_ready:
-                self.installation.create_missing(["subscriptions"])
-                self._subscriptions_ready = True
+        self._readiness.ensure_subscriptions()
 
     # -- topics -------------------------------------------------------------------------------
 
@@ -329,12 +275,6 @@ class MessagingClient(MessagingService):
         self._ensure_ready()
         with self.installation.hbase.operation():
             return self._metadata.list(namespace)
-
-    def scan_topics(self, namespace: str | None = None) -> TopicScan:
-        """The existing topics' metadata, and the metadata rows that do not decode (``.corrupt``:
-        :class:`~tms_hbase.model.integrity.RowCheck` with the topic and what is wrong), logging nothing."""
-        self._ensure_ready()
-        return self._metadata.scan(namespace)
 
     def delete_topic(self, topic: TopicLike) -> None:
         """Delete a topic (its data becomes unreadable at once); TopicNotFound if it does not exist."""
@@ -447,75 +387,6 @@ class MessagingClient(MessagingService):
         self._ensure_ready()
         with self.installation.hbase.operation():
             return self._reader.fetch(topic, start_message, start_time_ms, inclusive, limit, transaction)
-
-    # -- slices (parallel readers such as the Spark data source) ----------------------------------
-
-    def positions(
-        self, topic: TopicLike, start_time_ms: int | None = None, end_time_ms: int | None = None
-    ) -> PositionRange:
-        """The batch-row positions of the topic's current generation that hold messages published in
-        [start_time_ms, end_time_ms) (None: unbounded) and not expired: found with binary searches,
-        O(log n) reads. The message ids of a position start with it. In a chain generation positions are
-        dense (1, 2, 3, ... one per batch row); in a sequencer generation (``ordering=sequencer``) a
-        position is its row's first message offset and the next row starts at position + its message
-        count, so consecutive rows' positions differ by their sizes. ``last`` is the last row's position
-        (the raw tail): in a sequencer generation a reservation below it may still be unwritten, and a
-        read up to it waits for that (at most H) as any reader does (docs/ordering.md)."""
-        topic = _topic(topic)
-        start_time, end_time = _time("start_time_ms", start_time_ms), _time("end_time_ms", end_time_ms)
-        self._ensure_ready()
-        with self.installation.hbase.operation():
-            return self._reader.positions(topic, start_time, end_time)
-
-    def fetch_range(
-        self,
-        topic: TopicLike,
-        start: bytes | MessageId,
-        end: bytes | MessageId | None = None,
-        transaction: Transaction | None = None,
-    ) -> Iterator[Message]:
-        """The messages with ``start`` <= id < ``end`` (to the tail if ``end`` is None), in order: a slice
-        that one of many parallel readers takes. Both ids must be of the topic's current generation
-        (InvalidArgument otherwise); ``MessageId(generation, position, 0)`` is where a position begins.
-        With a transaction it skips and stops as :meth:`fetch` does."""
-        topic = _topic(topic)
-        first = start if isinstance(start, MessageId) else MessageId.decode(start)
-        last = end if end is None or isinstance(end, MessageId) else MessageId.decode(end)
-        self._ensure_ready()
-        with self.installation.hbase.operation():
-            return self._reader.fetch_range(topic, first, last, transaction)
-
-    def batches(
-        self, topic: TopicLike, generation: int, first: int, last: int, *, transactional_only: bool = False
-    ) -> Iterator[BatchInfo]:
-        """The batch rows at positions ``first``..``last`` of a generation, described (position, publish
-        time, write pointer, message count) without their payloads being decoded; with
-        ``transactional_only`` only the rows that carry a write pointer (filtered in HBase)."""
-        topic = _topic(topic)
-        self._ensure_ready()
-        return self._reader.batches(topic, generation, first, last, transactional_only=transactional_only)
-
-    def stored_sequences(
-        self,
-        topic: TopicLike,
-        generation: int,
-        tx_write_pointer: int,
-        start: int = 0,
-        stop: int | None = None,
-        limit: int = 1000,
-        *,
-        reverse: bool = False,
-    ) -> list[int]:
-        """The sequences (message indexes in a pointer row) in [start, stop) of the payloads stored under
-        a write pointer: the lowest ``limit``, ascending, or the highest, descending, with ``reverse``.
-        Reads keys only."""
-        topic = _topic(topic)
-        checks.positive_int("limit", limit)
-        self._ensure_ready()
-        with self.installation.hbase.operation():
-            return self._reader.stored_sequences(
-                topic, generation, tx_write_pointer, start, stop, limit, reverse=reverse
-            )
 
     # -- subscriptions and consumers ------------------------------------------------------------
 
@@ -660,7 +531,7 @@ class MessagingClient(MessagingService):
             max_wait=max_wait,
             poll_interval=poll_interval,
             reap_interval=reap_interval,
-            tx_state=self.tx_state,
+            tx_state=self.admin.tx_state,
         )
 
     def _with_numbers(self, meta: TopicMetadata, subscription: Subscription) -> Subscription:
@@ -737,7 +608,7 @@ class MessagingClient(MessagingService):
             reader=self._reader,
             topics=self._topics,
             prefix=self.installation.prefix,
-            tx_state=self.tx_state,
+            tx_state=self.admin.tx_state,
             max_wait=max_wait,
             transaction=transaction,
             auto_commit=auto_commit,
@@ -749,17 +620,6 @@ class MessagingClient(MessagingService):
             session=session,
             owner=owner,
         )
-
-    def inspector(self) -> Inspector:
-        """Row-level reading of topics for people (``tms-admin topic tail``): corrupt rows are reported
-        as such instead of raising, and each message shows its transaction's state."""
-        self._ensure_ready()
-        return Inspector(self.installation.messages, self.installation.payloads, self._reader)
-
-    def tx_state(self) -> Transaction:
-        """The transaction state as a read-only Transaction rebuilt from HBase, without the server: it
-        sees committed transactions only. Resolves transactional marks; inspection uses it too."""
-        return snapshot_from_hbase(self.installation.txstate)
 
     def _doorbells_of(self, topic: TopicId) -> list[str]:
         return self._subscription_admin.bells(self._topics.get(topic))

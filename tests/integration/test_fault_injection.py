@@ -58,7 +58,7 @@ def installation(hbase_address: str) -> Iterator[tuple[str, bytes]]:
         handle = bytes(client.publish(T, [b"tx"], tx_write_pointer=write_pointer_now()))
     yield prefix, handle
     with MessagingClient(hbase_address, prefix, timeout_seconds=60) as client:
-        client.drop_tables()
+        client.admin.drop_tables()
 
 
 def outcome(call: Callable[[], object], limit: float = TIMEOUT + MARGIN) -> tuple[BaseException | None, float]:

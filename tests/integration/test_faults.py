@@ -69,7 +69,7 @@ def test_idle_connections_are_not_reused(proxy: TcpProxy, prefix: str) -> None:
 def test_create_whose_answer_is_lost_still_succeeds(proxy: TcpProxy, prefix: str) -> None:
     """The checkAndPut lands but its answer is lost: the client re-reads and finds its own write."""
     with MessagingClient(proxy.address, prefix, timeout_seconds=5) as client:
-        client.init_tables()
+        client.admin.init_tables()
         proxy.lose_reply_to(b"checkAndPut")
         meta = client.create_topic(T, {"ttl": "77"})
         assert proxy.replies_lost == 1

@@ -165,7 +165,7 @@ def test_a_prefix_without_an_installation_is_503_and_creates_nothing(
     finally:
         assert gateway.stop() == 0, gateway.log()
     with pytest.raises(InstallationNotFound):
-        client.require_installation()  # nothing was created on the gateway's behalf
+        client.admin.require_installation()  # nothing was created on the gateway's behalf
 
 
 BAD_CONFIGS = [

@@ -23,7 +23,7 @@ H = sequencer.hole_wait(CACHE)
 
 @pytest.fixture
 def seq(client: MessagingClient) -> MessagingClient:
-    client.set_tail_cache_seconds(CACHE)
+    client.admin.set_tail_cache_seconds(CACHE)
     client.create_topic(T, {"ordering": "sequencer", "ttl": "86400"})
     return client
 
@@ -87,10 +87,10 @@ def test_fetch_subscriptions_reset_and_positions_start_at_the_first_row_dated_at
     assert next_payloads(seq, "svc") == [b"a", b"b", b"c", b"d", b"e", b"f"]
     seq.reset_subscription(T, "svc", start_time_ms=at)
     assert next_payloads(seq, "svc") == [b"d", b"e", b"f"]
-    span = seq.positions(T, at, at + 1000)
+    span = seq.slices.positions(T, at, at + 1000)
     assert (span.first, span.last) == (5, 6)  # d and e: f, the first row dated >= the end, is not in it
-    assert (seq.positions(T, at).first, seq.positions(T, at).last) == (5, 7)
-    assert seq.positions(T, at + 1001).first == 8  # past the last row
+    assert (seq.slices.positions(T, at).first, seq.slices.positions(T, at).last) == (5, 7)
+    assert seq.slices.positions(T, at + 1001).first == 8  # past the last row
 
 
 def test_a_hole_below_the_answer_that_nobody_writes_is_filled_and_passed(seq: MessagingClient) -> None:

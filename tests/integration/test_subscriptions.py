@@ -222,7 +222,7 @@ def test_lag_counts_messages_and_age_without_scanning(client: MessagingClient) -
 def test_topic_stats_count_readable_messages_also_after_the_sweeper(
     client: MessagingClient, hbase_address: str, prefix: str
 ) -> None:
-    client.set_tail_cache_seconds(1)  # writers trust a remembered tail 1 s: a grace of 4 s is allowed
+    client.admin.set_tail_cache_seconds(1)  # writers trust a remembered tail 1 s: a grace of 4 s is allowed
     client.create_topic(T, {"ttl": "1", **CHAIN})
     client.publish(T, [b"aaa", b"bb"])
     client.publish(T, [b"c"])

@@ -66,7 +66,7 @@ def test_a_leased_region_is_left_alone_and_blocks_pruning(client: MessagingClien
     client.create_topic(OLD, CHAIN)
     fill(client, OLD, 10)
     client.delete_topic(OLD)
-    client.init_tables()
+    client.admin.init_tables()
     store = StateStore(client.installation.txstate)
     manager = store.recover()
     manager.initialize(now_ms())

@@ -257,8 +257,8 @@ class Run:
         self.proxy = RobustProxy(thrift_address(self.address))
         with MessagingClient(self.address, self.prefix, timeout_seconds=60) as client:
             if self.opts.tail_cache_seconds:
-                client.init_tables()
-                client.set_tail_cache_seconds(self.opts.tail_cache_seconds)
+                client.admin.init_tables()
+                client.admin.set_tail_cache_seconds(self.opts.tail_cache_seconds)
             for ordering in self.opts.orderings:
                 kinds = ["main", "fresh", "ttl"] + (["tx"] if self.opts.tx else [])
                 for kind in kinds:
@@ -274,7 +274,7 @@ class Run:
                     )
                     if kind == "main":
                         client.create_subscription(topic, f"sub-{topic.topic}", start="earliest")
-            self.grace = minimum_grace(client.tail_cache_setting(), int(time.time() * 1000))
+            self.grace = minimum_grace(client.admin.tail_cache_setting(), int(time.time() * 1000))
         self.tx_port = free_port()
         (self.dir / "config.json").write_text(
             json.dumps(
@@ -407,7 +407,7 @@ class Run:
         if not self.opts.keep_tables and self.address:
             try:
                 with MessagingClient(self.address, self.prefix, timeout_seconds=120) as client:
-                    client.drop_tables()
+                    client.admin.drop_tables()
             except Exception as exc:
                 print(f"could not drop the tables of prefix {self.prefix}: {exc}", file=sys.stderr)
         if self.own is not None:

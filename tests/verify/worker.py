@@ -402,11 +402,11 @@ class Worker:
         try:
             with self.client() as client:
                 tid = TopicId.parse(topic)
-                span = client.positions(tid)
+                span = client.slices.positions(tid)
                 got = (
                     []
                     if span.last < span.first
-                    else list(client.fetch_range(tid, MessageId(span.generation, span.first, 0)))
+                    else list(client.slices.fetch_range(tid, MessageId(span.generation, span.first, 0)))
                 )
         except Exception as exc:
             self.rec.complete("fail", "read", op, error=repr(exc))

@@ -284,7 +284,7 @@ class StreamWriter(DataSourceStreamArrowWriter):
                         f"the state of query {query} on topic {self.options.topic} changed during micro-batch "
                         f"{batchId} ({state}): is another run of the query writing?"
                     )
-                publishing = state.moved(PUBLISHING, tail=client.positions(self.options.topic).last)
+                publishing = state.moved(PUBLISHING, tail=client.slices.positions(self.options.topic).last)
                 if states.swap(raw, publishing):
                     return self._finish(client, states, publishing.encode(), publishing)
 
@@ -293,8 +293,8 @@ class StreamWriter(DataSourceStreamArrowWriter):
         tx, before = state.open_transaction(), state.publishing_tail()
         topic = self.options.topic
         generation = client.get_topic(topic).generation
-        tail = client.positions(topic).last
-        rows = client.batches(topic, generation, before + 1, tail, transactional_only=True)
+        tail = client.slices.positions(topic).last
+        rows = client.slices.batches(topic, generation, before + 1, tail, transactional_only=True)
         if not any(row.messages is None and abs(row.tx_write_pointer or 0) == tx.write_pointer for row in rows):
             publish_pointer(client, topic, tx.write_pointer)
         commit_transaction(self.options, tx)
