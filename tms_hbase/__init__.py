@@ -1,7 +1,7 @@
 """tms-hbase: a transactional messaging system stored in Apache HBase.
 
 The public surface is small: :class:`MessagingClient`, :class:`TopicId`, :class:`TopicMetadata`,
-:class:`Message`, :class:`RollbackDetail`, consuming (:class:`Consumer`, :class:`Subscription`,
+:class:`Message`, :class:`PublishResult`, :class:`RollbackDetail`, consuming (:class:`Consumer`, :class:`Subscription`,
 :class:`Lag`, :class:`TopicStats`), the errors in :mod:`tms_hbase.errors`, and
 :class:`tms_hbase.tx.Transaction`.
 """
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from tms_hbase.fetch.reader import Message
     from tms_hbase.fetch.stats import Lag, TopicStats
     from tms_hbase.model.message_id import MessageId
+    from tms_hbase.model.published import PublishResult
     from tms_hbase.model.wire import RollbackDetail
     from tms_hbase.publish.background import BackgroundPublisher, PublisherStats
     from tms_hbase.shared import DeadLetter, Delivery, PendingMessage, SharedConsumer, SharedStats
@@ -72,6 +73,7 @@ _LAZY = {
     "TopicStats": "tms_hbase.fetch.stats",
     "Subscription": "tms_hbase.consume.subscriptions",
     "RollbackDetail": "tms_hbase.model.wire",
+    "PublishResult": "tms_hbase.model.published",
 }
 
 
@@ -119,6 +121,7 @@ __all__ = [
     "NotHeld",
     "PendingMessage",
     "PublishOutcomeUnknown",
+    "PublishResult",
     "PublisherClosed",
     "PublisherStats",
     "QueueFull",

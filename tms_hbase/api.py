@@ -22,13 +22,14 @@ namespace (the REST API lists one at a time).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol, overload
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from tms_hbase.consume.subscriptions import Subscription
     from tms_hbase.errors import PublishOutcomeUnknown
     from tms_hbase.fetch.reader import Message
     from tms_hbase.fetch.stats import Lag, TopicStats
+    from tms_hbase.model.published import PublishResult
     from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata
     from tms_hbase.model.wire import RollbackDetail
     from tms_hbase.shared.admin import PendingMessage
@@ -151,28 +152,6 @@ class MessagingService(Protocol):
 
     # -- messages -----------------------------------------------------------------------------
 
-    @overload
-    def publish(
-        self,
-        topic: TopicLike,
-        payloads: Sequence[bytes],
-        tx_write_pointer: None = None,
-        *,
-        ttl_seconds: float | None = None,
-        resume: PublishOutcomeUnknown | None = None,
-    ) -> None: ...
-
-    @overload
-    def publish(
-        self,
-        topic: TopicLike,
-        payloads: Sequence[bytes],
-        tx_write_pointer: int,
-        *,
-        ttl_seconds: float | None = None,
-        resume: PublishOutcomeUnknown | None = None,
-    ) -> RollbackDetail: ...
-
     def publish(
         self,
         topic: TopicLike,
@@ -181,8 +160,9 @@ class MessagingService(Protocol):
         *,
         ttl_seconds: float | None = None,
         resume: PublishOutcomeUnknown | None = None,
-    ) -> RollbackDetail | None:
-        """Publish a batch as one unit, in order; with a write pointer, the handle ``rollback`` takes."""
+    ) -> PublishResult:
+        """Publish a batch as one unit, in order: where it is stored (its ids; with a write pointer, also
+        the handle ``rollback`` takes)."""
         ...
 
     def store(
@@ -191,7 +171,7 @@ class MessagingService(Protocol):
         """Store payloads under a write pointer, invisible until that pointer is published."""
         ...
 
-    def rollback(self, topic: TopicLike, handle: RollbackDetail | bytes) -> None:
+    def rollback(self, topic: TopicLike, handle: PublishResult | RollbackDetail | bytes) -> None:
         """Mark a transactional publish rolled back."""
         ...
 

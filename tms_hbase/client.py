@@ -6,7 +6,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING
 
 from tms_hbase.api import MessagingService
 from tms_hbase.client_admin import ClientAdmin
@@ -45,6 +45,7 @@ from tms_hbase.tx.transaction import Transaction
 
 if TYPE_CHECKING:  # passed in by callers; `import tms_hbase` does not load the Thrift client
     from tms_hbase.tx.client import TransactionClient
+from tms_hbase.model.published import PublishResult, rollback_detail
 from tms_hbase.model.wire import RollbackDetail
 from tms_hbase.publish.writer import DEFAULT_MAX_BATCH_BYTES, MessageWriter, Resume
 
@@ -286,28 +287,6 @@ class MessagingClient(MessagingService):
 
     # -- messages -----------------------------------------------------------------------------
 
-    @overload
-    def publish(
-        self,
-        topic: TopicLike,
-        payloads: Sequence[bytes],
-        tx_write_pointer: None = None,
-        *,
-        ttl_seconds: float | None = None,
-        resume: PublishOutcomeUnknown | None = None,
-    ) -> None: ...
-
-    @overload
-    def publish(
-        self,
-        topic: TopicLike,
-        payloads: Sequence[bytes],
-        tx_write_pointer: int,
-        *,
-        ttl_seconds: float | None = None,
-        resume: PublishOutcomeUnknown | None = None,
-    ) -> RollbackDetail: ...
-
     def publish(
         self,
         topic: TopicLike,
@@ -316,12 +295,14 @@ class MessagingClient(MessagingService):
         *,
         ttl_seconds: float | None = None,
         resume: PublishOutcomeUnknown | None = None,
-    ) -> RollbackDetail | None:
+    ) -> PublishResult:
         """Publish a batch of payloads, in order, as one unit: all of it is stored or none.
 
-        Without ``tx_write_pointer`` returns None. With one, the batch carries the transaction's
-        write pointer and a :class:`RollbackDetail` is returned (``bytes(detail)`` is the opaque
-        handle); an empty list then publishes the payloads stored before with :meth:`store`.
+        Returns a :class:`~tms_hbase.model.published.PublishResult`: the batch row's generation and
+        position, the count and the message ids. With ``tx_write_pointer`` the batch carries the
+        transaction's write pointer and the result's ``rollback`` is the handle :meth:`rollback` takes
+        (``bytes(result.rollback)`` is CDAP's opaque handle); an empty list then publishes the payloads
+        stored before with :meth:`store` (a pointer row: no ids in the result).
         ``ttl_seconds`` expires these messages sooner than the topic's TTL.
 
         If HBase stops answering mid-publish, PublishOutcomeUnknown is raised; calling publish again
@@ -334,11 +315,11 @@ class MessagingClient(MessagingService):
             raise InvalidArgument("resume= takes the PublishOutcomeUnknown a MessagingClient's publish raised")
         started = time.perf_counter()
         with self.installation.hbase.operation():
-            detail = self._writer.publish(topic, payloads, tx_write_pointer, ttl_seconds, point)
+            result = self._writer.publish(topic, payloads, tx_write_pointer, ttl_seconds, point)
         elapsed = time.perf_counter() - started
         CLIENT_METRICS.published(str(topic), len(payloads), sum(map(len, payloads)), elapsed)
         self._doorbells.ring(topic)
-        return detail
+        return result
 
     def notify_consumers(self, topic: TopicLike) -> None:
         """Wake the consumers waiting on ``topic`` (publish does this itself; a transactional publisher
@@ -358,10 +339,11 @@ class MessagingClient(MessagingService):
         with self.installation.hbase.operation():
             self._writer.store(topic, payloads, tx_write_pointer, sequence)
 
-    def rollback(self, topic: TopicLike, handle: RollbackDetail | bytes) -> None:
-        """Mark a transactional publish rolled back: transactional readers skip it from now on."""
+    def rollback(self, topic: TopicLike, handle: PublishResult | RollbackDetail | bytes) -> None:
+        """Mark a transactional publish rolled back (``handle``: its result, the result's ``rollback`` or
+        that detail's bytes): transactional readers skip it from now on."""
         topic = _topic(topic)
-        detail = handle if isinstance(handle, RollbackDetail) else RollbackDetail.from_bytes(handle)
+        detail = rollback_detail(handle)
         self._ensure_ready()
         with self.installation.hbase.operation():
             self._writer.rollback(topic, detail)

@@ -21,11 +21,15 @@ def payloads(client: MessagingClient, topic: TopicId = T) -> list[bytes]:
 def test_publishes_in_order_in_few_batches(client: MessagingClient) -> None:
     client.create_topic(T)
     with BackgroundPublisher(client, linger_seconds=0.05) as publisher:
-        futures = [publisher.publish(T, [f"{i}".encode()]) for i in range(300)]
-        assert all(f.result(timeout=30) is True for f in futures)
-        assert publisher.stats.published == 300
+        futures = [publisher.publish(T, [f"{i}".encode(), b"+"]) for i in range(300)]
+        results = [f.result(timeout=30) for f in futures]
+        assert publisher.stats.published == 600
         assert publisher.stats.batches < 30, publisher.stats
-    assert payloads(client) == [f"{i}".encode() for i in range(300)]
+    stored = list(client.fetch(T))
+    assert [m.payload for m in stored] == [p for i in range(300) for p in (f"{i}".encode(), b"+")]
+    # each future names its own messages, though publishes shared batch rows
+    assert [i for r in results for i in r.message_ids] == [m.id for m in stored]
+    assert len({r.position for r in results}) == publisher.stats.batches
 
 
 def test_flush_waits_and_close_sends_what_is_queued(client: MessagingClient) -> None:
@@ -51,7 +55,7 @@ def test_bad_input_fails_at_once_or_in_its_future(client: MessagingClient) -> No
         missing = publisher.publish(TopicId("ns", "missing"), [b"x"])
         with pytest.raises(TopicNotFound):
             missing.result(timeout=30)
-        assert publisher.publish(T, [b"fine"]).result(timeout=30) is True
+        assert publisher.publish(T, [b"fine"]).result(timeout=30).count == 1
     assert payloads(client) == [b"fine"]
     with pytest.raises(InvalidArgument, match="on_full"):
         BackgroundPublisher(client, on_full="ignore")  # type: ignore[arg-type]
@@ -72,7 +76,7 @@ def test_full_queue_policies(proxy: TcpProxy, prefix: str, hbase_address: str) -
         with pytest.raises(QueueFull):
             raising.publish(T, [b"one too many"])
         dropped = dropping.publish(T, [b"one too many", b"and another"])
-        assert dropped.done() and dropped.result() is False
+        assert dropped.done() and dropped.result() is None
         assert dropping.stats.dropped_full == 2
         proxy.stall = False
         for publisher in (raising, dropping):
@@ -89,7 +93,7 @@ def test_give_up_policies_after_retries(proxy: TcpProxy, prefix: str, hbase_addr
             assert failed.exception(timeout=60) is not None
             assert raising.stats.retries == 2 and raising.stats.failed == 1
         with BackgroundPublisher(client, retry=Retry(attempts=2, backoff_seconds=0.01), on_give_up="drop") as dropping:
-            assert dropping.publish(T, [b"y", b"z"]).result(timeout=60) is False
+            assert dropping.publish(T, [b"y", b"z"]).result(timeout=60) is None
             assert dropping.stats.dropped_failed == 2
 
 
@@ -107,6 +111,6 @@ def test_retry_after_an_outage_stores_exactly_once(client: MessagingClient, prox
         time.sleep(3)
         assert proxy.replies_lost == 1 and not first.done()
         proxy.stall = False
-        assert first.result(timeout=60) is True
-        assert publisher.publish(T, [b"after"]).result(timeout=60) is True
+        assert first.result(timeout=60).count == 1
+        assert publisher.publish(T, [b"after"]).result(timeout=60).count == 1
     assert payloads(client) == [b"once", b"after"]

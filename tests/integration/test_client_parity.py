@@ -28,6 +28,7 @@ from tms_hbase.errors import (
     TopicNotFound,
 )
 from tms_hbase.gateway_client.http import GatewayClient
+from tms_hbase.model.message_id import MessageId
 from tms_hbase.tx import Transaction, write_pointer_now
 
 from ..gateway_server import GatewayProcess, running_gateway
@@ -101,12 +102,15 @@ def test_topic_lifecycle(service: MessagingService, ns: str) -> None:
 def test_publish_and_fetch_from_an_id_a_time_and_with_a_limit(service: MessagingService, ns: str) -> None:
     t = TopicId(ns, "events")
     service.create_topic(t)
-    service.publish(t, [b"a", b"b"])
+    first = service.publish(t, [b"a", b"b"])
     before_c = int(time.time() * 1000) - 1
     service.publish(t, [b"c"])
-    service.publish(t, [b"d", b"e"], ttl_seconds=3600)
+    last = service.publish(t, [b"d", b"e"], ttl_seconds=3600)
     everything = list(service.fetch(t))
     assert payloads(everything) == [b"a", b"b", b"c", b"d", b"e"]
+    # what a publish returns names the ids a reader sees
+    assert (first.topic, first.count, first.rollback) == (t, 2, None)
+    assert first.message_ids == [m.id for m in everything[:2]] and last.last_id == everything[-1].id
     assert [m.id for m in everything] == sorted(m.id for m in everything)
     assert all(m.publish_time > 0 for m in everything)
     second = everything[1].id
@@ -135,10 +139,15 @@ def test_transactional_publish_store_and_rollback(service: MessagingService, ns:
     service.create_topic(t)
     pointer = write_pointer_now()
     handle = service.publish(t, [b"in tx"], tx_write_pointer=pointer)
-    assert isinstance(handle, RollbackDetail) and handle.transaction_write_pointer == pointer
+    assert isinstance(handle.rollback, RollbackDetail) and handle.rollback.transaction_write_pointer == pointer
+    assert (handle.count, handle.rollback.start_position) == (1, handle.position)
     service.store(t, [b"s1", b"s2"], tx_write_pointer=pointer + 1)
-    service.publish(t, [], tx_write_pointer=pointer + 1)
-    assert payloads(service.fetch(t)) == [b"in tx", b"s1", b"s2"]  # without a transaction: everything
+    pointer_row = service.publish(t, [], tx_write_pointer=pointer + 1)
+    assert (pointer_row.count, pointer_row.message_ids, pointer_row.first_id) == (0, [], None)
+    fetched = list(service.fetch(t))
+    assert payloads(fetched) == [b"in tx", b"s1", b"s2"]  # without a transaction: everything
+    assert [m.id for m in fetched][:1] == handle.message_ids
+    assert {MessageId.decode(m.id).position for m in fetched[1:]} == {pointer_row.position}
     service.rollback(t, handle)
     reader = Transaction(
         read_pointer=pointer + 10, tx_id=pointer + 11, invalids=[], in_progress=[], first_short_in_progress=2**63 - 1

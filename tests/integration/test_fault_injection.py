@@ -55,7 +55,7 @@ def installation(hbase_address: str) -> Iterator[tuple[str, bytes]]:
         client.create_topic(T, {"ordering": "sequencer"})
         client.create_topic(C, {"ordering": "chain"})
         client.publish(T, [b"a", b"b"])
-        handle = bytes(client.publish(T, [b"tx"], tx_write_pointer=write_pointer_now()))
+        handle = bytes(client.publish(T, [b"tx"], tx_write_pointer=write_pointer_now()).rollback)
     yield prefix, handle
     with MessagingClient(hbase_address, prefix, timeout_seconds=60) as client:
         client.admin.drop_tables()

@@ -71,12 +71,12 @@ def test_cdap_fetch_semantics_with_rollback(client: MessagingClient, topic: Topi
     base = write_pointer_now()
     client.publish(topic, [b"m0", b"m1"])
     handle = client.publish(topic, [b"m2"], tx_write_pointer=base + 100)
-    assert isinstance(handle, RollbackDetail)
+    assert isinstance(handle.rollback, RollbackDetail) and handle.rollback.transaction_write_pointer == base + 100
     assert payloads(list(client.fetch(topic))) == [b"m0", b"m1", b"m2"]
     # a reader whose transaction sees base + 100 as in progress stops before m2
     assert payloads(list(client.fetch(topic, transaction=tx(base + 150, in_progress=(base + 100,))))) == [b"m0", b"m1"]
     assert payloads(list(client.fetch(topic, transaction=tx(base + 150)))) == [b"m0", b"m1", b"m2"]
-    client.rollback(topic, bytes(handle))
+    client.rollback(topic, bytes(handle.rollback))
     client.rollback(topic, handle)  # twice is fine
     assert payloads(list(client.fetch(topic))) == [b"m0", b"m1", b"m2"]  # non-tx: repeatable reads
     assert payloads(list(client.fetch(topic, transaction=tx(base + 150)))) == [b"m0", b"m1"]

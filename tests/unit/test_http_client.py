@@ -17,6 +17,7 @@ from tms_hbase import TopicId
 from tms_hbase.errors import (
     BatchTooLarge,
     HBaseUnavailable,
+    InvalidArgument,
     NotAuthenticated,
     PublishOutcomeUnknown,
     TmsError,
@@ -92,6 +93,15 @@ def read_request(conn: socket.socket) -> bytes:
     while len(body) < length:
         body += conn.recv(65536)
     return head
+
+
+PUBLISHED = {"TMS-Published": "1:42"}  # where the gateway says a publish went
+
+
+def test_a_publish_answer_without_where_it_went_is_an_error(serve: Callable) -> None:
+    server = serve(respond("200 OK", {"TMS-Published": "1:x"}))
+    with GatewayClient(server.url, timeout_seconds=10) as client, pytest.raises(InvalidArgument, match="TMS-Published"):
+        client.publish(T, [b"x"])
 
 
 def respond(status: str, headers: dict[str, str] | None = None, body: bytes = b"", close: bool = False):
@@ -183,7 +193,7 @@ def test_a_trickling_server_cannot_stretch_a_call(serve: Callable) -> None:
 
 
 def test_a_connection_the_server_closed_is_not_reused(serve: Callable) -> None:
-    server = serve(respond("200 OK", close=True))
+    server = serve(respond("200 OK", PUBLISHED, close=True))
     with GatewayClient(server.url, timeout_seconds=10) as client:
         for count, payload in enumerate([b"one", b"two", b"three"], 1):
             client.publish(T, [payload])
@@ -194,10 +204,10 @@ def test_a_connection_the_server_closed_is_not_reused(serve: Callable) -> None:
 
 
 def test_a_kept_alive_connection_is_reused(serve: Callable) -> None:
-    server = serve(respond("200 OK"))
+    server = serve(respond("200 OK", PUBLISHED))
     with GatewayClient(server.url, timeout_seconds=10) as client:
         for _ in range(5):
-            client.publish(T, [b"x"])
+            assert client.publish(T, [b"x"]).position == 42
     assert server.connections == 1
 
 

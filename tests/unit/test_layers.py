@@ -109,16 +109,3 @@ def test_a_dead_transaction_server_is_not_hbase_unreachable() -> None:
     assert not issubclass(errors.TransactionServiceUnavailable, errors.HBaseError)
     assert issubclass(errors.TransactionServiceUnavailable, errors.Unavailable)
     assert issubclass(errors.HBaseUnavailable, errors.Unavailable)
-
-
-def test_publish_is_typed_by_whether_it_carries_a_write_pointer() -> None:
-    """Type checkers learn that publish(..., tx_write_pointer=wp) returns the handle and publish(...) None."""
-    import typing
-
-    from tms_hbase import MessagingClient
-
-    returns = {
-        o.__annotations__["tx_write_pointer"]: o.__annotations__["return"]
-        for o in typing.get_overloads(MessagingClient.publish)
-    }
-    assert returns == {"None": "None", "int": "RollbackDetail"}

@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import cast, overload
+from typing import cast
 from urllib.parse import urlencode, urlsplit
 
 from tms_hbase import errors
@@ -49,6 +49,7 @@ from tms_hbase.fetch.stats import Lag, TopicStats
 from tms_hbase.gateway_client import http1, rest, rest_shared
 from tms_hbase.gateway_client.http_shared import GatewaySharedConsumer
 from tms_hbase.model import checks
+from tms_hbase.model.published import PublishResult, rollback_detail
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata
 from tms_hbase.model.topic import as_topic as _topic
 from tms_hbase.model.wire import RollbackDetail
@@ -184,28 +185,6 @@ class GatewayClient(MessagingService):
 
     # -- messages -----------------------------------------------------------------------------
 
-    @overload
-    def publish(
-        self,
-        topic: TopicLike,
-        payloads: Sequence[bytes],
-        tx_write_pointer: None = None,
-        *,
-        ttl_seconds: float | None = None,
-        resume: PublishOutcomeUnknown | None = None,
-    ) -> None: ...
-
-    @overload
-    def publish(
-        self,
-        topic: TopicLike,
-        payloads: Sequence[bytes],
-        tx_write_pointer: int,
-        *,
-        ttl_seconds: float | None = None,
-        resume: PublishOutcomeUnknown | None = None,
-    ) -> RollbackDetail: ...
-
     def publish(
         self,
         topic: TopicLike,
@@ -214,8 +193,9 @@ class GatewayClient(MessagingService):
         *,
         ttl_seconds: float | None = None,
         resume: PublishOutcomeUnknown | None = None,
-    ) -> RollbackDetail | None:
-        """``POST /topics/<t>/publish``; with a write pointer returns the RollbackDetail of the handle.
+    ) -> PublishResult:
+        """``POST /topics/<t>/publish``: the PublishResult from the gateway's ``TMS-Published`` header
+        (generation and position) and, with a write pointer, the handle of its body as ``rollback``.
 
         ``resume`` cannot be honoured over HTTP (the retry state stays in the gateway): passing one is
         InvalidArgument rather than a silent second copy.
@@ -227,8 +207,11 @@ class GatewayClient(MessagingService):
         batch = validate_payloads(payloads, 2**63, allow_empty=True)  # the gateway checks emptiness and size
         body = rest.encode_publish(rest.PublishRequest(tx_write_pointer, batch), self.media)
         query = {} if ttl_seconds is None else {"ttl": ttl_seconds}
-        handle = self._call("publish", "POST", _with_query(rest.topic_path(topic, "publish"), query), body, topic)
-        return RollbackDetail.from_bytes(handle) if handle else None
+        path = _with_query(rest.topic_path(topic, "publish"), query)
+        reply = self._request("publish", "POST", path, body, topic)
+        generation, position = rest.decode_published(reply.published)
+        detail = RollbackDetail.from_bytes(reply.body) if reply.body else None
+        return PublishResult(topic, generation, position, len(batch), rollback=detail)
 
     def store(
         self, topic: TopicLike, payloads: Sequence[bytes], tx_write_pointer: int, *, sequence: int | None = None
@@ -240,12 +223,10 @@ class GatewayClient(MessagingService):
         query = {} if sequence is None else {"sequence": sequence}
         self._call("store", "POST", _with_query(rest.topic_path(topic, "store"), query), body, topic)
 
-    def rollback(self, topic: TopicLike, handle: RollbackDetail | bytes) -> None:
+    def rollback(self, topic: TopicLike, handle: PublishResult | RollbackDetail | bytes) -> None:
         """``POST /topics/<t>/rollback`` with the handle's bytes as the body."""
         topic = _topic(topic)
-        data = bytes(handle) if isinstance(handle, (RollbackDetail, bytearray, memoryview)) else handle
-        if not isinstance(data, bytes):
-            raise InvalidArgument("corrupt rollback handle: not bytes returned by a transactional publish")
+        data = bytes(rollback_detail(handle))
         self._call("rollback", "POST", rest.topic_path(topic, "rollback"), data, topic, content_type=rest.OCTETS)
 
     def fetch(
@@ -622,6 +603,7 @@ class _Reply:
     error_name: str | None
     keep_alive: bool
     consumer: str | None = None  # the TMS-Consumer header
+    published: str | None = None  # the TMS-Published header
 
 
 class _Broken(Exception):
@@ -637,6 +619,7 @@ _STALE = (http1.ClosedBeforeAnswer, ConnectionResetError, BrokenPipeError, Conne
 # The Content-Type lines of the bodies this client sends, made once.
 _CONTENT_TYPES = {media: http1.header_lines({"Content-Type": media}) for media in (rest.AVRO, rest.JSON, rest.OCTETS)}
 _ERROR_HEADER, _CONSUMER_HEADER = rest.ERROR_HEADER.lower(), rest.CONSUMER_HEADER.lower()
+_PUBLISHED_HEADER = rest.PUBLISHED_HEADER.lower()
 
 
 def _exchange(
@@ -669,6 +652,7 @@ def _exchange(
         headers.get(_ERROR_HEADER),
         response.keep_alive,
         headers.get(_CONSUMER_HEADER),
+        headers.get(_PUBLISHED_HEADER),
     )
 
 

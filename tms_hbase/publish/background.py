@@ -23,6 +23,7 @@ from tms_hbase.errors import (
     QueueFull,
     TmsError,
 )
+from tms_hbase.model.published import PublishResult
 from tms_hbase.model.retry import Retry
 from tms_hbase.model.topic import TopicId, TopicLike, as_topic
 from tms_hbase.publish.writer import validate_payloads
@@ -65,10 +66,12 @@ class BackgroundPublisher:
     """A background thread that pipelines publishes: ``publish`` returns at once with a
     :class:`concurrent.futures.Future`.
 
-    Publish without waiting: ``publish`` returns a Future that becomes True once stored.
+    Publish without waiting: ``publish`` returns a Future that becomes the
+    :class:`~tms_hbase.model.published.PublishResult` of its messages once they are stored (several
+    publishes may share one batch row: each result names its own messages' ids).
 
     * ``max_queue`` publish calls may wait; when full, ``on_full`` decides: ``"raise"`` QueueFull,
-      ``"drop"`` (the future is already done with False, counted), or ``"block"`` up to
+      ``"drop"`` (the future is already done with None, counted), or ``"block"`` up to
       ``block_timeout_seconds``.
     * The sender takes what is queued (waiting up to ``linger_seconds`` for more) and writes each
       topic's messages as batch rows of at most ``max_batch_messages`` / ``max_batch_bytes``.
@@ -76,7 +79,7 @@ class BackgroundPublisher:
       lost) is retried as the ``retry`` policy says (default: 6 attempts, exponential backoff with
       jitter), exactly once (an interrupted write is resumed, never repeated). A refusal from HBase is
       not retried: it would be refused again. Then ``on_give_up`` decides: ``"raise"`` (the futures
-      get the error) or ``"drop"`` (they get False, counted).
+      get the error) or ``"drop"`` (they get None, counted).
     * Bad input (unknown topic, empty or oversize batch) fails that publish's future at once.
 
     Messages of one topic are stored in the order they were queued. Use as a context manager, or
@@ -130,7 +133,8 @@ class BackgroundPublisher:
         *,
         ttl_seconds: float | None = None,
     ) -> Future:
-        """Queue payloads for ``topic``; the returned Future gives True when they are stored."""
+        """Queue payloads for ``topic``; the returned Future gives their PublishResult once they are stored
+        (None if they were dropped)."""
         if self._closed:
             raise ClientClosed("the background publisher is closed: open a new one")
         batch = validate_payloads(payloads, self.client.max_batch_bytes, allow_empty=False)
@@ -143,7 +147,7 @@ class BackgroundPublisher:
         except queue.Full:
             if self.on_full == "drop":
                 self.stats.dropped_full += len(batch)
-                item.future.set_result(False)
+                item.future.set_result(None)
                 return item.future
             raise QueueFull(f"background publisher queue is full ({self._queue.maxsize} publishes waiting)") from None
         return item.future
@@ -257,7 +261,7 @@ class BackgroundPublisher:
                     return
                 break
             try:
-                self.client.publish(topic, payloads, ttl_seconds=ttl, resume=resume)
+                result = self.client.publish(topic, payloads, ttl_seconds=ttl, resume=resume)
             except PublishOutcomeUnknown as exc:
                 resume, error = exc, exc
             except HBaseError as exc:  # unreachable (retried), or a refusal (given up at once)
@@ -268,7 +272,7 @@ class BackgroundPublisher:
             else:
                 self.stats.published += len(payloads)
                 self.stats.batches += 1
-                self._finish(batch)
+                self._finish(batch, result=result)
                 return
             failures += 1
             if not self.retry.pause(error, failures, what=f"publish to {topic}", deadline=self._deadline):
@@ -278,14 +282,19 @@ class BackgroundPublisher:
         if self.on_give_up == "drop":
             self.stats.dropped_failed += len(payloads)
             for item in batch:
-                item.future.set_result(False)
+                item.future.set_result(None)
         else:
             self._finish(batch, error=error)
 
-    def _finish(self, batch: list[_Item], error: BaseException | None = None) -> None:
+    def _finish(
+        self, batch: list[_Item], error: BaseException | None = None, result: PublishResult | None = None
+    ) -> None:
+        """Resolve the futures of a batch: each with its own part of ``result``, or with ``error``."""
+        first = 0
         for item in batch:
             if error is None:
-                item.future.set_result(True)
+                item.future.set_result(None if result is None else result.part(first, len(item.payloads)))
+                first += len(item.payloads)
             else:
                 with self._stats_lock:
                     self.stats.failed += len(item.payloads)

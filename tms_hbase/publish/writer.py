@@ -40,6 +40,7 @@ from tms_hbase.installation.settings import WriterSettings
 from tms_hbase.model import checks
 from tms_hbase.model.clock import now_ms
 from tms_hbase.model.metrics import CLIENT_METRICS
+from tms_hbase.model.published import PublishResult
 from tms_hbase.model.retry import Retry
 from tms_hbase.model.row_time import bounded_publish_time
 from tms_hbase.model.rows import (
@@ -173,8 +174,8 @@ class MessageWriter:
         tx_write_pointer: int | None = None,
         ttl: float | None = None,
         resume: Resume | None = None,
-    ) -> RollbackDetail | None:
-        """Append one batch; returns the rollback detail of a transactional publish, else None.
+    ) -> PublishResult:
+        """Append one batch; returns where it is (and a transactional publish's rollback detail).
 
         ``resume`` (from a PublishOutcomeUnknown) retries an interrupted publish exactly once: an
         interrupted attempt can only have landed at the position it aimed at, so once the tail is read
@@ -199,9 +200,8 @@ class MessageWriter:
             position = self._sequenced(topic, meta.generation, batch, pointer, ttl_ms, batch_no, resume)
         else:
             position = self._append(topic, meta.generation, batch, pointer, ttl_ms, batch_no, resume)
-        if pointer is None:
-            return None
-        return RollbackDetail(str(topic), pointer, meta.generation, position, position)
+        detail = None if pointer is None else RollbackDetail(str(topic), pointer, meta.generation, position, position)
+        return PublishResult(topic, meta.generation, position, len(batch), rollback=detail)
 
     def _append(
         self,

@@ -19,8 +19,8 @@ from pyspark.sql.types import BinaryType, StringType, StructType
 
 from tms_hbase.client import MessagingClient
 from tms_hbase.errors import InvalidArgument, PublishOutcomeUnknown, TmsError, TransactionNotInProgress
+from tms_hbase.model.published import PublishResult
 from tms_hbase.model.topic import TopicId
-from tms_hbase.model.wire import RollbackDetail
 from tms_hbase.publish.writer import EXPLICIT_SEQUENCES
 from tms_hbase.spark.options import Options
 from tms_hbase.spark.sink_state import ABORTED, COMMITTED, OPEN, PUBLISHING, SinkState, SinkStates
@@ -91,7 +91,7 @@ def store_partition(
     return stored
 
 
-def publish_pointer(client: MessagingClient, topic: TopicId, write_pointer: int) -> RollbackDetail:
+def publish_pointer(client: MessagingClient, topic: TopicId, write_pointer: int) -> PublishResult:
     """Publish the pointer row of a write pointer, finishing a publish whose answer was lost exactly once."""
     resume = None
     for attempt in range(PUBLISH_ATTEMPTS):
