@@ -45,10 +45,10 @@ def init(settings: Settings, tail_cache_seconds: str | None, as_json: bool) -> N
     only) and store the installation's tail-cache setting (see tms-admin settings)."""
     seconds = None if tail_cache_seconds is None else parse_seconds(tail_cache_seconds)
     with settings.client(existing=False) as client:
-        created = client.init_tables()
-        setting = client.tail_cache_setting()
+        created = client.admin.init_tables()
+        setting = client.admin.tail_cache_setting()
         if seconds is not None or setting is None:
-            setting = client.set_tail_cache_seconds(DEFAULT_TAIL_CACHE_SECONDS if seconds is None else seconds)
+            setting = client.admin.set_tail_cache_seconds(DEFAULT_TAIL_CACHE_SECONDS if seconds is None else seconds)
         data = {"prefix": client.installation.prefix, "tables": client.installation.names.all(), "created": created}
         data.update(describe(setting))
 
@@ -85,7 +85,7 @@ def drop(settings: Settings, yes: bool, as_json: bool) -> None:
             question = f"Drop {', '.join(tables)} at {address}, with everything in them?"
             if not click.confirm(question, err=True):
                 raise click.Abort()
-        dropped = client.drop_tables()
+        dropped = client.admin.drop_tables()
     emit(
         as_json,
         {"prefix": prefix, "dropped": dropped},

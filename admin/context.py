@@ -39,7 +39,7 @@ class Settings:
         client = MessagingClient(config=config_from_options(self.thrift, self.prefix, self.timeout))
         if existing:
             try:
-                client.require_installation()
+                client.admin.require_installation()
             except BaseException:
                 client.close()
                 raise

@@ -75,7 +75,13 @@ def stop(as_json: bool) -> None:
 @json_option
 @handle_errors
 def status(as_json: bool) -> None:
-    """Tell whether the local HBase runs and answers Thrift calls (exit code 1 if not)."""
+    """Tell whether the local HBase runs and serves data through Thrift (exit code 1 if not).
+
+    The state (``state`` in --json) is one of: stopped; serving; thrift-down (the processes live but the
+    Thrift port takes no connection); region-server-gone (the master's JVM lives but its region server
+    aborted, e.g. out of memory: ``detail`` is what it logged; restart with `tms-admin hbase stop` and
+    `start`); not-serving (Thrift takes connections but HBase answers no call: starting, or hung).
+    """
     from tms_hbase.launcher import LocalHBase
 
     st = LocalHBase().status()
@@ -83,12 +89,19 @@ def status(as_json: bool) -> None:
     def human(d: dict) -> str:
         if not d["running"]:
             return f"not running (home {d['home']})"
-        state = "answering" if d["answering"] else "NOT answering"
         pids = ", ".join(f"{k} pid {v}" for k, v in d["pids"].items())
-        return f"running, Thrift {d['thrift_address']} {state} ({pids}); logs in {d['logs']}"
+        where = f"Thrift {d['thrift_address']} ({pids}); logs in {d['logs']}"
+        said = {
+            "serving": "running and serving",
+            "thrift-down": "running, but the Thrift gateway takes no connection",
+            "region-server-gone": "REGION SERVER GONE: the master runs but its region server aborted, nothing is "
+            "served (restart: tms-admin hbase stop, then start)",
+            "not-serving": "running, but HBase answers no call through Thrift (still starting, or hung)",
+        }[d["state"]]
+        return f"{said}; {where}" + (f"\n  {d['detail']}" if d["detail"] else "")
 
     emit(as_json, st.as_dict(), human)
-    if not (st.running and st.answering):
+    if st.state != "serving":
         raise SystemExit(1)
 
 

@@ -94,11 +94,11 @@ def tail(
     stop = _stop_on_signals() if follow else threading.Event()
     with settings.client() as client:
         meta = client.get_topic(topic)
-        inspector = client.inspector()
+        inspector = client.admin.inspector()
         cursor = inspector.start(topic, meta.generation, from_id=start_id, from_time=start_time, last=last)
         out = _printer(fmt)
-        with TransactionClient(tx_server or None, timeout=settings.timeout) as tx_client:
-            view = client.tx_state if tx_server is None else lambda: snapshot_from_server(tx_client)
+        with TransactionClient(tx_server or None, timeout_seconds=settings.timeout) as tx_client:
+            view = client.admin.tx_state if tx_server is None else lambda: snapshot_from_server(tx_client)
             while True:
                 for entry in inspector.entries(
                     topic, meta.generation, cursor, ttl=meta.ttl, view=view, transactional=transactional
@@ -250,7 +250,7 @@ def _publish_in_a_transaction(
     from tms_hbase.tx.messaging import TransactionalPublisher
 
     published = batches = 0
-    with TransactionClient(tx_server or None, timeout=timeout) as tx_client:
+    with TransactionClient(tx_server or None, timeout_seconds=timeout) as tx_client:
         publisher = TransactionalPublisher(client)
         context = TransactionContext(tx_client, publisher)
         context.start_long()

@@ -78,4 +78,4 @@ def describe_text(d: dict) -> str:
 def settings(settings: Settings, as_json: bool) -> None:
     """Show the installation's tail-cache setting and the smallest grace the sweeper accepts now."""
     with settings.client() as client:
-        emit(as_json, describe(client.tail_cache_setting()), describe_text)
+        emit(as_json, describe(client.admin.tail_cache_setting()), describe_text)

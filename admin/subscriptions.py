@@ -222,7 +222,7 @@ def reset(
     where = "earliest" if earliest else "latest"
     with settings.client() as client:
         if at_time is not None:
-            subscription = client.reset_subscription(topic, name, start_time=parse_time(at_time), force=force)
+            subscription = client.reset_subscription(topic, name, start_time_ms=parse_time(at_time), force=force)
         else:
             start = where if message_id is None else _hex(message_id)
             subscription = client.reset_subscription(topic, name, start, force=force)

@@ -24,6 +24,6 @@ def state(settings: Settings, as_json: bool) -> None:
     from tms_hbase.sweep.status import describe, sweeper_state
 
     with settings.client() as client:
-        client.require_installation()
+        client.admin.require_installation()
         data = sweeper_state(client.installation)
     emit(as_json, data, describe)

@@ -259,7 +259,7 @@ def list_(settings: Settings, namespace: str | None, as_json: bool) -> None:
     (`topic get` of it says what is wrong).
     """
     with settings.client() as client:
-        found = client.scan_topics(namespace)
+        found = client.admin.scan_topics(namespace)
     for check in found.corrupt:
         click.echo(f"warning: skipped the corrupt metadata row of {check.where()}: {check.reason}", err=True)
     topics = [_as_dict(m) for m in found.topics]

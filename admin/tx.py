@@ -58,9 +58,9 @@ def _state(settings: Settings, tx_server: str | None, from_hbase: bool) -> Trans
 
     if from_hbase:
         with settings.client() as client:
-            client.require_installation()
+            client.admin.require_installation()
             return StateStore(client.installation.txstate).recover().snapshot(0)
-    with TransactionClient(tx_server, timeout=settings.timeout) as tx:
+    with TransactionClient(tx_server, timeout_seconds=settings.timeout) as tx:
         return tx.snapshot()
 
 
@@ -140,7 +140,7 @@ def status(settings: Settings, tx_server: str | None, as_json: bool) -> None:
     """The server's status, pointers and the sizes of its lists."""
     from tms_hbase.tx.client import TransactionClient
 
-    with TransactionClient(tx_server, timeout=settings.timeout) as tx_client:
+    with TransactionClient(tx_server, timeout_seconds=settings.timeout) as tx_client:
         state = {"status": tx_client.status(), "server": tx_client.address, **_snapshot_dict(tx_client.snapshot())}
     emit(
         as_json,
@@ -202,7 +202,7 @@ def truncate(settings: Settings, tx_server: str | None, ids: str | None, before:
         raise InvalidArgument("give exactly one of --ids or --before")
     from tms_hbase.tx.client import TransactionClient
 
-    with TransactionClient(tx_server, timeout=settings.timeout) as tx_client:
+    with TransactionClient(tx_server, timeout_seconds=settings.timeout) as tx_client:
         if ids is not None:
             try:
                 wanted = {int(i) for i in ids.split(",") if i.strip()}
@@ -242,8 +242,8 @@ def prune(settings: Settings, tx_server: str | None, max_lifetime: float, dry_ru
     from tms_hbase.tx.client import TransactionClient
     from tms_hbase.tx.pruning import plan
 
-    with settings.client() as client, TransactionClient(tx_server, timeout=settings.timeout) as tx_client:
-        client.require_installation()
+    with settings.client() as client, TransactionClient(tx_server, timeout_seconds=settings.timeout) as tx_client:
+        client.admin.require_installation()
         invalid = tx_client.snapshot().invalid  # the server's own list: ours or any Tephra-compatible one
         result = plan(client.installation, now_ms(), max_lifetime, invalid).as_dict()
         result["pruned"] = []

@@ -146,11 +146,11 @@ def bench_tables(settings: Settings, name: str) -> Iterator[tuple[MessagingClien
     raw = RawConnection(settings)
     raw_name = f"{settings.prefix(name)}_raw"
     try:
-        client.init_tables()
+        client.admin.init_tables()
         yield client, raw, raw_name
     finally:
         try:
-            client.drop_tables()
+            client.admin.drop_tables()
         finally:
             try:
                 drop_raw_table(raw.conn, raw_name)

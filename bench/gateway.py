@@ -63,7 +63,7 @@ def start_gateway(
     deadline = time.monotonic() + 60
     while True:
         try:
-            with GatewayClient(url, timeout=5) as client:
+            with GatewayClient(url, timeout_seconds=5) as client:
                 client.ping()
             return proc, url
         except TmsError:
@@ -146,9 +146,9 @@ def run(settings: Settings) -> Result:
     p99s: dict[tuple[str, str, int], list[float]] = {}
     cpus: dict[tuple[str, str, int], list[tuple[float, float]]] = {}  # µs per call: client, gateway
     with bench_tables(settings, "gw") as (direct, _raw, _raw_name):
-        proc, url = start_gateway(settings, direct.tables.prefix)
+        proc, url = start_gateway(settings, direct.installation.prefix)
         try:
-            with GatewayClient(url, timeout=120, media=rest.AVRO, pool_size=max(CLIENTS)) as gateway:
+            with GatewayClient(url, timeout_seconds=120, media=rest.AVRO, pool_size=max(CLIENTS)) as gateway:
                 clients: dict[str, MessagingClient | GatewayClient] = {"direct": direct, "gateway": gateway}
                 topics = {side: new_topic(direct, f"pub-{side}") for side in clients}
                 source = new_topic(direct, "poll")

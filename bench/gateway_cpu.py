@@ -81,9 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     batch = payloads(BATCH, PAYLOAD_SIZE)
     rows: dict[str, list[tuple[float, float, float]]] = {"direct": [], "gateway": []}  # wall, client, gateway µs
     with bench_tables(settings, "gwcpu") as (direct, _raw, _raw_name):
-        proc, url = start_gateway(settings, direct.tables.prefix, workers=args.workers, command=args.gateway)
+        proc, url = start_gateway(settings, direct.installation.prefix, workers=args.workers, command=args.gateway)
         try:
-            with GatewayClient(url, timeout=60, media=media) as gateway:
+            with GatewayClient(url, timeout_seconds=60, media=media) as gateway:
                 clients: dict[str, MessagingClient | GatewayClient] = {"direct": direct, "gateway": gateway}
                 topics = {side: new_topic(direct, f"cpu-{side}") for side in clients}
 

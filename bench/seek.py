@@ -6,7 +6,7 @@ of reads does not depend on the payload size, while 1M × 1 KiB is 1 GiB written
 shared standalone HBase (one JVM, 1 GiB heap), which then splits and compacts the region while the
 seeks run; in a trial run that ran the region server out of memory. The time per read does grow with
 the batch row's size (docs/benchmarks-history.md, 2026-11-22).
-Then ``fetch(topic, start_time=t, limit=1)`` for random t between the first and last publish time.
+Then ``fetch(topic, start_time_ms=t, limit=1)`` for random t between the first and last publish time.
 Each seek is checked: the message returned is at or after t and the batch
 row before it is before t.
 
@@ -56,7 +56,7 @@ def run(settings: Settings) -> Result:
     RpcCounter.install()
     table_rows, samples, notes = [], {}, []
     with bench_tables(settings, "seek") as (client, conn, _raw_name):
-        client.set_tail_cache_seconds(TAIL_CACHE)
+        client.admin.set_tail_cache_seconds(TAIL_CACHE)
         for ordering in ("chain", "sequencer"):
             topic = new_topic(client, f"seek-{ordering}", {"ordering": ordering})
             setup, newest = _setup(client, topic, rows, settings.pick(30.0, 8.0))
@@ -154,7 +154,7 @@ def _seeks(settings: Settings, client: MessagingClient, conn, topic: TopicId, ph
             t = rng.randint(first + 1, last)
             before_calls, before_rpcs = client.installation.calls, RpcCounter.count
             t0 = time.perf_counter()
-            found = list(client.fetch(topic, start_time=t, limit=1))
+            found = list(client.fetch(topic, start_time_ms=t, limit=1))
             elapsed = (time.perf_counter() - t0) * 1000
             calls.append(client.installation.calls - before_calls)
             rpcs.append(RpcCounter.count - before_rpcs)

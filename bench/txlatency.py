@@ -36,7 +36,7 @@ def start_tx_server(settings: Settings, prefix: str) -> tuple[subprocess.Popen, 
     deadline = time.monotonic() + 60
     while True:
         try:
-            with TransactionClient(address, timeout=2) as c:
+            with TransactionClient(address, timeout_seconds=2) as c:
                 c.status()
             return proc, address
         except TransactionServiceUnavailable:

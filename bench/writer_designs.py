@@ -139,7 +139,7 @@ class SequencerWriter:
 
 class BlockSequencerWriter(SequencerWriter):
     """The sequencer for a writer with several publishes queued (threads sharing a writer, an
-    AsyncPublisher with a backlog, a Spark task): one increment by m reserves m positions, then each
+    BackgroundPublisher with a backlog, a Spark task): one increment by m reserves m positions, then each
     batch is written at its own with checkAndPut-if-absent: 1 + 1/m calls per publish."""
 
     def publish_many(self, batches: Sequence[Sequence[bytes]]) -> None:

@@ -171,7 +171,7 @@ def _sweeper(
         metadata_refresh_seconds=options["metadata_refresh"],
         snapshot_refresh_seconds=options["snapshot_refresh"],
         max_snapshot_age=options["max_snapshot_age"],
-        tx_source=ServerSnapshots(options["tx_server"], timeout=timeout) if options["tx_server"] else None,
+        tx_source=ServerSnapshots(options["tx_server"], timeout_seconds=timeout) if options["tx_server"] else None,
         metrics=metrics,
     )
 
@@ -180,7 +180,7 @@ def _client(thrift: str | None, prefix: str | None, timeout: float) -> Messaging
     """A client on an installation that must exist already (the sweeper never creates tables)."""
     client = MessagingClient(config=config_from_options(thrift, prefix, timeout), create_tables=False)
     try:
-        client.require_installation()
+        client.admin.require_installation()
     except TmsError:
         client.close()
         raise
@@ -304,7 +304,7 @@ def run(
         fail(error)
     with client:
         try:
-            client.require_installation()
+            client.admin.require_installation()
             sweeper = _sweeper(client, options, timeout, metrics)  # refuses a grace below the installation's minimum
         except TmsError as error:
             fail(error)
@@ -320,7 +320,7 @@ def run(
             while not stop.is_set():
                 began = time.monotonic()
                 try:
-                    client.require_installation()
+                    client.admin.require_installation()
                     report = sweeper.sweep_once()
                 except InstallationNotFound as error:
                     fail(error)

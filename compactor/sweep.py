@@ -15,7 +15,6 @@ from dataclasses import asdict, dataclass, field
 from tms_hbase.errors import InvalidArgument, LeaseLost
 from tms_hbase.installation.metadata import MetadataStore
 from tms_hbase.installation.settings import InstallationStore, check_grace, sweeper_tail_cache
-from tms_hbase.model.args import renamed
 from tms_hbase.model.clock import now_ms
 from tms_hbase.model.integrity import RowCheck, check_message_row, check_payload_row, is_counter_row
 from tms_hbase.model.row_time import check_row_time
@@ -123,13 +122,11 @@ class Sweeper:
         max_rows_per_second: float | None = None,
         compact_after: int = 10_000,
         chunk_rows: int = CHUNK,
-        metadata_refresh_seconds: float | None = None,
-        snapshot_refresh_seconds: float | None = None,
+        metadata_refresh_seconds: float = 30.0,
+        snapshot_refresh_seconds: float = 30.0,
         max_snapshot_age: float = DEFAULT_MAX_AGE_SECONDS,
         tx_source: SnapshotSource | None = None,
         metrics: SweeperMetrics | None = None,
-        metadata_refresh: float | None = None,
-        snapshot_refresh: float | None = None,
     ) -> None:
         if isinstance(grace_seconds, bool) or not isinstance(grace_seconds, (int, float)) or not grace_seconds >= 0:
             raise InvalidArgument(f"bad grace {grace_seconds!r}: expected seconds >= 0")
@@ -143,16 +140,11 @@ class Sweeper:
         self.max_rows_per_second = max_rows_per_second
         self.compact_after = compact_after
         self.chunk_rows = chunk_rows
-        # seconds after which topic metadata and the transaction state are re-read (the names without
-        # the unit are the older spelling, still accepted)
-        self.metadata_refresh = renamed(
-            "metadata_refresh_seconds", metadata_refresh_seconds, "metadata_refresh", metadata_refresh, 30.0
-        )
+        # seconds after which topic metadata and the transaction state are re-read
+        self.metadata_refresh = metadata_refresh_seconds
         self.tx_snapshots = SnapshotKeeper(
             tx_source or StoredSnapshots(installation.txstate, clock),
-            refresh_seconds=renamed(
-                "snapshot_refresh_seconds", snapshot_refresh_seconds, "snapshot_refresh", snapshot_refresh, 30.0
-            ),
+            refresh_seconds=snapshot_refresh_seconds,
             max_age_seconds=max_snapshot_age,
         )
         self.metrics = metrics or SweeperMetrics()

@@ -4,7 +4,7 @@ Run it against any HBase Thrift gateway: TMS_HBASE_THRIFT=127.0.0.1:9090 python 
 (the tests run it too, so it stays true).
 """
 
-from tms_hbase import AsyncPublisher, MessagingClient, TopicAlreadyExists, TopicId
+from tms_hbase import BackgroundPublisher, MessagingClient, TopicAlreadyExists, TopicId
 from tms_hbase.tx import NO_TX_IN_PROGRESS, Transaction, write_pointer_now
 
 # Address and table prefix default to $TMS_HBASE_THRIFT and $TMS_TABLE_PREFIX.
@@ -25,9 +25,10 @@ with MessagingClient() as client:
     # older than the 25 h transaction max lifetime is refused). Without one, write_pointer_now() makes one.
     refund, parts = write_pointer_now(), write_pointer_now()
 
-    # A transactional publish returns a RollbackDetail; bytes(handle) survives a restart.
-    handle = client.publish(topic, [b"refund"], tx_write_pointer=refund)
-    client.rollback(topic, bytes(handle))
+    # Every publish returns where its messages are (result.message_ids); a transactional one also the
+    # handle rollback takes (result.rollback; its bytes survive a restart).
+    result = client.publish(topic, [b"refund"], tx_write_pointer=refund)
+    client.rollback(topic, result)
 
     # Long transactions store payloads first (from many processes), then publish one pointer row.
     client.store(topic, [b"part-1", b"part-2"], tx_write_pointer=parts)
@@ -50,12 +51,12 @@ with MessagingClient() as client:
     # Poll from the last id seen, or start from a publish time (a binary search, O(log n) reads).
     last = messages[1]
     print("after paid:", [m.payload for m in client.fetch(topic, start_message=last.id, inclusive=False)])
-    print("since then:", len(list(client.fetch(topic, start_time=last.publish_time))))
+    print("since then:", len(list(client.fetch(topic, start_time_ms=last.publish_time))))
 
     # Fire-and-forget publishing: bounded queue, background batching, retries, a future each.
-    with AsyncPublisher(client, on_full="drop") as publisher:
+    with BackgroundPublisher(client, on_full="drop") as publisher:
         future = publisher.publish(topic, [b"async"])
-    print("async stored:", future.result(), publisher.stats)
+    print("background stored:", future.result().message_ids[0].hex(), publisher.stats)
 
     # Consume with a durable mark: the subscription remembers where its consumer got to.
     client.create_subscription(topic, "billing-svc")  # from the earliest message; or "latest", or a time (ms)

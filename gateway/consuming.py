@@ -108,7 +108,7 @@ async def reset_subscription(request: Request, gateway: Gateway, topic: TopicId)
     def work() -> bytes:
         start = rest.decode_start(body, ids=True)
         if isinstance(start, int):
-            sub = gateway.client.reset_subscription(topic, name, start_time=start, force=force)
+            sub = gateway.client.reset_subscription(topic, name, start_time_ms=start, force=force)
         else:
             sub = gateway.client.reset_subscription(topic, name, start, force=force)
         return rest.encode_subscription(sub)

@@ -25,6 +25,7 @@ from starlette.routing import Route
 from tms_hbase import TopicId, TopicMetadata
 from tms_hbase.errors import InvalidArgument, TmsError
 from tms_hbase.gateway_client import rest
+from tms_hbase.model.published import PublishResult
 from tms_hbase.tx import TransactionCodec
 
 from .auth import ADMIN, CONSUME, PUBLISH
@@ -74,7 +75,7 @@ async def create_topic(request: Request, gateway: Gateway, topic: TopicId) -> Re
 
     def work() -> TopicMetadata:
         properties = rest.decode_properties(body)
-        gateway.client.require_installation()  # 503 on a prefix without one: the gateway never creates tables
+        gateway.client.admin.require_installation()  # 503 on a prefix without one: the gateway never creates tables
         return gateway.client.create_topic(topic, properties)
 
     return _json(rest.encode_topic(await gateway.run(work)))
@@ -138,15 +139,17 @@ async def publish(request: Request, gateway: Gateway, topic: TopicId) -> Respons
     media = rest.media_type(request.headers.get("content-type"))
     body = await read_body(request, gateway.max_body_bytes)
 
-    def work() -> tuple[int, bytes]:
+    def work() -> PublishResult:
         publish = rest.decode_publish(body, media)
-        detail = gateway.client.publish(topic, publish.messages, publish.transaction_write_pointer, ttl=ttl)
-        return len(publish.messages), b"" if detail is None else bytes(detail)
+        return gateway.client.publish(topic, publish.messages, publish.transaction_write_pointer, ttl_seconds=ttl)
 
-    count, handle = await gateway.run(work)
-    gateway.metrics.counted("publish", count)
-    # CDAP's API: empty for a non-transactional publish, else the opaque handle rollback takes as is
-    return Response(handle, 200, media_type=rest.OCTETS if handle else None)
+    result = await gateway.run(work)
+    gateway.metrics.counted("publish", result.count)
+    # CDAP's API: empty for a non-transactional publish, else the opaque handle rollback takes as is; where
+    # the batch went is a header, so CDAP's clients read the body they expect
+    handle = b"" if result.rollback is None else bytes(result.rollback)
+    headers = {rest.PUBLISHED_HEADER: rest.encode_published(result.generation, result.position)}
+    return Response(handle, 200, headers=headers, media_type=rest.OCTETS if handle else None)
 
 
 @endpoint(PUBLISH)
@@ -173,7 +176,7 @@ async def poll(request: Request, gateway: Gateway, topic: TopicId) -> Response:
         messages = gateway.client.fetch(
             topic,
             start_message=start if isinstance(start, bytes) else None,
-            start_time=start if isinstance(start, int) else None,
+            start_time_ms=start if isinstance(start, int) else None,
             inclusive=consume.inclusive,
             limit=limit,
             transaction=tx,

@@ -35,7 +35,7 @@ class Gateway:
             {} if settings.max_batch_bytes is None else {"max_batch_bytes": settings.max_batch_bytes}
         )
         self.client = MessagingClient(
-            settings.thrift, settings.prefix, timeout=settings.timeout, pool_size=settings.threads, **extra
+            settings.thrift, settings.prefix, timeout_seconds=settings.timeout, pool_size=settings.threads, **extra
         )
         self.threads = Threads(settings.threads, "tms-gateway")
         # long-polls wait in threads of their own, so waiting consumers never starve publishes

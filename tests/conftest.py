@@ -52,6 +52,7 @@ SHARED_PER_MODULE = {
     "test_spark.py",  # one Spark session (a JVM)
     "test_tephra_compat.py",  # one Tephra server (a JVM)
     "test_gateway.py",  # one gateway process
+    "test_client_parity.py",
     "test_gateway_subscriptions.py",
     "test_gateway_security.py",
     "test_gateway_consumer_limits.py",
@@ -94,8 +95,8 @@ def table_dropper(hbase_address: str) -> Iterator[ThreadPoolExecutor]:
 
 
 def _drop(address: str, prefix: str) -> None:
-    with MessagingClient(address, prefix, timeout=60) as client:
-        client.drop_tables()
+    with MessagingClient(address, prefix, timeout_seconds=60) as client:
+        client.admin.drop_tables()
 
 
 @pytest.fixture
@@ -133,7 +134,7 @@ def tms_env(hbase_address: str, prefix: str) -> dict[str, str]:
 @pytest.fixture
 def installed_env(tms_env: dict[str, str], client: MessagingClient) -> dict[str, str]:
     """:func:`tms_env` with its installation created (as `tms-admin init` would: no other command creates one)."""
-    client.init_tables()
+    client.admin.init_tables()
     return tms_env
 
 

@@ -24,7 +24,7 @@ TMS_GATEWAY = str(Path(sys.executable).with_name("tms-gateway"))
 def gateway_env(thrift: str, prefix: str) -> dict[str, str]:
     """The environment of a gateway on the installation ``prefix``, created here as `tms-admin init` would."""
     with MessagingClient(thrift, prefix) as client:
-        client.init_tables()
+        client.admin.init_tables()
     env = dict(os.environ)
     env[THRIFT_ENV], env[PREFIX_ENV] = thrift, prefix
     env.pop("TMS_GATEWAY_CONFIG", None)

@@ -24,7 +24,7 @@ cleanup() {
     set +e
     if [ -n "${TMS_HBASE_THRIFT:-}" ] && [ -x "$bin/python" ]; then
         (cd "$work" && "$bin/python" -c 'from tms_hbase import MessagingClient
-with MessagingClient(timeout=60) as c: c.drop_tables()') || echo "smoke: could not drop tables $TMS_TABLE_PREFIX*"
+with MessagingClient(timeout_seconds=60) as c: c.admin.drop_tables()') || echo "smoke: could not drop tables $TMS_TABLE_PREFIX*"
     fi
     if [ -n "$started_hbase" ]; then
         "$bin/tms-admin" hbase stop

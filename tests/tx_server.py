@@ -38,13 +38,13 @@ class TxServer:
         """Start it on the environment's installation (created first, as `tms-admin init` would: the
         server never creates one) and wait until it answers."""
         with MessagingClient(self.env[THRIFT_ENV], self.env[PREFIX_ENV]) as client:
-            client.init_tables()
+            client.admin.init_tables()
         cmd = [TMS_ADMIN, "tx", "serve", "--port", str(self.port), "--cleanup-interval", "0.2", *self.extra]
         self.proc = subprocess.Popen(cmd, env=self.env, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60
         while True:
             try:
-                with TransactionClient(self.address, timeout=2) as c:
+                with TransactionClient(self.address, timeout_seconds=2) as c:
                     c.status()
                 return self
             except TransactionServiceUnavailable:

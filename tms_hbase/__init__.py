@@ -1,7 +1,7 @@
 """tms-hbase: a transactional messaging system stored in Apache HBase.
 
 The public surface is small: :class:`MessagingClient`, :class:`TopicId`, :class:`TopicMetadata`,
-:class:`Message`, :class:`RollbackDetail`, consuming (:class:`Consumer`, :class:`Subscription`,
+:class:`Message`, :class:`PublishResult`, :class:`RollbackDetail`, consuming (:class:`Consumer`, :class:`Subscription`,
 :class:`Lag`, :class:`TopicStats`), the errors in :mod:`tms_hbase.errors`, and
 :class:`tms_hbase.tx.Transaction`.
 """
@@ -49,15 +49,16 @@ if TYPE_CHECKING:
     from tms_hbase.fetch.reader import Message
     from tms_hbase.fetch.stats import Lag, TopicStats
     from tms_hbase.model.message_id import MessageId
+    from tms_hbase.model.published import PublishResult
     from tms_hbase.model.wire import RollbackDetail
-    from tms_hbase.publish.async_publisher import AsyncPublisher, PublisherStats
+    from tms_hbase.publish.background import BackgroundPublisher, PublisherStats
     from tms_hbase.shared import DeadLetter, Delivery, PendingMessage, SharedConsumer, SharedStats
 
 # Loaded on first use (PEP 562), so that `import tms_hbase` (and every command-line tool's start, its
 # --help and --version included) does not import happybase, thriftpy2 and the whole client.
 _LAZY = {
-    "AsyncPublisher": "tms_hbase.publish.async_publisher",
-    "PublisherStats": "tms_hbase.publish.async_publisher",
+    "BackgroundPublisher": "tms_hbase.publish.background",
+    "PublisherStats": "tms_hbase.publish.background",
     "MessagingClient": "tms_hbase.client",
     "Consumer": "tms_hbase.consume.consumer",
     "ConsumerSession": "tms_hbase.consume.consumer",
@@ -72,6 +73,7 @@ _LAZY = {
     "TopicStats": "tms_hbase.fetch.stats",
     "Subscription": "tms_hbase.consume.subscriptions",
     "RollbackDetail": "tms_hbase.model.wire",
+    "PublishResult": "tms_hbase.model.published",
 }
 
 
@@ -93,7 +95,7 @@ def __dir__() -> list[str]:
 __version__ = "0.1.0"
 
 __all__ = [
-    "AsyncPublisher",
+    "BackgroundPublisher",
     "BatchTooLarge",
     "ClientClosed",
     "ConcurrentModification",
@@ -119,6 +121,7 @@ __all__ = [
     "NotHeld",
     "PendingMessage",
     "PublishOutcomeUnknown",
+    "PublishResult",
     "PublisherClosed",
     "PublisherStats",
     "QueueFull",

@@ -2,37 +2,37 @@
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING
 
+from tms_hbase.api import MessagingService
+from tms_hbase.client_admin import ClientAdmin
+from tms_hbase.client_slices import Slices
 from tms_hbase.config import Config
 from tms_hbase.consume.consumer import Consumer, ConsumerSession
 from tms_hbase.consume.doorbell import DEFAULT_HOST, Doorbells
 from tms_hbase.consume.subscription_admin import EARLIEST, SubscriptionAdmin
 from tms_hbase.consume.subscriptions import Subscription, SubscriptionStore, check_name, row_key
 from tms_hbase.errors import (
-    InstallationNotFound,
     InvalidArgument,
     PublishOutcomeUnknown,
     SubscriptionAlreadyExists,
     TopicAlreadyExists,
 )
-from tms_hbase.fetch.inspect import Inspector
-from tms_hbase.fetch.reader import BatchInfo, Message, MessageReader, PositionRange
+from tms_hbase.fetch.reader import Message, MessageReader
 from tms_hbase.fetch.stats import Lag, TopicStatistics, TopicStats
 from tms_hbase.installation.hbase_clock import HBaseClock, PublishClock
-from tms_hbase.installation.metadata import CLOCK_COLUMN, SETTINGS_KEY, MetadataCache, MetadataStore, TopicScan
-from tms_hbase.installation.settings import InstallationStore, TailCacheSetting, WriterSettings
-from tms_hbase.model.args import renamed
+from tms_hbase.installation.metadata import CLOCK_COLUMN, SETTINGS_KEY, MetadataCache, MetadataStore
+from tms_hbase.installation.readiness import Readiness
+from tms_hbase.installation.settings import InstallationStore, WriterSettings
+from tms_hbase.model import checks
 from tms_hbase.model.clock import check_time_ms
-from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.retry import Retry
-from tms_hbase.model.tables import FAMILIES, TableNames
+from tms_hbase.model.tables import TableNames
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata, user_properties
 from tms_hbase.model.topic import as_topic as _topic
 from tms_hbase.shared.admin import PendingMessage, SharedAdmin, SharedStats
@@ -40,17 +40,17 @@ from tms_hbase.shared.consumer import SharedConsumer
 from tms_hbase.shared.store import SharedStore
 from tms_hbase.storage.connection import HBaseConnection
 from tms_hbase.storage.hbase import Installation
-from tms_hbase.tx.fate import snapshot_from_hbase
 from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, validate_max_lifetime
 from tms_hbase.tx.transaction import Transaction
 
 if TYPE_CHECKING:  # passed in by callers; `import tms_hbase` does not load the Thrift client
     from tms_hbase.tx.client import TransactionClient
+from tms_hbase.model.published import PublishResult, rollback_detail
 from tms_hbase.model.wire import RollbackDetail
 from tms_hbase.publish.writer import DEFAULT_MAX_BATCH_BYTES, MessageWriter, Resume
 
 
-class MessagingClient:
+class MessagingClient(MessagingService):
     """A connection to tms-hbase: topic administration, publish, store, rollback and fetch.
 
     ``address`` is the HBase Thrift gateway (``host:port``, or several separated by commas to fail
@@ -64,12 +64,12 @@ class MessagingClient:
     tables do not exist raises InstallationNotFound and creates nothing, so a mistyped prefix is
     noticed instead of answering "no topics" from four new empty tables.
 
-    ``timeout_seconds`` (or its older name ``timeout``) is a deadline, not a limit per socket read:
+    ``timeout_seconds`` is a deadline, not a limit per socket read:
     each method returns or raises within about that, all the HBase calls it makes (retries included) sharing it, however
     slowly a gateway answers; HBaseUnavailable (``timed_out`` set) says it passed. The iterator that
-    :meth:`fetch` returns reads lazily: each read it makes while you iterate gets ``timeout`` of its
+    :meth:`fetch` returns reads lazily: each read it makes while you iterate gets ``timeout_seconds`` of its
     own. The first call of a client also looks up (or, for create_topic, creates) the tables, each
-    HBase call of that under its own ``timeout`` (creating a table takes seconds).
+    HBase call of that under its own ``timeout_seconds`` (creating a table takes seconds).
     ``max_batch_bytes`` caps one publish or store. A transactional publish or store whose write pointer
     (``ms since the epoch x 10^6``, as Tephra makes them) is older than ``tx_max_lifetime_seconds``
     (default and maximum: Tephra's 25 h) is refused with InvalidArgument, as CDAP refuses it.
@@ -87,16 +87,13 @@ class MessagingClient:
         retry: Retry | None = None,
         create_tables: bool = True,
         max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
-        metadata_max_age_seconds: float | None = None,
-        timeout: float | None = None,
-        metadata_max_age: float | None = None,
+        metadata_max_age_seconds: float = 1.0,
         tx_max_lifetime_seconds: float = MAX_LIFETIME_SECONDS,
     ) -> None:
         tx_max_lifetime_seconds = validate_max_lifetime(tx_max_lifetime_seconds)
-        seconds = renamed("timeout_seconds", timeout_seconds, "timeout", timeout, None)
         if config is None:
-            config = Config.resolve(address, prefix, timeout_seconds=seconds, retry=retry, pool_size=pool_size)
-        elif any(v is not None for v in (address, prefix, seconds, pool_size, retry)):
+            config = Config.resolve(address, prefix, timeout_seconds=timeout_seconds, retry=retry, pool_size=pool_size)
+        elif any(v is not None for v in (address, prefix, timeout_seconds, pool_size, retry)):
             raise InvalidArgument("give a Config or the address, prefix, timeout, pool size and retry, not both")
         self.config = config
         """Where this client's installation is and how it talks to it (:class:`~tms_hbase.config.Config`)."""
@@ -112,16 +109,9 @@ class MessagingClient:
         self.installation = Installation(pool, TableNames(config.prefix))
         """The installation's tables over this client's connection pool: what the sweeper, the CLIs,
         Spark tasks and other components built on the library use (see docs/architecture.md)."""
-        self.hbase = self.installation.hbase  # the pool (kept for compatibility: use installation)
-        self.tables = self.installation.names  # the table names (likewise)
-        self._create_tables = create_tables
-        self._ready = self._subscriptions_ready = False
-        self._ready_lock = threading.Lock()
+        self._readiness = Readiness(self.installation, may_create=create_tables)
         self._metadata = MetadataStore(self.installation.metadata, retry=config.retry)
-        max_age = renamed(
-            "metadata_max_age_seconds", metadata_max_age_seconds, "metadata_max_age", metadata_max_age, 1.0
-        )
-        self._topics = MetadataCache(self._metadata, max_age)
+        self._topics = MetadataCache(self._metadata, metadata_max_age_seconds)
         storage = self.installation
         self._settings = InstallationStore(storage.metadata)
         writer_settings = WriterSettings(self._settings)
@@ -149,8 +139,22 @@ class MessagingClient:
             writer_settings.skew_bound_seconds,
             self.hbase_clock,
         )
+        self.admin = ClientAdmin(
+            self.installation,
+            self._readiness,
+            settings=self._settings,
+            metadata=self._metadata,
+            reader=self._reader,
+            writer=self._writer,
+        )
+        """An operator's calls: tables, the tail-cache setting, inspection, diagnostics
+        (:class:`~tms_hbase.client_admin.ClientAdmin`)."""
+        self.slices = Slices(self.installation, self._readiness, self._reader)
+        """Parallel readers' calls, such as the Spark data source's (:class:`~tms_hbase.client_slices.Slices`)."""
         self._subscriptions = SubscriptionStore(storage.table("subscriptions"))
-        self._subscription_admin = SubscriptionAdmin(self._subscriptions, storage.messages, self._reader, self.tx_state)
+        self._subscription_admin = SubscriptionAdmin(
+            self._subscriptions, storage.messages, self._reader, self.admin.tx_state
+        )
         self._stats = TopicStatistics(storage.messages, storage.payloads, self._reader)
         self._shared_store = SharedStore(storage.table("subscriptions"))
         self._shared = SharedAdmin(
@@ -161,15 +165,9 @@ class MessagingClient:
             self._metadata.get,
             self.hbase_clock.now_ms,
         )
-        self._doorbells = Doorbells(self.tables.prefix, self._doorbells_of)
+        self._doorbells = Doorbells(self.installation.prefix, self._doorbells_of)
 
     # -- lifecycle ----------------------------------------------------------------------------
-
-    @property
-    def longest_hole_wait(self) -> float:
-        """Seconds the fetches of this client were held by one hole of a sequencer generation, at most
-        (from first sighting to passing it; docs/ordering.md bounds it by H + one poll)."""
-        return self._reader.longest_hole_wait
 
     def __enter__(self) -> MessagingClient:
         return self
@@ -189,7 +187,7 @@ class MessagingClient:
                 try:
                     self._shared_store.close()
                 finally:
-                    self.hbase.close()
+                    self.installation.hbase.close()
 
     @property
     def max_batch_bytes(self) -> int:
@@ -197,7 +195,7 @@ class MessagingClient:
         return self._writer.max_batch_bytes
 
     def __repr__(self) -> str:
-        return f"MessagingClient({self.hbase.address!r}, prefix={self.tables.prefix!r})"
+        return f"MessagingClient({self.installation.address!r}, prefix={self.installation.prefix!r})"
 
     def ping(self) -> None:
         """One cheap round trip to HBase (it lists the table names): HBaseUnavailable if it does not
@@ -205,71 +203,13 @@ class MessagingClient:
 
         For health checks (``tms-gateway``'s ``GET /health``): it creates nothing and reads no topic.
         """
-        with self.hbase.operation():
-            missing = self.installation.missing()
-        if missing:
-            raise InstallationNotFound(self.tables.prefix, self.hbase.address, missing)
-
-    def init_tables(self) -> list[str]:
-        """Create any missing table of this prefix now; returns the names created."""
-        created = self.installation.create_missing(FAMILIES)
-        self._ready = self._subscriptions_ready = True
-        return created
-
-    def tail_cache_setting(self) -> TailCacheSetting | None:
-        """The installation's tail-cache setting (None if it has none yet: writers then trust a
-        remembered tail for 1 s and sweepers assume 30 s). See docs/guarantees.md."""
-        return self._settings.read()
-
-    def set_tail_cache_seconds(self, seconds: int) -> TailCacheSetting:
-        """Set how long every writer may trust a remembered tail (whole seconds, 1-86400); the smallest
-        sweeper grace is 4 x this. Changing an existing value starts a transition (4 x the larger value)
-        during which writers use the smaller and sweepers the larger value, and another change is
-        refused (InvalidArgument). Creates the installation's tables if they are missing, as `init` does."""
-        self._ensure_ready(create=True)
-        return self._settings.set_tail_cache(seconds)
-
-    @property
-    def future_predecessors(self) -> int:
-        """Publishes that did not follow the row before them because it was dated more than the
-        clock-skew bound ahead of this client's clock (each is logged; docs/guarantees.md)."""
-        return self._writer.future_predecessors
-
-    def require_installation(self) -> None:
-        """InstallationNotFound unless every table of this prefix exists; never creates anything
-        (what read-only tools call first). Checked once per client."""
-        self._ensure_ready(create=False)
-
-    def drop_tables(self) -> list[str]:
-        """Delete this prefix's tables and everything in them (tests, demos); returns the names."""
-        with self._ready_lock:
-            self._ready = self._subscriptions_ready = False
-            return self.installation.drop()
+        self._readiness.check()
 
     def _ensure_ready(self, *, create: bool = False) -> None:
-        """Check once that the tables exist; create the missing ones only when ``create`` is asked
-        (and allowed), else raise InstallationNotFound."""
-        if self._ready:
-            return
-        with self._ready_lock:
-            if self._ready:
-                return
-            missing = self.installation.missing()
-            if missing and not (create and self._create_tables):
-                raise InstallationNotFound(self.tables.prefix, self.hbase.address, missing)
-            if missing:
-                self.installation.create_missing()
-            self._ready = True
+        self._readiness.ensure(create=create)
 
     def _ensure_subscriptions(self) -> None:
-        """The subscriptions table is made on the first use of subscriptions (tables.CORE)."""
-        self._ensure_ready()
-        if self._subscriptions_ready or not self._create_tables:
-            return
-        with self._ready_lock:
-            if not self._subscriptions_ready:
-                self.installation.create_missing(["subscriptions"])
-                self._subscriptions_ready = True
+        self._readiness.ensure_subscriptions()
 
     # -- topics -------------------------------------------------------------------------------
 
@@ -287,7 +227,7 @@ class MessagingClient:
         self._ensure_ready(create=True)
         self._topics.forget(topic)
         try:
-            with self.hbase.operation():
+            with self.installation.hbase.operation():
                 return self._metadata.create(topic, properties)
         except TopicAlreadyExists:
             if not exist_ok:
@@ -311,14 +251,14 @@ class MessagingClient:
         self._topics.forget(
             topic
         )  # this client's next publish sees the new tx.mode; others within metadata_max_age_seconds
-        with self.hbase.operation():
+        with self.installation.hbase.operation():
             return self._metadata.update(topic, properties, expected)
 
     def get_topic(self, topic: TopicLike) -> TopicMetadata:
         """The topic's metadata; TopicNotFound if it does not exist."""
         topic = _topic(topic)
         self._ensure_ready()
-        with self.hbase.operation():
+        with self.installation.hbase.operation():
             return self._metadata.get(topic)
 
     def list_topics(self, namespace: str | None = None) -> list[TopicId]:
@@ -332,50 +272,20 @@ class MessagingClient:
     def list_topic_metadata(self, namespace: str | None = None) -> list[TopicMetadata]:
         """Like :meth:`list_topics`, with each topic's metadata."""
         if namespace is not None:
-            TopicId(namespace, "x")  # InvalidArgument for a bad namespace name, before any HBase call
+            checks.namespace(namespace)
         self._ensure_ready()
-        with self.hbase.operation():
+        with self.installation.hbase.operation():
             return self._metadata.list(namespace)
-
-    def scan_topics(self, namespace: str | None = None) -> TopicScan:
-        """The existing topics' metadata, and the metadata rows that do not decode (``.corrupt``:
-        :class:`~tms_hbase.model.integrity.RowCheck` with the topic and what is wrong), logging nothing."""
-        self._ensure_ready()
-        return self._metadata.scan(namespace)
 
     def delete_topic(self, topic: TopicLike) -> None:
         """Delete a topic (its data becomes unreadable at once); TopicNotFound if it does not exist."""
         topic = _topic(topic)
         self._ensure_ready()
         self._topics.forget(topic)
-        with self.hbase.operation():
+        with self.installation.hbase.operation():
             self._metadata.delete(topic)
 
     # -- messages -----------------------------------------------------------------------------
-
-    @overload
-    def publish(
-        self,
-        topic: TopicLike,
-        payloads: Sequence[bytes],
-        tx_write_pointer: None = None,
-        *,
-        ttl_seconds: float | None = None,
-        resume: PublishOutcomeUnknown | None = None,
-        ttl: float | None = None,
-    ) -> None: ...
-
-    @overload
-    def publish(
-        self,
-        topic: TopicLike,
-        payloads: Sequence[bytes],
-        tx_write_pointer: int,
-        *,
-        ttl_seconds: float | None = None,
-        resume: PublishOutcomeUnknown | None = None,
-        ttl: float | None = None,
-    ) -> RollbackDetail: ...
 
     def publish(
         self,
@@ -385,32 +295,31 @@ class MessagingClient:
         *,
         ttl_seconds: float | None = None,
         resume: PublishOutcomeUnknown | None = None,
-        ttl: float | None = None,
-    ) -> RollbackDetail | None:
+    ) -> PublishResult:
         """Publish a batch of payloads, in order, as one unit: all of it is stored or none.
 
-        Without ``tx_write_pointer`` returns None. With one, the batch carries the transaction's
-        write pointer and a :class:`RollbackDetail` is returned (``bytes(detail)`` is the opaque
-        handle); an empty list then publishes the payloads stored before with :meth:`store`.
-        ``ttl_seconds`` (or its older name ``ttl``) expires these messages sooner than the topic's TTL.
+        Returns a :class:`~tms_hbase.model.published.PublishResult`: the batch row's generation and
+        position, the count and the message ids. With ``tx_write_pointer`` the batch carries the
+        transaction's write pointer and the result's ``rollback`` is the handle :meth:`rollback` takes
+        (``bytes(result.rollback)`` is CDAP's opaque handle); an empty list then publishes the payloads
+        stored before with :meth:`store` (a pointer row: no ids in the result).
+        ``ttl_seconds`` expires these messages sooner than the topic's TTL.
 
         If HBase stops answering mid-publish, PublishOutcomeUnknown is raised; calling publish again
         with the same arguments and ``resume=`` that error stores the batch exactly once.
         """
         topic = _topic(topic)
-        ttl = renamed("ttl_seconds", ttl_seconds, "ttl", ttl, None)
         self._ensure_ready()
-        topic = _topic(topic)
         point = None if resume is None else resume.resume
         if point is not None and not isinstance(point, Resume):
             raise InvalidArgument("resume= takes the PublishOutcomeUnknown a MessagingClient's publish raised")
         started = time.perf_counter()
-        with self.hbase.operation():
-            detail = self._writer.publish(topic, payloads, tx_write_pointer, ttl, point)
+        with self.installation.hbase.operation():
+            result = self._writer.publish(topic, payloads, tx_write_pointer, ttl_seconds, point)
         elapsed = time.perf_counter() - started
         CLIENT_METRICS.published(str(topic), len(payloads), sum(map(len, payloads)), elapsed)
         self._doorbells.ring(topic)
-        return detail
+        return result
 
     def notify_consumers(self, topic: TopicLike) -> None:
         """Wake the consumers waiting on ``topic`` (publish does this itself; a transactional publisher
@@ -427,115 +336,45 @@ class MessagingClient:
         """
         topic = _topic(topic)
         self._ensure_ready()
-        with self.hbase.operation():
+        with self.installation.hbase.operation():
             self._writer.store(topic, payloads, tx_write_pointer, sequence)
 
-    def rollback(self, topic: TopicLike, handle: RollbackDetail | bytes) -> None:
-        """Mark a transactional publish rolled back: transactional readers skip it from now on."""
+    def rollback(self, topic: TopicLike, handle: PublishResult | RollbackDetail | bytes) -> None:
+        """Mark a transactional publish rolled back (``handle``: its result, the result's ``rollback`` or
+        that detail's bytes): transactional readers skip it from now on."""
         topic = _topic(topic)
-        detail = handle if isinstance(handle, RollbackDetail) else RollbackDetail.from_bytes(handle)
+        detail = rollback_detail(handle)
         self._ensure_ready()
-        with self.hbase.operation():
+        with self.installation.hbase.operation():
             self._writer.rollback(topic, detail)
 
     def fetch(
         self,
         topic: TopicLike,
         start_message: bytes | None = None,
-        start_time: int | None = None,
+        start_time_ms: int | None = None,
         inclusive: bool = True,
         limit: int | None = None,
         transaction: Transaction | None = None,
-        *,
-        start_time_ms: int | None = None,
     ) -> Iterator[Message]:
-        """Messages in order from a message id or a publish time (``start_time``, also named
-        ``start_time_ms``: milliseconds since the epoch), up to ``limit``.
+        """Messages in order from a message id or a publish time (``start_time_ms``: milliseconds
+        since the epoch), up to ``limit``.
 
         Without a transaction every message is returned, rolled-back ones included. With one,
         rolled-back and invalid messages are skipped and the fetch stops at the first message of a
         transaction the reader cannot see yet. Bad arguments raise here, before iterating.
-        Finding the start takes one deadline (``timeout``); each read while iterating another.
+        Finding the start takes one deadline (``timeout_seconds``); each read while iterating another.
         """
         topic = _topic(topic)
-        start_time = renamed("start_time_ms", start_time_ms, "start_time", start_time, None)
         self._ensure_ready()
-        with self.hbase.operation():
-            return self._reader.fetch(topic, start_message, start_time, inclusive, limit, transaction)
-
-    # -- slices (parallel readers such as the Spark data source) ----------------------------------
-
-    def positions(self, topic: TopicId, start_time: int | None = None, end_time: int | None = None) -> PositionRange:
-        """The batch-row positions of the topic's current generation that hold messages published in
-        [start_time, end_time) (ms; None: unbounded) and not expired: found with binary searches,
-        O(log n) reads. The message ids of a position start with it. In a chain generation positions are
-        dense (1, 2, 3, ... one per batch row); in a sequencer generation (``ordering=sequencer``) a
-        position is its row's first message offset and the next row starts at position + its message
-        count, so consecutive rows' positions differ by their sizes. ``last`` is the last row's position
-        (the raw tail): in a sequencer generation a reservation below it may still be unwritten, and a
-        read up to it waits for that (at most H) as any reader does (docs/ordering.md)."""
-        topic = _topic(topic)
-        start_time, end_time = _time("start_time", start_time), _time("end_time", end_time)
-        self._ensure_ready()
-        with self.hbase.operation():
-            return self._reader.positions(topic, start_time, end_time)
-
-    def fetch_range(
-        self,
-        topic: TopicId,
-        start: bytes | MessageId,
-        end: bytes | MessageId | None = None,
-        transaction: Transaction | None = None,
-    ) -> Iterator[Message]:
-        """The messages with ``start`` <= id < ``end`` (to the tail if ``end`` is None), in order: a slice
-        that one of many parallel readers takes. Both ids must be of the topic's current generation
-        (InvalidArgument otherwise); ``MessageId(generation, position, 0)`` is where a position begins.
-        With a transaction it skips and stops as :meth:`fetch` does."""
-        topic = _topic(topic)
-        first = start if isinstance(start, MessageId) else MessageId.decode(start)
-        last = end if end is None or isinstance(end, MessageId) else MessageId.decode(end)
-        self._ensure_ready()
-        with self.hbase.operation():
-            return self._reader.fetch_range(topic, first, last, transaction)
-
-    def batches(
-        self, topic: TopicId, generation: int, first: int, last: int, *, transactional_only: bool = False
-    ) -> Iterator[BatchInfo]:
-        """The batch rows at positions ``first``..``last`` of a generation, described (position, publish
-        time, write pointer, message count) without their payloads being decoded; with
-        ``transactional_only`` only the rows that carry a write pointer (filtered in HBase)."""
-        topic = _topic(topic)
-        self._ensure_ready()
-        return self._reader.batches(topic, generation, first, last, transactional_only=transactional_only)
-
-    def stored_sequences(
-        self,
-        topic: TopicId,
-        generation: int,
-        tx_write_pointer: int,
-        start: int = 0,
-        stop: int | None = None,
-        limit: int = 1000,
-        *,
-        reverse: bool = False,
-    ) -> list[int]:
-        """The sequences (message indexes in a pointer row) in [start, stop) of the payloads stored under
-        a write pointer: the lowest ``limit``, ascending, or the highest, descending, with ``reverse``.
-        Reads keys only."""
-        topic = _topic(topic)
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
-            raise InvalidArgument(f"bad limit {limit!r}: expected a positive integer")
-        self._ensure_ready()
-        with self.hbase.operation():
-            return self._reader.stored_sequences(
-                topic, generation, tx_write_pointer, start, stop, limit, reverse=reverse
-            )
+        with self.installation.hbase.operation():
+            return self._reader.fetch(topic, start_message, start_time_ms, inclusive, limit, transaction)
 
     # -- subscriptions and consumers ------------------------------------------------------------
 
     def create_subscription(
         self,
-        topic: TopicId,
+        topic: TopicLike,
         name: str,
         start: str | int = EARLIEST,
         *,
@@ -557,13 +396,12 @@ class MessagingClient:
         subscription is returned as it is), TopicNotFound or InvalidArgument. Subscriptions go with their
         topic: deleting (and re-creating) the topic removes them.
         """
+        options = {"ack_timeout": ack_timeout, "max_deliveries": max_deliveries, "claim_size": claim_size}
+        checks.subscription_options(shared, {**options, "dead_letter": dead_letter})
         self._ensure_subscriptions()
         meta = self._metadata.get(_topic(topic))
-        options = {"ack_timeout": ack_timeout, "max_deliveries": max_deliveries, "claim_size": claim_size}
         try:
             if not shared:
-                if dead_letter is not None or any(v is not None for v in options.values()):
-                    raise InvalidArgument("ack_timeout, max_deliveries, dead_letter and claim_size need shared=True")
                 return self._subscription_admin.create(meta, name, start)
             given = {k: v for k, v in options.items() if v is not None}
             return self._shared.create(meta, name, start, dead_letter=dead_letter, **given)
@@ -572,27 +410,27 @@ class MessagingClient:
                 raise
         return self.get_subscription(meta.topic, name)
 
-    def release_subscription(self, topic: TopicId, name: str) -> Subscription:
+    def release_subscription(self, topic: TopicLike, name: str) -> Subscription:
         """Take the lease away from whoever holds the subscription, keeping its mark (what a consumer's
         close does, for a consumer that is gone or unreachable; it fails with LeaseLost at its next
         write and its uncommitted messages are delivered again). SubscriptionNotFound."""
         self._ensure_subscriptions()
         return self._subscription_admin.release(self._metadata.get(_topic(topic)), name)
 
-    def get_subscription(self, topic: TopicId, name: str) -> Subscription:
+    def get_subscription(self, topic: TopicLike, name: str) -> Subscription:
         """The subscription (its committed mark, who consumes it; a shared one's numbers in
         ``shared``); SubscriptionNotFound."""
         self._ensure_subscriptions()
         meta = self._metadata.get(_topic(topic))
         return self._with_numbers(meta, self._subscription_admin.get(meta, name))
 
-    def list_subscriptions(self, topic: TopicId) -> list[Subscription]:
+    def list_subscriptions(self, topic: TopicLike) -> list[Subscription]:
         """The topic's subscriptions, in name order."""
         self._ensure_subscriptions()
         meta = self._metadata.get(_topic(topic))
         return [self._with_numbers(meta, s) for s in self._subscription_admin.list(meta)]
 
-    def delete_subscription(self, topic: TopicId, name: str, *, force: bool = False) -> None:
+    def delete_subscription(self, topic: TopicLike, name: str, *, force: bool = False) -> None:
         """Delete a subscription; SubscriptionNotFound. SubscriptionBusy while a consumer holds it,
         unless ``force`` (that consumer then fails with LeaseLost). A shared one is deleted at once: its
         consumers fail with SubscriptionNotFound on their next call."""
@@ -605,25 +443,26 @@ class MessagingClient:
 
     def reset_subscription(
         self,
-        topic: TopicId,
+        topic: TopicLike,
         name: str,
         start_message: bytes | str | None = None,
-        start_time: int | None = None,
+        start_time_ms: int | None = None,
         *,
         force: bool = False,
     ) -> Subscription:
         """Move the mark: the next message delivered is ``start_message`` (a message id, or "earliest"
-        or "latest"), or the first one published at ``start_time`` (ms) or later. It may move
+        or "latest"), or the first one published at ``start_time_ms`` or later. It may move
         backwards (to consume again) or forwards (to skip). SubscriptionBusy while a consumer holds
         the subscription, unless ``force`` (that consumer then fails with LeaseLost). A shared one
         starts afresh at once: what its consumers hold is void (NotHeld when they settle it)."""
+        checks.reset_start(start_message, start_time_ms)
         self._ensure_subscriptions()
         meta = self._metadata.get(_topic(topic))
         if self._shared.settings(meta, name) is not None:
-            return self._shared.reset(meta, name, start_message, start_time)
-        return self._subscription_admin.reset(meta, name, start_message, start_time, force=force)
+            return self._shared.reset(meta, name, start_message, start_time_ms)
+        return self._subscription_admin.reset(meta, name, start_message, start_time_ms, force=force)
 
-    def lag(self, topic: TopicId, name: str) -> Lag:
+    def lag(self, topic: TopicLike, name: str) -> Lag:
         """How far the subscription is behind: ``Lag(messages, seconds)`` (a few reads, no scan). For a
         shared one: the messages not settled yet, and the age of the oldest of them."""
         self._ensure_subscriptions()
@@ -633,14 +472,15 @@ class MessagingClient:
             return _unsettled(subscription.shared)
         return self._stats.lag(meta.topic, meta.generation, meta.ttl, subscription.position)
 
-    def pending(self, topic: TopicId, name: str, *, limit: int | None = None) -> list[PendingMessage]:
+    def pending(self, topic: TopicLike, name: str, *, limit: int | None = None) -> list[PendingMessage]:
         """The messages of a shared subscription delivered and not settled: holder, deadline, deliveries."""
+        checks.positive_int("limit", limit, optional=True)
         self._ensure_subscriptions()
         return self._shared.pending(self._metadata.get(_topic(topic)), name, limit)
 
     def shared_consumer(
         self,
-        topic: TopicId,
+        topic: TopicLike,
         name: str,
         *,
         owner: str | None = None,
@@ -673,7 +513,7 @@ class MessagingClient:
             max_wait=max_wait,
             poll_interval=poll_interval,
             reap_interval=reap_interval,
-            tx_state=self.tx_state,
+            tx_state=self.admin.tx_state,
         )
 
     def _with_numbers(self, meta: TopicMetadata, subscription: Subscription) -> Subscription:
@@ -681,15 +521,14 @@ class MessagingClient:
             return subscription
         return replace(subscription, shared=self._shared.stats(meta, subscription.name))
 
-    def topic_stats(self, topic: TopicId, *, windows: Sequence[int] | None = None) -> TopicStats:
+    def topic_stats(self, topic: TopicLike, *, windows: Sequence[int] | None = None) -> TopicStats:
         """Generation, first and last position and publish time, messages and bytes, publish rates over
         ``windows`` (seconds; default 1, 5 and 15 minutes) and every subscription with its lag."""
+        checks.windows(windows)
         self._ensure_subscriptions()
         meta = self._metadata.get(_topic(topic))
         listed = [self._with_numbers(meta, s) for s in self._subscription_admin.list(meta)]
         subscriptions = [(s.name, s.position) for s in listed]
-        if windows is not None and any(isinstance(w, bool) or not isinstance(w, int) or w <= 0 for w in windows):
-            raise InvalidArgument(f"bad windows {windows!r}: expected whole seconds > 0")
         if windows is None:
             stats = self._stats.topic_stats(meta.topic, meta.generation, meta.ttl, subscriptions)
         else:
@@ -708,7 +547,7 @@ class MessagingClient:
 
     def consumer(
         self,
-        topic: TopicId,
+        topic: TopicLike,
         name: str,
         *,
         max_wait: float = 5.0,
@@ -750,8 +589,8 @@ class MessagingClient:
             store=self._subscriptions,
             reader=self._reader,
             topics=self._topics,
-            prefix=self.tables.prefix,
-            tx_state=self.tx_state,
+            prefix=self.installation.prefix,
+            tx_state=self.admin.tx_state,
             max_wait=max_wait,
             transaction=transaction,
             auto_commit=auto_commit,
@@ -763,17 +602,6 @@ class MessagingClient:
             session=session,
             owner=owner,
         )
-
-    def inspector(self) -> Inspector:
-        """Row-level reading of topics for people (``tms-admin topic tail``): corrupt rows are reported
-        as such instead of raising, and each message shows its transaction's state."""
-        self._ensure_ready()
-        return Inspector(self.installation.messages, self.installation.payloads, self._reader)
-
-    def tx_state(self) -> Transaction:
-        """The transaction state as a read-only Transaction rebuilt from HBase, without the server: it
-        sees committed transactions only. Resolves transactional marks; inspection uses it too."""
-        return snapshot_from_hbase(self.installation.txstate)
 
     def _doorbells_of(self, topic: TopicId) -> list[str]:
         return self._subscription_admin.bells(self._topics.get(topic))

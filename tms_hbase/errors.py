@@ -163,17 +163,17 @@ class NotAuthorized(TmsError):
 
 
 class QueueFull(TmsError):
-    """The async publisher's queue is full (policy ``on_full="raise"``)."""
+    """The background publisher's queue is full (policy ``on_full="raise"``)."""
 
     retriable = True  # once the sender has caught up
 
 
 class ClientClosed(TmsError):
-    """A closed client (or async publisher) was used: open a new one."""
+    """A closed client (or background publisher) was used: open a new one."""
 
 
 class PublisherClosed(TmsError):
-    """The async publisher's ``close()`` deadline passed before these messages were sent: they were
+    """The background publisher's ``close()`` deadline passed before these messages were sent: they were
     not stored (a batch whose write was under way gets that write's own error instead)."""
 
 

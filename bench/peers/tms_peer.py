@@ -99,7 +99,7 @@ class Client(system.Client):
         return latency.FetchPoller(self.client, self._topic(topic))
 
     def seek(self, topic: str, t_ms: int) -> int:
-        found = list(self.client.fetch(self._topic(topic), start_time=t_ms, limit=1))
+        found = list(self.client.fetch(self._topic(topic), start_time_ms=t_ms, limit=1))
         if not found:
             raise AssertionError(f"tms-hbase found no message at or after {t_ms}")
         return found[0].publish_time

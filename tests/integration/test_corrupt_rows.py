@@ -48,7 +48,7 @@ def positions(raw: happybase.Connection, client: MessagingClient, topic: TopicId
 def corrupt_installation(client: MessagingClient, raw: happybase.Connection) -> None:
     """Expired rows in three topics; among them rows that do not decode and a metadata row that is
     not JSON. Returns once every good row is past its TTL and the smallest grace (GRACE)."""
-    client.set_tail_cache_seconds(1)  # writers trust a remembered tail for 1 s: a grace of 4 s is allowed
+    client.admin.set_tail_cache_seconds(1)  # writers trust a remembered tail for 1 s: a grace of 4 s is allowed
     for topic in (DAMAGED, BROKEN, CLEAN):
         client.create_topic(topic, {"ttl": "1", "ordering": "chain"})  # dense positions, chain sweeper rules
     for i in range(1, 5):
@@ -154,7 +154,7 @@ def test_topic_listing_skips_a_corrupt_metadata_row_and_get_names_it(
         client.create_topic(topic)
     raw.table(client.installation.metadata.name).put(BROKEN.key, {b"d:p": b"{not json"})
     assert client.list_topics() == [CLEAN, DAMAGED]
-    scan = client.scan_topics("ns")
+    scan = client.admin.scan_topics("ns")
     assert [m.topic for m in scan.topics] == [CLEAN, DAMAGED]
     assert [(c.topic, c.ok) for c in scan.corrupt] == [(BROKEN, False)]
     with pytest.raises(CorruptData, match="corrupt metadata row for topic ns:broken"):

@@ -57,13 +57,13 @@ def test_an_infinite_or_nan_ttl_is_invalid_and_stores_nothing(client: MessagingC
     client.create_topic(T)
     for ttl in (float("inf"), float("nan"), -1.0, 0):
         with pytest.raises(InvalidArgument, match="per-message ttl"):
-            client.publish(T, [b"x"], ttl=ttl)
+            client.publish(T, [b"x"], ttl_seconds=ttl)
     assert list(client.fetch(T)) == []
 
 
 def test_the_longest_ttl_the_topic_allows_is_stored(client: MessagingClient) -> None:
     client.create_topic(T, {"ttl": str(MAX_TTL_SECONDS)})
-    client.publish(T, [b"forever"], ttl=MAX_TTL_SECONDS)  # its expiry is past the largest stored time
+    client.publish(T, [b"forever"], ttl_seconds=MAX_TTL_SECONDS)  # its expiry is past the largest stored time
     assert [m.payload for m in client.fetch(T)] == [b"forever"]
 
 
@@ -80,7 +80,7 @@ def test_a_topic_at_its_last_position_is_full_and_still_readable(
     ):
         fresh.publish(T, [b"more"])  # a writer without a remembered tail reads the last row
     assert [m.payload for m in client.fetch(T)] == [b"first", b"last"]
-    assert list(client.fetch(T, start_time=last + 1)) == []
+    assert list(client.fetch(T, start_time_ms=last + 1)) == []
     newest = list(client.fetch(T))[-1].id
     assert list(client.fetch(T, start_message=newest, inclusive=False)) == []
     client.delete_topic(T)

@@ -22,6 +22,6 @@ def test_quickstart_runs(tms_env: dict[str, str]) -> None:
     assert lines[1] == "all: [b'created', b'paid', b'refund', b'part-1', b'part-2']"
     assert lines[2] == "committed: [b'created', b'paid', b'part-1', b'part-2']"
     assert lines[3] == "after paid: [b'refund', b'part-1', b'part-2']"
-    assert lines[5].startswith("async stored: True")
+    assert lines[5].startswith("background stored: 000000010")  # the id of the message: generation 1
     assert lines[6] == "consumed: [b'created', b'paid', b'refund', b'part-1', b'part-2', b'async']"
     assert lines[7] == "behind by: 0 messages"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tms_hbase import (
-    AsyncPublisher,
+    BackgroundPublisher,
     HBaseUnavailable,
     MessagingClient,
     PublisherClosed,
@@ -51,14 +51,14 @@ def installation(hbase_address: str) -> Iterator[tuple[str, bytes]]:
     """One installation for the whole file (creating tables takes seconds): its prefix, and the
     handle of a transactional publish to roll back."""
     prefix = f"f{uuid.uuid4().hex[:12]}"
-    with MessagingClient(hbase_address, prefix, timeout=60) as client:
+    with MessagingClient(hbase_address, prefix, timeout_seconds=60) as client:
         client.create_topic(T, {"ordering": "sequencer"})
         client.create_topic(C, {"ordering": "chain"})
         client.publish(T, [b"a", b"b"])
-        handle = bytes(client.publish(T, [b"tx"], tx_write_pointer=write_pointer_now()))
+        handle = bytes(client.publish(T, [b"tx"], tx_write_pointer=write_pointer_now()).rollback)
     yield prefix, handle
-    with MessagingClient(hbase_address, prefix, timeout=60) as client:
-        client.drop_tables()
+    with MessagingClient(hbase_address, prefix, timeout_seconds=60) as client:
+        client.admin.drop_tables()
 
 
 def outcome(call: Callable[[], object], limit: float = TIMEOUT + MARGIN) -> tuple[BaseException | None, float]:
@@ -84,7 +84,7 @@ def outcome(call: Callable[[], object], limit: float = TIMEOUT + MARGIN) -> tupl
 def warm_client(proxy: TcpProxy, prefix: str) -> MessagingClient:
     """A client through the proxy whose tables, metadata, tail and HBase's clock are already known, so
     that the fault hits the operation's own calls."""
-    client = MessagingClient(proxy.address, prefix, timeout=TIMEOUT, metadata_max_age=600)
+    client = MessagingClient(proxy.address, prefix, timeout_seconds=TIMEOUT, metadata_max_age_seconds=600)
     client.hbase_clock.now_ms()
     client.publish(T, [b"warm"])
     client.publish(C, [b"warm"])
@@ -137,13 +137,13 @@ def test_the_client_works_again_once_the_gateway_does(installation: tuple[str, b
             assert client.get_topic(T).generation == 1
 
 
-def test_async_publisher_close_has_a_deadline(installation: tuple[str, bytes], proxy: TcpProxy) -> None:
+def test_background_publisher_close_has_a_deadline(installation: tuple[str, bytes], proxy: TcpProxy) -> None:
     """Against a hung gateway, close() returns by its deadline; what is still queued fails with
     PublisherClosed and is counted; the batch being written fails within the client's timeout."""
     prefix, _ = installation
     with warm_client(proxy, prefix) as client:
         proxy.fault = "hang"
-        publisher = AsyncPublisher(client)
+        publisher = BackgroundPublisher(client)
         seen = proxy.requests
         in_flight = publisher.publish(T, [b"in flight"])
         deadline = time.monotonic() + 10
@@ -163,7 +163,7 @@ def test_async_publisher_close_has_a_deadline(installation: tuple[str, bytes], p
 @pytest.mark.parametrize("fault", ["garbage", "huge"])
 def test_transaction_client_reports_garbage_as_unavailable(proxy: TcpProxy, fault: str) -> None:
     proxy.fault = fault  # type: ignore[assignment]
-    with TransactionClient(proxy.address, timeout=TIMEOUT) as tx:
+    with TransactionClient(proxy.address, timeout_seconds=TIMEOUT) as tx:
         error, elapsed = outcome(tx.status)
     assert isinstance(error, TransactionServiceUnavailable), repr(error)
     assert elapsed < TIMEOUT + MARGIN

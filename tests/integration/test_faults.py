@@ -20,7 +20,7 @@ def test_dead_hbase_is_a_clear_error_at_once() -> None:
     port = free_port()
     started = time.monotonic()
     with (
-        MessagingClient(f"127.0.0.1:{port}", "x", timeout=2) as client,
+        MessagingClient(f"127.0.0.1:{port}", "x", timeout_seconds=2) as client,
         pytest.raises(HBaseUnavailable, match=rf"127\.0\.0\.1:{port}.*is HBase running") as info,
     ):
         client.create_topic(T)
@@ -31,7 +31,7 @@ def test_dead_hbase_is_a_clear_error_at_once() -> None:
 def test_hung_hbase_times_out(proxy: TcpProxy, prefix: str, hbase_address: str) -> None:
     with MessagingClient(hbase_address, prefix) as direct:  # creating tables takes longer than 1.5 s on a busy HBase
         direct.create_topic(T)
-    with MessagingClient(proxy.address, prefix, timeout=1.5) as client:
+    with MessagingClient(proxy.address, prefix, timeout_seconds=1.5) as client:
         proxy.stall = True
         started = time.monotonic()
         with pytest.raises(HBaseUnavailable, match=r"did not answer within 1\.5s"):
@@ -42,7 +42,7 @@ def test_hung_hbase_times_out(proxy: TcpProxy, prefix: str, hbase_address: str) 
 
 
 def test_broken_connections_are_replaced(proxy: TcpProxy, prefix: str) -> None:
-    with MessagingClient(proxy.address, prefix, timeout=5) as client:
+    with MessagingClient(proxy.address, prefix, timeout_seconds=5) as client:
         client.create_topic(T)
         for _ in range(3):
             # fill the pool with several idle connections, then break every one of them
@@ -55,7 +55,7 @@ def test_broken_connections_are_replaced(proxy: TcpProxy, prefix: str) -> None:
 
 def test_idle_connections_are_not_reused(proxy: TcpProxy, prefix: str) -> None:
     """The gateway closes idle connections on its own; the pool opens a fresh one instead."""
-    with MessagingClient(proxy.address, prefix, timeout=5) as client:
+    with MessagingClient(proxy.address, prefix, timeout_seconds=5) as client:
         client.installation.hbase.max_idle = 0.3
         client.create_topic(T)
         opened = proxy.accepted
@@ -68,8 +68,8 @@ def test_idle_connections_are_not_reused(proxy: TcpProxy, prefix: str) -> None:
 
 def test_create_whose_answer_is_lost_still_succeeds(proxy: TcpProxy, prefix: str) -> None:
     """The checkAndPut lands but its answer is lost: the client re-reads and finds its own write."""
-    with MessagingClient(proxy.address, prefix, timeout=5) as client:
-        client.init_tables()
+    with MessagingClient(proxy.address, prefix, timeout_seconds=5) as client:
+        client.admin.init_tables()
         proxy.lose_reply_to(b"checkAndPut")
         meta = client.create_topic(T, {"ttl": "77"})
         assert proxy.replies_lost == 1
@@ -98,5 +98,3 @@ def test_a_dead_gateway_in_the_config_is_failed_over_to_the_next(hbase_address: 
 def test_a_config_and_separate_connection_arguments_are_not_mixed(hbase_address: str, prefix: str) -> None:
     with pytest.raises(InvalidArgument, match="not both"):
         MessagingClient(hbase_address, config=Config.resolve(hbase_address, prefix))
-    with pytest.raises(InvalidArgument, match="not both"):
-        MessagingClient(hbase_address, prefix, timeout=5, timeout_seconds=5)

@@ -27,7 +27,7 @@ def raw_table(address: str, table: str) -> tuple[happybase.Connection, happybase
 def test_a_future_dated_row_neither_pins_later_times_nor_lives_forever(
     client: MessagingClient, hbase_address: str
 ) -> None:
-    client.set_tail_cache_seconds(1)  # also the clock-skew bound: 1 s
+    client.admin.set_tail_cache_seconds(1)  # also the clock-skew bound: 1 s
     client.create_topic(T, {"ttl": "2", "ordering": "chain"})  # the chain follows its predecessor's time
     client.publish(T, [b"m1"])
     forged_time = now_ms() + 10 * YEAR_MS
@@ -45,11 +45,11 @@ def test_a_future_dated_row_neither_pins_later_times_nor_lives_forever(
         m1, _, m3, m4 = messages
         assert before <= m3.publish_time <= after + 1000  # at most the 1 s skew bound ahead, not 10 years
         assert m3.publish_time <= m4.publish_time <= after + 1000  # and later ones follow m3, not the forged row
-        assert client.future_predecessors == 1  # counted (and logged)
+        assert client.admin.future_predecessors == 1  # counted (and logged)
 
         # a time seek may start at the forged row (earlier than asked), never after a message it should return
         for start, first_wanted in ((m1.publish_time, b"m1"), (m3.publish_time, b"m3"), (m4.publish_time, b"m4")):
-            got = [m.payload for m in client.fetch(T, start_time=start)]
+            got = [m.payload for m in client.fetch(T, start_time_ms=start)]
             assert first_wanted in got and got == [m.payload for m in messages][-len(got) :]
 
         # what inspection reports: the forged row is future-dated by its cell timestamp, the others are not

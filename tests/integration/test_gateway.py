@@ -23,6 +23,7 @@ import pytest
 from tms_hbase import MessagingClient, RollbackDetail, TopicId, TopicMetadata
 from tms_hbase.errors import TmsError
 from tms_hbase.gateway_client.http import GatewayClient
+from tms_hbase.model.published import PublishResult
 from tms_hbase.tx import Transaction, TransactionCodec, write_pointer_now
 
 from ..gateway_server import GatewayProcess, running_gateway
@@ -505,8 +506,14 @@ def transcript(client: MessagingClient | GatewayClient, ns: str, pointer: int, o
     def fetched(**kwargs: Any) -> list[tuple[bytes, bytes]]:
         return [(m.id, m.payload) for m in client.fetch(t, **kwargs)]
 
-    def detail(d: RollbackDetail | None) -> object:
-        return None if d is None else (d.transaction_write_pointer, d.generation, d.start_position, d.end_position)
+    def detail(result: PublishResult) -> object:
+        d = result.rollback
+        assert isinstance(d, RollbackDetail) and result.count == (1 if d.transaction_write_pointer == pointer else 0)
+        return (d.transaction_write_pointer, d.generation, d.start_position, d.end_position)
+
+    def published(result: PublishResult) -> object:
+        assert result.topic == t and result.rollback is None and len(result.message_ids) == result.count
+        return (result.generation, result.count, result.position)
 
     step("create", lambda: meta(client.create_topic(t, {"ttl": "3600", "owner": "me", "ordering": ordering})))
     step("create again", lambda: client.create_topic(t))
@@ -515,9 +522,9 @@ def transcript(client: MessagingClient | GatewayClient, ns: str, pointer: int, o
     step("get", lambda: meta(client.get_topic(t)))
     step("update missing", lambda: client.update_topic(TopicId(ns, "missing"), {"ttl": "60"}))
     step("list", lambda: [x.topic for x in client.list_topics(ns)])
-    step("publish", lambda: client.publish(t, [b"a", b"b"]))
+    step("publish", lambda: published(client.publish(t, [b"a", b"b"])))
     step("publish nothing", lambda: client.publish(t, []))
-    step("publish ttl too long", lambda: client.publish(t, [b"late"], ttl=10**9))
+    step("publish ttl too long", lambda: client.publish(t, [b"late"], ttl_seconds=10**9))
     handle = client.publish(t, [b"c"], tx_write_pointer=pointer)
     out["publish tx"] = detail(handle)
     client.store(t, [b"s1", b"s2"], tx_write_pointer=pointer + 1)
@@ -527,14 +534,14 @@ def transcript(client: MessagingClient | GatewayClient, ns: str, pointer: int, o
     everything = fetched()
     out["fetch"] = everything
     out["fetch after id"] = fetched(start_message=everything[1][0], inclusive=False, limit=2)
-    out["fetch from time"] = fetched(start_time=0, limit=1)
-    out["fetch future"] = fetched(start_time=int(time.time() * 1000) + 3_600_000)
+    out["fetch from time"] = fetched(start_time_ms=0, limit=1)
+    out["fetch future"] = fetched(start_time_ms=int(time.time() * 1000) + 3_600_000)
     out["fetch in progress"] = fetched(transaction=TransactionCodec.decode(tx_seeing(pointer, in_progress=True)))
     step("rollback", lambda: client.rollback(t, handle))
     out["fetch rolled back"] = fetched(transaction=TransactionCodec.decode(tx_seeing(pointer + 1)))
     step("rollback garbage", lambda: client.rollback(t, b"garbage"))
     step("fetch bad id", lambda: fetched(start_message=b"bad"))
-    step("fetch id and time", lambda: fetched(start_message=everything[0][0], start_time=5))
+    step("fetch id and time", lambda: fetched(start_message=everything[0][0], start_time_ms=5))
     step("fetch limit 0", lambda: fetched(limit=0))
     step("publish missing", lambda: client.publish(TopicId(ns, "missing"), [b"x"]))
     step("fetch missing", lambda: client.fetch(TopicId(ns, "missing")))
@@ -552,8 +559,8 @@ def without_offsets(out: dict[str, object]) -> dict[str, object]:
     for name, value in out.items():
         if isinstance(value, list) and all(isinstance(v, tuple) and len(v) == 2 for v in value):
             value = [payload for _, payload in value]
-        elif name in ("publish tx", "publish stored") and isinstance(value, tuple):
-            value = value[:2]  # write pointer and generation
+        elif name in ("publish", "publish tx", "publish stored") and isinstance(value, tuple):
+            value = value[:2]  # write pointer (or generation) and generation (or count)
         kept[name] = value
     return kept
 
@@ -565,7 +572,7 @@ def test_gateway_client_behaves_as_direct_access(
 ) -> None:
     pointer = write_pointer_now()
     expected = transcript(direct, "d" + ns, pointer, ordering)
-    with GatewayClient(gateway.url, media=media, timeout=60) as client:
+    with GatewayClient(gateway.url, media=media, timeout_seconds=60) as client:
         got = transcript(client, "g" + ns, pointer, ordering)
         if ordering == "chain":
             assert got == expected

@@ -136,7 +136,7 @@ def test_hbase_unreachable_is_503_and_health_recovers(
             ):
                 assert response.status_code == 503, response.text
                 assert response.text.count("\n") == 1
-            with GatewayClient(gateway.url, timeout=60) as gateway_client, pytest.raises(HBaseUnavailable):
+            with GatewayClient(gateway.url, timeout_seconds=60) as gateway_client, pytest.raises(HBaseUnavailable):
                 gateway_client.publish(T, [b"during"])
             proxy.stall = False
             wait_for(lambda: http.get(f"{gateway.url}/health").status_code == 200, 60, "health to recover")
@@ -165,7 +165,7 @@ def test_a_prefix_without_an_installation_is_503_and_creates_nothing(
     finally:
         assert gateway.stop() == 0, gateway.log()
     with pytest.raises(InstallationNotFound):
-        client.require_installation()  # nothing was created on the gateway's behalf
+        client.admin.require_installation()  # nothing was created on the gateway's behalf
 
 
 BAD_CONFIGS = [

@@ -227,14 +227,17 @@ def test_gateway_client_over_tls_maps_auth_errors(
     gateway: GatewayProcess, pki: dict[str, Path], tokens: dict[str, tuple[str, str]]
 ) -> None:
     topic = TopicId("b", "in-5")
-    with GatewayClient(gateway.url, tokens["ops"][0], ca_file=str(pki["ca"]), timeout=60) as ops:
+    with GatewayClient(gateway.url, tokens["ops"][0], ca_file=str(pki["ca"]), timeout_seconds=60) as ops:
         ops.create_topic(topic)
-    with GatewayClient(gateway.url, tokens["bob"][0], ca_file=str(pki["ca"]), timeout=60) as bob:
+    with GatewayClient(gateway.url, tokens["bob"][0], ca_file=str(pki["ca"]), timeout_seconds=60) as bob:
         bob.publish(topic, [b"x"])
         assert [m.payload for m in bob.fetch(topic)] == [b"x"]
         with pytest.raises(NotAuthorized, match="bob may not admin"):
             bob.delete_topic(topic)
-    with GatewayClient(gateway.url, ca_file=str(pki["ca"]), timeout=60) as nobody, pytest.raises(NotAuthenticated):
+    with (
+        GatewayClient(gateway.url, ca_file=str(pki["ca"]), timeout_seconds=60) as nobody,
+        pytest.raises(NotAuthenticated),
+    ):
         nobody.publish(topic, [b"y"])
 
 
@@ -257,7 +260,7 @@ def test_mutual_tls_requires_a_client_certificate(
             ca_file=str(pki["ca"]),
             client_cert=str(pki["client_cert"]),
             client_key=str(pki["client_key"]),
-            timeout=60,
+            timeout_seconds=60,
         ) as client:
             client.ping()
     finally:

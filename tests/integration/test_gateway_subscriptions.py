@@ -392,7 +392,7 @@ def consuming_transcript(client: MessagingClient | GatewayClient, t: TopicId) ->
     with client.consumer(t, "svc") as consumer:  # the uncommitted ones again
         out["again"] = [m.payload for m in consumer.poll(max_messages=10, timeout=1.0)]
         first = consumer.delivered
-    step("reset", lambda: client.reset_subscription(t, "svc", start_time=0).position)
+    step("reset", lambda: client.reset_subscription(t, "svc", start_time_ms=0).position)
     step("reset both", lambda: client.reset_subscription(t, "svc", b"x", 5))
     subs = client.list_subscriptions(t)
     out["list"] = [(s.name, s.position, s.owner) for s in subs]
@@ -415,7 +415,7 @@ def test_gateway_consumer_behaves_as_the_direct_consumer(
 ) -> None:
     """The same program on the same data: one topic, read once directly and once through the gateway."""
     expected = consuming_transcript(direct, topic)
-    with GatewayClient(gateway.url, media=media, timeout=60) as client:
+    with GatewayClient(gateway.url, media=media, timeout_seconds=60) as client:
         assert consuming_transcript(client, topic) == expected
     assert expected["poll"] == [b"a", b"b"] and expected["iterate"] == [b"c", b"d", b"e"]
     assert (expected["empty"], expected["lag"], expected["again"]) == ([], 3, [b"c", b"d", b"e"])

@@ -105,7 +105,7 @@ def test_small_grace_never_loses_a_publish_of_a_writer_with_a_remembered_tail(tm
 
 
 def test_sweeper_refuses_a_grace_below_the_installation_minimum(client: MessagingClient, tms_env) -> None:
-    client.init_tables()  # tables, but no tail-cache setting yet: the sweeper assumes the default 30 s
+    client.admin.init_tables()  # tables, but no tail-cache setting yet: the sweeper assumes the default 30 s
     refused = run(tms_env, "tms-sweeper", "once", "--grace", "60")
     assert refused.returncode == 2, refused.stderr
     (line,) = refused.stderr.strip().splitlines()
@@ -155,7 +155,7 @@ def test_lowering_the_setting_keeps_the_old_minimum_until_old_writers_are_done(
 
 def test_a_first_value_above_the_default_is_a_raise_from_it(client: MessagingClient) -> None:
     """Without a row, sweepers assumed 30 s: writers may not trust a tail longer until they have all re-read."""
-    setting = client.set_tail_cache_seconds(60)
+    setting = client.admin.set_tail_cache_seconds(60)
     assert (setting.tail_cache_seconds, setting.previous) == (60, 30)
     now = now_ms()
     assert (writer_tail_cache(setting, now), minimum_grace(setting, now)) == (30, 240)

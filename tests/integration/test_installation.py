@@ -31,7 +31,7 @@ READ_ONLY = {
     "publish": lambda c: c.publish(T, [b"x"]),
     "store": lambda c: c.store(T, [b"x"], tx_write_pointer=write_pointer_now()),
     "rollback": lambda c: c.rollback(T, RollbackDetail(str(T), 5, 1, 1, 1)),
-    "require_installation": lambda c: c.require_installation(),
+    "require_installation": lambda c: c.admin.require_installation(),
 }
 
 
@@ -56,7 +56,7 @@ def test_create_topic_creates_the_installation_unless_told_not_to(hbase_address:
 
 
 def test_a_partial_installation_names_what_is_missing(client: MessagingClient) -> None:
-    client.init_tables()
+    client.admin.init_tables()
     client.installation.hbase.run(
         "drop", lambda c: c.delete_table(client.installation.txstate.name, disable=True), idempotent=False
     )
@@ -121,7 +121,7 @@ def test_only_init_creates_and_drop_drops(client: MessagingClient, tms_env: dict
 
 
 def test_drop_asks_on_a_terminal(client: MessagingClient, tms_env: dict[str, str]) -> None:
-    client.init_tables()
+    client.admin.init_tables()
     for answer, code in ((b"n\n", 1), (b"y\n", 0)):
         controller, terminal = pty.openpty()
         try:

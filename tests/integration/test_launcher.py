@@ -5,9 +5,14 @@ These start a second standalone HBase in a home and on a port of their own, shar
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import socket
 import stat
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +24,8 @@ from tms_hbase.launcher import LocalHBase, default_home
 from tms_hbase.launcher.paths import default_jars_root
 
 from ..tx_server import free_port
+
+TMS_ADMIN = str(Path(sys.executable).with_name("tms-admin"))
 
 
 def java_processes_of(home: Path) -> list[int]:
@@ -84,6 +91,28 @@ def test_status_tells_when_a_process_died(launcher: LocalHBase) -> None:
     assert not status.running and not status.answering
     launcher.start()  # replaces the half-dead server
     assert launcher.status().answering
+
+
+@pytest.mark.slow
+def test_status_tells_when_hbase_serves_nothing_though_its_processes_live(launcher: LocalHBase) -> None:
+    """The master's JVM (with its region server) frozen: alive, Thrift takes connections, nothing answers."""
+    launcher.start()
+    env = {**os.environ, "TMS_HBASE_HOME": str(launcher.paths.home)}
+    master = launcher.status().pids["master"]
+    os.kill(master, signal.SIGSTOP)
+    try:
+        as_json = subprocess.run([TMS_ADMIN, "hbase", "status", "--json"], env=env, capture_output=True, timeout=120)
+        said = subprocess.run([TMS_ADMIN, "hbase", "status"], env=env, capture_output=True, text=True, timeout=120)
+    finally:
+        os.kill(master, signal.SIGCONT)
+    assert as_json.returncode == 1 and said.returncode == 1
+    status = json.loads(as_json.stdout)
+    assert (status["state"], status["running"], status["answering"]) == ("not-serving", True, False)
+    assert said.stdout.startswith("running, but HBase answers no call through Thrift")
+    deadline = time.monotonic() + 120
+    while launcher.status().state != "serving":
+        assert time.monotonic() < deadline, "HBase did not serve again after SIGCONT"
+        time.sleep(1)
 
 
 def test_port_in_use_is_a_clear_error(launcher: LocalHBase) -> None:

@@ -71,12 +71,12 @@ def test_cdap_fetch_semantics_with_rollback(client: MessagingClient, topic: Topi
     base = write_pointer_now()
     client.publish(topic, [b"m0", b"m1"])
     handle = client.publish(topic, [b"m2"], tx_write_pointer=base + 100)
-    assert isinstance(handle, RollbackDetail)
+    assert isinstance(handle.rollback, RollbackDetail) and handle.rollback.transaction_write_pointer == base + 100
     assert payloads(list(client.fetch(topic))) == [b"m0", b"m1", b"m2"]
     # a reader whose transaction sees base + 100 as in progress stops before m2
     assert payloads(list(client.fetch(topic, transaction=tx(base + 150, in_progress=(base + 100,))))) == [b"m0", b"m1"]
     assert payloads(list(client.fetch(topic, transaction=tx(base + 150)))) == [b"m0", b"m1", b"m2"]
-    client.rollback(topic, bytes(handle))
+    client.rollback(topic, bytes(handle.rollback))
     client.rollback(topic, handle)  # twice is fine
     assert payloads(list(client.fetch(topic))) == [b"m0", b"m1", b"m2"]  # non-tx: repeatable reads
     assert payloads(list(client.fetch(topic, transaction=tx(base + 150)))) == [b"m0", b"m1"]
@@ -126,11 +126,11 @@ def test_start_from_time_with_limit(client: MessagingClient, chain_topic: TopicI
     mid_time = list(client.fetch(topic))[1].publish_time
     time.sleep(0.05)
     client.publish(topic, [b"late"])
-    assert payloads(list(client.fetch(topic, start_time=mid_time))) == [b"mid1", b"mid2", b"late"]
-    assert payloads(list(client.fetch(topic, start_time=mid_time, limit=1))) == [b"mid1"]
-    assert payloads(list(client.fetch(topic, start_time=mid_time, inclusive=False))) == [b"late"]
-    assert payloads(list(client.fetch(topic, start_time=0))) == [b"early", b"mid1", b"mid2", b"late"]
-    assert payloads(list(client.fetch(topic, start_time=int(time.time() * 1000) + 60_000))) == []
+    assert payloads(list(client.fetch(topic, start_time_ms=mid_time))) == [b"mid1", b"mid2", b"late"]
+    assert payloads(list(client.fetch(topic, start_time_ms=mid_time, limit=1))) == [b"mid1"]
+    assert payloads(list(client.fetch(topic, start_time_ms=mid_time, inclusive=False))) == [b"late"]
+    assert payloads(list(client.fetch(topic, start_time_ms=0))) == [b"early", b"mid1", b"mid2", b"late"]
+    assert payloads(list(client.fetch(topic, start_time_ms=int(time.time() * 1000) + 60_000))) == []
     times = [m.publish_time for m in client.fetch(topic)]
     assert times == sorted(times)
 
@@ -163,21 +163,21 @@ def test_topic_ttl_applies_at_read(client: MessagingClient) -> None:
     time.sleep(1.3)
     client.publish(T, [b"new"])
     assert payloads(list(client.fetch(T))) == [b"new"]
-    assert payloads(list(client.fetch(T, start_time=0))) == [b"new"]
+    assert payloads(list(client.fetch(T, start_time_ms=0))) == [b"new"]
 
 
 def test_per_message_ttl_shorter_than_topic(client: MessagingClient, topic: TopicId) -> None:
     client.publish(topic, [b"keep1"])
-    client.publish(topic, [b"short"], ttl=0.4)
+    client.publish(topic, [b"short"], ttl_seconds=0.4)
     client.publish(topic, [b"keep2"])
     assert payloads(list(client.fetch(topic))) == [b"keep1", b"short", b"keep2"]
     time.sleep(0.6)
     assert payloads(list(client.fetch(topic))) == [b"keep1", b"keep2"]
     with pytest.raises(InvalidArgument, match="longer than the topic"):
-        client.publish(topic, [b"x"], ttl=7200)
+        client.publish(topic, [b"x"], ttl_seconds=7200)
     for bad in (0, -1, "5", True):
         with pytest.raises(InvalidArgument, match="per-message ttl"):
-            client.publish(topic, [b"x"], ttl=bad)
+            client.publish(topic, [b"x"], ttl_seconds=bad)
 
 
 def test_recreated_topic_starts_over_from_an_old_id(client: MessagingClient, topic: TopicId) -> None:
@@ -203,7 +203,7 @@ def test_many_batches_read_in_chunks_and_seek_in_log_reads(client: MessagingClie
     assert payloads(every) == [f"{i}".encode() for i in range(600)]
     target = every[437]
     before = client.installation.calls
-    found = list(client.fetch(topic, start_time=target.publish_time, limit=1))
+    found = list(client.fetch(topic, start_time_ms=target.publish_time, limit=1))
     reads = client.installation.calls - before
     assert found[0].publish_time == target.publish_time
     assert found[0].id <= target.id  # the first message published at that millisecond
@@ -212,7 +212,7 @@ def test_many_batches_read_in_chunks_and_seek_in_log_reads(client: MessagingClie
 
 def test_lost_publish_answer_is_not_stored_twice(client: MessagingClient, proxy: TcpProxy, prefix: str) -> None:
     client.create_topic(T)
-    with MessagingClient(proxy.address, prefix, timeout=5) as flaky:
+    with MessagingClient(proxy.address, prefix, timeout_seconds=5) as flaky:
         flaky.publish(T, [b"first"])
         proxy.lose_reply_to(b"checkAndPut")
         flaky.publish(T, [b"second"])
@@ -255,8 +255,8 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(
         "corrupt message id": lambda: client.fetch(topic, start_message=b"\x01\x02"),
         "positive integer": lambda: client.fetch(topic, limit=0),
         "bad limit": lambda: client.fetch(topic, limit=-5),
-        "bad start_time": lambda: client.fetch(topic, start_time=-1),
-        "not both": lambda: client.fetch(topic, start_message=b"x" * 20, start_time=5),
+        "bad start_time": lambda: client.fetch(topic, start_time_ms=-1),
+        "not both": lambda: client.fetch(topic, start_message=b"x" * 20, start_time_ms=5),
         "must be a tms_hbase.tx.Transaction": lambda: client.fetch(topic, transaction=b"\x00" * 30),
         "nothing to store": lambda: client.store(topic, [], tx_write_pointer=write_pointer_now()),
     }
@@ -329,7 +329,7 @@ def test_swept_rows_in_the_middle_are_stepped_over(
     assert payloads(list(client.fetch(topic))) == [b"1", b"4", b"5"]
     assert payloads(list(client.fetch(topic, start_message=ids[1], inclusive=False))) == [b"4", b"5"]
     assert payloads(list(client.fetch(topic, start_message=ids[2]))) == [b"4", b"5"]
-    assert payloads(list(client.fetch(topic, start_time=0, limit=2))) == [b"1", b"4"]
+    assert payloads(list(client.fetch(topic, start_time_ms=0, limit=2))) == [b"1", b"4"]
 
 
 def test_a_write_pointer_older_than_the_tx_max_lifetime_is_refused_and_nothing_is_written(

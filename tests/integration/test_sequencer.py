@@ -31,7 +31,7 @@ D_MS = int((sequencer.window(CACHE) + CACHE) * 1000)
 
 @pytest.fixture
 def seq(client: MessagingClient) -> MessagingClient:
-    client.set_tail_cache_seconds(CACHE)
+    client.admin.set_tail_cache_seconds(CACHE)
     client.create_topic(T, {"ordering": "sequencer", "ttl": "3600"})
     return client
 
@@ -94,7 +94,7 @@ def test_a_reader_is_held_by_a_dead_writers_hole_for_at_most_h_and_a_poll(seq: M
     held = time.monotonic() - began
     assert got == [b"a", b"b"] and polls > 1
     assert H <= held <= H + 0.05 + 2 * slowest + 0.5, (held, slowest)
-    assert seq.longest_hole_wait <= held
+    assert seq.admin.longest_hole_wait <= held
     assert [rows(seq)[p].skip for p in (1, 2, 3)] == [True, True, True]
 
 
@@ -105,7 +105,7 @@ def test_a_time_seek_misses_nothing_after_the_time_and_starts_at_most_d_early(se
     every = list(seq.fetch(T))
     assert len(every) == 30
     at = every[15].publish_time
-    got = list(seq.fetch(T, start_time=at))
+    got = list(seq.fetch(T, start_time_ms=at))
     assert [m.id for m in got] == [m.id for m in every if m.id >= got[0].id]
     assert {m.id for m in every if m.publish_time >= at} <= {m.id for m in got}
     assert got[0].publish_time >= at - D_MS
@@ -113,7 +113,7 @@ def test_a_time_seek_misses_nothing_after_the_time_and_starts_at_most_d_early(se
 
 def test_the_sweeper_deletes_only_a_prefix_and_keeps_the_counter_row(seq: MessagingClient) -> None:
     publish_idle(seq, [b"old"])
-    publish_idle(seq, [b"short"], ttl=0.5)
+    publish_idle(seq, [b"short"], ttl_seconds=0.5)
     publish_idle(seq, [b"live"])
     time.sleep(0.6 + 4 * CACHE)  # past the short ttl and the grace
     report = Sweeper(seq.installation, grace_seconds=4 * CACHE).sweep_once()
@@ -127,7 +127,7 @@ def test_the_sweeper_deletes_only_a_prefix_and_keeps_the_counter_row(seq: Messag
 
 def test_the_sweeper_raises_the_low_water_mark_before_deleting_a_prefix(seq: MessagingClient) -> None:
     for name in (b"a", b"b", b"c"):
-        publish_idle(seq, [name], ttl=0.5)
+        publish_idle(seq, [name], ttl_seconds=0.5)
     publish_idle(seq, [b"live"])
     first = next(iter(seq.fetch(T))).id if payloads(seq) else None
     time.sleep(0.6 + 4 * CACHE)  # past the grace

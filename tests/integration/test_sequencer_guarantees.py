@@ -92,7 +92,7 @@ def test_a_dead_writers_hole_is_passed_by_readers_and_consumers_in_new_processes
     ranged = run(
         tms_env,
         PRELUDE + f"with MessagingClient() as c:\n"
-        f"    print(len(list(c.fetch_range(T, MessageId.decode(bytes.fromhex('{first}'))))))",
+        f"    print(len(list(c.slices.fetch_range(T, MessageId.decode(bytes.fromhex('{first}'))))))",
     )
     assert ranged.split()[0] == "51"
     consumed = run(
@@ -149,8 +149,8 @@ def test_time_seeks_skip_nothing_whatever_the_writers_clocks_say(
     for m in got[::3]:  # a time seek to any message's date returns every message dated at or after it
         want = {x.payload for x in got if x.publish_time >= m.publish_time}
         with MessagingClient(config=client.config) as fresh:  # a new reader, as a new process would be
-            found = {x.payload for x in fresh.fetch(T, start_time=m.publish_time)}
-            span = fresh.positions(T, start_time=m.publish_time)
+            found = {x.payload for x in fresh.fetch(T, start_time_ms=m.publish_time)}
+            span = fresh.slices.positions(T, start_time_ms=m.publish_time)
         assert want <= found, sorted(want - found)
         first_wanted = min(x.id for x in got if x.publish_time >= m.publish_time)
         assert span.first <= MessageId.decode(first_wanted).position, "positions() starts after a message"
@@ -282,7 +282,7 @@ def test_topic_tail_follow_stops_before_a_hole_and_shows_the_batch_that_lands_in
     client.publish(T, [b"first"])
     slow = sequencer.reserve(client.installation.messages, T, 1, 1)  # a live writer, about to write
     client.publish(T, [b"third"])
-    inspector = client.inspector()
+    inspector = client.admin.inspector()
     shown = list(inspector.entries(T, 1, Cursor(1), ttl=3600, view=None))
     assert [e.payload for e in shown] == [b"first"]  # not past the hole while its writer may still write
     late = BatchRow(publish_time=client.hbase_clock.now_ms(), writer_id=b"w" * 16, batch_no=1, payloads=(b"second",))

@@ -23,7 +23,7 @@ H = sequencer.hole_wait(CACHE)
 
 @pytest.fixture
 def seq(client: MessagingClient) -> MessagingClient:
-    client.set_tail_cache_seconds(CACHE)
+    client.admin.set_tail_cache_seconds(CACHE)
     client.create_topic(T, {"ordering": "sequencer", "ttl": "86400"})
     return client
 
@@ -77,20 +77,20 @@ def test_fetch_subscriptions_reset_and_positions_start_at_the_first_row_dated_at
 ) -> None:
     at = crafted(seq, int(time.time() * 1000) - 3_600_000)  # an hour ago: every hole long settled
     assert payloads(seq) == [b"a", b"b", b"c", b"d", b"e", b"f"]
-    assert payloads(seq, start_time=at) == [b"d", b"e", b"f"]  # e is dated < T: it comes after d, as in Kafka
-    assert payloads(seq, start_time=at - 1, inclusive=False) == [b"d", b"e", b"f"]
-    assert payloads(seq, start_time=at + 101) == [b"f"]
-    assert payloads(seq, start_time=at + 1001) == []  # after every row
+    assert payloads(seq, start_time_ms=at) == [b"d", b"e", b"f"]  # e is dated < T: it comes after d, as in Kafka
+    assert payloads(seq, start_time_ms=at - 1, inclusive=False) == [b"d", b"e", b"f"]
+    assert payloads(seq, start_time_ms=at + 101) == [b"f"]
+    assert payloads(seq, start_time_ms=at + 1001) == []  # after every row
     seq.create_subscription(T, "since", start=at)
     assert next_payloads(seq, "since") == [b"d", b"e", b"f"]
     seq.create_subscription(T, "svc")
     assert next_payloads(seq, "svc") == [b"a", b"b", b"c", b"d", b"e", b"f"]
-    seq.reset_subscription(T, "svc", start_time=at)
+    seq.reset_subscription(T, "svc", start_time_ms=at)
     assert next_payloads(seq, "svc") == [b"d", b"e", b"f"]
-    span = seq.positions(T, at, at + 1000)
+    span = seq.slices.positions(T, at, at + 1000)
     assert (span.first, span.last) == (5, 6)  # d and e: f, the first row dated >= the end, is not in it
-    assert (seq.positions(T, at).first, seq.positions(T, at).last) == (5, 7)
-    assert seq.positions(T, at + 1001).first == 8  # past the last row
+    assert (seq.slices.positions(T, at).first, seq.slices.positions(T, at).last) == (5, 7)
+    assert seq.slices.positions(T, at + 1001).first == 8  # past the last row
 
 
 def test_a_hole_below_the_answer_that_nobody_writes_is_filled_and_passed(seq: MessagingClient) -> None:
@@ -98,7 +98,7 @@ def test_a_hole_below_the_answer_that_nobody_writes_is_filled_and_passed(seq: Me
     batch(seq, 1, now - 60_000, b"old")
     batch(seq, 3, now - 200, b"recent")  # offset 2: reserved, not written; recent, so it may still be
     began = time.monotonic()
-    assert payloads(seq, start_time=now - 1000) == [b"recent"]  # the seek waited on the hole and filled it
+    assert payloads(seq, start_time_ms=now - 1000) == [b"recent"]  # the seek waited on the hole and filled it
     assert time.monotonic() - began >= H
     assert seq.installation.messages.get_cell(message_key(T, 1, 2), MESSAGE_COLUMN) is not None
 
@@ -110,7 +110,7 @@ def test_a_hole_below_the_answer_written_in_time_with_a_later_date_is_the_answer
     batch(seq, 4, now - 200, b"recent")
     started = time.monotonic()
     late = write_late(seq, now)
-    got = payloads(seq, start_time=now - 500)
+    got = payloads(seq, start_time_ms=now - 500)
     late.join()
     assert time.monotonic() - started < H + 5  # (a slow machine may take longer than H to get here)
     if seq.installation.messages.get_cell(message_key(T, 1, 2), MESSAGE_COLUMN) == skip_marker(now - 60_000, 1):
@@ -145,6 +145,6 @@ def test_a_hole_below_a_skip_marker_at_the_tail_is_waited_on_whatever_the_marker
     batch(seq, 1, now - 60_000, b"old")
     put(seq, 3, skip_marker(0, 1))  # offset 2: reserved, not written; a marker's date is an older row's
     late = write_late(seq, now)
-    got = payloads(seq, start_time=now - 59_000)  # after every row there is: the seek reads the rows
+    got = payloads(seq, start_time_ms=now - 59_000)  # after every row there is: the seek reads the rows
     late.join()
     assert got == [b"late"]

@@ -31,16 +31,16 @@ def fill(client: MessagingClient) -> list:
 
 def test_positions_cover_the_generation_and_time_ranges(client: MessagingClient) -> None:
     client.create_topic(T, CHAIN)
-    assert len(client.positions(T)) == 0 and client.positions(T).first == 1
+    assert len(client.slices.positions(T)) == 0 and client.slices.positions(T).first == 1
     every = fill(client)
-    whole = client.positions(T)
+    whole = client.slices.positions(T)
     assert (whole.generation, whole.first, whole.last) == (1, 1, 6)
     times = [m.publish_time for m in every]
-    ranged = client.positions(T, start_time=times[3], end_time=times[-1] + 1)
+    ranged = client.slices.positions(T, start_time_ms=times[3], end_time_ms=times[-1] + 1)
     assert ranged.first == MessageId.decode(every[3].id).position and ranged.last == 6
-    assert len(client.positions(T, start_time=times[-1] + 1)) == 0
+    assert len(client.slices.positions(T, start_time_ms=times[-1] + 1)) == 0
     with pytest.raises(InvalidArgument, match="start_time"):
-        client.positions(T, start_time=-1)
+        client.slices.positions(T, start_time_ms=-1)
 
 
 def test_fetch_range_equals_the_same_slice_of_a_fetch(client: MessagingClient) -> None:
@@ -49,23 +49,23 @@ def test_fetch_range_equals_the_same_slice_of_a_fetch(client: MessagingClient) -
     ids = [m.id for m in every]
     for a, b in [(0, len(ids)), (1, 4), (4, 11), (9, 12), (10, 10), (2, 15)]:
         end = ids[b] if b < len(ids) else None
-        got = [m.id for m in client.fetch_range(T, ids[a], end)]
+        got = [m.id for m in client.slices.fetch_range(T, ids[a], end)]
         assert got == ids[a:b], (a, b)
     pointer_row = [MessageId.decode(i) for i in ids if MessageId.decode(i).position == 4]
     assert [i.index for i in pointer_row] == [2**40 + i for i in range(5)]
     split = MessageId(1, 4, 2**40 + 2)  # a slice that ends inside the pointer row
-    assert [m.payload for m in client.fetch_range(T, MessageId(1, 3, 0), split)] == [
+    assert [m.payload for m in client.slices.fetch_range(T, MessageId(1, 3, 0), split)] == [
         b"r2-0",
         b"r2-1",
         b"r2-2",
         b"s0",
         b"s1",
     ]
-    assert [m.payload for m in client.fetch_range(T, split, MessageId(1, 5, 0))] == [b"s2", b"s3", b"s4"]
+    assert [m.payload for m in client.slices.fetch_range(T, split, MessageId(1, 5, 0))] == [b"s2", b"s3", b"s4"]
     with pytest.raises(InvalidArgument, match="generation 2"):
-        client.fetch_range(T, MessageId(2, 1, 0))
+        client.slices.fetch_range(T, MessageId(2, 1, 0))
     with pytest.raises(InvalidArgument, match="corrupt message id"):
-        client.fetch_range(T, b"nope")
+        client.slices.fetch_range(T, b"nope")
 
 
 def test_fetch_range_ending_a_whole_number_of_chunks_into_a_pointer_row_excludes_its_end(
@@ -82,7 +82,7 @@ def test_fetch_range_ending_a_whole_number_of_chunks_into_a_pointer_row_excludes
     client.publish(T, [], tx_write_pointer=WRITE_POINTER)
     every = list(client.fetch(T))
     for end_index in (2**40 + chunk, 2**40 + 2**32 + chunk - 5):  # one chunk in; two chunks in, across blocks
-        got = [m.payload for m in client.fetch_range(T, MessageId(1, 1, 0), MessageId(1, 2, end_index))]
+        got = [m.payload for m in client.slices.fetch_range(T, MessageId(1, 1, 0), MessageId(1, 2, end_index))]
         assert got == [m.payload for m in every if m.id < bytes(MessageId(1, 2, end_index))]
         assert got[-1] != every[len(got)].payload == (b"a%d" % chunk if end_index < 2**40 + 2**32 else b"b995")
 
@@ -90,7 +90,7 @@ def test_fetch_range_ending_a_whole_number_of_chunks_into_a_pointer_row_excludes
 def test_batches_describe_rows_and_filter_transactional_ones_in_hbase(client: MessagingClient) -> None:
     client.create_topic(T, CHAIN)
     fill(client)
-    rows = list(client.batches(T, 1, 1, 6))
+    rows = list(client.slices.batches(T, 1, 1, 6))
     assert [(b.position, b.messages, b.tx_write_pointer) for b in rows] == [
         (1, 3, None),
         (2, 3, None),
@@ -99,22 +99,22 @@ def test_batches_describe_rows_and_filter_transactional_ones_in_hbase(client: Me
         (5, 1, None),
         (6, 1, -(WRITE_POINTER + 1)),
     ]
-    assert [b.position for b in client.batches(T, 1, 2, 4)] == [2, 3, 4]
-    assert [b.position for b in client.batches(T, 1, 1, 6, transactional_only=True)] == [4, 6]
+    assert [b.position for b in client.slices.batches(T, 1, 2, 4)] == [2, 3, 4]
+    assert [b.position for b in client.slices.batches(T, 1, 1, 6, transactional_only=True)] == [4, 6]
     for i in range(70):  # more than one scan chunk
         client.publish(T, [b"x"], tx_write_pointer=WRITE_POINTER + 2 + i)
-    assert len(list(client.batches(T, 1, 1, 10**6, transactional_only=True))) == 72
+    assert len(list(client.slices.batches(T, 1, 1, 10**6, transactional_only=True))) == 72
 
 
 def test_stored_sequences_read_keys_only(client: MessagingClient) -> None:
     client.create_topic(T)
     client.store(T, [b"a", b"b", b"c"], WRITE_POINTER)  # counter sequences 1..3
     client.store(T, [b"d", b"e"], WRITE_POINTER, sequence=2**40 + 2**32)
-    assert client.stored_sequences(T, 1, WRITE_POINTER) == [1, 2, 3, 2**40 + 2**32, 2**40 + 2**32 + 1]
-    assert client.stored_sequences(T, 1, WRITE_POINTER, start=3, limit=2) == [3, 2**40 + 2**32]
-    assert client.stored_sequences(T, 1, WRITE_POINTER, limit=1, reverse=True) == [2**40 + 2**32 + 1]
-    assert client.stored_sequences(T, 1, WRITE_POINTER, stop=2**40, limit=5, reverse=True) == [3, 2, 1]
-    assert client.stored_sequences(T, 1, WRITE_POINTER, start=2, stop=3) == [2]
-    assert client.stored_sequences(T, 1, WRITE_POINTER, stop=3, limit=1, reverse=True) == [2]
-    assert client.stored_sequences(T, 1, WRITE_POINTER, start=3, stop=3) == []
-    assert client.stored_sequences(T, 1, WRITE_POINTER + 1) == []
+    assert client.slices.stored_sequences(T, 1, WRITE_POINTER) == [1, 2, 3, 2**40 + 2**32, 2**40 + 2**32 + 1]
+    assert client.slices.stored_sequences(T, 1, WRITE_POINTER, start=3, limit=2) == [3, 2**40 + 2**32]
+    assert client.slices.stored_sequences(T, 1, WRITE_POINTER, limit=1, reverse=True) == [2**40 + 2**32 + 1]
+    assert client.slices.stored_sequences(T, 1, WRITE_POINTER, stop=2**40, limit=5, reverse=True) == [3, 2, 1]
+    assert client.slices.stored_sequences(T, 1, WRITE_POINTER, start=2, stop=3) == [2]
+    assert client.slices.stored_sequences(T, 1, WRITE_POINTER, stop=3, limit=1, reverse=True) == [2]
+    assert client.slices.stored_sequences(T, 1, WRITE_POINTER, start=3, stop=3) == []
+    assert client.slices.stored_sequences(T, 1, WRITE_POINTER + 1) == []

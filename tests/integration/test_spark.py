@@ -262,7 +262,7 @@ def test_a_failing_write_job_leaves_nothing_visible(
     with pytest.raises(Exception, match="payload is null"):
         write(df, T, options, batchSize=100)
     aborted = max(tx.snapshot().invalid)  # the write's long transaction, invalid since the job failed
-    assert len(client.stored_sequences(T, 1, aborted, limit=5000)) >= 500  # partition 1 stored rows 0..499
+    assert len(client.slices.stored_sequences(T, 1, aborted, limit=5000)) >= 500  # partition 1 stored rows 0..499
     assert committed(client, tx) == [b"before"]
     assert [m.payload for m in client.fetch(T)] == [b"before"]  # not even a pointer row for other readers
 
@@ -491,7 +491,7 @@ def test_a_replayed_micro_batch_whose_commit_was_cut_short_is_published_once(
     micro_batch = tx.start_long()
     client.store(T, [b"a", b"b", b"c"], micro_batch.write_pointer, sequence=EXPLICIT_SEQUENCES)
     states = SinkStates(client, T, 1, query)
-    state = SinkState.start(batch, "run-1", micro_batch).moved(PUBLISHING, tail=client.positions(T).last)
+    state = SinkState.start(batch, "run-1", micro_batch).moved(PUBLISHING, tail=client.slices.positions(T).last)
     assert states.swap(None, state)
     if landed:
         client.publish(T, [], tx_write_pointer=micro_batch.write_pointer)

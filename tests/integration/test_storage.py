@@ -11,11 +11,11 @@ from ..storage_contract import CHECKS
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
 def test_storage_port_on_hbase(client: MessagingClient, check) -> None:
-    client.init_tables()
+    client.admin.init_tables()
     check(client.installation.metadata)
 
 
 def test_regions_of_a_new_table(client: MessagingClient) -> None:
-    client.init_tables()
+    client.admin.init_tables()
     (region,) = client.installation.messages.regions()
     assert (region.start, region.end, region.table) == (b"", b"", client.installation.messages.name)

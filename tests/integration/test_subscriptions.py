@@ -84,7 +84,7 @@ def test_reset_moves_the_mark_both_ways(client: MessagingClient) -> None:
     assert next_payloads(client, "svc") == [b"1", b"2", b"3"]
     client.reset_subscription(T, "svc", "latest")
     assert next_payloads(client, "svc") == []
-    client.reset_subscription(T, "svc", start_time=0)
+    client.reset_subscription(T, "svc", start_time_ms=0)
     assert client.lag(T, "svc").messages == 3
 
 
@@ -112,8 +112,8 @@ def test_bad_input_changes_nothing(client: MessagingClient) -> None:
         ((b"short",), {}, "corrupt message id"),
         ((foreign,), {}, "generation 2"),
         ((bytes(MessageId(1, 99, 0)),), {}, "past the end"),
-        (("earliest",), {"start_time": 5}, "exactly one"),
-        ((), {"start_time": -5}, "bad start"),
+        (("earliest",), {"start_time_ms": 5}, "exactly one"),
+        ((), {"start_time_ms": -5}, "bad start"),
     ]:
         with pytest.raises(InvalidArgument, match=match):
             client.reset_subscription(T, "svc", *args, **kwargs)
@@ -222,7 +222,7 @@ def test_lag_counts_messages_and_age_without_scanning(client: MessagingClient) -
 def test_topic_stats_count_readable_messages_also_after_the_sweeper(
     client: MessagingClient, hbase_address: str, prefix: str
 ) -> None:
-    client.set_tail_cache_seconds(1)  # writers trust a remembered tail 1 s: a grace of 4 s is allowed
+    client.admin.set_tail_cache_seconds(1)  # writers trust a remembered tail 1 s: a grace of 4 s is allowed
     client.create_topic(T, {"ttl": "1", **CHAIN})
     client.publish(T, [b"aaa", b"bb"])
     client.publish(T, [b"c"])
@@ -263,15 +263,15 @@ def test_times_that_look_like_seconds_or_overflow_are_refused_and_change_nothing
     client.create_subscription(T, "s")
     for bad in (int(time.time()), 10**27, -1):
         with pytest.raises(InvalidArgument, match="start"):
-            list(client.fetch(T, start_time=bad))
+            list(client.fetch(T, start_time_ms=bad))
         with pytest.raises(InvalidArgument):
             client.create_subscription(T, "t", start=bad)
         with pytest.raises(InvalidArgument):
-            client.reset_subscription(T, "s", start_time=bad)
+            client.reset_subscription(T, "s", start_time_ms=bad)
     with pytest.raises(InvalidArgument, match="looks like seconds"):
-        list(client.fetch(T, start_time=int(time.time())))
+        list(client.fetch(T, start_time_ms=int(time.time())))
     assert [s.name for s in client.list_subscriptions(T)] == ["s"] and client.lag(T, "s").messages == 1
-    assert [m.payload for m in client.fetch(T, start_time=0)] == [b"m"]  # 0 (and small times) still mean "all"
+    assert [m.payload for m in client.fetch(T, start_time_ms=0)] == [b"m"]  # 0 (and small times) still mean "all"
 
 
 def test_exist_ok_returns_what_exists_and_changes_nothing(client: MessagingClient) -> None:

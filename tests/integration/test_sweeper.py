@@ -39,7 +39,7 @@ GRACE = 4  # the smallest grace with a tail-cache setting of 1 s
 
 def sweeper(client: MessagingClient, **kwargs) -> Sweeper:
     """A sweeper on an installation whose writers trust a remembered tail for 1 s, with the grace that allows."""
-    client.set_tail_cache_seconds(1)
+    client.admin.set_tail_cache_seconds(1)
     return Sweeper(client.installation, grace_seconds=kwargs.pop("grace", GRACE), **kwargs)
 
 
@@ -170,7 +170,7 @@ def test_invalid_pointer_is_marked_so_pruning_the_invalid_list_stays_safe(client
     from tms_hbase.tx.state_store import StateStore
 
     client.create_topic(T, CHAIN)
-    client.init_tables()
+    client.admin.init_tables()
     store = StateStore(client.installation.txstate)
     manager = store.recover()
     manager.initialize(int(time.time() * 1000))

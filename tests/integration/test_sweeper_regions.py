@@ -49,7 +49,9 @@ def test_regions_after_a_split_are_all_swept(client: MessagingClient, region_spl
     region_splitter(client.installation.messages.name, message_key(OLD, 1, 30))
     regions = client.installation.messages.regions()
     assert len(regions) == 2
-    sweeper = Sweeper(client.installation, chunk_rows=7, compact_after=10, metadata_refresh=0, snapshot_refresh=0)
+    sweeper = Sweeper(
+        client.installation, chunk_rows=7, compact_after=10, metadata_refresh_seconds=0, snapshot_refresh_seconds=0
+    )
     report = sweeper.sweep_once()  # re-reading metadata and transaction state before every chunk
     assert report.messages_dropped == 60 and report.regions_swept == 3  # 2 message regions + 1 payload region
     assert report.compactions >= 1
@@ -64,7 +66,7 @@ def test_a_leased_region_is_left_alone_and_blocks_pruning(client: MessagingClien
     client.create_topic(OLD, CHAIN)
     fill(client, OLD, 10)
     client.delete_topic(OLD)
-    client.init_tables()
+    client.admin.init_tables()
     store = StateStore(client.installation.txstate)
     manager = store.recover()
     manager.initialize(now_ms())

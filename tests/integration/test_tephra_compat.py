@@ -54,8 +54,8 @@ def test_status_and_short_transactions(tx: TransactionClient) -> None:
 
     # every start variant the client has (startShortClientId, ...WithTimeout, ...WithClientIdAndTimeOut)
     second = tx.start_short(client_id="compat-test")
-    third = tx.start_short(timeout=120)
-    fourth = tx.start_short(timeout=120, client_id="compat-test")
+    third = tx.start_short(timeout_seconds=120)
+    fourth = tx.start_short(timeout_seconds=120, client_id="compat-test")
     assert first.tx_id < second.tx_id < third.tx_id < fourth.tx_id
     assert all(t.type is SHORT for t in (second, third, fourth))
     assert fourth.in_progress == (first.tx_id, second.tx_id, third.tx_id)
@@ -193,7 +193,7 @@ def test_checkpoint(tx: TransactionClient) -> None:
 
 
 def test_timed_out_short_transaction_becomes_invalid(tx: TransactionClient) -> None:
-    doomed = tx.start_short(timeout=1)  # the server checks every second (TephraCompat.java)
+    doomed = tx.start_short(timeout_seconds=1)  # the server checks every second (TephraCompat.java)
     deadline = time.monotonic() + 10
     while doomed.tx_id not in tx.snapshot().invalid:
         assert time.monotonic() < deadline, "Tephra did not time the transaction out within 10 s"
@@ -212,7 +212,7 @@ def test_snapshot_of_real_tephra_decodes(tx: TransactionClient) -> None:
     long_tx = tx.checkpoint(tx.start_long())
     tx.can_commit(committed, [b"row-1"])
     tx.commit(committed)
-    committing = tx.start_short(timeout=300)
+    committing = tx.start_short(timeout_seconds=300)
     tx.can_commit(committing, [b"\x00binary\xff"])
     invalid = tx.start_short()
     tx.invalidate(invalid.tx_id)

@@ -136,7 +136,7 @@ def test_timed_out_transaction_is_skipped_swept_and_pruned(
 ) -> None:
     client.create_topic(T)
     client.publish(T, [b"before"])
-    doomed = tx.start_short(timeout=1)
+    doomed = tx.start_short(timeout_seconds=1)
     publisher = TransactionalPublisher(client)
     publisher.start_tx(doomed)
     publisher.publish(T, [b"never committed"])
@@ -175,9 +175,9 @@ def test_sweeper_keeps_the_last_good_snapshot_then_stops_invalid_list_work(
     try:
         sweeper = Sweeper(
             client.installation,
-            snapshot_refresh=0,
+            snapshot_refresh_seconds=0,
             max_snapshot_age=60,
-            tx_source=ServerSnapshots(proxy.address, timeout=2),
+            tx_source=ServerSnapshots(proxy.address, timeout_seconds=2),
         )
         sweeper.tx_snapshots.monotonic = lambda: clock[0]
         assert sweeper.sweep_once().messages_invalidated == 1

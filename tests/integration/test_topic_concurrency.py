@@ -43,7 +43,7 @@ def test_two_processes_incrementing_lose_no_update(client: MessagingClient, tms_
 
 
 def test_racing_creates_have_exactly_one_winner(client: MessagingClient, tms_env: dict[str, str]) -> None:
-    client.init_tables()
+    client.admin.init_tables()
     start_at = time.time() + 2
     workers = [spawn(tms_env, "create", 100 + i, start_at) for i in range(4)]
     outputs = sorted(finish(w) for w in workers)

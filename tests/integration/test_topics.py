@@ -138,7 +138,7 @@ def test_bad_ttl_changes_nothing(client: MessagingClient, hbase_address: str, pr
     with pytest.raises(InvalidArgument, match="ttl"):
         client.create_topic(T, {"ttl": ttl})
     assert client.installation.missing() == client.installation.names.core()  # not even the tables
-    client.init_tables()
+    client.admin.init_tables()
     with pytest.raises(InvalidArgument, match="ttl"):
         client.create_topic(T, {"ttl": ttl})
     assert raw_row(hbase_address, prefix, T) == {}
@@ -149,7 +149,7 @@ def test_bad_ttl_changes_nothing(client: MessagingClient, hbase_address: str, pr
 
 
 def test_bad_names_and_reserved_property(client: MessagingClient) -> None:
-    client.init_tables()
+    client.admin.init_tables()
     for bad in ["ns:bad name", "ns", "n s:t", "ns:t/x"]:
         with pytest.raises(InvalidArgument):
             client.create_topic(bad)
@@ -161,7 +161,7 @@ def test_bad_names_and_reserved_property(client: MessagingClient) -> None:
 
 
 def test_unknown_topic(client: MessagingClient) -> None:
-    client.init_tables()
+    client.admin.init_tables()
     with pytest.raises(TopicNotFound, match="ns:orders"):
         client.get_topic(T)
     with pytest.raises(TopicNotFound):

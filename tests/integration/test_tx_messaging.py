@@ -128,7 +128,7 @@ def test_timed_out_transaction_is_skipped_by_transactional_readers(
 ) -> None:
     client.create_topic(T)
     client.publish(T, [b"before"])
-    doomed = tx_client.start_short(timeout=1)
+    doomed = tx_client.start_short(timeout_seconds=1)
     client.publish(T, [b"never committed"], tx_write_pointer=doomed.write_pointer)
     client.publish(T, [b"after"])
     reader = TransactionalReader(client, tx_client, T)
@@ -170,7 +170,7 @@ def test_big_buffer_switches_to_the_payload_table(client: MessagingClient, tx_cl
 def test_non_transactional_publish_needs_no_transaction_server(client: MessagingClient) -> None:
     client.create_topic(T)
     with (
-        TransactionClient(f"127.0.0.1:{free_port()}", timeout=1) as nobody,
+        TransactionClient(f"127.0.0.1:{free_port()}", timeout_seconds=1) as nobody,
         pytest.raises(TransactionServiceUnavailable),
     ):
         nobody.status()

@@ -71,7 +71,7 @@ def test_long_abort_and_timeout_become_invalid(server: TxServer) -> None:
     with TransactionClient(server.address) as tx:
         long_tx = tx.start_long()
         tx.abort(long_tx)
-        short = tx.start_short(timeout=1)
+        short = tx.start_short(timeout_seconds=1)
         deadline = time.monotonic() + 20
         while short.tx_id not in tx.snapshot().invalid:
             assert time.monotonic() < deadline, "the timed-out transaction never became invalid"
@@ -96,7 +96,7 @@ def test_sigkill_under_load_loses_nothing(tms_env: dict[str, str]) -> None:
     stop = threading.Event()
 
     def load() -> None:
-        with TransactionClient(server.address, timeout=2) as tx:
+        with TransactionClient(server.address, timeout_seconds=2) as tx:
             while not stop.is_set():
                 try:
                     t = tx.start_short()
@@ -109,7 +109,7 @@ def test_sigkill_under_load_loses_nothing(tms_env: dict[str, str]) -> None:
     worker = threading.Thread(target=load)
     worker.start()
     with TransactionClient(server.address) as tx:
-        open_tx = tx.start_short(timeout=600)
+        open_tx = tx.start_short(timeout_seconds=600)
         long_tx = tx.start_long()
         doomed = tx.start_long()
         tx.abort(doomed)
@@ -144,7 +144,7 @@ def test_state_is_readable_from_hbase_without_the_server(tms_env: dict[str, str]
     with TransactionClient(server.address) as tx:
         gone = tx.start_long()
         tx.abort(gone)
-        live = tx.start_short(timeout=600)
+        live = tx.start_short(timeout_seconds=600)
     server.kill()
     out = subprocess.run(
         [TMS_ADMIN, "tx", "snapshot", "--from-hbase", "--json"], env=tms_env, capture_output=True, text=True
@@ -164,7 +164,7 @@ def test_a_second_server_fences_the_first(tms_env: dict[str, str]) -> None:
     try:
         with TransactionClient(second.address) as tx:
             assert before.tx_id in tx.start_short().in_progress  # took over the state...
-        with TransactionClient(first.address, timeout=2) as old, pytest.raises(TmsError):
+        with TransactionClient(first.address, timeout_seconds=2) as old, pytest.raises(TmsError):
             old.start_short()  # ...and the first can no longer acknowledge anything
         assert first.proc is not None and first.proc.wait(timeout=30) == 0
         assert "another transaction server took over" in first.stop()
@@ -194,7 +194,7 @@ def test_a_server_that_cannot_bind_exits_and_the_running_one_keeps_serving(
     server: TxServer, tms_env: dict[str, str]
 ) -> None:
     with TransactionClient(server.address) as tx, socket.socket() as holder:
-        open_tx = tx.start_short(timeout=300)
+        open_tx = tx.start_short(timeout_seconds=300)
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         port = holder.getsockname()[1]
@@ -208,18 +208,21 @@ def test_a_server_that_cannot_bind_exits_and_the_running_one_keeps_serving(
 
 def test_a_second_server_on_the_same_port_is_refused(server: TxServer, tms_env: dict[str, str]) -> None:
     with TransactionClient(server.address) as tx:
-        open_tx = tx.start_short(timeout=300)
+        open_tx = tx.start_short(timeout_seconds=300)
         second = serve_and_wait(tms_env, server.port)
         assert second.returncode == 1 and f"cannot listen on 127.0.0.1:{server.port}" in second.stderr
         for _ in range(20):  # new connections all reach the first server (none to a second listener)
-            with TransactionClient(server.address, timeout=5) as other:
+            with TransactionClient(server.address, timeout_seconds=5) as other:
                 assert other.status() == "OK"
         assert_still_serves(server, tx, open_tx)
 
 
 def test_unreachable_server_is_a_clear_error() -> None:
     started = time.monotonic()
-    with TransactionClient(f"127.0.0.1:{free_port()}", timeout=1) as tx, pytest.raises(TransactionServiceUnavailable):
+    with (
+        TransactionClient(f"127.0.0.1:{free_port()}", timeout_seconds=1) as tx,
+        pytest.raises(TransactionServiceUnavailable),
+    ):
         tx.start_short()
     assert time.monotonic() - started < 5
 

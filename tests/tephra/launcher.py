@@ -152,7 +152,7 @@ class TephraServer:
                 if self.proc.poll() is not None:
                     raise TephraUnavailable(f"Tephra server exited (code {self.proc.returncode}):\n{self.tail()}")
                 try:
-                    with TransactionClient(self.address, timeout=2) as client:
+                    with TransactionClient(self.address, timeout_seconds=2) as client:
                         status = client.status()
                     if status == "OK":
                         return self

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from tms_hbase import errors
 from tms_hbase.client import MessagingClient
+from tms_hbase.client_admin import ClientAdmin
+from tms_hbase.client_slices import Slices
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "architecture.md").read_text()
@@ -74,14 +76,14 @@ def test_the_error_table_is_tms_hbase_errors() -> None:
 
 
 def _public_surface() -> set[str]:
+    """MessagingClient's public methods and properties, and those of its sub-objects as ``admin.x``."""
+    parts: dict[str, type] = {"": MessagingClient, "admin.": ClientAdmin, "slices.": Slices}
     return {
-        name
-        for name in dir(MessagingClient)
+        prefix + name
+        for prefix, cls in parts.items()
+        for name in dir(cls)
         if not name.startswith("_")
-        and (
-            callable(inspect.getattr_static(MessagingClient, name))
-            or isinstance(inspect.getattr_static(MessagingClient, name), property)
-        )
+        and (callable(inspect.getattr_static(cls, name)) or isinstance(inspect.getattr_static(cls, name), property))
     }
 
 

@@ -34,6 +34,6 @@ def test_an_empty_prefix_is_bad_input_not_the_default(monkeypatch: pytest.Monkey
 @pytest.mark.parametrize("timeout", [0, -1, float("inf"), float("nan"), "10", True])
 def test_a_timeout_must_be_finite_and_positive(timeout: object) -> None:
     with pytest.raises(InvalidArgument, match="bad timeout"):
-        MessagingClient("127.0.0.1:9090", "p", timeout=timeout)  # type: ignore[arg-type]
+        MessagingClient("127.0.0.1:9090", "p", timeout_seconds=timeout)  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument, match="bad timeout"):
-        TransactionClient("127.0.0.1:15165", timeout=timeout)  # type: ignore[arg-type]
+        TransactionClient("127.0.0.1:15165", timeout_seconds=timeout)  # type: ignore[arg-type]

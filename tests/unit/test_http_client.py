@@ -17,6 +17,7 @@ from tms_hbase import TopicId
 from tms_hbase.errors import (
     BatchTooLarge,
     HBaseUnavailable,
+    InvalidArgument,
     NotAuthenticated,
     PublishOutcomeUnknown,
     TmsError,
@@ -94,6 +95,15 @@ def read_request(conn: socket.socket) -> bytes:
     return head
 
 
+PUBLISHED = {"TMS-Published": "1:42"}  # where the gateway says a publish went
+
+
+def test_a_publish_answer_without_where_it_went_is_an_error(serve: Callable) -> None:
+    server = serve(respond("200 OK", {"TMS-Published": "1:x"}))
+    with GatewayClient(server.url, timeout_seconds=10) as client, pytest.raises(InvalidArgument, match="TMS-Published"):
+        client.publish(T, [b"x"])
+
+
 def respond(status: str, headers: dict[str, str] | None = None, body: bytes = b"", close: bool = False):
     """A handler answering every request on a connection the same way (then closing it, if ``close``)."""
 
@@ -110,7 +120,7 @@ def respond(status: str, headers: dict[str, str] | None = None, body: bytes = b"
 
 def test_a_hung_server_is_a_timeout_within_the_deadline(serve: Callable) -> None:
     server = serve(lambda conn: (read_request(conn), server.stop.wait(30)))
-    with GatewayClient(server.url, timeout=1.0) as client:
+    with GatewayClient(server.url, timeout_seconds=1.0) as client:
         started = time.monotonic()
         with pytest.raises(HBaseUnavailable, match=r"did not answer within 1\.0s") as caught:
             client.get_topic(T)
@@ -134,7 +144,10 @@ def test_a_short_deadline_is_kept_while_a_longer_call_is_in_flight(serve: Callab
             client.get_topic(T)
 
     server = serve(trickle)
-    with GatewayClient(server.url, timeout=30.0) as slow, GatewayClient(server.url, timeout=1.0) as fast:
+    with (
+        GatewayClient(server.url, timeout_seconds=30.0) as slow,
+        GatewayClient(server.url, timeout_seconds=1.0) as fast,
+    ):
         threading.Thread(target=slow_call, args=(slow,), daemon=True).start()
         assert arrived.acquire(timeout=10), "the long call did not reach the server"
         started = time.monotonic()
@@ -147,14 +160,20 @@ def test_a_refused_connection_is_unavailable_not_an_unknown_outcome() -> None:
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{s.getsockname()[1]}"
-    with GatewayClient(url, timeout=5) as client, pytest.raises(HBaseUnavailable, match="cannot reach") as caught:
+    with (
+        GatewayClient(url, timeout_seconds=5) as client,
+        pytest.raises(HBaseUnavailable, match="cannot reach") as caught,
+    ):
         client.publish(T, [b"x"])  # nothing was sent, so nothing can have been stored
     assert not isinstance(caught.value, PublishOutcomeUnknown)
 
 
 def test_a_publish_without_an_answer_has_an_unknown_outcome(serve: Callable) -> None:
     server = serve(lambda conn: read_request(conn))  # reads the publish, closes without answering
-    with GatewayClient(server.url, timeout=5) as client, pytest.raises(PublishOutcomeUnknown, match="may or may not"):
+    with (
+        GatewayClient(server.url, timeout_seconds=5) as client,
+        pytest.raises(PublishOutcomeUnknown, match="may or may not"),
+    ):
         client.publish(T, [b"x"])
 
 
@@ -166,7 +185,7 @@ def test_a_trickling_server_cannot_stretch_a_call(serve: Callable) -> None:
             conn.sendall(b" ")  # every read succeeds well within any per-read timeout
 
     server = serve(trickle)
-    with GatewayClient(server.url, timeout=1.5) as client:
+    with GatewayClient(server.url, timeout_seconds=1.5) as client:
         started = time.monotonic()
         with pytest.raises(HBaseUnavailable) as caught:
             client.get_topic(T)
@@ -174,8 +193,8 @@ def test_a_trickling_server_cannot_stretch_a_call(serve: Callable) -> None:
 
 
 def test_a_connection_the_server_closed_is_not_reused(serve: Callable) -> None:
-    server = serve(respond("200 OK", close=True))
-    with GatewayClient(server.url, timeout=10) as client:
+    server = serve(respond("200 OK", PUBLISHED, close=True))
+    with GatewayClient(server.url, timeout_seconds=10) as client:
         for count, payload in enumerate([b"one", b"two", b"three"], 1):
             client.publish(T, [payload])
             # The server closes each connection after answering. The next publish must not be sent on
@@ -185,10 +204,10 @@ def test_a_connection_the_server_closed_is_not_reused(serve: Callable) -> None:
 
 
 def test_a_kept_alive_connection_is_reused(serve: Callable) -> None:
-    server = serve(respond("200 OK"))
-    with GatewayClient(server.url, timeout=10) as client:
+    server = serve(respond("200 OK", PUBLISHED))
+    with GatewayClient(server.url, timeout_seconds=10) as client:
         for _ in range(5):
-            client.publish(T, [b"x"])
+            assert client.publish(T, [b"x"]).position == 42
     assert server.connections == 1
 
 
@@ -206,7 +225,7 @@ def test_a_kept_alive_connection_is_reused(serve: Callable) -> None:
 )
 def test_errors_map_back_to_the_library_classes(serve: Callable, status: str, headers: dict, expected: type) -> None:
     server = serve(respond(status, headers, b"what went wrong\n"))
-    with GatewayClient(server.url, timeout=10) as client, pytest.raises(expected) as caught:
+    with GatewayClient(server.url, timeout_seconds=10) as client, pytest.raises(expected) as caught:
         client.publish(T, [b"x"])
     if expected is TopicNotFound:
         assert caught.value.topic == T
@@ -216,11 +235,11 @@ def test_errors_map_back_to_the_library_classes(serve: Callable, status: str, he
 
 def test_bad_arguments_raise_before_any_request(serve: Callable) -> None:
     server = serve(respond("200 OK"))
-    with GatewayClient(server.url, timeout=10) as client:
+    with GatewayClient(server.url, timeout_seconds=10) as client:
         for call in (
             lambda: client.publish(T, "not a list"),
             lambda: client.publish(T, [b"x"], resume=object()),
-            lambda: client.fetch(T, start_message=b"x", start_time=1),
+            lambda: client.fetch(T, start_message=b"x", start_time_ms=1),
             lambda: client.fetch(T, limit=0),
             lambda: client.list_topics(),
             lambda: client.update_topic(T, {}, expected=object()),
@@ -263,7 +282,7 @@ def answer(raw: bytes, close: bool = True) -> Callable[[socket.socket], None]:
 )
 def test_a_garbage_answer_is_a_clear_error(serve: Callable, raw: bytes, reason: str) -> None:
     server = serve(answer(raw))
-    with GatewayClient(server.url, timeout=5) as client:
+    with GatewayClient(server.url, timeout_seconds=5) as client:
         with pytest.raises(HBaseUnavailable, match=f"ProtocolError: .*{reason}") as caught:
             client.get_topic(T)
         assert not caught.value.timed_out
@@ -285,14 +304,14 @@ TOPIC_JSON = b'{"name":"t","properties":{},"generation":1}'
 )
 def test_answers_in_any_framing_are_read(serve: Callable, raw: bytes) -> None:
     server = serve(answer(raw))
-    with GatewayClient(server.url, timeout=5) as client:
+    with GatewayClient(server.url, timeout_seconds=5) as client:
         assert client.get_topic(T).topic == T
 
 
 def test_an_http_1_0_answer_closes_the_connection(serve: Callable) -> None:
     body = TOPIC_JSON
     server = serve(answer(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body, close=False))
-    with GatewayClient(server.url, timeout=5) as client:
+    with GatewayClient(server.url, timeout_seconds=5) as client:
         for _ in range(3):
             client.get_topic(T)
     assert server.connections == 3  # HTTP/1.0 without keep-alive: a new connection for each call

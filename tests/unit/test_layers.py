@@ -49,7 +49,7 @@ def test_every_public_name_of_tms_hbase_imports() -> None:
     """The names ``import tms_hbase`` loads on first use (the client and its parts) all resolve."""
     loaded = _loaded_by("import tms_hbase\nfor name in tms_hbase.__all__: getattr(tms_hbase, name)")
     assert "tms_hbase.client" in loaded and "tms_hbase.tx.transaction" in loaded
-    assert _loaded_by("from tms_hbase import *") >= {"tms_hbase.client", "tms_hbase.publish.async_publisher"}
+    assert _loaded_by("from tms_hbase import *") >= {"tms_hbase.client", "tms_hbase.publish.background"}
 
 
 def test_tx_package_names_still_import() -> None:
@@ -109,16 +109,3 @@ def test_a_dead_transaction_server_is_not_hbase_unreachable() -> None:
     assert not issubclass(errors.TransactionServiceUnavailable, errors.HBaseError)
     assert issubclass(errors.TransactionServiceUnavailable, errors.Unavailable)
     assert issubclass(errors.HBaseUnavailable, errors.Unavailable)
-
-
-def test_publish_is_typed_by_whether_it_carries_a_write_pointer() -> None:
-    """Type checkers learn that publish(..., tx_write_pointer=wp) returns the handle and publish(...) None."""
-    import typing
-
-    from tms_hbase import MessagingClient
-
-    returns = {
-        o.__annotations__["tx_write_pointer"]: o.__annotations__["return"]
-        for o in typing.get_overloads(MessagingClient.publish)
-    }
-    assert returns == {"None": "None", "int": "RollbackDetail"}

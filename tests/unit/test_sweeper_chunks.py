@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from tms_hbase.errors import HBaseUnavailable, InvalidArgument
+from tms_hbase.errors import HBaseUnavailable
 from tms_hbase.installation.metadata import MetadataStore
 from tms_hbase.installation.settings import InstallationStore
 from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow, message_key
@@ -151,13 +151,3 @@ def test_an_invalid_pointer_is_marked_unless_a_rollback_got_there_first() -> Non
     first, second = (inst.messages.get_cell(message_key(U, 1, p), MESSAGE_COLUMN) for p in (1, 2))
     assert first.endswith(b"!")  # the concurrent change won; the next sweep looks again
     assert BatchRow.decode(second).tx_pointer == -x
-
-
-def test_the_refresh_intervals_take_their_older_names_too() -> None:
-    inst = installation()
-    old = Sweeper(inst, grace_seconds=4, clock=lambda: NOW, metadata_refresh=5, snapshot_refresh=6)
-    new = Sweeper(inst, grace_seconds=4, clock=lambda: NOW, metadata_refresh_seconds=5, snapshot_refresh_seconds=6)
-    refresh = [(s.metadata_refresh, s.tx_snapshots.refresh_seconds) for s in (old, new)]
-    assert refresh == [(5, 6), (5, 6)]
-    with pytest.raises(InvalidArgument, match="not both"):
-        Sweeper(inst, grace_seconds=4, clock=lambda: NOW, metadata_refresh=5, metadata_refresh_seconds=5)

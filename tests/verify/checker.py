@@ -14,7 +14,7 @@ every reader must agree on is the known messages sorted by id. The kinds:
   (not for TTL topics, where readers skip expired messages by design);
 - ``appeared-behind``: a message a read or stream passed over that was written later: it appeared
   behind a position a reader had already passed;
-- ``seek-skip``: ``fetch(start_time=T)`` started after messages dated >= T that had been acknowledged
+- ``seek-skip``: ``fetch(start_time_ms=T)`` started after messages dated >= T that had been acknowledged
   before the seek began (one anomaly per seek);
 - ``lost``: an acknowledged message that no read ever returned (on a TTL topic: only one that was still
   unexpired at the final reads, so a sweeper deleting unexpired messages shows up here);

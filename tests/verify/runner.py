@@ -200,7 +200,7 @@ class Run:
         deadline = time.monotonic() + seconds
         while True:
             try:
-                with TransactionClient(f"127.0.0.1:{self.tx_port}", timeout=2) as c:
+                with TransactionClient(f"127.0.0.1:{self.tx_port}", timeout_seconds=2) as c:
                     c.status()
                 return
             except TransactionServiceUnavailable:
@@ -257,10 +257,10 @@ class Run:
         else:
             self.address = self.opts.thrift
         self.proxy = RobustProxy(thrift_address(self.address))
-        with MessagingClient(self.address, self.prefix, timeout=60) as client:
+        with MessagingClient(self.address, self.prefix, timeout_seconds=60) as client:
             if self.opts.tail_cache_seconds:
-                client.init_tables()
-                client.set_tail_cache_seconds(self.opts.tail_cache_seconds)
+                client.admin.init_tables()
+                client.admin.set_tail_cache_seconds(self.opts.tail_cache_seconds)
             for ordering in self.opts.orderings:
                 kinds = ["main", "fresh", "ttl"] + (["tx"] if self.opts.tx else [])
                 for kind in kinds:
@@ -276,7 +276,7 @@ class Run:
                     )
                     if kind == "main":
                         client.create_subscription(topic, f"sub-{topic.topic}", start="earliest")
-            self.grace = minimum_grace(client.tail_cache_setting(), int(time.time() * 1000))
+            self.grace = minimum_grace(client.admin.tail_cache_setting(), int(time.time() * 1000))
         self.tx_port = free_port()
         (self.dir / "config.json").write_text(
             json.dumps(
@@ -412,8 +412,8 @@ class Run:
             self.proxy.close()
         if not self.opts.keep_tables and self.address:
             try:
-                with MessagingClient(self.address, self.prefix, timeout=120) as client:
-                    client.drop_tables()
+                with MessagingClient(self.address, self.prefix, timeout_seconds=120) as client:
+                    client.admin.drop_tables()
             except Exception as exc:
                 print(f"could not drop the tables of prefix {self.prefix}: {exc}", file=sys.stderr)
         if self.own is not None:

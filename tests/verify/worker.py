@@ -111,7 +111,7 @@ class Worker:
         self.topics: list[dict[str, Any]] = cfg["topics"]
 
     def client(self) -> MessagingClient:
-        return MessagingClient(timeout=self.timeout, create_tables=False)
+        return MessagingClient(timeout_seconds=self.timeout, create_tables=False)
 
     def stopped(self) -> bool:
         return self.stop_file.exists()
@@ -190,7 +190,7 @@ class Worker:
 
         topics = self.topics_of("tx")
         client = self.client()
-        tx_client = TransactionClient(self.cfg["tx_address"], timeout=self.timeout)
+        tx_client = TransactionClient(self.cfg["tx_address"], timeout_seconds=self.timeout)
         publisher = TransactionalPublisher(client)
         context = TransactionContext(tx_client, publisher)
         number = 0
@@ -275,7 +275,7 @@ class Worker:
         op = self.rec.invoke("seek", topic=topic, T=at, **extra)
         try:
             with self.client() as client:
-                msgs = encode(list(client.fetch(TopicId.parse(topic), start_time=at, limit=20)))
+                msgs = encode(list(client.fetch(TopicId.parse(topic), start_time_ms=at, limit=20)))
         except Exception as exc:
             self.rec.complete("fail", "seek", op, error=repr(exc))
             return
@@ -352,7 +352,7 @@ class Worker:
         from tms_hbase.tx.messaging import TransactionalReader
 
         client = self.client()
-        tx_client = TransactionClient(self.cfg["tx_address"], timeout=self.timeout)
+        tx_client = TransactionClient(self.cfg["tx_address"], timeout_seconds=self.timeout)
         readers = {
             t["name"]: TransactionalReader(client, tx_client, TopicId.parse(t["name"])) for t in self.topics_of("tx")
         }
@@ -402,11 +402,11 @@ class Worker:
         try:
             with self.client() as client:
                 tid = TopicId.parse(topic)
-                span = client.positions(tid)
+                span = client.slices.positions(tid)
                 got = (
                     []
                     if span.last < span.first
-                    else list(client.fetch_range(tid, MessageId(span.generation, span.first, 0)))
+                    else list(client.slices.fetch_range(tid, MessageId(span.generation, span.first, 0)))
                 )
         except Exception as exc:
             self.rec.complete("fail", "read", op, error=repr(exc))
@@ -440,7 +440,10 @@ class Worker:
 
         op = self.rec.invoke("txread", topic=topic, kind="final-tx", whole=True, final=True)
         try:
-            with self.client() as client, TransactionClient(self.cfg["tx_address"], timeout=self.timeout) as txc:
+            with (
+                self.client() as client,
+                TransactionClient(self.cfg["tx_address"], timeout_seconds=self.timeout) as txc,
+            ):
                 reader = TransactionalReader(client, txc, TopicId.parse(topic))
                 got: list[Message] = []
                 while batch := reader.poll(limit=1000):

@@ -33,7 +33,7 @@ def main() -> None:
             stopping = os.path.exists(stop_path)
             began = time.monotonic()
             if last_id is None:
-                batch = list(client.fetch(topic, start_time=start_time, limit=500))
+                batch = list(client.fetch(topic, start_time_ms=start_time, limit=500))
             else:
                 batch = list(client.fetch(topic, start_message=last_id, inclusive=False, limit=500))
             slowest = max(slowest, time.monotonic() - began)
@@ -47,7 +47,7 @@ def main() -> None:
             out.flush()
             quiet_since = None if batch or not stopping else (quiet_since or time.monotonic())
             if quiet_since is not None and time.monotonic() - quiet_since >= QUIET_SECONDS:
-                stats = {"longest_hole_wait": client.longest_hole_wait, "slowest_poll": slowest}
+                stats = {"longest_hole_wait": client.admin.longest_hole_wait, "slowest_poll": slowest}
                 with open(f"{out_path}.json", "w") as f:
                     json.dump(stats, f)
                 return

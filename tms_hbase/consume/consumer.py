@@ -46,6 +46,7 @@ from tms_hbase.consume.subscriptions import (
 from tms_hbase.errors import InvalidArgument, SubscriptionNotFound, TmsError
 from tms_hbase.fetch.reader import Message, MessageReader
 from tms_hbase.installation.metadata import MetadataCache
+from tms_hbase.model import checks
 from tms_hbase.model.clock import now_ms
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.topic import TopicId
@@ -244,11 +245,10 @@ class Consumer:
         """Up to ``max_messages`` messages in order, as soon as there is one; ``[]`` after ``timeout`` s.
         ``max_bytes``: stop after the message that brings the ids and payloads to this many bytes (so
         at least one message comes, however large)."""
-        if isinstance(max_messages, bool) or not isinstance(max_messages, int) or max_messages <= 0:
-            raise InvalidArgument(f"bad max_messages {max_messages!r}: expected a positive integer")
+        checks.positive_int("max_messages", max_messages)
         if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0):
             raise InvalidArgument(f"bad max_bytes {max_bytes!r}: expected a positive integer")
-        _check_seconds("timeout", timeout)
+        checks.seconds("timeout", timeout)
         if self.auto_commit:
             self._handled()
         if not self._wait(time.monotonic() + timeout):
@@ -465,13 +465,6 @@ def _abandon(lease: Lease, bell: Bell) -> None:
     bell.close()
 
 
-def _check_seconds(what: str, value: object, *, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        raise InvalidArgument(f"bad {what} {value!r}: expected seconds >= 0")
-
-
 def _check_options(
     max_wait: object,
     transaction: object,
@@ -481,8 +474,8 @@ def _check_options(
     poll_interval: object,
     batch: object,
 ) -> None:
-    _check_seconds("max_wait", max_wait)
-    _check_seconds("wait_for_lease", wait_for_lease, allow_none=True)
+    checks.seconds("max_wait", max_wait)
+    checks.seconds("wait_for_lease", wait_for_lease, optional=True)
     from tms_hbase.tx.client import TransactionClient  # only here: `import tms_hbase` does not load the Thrift client
 
     if transaction is not None and not isinstance(transaction, (Transaction, TransactionClient)):
@@ -497,5 +490,4 @@ def _check_options(
         raise InvalidArgument(f"bad lease_seconds {lease_seconds!r}: at least {MIN_LEASE_SECONDS} s")
     if isinstance(poll_interval, bool) or not isinstance(poll_interval, (int, float)) or not poll_interval > 0:
         raise InvalidArgument(f"bad poll_interval {poll_interval!r}: expected seconds > 0")
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch <= 0:
-        raise InvalidArgument(f"bad batch {batch!r}: expected a positive integer")
+    checks.positive_int("batch", batch)

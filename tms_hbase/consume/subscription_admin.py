@@ -28,6 +28,7 @@ from tms_hbase.consume.subscriptions import (
 )
 from tms_hbase.errors import ConcurrentModification, InvalidArgument, SubscriptionBusy, SubscriptionNotFound
 from tms_hbase.fetch.reader import MessageReader
+from tms_hbase.model import checks
 from tms_hbase.model.clock import check_time_ms, now_ms
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.rows import MESSAGE_COLUMN, generation_prefix, position_of
@@ -96,8 +97,7 @@ class SubscriptionAdmin:
     ) -> Subscription:
         """Move the mark so the next message delivered is ``start_message`` (an id; or "earliest" /
         "latest"), or the first published at ``start_time`` (ms) or later. Any pending mark is dropped."""
-        if (start_message is None) == (start_time is None):
-            raise InvalidArgument("give exactly one of start_message (an id, 'earliest' or 'latest') or start_time")
+        checks.reset_start(start_message, start_time)
         if start_time is not None:
             mark = self._start_mark(meta, start_time)
         elif start_message in (EARLIEST, LATEST):

@@ -33,7 +33,8 @@ from tms_hbase.errors import CorruptData, InvalidArgument
 from tms_hbase.installation.hbase_clock import HBaseClock
 from tms_hbase.installation.metadata import MetadataCache
 from tms_hbase.installation.settings import DEFAULT_TAIL_CACHE_SECONDS
-from tms_hbase.model.clock import check_time_ms, now_ms
+from tms_hbase.model import checks
+from tms_hbase.model.clock import now_ms
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.message_id import encode as encode_id
 from tms_hbase.model.metrics import CLIENT_METRICS
@@ -168,22 +169,6 @@ class _Start:
     inclusive: bool
 
 
-def _validate(start_message: object, start_time: object, inclusive: object, limit: object, transaction: object) -> None:
-    if start_message is not None and start_time is not None:
-        raise InvalidArgument("give start_message or start_time, not both")
-    if start_time is not None:
-        check_time_ms("start_time", start_time)
-    if not isinstance(inclusive, bool):
-        raise InvalidArgument(f"inclusive must be True or False, not {inclusive!r}")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
-        raise InvalidArgument(f"bad limit {limit!r}: expected a positive integer or None")
-    if transaction is not None and not isinstance(transaction, Transaction):
-        raise InvalidArgument(
-            f"transaction must be a tms_hbase.tx.Transaction, not {type(transaction).__name__} "
-            "(decode Tephra bytes with TransactionCodec first)"
-        )
-
-
 class MessageReader:
     """Fetches messages in order from the ``messages`` and ``payloads`` tables; every fetch is a poll
     that ends at the topic's current tail (or, in a sequencer generation, at a hole not yet due to fill).
@@ -235,7 +220,7 @@ class MessageReader:
         transaction: Transaction | None = None,
     ) -> Iterator[Message]:
         """Validate and place the start now (bad input raises here), then iterate lazily."""
-        _validate(start_message, start_time, inclusive, limit, transaction)
+        checks.fetch_args(start_message, start_time, inclusive, limit, transaction)
         meta = self.topics.get(topic)
         generation = meta.generation
         floor = self.hbase_now() - meta.ttl * 1000
@@ -258,7 +243,7 @@ class MessageReader:
     ) -> Iterator[Message]:
         """The messages with ``start`` <= id < ``end`` (to the tail if ``end`` is None), in order; both ids
         of the topic's current generation. With a transaction it stops where a fetch would."""
-        _validate(None, None, True, None, transaction)
+        checks.fetch_args(None, None, True, None, transaction)
         meta = self.topics.get(topic)
         for edge in (start, end):
             if edge is not None and edge.generation != meta.generation:

@@ -7,10 +7,11 @@ A program switches between direct access and the gateway by changing one line::
 
 Errors come back as the same :mod:`tms_hbase.errors` classes (the gateway names the class in a
 header), plus NotAuthenticated (401) and NotAuthorized (403). The HTTP client is the
-project's own lean HTTP/1.1 connection (:mod:`tms_hbase.gateway_client.http1`), made robust here: ``timeout`` is a
-deadline for the whole call (connect, send, wait, read), enforced by a watchdog thread that shuts the
-socket down when it passes, so a trickling server cannot stretch a call; keep-alive connections are
-pooled and reused, and a pooled connection the server has closed is detected before use.
+project's own lean HTTP/1.1 connection (:mod:`tms_hbase.gateway_client.http1`), made robust here:
+``timeout_seconds`` is a deadline for the whole call (connect, send, wait, read), enforced by a
+watchdog thread that shuts the socket down when it passes, so a trickling server cannot stretch a
+call; keep-alive connections are pooled and reused, and a pooled connection the server
+has closed is detected before use.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import cast
 from urllib.parse import urlencode, urlsplit
 
 from tms_hbase import errors
+from tms_hbase.api import MessagingService
 from tms_hbase.consume.subscriptions import Subscription, check_name
 from tms_hbase.errors import (
     HBaseUnavailable,
@@ -46,7 +48,9 @@ from tms_hbase.fetch.reader import Message
 from tms_hbase.fetch.stats import Lag, TopicStats
 from tms_hbase.gateway_client import http1, rest, rest_shared
 from tms_hbase.gateway_client.http_shared import GatewaySharedConsumer
-from tms_hbase.model.topic import TopicId, TopicMetadata
+from tms_hbase.model import checks
+from tms_hbase.model.published import PublishResult, rollback_detail
+from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata
 from tms_hbase.model.topic import as_topic as _topic
 from tms_hbase.model.wire import RollbackDetail
 from tms_hbase.publish.writer import validate_payloads
@@ -64,11 +68,11 @@ _NOT_IDEMPOTENT = frozenset(
 )
 
 
-class GatewayClient:
+class GatewayClient(MessagingService):
     """A client of ``tms-gateway`` with the surface of :class:`tms_hbase.MessagingClient`.
 
     ``url`` is the gateway (default ``$TMS_GATEWAY_URL`` or http://127.0.0.1:8080); ``token`` the bearer
-    token (default ``$TMS_GATEWAY_TOKEN``). ``timeout`` bounds every call as a whole (seconds).
+    token (default ``$TMS_GATEWAY_TOKEN``). ``timeout_seconds`` bounds every call as a whole.
     ``media`` is the body encoding, :data:`tms_hbase.gateway_client.rest.AVRO` (default) or
     :data:`~tms_hbase.gateway_client.rest.JSON`.
     For https: ``ca_file`` verifies the gateway's certificate (default: the system's CAs), and
@@ -81,7 +85,7 @@ class GatewayClient:
         url: str | None = None,
         token: str | None = None,
         *,
-        timeout: float = 10.0,
+        timeout_seconds: float = 10.0,
         media: str = rest.AVRO,
         pool_size: int = 8,
         ca_file: str | None = None,
@@ -96,14 +100,14 @@ class GatewayClient:
             raise InvalidArgument(f"bad gateway URL {self.url!r}: expected http(s)://host:port")
         if media not in (rest.AVRO, rest.JSON):
             raise InvalidArgument(f"media must be {rest.AVRO!r} or {rest.JSON!r}, not {media!r}")
-        if not timeout > 0:
-            raise InvalidArgument(f"timeout must be positive, not {timeout!r}")
+        if not timeout_seconds > 0:
+            raise InvalidArgument(f"timeout_seconds must be positive, not {timeout_seconds!r}")
         if parts.scheme == "https" and ssl_context is None:
             ssl_context = ssl.create_default_context(cafile=ca_file)
             if client_cert:
                 ssl_context.load_cert_chain(client_cert, client_key)
         token = token if token is not None else os.environ.get(TOKEN_ENV)
-        self.timeout = timeout
+        self.timeout_seconds = timeout_seconds
         self.media = media
         self._auth = http1.header_lines({"Authorization": f"Bearer {token}"} if token else {})  # checked once
         port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -128,14 +132,22 @@ class GatewayClient:
 
     # -- topics -------------------------------------------------------------------------------
 
-    def create_topic(self, topic: TopicId, properties: Mapping[str, str] | None = None) -> TopicMetadata:
-        """``PUT /topics/<t>``: TopicAlreadyExists (409) or InvalidArgument (400) as direct access raises."""
+    def create_topic(
+        self, topic: TopicLike, properties: Mapping[str, str] | None = None, *, exist_ok: bool = False
+    ) -> TopicMetadata:
+        """``PUT /topics/<t>``: TopicAlreadyExists (409), unless ``exist_ok`` (then the existing topic is
+        returned as it is), or InvalidArgument (400), as direct access raises."""
         topic = _topic(topic)
-        body = self._call("create topic", "PUT", rest.topic_path(topic), rest.encode_properties(properties), topic)
+        try:
+            body = self._call("create topic", "PUT", rest.topic_path(topic), rest.encode_properties(properties), topic)
+        except TopicAlreadyExists:
+            if not exist_ok:
+                raise
+            return self.get_topic(topic)
         return rest.decode_topic(topic.namespace, body)
 
     def update_topic(
-        self, topic: TopicId, properties: Mapping[str, str], *, expected: TopicMetadata | None = None
+        self, topic: TopicLike, properties: Mapping[str, str], *, expected: TopicMetadata | None = None
     ) -> TopicMetadata:
         """``PUT /topics/<t>/properties`` (replaces them all). ``expected`` is not supported by the REST API."""
         if expected is not None:
@@ -145,7 +157,7 @@ class GatewayClient:
         body = self._call("update topic", "PUT", path, rest.encode_properties(properties), topic)
         return rest.decode_topic(topic.namespace, body)
 
-    def get_topic(self, topic: TopicId) -> TopicMetadata:
+    def get_topic(self, topic: TopicLike) -> TopicMetadata:
         topic = _topic(topic)
         return rest.decode_topic(topic.namespace, self._call("get topic", "GET", rest.topic_path(topic), None, topic))
 
@@ -153,7 +165,7 @@ class GatewayClient:
         """The topics of ``namespace`` (the REST API lists one namespace at a time)."""
         if namespace is None:
             raise InvalidArgument("the gateway lists the topics of one namespace: give list_topics a namespace")
-        TopicId(namespace, "x")  # validates the namespace name
+        checks.namespace(namespace)
         names = rest.decode_names(self._call("list topics", "GET", rest.BASE.format(namespace=namespace) + "/topics"))
         return [TopicId(namespace, name) for name in names]
 
@@ -167,7 +179,7 @@ class GatewayClient:
                 continue  # deleted since it was listed
         return result
 
-    def delete_topic(self, topic: TopicId) -> None:
+    def delete_topic(self, topic: TopicLike) -> None:
         topic = _topic(topic)
         self._call("delete topic", "DELETE", rest.topic_path(topic), None, topic)
 
@@ -175,14 +187,15 @@ class GatewayClient:
 
     def publish(
         self,
-        topic: TopicId,
+        topic: TopicLike,
         payloads: Sequence[bytes],
         tx_write_pointer: int | None = None,
         *,
-        ttl: float | None = None,
+        ttl_seconds: float | None = None,
         resume: PublishOutcomeUnknown | None = None,
-    ) -> RollbackDetail | None:
-        """``POST /topics/<t>/publish``; with a write pointer returns the RollbackDetail of the handle.
+    ) -> PublishResult:
+        """``POST /topics/<t>/publish``: the PublishResult from the gateway's ``TMS-Published`` header
+        (generation and position) and, with a write pointer, the handle of its body as ``rollback``.
 
         ``resume`` cannot be honoured over HTTP (the retry state stays in the gateway): passing one is
         InvalidArgument rather than a silent second copy.
@@ -190,14 +203,18 @@ class GatewayClient:
         if resume is not None:
             raise InvalidArgument("publish(resume=...) is not supported through the gateway")
         topic = _topic(topic)
+        checks.ttl_seconds(ttl_seconds)
         batch = validate_payloads(payloads, 2**63, allow_empty=True)  # the gateway checks emptiness and size
         body = rest.encode_publish(rest.PublishRequest(tx_write_pointer, batch), self.media)
-        query = {} if ttl is None else {"ttl": ttl}
-        handle = self._call("publish", "POST", _with_query(rest.topic_path(topic, "publish"), query), body, topic)
-        return RollbackDetail.from_bytes(handle) if handle else None
+        query = {} if ttl_seconds is None else {"ttl": ttl_seconds}
+        path = _with_query(rest.topic_path(topic, "publish"), query)
+        reply = self._request("publish", "POST", path, body, topic)
+        generation, position = rest.decode_published(reply.published)
+        detail = RollbackDetail.from_bytes(reply.body) if reply.body else None
+        return PublishResult(topic, generation, position, len(batch), rollback=detail)
 
     def store(
-        self, topic: TopicId, payloads: Sequence[bytes], tx_write_pointer: int, *, sequence: int | None = None
+        self, topic: TopicLike, payloads: Sequence[bytes], tx_write_pointer: int, *, sequence: int | None = None
     ) -> None:
         """``POST /topics/<t>/store``: payloads under a write pointer, invisible until it is published."""
         topic = _topic(topic)
@@ -206,19 +223,17 @@ class GatewayClient:
         query = {} if sequence is None else {"sequence": sequence}
         self._call("store", "POST", _with_query(rest.topic_path(topic, "store"), query), body, topic)
 
-    def rollback(self, topic: TopicId, handle: RollbackDetail | bytes) -> None:
+    def rollback(self, topic: TopicLike, handle: PublishResult | RollbackDetail | bytes) -> None:
         """``POST /topics/<t>/rollback`` with the handle's bytes as the body."""
         topic = _topic(topic)
-        data = bytes(handle) if isinstance(handle, (RollbackDetail, bytearray, memoryview)) else handle
-        if not isinstance(data, bytes):
-            raise InvalidArgument("corrupt rollback handle: not bytes returned by a transactional publish")
+        data = bytes(rollback_detail(handle))
         self._call("rollback", "POST", rest.topic_path(topic, "rollback"), data, topic, content_type=rest.OCTETS)
 
     def fetch(
         self,
-        topic: TopicId,
+        topic: TopicLike,
         start_message: bytes | None = None,
-        start_time: int | None = None,
+        start_time_ms: int | None = None,
         inclusive: bool = True,
         limit: int | None = None,
         transaction: Transaction | None = None,
@@ -227,14 +242,9 @@ class GatewayClient:
         (the gateway caps a page), each from the last id, until a page comes back empty or ``limit`` is
         reached. The first page is fetched now, so bad arguments and TopicNotFound raise here."""
         topic = _topic(topic)
-        if start_message is not None and start_time is not None:
-            raise InvalidArgument("give start_message or start_time, not both")
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
-            raise InvalidArgument(f"bad limit {limit!r}: expected a positive integer or None")
-        if transaction is not None and not isinstance(transaction, Transaction):
-            raise InvalidArgument(f"transaction must be a tms_hbase.tx.Transaction, not {type(transaction).__name__}")
+        checks.fetch_args(start_message, start_time_ms, inclusive, limit, transaction)
         tx = None if transaction is None else TransactionCodec.encode(transaction)
-        start = start_message if start_message is not None else start_time
+        start = bytes(start_message) if start_message is not None else start_time_ms
         request = rest.ConsumeRequest(start, inclusive, None if limit is None else min(limit, _AVRO_LIMIT), tx)
         first = self.poll(topic, request)
         return self._pages(topic, first, request, limit)
@@ -265,102 +275,107 @@ class GatewayClient:
 
     def create_subscription(
         self,
-        topic: TopicId,
+        topic: TopicLike,
         name: str,
         start: str | int = "earliest",
         *,
+        exist_ok: bool = False,
         shared: bool = False,
         ack_timeout: float | None = None,
         max_deliveries: int | None = None,
-        dead_letter: TopicId | str | None = None,
+        dead_letter: TopicLike | None = None,
         claim_size: int | None = None,
     ) -> Subscription:
         """``PUT .../subscriptions/<name>``, as :meth:`MessagingClient.create_subscription` (a shared one
-        with its settings); SubscriptionAlreadyExists (409) and InvalidArgument (400) as direct access raises."""
+        with its settings); SubscriptionAlreadyExists (409), unless ``exist_ok`` (then the existing
+        subscription is returned as it is), and InvalidArgument (400) as direct access raises."""
         topic, name = _topic(topic), check_name(name)
-        options = {
-            "ack_timeout": ack_timeout,
-            "max_deliveries": max_deliveries,
-            "dead_letter": None if dead_letter is None else _topic(dead_letter),
-            "claim_size": claim_size,
-        }
-        if not shared and any(v is not None for v in options.values()):
-            raise InvalidArgument("ack_timeout, max_deliveries, dead_letter and claim_size need shared=True")
+        options: dict[str, object] = {"ack_timeout": ack_timeout, "max_deliveries": max_deliveries}
+        options |= {"claim_size": claim_size, "dead_letter": dead_letter}
+        checks.subscription_options(shared, options)
+        if dead_letter is not None:
+            options["dead_letter"] = _topic(dead_letter)
         path = rest.subscription_path(topic, name)
-        body = self._sub_call(
-            "create subscription", "PUT", path, topic, name, rest_shared.encode_create(start, shared, options)
-        )
+        try:
+            body = self._sub_call(
+                "create subscription", "PUT", path, topic, name, rest_shared.encode_create(start, shared, options)
+            )
+        except SubscriptionAlreadyExists:
+            if not exist_ok:
+                raise
+            return self.get_subscription(topic, name)
         return rest.decode_subscription(topic, body)
 
-    def get_subscription(self, topic: TopicId, name: str) -> Subscription:
+    def get_subscription(self, topic: TopicLike, name: str) -> Subscription:
         topic, name = _topic(topic), check_name(name)
         body = self._sub_call("get subscription", "GET", rest.subscription_path(topic, name), topic, name)
         return rest.decode_subscription(topic, body)
 
-    def list_subscriptions(self, topic: TopicId) -> list[Subscription]:
+    def list_subscriptions(self, topic: TopicLike) -> list[Subscription]:
         topic = _topic(topic)
         return rest.decode_subscriptions(
             topic, self._call("list subscriptions", "GET", rest.subscription_path(topic), None, topic)
         )
 
-    def delete_subscription(self, topic: TopicId, name: str, *, force: bool = False) -> None:
+    def delete_subscription(self, topic: TopicLike, name: str, *, force: bool = False) -> None:
         topic, name = _topic(topic), check_name(name)
         path = _with_query(rest.subscription_path(topic, name), {"force": "true"} if force else {})
         self._sub_call("delete subscription", "DELETE", path, topic, name)
 
     def reset_subscription(
         self,
-        topic: TopicId,
+        topic: TopicLike,
         name: str,
         start_message: bytes | str | None = None,
-        start_time: int | None = None,
+        start_time_ms: int | None = None,
         *,
         force: bool = False,
     ) -> Subscription:
         """``POST .../subscriptions/<name>/reset``: as :meth:`MessagingClient.reset_subscription`."""
         topic, name = _topic(topic), check_name(name)
-        if (start_message is None) == (start_time is None):
-            raise InvalidArgument("give exactly one of start_message (an id, 'earliest' or 'latest') or start_time")
-        if isinstance(start_time, bool) or (start_time is not None and not isinstance(start_time, int)):
-            raise InvalidArgument(f"bad start_time {start_time!r}: expected milliseconds since the epoch")
-        if start_message is not None and not isinstance(start_message, (bytes, str)):
-            raise InvalidArgument(f"bad start_message {start_message!r}: expected a message id, 'earliest' or 'latest'")
+        checks.reset_start(start_message, start_time_ms)
         path = _with_query(rest.subscription_path(topic, name, "reset"), {"force": "true"} if force else {})
-        start: bytes | str | int = start_message if start_message is not None else cast(int, start_time)
+        start: bytes | str | int = start_message if start_message is not None else cast(int, start_time_ms)
         body = self._sub_call("reset subscription", "POST", path, topic, name, rest.encode_start(start))
         return rest.decode_subscription(topic, body)
 
-    def lag(self, topic: TopicId, name: str) -> Lag:
+    def release_subscription(self, topic: TopicLike, name: str) -> Subscription:
+        """``DELETE .../subscriptions/<name>/consumer?force=true``: take the lease away from whichever
+        session (or direct consumer) holds the subscription, keeping its mark; SubscriptionNotFound."""
+        topic, name = _topic(topic), check_name(name)
+        path = _with_query(rest.subscription_path(topic, name, "consumer"), {"force": "true"})
+        self._sub_call("release subscription", "DELETE", path, topic, name)
+        return self.get_subscription(topic, name)
+
+    def lag(self, topic: TopicLike, name: str) -> Lag:
         """How far the subscription is behind (from ``GET .../subscriptions/<name>``)."""
         topic, name = _topic(topic), check_name(name)
         return rest.decode_lag(self._sub_call("lag", "GET", rest.subscription_path(topic, name), topic, name))
 
-    def topic_stats(self, topic: TopicId, *, windows: Sequence[int] | None = None) -> TopicStats:
+    def topic_stats(self, topic: TopicLike, *, windows: Sequence[int] | None = None) -> TopicStats:
         """``GET /topics/<t>/stats``: as :meth:`MessagingClient.topic_stats`."""
         topic = _topic(topic)
-        if windows is not None and any(isinstance(w, bool) or not isinstance(w, int) or w <= 0 for w in windows):
-            raise InvalidArgument(f"bad windows {windows!r}: expected whole seconds > 0")
+        checks.windows(windows)
         query = {} if windows is None else {"windows": ",".join(str(w) for w in windows)}
         body = self._call("topic stats", "GET", _with_query(rest.topic_path(topic, "stats"), query), None, topic)
         return rest.decode_stats(topic, body)
 
-    def consumer(self, topic: TopicId, name: str, *, max_wait: float = 5.0, batch: int = 100) -> GatewayConsumer:
+    def consumer(self, topic: TopicLike, name: str, *, max_wait: float = 5.0, batch: int = 100) -> GatewayConsumer:
         """The active consumer of a subscription, through a gateway consumer session (docs/gateway.md):
         SubscriptionBusy (409) while another consumer holds it. ``max_wait``: seconds an iteration waits
         for a new message; ``batch``: messages asked for per call. Options of direct consumers that
         need the process to hold the consumer (transactions, auto-commit, doorbells) are not offered."""
         return GatewayConsumer(self, _topic(topic), check_name(name), max_wait, batch)
 
-    def pending(self, topic: TopicId, name: str, *, limit: int | None = None) -> list[PendingMessage]:
+    def pending(self, topic: TopicLike, name: str, *, limit: int | None = None) -> list[PendingMessage]:
         """``GET .../subscriptions/<name>/pending``: a shared subscription's deliveries not settled."""
         topic, name = _topic(topic), check_name(name)
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
-            raise InvalidArgument(f"bad limit {limit!r}: expected a positive integer")
+        checks.positive_int("limit", limit, optional=True)
         path = _with_query(rest.subscription_path(topic, name, "pending"), {} if limit is None else {"limit": limit})
         return rest_shared.decode_pending(self._sub_call("pending", "GET", path, topic, name))
 
     def shared_consumer(
-        self, topic: TopicId, name: str, *, owner: str | None = None, max_wait: float = 5.0
+        self, topic: TopicLike, name: str, *, owner: str | None = None, max_wait: float = 5.0
     ) -> GatewaySharedConsumer:
         """One consumer of a shared subscription through the gateway (:mod:`tms_hbase.gateway_client.http_shared`), with
         the library's ``receive``/``ack``/``nack``/``release``/``extend``. ``owner``: the session's secret,
@@ -407,7 +422,7 @@ class GatewayClient:
             head += _CONTENT_TYPES[content_type or self.media]
         if headers:
             head += http1.header_lines(dict(headers))
-        deadline = time.monotonic() + self.timeout + wait
+        deadline = time.monotonic() + self.timeout_seconds + wait
         for attempt in (1, 2):
             conn, reused = self._pool.take()
             try:
@@ -433,7 +448,9 @@ class GatewayClient:
             message = f"publish: the gateway at {self.url} {reason}; the batch may or may not be stored"
             err = PublishOutcomeUnknown(message, None)
         else:
-            reason = f"did not answer within {self.timeout}s" if broken.timed_out else f"failed ({broken.reason})"
+            reason = (
+                f"did not answer within {self.timeout_seconds}s" if broken.timed_out else f"failed ({broken.reason})"
+            )
             maybe = "; the call may have taken effect" if what in _NOT_IDEMPOTENT else ""
             err = HBaseUnavailable(f"{what}: the gateway at {self.url} {reason}{maybe}")
         err.timed_out = broken.timed_out
@@ -446,10 +463,8 @@ class GatewayConsumer:
     committed is delivered again to the next consumer: at-least-once). Not thread-safe."""
 
     def __init__(self, client: GatewayClient, topic: TopicId, name: str, max_wait: float, batch: int) -> None:
-        if isinstance(max_wait, bool) or not isinstance(max_wait, (int, float)) or not max_wait >= 0:
-            raise InvalidArgument(f"bad max_wait {max_wait!r}: expected seconds >= 0")
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch <= 0:
-            raise InvalidArgument(f"bad batch {batch!r}: expected a positive integer")
+        checks.seconds("max_wait", max_wait)
+        checks.positive_int("batch", batch)
         self.client, self.topic, self.name, self.max_wait, self.batch = client, topic, name, max_wait, batch
         self._closed = False
         self._token: str | None = None  # the session, as the gateway's last answer gave it
@@ -478,10 +493,8 @@ class GatewayConsumer:
 
     def poll(self, max_messages: int = 100, timeout: float = 1.0) -> list[Message]:
         """Up to ``max_messages`` messages in order, as soon as there is one; ``[]`` after ``timeout`` s."""
-        if isinstance(max_messages, bool) or not isinstance(max_messages, int) or max_messages <= 0:
-            raise InvalidArgument(f"bad max_messages {max_messages!r}: expected a positive integer")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
-            raise InvalidArgument(f"bad timeout {timeout!r}: expected seconds >= 0")
+        checks.positive_int("max_messages", max_messages)
+        checks.seconds("timeout", timeout)
         query = {"wait": timeout, "max": max_messages, "publishTime": "true"}
         reply = self._call("poll subscription", "GET", "messages", query=query, wait=timeout)
         got = rest.decode_messages(reply.body, self.client.media, publish_time=True)
@@ -590,6 +603,7 @@ class _Reply:
     error_name: str | None
     keep_alive: bool
     consumer: str | None = None  # the TMS-Consumer header
+    published: str | None = None  # the TMS-Published header
 
 
 class _Broken(Exception):
@@ -605,6 +619,7 @@ _STALE = (http1.ClosedBeforeAnswer, ConnectionResetError, BrokenPipeError, Conne
 # The Content-Type lines of the bodies this client sends, made once.
 _CONTENT_TYPES = {media: http1.header_lines({"Content-Type": media}) for media in (rest.AVRO, rest.JSON, rest.OCTETS)}
 _ERROR_HEADER, _CONSUMER_HEADER = rest.ERROR_HEADER.lower(), rest.CONSUMER_HEADER.lower()
+_PUBLISHED_HEADER = rest.PUBLISHED_HEADER.lower()
 
 
 def _exchange(
@@ -637,6 +652,7 @@ def _exchange(
         headers.get(_ERROR_HEADER),
         response.keep_alive,
         headers.get(_CONSUMER_HEADER),
+        headers.get(_PUBLISHED_HEADER),
     )
 
 

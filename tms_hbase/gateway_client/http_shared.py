@@ -17,6 +17,7 @@ from urllib.parse import urlencode
 
 from tms_hbase.errors import InvalidArgument, TmsError
 from tms_hbase.gateway_client import rest, rest_shared
+from tms_hbase.model import checks
 from tms_hbase.model.topic import TopicId
 from tms_hbase.shared.consumer import Delivery
 
@@ -32,7 +33,7 @@ class GatewaySharedConsumer:
     def __init__(
         self, client: GatewayClient, topic: TopicId, name: str, owner: str | None = None, max_wait: float = 5.0
     ) -> None:
-        _check_seconds("max_wait", max_wait)
+        checks.seconds("max_wait", max_wait)
         if owner is not None and (not isinstance(owner, str) or not owner or not owner.isprintable() or " " in owner):
             raise InvalidArgument(f"bad owner {owner!r}: a non-empty name without spaces")
         self.client, self.topic, self.name, self.max_wait = client, topic, name, max_wait
@@ -82,9 +83,8 @@ class GatewaySharedConsumer:
     def receive(self, max_messages: int = 10, timeout: float = 1.0) -> list[Delivery]:
         """Up to ``max_messages`` deliveries, redeliveries first, as soon as there is one; ``[]`` after
         ``timeout`` seconds (``GET .../deliveries``)."""
-        if isinstance(max_messages, bool) or not isinstance(max_messages, int) or max_messages <= 0:
-            raise InvalidArgument(f"bad max_messages {max_messages!r}: expected a positive integer")
-        _check_seconds("timeout", timeout)
+        checks.positive_int("max_messages", max_messages)
+        checks.seconds("timeout", timeout)
         query = urlencode({"wait": timeout, "max": max_messages})
         reply = self._call("receive", "GET", f"deliveries?{query}", None, wait=timeout)
         got = rest_shared.decode_deliveries(reply.body, self.client.media)
@@ -97,7 +97,7 @@ class GatewaySharedConsumer:
 
     def nack(self, delivery: Delivery | bytes, delay: float = 0.0) -> None:
         """Deliver again after ``delay`` seconds, to any consumer; the delivery counts."""
-        _check_seconds("delay", delay)
+        checks.seconds("delay", delay)
         self._settle("nack", self._ids([delivery]), float(delay))
 
     def release(self, delivery: Delivery | bytes) -> None:
@@ -107,7 +107,7 @@ class GatewaySharedConsumer:
     def extend(self, delivery: Delivery | bytes, seconds: float | None = None) -> int:
         """Hold it ``seconds`` more from now (default: the ack timeout); the new deadline (HBase ms)."""
         if seconds is not None:
-            _check_seconds("seconds", seconds)
+            checks.seconds("seconds", seconds)
         ids = self._ids([delivery])
         body = self._settle("extend", ids, None if seconds is None else float(seconds))
         (deadline,) = rest_shared.decode_deadlines(body, self.client.media)
@@ -151,8 +151,3 @@ class GatewaySharedConsumer:
         if reply.consumer:
             self._token = reply.consumer
         return reply
-
-
-def _check_seconds(what: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        raise InvalidArgument(f"bad {what} {value!r}: expected seconds >= 0")

@@ -46,6 +46,7 @@ OCTETS = "application/octet-stream"  # the publish response: the opaque rollback
 TEXT = "text/plain; charset=utf-8"  # error bodies: one line
 ERROR_HEADER = "TMS-Error"  # the TmsError class name of an error response
 CONSUMER_HEADER = "TMS-Consumer"  # the consumer session a subscription's messages/commit calls go on with
+PUBLISHED_HEADER = "TMS-Published"  # where a publish stored its batch: "<generation>:<position>"
 BASE = "/v1/namespaces/{namespace}"
 
 
@@ -556,3 +557,17 @@ def _unb64(value: object, field: str) -> bytes:
         return base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
         raise InvalidArgument(f"field {field!r} is not base64 (standard alphabet, with padding)") from None
+
+
+def encode_published(generation: int, position: int) -> str:
+    """The ``TMS-Published`` header of a publish response: the batch row's generation and position."""
+    return f"{generation}:{position}"
+
+
+def decode_published(value: str | None) -> tuple[int, int]:
+    """(generation, position) from a ``TMS-Published`` header; a missing or garbled one is InvalidArgument,
+    as any answer of the gateway that does not decode."""
+    parts = (value or "").split(":")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        raise InvalidArgument(f"the gateway's publish response has no valid {PUBLISHED_HEADER} header: {value!r}")
+    return int(parts[0]), int(parts[1])

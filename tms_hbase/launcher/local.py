@@ -72,9 +72,27 @@ def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+STOPPED, SERVING, THRIFT_DOWN, NOT_SERVING, REGION_SERVER_GONE = (
+    "stopped",
+    "serving",
+    "thrift-down",
+    "not-serving",
+    "region-server-gone",
+)
+_ABORT = "ABORTING region server"  # what HBase's HRegionServer logs when its region server aborts
+
+
 @dataclass
 class LocalStatus:
-    """What the launcher knows of its server: processes alive and whether Thrift answers."""
+    """What the launcher knows of its server: processes alive, whether Thrift answers, and ``state``:
+
+    * ``stopped``: its processes are not running;
+    * ``serving``: HBase serves data through Thrift;
+    * ``thrift-down``: the processes are alive but the Thrift port takes no connection;
+    * ``region-server-gone``: the master's JVM is alive but its region server aborted (``detail`` is
+      the line it logged, e.g. an ``OutOfMemoryError``): no table can be read until a restart;
+    * ``not-serving``: Thrift takes connections but HBase answers no call (still starting, or hung).
+    """
 
     home: str
     version: str
@@ -83,6 +101,8 @@ class LocalStatus:
     thrift_address: str | None
     pids: dict[str, int] = field(default_factory=dict)
     logs: str = ""
+    state: str = STOPPED
+    detail: str = ""
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -182,6 +202,12 @@ class LocalHBase:
         running = bool(state) and set(pids) == {"master", "thrift"}
         address = f"{HOST}:{state['thrift_port']}" if state else None
         answering = state is not None and running and _thrift_answers(HOST, state["thrift_port"], 3000)
+        kind, detail = STOPPED, ""
+        if state is not None and running:
+            kind = SERVING if answering else THRIFT_DOWN
+            if not answering and _accepts(HOST, state["thrift_port"]):
+                detail = region_server_abort(self.log_file("master"))
+                kind = REGION_SERVER_GONE if detail else NOT_SERVING
         return LocalStatus(
             home=str(self.paths.home),
             version=HBASE_VERSION,
@@ -190,6 +216,8 @@ class LocalHBase:
             thrift_address=address,
             pids=pids,
             logs=str(self.paths.logs),
+            state=kind,
+            detail=detail,
         )
 
     def log_file(self, which: str) -> Path:
@@ -360,6 +388,33 @@ def _require_free(host: str, port: int, hint: str) -> None:
 
 
 PROBE_TABLE = b"tms_launcher_probe"
+
+
+def _accepts(host: str, port: int) -> bool:
+    """Whether something takes TCP connections on the port."""
+    try:
+        with socket.create_connection((host, port), timeout=3):
+            return True
+    except OSError:
+        return False
+
+
+def region_server_abort(master_log: Path, tail_bytes: int = 4 * 1024 * 1024) -> str:
+    """The last line in which the standalone JVM's region server said it aborted, if it did since the log
+    was last (re)started ("" otherwise): its master lives on, but nothing is served any more."""
+    try:
+        with open(master_log, "rb") as log:
+            log.seek(max(0, log.seek(0, os.SEEK_END) - tail_bytes))
+            text = log.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    last = ""
+    for line in text.splitlines():
+        if _ABORT in line:
+            last = line.strip()
+        elif "Master has completed initialization" in line:
+            last = ""  # a later start: an abort before it is history
+    return last
 
 
 def _thrift_answers(host: str, port: int, timeout_ms: int) -> bool:

@@ -1,5 +1,5 @@
 """One retry policy for every place that retries: the connection pool, compare-and-set loops, a writer
-whose answer was lost, the async publisher, region listing and the transaction client.
+whose answer was lost, the background publisher, region listing and the transaction client.
 
 A :class:`Retry` says how many attempts a call gets, how long to wait between them (exponential
 backoff with full jitter, so clients that failed together do not come back together) and which errors

@@ -37,8 +37,10 @@ from dataclasses import dataclass
 from tms_hbase.errors import BatchTooLarge, HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown, TopicFull
 from tms_hbase.installation.metadata import MetadataCache
 from tms_hbase.installation.settings import WriterSettings
+from tms_hbase.model import checks
 from tms_hbase.model.clock import now_ms
 from tms_hbase.model.metrics import CLIENT_METRICS
+from tms_hbase.model.published import PublishResult
 from tms_hbase.model.retry import Retry
 from tms_hbase.model.row_time import bounded_publish_time
 from tms_hbase.model.rows import (
@@ -172,8 +174,8 @@ class MessageWriter:
         tx_write_pointer: int | None = None,
         ttl: float | None = None,
         resume: Resume | None = None,
-    ) -> RollbackDetail | None:
-        """Append one batch; returns the rollback detail of a transactional publish, else None.
+    ) -> PublishResult:
+        """Append one batch; returns where it is (and a transactional publish's rollback detail).
 
         ``resume`` (from a PublishOutcomeUnknown) retries an interrupted publish exactly once: an
         interrupted attempt can only have landed at the position it aimed at, so once the tail is read
@@ -198,9 +200,8 @@ class MessageWriter:
             position = self._sequenced(topic, meta.generation, batch, pointer, ttl_ms, batch_no, resume)
         else:
             position = self._append(topic, meta.generation, batch, pointer, ttl_ms, batch_no, resume)
-        if pointer is None:
-            return None
-        return RollbackDetail(str(topic), pointer, meta.generation, position, position)
+        detail = None if pointer is None else RollbackDetail(str(topic), pointer, meta.generation, position, position)
+        return PublishResult(topic, meta.generation, position, len(batch), rollback=detail)
 
     def _append(
         self,
@@ -551,8 +552,5 @@ class MessageWriter:
 
 
 def _ttl_ms(ttl: object) -> int | None:
-    if ttl is None:
-        return None
-    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl < math.inf:
-        raise InvalidArgument(f"bad per-message ttl {ttl!r}: expected a finite number of seconds > 0")
-    return max(1, int(ttl * 1000))
+    seconds = checks.ttl_seconds(ttl)
+    return None if seconds is None else max(1, int(seconds * 1000))

@@ -16,6 +16,7 @@ from tms_hbase.consume.subscriptions import END, Subscription, check_name, mark_
 from tms_hbase.errors import InvalidArgument, SubscriptionNotFound
 from tms_hbase.fetch.reader import MessageReader
 from tms_hbase.fetch.stats import TopicStatistics
+from tms_hbase.model import checks
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.topic import TopicId, TopicMetadata, as_topic
 from tms_hbase.shared.state import ClaimState, Keys, Settings, check_settings, new_incarnation
@@ -165,8 +166,7 @@ class SharedAdmin:
 
     def pending(self, meta: TopicMetadata, name: str, limit: int | None = None) -> list[PendingMessage]:
         """The messages delivered and not settled, in id order (at most ``limit``)."""
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
-            raise InvalidArgument(f"bad limit {limit!r}: expected a positive integer")
+        checks.positive_int("limit", limit, optional=True)
         keys, settings = self._keys(meta, name)
         _, floor = self.store.floor(keys)
         now = self.clock()

@@ -39,6 +39,7 @@ from tms_hbase.consume.subscriptions import mark_before
 from tms_hbase.errors import InvalidArgument, NotHeld, SubscriptionNotFound, TmsError
 from tms_hbase.fetch.reader import Message, MessageReader
 from tms_hbase.installation.metadata import MetadataCache
+from tms_hbase.model import checks
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.topic import TopicId
@@ -90,7 +91,7 @@ class SharedConsumer(TransactionalAcks):
         tx_state: Callable[[], Transaction] | None = None,
     ) -> None:
         for what, value in (("max_wait", max_wait), ("poll_interval", poll_interval)):
-            _check_seconds(what, value)
+            checks.seconds(what, value)
         if owner is not None and (not isinstance(owner, str) or not owner):
             raise InvalidArgument(f"bad owner {owner!r}: a non-empty name")
         self.topic, self.name, self.generation = topic, name, generation
@@ -100,7 +101,7 @@ class SharedConsumer(TransactionalAcks):
         self._clock, self._publish = clock, publish
         self._settings_data, self.settings = self._read_settings()
         if reap_interval is not None:
-            _check_seconds("reap_interval", reap_interval)
+            checks.seconds("reap_interval", reap_interval)
         self._reap_interval = reap_interval
         self._held: dict[bytes, StoredClaim] = {}  # what this consumer holds, as it last wrote it
         self._range: StoredRange | None = None  # the range it read last, given back
@@ -157,9 +158,8 @@ class SharedConsumer(TransactionalAcks):
     def receive(self, max_messages: int = 10, timeout: float = 1.0) -> list[Delivery]:
         """Up to ``max_messages`` deliveries, redeliveries first, as soon as there is one; ``[]`` after
         ``timeout`` seconds. Each is held until its ``deadline``: settle it before then."""
-        if isinstance(max_messages, bool) or not isinstance(max_messages, int) or max_messages <= 0:
-            raise InvalidArgument(f"bad max_messages {max_messages!r}: expected a positive integer")
-        _check_seconds("timeout", timeout)
+        checks.positive_int("max_messages", max_messages)
+        checks.seconds("timeout", timeout)
         if self._closed:
             raise TmsError(f"{self!r} is closed")
         end = time.monotonic() + timeout
@@ -216,7 +216,7 @@ class SharedConsumer(TransactionalAcks):
     def nack(self, delivery: Delivery | bytes, delay: float = 0.0) -> None:
         """Give the message back to be delivered again (to any consumer) after ``delay`` seconds; the
         delivery counts towards ``max_deliveries``."""
-        _check_seconds("delay", delay)
+        checks.seconds("delay", delay)
         (message_id,) = self.ids_of([delivery])
         self._before_settling([message_id])
         self._settle(
@@ -237,7 +237,7 @@ class SharedConsumer(TransactionalAcks):
         """Hold the message ``seconds`` more from now (default: the subscription's ack timeout) while
         slow work goes on; returns the new deadline (HBase ms)."""
         if seconds is not None:
-            _check_seconds("seconds", seconds)
+            checks.seconds("seconds", seconds)
         (message_id,) = self.ids_of([delivery])
         self._before_settling([message_id])
         extra = self.settings.ack_timeout_ms if seconds is None else int(seconds * 1000)
@@ -540,8 +540,3 @@ def _why_not(message_id: bytes, claim: Claim | None, owner: str, now: int) -> st
     if claim.owner != owner:
         return f"{what} is not held by this consumer ({owner}) but by {claim.owner or 'nobody (given back)'}"
     return f"{what}: its deadline passed {(now - claim.deadline) / 1000:.3f} s ago; it goes to another consumer"
-
-
-def _check_seconds(what: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        raise InvalidArgument(f"bad {what} {value!r}: expected seconds >= 0")

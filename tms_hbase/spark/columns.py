@@ -1,6 +1,6 @@
 """Messages as Arrow record batches, built column-wise: what a read task hands Spark.
 
-Two paths. Any range goes through :meth:`MessagingClient.fetch_range` (every rule of a fetch: TTL,
+Two paths. Any range goes through :meth:`MessagingClient.slices.fetch_range` (every rule of a fetch: TTL,
 transactions, swept gaps, corrupt rows) and its messages are turned into columns in chunks. A range the
 planner found to lie inside one pointer row (a piece of a bulk publish) is read faster: the library
 still decides whether the row is readable, by fetching the range's first message, and the rest of the
@@ -101,12 +101,12 @@ def piece_batches(
     """The messages with ``start`` <= id < ``end``, all of the pointer row at ``start.position`` whose
     payloads are stored under write pointer ``pointer`` (``end`` at most the next position's start).
 
-    The first message comes from :meth:`MessagingClient.fetch_range`, so a row that is expired, swept,
+    The first message comes from :meth:`MessagingClient.slices.fetch_range`, so a row that is expired, swept,
     rolled back for a transactional reader or corrupt is handled as a fetch handles it; the rest are
     payload-table rows, read in chunks of about :data:`BATCH_BYTES` (at most :data:`BATCH_ROWS` rows)
     and turned into columns whole (see :func:`_piece_batch`).
     """
-    first = next(iter(client.fetch_range(topic, start, end, transaction)), None)  # (the rest is dropped)
+    first = next(iter(client.slices.fetch_range(topic, start, end, transaction)), None)  # (the rest is dropped)
     if first is None:
         return
     generation, position, index = _ID.unpack(first.id)

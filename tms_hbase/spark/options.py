@@ -95,10 +95,10 @@ class Options:
 
     def client(self) -> MessagingClient:
         """A client of the topic's HBase (the tables must exist: nothing is created from Spark)."""
-        return MessagingClient(self.thrift, self.prefix, create_tables=False, timeout=self.timeout)
+        return MessagingClient(self.thrift, self.prefix, create_tables=False, timeout_seconds=self.timeout)
 
     def tx_client(self) -> TransactionClient:
-        return TransactionClient(self.tx_server, timeout=self.timeout)
+        return TransactionClient(self.tx_server, timeout_seconds=self.timeout)
 
     def for_stream(self) -> Options:
         """Check the options make sense for a stream (which has no end) and return them."""

@@ -48,7 +48,7 @@ def check_generation(client: MessagingClient, topic: TopicId, generation: int) -
 def batch_range(client: MessagingClient, options: Options) -> tuple[MessageId, MessageId]:
     """The ids ``[start, end)`` a batch read covers: the topic's unexpired messages within the time and
     id bounds of the options, up to the tail as it is now."""
-    positions = client.positions(options.topic, options.starting_time, options.ending_time)
+    positions = client.slices.positions(options.topic, options.starting_time, options.ending_time)
     generation = positions.generation
     start, end = MessageId(generation, positions.first, 0), MessageId(generation, positions.last + 1, 0)
     first, last = options.starting_id, options.ending_id
@@ -75,7 +75,7 @@ def first_unreadable(
     """
     if not tx.in_progress or last < first:
         return None
-    for row in client.batches(topic, generation, first, last, transactional_only=True):
+    for row in client.slices.batches(topic, generation, first, last, transactional_only=True):
         if _stops_at(tx, row.tx_write_pointer):
             return row.position
     return None
@@ -114,7 +114,7 @@ def admit(
     if max_messages is None and (tx is None or not tx.in_progress):
         return end
     remaining = max_messages
-    for row in client.batches(topic, generation, start.position, tail, transactional_only=max_messages is None):
+    for row in client.slices.batches(topic, generation, start.position, tail, transactional_only=max_messages is None):
         pointer = row.tx_write_pointer
         if _stops_at(tx, pointer):
             return max(start, MessageId(generation, row.position, 0))
@@ -122,7 +122,7 @@ def admit(
             continue
         since = start.index if row.position == start.position else 0
         if row.messages is None:  # a pointer row: count its stored payloads, up to one past what fits
-            sequences = client.stored_sequences(topic, generation, abs(pointer or 0), since, limit=remaining + 1)
+            sequences = client.slices.stored_sequences(topic, generation, abs(pointer or 0), since, limit=remaining + 1)
             if len(sequences) > remaining:
                 return MessageId(generation, row.position, sequences[remaining])
             remaining -= len(sequences)
@@ -159,7 +159,7 @@ def split(client: MessagingClient, topic: TopicId, start: MessageId, end: Messag
     cuts.update(MessageId(generation, p, 0) for p in range(start.position + step, last + 1, step))
     rows: dict[int, list[tuple[int, int]]] = {}  # position -> its blocks (first sequence, size), of pointer rows
     pointers: dict[int, int] = {}  # position -> write pointer, of the pointer rows cut in pieces
-    for row in client.batches(topic, generation, start.position, last, transactional_only=True):
+    for row in client.slices.batches(topic, generation, start.position, last, transactional_only=True):
         if row.messages is None:
             low = start.index if row.position == start.position else 0
             high = end.index if row.position == end.position else None
@@ -201,12 +201,12 @@ def _blocks_of(
     found: list[tuple[int, int]] = []
     sequence = low
     while len(found) < MAX_BLOCKS:
-        first = client.stored_sequences(topic, generation, pointer, sequence, high, limit=1)
+        first = client.slices.stored_sequences(topic, generation, pointer, sequence, high, limit=1)
         if not first:
             break
         block_end = ((first[0] >> BLOCK_BITS) + 1) << BLOCK_BITS
         bound = block_end if high is None else min(block_end, high)
-        top = client.stored_sequences(topic, generation, pointer, first[0], bound, limit=1, reverse=True)
+        top = client.slices.stored_sequences(topic, generation, pointer, first[0], bound, limit=1, reverse=True)
         found.append((first[0], top[0] - first[0] + 1))
         sequence = bound
         if high is not None and sequence >= high:

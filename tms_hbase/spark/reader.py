@@ -1,7 +1,7 @@
 """Reading a topic with Spark: the batch reader, the stream reader, and the executors' side of both.
 
 The driver plans id ranges (:mod:`.planning`); each task fetches its range with
-:meth:`MessagingClient.fetch_range` and hands Spark Arrow record batches, not pickled rows.
+:meth:`MessagingClient.slices.fetch_range` and hands Spark Arrow record batches, not pickled rows.
 Stream offsets are ``{"generation", "position", "index"}``: the id of the next message to read.
 """
 
@@ -56,7 +56,7 @@ def read_range(options: Options, partition: InputPartition) -> Iterator[pa.Recor
         if partition.pointer is not None:
             yield from piece_batches(client, options.topic, start, end, partition.pointer, tx)
         else:
-            yield from record_batches(client.fetch_range(options.topic, start, end, tx))
+            yield from record_batches(client.slices.fetch_range(options.topic, start, end, tx))
 
 
 class BatchReader(DataSourceReader):
@@ -125,7 +125,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict:
         options, topic = self.options, self.options.topic
-        positions = self.client.positions(topic)  # TopicNotFound here, when the query starts
+        positions = self.client.slices.positions(topic)  # TopicNotFound here, when the query starts
         generation = positions.generation
         given = options.starting_id
         if given is not None and given.generation > generation:
@@ -133,7 +133,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if given is not None and given.generation == generation:
             return offset(given)
         if options.starting_time is not None:
-            first = self.client.positions(topic, start_time=options.starting_time).first
+            first = self.client.slices.positions(topic, start_time_ms=options.starting_time).first
             return offset(MessageId(generation, first, 0))
         if options.starting_offsets == "latest":
             return offset(MessageId(generation, positions.last + 1, 0))
@@ -151,15 +151,15 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return offset(admit(self.client, self.options.topic, begin, tail, tx, most))
 
     def reportLatestOffset(self) -> dict | None:
-        positions = self.client.positions(self.options.topic)
+        positions = self.client.slices.positions(self.options.topic)
         return offset(MessageId(positions.generation, positions.last + 1, 0))
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = self.client.positions(self.options.topic).last
+        self._target = self.client.slices.positions(self.options.topic).last
 
     def _tail(self, generation: int) -> int:
         check_generation(self.client, self.options.topic, generation)
-        tail = self.client.positions(self.options.topic).last
+        tail = self.client.slices.positions(self.options.topic).last
         return tail if self._target is None else min(tail, self._target)
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:

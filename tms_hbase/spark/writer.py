@@ -19,8 +19,8 @@ from pyspark.sql.types import BinaryType, StringType, StructType
 
 from tms_hbase.client import MessagingClient
 from tms_hbase.errors import InvalidArgument, PublishOutcomeUnknown, TmsError, TransactionNotInProgress
+from tms_hbase.model.published import PublishResult
 from tms_hbase.model.topic import TopicId
-from tms_hbase.model.wire import RollbackDetail
 from tms_hbase.publish.writer import EXPLICIT_SEQUENCES
 from tms_hbase.spark.options import Options
 from tms_hbase.spark.sink_state import ABORTED, COMMITTED, OPEN, PUBLISHING, SinkState, SinkStates
@@ -91,7 +91,7 @@ def store_partition(
     return stored
 
 
-def publish_pointer(client: MessagingClient, topic: TopicId, write_pointer: int) -> RollbackDetail:
+def publish_pointer(client: MessagingClient, topic: TopicId, write_pointer: int) -> PublishResult:
     """Publish the pointer row of a write pointer, finishing a publish whose answer was lost exactly once."""
     resume = None
     for attempt in range(PUBLISH_ATTEMPTS):
@@ -284,7 +284,7 @@ class StreamWriter(DataSourceStreamArrowWriter):
                         f"the state of query {query} on topic {self.options.topic} changed during micro-batch "
                         f"{batchId} ({state}): is another run of the query writing?"
                     )
-                publishing = state.moved(PUBLISHING, tail=client.positions(self.options.topic).last)
+                publishing = state.moved(PUBLISHING, tail=client.slices.positions(self.options.topic).last)
                 if states.swap(raw, publishing):
                     return self._finish(client, states, publishing.encode(), publishing)
 
@@ -293,8 +293,8 @@ class StreamWriter(DataSourceStreamArrowWriter):
         tx, before = state.open_transaction(), state.publishing_tail()
         topic = self.options.topic
         generation = client.get_topic(topic).generation
-        tail = client.positions(topic).last
-        rows = client.batches(topic, generation, before + 1, tail, transactional_only=True)
+        tail = client.slices.positions(topic).last
+        rows = client.slices.batches(topic, generation, before + 1, tail, transactional_only=True)
         if not any(row.messages is None and abs(row.tx_write_pointer or 0) == tx.write_pointer for row in rows):
             publish_pointer(client, topic, tx.write_pointer)
         commit_transaction(self.options, tx)

@@ -25,7 +25,7 @@ from thriftpy2.thrift import TClient, TDecodeException, TException
 from thriftpy2.transport import TSocket, TTransportException
 
 from tms_hbase.config import check_timeout
-from tms_hbase.errors import ClientClosed, HBaseError, HBaseUnavailable, InvalidArgument, TmsError
+from tms_hbase.errors import ClientClosed, HBaseError, HBaseUnavailable, TmsError
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.retry import Retry
 
@@ -154,14 +154,11 @@ class HBaseConnection:
         retry: Retry | None = None,
         fallbacks: Sequence[tuple[str, int]] = (),
         max_idle: float = 45.0,
-        retries: int | None = None,
     ) -> None:
         self._addresses = [(host, port), *fallbacks]
         self._current = 0  # index of the gateway new connections go to
         self.timeout = check_timeout(timeout)
-        if retry is not None and retries is not None:
-            raise InvalidArgument("give retry or retries (its older form), not both")
-        self.retry = retry or (Retry() if retries is None else Retry(attempts=retries + 1))
+        self.retry = retry or Retry()
         self.max_idle = max_idle
         self._idle: list[tuple[_Connection, float]] = []
         self._lock = threading.Lock()

@@ -21,7 +21,6 @@ from tms_hbase.errors import (
     TransactionNotInProgress,
     TransactionServiceUnavailable,
 )
-from tms_hbase.model.args import renamed
 from tms_hbase.model.retry import Retry
 from tms_hbase.storage.connection import CheckedClient, DeadlineSocket, NotThrift
 from tms_hbase.tx.codec import from_thrift, load_tephra_thrift, to_bytes_binary, to_thrift
@@ -35,7 +34,7 @@ class TransactionClient:
     """Start, commit, abort and administer transactions; every call is one RPC (thread-safe).
 
     ``address`` defaults to ``$TMS_TX_SERVER`` or 127.0.0.1:15165 (Tephra's port).
-    ``timeout_seconds`` (or its older name ``timeout``) is a deadline for each call (connecting and
+    ``timeout_seconds`` is a deadline for each call (connecting and
     retries included), however slowly the server answers. Calls that only read (status, snapshot,
     invalid-list size) are retried as the ``retry`` policy says when the server cannot be reached;
     the others are not, as their answer may be lost after the server acted on them.
@@ -45,12 +44,11 @@ class TransactionClient:
         self,
         address: str | None = None,
         *,
-        timeout_seconds: float | None = None,
+        timeout_seconds: float = 10.0,
         retry: Retry | None = None,
-        timeout: float | None = None,
     ) -> None:
         self.host, self.port = thrift_address(address or os.environ.get(TX_ENV) or DEFAULT_TX_SERVER)
-        self.timeout = check_timeout(renamed("timeout_seconds", timeout_seconds, "timeout", timeout, 10.0))
+        self.timeout = check_timeout(timeout_seconds)
         self.retry = retry or Retry()
         self._thrift = load_tephra_thrift()
         self._lock = threading.Lock()
@@ -75,20 +73,18 @@ class TransactionClient:
 
     # -- transactions -------------------------------------------------------------------------
 
-    def start_short(
-        self, timeout_seconds: int | None = None, client_id: str | None = None, *, timeout: int | None = None
-    ) -> Transaction:
-        """Start a short transaction that times out after ``timeout_seconds`` (or its older name
-        ``timeout``; the server's default if None)."""
-        timeout = renamed("timeout_seconds", timeout_seconds, "timeout", timeout, None)
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0):
-            raise InvalidArgument(f"bad transaction timeout {timeout!r}: expected seconds > 0")
-        if client_id is not None and timeout is not None:
-            return from_thrift(self._call(lambda c: c.startShortWithClientIdAndTimeOut(client_id, timeout)))
+    def start_short(self, timeout_seconds: int | None = None, client_id: str | None = None) -> Transaction:
+        """Start a short transaction that times out after ``timeout_seconds`` (the server's default if None)."""
+        if timeout_seconds is not None and (
+            isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, int) or timeout_seconds <= 0
+        ):
+            raise InvalidArgument(f"bad transaction timeout {timeout_seconds!r}: expected seconds > 0")
+        if client_id is not None and timeout_seconds is not None:
+            return from_thrift(self._call(lambda c: c.startShortWithClientIdAndTimeOut(client_id, timeout_seconds)))
         if client_id is not None:
             return from_thrift(self._call(lambda c: c.startShortClientId(client_id)))
-        if timeout is not None:
-            return from_thrift(self._call(lambda c: c.startShortWithTimeout(timeout)))
+        if timeout_seconds is not None:
+            return from_thrift(self._call(lambda c: c.startShortWithTimeout(timeout_seconds)))
         return from_thrift(self._call(lambda c: c.startShort()))
 
     def start_long(self, client_id: str | None = None) -> Transaction:

@@ -14,7 +14,6 @@ from contextlib import contextmanager
 from typing import Protocol, runtime_checkable
 
 from tms_hbase.errors import TmsError, TransactionConflict, TransactionFailure
-from tms_hbase.model.args import renamed
 from tms_hbase.tx.client import TransactionClient
 from tms_hbase.tx.transaction import Transaction
 
@@ -52,11 +51,10 @@ class TransactionContext:
     def add(self, participant: TransactionAware) -> None:
         self.participants.append(participant)
 
-    def start(self, timeout_seconds: int | None = None, *, timeout: int | None = None) -> Transaction:
-        """Start a short transaction (``timeout_seconds``, or its older name ``timeout``: the server's
-        default if None) and hand it to every participant."""
-        seconds = renamed("timeout_seconds", timeout_seconds, "timeout", timeout, None)
-        return self._begin(self.client.start_short(seconds))
+    def start(self, timeout_seconds: int | None = None) -> Transaction:
+        """Start a short transaction (``timeout_seconds``: the server's default if None) and hand it to
+        every participant."""
+        return self._begin(self.client.start_short(timeout_seconds))
 
     def start_long(self) -> Transaction:
         """Start a long transaction (an abort invalidates it)."""
@@ -119,9 +117,9 @@ class TransactionContext:
         self.tx = None
 
     @contextmanager
-    def transaction(self, timeout_seconds: int | None = None, *, timeout: int | None = None) -> Iterator[Transaction]:
+    def transaction(self, timeout_seconds: int | None = None) -> Iterator[Transaction]:
         """``with ctx.transaction() as tx:`` commits at the end, or aborts if the block raises."""
-        tx = self.start(renamed("timeout_seconds", timeout_seconds, "timeout", timeout, None))
+        tx = self.start(timeout_seconds)
         try:
             yield tx
         except BaseException:

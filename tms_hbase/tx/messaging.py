@@ -8,8 +8,8 @@ from collections.abc import Collection, Sequence
 from tms_hbase.client import MessagingClient
 from tms_hbase.errors import TmsError
 from tms_hbase.fetch.reader import Message
+from tms_hbase.model.published import PublishResult
 from tms_hbase.model.topic import TopicId, TopicLike, as_topic
-from tms_hbase.model.wire import RollbackDetail
 from tms_hbase.tx.client import TransactionClient
 from tms_hbase.tx.transaction import Transaction, TransactionType
 
@@ -34,7 +34,7 @@ class TransactionalPublisher:
         self._buffer: dict[TopicId, list[bytes]] = {}
         self._buffered = 0
         self._stored: list[tuple[TopicId, int]] = []  # (topic, write pointer) with payload-table rows
-        self._handles: list[tuple[TopicId, RollbackDetail]] = []
+        self._handles: list[tuple[TopicId, PublishResult]] = []
 
     @property
     def transaction_aware_name(self) -> str:

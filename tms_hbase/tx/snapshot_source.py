@@ -40,8 +40,8 @@ class SnapshotSource(Protocol):
 class ServerSnapshots:
     """``getSnapshot`` from a Tephra-compatible transaction server at ``address``."""
 
-    def __init__(self, address: str, *, timeout: float = 10.0) -> None:
-        self.client = TransactionClient(address, timeout=timeout)
+    def __init__(self, address: str, *, timeout_seconds: float = 10.0) -> None:
+        self.client = TransactionClient(address, timeout_seconds=timeout_seconds)
         self.description = f"transaction server {self.client.address}"
 
     def read(self) -> TransactionSnapshot:

@@ -1,5 +1,6 @@
-"""Asynchronous non-transactional publishing: a bounded queue drained by one background sender that
-batches, retries with backoff, and resolves a future per publish (docs/design.md, requirement 5)."""
+"""Non-transactional publishing without waiting, from a thread: a bounded queue drained by one background
+sender thread that batches, retries with backoff, and resolves a future per publish (docs/design.md,
+requirement 5). It is a thread, not asyncio: the caller's thread never waits on HBase."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from tms_hbase.errors import (
     QueueFull,
     TmsError,
 )
-from tms_hbase.model.args import renamed
+from tms_hbase.model.published import PublishResult
 from tms_hbase.model.retry import Retry
 from tms_hbase.model.topic import TopicId, TopicLike, as_topic
 from tms_hbase.publish.writer import validate_payloads
@@ -37,7 +38,7 @@ DEFAULT_RETRY = Retry(attempts=6, backoff_seconds=0.05, max_backoff_seconds=2.0)
 OnFull = Literal["raise", "drop", "block"]
 OnGiveUp = Literal["raise", "drop"]
 DEFAULT_CLOSE_TIMEOUT = 30.0
-"""Seconds :meth:`AsyncPublisher.close` waits by default for what is queued to be sent."""
+"""Seconds :meth:`BackgroundPublisher.close` waits by default for what is queued to be sent."""
 
 
 @dataclass
@@ -61,11 +62,16 @@ class PublisherStats:
     abandoned: int = 0  # messages not sent because close()'s deadline passed (their futures: PublisherClosed)
 
 
-class AsyncPublisher:
-    """Publish without waiting: ``publish`` returns a Future that becomes True once stored.
+class BackgroundPublisher:
+    """A background thread that pipelines publishes: ``publish`` returns at once with a
+    :class:`concurrent.futures.Future`.
+
+    Publish without waiting: ``publish`` returns a Future that becomes the
+    :class:`~tms_hbase.model.published.PublishResult` of its messages once they are stored (several
+    publishes may share one batch row: each result names its own messages' ids).
 
     * ``max_queue`` publish calls may wait; when full, ``on_full`` decides: ``"raise"`` QueueFull,
-      ``"drop"`` (the future is already done with False, counted), or ``"block"`` up to
+      ``"drop"`` (the future is already done with None, counted), or ``"block"`` up to
       ``block_timeout_seconds``.
     * The sender takes what is queued (waiting up to ``linger_seconds`` for more) and writes each
       topic's messages as batch rows of at most ``max_batch_messages`` / ``max_batch_bytes``.
@@ -73,11 +79,8 @@ class AsyncPublisher:
       lost) is retried as the ``retry`` policy says (default: 6 attempts, exponential backoff with
       jitter), exactly once (an interrupted write is resumed, never repeated). A refusal from HBase is
       not retried: it would be refused again. Then ``on_give_up`` decides: ``"raise"`` (the futures
-      get the error) or ``"drop"`` (they get False, counted).
+      get the error) or ``"drop"`` (they get None, counted).
     * Bad input (unknown topic, empty or oversize batch) fails that publish's future at once.
-
-    ``retries``, ``backoff`` and ``max_backoff`` (seconds), ``linger`` and ``block_timeout`` are the
-    older spellings of ``retry`` and of the ``_seconds`` names, still accepted.
 
     Messages of one topic are stored in the order they were queued. Use as a context manager, or
     call :meth:`close`, which sends what is queued first, for at most ``timeout`` seconds
@@ -93,43 +96,31 @@ class AsyncPublisher:
         block_timeout_seconds: float | None = None,
         max_batch_messages: int = 500,
         max_batch_bytes: int = 1024 * 1024,
-        linger_seconds: float | None = None,
+        linger_seconds: float = 0.005,
         retry: Retry | None = None,
         on_give_up: OnGiveUp = "raise",
-        block_timeout: float | None = None,
-        linger: float | None = None,
-        retries: int | None = None,
-        backoff: float | None = None,
-        max_backoff: float | None = None,
     ) -> None:
         if on_full not in ("raise", "drop", "block"):
             raise InvalidArgument(f"on_full must be 'raise', 'drop' or 'block', not {on_full!r}")
         if on_give_up not in ("raise", "drop"):
             raise InvalidArgument(f"on_give_up must be 'raise' or 'drop', not {on_give_up!r}")
-        if max_queue < 1 or max_batch_messages < 1 or (retries is not None and retries < 0):
-            raise InvalidArgument("max_queue and max_batch_messages must be >= 1, retries >= 0")
-        older = {"attempts": None if retries is None else retries + 1, "backoff_seconds": backoff}
-        older["max_backoff_seconds"] = max_backoff
-        older = {k: v for k, v in older.items() if v is not None}
-        if retry is not None and older:
-            raise InvalidArgument("give retry or retries/backoff/max_backoff (its older form), not both")
-        self.retry = retry or DEFAULT_RETRY.with_(**older)
+        if max_queue < 1 or max_batch_messages < 1:
+            raise InvalidArgument("max_queue and max_batch_messages must be >= 1")
+        self.retry = retry or DEFAULT_RETRY
         self.client = client
-        self.block_timeout = renamed(
-            "block_timeout_seconds", block_timeout_seconds, "block_timeout", block_timeout, None
-        )
+        self.block_timeout_seconds = block_timeout_seconds
         self.on_full, self.on_give_up = on_full, on_give_up
         self.max_batch_messages, self.max_batch_bytes = max_batch_messages, max_batch_bytes
-        self.linger = renamed("linger_seconds", linger_seconds, "linger", linger, 0.005)
+        self.linger_seconds = linger_seconds
         self.stats = PublisherStats()
         self._stats_lock = threading.Lock()  # the sender and close() both count failures
         self._queue: queue.Queue[_Item | None] = queue.Queue(max_queue)
         self._closed = False
         self._deadline: float | None = None  # set by close(): nothing is sent or retried after it
-        self._sender = threading.Thread(target=self._run, name="tms-async-publisher", daemon=True)
+        self._sender = threading.Thread(target=self._run, name="tms-background-publisher", daemon=True)
         self._sender.start()
 
-    def __enter__(self) -> AsyncPublisher:
+    def __enter__(self) -> BackgroundPublisher:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -141,24 +132,24 @@ class AsyncPublisher:
         payloads: Sequence[bytes],
         *,
         ttl_seconds: float | None = None,
-        ttl: float | None = None,
     ) -> Future:
-        """Queue payloads for ``topic``; the returned Future gives True when they are stored."""
+        """Queue payloads for ``topic``; the returned Future gives their PublishResult once they are stored
+        (None if they were dropped)."""
         if self._closed:
-            raise ClientClosed("the async publisher is closed: open a new one")
+            raise ClientClosed("the background publisher is closed: open a new one")
         batch = validate_payloads(payloads, self.client.max_batch_bytes, allow_empty=False)
-        item = _Item(as_topic(topic), batch, renamed("ttl_seconds", ttl_seconds, "ttl", ttl, None))
+        item = _Item(as_topic(topic), batch, ttl_seconds)
         try:
             if self.on_full == "block":
-                self._queue.put(item, timeout=self.block_timeout)
+                self._queue.put(item, timeout=self.block_timeout_seconds)
             else:
                 self._queue.put_nowait(item)
         except queue.Full:
             if self.on_full == "drop":
                 self.stats.dropped_full += len(batch)
-                item.future.set_result(False)
+                item.future.set_result(None)
                 return item.future
-            raise QueueFull(f"async publisher queue is full ({self._queue.maxsize} publishes waiting)") from None
+            raise QueueFull(f"background publisher queue is full ({self._queue.maxsize} publishes waiting)") from None
         return item.future
 
     def flush(self, timeout: float | None = None) -> None:
@@ -224,7 +215,7 @@ class AsyncPublisher:
                     try:
                         self._send(batch)
                     except Exception as exc:  # never leave a future hanging
-                        log.exception("async publisher: unexpected error")
+                        log.exception("background publisher: unexpected error")
                         self._finish(batch, error=exc)
             for marker in (i for i in items if i is not None and not i.payloads):
                 marker.future.set_result(True)  # a flush marker: everything before it is done
@@ -233,7 +224,7 @@ class AsyncPublisher:
 
     def _take(self) -> list[_Item | None]:
         items = [self._queue.get()]
-        deadline = time.monotonic() + self.linger
+        deadline = time.monotonic() + self.linger_seconds
         while items[-1] is not None and len(items) < self.max_batch_messages:
             wait = deadline - time.monotonic()
             try:
@@ -270,7 +261,7 @@ class AsyncPublisher:
                     return
                 break
             try:
-                self.client.publish(topic, payloads, ttl=ttl, resume=resume)
+                result = self.client.publish(topic, payloads, ttl_seconds=ttl, resume=resume)
             except PublishOutcomeUnknown as exc:
                 resume, error = exc, exc
             except HBaseError as exc:  # unreachable (retried), or a refusal (given up at once)
@@ -281,7 +272,7 @@ class AsyncPublisher:
             else:
                 self.stats.published += len(payloads)
                 self.stats.batches += 1
-                self._finish(batch)
+                self._finish(batch, result=result)
                 return
             failures += 1
             if not self.retry.pause(error, failures, what=f"publish to {topic}", deadline=self._deadline):
@@ -291,14 +282,19 @@ class AsyncPublisher:
         if self.on_give_up == "drop":
             self.stats.dropped_failed += len(payloads)
             for item in batch:
-                item.future.set_result(False)
+                item.future.set_result(None)
         else:
             self._finish(batch, error=error)
 
-    def _finish(self, batch: list[_Item], error: BaseException | None = None) -> None:
+    def _finish(
+        self, batch: list[_Item], error: BaseException | None = None, result: PublishResult | None = None
+    ) -> None:
+        """Resolve the futures of a batch: each with its own part of ``result``, or with ``error``."""
+        first = 0
         for item in batch:
             if error is None:
-                item.future.set_result(True)
+                item.future.set_result(None if result is None else result.part(first, len(item.payloads)))
+                first += len(item.payloads)
             else:
                 with self._stats_lock:
                     self.stats.failed += len(item.payloads)

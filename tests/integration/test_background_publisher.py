@@ -1,4 +1,4 @@
-"""The async publisher on the real HBase: batching, order, futures, full-queue and give-up policies."""
+"""The background publisher on the real HBase: batching, order, futures, full-queue and give-up policies."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from tms_hbase import AsyncPublisher, InvalidArgument, MessagingClient, QueueFull, TopicId, TopicNotFound
+from tms_hbase import BackgroundPublisher, InvalidArgument, MessagingClient, QueueFull, TopicId, TopicNotFound
+from tms_hbase.model.retry import Retry
 
 from ..tcp_proxy import TcpProxy
 
@@ -19,17 +20,21 @@ def payloads(client: MessagingClient, topic: TopicId = T) -> list[bytes]:
 
 def test_publishes_in_order_in_few_batches(client: MessagingClient) -> None:
     client.create_topic(T)
-    with AsyncPublisher(client, linger=0.05) as publisher:
-        futures = [publisher.publish(T, [f"{i}".encode()]) for i in range(300)]
-        assert all(f.result(timeout=30) is True for f in futures)
-        assert publisher.stats.published == 300
+    with BackgroundPublisher(client, linger_seconds=0.05) as publisher:
+        futures = [publisher.publish(T, [f"{i}".encode(), b"+"]) for i in range(300)]
+        results = [f.result(timeout=30) for f in futures]
+        assert publisher.stats.published == 600
         assert publisher.stats.batches < 30, publisher.stats
-    assert payloads(client) == [f"{i}".encode() for i in range(300)]
+    stored = list(client.fetch(T))
+    assert [m.payload for m in stored] == [p for i in range(300) for p in (f"{i}".encode(), b"+")]
+    # each future names its own messages, though publishes shared batch rows
+    assert [i for r in results for i in r.message_ids] == [m.id for m in stored]
+    assert len({r.position for r in results}) == publisher.stats.batches
 
 
 def test_flush_waits_and_close_sends_what_is_queued(client: MessagingClient) -> None:
     client.create_topic(T)
-    publisher = AsyncPublisher(client, linger=0.2)
+    publisher = BackgroundPublisher(client, linger_seconds=0.2)
     publisher.publish(T, [b"a"])
     publisher.flush(timeout=30)
     assert payloads(client) == [b"a"]
@@ -42,7 +47,7 @@ def test_flush_waits_and_close_sends_what_is_queued(client: MessagingClient) -> 
 
 def test_bad_input_fails_at_once_or_in_its_future(client: MessagingClient) -> None:
     client.create_topic(T)
-    with AsyncPublisher(client) as publisher:
+    with BackgroundPublisher(client) as publisher:
         with pytest.raises(InvalidArgument):
             publisher.publish(T, [])
         with pytest.raises(InvalidArgument):
@@ -50,19 +55,19 @@ def test_bad_input_fails_at_once_or_in_its_future(client: MessagingClient) -> No
         missing = publisher.publish(TopicId("ns", "missing"), [b"x"])
         with pytest.raises(TopicNotFound):
             missing.result(timeout=30)
-        assert publisher.publish(T, [b"fine"]).result(timeout=30) is True
+        assert publisher.publish(T, [b"fine"]).result(timeout=30).count == 1
     assert payloads(client) == [b"fine"]
     with pytest.raises(InvalidArgument, match="on_full"):
-        AsyncPublisher(client, on_full="ignore")  # type: ignore[arg-type]
+        BackgroundPublisher(client, on_full="ignore")  # type: ignore[arg-type]
 
 
 def test_full_queue_policies(proxy: TcpProxy, prefix: str, hbase_address: str) -> None:
     with MessagingClient(hbase_address, prefix) as direct:  # tables and topic without the proxy's short timeout
         direct.create_topic(T)
-    with MessagingClient(proxy.address, prefix, timeout=2) as client:
+    with MessagingClient(proxy.address, prefix, timeout_seconds=2) as client:
         proxy.stall = True  # the sender hangs on its first publish; the queue fills up
-        raising = AsyncPublisher(client, max_queue=2, on_full="raise", retries=0, linger=0)
-        dropping = AsyncPublisher(client, max_queue=2, on_full="drop", retries=0, linger=0)
+        raising = BackgroundPublisher(client, max_queue=2, on_full="raise", retry=Retry.never(), linger_seconds=0)
+        dropping = BackgroundPublisher(client, max_queue=2, on_full="drop", retry=Retry.never(), linger_seconds=0)
         for publisher in (raising, dropping):
             publisher.publish(T, [b"in flight"])
             time.sleep(0.2)
@@ -71,7 +76,7 @@ def test_full_queue_policies(proxy: TcpProxy, prefix: str, hbase_address: str) -
         with pytest.raises(QueueFull):
             raising.publish(T, [b"one too many"])
         dropped = dropping.publish(T, [b"one too many", b"and another"])
-        assert dropped.done() and dropped.result() is False
+        assert dropped.done() and dropped.result() is None
         assert dropping.stats.dropped_full == 2
         proxy.stall = False
         for publisher in (raising, dropping):
@@ -81,22 +86,24 @@ def test_full_queue_policies(proxy: TcpProxy, prefix: str, hbase_address: str) -
 def test_give_up_policies_after_retries(proxy: TcpProxy, prefix: str, hbase_address: str) -> None:
     with MessagingClient(hbase_address, prefix) as direct:  # creating tables takes longer than 0.5 s on a busy HBase
         direct.create_topic(T)
-    with MessagingClient(proxy.address, prefix, timeout=0.5) as client:
+    with MessagingClient(proxy.address, prefix, timeout_seconds=0.5) as client:
         proxy.stall = True
-        with AsyncPublisher(client, retries=2, backoff=0.01, on_give_up="raise") as raising:
+        with BackgroundPublisher(client, retry=Retry(attempts=3, backoff_seconds=0.01), on_give_up="raise") as raising:
             failed = raising.publish(T, [b"x"])
             assert failed.exception(timeout=60) is not None
             assert raising.stats.retries == 2 and raising.stats.failed == 1
-        with AsyncPublisher(client, retries=1, backoff=0.01, on_give_up="drop") as dropping:
-            assert dropping.publish(T, [b"y", b"z"]).result(timeout=60) is False
+        with BackgroundPublisher(client, retry=Retry(attempts=2, backoff_seconds=0.01), on_give_up="drop") as dropping:
+            assert dropping.publish(T, [b"y", b"z"]).result(timeout=60) is None
             assert dropping.stats.dropped_failed == 2
 
 
 def test_retry_after_an_outage_stores_exactly_once(client: MessagingClient, proxy: TcpProxy, prefix: str) -> None:
     client.create_topic(T)
     with (
-        MessagingClient(proxy.address, prefix, timeout=1) as flaky,
-        AsyncPublisher(flaky, retries=20, backoff=0.05, max_backoff=0.2, linger=0) as publisher,
+        MessagingClient(proxy.address, prefix, timeout_seconds=1) as flaky,
+        BackgroundPublisher(
+            flaky, retry=Retry(attempts=21, backoff_seconds=0.05, max_backoff_seconds=0.2), linger_seconds=0
+        ) as publisher,
     ):
         # the write lands, its answer is lost, and HBase then stops answering for a while
         proxy.lose_reply_to(b"checkAndPut", then_stall=True)
@@ -104,6 +111,6 @@ def test_retry_after_an_outage_stores_exactly_once(client: MessagingClient, prox
         time.sleep(3)
         assert proxy.replies_lost == 1 and not first.done()
         proxy.stall = False
-        assert first.result(timeout=60) is True
-        assert publisher.publish(T, [b"after"]).result(timeout=60) is True
+        assert first.result(timeout=60).count == 1
+        assert publisher.publish(T, [b"after"]).result(timeout=60).count == 1
     assert payloads(client) == [b"once", b"after"]

@@ -1,0 +1,256 @@
+"""The messaging interface: what a program may call whether it reaches tms-hbase directly or through the gateway.
+
+:class:`MessagingService` is implemented by :class:`tms_hbase.MessagingClient` (direct, over HBase's Thrift
+gateway) and by :class:`tms_hbase.gateway_client.http.GatewayClient` (over ``tms-gateway``'s REST API), as
+CDAP's one ``MessagingService`` has a direct and an HTTP client. Both declare it as their base, so the type
+checker holds them to the same names, keyword names, units and return types; both check their arguments
+with the same functions (:mod:`tms_hbase.model.checks`) and raise the same :mod:`tms_hbase.errors`
+classes; ``tests/integration/test_client_parity.py`` runs the same scenarios through both.
+
+Code written against ``MessagingService`` runs on either::
+
+    def drain(service: MessagingService, topic: TopicId) -> list[bytes]:
+        return [m.payload for m in service.fetch(topic, limit=100)]
+
+What only one of them offers stays off this interface: the operator's and Spark's calls of the direct
+client (``client.admin``), and over the gateway, the raw ``poll`` of CDAP's API. Two calls take an
+argument the gateway cannot honour and refuse it with InvalidArgument rather than ignore it:
+``update_topic(expected=...)`` and ``publish(resume=...)``; ``list_topics`` through the gateway needs a
+namespace (the REST API lists one at a time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from tms_hbase.consume.subscriptions import Subscription
+    from tms_hbase.errors import PublishOutcomeUnknown
+    from tms_hbase.fetch.reader import Message
+    from tms_hbase.fetch.stats import Lag, TopicStats
+    from tms_hbase.model.published import PublishResult
+    from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata
+    from tms_hbase.model.wire import RollbackDetail
+    from tms_hbase.shared.admin import PendingMessage
+    from tms_hbase.shared.consumer import Delivery
+    from tms_hbase.tx.transaction import Transaction
+
+
+class SubscriptionConsumer(Protocol):
+    """The active consumer of an exclusive subscription (``MessagingService.consumer``)."""
+
+    @property
+    def committed(self) -> bytes | None:
+        """The subscription's mark as this consumer last committed or found it."""
+        ...
+
+    @property
+    def delivered(self) -> bytes | None:
+        """The id of the last message delivered (what ``commit()`` stores)."""
+        ...
+
+    def poll(self, max_messages: int = 100, timeout: float = 1.0) -> list[Message]:
+        """Up to ``max_messages`` messages in order, as soon as there is one; ``[]`` after ``timeout`` s."""
+        ...
+
+    def __iter__(self) -> Iterator[Message]:
+        """Messages in order; the iteration ends after ``max_wait`` seconds without one."""
+        ...
+
+    def commit(self, message: Message | bytes | None = None) -> None:
+        """Store the last delivered message (or ``message``) as the mark; LeaseLost if it was taken over."""
+        ...
+
+    def close(self) -> None:
+        """Give the lease back; what was delivered and not committed is delivered again."""
+        ...
+
+
+class SharedSubscriptionConsumer(Protocol):
+    """One of any number of consumers of a shared subscription (``MessagingService.shared_consumer``)."""
+
+    @property
+    def held(self) -> list[bytes]:
+        """Ids of the messages delivered to this consumer and not settled by it."""
+        ...
+
+    def receive(self, max_messages: int = 10, timeout: float = 1.0) -> list[Delivery]:
+        """Up to ``max_messages`` deliveries, as soon as there is one; ``[]`` after ``timeout`` seconds."""
+        ...
+
+    def __iter__(self) -> Iterator[Delivery]:
+        """Deliveries one by one; the iteration ends after ``max_wait`` seconds without one."""
+        ...
+
+    def ack(self, *deliveries: Delivery | bytes) -> None:
+        """The messages are done; NotHeld for any this consumer does not hold."""
+        ...
+
+    def nack(self, delivery: Delivery | bytes, delay: float = 0.0) -> None:
+        """Deliver it again, after ``delay`` seconds."""
+        ...
+
+    def release(self, delivery: Delivery | bytes) -> None:
+        """Give it back at once without counting a failed delivery."""
+        ...
+
+    def extend(self, delivery: Delivery | bytes, seconds: float | None = None) -> int:
+        """Hold it ``seconds`` longer (default: the ack timeout); returns the new deadline (ms)."""
+        ...
+
+    def close(self) -> None:
+        """Stop; what this consumer holds goes to others at its deadline."""
+        ...
+
+
+class MessagingService(Protocol):
+    """Topics, publishing, fetching, subscriptions and consumers: the calls both clients offer alike.
+
+    Every method raises from the :class:`~tms_hbase.errors.TmsError` tree: InvalidArgument for bad
+    input (before anything is changed), TopicNotFound, TopicAlreadyExists, SubscriptionNotFound, ...;
+    HBaseUnavailable when the service does not answer within the client's ``timeout_seconds``.
+    """
+
+    def ping(self) -> None:
+        """One cheap round trip: returns if the service answers, HBaseUnavailable otherwise."""
+        ...
+
+    def close(self) -> None:
+        """Close the client's connections."""
+        ...
+
+    # -- topics -------------------------------------------------------------------------------
+
+    def create_topic(
+        self, topic: TopicLike, properties: Mapping[str, str] | None = None, *, exist_ok: bool = False
+    ) -> TopicMetadata:
+        """Create a topic (``ttl`` in seconds among its properties); TopicAlreadyExists unless ``exist_ok``."""
+        ...
+
+    def update_topic(
+        self, topic: TopicLike, properties: Mapping[str, str], *, expected: TopicMetadata | None = None
+    ) -> TopicMetadata:
+        """Replace a topic's properties; TopicNotFound."""
+        ...
+
+    def get_topic(self, topic: TopicLike) -> TopicMetadata:
+        """The topic's metadata; TopicNotFound."""
+        ...
+
+    def list_topics(self, namespace: str | None = None) -> list[TopicId]:
+        """The topics of ``namespace``, in name order."""
+        ...
+
+    def list_topic_metadata(self, namespace: str | None = None) -> list[TopicMetadata]:
+        """Like :meth:`list_topics`, with each topic's metadata."""
+        ...
+
+    def delete_topic(self, topic: TopicLike) -> None:
+        """Delete a topic and make its messages unreadable at once; TopicNotFound."""
+        ...
+
+    # -- messages -----------------------------------------------------------------------------
+
+    def publish(
+        self,
+        topic: TopicLike,
+        payloads: Sequence[bytes],
+        tx_write_pointer: int | None = None,
+        *,
+        ttl_seconds: float | None = None,
+        resume: PublishOutcomeUnknown | None = None,
+    ) -> PublishResult:
+        """Publish a batch as one unit, in order: where it is stored (its ids; with a write pointer, also
+        the handle ``rollback`` takes)."""
+        ...
+
+    def store(
+        self, topic: TopicLike, payloads: Sequence[bytes], tx_write_pointer: int, *, sequence: int | None = None
+    ) -> None:
+        """Store payloads under a write pointer, invisible until that pointer is published."""
+        ...
+
+    def rollback(self, topic: TopicLike, handle: PublishResult | RollbackDetail | bytes) -> None:
+        """Mark a transactional publish rolled back."""
+        ...
+
+    def fetch(
+        self,
+        topic: TopicLike,
+        start_message: bytes | None = None,
+        start_time_ms: int | None = None,
+        inclusive: bool = True,
+        limit: int | None = None,
+        transaction: Transaction | None = None,
+    ) -> Iterator[Message]:
+        """Messages in order from a message id or a publish time (ms), up to ``limit``."""
+        ...
+
+    # -- subscriptions and consumers ------------------------------------------------------------
+
+    def create_subscription(
+        self,
+        topic: TopicLike,
+        name: str,
+        start: str | int = "earliest",
+        *,
+        exist_ok: bool = False,
+        shared: bool = False,
+        ack_timeout: float | None = None,
+        max_deliveries: int | None = None,
+        dead_letter: TopicLike | None = None,
+        claim_size: int | None = None,
+    ) -> Subscription:
+        """A durable consume mark on the topic from ``start`` ("earliest", "latest" or a time in ms)."""
+        ...
+
+    def get_subscription(self, topic: TopicLike, name: str) -> Subscription:
+        """The subscription; SubscriptionNotFound."""
+        ...
+
+    def list_subscriptions(self, topic: TopicLike) -> list[Subscription]:
+        """The topic's subscriptions, in name order."""
+        ...
+
+    def delete_subscription(self, topic: TopicLike, name: str, *, force: bool = False) -> None:
+        """Delete a subscription; SubscriptionBusy while a consumer holds it, unless ``force``."""
+        ...
+
+    def reset_subscription(
+        self,
+        topic: TopicLike,
+        name: str,
+        start_message: bytes | str | None = None,
+        start_time_ms: int | None = None,
+        *,
+        force: bool = False,
+    ) -> Subscription:
+        """Move the mark to a message id ("earliest", "latest") or a publish time (ms)."""
+        ...
+
+    def release_subscription(self, topic: TopicLike, name: str) -> Subscription:
+        """Take the lease away from whoever holds the subscription, keeping its mark."""
+        ...
+
+    def lag(self, topic: TopicLike, name: str) -> Lag:
+        """How far the subscription is behind."""
+        ...
+
+    def topic_stats(self, topic: TopicLike, *, windows: Sequence[int] | None = None) -> TopicStats:
+        """The topic's numbers, publish rates over ``windows`` (seconds) and its subscriptions' lag."""
+        ...
+
+    def pending(self, topic: TopicLike, name: str, *, limit: int | None = None) -> list[PendingMessage]:
+        """A shared subscription's deliveries not settled yet."""
+        ...
+
+    def consumer(self, topic: TopicLike, name: str, *, max_wait: float = 5.0) -> SubscriptionConsumer:
+        """The active consumer of an exclusive subscription; SubscriptionBusy while another holds it."""
+        ...
+
+    def shared_consumer(
+        self, topic: TopicLike, name: str, *, owner: str | None = None, max_wait: float = 5.0
+    ) -> SharedSubscriptionConsumer:
+        """One consumer of a shared subscription."""
+        ...

@@ -1,0 +1,95 @@
+"""``client.admin``: an operator's calls on one client's installation, apart from the messaging interface.
+
+Creating and dropping the tables, the installation-wide tail-cache setting, a scan of the topics' metadata
+that reports corrupt rows, row-level inspection, the transaction state rebuilt from HBase, and what this
+client counted (future predecessors, the longest wait on a sequencer hole). ``tms-admin``, ``tms-sweeper``,
+the gateway and tests use them; an application that only publishes and consumes never needs them.
+"""
+
+from __future__ import annotations
+
+from tms_hbase.fetch.inspect import Inspector
+from tms_hbase.fetch.reader import MessageReader
+from tms_hbase.installation.metadata import MetadataStore, TopicScan
+from tms_hbase.installation.readiness import Readiness
+from tms_hbase.installation.settings import InstallationStore, TailCacheSetting
+from tms_hbase.publish.writer import MessageWriter
+from tms_hbase.storage.hbase import Installation
+from tms_hbase.tx.fate import snapshot_from_hbase
+from tms_hbase.tx.transaction import Transaction
+
+
+class ClientAdmin:
+    """Installation administration and diagnostics (``MessagingClient.admin``)."""
+
+    def __init__(
+        self,
+        installation: Installation,
+        readiness: Readiness,
+        *,
+        settings: InstallationStore,
+        metadata: MetadataStore,
+        reader: MessageReader,
+        writer: MessageWriter,
+    ) -> None:
+        self._installation = installation
+        self._readiness = readiness
+        self._settings = settings
+        self._metadata = metadata
+        self._reader = reader
+        self._writer = writer
+
+    def init_tables(self) -> list[str]:
+        """Create any missing table of this prefix now (``tms-admin init``); returns the names created."""
+        return self._readiness.create_all()
+
+    def drop_tables(self) -> list[str]:
+        """Delete this prefix's tables and everything in them (``tms-admin drop``, tests); returns the names."""
+        return self._readiness.drop_all()
+
+    def require_installation(self) -> None:
+        """InstallationNotFound unless every table of this prefix exists; never creates anything
+        (what read-only tools call first). Checked once per client."""
+        self._readiness.ensure(create=False)
+
+    def tail_cache_setting(self) -> TailCacheSetting | None:
+        """The installation's tail-cache setting (None if it has none yet: writers then trust a
+        remembered tail for 1 s and sweepers assume 30 s). See docs/guarantees.md."""
+        return self._settings.read()
+
+    def set_tail_cache_seconds(self, seconds: int) -> TailCacheSetting:
+        """Set how long every writer may trust a remembered tail (whole seconds, 1-86400); the smallest
+        sweeper grace is 4 x this. Changing an existing value starts a transition (4 x the larger value)
+        during which writers use the smaller and sweepers the larger value, and another change is
+        refused (InvalidArgument). Creates the installation's tables if they are missing, as `init` does."""
+        self._readiness.ensure(create=True)
+        return self._settings.set_tail_cache(seconds)
+
+    def scan_topics(self, namespace: str | None = None) -> TopicScan:
+        """The existing topics' metadata, and the metadata rows that do not decode (``.corrupt``:
+        :class:`~tms_hbase.model.integrity.RowCheck` with the topic and what is wrong), logging nothing."""
+        self._readiness.ensure()
+        return self._metadata.scan(namespace)
+
+    def inspector(self) -> Inspector:
+        """Row-level reading of topics for people (``tms-admin topic tail``): corrupt rows are reported
+        as such instead of raising, and each message shows its transaction's state."""
+        self._readiness.ensure()
+        return Inspector(self._installation.messages, self._installation.payloads, self._reader)
+
+    def tx_state(self) -> Transaction:
+        """The transaction state as a read-only Transaction rebuilt from HBase, without the server: it
+        sees committed transactions only. Resolves transactional marks; inspection uses it too."""
+        return snapshot_from_hbase(self._installation.txstate)
+
+    @property
+    def future_predecessors(self) -> int:
+        """Publishes of this client that did not follow the row before them because it was dated more than
+        the clock-skew bound ahead of this client's clock (each is logged; docs/guarantees.md)."""
+        return self._writer.future_predecessors
+
+    @property
+    def longest_hole_wait(self) -> float:
+        """Seconds the fetches of this client were held by one hole of a sequencer generation, at most
+        (from first sighting to passing it; docs/ordering.md bounds it by H + one poll)."""
+        return self._reader.longest_hole_wait

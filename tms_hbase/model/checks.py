@@ -1,0 +1,95 @@
+"""The argument checks of the messaging interface (:class:`tms_hbase.api.MessagingService`), written once.
+
+``MessagingClient`` (direct) and ``GatewayClient`` (over HTTP) call these same functions before doing any
+work, so bad input gets the same InvalidArgument, with the same message, from both, and changes nothing.
+What only the server can judge (a topic's TTL, a message id of another generation) is checked where the
+data is, and comes back through the gateway as the same error class.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from tms_hbase.errors import InvalidArgument
+from tms_hbase.model.clock import check_time_ms
+from tms_hbase.model.message_id import MessageId
+from tms_hbase.model.topic import TopicId
+from tms_hbase.tx.transaction import Transaction
+
+
+def positive_int(name: str, value: object, *, optional: bool = False) -> int | None:
+    """``value`` as an int > 0 (None allowed if ``optional``), else InvalidArgument."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise InvalidArgument(f"bad {name} {value!r}: expected a positive integer{' or None' if optional else ''}")
+    return value
+
+
+def ttl_seconds(value: object) -> float | None:
+    """A per-message TTL: None, or a finite number of seconds > 0."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise InvalidArgument(f"bad per-message ttl {value!r}: expected a finite number of seconds > 0")
+    return value
+
+
+def fetch_args(
+    start_message: object, start_time_ms: object, inclusive: object, limit: object, transaction: object
+) -> None:
+    """Where a fetch starts, how much it takes and in which view: a message id or a time (not both),
+    ``inclusive`` a bool, ``limit`` None or > 0, ``transaction`` None or a Transaction."""
+    if start_message is not None and start_time_ms is not None:
+        raise InvalidArgument("give start_message or start_time_ms, not both")
+    if start_message is not None:
+        MessageId.decode(start_message)
+    if start_time_ms is not None:
+        check_time_ms("start_time_ms", start_time_ms)
+    if not isinstance(inclusive, bool):
+        raise InvalidArgument(f"inclusive must be True or False, not {inclusive!r}")
+    positive_int("limit", limit, optional=True)
+    if transaction is not None and not isinstance(transaction, Transaction):
+        raise InvalidArgument(
+            f"transaction must be a tms_hbase.tx.Transaction, not {type(transaction).__name__} "
+            "(decode Tephra bytes with TransactionCodec first)"
+        )
+
+
+def reset_start(start_message: object, start_time_ms: object) -> None:
+    """Where a subscription is reset to: exactly one of a message id ("earliest", "latest") or a time."""
+    if (start_message is None) == (start_time_ms is None):
+        raise InvalidArgument("give exactly one of start_message (an id, 'earliest' or 'latest') or start_time_ms")
+    if start_time_ms is not None:
+        check_time_ms("start_time_ms", start_time_ms)
+    elif not isinstance(start_message, (bytes, str)):
+        raise InvalidArgument(f"bad start_message {start_message!r}: expected a message id, 'earliest' or 'latest'")
+
+
+def windows(value: Sequence[int] | None) -> None:
+    """Statistics windows: None (the defaults) or whole seconds > 0."""
+    if value is not None and any(isinstance(w, bool) or not isinstance(w, int) or w <= 0 for w in value):
+        raise InvalidArgument(f"bad windows {value!r}: expected whole seconds > 0")
+
+
+def subscription_options(shared: bool, options: dict[str, object]) -> None:
+    """The settings of a shared subscription are given only with ``shared=True``."""
+    if not isinstance(shared, bool):
+        raise InvalidArgument(f"shared must be True or False, not {shared!r}")
+    if not shared and any(v is not None for v in options.values()):
+        raise InvalidArgument(f"{', '.join(options)} need shared=True")
+
+
+def seconds(name: str, value: object, *, optional: bool = False) -> float | None:
+    """A wait or a duration: a number of seconds >= 0 (None allowed if ``optional``)."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise InvalidArgument(f"bad {name} {value!r}: expected seconds >= 0")
+    return value
+
+
+def namespace(value: object) -> None:
+    """A namespace name, as a topic's (InvalidArgument before any call)."""
+    TopicId(value, "x")  # type: ignore[arg-type]
