@@ -149,9 +149,10 @@ class Client(system.Client):
         self.client.create_subscription(self._topic(topic), group, shared=True, ack_timeout=30, claim_size=128)
 
     def work_queue(self, topic: str, group: str, work: float, batch: int, idle: float) -> tuple[int, float]:
-        """A shared consumer: ``receive(batch)``, then ``ack()`` per message."""
+        """A shared consumer as bench/shared.py runs it: ``receive(batch)``, then ``ack()`` per message; the
+        default poll interval (an idle consumer waits on its doorbell)."""
         count, last = 0, time.time()
-        with self.client.shared_consumer(self._topic(topic), group, poll_interval=0.05) as consumer:
+        with self.client.shared_consumer(self._topic(topic), group) as consumer:
             while True:
                 got = consumer.receive(batch, idle)
                 if not got:
