@@ -487,13 +487,16 @@ class MessagingClient(MessagingService):
         max_wait: float = 5.0,
         poll_interval: float = 0.5,
         reap_interval: float | None = None,
+        doorbell: str | None = DEFAULT_HOST,
     ) -> SharedConsumer:
         """One consumer of a shared subscription; any number may run at once (docs/shared.md).
         ``owner`` names it (default: host, pid and a random part; the gateway reuses a name to settle
         across calls); ``max_wait``: seconds an iteration waits for a delivery before it ends;
-        ``poll_interval``: seconds between looks while idle; ``reap_interval``: seconds between scans for
-        expired deliveries (default: a quarter of the ack timeout, at most 1 s). InvalidArgument for an
-        exclusive subscription."""
+        ``poll_interval``: seconds between looks while idle (a publish, or a message given back by another
+        consumer, wakes it sooner through its doorbell: ``doorbell`` is the address other processes ring,
+        None for only this process's); ``reap_interval``: seconds between scans for expired deliveries
+        (default: a quarter of the ack timeout, at most 1 s). InvalidArgument for an exclusive
+        subscription."""
         self._ensure_subscriptions()
         topic = _topic(topic)
         meta = self._metadata.get(topic)
@@ -514,6 +517,8 @@ class MessagingClient(MessagingService):
             poll_interval=poll_interval,
             reap_interval=reap_interval,
             tx_state=self.admin.tx_state,
+            prefix=self.installation.prefix,
+            doorbell=doorbell,
         )
 
     def _with_numbers(self, meta: TopicMetadata, subscription: Subscription) -> Subscription:
@@ -604,7 +609,8 @@ class MessagingClient(MessagingService):
         )
 
     def _doorbells_of(self, topic: TopicId) -> list[str]:
-        return self._subscription_admin.bells(self._topics.get(topic))
+        meta = self._topics.get(topic)
+        return self._subscription_admin.bells(meta) + self._shared.bells(meta)
 
 
 def _unsettled(numbers: SharedStats) -> Lag:

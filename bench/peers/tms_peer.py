@@ -19,6 +19,7 @@ from tms_hbase.launcher.paths import HBASE_VERSION
 
 from .. import latency
 from ..common import Settings, bench_tables
+from ..shared import IDLE_POLL
 from ..txlatency import start_tx_server
 from . import system
 from .system import Endpoint, ServerInfo, Tailer
@@ -149,9 +150,10 @@ class Client(system.Client):
         self.client.create_subscription(self._topic(topic), group, shared=True, ack_timeout=30, claim_size=128)
 
     def work_queue(self, topic: str, group: str, work: float, batch: int, idle: float) -> tuple[int, float]:
-        """A shared consumer: ``receive(batch)``, then ``ack()`` per message."""
+        """A shared consumer as bench/shared.py runs it: ``receive(batch)``, then ``ack()`` per message; an
+        idle one waits on its doorbell and looks again after ``IDLE_POLL`` regardless."""
         count, last = 0, time.time()
-        with self.client.shared_consumer(self._topic(topic), group, poll_interval=0.05) as consumer:
+        with self.client.shared_consumer(self._topic(topic), group, poll_interval=IDLE_POLL) as consumer:
             while True:
                 got = consumer.receive(batch, idle)
                 if not got:

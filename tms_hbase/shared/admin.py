@@ -18,6 +18,7 @@ from tms_hbase.fetch.reader import MessageReader
 from tms_hbase.fetch.stats import TopicStatistics
 from tms_hbase.model import checks
 from tms_hbase.model.message_id import MessageId
+from tms_hbase.model.rows import generation_prefix
 from tms_hbase.model.topic import TopicId, TopicMetadata, as_topic
 from tms_hbase.shared.state import ClaimState, Keys, Settings, check_settings, new_incarnation
 from tms_hbase.shared.store import SharedStore, iter_pages
@@ -116,6 +117,11 @@ class SharedAdmin:
             self.subscriptions.get(meta, name)  # SubscriptionNotFound if there is none at all
             return None
         return found[1]
+
+    def bells(self, meta: TopicMetadata) -> list[str]:
+        """Doorbell addresses of the idle consumers of the topic's shared subscriptions (publishers ring
+        them, as they ring exclusive consumers)."""
+        return self.store.topic_bells(generation_prefix(meta.topic, meta.generation), self.clock())
 
     def reset(self, meta: TopicMetadata, name: str, start_message: object, start_time: object) -> Subscription:
         """Start again at a new point with a fresh incarnation: what was in flight is void (acks of it

@@ -17,6 +17,10 @@ to one of them at a time (a work queue; docs/shared.md).
   is delivered again, **before** new messages, by compare-and-set on its exact bytes with the delivery
   count raised; past ``max_deliveries`` it goes to the dead-letter topic instead. The scan also raises
   the floor over ranges read to their end whose messages are all settled, and deletes their rows.
+* **Idle.** A consumer that finds nothing waits on its doorbell (:mod:`~tms_hbase.consume.doorbell`),
+  whose address it writes into a cell of the subscription's state: publishers ring it, and so do other
+  consumers that give a message or a range with more to read back; it also wakes at the next deadline
+  its last reap saw, and after ``poll_interval`` regardless (a ring is only a hint).
 * **Settling.** ``ack``, ``nack(delay=)``, ``release`` and ``extend`` are each a compare-and-set on the
   claim as this consumer holds it, refused (:class:`~tms_hbase.errors.NotHeld`, nothing changed) once the
   deadline passed, another consumer holds it, or the subscription was reset or deleted.
@@ -26,15 +30,18 @@ Every deadline is HBase's clock (``clock``), never a host's. Not thread-safe: on
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
 import time
 import uuid
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
+from tms_hbase.consume.doorbell import DEFAULT_HOST, Bell, parse_address, ring_local
 from tms_hbase.consume.subscriptions import mark_before
 from tms_hbase.errors import InvalidArgument, NotHeld, SubscriptionNotFound, TmsError
 from tms_hbase.fetch.reader import Message, MessageReader
@@ -52,6 +59,12 @@ from tms_hbase.tx.transaction import Transaction
 log = logging.getLogger(__name__)
 
 _MAX_ROUNDS = 20  # increments in a row that all lost their range cell: something is badly wrong
+BELL_SECONDS = 30.0  # an idle consumer's doorbell cell holds this long; renewed while it keeps waiting
+AHEAD_MESSAGES = 256  # messages read at once from a range (the rest serve its next reads)
+AHEAD_SECONDS = 1.0  # how long messages read ahead are used
+_MIN_WAIT = 0.01  # seconds: the shortest idle wait
+RING_GAP = 0.05  # seconds between rings for ranges given back with more to read
+PEERS_SECONDS = 1.0  # how long the other idle consumers' doorbells read once are rung without reading again
 
 
 @dataclass(frozen=True)
@@ -89,6 +102,8 @@ class SharedConsumer(TransactionalAcks):
         poll_interval: float = 0.5,
         reap_interval: float | None = None,
         tx_state: Callable[[], Transaction] | None = None,
+        prefix: str = "",
+        doorbell: str | None = DEFAULT_HOST,
     ) -> None:
         for what, value in (("max_wait", max_wait), ("poll_interval", poll_interval)):
             checks.seconds(what, value)
@@ -106,11 +121,23 @@ class SharedConsumer(TransactionalAcks):
         self._held: dict[bytes, StoredClaim] = {}  # what this consumer holds, as it last wrote it
         self._range: StoredRange | None = None  # the range it read last, given back
         self._expired: deque[StoredClaim] = deque()  # claims the last reap found deliverable again
+        self._next_due: int | None = None  # the earliest later deadline the last reap saw (HBase ms)
+        self._tail = 0  # the topic's newest row position, as last read
+        self._ahead: _Ahead | None = None  # messages read past the last delivered ones of a range
         self._takeable: list[int] = []  # ranges the last reap found nobody reading
         self._next_reap = 0.0
         self._closed = False
         self._metric = CLIENT_METRICS.consumed_messages.labels(str(topic), name)
         self._init_tx(tx_state)
+        # the doorbell, opened when this consumer first waits: this process's publishers and consumers
+        # ring it directly, others' through its cell (with ``doorbell``'s address; None: no cell)
+        self._prefix, self._doorbell = prefix, doorbell
+        self._bell: Bell | None = None
+        self._bell_expires = 0  # HBase ms until which its cell holds; 0: not written
+        self._peers: list[tuple] = []  # other idle consumers' doorbells, read at ``_peers_read`` (monotonic)
+        self._peers_read = float("-inf")
+        self._rang = 0.0
+        self._senders: dict[int, socket.socket] = {}  # by address family: ring other processes' consumers
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -126,6 +153,7 @@ class SharedConsumer(TransactionalAcks):
         if self._closed:
             return
         self._closed = True
+        gave_back = bool(self._held)
         try:
             for message_id in list(self._held):
                 self._settle(
@@ -134,8 +162,17 @@ class SharedConsumer(TransactionalAcks):
                         c, state=ClaimState.FREE, owner=None, deadline=now, deliveries=c.deliveries - 1
                     ),
                 )
+            if self._bell_expires:
+                self._store.drop_bell(self._keys, self.owner)
         except TmsError as exc:
             log.warning("%r: could not give everything back (%s); it runs out by itself", self, exc)
+        finally:
+            if self._bell is not None:
+                self._bell.close()
+        if gave_back:
+            self._ring_peers()
+        for sender in self._senders.values():
+            sender.close()
 
     def __repr__(self) -> str:
         return f"SharedConsumer({self.topic}, {self.name!r}, owner={self.owner!r})"
@@ -165,6 +202,8 @@ class SharedConsumer(TransactionalAcks):
         end = time.monotonic() + timeout
         reaped = False
         while True:
+            if self._bell is not None:
+                self._bell.clear()  # before looking: a ring after the look ends the wait below
             self._refresh()
             if time.monotonic() >= self._next_reap:
                 self._reap()
@@ -181,8 +220,47 @@ class SharedConsumer(TransactionalAcks):
             left = end - time.monotonic()
             if left <= 0:
                 return []
-            time.sleep(min(left, self.poll_interval))
+            wait = min(left, self.poll_interval)
+            if self._next_due is not None:
+                wait = min(wait, max(_MIN_WAIT, (self._next_due - self._clock()) / 1000))
+            self._await_ring(wait)
             self._next_reap = 0.0  # idle: look for expired claims again
+
+    # -- doorbells ------------------------------------------------------------------------------
+
+    def _await_ring(self, seconds: float) -> None:
+        """Wait idle until a ring (a publish, or a message or range given back by another consumer)
+        or ``seconds``; the doorbell's cell is written first, so other processes can ring it."""
+        if self._bell is None:
+            self._bell = Bell(self._prefix, self.topic, self._doorbell or DEFAULT_HOST)
+            weakref.finalize(self, self._bell.close)  # a consumer dropped without close() (the gateway's)
+        if self._doorbell is not None and self._bell_expires - self._clock() < BELL_SECONDS * 500:
+            expires = self._clock() + int(BELL_SECONDS * 1000)
+            self._store.put_bell(self._keys, self.owner, self._bell.address, expires)
+            self._bell_expires = expires
+        self._bell.wait(seconds)
+
+    def _ring_peers(self, *, fresh: bool = True) -> None:
+        """Wake the other idle consumers: something was given back (best-effort, as every ring). Their
+        doorbells are read again unless ``fresh`` is False and they were read within PEERS_SECONDS."""
+        ring_local(self._prefix, self.topic)
+        now = time.monotonic()
+        if fresh or now - self._peers_read >= PEERS_SECONDS:
+            self._peers_read = now
+            try:
+                found = self._store.bells(self._keys, self._clock())
+            except TmsError as exc:
+                log.debug("%r: doorbells not read: %s", self, exc)
+                found = {}
+            found.pop(self.owner, None)
+            self._peers = [t for a in found.values() if (t := parse_address(a)) is not None]
+        for target in self._peers:
+            family = socket.AF_INET6 if len(target) == 4 else socket.AF_INET
+            if family not in self._senders:
+                self._senders[family] = sender = socket.socket(family, socket.SOCK_DGRAM)
+                weakref.finalize(self, sender.close)
+            with contextlib.suppress(OSError):  # best-effort: the idle consumer's poll covers a lost ring
+                self._senders[family].sendto(self.topic.key, target)
 
     # -- settling -------------------------------------------------------------------------------
 
@@ -223,6 +301,8 @@ class SharedConsumer(TransactionalAcks):
             message_id,
             lambda c, now: replace(c, state=ClaimState.FREE, owner=None, deadline=now + int(delay * 1000)),
         )
+        if not delay:
+            self._ring_peers()
 
     def release(self, delivery: Delivery | bytes) -> None:
         """Give the message back at once without counting this delivery (a consumer shutting down)."""
@@ -232,6 +312,7 @@ class SharedConsumer(TransactionalAcks):
             message_id,
             lambda c, now: replace(c, state=ClaimState.FREE, owner=None, deadline=now, deliveries=c.deliveries - 1),
         )
+        self._ring_peers()
 
     def extend(self, delivery: Delivery | bytes, seconds: float | None = None) -> int:
         """Hold the message ``seconds`` more from now (default: the subscription's ack timeout) while
@@ -328,6 +409,7 @@ class SharedConsumer(TransactionalAcks):
         if settings.incarnation != self.settings.incarnation:
             self._held.clear()
             self._range, self._expired, self._takeable, self._next_reap = None, deque(), [], 0.0
+            self._next_due, self._ahead = None, None
         self._settings_data, self.settings = data, settings
         if settling:
             raise NotHeld(f"subscription {self.name!r} of {self.topic} was reset: what was delivered before is void")
@@ -339,14 +421,21 @@ class SharedConsumer(TransactionalAcks):
         keys, s = self._keys, self.settings
         interval = self._reap_interval
         self._next_reap = time.monotonic() + (min(1.0, s.ack_timeout_ms / 4000) if interval is None else interval)
-        floor_data, floor = self._store.floor(keys)
-        handed = self._store.handed_out(keys)
+        floor_data, floor, handed = self._store.floor_and_handed_out(keys)
         ranges = self._store.ranges(keys, floor)  # before the claims: a range read to its end has them all
-        claims = self._store.claims(keys, bytes(MessageId(self.generation, s.first_position(floor), 0)))
+        claims = self._store.claims(keys, bytes(MessageId(self.generation, s.first_position(floor), 0)), unsettled=True)
         now = self._clock()
         self._held = {k: c for k, c in self._held.items() if c.claim.deadline > now}  # past it: not held any more
         claims = self._resolve(claims, now)  # acknowledgements pending in transactions that ended
         self._expired = deque(c for c in claims if c.claim.available(now) and c.message_id not in self._held)
+        # the next deadline of another's claim: an idle consumer looks again then (a message given back
+        # elsewhere is due from the deadline its consumer read on its own reading of HBase's clock)
+        later = [
+            c.claim.deadline
+            for c in claims
+            if not c.claim.state.settled and c.claim.tx is None and c.message_id not in self._held
+        ]
+        self._next_due = min((d for d in later if d > now), default=None)
         by_k = {r.k: r for r in ranges}
         self._takeable = [k for k in range(floor, handed + 1) if k not in by_k or by_k[k].cell.takeable(now)][:1000]
         unsettled = {s.range_of(position_of_id(c.message_id)) for c in claims if not c.claim.state.settled}
@@ -356,10 +445,8 @@ class SharedConsumer(TransactionalAcks):
         while new_floor < limit and new_floor in by_k and by_k[new_floor].cell.read and new_floor not in unsettled:
             new_floor += 1
         if new_floor > floor and self._store.raise_floor(keys, floor_data, new_floor):
-            done = [c.claim for c in claims if s.range_of(position_of_id(c.message_id)) < new_floor]
-            acked = sum(c.state is ClaimState.ACKED for c in done)
-            self._store.count(keys, acked=acked, dead=len(done) - acked)
-            self._store.clear_below(keys, new_floor, bytes(MessageId(self.generation, s.first_position(new_floor), 0)))
+            first_id, stop_id = (bytes(MessageId(self.generation, s.first_position(k), 0)) for k in (floor, new_floor))
+            self._store.clear_done(keys, floor, new_floor, first_id, stop_id)
 
     def _redeliver(self, wanted: int) -> list[Delivery]:
         out: list[Delivery] = []
@@ -443,8 +530,7 @@ class SharedConsumer(TransactionalAcks):
         """The ranges nobody reads now (a read of the floor, the counter and the range cells: a reap
         without its scan of the claims)."""
         keys = self._keys
-        _, floor = self._store.floor(keys)
-        handed = self._store.handed_out(keys)
+        _, floor, handed = self._store.floor_and_handed_out(keys)
         by_k = {r.k: r for r in self._store.ranges(keys, floor)}
         now = self._clock()
         self._takeable = [k for k in range(floor, handed + 1) if k not in by_k or by_k[k].cell.takeable(now)][:1000]
@@ -479,8 +565,11 @@ class SharedConsumer(TransactionalAcks):
                 continue
             if taken is not None:
                 return taken
-        if s.first_position(self._store.handed_out(keys) + 1) > self._reader.tail(self.topic, self.generation):
-            return None
+        following = s.first_position(self._store.handed_out(keys) + 1)
+        if following > self._tail:  # the newest row only moves on: read it when the last reading is passed
+            self._tail = self._reader.tail(self.topic, self.generation)
+            if following > self._tail:
+                return None
         for _ in range(_MAX_ROUNDS):
             k = self._store.hand_out(keys)
             taken = self._store.swap_range(keys, k, None, RangeCell(self.owner, self._clock() + s.ack_timeout_ms, None))
@@ -493,20 +582,12 @@ class SharedConsumer(TransactionalAcks):
         range cell, still ours, records the progress. Returns the deliveries and whether the range was
         read to its end."""
         s = self.settings
-        last = s.last_position(r.k)
-        start = r.cell.progress or mark_before(self.generation, s.first_position(r.k), 0)
-        stream = self._reader.fetch(self.topic, start_message=start, inclusive=False, limit=wanted + 1)
-        batch: list[Message] = []
-        progress, finished = r.cell.progress, False
-        for message in stream:
-            if MessageId.decode(message.id).position > last:
-                finished = True
-                break
-            batch.append(message)
-            if len(batch) >= wanted:
-                break
-        if batch:
-            progress = batch[-1].id
+        ahead, self._ahead = self._ahead, None
+        if ahead is None or not ahead.serves(r, wanted):
+            ahead = self._read_ahead(r, max(wanted, AHEAD_MESSAGES))
+        batch, rest = ahead.messages[:wanted], ahead.messages[wanted:]
+        finished = ahead.finished and not rest
+        progress = batch[-1].id if batch else r.cell.progress
         deadline = self._clock() + s.ack_timeout_ms
         # each claim is written if absent (one already there: another consumer's, left to it), several
         # at once: they are cells of rows of their own, and nothing is delivered before the range's
@@ -522,9 +603,47 @@ class SharedConsumer(TransactionalAcks):
         if kept is None:  # another consumer took the range: what was claimed here runs out and goes to others
             return [], False
         self._range = None if finished else kept
+        if not finished and (rest or ahead.finished):
+            self._ahead = replace(ahead, k=r.k, after=progress, messages=rest)
+        if len(batch) >= wanted and not finished and time.monotonic() - self._rang >= RING_GAP:
+            self._rang = time.monotonic()
+            self._ring_peers(fresh=False)  # more may be there: an idle consumer can go on with it meanwhile
         for _, won in claimed:
             self._held[won.message_id] = won
         return [Delivery(m.id, m.payload, m.publish_time, 1, won.claim.deadline) for m, won in claimed], finished
+
+    def _read_ahead(self, r: StoredRange, count: int) -> _Ahead:
+        """Up to ``count`` messages of range ``r`` after its progress, with the reader's ``fetch`` (which
+        passes no hole), and whether a message beyond the range showed up (then it was read to its end)."""
+        last = self.settings.last_position(r.k)
+        start = r.cell.progress or mark_before(self.generation, self.settings.first_position(r.k), 0)
+        messages: list[Message] = []
+        for message in self._reader.fetch(self.topic, start_message=start, inclusive=False, limit=count + 1):
+            if MessageId.decode(message.id).position > last:
+                return _Ahead(r.k, r.cell.progress, messages, True, time.monotonic())
+            messages.append(message)
+        return _Ahead(r.k, r.cell.progress, messages, False, time.monotonic())
+
+
+@dataclass(frozen=True)
+class _Ahead:
+    """Messages of range ``k`` read past those delivered from it (after its progress ``after``): the next
+    read of the range, if its progress is still ``after``, takes them from here instead of reading the
+    same batch row again. Messages never change, but they expire: kept for AHEAD_SECONDS only."""
+
+    k: int
+    after: bytes | None
+    messages: list[Message]
+    finished: bool  # a message beyond the range followed them
+    read_at: float  # monotonic
+
+    def serves(self, r: StoredRange, wanted: int) -> bool:
+        return (
+            self.k == r.k
+            and self.after == r.cell.progress
+            and (len(self.messages) >= wanted or self.finished)
+            and time.monotonic() - self.read_at < AHEAD_SECONDS
+        )
 
 
 def _why_not(message_id: bytes, claim: Claim | None, owner: str, now: int) -> str:

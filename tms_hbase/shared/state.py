@@ -10,6 +10,7 @@ state lives in rows of the same table whose keys extend the subscription's row k
     <subscription key> 0x00 <incarnation> b"f"                      d:f  the floor: every range below it is done
     <subscription key> 0x00 <incarnation> b"r" <range u64>          d:r  a range cell (JSON)
     <subscription key> 0x00 <incarnation> b"m" <message id>         d:m  a claim cell (JSON)
+    <subscription key> 0x00 <incarnation> b"b" <consumer>           d:b  an idle consumer's doorbell (JSON)
 
 Names are ``[A-Za-z0-9_-]+``, so the 0x00 keeps one subscription's state rows apart from any other
 name's. The **incarnation** is random per creation and per reset: a reset or a re-created subscription
@@ -47,6 +48,7 @@ REDELIVERED_COLUMN = f"{FAMILY}:r".encode()
 FLOOR_COLUMN = f"{FAMILY}:f".encode()
 RANGE_COLUMN = f"{FAMILY}:r".encode()
 CLAIM_COLUMN = f"{FAMILY}:m".encode()
+BELL_COLUMN = f"{FAMILY}:b".encode()
 
 _U64 = struct.Struct(">Q")
 MAX_DELIVERIES_LIMIT = 1000
@@ -253,8 +255,18 @@ class Keys:
     def claims(self) -> bytes:
         return self.prefix + b"m"
 
+    def bell(self, owner: str) -> bytes:
+        return self.prefix + b"b" + owner.encode()
+
+    @property
+    def bells(self) -> bytes:
+        return self.prefix + b"b"
+
     def range_number(self, key: bytes) -> int:
         return _U64.unpack_from(key, len(self.ranges))[0]
+
+    def bell_owner(self, key: bytes) -> str:
+        return key[len(self.bells) :].decode(errors="replace")
 
     def message_id(self, key: bytes) -> bytes:
         return key[len(self.claims) :]

@@ -6,6 +6,7 @@ create-if-absent); a lost answer is settled by reading the cell back, as the sub
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from tms_hbase.errors import HBaseUnavailable
 from tms_hbase.shared.state import (
     ACKED_COLUMN,
+    BELL_COLUMN,
     CLAIM_COLUMN,
     COUNTER_COLUMN,
     DEAD_COLUMN,
@@ -22,6 +24,7 @@ from tms_hbase.shared.state import (
     REDELIVERED_COLUMN,
     SETTINGS_COLUMN,
     Claim,
+    ClaimState,
     Keys,
     RangeCell,
     Settings,
@@ -32,6 +35,10 @@ from tms_hbase.shared.state import (
 from tms_hbase.storage.hbase import KEYS_ONLY, Table
 
 SCAN_LIMIT = 10_000  # rows per scan of one subscription's open ranges or claims
+# the region servers pass only claims not settled (held or given back): a claim cell is JSON with sorted
+# keys, its state in "s" (ClaimState's values)
+UNSETTLED = 'ValueFilter(=, \'regexstring:"s":"[hf]"\')'
+_ACKED = b'"s":"%s"' % ClaimState.ACKED.value.encode()  # in an acknowledged claim cell (Claim.encode)
 CLAIM_THREADS = 4  # claim cells written at once (a client's connection pool has 8 connections by default)
 
 
@@ -102,6 +109,13 @@ class SharedStore:
         data = self.table.get_cell(keys.floor, FLOOR_COLUMN)
         return data, max(1, decode_u64(data))
 
+    def floor_and_handed_out(self, keys: Keys) -> tuple[bytes | None, int, int]:
+        """:meth:`floor` (its bytes and value) and :meth:`handed_out` in one scan (their rows are
+        neighbours)."""
+        rows = dict(self.table.scan(keys.counter, keys.floor + b"\x00", columns=[COUNTER_COLUMN, FLOOR_COLUMN]))
+        data = rows.get(keys.floor, {}).get(FLOOR_COLUMN)
+        return data, max(1, decode_u64(data)), decode_u64(rows.get(keys.counter, {}).get(COUNTER_COLUMN))
+
     def raise_floor(self, keys: Keys, old: bytes | None, new: int) -> bool:
         return self._swap(keys.floor, FLOOR_COLUMN, old, encode_u64(new))
 
@@ -155,19 +169,54 @@ class SharedStore:
         if threads is not None:
             threads.shutdown()
 
-    def claims(self, keys: Keys, start_id: bytes, limit: int = SCAN_LIMIT) -> list[StoredClaim]:
-        """The claim cells from message id ``start_id`` on, in id order."""
-        rows = self.table.scan(keys.claim(start_id), _past(keys.claims), columns=[CLAIM_COLUMN], limit=limit)
+    def claims(
+        self, keys: Keys, start_id: bytes, limit: int = SCAN_LIMIT, *, unsettled: bool = False
+    ) -> list[StoredClaim]:
+        """The claim cells from message id ``start_id`` on, in id order; with ``unsettled`` only those
+        not acknowledged or dead-lettered (filtered in the region servers: a reap reads what is in play,
+        not every acknowledgement of the ranges not done yet)."""
+        rows = self.table.scan(
+            keys.claim(start_id),
+            _past(keys.claims),
+            columns=[CLAIM_COLUMN],
+            limit=limit,
+            filter=UNSETTLED if unsettled else None,
+        )
         return [StoredClaim(keys.message_id(key), d[CLAIM_COLUMN], Claim.decode(d[CLAIM_COLUMN])) for key, d in rows]
+
+    # -- doorbells ------------------------------------------------------------------------------
+
+    def put_bell(self, keys: Keys, owner: str, address: str, expires: int) -> None:
+        """Record consumer ``owner``'s doorbell address until ``expires`` (HBase ms)."""
+        self.table.put(keys.bell(owner), {BELL_COLUMN: _bell_cell(address, expires)})
+
+    def drop_bell(self, keys: Keys, owner: str) -> None:
+        self.table.delete_many([keys.bell(owner)])
+
+    def bells(self, keys: Keys, now: int) -> dict[str, str]:
+        """The doorbell addresses of this subscription's idle consumers, by consumer, that have not
+        expired at ``now``."""
+        rows = self.table.scan(keys.bells, _past(keys.bells), columns=[BELL_COLUMN], limit=SCAN_LIMIT)
+        found = {keys.bell_owner(key): _bell_of(d[BELL_COLUMN], now) for key, d in rows}
+        return {owner: address for owner, address in found.items() if address is not None}
+
+    def topic_bells(self, generation_prefix: bytes, now: int) -> list[str]:
+        """The doorbell addresses of every shared subscription's idle consumers of one topic generation
+        (for publishers, like the exclusive consumers' bells)."""
+        rows = self.table.scan(prefix=generation_prefix, columns=[BELL_COLUMN])
+        return [a for _, d in rows if (a := _bell_of(d[BELL_COLUMN], now)) is not None]
 
     # -- clearing -------------------------------------------------------------------------------
 
-    def clear_below(self, keys: Keys, k: int, first_id: bytes) -> None:
-        """Delete the range cells below range ``k`` and the claims below message id ``first_id`` (done)."""
-        doomed = [key for key, _ in self.table.scan(keys.ranges, keys.range(k), filter=KEYS_ONLY)]
-        doomed += [key for key, _ in self.table.scan(keys.claims, keys.claim(first_id), filter=KEYS_ONLY)]
-        if doomed:
-            self.table.delete_many(doomed)
+    def clear_done(self, keys: Keys, first: int, stop: int, first_id: bytes, stop_id: bytes) -> None:
+        """Move the claims of ranges ``first``..``stop - 1`` (message ids ``first_id`` up to ``stop_id``;
+        done: every one settled) to the acknowledged and dead-lettered totals, then delete them and the
+        ranges' cells. A raise of the floor clears only the ranges it passed, so no claim is counted twice
+        when consumers raise the floor one after another."""
+        done = self.table.scan(keys.claim(first_id), keys.claim(stop_id), columns=[CLAIM_COLUMN])
+        acked = sum(_ACKED in d[CLAIM_COLUMN] for _, d in done)  # settled: acknowledged or dead-lettered
+        self.count(keys, acked=acked, dead=len(done) - acked)
+        self.table.delete_many([keys.range(k) for k in range(first, stop)] + [key for key, _ in done])
 
     def drop(self, subscription_key: bytes, keep: bytes | None = None) -> int:
         """Delete the state rows of every incarnation of a subscription but ``keep``; how many."""
@@ -195,6 +244,20 @@ class SharedStore:
             if current == old:
                 return self.table.compare_and_set(key, column, old, new)
             return False
+
+
+def _bell_cell(address: str, expires: int) -> bytes:
+    return json.dumps({"a": address, "e": expires}, sort_keys=True, separators=(",", ":")).encode()
+
+
+def _bell_of(data: bytes, now: int) -> str | None:
+    """The address in a doorbell cell, None if it expired or is not one (a doorbell is only a hint)."""
+    try:
+        d = json.loads(data)
+        address, expires = d["a"], int(d["e"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    return address if isinstance(address, str) and expires > now else None
 
 
 def _past(prefix: bytes) -> bytes:
