@@ -372,9 +372,10 @@ class MessageReader:
         carries an older row's, or 0), so a marker only narrows the search from above. The search ends when
         no row lies between the two it holds, or when they are dated at most ``near_ms`` apart: the rows
         between them are then few next to the D of rows an exact seek reads anyway, so a probe would cost
-        more than it saves. With ``first`` the first row is read before anything else (one call): a read
-        from the start of the TTL mostly ends there. Calls: the last row, then one per halving of the rows
-        between (each a lookup near the previous one, in blocks HBase has cached)."""
+        more than it saves. The first row is read once the answer is known to lie in the lower half (so a
+        topic written within D of ``time_ms`` takes two probes, not log2 of its rows), or with ``first``
+        before anything else: a read from the start of the TTL mostly ends there. Calls: the last row, then
+        one per halving of the rows between, and at most one for the first row."""
         if first:
             head = self._scan(prefix + (1).to_bytes(8, "big"), past_last(prefix), 1)
             if not head or peek_row(*head[0]).publish_time >= time_ms:
@@ -399,6 +400,15 @@ class MessageReader:
             else:
                 bound = found[0]
                 bound_time = bound_time if found[1].skip else found[1].publish_time
+                if lo is None and not first:  # the lower half holds the answer: try the first row once
+                    first = True  # (a topic written within D of ``time_ms`` ends here, not after log2 probes)
+                    head = self._scan(prefix + start.to_bytes(8, "big"), prefix + bound.to_bytes(8, "big"), 1)
+                    if not head:
+                        break  # no row below ``bound``
+                    position, header = position_of(head[0][0]), peek_row(*head[0])
+                    if header.publish_time >= time_ms or header.skip:
+                        break  # no row before it, and it bounds nothing below ``time_ms``
+                    lo, start = (position, header), max(header.next_position(position), start)
         return (1 if lo is None else lo[1].next_position(lo[0])), top
 
     def positions(self, topic: TopicId, start_time: int | None = None, end_time: int | None = None) -> PositionRange:
