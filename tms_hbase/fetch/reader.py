@@ -352,10 +352,11 @@ class MessageReader:
         settled = header.publish_time + sequencer.settled(self.tail_cache_seconds()) * 1000
         if not header.skip and self.hbase_now() > settled:
             return answer  # every hole below it is filled or can only be filled with a skip marker
-        for at, row in self._sequencer_rows(topic, generation, low, CHUNK_ROWS, below):
+        for at, key, cell in self.sequencer_cells(topic, generation, low, CHUNK_ROWS, below):
             if at > below:
                 break
-            if row.publish_time >= time_ms:  # a batch that was a hole when HBase filtered
+            head = peek_row(key, cell)  # the dates only: the payloads are not decoded
+            if not head.skip and head.publish_time >= time_ms:  # a batch that was a hole when HBase filtered
                 return at
         return answer
 
