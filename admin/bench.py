@@ -312,6 +312,7 @@ def bench(
     stop, publishing_done, consume_start = threading.Event(), threading.Event(), threading.Event()
     with settings.client() as client:
         client.create_topic(topic, {"ordering": ordering, "ttl": "86400"})
+        threads: list[threading.Thread] = []
         try:
             if consumer_mode != "none":
                 client.create_subscription(topic, SUBSCRIPTION, start="earliest")
@@ -377,6 +378,9 @@ def bench(
                 raise errors[0]
         finally:
             stop.set()
+            for thread in threads:  # after an error or Ctrl-C: let each finish its call, so none writes after the drop
+                if thread.is_alive():
+                    thread.join(settings.timeout)
             _drop(client, topic)
     consume = None if consumer_mode == "none" else _consumed(consumed, size, published.messages)
     data = {
