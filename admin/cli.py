@@ -9,6 +9,7 @@ import click
 from tms_hbase import __version__
 from tms_hbase.ops.cli_options import ToolGroup, given_on_command_line
 
+from .bench import bench
 from .context import Settings, connection_options, pass_settings
 from .errors import EXIT_HELP, handle_errors
 from .hbase import hbase
@@ -102,3 +103,4 @@ main.add_command(hbase)
 main.add_command(tx)
 main.add_command(sweeper)
 main.add_command(settings)
+main.add_command(bench)

@@ -1,4 +1,4 @@
-"""Benchmark 1: publish throughput, 1 KiB payloads in batches of 100.
+"""Benchmark 1: publish throughput, 1 KiB payloads in batches of 100, and one message per call.
 
 tms-hbase: ``client.publish(topic, batch)``, one batch row per call (a checkAndPut-if-absent).
 Raw happybase: the same 100 payloads as 100 rows in one ``table.batch()`` (one mutateRows call), the
@@ -6,6 +6,11 @@ baseline of the goal. Reference: raw happybase ``table.put`` of the 100 payloads
 (the same bytes as a batch row, with no checkAndPut and no ordering): what the one-cell-per-batch layout
 costs before the library does anything. All write the same number of batches per round; the order of
 the sides rotates per round.
+
+One message per call (``single``): ``client.publish(topic, [payload])``, each acknowledged before the next,
+against raw happybase ``table.put`` of one 1 KiB row (the goal's baseline: one call each, mutateRows against
+the library's checkAndPut), rounds alternating; besides msg/s, the CPU time per call of this process
+(``time.process_time``), which a loaded machine changes less than the rate.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from .common import (
 BATCH = 100
 PAYLOAD_SIZE = 1024
 GOAL = 0.7
+SINGLE_GOAL = 0.9
 
 
 def run(settings: Settings) -> Result:
@@ -125,7 +131,60 @@ def run(settings: Settings) -> Result:
         "ratio": r,
         "calls_per_publish": calls_per_publish,
     }
+    _single(settings, result)
     return result
+
+
+def _single(settings: Settings, result: Result) -> None:
+    """One message per call, each acknowledged before the next: tms-hbase ``publish`` vs raw ``put``."""
+    calls = settings.pick(2000, 300)
+    payload = payloads(1, PAYLOAD_SIZE)
+    rates: dict[str, list[float]] = {"tms": [], "raw": []}
+    cpu: dict[str, list[float]] = {"tms": [], "raw": []}
+    with bench_tables(settings, "pub1") as (client, conn, raw_name):
+        topic = new_topic(client, "single")
+        table = create_raw_table(conn, raw_name)
+        keys = iter(range(1, 1 << 62))
+
+        def tms_call() -> None:
+            client.publish(topic, payload)
+
+        def raw_call() -> None:
+            table.put(raw_key(b"raw:single:", next(keys)), {RAW_COLUMN: payload[0]})
+
+        sides = [("tms", tms_call), ("raw", raw_call)]
+        for _name, call in sides:  # warm-up: connections, topic metadata, regions
+            for _ in range(calls // 4):
+                call()
+        for r in range(settings.rounds):
+            for name, call in sides[r % 2 :] + sides[: r % 2]:
+                start, cpu_start = time.perf_counter(), time.process_time()
+                for _ in range(calls):
+                    call()
+                rates[name].append(calls / (time.perf_counter() - start))
+                cpu[name].append((time.process_time() - cpu_start) / calls * 1e6)
+            progress(
+                f"publish one message per call, round {r + 1}/{settings.rounds}: "
+                f"tms {rates['tms'][-1]:,.0f} msg/s, raw put {rates['raw'][-1]:,.0f} msg/s"
+            )
+    tms, raw = median(rates["tms"]), median(rates["raw"])
+    result.table(
+        ["one message per call (sync)", "messages/s (median)", "min – max over rounds", "CPU µs per call (median)"],
+        [
+            ["tms-hbase `publish(topic, [payload])`", tms, _span(rates["tms"]), median(cpu["tms"])],
+            ["raw happybase `put` of one row (goal baseline)", raw, _span(rates["raw"]), median(cpu["raw"])],
+        ],
+    )
+    round_ratios = [t / w for t, w in zip(rates["tms"], rates["raw"], strict=True)]
+    r = ratio(tms, raw)
+    result.goal(
+        f"one-message publish ≥ {SINGLE_GOAL}× raw one-row put",
+        f"{r:.2f}× (median of round ratios {median(round_ratios):.2f}×)",
+        r >= SINGLE_GOAL,
+    )
+    result.samples.update(
+        {"single_tms_msgs_per_s": rates["tms"], "single_raw_msgs_per_s": rates["raw"], "single_cpu_us": cpu}
+    )
 
 
 def _span(values: list[float]) -> str:

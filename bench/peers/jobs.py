@@ -26,18 +26,29 @@ def delete_topic(name: str, endpoint: Endpoint, topic: str) -> None:
 
 
 def publish_for(
-    name: str, endpoint: Endpoint, topic: str, size: int, batch: int, start_at: float, duration: float, cap: int
+    name: str,
+    endpoint: Endpoint,
+    topic: str,
+    size: int,
+    batch: int,
+    start_at: float,
+    duration: float,
+    cap: int,
+    pipelined: bool = False,
 ) -> tuple[int, float]:
     """Publish ``batch``-message batches of ``size`` B from ``start_at`` until ``duration`` s passed or
-    ``cap`` messages were written (one untimed batch first); returns (messages, end time)."""
+    ``cap`` messages were written (one untimed message first), and at least once; returns (messages, end
+    time). ``pipelined``: the ``batch`` messages are sent one by one, pipelined, and all acknowledged before
+    the next ones."""
     c = client(name, endpoint)
     data = payloads(batch, size)
-    c.publish(topic, data)  # warm-up: connection, topic metadata
+    send = c.publish_pipelined if pipelined else c.publish
+    send(topic, data[:1])  # warm-up: connection, topic metadata
     wait_until(start_at)
     end_at = start_at + duration
     count = 0
-    while count < cap and time.time() < end_at:
-        c.publish(topic, data)
+    while count < cap and (count == 0 or time.time() < end_at):  # at least one call, however late
+        send(topic, data)
         count += batch
     return count, time.time()
 

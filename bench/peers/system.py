@@ -81,6 +81,13 @@ class Client(ABC):
     def publish(self, topic: str, batch: Sequence[bytes]) -> None:
         """Publish ``batch`` in order; returns once the server acknowledged all of it."""
 
+    def publish_pipelined(self, topic: str, messages: Sequence[bytes]) -> None:
+        """Publish each of ``messages`` as a message of its own, in order, without waiting for one to be
+        acknowledged before sending the next (the system's pipelining); returns once all are acknowledged.
+        For Kafka (produce each, then flush), JetStream (``publish_async`` each, then their acks) and Redis
+        (one pipeline of XADDs) that is what a batch publish does already."""
+        self.publish(topic, messages)
+
     @abstractmethod
     def read(self, topic: str, count: int) -> Iterator[bytes]:
         """The first ``count`` payloads of the topic, from its beginning, with a fresh reader."""

@@ -2,19 +2,20 @@
 ``benchpeers_<run>`` tables dropped at the end, and a real transaction server (``tms-admin tx serve``,
 started with the other benchmarks' starter) when the transactional workload runs.
 
-The tailing consumer is ``client.fetch`` in a polling loop (bench/latency.py's FetchPoller: a 2 ms sleep
-after an empty poll): tms-hbase has no push or long-poll consumer yet."""
+Reads and the tailing consumer use the consumer API (a subscription of their own from the earliest message,
+``consumer.poll``, woken by publishers' doorbells); pipelined publishing uses the background publisher."""
 
 from __future__ import annotations
 
 import contextlib
 import importlib.metadata
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from typing import Any
 
-from tms_hbase import MessagingClient, TopicId, __version__
+from tms_hbase import BackgroundPublisher, Consumer, MessagingClient, TopicId, __version__
 from tms_hbase.launcher.paths import HBASE_VERSION
 
 from .. import latency
@@ -25,6 +26,42 @@ from . import system
 from .system import Endpoint, ServerInfo, Tailer
 
 NAMESPACE = "bench"
+READ_BATCH = 1000  # messages a read takes per poll
+
+
+class _Subscribed:
+    """A consumer of a subscription of its own, from the topic's earliest message; the subscription is
+    deleted when it closes."""
+
+    def __init__(self, client: MessagingClient, topic: TopicId) -> None:
+        self.client, self.topic, self.name = client, topic, f"bench-{uuid.uuid4().hex[:12]}"
+        client.create_subscription(topic, self.name, start="earliest")
+        self.consumer: Consumer = client.consumer(topic, self.name)
+
+    def __enter__(self) -> Consumer:
+        return self.consumer
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        try:
+            self.consumer.close()
+        finally:
+            self.client.delete_subscription(self.topic, self.name, force=True)
+
+
+class _ConsumerTailer(Tailer):
+    """The consumer API: ``poll`` returns as soon as a message is there (a publisher's doorbell wakes it)."""
+
+    def __init__(self, subscribed: _Subscribed) -> None:
+        self.subscribed = subscribed
+
+    def poll(self) -> list[bytes]:
+        return [m.payload for m in self.subscribed.consumer.poll(max_messages=500, timeout=0.1)]
+
+    def close(self) -> None:
+        self.subscribed.close()
 
 
 class Server(system.Server):
@@ -76,6 +113,7 @@ class Client(system.Client):
         self.client = MessagingClient(endpoint["address"], prefix=endpoint["prefix"], create_tables=False)
         self.tx_address: str | None = endpoint["tx"]
         self._tx: Any = None  # (TransactionClient, TransactionContext, TransactionalPublisher), made on first use
+        self._background: BackgroundPublisher | None = None  # made on the first pipelined publish
 
     @staticmethod
     def _topic(name: str) -> TopicId:
@@ -90,14 +128,33 @@ class Client(system.Client):
     def publish(self, topic: str, batch: Sequence[bytes]) -> None:
         self.client.publish(self._topic(topic), batch)
 
+    def publish_pipelined(self, topic: str, messages: Sequence[bytes]) -> None:
+        """Each message through the background publisher on its own, then ``flush``: it batches what queued
+        up meanwhile into batch rows."""
+        if self._background is None:
+            self._background = BackgroundPublisher(self.client, on_full="block")
+        futures = [self._background.publish(self._topic(topic), [payload]) for payload in messages]
+        self._background.flush()
+        if not all(future.result() for future in futures):
+            raise RuntimeError(f"the background publisher dropped messages of {topic}")
+
     def read(self, topic: str, count: int) -> Iterator[bytes]:
-        for n, message in enumerate(self.client.fetch(self._topic(topic), limit=count), 1):
-            yield message.payload
-            if n == count:
-                return
+        """A consumer of a new subscription from the earliest message; one commit at the end."""
+        with _Subscribed(self.client, self._topic(topic)) as consumer:
+            seen, progress = 0, time.monotonic()
+            while seen < count:
+                messages = consumer.poll(max_messages=min(READ_BATCH, count - seen), timeout=1.0)
+                if messages:
+                    progress = time.monotonic()
+                else:
+                    system.check_progress(progress, f"consumer read of {topic}")
+                for message in messages:
+                    yield message.payload
+                seen += len(messages)
+            consumer.commit()
 
     def tailer(self, topic: str) -> Tailer:
-        return latency.FetchPoller(self.client, self._topic(topic))
+        return _ConsumerTailer(_Subscribed(self.client, self._topic(topic)))
 
     def seek(self, topic: str, t_ms: int) -> int:
         found = list(self.client.fetch(self._topic(topic), start_time_ms=t_ms, limit=1))
@@ -166,6 +223,8 @@ class Client(system.Client):
                 last = time.time()
 
     def close(self) -> None:
+        if self._background is not None:
+            self._background.close()
         if self._tx is not None:
             with contextlib.suppress(Exception):
                 self._tx[0].close()

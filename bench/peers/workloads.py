@@ -21,7 +21,9 @@ from .system import Endpoint, has_queues, has_transactions, label
 T = TypeVar("T")
 WORKERS = 4
 SIZES = (1024, 100)  # payload bytes
-BATCHES = (100, 1)  # messages per publish
+BATCHES = (100, 1)  # messages per publish (transactions)
+# how a producer publishes: (label, messages per call, pipelined)
+PUBLISH_MODES = (("batch 100", 100, False), ("pipelined", 1000, True), ("sync, batch 1", 1, False))
 PRODUCERS = (1, 4)  # producer processes on one topic
 SEEKS = 20  # per round
 SEEK_SIZE = 100  # the seek topic's payloads (as bench/seek.py)
@@ -173,28 +175,36 @@ def publish(run: Run) -> Workload:
         f"Publish throughput, messages/s into one topic ({duration:g} s trials, or {cap:,} messages if sooner)",
     )
     for size in SIZES:
-        for batch in BATCHES:
+        for mode, batch, pipelined in PUBLISH_MODES:
             for k in PRODUCERS:
-                case = f"{size_label(size)}, batch {batch}, {k} producer{'s' if k > 1 else ''}"
+                case = f"{size_label(size)}, {mode}, {k} producer{'s' if k > 1 else ''}"
                 for r in range(s.rounds):
                     for name in run.order(r, w):
-                        rate = run.attempt(w, name, partial(_publish_trial, run, name, size, batch, k, duration, cap))
+                        trial = partial(_publish_trial, run, name, size, batch, k, duration, cap, pipelined)
+                        rate = run.attempt(w, name, trial)
                         if rate is not None:
                             w.add(case, "msg/s", name, rate)
                     progress(f"publish {case}, round {r + 1}/{s.rounds} done")
     w.notes.append(
-        "Each producer is its own process publishing synchronously: a publish returns once the server "
-        "acknowledged the whole batch (Kafka: produce + flush; JetStream: the acks of all messages; Redis: one "
-        "pipeline of XADDs; tms-hbase: one `publish` call, one batch row). A fresh topic per trial."
+        "Each producer is its own process, in one of three modes. **sync, batch 1**: one message per call, each "
+        "acknowledged before the next (Kafka: produce + flush; JetStream: `publish`; Redis: `XADD`; tms-hbase: "
+        "`publish`). **pipelined**: single messages sent without waiting, 1,000 at a time, all acknowledged "
+        "before the next 1,000 (Kafka: produce each, then flush; JetStream: `publish_async` each, then the acks; "
+        "Redis: one pipeline of 1,000 XADDs; tms-hbase: the background publisher, `BackgroundPublisher.publish` of "
+        "each message, then `flush`). **batch 100**: one call per 100 messages, acknowledged whole (tms-hbase: one "
+        "`publish` call, one batch row; the peers have no batch of their own, so theirs is the pipelined code "
+        "with 100 at a time). A fresh topic per trial."
     )
     return w
 
 
-def _publish_trial(run: Run, name: str, size: int, batch: int, k: int, duration: float, cap: int) -> float:
+def _publish_trial(
+    run: Run, name: str, size: int, batch: int, k: int, duration: float, cap: int, pipelined: bool
+) -> float:
     endpoint, topic = run.endpoints[name], run.topic("pub")
     run.job(jobs.create_topic, name, endpoint, topic)
     start_at = time.time() + 0.5
-    args = (name, endpoint, topic, size, batch, start_at, duration, cap // k)
+    args = (name, endpoint, topic, size, batch, start_at, duration, cap // k, pipelined)
     answers = run.jobs([(i, jobs.publish_for, args) for i in range(k)], duration + 120)
     run.job(jobs.delete_topic, name, endpoint, topic)
     return sum(a[0] for a in answers) / (max(a[1] for a in answers) - start_at)
@@ -221,7 +231,9 @@ def consume(run: Run) -> Workload:
         filled = ", ".join(run.fill_notes.get((size, total), [])) or "–"
         w.notes.append(f"{case} written in batches of 100 by one producer in: {filled}.")
     w.notes.append(
-        "Readers: tms-hbase `fetch` (64 batch rows per scan chunk); Kafka an assigned consumer (`consume(1000)`); "
+        "Readers: tms-hbase a consumer of a new subscription from the earliest message (`consumer.poll(1000)`, "
+        "one commit at the end; the subscription's creation and deletion are timed too); "
+        "Kafka an assigned consumer (`consume(1000)`); "
         "JetStream an ordered push consumer with a callback; Redis `XRANGE … COUNT 1000` pages. "
         "Every payload is touched and the count and bytes checked. The 1 KiB topic is 200,000 messages, not 1M: "
         "1M × 1 KiB is 1 GiB written into the shared standalone HBase (bench/seek.py says what that did)."
@@ -286,8 +298,9 @@ def visible_latency(run: Run) -> Workload:
     w.notes.append(
         "A publisher process paced as bench/latency.py (every message due by now in one publish, one while "
         "the system keeps up); payloads carry their send time; a tailing consumer in another process notes "
-        "when each comes out. Consumers: tms-hbase `fetch` in a polling loop with a 2 ms sleep after an empty "
-        "poll (it has no push or long-poll consumer); Kafka an assigned consumer (the broker holds each fetch "
+        "when each comes out. Consumers: tms-hbase a consumer of a subscription from the earliest message "
+        "(`consumer.poll`, woken by the publisher's doorbell; no commits, as Kafka's assigned consumer); "
+        "Kafka an assigned consumer (the broker holds each fetch "
         "until data arrives); JetStream an ordered push consumer; Redis `XREAD BLOCK`. "
         + (f"Messages never seen by the consumer: {', '.join(lost)}." if lost else "Every message was received.")
     )

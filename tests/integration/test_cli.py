@@ -264,6 +264,7 @@ def test_the_readme_tms_admin_block_runs_in_order(tms_env: dict[str, str]) -> No
     assert "published 100 messages to billing:ledger" in out
     assert "published 3 messages to billing:invoices in 1 batches in one transaction" in out
     assert out.count(" committed ") == 3  # the transactional tail: the three lines, committed
+    assert "publish  500 msgs" in out and "consume  500 msgs" in out  # tms-admin bench, every message consumed
     assert "dropped the installation" in out
 
 

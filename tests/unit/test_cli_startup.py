@@ -21,7 +21,14 @@ main({args!r}, prog_name="tms-admin")
 
 @pytest.mark.parametrize(
     "args",
-    [["--help"], ["--version"], ["topic", "--help"], ["topic", "list", "--help"], ["tx", "serve", "--help"]],
+    [
+        ["--help"],
+        ["--version"],
+        ["topic", "--help"],
+        ["topic", "list", "--help"],
+        ["tx", "serve", "--help"],
+        ["bench", "--help"],
+    ],
     ids=" ".join,
 )
 def test_help_and_version_import_no_hbase_client(args: list[str]) -> None:

@@ -68,6 +68,8 @@ from tms_hbase.storage.hbase import KEYS_ONLY, Table
 from tms_hbase.tx.transaction import Transaction
 
 CHUNK_ROWS = 64
+CHAIN_SCAN_ROWS = 16  # a chain seek's binary search stops this close and lets HBase filter the rest
+NEAR_FRACTION = 8  # a sequencer seek's search stops once its two rows are dated within D / this (see below)
 PAYLOAD_CHUNK = 1000
 _FLAGS = (F_TX, F_POINTER, F_EXPIRY, F_COUNTS, F_SKIP, F_SPAN)  # every flag a row may carry, one bit each
 # An HBase filter that keeps the rows whose cell carries a transaction write pointer: the cell starts
@@ -273,7 +275,8 @@ class MessageReader:
         D older may lie after it (for estimates, and for reads that skip what is too old anyway)."""
         if self._sequenced(topic, generation):
             if not exact:
-                return self._sequencer_lower_bound(generation_prefix(topic, generation), time_ms - self.disorder_ms())
+                prefix = generation_prefix(topic, generation)
+                return self._sequencer_lower_bound(prefix, time_ms - self.disorder_ms(), first=True)[0]
             return self._sequencer_seek(topic, generation, time_ms)
         prefix = generation_prefix(topic, generation)
         first = self._first_at_or_after(prefix, 1, None)
@@ -284,8 +287,8 @@ class MessageReader:
         last = self._last(prefix)
         if last[1].publish_time < time_ms:
             return last[0] + 1
-        lo, hi, bound = first[0], last[0], last[0]  # time(lo) < t <= time(hi); probe below bound
-        while bound - lo > 1:
+        lo, hi, bound = first[0], last[0], last[0]  # time(lo) < t <= time(hi); no row in [bound, hi)
+        while bound - lo > CHAIN_SCAN_ROWS:
             mid = (lo + bound) // 2
             found = self._first_at_or_after(prefix, mid, bound)
             if found is None:
@@ -294,7 +297,9 @@ class MessageReader:
                 lo = found[0]
             else:
                 hi = bound = found[0]
-        return hi
+        # the last few rows: one scan of one row that HBase filters (times are non-decreasing, so the
+        # first row it keeps is the answer)
+        return self._first_dated(prefix, lo + 1, hi, time_ms)
 
     def _sequencer_seek(self, topic: TopicId, generation: int, time_ms: int) -> int:
         """The exact seek of a sequencer generation (docs/ordering.md, "Time seek"):
@@ -309,7 +314,10 @@ class MessageReader:
            rows from ``low`` are read in order, waiting on (and filling) holes as a range read does, and
            the first one dated >= ``time_ms`` is the answer."""
         prefix = generation_prefix(topic, generation)
-        low = self._sequencer_lower_bound(prefix, time_ms - self.disorder_ms())
+        disorder = self.disorder_ms()
+        low, last = self._sequencer_lower_bound(prefix, time_ms - disorder, near_ms=disorder // NEAR_FRACTION)
+        if last is None or last[0] < low:
+            return low  # no row from ``low`` on: no hole either
         found = self.messages.scan(
             message_key(topic, generation, low),
             past_last(prefix),
@@ -321,44 +329,73 @@ class MessageReader:
             key, cells = found[0]
             position, header = position_of(key), peek_row(key, cells.get(MESSAGE_COLUMN))
             answer, below = position, position - 1
-        else:
-            last = self.messages.last_row(prefix)
-            if last is None or position_of(last[0]) < low:
-                return low  # no row from ``low`` on: no hole either
-            position, header = position_of(last[0]), peek_row(last[0], last[1].get(MESSAGE_COLUMN))
+        else:  # the last row as it is now (rows may have come since the search read it)
+            position, header = self._last(prefix)
             answer, below = header.next_position(position), position
         # a skip marker's time is not its writer's clock reading (a fill carries an older row's), so only a
         # batch's time bounds the holes below it
         settled = header.publish_time + sequencer.settled(self.tail_cache_seconds()) * 1000
         if not header.skip and self.hbase_now() > settled:
             return answer  # every hole below it is filled or can only be filled with a skip marker
-        for at, row in self._sequencer_rows(topic, generation, low, CHUNK_ROWS, below):
+        for at, key, cell in self.sequencer_cells(topic, generation, low, CHUNK_ROWS, below):
             if at > below:
                 break
-            if row.publish_time >= time_ms:  # a batch that was a hole when HBase filtered
+            head = peek_row(key, cell)  # the dates only: the payloads are not decoded
+            if not head.skip and head.publish_time >= time_ms:  # a batch that was a hole when HBase filtered
                 return at
         return answer
 
-    def _sequencer_lower_bound(self, prefix: bytes, time_ms: int) -> int:
-        """The offset just after the last row dated before ``time_ms`` (1 if none): a binary search over
-        offsets whose probes are scans of one row (a row spans many offsets, so a get would mostly miss)."""
-        first = self._row_from(prefix, 1, None)
-        if first is None or first[1].publish_time >= time_ms:
-            return 1
-        lo = first
-        last = self._last(prefix)
-        if last[1].publish_time < time_ms:
-            return last[1].next_position(last[0])
-        bound = last[0]
-        while bound - lo[0] > 1:
-            found = self._row_from(prefix, (lo[0] + bound) // 2, bound)
+    def _sequencer_lower_bound(
+        self, prefix: bytes, time_ms: int, *, near_ms: int = 0, first: bool = False
+    ) -> tuple[int, tuple[int, RowHeader] | None]:
+        """(``low``, the generation's last row, or None if it has none or it was not read): ``low`` is the
+        offset just after a batch dated before ``time_ms`` (1 if none), so no row before it is dated >=
+        ``time_ms`` + D.
+
+        A binary search over offsets. Each probe reads the row at or before the middle offset (one reverse
+        scan of one row): the row holding that offset, since rows follow each other, so every probe halves
+        the rows left whatever their spans. Only a batch's date bounds the rows before it (a skip marker
+        carries an older row's, or 0), so a marker only narrows the search from above. The search ends when
+        no row lies between the two it holds, or when they are dated at most ``near_ms`` apart: the rows
+        between them are then few next to the D of rows an exact seek reads anyway, so a probe would cost
+        more than it saves. The first row is read once the answer is known to lie in the lower half (so a
+        topic written within D of ``time_ms`` takes two probes, not log2 of its rows), or with ``first``
+        before anything else: a read from the start of the TTL mostly ends there. Calls: the last row, then
+        one per halving of the rows between, and at most one for the first row."""
+        if first:
+            head = self._scan(prefix + (1).to_bytes(8, "big"), past_last(prefix), 1)
+            if not head or peek_row(*head[0]).publish_time >= time_ms:
+                return 1, None
+        last = self.messages.last_row(prefix)
+        if last is None:
+            return 1, None
+        top = position_of(last[0]), peek_row(last[0], last[1].get(MESSAGE_COLUMN))
+        if top[1].publish_time < time_ms and not top[1].skip:
+            return top[1].next_position(top[0]), top
+        lo: tuple[int, RowHeader] | None = None  # the last batch known to be dated < time_ms (None: none yet)
+        start, bound = 1, top[0]  # no row in [lo's end, start); ``bound``: a row dated >= time_ms, or a marker
+        bound_time = None if top[1].skip else top[1].publish_time  # the date of the lowest batch at or above it
+        while start < bound and (lo is None or bound_time is None or bound_time - lo[1].publish_time > near_ms):
+            mid = (start + bound - 1) // 2
+            found = self._row_at_or_before(prefix, mid, start)
             if found is None:
-                bound = (lo[0] + bound) // 2
-            elif found[1].publish_time < time_ms:
+                start = mid + 1  # no row in [start, mid]
+            elif found[1].publish_time < time_ms and not found[1].skip:
                 lo = found
+                start = max(found[1].next_position(found[0]), mid + 1)
             else:
                 bound = found[0]
-        return lo[1].next_position(lo[0])
+                bound_time = bound_time if found[1].skip else found[1].publish_time
+                if lo is None and not first:  # the lower half holds the answer: try the first row once
+                    first = True  # (a topic written within D of ``time_ms`` ends here, not after log2 probes)
+                    head = self._scan(prefix + start.to_bytes(8, "big"), prefix + bound.to_bytes(8, "big"), 1)
+                    if not head:
+                        break  # no row below ``bound``
+                    position, header = position_of(head[0][0]), peek_row(*head[0])
+                    if header.publish_time >= time_ms or header.skip:
+                        break  # no row before it, and it bounds nothing below ``time_ms``
+                    lo, start = (position, header), max(header.next_position(position), start)
+        return (1 if lo is None else lo[1].next_position(lo[0])), top
 
     def positions(self, topic: TopicId, start_time: int | None = None, end_time: int | None = None) -> PositionRange:
         """The positions of the current generation from the first row not expired and published at or
@@ -445,11 +482,30 @@ class MessageReader:
         rows = self._scan(key, stop, 1)
         return (position_of(rows[0][0]), peek_row(*rows[0])) if rows else None
 
-    def _row_from(self, prefix: bytes, position: int, bound: int | None) -> tuple[int, RowHeader] | None:
-        """The first row at ``position`` or after it (below ``bound``): one scan of one row."""
-        stop = past_last(prefix) if bound is None else prefix + bound.to_bytes(8, "big")
-        rows = self._scan(prefix + position.to_bytes(8, "big"), stop, 1)
-        return (position_of(rows[0][0]), peek_row(*rows[0])) if rows else None
+    def _first_dated(self, prefix: bytes, start: int, last: int, time_ms: int) -> int:
+        """The position of the first row in [``start``, ``last``] holding messages dated >= ``time_ms`` (``last``
+        if none is before it): one scan of one row that HBase filters."""
+        if start >= last:
+            return last
+        found = self.messages.scan(
+            prefix + start.to_bytes(8, "big"),
+            prefix + last.to_bytes(8, "big"),
+            limit=1,
+            columns=[MESSAGE_COLUMN],
+            filter=_dated_at_or_after(time_ms),
+        )
+        return position_of(found[0][0]) if found else last
+
+    def _row_at_or_before(self, prefix: bytes, position: int, floor: int) -> tuple[int, RowHeader] | None:
+        """The last row at ``position`` or before it (not before ``floor``): one reverse scan of one row."""
+        rows = self.messages.scan(
+            prefix + position.to_bytes(8, "big"),
+            prefix + (floor - 1).to_bytes(8, "big"),
+            limit=1,
+            columns=[MESSAGE_COLUMN],
+            reverse=True,
+        )
+        return (position_of(rows[0][0]), peek_row(rows[0][0], rows[0][1].get(MESSAGE_COLUMN))) if rows else None
 
     def _last(self, prefix: bytes) -> tuple[int, RowHeader]:
         last = self.messages.last_row(prefix)
