@@ -29,6 +29,7 @@ from ..errors import error_response
 from ..service import Gateway
 from . import session, views
 from .history import History
+from .recent import Recent
 from .session import Viewer
 
 MAX_FORM_BYTES = 64 * 1024
@@ -75,6 +76,19 @@ def _history(request: Request) -> History:
         state.console_history = History()
     history: History = state.console_history
     return history
+
+
+def _recent(request: Request) -> Recent:
+    state = request.app.state
+    if not hasattr(state, "console_recent"):
+        state.console_recent = Recent()
+    recent: Recent = state.console_recent
+    return recent
+
+
+def _as_seen_by(detail: dict, viewer: Viewer) -> dict:
+    """A topic's detail with what this viewer may do (the detail itself is shared by all viewers)."""
+    return {**detail, "may_change": viewer.may_change(detail["namespace"], detail["topic"])}
 
 
 async def _json_body(request: Request) -> dict:
@@ -170,7 +184,10 @@ async def topics(request: Request, gateway: Gateway, viewer: Viewer) -> object:
 @api
 async def topic(request: Request, gateway: Gateway, viewer: Viewer) -> object:
     found = _topic(request, viewer)
-    return await gateway.run(views.topic_detail, gateway.client, viewer, found, _history(request))
+    detail = await _recent(request).get(
+        str(found), lambda: views.topic_detail(gateway.client, found, _history(request)), gateway.run
+    )
+    return _as_seen_by(detail, viewer)
 
 
 @api
@@ -178,12 +195,12 @@ async def create_topic(request: Request, gateway: Gateway, viewer: Viewer) -> ob
     found = _topic(request, viewer, change=True)
     properties = _properties(await _json_body(request))
 
-    def work() -> object:
+    def work() -> dict:
         gateway.client.require_installation()  # the gateway never creates tables
         gateway.client.create_topic(found, properties)
-        return views.topic_detail(gateway.client, viewer, found, _history(request))
+        return views.topic_detail(gateway.client, found, _history(request))
 
-    return await gateway.run(work)
+    return _as_seen_by(_recent(request).put(str(found), await gateway.run(work)), viewer)
 
 
 @api
@@ -191,17 +208,18 @@ async def update_topic(request: Request, gateway: Gateway, viewer: Viewer) -> ob
     found = _topic(request, viewer, change=True)
     properties = _properties(await _json_body(request))
 
-    def work() -> object:
+    def work() -> dict:
         gateway.client.update_topic(found, properties)
-        return views.topic_detail(gateway.client, viewer, found, _history(request))
+        return views.topic_detail(gateway.client, found, _history(request))
 
-    return await gateway.run(work)
+    return _as_seen_by(_recent(request).put(str(found), await gateway.run(work)), viewer)
 
 
 @api
 async def delete_topic(request: Request, gateway: Gateway, viewer: Viewer) -> object:
     found = _topic(request, viewer, change=True)
     await gateway.run(gateway.client.delete_topic, found)
+    _recent(request).forget(str(found))
     return {"deleted": str(found)}
 
 
@@ -253,7 +271,9 @@ async def reset(request: Request, gateway: Gateway, viewer: Viewer) -> object:
             gateway.client.reset_subscription(found, name, start, force=force)
         return views.subscription_detail(gateway.client, found, name, _history(request))
 
-    return {**await gateway.run(work), "may_change": True}
+    detail = await gateway.run(work)
+    _recent(request).forget(str(found))  # its lag changed
+    return {**detail, "may_change": True}
 
 
 @api

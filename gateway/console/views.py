@@ -103,13 +103,13 @@ def topic_list(client: MessagingClient, viewer: Viewer) -> list[dict]:
     """Every topic the viewer may see, from the metadata alone (one scan): the list stays fast with
     thousands of topics; sizes and rates come with :func:`topic_detail`."""
     return [
-        _meta(meta, viewer)
+        {**_meta(meta), "may_change": viewer.may_change(meta.topic.namespace, meta.topic.topic)}
         for meta in client.list_topic_metadata(None)
         if viewer.may_see(meta.topic.namespace, meta.topic.topic)
     ]
 
 
-def _meta(meta: TopicMetadata, viewer: Viewer) -> dict:
+def _meta(meta: TopicMetadata) -> dict:
     return {
         "namespace": meta.topic.namespace,
         "topic": meta.topic.topic,
@@ -118,20 +118,22 @@ def _meta(meta: TopicMetadata, viewer: Viewer) -> dict:
         "ordering": meta.ordering,
         "tx_mode": meta.tx_mode,
         "properties": {k: v for k, v in meta.properties.items() if k not in ("generation", "ordering")},
-        "may_change": viewer.may_change(meta.topic.namespace, meta.topic.topic),
     }
 
 
-def topic_detail(client: MessagingClient, viewer: Viewer, topic: TopicId, history: History) -> dict:
+def topic_detail(client: MessagingClient, topic: TopicId, history: History) -> dict:
     """The topic's metadata, size, publish rates, last publish and its subscriptions with their lag,
-    and the samples of the published count and lags this worker has taken (the charts)."""
+    and the samples of the published count and lags this worker has taken (the charts); ``read_at``:
+    when (HBase's clock, ms)."""
+    read_at = client.hbase_clock.now_ms()
     meta = client.get_topic(topic)
     stats = client.topic_stats(topic, windows=RATE_WINDOWS)
     subscriptions = {s.name: s for s in client.list_subscriptions(topic)}
     lags = {name: lag for name, _mark, lag in stats.subscriptions}
     history.record(str(topic), stats.published, {name: (lag.messages, lag.seconds) for name, lag in lags.items()})
     return {
-        **_meta(meta, viewer),
+        **_meta(meta),
+        "read_at": read_at,
         "messages": stats.messages,
         "bytes": stats.bytes,
         "exact": stats.exact,

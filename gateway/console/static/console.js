@@ -306,6 +306,7 @@ async function topic(ns, t) {
   );
   const parts = [
     el("h1", {}, `Topic ${d.namespace}:${d.topic}`),
+    el("p", { class: "muted" }, `Numbers read ${when(d.read_at)}; this screen refreshes every ${REFRESH_MS / 1000} s.`),
     el(
       "div",
       { class: "cards", id: "topic-detail" },
@@ -322,7 +323,7 @@ async function topic(ns, t) {
     el("h2", {}, "Subscriptions"),
     table(["name", "kind", "lag messages#", "lag time#", "consumer"], subs, { id: "topic-subscriptions" }),
   ];
-  if (d.may_change) parts.splice(1, 0, topicActions(d));
+  if (d.may_change) parts.splice(2, 0, topicActions(d));
   screen.replaceChildren(...parts);
   ready("topic");
   refreshWhileOpen(() => route(true));
@@ -446,9 +447,10 @@ async function messagesScreen(ns, t) {
 
 async function subscriptions(ns, t, name) {
   if (name) return subscription(ns, t, name);
-  const parts = [el("h1", {}, "Subscriptions"), await topicPicker("topic", "subscriptions", ns, t)];
-  if (ns) {
-    const d = await api(topicPath(ns, t));
+  const [picker, d] = await Promise.all([topicPicker("topic", "subscriptions", ns, t), ns ? api(topicPath(ns, t)) : null]);
+  const parts = [el("h1", {}, "Subscriptions"), picker];
+  if (d) {
+    parts.push(el("p", { class: "muted" }, `${d.subscriptions.length} subscriptions; numbers read ${when(d.read_at)}`));
     const rows = d.subscriptions.map((s) =>
       el("tr", {},
         el("td", {}, el("a", { href: `#/subscriptions/${enc(ns)}/${enc(t)}/${enc(s.name)}` }, s.name)),
@@ -539,7 +541,7 @@ async function transactions() {
       el("td", {}, tx.holds_back.length
         ? el("ul", {}, tx.holds_back.map((h) => el("li", {}, el("a", { href: `#/topics/${h.topic.split(":").map(enc).join("/")}` }, h.topic),
           ` since ${when(h.since)} (${ago(h.since)}), position ${h.position}: `,
-          h.subscriptions.length ? `holds back ${h.subscriptions.join(", ")}` : "no subscription behind it")))
+          h.subscriptions.length ? `holds back transactional readers of ${h.subscriptions.join(", ")}` : "no subscription behind it")))
         : el("span", { class: "muted" }, "wrote to no topic"))));
   const invalid = d.invalid.map((tx) => el("tr", {}, el("td", { class: "mono" }, String(tx.write_pointer)), el("td", {}, when(tx.started))));
   screen.replaceChildren(
