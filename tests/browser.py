@@ -3,6 +3,7 @@ with apt-get when missing (as the test setup installs HBase), driven through Web
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import shutil
@@ -77,3 +78,14 @@ def wait_for(condition: Callable[[], T | None], what: str, timeout: float = 30.0
         if time.monotonic() > deadline:
             raise AssertionError(f"waited {timeout}s for {what}" + (f" (last error: {error})" if error else ""))
         time.sleep(0.05)
+
+
+def screenshot(driver: WebDriver, path: str) -> None:
+    """A PNG of the whole page, below the window's bottom too (Chrome DevTools' captureScreenshot)."""
+    size = driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+    clip = {"x": 0, "y": 0, "width": size["width"], "height": min(size["height"], 4000), "scale": 1}
+    shot = driver.execute_cdp_cmd(
+        "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True, "clip": clip}
+    )
+    with open(path, "wb") as file:
+        file.write(base64.b64decode(shot["data"]))

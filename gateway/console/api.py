@@ -247,7 +247,7 @@ async def messages(request: Request, gateway: Gateway, viewer: Viewer) -> object
 async def subscription(request: Request, gateway: Gateway, viewer: Viewer) -> object:
     found = _topic(request, viewer)
     name = request.path_params["name"]
-    detail = await gateway.run(views.subscription_detail, gateway.client, found, name, _history(request))
+    detail = await gateway.run(views.subscription_detail, gateway.client, viewer, found, name, _history(request))
     return {**detail, "may_change": viewer.may_change(found.namespace, found.topic)}
 
 
@@ -269,7 +269,7 @@ async def reset(request: Request, gateway: Gateway, viewer: Viewer) -> object:
             gateway.client.reset_subscription(found, name, start_time=start, force=force)
         else:
             gateway.client.reset_subscription(found, name, start, force=force)
-        return views.subscription_detail(gateway.client, found, name, _history(request))
+        return views.subscription_detail(gateway.client, viewer, found, name, _history(request))
 
     detail = await gateway.run(work)
     _recent(request).forget(str(found))  # its lag changed

@@ -18,6 +18,7 @@ from tms_hbase.fetch.inspect import Entry
 from tms_hbase.fetch.reader import Message
 from tms_hbase.fetch.stats import Lag
 from tms_hbase.model.message_id import MessageId
+from tms_hbase.shared.dead_letter import DeadLetter
 from tms_hbase.sweep.status import sweeper_state
 from tms_hbase.tx.client import TransactionClient
 from tms_hbase.tx.transaction import Transaction
@@ -180,9 +181,9 @@ def _subscription(s: Subscription, lag: Lag | None) -> dict:
     }
 
 
-def subscription_detail(client: MessagingClient, topic: TopicId, name: str, history: History) -> dict:
+def subscription_detail(client: MessagingClient, viewer: Viewer, topic: TopicId, name: str, history: History) -> dict:
     """One subscription: its mark, consumer and lease, lag, the lag samples, and for a shared one the
-    messages in flight."""
+    messages in flight and its latest dead letters (when the viewer may see the dead-letter topic)."""
     subscription = client.get_subscription(topic, name)
     lag = client.lag(topic, name)
     history.record_lag(str(topic), name, lag.messages, lag.seconds)
@@ -201,7 +202,35 @@ def subscription_detail(client: MessagingClient, topic: TopicId, name: str, hist
             }
             for p in client.pending(topic, name, limit=100)
         ]
+        target = subscription.shared.dead_letter
+        if target is not None and viewer.may_see(target.namespace, target.topic):
+            detail["dead_letters"] = dead_letters(client, target, topic, name)
     return detail
+
+
+def dead_letters(client: MessagingClient, target: TopicId, topic: TopicId, name: str) -> list[dict]:
+    """The latest dead letters (at most :data:`MAX_ROWS`) that subscription ``name`` of ``topic`` sent
+    to ``target``, newest last; messages of the topic that are not dead letters are left out."""
+    meta = client.get_topic(target)
+    inspector = client.inspector()
+    cursor = inspector.start(target, meta.generation, last=MAX_ROWS)
+    letters = []
+    for entry in inspector.entries(target, meta.generation, cursor, ttl=meta.ttl, view=None):
+        try:
+            letter = DeadLetter.decode(entry.payload or b"")
+        except TmsError:
+            continue
+        if letter.topic == topic and letter.subscription == name:
+            letters.append(
+                {
+                    "id": letter.message_id.hex(),
+                    "deliveries": letter.deliveries,
+                    "publish_time": letter.publish_time,
+                    "dead_lettered": entry.publish_time,
+                    "payload": letter.payload[:256].hex(),
+                }
+            )
+    return letters
 
 
 def messages(

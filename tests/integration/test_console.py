@@ -29,11 +29,11 @@ from tms_hbase.errors import TopicNotFound
 from tms_hbase.tx.client import TransactionClient
 from tms_hbase_gateway.auth import hash_token, new_token
 
-from ..browser import chromium, wait_for
+from ..browser import chromium, screenshot, wait_for
 from ..gateway_server import GatewayProcess, gateway_env
 from ..tx_server import TxServer, free_port
 
-ORDERS, PAYMENTS = TopicId("shop", "orders"), TopicId("shop", "payments")
+ORDERS, PAYMENTS, DEAD = TopicId("shop", "orders"), TopicId("shop", "payments"), TopicId("shop", "dead")
 TOKENS = {name: new_token() for name in ("ops", "viewer")}
 RULES = """
 [[rules]]
@@ -56,6 +56,7 @@ class Console:
     client: MessagingClient
     open_tx: int
     invalid_tx: int
+    dead_lettered: bytes
     screenshots: Path
 
 
@@ -78,9 +79,19 @@ def console(hbase_address: str, module_prefix: str, tmp_path_factory: pytest.Tem
         with client.consumer(ORDERS, "billing", max_wait=1) as consumer:
             taken = consumer.poll(3, timeout=5)
             consumer.commit(taken[-1])
-        client.create_subscription(ORDERS, "workers", shared=True, ack_timeout=600)
+        client.create_topic(DEAD)
+        client.create_subscription(ORDERS, "workers", shared=True, ack_timeout=600, max_deliveries=1, dead_letter=DEAD)
         shared = client.shared_consumer(ORDERS, "workers", max_wait=0)
-        assert len(shared.receive(2, timeout=5)) == 2  # held, not acknowledged: in flight
+        held = shared.receive(2, timeout=5)  # held, not acknowledged: in flight
+        shared.nack(held[0], 0)  # given back after its one delivery: the next receive dead-letters it
+
+        def dead_letters() -> int:
+            shared.receive(1, timeout=0.5)
+            numbers = client.get_subscription(ORDERS, "workers").shared
+            return 0 if numbers is None else numbers.dead_lettered
+
+        wait_for(dead_letters, "a dead letter")
+        dead_lettered = held[0].id
         client.create_topic(PAYMENTS, {"tx.mode": "transactional"})
         client.create_subscription(PAYMENTS, "audit")
         committed = tx.start_short()
@@ -102,7 +113,9 @@ def console(hbase_address: str, module_prefix: str, tmp_path_factory: pytest.Tem
         screenshots = Path(os.environ.get("TMS_CONSOLE_SCREENSHOTS") or folder)
         screenshots.mkdir(parents=True, exist_ok=True)
         try:
-            yield Console(gateway.url, client, still_open.write_pointer, invalid.write_pointer, screenshots)
+            yield Console(
+                gateway.url, client, still_open.write_pointer, invalid.write_pointer, dead_lettered, screenshots
+            )
         finally:
             shared.close()
             assert gateway.stop() == 0, gateway.log()
@@ -136,7 +149,7 @@ def text(browser: WebDriver, element_id: str) -> str:
 
 
 def shot(browser: WebDriver, console: Console, name: str) -> None:
-    browser.save_screenshot(str(console.screenshots / f"{name}.png"))
+    screenshot(browser, str(console.screenshots / f"{name}.png"))
 
 
 def test_an_unknown_token_sees_nothing(console: Console, browser: WebDriver) -> None:
@@ -198,7 +211,8 @@ def test_every_screen_shows_the_real_data(console: Console, browser: WebDriver) 
     show(browser, console, "subscriptions/shop/orders/workers", "subscription")
     in_flight = browser.find_elements(By.CSS_SELECTOR, "#in-flight tbody tr")
     assert [r.text.split()[0] for r in in_flight] == [p.id.hex() for p in client.pending(ORDERS, "workers")]
-    assert len(in_flight) == 2
+    assert in_flight and console.dead_lettered.hex() not in text(browser, "in-flight")
+    assert text(browser, "dead-letters").splitlines()[1].startswith(f"{console.dead_lettered.hex()} 1 ")
     shot(browser, console, "shared-subscription")
 
     show(browser, console, "transactions", "transactions")
@@ -331,3 +345,27 @@ def test_a_change_without_the_csrf_token_is_refused(console: Console) -> None:
         # signing out ends the session in this client
         assert http.post("/console/logout", headers={"X-CSRF-Token": csrf}).status_code == 200
         assert http.get("/console/api/session").status_code == 401
+
+
+def test_the_charts_draw_the_numbers_over_time(console: Console, browser: WebDriver) -> None:
+    client, clicks = console.client, TopicId("shop", "clicks")
+    client.create_topic(clicks)
+    client.create_subscription(clicks, "stats")
+    sign_in(browser, console, TOKENS["ops"])
+    show(browser, console, "subscriptions/shop/clicks/stats", "subscription")
+    for lag in (10, 20, 30):  # the screen refreshes itself: each refresh adds a sample
+        client.publish(clicks, [b"click"] * 10)
+        wait_for(lambda lag=lag: text(browser, "lag-messages") == f"{lag} messages", f"a lag of {lag}", timeout=60)
+    points = browser.find_element(By.CSS_SELECTOR, ".chart polyline").get_attribute("points") or ""
+    heights = [float(point.split(",")[1]) for point in points.split()]
+    assert len(heights) >= 3 and heights[0] > heights[-1]  # the lag went up: the line too (y grows downwards)
+    assert heights == sorted(heights, reverse=True)
+    shot(browser, console, "subscription-chart")
+
+    show(browser, console, "topics/shop/clicks", "topic")
+    for total in (40, 50, 60):
+        client.publish(clicks, [b"click"] * 10)
+        wait_for(lambda t=total: text(browser, "topic-messages") == f"{t} messages", f"{total} messages", timeout=60)
+    rates = browser.find_element(By.CSS_SELECTOR, ".chart polyline").get_attribute("points") or ""
+    assert len(rates.split()) >= 2  # messages per second between samples of the published count
+    shot(browser, console, "topic-chart")

@@ -26,8 +26,8 @@
     return new Date(ms).toTimeString().slice(0, 8);
   }
 
-  // lineChart(title, series) -> element. series: [{name, points: [[ms, value], ...]}, ...]
-  function lineChart(title, series, unit) {
+  // lineChart(title, series) -> element. series: [{name, points: [[ms, value], ...]}, ...]; the unit goes in the title
+  function lineChart(title, series) {
     const W = 560, H = 180, L = 52, R = 10, T = 10, B = 26;
     const box = document.createElement("div");
     box.className = "chart";
@@ -52,7 +52,7 @@
       const v = y0 + ((y1 - y0) * i) / 4;
       svg.appendChild(svgNode("line", { x1: L, x2: W - R, y1: sy(v), y2: sy(v), stroke: "#eef1f6" }));
       svg.appendChild(svgNode("text", { x: L - 6, y: sy(v) + 4, "text-anchor": "end", "font-size": 11, fill: "#667085" },
-        shortNumber(v) + (i === 4 && unit ? " " + unit : "")));
+        shortNumber(v)));
     }
     svg.appendChild(svgNode("text", { x: L, y: H - 8, "font-size": 11, fill: "#667085" }, clock(x0)));
     svg.appendChild(svgNode("text", { x: W - R, y: H - 8, "font-size": 11, fill: "#667085", "text-anchor": "end" }, clock(x1)));

@@ -317,8 +317,8 @@ async function topic(ns, t) {
         ...Object.entries(d.properties).filter(([k]) => !["ttl", "tx.mode"].includes(k)).map(([k, v]) => [k, v])])),
     ),
     el("div", { class: "split" },
-      lineChart("publish rate (msg/s), from the published-messages counter", [{ name: "msg/s", points: ratesOf(d.history) }], "msg/s"),
-      lineChart("lag (messages) of the subscriptions furthest behind", Object.entries(d.lag_history).map(([name, h]) => ({ name, points: h.map((x) => [x[0], x[1]]) })), "msgs")),
+      lineChart("publish rate (msg/s), from the published-messages counter", [{ name: "msg/s", points: ratesOf(d.history) }]),
+      lineChart("lag (messages) of the subscriptions furthest behind", Object.entries(d.lag_history).map(([name, h]) => ({ name, points: h.map((x) => [x[0], x[1]]) })))),
     el("p", {}, el("a", { href: `#/messages/${enc(ns)}/${enc(t)}` }, "Browse messages")),
     el("h2", {}, "Subscriptions"),
     table(["name", "kind", "lag messages#", "lag time#", "consumer"], subs, { id: "topic-subscriptions" }),
@@ -385,9 +385,9 @@ async function topicPicker(title, target, ns, t) {
 }
 
 async function messagesScreen(ns, t) {
-  const parts = [el("h1", {}, "Message browser"), await topicPicker("topic", "messages", ns, t)];
+  const picker = topicPicker("topic", "messages", ns, t); // drawn while the messages are read
   if (!ns) {
-    screen.replaceChildren(...parts, el("p", { class: "muted" }, "Pick a topic."));
+    screen.replaceChildren(el("h1", {}, "Message browser"), await picker, el("p", { class: "muted" }, "Pick a topic."));
     ready("messages");
     return;
   }
@@ -401,17 +401,19 @@ async function messagesScreen(ns, t) {
     const p = new URLSearchParams({ mode: mode.value, value: value.value, format: format.value, limit: limit.value });
     location.hash = `#/messages/${enc(ns)}/${enc(t)}?${p}`;
   };
-  parts.push(el("form", { class: "toolbar", id: "browse", onsubmit: show },
-    el("label", {}, "start", mode), el("label", {}, "value", value), el("label", {}, "show at most", limit),
-    el("label", {}, "payload as", format), el("button", { type: "submit" }, "Show")));
   const params = new URLSearchParams({ limit: limit.value });
   const m = mode.value, v = value.value.trim();
   if (m === "last") params.set("last", v || "20");
   if (m === "time") params.set("time", String(Date.parse(v.includes("T") || v.endsWith("Z") ? v : v.replace(" ", "T") + "Z")));
   if (m === "id") params.set("id", v);
+  const reading = api(`${topicPath(ns, t)}/messages?${params}`);
+  const parts = [el("h1", {}, "Message browser"), await picker];
+  parts.push(el("form", { class: "toolbar", id: "browse", onsubmit: show },
+    el("label", {}, "start", mode), el("label", {}, "value", value), el("label", {}, "show at most", limit),
+    el("label", {}, "payload as", format), el("button", { type: "submit" }, "Show")));
   let data;
   try {
-    data = await api(`${topicPath(ns, t)}/messages?${params}`);
+    data = await reading;
   } catch (e) {
     screen.replaceChildren(...parts, el("p", { class: "error", id: "browse-error" }, e.message));
     ready("messages");
@@ -480,8 +482,8 @@ async function subscription(ns, t, name) {
           ["committed mark", s.position || "nothing consumed"], s.pending_tx ? ["mark pending in transaction", s.pending_tx] : null, ["created", when(s.created_at)], ["updated", when(s.updated_at)]])),
     ),
     el("div", { class: "split" },
-      lineChart("lag (messages)", [{ name: "messages", points: history.map((h) => [h[0], h[1]]) }], "msgs"),
-      lineChart("lag (seconds)", [{ name: "seconds", points: history.map((h) => [h[0], h[2]]) }], "s")),
+      lineChart("lag (messages)", [{ name: "messages", points: history.map((h) => [h[0], h[1]]) }]),
+      lineChart("lag (seconds)", [{ name: "seconds", points: history.map((h) => [h[0], h[2]]) }])),
   ];
   if (s.shared) {
     const sh = s.shared;
@@ -492,6 +494,13 @@ async function subscription(ns, t, name) {
       el("h2", {}, "In flight"),
       table(["id", "holder", "deliveries#", "deadline", "state"], s.in_flight.map((p) =>
         el("tr", {}, el("td", { class: "mono" }, p.id), el("td", {}, p.owner || ""), el("td", { class: "num" }, p.deliveries), el("td", {}, when(p.deadline)), el("td", {}, badge(p.state)))), { id: "in-flight" }));
+    if (s.dead_letters) {
+      parts.push(el("h2", {}, `Dead letters in ${sh.dead_letter}`),
+        el("p", { class: "muted" }, `To publish them to ${ns}:${t} again: tms-admin sub dead-letters ${sh.dead_letter} --replay`),
+        table(["id", "deliveries#", "published", "dead-lettered", "payload"], s.dead_letters.map((d) =>
+          el("tr", {}, el("td", { class: "mono" }, d.id), el("td", { class: "num" }, d.deliveries), el("td", {}, when(d.publish_time)),
+            el("td", {}, when(d.dead_lettered)), el("td", { class: "payload" }, payloadAs(d.payload, "text")))), { id: "dead-letters" }));
+    }
   }
   if (s.may_change) parts.push(resetForm(base, s));
   screen.replaceChildren(...parts);
