@@ -73,7 +73,7 @@ def sweeper_summary(client: MessagingClient) -> dict:
         "never_swept": never,
         "oldest_sweep": min(completed) if completed else None,
         "newest_sweep": max(completed) if completed else None,
-        "global_bound": state["pruning"]["global_bound"],
+        "global_bound": pointer_text(state["pruning"]["global_bound"]),
         "blocking": state["pruning"]["blocking"],
         "invalid": len(state["pruning"]["invalid"]),
         "prunable": len(state["pruning"]["prunable"]),
@@ -91,8 +91,8 @@ def tx_server_status(address: str | None) -> dict:
             "address": tx.address,
             "reachable": True,
             "status": status,
-            "read_pointer": snapshot.read_pointer,
-            "write_pointer": snapshot.write_pointer,
+            "read_pointer": pointer_text(snapshot.read_pointer),
+            "write_pointer": pointer_text(snapshot.write_pointer),
             "in_progress": len(snapshot.in_progress),
             "invalid": len(snapshot.invalid),
         }
@@ -255,7 +255,7 @@ def messages(
             "position": e.position,
             "index": e.index,
             "publish_time": e.publish_time,
-            "tx_pointer": e.tx_pointer,
+            "tx_pointer": pointer_text(e.tx_pointer),
             "state": "corrupt" if e.error is not None else e.state,  # None: not transactional
             "payload": None if e.payload is None else e.payload.hex(),
             "error": e.error,
@@ -315,11 +315,11 @@ def transactions(client: MessagingClient, viewer: Viewer) -> dict:
             for pointer, row in _first_rows(client, meta, open_pointers).items():
                 held[pointer].append(_held_back(client, meta.topic, meta.generation, row))
     return {
-        "read_pointer": state.read_pointer,
+        "read_pointer": pointer_text(state.read_pointer),
         "in_progress": [
-            {"write_pointer": p, "started": p // 1_000_000, "holds_back": held[p]} for p in sorted(open_pointers)
+            {"write_pointer": str(p), "started": p // 1_000_000, "holds_back": held[p]} for p in sorted(open_pointers)
         ],
-        "invalid": [{"write_pointer": p, "started": p // 1_000_000} for p in sorted(state.invalids)],
+        "invalid": [{"write_pointer": str(p), "started": p // 1_000_000} for p in sorted(state.invalids)],
     }
 
 
@@ -353,5 +353,23 @@ def _held_back(client: MessagingClient, topic: TopicId, generation: int, row: tu
 
 
 def sweeper(client: MessagingClient) -> dict:
-    """Per-region progress and the invalid-list prune bound (what ``tms-admin sweeper state`` shows)."""
-    return sweeper_state(client.installation)
+    """Per-region progress and the invalid-list prune bound (what ``tms-admin sweeper state`` shows),
+    with each transaction pointer as text."""
+    state = sweeper_state(client.installation)
+    pruning = state["pruning"]
+    return {
+        "regions": [{**r, "prune_bound": pointer_text(r["prune_bound"])} for r in state["regions"]],
+        "pruning": {
+            **pruning,
+            "global_bound": pointer_text(pruning["global_bound"]),
+            "inactive_bound": pointer_text(pruning["inactive_bound"]),
+            "regions": {name: pointer_text(bound) for name, bound in pruning["regions"].items()},
+            "invalid": [str(p) for p in pruning["invalid"]],
+            "prunable": [str(p) for p in pruning["prunable"]],
+        },
+    }
+
+
+def pointer_text(pointer: int | None) -> str | None:
+    """A transaction pointer as text: it is past the integers a browser's JSON keeps exact (2^53)."""
+    return None if pointer is None else str(pointer)

@@ -26,6 +26,7 @@ from selenium.webdriver.support.ui import Select
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.config import TX_ENV
 from tms_hbase.errors import TopicNotFound
+from tms_hbase.sweep.status import sweeper_state
 from tms_hbase.tx.client import TransactionClient
 from tms_hbase_gateway.auth import hash_token, new_token
 
@@ -226,6 +227,9 @@ def test_every_screen_shows_the_real_data(console: Console, browser: WebDriver) 
     regions = browser.find_elements(By.CSS_SELECTOR, "#regions tbody tr")
     assert len(regions) == len(client.installation.messages.regions()) + len(client.installation.payloads.regions())
     assert all("never" not in r.text for r in regions)
+    recorded = [r["prune_bound"] for r in sweeper_state(client.installation)["regions"]]
+    shown = [r.find_elements(By.TAG_NAME, "td")[4].text for r in regions]
+    assert shown == ["-" if bound is None else str(bound) for bound in recorded] and recorded[0] is not None
     shot(browser, console, "sweeper")
 
 

@@ -87,6 +87,11 @@ function badge(text, kind) {
   return el("span", { class: `badge ${kind || String(text).replace(/ /g, "-")}` }, text);
 }
 
+// A transaction pointer (sent as text: it is past 2^53) as the time its transaction started, in ms.
+function pointerTime(pointer) {
+  return Number(BigInt(pointer) / 1000000n);
+}
+
 function card(title, ...body) {
   return el("div", { class: "card" }, el("h3", {}, title), ...body);
 }
@@ -190,7 +195,7 @@ async function overview() {
         facts([
           ["last complete sweep", sw.newest_sweep ? `${when(sw.newest_sweep)} (${ago(sw.newest_sweep)})` : "never"],
           ["oldest region sweep", sw.oldest_sweep ? ago(sw.oldest_sweep) : "never"],
-          ["prune bound", sw.global_bound === null ? "none" : String(sw.global_bound)],
+          ["prune bound", sw.global_bound === null ? "none" : `invalid transactions before ${when(pointerTime(sw.global_bound))} can go`],
           ["invalid / prunable", `${sw.invalid} / ${sw.prunable}`],
         ]),
       ),
@@ -264,7 +269,7 @@ async function topics() {
 function createForm() {
   const ns = el("input", { id: "new-namespace", placeholder: "namespace", required: true });
   const name = el("input", { id: "new-topic", placeholder: "topic", required: true });
-  const ttl = el("input", { id: "new-ttl", placeholder: "TTL seconds (default 7 days)", type: "number", min: 1 });
+  const ttl = el("input", { id: "new-ttl", placeholder: "seconds (7 d)", type: "number", min: 1 });
   const ordering = el("select", { id: "new-ordering" }, el("option", { value: "" }, "default ordering"), el("option", {}, "sequencer"), el("option", {}, "chain"));
   const mode = el("select", { id: "new-tx-mode" }, el("option", { value: "" }, "tx.mode: any"), el("option", {}, "transactional"), el("option", {}, "non-transactional"));
   const create = () => {
@@ -577,8 +582,8 @@ async function sweeper() {
   screen.replaceChildren(
     el("h1", {}, "Sweeper"),
     el("div", { class: "cards" },
-      card("Invalid-list prune bound", el("div", { class: "big", id: "prune-bound" }, p.global_bound === null ? "none" : String(p.global_bound)),
-        facts([["invalid transactions", p.invalid.length], ["prunable now", p.prunable.length], ["blocking regions", p.blocking.length ? p.blocking.join(", ") : "none"]]))),
+      card("Invalid-list prune bound", el("div", { class: "big", id: "prune-bound" }, p.global_bound === null ? "none" : when(pointerTime(p.global_bound))),
+        facts([p.global_bound === null ? null : ["as a pointer", el("span", { class: "mono" }, p.global_bound)],["invalid transactions", p.invalid.length], ["prunable now", p.prunable.length], ["blocking regions", p.blocking.length ? p.blocking.join(", ") : "none"]]))),
     el("h2", {}, "Regions"),
     table(["region", "last complete sweep", "rows#", "checkpoint", "prune bound"], rows, { id: "regions" }),
   );
