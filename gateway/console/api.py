@@ -64,9 +64,10 @@ def api(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     return run
 
 
-def _topic(request: Request, viewer: Viewer, change: bool = False) -> TopicId:
+def _topic(request: Request, viewer: Viewer, check: Callable[[Viewer, str, str], None] = Viewer.check_see) -> TopicId:
+    """The path's topic, once the viewer passes ``check`` on it (seeing it, reading its payloads, changing it)."""
     topic = TopicId(request.path_params["namespace"], request.path_params["topic"])
-    (viewer.check_change if change else viewer.check_see)(topic.namespace, topic.topic)
+    check(viewer, topic.namespace, topic.topic)
     return topic
 
 
@@ -173,7 +174,7 @@ async def whoami(request: Request, gateway: Gateway, viewer: Viewer) -> object:
 
 @api
 async def overview(request: Request, gateway: Gateway, viewer: Viewer) -> object:
-    return await gateway.run(views.overview, gateway.client, None)
+    return await gateway.run(views.overview, gateway.client)
 
 
 @api
@@ -192,7 +193,7 @@ async def topic(request: Request, gateway: Gateway, viewer: Viewer) -> object:
 
 @api
 async def create_topic(request: Request, gateway: Gateway, viewer: Viewer) -> object:
-    found = _topic(request, viewer, change=True)
+    found = _topic(request, viewer, Viewer.check_change)
     properties = _properties(await _json_body(request))
 
     def work() -> dict:
@@ -205,7 +206,7 @@ async def create_topic(request: Request, gateway: Gateway, viewer: Viewer) -> ob
 
 @api
 async def update_topic(request: Request, gateway: Gateway, viewer: Viewer) -> object:
-    found = _topic(request, viewer, change=True)
+    found = _topic(request, viewer, Viewer.check_change)
     properties = _properties(await _json_body(request))
 
     def work() -> dict:
@@ -217,7 +218,7 @@ async def update_topic(request: Request, gateway: Gateway, viewer: Viewer) -> ob
 
 @api
 async def delete_topic(request: Request, gateway: Gateway, viewer: Viewer) -> object:
-    found = _topic(request, viewer, change=True)
+    found = _topic(request, viewer, Viewer.check_change)
     await gateway.run(gateway.client.delete_topic, found)
     _recent(request).forget(str(found))
     return {"deleted": str(found)}
@@ -232,7 +233,7 @@ def _properties(body: dict) -> dict[str, str]:
 
 @api
 async def messages(request: Request, gateway: Gateway, viewer: Viewer) -> object:
-    found = _topic(request, viewer)
+    found = _topic(request, viewer, Viewer.check_read)
     query = request.query_params
     limit = _int(query.get("limit", "100"), "limit")
     from_id = _id(query["id"]) if query.get("id") else None
@@ -253,14 +254,14 @@ async def subscription(request: Request, gateway: Gateway, viewer: Viewer) -> ob
 
 @api
 async def reset_preview(request: Request, gateway: Gateway, viewer: Viewer) -> object:
-    found = _topic(request, viewer)
+    found = _topic(request, viewer, Viewer.check_read)  # it shows the first messages it would move over
     start = _start((await _json_body(request)).get("start"))
     return await gateway.run(views.reset_preview, gateway.client, found, request.path_params["name"], start)
 
 
 @api
 async def reset(request: Request, gateway: Gateway, viewer: Viewer) -> object:
-    found = _topic(request, viewer, change=True)
+    found = _topic(request, viewer, Viewer.check_change)
     body = await _json_body(request)
     start, force, name = _start(body.get("start")), body.get("force") is True, request.path_params["name"]
 

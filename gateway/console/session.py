@@ -23,7 +23,7 @@ from starlette.requests import Request
 
 from tms_hbase.errors import NotAuthenticated, NotAuthorized
 
-from ..auth import ADMIN, Guard
+from ..auth import ADMIN, CONSUME, Guard
 
 COOKIE = "tms_console"
 CSRF_HEADER = "x-csrf-token"
@@ -48,8 +48,16 @@ class Viewer:
         """Console changes (topics, subscription resets) need ``admin`` on the topic."""
         return self.guard.allows(self.principal, namespace, topic, ADMIN)
 
+    def may_read(self, namespace: str, topic: str) -> bool:
+        """Payloads need ``consume`` (what polling needs) or ``admin`` (the operator) on the topic."""
+        return any(self.guard.allows(self.principal, namespace, topic, action) for action in (CONSUME, ADMIN))
+
     def check_see(self, namespace: str, topic: str) -> None:
         self.guard.check(self.principal, namespace, topic, None)
+
+    def check_read(self, namespace: str, topic: str) -> None:
+        if not self.may_read(namespace, topic):
+            raise NotAuthorized(f"{self.principal} may not read the messages of {namespace}:{topic}")
 
     def check_change(self, namespace: str, topic: str) -> None:
         self.guard.check(self.principal, namespace, topic, ADMIN)

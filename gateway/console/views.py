@@ -33,7 +33,7 @@ TX_PROBE_SECONDS = 1.0
 CHARTED_LAGS = 4  # the topic's chart shows the lag of the subscriptions furthest behind
 
 
-def overview(client: MessagingClient, tx_server: str | None) -> dict:
+def overview(client: MessagingClient) -> dict:
     """The installation, HBase's reachability and round trip, the tail-cache setting, the sweeper's
     last complete sweep and blocking regions, and the transaction server's status."""
     started = time.perf_counter()
@@ -58,7 +58,7 @@ def overview(client: MessagingClient, tx_server: str | None) -> dict:
             "transition_ends": setting.transition_ends(),
         },
         "sweeper": sweeper,
-        "tx_server": tx_server_status(tx_server),
+        "tx_server": tx_server_status(),
     }
 
 
@@ -80,9 +80,10 @@ def sweeper_summary(client: MessagingClient) -> dict:
     }
 
 
-def tx_server_status(address: str | None) -> dict:
-    """The transaction server's answer to a status call within :data:`TX_PROBE_SECONDS`."""
-    tx = TransactionClient(address, timeout=TX_PROBE_SECONDS)
+def tx_server_status() -> dict:
+    """The answer of the transaction server (``$TMS_TX_SERVER``, else Tephra's port on this host) to a
+    status call within :data:`TX_PROBE_SECONDS`."""
+    tx = TransactionClient(timeout=TX_PROBE_SECONDS)
     try:
         with tx:
             status = tx.status()
@@ -183,7 +184,7 @@ def _subscription(s: Subscription, lag: Lag | None) -> dict:
 
 def subscription_detail(client: MessagingClient, viewer: Viewer, topic: TopicId, name: str, history: History) -> dict:
     """One subscription: its mark, consumer and lease, lag, the lag samples, and for a shared one the
-    messages in flight and its latest dead letters (when the viewer may see the dead-letter topic)."""
+    messages in flight and its latest dead letters (when the viewer may read the dead-letter topic)."""
     subscription = client.get_subscription(topic, name)
     lag = client.lag(topic, name)
     history.record_lag(str(topic), name, lag.messages, lag.seconds)
@@ -203,7 +204,7 @@ def subscription_detail(client: MessagingClient, viewer: Viewer, topic: TopicId,
             for p in client.pending(topic, name, limit=100)
         ]
         target = subscription.shared.dead_letter
-        if target is not None and viewer.may_see(target.namespace, target.topic):
+        if target is not None and viewer.may_read(target.namespace, target.topic):
             detail["dead_letters"] = dead_letters(client, target, topic, name)
     return detail
 

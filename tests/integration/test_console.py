@@ -35,7 +35,7 @@ from ..gateway_server import GatewayProcess, gateway_env
 from ..tx_server import TxServer, free_port
 
 ORDERS, PAYMENTS, DEAD = TopicId("shop", "orders"), TopicId("shop", "payments"), TopicId("shop", "dead")
-TOKENS = {name: new_token() for name in ("ops", "viewer")}
+TOKENS = {name: new_token() for name in ("ops", "viewer", "writer")}
 RULES = """
 [[rules]]
 principal = "ops"
@@ -48,6 +48,12 @@ principal = "viewer"
 namespace = "*"
 topics = "*"
 actions = ["consume"]
+
+[[rules]]
+principal = "writer"
+namespace = "*"
+topics = "*"
+actions = ["publish"]
 """
 
 
@@ -329,6 +335,15 @@ def test_a_read_only_token_changes_nothing(console: Console, browser: WebDriver)
     assert TopicId("shop", "sneaky") not in client.list_topics("shop")
     assert client.get_topic(ORDERS).ttl == 86400
     assert client.lag(ORDERS, "billing").messages == before.messages == 4
+
+
+def test_payloads_need_consume_or_admin(console: Console, browser: WebDriver) -> None:
+    sign_in(browser, console, TOKENS["writer"])  # may publish: sees the topics, not what they hold
+    show(browser, console, "topics/shop/orders", "topic")
+    assert text(browser, "topic-messages") == f"{console.client.topic_stats(ORDERS).messages} messages"
+    show(browser, console, "messages/shop/orders?mode=last&value=3&format=text&limit=100", "messages")
+    assert "writer may not read the messages of shop:orders" in text(browser, "browse-error")
+    assert not browser.find_elements(By.CSS_SELECTOR, "#messages td.payload")
 
 
 def test_a_change_without_the_csrf_token_is_refused(console: Console) -> None:
