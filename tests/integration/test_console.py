@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -307,6 +308,18 @@ def test_a_reset_through_the_console_is_what_the_library_sees(console: Console, 
     with client.consumer(ORDERS, "replay", max_wait=0) as consumer:
         assert consumer.poll(10, timeout=0.5) == []
 
+    start = list(client.fetch(ORDERS))[-1].publish_time  # back to the last batch, by its time
+    again = [m.id for m in client.fetch(ORDERS, start_time=start)]
+    Select(browser.find_element(By.ID, "reset-mode")).select_by_value("time")
+    value = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(start / 1000)) + f".{start % 1000:03d}"
+    browser.find_element(By.ID, "reset-value").send_keys(value)
+    browser.find_element(By.ID, "preview").click()
+    wait_for(lambda: f"delivers again {len(again)} messages" in text(browser, "reset-preview"), "the preview")
+    confirm(browser)
+    wait_for(lambda: client.lag(ORDERS, "replay").messages == len(again), "the reset to a time")
+    with client.consumer(ORDERS, "replay", max_wait=0) as consumer:
+        assert [m.id for m in consumer.poll(10, timeout=5)] == again
+
 
 def test_a_read_only_token_changes_nothing(console: Console, browser: WebDriver) -> None:
     client = console.client
@@ -388,3 +401,30 @@ def test_the_charts_draw_the_numbers_over_time(console: Console, browser: WebDri
     rates = browser.find_element(By.CSS_SELECTOR, ".chart polyline").get_attribute("points") or ""
     assert len(rates.split()) >= 2  # messages per second between samples of the published count
     shot(browser, console, "topic-chart")
+
+
+def test_the_message_browser_starts_where_asked_and_downloads_what_it_shows(
+    console: Console, browser: WebDriver, tmp_path: Path
+) -> None:
+    client = console.client
+    everything = list(client.fetch(ORDERS))
+    sign_in(browser, console, TOKENS["ops"])
+
+    def shown() -> list[str]:
+        return [r.text.split()[0] for r in browser.find_elements(By.CSS_SELECTOR, "#messages tbody tr")]
+
+    middle = everything[3]
+    show(browser, console, f"messages/shop/orders?mode=id&value={middle.id.hex()}&format=hex&limit=2", "messages")
+    assert shown() == [m.id.hex() for m in everything[3:5]]
+    start = everything[-1].publish_time  # the last batch: from its publish time on
+    later = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(start / 1000)) + f".{start % 1000:03d}"  # UTC
+    show(browser, console, f"messages/shop/orders?mode=time&value={later}&format=text&limit=100", "messages")
+    expected = [m.id.hex() for m in client.fetch(ORDERS, start_time=start)]
+    assert shown() == expected and len(expected) < len(everything)
+
+    browser.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(tmp_path)})
+    browser.find_element(By.ID, "download").click()
+    saved = tmp_path / "shop-orders-messages.json"
+    data = json.loads(wait_for(lambda: saved.exists() and saved.read_text(), "the download"))
+    assert [m["id"] for m in data["messages"]] == expected
+    assert [bytes.fromhex(m["payload"]) for m in data["messages"]] == [m.payload for m in everything[-len(expected) :]]
