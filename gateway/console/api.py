@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from urllib.parse import parse_qs
@@ -32,6 +33,7 @@ from .history import History
 from .recent import Recent
 from .session import Viewer
 
+log = logging.getLogger(__name__)  # tms_hbase_gateway.console.api: the changes made through the console
 MAX_FORM_BYTES = 64 * 1024
 HEADERS = {
     # the pages load only their own files; payloads shown are text, never markup
@@ -201,7 +203,9 @@ async def create_topic(request: Request, gateway: Gateway, viewer: Viewer) -> ob
         gateway.client.create_topic(found, properties)
         return views.topic_detail(gateway.client, found, _history(request))
 
-    return _as_seen_by(_recent(request).put(str(found), await gateway.run(work)), viewer)
+    detail = await gateway.run(work)
+    log.info("console: %s created topic %s with %s", viewer.principal, found, properties)
+    return _as_seen_by(_recent(request).put(str(found), detail), viewer)
 
 
 @api
@@ -213,13 +217,16 @@ async def update_topic(request: Request, gateway: Gateway, viewer: Viewer) -> ob
         gateway.client.update_topic(found, properties)
         return views.topic_detail(gateway.client, found, _history(request))
 
-    return _as_seen_by(_recent(request).put(str(found), await gateway.run(work)), viewer)
+    detail = await gateway.run(work)
+    log.info("console: %s set the properties of topic %s to %s", viewer.principal, found, properties)
+    return _as_seen_by(_recent(request).put(str(found), detail), viewer)
 
 
 @api
 async def delete_topic(request: Request, gateway: Gateway, viewer: Viewer) -> object:
     found = _topic(request, viewer, Viewer.check_change)
     await gateway.run(gateway.client.delete_topic, found)
+    log.info("console: %s deleted topic %s", viewer.principal, found)
     _recent(request).forget(str(found))
     return {"deleted": str(found)}
 
@@ -273,6 +280,7 @@ async def reset(request: Request, gateway: Gateway, viewer: Viewer) -> object:
         return views.subscription_detail(gateway.client, viewer, found, name, _history(request))
 
     detail = await gateway.run(work)
+    log.info("console: %s reset subscription %s of %s to %r (force=%s)", viewer.principal, name, found, start, force)
     _recent(request).forget(str(found))  # its lag changed
     return {**detail, "may_change": True}
 

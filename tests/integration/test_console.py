@@ -66,6 +66,7 @@ class Console:
     invalid_tx: int
     dead_lettered: bytes
     screenshots: Path
+    gateway: GatewayProcess
 
 
 @pytest.fixture(scope="module")
@@ -121,9 +122,8 @@ def console(hbase_address: str, module_prefix: str, tmp_path_factory: pytest.Tem
         screenshots = Path(os.environ.get("TMS_CONSOLE_SCREENSHOTS") or folder)
         screenshots.mkdir(parents=True, exist_ok=True)
         try:
-            yield Console(
-                gateway.url, client, still_open.write_pointer, invalid.write_pointer, dead_lettered, screenshots
-            )
+            opened = still_open.write_pointer
+            yield Console(gateway.url, client, opened, invalid.write_pointer, dead_lettered, screenshots, gateway)
         finally:
             shared.close()
             assert gateway.stop() == 0, gateway.log()
@@ -281,6 +281,10 @@ def test_a_topic_made_through_the_console_is_what_the_library_sees(console: Cons
     wait_for(lambda: browser.execute_script("return document.body.dataset.ready") == "topics", "the topic list")
     with pytest.raises(TopicNotFound):
         client.get_topic(created)
+    log = console.gateway.log()  # each change is logged with who made it
+    assert "console: ops created topic made:by-console with {'ttl': '7200', 'tx.mode': 'transactional'}" in log
+    assert "console: ops set the properties of topic made:by-console to {'ttl': '60'" in log
+    assert "console: ops deleted topic made:by-console" in log
 
 
 def test_a_reset_through_the_console_is_what_the_library_sees(console: Console, browser: WebDriver) -> None:
