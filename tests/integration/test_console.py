@@ -212,6 +212,15 @@ def test_every_screen_shows_the_real_data(console: Console, browser: WebDriver) 
     wait_for(lambda: "fa fb fc fd fe ff" in text(browser, "messages"), "the payload in hex")
     shot(browser, console, "messages")
 
+    show(browser, console, "subscriptions", "subscriptions")  # no topic yet: pick one
+    picker = browser.find_element(By.ID, "topic-pick")
+    picker.click()
+    options = "#topic-names option"
+    wait_for(lambda: len(browser.find_elements(By.CSS_SELECTOR, options)) == len(client.list_topics()), "suggestions")
+    picker.send_keys("shop:orders\n")
+    wait_for(lambda: "billing" in text(browser, "subscriptions"), "the topic's subscriptions")
+    assert "workers" in text(browser, "subscriptions")
+
     show(browser, console, "subscriptions/shop/orders/billing", "subscription")
     lag = client.lag(ORDERS, "billing")
     assert text(browser, "lag-messages") == f"{lag.messages} messages" == "4 messages"

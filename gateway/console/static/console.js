@@ -377,10 +377,15 @@ function alertBox(text) {
   confirmDialog("Error", el("p", {}, text), "OK", async () => {});
 }
 
-async function topicPicker(title, target, ns, t) {
-  const list = await api("/topics");
-  const input = el("input", { id: "topic-pick", list: "topic-names", placeholder: "namespace:topic", value: ns ? `${ns}:${t}` : "" });
-  const names = el("datalist", { id: "topic-names" }, list.slice(0, 1000).map((x) => el("option", { value: `${x.namespace}:${x.topic}` })));
+// A topic name field whose suggestions (up to 1,000 topics) are read when it is first used, not with the screen.
+function topicPicker(title, target, ns, t) {
+  const names = el("datalist", { id: "topic-names" });
+  const suggest = async () => {
+    input.removeEventListener("focus", suggest);
+    const list = await api("/topics");
+    names.replaceChildren(...list.slice(0, 1000).map((x) => el("option", { value: `${x.namespace}:${x.topic}` })));
+  };
+  const input = el("input", { id: "topic-pick", list: "topic-names", placeholder: "namespace:topic", value: ns ? `${ns}:${t}` : "", onfocus: suggest });
   const go = (e) => {
     e.preventDefault();
     const [a, ...b] = input.value.split(":");
@@ -390,9 +395,9 @@ async function topicPicker(title, target, ns, t) {
 }
 
 async function messagesScreen(ns, t) {
-  const picker = topicPicker("topic", "messages", ns, t); // drawn while the messages are read
+  const picker = topicPicker("topic", "messages", ns, t);
   if (!ns) {
-    screen.replaceChildren(el("h1", {}, "Message browser"), await picker, el("p", { class: "muted" }, "Pick a topic."));
+    screen.replaceChildren(el("h1", {}, "Message browser"), picker, el("p", { class: "muted" }, "Pick a topic."));
     ready("messages");
     return;
   }
@@ -412,7 +417,7 @@ async function messagesScreen(ns, t) {
   if (m === "time") params.set("time", String(Date.parse(v.includes("T") || v.endsWith("Z") ? v : v.replace(" ", "T") + "Z")));
   if (m === "id") params.set("id", v);
   const reading = api(`${topicPath(ns, t)}/messages?${params}`);
-  const parts = [el("h1", {}, "Message browser"), await picker];
+  const parts = [el("h1", {}, "Message browser"), picker];
   parts.push(el("form", { class: "toolbar", id: "browse", onsubmit: show },
     el("label", {}, "start", mode), el("label", {}, "value", value), el("label", {}, "show at most", limit),
     el("label", {}, "payload as", format), el("button", { type: "submit" }, "Show")));
@@ -454,7 +459,8 @@ async function messagesScreen(ns, t) {
 
 async function subscriptions(ns, t, name) {
   if (name) return subscription(ns, t, name);
-  const [picker, d] = await Promise.all([topicPicker("topic", "subscriptions", ns, t), ns ? api(topicPath(ns, t)) : null]);
+  const picker = topicPicker("topic", "subscriptions", ns, t);
+  const d = ns ? await api(topicPath(ns, t)) : null;
   const parts = [el("h1", {}, "Subscriptions"), picker];
   if (d) {
     parts.push(el("p", { class: "muted" }, `${d.subscriptions.length} subscriptions; numbers read ${when(d.read_at)}`));
