@@ -204,13 +204,14 @@ def test_every_screen_shows_the_real_data(console: Console, browser: WebDriver) 
     payloads = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#messages td.payload")]
     assert payloads == ["paid 1", "never mind", "timed out", "pending 1", "pending 2"]
     assert states == ["committed", "rolled back", "invalid", "in progress", "in progress"]
+    shot(browser, console, "messages")
     show(browser, console, "messages/shop/orders?mode=last&value=3&format=json&limit=100", "messages")
     payloads = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#messages td.payload")]
     assert payloads[0] == json.dumps({"order": 5, "total": 50}, indent=2) and payloads[1] == "(not JSON) plain text"
     Select(browser.find_element(By.ID, "format")).select_by_visible_text("hex")
     browser.find_element(By.CSS_SELECTOR, "#browse button").click()
     wait_for(lambda: "fa fb fc fd fe ff" in text(browser, "messages"), "the payload in hex")
-    shot(browser, console, "messages")
+    shot(browser, console, "messages-hex")
 
     show(browser, console, "subscriptions", "subscriptions")  # no topic yet: pick one
     picker = browser.find_element(By.ID, "topic-pick")
