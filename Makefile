@@ -6,7 +6,7 @@ PYTEST_ARGS ?=
 # than the cores; each has a table prefix of its own. TEST_WORKERS=0 runs everything in one process.
 TEST_WORKERS ?= 4
 
-.PHONY: install demo test test-unit test-cluster cluster-start cluster-stop lint typecheck smoke bench-quick hbase-start hbase-stop bench-peers verify verify-quick verify-deps clean
+.PHONY: install demo test test-unit test-cluster cluster-start cluster-stop lint typecheck smoke bench-quick hbase-start hbase-stop bench-peers verify verify-quick verify-deps browser-deps console-screenshots clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	python3 -m venv $(VENV)
@@ -19,7 +19,7 @@ install: $(VENV)/.installed  ## the package, its CLI and the test tools, into .v
 demo: install  ## start a local HBase and show topics working end to end
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash examples/demo.sh
 
-test: install verify-deps  ## the whole test suite against a real HBase (started if needed), TEST_WORKERS processes at once
+test: install verify-deps browser-deps  ## the whole test suite against a real HBase (started if needed), TEST_WORKERS processes at once
 	$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 test-unit: install  ## the unit tests only: seconds, no HBase
@@ -80,6 +80,15 @@ VERIFY_QUICK_ARGS ?= --duration 120 --seed 24 --max-skew 5
 
 verify-deps:
 	ls /usr/lib/*/faketime/libfaketimeMT.so.1 >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq faketime; }
+
+# The web console's tests (tests/integration/test_console*.py) drive Debian's headless chromium through
+# chromium-driver (apt-get, as root, if missing; tests/browser.py does the same when run on their own).
+browser-deps:
+	command -v chromium >/dev/null && command -v chromedriver >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; }
+
+# The screenshots docs/console.md shows, taken by the console's browser test on the local HBase.
+console-screenshots: install browser-deps  ## PNGs of every console screen into docs/console/
+	TMS_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(PY) -m pytest tests/integration/test_console.py -n 0 -q -k "every_screen or charts"
 
 verify: install verify-deps  ## the verification suite, long: 30 min with every fault kind on both orderings
 	$(PY) -m tests.verify $(VERIFY_ARGS)

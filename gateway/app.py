@@ -17,7 +17,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 
-from . import config, consuming, routes, shared
+from . import config, console, consuming, routes, shared
 from .access import Observe
 from .errors import http_error, unexpected_error
 from .metrics import Metrics
@@ -52,7 +52,8 @@ def create_app(settings: config.Settings | None = None) -> Starlette:
         + shared.MESSAGE_ROUTES
         + routes.ROUTES
         + consuming.ROUTES
-        + shared.ROUTES,
+        + shared.ROUTES
+        + console.ROUTES,
         middleware=[Middleware(Observe, metrics=metrics)],
         exception_handlers={HTTPException: http_error, Exception: unexpected_error},
         lifespan=lifespan,

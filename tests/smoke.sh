@@ -56,6 +56,9 @@ for folder, name in folders.items():
     for init in (src / folder).rglob("__init__.py"):
         package = name + init.parent.as_posix().removeprefix((src / folder).as_posix())
         assert package in packed, f"{init.parent} is not in the wheel as {package} (setup.cfg's packages)"
+# the web console's files are package data, served from the installed package
+for asset in ("index.html", "login.html", "login.js", "console.js", "chart.js", "console.css"):
+    assert f"tms_hbase_gateway/console/static/{asset}" in names, f"the console's {asset} is not in the wheel"
 print("top-level:", ", ".join(sorted(top)))
 EOF
 

@@ -1,0 +1,110 @@
+"""Who a console request comes from, and whether a change it asks for is the user's own (CSRF).
+
+A browser cannot send a bearer header on a page load, so the console keeps the token in a cookie:
+the login form posts it once, the gateway checks it with the same :class:`~gateway.auth.Guard` as
+``Authorization: Bearer`` and answers with a ``tms_console`` cookie that is ``HttpOnly`` (no script can
+read it), ``SameSite=Strict`` (no other site's page sends it), limited to ``/console``, ``Secure`` under
+TLS, and lasts :data:`SESSION_SECONDS`. The token never goes into a URL. Nothing is stored server-side,
+so any worker serves any session, and taking a token out of the config file ends its sessions.
+
+Every change (PUT, POST, DELETE) must also carry ``X-CSRF-Token``: an HMAC of the session's token that
+the page reads from ``/console/api/session`` (a same-origin read another site cannot make). A cross-site
+form cannot set that header, and a cross-site script cannot send it without a CORS preflight the gateway
+never answers; a change whose ``Origin`` is not the gateway's own is refused too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from dataclasses import dataclass
+
+from starlette.requests import Request
+
+from tms_hbase.errors import NotAuthenticated, NotAuthorized
+
+from ..auth import ADMIN, CONSUME, Guard
+
+COOKIE = "tms_console"
+CSRF_HEADER = "x-csrf-token"
+SESSION_SECONDS = 8 * 3600
+PATH = "/console"
+SAFE_METHODS = frozenset({"GET", "HEAD"})
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """The authenticated caller of one console request."""
+
+    principal: str
+    token: str  # the session's bearer token ("" on an open gateway)
+    guard: Guard
+
+    def may_see(self, namespace: str, topic: str) -> bool:
+        """Any action on the topic shows it (as ``GET /topics/<t>`` needs)."""
+        return self.guard.allows(self.principal, namespace, topic, None)
+
+    def may_change(self, namespace: str, topic: str) -> bool:
+        """Console changes (topics, subscription resets) need ``admin`` on the topic."""
+        return self.guard.allows(self.principal, namespace, topic, ADMIN)
+
+    def may_read(self, namespace: str, topic: str) -> bool:
+        """Payloads need ``consume`` (what polling needs) or ``admin`` (the operator) on the topic."""
+        return any(self.guard.allows(self.principal, namespace, topic, action) for action in (CONSUME, ADMIN))
+
+    def check_see(self, namespace: str, topic: str) -> None:
+        self.guard.check(self.principal, namespace, topic, None)
+
+    def check_read(self, namespace: str, topic: str) -> None:
+        if not self.may_read(namespace, topic):
+            raise NotAuthorized(f"{self.principal} may not read the messages of {namespace}:{topic}")
+
+    def check_change(self, namespace: str, topic: str) -> None:
+        self.guard.check(self.principal, namespace, topic, ADMIN)
+
+    @property
+    def csrf(self) -> str:
+        """The token a change must carry: derived from the session's secret, so only its holder knows it."""
+        return csrf_token(self.token)
+
+
+def csrf_token(token: str) -> str:
+    return hmac.new(token.encode(), b"tms-console csrf", hashlib.sha256).hexdigest()
+
+
+def viewer(request: Request, guard: Guard) -> Viewer:
+    """The caller of a console request from its session cookie (NotAuthenticated: 401), noted for the
+    access log; a change is also checked for its CSRF token and origin (NotAuthorized: 403)."""
+    token = request.cookies.get(COOKIE, "")
+    principal = guard.principal(f"Bearer {token}" if token else None)
+    request.state.principal = principal
+    found = Viewer(principal, token if not guard.open else "", guard)
+    if request.method not in SAFE_METHODS:
+        check_origin(request)
+        sent = request.headers.get(CSRF_HEADER, "")
+        if not hmac.compare_digest(sent.encode(), found.csrf.encode()):
+            raise NotAuthorized("a console change needs the session's X-CSRF-Token header")
+    return found
+
+
+def check_origin(request: Request) -> None:
+    """NotAuthorized when the request says it comes from another site's page."""
+    origin = request.headers.get("origin")
+    if origin is not None and origin != own_origin(request):
+        raise NotAuthorized(f"a console change from another origin ({origin}) is refused")
+
+
+def own_origin(request: Request) -> str:
+    return f"{request.url.scheme}://{request.headers.get('host', request.url.netloc)}"
+
+
+def login(guard: Guard, token: str) -> str:
+    """The principal of a token typed into the login form; NotAuthenticated for an unknown one."""
+    if not token.strip():
+        raise NotAuthenticated("enter a token")
+    return guard.principal(f"Bearer {token.strip()}")
+
+
+def cookie_options(secure: bool) -> dict:
+    """How the session cookie is set (and cleared)."""
+    return {"path": PATH, "httponly": True, "samesite": "strict", "secure": secure}

@@ -1,0 +1,640 @@
+// The tms-hbase console: one page, a screen per hash route (#/overview, #/topics, ...). Every number
+// comes from the gateway's /console/api endpoints (the library underneath); nothing here talks to HBase.
+// Text from the data is only ever set as textContent, never as markup.
+"use strict";
+
+const { lineChart, ratesOf, shortNumber } = window.tmsChart;
+const screen = document.getElementById("screen");
+const REFRESH_MS = 5000;
+let session = null;
+let refreshTimer = null;
+let firstScreen = true;
+
+// -- helpers --------------------------------------------------------------------------------------
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else if (k === "class") node.className = v;
+    else node.setAttribute(k, v === true ? "" : v);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.appendChild(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+class ApiError extends Error {
+  constructor(status, text) {
+    super(text);
+    this.status = status;
+  }
+}
+
+async function api(path, options = {}) {
+  const init = { method: options.method || "GET", credentials: "same-origin", headers: {} };
+  if (init.method !== "GET") init.headers["X-CSRF-Token"] = session ? session.csrf : "";
+  if (options.body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(options.body);
+  }
+  const response = await fetch("/console/api" + path, init);
+  if (response.status === 401) {
+    location.href = "/console/login";
+    throw new ApiError(401, "signed out");
+  }
+  const text = await response.text();
+  if (!response.ok) throw new ApiError(response.status, text.trim() || response.statusText);
+  return JSON.parse(text);
+}
+
+const enc = encodeURIComponent;
+const topicPath = (ns, t) => `/topics/${enc(ns)}/${enc(t)}`;
+
+function when(ms) {
+  if (ms === null || ms === undefined) return "never";
+  const d = new Date(ms);
+  return d.toISOString().replace("T", " ").slice(0, 19) + " UTC";
+}
+
+function ago(ms, now) {
+  if (ms === null || ms === undefined) return "";
+  const s = Math.max(0, ((now || Date.now()) - ms) / 1000);
+  if (s < 120) return `${s.toFixed(0)} s ago`;
+  if (s < 7200) return `${(s / 60).toFixed(0)} min ago`;
+  if (s < 172800) return `${(s / 3600).toFixed(1)} h ago`;
+  return `${(s / 86400).toFixed(1)} d ago`;
+}
+
+function seconds(s) {
+  if (s === null || s === undefined) return "";
+  if (s < 120) return `${s.toFixed(1)} s`;
+  if (s < 7200) return `${(s / 60).toFixed(1)} min`;
+  return `${(s / 3600).toFixed(1)} h`;
+}
+
+function bytesText(n) {
+  if (n < 1024) return `${n} B`;
+  if (n < 1048576) return `${(n / 1024).toFixed(1)} KiB`;
+  if (n < 1073741824) return `${(n / 1048576).toFixed(1)} MiB`;
+  return `${(n / 1073741824).toFixed(2)} GiB`;
+}
+
+function badge(text, kind) {
+  return el("span", { class: `badge ${kind || String(text).replace(/ /g, "-")}` }, text);
+}
+
+// A transaction pointer (sent as text: it is past 2^53) as the time its transaction started, in ms.
+function pointerTime(pointer) {
+  return Number(BigInt(pointer) / 1000000n);
+}
+
+function card(title, ...body) {
+  return el("div", { class: "card" }, el("h3", {}, title), ...body);
+}
+
+function facts(pairs) {
+  return el("dl", {}, pairs.filter(Boolean).flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
+}
+
+function table(headers, rows, attrs) {
+  return el(
+    "table",
+    attrs || {},
+    el("thead", {}, el("tr", {}, headers.map((h) => el("th", { class: h.endsWith("#") ? "num" : "" }, h.replace(/#$/, ""))))),
+    el("tbody", {}, rows),
+  );
+}
+
+function hexToBytes(hex) {
+  const out = new Uint8Array(hex.length / 2);
+  for (let i = 0; i < out.length; i++) out[i] = parseInt(hex.substr(i * 2, 2), 16);
+  return out;
+}
+
+function payloadAs(hex, format) {
+  if (hex === null) return "";
+  if (format === "hex") return hex.replace(/(..)/g, "$1 ").trim();
+  const text = new TextDecoder("utf-8", { fatal: false }).decode(hexToBytes(hex));
+  if (format === "json") {
+    try {
+      return JSON.stringify(JSON.parse(text), null, 2);
+    } catch (e) {
+      return "(not JSON) " + text;
+    }
+  }
+  return text;
+}
+
+// A confirmation: the body, then onConfirm() when the user presses the button. Resolves when closed.
+function confirmDialog(title, body, button, onConfirm) {
+  const modal = document.getElementById("modal");
+  const box = document.getElementById("modal-body");
+  const error = el("p", { class: "error", id: "modal-error" });
+  const ok = el("button", { class: "danger", id: "confirm" }, button);
+  const cancel = el("button", { class: "secondary", id: "cancel" }, "Cancel");
+  box.replaceChildren(el("h2", {}, title), body, error, el("div", { class: "actions" }, cancel, ok));
+  modal.hidden = false;
+  cancel.addEventListener("click", () => (modal.hidden = true));
+  ok.addEventListener("click", async () => {
+    ok.disabled = true;
+    try {
+      await onConfirm();
+      modal.hidden = true;
+    } catch (e) {
+      error.textContent = e.message;
+      ok.disabled = false;
+    }
+  });
+}
+
+function ready(name) {
+  // tests and the speed check wait for this: the screen's data is on the page
+  document.body.dataset.ready = name;
+  if (firstScreen) {
+    firstScreen = false;
+    performance.mark("tms-console-ready");
+  }
+}
+
+function refreshWhileOpen(fn) {
+  clearInterval(refreshTimer);
+  refreshTimer = setInterval(fn, REFRESH_MS);
+}
+
+// -- screens ---------------------------------------------------------------------------------------
+
+async function overview() {
+  const o = await api("/overview");
+  const h = o.hbase;
+  const cards = [
+    card("Installation", el("div", { class: "big" }, o.prefix), facts([["HBase Thrift", h.address]])),
+    card(
+      "HBase",
+      el("div", { class: "big" }, h.reachable ? badge("reachable", "ok") : badge("unreachable", "bad")),
+      facts([h.reachable ? ["round trip", `${h.latency_ms} ms`] : ["error", h.error]]),
+    ),
+  ];
+  if (h.reachable) {
+    const tc = o.tail_cache, sw = o.sweeper, tx = o.tx_server;
+    cards.push(
+      card(
+        "Tail cache",
+        el("div", { class: "big" }, tc ? `${tc.seconds} s` : "not set"),
+        facts([
+          tc ? null : ["meaning", "writers trust a remembered tail for 1 s, sweepers assume 30 s"],
+          tc && tc.previous !== null ? ["previous", `${tc.previous} s until ${when(tc.transition_ends)}`] : null,
+        ]),
+      ),
+      card(
+        "Sweeper",
+        el("div", { class: "big" }, sw.never_swept.length ? badge(`${sw.never_swept.length} regions never swept`, "warn") : badge("all regions swept", "ok")),
+        facts([
+          ["last complete sweep", sw.newest_sweep ? `${when(sw.newest_sweep)} (${ago(sw.newest_sweep)})` : "never"],
+          ["oldest region sweep", sw.oldest_sweep ? ago(sw.oldest_sweep) : "never"],
+          ["prune bound", sw.global_bound === null ? "none" : `invalid transactions before ${when(pointerTime(sw.global_bound))} can go`],
+          ["invalid / prunable", `${sw.invalid} / ${sw.prunable}`],
+        ]),
+      ),
+      card(
+        "Transaction server",
+        el("div", { class: "big" }, tx.reachable ? badge(tx.status, "ok") : badge("unreachable", "bad")),
+        facts(
+          tx.reachable
+            ? [["address", tx.address], ["in progress", tx.in_progress], ["invalid", tx.invalid], ["read pointer", tx.read_pointer]]
+            : [["address", tx.address], ["error", tx.error]],
+        ),
+      ),
+    );
+  }
+  screen.replaceChildren(el("h1", {}, "Overview"), el("div", { class: "cards", id: "overview" }, cards));
+  ready("overview");
+}
+
+async function topics() {
+  const list = await api("/topics");
+  const pageSize = 100;
+  let page = 0, filtered = list;
+  const body = el("tbody");
+  const count = el("span", { class: "muted" });
+  const render = () => {
+    const rows = filtered.slice(page * pageSize, (page + 1) * pageSize).map((t) =>
+      el(
+        "tr",
+        { "data-topic": `${t.namespace}:${t.topic}` },
+        el("td", {}, t.namespace),
+        el("td", {}, el("a", { href: `#/topics/${enc(t.namespace)}/${enc(t.topic)}` }, t.topic)),
+        el("td", {}, t.ordering),
+        el("td", {}, t.tx_mode),
+        el("td", { class: "num" }, seconds(t.ttl)),
+        el("td", { class: "num" }, t.generation),
+      ),
+    );
+    body.replaceChildren(...rows);
+    count.textContent = `${filtered.length} topics, page ${page + 1} of ${Math.max(1, Math.ceil(filtered.length / pageSize))}`;
+  };
+  const filter = el("input", {
+    placeholder: "filter namespace:topic",
+    id: "topic-filter",
+    oninput: (e) => {
+      const q = e.target.value.toLowerCase();
+      filtered = list.filter((t) => `${t.namespace}:${t.topic}`.toLowerCase().includes(q));
+      page = 0;
+      render();
+    },
+  });
+  const pager = el(
+    "div",
+    { class: "pager" },
+    el("button", { class: "secondary", onclick: () => { page = Math.max(0, page - 1); render(); } }, "Previous"),
+    el("button", { class: "secondary", onclick: () => { page = Math.min(Math.ceil(filtered.length / pageSize) - 1, page + 1); render(); } }, "Next"),
+    count,
+  );
+  const parts = [el("h1", {}, "Topics"), el("div", { class: "toolbar" }, filter)];
+  if (session.admin) parts.push(createForm());
+  parts.push(
+    pager,
+    el("table", { id: "topics" },
+      el("thead", {}, el("tr", {}, ["namespace", "topic", "ordering", "tx.mode", "TTL", "generation"].map((h) => el("th", {}, h)))),
+      body),
+  );
+  render();
+  screen.replaceChildren(...parts);
+  ready("topics");
+}
+
+function createForm() {
+  const ns = el("input", { id: "new-namespace", placeholder: "namespace", required: true });
+  const name = el("input", { id: "new-topic", placeholder: "topic", required: true });
+  const ttl = el("input", { id: "new-ttl", placeholder: "seconds (7 d)", type: "number", min: 1 });
+  const ordering = el("select", { id: "new-ordering" }, el("option", { value: "" }, "default ordering"), el("option", {}, "sequencer"), el("option", {}, "chain"));
+  const mode = el("select", { id: "new-tx-mode" }, el("option", { value: "" }, "tx.mode: any"), el("option", {}, "transactional"), el("option", {}, "non-transactional"));
+  const create = () => {
+    const properties = {};
+    if (ttl.value) properties.ttl = ttl.value;
+    if (ordering.value) properties.ordering = ordering.value;
+    if (mode.value) properties["tx.mode"] = mode.value;
+    const body = el("div", {}, el("p", {}, `Create topic ${ns.value}:${name.value} with`), el("pre", { class: "mono" }, JSON.stringify(properties, null, 2)));
+    confirmDialog("Create topic", body, "Create", async () => {
+      await api(topicPath(ns.value, name.value), { method: "PUT", body: { properties } });
+      location.hash = `#/topics/${enc(ns.value)}/${enc(name.value)}`;
+    });
+  };
+  return el(
+    "form",
+    { class: "toolbar", id: "create-topic", onsubmit: (e) => { e.preventDefault(); create(); } },
+    el("label", {}, "namespace", ns),
+    el("label", {}, "topic", name),
+    el("label", {}, "TTL", ttl),
+    el("label", {}, "ordering", ordering),
+    el("label", {}, "tx.mode", mode),
+    el("button", { type: "submit" }, "Create topic…"),
+  );
+}
+
+async function topic(ns, t) {
+  const d = await api(topicPath(ns, t));
+  const rates = Object.entries(d.rates).map(([w, r]) => [`rate, last ${w / 60} min`, `${r.toFixed(2)} msg/s`]);
+  const subs = d.subscriptions.map((s) =>
+    el(
+      "tr",
+      {},
+      el("td", {}, el("a", { href: `#/subscriptions/${enc(ns)}/${enc(t)}/${enc(s.name)}` }, s.name)),
+      el("td", {}, s.shared ? "shared" : "exclusive"),
+      el("td", { class: "num" }, s.lag ? s.lag.messages : ""),
+      el("td", { class: "num" }, s.lag ? seconds(s.lag.seconds) : ""),
+      el("td", {}, s.owner ? badge("consuming", "ok") : s.shared ? `${s.shared.consumers} consumers` : badge("idle")),
+    ),
+  );
+  const parts = [
+    el("h1", {}, `Topic ${d.namespace}:${d.topic}`),
+    el("p", { class: "muted" }, `Numbers read ${when(d.read_at)}; this screen refreshes every ${REFRESH_MS / 1000} s.`),
+    el(
+      "div",
+      { class: "cards", id: "topic-detail" },
+      card("Size", el("div", { class: "big", id: "topic-messages" }, `${d.messages} messages`),
+        facts([["bytes", bytesText(d.bytes) + (d.bytes_exact ? "" : " (estimated)")], ["published to this generation", d.published ?? "unknown"]])),
+      card("Publishing", facts([["last publish", d.last_publish ? `${when(d.last_publish)} (${ago(d.last_publish)})` : "never"], ...rates])),
+      card("Settings", facts([["ordering", d.ordering], ["tx.mode", d.tx_mode], ["TTL", `${d.ttl} s (${seconds(d.ttl)})`], ["generation", d.generation],
+        ...Object.entries(d.properties).filter(([k]) => !["ttl", "tx.mode"].includes(k)).map(([k, v]) => [k, v])])),
+    ),
+    el("div", { class: "split" },
+      lineChart("publish rate (msg/s), from the published-messages counter", [{ name: "msg/s", points: ratesOf(d.history) }]),
+      lineChart("lag (messages) of the subscriptions furthest behind", Object.entries(d.lag_history).map(([name, h]) => ({ name, points: h.map((x) => [x[0], x[1]]) })))),
+    el("p", {}, el("a", { href: `#/messages/${enc(ns)}/${enc(t)}` }, "Browse messages")),
+    el("h2", {}, "Subscriptions"),
+    table(["name", "kind", "lag messages#", "lag time#", "consumer"], subs, { id: "topic-subscriptions" }),
+  ];
+  if (d.may_change) parts.splice(2, 0, topicActions(d));
+  screen.replaceChildren(...parts);
+  ready("topic");
+  refreshWhileOpen(() => route(true));
+}
+
+function topicActions(d) {
+  const current = { ...d.properties };
+  const editor = el("textarea", { id: "properties" }, JSON.stringify(current, null, 2));
+  const edit = () => {
+    let next;
+    try {
+      next = JSON.parse(editor.value);
+    } catch (e) {
+      alertBox(`not JSON: ${e.message}`);
+      return;
+    }
+    const keys = [...new Set([...Object.keys(current), ...Object.keys(next)])].sort();
+    const rows = keys
+      .filter((k) => current[k] !== next[k])
+      .map((k) => el("tr", {}, el("td", {}, k), el("td", { class: "removed" }, current[k] ?? "(unset)"), el("td", { class: "added" }, next[k] ?? "(removed)")));
+    const body = rows.length
+      ? el("div", { class: "diff" }, el("p", {}, "These properties change:"), table(["property", "now", "after"], rows, { id: "property-diff" }))
+      : el("p", {}, "Nothing changes.");
+    confirmDialog(`Update ${d.namespace}:${d.topic}`, body, "Update", async () => {
+      await api(topicPath(d.namespace, d.topic) + "/properties", { method: "PUT", body: { properties: next } });
+      route();
+    });
+  };
+  const remove = () => {
+    const typed = el("input", { id: "confirm-name", placeholder: `${d.namespace}:${d.topic}` });
+    const body = el("div", {}, el("p", {}, `Delete topic ${d.namespace}:${d.topic}, its ${d.messages} messages and its ${d.subscriptions.length} subscriptions? Type its name to confirm.`), typed);
+    confirmDialog("Delete topic", body, "Delete", async () => {
+      if (typed.value !== `${d.namespace}:${d.topic}`) throw new Error("the name typed does not match");
+      await api(topicPath(d.namespace, d.topic), { method: "DELETE" });
+      location.hash = "#/topics";
+    });
+  };
+  return el("details", { class: "card", id: "topic-actions" },
+    el("summary", {}, "Change this topic"),
+    el("p", { class: "muted" }, "Properties (replaced as a whole; ordering is fixed for a generation):"),
+    editor,
+    el("div", { class: "toolbar" }, el("button", { id: "update-topic", onclick: edit }, "Update…"), el("button", { class: "danger", id: "delete-topic", onclick: remove }, "Delete…")));
+}
+
+function alertBox(text) {
+  confirmDialog("Error", el("p", {}, text), "OK", async () => {});
+}
+
+// A topic name field whose suggestions (up to 1,000 topics) are read when it is first used, not with the screen.
+function topicPicker(title, target, ns, t) {
+  const names = el("datalist", { id: "topic-names" });
+  const suggest = async () => {
+    input.removeEventListener("focus", suggest);
+    const list = await api("/topics");
+    names.replaceChildren(...list.slice(0, 1000).map((x) => el("option", { value: `${x.namespace}:${x.topic}` })));
+  };
+  const input = el("input", { id: "topic-pick", list: "topic-names", placeholder: "namespace:topic", value: ns ? `${ns}:${t}` : "", onfocus: suggest });
+  const go = (e) => {
+    e.preventDefault();
+    const [a, ...b] = input.value.split(":");
+    location.hash = `#/${target}/${enc(a)}/${enc(b.join(":"))}`;
+  };
+  return el("form", { class: "toolbar", onsubmit: go }, el("label", {}, title, input), names, el("button", { type: "submit" }, "Open"));
+}
+
+async function messagesScreen(ns, t) {
+  const picker = topicPicker("topic", "messages", ns, t);
+  if (!ns) {
+    screen.replaceChildren(el("h1", {}, "Message browser"), picker, el("p", { class: "muted" }, "Pick a topic."));
+    ready("messages");
+    return;
+  }
+  const q = new URLSearchParams(location.hash.split("?")[1] || "");
+  const mode = el("select", { id: "from-mode" }, ["last", "time", "id"].map((m) => el("option", { value: m, selected: q.get("mode") === m }, { last: "last N", time: "from a time", id: "from an id" }[m])));
+  const value = el("input", { id: "from-value", value: q.get("value") || "20", placeholder: "N, YYYY-MM-DD HH:MM:SS (UTC) or hex id" });
+  const format = el("select", { id: "format" }, ["text", "json", "hex"].map((f) => el("option", { selected: q.get("format") === f }, f)));
+  const limit = el("input", { id: "limit", type: "number", value: q.get("limit") || "100", min: 1, max: 500 });
+  const show = (e) => {
+    e.preventDefault();
+    const p = new URLSearchParams({ mode: mode.value, value: value.value, format: format.value, limit: limit.value });
+    location.hash = `#/messages/${enc(ns)}/${enc(t)}?${p}`;
+  };
+  const params = new URLSearchParams({ limit: limit.value });
+  const m = mode.value, v = value.value.trim();
+  if (m === "last") params.set("last", v || "20");
+  if (m === "time") params.set("time", String(Date.parse(v.includes("T") || v.endsWith("Z") ? v : v.replace(" ", "T") + "Z")));
+  if (m === "id") params.set("id", v);
+  const reading = api(`${topicPath(ns, t)}/messages?${params}`);
+  const parts = [el("h1", {}, "Message browser"), picker];
+  parts.push(el("form", { class: "toolbar", id: "browse", onsubmit: show },
+    el("label", {}, "start", mode), el("label", {}, "value", value), el("label", {}, "show at most", limit),
+    el("label", {}, "payload as", format), el("button", { type: "submit" }, "Show")));
+  let data;
+  try {
+    data = await reading;
+  } catch (e) {
+    screen.replaceChildren(...parts, el("p", { class: "error", id: "browse-error" }, e.message));
+    ready("messages");
+    return;
+  }
+  const rows = data.messages.map((r) =>
+    el(
+      "tr",
+      { "data-state": r.state || "" },
+      el("td", { class: "mono" }, r.id || `position ${r.position}`),
+      el("td", {}, r.publish_time ? when(r.publish_time) : ""),
+      el("td", {}, r.state ? badge(r.state) : el("span", { class: "muted" }, "not transactional")),
+      el("td", { class: "payload" }, r.error ? el("span", { class: "error" }, r.error) : payloadAs(r.payload, format.value)),
+    ),
+  );
+  const download = el("button", {
+    class: "secondary",
+    id: "download",
+    onclick: () => {
+      const shown = data.messages.map((r) => ({ ...r, payload_text: r.payload === null ? null : payloadAs(r.payload, format.value) }));
+      const blob = new Blob([JSON.stringify({ topic: data.topic, generation: data.generation, messages: shown }, null, 2)], { type: "application/json" });
+      const a = el("a", { href: URL.createObjectURL(blob), download: `${ns}-${t}-messages.json` });
+      document.body.appendChild(a);
+      a.click();
+      a.remove();
+    },
+  }, `Download these ${data.messages.length} messages (JSON)`);
+  parts.push(el("div", { class: "toolbar" }, download),
+    table(["id", "published", "transaction", "payload"], rows, { id: "messages" }));
+  screen.replaceChildren(...parts);
+  ready("messages");
+}
+
+async function subscriptions(ns, t, name) {
+  if (name) return subscription(ns, t, name);
+  const picker = topicPicker("topic", "subscriptions", ns, t);
+  const d = ns ? await api(topicPath(ns, t)) : null;
+  const parts = [el("h1", {}, "Subscriptions"), picker];
+  if (d) {
+    parts.push(el("p", { class: "muted" }, `${d.subscriptions.length} subscriptions; numbers read ${when(d.read_at)}`));
+    const rows = d.subscriptions.map((s) =>
+      el("tr", {},
+        el("td", {}, el("a", { href: `#/subscriptions/${enc(ns)}/${enc(t)}/${enc(s.name)}` }, s.name)),
+        el("td", {}, s.shared ? "shared" : "exclusive"),
+        el("td", { class: "num" }, s.lag ? s.lag.messages : ""),
+        el("td", { class: "num" }, s.lag ? seconds(s.lag.seconds) : ""),
+        el("td", {}, s.owner ? badge("consuming", "ok") : badge("idle")),
+        el("td", { class: "mono" }, s.position || "(nothing consumed)")));
+    parts.push(table(["name", "kind", "lag messages#", "lag time#", "consumer", "committed mark"], rows, { id: "subscriptions" }));
+  } else {
+    parts.push(el("p", { class: "muted" }, "Pick a topic."));
+  }
+  screen.replaceChildren(...parts);
+  ready("subscriptions");
+}
+
+async function subscription(ns, t, name) {
+  const base = `${topicPath(ns, t)}/subscriptions/${enc(name)}`;
+  const s = await api(base);
+  const history = s.history;
+  const parts = [
+    el("h1", {}, `Subscription ${name} of ${ns}:${t}`),
+    el("div", { class: "cards", id: "subscription-detail" },
+      card("Lag", el("div", { class: "big", id: "lag-messages" }, `${s.lag.messages} messages`), facts([["oldest not consumed", seconds(s.lag.seconds)], ["exact", s.lag.exact ? "yes" : "no (estimated)"]])),
+      card("Consumer", el("div", { class: "big" }, s.owner ? badge("consuming", "ok") : badge(s.shared ? "shared" : "no active consumer")),
+        facts([s.owner ? ["lease held by", s.owner] : null, s.lease_expires ? ["lease expires", `${when(s.lease_expires)} (in ${seconds(Math.max(0, (s.lease_expires - s.now) / 1000))})`] : null,
+          ["committed mark", s.position || "nothing consumed"], s.pending_tx ? ["mark pending in transaction", s.pending_tx] : null, ["created", when(s.created_at)], ["updated", when(s.updated_at)]])),
+    ),
+    el("div", { class: "split" },
+      lineChart("lag (messages)", [{ name: "messages", points: history.map((h) => [h[0], h[1]]) }]),
+      lineChart("lag (seconds)", [{ name: "seconds", points: history.map((h) => [h[0], h[2]]) }])),
+  ];
+  if (s.shared) {
+    const sh = s.shared;
+    parts.push(el("h2", {}, "Shared subscription"),
+      el("div", { class: "cards" },
+        card("Messages", facts([["waiting", sh.waiting], ["in flight", sh.in_flight], ["due again", sh.due], ["acknowledged", sh.acknowledged], ["redelivered", sh.redelivered]])),
+        card("Dead letters", el("div", { class: "big" }, sh.dead_lettered), facts([["after deliveries", sh.max_deliveries], ["to topic", sh.dead_letter || "none (counted only)"], ["ack timeout", `${sh.ack_timeout} s`]]))),
+      el("h2", {}, "In flight"),
+      table(["id", "holder", "deliveries#", "deadline", "state"], s.in_flight.map((p) =>
+        el("tr", {}, el("td", { class: "mono" }, p.id), el("td", {}, p.owner || ""), el("td", { class: "num" }, p.deliveries), el("td", {}, when(p.deadline)), el("td", {}, badge(p.state)))), { id: "in-flight" }));
+    if (s.dead_letters) {
+      parts.push(el("h2", {}, `Dead letters in ${sh.dead_letter}`),
+        el("p", { class: "muted" }, `To publish them to ${ns}:${t} again: tms-admin sub dead-letters ${sh.dead_letter} --replay`),
+        table(["id", "deliveries#", "published", "dead-lettered", "payload"], s.dead_letters.map((d) =>
+          el("tr", {}, el("td", { class: "mono" }, d.id), el("td", { class: "num" }, d.deliveries), el("td", {}, when(d.publish_time)),
+            el("td", {}, when(d.dead_lettered)), el("td", { class: "payload" }, payloadAs(d.payload, "text")))), { id: "dead-letters" }));
+    }
+  }
+  if (s.may_change) parts.push(resetForm(base, s));
+  screen.replaceChildren(...parts);
+  ready("subscription");
+  refreshWhileOpen(() => route(true));
+}
+
+function resetForm(base, s) {
+  const mode = el("select", { id: "reset-mode" }, ["earliest", "latest", "time", "id"].map((m) => el("option", { value: m }, m === "time" ? "a time (UTC)" : m === "id" ? "a message id" : m)));
+  const value = el("input", { id: "reset-value", placeholder: "YYYY-MM-DD HH:MM:SS or hex id" });
+  const force = el("input", { type: "checkbox", id: "reset-force" });
+  const start = () => {
+    if (mode.value === "time") return Date.parse(value.value.includes("T") ? value.value : value.value.replace(" ", "T") + "Z");
+    if (mode.value === "id") return value.value.trim();
+    return mode.value;
+  };
+  const preview = async (e) => {
+    e.preventDefault();
+    const body = { start: start(), force: force.checked };
+    const p = await api(base + "/preview", { method: "POST", body: { start: body.start } });
+    const what = p.redeliver
+      ? `delivers again ${p.redeliver}${p.exact ? "" : "+"} messages already consumed`
+      : p.skip
+        ? `skips ${p.skip}${p.exact ? "" : "+"} messages not consumed yet`
+        : "changes nothing that will be delivered";
+    const sample = p.sample.map((m) => el("tr", {}, el("td", { class: "mono" }, m.id), el("td", {}, when(m.publish_time)), el("td", { class: "payload" }, payloadAs(m.payload, "text"))));
+    const box = el("div", { id: "reset-preview" }, el("p", {}, `A reset to ${typeof body.start === "number" ? when(body.start) : body.start} ${what}.`),
+      sample.length ? el("div", {}, el("p", { class: "muted" }, p.redeliver ? "The first of them:" : "The first skipped:"), table(["id", "published", "payload"], sample)) : null,
+      s.owner && !force.checked ? el("p", { class: "error" }, "A consumer holds it: the reset is refused unless forced.") : null);
+    confirmDialog(`Reset ${s.name}`, box, "Reset", async () => {
+      await api(base + "/reset", { method: "POST", body });
+      route();
+    });
+  };
+  return el("form", { class: "card", id: "reset", onsubmit: preview },
+    el("h3", {}, "Reset"),
+    el("div", { class: "toolbar" }, el("label", {}, "to", mode), el("label", {}, "time or id", value),
+      el("label", {}, "take it from a consumer", force), el("button", { type: "submit", id: "preview" }, "Preview…")));
+}
+
+async function transactions() {
+  const d = await api("/transactions");
+  const rows = d.in_progress.map((tx) =>
+    el("tr", {},
+      el("td", { class: "mono" }, String(tx.write_pointer)),
+      el("td", {}, `${when(tx.started)} (${ago(tx.started)})`),
+      el("td", {}, tx.holds_back.length
+        ? el("ul", {}, tx.holds_back.map((h) => el("li", {}, el("a", { href: `#/topics/${h.topic.split(":").map(enc).join("/")}` }, h.topic),
+          ` since ${when(h.since)} (${ago(h.since)}), position ${h.position}: `,
+          h.subscriptions.length ? `holds back transactional readers of ${h.subscriptions.join(", ")}` : "no subscription behind it")))
+        : el("span", { class: "muted" }, "wrote to no topic"))));
+  const invalid = d.invalid.map((tx) => el("tr", {}, el("td", { class: "mono" }, String(tx.write_pointer)), el("td", {}, when(tx.started))));
+  screen.replaceChildren(
+    el("h1", {}, "Transactions"),
+    el("p", { class: "muted" }, `Read pointer ${d.read_pointer}. A transactional reader stops at the first message of an open transaction, so every subscription behind it waits.`),
+    el("h2", {}, `In progress (${d.in_progress.length})`),
+    table(["write pointer", "started", "holds back"], rows, { id: "in-progress" }),
+    el("h2", {}, `Invalid (${d.invalid.length})`),
+    table(["write pointer", "started"], invalid, { id: "invalid" }),
+  );
+  ready("transactions");
+}
+
+async function sweeper() {
+  const d = await api("/sweeper");
+  const p = d.pruning;
+  const rows = d.regions.map((r) =>
+    el("tr", {},
+      el("td", { class: "mono" }, r.region),
+      el("td", {}, r.completed ? `${when(r.completed)} (${ago(r.completed)})` : badge("never", "warn")),
+      el("td", { class: "num" }, r.rows),
+      el("td", { class: "mono" }, r.checkpoint || "-"),
+      el("td", { class: "mono" }, r.prune_bound === null ? "-" : String(r.prune_bound))));
+  screen.replaceChildren(
+    el("h1", {}, "Sweeper"),
+    el("div", { class: "cards" },
+      card("Invalid-list prune bound", el("div", { class: "big", id: "prune-bound" }, p.global_bound === null ? "none" : when(pointerTime(p.global_bound))),
+        facts([p.global_bound === null ? null : ["as a pointer", el("span", { class: "mono" }, p.global_bound)],["invalid transactions", p.invalid.length], ["prunable now", p.prunable.length], ["blocking regions", p.blocking.length ? p.blocking.join(", ") : "none"]]))),
+    el("h2", {}, "Regions"),
+    table(["region", "last complete sweep", "rows#", "checkpoint", "prune bound"], rows, { id: "regions" }),
+  );
+  ready("sweeper");
+}
+
+// -- routing ---------------------------------------------------------------------------------------
+
+const SCREENS = {
+  overview: () => overview(),
+  topics: (ns, t) => (ns ? topic(ns, t) : topics()),
+  messages: (ns, t) => messagesScreen(ns, t),
+  subscriptions: (ns, t, s) => subscriptions(ns, t, s),
+  transactions: () => transactions(),
+  sweeper: () => sweeper(),
+};
+
+async function route(refresh) {
+  const [path] = location.hash.replace(/^#\/?/, "").split("?");
+  const [name, ...args] = path.split("/").map(decodeURIComponent);
+  const show = SCREENS[name] || SCREENS.overview;
+  if (!refresh) clearInterval(refreshTimer);
+  for (const a of document.querySelectorAll("header nav a")) a.classList.toggle("active", a.dataset.screen === (SCREENS[name] ? name : "overview"));
+  if (refresh && !document.getElementById("modal").hidden) return; // never redraw under an open dialog
+  if (refresh && document.activeElement && ["INPUT", "TEXTAREA", "SELECT"].includes(document.activeElement.tagName)) return;
+  try {
+    await show(...args.filter((a) => a !== ""));
+  } catch (e) {
+    if (e.status === 401) return;
+    screen.replaceChildren(el("h1", {}, "Error"), el("p", { class: "error", id: "screen-error" }, e.message));
+    ready("error");
+  }
+}
+
+async function start() {
+  session = await api("/session");
+  document.getElementById("principal").textContent = session.open ? "open gateway" : session.principal;
+  const logout = document.getElementById("logout");
+  logout.hidden = session.open;
+  logout.addEventListener("click", async () => {
+    await fetch("/console/logout", { method: "POST", credentials: "same-origin", headers: { "X-CSRF-Token": session.csrf } });
+    location.href = "/console/login";
+  });
+  window.addEventListener("hashchange", () => route());
+  await route();
+}
+
+start();

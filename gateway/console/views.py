@@ -1,0 +1,378 @@
+"""What each console screen shows, read through the library: plain JSON-ready data.
+
+These functions are synchronous library calls (run in the gateway's thread pool). They take the
+worker's ``MessagingClient`` and the :class:`~.session.Viewer` and show only the topics the viewer
+may see. Times are ms since the epoch, ids are hex.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from itertools import islice
+
+from tms_hbase import MessagingClient, TopicId, TopicMetadata
+from tms_hbase.consume.subscriptions import Subscription
+from tms_hbase.errors import TmsError
+from tms_hbase.fetch.inspect import Entry
+from tms_hbase.fetch.reader import Message
+from tms_hbase.fetch.stats import Lag
+from tms_hbase.model.message_id import MessageId
+from tms_hbase.shared.dead_letter import DeadLetter
+from tms_hbase.sweep.status import sweeper_state
+from tms_hbase.tx.client import TransactionClient
+from tms_hbase.tx.transaction import Transaction
+
+from .history import History
+from .session import Viewer
+
+MAX_ROWS = 500  # messages one browser page shows at most
+PREVIEW_COUNT_CAP = 10_000  # messages counted for a reset preview before it says "at least"
+RATE_WINDOWS = (60, 300, 900)
+TX_PROBE_SECONDS = 1.0
+CHARTED_LAGS = 4  # the topic's chart shows the lag of the subscriptions furthest behind
+
+
+def overview(client: MessagingClient) -> dict:
+    """The installation, HBase's reachability and round trip, the tail-cache setting, the sweeper's
+    last complete sweep and blocking regions, and the transaction server's status."""
+    started = time.perf_counter()
+    hbase: dict = {"address": client.installation.address}
+    try:
+        client.ping()
+        hbase.update(reachable=True, latency_ms=round((time.perf_counter() - started) * 1000, 2))
+    except TmsError as exc:
+        hbase.update(reachable=False, error=f"{type(exc).__name__}: {exc}")
+        return {"prefix": client.installation.prefix, "hbase": hbase}
+    setting = client.admin.tail_cache_setting()
+    sweeper = sweeper_summary(client)
+    return {
+        "prefix": client.installation.prefix,
+        "hbase": hbase,
+        "tail_cache": None
+        if setting is None
+        else {
+            "seconds": setting.tail_cache_seconds,
+            "previous": setting.previous,
+            "changed_at": setting.changed_at,
+            "transition_ends": setting.transition_ends(),
+        },
+        "sweeper": sweeper,
+        "tx_server": tx_server_status(),
+    }
+
+
+def sweeper_summary(client: MessagingClient) -> dict:
+    """The sweeper's health in a few numbers: the oldest last complete sweep of any region (every region
+    must be swept for the invalid list to be pruned), the regions never swept, the prune bound."""
+    state = sweeper_state(client.installation)
+    completed = [r["completed"] for r in state["regions"] if r["completed"] is not None]
+    never = [r["region"] for r in state["regions"] if r["completed"] is None]
+    return {
+        "regions": len(state["regions"]),
+        "never_swept": never,
+        "oldest_sweep": min(completed) if completed else None,
+        "newest_sweep": max(completed) if completed else None,
+        "global_bound": pointer_text(state["pruning"]["global_bound"]),
+        "blocking": state["pruning"]["blocking"],
+        "invalid": len(state["pruning"]["invalid"]),
+        "prunable": len(state["pruning"]["prunable"]),
+    }
+
+
+def tx_server_status() -> dict:
+    """The answer of the transaction server (``$TMS_TX_SERVER``, else Tephra's port on this host) to a
+    status call within :data:`TX_PROBE_SECONDS`."""
+    tx = TransactionClient(timeout_seconds=TX_PROBE_SECONDS)
+    try:
+        with tx:
+            status = tx.status()
+            snapshot = tx.snapshot()
+        return {
+            "address": tx.address,
+            "reachable": True,
+            "status": status,
+            "read_pointer": pointer_text(snapshot.read_pointer),
+            "write_pointer": pointer_text(snapshot.write_pointer),
+            "in_progress": len(snapshot.in_progress),
+            "invalid": len(snapshot.invalid),
+        }
+    except (TmsError, OSError) as exc:
+        return {"address": tx.address, "reachable": False, "error": f"{type(exc).__name__}: {exc}"}
+
+
+def topic_list(client: MessagingClient, viewer: Viewer) -> list[dict]:
+    """Every topic the viewer may see, from the metadata alone (one scan): the list stays fast with
+    thousands of topics; sizes and rates come with :func:`topic_detail`."""
+    return [
+        {**_meta(meta), "may_change": viewer.may_change(meta.topic.namespace, meta.topic.topic)}
+        for meta in client.list_topic_metadata(None)
+        if viewer.may_see(meta.topic.namespace, meta.topic.topic)
+    ]
+
+
+def _meta(meta: TopicMetadata) -> dict:
+    return {
+        "namespace": meta.topic.namespace,
+        "topic": meta.topic.topic,
+        "generation": meta.generation,
+        "ttl": meta.ttl,
+        "ordering": meta.ordering,
+        "tx_mode": meta.tx_mode,
+        "properties": {k: v for k, v in meta.properties.items() if k not in ("generation", "ordering")},
+    }
+
+
+def topic_detail(client: MessagingClient, topic: TopicId, history: History) -> dict:
+    """The topic's metadata, size, publish rates, last publish and its subscriptions with their lag,
+    and the samples of the published count and lags this worker has taken (the charts); ``read_at``:
+    when (HBase's clock, ms)."""
+    read_at = client.hbase_clock.now_ms()
+    meta = client.get_topic(topic)
+    stats = client.topic_stats(topic, windows=RATE_WINDOWS)
+    subscriptions = {s.name: s for s in client.list_subscriptions(topic)}
+    lags = {name: lag for name, _mark, lag in stats.subscriptions}
+    history.record(str(topic), stats.published, {name: (lag.messages, lag.seconds) for name, lag in lags.items()})
+    return {
+        **_meta(meta),
+        "read_at": read_at,
+        "messages": stats.messages,
+        "bytes": stats.bytes,
+        "exact": stats.exact,
+        "bytes_exact": stats.bytes_exact,
+        "published": stats.published,
+        "first_publish": stats.first_publish_time,
+        "last_publish": stats.last_publish_time,
+        "rates": {str(window): rate for window, rate in stats.rates.items()},
+        "subscriptions": [_subscription(s, lags.get(s.name)) for s in subscriptions.values()],
+        "history": history.samples(str(topic)),
+        "lag_history": {
+            name: history.lag_samples(str(topic), name)
+            for name in sorted(lags, key=lambda n: lags[n].messages, reverse=True)[:CHARTED_LAGS]
+        },
+    }
+
+
+def _subscription(s: Subscription, lag: Lag | None) -> dict:
+    shared = s.shared
+    return {
+        "name": s.name,
+        "position": None if s.position is None else s.position.hex(),
+        "created_at": s.created_at,
+        "updated_at": s.updated_at,
+        "owner": s.owner,
+        "lease_expires": s.lease_expires,
+        "pending_tx": None if s.pending is None else str(s.pending),
+        "lag": None if lag is None else {"messages": lag.messages, "seconds": lag.seconds, "exact": lag.exact},
+        "shared": None
+        if shared is None
+        else {
+            "waiting": shared.waiting,
+            "in_flight": shared.in_flight,
+            "due": shared.due,
+            "acknowledged": shared.acknowledged,
+            "dead_lettered": shared.dead_lettered,
+            "redelivered": shared.redelivered,
+            "oldest_unacked_seconds": shared.oldest_unacked_seconds,
+            "consumers": shared.consumers,
+            "ack_timeout": shared.ack_timeout,
+            "max_deliveries": shared.max_deliveries,
+            "dead_letter": None if shared.dead_letter is None else str(shared.dead_letter),
+        },
+    }
+
+
+def subscription_detail(client: MessagingClient, viewer: Viewer, topic: TopicId, name: str, history: History) -> dict:
+    """One subscription: its mark, consumer and lease, lag, the lag samples, and for a shared one the
+    messages in flight and its latest dead letters (when the viewer may read the dead-letter topic)."""
+    subscription = client.get_subscription(topic, name)
+    lag = client.lag(topic, name)
+    history.record_lag(str(topic), name, lag.messages, lag.seconds)
+    detail = _subscription(subscription, lag)
+    detail["history"] = history.lag_samples(str(topic), name)
+    detail["now"] = client.hbase_clock.now_ms()
+    if subscription.shared is not None:
+        detail["in_flight"] = [
+            {
+                "id": p.id.hex(),
+                "owner": p.owner,
+                "deadline": p.deadline,
+                "deliveries": p.deliveries,
+                "publish_time": p.publish_time,
+                "state": p.state,
+            }
+            for p in client.pending(topic, name, limit=100)
+        ]
+        target = subscription.shared.dead_letter
+        if target is not None and viewer.may_read(target.namespace, target.topic):
+            detail["dead_letters"] = dead_letters(client, target, topic, name)
+    return detail
+
+
+def dead_letters(client: MessagingClient, target: TopicId, topic: TopicId, name: str) -> list[dict]:
+    """The latest dead letters (at most :data:`MAX_ROWS`) that subscription ``name`` of ``topic`` sent
+    to ``target``, newest last; messages of the topic that are not dead letters are left out."""
+    meta = client.get_topic(target)
+    inspector = client.admin.inspector()
+    cursor = inspector.start(target, meta.generation, last=MAX_ROWS)
+    letters = []
+    for entry in inspector.entries(target, meta.generation, cursor, ttl=meta.ttl, view=None):
+        try:
+            letter = DeadLetter.decode(entry.payload or b"")
+        except TmsError:
+            continue
+        if letter.topic == topic and letter.subscription == name:
+            letters.append(
+                {
+                    "id": letter.message_id.hex(),
+                    "deliveries": letter.deliveries,
+                    "publish_time": letter.publish_time,
+                    "dead_lettered": entry.publish_time,
+                    "payload": letter.payload[:256].hex(),
+                }
+            )
+    return letters
+
+
+def messages(
+    client: MessagingClient,
+    topic: TopicId,
+    *,
+    from_id: bytes | None,
+    from_time: int | None,
+    last: int | None,
+    limit: int,
+) -> dict:
+    """Up to ``limit`` messages (at most :data:`MAX_ROWS`) from an id, a time, or the last N, each with
+    its transaction's state as the library's inspection reads it (rows it cannot decode are listed as
+    corrupt, not skipped)."""
+    meta = client.get_topic(topic)
+    inspector = client.admin.inspector()
+    cursor = inspector.start(topic, meta.generation, from_id=from_id, from_time=from_time, last=last)
+    entries: Iterator[Entry] = inspector.entries(
+        topic, meta.generation, cursor, ttl=meta.ttl, view=client.admin.tx_state
+    )
+    rows = [
+        {
+            "id": e.id.hex(),
+            "position": e.position,
+            "index": e.index,
+            "publish_time": e.publish_time,
+            "tx_pointer": pointer_text(e.tx_pointer),
+            "state": "corrupt" if e.error is not None else e.state,  # None: not transactional
+            "payload": None if e.payload is None else e.payload.hex(),
+            "error": e.error,
+        }
+        for e in islice(entries, max(1, min(limit, MAX_ROWS)))
+    ]
+    return {"topic": str(topic), "generation": meta.generation, "messages": rows}
+
+
+def reset_preview(client: MessagingClient, topic: TopicId, name: str, start: str | int | bytes) -> dict:
+    """What a reset to ``start`` ("earliest", "latest", a time in ms, or a message id) would do: how many
+    messages consumed already it would deliver again, or how many not consumed yet it would skip, and
+    the first few of them. The messages from the new start are counted up to :data:`PREVIEW_COUNT_CAP`."""
+    mark = client.get_subscription(topic, name).position
+    lag = client.lag(topic, name)
+
+    def from_start(limit: int | None = None) -> Iterator[Message]:
+        if isinstance(start, bytes):
+            return client.fetch(topic, start_message=start, limit=limit)
+        if isinstance(start, int):
+            return client.fetch(topic, start_time_ms=start, limit=limit)
+        return client.fetch(topic, limit=limit)  # earliest
+
+    new, exact = (0, True) if start == "latest" else _count(from_start())
+    if new >= lag.messages:
+        sample = [] if new == lag.messages else [_row(m) for m in from_start(5)]
+        return {"redeliver": new - lag.messages, "skip": 0, "exact": exact and lag.exact, "sample": sample}
+    after_mark = (
+        client.fetch(topic, start_message=mark, inclusive=False, limit=5) if mark else client.fetch(topic, limit=5)
+    )
+    sample = [_row(m) for m in after_mark]
+    return {"redeliver": 0, "skip": lag.messages - new, "exact": exact and lag.exact, "sample": sample}
+
+
+def _count(found: Iterator[Message]) -> tuple[int, bool]:
+    """How many messages an iterator yields, up to :data:`PREVIEW_COUNT_CAP` (then not exact)."""
+    count = sum(1 for _ in islice(found, PREVIEW_COUNT_CAP + 1))
+    return min(count, PREVIEW_COUNT_CAP), count <= PREVIEW_COUNT_CAP
+
+
+def _row(message: Message) -> dict:
+    return {"id": message.id.hex(), "publish_time": message.publish_time, "payload": message.payload[:256].hex()}
+
+
+def transactions(client: MessagingClient, viewer: Viewer) -> dict:
+    """The transactions in progress and invalid (as the state in HBase has them), and for each one in
+    progress the topics it wrote to and the subscriptions it holds back: a transactional reader stops
+    at its first message, so every subscription whose mark is before it waits, since that message's
+    publish time."""
+    state: Transaction = client.admin.tx_state()
+    open_pointers = set(state.in_progress)
+    held: dict[int, list[dict]] = {p: [] for p in open_pointers}
+    if open_pointers:
+        for meta in client.list_topic_metadata(None):
+            if meta.tx_mode == "non-transactional" or not viewer.may_see(meta.topic.namespace, meta.topic.topic):
+                continue
+            for pointer, row in _first_rows(client, meta, open_pointers).items():
+                held[pointer].append(_held_back(client, meta.topic, meta.generation, row))
+    return {
+        "read_pointer": pointer_text(state.read_pointer),
+        "in_progress": [
+            {"write_pointer": str(p), "started": p // 1_000_000, "holds_back": held[p]} for p in sorted(open_pointers)
+        ],
+        "invalid": [{"write_pointer": str(p), "started": p // 1_000_000} for p in sorted(state.invalids)],
+    }
+
+
+def _first_rows(client: MessagingClient, meta: TopicMetadata, pointers: set[int]) -> dict[int, tuple[int, int]]:
+    """The first batch row (position, publish time) each open transaction wrote to the topic."""
+    span = client.slices.positions(meta.topic)
+    found: dict[int, tuple[int, int]] = {}
+    if not len(span):
+        return found
+    for batch in client.slices.batches(meta.topic, span.generation, span.first, span.last, transactional_only=True):
+        pointer = batch.tx_write_pointer
+        if pointer in pointers and pointer not in found:
+            found[pointer] = (batch.position, batch.publish_time)
+    return found
+
+
+def _held_back(client: MessagingClient, topic: TopicId, generation: int, row: tuple[int, int]) -> dict:
+    position, publish_time = row
+    waiting = [
+        s.name
+        for s in client.list_subscriptions(topic)
+        if s.shared is None and (s.position is None or MessageId.decode(s.position).position < position)
+    ]
+    return {
+        "topic": str(topic),
+        "position": position,
+        "since": publish_time,
+        "subscriptions": waiting,
+        "generation": generation,
+    }
+
+
+def sweeper(client: MessagingClient) -> dict:
+    """Per-region progress and the invalid-list prune bound (what ``tms-admin sweeper state`` shows),
+    with each transaction pointer as text."""
+    state = sweeper_state(client.installation)
+    pruning = state["pruning"]
+    return {
+        "regions": [{**r, "prune_bound": pointer_text(r["prune_bound"])} for r in state["regions"]],
+        "pruning": {
+            **pruning,
+            "global_bound": pointer_text(pruning["global_bound"]),
+            "inactive_bound": pointer_text(pruning["inactive_bound"]),
+            "regions": {name: pointer_text(bound) for name, bound in pruning["regions"].items()},
+            "invalid": [str(p) for p in pruning["invalid"]],
+            "prunable": [str(p) for p in pruning["prunable"]],
+        },
+    }
+
+
+def pointer_text(pointer: int | None) -> str | None:
+    """A transaction pointer as text: it is past the integers a browser's JSON keeps exact (2^53)."""
+    return None if pointer is None else str(pointer)

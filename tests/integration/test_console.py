@@ -1,0 +1,444 @@
+"""The web console in a real browser: headless Chromium (Debian's) against a real ``tms-gateway`` process on a
+real HBase, with a real transaction server and sweeper. Every screen shows what the library reads; a topic
+created and a subscription reset through the console are what the library then sees; a read-only token
+changes nothing; an unknown token sees nothing; a change without the CSRF token is refused.
+
+Screenshots of every screen go to ``$TMS_CONSOLE_SCREENSHOTS`` (``make console-screenshots`` sets it to
+docs/console), else to the test's temporary folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import Select
+
+from tms_hbase import MessagingClient, TopicId
+from tms_hbase.config import TX_ENV
+from tms_hbase.errors import TopicNotFound
+from tms_hbase.sweep.status import sweeper_state
+from tms_hbase.tx.client import TransactionClient
+from tms_hbase_gateway.auth import hash_token, new_token
+
+from ..browser import chromium, screenshot, wait_for
+from ..gateway_server import GatewayProcess, gateway_env
+from ..tx_server import TxServer, free_port
+
+ORDERS, PAYMENTS, DEAD = TopicId("shop", "orders"), TopicId("shop", "payments"), TopicId("shop", "dead")
+TOKENS = {name: new_token() for name in ("ops", "viewer", "writer")}
+RULES = """
+[[rules]]
+principal = "ops"
+namespace = "*"
+topics = "*"
+actions = ["admin", "consume"]
+
+[[rules]]
+principal = "viewer"
+namespace = "*"
+topics = "*"
+actions = ["consume"]
+
+[[rules]]
+principal = "writer"
+namespace = "*"
+topics = "*"
+actions = ["publish"]
+"""
+
+
+@dataclass
+class Console:
+    url: str
+    client: MessagingClient
+    open_tx: int
+    invalid_tx: int
+    dead_lettered: bytes
+    screenshots: Path
+    gateway: GatewayProcess
+
+
+@pytest.fixture(scope="module")
+def console(hbase_address: str, module_prefix: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
+    """A gateway with two tokens on an installation holding real data: two topics, an exclusive and a
+    shared subscription, one transaction left open and one invalid, and one sweep done."""
+    folder = tmp_path_factory.mktemp("console")
+    env = gateway_env(hbase_address, module_prefix)
+    tx_server = TxServer(env, free_port(), "--short-timeout", "3600").start()
+    env[TX_ENV] = tx_server.address
+    config = folder / "gateway.toml"
+    entries = "".join(f'[[tokens]]\nname = "{n}"\nsha256 = "{hash_token(t)}"\n\n' for n, t in TOKENS.items())
+    config.write_text(entries + RULES)
+    with MessagingClient(hbase_address, module_prefix) as client, TransactionClient(tx_server.address) as tx:
+        client.create_topic(ORDERS, {"ttl": "86400"})
+        client.publish(ORDERS, [json.dumps({"order": n, "total": n * 10}).encode() for n in range(1, 6)])
+        client.publish(ORDERS, [b"plain text", bytes(range(250, 256))])
+        client.create_subscription(ORDERS, "billing")
+        with client.consumer(ORDERS, "billing", max_wait=1) as consumer:
+            taken = consumer.poll(3, timeout=5)
+            consumer.commit(taken[-1])
+        client.create_topic(DEAD)
+        client.create_subscription(ORDERS, "workers", shared=True, ack_timeout=600, max_deliveries=1, dead_letter=DEAD)
+        shared = client.shared_consumer(ORDERS, "workers", max_wait=0)
+        held = shared.receive(2, timeout=5)  # held, not acknowledged: in flight
+        shared.nack(held[0], 0)  # given back after its one delivery: the next receive dead-letters it
+
+        def dead_letters() -> int:
+            shared.receive(1, timeout=0.5)
+            numbers = client.get_subscription(ORDERS, "workers").shared
+            return 0 if numbers is None else numbers.dead_lettered
+
+        wait_for(dead_letters, "a dead letter")
+        dead_lettered = held[0].id
+        client.create_topic(PAYMENTS, {"tx.mode": "transactional"})
+        client.create_subscription(PAYMENTS, "audit")
+        committed = tx.start_short()
+        client.publish(PAYMENTS, [b"paid 1"], tx_write_pointer=committed.write_pointer)
+        tx.can_commit(committed, [])
+        tx.commit(committed)
+        swept_away = tx.start_short()  # invalid before the sweep: the sweeper marks its rows rolled back
+        client.publish(PAYMENTS, [b"never mind"], tx_write_pointer=swept_away.write_pointer)
+        tx.invalidate(swept_away.tx_id)
+        sweeper = Path(sys.executable).with_name("tms-sweeper")
+        done = subprocess.run([str(sweeper), "once"], env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        invalid = tx.start_short()  # invalid after it: still invalid
+        client.publish(PAYMENTS, [b"timed out"], tx_write_pointer=invalid.write_pointer)
+        tx.invalidate(invalid.tx_id)
+        still_open = tx.start_short()
+        client.publish(PAYMENTS, [b"pending 1", b"pending 2"], tx_write_pointer=still_open.write_pointer)
+        gateway = GatewayProcess(env, folder / "gateway.log", "--config", str(config)).start()
+        screenshots = Path(os.environ.get("TMS_CONSOLE_SCREENSHOTS") or folder)
+        screenshots.mkdir(parents=True, exist_ok=True)
+        try:
+            opened = still_open.write_pointer
+            yield Console(gateway.url, client, opened, invalid.write_pointer, dead_lettered, screenshots, gateway)
+        finally:
+            shared.close()
+            assert gateway.stop() == 0, gateway.log()
+    tx_server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[WebDriver]:
+    with chromium() as driver:
+        yield driver
+
+
+def sign_in(browser: WebDriver, console: Console, token: str) -> None:
+    browser.delete_all_cookies()
+    browser.get(console.url + "/console/")
+    wait_for(lambda: browser.find_element(By.ID, "token"), "the login form")
+    browser.find_element(By.ID, "token").send_keys(token)
+    browser.find_element(By.ID, "sign-in").click()
+    wait_for(lambda: browser.execute_script("return document.body.dataset.ready") == "overview", "the overview")
+
+
+def show(browser: WebDriver, console: Console, route: str, screen: str) -> None:
+    """Open a screen as a fresh page load and wait until its data is on it."""
+    browser.get(f"{console.url}/console/#/{route}")
+    browser.refresh()
+    wait_for(lambda: browser.execute_script("return document.body.dataset.ready") == screen, f"the {screen} screen")
+
+
+def text(browser: WebDriver, element_id: str) -> str:
+    return browser.find_element(By.ID, element_id).text
+
+
+def shot(browser: WebDriver, console: Console, name: str) -> None:
+    screenshot(browser, str(console.screenshots / f"{name}.png"))
+
+
+def test_an_unknown_token_sees_nothing(console: Console, browser: WebDriver) -> None:
+    browser.delete_all_cookies()
+    browser.get(console.url + "/console/")
+    assert browser.current_url.endswith("/console/login")
+    browser.find_element(By.ID, "token").send_keys(new_token())
+    browser.find_element(By.ID, "sign-in").click()
+    wait_for(lambda: browser.find_element(By.ID, "failed").is_displayed(), "the refusal")
+    assert "token" not in browser.current_url.split("?")[1]  # the token never goes into a URL
+    browser.get(console.url + "/console/#/topics")
+    assert browser.current_url.split("#")[0].endswith("/console/login")
+    assert "orders" not in browser.page_source
+    paths = ("/console/api/topics", "/console/api/overview", "/console/api/topics/shop/orders/messages")
+    with httpx.Client(base_url=console.url, timeout=60) as http:
+        assert [http.get(path).status_code for path in paths] == [401, 401, 401]
+    with httpx.Client(base_url=console.url, timeout=60, cookies={"tms_console": new_token()}) as http:
+        assert [http.get(path).status_code for path in paths] == [401, 401, 401]
+
+
+def test_every_screen_shows_the_real_data(console: Console, browser: WebDriver) -> None:
+    client = console.client
+    sign_in(browser, console, TOKENS["ops"])
+    show(browser, console, "overview", "overview")
+    overview = text(browser, "overview")
+    assert client.installation.prefix in overview and "reachable" in overview and "OK" in overview
+    assert "all regions swept" in overview
+    shot(browser, console, "overview")
+
+    show(browser, console, "topics", "topics")
+    rows = [r.get_attribute("data-topic") for r in browser.find_elements(By.CSS_SELECTOR, "#topics tbody tr")]
+    assert rows == [str(t) for t in sorted(client.list_topics("shop"), key=str)]
+    shot(browser, console, "topics")
+
+    show(browser, console, "topics/shop/orders", "topic")
+    stats = client.topic_stats(ORDERS)
+    assert text(browser, "topic-messages") == f"{stats.messages} messages" == "7 messages"
+    subscriptions = text(browser, "topic-subscriptions")
+    assert "billing" in subscriptions and "workers" in subscriptions
+    shot(browser, console, "topic")
+
+    show(browser, console, "messages/shop/payments?mode=last&value=10&format=text&limit=100", "messages")
+    states = [r.get_attribute("data-state") for r in browser.find_elements(By.CSS_SELECTOR, "#messages tbody tr")]
+    payloads = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#messages td.payload")]
+    assert payloads == ["paid 1", "never mind", "timed out", "pending 1", "pending 2"]
+    assert states == ["committed", "rolled back", "invalid", "in progress", "in progress"]
+    shot(browser, console, "messages")
+    show(browser, console, "messages/shop/orders?mode=last&value=3&format=json&limit=100", "messages")
+    payloads = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#messages td.payload")]
+    assert payloads[0] == json.dumps({"order": 5, "total": 50}, indent=2) and payloads[1] == "(not JSON) plain text"
+    Select(browser.find_element(By.ID, "format")).select_by_visible_text("hex")
+    browser.find_element(By.CSS_SELECTOR, "#browse button").click()
+    wait_for(lambda: "fa fb fc fd fe ff" in text(browser, "messages"), "the payload in hex")
+    shot(browser, console, "messages-hex")
+
+    show(browser, console, "subscriptions", "subscriptions")  # no topic yet: pick one
+    picker = browser.find_element(By.ID, "topic-pick")
+    picker.click()
+    options = "#topic-names option"
+    wait_for(lambda: len(browser.find_elements(By.CSS_SELECTOR, options)) == len(client.list_topics()), "suggestions")
+    picker.send_keys("shop:orders\n")
+    wait_for(lambda: "billing" in text(browser, "subscriptions"), "the topic's subscriptions")
+    assert "workers" in text(browser, "subscriptions")
+
+    show(browser, console, "subscriptions/shop/orders/billing", "subscription")
+    lag = client.lag(ORDERS, "billing")
+    assert text(browser, "lag-messages") == f"{lag.messages} messages" == "4 messages"
+    shot(browser, console, "subscription")
+    show(browser, console, "subscriptions/shop/orders/workers", "subscription")
+    in_flight = browser.find_elements(By.CSS_SELECTOR, "#in-flight tbody tr")
+    assert [r.text.split()[0] for r in in_flight] == [p.id.hex() for p in client.pending(ORDERS, "workers")]
+    assert in_flight and console.dead_lettered.hex() not in text(browser, "in-flight")
+    assert text(browser, "dead-letters").splitlines()[1].startswith(f"{console.dead_lettered.hex()} 1 ")
+    shot(browser, console, "shared-subscription")
+
+    show(browser, console, "transactions", "transactions")
+    open_rows = text(browser, "in-progress")
+    assert str(console.open_tx) in open_rows and "shop:payments" in open_rows
+    assert "holds back transactional readers of audit" in open_rows
+    assert str(console.invalid_tx) in text(browser, "invalid")
+    shot(browser, console, "transactions")
+
+    show(browser, console, "sweeper", "sweeper")
+    regions = browser.find_elements(By.CSS_SELECTOR, "#regions tbody tr")
+    assert len(regions) == len(client.installation.messages.regions()) + len(client.installation.payloads.regions())
+    assert all("never" not in r.text for r in regions)
+    recorded = [r["prune_bound"] for r in sweeper_state(client.installation)["regions"]]
+    shown = [r.find_elements(By.TAG_NAME, "td")[4].text for r in regions]
+    assert shown == ["-" if bound is None else str(bound) for bound in recorded] and recorded[0] is not None
+    shot(browser, console, "sweeper")
+
+
+def confirm(browser: WebDriver) -> None:
+    wait_for(lambda: browser.find_element(By.ID, "confirm").is_displayed(), "the confirmation")
+    browser.find_element(By.ID, "confirm").click()
+    wait_for(lambda: not browser.find_element(By.ID, "modal").is_displayed(), "the dialog to close")
+
+
+def test_a_topic_made_through_the_console_is_what_the_library_sees(console: Console, browser: WebDriver) -> None:
+    client, created = console.client, TopicId("made", "by-console")
+    sign_in(browser, console, TOKENS["ops"])
+    show(browser, console, "topics", "topics")
+    browser.find_element(By.ID, "new-namespace").send_keys("made")
+    browser.find_element(By.ID, "new-topic").send_keys("by-console")
+    browser.find_element(By.ID, "new-ttl").send_keys("7200")
+    Select(browser.find_element(By.ID, "new-tx-mode")).select_by_visible_text("transactional")
+    browser.find_element(By.CSS_SELECTOR, "#create-topic button").click()
+    confirm(browser)
+    wait_for(lambda: browser.execute_script("return document.body.dataset.ready") == "topic", "the new topic")
+    meta = client.get_topic(created)
+    assert (meta.ttl, meta.tx_mode) == (7200, "transactional")
+
+    browser.find_element(By.CSS_SELECTOR, "#topic-actions summary").click()
+    editor = browser.find_element(By.ID, "properties")
+    editor.clear()
+    editor.send_keys(json.dumps({"ttl": "60", "tx.mode": "transactional"}))
+    browser.find_element(By.ID, "update-topic").click()
+    wait_for(lambda: browser.find_element(By.ID, "property-diff"), "the changes")
+    assert text(browser, "property-diff").splitlines()[1:] == ["ttl 7200 60"]
+    confirm(browser)
+    wait_for(lambda: client.get_topic(created).ttl == 60, "the new TTL")
+
+    browser.find_element(By.CSS_SELECTOR, "#topic-actions summary").click()
+    browser.find_element(By.ID, "delete-topic").click()
+    wait_for(lambda: browser.find_element(By.ID, "confirm-name"), "the delete confirmation")
+    browser.find_element(By.ID, "confirm").click()  # the name was not typed: refused
+    wait_for(lambda: "does not match" in text(browser, "modal-error"), "the refusal")
+    assert client.get_topic(created).exists
+    browser.find_element(By.ID, "confirm-name").send_keys(str(created))
+    confirm(browser)
+    wait_for(lambda: browser.execute_script("return document.body.dataset.ready") == "topics", "the topic list")
+    with pytest.raises(TopicNotFound):
+        client.get_topic(created)
+    log = console.gateway.log()  # each change is logged with who made it
+    assert "console: ops created topic made:by-console with {'ttl': '7200', 'tx.mode': 'transactional'}" in log
+    assert "console: ops set the properties of topic made:by-console to {'ttl': '60'" in log
+    assert "console: ops deleted topic made:by-console" in log
+
+
+def test_a_reset_through_the_console_is_what_the_library_sees(console: Console, browser: WebDriver) -> None:
+    client = console.client
+    client.create_subscription(ORDERS, "replay")
+    with client.consumer(ORDERS, "replay", max_wait=1) as consumer:
+        consumer.commit(consumer.poll(7, timeout=5)[-1])
+    assert client.lag(ORDERS, "replay").messages == 0
+    sign_in(browser, console, TOKENS["ops"])
+    show(browser, console, "subscriptions/shop/orders/replay", "subscription")
+    Select(browser.find_element(By.ID, "reset-mode")).select_by_value("earliest")
+    browser.find_element(By.ID, "preview").click()
+    wait_for(lambda: browser.find_element(By.ID, "reset-preview"), "the preview")
+    assert "delivers again 7 messages already consumed" in text(browser, "reset-preview")
+    assert client.lag(ORDERS, "replay").messages == 0  # a preview changes nothing
+    confirm(browser)
+    wait_for(lambda: client.lag(ORDERS, "replay").messages == 7, "the reset to earliest")
+    wait_for(lambda: text(browser, "lag-messages") == "7 messages", "the new lag on the screen")
+
+    Select(browser.find_element(By.ID, "reset-mode")).select_by_value("latest")
+    browser.find_element(By.ID, "preview").click()
+    wait_for(lambda: "skips 7 messages not consumed yet" in text(browser, "reset-preview"), "the preview")
+    confirm(browser)
+    wait_for(lambda: client.lag(ORDERS, "replay").messages == 0, "the reset to latest")
+    with client.consumer(ORDERS, "replay", max_wait=0) as consumer:
+        assert consumer.poll(10, timeout=0.5) == []
+
+    start = list(client.fetch(ORDERS))[-1].publish_time  # back to the last batch, by its time
+    again = [m.id for m in client.fetch(ORDERS, start_time_ms=start)]
+    Select(browser.find_element(By.ID, "reset-mode")).select_by_value("time")
+    value = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(start / 1000)) + f".{start % 1000:03d}"
+    browser.find_element(By.ID, "reset-value").send_keys(value)
+    browser.find_element(By.ID, "preview").click()
+    wait_for(lambda: f"delivers again {len(again)} messages" in text(browser, "reset-preview"), "the preview")
+    confirm(browser)
+    wait_for(lambda: client.lag(ORDERS, "replay").messages == len(again), "the reset to a time")
+    with client.consumer(ORDERS, "replay", max_wait=0) as consumer:
+        assert [m.id for m in consumer.poll(10, timeout=5)] == again
+
+
+def test_a_read_only_token_changes_nothing(console: Console, browser: WebDriver) -> None:
+    client = console.client
+    sign_in(browser, console, TOKENS["viewer"])
+    show(browser, console, "topics", "topics")
+    assert not browser.find_elements(By.ID, "create-topic")
+    show(browser, console, "topics/shop/orders", "topic")
+    assert not browser.find_elements(By.ID, "topic-actions")
+    show(browser, console, "subscriptions/shop/orders/billing", "subscription")
+    assert not browser.find_elements(By.ID, "reset")
+    before = client.lag(ORDERS, "billing")
+    # the server refuses what the page does not offer, even with the session's CSRF token
+    statuses = browser.execute_async_script(
+        """const done = arguments[arguments.length - 1];
+        (async () => {
+          const session = await (await fetch("/console/api/session")).json();
+          const send = (method, path, body) => fetch("/console/api" + path, {method,
+            headers: {"X-CSRF-Token": session.csrf, "Content-Type": "application/json"}, body: JSON.stringify(body)});
+          return [(await send("PUT", "/topics/shop/sneaky", {properties: {}})).status,
+                  (await send("PUT", "/topics/shop/orders/properties", {properties: {ttl: "1"}})).status,
+                  (await send("DELETE", "/topics/shop/orders")).status,
+                  (await send("POST", "/topics/shop/orders/subscriptions/billing/reset", {start: "latest"})).status];
+        })().then(done);"""
+    )
+    assert statuses == [403, 403, 403, 403]
+    assert TopicId("shop", "sneaky") not in client.list_topics("shop")
+    assert client.get_topic(ORDERS).ttl == 86400
+    assert client.lag(ORDERS, "billing").messages == before.messages == 4
+
+
+def test_payloads_need_consume_or_admin(console: Console, browser: WebDriver) -> None:
+    sign_in(browser, console, TOKENS["writer"])  # may publish: sees the topics, not what they hold
+    show(browser, console, "topics/shop/orders", "topic")
+    assert text(browser, "topic-messages") == f"{console.client.topic_stats(ORDERS).messages} messages"
+    show(browser, console, "messages/shop/orders?mode=last&value=3&format=text&limit=100", "messages")
+    assert "writer may not read the messages of shop:orders" in text(browser, "browse-error")
+    assert not browser.find_elements(By.CSS_SELECTOR, "#messages td.payload")
+
+
+def test_a_change_without_the_csrf_token_is_refused(console: Console) -> None:
+    with httpx.Client(base_url=console.url, timeout=60) as http:
+        signed_in = http.post("/console/login", data={"token": TOKENS["ops"]})
+        assert signed_in.status_code == 303 and signed_in.headers["location"] == "/console/"
+        cookie = signed_in.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/console" in cookie
+        csrf = http.get("/console/api/session").json()["csrf"]
+        body = {"properties": {"ttl": "60"}}
+        assert http.put("/console/api/topics/csrf/t1", json=body).status_code == 403
+        assert http.put("/console/api/topics/csrf/t1", json=body, headers={"X-CSRF-Token": "0" * 64}).status_code == 403
+        other_site = {"X-CSRF-Token": csrf, "Origin": "http://evil.example"}
+        assert http.put("/console/api/topics/csrf/t1", json=body, headers=other_site).status_code == 403
+        assert console.client.list_topics("csrf") == []
+        assert http.put("/console/api/topics/csrf/t1", json=body, headers={"X-CSRF-Token": csrf}).status_code == 200
+        assert console.client.get_topic(TopicId("csrf", "t1")).ttl == 60
+        # signing out ends the session in this client
+        assert http.post("/console/logout", headers={"X-CSRF-Token": csrf}).status_code == 200
+        assert http.get("/console/api/session").status_code == 401
+
+
+def test_the_charts_draw_the_numbers_over_time(console: Console, browser: WebDriver) -> None:
+    client, clicks = console.client, TopicId("shop", "clicks")
+    client.create_topic(clicks)
+    client.create_subscription(clicks, "stats")
+    sign_in(browser, console, TOKENS["ops"])
+    show(browser, console, "subscriptions/shop/clicks/stats", "subscription")
+    for lag in (10, 20, 30):  # the screen refreshes itself: each refresh adds a sample
+        client.publish(clicks, [b"click"] * 10)
+        wait_for(lambda lag=lag: text(browser, "lag-messages") == f"{lag} messages", f"a lag of {lag}", timeout=60)
+    points = browser.find_element(By.CSS_SELECTOR, ".chart polyline").get_attribute("points") or ""
+    heights = [float(point.split(",")[1]) for point in points.split()]
+    assert len(heights) >= 3 and heights[0] > heights[-1]  # the lag went up: the line too (y grows downwards)
+    assert heights == sorted(heights, reverse=True)
+    shot(browser, console, "subscription-chart")
+
+    show(browser, console, "topics/shop/clicks", "topic")
+    for total in (40, 50, 60):
+        client.publish(clicks, [b"click"] * 10)
+        wait_for(lambda t=total: text(browser, "topic-messages") == f"{t} messages", f"{total} messages", timeout=60)
+    rates = browser.find_element(By.CSS_SELECTOR, ".chart polyline").get_attribute("points") or ""
+    assert len(rates.split()) >= 2  # messages per second between samples of the published count
+    shot(browser, console, "topic-chart")
+
+
+def test_the_message_browser_starts_where_asked_and_downloads_what_it_shows(
+    console: Console, browser: WebDriver, tmp_path: Path
+) -> None:
+    client = console.client
+    everything = list(client.fetch(ORDERS))
+    sign_in(browser, console, TOKENS["ops"])
+
+    def shown() -> list[str]:
+        return [r.text.split()[0] for r in browser.find_elements(By.CSS_SELECTOR, "#messages tbody tr")]
+
+    middle = everything[3]
+    show(browser, console, f"messages/shop/orders?mode=id&value={middle.id.hex()}&format=hex&limit=2", "messages")
+    assert shown() == [m.id.hex() for m in everything[3:5]]
+    start = everything[-1].publish_time  # the last batch: from its publish time on
+    later = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(start / 1000)) + f".{start % 1000:03d}"  # UTC
+    show(browser, console, f"messages/shop/orders?mode=time&value={later}&format=text&limit=100", "messages")
+    expected = [m.id.hex() for m in client.fetch(ORDERS, start_time_ms=start)]
+    assert shown() == expected and len(expected) < len(everything)
+
+    browser.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(tmp_path)})
+    browser.find_element(By.ID, "download").click()
+    saved = tmp_path / "shop-orders-messages.json"
+    data = json.loads(wait_for(lambda: saved.exists() and saved.read_text(), "the download"))
+    assert [m["id"] for m in data["messages"]] == expected
+    assert [bytes.fromhex(m["payload"]) for m in data["messages"]] == [m.payload for m in everything[-len(expected) :]]
