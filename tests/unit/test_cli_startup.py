@@ -39,6 +39,36 @@ def test_help_and_version_import_no_hbase_client(args: list[str]) -> None:
     assert result.stderr.strip().splitlines()[-1:] in ([], [""]), f"loaded: {result.stderr}"
 
 
+# What no simple command needs: Spark, the transaction server's machinery, the gateway, the sweeper, the
+# launcher. Each would add tens of milliseconds to every call of a command that only lists topics.
+NOT_FOR_A_SIMPLE_COMMAND = (
+    "pyspark",
+    "pyarrow",
+    "tms_hbase.spark",
+    "tms_hbase.tx.server",
+    "tms_hbase.tx.manager",
+    "tms_hbase.tx.snapshot",
+    "starlette",
+    "uvicorn",
+    "httpx",
+    "tms_hbase.gateway_client",
+    "tms_hbase_gateway",
+    "tms_hbase_sweeper",
+    "tms_hbase.launcher",
+    "tms_hbase.sweep",
+)
+
+
+def test_a_simple_command_imports_only_what_it_needs() -> None:
+    """``tms-admin topic list`` (here against a port where nothing listens: the imports are the same)."""
+    args = ["--thrift", "127.0.0.1:1", "--timeout", "2", "topic", "list"]
+    probe = PROBE.format(heavy=NOT_FOR_A_SIMPLE_COMMAND, args=args)
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert "cannot reach HBase" in result.stderr, result.stderr  # it ran: the client was made and called
+    loaded = result.stderr.strip().splitlines()[-1]  # the probe's line, after the command's error
+    assert "cannot reach HBase" in loaded, f"loaded: {loaded}"  # (it printed nothing: none was loaded)
+
+
 def test_the_tail_cache_default_named_in_help_is_the_librarys() -> None:
     from tms_hbase.installation.settings import DEFAULT_TAIL_CACHE_SECONDS
     from tms_hbase_admin.settings import DEFAULT_TAIL_CACHE_SECONDS as shown
