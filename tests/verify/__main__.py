@@ -85,6 +85,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--fault-min", type=float, default=1.0, help="least seconds between two faults [1]")
     p.add_argument("--fault-max", type=float, default=4.0, help="most seconds between two faults [4]")
     p.add_argument(
+        "--hbase-gap",
+        type=float,
+        default=0.0,
+        help="least seconds HBase serves between two hbase faults [0]; a restart on a busy machine takes minutes, "
+        "so without a gap HBase is down for most of a run and the other faults meet little work",
+    )
+    p.add_argument(
         "--max-skew",
         type=float,
         default=60.0,

@@ -94,10 +94,13 @@ class Nemesis:
         own_hbase: OwnHBase | None,
         interval: tuple[float, float],
         max_skew: float = MAX_SKEW,
+        hbase_gap: float = 0.0,
     ) -> None:
         self.rng, self.faults, self.rec, self.procs = rng, faults, rec, procs
         self.proxy, self.own_hbase, self.interval = proxy, own_hbase, interval
         self.max_skew = max_skew
+        self.hbase_gap = hbase_gap  # least seconds HBase serves between the end of one hbase fault and the next
+        self.hbase_back = float("-inf")  # when HBase last came back
         self.kinds = sorted(faults & {"kill", "stop", "clock", "proxy", "hbase"})
         self.next_at = rec.now() + rng.uniform(*interval)
         self.pending: list[tuple[float, Callable[[], None]]] = []
@@ -178,6 +181,8 @@ class Nemesis:
     def _hbase(self) -> None:
         if self.own_hbase is None or (self.hbase_thread and self.hbase_thread.is_alive()):
             return
+        if self.rec.now() - self.hbase_back < self.hbase_gap:
+            return
         own = self.own_hbase
 
         def restart() -> None:
@@ -188,6 +193,7 @@ class Nemesis:
             except Exception as exc:
                 self.rec.event("note", what=f"the run's own HBase did not come back: {exc}")
                 raise
+            self.hbase_back = self.rec.now()
             self.rec.event("fault", fault="hbase", phase="end")
 
         self.hbase_thread = threading.Thread(target=restart, daemon=True)

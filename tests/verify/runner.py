@@ -318,6 +318,7 @@ class Run:
             self.own,
             (o.fault_min, o.fault_max),
             o.max_skew,
+            o.hbase_gap,
         )
         self.nemesis = nemesis
         end = self.rec.now() + o.duration
@@ -494,6 +495,7 @@ def reproduce_command(opts: Any) -> str:
         f"--max-skew {opts.max_skew:g}",
         f"--fault-min {opts.fault_min:g}",
         f"--fault-max {opts.fault_max:g}",
+        *([f"--hbase-gap {opts.hbase_gap:g}"] if opts.hbase_gap else []),
         f"--seeks {opts.seeks}",
         f"--timeout {opts.timeout:g}",
     ]
