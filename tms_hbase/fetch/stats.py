@@ -82,7 +82,9 @@ class TopicStats:
     rates: dict[int, float] = field(default_factory=dict)  # window seconds -> messages per second
     subscriptions: list[tuple[str, builtins.bytes | None, Lag]] = field(default_factory=list)  # (name, mark, lag)
     exact: bool = True  # the message counts (and every subscription's lag) are exact
-    published: int | None = None  # messages ever published to this generation (None: rows without totals)
+    # messages ever published to this generation (None: rows without totals); on a sequencer generation the offsets
+    # handed out up to the newest row, skip markers included (an upper bound: the swept markers' spans are not kept)
+    published: int | None = None
     bytes_exact: bool = True  # ``bytes`` is exact (False: estimated, as in sequencer generations)
 
 
