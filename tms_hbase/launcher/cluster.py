@@ -151,6 +151,7 @@ class ClusterHBase:
         self._requested = layout
         self._marker = f"-Dtms.cluster.home={self.paths.home}"
         self._spawned: dict[str, float] = {}  # process name -> when this launcher started it (epoch seconds)
+        self._pids: dict[str, int] = {}  # process name -> the pid this launcher started it as
 
     # -- the cluster as a whole ---------------------------------------------------------------
 
@@ -331,7 +332,7 @@ class ClusterHBase:
             main += ["-b", HOST, "-p", str(port), "--infoport", "-1", "-threadpool", "start"]
         self.progress(f"  starting {name} (heap {HEAPS[kind]}, ports {layout.ports_of(name)})")
         self._spawned[name] = time.time()
-        return spawn_jvm(
+        self._pids[name] = spawn_jvm(
             java,
             self._flags(name, kind),
             conf=conf,
@@ -340,6 +341,7 @@ class ClusterHBase:
             cwd=self.paths.data(name),
             main=main,
         )
+        return self._pids[name]
 
     def _flags(self, name: str, kind: str) -> list[str]:
         return [
@@ -363,8 +365,9 @@ class ClusterHBase:
         kind, i = split_name(name)
         next_note = time.monotonic() + 20
         while True:
-            pid = self._running().get(name)
-            if pid is None:
+            # The pid spawn_jvm returned: for a moment after the spawn the java launcher's /proc cmdline is
+            # empty, so _running() cannot see a process this launcher has just started.
+            if name not in self._running() and not _pid_alive(self._pids.get(name, -1)):
                 raise LauncherError(f"{name} exited during start; last lines of its log:\n{self._tail(name)}")
             if _ready(layout, kind, i, self._spawned.get(name, 0.0)):
                 return
