@@ -17,7 +17,7 @@ from pathlib import Path
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.launcher.cluster import ClusterHBase
 
-from .workload import Workload, server_of_last_region
+from .workload import Workload
 
 WRITERS = 3
 FAULTS = ("kill-regionserver", "move-region", "split-region", "kill-thrift")
@@ -27,7 +27,7 @@ def _fault(cluster: ClusterHBase, kind: str, table: str) -> str:
     """Do one fault to the cluster; returns what was done."""
     regions = cluster.regions(table)
     if kind == "kill-regionserver":
-        name = server_of_last_region(cluster, table)  # where the sequencer writes
+        name = cluster.server_of_last_region(table)  # where the sequencer writes
         cluster.kill(name)
         return f"SIGKILL {name} (holding {regions[-1].name})"
     if kind == "move-region":

@@ -18,7 +18,7 @@ from pathlib import Path
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.launcher.cluster import ClusterHBase
 
-from .workload import Workload, server_of_last_region
+from .workload import Workload
 
 KILLS = int(os.environ.get("TMS_CLUSTER_KILLS", "3"))
 WRITERS = 3
@@ -42,7 +42,7 @@ def test_region_server_kills_under_load(
         load.running()
         for n in range(KILLS):
             time.sleep(3)  # some load between kills
-            victim = server_of_last_region(cluster, table)
+            victim = cluster.server_of_last_region(table)
             began = time.time()
             cluster.kill(victim)
             ended = time.time()

@@ -5,15 +5,14 @@ from the logs and, at the end, every acknowledged batch looked for exactly once 
 
 from __future__ import annotations
 
-import itertools
 import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from bench.cluster import longest_pause
 from tms_hbase import MessagingClient, TopicId
-from tms_hbase.launcher.cluster import ClusterHBase
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,16 +42,7 @@ def stall(path: Path, kind: str, began: float, ended: float) -> float:
         assert time.monotonic() < deadline, f"{path.stem} did not resume within {RESUME_BOUND:.0f}s"
         time.sleep(0.5)
         stamps = _stamps(path, kind)
-    before = [t for t in stamps if t <= began]
-    window = ([before[-1]] if before else [began]) + [t for t in stamps if began < t]
-    return max(b - a for a, b in itertools.pairwise(window))
-
-
-def server_of_last_region(cluster: ClusterHBase, table: str) -> str:
-    """The process name (``rs2``) of the region server holding ``table``'s last region: where a topic's new
-    messages are written."""
-    port = int(cluster.regions(table)[-1].server.split(",")[1])
-    return next(p for p in cluster.layout.process_names() if cluster.layout.ports_of(p)[0] == port)
+    return longest_pause(stamps, began)
 
 
 class Workload:

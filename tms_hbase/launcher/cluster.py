@@ -302,6 +302,15 @@ class ClusterHBase:
             Region(r["name"], bytes.fromhex(r["start"]), bytes.fromhex(r["end"]), r["server"]) for r in json.loads(out)
         ]
 
+    def server_of_last_region(self, table: str) -> str:
+        """The process name (``rs2``) of the region server holding ``table``'s last region: for a message table,
+        where every topic's new messages are written."""
+        port = int(self.regions(table)[-1].server.split(",")[1])
+        layout = self.layout
+        return next(
+            p for p in layout.process_names() if split_name(p)[0] == "regionserver" and layout.ports_of(p)[0] == port
+        )
+
     def move_region(self, region: str, server: str | None = None) -> str:
         """Move the region with encoded name ``region`` to ``server`` (``host,port,startcode``; by default
         another live region server) and wait until it is open there; returns the server."""

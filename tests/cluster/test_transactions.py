@@ -1,0 +1,129 @@
+"""Transactional publishing and the transaction server's state in HBase across region-server crashes: a
+transaction server (``tms-admin tx serve``) keeps its edit log in ``<prefix>_txstate`` on the cluster while a
+thread commits and aborts transactions that publish; the region servers holding the edit log's region and
+then the topic's region are SIGKILLed. Transactions commit again within RESUME_BOUND seconds of each kill;
+afterwards a new server, recovering the state from HBase, shows every committed transaction visible, the one
+left open still in progress and its message invisible, and no aborted transaction's message to any
+transactional reader.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from tms_hbase import MessagingClient, TopicId
+from tms_hbase.config import PREFIX_ENV, THRIFT_ENV
+from tms_hbase.errors import TmsError
+from tms_hbase.launcher.cluster import ClusterHBase
+from tms_hbase.tx.client import TransactionClient
+from tms_hbase.tx.context import TransactionContext
+from tms_hbase.tx.messaging import TransactionalPublisher
+
+from ..tx_server import TxServer, free_port
+from .workload import RESUME_BOUND
+
+TOPIC = TopicId("cluster", "tx")
+OPEN = TopicId("cluster", "tx-open")  # the message of the transaction left open: nothing else goes there
+
+
+@dataclass
+class Outcomes:
+    """What the transactional writer was told, payload by payload."""
+
+    committed: list[bytes] = field(default_factory=list)
+    pointers: list[int] = field(default_factory=list)  # the committed transactions' write pointers
+    aborted: list[bytes] = field(default_factory=list)
+    unknown: list[bytes] = field(default_factory=list)  # a call failed: committed or not
+    last_commit: float = 0.0  # time.time() of the latest commit that returned
+
+
+def _transact(env: dict[str, str], server: str, out: Outcomes, stop: threading.Event) -> None:
+    """Two transactions in three commit, the third is persisted and then aborted (its message rolled back)."""
+    with (
+        MessagingClient(env[THRIFT_ENV], env[PREFIX_ENV], create_tables=False) as client,
+        TransactionClient(server, timeout_seconds=30) as tx,
+    ):
+        n = 0
+        while not stop.is_set():
+            n += 1
+            commit = n % 3 != 0
+            payload = f"{'c' if commit else 'a'}{n}".encode()
+            publisher = TransactionalPublisher(client)
+            context = TransactionContext(tx, publisher)
+            try:
+                pointer = context.start().write_pointer
+                publisher.publish(TOPIC, [payload])
+                if commit:
+                    context.finish()
+                    out.committed.append(payload)
+                    out.pointers.append(pointer)
+                    out.last_commit = time.time()
+                else:
+                    assert publisher.commit_tx()  # stored, as if a later participant then failed
+                    context.abort()
+                    out.aborted.append(payload)
+            except TmsError:
+                out.unknown.append(payload)
+                time.sleep(0.2)
+
+
+def test_transactions_across_region_server_crashes(
+    cluster: ClusterHBase, client: MessagingClient, tms_env: dict[str, str], prefix: str
+) -> None:
+    client.create_topic(TOPIC)
+    client.create_topic(OPEN)
+    server = TxServer(tms_env, free_port()).start()
+    out, stop = Outcomes(), threading.Event()
+    writer = threading.Thread(target=_transact, args=(tms_env, server.address, out, stop))
+    try:
+        with TransactionClient(server.address) as tx:
+            publisher = TransactionalPublisher(client)
+            context = TransactionContext(tx, publisher)
+            left_open = context.start(timeout_seconds=3600)
+            publisher.publish(OPEN, [b"open"])
+            assert publisher.commit_tx()  # stored under its write pointer, never committed
+        writer.start()
+        for table in ("txstate", "messages"):
+            deadline = time.monotonic() + 60
+            while out.last_commit < time.time() - 2:  # committing right now
+                assert time.monotonic() < deadline, "no transaction commits"
+                time.sleep(0.2)
+            victim = cluster.server_of_last_region(f"{prefix}_{table}")
+            cluster.kill(victim)
+            killed = time.time()
+            deadline = time.monotonic() + RESUME_BOUND
+            while out.last_commit <= killed:
+                assert time.monotonic() < deadline, f"no commit within {RESUME_BOUND:.0f}s of killing {victim}"
+                assert writer.is_alive()
+                time.sleep(0.5)
+            print(f"{table}: killed {victim}, commits again after {out.last_commit - killed:.1f}s", flush=True)
+            cluster.start_process(victim, timeout=300)
+        stop.set()
+        writer.join(timeout=120)
+        assert not writer.is_alive()
+        server.kill()  # the next server knows only what the edit log in HBase says
+        print(server.stop()[-4000:])  # the killed server's log
+        server = TxServer(tms_env, server.port).start()
+        with TransactionClient(server.address) as tx:
+            reader = tx.start_short()
+            assert left_open.tx_id in reader.in_progress, "the open transaction was lost"
+            assert list(client.fetch(OPEN, transaction=reader)) == []
+            seen = [m.payload for m in client.fetch(TOPIC, transaction=reader)]
+            assert len(seen) == len(set(seen)), "a message twice"
+            assert set(out.committed) <= set(seen), "a committed transaction's message is missing"
+            assert not set(out.aborted) & set(seen), "an aborted transaction's message is visible"
+            assert set(seen) <= set(out.committed) | set(out.unknown)
+            assert all(reader.is_visible(p) for p in out.pointers), "a committed transaction is not visible"
+            tx.commit(left_open)  # still committable after both crashes and the new server
+            assert [m.payload for m in client.fetch(OPEN, transaction=tx.start_short())] == [b"open"]
+        print(
+            f"{len(out.committed)} committed, {len(out.aborted)} aborted, {len(out.unknown)} unknown, {len(seen)} seen"
+        )
+        assert len(out.committed) > 20 and out.aborted
+    finally:
+        stop.set()
+        if writer.ident:
+            writer.join(timeout=120)
+        print(server.stop()[-4000:])  # its log, for a failure
