@@ -3,7 +3,7 @@ servers SIGKILLed, regions moved and split, a Thrift gateway killed. Nothing ack
 stored twice, every reader sees one order, and writers and the consumer go on within RESUME_BOUND seconds of
 each fault.
 
-``TMS_CLUSTER_FAULT_ROUNDS`` (default 5) is how many faults, taken in turn from FAULTS.
+``TMS_CLUSTER_FAULT_ROUNDS`` (default 4: each fault once) is how many faults, taken in turn from FAULTS.
 ``TMS_CLUSTER_RESULTS`` names a JSON file to write the per-fault resume times to (docs/benchmarks.md).
 """
 
@@ -46,7 +46,7 @@ def test_no_loss_no_duplicates_one_order_under_faults(
     client.create_subscription(topic, "sink")
     table = f"{prefix}_messages"
     load = Workload(tms_env, topic, tmp_path, WRITERS, ["sink"], interval=0.02)
-    rounds = int(os.environ.get("TMS_CLUSTER_FAULT_ROUNDS", "5"))
+    rounds = int(os.environ.get("TMS_CLUSTER_FAULT_ROUNDS", "4"))
     report = []
     try:
         load.running()

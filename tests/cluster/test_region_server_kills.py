@@ -1,6 +1,6 @@
 """Region servers SIGKILLed again and again under load: three writer processes publish to a topic and two
 consumer processes consume it through two subscriptions while the region server holding the topic's region
-(where new messages go) is killed, ``TMS_CLUSTER_KILLS`` times (default 3; ``make test-cluster
+(where new messages go) is killed, ``TMS_CLUSTER_KILLS`` times (default 2; ``make test-cluster
 CLUSTER_KILLS=20`` for the long run), a new one started on its ports after each recovery.
 
 After each kill, publishing and consuming resume within RESUME_BOUND seconds; at the end nothing
@@ -20,7 +20,7 @@ from tms_hbase.launcher.cluster import ClusterHBase
 
 from .workload import Workload
 
-KILLS = int(os.environ.get("TMS_CLUSTER_KILLS", "3"))
+KILLS = int(os.environ.get("TMS_CLUSTER_KILLS", "2"))
 WRITERS = 3
 PAUSE = 0.05
 """Seconds each writer waits between batches: the consumers, committing every message, keep up, so a

@@ -6,6 +6,7 @@ gateway landing in a region server's WAL on HDFS (the region server's WAL metric
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
@@ -77,4 +78,7 @@ def test_published_messages_reach_a_write_ahead_log_on_hdfs(
     before = appends()
     for i in range(20):
         client.publish(topic, [f"m{i}".encode()])
-    assert appends() >= before + 20  # each acknowledged publish was appended to a WAL (on HDFS: rootdir above)
+    deadline = time.monotonic() + 60  # the region server's metrics are taken every few seconds
+    while appends() < before + 20:  # each acknowledged publish was appended to a WAL (on HDFS: rootdir above)
+        assert time.monotonic() < deadline, f"{appends() - before} WAL appends for 20 publishes"
+        time.sleep(1)
