@@ -70,7 +70,7 @@ def _transact(env: dict[str, str], server: str, out: Outcomes, stop: threading.E
                 time.sleep(0.2)
 
 
-def test_transactions_across_region_server_crashes(
+def test_transactions_across_a_region_server_crash(
     cluster: ClusterHBase, client: MessagingClient, tms_env: dict[str, str], prefix: str
 ) -> None:
     client.create_topic(TOPIC)
