@@ -4,7 +4,7 @@ each, and carries on through errors by opening a new consumer (which resumes aft
 Usage: python -m tests.cluster.consumer TOPIC SUBSCRIPTION LOG_FILE STOP_FILE
 Appends ``msg PAYLOAD time`` for each message handled, ``commit PAYLOAD`` once its commit returned and
 ``error ErrorName time`` when the consumer had to be reopened (all fsynced). Ends when STOP_FILE exists and a
-poll found nothing for 5 s.
+poll found nothing for 5 s, or when the test process that started it is gone.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from tms_hbase.errors import TmsError
 
 def main() -> None:
     topic, name, log_path, stop_path = TopicId.parse(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+    parent = os.getppid()
     with MessagingClient(create_tables=False) as client, open(log_path, "a") as log:
 
         def note(line: str) -> None:
@@ -42,7 +43,7 @@ def main() -> None:
                 note(f"error {type(exc).__name__} {time.time():.3f}")
                 drained = False
                 time.sleep(0.5)
-            if drained and os.path.exists(stop_path):
+            if (drained and os.path.exists(stop_path)) or os.getppid() != parent:
                 return
 
 

@@ -151,6 +151,7 @@ class ClusterHBase:
         self._requested = layout
         self._marker = f"-Dtms.cluster.home={self.paths.home}"
         self._spawned: dict[str, float] = {}  # process name -> when this launcher started it (epoch seconds)
+        self._pids: dict[str, int] = {}  # process name -> the pid this launcher started it as
 
     # -- the cluster as a whole ---------------------------------------------------------------
 
@@ -301,6 +302,15 @@ class ClusterHBase:
             Region(r["name"], bytes.fromhex(r["start"]), bytes.fromhex(r["end"]), r["server"]) for r in json.loads(out)
         ]
 
+    def server_of_last_region(self, table: str) -> str:
+        """The process name (``rs2``) of the region server holding ``table``'s last region: for a message table,
+        where every topic's new messages are written."""
+        port = int(self.regions(table)[-1].server.split(",")[1])
+        layout = self.layout
+        return next(
+            p for p in layout.process_names() if split_name(p)[0] == "regionserver" and layout.ports_of(p)[0] == port
+        )
+
     def move_region(self, region: str, server: str | None = None) -> str:
         """Move the region with encoded name ``region`` to ``server`` (``host,port,startcode``; by default
         another live region server) and wait until it is open there; returns the server."""
@@ -331,7 +341,7 @@ class ClusterHBase:
             main += ["-b", HOST, "-p", str(port), "--infoport", "-1", "-threadpool", "start"]
         self.progress(f"  starting {name} (heap {HEAPS[kind]}, ports {layout.ports_of(name)})")
         self._spawned[name] = time.time()
-        return spawn_jvm(
+        self._pids[name] = spawn_jvm(
             java,
             self._flags(name, kind),
             conf=conf,
@@ -340,6 +350,7 @@ class ClusterHBase:
             cwd=self.paths.data(name),
             main=main,
         )
+        return self._pids[name]
 
     def _flags(self, name: str, kind: str) -> list[str]:
         return [
@@ -363,8 +374,9 @@ class ClusterHBase:
         kind, i = split_name(name)
         next_note = time.monotonic() + 20
         while True:
-            pid = self._running().get(name)
-            if pid is None:
+            # The pid spawn_jvm returned: for a moment after the spawn the java launcher's /proc cmdline is
+            # empty, so _running() cannot see a process this launcher has just started.
+            if name not in self._running() and not _pid_alive(self._pids.get(name, -1)):
                 raise LauncherError(f"{name} exited during start; last lines of its log:\n{self._tail(name)}")
             if _ready(layout, kind, i, self._spawned.get(name, 0.0)):
                 return

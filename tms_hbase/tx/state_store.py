@@ -17,7 +17,7 @@ import logging
 import struct
 from collections.abc import Iterable, Sequence
 
-from tms_hbase.errors import CorruptData, Fenced
+from tms_hbase.errors import CorruptData, Fenced, HBaseUnavailable, TmsError
 from tms_hbase.model.tables import FAMILY
 from tms_hbase.storage.hbase import Table
 from tms_hbase.tx.edits import Edit, decode_edit, encode_edit
@@ -67,6 +67,9 @@ class StateStore:
     def __init__(self, table: Table) -> None:
         self.table = table
         self.next_sequence = 1
+        # Log rows whose append raised, by sequence: the gateway's own HBase client may still write one
+        # (it retries for hbase.client.operation.timeout), after this server has read the log again.
+        self._unsure: dict[int, bytes] = {}
 
     def recover(self) -> TransactionManager:
         """Latest snapshot plus every logged edit after it; remembers where the log continues."""
@@ -94,8 +97,25 @@ class StateStore:
         edits = list(edits)
         if not edits:
             return
-        if not self.table.put_if_absent(_key(b"e", self.next_sequence), EDIT_COLUMN, pack_edits(edits)):
-            raise Fenced(f"transaction edit log row {self.next_sequence} was written by another server")
+        sequence, data = self.next_sequence, pack_edits(edits)
+        key = _key(b"e", sequence)
+        try:
+            written = self.table.put_if_absent(key, EDIT_COLUMN, data)
+        except TmsError:
+            self._unsure[sequence] = data
+            raise
+        if not written:
+            if (
+                sequence in self._unsure
+                and self.table.get(key, [EDIT_COLUMN]).get(EDIT_COLUMN) == self._unsure[sequence]
+            ):
+                # This server's own append that failed, written late (a region server crashed under it):
+                # not another server. The caller reads the log again, that row included, and carries on.
+                raise HBaseUnavailable(
+                    f"transaction edit log row {sequence}: an earlier append of this server landed late"
+                )
+            raise Fenced(f"transaction edit log row {sequence} was written by another server")
+        self._unsure = {s: d for s, d in self._unsure.items() if s > sequence}
         self.next_sequence += 1
 
     def write_snapshot(self, snapshot: TransactionSnapshot) -> int:
