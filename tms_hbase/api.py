@@ -22,7 +22,8 @@ namespace (the REST API lists one at a time).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from types import TracebackType
+from typing import TYPE_CHECKING, Protocol, Self
 
 if TYPE_CHECKING:
     from tms_hbase.consume.subscriptions import Subscription
@@ -39,6 +40,16 @@ if TYPE_CHECKING:
 
 class SubscriptionConsumer(Protocol):
     """The active consumer of an exclusive subscription (``MessagingService.consumer``)."""
+
+    def __enter__(self) -> Self:
+        """The consumer itself: leaving the ``with`` block closes it."""
+        ...
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """Close the consumer (as :meth:`close`)."""
+        ...
 
     @property
     def committed(self) -> bytes | None:
@@ -69,6 +80,16 @@ class SubscriptionConsumer(Protocol):
 
 class SharedSubscriptionConsumer(Protocol):
     """One of any number of consumers of a shared subscription (``MessagingService.shared_consumer``)."""
+
+    def __enter__(self) -> Self:
+        """The consumer itself: leaving the ``with`` block closes it."""
+        ...
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """Close the consumer (as :meth:`close`)."""
+        ...
 
     @property
     def held(self) -> list[bytes]:
