@@ -330,26 +330,11 @@ def dead_letters(
 
     Replaying reads the dead-letter topic through subscription --via (created at the earliest message if
     missing) and commits it after each message is published again: a dead letter is replayed at least
-    once. The replayed message is a new message of its topic.
+    once. The replayed message is a new message of its topic. The web console's Replay does the same.
     """
-    from tms_hbase.shared import DeadLetter  # (here: --help must not load the client)
-
     with settings.client() as client:
-        known = {s.name for s in client.list_subscriptions(dead_letter_topic)}
-        if via not in known and replay and not dry_run:
-            client.create_subscription(dead_letter_topic, via)
-            known.add(via)
-        rows = []
-        if via in known:
-            with client.consumer(dead_letter_topic, via, max_wait=0.5) as consumer:
-                for message in consumer.poll(max_messages=limit, timeout=1.0):
-                    letter = DeadLetter.decode(message.payload)
-                    rows.append(_letter(letter))
-                    if replay and not dry_run:
-                        client.publish(letter.topic, [letter.payload])
-                        consumer.commit(message)
-        else:  # nothing replayed through it yet: every dead letter is still there
-            rows = [_letter(DeadLetter.decode(m.payload)) for m in client.fetch(dead_letter_topic, limit=limit)]
+        letters = client.admin.dead_letters(dead_letter_topic, replay=replay, dry_run=dry_run, via=via, limit=limit)
+    rows = [_letter(letter) for letter in letters]
     verb = "replayed" if replay and not dry_run else ("would replay" if replay else "dead letter")
     emit(
         as_json,
@@ -362,13 +347,7 @@ def dead_letters(
 
 
 def _letter(letter: DeadLetter) -> dict:
-    return {
-        "topic": str(letter.topic),
-        "subscription": letter.subscription,
-        "id": letter.message_id.hex(),
-        "deliveries": letter.deliveries,
-        "payload": _text(letter.payload),
-    }
+    return {**letter.head(), "payload": _text(letter.payload)}
 
 
 def _text(payload: bytes) -> str:

@@ -146,6 +146,7 @@ class MessagingClient(MessagingService):
             metadata=self._metadata,
             reader=self._reader,
             writer=self._writer,
+            client=self,
         )
         """An operator's calls: tables, the tail-cache setting, inspection, diagnostics
         (:class:`~tms_hbase.client_admin.ClientAdmin`)."""

@@ -1,22 +1,31 @@
 """``client.admin``: an operator's calls on one client's installation, apart from the messaging interface.
 
 Creating and dropping the tables, the installation-wide tail-cache setting, a scan of the topics' metadata
-that reports corrupt rows, row-level inspection, the transaction state rebuilt from HBase, and what this
-client counted (future predecessors, the longest wait on a sequencer hole). ``tms-admin``, ``tms-sweeper``,
-the gateway and tests use them; an application that only publishes and consumes never needs them.
+that reports corrupt rows, row-level inspection, the transaction state rebuilt from HBase, replaying a
+dead-letter topic, and what this client counted (future predecessors, the longest wait on a sequencer hole).
+``tms-admin``, ``tms-sweeper``, the gateway and tests use them; an application that only publishes and
+consumes never needs them.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from tms_hbase.errors import InvalidArgument
 from tms_hbase.fetch.inspect import Inspector
 from tms_hbase.fetch.reader import MessageReader
 from tms_hbase.installation.metadata import MetadataStore, TopicScan
 from tms_hbase.installation.readiness import Readiness
 from tms_hbase.installation.settings import InstallationStore, TailCacheSetting
+from tms_hbase.model.topic import TopicLike, as_topic
 from tms_hbase.publish.writer import MessageWriter
+from tms_hbase.shared.dead_letter import DeadLetter
 from tms_hbase.storage.hbase import Installation
 from tms_hbase.tx.fate import snapshot_from_hbase
 from tms_hbase.tx.transaction import Transaction
+
+if TYPE_CHECKING:
+    from tms_hbase.client import MessagingClient
 
 
 class ClientAdmin:
@@ -31,6 +40,7 @@ class ClientAdmin:
         metadata: MetadataStore,
         reader: MessageReader,
         writer: MessageWriter,
+        client: MessagingClient,
     ) -> None:
         self._installation = installation
         self._readiness = readiness
@@ -38,6 +48,7 @@ class ClientAdmin:
         self._metadata = metadata
         self._reader = reader
         self._writer = writer
+        self._client = client
 
     def init_tables(self) -> list[str]:
         """Create any missing table of this prefix now (``tms-admin init``); returns the names created."""
@@ -81,6 +92,48 @@ class ClientAdmin:
         """The transaction state as a read-only Transaction rebuilt from HBase, without the server: it
         sees committed transactions only. Resolves transactional marks; inspection uses it too."""
         return snapshot_from_hbase(self._installation.txstate)
+
+    def dead_letters(
+        self,
+        dead_letter_topic: TopicLike,
+        *,
+        replay: bool = False,
+        dry_run: bool = False,
+        via: str = "replay",
+        limit: int = 1000,
+    ) -> list[DeadLetter]:
+        """The dead letters of ``dead_letter_topic`` not replayed yet (at most ``limit``, oldest first), or
+        with ``replay`` those it publishes back to their topics (``dry_run``: those it would, changing nothing).
+
+        Which were replayed is the mark of subscription ``via`` of the dead-letter topic: replaying creates
+        it at the earliest message if it is missing, reads through it (its one consumer at a time: a second
+        replay at once is refused with the lease error) and commits it after each dead letter is published
+        again, so each one is replayed **at least once** (twice if the replay dies between the two); listing
+        and ``dry_run`` only read after that mark. The replayed message is a **new message** of its topic,
+        with a new id and publish time; the dead letter stays in the dead-letter topic. InvalidArgument for
+        a message that is not a dead letter (those before it stay replayed) or a ``limit`` below 1."""
+        if limit < 1:
+            raise InvalidArgument(f"limit {limit} must be at least 1")
+        client, topic = self._client, as_topic(dead_letter_topic)
+        marks = {s.name: s.position for s in client.list_subscriptions(topic)}
+        if not replay or dry_run:  # read after the mark, without taking the subscription from a replay
+            mark = marks.get(via)
+            found = (
+                client.fetch(topic, start_message=mark, inclusive=False, limit=limit)
+                if mark
+                else client.fetch(topic, limit=limit)
+            )
+            return [DeadLetter.decode(m.payload) for m in found]
+        if via not in marks:
+            client.create_subscription(topic, via)
+        letters = []
+        with client.consumer(topic, via, max_wait=0.5) as consumer:
+            for message in consumer.poll(max_messages=limit, timeout=1.0):
+                letter = DeadLetter.decode(message.payload)
+                client.publish(letter.topic, [letter.payload])
+                consumer.commit(message)
+                letters.append(letter)
+        return letters
 
     @property
     def future_predecessors(self) -> int:

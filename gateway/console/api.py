@@ -285,6 +285,44 @@ async def reset(request: Request, gateway: Gateway, viewer: Viewer) -> object:
     return {**detail, "may_change": True}
 
 
+def _dead_letter_topic(gateway: Gateway, topic: TopicId, name: str) -> TopicId:
+    """The dead-letter topic of shared subscription ``name`` (InvalidArgument if it has none)."""
+    shared = gateway.client.get_subscription(topic, name).shared
+    if shared is None or shared.dead_letter is None:
+        raise InvalidArgument(f"subscription {name} of {topic} sends no dead letters to a topic")
+    return shared.dead_letter
+
+
+@api
+async def replay_preview(request: Request, gateway: Gateway, viewer: Viewer) -> object:
+    """What a replay would publish, and to which topics (it shows payloads: reading the dead-letter topic)."""
+    found, name = _topic(request, viewer, Viewer.check_change), request.path_params["name"]
+    target = await gateway.run(_dead_letter_topic, gateway, found, name)
+    viewer.check_read(target.namespace, target.topic)
+    letters = await gateway.run(lambda: views.replay_dead_letters(gateway.client, target, dry_run=True))
+    return {"dead_letter_topic": str(target), "letters": letters}
+
+
+@api
+async def replay(request: Request, gateway: Gateway, viewer: Viewer) -> object:
+    """Publish every dead letter of the subscription's dead-letter topic not replayed yet back to its topic
+    (admin on the subscription's topic and on the dead-letter topic, whose subscription marks the replay)."""
+    found, name = _topic(request, viewer, Viewer.check_change), request.path_params["name"]
+    target = await gateway.run(_dead_letter_topic, gateway, found, name)
+    viewer.check_change(target.namespace, target.topic)
+    letters = await gateway.run(lambda: views.replay_dead_letters(gateway.client, target, dry_run=False))
+    log.info(
+        "console: %s replayed %d dead letters of %s to %s",
+        viewer.principal,
+        len(letters),
+        target,
+        sorted({letter["topic"] for letter in letters}),
+    )
+    for topic in {letter["topic"] for letter in letters}:
+        _recent(request).forget(topic)  # they have new messages
+    return {"dead_letter_topic": str(target), "letters": letters}
+
+
 @api
 async def transactions(request: Request, gateway: Gateway, viewer: Viewer) -> object:
     return await gateway.run(views.transactions, gateway.client, viewer)
@@ -344,6 +382,8 @@ ROUTES = [
             Route(SUBSCRIPTION, subscription, methods=["GET"]),
             Route(SUBSCRIPTION + "/preview", reset_preview, methods=["POST"]),
             Route(SUBSCRIPTION + "/reset", reset, methods=["POST"]),
+            Route(SUBSCRIPTION + "/replay/preview", replay_preview, methods=["POST"]),
+            Route(SUBSCRIPTION + "/replay", replay, methods=["POST"]),
             Route("/api/transactions", transactions, methods=["GET"]),
             Route("/api/sweeper", sweeper, methods=["GET"]),
         ],

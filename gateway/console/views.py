@@ -13,7 +13,7 @@ from itertools import islice
 
 from tms_hbase import MessagingClient, TopicId, TopicMetadata
 from tms_hbase.consume.subscriptions import Subscription
-from tms_hbase.errors import TmsError
+from tms_hbase.errors import InvalidArgument, TmsError
 from tms_hbase.fetch.inspect import Entry
 from tms_hbase.fetch.reader import Message
 from tms_hbase.fetch.stats import Lag
@@ -184,7 +184,8 @@ def _subscription(s: Subscription, lag: Lag | None) -> dict:
 
 def subscription_detail(client: MessagingClient, viewer: Viewer, topic: TopicId, name: str, history: History) -> dict:
     """One subscription: its mark, consumer and lease, lag, the lag samples, and for a shared one the
-    messages in flight and its latest dead letters (when the viewer may read the dead-letter topic)."""
+    messages in flight and its dead letters not replayed yet (when the viewer may read the dead-letter topic;
+    ``dead_letters_error`` instead when it holds a message that is no dead letter)."""
     subscription = client.get_subscription(topic, name)
     lag = client.lag(topic, name)
     history.record_lag(str(topic), name, lag.messages, lag.seconds)
@@ -205,33 +206,31 @@ def subscription_detail(client: MessagingClient, viewer: Viewer, topic: TopicId,
         ]
         target = subscription.shared.dead_letter
         if target is not None and viewer.may_read(target.namespace, target.topic):
-            detail["dead_letters"] = dead_letters(client, target, topic, name)
+            try:
+                detail["dead_letters"] = dead_letters(client, target, topic, name)
+            except InvalidArgument as exc:  # a message there is no dead letter: say so, show the rest
+                detail["dead_letters_error"] = f"{target}: {exc}"
     return detail
 
 
 def dead_letters(client: MessagingClient, target: TopicId, topic: TopicId, name: str) -> list[dict]:
-    """The latest dead letters (at most :data:`MAX_ROWS`) that subscription ``name`` of ``topic`` sent
-    to ``target``, newest last; messages of the topic that are not dead letters are left out."""
-    meta = client.get_topic(target)
-    inspector = client.admin.inspector()
-    cursor = inspector.start(target, meta.generation, last=MAX_ROWS)
-    letters = []
-    for entry in inspector.entries(target, meta.generation, cursor, ttl=meta.ttl, view=None):
-        try:
-            letter = DeadLetter.decode(entry.payload or b"")
-        except TmsError:
-            continue
-        if letter.topic == topic and letter.subscription == name:
-            letters.append(
-                {
-                    "id": letter.message_id.hex(),
-                    "deliveries": letter.deliveries,
-                    "publish_time": letter.publish_time,
-                    "dead_lettered": entry.publish_time,
-                    "payload": letter.payload[:256].hex(),
-                }
-            )
-    return letters
+    """The dead letters (at most :data:`MAX_ROWS`, oldest first) that subscription ``name`` of ``topic``
+    sent to ``target`` and that are not replayed yet (what ``client.admin.dead_letters`` lists)."""
+    return [
+        _letter(letter)
+        for letter in client.admin.dead_letters(target, limit=MAX_ROWS)
+        if letter.topic == topic and letter.subscription == name
+    ]
+
+
+def replay_dead_letters(client: MessagingClient, target: TopicId, *, dry_run: bool) -> list[dict]:
+    """Every dead letter of ``target`` not replayed yet, of any subscription, published back to its topic
+    (``dry_run``: only listed); see ``client.admin.dead_letters`` for what a replay guarantees."""
+    return [_letter(letter) for letter in client.admin.dead_letters(target, replay=True, dry_run=dry_run)]
+
+
+def _letter(letter: DeadLetter) -> dict:
+    return {**letter.head(), "payload": letter.payload[:256].hex()}
 
 
 def messages(

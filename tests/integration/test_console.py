@@ -1,7 +1,7 @@
 """The web console in a real browser: headless Chromium (Debian's) against a real ``tms-gateway`` process on a
 real HBase, with a real transaction server and sweeper. Every screen shows what the library reads; a topic
-created and a subscription reset through the console are what the library then sees; a read-only token
-changes nothing; an unknown token sees nothing; a change without the CSRF token is refused.
+created, a subscription reset and a dead letter replayed through the console are what the library then sees;
+a read-only token changes nothing; an unknown token sees nothing; a change without the CSRF token is refused.
 
 Screenshots of every screen go to ``$TMS_CONSOLE_SCREENSHOTS`` (``make console-screenshots`` sets it to
 docs/console), else to the test's temporary folder.
@@ -362,6 +362,70 @@ def test_a_read_only_token_changes_nothing(console: Console, browser: WebDriver)
     assert TopicId("shop", "sneaky") not in client.list_topics("shop")
     assert client.get_topic(ORDERS).ttl == 86400
     assert client.lag(ORDERS, "billing").messages == before.messages == 4
+
+
+def test_dead_letters_replayed_through_the_console_are_new_messages_of_their_topic(
+    console: Console, browser: WebDriver
+) -> None:
+    client = console.client
+    before = {m.id for m in client.fetch(ORDERS)}
+    payload = next(m.payload for m in client.fetch(ORDERS) if m.id == console.dead_lettered)
+    sign_in(browser, console, TOKENS["viewer"])  # read-only: no button, and the server refuses
+    show(browser, console, "subscriptions/shop/orders/workers", "subscription")
+    assert console.dead_lettered.hex() in text(browser, "dead-letters")
+    assert not browser.find_elements(By.ID, "replay")
+    statuses = browser.execute_async_script(
+        """const done = arguments[arguments.length - 1];
+        (async () => {
+          const session = await (await fetch("/console/api/session")).json();
+          const send = (path) => fetch("/console/api/topics/shop/orders/subscriptions/workers" + path, {
+            method: "POST", headers: {"X-CSRF-Token": session.csrf, "Content-Type": "application/json"}, body: "{}"});
+          return [(await send("/replay/preview")).status, (await send("/replay")).status];
+        })().then(done);"""
+    )
+    assert statuses == [403, 403]
+    assert {m.id for m in client.fetch(ORDERS)} == before
+    assert [letter.message_id for letter in client.admin.dead_letters(DEAD)] == [console.dead_lettered]
+
+    sign_in(browser, console, TOKENS["ops"])
+    show(browser, console, "subscriptions/shop/orders/workers", "subscription")
+    browser.find_element(By.ID, "replay").click()
+    wait_for(lambda: browser.find_element(By.ID, "replay-preview"), "the preview")
+    preview = text(browser, "replay-preview")
+    assert f"{console.dead_lettered.hex()} shop:orders workers" in preview
+    assert "Publishes these 1 dead letters of shop:dead" in preview
+    assert {m.id for m in client.fetch(ORDERS)} == before  # a preview publishes nothing
+    shot(browser, console, "replay-preview")
+    confirm(browser)
+    new = wait_for(lambda: [m for m in client.fetch(ORDERS) if m.id not in before], "the replayed message")
+    assert [m.payload for m in new] == [payload] and new[0].id != console.dead_lettered
+    wait_for(lambda: text(browser, "dead-letters") == "nothing left to replay", "the empty dead-letter list")
+    assert not browser.find_elements(By.ID, "replay")
+    assert client.admin.dead_letters(DEAD) == []
+    assert "console: ops replayed 1 dead letters of shop:dead to ['shop:orders']" in console.gateway.log()
+
+
+def test_a_dead_letter_topic_holding_something_else_is_shown_not_replayed(console: Console, browser: WebDriver) -> None:
+    client, junk = console.client, TopicId("shop", "junk")
+    client.create_topic(junk)
+    client.publish(junk, [b"not a dead letter at all"])
+    client.create_subscription(ORDERS, "broken", shared=True, dead_letter=junk)
+    before = {m.id for m in client.fetch(ORDERS)}
+    sign_in(browser, console, TOKENS["ops"])
+    show(browser, console, "subscriptions/shop/orders/broken", "subscription")
+    assert text(browser, "dead-letters") == "shop:junk: not a dead letter (no TMSDL1 header)"
+    assert not browser.find_elements(By.ID, "replay")
+    answer = browser.execute_async_script(
+        """const done = arguments[arguments.length - 1];
+        (async () => {
+          const session = await (await fetch("/console/api/session")).json();
+          const sent = await fetch("/console/api/topics/shop/orders/subscriptions/broken/replay", {
+            method: "POST", headers: {"X-CSRF-Token": session.csrf, "Content-Type": "application/json"}, body: "{}"});
+          return [sent.status, await sent.text()];
+        })().then(done);"""
+    )
+    assert answer[0] == 400 and "not a dead letter" in answer[1]
+    assert {m.id for m in client.fetch(ORDERS)} == before
 
 
 def test_payloads_need_consume_or_admin(console: Console, browser: WebDriver) -> None:

@@ -27,15 +27,19 @@ class DeadLetter:
     publish_time: int
     payload: bytes
 
-    def encode(self) -> bytes:
-        head = {
+    def head(self) -> dict:
+        """Where it comes from, as JSON-ready data (topic, subscription, id hex, deliveries, publish_time):
+        the header it travels with, and what the CLI and the console show besides its payload."""
+        return {
             "topic": str(self.topic),
             "subscription": self.subscription,
             "id": self.message_id.hex(),
             "deliveries": self.deliveries,
             "publish_time": self.publish_time,
         }
-        return MAGIC + json.dumps(head, sort_keys=True, separators=(",", ":")).encode() + b"\n" + self.payload
+
+    def encode(self) -> bytes:
+        return MAGIC + json.dumps(self.head(), sort_keys=True, separators=(",", ":")).encode() + b"\n" + self.payload
 
     @classmethod
     def decode(cls, data: bytes) -> DeadLetter:

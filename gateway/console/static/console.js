@@ -505,18 +505,38 @@ async function subscription(ns, t, name) {
       el("h2", {}, "In flight"),
       table(["id", "holder", "deliveries#", "deadline", "state"], s.in_flight.map((p) =>
         el("tr", {}, el("td", { class: "mono" }, p.id), el("td", {}, p.owner || ""), el("td", { class: "num" }, p.deliveries), el("td", {}, when(p.deadline)), el("td", {}, badge(p.state)))), { id: "in-flight" }));
+    if (s.dead_letters_error) parts.push(el("h2", {}, `Dead letters in ${sh.dead_letter}`), el("p", { class: "error", id: "dead-letters" }, s.dead_letters_error));
     if (s.dead_letters) {
-      parts.push(el("h2", {}, `Dead letters in ${sh.dead_letter}`),
-        el("p", { class: "muted" }, `To publish them to ${ns}:${t} again: tms-admin sub dead-letters ${sh.dead_letter} --replay`),
-        table(["id", "deliveries#", "published", "dead-lettered", "payload"], s.dead_letters.map((d) =>
-          el("tr", {}, el("td", { class: "mono" }, d.id), el("td", { class: "num" }, d.deliveries), el("td", {}, when(d.publish_time)),
-            el("td", {}, when(d.dead_lettered)), el("td", { class: "payload" }, payloadAs(d.payload, "text")))), { id: "dead-letters" }));
+      parts.push(el("h2", {}, `Dead letters in ${sh.dead_letter} not replayed yet`),
+        s.dead_letters.length
+          ? table(["id", "deliveries#", "published", "payload"], s.dead_letters.map((d) =>
+            el("tr", {}, el("td", { class: "mono" }, d.id), el("td", { class: "num" }, d.deliveries), el("td", {}, when(d.publish_time)),
+              el("td", { class: "payload" }, payloadAs(d.payload, "text")))), { id: "dead-letters" })
+          : el("p", { class: "muted", id: "dead-letters" }, "nothing left to replay"),
+        s.may_change && s.dead_letters.length
+          ? el("div", { class: "toolbar" }, el("button", { id: "replay", onclick: () => replayDialog(base, sh.dead_letter).catch((e) => alertBox(e.message)) }, "Replay…"))
+          : el("p", { class: "muted" }, `To publish them to ${ns}:${t} again: tms-admin sub dead-letters ${sh.dead_letter} --replay`));
     }
   }
   if (s.may_change) parts.push(resetForm(base, s));
   screen.replaceChildren(...parts);
   ready("subscription");
   refreshWhileOpen(() => route(true));
+}
+
+// Replay: what it would publish (a dry run, every dead letter of the topic not replayed yet), then the replay.
+async function replayDialog(base, deadLetterTopic) {
+  const p = await api(base + "/replay/preview", { method: "POST", body: {} });
+  const rows = p.letters.map((d) => el("tr", {}, el("td", { class: "mono" }, d.id), el("td", {}, d.topic), el("td", {}, d.subscription), el("td", { class: "payload" }, payloadAs(d.payload, "text"))));
+  const box = el("div", { id: "replay-preview" },
+    el("p", {}, p.letters.length
+      ? `Publishes these ${p.letters.length} dead letters of ${deadLetterTopic} back to their topics, each as a new message (at least once):`
+      : "Nothing left to replay."),
+    rows.length ? table(["id", "to topic", "subscription", "payload"], rows) : null);
+  confirmDialog(`Replay ${deadLetterTopic}`, box, "Replay", async () => {
+    await api(base + "/replay", { method: "POST", body: {} });
+    route();
+  });
 }
 
 function resetForm(base, s) {
