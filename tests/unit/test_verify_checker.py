@@ -204,3 +204,17 @@ def test_a_daemon_that_cannot_reach_hbase_at_start_is_no_crash_while_hbase_is_aw
     exited(2500.0, "sweeper9")  # HBase was up: the daemon should have reached it
     h.events.sort(key=lambda e: e["t"])
     assert h.check()["harness_errors"] == ["sweeper9 (sweeper) exited with code 5"]
+
+
+def test_a_ttl_message_of_a_writer_whose_clock_is_ahead_expires_by_its_clamped_date() -> None:
+    """The library dates a publish of a writer whose clock is outside the band around HBase's clock about the
+    real time, so the message expires by the real time, not by that writer's clock."""
+    for later, expected in ((16.0, {}), (10.0, {"invisible-unexpired:final-fetch": 1})):
+        h = History()
+        h.publish(["early"], topic=TTL)
+        h.events[0]["local"] += 17.0  # the writer's clock was 17 s ahead at invoke
+        published = h.t
+        h.read([("early", 1, int(published * 1000))], topic=TTL)
+        h.t = published + later  # its 20 s TTL, counted from about the real time of the publish
+        h.final([], topic=TTL)
+        assert h.check()["anomalies"] == expected, later

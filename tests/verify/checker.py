@@ -52,7 +52,7 @@ class Publish:
     status: str = "info"  # ok | fail | info (unknown: an error left it open, or the process died)
     invoke_t: float = 0.0
     done_t: float | None = None
-    local: float = 0.0  # the writer's own clock at invoke (its message is dated at least this)
+    local: float = 0.0  # the writer's own clock at invoke (its date unless clamped: see surely_unexpired)
     tx: bool = False
     commit_start: float | None = None
 
@@ -245,10 +245,14 @@ class Checker:
         return p is not None and p.status == "ok" and p.done_t is not None and p.done_t < t
 
     def surely_unexpired(self, payload: str, at: float) -> bool:
-        """Whether the message certainly had not expired at real time ``at`` (its date is at least its
-        writer's clock at invoke; an unskewed reader compares with real time)."""
-        ttl = self.ttl(self.h.publishes[payload].topic)
-        return ttl is None or self.h.publishes[payload].local + ttl > at + TTL_MARGIN
+        """Whether the message certainly had not expired at real time ``at`` (an unskewed reader compares
+        with real time). Its date is its writer's clock at invoke, unless that clock was outside the band
+        the library keeps around HBase's clock: then it was clamped into the band, so a writer whose clock
+        is ahead dates it about the real time. Either way it is dated at least the earlier of the two, less
+        the band's half-width and the clock probe's uncertainty (which TTL_MARGIN covers)."""
+        p = self.h.publishes[payload]
+        ttl = self.ttl(p.topic)
+        return ttl is None or min(p.local, p.invoke_t) + ttl > at + TTL_MARGIN
 
     # -- the checks ---------------------------------------------------------------------------
 
