@@ -31,12 +31,12 @@
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from tms_hbase.errors import HBaseError, TmsError
+from tms_hbase.model import green
 from tms_hbase.model.clock import now_ms
 from tms_hbase.model.topic import TopicId
 from tms_hbase.publish import sequencer
@@ -57,7 +57,7 @@ class Ticket:
     and ``started`` (time.monotonic() before the clock was read and the increment sent: W counts from it)."""
 
     span: int
-    done: threading.Event | None = None  # set when the lead handed it offsets (made only if it had to wait)
+    done: green.Event | None = None  # set when the lead handed it offsets (made only if it had to wait)
     first: int = 0
     publish_time: int = 0
     started: float = 0.0
@@ -80,13 +80,13 @@ class Block:
 
 @dataclass
 class _Queue:
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: green.Lock = field(default_factory=green.lock)
     waiting: list[Ticket] = field(default_factory=list)
     busy: bool = False  # a thread is reserving for the queue
     block: Block | None = None
     ahead: Block | None = None  # the next block, reserved while ``block`` was being carved
     reserving_ahead: int = 0  # offsets the keeper is reserving for ``ahead`` (0: nothing in flight)
-    ahead_done: threading.Condition = field(init=False)  # notified when that reservation ended
+    ahead_done: green.Condition = field(init=False)  # notified when that reservation ended
     writing: int = 0  # publishes holding offsets and not yet ended
     last_end: float = -1.0  # time.monotonic() when the last publish of this queue ended
     last_round: float = -1.0  # time.monotonic() when the last round began
@@ -95,7 +95,7 @@ class _Queue:
     lone: bool = False  # that increment continued the one before it: no other writer reserved in between
 
     def __post_init__(self) -> None:
-        self.ahead_done = threading.Condition(self.lock)
+        self.ahead_done = green.condition(self.lock)
 
 
 class Reservations:
@@ -109,11 +109,11 @@ class Reservations:
         self.writer_id = writer_id
         self.window = window  # W in seconds, now
         self._queues: dict[tuple[TopicId, int], _Queue] = {}
-        self._lock = threading.Lock()
+        self._lock = green.lock()
         self._last_time = 0  # publish times handed out never go back
-        self._keeper: threading.Thread | None = None
-        self._closed = threading.Event()
-        self._wake = threading.Event()  # the keeper has a block ahead to reserve (or must stop)
+        self._keeper: green.Joinable | None = None
+        self._closed = green.event()
+        self._wake = green.event()  # the keeper has a block ahead to reserve (or must stop)
         self._wanted: list[tuple[TopicId, int, _Queue]] = []  # queues whose next block the keeper reserves
         # rounds reserved, rounds carved, remainders released (skip markers) and given back, blocks reserved ahead
         self.increments = self.carved = self.released = self.given_back = self.ahead = 0
@@ -127,7 +127,7 @@ class Reservations:
             lead = not queue.busy
             queue.busy = True
             if not lead:
-                ticket.done = threading.Event()
+                ticket.done = green.event()
         if ticket.done is not None:
             ticket.done.wait()
             if not ticket.lead:
@@ -326,8 +326,7 @@ class Reservations:
     def _start_keeper(self) -> None:
         with self._lock:
             if self._keeper is None:
-                self._keeper = threading.Thread(target=self._keep, name="tms-block-keeper", daemon=True)
-                self._keeper.start()
+                self._keeper = green.start_thread(self._keep, "tms-block-keeper")
 
     @staticmethod
     def _hand_out(round_: list[Ticket], piece: Block) -> None:

@@ -1,0 +1,141 @@
+"""The asyncio client on the real HBase: the synchronous client's operations as coroutines, many publishes in
+flight on one thread, deadlines against hung, trickling and resetting servers without blocking the event loop,
+and a defined outcome for a cancelled publish."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tms_hbase.errors import HBaseUnavailable, InvalidArgument, SubscriptionNotFound, TopicNotFound
+
+from ..aio_client import async_client, run_watched
+from ..tcp_proxy import TcpProxy
+
+TOPIC = "default:aio"
+
+
+def test_topics_publish_fetch_and_subscriptions(hbase_address: str, prefix: str) -> None:
+    async def scenario() -> None:
+        async with async_client(hbase_address, prefix) as client:
+            meta = await client.create_topic(TOPIC, {"ttl": "3600"})
+            assert (await client.get_topic(TOPIC)).generation == meta.generation
+            await client.update_topic(TOPIC, {"ttl": "7200"})
+            assert (await client.get_topic(TOPIC)).ttl == 7200
+            assert [str(t) for t in await client.list_topics("default")] == [TOPIC]
+            await client.create_subscription(TOPIC, "audit")
+            single = await client.publish(TOPIC, [b"one"])
+            batch = await client.publish(TOPIC, [b"two", b"three"])
+            assert batch.position > single.position and batch.count == 2
+            with pytest.raises(InvalidArgument):
+                await client.publish(TOPIC, "not a list")  # type: ignore[arg-type]
+            fetched = [m.payload async for m in await client.fetch(TOPIC)]
+            assert fetched == [b"one", b"two", b"three"]
+            after_first = [m.payload async for m in await client.fetch(TOPIC, single.message_ids[0], inclusive=False)]
+            assert after_first == [b"two", b"three"]
+            assert (await client.lag(TOPIC, "audit")).messages == 3
+            assert [s.name for s in await client.list_subscriptions(TOPIC)] == ["audit"]
+            await client.delete_subscription(TOPIC, "audit")
+            with pytest.raises(SubscriptionNotFound):
+                await client.get_subscription(TOPIC, "audit")
+            await client.delete_topic(TOPIC)
+            with pytest.raises(TopicNotFound):
+                await client.get_topic(TOPIC)
+
+    asyncio.run(scenario())
+
+
+def test_many_publishes_in_flight_on_one_thread(hbase_address: str, prefix: str) -> None:
+    """64 concurrent single-message publishers, 8 rounds: every message stored once, in one order, and no
+    thread started for them (the waits are on the event loop)."""
+
+    async def scenario() -> tuple[list[int], list[bytes], int]:
+        async with async_client(hbase_address, prefix, pool_size=64) as client:
+            await client.create_topic(TOPIC)
+            threads = threading.active_count()
+            positions = []
+            for round_ in range(8):
+                results = await asyncio.gather(*(client.publish(TOPIC, [b"%d-%d" % (round_, i)]) for i in range(64)))
+                positions += [r.position for r in results]
+            during = threading.active_count()
+            payloads = [m.payload async for m in await client.fetch(TOPIC)]
+            return positions, payloads, during - threads
+
+    positions, payloads, new_threads = asyncio.run(scenario())
+    assert len(set(positions)) == 512
+    assert sorted(payloads) == sorted(b"%d-%d" % (r, i) for r in range(8) for i in range(64))
+    assert new_threads == 0
+
+
+@pytest.mark.parametrize("fault", ["hang", "trickle", "reset"])
+def test_a_bad_server_fails_the_call_by_its_deadline_without_blocking_the_loop(
+    hbase_address: str, prefix: str, proxy: TcpProxy, fault: str
+) -> None:
+    timeout = 2.0
+
+    async def scenario() -> tuple[BaseException, float]:
+        async with async_client(proxy.address, prefix, timeout_seconds=timeout) as client:
+            await client.create_topic(TOPIC)
+            proxy.fault = fault  # type: ignore[assignment]
+            proxy.cut()
+            started = time.monotonic()
+            with pytest.raises(HBaseUnavailable) as failed:
+                await client.publish(TOPIC, [b"x"])
+            return failed.value, time.monotonic() - started
+
+    (error, elapsed), watch = run_watched(scenario, slow_seconds=1.0)
+    assert elapsed < timeout + 1.5, f"{fault}: took {elapsed:.1f}s with a {timeout}s deadline"
+    if fault != "reset":
+        assert getattr(error, "timed_out", False)
+    # a blocking call on the bad server would stop the loop for the whole deadline
+    assert watch.longest_gap < timeout / 2, watch
+    assert not [s for s in watch.slow_callbacks if "took" in s], watch.slow_callbacks
+
+
+def test_a_cancelled_publish_runs_on_to_its_outcome(hbase_address: str, prefix: str) -> None:
+    """Cancelled once it started, the publish is stored exactly once and then the cancellation is raised."""
+
+    async def scenario() -> list[bytes]:
+        async with async_client(hbase_address, prefix) as client:
+            await client.create_topic(TOPIC)
+            publish = asyncio.create_task(client.publish(TOPIC, [b"kept"]))
+            await asyncio.sleep(0)  # it started
+            publish.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await publish
+            return [m.payload async for m in await client.fetch(TOPIC)]
+
+    assert asyncio.run(scenario()) == [b"kept"]
+
+
+def test_a_cancelled_publish_on_a_hung_server_is_not_stored(hbase_address: str, prefix: str, proxy: TcpProxy) -> None:
+    async def scenario() -> list[bytes]:
+        async with async_client(proxy.address, prefix, timeout_seconds=2.0) as client:
+            await client.create_topic(TOPIC)
+            proxy.fault = "hang"  # type: ignore[assignment]
+            proxy.cut()
+            publish = asyncio.create_task(client.publish(TOPIC, [b"lost"]))
+            await asyncio.sleep(0.2)
+            publish.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await publish
+        proxy.fault = None
+        async with async_client(hbase_address, prefix) as direct:
+            return [m.payload async for m in await direct.fetch(TOPIC)]
+
+    assert asyncio.run(scenario()) == []
+
+
+def test_the_asyncio_page_example_runs(hbase_address: str, prefix: str) -> None:
+    page = (Path(__file__).parents[2] / "docs" / "asyncio.md").read_text()
+    code = re.search(r"```python\n(.*?)```", page, re.S)
+    assert code, "docs/asyncio.md lost its tested example"
+    namespace: dict[str, object] = {}
+    exec(code.group(1), namespace)
+    payloads = asyncio.run(namespace["main"](hbase_address, prefix))  # type: ignore[operator]
+    assert sorted(payloads) == sorted(b"order %d" % i for i in range(64))
