@@ -3,7 +3,7 @@
     python -m bench.run [--quick] [--only NAME[,NAME]] [--rounds N] [--json OUT] [--address HOST:PORT]
 
 Benchmarks (docs/benchmarks.md): publish, writers, designs (the many-writer designs), fetch, latency, seek,
-txlatency, sweeper, spark, gateway, consumer, shared.
+txlatency, sweeper, spark, gateway, consumer, shared, aio (the asyncio client).
 Progress goes to stderr, the report to stdout. Every table a run creates has a ``bench…`` prefix and is
 dropped afterwards. The exit code is 1 if any benchmark failed (its own checks included), 2 without HBase.
 
@@ -22,6 +22,7 @@ import traceback
 from collections.abc import Callable
 
 from . import (
+    aio,
     consumer,
     fetch,
     gateway,
@@ -51,6 +52,7 @@ BENCHMARKS: dict[str, Callable[[Settings], Result]] = {
     "gateway": gateway.run,
     "consumer": consumer.run,
     "shared": shared.run,
+    "aio": aio.run,
 }
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tms_hbase.errors import HBaseUnavailable, InvalidArgument, SubscriptionNotFound, TopicNotFound
+from tms_hbase.errors import HBaseUnavailable, InvalidArgument, SubscriptionBusy, SubscriptionNotFound, TopicNotFound
 
 from ..aio_client import async_client, run_watched
 from ..tcp_proxy import TcpProxy
@@ -34,9 +34,9 @@ def test_topics_publish_fetch_and_subscriptions(hbase_address: str, prefix: str)
             assert batch.position > single.position and batch.count == 2
             with pytest.raises(InvalidArgument):
                 await client.publish(TOPIC, "not a list")  # type: ignore[arg-type]
-            fetched = [m.payload async for m in await client.fetch(TOPIC)]
+            fetched = [m.payload async for m in client.fetch(TOPIC)]
             assert fetched == [b"one", b"two", b"three"]
-            after_first = [m.payload async for m in await client.fetch(TOPIC, single.message_ids[0], inclusive=False)]
+            after_first = [m.payload async for m in client.fetch(TOPIC, single.message_ids[0], inclusive=False)]
             assert after_first == [b"two", b"three"]
             assert (await client.lag(TOPIC, "audit")).messages == 3
             assert [s.name for s in await client.list_subscriptions(TOPIC)] == ["audit"]
@@ -63,7 +63,7 @@ def test_many_publishes_in_flight_on_one_thread(hbase_address: str, prefix: str)
                 results = await asyncio.gather(*(client.publish(TOPIC, [b"%d-%d" % (round_, i)]) for i in range(64)))
                 positions += [r.position for r in results]
             during = threading.active_count()
-            payloads = [m.payload async for m in await client.fetch(TOPIC)]
+            payloads = [m.payload async for m in client.fetch(TOPIC)]
             return positions, payloads, during - threads
 
     positions, payloads, new_threads = asyncio.run(scenario())
@@ -97,38 +97,87 @@ def test_a_bad_server_fails_the_call_by_its_deadline_without_blocking_the_loop(
     assert not [s for s in watch.slow_callbacks if "took" in s], watch.slow_callbacks
 
 
-def test_a_cancelled_publish_runs_on_to_its_outcome(hbase_address: str, prefix: str) -> None:
-    """Cancelled once it started, the publish is stored exactly once and then the cancellation is raised."""
+def test_a_cancelled_publish_is_stored_whole_once_it_started(hbase_address: str, prefix: str) -> None:
+    """Cancelled once it started, the caller gets CancelledError and the write runs on: the batch is stored
+    whole, exactly once, by the time the client is closed."""
 
     async def scenario() -> list[bytes]:
         async with async_client(hbase_address, prefix) as client:
             await client.create_topic(TOPIC)
-            publish = asyncio.create_task(client.publish(TOPIC, [b"kept"]))
+            publish = asyncio.create_task(client.publish(TOPIC, [b"kept", b"whole"]))
             await asyncio.sleep(0)  # it started
             publish.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await publish
-            return [m.payload async for m in await client.fetch(TOPIC)]
+        async with async_client(hbase_address, prefix) as reader:
+            return [m.payload async for m in reader.fetch(TOPIC)]
 
-    assert asyncio.run(scenario()) == [b"kept"]
+    assert asyncio.run(scenario()) == [b"kept", b"whole"]
 
 
-def test_a_cancelled_publish_on_a_hung_server_is_not_stored(hbase_address: str, prefix: str, proxy: TcpProxy) -> None:
-    async def scenario() -> list[bytes]:
-        async with async_client(proxy.address, prefix, timeout_seconds=2.0) as client:
+def test_a_cancelled_publish_on_a_hung_server_returns_at_once_and_is_not_stored(
+    hbase_address: str, prefix: str, proxy: TcpProxy
+) -> None:
+    timeout = 3.0
+
+    async def scenario() -> tuple[float, list[bytes]]:
+        async with async_client(proxy.address, prefix, timeout_seconds=timeout) as client:
             await client.create_topic(TOPIC)
             proxy.fault = "hang"  # type: ignore[assignment]
             proxy.cut()
             publish = asyncio.create_task(client.publish(TOPIC, [b"lost"]))
             await asyncio.sleep(0.2)
+            cancelled = time.monotonic()
             publish.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await publish
+            waited = time.monotonic() - cancelled
         proxy.fault = None
         async with async_client(hbase_address, prefix) as direct:
-            return [m.payload async for m in await direct.fetch(TOPIC)]
+            return waited, [m.payload async for m in direct.fetch(TOPIC)]
 
-    assert asyncio.run(scenario()) == []
+    waited, stored = asyncio.run(scenario())
+    assert waited < timeout / 2  # not held until the write's deadline
+    assert stored == []
+
+
+def test_fetch_checks_its_arguments_at_the_call(hbase_address: str, prefix: str) -> None:
+    async def scenario() -> None:
+        async with async_client(hbase_address, prefix) as client:
+            with pytest.raises(InvalidArgument):
+                client.fetch(TOPIC, limit=-1)
+            with pytest.raises(InvalidArgument):
+                client.fetch("not a topic name!")
+
+    asyncio.run(scenario())
+
+
+def test_the_consumer_wakes_on_a_publish_commits_and_holds_the_lease(hbase_address: str, prefix: str) -> None:
+    async def scenario() -> tuple[list[bytes], list[bytes], int]:
+        async with async_client(hbase_address, prefix) as client:
+            await client.create_topic(TOPIC)
+            await client.create_subscription(TOPIC, "work")
+            async with client.consumer(TOPIC, "work", max_wait_seconds=1.0) as consumer:
+                with pytest.raises(SubscriptionBusy):
+                    async with client.consumer(TOPIC, "work"):
+                        pass
+                waiting = asyncio.create_task(consumer.poll(10, timeout_seconds=60))
+                await asyncio.sleep(0.3)
+                assert not waiting.done()
+                await client.publish(TOPIC, [b"first"])
+                polled = [m.payload for m in await asyncio.wait_for(waiting, 30)]
+                await client.publish(TOPIC, [b"second", b"third"])
+                iterated = [m.payload async for m in consumer]  # ends max_wait_seconds after the last
+                await consumer.commit()
+                assert consumer.committed == consumer.delivered
+            lag = await client.lag(TOPIC, "work")
+            return polled, iterated, lag.messages
+
+    (polled, iterated, lag), watch = run_watched(scenario, slow_seconds=1.0)
+    assert polled == [b"first"]
+    assert iterated == [b"second", b"third"]
+    assert lag == 0
+    assert watch.longest_gap < 1.0, watch
 
 
 def test_the_asyncio_page_example_runs(hbase_address: str, prefix: str) -> None:

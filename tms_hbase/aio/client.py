@@ -12,19 +12,23 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from functools import partial
 from itertools import islice
 from typing import Any, TypeVar
 
+from tms_hbase.aio.consumer import AsyncConsumer
 from tms_hbase.client import MessagingClient
 from tms_hbase.config import Config
+from tms_hbase.consume.consumer import Consumer
 from tms_hbase.consume.subscriptions import Subscription
 from tms_hbase.errors import ClientClosed, InvalidArgument, PublishOutcomeUnknown
 from tms_hbase.fetch.reader import Message
 from tms_hbase.fetch.stats import Lag, TopicStats
+from tms_hbase.model import checks
 from tms_hbase.model.green import run_sync
 from tms_hbase.model.published import PublishResult
 from tms_hbase.model.retry import Retry
-from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata
+from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata, as_topic
 from tms_hbase.model.wire import RollbackDetail
 from tms_hbase.publish.writer import DEFAULT_MAX_BATCH_BYTES
 from tms_hbase.shared.admin import PendingMessage
@@ -51,9 +55,9 @@ class AsyncMessagingClient:
 
     Use it on one event loop, as ``async with AsyncMessagingClient(...) as client`` or by awaiting
     :meth:`close`. Its connections open on first use. ``timeout_seconds`` is a deadline per call, as in
-    the synchronous client. Cancelling ``await client.publish(...)`` never interrupts a write half-way:
-    the publish runs on to its own outcome (within the deadline: stored, or its error, both logged) and
-    then the cancellation is raised; other calls are interrupted where they wait.
+    the synchronous client. Cancelling ``await client.publish(...)`` raises CancelledError at once but
+    never interrupts the write: it runs on to its own outcome (within the deadline: the batch stored whole,
+    or not at all; logged), and :meth:`close` waits for it. Other calls are interrupted where they wait.
     """
 
     def __init__(
@@ -85,6 +89,7 @@ class AsyncMessagingClient:
         }
         self._client: MessagingClient | None = None
         self._closed = False
+        self._writes: set[asyncio.Future[PublishResult]] = set()  # cancelled publishes running on
 
     def __repr__(self) -> str:
         return f"AsyncMessagingClient({self.config.addresses!r}, prefix={self.config.prefix!r})"
@@ -99,8 +104,11 @@ class AsyncMessagingClient:
         await self.close()
 
     async def close(self) -> None:
-        """Release the offsets reserved ahead and close the connections (idempotent)."""
+        """Let the writes of cancelled publishes end, release the offsets reserved ahead and close the
+        connections (idempotent)."""
         self._closed = True
+        if self._writes:
+            await asyncio.wait(list(self._writes))
         client, self._client = self._client, None
         if client is not None:
             await run_sync(client.close)
@@ -163,7 +171,8 @@ class AsyncMessagingClient:
     ) -> PublishResult:
         """Publish a batch as one unit, in order (see :meth:`MessagingClient.publish
         <tms_hbase.client.MessagingClient.publish>`); PublishOutcomeUnknown with a resume if HBase stops
-        answering mid-publish. Cancelled, it first runs on to its outcome (see the class)."""
+        answering mid-publish. Cancelled, it raises CancelledError at once and the write runs on to its
+        outcome (see the class)."""
         client = await self._ready()
         write = asyncio.ensure_future(
             run_sync(lambda: client.publish(topic, payloads, tx_write_pointer, ttl_seconds=ttl_seconds, resume=resume))
@@ -172,8 +181,9 @@ class AsyncMessagingClient:
             return await asyncio.shield(write)
         except asyncio.CancelledError:
             if not write.done():
-                await asyncio.wait([write])  # bounded by the client's deadline
-            _log_cancelled(topic, write)
+                self._writes.add(write)  # close() waits for it
+                write.add_done_callback(self._writes.discard)
+            write.add_done_callback(partial(_log_cancelled, topic))
             raise
 
     async def store(
@@ -186,7 +196,7 @@ class AsyncMessagingClient:
         """Mark a transactional publish rolled back."""
         await self._run(lambda c: c.rollback(topic, handle))
 
-    async def fetch(
+    def fetch(
         self,
         topic: TopicLike,
         start_message: bytes | None = None,
@@ -195,13 +205,14 @@ class AsyncMessagingClient:
         limit: int | None = None,
         transaction: Transaction | None = None,
     ) -> AsyncIterator[Message]:
-        """Messages in order from a message id or a publish time (ms), up to ``limit``: ``async for message
-        in await client.fetch(topic)``. Bad arguments raise here, before iterating; each read while iterating
-        gets the client's deadline of its own."""
-        messages = await self._run(
-            lambda c: c.fetch(topic, start_message, start_time_ms, inclusive, limit, transaction)
+        """Messages in order from a message id or a publish time (ms), up to ``limit``: ``async for message in
+        client.fetch(topic)``. The arguments are checked at the call (InvalidArgument); the start is found at
+        the first ``__anext__``, and each read while iterating gets the client's deadline of its own."""
+        topic = as_topic(topic)
+        checks.fetch_args(start_message, start_time_ms, inclusive, limit, transaction)
+        return _AsyncMessages(
+            self, lambda c: c.fetch(topic, start_message, start_time_ms, inclusive, limit, transaction)
         )
-        return _AsyncMessages(messages)
 
     # -- subscriptions --------------------------------------------------------------------------
 
@@ -273,13 +284,32 @@ class AsyncMessagingClient:
         """A shared subscription's deliveries not settled yet."""
         return await self._run(lambda c: c.pending(topic, name, limit=limit))
 
+    def consumer(self, topic: TopicLike, name: str, *, max_wait_seconds: float = 5.0) -> AsyncConsumer:
+        """The exclusive consumer of a subscription, opened by ``async with`` (SubscriptionBusy there while
+        another consumer holds it); ``async for`` ends after ``max_wait_seconds`` without a new message."""
+        topic = as_topic(topic)
+        checks.seconds("max_wait_seconds", max_wait_seconds)
+
+        def open_consumer() -> Consumer:
+            if self._client is None:
+                raise ClientClosed("this client has been closed: open a new AsyncMessagingClient")
+            return self._client.consumer(topic, name, max_wait=max_wait_seconds)
+
+        async def opened() -> Consumer:
+            await self._ready()
+            return await run_sync(open_consumer)
+
+        return AsyncConsumer(opened)
+
 
 class _AsyncMessages:
-    """A fetch's messages as an async iterator: the reader's lazy iterator, advanced on the event loop
-    :data:`FETCH_CHUNK` messages at a time."""
+    """A fetch's messages as an async iterator: the start found at the first ``__anext__``, then the reader's
+    lazy iterator advanced on the event loop :data:`FETCH_CHUNK` messages at a time."""
 
-    def __init__(self, messages: Iterator[Message]) -> None:
-        self._messages = messages
+    def __init__(self, client: AsyncMessagingClient, start: Callable[[MessagingClient], Iterator[Message]]) -> None:
+        self._client = client
+        self._start = start
+        self._messages: Iterator[Message] | None = None
         self._chunk: list[Message] = []
         self._done = False
 
@@ -287,8 +317,11 @@ class _AsyncMessages:
         return self
 
     async def __anext__(self) -> Message:
+        if self._messages is None:
+            self._messages = await self._client._run(self._start)
         if not self._chunk and not self._done:
-            self._chunk = await run_sync(lambda: list(islice(self._messages, FETCH_CHUNK)))
+            messages = self._messages
+            self._chunk = await run_sync(lambda: list(islice(messages, FETCH_CHUNK)))
             self._chunk.reverse()
             self._done = len(self._chunk) < FETCH_CHUNK
         if not self._chunk:
@@ -297,9 +330,10 @@ class _AsyncMessages:
 
 
 def _log_cancelled(topic: TopicLike, write: asyncio.Future[PublishResult]) -> None:
+    """What a cancelled publish came to (its caller got CancelledError at once)."""
     if write.cancelled():
         log.info("cancelled publish to %s: not stored", topic)
-    elif write.exception() is not None:
-        log.info("cancelled publish to %s: it failed: %s", topic, write.exception())
+    elif (error := write.exception()) is not None:
+        log.info("cancelled publish to %s ran on and failed: %s", topic, error)
     else:
-        log.info("cancelled publish to %s: stored at %s (ran on to its outcome)", topic, write.result().message_ids)
+        log.info("cancelled publish to %s ran on and was stored as %s", topic, write.result().message_ids)

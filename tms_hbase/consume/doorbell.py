@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import select
 import socket
 import threading
 import time
@@ -78,10 +77,9 @@ class Bell:
     def wait(self, timeout: float) -> bool:
         """Block until a ring or ``timeout`` seconds; True if it rang."""
         try:
-            ready, _, _ = select.select([self._sock], [], [], max(0.0, timeout))
+            return green.wait_readable(self._sock, timeout)
         except (OSError, ValueError):  # closed meanwhile
             return False
-        return bool(ready)
 
     def close(self) -> None:
         with _local_lock:

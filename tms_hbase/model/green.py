@@ -8,15 +8,17 @@ an awaitable to the event loop (:func:`await_`) and is resumed with its result, 
 operations are in flight on one thread and nothing blocks the loop. This is how SQLAlchemy runs its ORM
 over asyncio drivers.
 
-The waiting primitives below (:func:`sleep`, :func:`lock`, :func:`event`, :func:`condition`,
-:func:`start_thread`) are what the protocol code uses instead of :mod:`threading` and :func:`time.sleep`
-where it may wait: made or called inside :func:`run_sync` they wait on the event loop, elsewhere they
-are the ordinary thread ones.
+The waiting primitives below (:func:`sleep`, :func:`lock`, :func:`rlock`, :func:`event`,
+:func:`condition`, :func:`semaphore`, :func:`start_thread`, :func:`wait_readable`) are what the protocol
+code uses instead of :mod:`threading`, :func:`time.sleep` and select() where it may wait: made or called
+inside :func:`run_sync` they wait on the event loop, elsewhere they are the ordinary thread ones.
 """
 
 from __future__ import annotations
 
 import asyncio
+import select
+import socket
 import threading
 import time
 from collections import deque
@@ -154,6 +156,31 @@ class _GreenLock:
         self.release()
 
 
+class _GreenRLock(_GreenLock):
+    """A reentrant :class:`_GreenLock`: the greenlet holding it may take it again."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._owner: object = None
+        self._depth = 0
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        me = greenlet.getcurrent()
+        if self._owner is me:
+            self._depth += 1
+            return True
+        if not super().acquire(blocking, timeout):
+            return False
+        self._owner, self._depth = me, 1
+        return True
+
+    def release(self) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            self._owner = None
+            super().release()
+
+
 class _GreenEvent:
     def __init__(self) -> None:
         self._event = asyncio.Event()
@@ -239,7 +266,7 @@ class _GreenTask:
         self._task = _loop().create_task(run_sync(target), name=name)
 
     def join(self, timeout: float | None = None) -> None:
-        if not self._task.done():
+        if not self._task.done() and asyncio.current_task() is not self._task:  # (never waits for itself)
             try:
                 await_(asyncio.wait_for(asyncio.shield(self._task), timeout))
             except TimeoutError:
@@ -249,6 +276,34 @@ class _GreenTask:
 def lock() -> Lock:
     """A lock for the code that makes it: a greenlet lock inside :func:`run_sync`, else a thread lock."""
     return _GreenLock() if bridged() else threading.Lock()
+
+
+def rlock() -> Lock:
+    """A reentrant lock, like :func:`lock`."""
+    return _GreenRLock() if bridged() else threading.RLock()
+
+
+def wait_readable(sock: socket.socket, timeout: float) -> bool:
+    """Wait until ``sock`` has something to read or ``timeout`` seconds passed; True if it has. On the
+    event loop inside :func:`run_sync`, else with select()."""
+    if not bridged():
+        readable, _, _ = select.select([sock], [], [], max(0.0, timeout))
+        return bool(readable)
+    loop = _loop()
+    rang: asyncio.Future[None] = loop.create_future()
+
+    def ready() -> None:
+        if not rang.done():
+            rang.set_result(None)
+
+    loop.add_reader(sock, ready)
+    try:
+        await_(asyncio.wait_for(rang, max(0.0, timeout)))
+        return True
+    except TimeoutError:
+        return False
+    finally:
+        loop.remove_reader(sock)
 
 
 def event() -> Event:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import happybase  # noqa: F401 (its import loads Hbase_thrift)
 import Hbase_thrift
 from thriftpy2.contrib.aio.client import TAsyncClient
 from thriftpy2.contrib.aio.protocol.binary import TAsyncBinaryProtocol
