@@ -9,6 +9,7 @@ import re
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -180,11 +181,51 @@ def test_the_consumer_wakes_on_a_publish_commits_and_holds_the_lease(hbase_addre
     assert watch.longest_gap < 1.0, watch
 
 
-def test_the_asyncio_page_example_runs(hbase_address: str, prefix: str) -> None:
+def test_the_asyncio_page_examples_run(hbase_address: str, prefix: str, capsys: pytest.CaptureFixture[str]) -> None:
     page = (Path(__file__).parents[2] / "docs" / "asyncio.md").read_text()
-    code = re.search(r"```python\n(.*?)```", page, re.S)
-    assert code, "docs/asyncio.md lost its tested example"
-    namespace: dict[str, object] = {}
-    exec(code.group(1), namespace)
-    payloads = asyncio.run(namespace["main"](hbase_address, prefix))  # type: ignore[operator]
+    blocks = re.findall(r"```python\n(.*?)```", page, re.S)
+    assert len(blocks) == 2, "docs/asyncio.md lost its tested examples"
+    namespace: dict[str, Any] = {}
+    for block in blocks:
+        exec(block, namespace)
+    payloads = asyncio.run(namespace["main"](hbase_address, prefix))
     assert sorted(payloads) == sorted(b"order %d" % i for i in range(64))
+
+    async def consume() -> None:
+        async with async_client(hbase_address, prefix) as client:
+            await client.create_subscription("default:orders", "billing", shared=True)
+            await namespace["work"](client)
+
+    capsys.readouterr()
+    asyncio.run(consume())
+    assert sorted(capsys.readouterr().out.split("\n")[:-1]) == sorted(str(p) for p in payloads)
+
+
+def test_shared_consumers_split_the_work_and_redeliver_a_nack(hbase_address: str, prefix: str) -> None:
+    async def scenario() -> tuple[list[bytes], list[bytes], int]:
+        async with async_client(hbase_address, prefix) as client:
+            await client.create_topic(TOPIC)
+            await client.create_subscription(TOPIC, "jobs", shared=True, ack_timeout_seconds=30)
+            for i in range(20):
+                await client.publish(TOPIC, [b"job %d" % i])
+            done: list[bytes] = []
+            nacked: list[bytes] = []
+
+            async def work(owner: str) -> None:
+                async with client.shared_consumer(TOPIC, "jobs", owner=owner, max_wait_seconds=1.0) as consumer:
+                    async for delivery in consumer:
+                        if delivery.payload == b"job 7" and not nacked:
+                            nacked.append(delivery.payload)
+                            await consumer.nack(delivery)
+                            continue
+                        done.append(delivery.payload)
+                        await consumer.ack(delivery)
+
+            await asyncio.gather(work("a"), work("b"))
+            lag = await client.lag(TOPIC, "jobs")
+            return done, nacked, lag.messages
+
+    done, nacked, lag = asyncio.run(scenario())
+    assert nacked == [b"job 7"]
+    assert sorted(done) == sorted(b"job %d" % i for i in range(20))  # each once, the nacked one again
+    assert lag == 0

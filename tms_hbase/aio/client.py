@@ -17,6 +17,7 @@ from itertools import islice
 from typing import Any, TypeVar
 
 from tms_hbase.aio.consumer import AsyncConsumer
+from tms_hbase.aio.shared import AsyncSharedConsumer
 from tms_hbase.client import MessagingClient
 from tms_hbase.config import Config
 from tms_hbase.consume.consumer import Consumer
@@ -32,6 +33,7 @@ from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata, as_topic
 from tms_hbase.model.wire import RollbackDetail
 from tms_hbase.publish.writer import DEFAULT_MAX_BATCH_BYTES
 from tms_hbase.shared.admin import PendingMessage
+from tms_hbase.shared.consumer import SharedConsumer
 from tms_hbase.storage.aio import AsyncHBaseConnection
 from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, validate_max_lifetime
 from tms_hbase.tx.transaction import Transaction
@@ -290,16 +292,25 @@ class AsyncMessagingClient:
         topic = as_topic(topic)
         checks.seconds("max_wait_seconds", max_wait_seconds)
 
-        def open_consumer() -> Consumer:
-            if self._client is None:
-                raise ClientClosed("this client has been closed: open a new AsyncMessagingClient")
-            return self._client.consumer(topic, name, max_wait=max_wait_seconds)
-
         async def opened() -> Consumer:
-            await self._ready()
-            return await run_sync(open_consumer)
+            client = await self._ready()
+            return await run_sync(lambda: client.consumer(topic, name, max_wait=max_wait_seconds))
 
         return AsyncConsumer(opened)
+
+    def shared_consumer(
+        self, topic: TopicLike, name: str, *, owner: str | None = None, max_wait_seconds: float = 5.0
+    ) -> AsyncSharedConsumer:
+        """One consumer of a shared subscription, opened by ``async with`` (InvalidArgument there for an
+        exclusive subscription); ``async for`` ends after ``max_wait_seconds`` without a delivery."""
+        topic = as_topic(topic)
+        checks.seconds("max_wait_seconds", max_wait_seconds)
+
+        async def opened() -> SharedConsumer:
+            client = await self._ready()
+            return await run_sync(lambda: client.shared_consumer(topic, name, owner=owner, max_wait=max_wait_seconds))
+
+        return AsyncSharedConsumer(opened)
 
 
 class _AsyncMessages:
