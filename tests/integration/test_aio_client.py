@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tms_hbase.errors import HBaseUnavailable, InvalidArgument, SubscriptionBusy, SubscriptionNotFound, TopicNotFound
+from tms_hbase.tx import Transaction, write_pointer_now
 
 from ..aio_client import async_client, run_watched
 from ..tcp_proxy import TcpProxy
@@ -73,7 +74,7 @@ def test_many_publishes_in_flight_on_one_thread(hbase_address: str, prefix: str)
     assert new_threads == 0
 
 
-@pytest.mark.parametrize("fault", ["hang", "trickle", "reset"])
+@pytest.mark.parametrize("fault", ["hang", "trickle", "reset", "garbage", "huge"])
 def test_a_bad_server_fails_the_call_by_its_deadline_without_blocking_the_loop(
     hbase_address: str, prefix: str, proxy: TcpProxy, fault: str
 ) -> None:
@@ -91,8 +92,10 @@ def test_a_bad_server_fails_the_call_by_its_deadline_without_blocking_the_loop(
 
     (error, elapsed), watch = run_watched(scenario, slow_seconds=1.0)
     assert elapsed < timeout + 1.5, f"{fault}: took {elapsed:.1f}s with a {timeout}s deadline"
-    if fault != "reset":
+    if fault in ("hang", "trickle"):
         assert getattr(error, "timed_out", False)
+    if fault in ("garbage", "huge"):
+        assert "not an HBase Thrift reply" in str(error)
     # a blocking call on the bad server would stop the loop for the whole deadline
     assert watch.longest_gap < timeout / 2, watch
     assert not [s for s in watch.slow_callbacks if "took" in s], watch.slow_callbacks
@@ -229,3 +232,41 @@ def test_shared_consumers_split_the_work_and_redeliver_a_nack(hbase_address: str
     assert nacked == [b"job 7"]
     assert sorted(done) == sorted(b"job %d" % i for i in range(20))  # each once, the nacked one again
     assert lag == 0
+
+
+def test_transactional_publish_store_and_rollback(hbase_address: str, prefix: str) -> None:
+    async def scenario() -> tuple[list[bytes], list[bytes], list[bytes]]:
+        async with async_client(hbase_address, prefix) as client:
+            await client.create_topic(TOPIC)
+            pointer = write_pointer_now()
+            handle = await client.publish(TOPIC, [b"in tx"], tx_write_pointer=pointer)
+            await client.store(TOPIC, [b"s1", b"s2"], tx_write_pointer=pointer + 1)
+            await client.publish(TOPIC, [], tx_write_pointer=pointer + 1)
+            everything = [m.payload async for m in client.fetch(TOPIC)]
+            await client.rollback(TOPIC, handle)
+            reader = Transaction(
+                read_pointer=pointer + 10,
+                tx_id=pointer + 11,
+                invalids=[],
+                in_progress=[],
+                first_short_in_progress=2**63 - 1,
+            )
+            committed = [m.payload async for m in client.fetch(TOPIC, transaction=reader)]
+            in_progress = replace_in_progress(reader, pointer + 1)
+            before = [m.payload async for m in client.fetch(TOPIC, transaction=in_progress)]
+            return everything, committed, before
+
+    everything, committed, before = asyncio.run(scenario())
+    assert everything == [b"in tx", b"s1", b"s2"]  # without a transaction: everything
+    assert committed == [b"s1", b"s2"]  # the rolled-back batch is skipped
+    assert before == []  # stops at a transaction not committed yet
+
+
+def replace_in_progress(tx: Transaction, pointer: int) -> Transaction:
+    return Transaction(
+        read_pointer=tx.read_pointer,
+        tx_id=tx.tx_id,
+        invalids=[],
+        in_progress=[pointer],
+        first_short_in_progress=pointer,
+    )
