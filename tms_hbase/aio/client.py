@@ -92,6 +92,9 @@ class AsyncMessagingClient:
         self._client: MessagingClient | None = None
         self._closed = False
         self._writes: set[asyncio.Future[PublishResult]] = set()  # cancelled publishes running on
+        # Publishes in the protocol at once: at most one a pooled connection. The others wait here, before
+        # reserving offsets, so no reservation waits for a connection longer than a sequencer's window.
+        self._publish_slots = asyncio.Semaphore(config.pool_size)
 
     def __repr__(self) -> str:
         return f"AsyncMessagingClient({self.config.addresses!r}, prefix={self.config.prefix!r})"
@@ -176,6 +179,18 @@ class AsyncMessagingClient:
         answering mid-publish. Cancelled, it raises CancelledError at once and the write runs on to its
         outcome (see the class)."""
         client = await self._ready()
+        async with self._publish_slots:  # (see _publish_slots)
+            return await self._publish(client, topic, payloads, tx_write_pointer, ttl_seconds, resume)
+
+    async def _publish(
+        self,
+        client: MessagingClient,
+        topic: TopicLike,
+        payloads: Sequence[bytes],
+        tx_write_pointer: int | None,
+        ttl_seconds: float | None,
+        resume: PublishOutcomeUnknown | None,
+    ) -> PublishResult:
         write = asyncio.ensure_future(
             run_sync(lambda: client.publish(topic, payloads, tx_write_pointer, ttl_seconds=ttl_seconds, resume=resume))
         )

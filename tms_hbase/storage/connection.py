@@ -127,12 +127,14 @@ class CheckedClient(TClient):
 
 
 class _Connection(happybase.Connection):
-    """A happybase connection on a :class:`DeadlineSocket`, with a :class:`CheckedClient`."""
+    """A happybase connection on a :class:`DeadlineSocket` (or another ``socket_class`` with its interface:
+    the asyncio pool's), with a :class:`CheckedClient`."""
 
+    socket_class: type[DeadlineSocket] = DeadlineSocket
     socket: DeadlineSocket
 
     def _refresh_thrift_client(self) -> None:
-        self.socket = DeadlineSocket(self.host, self.port)
+        self.socket = self.socket_class(self.host, self.port)
         self.transport = self._transport_class(self.socket, buf_size=READ_BUFFER)
         self.client = CheckedClient(Hbase_thrift.Hbase, self._protocol_class(self.transport, decode_response=False))
 
