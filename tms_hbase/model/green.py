@@ -130,6 +130,8 @@ class _GreenLock:
         try:
             await_(waiter if timeout < 0 else asyncio.wait_for(asyncio.shield(waiter), timeout))
         except TimeoutError:
+            if waiter.done() and not waiter.cancelled():  # handed over as the time ran out: ours
+                return True
             waiter.cancel()
             return False
         except BaseException:
