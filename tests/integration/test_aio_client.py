@@ -270,3 +270,25 @@ def replace_in_progress(tx: Transaction, pointer: int) -> Transaction:
         in_progress=[pointer],
         first_short_in_progress=pointer,
     )
+
+
+def test_calls_wait_for_a_hung_server_side_by_side(hbase_address: str, prefix: str, proxy: TcpProxy) -> None:
+    """8 publishes to a hung server are in flight at once on the one thread: all fail by about one deadline
+    (one after the other they would take 8)."""
+    timeout = 2.0
+
+    async def scenario() -> tuple[list[BaseException], float]:
+        async with async_client(proxy.address, prefix, timeout_seconds=timeout, pool_size=8) as client:
+            await client.create_topic(TOPIC)
+            await client.get_topic(TOPIC)
+            proxy.fault = "hang"  # type: ignore[assignment]
+            proxy.cut()
+            started = time.monotonic()
+            outcomes = await asyncio.gather(
+                *(client.get_topic(f"default:t{i}") for i in range(8)), return_exceptions=True
+            )
+            return [o for o in outcomes if isinstance(o, BaseException)], time.monotonic() - started
+
+    errors, elapsed = asyncio.run(scenario())
+    assert len(errors) == 8 and all(isinstance(e, HBaseUnavailable) for e in errors), errors
+    assert elapsed < 3 * timeout, f"8 calls took {elapsed:.1f}s with a {timeout}s deadline each"
