@@ -112,23 +112,25 @@ class Joinable(Protocol):
     def join(self, timeout: float | None = None) -> None: ...
 
 
-class _GreenLock:
-    """A lock of greenlets on one event loop: a holder may wait (an HBase call) while others queue."""
+class _GreenSemaphore:
+    """A semaphore of greenlets on one event loop: a holder may wait (an HBase call) while others queue.
+    Taking a free slot needs no trip through the loop."""
 
-    def __init__(self) -> None:
-        self._held = False
+    def __init__(self, value: int) -> None:
+        self._value = value
         self._waiters: deque[asyncio.Future[None]] = deque()
 
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        if not self._held:
-            self._held = True
+    def acquire(self, blocking: bool = True, timeout: float | None = -1) -> bool:
+        if self._value > 0 and not self._waiters:
+            self._value -= 1
             return True
         if not blocking:
             return False
         waiter = _loop().create_future()
         self._waiters.append(waiter)
         try:
-            await_(waiter if timeout < 0 else asyncio.wait_for(asyncio.shield(waiter), timeout))
+            forever = timeout is None or timeout < 0
+            await_(waiter if forever else asyncio.wait_for(asyncio.shield(waiter), timeout))
         except TimeoutError:
             if waiter.done() and not waiter.cancelled():  # handed over as the time ran out: ours
                 return True
@@ -139,15 +141,15 @@ class _GreenLock:
                 self.release()
             waiter.cancel()
             raise
-        return True  # handed over by release(): held on our behalf
+        return True  # handed over by release()
 
     def release(self) -> None:
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
-                waiter.set_result(None)  # the lock passes to it still held
+                waiter.set_result(None)  # the slot passes to it, still taken
                 return
-        self._held = False
+        self._value += 1
 
     def __enter__(self) -> bool:
         return self.acquire()
@@ -158,6 +160,13 @@ class _GreenLock:
         self.release()
 
 
+class _GreenLock(_GreenSemaphore):
+    """A lock of greenlets on one event loop (a semaphore of one slot)."""
+
+    def __init__(self) -> None:
+        super().__init__(1)
+
+
 class _GreenRLock(_GreenLock):
     """A reentrant :class:`_GreenLock`: the greenlet holding it may take it again."""
 
@@ -166,7 +175,7 @@ class _GreenRLock(_GreenLock):
         self._owner: object = None
         self._depth = 0
 
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+    def acquire(self, blocking: bool = True, timeout: float | None = -1) -> bool:
         me = greenlet.getcurrent()
         if self._owner is me:
             self._depth += 1
@@ -244,21 +253,6 @@ class _GreenCondition:
 class Semaphore(Protocol):
     def acquire(self, blocking: bool = ..., timeout: float | None = ...) -> bool: ...
     def release(self) -> None: ...
-
-
-class _GreenSemaphore:
-    def __init__(self, value: int) -> None:
-        self._semaphore = asyncio.Semaphore(value)
-
-    def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
-        try:
-            await_(asyncio.wait_for(self._semaphore.acquire(), timeout))
-        except TimeoutError:
-            return False
-        return True
-
-    def release(self) -> None:
-        self._semaphore.release()
 
 
 class _GreenTask:
