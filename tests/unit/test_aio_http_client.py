@@ -1,7 +1,8 @@
 """AsyncGatewayClient's HTTP layer against the small misbehaving servers of ``test_http_client.py`` (real
-sockets on loopback): the same errors as the blocking client for a refused connection, a lost answer, a
-garbage answer and error answers; deadlines against hung and trickling servers; connections the server
-closed are not reused for a publish; bad arguments fail before any request."""
+sockets on loopback): the same errors as the blocking client for a refused connection, a lost answer,
+every garbage answer and error answers; the same framings read; deadlines against hung and trickling
+servers; connections the server closed are not reused for a publish; bad arguments fail before any
+request."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from tms_hbase.errors import (
 from tms_hbase.gateway_client.aio import AsyncGatewayClient
 
 from . import test_http_client
-from .test_http_client import PUBLISHED, TOPIC_JSON, T, answer, read_request, respond
+from .test_http_client import FRAMINGS, GARBAGE, PUBLISHED, TOPIC_JSON, T, answer, read_request, respond
 
 serve = test_http_client.serve  # the fixture of small loopback servers, shared
 
@@ -163,20 +164,28 @@ def test_errors_map_back_to_the_library_classes(serve: Callable, status: str, he
     run(main)
 
 
-@pytest.mark.parametrize(
-    "raw",
-    [b"garbage\r\n\r\n", b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", b"HTTP/1.1 200 OK\r\nContent-Len"],
-)
-def test_a_garbage_answer_is_a_clear_error(serve: Callable, raw: bytes) -> None:
+@pytest.mark.parametrize(("raw", "reason"), GARBAGE)
+def test_a_garbage_answer_is_a_clear_error(serve: Callable, raw: bytes, reason: str) -> None:
     server = serve(answer(raw))
 
     async def main() -> None:
         async with AsyncGatewayClient(server.url, timeout_seconds=5) as client:
-            with pytest.raises(HBaseUnavailable, match="gateway") as caught:
+            with pytest.raises(HBaseUnavailable, match=f"ProtocolError: .*{reason}") as caught:
                 await client.get_topic(T)
             assert not caught.value.timed_out
-            with pytest.raises(PublishOutcomeUnknown):  # the publish may have been carried out
+            with pytest.raises(PublishOutcomeUnknown, match=reason):  # the publish may have been carried out
                 await client.publish(T, [b"x"])
+
+    run(main)
+
+
+@pytest.mark.parametrize("raw", FRAMINGS)
+def test_answers_in_any_framing_are_read(serve: Callable, raw: bytes) -> None:
+    server = serve(answer(raw))
+
+    async def main() -> None:
+        async with AsyncGatewayClient(server.url, timeout_seconds=5) as client:
+            assert (await client.get_topic(T)).topic == T
 
     run(main)
 

@@ -1,10 +1,11 @@
 """AsyncGatewayClient: the gateway's Python client for asyncio (:class:`tms_hbase.aio.api.AsyncMessagingService`
-over ``tms-gateway``'s REST API, on ``httpx.AsyncClient``).
+over ``tms-gateway``'s REST API, on asyncio streams: :mod:`tms_hbase.gateway_client.aio_http1`).
 
 It sends what the blocking :class:`~tms_hbase.gateway_client.http.GatewayClient` sends: every request is
 built, checked and decoded by :mod:`tms_hbase.gateway_client.calls` and every failure mapped by
 :mod:`tms_hbase.gateway_client.outcomes`, so both raise the same errors for the same input and answers.
-What differs is the I/O: no thread per call, many calls in flight on one event loop.
+What differs is the I/O: no thread per call, many calls in flight on one event loop, each on a pooled
+keep-alive connection, with the HTTP/1.1 codec of the blocking client.
 
 - ``timeout_seconds`` bounds each call as a whole (waiting for a pooled connection, connect, send, wait,
   read: ``asyncio.timeout``), so a hung or trickling gateway is HBaseUnavailable (``timed_out`` set) in
@@ -24,17 +25,16 @@ import asyncio
 import ssl
 from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
-
-import httpx
+from typing import TypeVar
 
 from tms_hbase.aio.api import AsyncMessagingService
 from tms_hbase.consume.subscriptions import Subscription, check_name
 from tms_hbase.errors import PublishOutcomeUnknown, SubscriptionAlreadyExists, TopicAlreadyExists, TopicNotFound
 from tms_hbase.fetch.reader import Message
 from tms_hbase.fetch.stats import Lag, TopicStats
-from tms_hbase.gateway_client import calls, rest
+from tms_hbase.gateway_client import calls, http1, rest
 from tms_hbase.gateway_client.aio_consumers import AsyncGatewayConsumer, AsyncGatewaySharedConsumer
+from tms_hbase.gateway_client.aio_http1 import AsyncPool
 from tms_hbase.gateway_client.calls import Reply, Request
 from tms_hbase.gateway_client.outcomes import NOT_IDEMPOTENT, Broken, answer_error, link_error
 from tms_hbase.model.published import PublishResult
@@ -77,14 +77,8 @@ class AsyncGatewayClient(AsyncMessagingService):
         s = calls.settings(url, token, timeout_seconds, media, ca_file, client_cert, client_key, ssl_context)
         self.url, self.timeout_seconds, self.media = s.url, s.timeout_seconds, s.media
         self.calls = calls.Calls(s.media)
-        self._origin = s.url.rstrip("/")
-        # Plain http never uses a TLS context; the one given to httpx then trusts nothing (and costs
-        # nothing to make, unlike httpx's default, which loads the system's CAs).
-        verify = s.ssl_context if s.ssl_context is not None else ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        limits = httpx.Limits(
-            max_connections=max_connections, max_keepalive_connections=pool_size, keepalive_expiry=max_idle
-        )
-        self._http = httpx.AsyncClient(headers=s.auth, verify=verify, limits=limits, timeout=None, trust_env=False)
+        self._auth = http1.header_lines(s.auth)
+        self._pool = AsyncPool(s.host, s.port, s.ssl_context, pool_size, max_idle, max_connections)
 
     async def __aenter__(self) -> AsyncGatewayClient:
         return self
@@ -96,7 +90,7 @@ class AsyncGatewayClient(AsyncMessagingService):
 
     async def close(self) -> None:
         """Close the pooled connections."""
-        await self._http.aclose()
+        self._pool.close()
 
     def __repr__(self) -> str:
         return f"AsyncGatewayClient({self.url!r})"
@@ -281,55 +275,34 @@ class AsyncGatewayClient(AsyncMessagingService):
         return request.decode(reply)
 
     async def _send(self, request: Request[object]) -> Reply:
-        headers = dict(request.headers)
-        if request.body is not None:
-            headers["Content-Type"] = request.content_type or self.media
-        url = self._origin + request.path
+        head = calls.request_head(self._auth, request, self.media)
         deadline = asyncio.get_running_loop().time() + self.timeout_seconds + request.wait
         for attempt in (1, 2):
-            progress = _Progress()
             try:
                 async with asyncio.timeout_at(deadline):
-                    response = await self._http.request(
-                        request.method, url, content=request.body, headers=headers, extensions={"trace": progress}
-                    )
+                    conn, reused = await self._pool.take()
             except TimeoutError as exc:
-                broken = Broken("timed out", sent=progress.sent, timed_out=True)
+                broken = Broken("no free connection in time", sent=False, timed_out=True)
                 raise link_error(request.what, broken, self.url, self.timeout_seconds) from exc
-            except httpx.TransportError as exc:
-                broken = Broken(f"{type(exc).__name__}: {exc}", sent=progress.sent, stale=progress.stale)
-                # A kept-alive connection the server had closed: sent again once, unless running it
-                # twice could matter.
+            try:
+                async with asyncio.timeout_at(deadline):
+                    if not conn.connected:
+                        await conn.connect()
+                    response = await conn.exchange(request.method, request.path, head, request.body)
+            except BaseException as exc:
+                self._pool.discard(conn)  # cut short (an error, the deadline, a cancellation): never reused
+                if not isinstance(exc, (OSError, http1.ProtocolError)):
+                    raise  # CancelledError, and the caller's own bugs
+                timed_out = isinstance(exc, TimeoutError)
+                reason = "timed out" if timed_out else f"{type(exc).__name__}: {exc}"
+                broken = Broken(
+                    reason, sent=conn.sent, stale=reused and isinstance(exc, http1.STALE), timed_out=timed_out
+                )
+                # A kept-alive connection the server had closed: the request never arrived. Sent again
+                # once, unless running it twice could matter.
                 if broken.stale and attempt == 1 and request.what not in NOT_IDEMPOTENT:
                     continue
                 raise link_error(request.what, broken, self.url, self.timeout_seconds) from exc
-            h = response.headers
-            return Reply(
-                response.status_code,
-                response.content,
-                h.get(rest.ERROR_HEADER),
-                h.get(rest.CONSUMER_HEADER),
-                h.get(rest.PUBLISHED_HEADER),
-            )
+            self._pool.give_back(conn, response.keep_alive)
+            return calls.reply_of(response)
         raise AssertionError("unreachable")
-
-
-class _Progress:
-    """How far one exchange got, from httpcore's trace events: whether the request began to go out on
-    the wire (``sent``), and whether it went on a kept-alive connection that failed before any answer
-    (``stale``: the request never reached the gateway's application)."""
-
-    def __init__(self) -> None:
-        self.sent = self.connected = self.answered = False
-
-    @property
-    def stale(self) -> bool:
-        return self.sent and not self.connected and not self.answered
-
-    async def __call__(self, event: str, info: dict[str, Any]) -> None:
-        if event == "connection.connect_tcp.started":
-            self.connected = True
-        elif event == "http11.send_request_headers.started":
-            self.sent = True
-        elif event == "http11.receive_response_headers.complete":
-            self.answered = True

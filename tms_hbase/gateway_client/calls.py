@@ -118,6 +118,34 @@ def settings(
     return Settings(url, parts.hostname, port, context, auth, float(timeout_seconds), media)
 
 
+# The Content-Type lines of the bodies the clients send, made once; the answer headers they read.
+_CONTENT_TYPES = {media: http1.header_lines({"Content-Type": media}) for media in (rest.AVRO, rest.JSON, rest.OCTETS)}
+_ERROR_HEADER, _CONSUMER_HEADER = rest.ERROR_HEADER.lower(), rest.CONSUMER_HEADER.lower()
+_PUBLISHED_HEADER = rest.PUBLISHED_HEADER.lower()
+
+
+def request_head(auth: bytes, request: Request[object], media: str) -> bytes:
+    """The header lines of ``request`` after its request line and Host (``auth``: the client's
+    Authorization line, from :func:`http1.header_lines`)."""
+    head = auth
+    if request.body is not None:
+        head += _CONTENT_TYPES[request.content_type or media]
+    if request.headers:
+        head += http1.header_lines(dict(request.headers))
+    return head
+
+
+def reply_of(response: http1.Response) -> Reply:
+    headers = response.headers
+    return Reply(
+        response.status,
+        response.body,
+        headers.get(_ERROR_HEADER),
+        headers.get(_CONSUMER_HEADER),
+        headers.get(_PUBLISHED_HEADER),
+    )
+
+
 def with_query(path: str, query: Mapping[str, object]) -> str:
     return f"{path}?{urlencode(query)}" if query else path
 

@@ -300,11 +300,7 @@ class GatewayClient(MessagingService):
         return request.decode(reply)
 
     def _send(self, request: Request[object]) -> Reply:
-        head = self._auth
-        if request.body is not None:
-            head += _CONTENT_TYPES[request.content_type or self.media]
-        if request.headers:
-            head += http1.header_lines(dict(request.headers))
+        head = calls.request_head(self._auth, request, self.media)
         deadline = time.monotonic() + self.timeout_seconds + request.wait
         for attempt in (1, 2):
             conn, reused = self._pool.take()
@@ -385,12 +381,6 @@ class GatewayConsumer:
 
 # -- the HTTP exchange, under a deadline ---------------------------------------------------------
 
-_STALE = (http1.ClosedBeforeAnswer, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
-# The Content-Type lines of the bodies this client sends, made once.
-_CONTENT_TYPES = {media: http1.header_lines({"Content-Type": media}) for media in (rest.AVRO, rest.JSON, rest.OCTETS)}
-_ERROR_HEADER, _CONSUMER_HEADER = rest.ERROR_HEADER.lower(), rest.CONSUMER_HEADER.lower()
-_PUBLISHED_HEADER = rest.PUBLISHED_HEADER.lower()
-
 
 def _exchange(
     conn: http1.Connection, method: str, path: str, body: bytes | None, head: bytes, deadline: float
@@ -412,18 +402,10 @@ def _exchange(
         fired = _WATCHDOG.disarm(ticket)
         if fired or isinstance(exc, TimeoutError):
             raise Broken("timed out", timed_out=True) from exc
-        raise Broken(f"{type(exc).__name__}: {exc}", stale=isinstance(exc, _STALE)) from exc
+        raise Broken(f"{type(exc).__name__}: {exc}", stale=isinstance(exc, http1.STALE)) from exc
     if _WATCHDOG.disarm(ticket):
         raise Broken("timed out", timed_out=True)
-    headers = response.headers
-    reply = Reply(
-        response.status,
-        response.body,
-        headers.get(_ERROR_HEADER),
-        headers.get(_CONSUMER_HEADER),
-        headers.get(_PUBLISHED_HEADER),
-    )
-    return reply, response.keep_alive
+    return calls.reply_of(response), response.keep_alive
 
 
 class _Watchdog:
