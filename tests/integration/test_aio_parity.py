@@ -37,6 +37,7 @@ from tms_hbase.errors import (
     TopicAlreadyExists,
     TopicNotFound,
 )
+from tms_hbase.gateway_client import rest
 from tms_hbase.gateway_client.aio import AsyncGatewayClient
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.tx import Transaction, write_pointer_now
@@ -57,11 +58,13 @@ class Installation:
     gateway_url: str
 
 
-# The asyncio clients under test, each made for the module's installation inside the test's event loop.
+# The asyncio clients under test (the gateway's in both body encodings), each made for the module's
+# installation inside the test's event loop.
 # The direct asyncio client joins the suite with one line here:
 #     "direct": lambda at: AsyncMessagingClient(Config(thrift=at.hbase_address, prefix=at.prefix)),
 KINDS: dict[str, Callable[[Installation], AsyncMessagingService]] = {
     "gateway": lambda at: AsyncGatewayClient(at.gateway_url, timeout_seconds=60),
+    "gateway-json": lambda at: AsyncGatewayClient(at.gateway_url, media=rest.JSON, timeout_seconds=60),
 }
 
 Scenario = Callable[[AsyncMessagingService], Coroutine[Any, Any, None]]

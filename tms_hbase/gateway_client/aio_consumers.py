@@ -1,7 +1,7 @@
 """The consumers of :class:`~tms_hbase.gateway_client.aio.AsyncGatewayClient`: an exclusive subscription's
 (a gateway consumer session, opened by ``async with``) and a shared subscription's, with the calls and
-session handling of the blocking client's (:class:`tms_hbase.gateway_client.calls.ConsumerSession` and
-:class:`~tms_hbase.gateway_client.calls.SharedSession` build and read every request of both)."""
+session handling of the blocking client's (:class:`tms_hbase.gateway_client.sessions.ConsumerSession` and
+:class:`~tms_hbase.gateway_client.sessions.SharedSession` build and read every request of both)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from tms_hbase.errors import InvalidArgument, TmsError
 from tms_hbase.fetch.reader import Message
-from tms_hbase.gateway_client.calls import ConsumerSession, SharedSession
+from tms_hbase.gateway_client.sessions import ConsumerSession, SharedSession
 from tms_hbase.model import checks
 from tms_hbase.model.topic import TopicId
 from tms_hbase.shared.consumer import Delivery

@@ -6,7 +6,8 @@ A method of :class:`Calls` checks its arguments (with :mod:`tms_hbase.model.chec
 sent), encodes the request and returns it as a :class:`Request` whose ``decode`` turns the gateway's
 :class:`Reply` into the method's result. The two clients only carry requests over their own connections
 (the split of h11 and httpx, or of redis-py's sync and asyncio clients), so they cannot drift apart in
-what they check, send, return or raise. The settings both take (URL, token, TLS, media, timeout) are
+what they check, send, return or raise. The consumers' sessions are built the same way
+(:mod:`tms_hbase.gateway_client.sessions`). The settings both take (URL, token, TLS, media, timeout) are
 checked here too (:func:`settings`).
 """
 
@@ -15,12 +16,12 @@ from __future__ import annotations
 import os
 import ssl
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar, cast
 from urllib.parse import urlencode, urlsplit
 
 from tms_hbase.consume.subscriptions import Subscription, check_name
-from tms_hbase.errors import ClientClosed, InvalidArgument, PublishOutcomeUnknown
+from tms_hbase.errors import InvalidArgument, PublishOutcomeUnknown
 from tms_hbase.fetch.reader import Message
 from tms_hbase.fetch.stats import Lag, TopicStats
 from tms_hbase.gateway_client import http1, rest, rest_shared
@@ -31,7 +32,6 @@ from tms_hbase.model.topic import as_topic as _topic
 from tms_hbase.model.wire import RollbackDetail
 from tms_hbase.publish.writer import validate_payloads
 from tms_hbase.shared.admin import PendingMessage
-from tms_hbase.shared.consumer import Delivery
 from tms_hbase.tx import Transaction, TransactionCodec
 
 URL_ENV = "TMS_GATEWAY_URL"
@@ -154,7 +154,8 @@ def _body(reply: Reply) -> bytes:
     return reply.body
 
 
-def _nothing(reply: Reply) -> None:
+def nothing(reply: Reply) -> None:
+    """The decoder of a call that answers nothing to return."""
     return None
 
 
@@ -165,7 +166,7 @@ class Calls:
         self.media = media
 
     def ping(self) -> Request[None]:
-        return Request("ping", "GET", "/health", _nothing)
+        return Request("ping", "GET", "/health", nothing)
 
     # -- topics -------------------------------------------------------------------------------
 
@@ -199,7 +200,7 @@ class Calls:
 
     def delete_topic(self, topic: TopicLike) -> Request[None]:
         topic = _topic(topic)
-        return Request("delete topic", "DELETE", rest.topic_path(topic), _nothing, topic=topic)
+        return Request("delete topic", "DELETE", rest.topic_path(topic), nothing, topic=topic)
 
     # -- messages -----------------------------------------------------------------------------
 
@@ -236,13 +237,13 @@ class Calls:
         batch = validate_payloads(payloads, 2**63, allow_empty=True)
         body = rest.encode_publish(rest.PublishRequest(tx_write_pointer, batch), self.media)
         path = with_query(rest.topic_path(topic, "store"), {} if sequence is None else {"sequence": sequence})
-        return Request("store", "POST", path, _nothing, body, topic)
+        return Request("store", "POST", path, nothing, body, topic)
 
     def rollback(self, topic: TopicLike, handle: PublishResult | RollbackDetail | bytes) -> Request[None]:
         topic = _topic(topic)
         data = bytes(rollback_detail(handle))
         path = rest.topic_path(topic, "rollback")
-        return Request("rollback", "POST", path, _nothing, data, topic, content_type=rest.OCTETS)
+        return Request("rollback", "POST", path, nothing, data, topic, content_type=rest.OCTETS)
 
     def fetch(
         self,
@@ -305,7 +306,7 @@ class Calls:
     def delete_subscription(self, topic: TopicLike, name: str, force: bool) -> Request[None]:
         topic, name = _topic(topic), check_name(name)
         path = with_query(rest.subscription_path(topic, name), {"force": "true"} if force else {})
-        return self._sub("delete subscription", "DELETE", path, topic, name, decode=_nothing)
+        return self._sub("delete subscription", "DELETE", path, topic, name, decode=nothing)
 
     def reset_subscription(
         self,
@@ -326,7 +327,7 @@ class Calls:
         subscription back (:meth:`get_subscription`)."""
         topic, name = _topic(topic), check_name(name)
         path = with_query(rest.subscription_path(topic, name, "consumer"), {"force": "true"})
-        return self._sub("release subscription", "DELETE", path, topic, name, decode=_nothing)
+        return self._sub("release subscription", "DELETE", path, topic, name, decode=nothing)
 
     def lag(self, topic: TopicLike, name: str) -> Request[Lag]:
         topic, name = _topic(topic), check_name(name)
@@ -398,168 +399,3 @@ class Pages:
             limit = None if self.left is None else min(self.left, AVRO_LIMIT)
             self.next = self.calls.poll(self.topic, rest.ConsumeRequest(page[-1].id, False, limit, self._transaction))
         return page
-
-
-# -- consumer sessions -----------------------------------------------------------------------------
-
-
-class _Session:
-    """A gateway session: the ``TMS-Consumer`` secret that each answer may carry (None until one does)
-    and goes back with every later call, on one subscription."""
-
-    def __init__(self, calls: Calls, topic: TopicId, name: str, token: str | None) -> None:
-        self.calls, self.topic, self.name, self.token = calls, topic, name, token
-        self.closed = False
-
-    def _request(
-        self,
-        what: str,
-        method: str,
-        path: str,
-        decode: Callable[[Reply], T],
-        *,
-        body: bytes | None = None,
-        content_type: str | None = None,
-        wait: float = 0.0,
-        closing: bool = False,
-    ) -> Request[T]:
-        """``path``: the subscription's action (and query); ``closing`` allows the call after close."""
-        if self.closed and not closing:
-            raise ClientClosed(f"the consumer of {self.topic} {self.name!r} is closed")
-        headers = {"Accept": self.calls.media}
-        if self.token is not None:
-            headers[rest.CONSUMER_HEADER] = self.token
-
-        def read(reply: Reply) -> T:
-            if reply.consumer:
-                self.token = reply.consumer
-            return decode(reply)
-
-        full = rest.subscription_path(self.topic, self.name, path)
-        return Request(what, method, full, read, body, self.topic, self.name, content_type, headers, wait)
-
-
-class ConsumerSession(_Session):
-    """The exclusive consumer's gateway session (``.../consumer``, ``.../messages``, ``.../commit``):
-    the ``TMS-Consumer`` secret each answer carries, the committed mark and the last delivered id. The
-    clients check the waits (in their own argument names) before building these requests."""
-
-    def __init__(self, calls: Calls, topic: TopicId, name: str) -> None:
-        super().__init__(calls, topic, name, None)
-        self.committed: bytes | None = None
-        self.delivered: bytes | None = None
-
-    def open(self) -> Request[None]:
-        def decode(reply: Reply) -> None:
-            self.committed = self.delivered = rest.decode_committed(reply.body)
-
-        return self._request("open consumer", "POST", "consumer", decode, content_type=rest.JSON)
-
-    def poll(self, max_messages: int, timeout_seconds: float) -> Request[list[Message]]:
-        """Up to ``max_messages`` messages, as soon as there is one; ``[]`` after ``timeout_seconds``."""
-        checks.positive_int("max_messages", max_messages)
-        query = {"wait": timeout_seconds, "max": max_messages, "publishTime": "true"}
-
-        def decode(reply: Reply) -> list[Message]:
-            got = rest.decode_messages(reply.body, self.calls.media, publish_time=True)
-            if got:
-                self.delivered = got[-1].id
-            return got
-
-        path = with_query("messages", query)
-        return self._request("poll subscription", "GET", path, decode, content_type=rest.JSON, wait=timeout_seconds)
-
-    def commit(self, message: Message | bytes | None) -> Request[None] | None:
-        """Store the last delivered message (or ``message``) as the mark; None: nothing delivered yet."""
-        mark = self.delivered if message is None else message.id if isinstance(message, Message) else message
-        if mark is None:
-            return None
-
-        def decode(reply: Reply) -> None:
-            self.committed = rest.decode_committed(reply.body)
-
-        body = rest.encode_commit(mark)
-        return self._request("commit", "POST", "commit", decode, body=body, content_type=rest.JSON)
-
-    def close(self) -> Request[None] | None:
-        """Give the lease back; None if closed already (the clients ignore errors of this call)."""
-        if self.closed:
-            return None
-        self.closed = True
-        return self._request("close consumer", "DELETE", "consumer", _nothing, content_type=rest.JSON, closing=True)
-
-
-class SharedSession(_Session):
-    """A shared subscription's consumer session (docs/gateway.md, "Shared subscriptions"): its secret
-    (given by the gateway at the first ``receive``, or ``owner``) and what it holds. Acking, nacking or
-    releasing a message forgets it whatever the answer (:attr:`Request.done`)."""
-
-    def __init__(self, calls: Calls, topic: TopicId, name: str, owner: str | None) -> None:
-        if owner is not None and (not isinstance(owner, str) or not owner or not owner.isprintable() or " " in owner):
-            raise InvalidArgument(f"bad owner {owner!r}: a non-empty name without spaces")
-        super().__init__(calls, topic, name, owner)
-        self.held: dict[bytes, int] = {}  # id -> deadline (HBase ms)
-
-    def receive(self, max_messages: int, timeout_seconds: float) -> Request[list[Delivery]]:
-        checks.positive_int("max_messages", max_messages)
-        query = urlencode({"wait": timeout_seconds, "max": max_messages})
-
-        def decode(reply: Reply) -> list[Delivery]:
-            got = rest_shared.decode_deliveries(reply.body, self.calls.media)
-            self.held.update((d.id, d.deadline) for d in got)
-            return got
-
-        return self._request("receive", "GET", f"deliveries?{query}", decode, wait=timeout_seconds)
-
-    def ack(self, deliveries: Sequence[Delivery | bytes]) -> Request[None]:
-        return self._settle("ack", self.ids(deliveries), None, _nothing)
-
-    def nack(self, delivery: Delivery | bytes, delay_seconds: float) -> Request[None]:
-        return self._settle("nack", self.ids([delivery]), float(delay_seconds), _nothing)
-
-    def release(self, delivery: Delivery | bytes) -> Request[None]:
-        return self._settle("release", self.ids([delivery]), None, _nothing)
-
-    def extend(self, delivery: Delivery | bytes, timeout_seconds: float | None) -> Request[int]:
-        """The new deadline (HBase ms) of holding it ``timeout_seconds`` from now (None: the ack timeout)."""
-        ids = self.ids([delivery])
-
-        def decode(reply: Reply) -> int:
-            (deadline,) = rest_shared.decode_deadlines(reply.body, self.calls.media)
-            self.held[ids[0]] = deadline
-            return deadline
-
-        return self._settle("extend", ids, None if timeout_seconds is None else float(timeout_seconds), decode)
-
-    def close(self) -> Request[None] | None:
-        """Give back what this consumer holds; None when it holds nothing or is closed already (the
-        clients ignore errors of this call: what is not given back is delivered again at its deadline)."""
-        if self.closed:
-            return None
-        self.closed = True
-        if not self.held or self.token is None:
-            return None
-        return self._settle("release", list(self.held), None, _nothing, closing=True)
-
-    @staticmethod
-    def ids(deliveries: Sequence[Delivery | bytes]) -> list[bytes]:
-        ids = [d.id if isinstance(d, Delivery) else d for d in deliveries]
-        if not ids or not all(isinstance(i, bytes) for i in ids):
-            raise InvalidArgument("give one or more deliveries or message ids (bytes)")
-        return ids
-
-    def _settle(
-        self, action: str, ids: list[bytes], seconds: float | None, decode: Callable[[Reply], T], closing: bool = False
-    ) -> Request[T]:
-        if self.token is None:
-            raise InvalidArgument(f"nothing to {action}: this consumer has received nothing yet")
-        body = rest_shared.encode_settle(rest_shared.SettleRequest(ids, seconds), self.calls.media)
-        request = self._request(action, "POST", action, decode, body=body, closing=closing)
-        if action == "extend":
-            return request
-
-        def forget() -> None:  # settled, or not held (NotHeld): not this consumer's any more
-            for message_id in ids:
-                self.held.pop(message_id, None)
-
-        return replace(request, done=forget)

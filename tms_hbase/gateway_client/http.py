@@ -40,7 +40,7 @@ from tms_hbase.errors import (
 )
 from tms_hbase.fetch.reader import Message
 from tms_hbase.fetch.stats import Lag, TopicStats
-from tms_hbase.gateway_client import calls, http1, rest
+from tms_hbase.gateway_client import calls, http1, rest, sessions
 from tms_hbase.gateway_client.calls import Reply, Request
 from tms_hbase.gateway_client.http_shared import GatewaySharedConsumer
 from tms_hbase.gateway_client.outcomes import NOT_IDEMPOTENT, Broken, answer_error, link_error
@@ -327,7 +327,7 @@ class GatewayConsumer:
         checks.seconds("max_wait", max_wait)
         checks.positive_int("batch", batch)
         self.client, self.topic, self.name, self.max_wait, self.batch = client, topic, name, max_wait, batch
-        self._session = calls.ConsumerSession(client.calls, topic, name)
+        self._session = sessions.ConsumerSession(client.calls, topic, name)
         client.run(self._session.open())
 
     def __enter__(self) -> GatewayConsumer:

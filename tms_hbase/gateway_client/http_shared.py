@@ -6,7 +6,7 @@ The consumer is a gateway session: its first ``receive`` gets the session's secr
 owner derived from it and the caller's principal. Give ``owner`` (a secret of your own) to settle a
 session's deliveries from another process. Errors are the library's: NotHeld (409) for a delivery this
 session does not hold, InvalidArgument (400) for bad input, SubscriptionNotFound (404). The session's
-requests are :class:`tms_hbase.gateway_client.calls.SharedSession`'s, shared with the asyncio client.
+requests are :class:`tms_hbase.gateway_client.sessions.SharedSession`'s, shared with the asyncio client.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from tms_hbase.errors import TmsError
-from tms_hbase.gateway_client.calls import SharedSession
+from tms_hbase.gateway_client.sessions import SharedSession
 from tms_hbase.model import checks
 from tms_hbase.model.topic import TopicId
 from tms_hbase.shared.consumer import Delivery
