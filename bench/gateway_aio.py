@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
 import time
 from collections.abc import Callable
 
@@ -35,35 +34,11 @@ from .common import (
     raw_connection,
     raw_key,
 )
-from .gateway import start_gateway
+from .gateway import _concurrently, start_gateway
 
 CONCURRENCY = 64
 PAYLOAD_SIZE = 1024
 SIDES = ("async gateway", "sync gateway", "sync gateway, 1 thread", "direct", "raw happybase")
-
-
-def _threads(n: int, job: Callable[[int], None]) -> float:
-    """Run ``job(i)`` in ``n`` threads started together; wall seconds until the last ends."""
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(n + 1)
-
-    def run(i: int) -> None:
-        barrier.wait()
-        try:
-            job(i)
-        except BaseException as exc:  # reported after the round
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for thread in threads:
-        thread.start()
-    barrier.wait()
-    start = time.perf_counter()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
-    return time.perf_counter() - start
 
 
 async def _async_publishes(client: AsyncGatewayClient, topic: TopicId, messages: int, message: bytes) -> float:
@@ -104,7 +79,13 @@ def run(settings: Settings) -> Result:
 
                 def sync_side(client: GatewayClient | MessagingClient, topic: TopicId, n: int) -> float:
                     per_thread = messages // n
-                    return _threads(n, lambda _i: [client.publish(topic, [message]) for _ in range(per_thread)])
+
+                    def job(_i: int) -> list[float]:
+                        for _ in range(per_thread):
+                            client.publish(topic, [message])
+                        return []
+
+                    return _concurrently(n, job)[0]
 
                 def raw_side() -> float:
                     # connections of their own each round (the Thrift server closes those idle for 60 s),
@@ -114,12 +95,13 @@ def run(settings: Settings) -> Result:
                     conns = [raw_connection(settings) for _ in range(CONCURRENCY)]
                     try:
 
-                        def job(i: int) -> None:
+                        def job(i: int) -> list[float]:
                             table = conns[i].table(raw_name)
                             for j in range(per_thread):
                                 table.put(raw_key(b"r", first + i * per_thread + j), {RAW_COLUMN: message})
+                            return []
 
-                        return _threads(CONCURRENCY, job)
+                        return _concurrently(CONCURRENCY, job)[0]
                     finally:
                         for conn in conns:
                             conn.close()
