@@ -31,12 +31,12 @@ class GatewaySharedConsumer:
     thread-safe: one thread per consumer, as the library's."""
 
     def __init__(
-        self, client: GatewayClient, topic: TopicId, name: str, owner: str | None = None, max_wait: float = 5.0
+        self, client: GatewayClient, topic: TopicId, name: str, owner: str | None = None, max_wait_seconds: float = 5.0
     ) -> None:
-        checks.seconds("max_wait", max_wait)
+        checks.seconds("max_wait_seconds", max_wait_seconds)
         if owner is not None and (not isinstance(owner, str) or not owner or not owner.isprintable() or " " in owner):
             raise InvalidArgument(f"bad owner {owner!r}: a non-empty name without spaces")
-        self.client, self.topic, self.name, self.max_wait = client, topic, name, max_wait
+        self.client, self.topic, self.name, self.max_wait_seconds = client, topic, name, max_wait_seconds
         self._token = owner  # the session's secret; None until the gateway gives one
         self._held: dict[bytes, int] = {}  # what this session holds: id -> deadline (HBase ms)
         self._closed = False
@@ -73,20 +73,20 @@ class GatewaySharedConsumer:
             self._closed = True
 
     def __iter__(self) -> Iterator[Delivery]:
-        """Deliveries one by one; the iteration ends after ``max_wait`` seconds without one."""
+        """Deliveries one by one; the iteration ends after ``max_wait_seconds`` seconds without one."""
         while True:
-            got = self.receive(1, self.max_wait)
+            got = self.receive(1, self.max_wait_seconds)
             if not got:
                 return
             yield got[0]
 
-    def receive(self, max_messages: int = 10, timeout: float = 1.0) -> list[Delivery]:
+    def receive(self, max_messages: int = 10, timeout_seconds: float = 1.0) -> list[Delivery]:
         """Up to ``max_messages`` deliveries, redeliveries first, as soon as there is one; ``[]`` after
-        ``timeout`` seconds (``GET .../deliveries``)."""
+        ``timeout_seconds`` (``GET .../deliveries``)."""
         checks.positive_int("max_messages", max_messages)
-        checks.seconds("timeout", timeout)
-        query = urlencode({"wait": timeout, "max": max_messages})
-        reply = self._call("receive", "GET", f"deliveries?{query}", None, wait=timeout)
+        checks.seconds("timeout_seconds", timeout_seconds)
+        query = urlencode({"wait": timeout_seconds, "max": max_messages})
+        reply = self._call("receive", "GET", f"deliveries?{query}", None, wait=timeout_seconds)
         got = rest_shared.decode_deliveries(reply.body, self.client.media)
         self._held.update((d.id, d.deadline) for d in got)
         return got
@@ -95,21 +95,21 @@ class GatewaySharedConsumer:
         """Acknowledge; NotHeld (after settling the others) lists those this session does not hold."""
         self._settle("ack", self._ids(deliveries))
 
-    def nack(self, delivery: Delivery | bytes, delay: float = 0.0) -> None:
-        """Deliver again after ``delay`` seconds, to any consumer; the delivery counts."""
-        checks.seconds("delay", delay)
-        self._settle("nack", self._ids([delivery]), float(delay))
+    def nack(self, delivery: Delivery | bytes, delay_seconds: float = 0.0) -> None:
+        """Deliver again after ``delay_seconds``, to any consumer; the delivery counts."""
+        checks.seconds("delay_seconds", delay_seconds)
+        self._settle("nack", self._ids([delivery]), float(delay_seconds))
 
     def release(self, delivery: Delivery | bytes) -> None:
         """Give it back at once without counting this delivery."""
         self._settle("release", self._ids([delivery]))
 
-    def extend(self, delivery: Delivery | bytes, seconds: float | None = None) -> int:
-        """Hold it ``seconds`` more from now (default: the ack timeout); the new deadline (HBase ms)."""
-        if seconds is not None:
-            checks.seconds("seconds", seconds)
+    def extend(self, delivery: Delivery | bytes, timeout_seconds: float | None = None) -> int:
+        """Hold it until ``timeout_seconds`` from now (default: the ack timeout); the new deadline (HBase ms)."""
+        if timeout_seconds is not None:
+            checks.seconds("timeout_seconds", timeout_seconds)
         ids = self._ids([delivery])
-        body = self._settle("extend", ids, None if seconds is None else float(seconds))
+        body = self._settle("extend", ids, None if timeout_seconds is None else float(timeout_seconds))
         (deadline,) = rest_shared.decode_deadlines(body, self.client.media)
         self._held[ids[0]] = deadline
         return deadline
