@@ -174,10 +174,10 @@ def _consume(
     ``give_up`` seconds passed without one after that; with ``latency``, each stamped message's time from
     its publish call to its delivery."""
     start.wait()
-    with client.consumer(topic, SUBSCRIPTION, max_wait=POLL_SECONDS) as consumer:
+    with client.consumer(topic, SUBSCRIPTION, max_wait_seconds=POLL_SECONDS) as consumer:
         quiet_since = None
         while not stop.is_set():
-            messages = consumer.poll(max_messages=1000, timeout=POLL_SECONDS)
+            messages = consumer.poll(max_messages=1000, timeout_seconds=POLL_SECONDS)
             now = time.time()
             if messages:
                 consumer.commit()

@@ -9,21 +9,26 @@ import click
 from tms_hbase import __version__
 from tms_hbase.ops.cli_options import ToolGroup, given_on_command_line
 
-from .bench import bench
 from .context import Settings, connection_options, pass_settings
 from .errors import EXIT_HELP, handle_errors
-from .hbase import hbase
-from .inspect import publish, stats, tail
-from .metrics import metrics
 from .output import emit, json_option
-from .settings import DEFAULT_TAIL_CACHE_SECONDS, describe, describe_text, parse_seconds, settings, tail_cache_option
-from .subscriptions import sub
-from .sweeper import sweeper
-from .topics import topic
-from .tx import tx
+from .settings import DEFAULT_TAIL_CACHE_SECONDS, describe, describe_text, parse_seconds, tail_cache_option
+
+# Each command group is imported when it runs (or its --help is asked for): --help, --version and a single
+# command start without loading the others, nor the client, Thrift and Prometheus libraries they need.
+COMMANDS = {
+    "bench": ("tms_hbase_admin.bench:bench", "Measure publish and consume rates and latencies."),
+    "hbase": ("tms_hbase_admin.hbase:hbase", "Run a local standalone HBase for development and tests."),
+    "metrics": ("tms_hbase_admin.metrics:metrics", "Prometheus metrics of topics and subscriptions."),
+    "settings": ("tms_hbase_admin.settings:settings", "Show the tail-cache setting and the sweeper's least grace."),
+    "sub": ("tms_hbase_admin.subscriptions:sub", "Subscriptions: durable consume marks of a topic."),
+    "sweeper": ("tms_hbase_admin.sweeper:sweeper", "What the sweeper has done, region by region."),
+    "topic": ("tms_hbase_admin.topics:topic", "Create, inspect and delete topics."),
+    "tx": ("tms_hbase_admin.tx:tx", "The Tephra-compatible transaction server and its state."),
+}
 
 
-@click.group(cls=ToolGroup, epilog=EXIT_HELP, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=ToolGroup, lazy=COMMANDS, epilog=EXIT_HELP, context_settings={"help_option_names": ["-h", "--help"]})
 @connection_options
 @click.version_option(__version__, prog_name="tms-admin")
 @click.pass_context
@@ -92,15 +97,3 @@ def drop(settings: Settings, yes: bool, as_json: bool) -> None:
         {"prefix": prefix, "dropped": dropped},
         lambda d: f"dropped the installation {d['prefix']!r}: {', '.join(d['dropped'])}",
     )
-
-
-for command in (tail, publish, stats):
-    topic.add_command(command)
-main.add_command(topic)
-main.add_command(sub)
-main.add_command(metrics)
-main.add_command(hbase)
-main.add_command(tx)
-main.add_command(sweeper)
-main.add_command(settings)
-main.add_command(bench)

@@ -69,7 +69,7 @@ def _describe(d: dict) -> str:
     if d.get("shared"):
         n = d["shared"]
         lines += [
-            f"shared        ack timeout {n['ack_timeout']} s, max deliveries {n['max_deliveries']}, "
+            f"shared        ack timeout {n['ack_timeout_seconds']} s, max deliveries {n['max_deliveries']}, "
             f"dead letters to {n['dead_letter'] or 'nowhere (counted only)'}",
             f"messages      {n['waiting']:,} waiting, {n['in_flight']:,} in flight ({n['consumers']} consumers), "
             f"{n['due']:,} due again",
@@ -96,7 +96,9 @@ def sub() -> None:
     help=f"Consume every readable message, only new ones, or those published at TIME or later ({TIME_HELP}).",
 )
 @click.option("--shared", is_flag=True, help="A work queue: any number of consumers, per-message acks.")
-@click.option("--ack-timeout", type=float, help="Shared: seconds a delivery is held (default 30).")
+@click.option(
+    "--ack-timeout", "ack_timeout_seconds", type=float, help="Shared: seconds a delivery is held (default 30)."
+)
 @click.option("--max-deliveries", type=int, help="Shared: deliveries before a message is dead-lettered (default 5).")
 @click.option("--dead-letter", metavar="NS:TOPIC", help="Shared: the topic dead letters go to (default: none).")
 @click.option("--claim-size", type=int, help="Shared: positions a consumer reads at a time (default 16).")
@@ -110,7 +112,7 @@ def create(
     name: str,
     start: str,
     shared: bool,
-    ack_timeout: float | None,
+    ack_timeout_seconds: float | None,
     max_deliveries: int | None,
     dead_letter: str | None,
     claim_size: int | None,
@@ -128,7 +130,7 @@ def create(
                     name,
                     where,
                     shared=shared,
-                    ack_timeout=ack_timeout,
+                    ack_timeout_seconds=ack_timeout_seconds,
                     max_deliveries=max_deliveries,
                     dead_letter=dead_letter,
                     claim_size=claim_size,

@@ -7,6 +7,7 @@ import click
 from tms_hbase import TopicId, TopicMetadata
 from tms_hbase.errors import ConcurrentModification, InvalidArgument, TopicAlreadyExists
 from tms_hbase.model.topic import GENERATION_KEY, ORDERING_KEY, ORDERINGS, TX_MODE_KEY, TX_MODES
+from tms_hbase.ops.cli_options import LazyGroup
 
 from .context import Settings, pass_settings
 from .errors import handle_errors
@@ -91,7 +92,14 @@ property_option = click.option(
 )
 
 
-@click.group()
+@click.group(
+    cls=LazyGroup,
+    lazy={  # (their module loads what they need: a read or a publish, not a topic's metadata)
+        "tail": ("tms_hbase_admin.inspect:tail", "Show a topic's messages without consuming them."),
+        "publish": ("tms_hbase_admin.inspect:publish", "Publish one message per line of stdin (or --file)."),
+        "stats": ("tms_hbase_admin.inspect:stats", "A topic's size, first and last message, rates and lags."),
+    },
+)
 def topic() -> None:
     """Create, inspect and delete topics."""
 

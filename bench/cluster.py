@@ -95,7 +95,7 @@ def _throughput(client: MessagingClient, raw: RawConnection, raw_name: str, seco
         sent += BATCH
     figures.publish.append(sent / (time.perf_counter() - started))
     got, started = 0, time.perf_counter()
-    with client.consumer(topic, "reader", max_wait=2.0, auto_commit=True) as consumer:
+    with client.consumer(topic, "reader", max_wait_seconds=2.0, auto_commit=True) as consumer:
         for _ in consumer:
             got += 1
             if got == sent:
@@ -151,7 +151,7 @@ def _kills(cluster: ClusterHBase, client: MessagingClient, table: str, kills: in
         time.sleep(0.01)
 
     def consume() -> None:
-        with client.consumer(topic, "reader", max_wait=1.0, auto_commit=True, wait_for_lease=30.0) as consumer:
+        with client.consumer(topic, "reader", max_wait_seconds=1.0, auto_commit=True, wait_for_lease=30.0) as consumer:
             for _ in consumer:
                 consumed.append(time.time())
                 if stop.is_set():

@@ -75,7 +75,7 @@ def _throughput(settings: Settings, result: Result) -> None:
             client.create_subscription(topic, name)
             started = time.perf_counter()
             count = 0
-            with client.consumer(topic, name, max_wait=5.0) as consumer:
+            with client.consumer(topic, name, max_wait_seconds=5.0) as consumer:
                 for _ in consumer:
                     count += 1
                     if commit_every and count % commit_every == 0:
@@ -148,12 +148,12 @@ def consume_paced(
     client.create_subscription(topic, "tail", start="latest")
     with client.consumer(topic, "tail") as consumer:
         idle_from, idle_calls = time.time(), client.installation.calls
-        early = consumer.poll(max_messages=1000, timeout=max(0.1, start_at - 0.1 - time.time()))
+        early = consumer.poll(max_messages=1000, timeout_seconds=max(0.1, start_at - 0.1 - time.time()))
         idle_rate = (client.installation.calls - idle_calls) / (time.time() - idle_from)
         latencies = [(time.time() - send_time_of(m.payload)) * 1000 for m in early]  # only if this job started late
         busy_from, busy_calls = time.time(), client.installation.calls
         followed, _ = latency.follow(
-            lambda: (m.payload for m in consumer.poll(max_messages=1000, timeout=0.5)), deadline, expected_at
+            lambda: (m.payload for m in consumer.poll(max_messages=1000, timeout_seconds=0.5)), deadline, expected_at
         )
         latencies += followed
         busy_rate = (client.installation.calls - busy_calls) / (time.time() - busy_from)

@@ -199,7 +199,7 @@ def run(settings: Settings) -> Result:
                         with client.consumer(source, names[i]) as consumer:
                             while count < total:
                                 start = time.perf_counter()
-                                messages = consumer.poll(max_messages=PAGE, timeout=5.0)
+                                messages = consumer.poll(max_messages=PAGE, timeout_seconds=5.0)
                                 consumer.commit()
                                 latencies.append(time.perf_counter() - start)
                                 if not messages:

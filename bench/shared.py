@@ -74,7 +74,7 @@ def run(settings: Settings) -> Result:
 
         def shared_round(topic: str, k: int, work: float, expected: int) -> float:
             name = f"s{next(rounds)}"
-            client.create_subscription(topic, name, shared=True, ack_timeout=30, claim_size=CLAIM)
+            client.create_subscription(topic, name, shared=True, ack_timeout_seconds=30, claim_size=CLAIM)
             start_at = time.time() + 5.0
             for i in range(k):
                 workers.submit(i, consume, settings.address, prefix, topic, name, work, start_at)
@@ -207,7 +207,7 @@ def consume(address: str, prefix: str, topic: str, name: str, work: float, start
 
     client = _client(address, prefix)
     acks: list[float] = []
-    with client.shared_consumer(TopicId.parse(topic), name, poll_interval=IDLE_POLL) as consumer:
+    with client.shared_consumer(TopicId.parse(topic), name, poll_interval_seconds=IDLE_POLL) as consumer:
         wait_until(start_at)
         calls, count, last = client.installation.calls, 0, start_at
         while True:

@@ -10,52 +10,42 @@ import uuid
 from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow, message_key
 from tms_hbase_sweeper.sweep import Sweeper
 
-from .common import Result, Settings, bench_tables, median, new_topic, progress, ratio
+from .common import RawConnection, Result, Settings, bench_tables, median, new_topic, progress, ratio
 
 PAYLOAD = b"x" * 100  # one small message per row: the sweeper's cost is per row
 
 
-def _fill(client, topic, rows: int) -> None:
+def _fill(client, raw: RawConnection, topic, rows: int) -> None:
+    """Batch rows of ``topic`` written with raw happybase (5,000 a mutateRows call)."""
     writer = uuid.uuid4().bytes
     now = int(time.time() * 1000)
-    table = client.installation.messages.name
+    table = raw.table(client.installation.messages.name)
     for first in range(1, rows + 1, 5000):
-
-        def put(conn, first: int = first) -> None:
-            with conn.table(table).batch() as b:
-                for pos in range(first, min(first + 5000, rows + 1)):
-                    row = BatchRow(now, writer, pos, (PAYLOAD,))
-                    b.put(message_key(topic, 1, pos), {MESSAGE_COLUMN: row.encode()})
-
-        client.installation.hbase.run("bench fill", put)
+        with table.batch() as b:
+            for pos in range(first, min(first + 5000, rows + 1)):
+                row = BatchRow(now, writer, pos, (PAYLOAD,))
+                b.put(message_key(topic, 1, pos), {MESSAGE_COLUMN: row.encode()})
 
 
-def _raw_scan(client) -> int:
-    def scan(conn) -> int:
-        return sum(1 for _ in conn.table(client.installation.messages.name).scan(batch_size=1000))
-
-    return client.installation.hbase.run("bench raw scan", scan)
+def _raw_scan(client, raw: RawConnection) -> int:
+    return sum(1 for _ in raw.table(client.installation.messages.name).scan(batch_size=1000))
 
 
-def _raw_scan_and_delete(client) -> int:
+def _raw_scan_and_delete(client, raw: RawConnection) -> int:
     """What deleting the same rows costs without the sweeper: scan in 1,000s, one mutateRows each."""
-    table = client.installation.messages.name
-
-    def sweep(conn) -> int:
-        done, keys = 0, []
-        for key, _ in conn.table(table).scan(batch_size=1000):
-            keys.append(key)
-            if len(keys) == 1000:
-                with conn.table(table).batch() as b:
-                    for k in keys:
-                        b.delete(k)
-                done, keys = done + len(keys), []
-        with conn.table(table).batch() as b:
-            for k in keys:
-                b.delete(k)
-        return done + len(keys)
-
-    return client.installation.hbase.run("bench raw scan and delete", sweep)
+    table = raw.table(client.installation.messages.name)
+    done, keys = 0, []
+    for key, _ in table.scan(batch_size=1000):
+        keys.append(key)
+        if len(keys) == 1000:
+            with table.batch() as b:
+                for k in keys:
+                    b.delete(k)
+            done, keys = done + len(keys), []
+    with table.batch() as b:
+        for k in keys:
+            b.delete(k)
+    return done + len(keys)
 
 
 def run(settings: Settings) -> Result:
@@ -65,16 +55,16 @@ def run(settings: Settings) -> Result:
         f"Sweeper throughput ({rows:,} batch rows of a deleted topic; one sweeper process; chunks of 4,000 rows)",
     )
     raw_rates, raw_delete_rates, dry_rates, real_rates = [], [], [], []
-    with bench_tables(settings, "swp") as (client, _raw, _raw_name):
+    with bench_tables(settings, "swp") as (client, raw_conn, _raw_name):
         for r in range(settings.rounds):
             topic = new_topic(client, f"swp{r}")
             started = time.monotonic()
-            _fill(client, topic, rows)
+            _fill(client, raw_conn, topic, rows)
             client.delete_topic(topic)
             progress(f"sweeper round {r + 1}: {rows:,} rows written in {time.monotonic() - started:.1f}s")
 
             started = time.monotonic()
-            assert _raw_scan(client) == rows
+            assert _raw_scan(client, raw_conn) == rows
             raw_rates.append(rows / (time.monotonic() - started))
 
             dry = Sweeper(client.installation, dry_run=True).sweep_once()
@@ -82,12 +72,12 @@ def run(settings: Settings) -> Result:
             dry_rates.append(rows / dry.seconds)
 
             real = Sweeper(client.installation).sweep_once()
-            assert real.messages_dropped == rows and _raw_scan(client) == 0
+            assert real.messages_dropped == rows and _raw_scan(client, raw_conn) == 0
             real_rates.append(rows / real.seconds)
 
-            _fill(client, topic, rows)  # the same rows again, for the raw scan-and-delete baseline
+            _fill(client, raw_conn, topic, rows)  # the same rows again, for the raw scan-and-delete baseline
             started = time.monotonic()
-            assert _raw_scan_and_delete(client) == rows
+            assert _raw_scan_and_delete(client, raw_conn) == rows
             raw_delete_rates.append(rows / (time.monotonic() - started))
             progress(
                 f"sweeper round {r + 1}/{settings.rounds}: raw scan {raw_rates[-1]:,.0f} rows/s, "

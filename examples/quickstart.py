@@ -61,8 +61,8 @@ with MessagingClient() as client:
     # Consume with a durable mark: the subscription remembers where its consumer got to.
     client.create_subscription(topic, "billing-svc")  # from the earliest message; or "latest", or a time (ms)
     consumed = []
-    with client.consumer(topic, "billing-svc", max_wait=0.5) as consumer:  # one active consumer (a lease)
-        for message in consumer:  # in order; waits up to max_wait for more, then the loop ends
+    with client.consumer(topic, "billing-svc", max_wait_seconds=0.5) as consumer:  # one active consumer (a lease)
+        for message in consumer:  # in order; waits up to max_wait_seconds for more, then the loop ends
             consumed.append(message.payload)
             consumer.commit()  # after a crash, the next consumer resumes right after this message
     print("consumed:", consumed)

@@ -122,7 +122,7 @@ async def reset_subscription(request: Request, gateway: Gateway, topic: TopicId)
 @endpoint(CONSUME)
 async def messages(request: Request, gateway: Gateway, topic: TopicId) -> Response:
     """``GET .../messages?wait=S&max=N``: up to N messages after the session's last delivered one, as
-    soon as there is one, else ``[]`` after S seconds (at most ``max_wait``). The body is CDAP's
+    soon as there is one, else ``[]`` after S seconds (at most the ``max_wait`` setting). The body is CDAP's
     Message array in the media type ``Accept`` names (``?publishTime=true`` as for ``poll``)."""
     name = _name(request)
     wait = query_number(request, "wait", float)
@@ -342,7 +342,7 @@ def _open(gateway: Gateway, topic: TopicId, name: str, caller: _Caller, batch: i
         return gateway.client.consumer(
             topic,
             name,
-            max_wait=0.0,
+            max_wait_seconds=0.0,
             lease_seconds=gateway.settings.consumer_lease,
             batch=batch,
             session=caller.session if caller.resume else None,

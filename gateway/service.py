@@ -42,7 +42,7 @@ class Gateway:
         self.waiters = Threads(settings.long_polls, "tms-gateway-wait")
         self.sessions = Sessions(settings.consumer_sessions, settings.consumer_lease, metrics.consumer_sessions.set)
         self.shared_sessions = SharedSessions(
-            settings.consumer_sessions, lambda t, n, o: self.client.shared_consumer(t, n, owner=o, max_wait=0.0)
+            settings.consumer_sessions, lambda t, n, o: self.client.shared_consumer(t, n, owner=o, max_wait_seconds=0.0)
         )
         self.stopping = threading.Event()  # set on SIGTERM/SIGINT: long-polls answer at once
         # a full batch as base64 JSON, with room for the framing

@@ -61,12 +61,12 @@ class SubscriptionConsumer(Protocol):
         """The id of the last message delivered (what ``commit()`` stores)."""
         ...
 
-    def poll(self, max_messages: int = 100, timeout: float = 1.0) -> list[Message]:
-        """Up to ``max_messages`` messages in order, as soon as there is one; ``[]`` after ``timeout`` s."""
+    def poll(self, max_messages: int = 100, timeout_seconds: float = 1.0) -> list[Message]:
+        """Up to ``max_messages`` messages in order, as soon as there is one; ``[]`` after ``timeout_seconds``."""
         ...
 
     def __iter__(self) -> Iterator[Message]:
-        """Messages in order; the iteration ends after ``max_wait`` seconds without one."""
+        """Messages in order; the iteration ends after ``max_wait_seconds`` seconds without one."""
         ...
 
     def commit(self, message: Message | bytes | None = None) -> None:
@@ -96,28 +96,28 @@ class SharedSubscriptionConsumer(Protocol):
         """Ids of the messages delivered to this consumer and not settled by it."""
         ...
 
-    def receive(self, max_messages: int = 10, timeout: float = 1.0) -> list[Delivery]:
-        """Up to ``max_messages`` deliveries, as soon as there is one; ``[]`` after ``timeout`` seconds."""
+    def receive(self, max_messages: int = 10, timeout_seconds: float = 1.0) -> list[Delivery]:
+        """Up to ``max_messages`` deliveries, as soon as there is one; ``[]`` after ``timeout_seconds``."""
         ...
 
     def __iter__(self) -> Iterator[Delivery]:
-        """Deliveries one by one; the iteration ends after ``max_wait`` seconds without one."""
+        """Deliveries one by one; the iteration ends after ``max_wait_seconds`` seconds without one."""
         ...
 
     def ack(self, *deliveries: Delivery | bytes) -> None:
         """The messages are done; NotHeld for any this consumer does not hold."""
         ...
 
-    def nack(self, delivery: Delivery | bytes, delay: float = 0.0) -> None:
-        """Deliver it again, after ``delay`` seconds."""
+    def nack(self, delivery: Delivery | bytes, delay_seconds: float = 0.0) -> None:
+        """Deliver it again, after ``delay_seconds``."""
         ...
 
     def release(self, delivery: Delivery | bytes) -> None:
         """Give it back at once without counting a failed delivery."""
         ...
 
-    def extend(self, delivery: Delivery | bytes, seconds: float | None = None) -> int:
-        """Hold it ``seconds`` longer (default: the ack timeout); returns the new deadline (ms)."""
+    def extend(self, delivery: Delivery | bytes, timeout_seconds: float | None = None) -> int:
+        """Hold it until ``timeout_seconds`` from now (default: the ack timeout); returns the new deadline (ms)."""
         ...
 
     def close(self) -> None:
@@ -218,7 +218,7 @@ class MessagingService(Protocol):
         *,
         exist_ok: bool = False,
         shared: bool = False,
-        ack_timeout: float | None = None,
+        ack_timeout_seconds: float | None = None,
         max_deliveries: int | None = None,
         dead_letter: TopicLike | None = None,
         claim_size: int | None = None,
@@ -266,12 +266,12 @@ class MessagingService(Protocol):
         """A shared subscription's deliveries not settled yet."""
         ...
 
-    def consumer(self, topic: TopicLike, name: str, *, max_wait: float = 5.0) -> SubscriptionConsumer:
+    def consumer(self, topic: TopicLike, name: str, *, max_wait_seconds: float = 5.0) -> SubscriptionConsumer:
         """The active consumer of an exclusive subscription; SubscriptionBusy while another holds it."""
         ...
 
     def shared_consumer(
-        self, topic: TopicLike, name: str, *, owner: str | None = None, max_wait: float = 5.0
+        self, topic: TopicLike, name: str, *, owner: str | None = None, max_wait_seconds: float = 5.0
     ) -> SharedSubscriptionConsumer:
         """One consumer of a shared subscription."""
         ...

@@ -384,7 +384,7 @@ class MessagingClient(MessagingService):
         *,
         exist_ok: bool = False,
         shared: bool = False,
-        ack_timeout: float | None = None,
+        ack_timeout_seconds: float | None = None,
         max_deliveries: int | None = None,
         dead_letter: TopicLike | None = None,
         claim_size: int | None = None,
@@ -393,14 +393,18 @@ class MessagingClient(MessagingService):
         (every readable message), "latest" (messages published from now on) or a publish time (ms).
 
         ``shared=True`` makes it a work queue for any number of consumers (:meth:`shared_consumer`,
-        docs/shared.md): ``ack_timeout`` (seconds, default 30) a delivery is held before it goes to
+        docs/shared.md): ``ack_timeout_seconds`` (default 30) a delivery is held before it goes to
         another consumer, ``max_deliveries`` (default 5) before a message goes to the ``dead_letter``
         topic (default: none, dead letters are only counted), ``claim_size`` (default 16) positions a
         consumer reads at a time. Raises SubscriptionAlreadyExists (unless ``exist_ok``: then the existing
         subscription is returned as it is), TopicNotFound or InvalidArgument. Subscriptions go with their
         topic: deleting (and re-creating) the topic removes them.
         """
-        options = {"ack_timeout": ack_timeout, "max_deliveries": max_deliveries, "claim_size": claim_size}
+        options = {
+            "ack_timeout_seconds": ack_timeout_seconds,
+            "max_deliveries": max_deliveries,
+            "claim_size": claim_size,
+        }
         checks.subscription_options(shared, {**options, "dead_letter": dead_letter})
         self._ensure_subscriptions()
         meta = self._metadata.get(_topic(topic))
@@ -488,15 +492,15 @@ class MessagingClient(MessagingService):
         name: str,
         *,
         owner: str | None = None,
-        max_wait: float = 5.0,
-        poll_interval: float = 0.5,
+        max_wait_seconds: float = 5.0,
+        poll_interval_seconds: float = 0.5,
         reap_interval: float | None = None,
         doorbell: str | None = DEFAULT_HOST,
     ) -> SharedConsumer:
         """One consumer of a shared subscription; any number may run at once (docs/shared.md).
         ``owner`` names it (default: host, pid and a random part; the gateway reuses a name to settle
-        across calls); ``max_wait``: seconds an iteration waits for a delivery before it ends;
-        ``poll_interval``: seconds between looks while idle (a publish, or a message given back by another
+        across calls); ``max_wait_seconds``: seconds an iteration waits for a delivery before it ends;
+        ``poll_interval_seconds``: seconds between looks while idle (a publish, or a message given back by another
         consumer, wakes it sooner through its doorbell: ``doorbell`` is the address other processes ring,
         None for only this process's); ``reap_interval``: seconds between scans for expired deliveries
         (default: a quarter of the ack timeout, at most 1 s). InvalidArgument for an exclusive
@@ -517,8 +521,8 @@ class MessagingClient(MessagingService):
             clock=self.hbase_clock.now_ms,
             publish=self.publish,
             owner=owner,
-            max_wait=max_wait,
-            poll_interval=poll_interval,
+            max_wait_seconds=max_wait_seconds,
+            poll_interval_seconds=poll_interval_seconds,
             reap_interval=reap_interval,
             tx_state=self.admin.tx_state,
             prefix=self.installation.prefix,
@@ -559,20 +563,20 @@ class MessagingClient(MessagingService):
         topic: TopicLike,
         name: str,
         *,
-        max_wait: float = 5.0,
+        max_wait_seconds: float = 5.0,
         transaction: Transaction | TransactionClient | None = None,
         auto_commit: bool = False,
         lease_seconds: float = 10.0,
         wait_for_lease: float | None = 0.0,
         doorbell: str | None = DEFAULT_HOST,
-        poll_interval: float = 0.5,
+        poll_interval_seconds: float = 0.5,
         batch: int = 1000,
         session: ConsumerSession | None = None,
         owner: str | None = None,
     ) -> Consumer:
         """The active consumer of a subscription (docs/consumers.md).
 
-        ``max_wait``: seconds an iteration waits for a new message before it ends. ``transaction``:
+        ``max_wait_seconds``: seconds an iteration waits for a new message before it ends. ``transaction``:
         read transactionally, with a fresh view per read from a TransactionClient (which also settles
         transactional marks left by a crashed consumer) or with one fixed Transaction.
         ``auto_commit``: commit delivered messages once handled (the next one asked for, the iteration
@@ -580,7 +584,7 @@ class MessagingClient(MessagingService):
         crashed consumer's standby takes over after this long; ``wait_for_lease``: seconds to wait
         for another consumer's lease to run out (None: forever) before SubscriptionBusy.
         ``doorbell``: the address publishers ring to wake this consumer (None: only publishers of this
-        process wake it); ``poll_interval``: seconds between reads while waiting regardless.
+        process wake it); ``poll_interval_seconds``: seconds between reads while waiting regardless.
         ``session``: resume a consumer that was detached (:meth:`Consumer.detach`), here or in another
         process, after the last message it delivered; LeaseLost if its lease ran out meanwhile.
         ``owner``: the name the lease is held under (default: host, pid and a random part), for
@@ -600,13 +604,13 @@ class MessagingClient(MessagingService):
             topics=self._topics,
             prefix=self.installation.prefix,
             tx_state=self.admin.tx_state,
-            max_wait=max_wait,
+            max_wait_seconds=max_wait_seconds,
             transaction=transaction,
             auto_commit=auto_commit,
             lease_seconds=lease_seconds,
             wait_for_lease=wait_for_lease,
             doorbell=doorbell,
-            poll_interval=poll_interval,
+            poll_interval_seconds=poll_interval_seconds,
             batch=batch,
             session=session,
             owner=owner,

@@ -127,8 +127,8 @@ class ClientAdmin:
         if via not in marks:
             client.create_subscription(topic, via)
         letters = []
-        with client.consumer(topic, via, max_wait=0.5) as consumer:
-            for message in consumer.poll(max_messages=limit, timeout=1.0):
+        with client.consumer(topic, via, max_wait_seconds=0.5) as consumer:
+            for message in consumer.poll(max_messages=limit, timeout_seconds=1.0):
                 letter = DeadLetter.decode(message.payload)
                 client.publish(letter.topic, [letter.payload])
                 consumer.commit(message)

@@ -58,7 +58,7 @@ class _ConsumerTailer(Tailer):
         self.subscribed = subscribed
 
     def poll(self) -> list[bytes]:
-        return [m.payload for m in self.subscribed.consumer.poll(max_messages=500, timeout=0.1)]
+        return [m.payload for m in self.subscribed.consumer.poll(max_messages=500, timeout_seconds=0.1)]
 
     def close(self) -> None:
         self.subscribed.close()
@@ -143,7 +143,7 @@ class Client(system.Client):
         with _Subscribed(self.client, self._topic(topic)) as consumer:
             seen, progress = 0, time.monotonic()
             while seen < count:
-                messages = consumer.poll(max_messages=min(READ_BATCH, count - seen), timeout=1.0)
+                messages = consumer.poll(max_messages=min(READ_BATCH, count - seen), timeout_seconds=1.0)
                 if messages:
                     progress = time.monotonic()
                 else:
@@ -204,13 +204,13 @@ class Client(system.Client):
 
     def create_queue(self, topic: str, group: str) -> None:
         """A shared subscription (claim_size 128: the fixtures publish 100 messages at a time)."""
-        self.client.create_subscription(self._topic(topic), group, shared=True, ack_timeout=30, claim_size=128)
+        self.client.create_subscription(self._topic(topic), group, shared=True, ack_timeout_seconds=30, claim_size=128)
 
     def work_queue(self, topic: str, group: str, work: float, batch: int, idle: float) -> tuple[int, float]:
         """A shared consumer as bench/shared.py runs it: ``receive(batch)``, then ``ack()`` per message; an
         idle one waits on its doorbell and looks again after ``IDLE_POLL`` regardless."""
         count, last = 0, time.time()
-        with self.client.shared_consumer(self._topic(topic), group, poll_interval=IDLE_POLL) as consumer:
+        with self.client.shared_consumer(self._topic(topic), group, poll_interval_seconds=IDLE_POLL) as consumer:
             while True:
                 got = consumer.receive(batch, idle)
                 if not got:

@@ -175,7 +175,7 @@ def _subscription(s: Subscription, lag: Lag | None) -> dict:
             "redelivered": shared.redelivered,
             "oldest_unacked_seconds": shared.oldest_unacked_seconds,
             "consumers": shared.consumers,
-            "ack_timeout": shared.ack_timeout,
+            "ack_timeout_seconds": shared.ack_timeout_seconds,
             "max_deliveries": shared.max_deliveries,
             "dead_letter": None if shared.dead_letter is None else str(shared.dead_letter),
         },

@@ -30,7 +30,9 @@ def main() -> None:
         while True:
             drained = False
             try:
-                with client.consumer(topic, name, max_wait=5.0, lease_seconds=5.0, wait_for_lease=30.0) as consumer:
+                with client.consumer(
+                    topic, name, max_wait_seconds=5.0, lease_seconds=5.0, wait_for_lease=30.0
+                ) as consumer:
                     drained = True
                     for message in consumer:
                         drained = False

@@ -319,3 +319,29 @@ def test_small_things_a_new_user_meets(tms_env: dict[str, str]) -> None:
     tail.stdout.close()
     assert tail.wait(timeout=120) == 0
     assert tail.stderr is not None and tail.stderr.read() == b""
+
+
+# Loads a module list and runs tms-admin's main() as its console script does, then prints which were loaded.
+STARTUP_PROBE = """
+import atexit, sys
+atexit.register(lambda: print(",".join(m for m in {modules!r} if m in sys.modules), file=sys.stderr))
+from tms_hbase_admin.cli import main
+main({args!r}, prog_name="tms-admin")
+"""
+
+
+def test_listing_topics_loads_no_metrics_avro_idl_parse_or_command_it_does_not_run(
+    installed_env: dict[str, str],
+) -> None:
+    """`tms-admin topic list` against a real installation: it lists, and prometheus_client (made at the first
+    metric update), fastavro (at the first Avro encoding), happybase with the HBase IDL its import parses
+    (the storage port uses the generated ``hbase_thrift``) and the other commands' modules stay unloaded."""
+    modules = ("prometheus_client", "fastavro", "happybase", "Hbase_thrift", "tms_hbase_admin.inspect")
+    modules += ("tms_hbase_admin.subscriptions",)
+    probe = STARTUP_PROBE.format(modules=modules, args=["topic", "list", "--json"])
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=installed_env, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == []
+    assert result.stderr.strip() == "", f"loaded: {result.stderr}"

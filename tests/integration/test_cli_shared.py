@@ -38,7 +38,11 @@ def test_shared_subscriptions_from_the_command_line(client: MessagingClient, tms
     )  # fmt: skip
     assert json.loads(created.stdout)["name"] == "work"
     shared = client.get_subscription(Q, "work").shared
-    assert shared is not None and (shared.ack_timeout, shared.max_deliveries, shared.dead_letter) == (30, 1, DEAD)
+    assert shared is not None and (shared.ack_timeout_seconds, shared.max_deliveries, shared.dead_letter) == (
+        30,
+        1,
+        DEAD,
+    )
 
     # take two and acknowledge them
     taken = json.loads(ok(tms_env, "sub", "consume", str(Q), "work", "--count", "2", "--ack", "--json").stdout)

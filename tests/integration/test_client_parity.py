@@ -176,10 +176,10 @@ def test_subscription_consumer_commit_lag_and_stats(service: MessagingService, n
         service.create_subscription(t, "svc")
     assert service.create_subscription(t, "svc", "latest", exist_ok=True).position is None
     assert service.lag(t, "svc").messages == 3
-    with service.consumer(t, "svc", max_wait=0.5) as consumer:
+    with service.consumer(t, "svc", max_wait_seconds=0.5) as consumer:
         with pytest.raises(SubscriptionBusy):
-            service.consumer(t, "svc", max_wait=0.5)
-        assert payloads(consumer.poll(max_messages=2, timeout=5.0)) == [b"1", b"2"]
+            service.consumer(t, "svc", max_wait_seconds=0.5)
+        assert payloads(consumer.poll(max_messages=2, timeout_seconds=5.0)) == [b"1", b"2"]
         consumer.commit()
         assert consumer.committed == consumer.delivered
     assert service.lag(t, "svc").messages == 1
@@ -187,8 +187,8 @@ def test_subscription_consumer_commit_lag_and_stats(service: MessagingService, n
     stats = service.topic_stats(t, windows=[60])
     assert (stats.messages, list(stats.rates)) == (3, [60])
     assert [(name, lag.messages) for name, _, lag in stats.subscriptions] == [("svc", 1)]
-    with service.consumer(t, "svc", max_wait=0.5) as consumer:  # the uncommitted one again
-        assert payloads(consumer.poll(max_messages=10, timeout=5.0)) == [b"3"]
+    with service.consumer(t, "svc", max_wait_seconds=0.5) as consumer:  # the uncommitted one again
+        assert payloads(consumer.poll(max_messages=10, timeout_seconds=5.0)) == [b"3"]
         consumer.commit()
     assert service.lag(t, "svc").messages == 0
     assert service.reset_subscription(t, "svc", "earliest").position is None
@@ -208,13 +208,13 @@ def test_release_takes_the_lease_from_whoever_holds_it(service: MessagingService
     service.create_topic(t)
     service.publish(t, [b"x"])
     service.create_subscription(t, "svc")
-    holder = service.consumer(t, "svc", max_wait=0.5)
-    assert payloads(holder.poll(timeout=5.0)) == [b"x"]
+    holder = service.consumer(t, "svc", max_wait_seconds=0.5)
+    assert payloads(holder.poll(timeout_seconds=5.0)) == [b"x"]
     assert service.get_subscription(t, "svc").owner is not None
     released = service.release_subscription(t, "svc")
     assert released.owner is None and released.position is None  # the mark stays
-    with service.consumer(t, "svc", max_wait=0.5) as successor:  # not busy any more
-        assert payloads(successor.poll(timeout=5.0)) == [b"x"]
+    with service.consumer(t, "svc", max_wait_seconds=0.5) as successor:  # not busy any more
+        assert payloads(successor.poll(timeout_seconds=5.0)) == [b"x"]
     holder.close()
 
 
@@ -222,13 +222,13 @@ def test_shared_subscription(service: MessagingService, ns: str) -> None:
     t = TopicId(ns, "queue")
     service.create_topic(t)
     service.publish(t, [b"j1", b"j2", b"j3"])
-    service.create_subscription(t, "workers", shared=True, ack_timeout=30, max_deliveries=3)
+    service.create_subscription(t, "workers", shared=True, ack_timeout_seconds=30, max_deliveries=3)
     assert service.get_subscription(t, "workers").shared is not None
-    with service.shared_consumer(t, "workers", max_wait=0.5) as worker:
+    with service.shared_consumer(t, "workers", max_wait_seconds=0.5) as worker:
         got: list[Any] = []
         deadline = time.monotonic() + 30
         while len(got) < 3 and time.monotonic() < deadline:
-            got += worker.receive(max_messages=3, timeout=2.0)
+            got += worker.receive(max_messages=3, timeout_seconds=2.0)
         assert sorted(d.payload for d in got) == [b"j1", b"j2", b"j3"]
         assert sorted(m.id for m in service.pending(t, "workers")) == sorted(d.id for d in got)
         worker.ack(got[0])
@@ -257,14 +257,14 @@ BAD_INPUT: dict[str, Callable[[MessagingService, TopicId], object]] = {
     "fetch corrupt id": lambda s, t: s.fetch(t, start_message=b"bad"),
     "fetch bytes for a transaction": lambda s, t: s.fetch(t, transaction=b"tx"),  # type: ignore[arg-type]
     "rollback garbage": lambda s, t: s.rollback(t, b"garbage"),
-    "options of a shared subscription": lambda s, t: s.create_subscription(t, "x", ack_timeout=5),
+    "options of a shared subscription": lambda s, t: s.create_subscription(t, "x", ack_timeout_seconds=5),
     "bad subscription name": lambda s, t: s.create_subscription(t, "no spaces"),
     "bad subscription start": lambda s, t: s.create_subscription(t, "x", start="soon"),
     "reset to nothing": lambda s, t: s.reset_subscription(t, "svc"),
     "reset to an id and a time": lambda s, t: s.reset_subscription(t, "svc", b"x", 5),
     "stats window 0": lambda s, t: s.topic_stats(t, windows=[0]),
     "pending limit 0": lambda s, t: s.pending(t, "svc", limit=0),
-    "consumer max_wait -1": lambda s, t: s.consumer(t, "svc", max_wait=-1),
+    "consumer max_wait_seconds -1": lambda s, t: s.consumer(t, "svc", max_wait_seconds=-1),
     "missing topic": lambda s, t: s.publish(TopicId(t.namespace, "missing"), [b"x"]),
     "missing subscription": lambda s, t: s.get_subscription(t, "missing"),
 }
@@ -283,7 +283,7 @@ CHECKED_BY_THE_CLIENT = {
     "reset to an id and a time",
     "stats window 0",
     "pending limit 0",
-    "consumer max_wait -1",
+    "consumer max_wait_seconds -1",
 }
 
 

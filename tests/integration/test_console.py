@@ -85,17 +85,19 @@ def console(hbase_address: str, module_prefix: str, tmp_path_factory: pytest.Tem
         client.publish(ORDERS, [json.dumps({"order": n, "total": n * 10}).encode() for n in range(1, 6)])
         client.publish(ORDERS, [b"plain text", bytes(range(250, 256))])
         client.create_subscription(ORDERS, "billing")
-        with client.consumer(ORDERS, "billing", max_wait=1) as consumer:
-            taken = consumer.poll(3, timeout=5)
+        with client.consumer(ORDERS, "billing", max_wait_seconds=1) as consumer:
+            taken = consumer.poll(3, timeout_seconds=5)
             consumer.commit(taken[-1])
         client.create_topic(DEAD)
-        client.create_subscription(ORDERS, "workers", shared=True, ack_timeout=600, max_deliveries=1, dead_letter=DEAD)
-        shared = client.shared_consumer(ORDERS, "workers", max_wait=0)
-        held = shared.receive(2, timeout=5)  # held, not acknowledged: in flight
+        client.create_subscription(
+            ORDERS, "workers", shared=True, ack_timeout_seconds=600, max_deliveries=1, dead_letter=DEAD
+        )
+        shared = client.shared_consumer(ORDERS, "workers", max_wait_seconds=0)
+        held = shared.receive(2, timeout_seconds=5)  # held, not acknowledged: in flight
         shared.nack(held[0], 0)  # given back after its one delivery: the next receive dead-letters it
 
         def dead_letters() -> int:
-            shared.receive(1, timeout=0.5)
+            shared.receive(1, timeout_seconds=0.5)
             numbers = client.get_subscription(ORDERS, "workers").shared
             return 0 if numbers is None else numbers.dead_lettered
 
@@ -300,8 +302,8 @@ def test_a_topic_made_through_the_console_is_what_the_library_sees(console: Cons
 def test_a_reset_through_the_console_is_what_the_library_sees(console: Console, browser: WebDriver) -> None:
     client = console.client
     client.create_subscription(ORDERS, "replay")
-    with client.consumer(ORDERS, "replay", max_wait=1) as consumer:
-        consumer.commit(consumer.poll(7, timeout=5)[-1])
+    with client.consumer(ORDERS, "replay", max_wait_seconds=1) as consumer:
+        consumer.commit(consumer.poll(7, timeout_seconds=5)[-1])
     assert client.lag(ORDERS, "replay").messages == 0
     sign_in(browser, console, TOKENS["ops"])
     show(browser, console, "subscriptions/shop/orders/replay", "subscription")
@@ -319,8 +321,8 @@ def test_a_reset_through_the_console_is_what_the_library_sees(console: Console, 
     wait_for(lambda: "skips 7 messages not consumed yet" in text(browser, "reset-preview"), "the preview")
     confirm(browser)
     wait_for(lambda: client.lag(ORDERS, "replay").messages == 0, "the reset to latest")
-    with client.consumer(ORDERS, "replay", max_wait=0) as consumer:
-        assert consumer.poll(10, timeout=0.5) == []
+    with client.consumer(ORDERS, "replay", max_wait_seconds=0) as consumer:
+        assert consumer.poll(10, timeout_seconds=0.5) == []
 
     start = list(client.fetch(ORDERS))[-1].publish_time  # back to the last batch, by its time
     again = [m.id for m in client.fetch(ORDERS, start_time_ms=start)]
@@ -331,8 +333,8 @@ def test_a_reset_through_the_console_is_what_the_library_sees(console: Console, 
     wait_for(lambda: f"delivers again {len(again)} messages" in text(browser, "reset-preview"), "the preview")
     confirm(browser)
     wait_for(lambda: client.lag(ORDERS, "replay").messages == len(again), "the reset to a time")
-    with client.consumer(ORDERS, "replay", max_wait=0) as consumer:
-        assert [m.id for m in consumer.poll(10, timeout=5)] == again
+    with client.consumer(ORDERS, "replay", max_wait_seconds=0) as consumer:
+        assert [m.id for m in consumer.poll(10, timeout_seconds=5)] == again
 
 
 def test_a_read_only_token_changes_nothing(console: Console, browser: WebDriver) -> None:

@@ -46,7 +46,7 @@ def test_messages_come_in_order_and_a_new_consumer_resumes_after_the_commit(
     client.store(topic, [b"s1", b"s2"], tx_write_pointer=wp)
     client.publish(topic, [], tx_write_pointer=wp)  # a pointer row: its stored payloads, in order
     client.publish(topic, [b"d"])
-    with client.consumer(topic, "svc", max_wait=0.2) as consumer:
+    with client.consumer(topic, "svc", max_wait_seconds=0.2) as consumer:
         got = []
         for message in consumer:
             got.append(message.payload)
@@ -56,9 +56,9 @@ def test_messages_come_in_order_and_a_new_consumer_resumes_after_the_commit(
         assert got == [b"a", b"b", b"c", b"s1"]
         committed = consumer.committed
     assert client.get_subscription(topic, "svc").position == committed
-    with client.consumer(topic, "svc", max_wait=0.2) as consumer:
+    with client.consumer(topic, "svc", max_wait_seconds=0.2) as consumer:
         assert payloads(consumer) == [b"s2", b"d"]
-        assert consumer.poll(timeout=0.1) == []  # the end: nothing more, after the timeout
+        assert consumer.poll(timeout_seconds=0.1) == []  # the end: nothing more, after the timeout
         consumer.commit()
     assert client.lag(topic, "svc").messages == 0
 
@@ -67,7 +67,7 @@ def test_the_mark_never_moves_backwards_and_only_delivered_messages_can_be_commi
     client: MessagingClient, topic: TopicId
 ) -> None:
     client.publish(topic, [b"1", b"2", b"3"])
-    with client.consumer(topic, "svc", max_wait=0.1) as consumer:
+    with client.consumer(topic, "svc", max_wait_seconds=0.1) as consumer:
         first, second, third = consumer.poll(max_messages=3)
         consumer.commit()
         consumer.commit(first)  # older: ignored
@@ -82,10 +82,10 @@ def test_the_mark_never_moves_backwards_and_only_delivered_messages_can_be_commi
 
 
 def test_a_waiting_consumer_wakes_on_a_publish_from_this_process(client: MessagingClient, topic: TopicId) -> None:
-    with client.consumer(topic, "svc", poll_interval=60) as consumer:
+    with client.consumer(topic, "svc", poll_interval_seconds=60) as consumer:
         threading.Timer(0.3, client.publish, (topic, [b"wake"])).start()
         started = time.monotonic()
-        got = consumer.poll(timeout=30)
+        got = consumer.poll(timeout_seconds=30)
         waited = time.monotonic() - started
     assert payloads(got) == [b"wake"]
     assert waited < 20, f"woke after {waited:.1f} s: the publish did not ring (the slow poll is 60 s)"
@@ -101,12 +101,12 @@ def test_a_publish_from_another_process_rings_the_doorbell(
         "    for i in range(20):\n"  # the first publishes learn the doorbells (in the background)
         "        c.publish(t, [b'p%d' % i]); time.sleep(0.5)\n"
     )
-    with client.consumer(topic, "svc", poll_interval=60) as consumer:
+    with client.consumer(topic, "svc", poll_interval_seconds=60) as consumer:
         publisher = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env=tms_env)
         try:
-            first = consumer.poll(timeout=60)
+            first = consumer.poll(timeout_seconds=60)
             started = time.monotonic()
-            second = consumer.poll(timeout=60)
+            second = consumer.poll(timeout_seconds=60)
             waited = time.monotonic() - started
         finally:
             publisher.kill()
@@ -117,7 +117,7 @@ def test_a_publish_from_another_process_rings_the_doorbell(
 
 def test_an_iteration_ends_after_max_wait_without_messages(client: MessagingClient, topic: TopicId) -> None:
     client.publish(topic, [b"only"])
-    with client.consumer(topic, "svc", max_wait=0.3) as consumer:
+    with client.consumer(topic, "svc", max_wait_seconds=0.3) as consumer:
         started = time.monotonic()
         assert payloads(consumer) == [b"only"]
         assert time.monotonic() - started >= 0.3
@@ -141,14 +141,14 @@ def test_a_detached_consumer_is_resumed_by_its_session_in_another_client(
     client.publish(topic, [b"a", b"b", b"c", b"d"])
     consumer = client.consumer(topic, "svc", lease_seconds=1.0, owner="svc-owner")
     assert consumer.owner == "svc-owner"
-    assert payloads(consumer.poll(max_messages=2, timeout=5)) == [b"a", b"b"]
+    assert payloads(consumer.poll(max_messages=2, timeout_seconds=5)) == [b"a", b"b"]
     session = consumer.detach()
     assert session.owner == "svc-owner" and session.delivered == consumer.delivered
     with pytest.raises(SubscriptionBusy):  # the lease is still held
         client.consumer(topic, "svc")
     with MessagingClient(hbase_address, prefix) as other:
         resumed = other.consumer(topic, "svc", lease_seconds=1.0, session=session)
-        assert payloads(resumed.poll(max_messages=1, timeout=5)) == [b"c"]
+        assert payloads(resumed.poll(max_messages=1, timeout_seconds=5)) == [b"c"]
         resumed.commit()
         session = resumed.detach()
     assert client.get_subscription(topic, "svc").position == session.delivered
@@ -158,7 +158,7 @@ def test_a_detached_consumer_is_resumed_by_its_session_in_another_client(
         time.sleep(0.1)
     with pytest.raises(LeaseLost):
         client.consumer(topic, "svc", session=session)
-    with client.consumer(topic, "svc", max_wait=0.2) as fresh:  # after the committed mark
+    with client.consumer(topic, "svc", max_wait_seconds=0.2) as fresh:  # after the committed mark
         assert payloads(fresh) == [b"d"]
     with pytest.raises(InvalidArgument):
         client.consumer(topic, "svc", session=session, owner="both")
@@ -177,7 +177,7 @@ def test_a_forced_reset_takes_the_lease_and_the_old_consumer_cannot_commit(
     client: MessagingClient, topic: TopicId
 ) -> None:
     client.publish(topic, [b"x", b"y"])
-    with client.consumer(topic, "svc", max_wait=0.1) as consumer:
+    with client.consumer(topic, "svc", max_wait_seconds=0.1) as consumer:
         consumer.poll(max_messages=2)
         with pytest.raises(SubscriptionBusy):
             client.reset_subscription(topic, "svc", "latest")
@@ -192,11 +192,11 @@ def test_a_forced_reset_takes_the_lease_and_the_old_consumer_cannot_commit(
 
 def test_auto_commit_commits_handled_messages_only(client: MessagingClient, topic: TopicId) -> None:
     client.publish(topic, [b"1", b"2", b"3", b"4"])
-    with pytest.raises(RuntimeError), client.consumer(topic, "svc", auto_commit=True, max_wait=0.1) as consumer:
+    with pytest.raises(RuntimeError), client.consumer(topic, "svc", auto_commit=True, max_wait_seconds=0.1) as consumer:
         for message in consumer:
             if message.payload == b"3":
                 raise RuntimeError("handling 3 failed")
-    with client.consumer(topic, "svc", auto_commit=True, max_wait=0.1) as consumer:
+    with client.consumer(topic, "svc", auto_commit=True, max_wait_seconds=0.1) as consumer:
         assert payloads(consumer) == [b"3", b"4"]
     assert client.lag(topic, "svc").messages == 0
 
@@ -212,7 +212,7 @@ def test_reading_with_a_transaction_skips_rolled_back_and_stops_at_in_progress(
     client.publish(topic, [b"in progress"], tx_write_pointer=base + 300)
     client.publish(topic, [b"after"])
     reader = Transaction(base + 250, base + 251, [], [base + 300], base + 300)
-    with client.consumer(topic, "svc", transaction=reader, max_wait=0.1) as consumer:
+    with client.consumer(topic, "svc", transaction=reader, max_wait_seconds=0.1) as consumer:
         assert payloads(consumer) == [b"plain", b"committed"]
 
 
@@ -228,7 +228,7 @@ def test_metrics_count_publishes_and_consumed_messages(client: MessagingClient, 
     assert value("tms_client_publishes_total") == before[1] + 1
     assert value("tms_client_published_bytes_total") >= 8
     assert REGISTRY.get_sample_value("tms_client_publish_seconds_count") >= 1
-    with client.consumer(topic, "svc", max_wait=0.1) as consumer:
+    with client.consumer(topic, "svc", max_wait_seconds=0.1) as consumer:
         list(consumer)
     assert value("tms_client_consumed_messages_total", {"subscription": "svc"}) >= 2
 
@@ -238,7 +238,13 @@ def test_bad_input_is_refused_clearly(client: MessagingClient, topic: TopicId) -
         client.consumer(topic, "nope")
     with pytest.raises(TopicNotFound):
         client.consumer(TopicId("cons", "missing"), "svc")
-    for bad in ({"max_wait": -1}, {"lease_seconds": 0.1}, {"poll_interval": 0}, {"batch": 0}, {"auto_commit": 1}):
+    for bad in (
+        {"max_wait_seconds": -1},
+        {"lease_seconds": 0.1},
+        {"poll_interval_seconds": 0},
+        {"batch": 0},
+        {"auto_commit": 1},
+    ):
         with pytest.raises(InvalidArgument):
             client.consumer(topic, "svc", **bad)
     with pytest.raises(InvalidArgument, match="Transaction or a TransactionClient"):
@@ -252,15 +258,15 @@ def test_bad_input_is_refused_clearly(client: MessagingClient, topic: TopicId) -
 
 def test_a_consumer_stops_when_its_topic_is_deleted_or_recreated(client: MessagingClient, topic: TopicId) -> None:
     client.publish(topic, [b"old"])
-    with client.consumer(topic, "svc", max_wait=0.1) as consumer:
+    with client.consumer(topic, "svc", max_wait_seconds=0.1) as consumer:
         assert payloads(consumer) == [b"old"]
         client.delete_topic(topic)
         time.sleep(1.1)  # the metadata cache of this client lives up to a second
         with pytest.raises(TopicNotFound):
-            consumer.poll(timeout=0.1)
+            consumer.poll(timeout_seconds=0.1)
         client.create_topic(topic)
         with pytest.raises(SubscriptionNotFound):
-            consumer.poll(timeout=0.1)
+            consumer.poll(timeout_seconds=0.1)
     with pytest.raises(SubscriptionNotFound):
         client.get_subscription(topic, "svc")
     assert client.list_subscriptions(topic) == []
@@ -270,10 +276,10 @@ def test_no_transaction_state_needed_for_plain_consumers(client: MessagingClient
     """A consumer without a transaction client reads the transaction state from HBase to settle a mark
     committed in a transaction: one that never committed (no server ever ran here) moves nothing."""
     client.publish(topic, [b"a", b"b"])
-    with client.consumer(topic, "svc", max_wait=0.1) as consumer:
+    with client.consumer(topic, "svc", max_wait_seconds=0.1) as consumer:
         a, _b = consumer.poll(max_messages=2)
         tx = Transaction(1, 5, [], [], NO_TX_IN_PROGRESS)
         consumer.commit(a, transaction=tx)
         assert client.get_subscription(topic, "svc").pending is not None
-    with client.consumer(topic, "svc", max_wait=0.1) as consumer:
+    with client.consumer(topic, "svc", max_wait_seconds=0.1) as consumer:
         assert payloads(consumer) == [b"a", b"b"]  # the transaction never committed: nothing consumed

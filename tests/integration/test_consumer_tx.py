@@ -27,7 +27,7 @@ def topic(client: MessagingClient) -> TopicId:
 def test_a_mark_committed_with_a_transaction_counts_once_it_commits(
     client: MessagingClient, tx_client: TransactionClient, topic: TopicId
 ) -> None:
-    with client.consumer(topic, "svc", transaction=tx_client, max_wait=0.1) as consumer:
+    with client.consumer(topic, "svc", transaction=tx_client, max_wait_seconds=0.1) as consumer:
         one, two = consumer.poll(max_messages=2)
         tx = tx_client.start_short()
         consumer.commit(one, transaction=tx)
@@ -38,7 +38,7 @@ def test_a_mark_committed_with_a_transaction_counts_once_it_commits(
         tx_client.can_commit(tx, [])
         tx_client.commit(tx)
         assert client.get_subscription(topic, "svc").position == two.id  # settled when read
-    with client.consumer(topic, "svc", transaction=tx_client, max_wait=0.1) as consumer:
+    with client.consumer(topic, "svc", transaction=tx_client, max_wait_seconds=0.1) as consumer:
         assert [m.payload for m in consumer] == [b"3", b"4"]
         assert client.get_subscription(topic, "svc").pending is None  # folded when taken over
 
@@ -46,7 +46,7 @@ def test_a_mark_committed_with_a_transaction_counts_once_it_commits(
 def test_an_aborted_transaction_moves_nothing_and_its_messages_come_again(
     client: MessagingClient, tx_client: TransactionClient, topic: TopicId
 ) -> None:
-    with client.consumer(topic, "svc", transaction=tx_client, max_wait=0.1) as consumer:
+    with client.consumer(topic, "svc", transaction=tx_client, max_wait_seconds=0.1) as consumer:
         publisher = TransactionalPublisher(client)
         context = TransactionContext(tx_client, consumer, publisher)
         with pytest.raises(RuntimeError), context.transaction():

@@ -195,6 +195,8 @@ def test_topic_lifecycle(http: httpx.Client, ns: str) -> None:
     assert_error(changed, 400, "InvalidArgument")  # fixed for the generation
     assert http.delete(topic_url(ns, "ledger")).status_code == 200
     assert http.get(topic_url(ns, "orders")).json() == updated.json()
+    replaced = http.put(topic_url(ns, "orders", "properties"), json={"ttl": 120})  # the REST API replaces them all
+    assert replaced.json()["properties"] == {"ttl": "120"} == http.get(topic_url(ns, "orders")).json()["properties"]
     assert_error(http.put(topic_url(ns, "nope", "properties"), json={"ttl": 60}), 404, "TopicNotFound")
     assert_error(http.put(topic_url(ns, "orders", "properties"), json={"ttl": -1}), 400, "InvalidArgument")
     assert http.get(f"/v1/namespaces/{ns}/topics").json() == ["audit", "orders"]

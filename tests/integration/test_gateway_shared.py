@@ -68,7 +68,7 @@ def topic(direct: MessagingClient) -> TopicId:
     t = TopicId(f"n{uuid.uuid4().hex[:10]}", "jobs")
     direct.create_topic(t)
     direct.publish(t, [b"a", b"b", b"c", b"d", b"e"])
-    direct.create_subscription(t, "work", shared=True, ack_timeout=30)
+    direct.create_subscription(t, "work", shared=True, ack_timeout_seconds=30)
     return t
 
 
@@ -236,7 +236,7 @@ def test_bad_input_is_refused_and_changes_nothing(
 
 
 def test_expired_reset_and_deleted(http: httpx.Client, topic: TopicId, direct: MessagingClient) -> None:
-    direct.create_subscription(topic, "fast", shared=True, ack_timeout=0.5)
+    direct.create_subscription(topic, "fast", shared=True, ack_timeout_seconds=0.5)
     response = http.get(url(topic, "fast", "deliveries"), params={"max": 1})
     session, first = response.headers[CONSUMER], response.json()[0]
     time.sleep(0.8)
@@ -263,24 +263,29 @@ def test_gateway_client_has_the_shared_consumers_surface(
     dead = TopicId(topic.namespace, "dead")
     with GatewayClient(gateway.url, media=media) as client:
         client.create_topic(dead)
-        sub = client.create_subscription(topic, "gw", shared=True, ack_timeout=20, max_deliveries=2, dead_letter=dead)
+        sub = client.create_subscription(
+            topic, "gw", shared=True, ack_timeout_seconds=20, max_deliveries=2, dead_letter=dead
+        )
         assert sub.name == "gw"
         stats = client.get_subscription(topic, "gw").shared
         assert stats is not None and (stats.waiting, stats.max_deliveries, stats.dead_letter) == (5, 2, dead)
-        with client.shared_consumer(topic, "gw", max_wait=1.0) as consumer, direct.shared_consumer(topic, "gw") as lib:
-            batch = consumer.receive(max_messages=3, timeout=5)
+        with (
+            client.shared_consumer(topic, "gw", max_wait_seconds=1.0) as consumer,
+            direct.shared_consumer(topic, "gw") as lib,
+        ):
+            batch = consumer.receive(max_messages=3, timeout_seconds=5)
             assert [d.payload for d in batch] == [b"a", b"b", b"c"]
             assert sorted(consumer.held) == sorted(d.id for d in batch)
             with pytest.raises(NotHeld):
                 lib.ack(batch[0])  # the library's consumer does not hold it
             assert consumer.extend(batch[0], 60) >= direct.hbase_clock.now_ms() + 59_000
             consumer.ack(batch[0])
-            consumer.nack(batch[1], delay=0)
+            consumer.nack(batch[1], delay_seconds=0)
             consumer.release(batch[2])
             with pytest.raises(NotHeld):
                 consumer.ack(batch[0])  # settled already
             with pytest.raises(InvalidArgument):
-                consumer.nack(batch[1], delay=-1)
+                consumer.nack(batch[1], delay_seconds=-1)
             rest = list(consumer)  # redeliveries first, within a reap interval: compared as a set
             assert sorted((d.payload, d.deliveries) for d in rest) == [(b"b", 2), (b"c", 1), (b"d", 1), (b"e", 1)]
             assert [p.id for p in client.pending(topic, "gw")] == [p.id for p in direct.pending(topic, "gw")]
@@ -290,7 +295,7 @@ def test_gateway_client_has_the_shared_consumers_surface(
             assert [p.id for p in client.pending(topic, "gw")] == [b.id]
             consumer.nack(b)
         assert client.pending(topic, "gw")[0].state == "released"
-        with client.shared_consumer(topic, "gw", max_wait=2.0) as late:
+        with client.shared_consumer(topic, "gw", max_wait_seconds=2.0) as late:
             assert list(late) == []  # a third delivery of b would pass max_deliveries = 2: a dead letter
         assert [DeadLetter.decode(m.payload).payload for m in direct.fetch(dead)] == [b"b"]
         with pytest.raises(SubscriptionNotFound):

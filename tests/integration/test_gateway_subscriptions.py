@@ -380,17 +380,17 @@ def consuming_transcript(client: MessagingClient | GatewayClient, t: TopicId) ->
     step("create bad start", lambda: client.create_subscription(t, "x", start="soon"))
     step("get missing", lambda: client.get_subscription(t, "nope"))
     step("consumer missing", lambda: client.consumer(t, "nope"))
-    with client.consumer(t, "svc", max_wait=0.5) as consumer:
+    with client.consumer(t, "svc", max_wait_seconds=0.5) as consumer:
         step("busy", lambda: client.consumer(t, "svc"))
-        out["poll"] = [m.payload for m in consumer.poll(max_messages=2, timeout=1.0)]
+        out["poll"] = [m.payload for m in consumer.poll(max_messages=2, timeout_seconds=1.0)]
         consumer.commit()
         out["committed"] = consumer.committed
         out["iterate"] = [m.payload for m in consumer]
-        out["empty"] = consumer.poll(timeout=0.5)
+        out["empty"] = consumer.poll(timeout_seconds=0.5)
         step("commit undelivered", lambda: consumer.commit(b"\xff" * 20))
     out["lag"] = client.lag(t, "svc").messages
     with client.consumer(t, "svc") as consumer:  # the uncommitted ones again
-        out["again"] = [m.payload for m in consumer.poll(max_messages=10, timeout=1.0)]
+        out["again"] = [m.payload for m in consumer.poll(max_messages=10, timeout_seconds=1.0)]
         first = consumer.delivered
     step("reset", lambda: client.reset_subscription(t, "svc", start_time_ms=0).position)
     step("reset both", lambda: client.reset_subscription(t, "svc", b"x", 5))

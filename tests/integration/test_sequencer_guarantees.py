@@ -114,7 +114,7 @@ def test_a_dead_writers_hole_is_passed_by_readers_and_consumers_in_new_processes
         tms_env,
         PRELUDE + "with MessagingClient() as c:\n"
         "    c.create_subscription(T, 'late-joiner')\n"
-        "    with c.consumer(T, 'late-joiner', max_wait=0.5) as con:\n"
+        "    with c.consumer(T, 'late-joiner', max_wait_seconds=0.5) as con:\n"
         "        print(sum(1 for _ in con))",
     )
     assert consumed.split()[0] == "51"
@@ -194,7 +194,7 @@ def test_counts_and_lag_are_exact_for_short_lived_writers(
         assert p.wait(timeout=120) == 0, p.communicate()
     assert client.topic_stats(T).messages == 121
     assert client.lag(T, "s").messages == 121
-    with client.consumer(T, "s", max_wait=0.5) as consumer:
+    with client.consumer(T, "s", max_wait_seconds=0.5) as consumer:
         for n, _ in enumerate(consumer, 1):
             if n == 110:
                 consumer.commit()
@@ -272,7 +272,7 @@ def test_a_consumer_whose_clock_is_a_minute_ahead_does_not_take_a_held_lease(
     client: MessagingClient, topic: TopicId, tms_env: dict[str, str]
 ) -> None:
     client.create_subscription(T, "s")
-    with client.consumer(T, "s", lease_seconds=30, max_wait=0.1):
+    with client.consumer(T, "s", lease_seconds=30, max_wait_seconds=0.1):
         out = run(
             tms_env,
             PRELUDE + "from tms_hbase.errors import SubscriptionBusy\n"

@@ -53,7 +53,7 @@ def payloads(client: MessagingClient, **kwargs) -> list[bytes]:
 
 
 def next_payloads(client: MessagingClient, name: str) -> list[bytes]:
-    with client.consumer(T, name, max_wait=0.1) as consumer:
+    with client.consumer(T, name, max_wait_seconds=0.1) as consumer:
         got = [m.payload for m in consumer]
         consumer.commit()
         return got

@@ -25,7 +25,7 @@ T = TopicId("queue", "jobs")
 def queue(client: MessagingClient) -> MessagingClient:
     client.create_topic(T)
     client.publish(T, [str(i).encode() for i in range(20)])
-    client.create_subscription(T, "work", shared=True, ack_timeout=3.0, claim_size=4)
+    client.create_subscription(T, "work", shared=True, ack_timeout_seconds=3.0, claim_size=4)
     return client
 
 
@@ -46,7 +46,7 @@ def test_two_consumers_share_the_messages_and_settle_them(queue: MessagingClient
         assert not set(payloads(first)) & set(payloads(second)), "one message went to two consumers"
         assert all(d.deliveries == 1 for d in first + second)
         a.ack(*first[:4])
-        a.nack(first[4], delay=0.3)
+        a.nack(first[4], delay_seconds=0.3)
         a.release(first[5])
         extended = b.extend(second[0], 10.0)
         assert extended > second[0].deadline
@@ -81,7 +81,7 @@ def test_bad_input_is_refused_and_changes_nothing(queue: MessagingClient) -> Non
         with pytest.raises(InvalidArgument):
             a.ack()
         with pytest.raises(InvalidArgument):
-            a.nack(held[0], delay=-1)
+            a.nack(held[0], delay_seconds=-1)
         with pytest.raises(InvalidArgument):
             a.receive(0)
         assert queue.pending(T, "work") == before
@@ -111,7 +111,7 @@ def test_an_ack_of_a_message_held_here_still_fails_after_a_reset_or_deletion(cli
     reading the settings; the reset or deletion removed its claim, so it fails as it must."""
     client.create_topic(T)
     client.publish(T, [b"0", b"1", b"2"])
-    client.create_subscription(T, "work", shared=True, ack_timeout=30)
+    client.create_subscription(T, "work", shared=True, ack_timeout_seconds=30)
     with client.shared_consumer(T, "work") as consumer:
         one, two, _three = consumer.receive(3, 5)
         calls = client.installation.calls
@@ -130,8 +130,8 @@ def test_an_ack_of_a_message_held_here_still_fails_after_a_reset_or_deletion(cli
 def test_nonsense_settings_are_refused_and_create_nothing(client: MessagingClient) -> None:
     client.create_topic(T)
     bad = [
-        {"ack_timeout": 0},
-        {"ack_timeout": "30"},
+        {"ack_timeout_seconds": 0},
+        {"ack_timeout_seconds": "30"},
         {"max_deliveries": 0},
         {"max_deliveries": True},
         {"claim_size": 0},

@@ -77,7 +77,7 @@ def test_killed_and_stopped_consumers_lose_nothing_and_ack_each_message_once(
 ) -> None:
     total = 400
     publish(client, total)
-    client.create_subscription(T, "work", shared=True, ack_timeout=2.0, max_deliveries=100, claim_size=8)
+    client.create_subscription(T, "work", shared=True, ack_timeout_seconds=2.0, max_deliveries=100, claim_size=8)
     rng = random.Random(25)
     files: list[Path] = []
     killed: set[int] = set()
@@ -127,7 +127,9 @@ def test_a_poison_message_goes_to_the_dead_letters_while_the_rest_flows(
 ) -> None:
     total = 60
     publish(client, total)
-    client.create_subscription(T, "work", shared=True, ack_timeout=5.0, max_deliveries=3, dead_letter=DLT, claim_size=4)
+    client.create_subscription(
+        T, "work", shared=True, ack_timeout_seconds=5.0, max_deliveries=3, dead_letter=DLT, claim_size=4
+    )
     files = [tmp_path / "a", tmp_path / "b"]
     procs = [start(tms_env, f, "--poison", "13", "--idle", "3") for f in files]
     for proc in procs:

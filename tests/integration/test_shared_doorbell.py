@@ -30,7 +30,7 @@ def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
 def test_a_publish_from_this_process_wakes_an_idle_consumer(client: MessagingClient) -> None:
     client.create_topic(T)
     client.create_subscription(T, "work", shared=True)
-    with client.shared_consumer(T, "work", poll_interval=SLOW_POLL) as consumer:
+    with client.shared_consumer(T, "work", poll_interval_seconds=SLOW_POLL) as consumer:
         threading.Timer(0.3, client.publish, (T, [b"wake"])).start()
         started = time.monotonic()
         got = consumer.receive(1, SLOW_POLL / 2)
@@ -44,10 +44,10 @@ def test_an_idle_consumer_takes_a_nacked_message_back_when_its_delay_ends(client
     client.create_topic(T)
     client.create_subscription(T, "work", shared=True)
     client.publish(T, [b"again"])
-    with client.shared_consumer(T, "work", poll_interval=SLOW_POLL) as consumer:
+    with client.shared_consumer(T, "work", poll_interval_seconds=SLOW_POLL) as consumer:
         (first,) = consumer.receive(1, SLOW_POLL / 2)
         started = time.monotonic()
-        consumer.nack(first, delay=1.0)
+        consumer.nack(first, delay_seconds=1.0)
         got = consumer.receive(1, SLOW_POLL / 2)
         waited = time.monotonic() - started
         assert [(d.payload, d.deliveries) for d in got] == [(b"again", 2)]
@@ -67,7 +67,7 @@ def test_a_publish_from_another_process_wakes_an_idle_consumer(
         "    for i in range(40):\n"  # the first publishes learn the doorbells (in the background)
         "        c.publish(TopicId('queue', 'bells'), [b'p%d' % i]); time.sleep(0.5)\n"
     )
-    with client.shared_consumer(T, "work", poll_interval=SLOW_POLL) as consumer:
+    with client.shared_consumer(T, "work", poll_interval_seconds=SLOW_POLL) as consumer:
         publisher = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env=tms_env)
         try:
             first = consumer.receive(1, SLOW_POLL / 2)
@@ -87,7 +87,7 @@ def test_a_message_given_back_in_another_process_wakes_an_idle_consumer(
     client: MessagingClient, tms_env: dict[str, str]
 ) -> None:
     client.create_topic(T)
-    client.create_subscription(T, "work", shared=True, ack_timeout=120)
+    client.create_subscription(T, "work", shared=True, ack_timeout_seconds=120)
     client.publish(T, [b"job"])
     script = (
         "import sys; from tms_hbase import MessagingClient, TopicId\n"
@@ -106,7 +106,7 @@ def test_a_message_given_back_in_another_process_wakes_an_idle_consumer(
     try:
         assert holder.stdout is not None and holder.stdin is not None
         assert holder.stdout.readline().strip() == "held"
-        with client.shared_consumer(T, "work", poll_interval=SLOW_POLL) as idle:
+        with client.shared_consumer(T, "work", poll_interval_seconds=SLOW_POLL) as idle:
 
             def release_once_waiting() -> None:
                 wait_until(lambda: idle._bell_expires > 0)  # its doorbell's cell is written: it waits

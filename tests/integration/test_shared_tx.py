@@ -45,7 +45,7 @@ def test_a_consumer_killed_at_any_step_loses_nothing_and_doubles_nothing(
     client.create_topic(T)
     client.create_topic(SINK)
     client.publish(T, PAYLOADS)
-    client.create_subscription(T, "work", shared=True, ack_timeout=1.0, max_deliveries=10)
+    client.create_subscription(T, "work", shared=True, ack_timeout_seconds=1.0, max_deliveries=10)
     crashed = worker(tx_env, "--crash", step, "--after", "2")
     assert crashed.returncode == 9, crashed.stderr
     clean = worker(tx_env, "--idle", "10")
@@ -74,7 +74,7 @@ def test_an_explicit_transaction_and_a_rollback(
     transaction ends; a rollback gives the message back to its holder; a commit makes it acknowledged."""
     client.create_topic(T)
     client.publish(T, PAYLOADS[:2])
-    client.create_subscription(T, "work", shared=True, ack_timeout=30)
+    client.create_subscription(T, "work", shared=True, ack_timeout_seconds=30)
     with client.shared_consumer(T, "work") as consumer:
         one, two = consumer.receive(2, 5)
         tx = tx_client.start_short()

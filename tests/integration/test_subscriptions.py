@@ -33,7 +33,7 @@ def ids(client: MessagingClient, topic: TopicId = T) -> list[bytes]:
 
 def next_payloads(client: MessagingClient, name: str, topic: TopicId = T) -> list[bytes]:
     """Consume what is there and commit it."""
-    with client.consumer(topic, name, max_wait=0.1) as consumer:
+    with client.consumer(topic, name, max_wait_seconds=0.1) as consumer:
         got = [m.payload for m in consumer]
         consumer.commit()
         return got
@@ -204,7 +204,7 @@ def test_lag_counts_messages_and_age_without_scanning(client: MessagingClient) -
     time.sleep(0.05)
     lag = client.lag(T, "svc")
     assert lag.messages == 1007 and lag.exact and lag.seconds >= 0.05
-    with client.consumer(T, "svc", max_wait=0.1) as consumer:
+    with client.consumer(T, "svc", max_wait_seconds=0.1) as consumer:
         consumer.poll(max_messages=30)  # one row and a half
         consumer.commit()
         calls = client.installation.calls
@@ -290,14 +290,14 @@ def test_release_takes_the_lease_from_a_consumer_that_is_gone_and_keeps_the_mark
     client.create_topic(T)
     client.publish(T, [b"a", b"b"])
     client.create_subscription(T, "s")
-    stuck = client.consumer(T, "s", lease_seconds=60, max_wait=0.1)
+    stuck = client.consumer(T, "s", lease_seconds=60, max_wait_seconds=0.1)
     assert next(iter(stuck)).payload == b"a"
     stuck.commit()
     with pytest.raises(SubscriptionBusy):
         client.consumer(T, "s", wait_for_lease=0)
     released = client.release_subscription(T, "s")
     assert released.owner is None and released.position == client.get_subscription(T, "s").position
-    with client.consumer(T, "s", max_wait=0.1) as successor:
+    with client.consumer(T, "s", max_wait_seconds=0.1) as successor:
         assert [m.payload for m in successor] == [b"b"]
     with pytest.raises(LeaseLost):  # the old consumer, back: its next write finds the lease gone
         for _ in stuck:

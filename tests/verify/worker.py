@@ -310,7 +310,7 @@ class Worker:
             session = f"{self.name}/{sessions}"
             op = self.rec.invoke("open", topic=topic, sub=sub, session=session)
             try:
-                consumer = client.consumer(tid, sub, max_wait=1.0, lease_seconds=4.0, doorbell=None)
+                consumer = client.consumer(tid, sub, max_wait_seconds=1.0, lease_seconds=4.0, doorbell=None)
             except SubscriptionBusy as exc:
                 self.rec.complete("fail", "open", op, error=repr(exc))
                 self.pause(0.2, 1.0)
@@ -327,7 +327,7 @@ class Worker:
                     if self.stopped():
                         break
                     current, op = "consume", self.rec.invoke("consume", topic=topic, sub=sub, session=session)
-                    got = consumer.poll(max_messages=50, timeout=1.0)
+                    got = consumer.poll(max_messages=50, timeout_seconds=1.0)
                     msgs = encode(got)
                     self.rec.complete("ok", "consume", op, msgs=msgs, stream=session)
                     if got and self.rng.random() < 0.8:
@@ -424,8 +424,8 @@ class Worker:
                 with contextlib.suppress(SubscriptionAlreadyExists):
                     client.create_subscription(tid, sub, start="earliest")
                 got: list[Message] = []
-                with client.consumer(tid, sub, max_wait=0.5, doorbell=None) as consumer:
-                    while batch := consumer.poll(max_messages=1000, timeout=0.5):
+                with client.consumer(tid, sub, max_wait_seconds=0.5, doorbell=None) as consumer:
+                    while batch := consumer.poll(max_messages=1000, timeout_seconds=0.5):
                         got.extend(batch)
                     if got:
                         consumer.commit(got[len(got) // 2])

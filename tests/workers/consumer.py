@@ -61,7 +61,7 @@ def main() -> None:
             with client.consumer(
                 topic,
                 args.subscription,
-                max_wait=args.idle,
+                max_wait_seconds=args.idle,
                 lease_seconds=args.lease,
                 wait_for_lease=None if args.standby else 0.0,
                 transaction=tx_client,
@@ -121,7 +121,7 @@ def pipeline(client, consumer, tx_client, sink: TopicId, kill_at: str | None, id
     consumer.post_tx_commit = post_commit
     while True:
         context.start()
-        messages = consumer.poll(max_messages=3, timeout=idle)
+        messages = consumer.poll(max_messages=3, timeout_seconds=idle)
         if not messages:
             context.abort()
             return

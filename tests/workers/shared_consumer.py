@@ -37,7 +37,7 @@ def main() -> None:
     with (
         MessagingClient(create_tables=False) as client,
         open(args.out, "a") as out,
-        client.shared_consumer(TopicId.parse(args.topic), args.subscription, poll_interval=0.1) as consumer,
+        client.shared_consumer(TopicId.parse(args.topic), args.subscription, poll_interval_seconds=0.1) as consumer,
     ):
 
         def note(line: str) -> None:

@@ -71,7 +71,7 @@ def main() -> None:
     with (
         MessagingClient(create_tables=False) as client,
         TransactionClient() as tx_client,
-        client.shared_consumer(TopicId.parse(args.topic), args.subscription, poll_interval=0.1) as consumer,
+        client.shared_consumer(TopicId.parse(args.topic), args.subscription, poll_interval_seconds=0.1) as consumer,
     ):
         table = TransactionalTable(client.installation.table(args.table))
         publisher = TransactionalPublisher(client)

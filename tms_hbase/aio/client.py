@@ -254,7 +254,7 @@ class AsyncMessagingClient:
                 start,
                 exist_ok=exist_ok,
                 shared=shared,
-                ack_timeout=ack_timeout_seconds,
+                ack_timeout_seconds=ack_timeout_seconds,
                 max_deliveries=max_deliveries,
                 dead_letter=dead_letter,
                 claim_size=claim_size,
@@ -309,7 +309,7 @@ class AsyncMessagingClient:
 
         async def opened() -> Consumer:
             client = await self._ready()
-            return await run_sync(lambda: client.consumer(topic, name, max_wait=max_wait_seconds))
+            return await run_sync(lambda: client.consumer(topic, name, max_wait_seconds=max_wait_seconds))
 
         return AsyncConsumer(opened)
 
@@ -323,7 +323,9 @@ class AsyncMessagingClient:
 
         async def opened() -> SharedConsumer:
             client = await self._ready()
-            return await run_sync(lambda: client.shared_consumer(topic, name, owner=owner, max_wait=max_wait_seconds))
+            return await run_sync(
+                lambda: client.shared_consumer(topic, name, owner=owner, max_wait_seconds=max_wait_seconds)
+            )
 
         return AsyncSharedConsumer(opened)
 

@@ -3,7 +3,7 @@ polling, and commits a durable mark under a lease (at-least-once, or exactly-onc
 
 * **Reading.** Messages come from the reader's ordered fetch, from the last message delivered; a fetch
   stays open while messages keep coming. At the tail the consumer waits on its doorbell
-  (:mod:`.doorbell`) and also polls every ``poll_interval`` seconds, so a lost ring costs latency only.
+  (:mod:`.doorbell`) and also polls every ``poll_interval_seconds`` seconds, so a lost ring costs latency only.
 * **Marks.** ``commit()`` stores the last delivered message's id as the subscription's mark, by
   compare-and-set under the lease (:mod:`.lease`); a mark never moves backwards. After a crash the
   next consumer resumes right after the last committed mark: at-least-once.
@@ -75,7 +75,7 @@ class ConsumerSession:
 class Consumer:
     """One active consumer of one subscription (create it with ``MessagingClient.consumer``).
 
-    Iterate it for messages in order (each iteration ends after ``max_wait`` seconds without a new
+    Iterate it for messages in order (each iteration ends after ``max_wait_seconds`` seconds without a new
     message; iterate again to go on), or ``poll``. ``commit()`` stores the last delivered message as
     the subscription's mark. Use it as a context manager or call :meth:`close`, which gives the lease
     back. Not thread-safe: one thread consumes (the lease is renewed by a thread of its own).
@@ -92,20 +92,27 @@ class Consumer:
         topics: MetadataCache,
         prefix: str,
         tx_state: Callable[[], Transaction],
-        max_wait: float,
+        max_wait_seconds: float,
         transaction: Transaction | TransactionClient | None,
         auto_commit: bool,
         lease_seconds: float,
         wait_for_lease: float | None,
         doorbell: str | None,
-        poll_interval: float,
+        poll_interval_seconds: float,
         batch: int,
         session: ConsumerSession | None = None,
         owner: str | None = None,
     ) -> None:
-        _check_options(max_wait, transaction, auto_commit, lease_seconds, wait_for_lease, poll_interval, batch)
+        _check_options(
+            max_wait_seconds, transaction, auto_commit, lease_seconds, wait_for_lease, poll_interval_seconds, batch
+        )
         self.topic, self.name, self.generation = topic, name, generation
-        self.max_wait, self.auto_commit, self.poll_interval, self.batch = max_wait, auto_commit, poll_interval, batch
+        self.max_wait_seconds, self.auto_commit, self.poll_interval_seconds, self.batch = (
+            max_wait_seconds,
+            auto_commit,
+            poll_interval_seconds,
+            batch,
+        )
         self._reader, self._topics, self._tx_state = reader, topics, tx_state
         self._fixed = transaction if isinstance(transaction, Transaction) else None
         self._tx_client = None if transaction is None or isinstance(transaction, Transaction) else transaction
@@ -228,12 +235,12 @@ class Consumer:
     # -- reading --------------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[Message]:
-        """Messages in order; blocks up to ``max_wait`` for the next one, then the iteration ends."""
+        """Messages in order; blocks up to ``max_wait_seconds`` for the next one, then the iteration ends."""
         buffer = self._buffer
         while True:
             if self.auto_commit:
                 self._handled()
-            if not (buffer and self._lease.valid()) and not self._wait(time.monotonic() + self.max_wait):
+            if not (buffer and self._lease.valid()) and not self._wait(time.monotonic() + self.max_wait_seconds):
                 if self.auto_commit:
                     self._auto_commit(self._delivered)
                 return
@@ -241,17 +248,19 @@ class Consumer:
             self._delivered = message.id
             yield message
 
-    def poll(self, max_messages: int = 100, timeout: float = 1.0, *, max_bytes: int | None = None) -> list[Message]:
-        """Up to ``max_messages`` messages in order, as soon as there is one; ``[]`` after ``timeout`` s.
+    def poll(
+        self, max_messages: int = 100, timeout_seconds: float = 1.0, *, max_bytes: int | None = None
+    ) -> list[Message]:
+        """Up to ``max_messages`` messages in order, as soon as there is one; ``[]`` after ``timeout_seconds``.
         ``max_bytes``: stop after the message that brings the ids and payloads to this many bytes (so
         at least one message comes, however large)."""
         checks.positive_int("max_messages", max_messages)
         if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0):
             raise InvalidArgument(f"bad max_bytes {max_bytes!r}: expected a positive integer")
-        checks.seconds("timeout", timeout)
+        checks.seconds("timeout_seconds", timeout_seconds)
         if self.auto_commit:
             self._handled()
-        if not self._wait(time.monotonic() + timeout):
+        if not self._wait(time.monotonic() + timeout_seconds):
             return []
         take = min(max_messages, len(self._buffer))
         if max_bytes is None:
@@ -279,7 +288,7 @@ class Consumer:
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
-            self._bell.wait(min(left, self.poll_interval))
+            self._bell.wait(min(left, self.poll_interval_seconds))
 
     def _fill(self) -> None:
         """Read the next messages into the buffer, opening a new fetch from the last delivered one
@@ -466,15 +475,15 @@ def _abandon(lease: Lease, bell: Bell) -> None:
 
 
 def _check_options(
-    max_wait: object,
+    max_wait_seconds: object,
     transaction: object,
     auto_commit: object,
     lease_seconds: object,
     wait_for_lease: object,
-    poll_interval: object,
+    poll_interval_seconds: object,
     batch: object,
 ) -> None:
-    checks.seconds("max_wait", max_wait)
+    checks.seconds("max_wait_seconds", max_wait_seconds)
     checks.seconds("wait_for_lease", wait_for_lease, optional=True)
     from tms_hbase.tx.client import TransactionClient  # only here: `import tms_hbase` does not load the Thrift client
 
@@ -488,6 +497,10 @@ def _check_options(
         raise InvalidArgument(f"bad lease_seconds {lease_seconds!r}: expected seconds")
     if not lease_seconds >= MIN_LEASE_SECONDS:
         raise InvalidArgument(f"bad lease_seconds {lease_seconds!r}: at least {MIN_LEASE_SECONDS} s")
-    if isinstance(poll_interval, bool) or not isinstance(poll_interval, (int, float)) or not poll_interval > 0:
-        raise InvalidArgument(f"bad poll_interval {poll_interval!r}: expected seconds > 0")
+    if (
+        isinstance(poll_interval_seconds, bool)
+        or not isinstance(poll_interval_seconds, (int, float))
+        or not poll_interval_seconds > 0
+    ):
+        raise InvalidArgument(f"bad poll_interval_seconds {poll_interval_seconds!r}: expected seconds > 0")
     checks.positive_int("batch", batch)

@@ -203,7 +203,7 @@ class AsyncGatewayClient(AsyncMessagingService):
         claim_size: int | None = None,
     ) -> Subscription:
         """SubscriptionAlreadyExists, unless ``exist_ok`` (then the existing one is returned as it is)."""
-        options: dict[str, object] = {"ack_timeout": ack_timeout_seconds, "max_deliveries": max_deliveries}
+        options: dict[str, object] = {"ack_timeout_seconds": ack_timeout_seconds, "max_deliveries": max_deliveries}
         options |= {"claim_size": claim_size, "dead_letter": dead_letter}
         request = self.calls.create_subscription(topic, name, start, shared, options)
         try:

@@ -282,7 +282,7 @@ class Calls:
         shared: bool,
         options: dict[str, object],
     ) -> Request[Subscription]:
-        """``options``: the shared subscription's settings by their library names (``ack_timeout``,
+        """``options``: the shared subscription's settings by their library names (``ack_timeout_seconds``,
         ``max_deliveries``, ``dead_letter``, ``claim_size``), None where not given."""
         topic, name = _topic(topic), check_name(name)
         checks.subscription_options(shared, options)

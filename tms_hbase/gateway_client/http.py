@@ -211,7 +211,7 @@ class GatewayClient(MessagingService):
         *,
         exist_ok: bool = False,
         shared: bool = False,
-        ack_timeout: float | None = None,
+        ack_timeout_seconds: float | None = None,
         max_deliveries: int | None = None,
         dead_letter: TopicLike | None = None,
         claim_size: int | None = None,
@@ -219,7 +219,7 @@ class GatewayClient(MessagingService):
         """``PUT .../subscriptions/<name>``, as :meth:`MessagingClient.create_subscription` (a shared one
         with its settings); SubscriptionAlreadyExists (409), unless ``exist_ok`` (then the existing
         subscription is returned as it is), and InvalidArgument (400) as direct access raises."""
-        options: dict[str, object] = {"ack_timeout": ack_timeout, "max_deliveries": max_deliveries}
+        options: dict[str, object] = {"ack_timeout_seconds": ack_timeout_seconds, "max_deliveries": max_deliveries}
         options |= {"claim_size": claim_size, "dead_letter": dead_letter}
         request = self.calls.create_subscription(topic, name, start, shared, options)
         try:
@@ -264,25 +264,27 @@ class GatewayClient(MessagingService):
         """``GET /topics/<t>/stats``: as :meth:`MessagingClient.topic_stats`."""
         return self.run(self.calls.topic_stats(topic, windows))
 
-    def consumer(self, topic: TopicLike, name: str, *, max_wait: float = 5.0, batch: int = 100) -> GatewayConsumer:
+    def consumer(
+        self, topic: TopicLike, name: str, *, max_wait_seconds: float = 5.0, batch: int = 100
+    ) -> GatewayConsumer:
         """The active consumer of a subscription, through a gateway consumer session (docs/gateway.md):
-        SubscriptionBusy (409) while another consumer holds it. ``max_wait``: seconds an iteration waits
+        SubscriptionBusy (409) while another consumer holds it. ``max_wait_seconds``: seconds an iteration waits
         for a new message; ``batch``: messages asked for per call. Options of direct consumers that
         need the process to hold the consumer (transactions, auto-commit, doorbells) are not offered."""
-        return GatewayConsumer(self, _topic(topic), check_name(name), max_wait, batch)
+        return GatewayConsumer(self, _topic(topic), check_name(name), max_wait_seconds, batch)
 
     def pending(self, topic: TopicLike, name: str, *, limit: int | None = None) -> list[PendingMessage]:
         """``GET .../subscriptions/<name>/pending``: a shared subscription's deliveries not settled."""
         return self.run(self.calls.pending(topic, name, limit))
 
     def shared_consumer(
-        self, topic: TopicLike, name: str, *, owner: str | None = None, max_wait: float = 5.0
+        self, topic: TopicLike, name: str, *, owner: str | None = None, max_wait_seconds: float = 5.0
     ) -> GatewaySharedConsumer:
         """One consumer of a shared subscription through the gateway (:mod:`tms_hbase.gateway_client.http_shared`), with
         the library's ``receive``/``ack``/``nack``/``release``/``extend``. ``owner``: the session's secret,
         to settle its deliveries from another process (default: the gateway makes one at the first
-        ``receive``). The library's ``poll_interval`` and ``reap_interval`` are the gateway's own."""
-        return GatewaySharedConsumer(self, _topic(topic), check_name(name), owner, max_wait)
+        ``receive``). The library's ``poll_interval_seconds`` and ``reap_interval`` are the gateway's own."""
+        return GatewaySharedConsumer(self, _topic(topic), check_name(name), owner, max_wait_seconds)
 
     # -- one HTTP exchange --------------------------------------------------------------------
 
@@ -323,10 +325,11 @@ class GatewayConsumer:
     iteration, ``commit`` and ``close`` (which gives the lease back; what was delivered and not
     committed is delivered again to the next consumer: at-least-once). Not thread-safe."""
 
-    def __init__(self, client: GatewayClient, topic: TopicId, name: str, max_wait: float, batch: int) -> None:
-        checks.seconds("max_wait", max_wait)
+    def __init__(self, client: GatewayClient, topic: TopicId, name: str, max_wait_seconds: float, batch: int) -> None:
+        checks.seconds("max_wait_seconds", max_wait_seconds)
         checks.positive_int("batch", batch)
-        self.client, self.topic, self.name, self.max_wait, self.batch = client, topic, name, max_wait, batch
+        self.client, self.topic, self.name, self.batch = client, topic, name, batch
+        self.max_wait_seconds = max_wait_seconds
         self._session = sessions.ConsumerSession(client.calls, topic, name)
         client.run(self._session.open())
 
@@ -349,15 +352,15 @@ class GatewayConsumer:
         """The id of the last message delivered (what ``commit()`` stores)."""
         return self._session.delivered
 
-    def poll(self, max_messages: int = 100, timeout: float = 1.0) -> list[Message]:
-        """Up to ``max_messages`` messages in order, as soon as there is one; ``[]`` after ``timeout`` s."""
-        checks.seconds("timeout", timeout)
-        return self.client.run(self._session.poll(max_messages, timeout))
+    def poll(self, max_messages: int = 100, timeout_seconds: float = 1.0) -> list[Message]:
+        """Up to ``max_messages`` messages in order, as soon as there is one; ``[]`` after ``timeout_seconds``."""
+        checks.seconds("timeout_seconds", timeout_seconds)
+        return self.client.run(self._session.poll(max_messages, timeout_seconds))
 
     def __iter__(self) -> Iterator[Message]:
-        """Messages in order; waits up to ``max_wait`` for the next one, then the iteration ends."""
+        """Messages in order; waits up to ``max_wait_seconds`` for the next one, then the iteration ends."""
         while True:
-            page = self.poll(self.batch, self.max_wait)
+            page = self.poll(self.batch, self.max_wait_seconds)
             if not page:
                 return
             for message in page:

@@ -31,10 +31,10 @@ class GatewaySharedConsumer:
     thread-safe: one thread per consumer, as the library's."""
 
     def __init__(
-        self, client: GatewayClient, topic: TopicId, name: str, owner: str | None = None, max_wait: float = 5.0
+        self, client: GatewayClient, topic: TopicId, name: str, owner: str | None = None, max_wait_seconds: float = 5.0
     ) -> None:
-        checks.seconds("max_wait", max_wait)
-        self.client, self.topic, self.name, self.max_wait = client, topic, name, max_wait
+        checks.seconds("max_wait_seconds", max_wait_seconds)
+        self.client, self.topic, self.name, self.max_wait_seconds = client, topic, name, max_wait_seconds
         self._session = SharedSession(client.calls, topic, name, owner)
 
     def __enter__(self) -> GatewaySharedConsumer:
@@ -65,34 +65,34 @@ class GatewaySharedConsumer:
                 self.client.run(request)
 
     def __iter__(self) -> Iterator[Delivery]:
-        """Deliveries one by one; the iteration ends after ``max_wait`` seconds without one."""
+        """Deliveries one by one; the iteration ends after ``max_wait_seconds`` seconds without one."""
         while True:
-            got = self.receive(1, self.max_wait)
+            got = self.receive(1, self.max_wait_seconds)
             if not got:
                 return
             yield got[0]
 
-    def receive(self, max_messages: int = 10, timeout: float = 1.0) -> list[Delivery]:
+    def receive(self, max_messages: int = 10, timeout_seconds: float = 1.0) -> list[Delivery]:
         """Up to ``max_messages`` deliveries, redeliveries first, as soon as there is one; ``[]`` after
-        ``timeout`` seconds (``GET .../deliveries``)."""
+        ``timeout_seconds`` (``GET .../deliveries``)."""
         checks.positive_int("max_messages", max_messages)
-        checks.seconds("timeout", timeout)
-        return self.client.run(self._session.receive(max_messages, timeout))
+        checks.seconds("timeout_seconds", timeout_seconds)
+        return self.client.run(self._session.receive(max_messages, timeout_seconds))
 
     def ack(self, *deliveries: Delivery | bytes) -> None:
         """Acknowledge; NotHeld (after settling the others) lists those this session does not hold."""
         self.client.run(self._session.ack(deliveries))
 
-    def nack(self, delivery: Delivery | bytes, delay: float = 0.0) -> None:
-        """Deliver again after ``delay`` seconds, to any consumer; the delivery counts."""
-        checks.seconds("delay", delay)
-        self.client.run(self._session.nack(delivery, delay))
+    def nack(self, delivery: Delivery | bytes, delay_seconds: float = 0.0) -> None:
+        """Deliver again after ``delay_seconds``, to any consumer; the delivery counts."""
+        checks.seconds("delay_seconds", delay_seconds)
+        self.client.run(self._session.nack(delivery, delay_seconds))
 
     def release(self, delivery: Delivery | bytes) -> None:
         """Give it back at once without counting this delivery."""
         self.client.run(self._session.release(delivery))
 
-    def extend(self, delivery: Delivery | bytes, seconds: float | None = None) -> int:
-        """Hold it ``seconds`` more from now (default: the ack timeout); the new deadline (HBase ms)."""
-        checks.seconds("seconds", seconds, optional=True)
-        return self.client.run(self._session.extend(delivery, seconds))
+    def extend(self, delivery: Delivery | bytes, timeout_seconds: float | None = None) -> int:
+        """Hold it until ``timeout_seconds`` from now (default: the ack timeout); the new deadline (HBase ms)."""
+        checks.seconds("timeout_seconds", timeout_seconds, optional=True)
+        return self.client.run(self._session.extend(delivery, timeout_seconds))

@@ -383,7 +383,7 @@ def _shared(s: SharedStats) -> dict[str, Any]:
         "redelivered": s.redelivered,
         "oldestUnackedSeconds": s.oldest_unacked_seconds,
         "consumers": s.consumers,
-        "ackTimeout": s.ack_timeout,
+        "ackTimeout": s.ack_timeout_seconds,
         "maxDeliveries": s.max_deliveries,
         "deadLetter": None if s.dead_letter is None else str(s.dead_letter),
     }

@@ -22,7 +22,7 @@ from tms_hbase.shared.admin import PendingMessage
 from tms_hbase.shared.consumer import Delivery
 
 CREATE_OPTIONS = {  # JSON field of a create body -> MessagingClient.create_subscription keyword
-    "ackTimeout": "ack_timeout",
+    "ackTimeout": "ack_timeout_seconds",
     "maxDeliveries": "max_deliveries",
     "deadLetter": "dead_letter",
     "claimSize": "claim_size",

@@ -5,6 +5,11 @@ app) gets these with no more code. Each update is an in-memory increment or a hi
 (about a microsecond), next to HBase calls that take a millisecond or more. Without
 ``prometheus_client`` installed every metric is a no-op.
 
+The metrics are made, and ``prometheus_client`` imported, when the process first updates one of them
+(:data:`CLIENT_METRICS`): importing ``prometheus_client`` takes tens of milliseconds (its exposition
+code loads the HTTP server and e-mail modules), which a command that only reads a topic list should not
+pay at every start.
+
 Per-topic depth and per-subscription lag are not counted here: they are read from HBase by the
 exporter (:mod:`tms_hbase.ops.exporter`), which any process can run.
 """
@@ -12,12 +17,8 @@ exporter (:mod:`tms_hbase.ops.exporter`), which any process can run.
 from __future__ import annotations
 
 import contextlib
-from typing import Any
-
-try:
-    from prometheus_client import Counter, Gauge, Histogram
-except ImportError:  # pragma: no cover - prometheus_client is a dependency; this keeps it optional
-    Counter = Gauge = Histogram = None  # type: ignore[assignment,misc]
+import threading
+from typing import Any, cast
 
 # Latency buckets (seconds) from 0.5 ms to 10 s: HBase calls on loopback take about a millisecond.
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -46,6 +47,10 @@ class ClientMetrics:
     """The library's counters and histograms (one set per process, shared by every client)."""
 
     def __init__(self) -> None:
+        try:
+            from prometheus_client import Counter, Gauge, Histogram
+        except ImportError:  # pragma: no cover - prometheus_client is a dependency; this keeps it optional
+            Counter = Gauge = Histogram = None  # type: ignore[assignment,misc]
         self.publishes = _metric(Counter, "tms_client_publishes", "Publish calls that succeeded", ["topic"])
         self.published_messages = _metric(
             Counter, "tms_client_published_messages", "Messages published (stored payloads excluded)", ["topic"]
@@ -111,5 +116,21 @@ def _metric(kind: Any, name: str, documentation: str, labels: list[str] | None =
     return kind(name, documentation, labels or (), **extra)
 
 
-CLIENT_METRICS = ClientMetrics()
-"""The process's library metrics."""
+class _MadeAtFirstUse:
+    """Stands in for the process's :class:`ClientMetrics` until one of them is first used, then makes
+    them (once, whichever thread comes first) and passes every attribute on to them."""
+
+    def __init__(self) -> None:
+        self._metrics: ClientMetrics | None = None
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        if self._metrics is None:
+            with self._lock:
+                if self._metrics is None:
+                    self._metrics = ClientMetrics()
+        return getattr(self._metrics, name)
+
+
+CLIENT_METRICS = cast(ClientMetrics, _MadeAtFirstUse())
+"""The process's library metrics (made, and registered, at the first update of any of them)."""

@@ -4,12 +4,11 @@ one place."""
 
 from __future__ import annotations
 
+import functools
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import fastavro
 
 from tms_hbase.errors import InvalidArgument
 
@@ -99,15 +98,25 @@ SCHEMAS: dict[str, Any] = {
     },
     "Deadlines": {"type": "array", "items": "long"},
 }
-_PARSED = {name: fastavro.parse_schema(schema) for name, schema in SCHEMAS.items()}
 HANDLE_MAGIC = b"TMRB"
+
+
+@functools.cache
+def _parsed(schema: str) -> Any:
+    """One of :data:`SCHEMAS`, parsed by fastavro (imported at the first use: a process that never encodes
+    Avro, such as a CLI command, does not load it)."""
+    import fastavro
+
+    return fastavro.parse_schema(SCHEMAS[schema])
 
 
 def encode(schema: str, record: dict[str, Any] | list[Any]) -> bytes:
     """Avro binary (schemaless) of ``record`` under one of :data:`SCHEMAS`."""
+    import fastavro
+
     out = io.BytesIO()
     try:
-        fastavro.schemaless_writer(out, _PARSED[schema], record)
+        fastavro.schemaless_writer(out, _parsed(schema), record)
     except (ValueError, TypeError, KeyError) as exc:
         raise InvalidArgument(f"cannot encode {schema}: {exc}") from None
     return out.getvalue()
@@ -115,9 +124,11 @@ def encode(schema: str, record: dict[str, Any] | list[Any]) -> bytes:
 
 def decode(schema: str, data: bytes) -> Any:
     """Inverse of :func:`encode`; bytes that do not decode completely are InvalidArgument."""
+    import fastavro
+
     buffer = io.BytesIO(data)
     try:
-        record = fastavro.schemaless_reader(buffer, _PARSED[schema], None)
+        record = fastavro.schemaless_reader(buffer, _parsed(schema), None)
     except Exception as exc:  # fastavro raises many kinds on garbage input
         raise InvalidArgument(f"corrupt {schema}: {type(exc).__name__}") from None
     if buffer.tell() != len(data):

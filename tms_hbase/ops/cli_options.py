@@ -9,6 +9,7 @@ not load it.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from collections.abc import Callable
@@ -91,7 +92,48 @@ def config_from_options(thrift: str | None, prefix: str | None, timeout: float) 
     return Config.resolve(thrift, prefix, timeout_seconds=timeout)
 
 
-class ToolGroup(click.Group):
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported only when one is run or its help is asked for, so that
+    ``--help``, ``--version`` and a single command load no more than they use (every import of a command
+    module costs start-up time: a storage or metrics library takes tens of milliseconds).
+
+    ``lazy`` maps a subcommand's name to ``("module:attribute", summary)``; the summary is its line in
+    the group's help, listed without importing it, and becomes the command's ``short_help`` when it is
+    loaded, so the two never differ.
+    """
+
+    def __init__(self, *args: Any, lazy: dict[str, tuple[str, str]] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.lazy:
+            where, summary = self.lazy[cmd_name]
+            module, attribute = where.split(":")
+            command = getattr(importlib.import_module(module), attribute)
+            command.short_help = summary
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The subcommands with their summaries, as click lists them, without importing lazy ones."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(map(len, names), default=0)
+        rows = []
+        for name in names:
+            if name not in self.commands and name in self.lazy:
+                rows.append((name, self.lazy[name][1]))
+            elif (command := self.get_command(ctx, name)) is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+class ToolGroup(LazyGroup):
     """The top-level group of a command-line tool: every error is one line on stderr, usage errors
     included (``error: Missing argument 'NAMESPACE:TOPIC'. (see 'tms-admin topic create --help')``,
     exit code 2), and output cut short by a closed pipe (``tms-admin topic tail ... | head``) ends the

@@ -40,7 +40,7 @@ class SharedStats:
     redelivered: int
     oldest_unacked_seconds: float
     consumers: int
-    ack_timeout: float
+    ack_timeout_seconds: float
     max_deliveries: int
     dead_letter: TopicId | None
 
@@ -91,14 +91,14 @@ class SharedAdmin:
         name: str,
         start: object = EARLIEST,
         *,
-        ack_timeout: object = 30.0,
+        ack_timeout_seconds: object = 30.0,
         max_deliveries: object = 5,
         dead_letter: object = None,
         claim_size: object = 16,
     ) -> Subscription:
         """A new shared subscription (checked whole before anything is written)."""
         name = check_name(name)
-        ack_ms, deliveries, size = check_settings(ack_timeout, max_deliveries, claim_size)
+        ack_ms, deliveries, size = check_settings(ack_timeout_seconds, max_deliveries, claim_size)
         target = None if dead_letter is None else as_topic(dead_letter)
         if target == meta.topic:
             raise InvalidArgument(f"the dead-letter topic of {meta.topic} cannot be the topic itself")
@@ -165,7 +165,7 @@ class SharedAdmin:
             redelivered=totals.redelivered,
             oldest_unacked_seconds=oldest,
             consumers=len({c.owner for c in in_flight}),
-            ack_timeout=settings.ack_timeout_ms / 1000,
+            ack_timeout_seconds=settings.ack_timeout_ms / 1000,
             max_deliveries=settings.max_deliveries,
             dead_letter=settings.dead_letter,
         )

@@ -20,7 +20,7 @@ to one of them at a time (a work queue; docs/shared.md).
 * **Idle.** A consumer that finds nothing waits on its doorbell (:mod:`~tms_hbase.consume.doorbell`),
   whose address it writes into a cell of the subscription's state: publishers ring it, and so do other
   consumers that give a message or a range with more to read back; it also wakes at the next deadline
-  its last reap saw, and after ``poll_interval`` regardless (a ring is only a hint).
+  its last reap saw, and after ``poll_interval_seconds`` regardless (a ring is only a hint).
 * **Settling.** ``ack``, ``nack(delay=)``, ``release`` and ``extend`` are each a compare-and-set on the
   claim as this consumer holds it, refused (:class:`~tms_hbase.errors.NotHeld`, nothing changed) once the
   deadline passed, another consumer holds it, or the subscription was reset or deleted.
@@ -98,20 +98,20 @@ class SharedConsumer(TransactionalAcks):
         clock: Callable[[], int],
         publish: Publish,
         owner: str | None = None,
-        max_wait: float = 5.0,
-        poll_interval: float = 0.5,
+        max_wait_seconds: float = 5.0,
+        poll_interval_seconds: float = 0.5,
         reap_interval: float | None = None,
         tx_state: Callable[[], Transaction] | None = None,
         prefix: str = "",
         doorbell: str | None = DEFAULT_HOST,
     ) -> None:
-        for what, value in (("max_wait", max_wait), ("poll_interval", poll_interval)):
+        for what, value in (("max_wait_seconds", max_wait_seconds), ("poll_interval_seconds", poll_interval_seconds)):
             checks.seconds(what, value)
         if owner is not None and (not isinstance(owner, str) or not owner):
             raise InvalidArgument(f"bad owner {owner!r}: a non-empty name")
         self.topic, self.name, self.generation = topic, name, generation
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.max_wait, self.poll_interval = max_wait, max(poll_interval, 0.01)
+        self.max_wait_seconds, self.poll_interval_seconds = max_wait_seconds, max(poll_interval_seconds, 0.01)
         self._key, self._store, self._reader, self._topics = subscription_key, store, reader, topics
         self._clock, self._publish = clock, publish
         self._settings_data, self.settings = self._read_settings()
@@ -185,21 +185,21 @@ class SharedConsumer(TransactionalAcks):
     # -- receiving ------------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[Delivery]:
-        """Deliveries one by one; the iteration ends after ``max_wait`` seconds without one."""
+        """Deliveries one by one; the iteration ends after ``max_wait_seconds`` seconds without one."""
         while True:
-            got = self.receive(1, self.max_wait)
+            got = self.receive(1, self.max_wait_seconds)
             if not got:
                 return
             yield got[0]
 
-    def receive(self, max_messages: int = 10, timeout: float = 1.0) -> list[Delivery]:
+    def receive(self, max_messages: int = 10, timeout_seconds: float = 1.0) -> list[Delivery]:
         """Up to ``max_messages`` deliveries, redeliveries first, as soon as there is one; ``[]`` after
-        ``timeout`` seconds. Each is held until its ``deadline``: settle it before then."""
+        ``timeout_seconds``. Each is held until its ``deadline``: settle it before then."""
         checks.positive_int("max_messages", max_messages)
-        checks.seconds("timeout", timeout)
+        checks.seconds("timeout_seconds", timeout_seconds)
         if self._closed:
             raise TmsError(f"{self!r} is closed")
-        end = time.monotonic() + timeout
+        end = time.monotonic() + timeout_seconds
         reaped = False
         while True:
             if self._bell is not None:
@@ -220,7 +220,7 @@ class SharedConsumer(TransactionalAcks):
             left = end - time.monotonic()
             if left <= 0:
                 return []
-            wait = min(left, self.poll_interval)
+            wait = min(left, self.poll_interval_seconds)
             if self._next_due is not None:
                 wait = min(wait, max(_MIN_WAIT, (self._next_due - self._clock()) / 1000))
             self._await_ring(wait)
@@ -291,17 +291,17 @@ class SharedConsumer(TransactionalAcks):
         if failed:
             raise NotHeld("; ".join(failed))
 
-    def nack(self, delivery: Delivery | bytes, delay: float = 0.0) -> None:
-        """Give the message back to be delivered again (to any consumer) after ``delay`` seconds; the
+    def nack(self, delivery: Delivery | bytes, delay_seconds: float = 0.0) -> None:
+        """Give the message back to be delivered again (to any consumer) after ``delay_seconds``; the
         delivery counts towards ``max_deliveries``."""
-        checks.seconds("delay", delay)
+        checks.seconds("delay_seconds", delay_seconds)
         (message_id,) = self.ids_of([delivery])
         self._before_settling([message_id])
         self._settle(
             message_id,
-            lambda c, now: replace(c, state=ClaimState.FREE, owner=None, deadline=now + int(delay * 1000)),
+            lambda c, now: replace(c, state=ClaimState.FREE, owner=None, deadline=now + int(delay_seconds * 1000)),
         )
-        if not delay:
+        if not delay_seconds:
             self._ring_peers()
 
     def release(self, delivery: Delivery | bytes) -> None:
@@ -314,14 +314,14 @@ class SharedConsumer(TransactionalAcks):
         )
         self._ring_peers()
 
-    def extend(self, delivery: Delivery | bytes, seconds: float | None = None) -> int:
-        """Hold the message ``seconds`` more from now (default: the subscription's ack timeout) while
-        slow work goes on; returns the new deadline (HBase ms)."""
-        if seconds is not None:
-            checks.seconds("seconds", seconds)
+    def extend(self, delivery: Delivery | bytes, timeout_seconds: float | None = None) -> int:
+        """Hold the message until ``timeout_seconds`` from now (default: the subscription's ack timeout)
+        while slow work goes on; returns the new deadline (HBase ms)."""
+        if timeout_seconds is not None:
+            checks.seconds("timeout_seconds", timeout_seconds)
         (message_id,) = self.ids_of([delivery])
         self._before_settling([message_id])
-        extra = self.settings.ack_timeout_ms if seconds is None else int(seconds * 1000)
+        extra = self.settings.ack_timeout_ms if timeout_seconds is None else int(timeout_seconds * 1000)
         return self._settle(message_id, lambda c, now: replace(c, deadline=now + extra)).claim.deadline
 
     def _before_settling(self, ids: list[bytes]) -> None:

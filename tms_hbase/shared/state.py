@@ -118,12 +118,16 @@ def new_incarnation() -> bytes:
     return os.urandom(8)
 
 
-def check_settings(ack_timeout: object, max_deliveries: object, claim_size: object) -> tuple[int, int, int]:
+def check_settings(ack_timeout_seconds: object, max_deliveries: object, claim_size: object) -> tuple[int, int, int]:
     """Validated ``(ack_timeout_ms, max_deliveries, claim_size)``; InvalidArgument names the bad one."""
-    if isinstance(ack_timeout, bool) or not isinstance(ack_timeout, (int, float)) or not ack_timeout >= 0.1:
-        raise InvalidArgument(f"bad ack_timeout {ack_timeout!r}: expected seconds >= 0.1")
-    if ack_timeout > 86400 * 7:
-        raise InvalidArgument(f"bad ack_timeout {ack_timeout!r}: at most a week")
+    if (
+        isinstance(ack_timeout_seconds, bool)
+        or not isinstance(ack_timeout_seconds, (int, float))
+        or not ack_timeout_seconds >= 0.1
+    ):
+        raise InvalidArgument(f"bad ack_timeout_seconds {ack_timeout_seconds!r}: expected seconds >= 0.1")
+    if ack_timeout_seconds > 86400 * 7:
+        raise InvalidArgument(f"bad ack_timeout_seconds {ack_timeout_seconds!r}: at most a week")
     if (
         isinstance(max_deliveries, bool)
         or not isinstance(max_deliveries, int)
@@ -132,7 +136,7 @@ def check_settings(ack_timeout: object, max_deliveries: object, claim_size: obje
         raise InvalidArgument(f"bad max_deliveries {max_deliveries!r}: expected 1..{MAX_DELIVERIES_LIMIT}")
     if isinstance(claim_size, bool) or not isinstance(claim_size, int) or not 1 <= claim_size <= MAX_CLAIM_SIZE:
         raise InvalidArgument(f"bad claim_size {claim_size!r}: expected 1..{MAX_CLAIM_SIZE} positions")
-    return int(ack_timeout * 1000), max_deliveries, claim_size
+    return int(ack_timeout_seconds * 1000), max_deliveries, claim_size
 
 
 class ClaimState(Enum):

@@ -21,7 +21,7 @@ from typing import Any
 from thriftpy2.transport import TTransportException
 
 from tms_hbase.model import green
-from tms_hbase.storage.connection import HBaseConnection, _Connection, check_read_size, time_left
+from tms_hbase.storage.connection import Connection, HBaseConnection, check_read_size, time_left
 
 
 class _LoopSocket:
@@ -79,8 +79,8 @@ class _LoopSocket:
             writer.transport.abort()  # no half-read answer can be mistaken for the next one
 
 
-class _LoopConnection(_Connection):
-    """A happybase connection on a :class:`_LoopSocket`."""
+class _LoopConnection(Connection):
+    """A connection on a :class:`_LoopSocket`."""
 
     socket_class = _LoopSocket  # type: ignore[assignment]
 

@@ -16,19 +16,20 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from types import ModuleType
+from typing import Any, TypeVar, cast
 
-import happybase
-import Hbase_thrift  # loaded by happybase's import above
+from thriftpy2.protocol import TBinaryProtocol
 from thriftpy2.protocol.exc import TProtocolException
 from thriftpy2.thrift import TClient, TDecodeException, TException
-from thriftpy2.transport import TSocket, TTransportException
+from thriftpy2.transport import TBufferedTransport, TSocket, TTransportException
 
 from tms_hbase.config import check_timeout
 from tms_hbase.errors import ClientClosed, HBaseError, HBaseUnavailable, TmsError
 from tms_hbase.model import green
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.retry import Retry
+from tms_hbase.storage import hbase_thrift
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -49,7 +50,7 @@ class NotThrift(Exception):
 
 
 # Errors HBase sent as an answer: the connection itself is fine.
-_HBASE_ANSWERS = (Hbase_thrift.IOError, Hbase_thrift.IllegalArgument, Hbase_thrift.AlreadyExists)
+_HBASE_ANSWERS = (hbase_thrift.IOError, hbase_thrift.IllegalArgument, hbase_thrift.AlreadyExists)
 # Failures of the link itself (as opposed to an answer from HBase): the connection is discarded.
 _LINK_ERRORS = (TTransportException, socket.timeout, OSError, EOFError, NotThrift)
 # The one deadline of the library operation running in this context (see HBaseConnection.operation).
@@ -126,32 +127,41 @@ class CheckedClient(TClient):
             raise failure from exc
 
 
-class _Connection(happybase.Connection):
-    """A happybase connection on a :class:`DeadlineSocket` (or another ``socket_class`` with its interface:
-    the asyncio pool's), with a :class:`CheckedClient`."""
+class Connection:
+    """One connection to the HBase Thrift gateway as it serves by default (Thrift1, buffered transport,
+    binary protocol), on a :class:`DeadlineSocket` (or another ``socket_class`` with its interface: the
+    asyncio pool's), with a :class:`CheckedClient` (``client``) whose calls are those of
+    :class:`~tms_hbase.storage.hbase_thrift.Hbase`."""
 
     socket_class: type[DeadlineSocket] = DeadlineSocket
-    socket: DeadlineSocket
 
-    def _refresh_thrift_client(self) -> None:
-        self.socket = self.socket_class(self.host, self.port)
-        self.transport = self._transport_class(self.socket, buf_size=READ_BUFFER)
-        self.client = CheckedClient(Hbase_thrift.Hbase, self._protocol_class(self.transport, decode_response=False))
+    def __init__(self, host: str, port: int) -> None:
+        self.socket = self.socket_class(host, port)
+        self.transport = TBufferedTransport(self.socket, buf_size=READ_BUFFER)
+        service = cast(ModuleType, hbase_thrift.Hbase)  # (thriftpy2 types a service as a module; it is a class)
+        self.client = CheckedClient(service, TBinaryProtocol(self.transport, decode_response=False))
+
+    def open(self) -> None:
+        self.transport.open()
+
+    def close(self) -> None:
+        if self.transport.is_open():
+            self.transport.close()
 
 
-def mutation(column: bytes, value: bytes) -> Hbase_thrift.Mutation:
-    """A Thrift1 put of one cell, for checkAndPut (which happybase does not wrap)."""
-    return Hbase_thrift.Mutation(column=column, value=value)
+def mutation(column: bytes, value: bytes) -> hbase_thrift.Mutation:
+    """A Thrift1 put of one cell (written to the WAL)."""
+    return hbase_thrift.Mutation(isDelete=False, column=column, value=value, writeToWAL=True)
 
 
-def scan_spec(start: bytes, stop: bytes, caching: int) -> Hbase_thrift.TScan:
+def scan_spec(start: bytes, stop: bytes, caching: int) -> hbase_thrift.TScan:
     """A Thrift1 scan of rows ``start`` to ``stop`` (exclusive) that fetches ``caching`` rows per round
-    trip inside HBase, for scanner calls made without happybase's per-row dicts."""
-    return Hbase_thrift.TScan(startRow=start, stopRow=stop, caching=caching)
+    trip inside HBase, for scanner calls made without building a dict per row."""
+    return hbase_thrift.TScan(startRow=start, stopRow=stop, caching=caching)
 
 
 class HBaseConnection:
-    """A pool of happybase connections to a Thrift gateway.
+    """A pool of connections to an HBase Thrift gateway.
 
     Each call borrows a connection for one thread; a connection that broke is closed and replaced,
     idempotent calls are retried on a fresh one as the ``retry`` policy says while their deadline
@@ -163,8 +173,8 @@ class HBaseConnection:
     ``retries`` is the older way to say ``Retry(attempts=retries + 1)``.
     """
 
-    connection_class: type[_Connection] = _Connection
-    """What the pool opens: happybase connections on a :class:`DeadlineSocket` (an asyncio pool opens others)."""
+    connection_class: type[Connection] = Connection
+    """What the pool opens: connections on a :class:`DeadlineSocket` (an asyncio pool opens others)."""
 
     def __init__(
         self,
@@ -182,7 +192,7 @@ class HBaseConnection:
         self.timeout = check_timeout(timeout)
         self.retry = retry or Retry()
         self.max_idle = max_idle
-        self._idle: list[tuple[_Connection, float]] = []
+        self._idle: list[tuple[Connection, float]] = []
         self._lock = threading.Lock()
         self._slots = green.semaphore(pool_size)
         self._closed = False
@@ -220,7 +230,7 @@ class HBaseConnection:
         return _OPERATION_DEADLINE.get() or time.monotonic() + self.timeout
 
     @contextmanager
-    def connection(self, what: str, deadline: float | None = None) -> Iterator[happybase.Connection]:
+    def connection(self, what: str, deadline: float | None = None) -> Iterator[Connection]:
         """Borrow an open connection for ``what`` (used in error messages) until ``deadline``
         (default: :meth:`deadline`); errors are wrapped."""
         if self._closed:
@@ -254,7 +264,7 @@ class HBaseConnection:
             self._give_back(conn, healthy)
             self._slots.release()
 
-    def run(self, what: str, call: Callable[[happybase.Connection], T], *, idempotent: bool = True) -> T:
+    def run(self, what: str, call: Callable[[Connection], T], *, idempotent: bool = True) -> T:
         """Run ``call`` on a borrowed connection by one deadline; retry link failures of idempotent
         calls as the retry policy says, while the deadline leaves time (a timeout is never retried:
         the deadline has passed)."""
@@ -278,7 +288,7 @@ class HBaseConnection:
         for conn, _ in idle:
             conn.close()
 
-    def _take(self, deadline: float) -> _Connection:
+    def _take(self, deadline: float) -> Connection:
         stale = []
         conn = None
         with self._lock:
@@ -295,12 +305,12 @@ class HBaseConnection:
             return conn
         return self._open(deadline)
 
-    def _open(self, deadline: float) -> _Connection:
+    def _open(self, deadline: float) -> Connection:
         """A new connection to the gateway in use; if it cannot be reached, to the next one (each
         gateway is tried once, within the deadline)."""
         for tried in range(1, len(self._addresses) + 1):
             index = self._current
-            conn = self.connection_class(*self._addresses[index], autoconnect=False)
+            conn = self.connection_class(*self._addresses[index])
             conn.socket.deadline = deadline
             try:
                 conn.open()
@@ -319,7 +329,7 @@ class HBaseConnection:
                 )
         raise AssertionError("unreachable")
 
-    def _give_back(self, conn: _Connection | None, healthy: bool) -> None:
+    def _give_back(self, conn: Connection | None, healthy: bool) -> None:
         if conn is None:
             return
         with self._lock:

@@ -11,19 +11,18 @@ from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from operator import attrgetter, methodcaller
 from typing import Any
 
-import happybase
-
 from tms_hbase.errors import HBaseError
 from tms_hbase.model.retry import Retry
 from tms_hbase.model.tables import CORE, FAMILIES, FAMILY, TableNames
-from tms_hbase.storage.connection import HBaseConnection, mutation, scan_spec
+from tms_hbase.storage.connection import Connection, HBaseConnection, mutation, scan_spec
+from tms_hbase.storage.hbase_thrift import BatchMutation, ColumnDescriptor, Mutation, TScan
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +96,13 @@ class Table:
 
     def get(self, key: bytes, columns: Sequence[bytes] | None = None) -> dict[bytes, bytes]:
         """The row's cells (only ``columns`` if given); ``{}`` if the row does not exist."""
-        return self.hbase.run(f"read row of {self.name}", lambda c: c.table(self.name).row(key, columns=columns))
+        wanted = None if columns is None else list(columns)
+
+        def read(conn: Connection) -> dict[bytes, bytes]:
+            rows = conn.client.getRowWithColumns(self._name, key, wanted, {})
+            return {column: cell.value for column, cell in rows[0].columns.items()} if rows else {}
+
+        return self.hbase.run(f"read row of {self.name}", read)
 
     def get_cell(self, key: bytes, column: bytes) -> bytes | None:
         """One cell's value, or None if it does not exist."""
@@ -107,7 +112,7 @@ class Table:
         """Up to ``versions`` versions of one cell, newest first, as (value, timestamp)."""
         return self.hbase.run(
             f"read cell versions of {self.name}",
-            lambda c: c.table(self.name).cells(key, column, versions=versions, include_timestamp=True),
+            lambda c: [(cell.value, cell.timestamp) for cell in c.client.getVer(self._name, key, column, versions, {})],
         )
 
     def scan(
@@ -129,20 +134,37 @@ class Table:
         HBase filter string applied in the region servers (e.g. :data:`KEYS_ONLY`).
         """
         batch = DEFAULT_BATCH if limit is None else max(1, min(limit, MAX_BATCH))
+        if limit is not None and limit < 1:
+            raise ValueError("a scan's limit must be at least 1")
+        low, high = start or None, stop or None
+        if prefix is not None:
+            if low is not None or high is not None:
+                raise TypeError("a scan takes a prefix or start and stop, not both")
+            low, high = (_after(prefix), prefix) if reverse else (prefix, _after(prefix))
+        spec = TScan(
+            startRow=low or b"",
+            stopRow=high,
+            columns=None if columns is None else list(columns),
+            caching=batch,
+            filterString=filter.encode() if isinstance(filter, str) else filter,
+            sortColumns=False,
+            reversed=reverse,
+        )
+        cell: Callable[[Any], Any] = (lambda c: (c.value, c.timestamp)) if timestamps else _VALUE
 
-        def scan(conn) -> list[Row]:
-            rows = conn.table(self.name).scan(
-                row_start=start or None,
-                row_stop=stop or None,
-                row_prefix=prefix,
-                columns=columns,
-                limit=limit,
-                batch_size=batch,
-                reverse=reverse,
-                include_timestamp=timestamps,
-                filter=filter,
-            )
-            return list(rows)
+        def scan(conn: Connection) -> list[Row]:
+            client = conn.client
+            rows: list[Row] = []
+            scanner = client.scannerOpenWithScan(self._name, spec, {})
+            try:
+                while limit is None or len(rows) < limit:
+                    results = client.scannerGetList(scanner, batch if limit is None else min(batch, limit - len(rows)))
+                    if not results:
+                        break
+                    rows += [(r.row, {name: cell(c) for name, c in r.columns.items()}) for r in results]
+            finally:
+                client.scannerClose(scanner)
+            return rows
 
         return self.hbase.run(f"scan {self.name}", scan)
 
@@ -193,7 +215,7 @@ class Table:
 
     def put(self, key: bytes, cells: Mapping[bytes, bytes]) -> None:
         """Write cells of one row (blind; writing the same again is harmless, so it is retried)."""
-        self.hbase.run(f"write row of {self.name}", lambda c: c.table(self.name).put(key, dict(cells)))
+        self.put_many([(key, cells)])
 
     def put_many(self, rows: Iterable[tuple[bytes, Mapping[bytes, bytes]]], *, timestamp: int | None = None) -> None:
         """Write many rows in one batch (blind and retried like :meth:`put`); ``timestamp`` sets the
@@ -201,10 +223,12 @@ class Table:
         per row) are made and sent with the cyclic garbage collector paused (:func:`gc_paused`)."""
         rows = list(rows)
 
-        def write(conn) -> None:
-            with gc_paused(), conn.table(self.name).batch(timestamp=timestamp) as b:
+        def write(conn: Connection) -> None:
+            with gc_paused():
+                by_row: dict[bytes, list[Mutation]] = {}
                 for key, cells in rows:
-                    b.put(key, dict(cells))
+                    by_row.setdefault(key, []).extend(mutation(column, value) for column, value in dict(cells).items())
+                _mutate(conn, self._name, by_row, timestamp)
 
         self.hbase.run(f"write rows of {self.name}", write)
 
@@ -212,16 +236,19 @@ class Table:
         """Delete whole rows in one batch (deleting twice is harmless, so it is retried)."""
         keys = list(keys)
 
-        def delete(conn) -> None:
-            with conn.table(self.name).batch() as b:
-                for key in keys:
-                    b.delete(key)
+        def delete(conn: Connection) -> None:
+            if not keys:
+                return
+            # Thrift1 mutations delete columns or whole families, not rows: each of the table's families
+            families = [name.rstrip(b":") for name in conn.client.getColumnDescriptors(self._name)]
+            _mutate(conn, self._name, {key: [_deletion(f) for f in families] for key in keys}, None)
 
         self.hbase.run(f"delete rows of {self.name}", delete)
 
     def delete_cells(self, key: bytes, columns: Sequence[bytes]) -> None:
         """Delete some cells of one row (deleting twice is harmless, so it is retried)."""
-        self.hbase.run(f"delete cells of {self.name}", lambda c: c.table(self.name).delete(key, columns=list(columns)))
+        deletions = {key: [_deletion(column) for column in columns]}
+        self.hbase.run(f"delete cells of {self.name}", lambda c: _mutate(c, self._name, deletions, None))
 
     def put_if_absent(self, key: bytes, column: bytes, value: bytes) -> bool:
         """Write one cell only if it does not exist yet (checkAndPut with no expected value).
@@ -244,7 +271,7 @@ class Table:
         """Atomically add ``amount`` to a 64-bit counter cell; returns the new value. Not retried."""
         return self.hbase.run(
             f"increment counter in {self.name}",
-            lambda c: c.table(self.name).counter_inc(key, column, amount),
+            lambda c: c.client.atomicIncrement(self._name, key, column, amount),
             idempotent=False,
         )
 
@@ -348,12 +375,44 @@ class Installation:
         self.hbase.close()
 
     def _existing(self) -> list[str]:
-        return [t.decode() for t in self.hbase.run("list tables", lambda c: c.tables())]
+        return [t.decode() for t in self.hbase.run("list tables", lambda c: c.client.getTableNames())]
 
 
-def _create_table(conn: happybase.Connection, *, name: str, family: dict[str, Any]) -> None:
-    conn.create_table(name, {FAMILY: family})
+def _after(prefix: bytes) -> bytes | None:
+    """The first key after every key that starts with ``prefix`` (None: there is none, all bytes are 0xff)."""
+    stripped = prefix.rstrip(b"\xff")
+    return stripped[:-1] + bytes([stripped[-1] + 1]) if stripped else None
 
 
-def _drop_table(conn: happybase.Connection, *, name: str) -> None:
-    conn.delete_table(name, disable=True)
+def _deletion(column: bytes) -> Mutation:
+    """A Thrift1 delete of one column (``family:qualifier``) or of a whole family (``family``)."""
+    return Mutation(isDelete=True, column=column, writeToWAL=True)
+
+
+def _mutate(conn: Connection, table: bytes, by_row: dict[bytes, list[Mutation]], timestamp: int | None) -> None:
+    """One batch of mutations, row by row (``timestamp``: the cells' HBase version instead of the server's clock)."""
+    if not by_row:
+        return
+    batches = [BatchMutation(row=key, mutations=mutations) for key, mutations in by_row.items()]
+    if timestamp is None:
+        conn.client.mutateRows(table, batches, {})
+    else:
+        conn.client.mutateRowsTs(table, batches, timestamp, {})
+
+
+def _create_table(conn: Connection, *, name: str, family: dict[str, Any]) -> None:
+    """Create a table with the one family :data:`FAMILY` (``family``: its options, snake_case names)."""
+    options = {_camel(option): value for option, value in family.items()}
+    conn.client.createTable(name.encode(), [ColumnDescriptor(name=f"{FAMILY}:".encode(), **options)])
+
+
+def _camel(option: str) -> str:
+    first, *rest = option.split("_")
+    return first + "".join(word.capitalize() for word in rest)
+
+
+def _drop_table(conn: Connection, *, name: str) -> None:
+    """Disable the table (unless it is) and delete it."""
+    if conn.client.isTableEnabled(name.encode()):
+        conn.client.disableTable(name.encode())
+    conn.client.deleteTable(name.encode())
