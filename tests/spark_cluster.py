@@ -4,9 +4,8 @@ package's ``bin/spark-class``), each with its own ports, work directory and log,
 
 It lives with the tests, not in the launcher: users run Spark with Spark's own deployment (its ``sbin``
 scripts, YARN, Kubernetes), which tms-hbase does not replace; this exists so that the ``tms`` data source is
-tested with executors in processes of their own that a test can kill. Every worker is started in a process
-group of its own, and its executors (and their Python workers) are its children in that group: killing the
-group is a node dying. ``stop`` leaves no process behind.
+tested with executors in processes of their own that a test can kill. A worker's executors and their Python
+workers are its descendants: killing them all at once is a node dying. ``stop`` leaves no process behind.
 """
 
 from __future__ import annotations
@@ -43,7 +42,6 @@ def spark_home() -> Path:
 class _Daemon:
     name: str
     process: subprocess.Popen
-    log: Path
     ports: tuple[int, int]  # RPC, web UI
 
 
@@ -164,6 +162,7 @@ class SparkCluster:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
 
     def tails(self) -> str:
+        """The ends of the logs of the daemons that run."""
         names = ["master", *self.alive]
         return "\n".join(f"--- {n}.log\n{self.tail(n)}" for n in names)
 
@@ -174,11 +173,12 @@ class SparkCluster:
         # folder); the worker's executors are started the same way, by its own launcher
         env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": HOST, "SPARK_DAEMON_MEMORY": DAEMON_HEAP}
         command = [str(home / "bin" / "spark-class"), *main, "--webui-port", str(ports[1])]
-        with log.open("ab") as out:
+        with log.open("ab") as out:  # a session of its own: a Ctrl-C (or make's SIGINT) reaches pytest only, whose
+            # fixture then stops the daemons in order
             process = subprocess.Popen(
                 command, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=self.folder, start_new_session=True
             )
-        return _Daemon(name, process, log, ports)
+        return _Daemon(name, process, ports)
 
 
 def _alive_workers(state: dict[str, Any]) -> set[str]:
