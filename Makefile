@@ -27,13 +27,14 @@ test-unit: install  ## the unit tests only: seconds, no HBase
 
 # The cluster group (tests/cluster): HDFS, ZooKeeper, a master, 3 region servers and 2 Thrift gateways, each a
 # JVM of its own (docs/operations.md#a-local-cluster), started for the run if not running and stopped at the end
-# whatever the outcome (nothing left running). CLUSTER_KILLS is how many times the region-server kill test kills
+# whatever the outcome (nothing left running); test_spark.py adds a standalone Spark master and two workers of its
+# own, which its fixture stops. CLUSTER_KILLS is how many times the region-server kill test kills
 # one under load (CI: 2; `make test-cluster CLUSTER_KILLS=20` is the long run). The run is bounded: SIGINT (so
-# the tests' clean-ups run) after 18 minutes plus 2 a kill (22 in CI), SIGKILL 1 minute later, then the stop.
+# the tests' clean-ups run) after 28 minutes plus 2 a kill (32 in CI), SIGKILL 1 minute later, then the stop.
 CLUSTER_KILLS ?= 2
 
-test-cluster: install  ## faults under load on a local HBase cluster (region server kills, moves, splits, transactions, sweeper)
-	TMS_CLUSTER_KILLS=$(CLUSTER_KILLS) timeout -s INT -k 60 $$((1080 + 120 * $(CLUSTER_KILLS))) \
+test-cluster: install  ## faults under load on a local HBase cluster (region server kills, moves, splits, transactions, sweeper, Spark)
+	TMS_CLUSTER_KILLS=$(CLUSTER_KILLS) timeout -s INT -k 60 $$((1680 + 120 * $(CLUSTER_KILLS))) \
 		$(PY) -m pytest -m cluster tests/cluster $(PYTEST_ARGS); \
 		status=$$?; $(VENV)/bin/tms-admin hbase cluster stop; exit $$status
 

@@ -131,6 +131,22 @@ def test_a_region_leased_by_another_sweeper_is_skipped() -> None:
     assert report.regions_skipped == 1 and positions(inst, T) == [1, 2, 3]
 
 
+def test_a_lease_taken_before_a_split_covers_both_daughters() -> None:
+    inst = installation()
+    publish(inst, T, range(1, 7), EXPIRED)
+    (parent,) = inst.messages.regions()
+    state = SweepState(inst.txstate)
+    assert state.acquire(parent, "other", 60, NOW) is not None  # "other" sweeps the parent's range to its end
+    inst.messages.split_keys.append(message_key(T, 1, 4))
+    lower, upper = inst.messages.regions()
+    assert upper.start == message_key(T, 1, 4) and state.acquire(upper, "me", 60, NOW) is None
+    report = sweeper(inst, owner="me").sweep_once()
+    assert report.regions_skipped == 2 and positions(inst, T) == [1, 2, 3, 4, 5, 6]
+    # a lease taken after the split covers its own daughter only, and an expired one nothing
+    assert state.acquire(lower, "other", 60, NOW + 61_000) is not None
+    assert state.acquire(upper, "me", 60, NOW + 61_000) is not None
+
+
 def test_an_invalid_pointer_is_marked_unless_a_rollback_got_there_first() -> None:
     inst = installation()
     store = StateStore(inst.txstate)
