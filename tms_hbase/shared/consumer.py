@@ -556,7 +556,8 @@ class SharedConsumer(TransactionalAcks):
             if found is None:  # handed out, never written down: its taker died (or is just writing it)
                 taken = self._store.swap_range(keys, k, None, RangeCell(self.owner, now + s.ack_timeout_ms, None))
                 if taken is not None and self._store.floor(keys)[1] > k:
-                    continue  # it was done and cleared after the reap looked: leave it (below the floor)
+                    self._store.drop_range(keys, k)  # it was done and cleared after the reap looked
+                    continue
             elif found.cell.takeable(now):
                 taken = self._store.swap_range(
                     keys, k, found.data, replace(found.cell, owner=self.owner, deadline=now + s.ack_timeout_ms)
@@ -600,7 +601,10 @@ class SharedConsumer(TransactionalAcks):
         # messages is one range's); this one takes it again next time if nobody did
         cell = RangeCell(None, 0, progress, finished)
         kept = self._store.swap_range(self._keys, r.k, r.data, cell)
-        if kept is None:  # another consumer took the range: what was claimed here runs out and goes to others
+        if kept is None:
+            # another consumer took the range (this one held it past its deadline): deliver nothing, and
+            # give back at once what was claimed here, which the other skipped as someone else's
+            self._give_back_undelivered([won for _, won in claimed])
             return [], False
         self._range = None if finished else kept
         if not finished and (rest or ahead.finished):
@@ -611,6 +615,21 @@ class SharedConsumer(TransactionalAcks):
         for _, won in claimed:
             self._held[won.message_id] = won
         return [Delivery(m.id, m.payload, m.publish_time, 1, won.claim.deadline) for m, won in claimed], finished
+
+    def _give_back_undelivered(self, claims: list[StoredClaim]) -> None:
+        """Make claims written but not delivered deliverable again now (free, this delivery not counted),
+        instead of when their deadline passes: that wait, an ack timeout long, would hold up every
+        consumer once they are the last messages. Best-effort: one that fails runs out by itself."""
+        now = self._clock()
+        for stored in claims:
+            free = replace(stored.claim, state=ClaimState.FREE, owner=None, deadline=now, deliveries=0)
+            try:
+                self._store.swap_claim(self._keys, stored.message_id, stored.data, free)
+            except TmsError as exc:
+                log.warning("%r: %s not given back (%s); it runs out by itself", self, stored.message_id.hex(), exc)
+                return
+        if claims:
+            self._ring_peers()
 
     def _read_ahead(self, r: StoredRange, count: int) -> _Ahead:
         """Up to ``count`` messages of range ``r`` after its progress, with the reader's ``fetch`` (which
