@@ -68,3 +68,52 @@ def test_many_consumer_processes_drain_a_backlog_without_a_stall(
     numbers = client.get_subscription(T, "work").shared
     assert numbers is not None
     assert (numbers.acknowledged, numbers.waiting, numbers.in_flight) == (total, 0, 0)
+
+
+def test_claims_left_behind_by_a_consumer_that_lost_its_range_are_delivered_at_once(
+    client: MessagingClient, hbase_address: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Consumer A takes the range, then stalls before claiming (its fetch is slow) until the range's
+    deadline has passed; it writes its claims, and before it records its progress B takes the range over,
+    passes A's claims as someone else's and records a progress past them. A's recording then fails: A
+    delivers nothing, and what it claimed must go to another consumer now, as a first delivery, not an
+    ack timeout later as an expired second one."""
+    ack_timeout = 3.0
+    client.create_topic(T)
+    client.publish(T, [str(i).encode() for i in range(50)])
+    client.create_subscription(T, "work", shared=True, ack_timeout=ack_timeout, claim_size=128)
+    with (
+        MessagingClient(hbase_address, prefix=client.installation.prefix, create_tables=False) as other,
+        other.shared_consumer(T, "work") as a,
+        client.shared_consumer(T, "work") as b,
+    ):
+        taken_by_b: list = []
+        real_fetch, real_create = a._reader.fetch, a._store.create_claims
+
+        def slow_fetch(*args: object, **kwargs: object) -> object:
+            passed = client.hbase_clock.now_ms() + int(ack_timeout * 1000) + 200
+            deadline = time.monotonic() + 30
+            while client.hbase_clock.now_ms() < passed:  # A's hold on the range runs out
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            return real_fetch(*args, **kwargs)
+
+        def create_then_b_takes_over(*args: object, **kwargs: object) -> object:
+            written = real_create(*args, **kwargs)
+            taken_by_b.extend(b.receive(100, 10.0))  # B takes the range whose deadline passed
+            return written
+
+        monkeypatch.setattr(a._reader, "fetch", slow_fetch)
+        monkeypatch.setattr(a._store, "create_claims", create_then_b_takes_over)
+        assert a.receive(32, 0.1) == [], "A lost its range: it delivers nothing it claimed"
+        monkeypatch.undo()
+        assert [d.payload for d in taken_by_b] == [str(i).encode() for i in range(32, 50)]
+        assert not any(p.owner == a.owner for p in client.pending(T, "work")), "A gave its claims back"
+        b.ack(*taken_by_b)
+        left = b.receive(100, 10.0)
+        assert [d.payload for d in left] == [str(i).encode() for i in range(32)]
+        assert {d.deliveries for d in left} == {1}, "given back uncounted, not run out and delivered again"
+        b.ack(*left)
+    numbers = client.get_subscription(T, "work").shared
+    assert numbers is not None
+    assert (numbers.acknowledged, numbers.in_flight, numbers.redelivered) == (50, 0, 0)
