@@ -7,7 +7,9 @@ reader that polls ``fetch(topic, start_message=last_id, inclusive=False)`` and s
 after a poll that found nothing. Latency = reader's clock when the message came out of fetch −
 the send time in the payload (one machine, one clock). Raw happybase alongside: the publisher puts
 one row per message (one mutateRows per loop) and the reader scans from the row after the last one.
-tms-hbase runs twice, on a chain topic and on a sequencer topic (``ordering``, docs/ordering.md).
+tms-hbase runs three times: a ``fetch`` loop on a chain topic and on a sequencer topic (``ordering``,
+docs/ordering.md), and the consumer API on a sequencer topic (``consumer.poll``, woken by the publisher's
+doorbell), which is how an application tails a topic; its p50 is checked against the raw put → scan's.
 """
 
 from __future__ import annotations
@@ -41,11 +43,14 @@ PAYLOAD_SIZE = 1024
 POLL_SLEEP = 0.002
 MAX_BATCH = 100
 GOAL_P99_MS = 50.0
+P50_GOAL = 1.3  # the consumer's p50 at most this × raw happybase's put → scan
 KINDS = {  # kind: (row label, topic properties; None: raw happybase)
     "tms": ("tms-hbase publish → fetch, chain", {"ordering": "chain"}),
     "seq": ("tms-hbase publish → fetch, sequencer", {"ordering": "sequencer"}),
+    "con": ("tms-hbase publish → `consumer.poll` (doorbell), sequencer", {"ordering": "sequencer"}),
     "raw": ("raw happybase put → scan", None),
 }
+CONSUMER_WAIT = 0.1  # seconds a consumer poll waits for a message (a doorbell ends the wait at once)
 
 _open: dict[tuple[str, str], tuple[object, object]] = {}  # per worker process
 
@@ -127,6 +132,26 @@ class FetchPoller:
         pass  # the client belongs to the caller
 
 
+class ConsumerPoller:
+    """Tails a tms-hbase topic with the consumer API: a subscription of its own from the earliest message,
+    ``consumer.poll``, which returns as soon as a message is there (the publisher's doorbell wakes it)."""
+
+    def __init__(self, client: MessagingClient, topic: TopicId) -> None:
+        self.client, self.topic, self.name = client, topic, f"lat-{time.time_ns()}"
+        client.create_subscription(topic, self.name)
+        self.consumer = client.consumer(topic, self.name)
+
+    def poll(self) -> Iterator[bytes]:
+        for message in self.consumer.poll(500, CONSUMER_WAIT):  # (max_messages, wait)
+            yield message.payload
+
+    def close(self) -> None:
+        try:
+            self.consumer.close()
+        finally:
+            self.client.delete_subscription(self.topic, self.name, force=True)
+
+
 def publish_paced(
     address: str, prefix: str, raw_name: str, topic_name: str, start_at: float, duration: float
 ) -> tuple[int, int]:
@@ -149,13 +174,26 @@ def publish_paced(
 
 
 def tail(
-    address: str, prefix: str, raw_name: str, topic_name: str, start_at: float, deadline: float, expected_at: float
+    address: str,
+    prefix: str,
+    raw_name: str,
+    topic_name: str,
+    start_at: float,
+    deadline: float,
+    expected_at: float,
+    consumer: bool = False,
 ) -> tuple[list[float], int]:
-    """Worker job: tail the topic (or raw rows) from before ``start_at`` until ``deadline`` or until no
-    message arrived for a second after ``expected_at``; returns (latencies in ms, polls)."""
+    """Worker job: tail the topic (with ``fetch``, or the consumer API if ``consumer``; or raw rows) from
+    before ``start_at`` until ``deadline`` or until no message arrived for a second after ``expected_at``;
+    returns (latencies in ms, polls)."""
     client, conn = _handles(address, prefix)
     if topic_name:
-        return follow(FetchPoller(client, TopicId.parse(topic_name)).poll, deadline, expected_at)
+        topic = TopicId.parse(topic_name)
+        poller = ConsumerPoller(client, topic) if consumer else FetchPoller(client, topic)
+        try:
+            return follow(poller.poll, deadline, expected_at)
+        finally:
+            poller.close()
     table = conn.table(raw_name)
     key_prefix = f"raw:{start_at}:".encode()
     stop = key_prefix + b"\xff" * 8
@@ -204,7 +242,18 @@ def run(settings: Settings) -> Result:
                     start_at = time.time() + 1.0
                     expected_at = start_at + duration
                     deadline = expected_at + 15
-                    workers.submit(1, tail, settings.address, prefix, raw_name, topic, start_at, deadline, expected_at)
+                    workers.submit(
+                        1,
+                        tail,
+                        settings.address,
+                        prefix,
+                        raw_name,
+                        topic,
+                        start_at,
+                        deadline,
+                        expected_at,
+                        kind == "con",
+                    )
                     workers.submit(0, publish_paced, settings.address, prefix, raw_name, topic, start_at, duration)
                     sent, publishes = workers.result(0, duration + 60)
                     latencies, polls = workers.result(1, deadline - time.time() + 60)
@@ -257,12 +306,19 @@ def run(settings: Settings) -> Result:
         ],
         rows,
     )
-    for kind, ordering in (("tms", "chain"), ("seq", "sequencer")):
+    for kind, ordering in (("tms", "chain"), ("seq", "sequencer"), ("con", "consumer")):
         p99 = median(stats[kind]["p99"])
         result.goal(
             f"publish-to-visible p99 < {GOAL_P99_MS:g} ms at {RATE:,.0f} msg/s, {ordering}",
             f"{p99:.1f} ms",
             p99 < GOAL_P99_MS,
         )
+    round_ratios = [c / r for c, r in zip(stats["con"]["p50"], stats["raw"]["p50"], strict=True)]
+    p50_ratio = median(stats["con"]["p50"]) / median(stats["raw"]["p50"])
+    result.goal(
+        f"consumer p50 ≤ {P50_GOAL:g}× raw put → scan",
+        f"{p50_ratio:.2f}× (median of round ratios {median(round_ratios):.2f}×)",
+        p50_ratio <= P50_GOAL,
+    )
     result.samples = {"per_round": stats}
     return result

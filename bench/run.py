@@ -3,7 +3,7 @@
     python -m bench.run [--quick] [--only NAME[,NAME]] [--rounds N] [--json OUT] [--address HOST:PORT]
 
 Benchmarks (docs/benchmarks.md): publish, writers, designs (the many-writer designs), fetch, latency, seek,
-txlatency, sweeper, spark, gateway, consumer, shared.
+txlatency, sweeper, spark, gateway, gateway-aio, consumer, shared, aio (the asyncio client).
 Progress goes to stderr, the report to stdout. Every table a run creates has a ``bench…`` prefix and is
 dropped afterwards. The exit code is 1 if any benchmark failed (its own checks included), 2 without HBase.
 
@@ -22,9 +22,11 @@ import traceback
 from collections.abc import Callable
 
 from . import (
+    aio,
     consumer,
     fetch,
     gateway,
+    gateway_aio,
     latency,
     publish,
     seek,
@@ -49,8 +51,10 @@ BENCHMARKS: dict[str, Callable[[Settings], Result]] = {
     "sweeper": sweeper.run,
     "spark": spark.run,
     "gateway": gateway.run,
+    "gateway-aio": gateway_aio.run,
     "consumer": consumer.run,
     "shared": shared.run,
+    "aio": aio.run,
 }
 
 

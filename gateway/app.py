@@ -1,4 +1,5 @@
-"""The ASGI application (Starlette), built once per worker process by :func:`create_app`.
+"""The ASGI application (Starlette, the message calls in a lane past it: :mod:`.lane`), built once per worker
+process by :func:`create_app`.
 
 ``tms-gateway`` runs it with uvicorn (``gateway.app:create_app``, a factory), so each worker builds
 its own app, MessagingClient and thread pool from the settings the CLI resolved.
@@ -15,18 +16,19 @@ from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
+from starlette.types import ASGIApp
 
 from . import config, console, consuming, routes, shared
 from .access import Observe
 from .errors import http_error, unexpected_error
+from .lane import MessageLane
 from .metrics import Metrics
 from .service import Gateway
 
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: config.Settings | None = None) -> Starlette:
+def create_app(settings: config.Settings | None = None) -> ASGIApp:
     """The gateway app for ``settings`` (default: those ``tms-gateway`` handed to its workers, else the
     config file in ``$TMS_GATEWAY_CONFIG`` and the environment)."""
     settings = settings or _settings_from_environment()
@@ -46,18 +48,14 @@ def create_app(settings: config.Settings | None = None) -> Starlette:
             gateway.close()
             log.info("worker %d stopped", os.getpid())
 
-    return Starlette(
-        routes=routes.MESSAGE_ROUTES
-        + consuming.MESSAGE_ROUTES
-        + shared.MESSAGE_ROUTES
-        + routes.ROUTES
-        + consuming.ROUTES
-        + shared.ROUTES
-        + console.ROUTES,
-        middleware=[Middleware(Observe, metrics=metrics)],
+    message_routes = routes.MESSAGE_ROUTES + consuming.MESSAGE_ROUTES + shared.MESSAGE_ROUTES
+    app = Starlette(
+        routes=message_routes + routes.ROUTES + consuming.ROUTES + shared.ROUTES + console.ROUTES,
         exception_handlers={HTTPException: http_error, Exception: unexpected_error},
         lifespan=lifespan,
     )
+    # the message calls past Starlette's layers (gateway.lane), every request through the access log
+    return Observe(MessageLane(app, message_routes), metrics)
 
 
 def _stop_long_polls_on_signals(gateway: Gateway) -> None:

@@ -34,7 +34,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tms_hbase import ConsumerSession, TopicId
+from tms_hbase import ConsumerSession, Message, TopicId
 from tms_hbase.consume.consumer import Consumer
 from tms_hbase.consume.subscriptions import check_name
 from tms_hbase.errors import InvalidArgument, SubscriptionBusy
@@ -133,26 +133,48 @@ async def messages(request: Request, gateway: Gateway, topic: TopicId) -> Respon
     count = DEFAULT_MAX if count is None else count
     if count <= 0:
         raise InvalidArgument(f"query parameter max={count}: expected a positive integer")
-    count = min(count, gateway.settings.max_poll_messages)
+    size = min(count, gateway.settings.max_poll_messages)
     with_time = query_flag(request, "publishTime")
     media = rest.accepted_media(request.headers.get("accept"), request.headers.get("content-type"))
     caller = _caller(request, required=False)
-    consumer = await gateway.run(_open, gateway, topic, name, caller, count)
-    done = False
-    try:
-        limit = gateway.settings.max_poll_bytes  # a page stops after the message that reaches it
-        page = functools.partial(consumer.poll, count, max_bytes=limit)
-        got = await long_poll(request, gateway, page, min(wait, gateway.settings.max_wait))
-        done = got is not None
-    finally:
-        with anyio.CancelScope(shield=True):
-            await gateway.run(_put_back, gateway, topic, name, caller, consumer, done)
-    if got is None:  # the client went away: nobody reads this, and the session resumes where its header says
-        request.state.error = "ClientDisconnected"  # for the access log and metrics (499, as nginx logs it)
-        return Response(status_code=499)
-    data = await gateway.run(lambda: rest.encode_messages(got, media, publish_time=with_time))
-    gateway.metrics.counted("consume", len(got))
-    return Response(data, 200, media_type=media, headers={rest.CONSUMER_HEADER: caller.token(consumer)})
+    wait = min(wait, gateway.settings.max_wait)
+    limit = gateway.settings.max_poll_bytes  # a page stops after the message that reaches it
+
+    def answer(consumer: Consumer, got: list[Message]) -> tuple[int, bytes, str]:
+        """The page encoded and the session's header, the consumer parked for the session's next call."""
+        token = caller.token(consumer)
+        _put_back(gateway, topic, name, caller, consumer, True)
+        return len(got), rest.encode_messages(got, media, publish_time=with_time), token
+
+    def at_once() -> tuple[Consumer, tuple[int, bytes, str] | None]:
+        """Open the session's consumer and take what is there without waiting: a page that is there is
+        answered in this same hop to a pool thread (the common case of a consumer behind the tail); else
+        the consumer is handed to the long-poll."""
+        consumer = _open(gateway, topic, name, caller, size)
+        try:
+            got = consumer.poll(size, 0.0, max_bytes=limit)  # (max_messages, wait)
+        except BaseException:
+            _put_back(gateway, topic, name, caller, consumer, False)
+            raise
+        return consumer, answer(consumer, got) if got or not wait else None
+
+    consumer, answered = await gateway.run(at_once)
+    if answered is None:
+        done = False
+        try:
+            got = await long_poll(request, gateway, functools.partial(consumer.poll, size, max_bytes=limit), wait)
+            done = got is not None
+        finally:
+            if not done:
+                with anyio.CancelScope(shield=True):
+                    await gateway.run(_put_back, gateway, topic, name, caller, consumer, False)
+        if got is None:  # the client went away: nobody reads this, and the session resumes where its header says
+            request.state.error = "ClientDisconnected"  # for the access log and metrics (499, as nginx logs it)
+            return Response(status_code=499)
+        answered = await gateway.run(answer, consumer, got)
+    delivered, data, token = answered
+    gateway.metrics.counted("consume", delivered)
+    return Response(data, 200, media_type=media, headers={rest.CONSUMER_HEADER: token})
 
 
 @endpoint(CONSUME)

@@ -76,6 +76,9 @@ class MessagingClient(MessagingService):
     Thread-safe; use it as a context manager or call :meth:`close`.
     """
 
+    _pool_class: type[HBaseConnection] = HBaseConnection
+    """The storage port's connection pool (the asyncio client's runs its Thrift calls on an event loop)."""
+
     def __init__(
         self,
         address: str | None = None,
@@ -98,7 +101,7 @@ class MessagingClient(MessagingService):
         self.config = config
         """Where this client's installation is and how it talks to it (:class:`~tms_hbase.config.Config`)."""
         (host, port), *fallbacks = config.addresses
-        pool = HBaseConnection(
+        pool = self._pool_class(
             host,
             port,
             timeout=config.timeout_seconds,

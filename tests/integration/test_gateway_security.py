@@ -4,6 +4,7 @@ certificates generated here (trustme), and mutual TLS."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import ssl
 import subprocess
@@ -15,7 +16,8 @@ import pytest
 import trustme
 
 from tms_hbase import MessagingClient, TopicId
-from tms_hbase.errors import NotAuthenticated, NotAuthorized, TopicNotFound
+from tms_hbase.errors import HBaseUnavailable, NotAuthenticated, NotAuthorized, TopicNotFound
+from tms_hbase.gateway_client.aio import AsyncGatewayClient
 from tms_hbase.gateway_client.http import GatewayClient
 from tms_hbase.tx import write_pointer_now
 
@@ -241,6 +243,30 @@ def test_gateway_client_over_tls_maps_auth_errors(
         nobody.publish(topic, [b"y"])
 
 
+def test_the_asyncio_client_over_tls_maps_auth_errors(
+    gateway: GatewayProcess, pki: dict[str, Path], tokens: dict[str, tuple[str, str]]
+) -> None:
+    topic = TopicId("b", "in-6")
+    ca = str(pki["ca"])
+
+    async def main() -> None:
+        async with AsyncGatewayClient(gateway.url, tokens["ops"][0], ca_file=ca, timeout_seconds=60) as ops:
+            await ops.create_topic(topic)
+        async with AsyncGatewayClient(gateway.url, tokens["bob"][0], ca_file=ca, timeout_seconds=60) as bob:
+            await bob.publish(topic, [b"x"])
+            assert [m.payload async for m in bob.fetch(topic)] == [b"x"]
+            with pytest.raises(NotAuthorized, match="bob may not admin"):
+                await bob.delete_topic(topic)
+        async with AsyncGatewayClient(gateway.url, ca_file=ca, timeout_seconds=60) as nobody:
+            with pytest.raises(NotAuthenticated):
+                await nobody.publish(topic, [b"y"])
+        async with AsyncGatewayClient(gateway.url, timeout_seconds=60) as unverified:
+            with pytest.raises(HBaseUnavailable, match="CERTIFICATE_VERIFY_FAILED"):  # the system's CAs
+                await unverified.ping()
+
+    asyncio.run(main(), debug=True)
+
+
 def test_mutual_tls_requires_a_client_certificate(
     hbase_address: str, module_prefix: str, pki: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -263,5 +289,21 @@ def test_mutual_tls_requires_a_client_certificate(
             timeout_seconds=60,
         ) as client:
             client.ping()
+
+        async def asyncio_client() -> None:
+            with_cert = AsyncGatewayClient(
+                process.url,
+                ca_file=str(pki["ca"]),
+                client_cert=str(pki["client_cert"]),
+                client_key=str(pki["client_key"]),
+                timeout_seconds=60,
+            )
+            async with with_cert:
+                await with_cert.ping()
+            async with AsyncGatewayClient(process.url, ca_file=str(pki["ca"]), timeout_seconds=60) as without:
+                with pytest.raises(HBaseUnavailable):  # the handshake (or, in TLS 1.3, the first read) fails
+                    await without.ping()
+
+        asyncio.run(asyncio_client(), debug=True)
     finally:
         assert process.stop() == 0, process.log()

@@ -264,22 +264,23 @@ def answer(raw: bytes, close: bool = True) -> Callable[[socket.socket], None]:
     return handler
 
 
-@pytest.mark.parametrize(
-    ("raw", "reason"),
-    [
-        (b"garbage\r\n\r\n", "not an HTTP/1.1 status line"),
-        (b"HTTP/1.1 2000 OK\r\n\r\n", "not an HTTP/1.1 status line"),
-        (b"HTTP/1.1 200 OK\r\nX-" + b"a" * 70_000 + b"\r\n\r\n", "header line over 65536 bytes"),
-        (b"HTTP/1.1 200 OK\r\n" + b"X-A: b\r\n" * 101 + b"\r\n", "more than 100 headers"),
-        (b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "bad header line"),
-        (b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", "bad Content-Length"),
-        (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", "5 bytes before the end of the body"),
-        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", "unsupported Transfer-Encoding"),
-        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "bad chunk size"),
-        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n0\r\n\r\n", "longer than its size"),
-        (b"HTTP/1.1 200 OK\r\nContent-Len", "inside a header line"),
-    ],
-)
+# Answers that are not HTTP/1.1 this client reads, and the ProtocolError's reason (the asyncio client's too).
+GARBAGE = [
+    (b"garbage\r\n\r\n", "not an HTTP/1.1 status line"),
+    (b"HTTP/1.1 2000 OK\r\n\r\n", "not an HTTP/1.1 status line"),
+    (b"HTTP/1.1 200 OK\r\nX-" + b"a" * 70_000 + b"\r\n\r\n", "header line over 65536 bytes"),
+    (b"HTTP/1.1 200 OK\r\n" + b"X-A: b\r\n" * 101 + b"\r\n", "more than 100 headers"),
+    (b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "bad header line"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", "bad Content-Length"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", "5 bytes before the end of the body"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", "unsupported Transfer-Encoding"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "bad chunk size"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n0\r\n\r\n", "longer than its size"),
+    (b"HTTP/1.1 200 OK\r\nContent-Len", "inside a header line"),
+]
+
+
+@pytest.mark.parametrize(("raw", "reason"), GARBAGE)
 def test_a_garbage_answer_is_a_clear_error(serve: Callable, raw: bytes, reason: str) -> None:
     server = serve(answer(raw))
     with GatewayClient(server.url, timeout_seconds=5) as client:
@@ -293,15 +294,16 @@ def test_a_garbage_answer_is_a_clear_error(serve: Callable, raw: bytes, reason: 
 TOPIC_JSON = b'{"name":"t","properties":{},"generation":1}'
 
 
-@pytest.mark.parametrize(
-    "raw",
-    [
-        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\n" + TOPIC_JSON[:5] + b"\r\n"
-        b"%x\r\n" % (len(TOPIC_JSON) - 5) + TOPIC_JSON[5:] + b"\r\n0\r\nTrailer: x\r\n\r\n",
-        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(TOPIC_JSON) + TOPIC_JSON,
-        b"HTTP/1.0 200 OK\r\n\r\n" + TOPIC_JSON,  # no framing: the body ends with the connection
-    ],
-)
+# A topic's answer in each framing this client reads (the asyncio client's too).
+FRAMINGS = [
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\n" + TOPIC_JSON[:5] + b"\r\n"
+    b"%x\r\n" % (len(TOPIC_JSON) - 5) + TOPIC_JSON[5:] + b"\r\n0\r\nTrailer: x\r\n\r\n",
+    b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(TOPIC_JSON) + TOPIC_JSON,
+    b"HTTP/1.0 200 OK\r\n\r\n" + TOPIC_JSON,  # no framing: the body ends with the connection
+]
+
+
+@pytest.mark.parametrize("raw", FRAMINGS)
 def test_answers_in_any_framing_are_read(serve: Callable, raw: bytes) -> None:
     server = serve(answer(raw))
     with GatewayClient(server.url, timeout_seconds=5) as client:

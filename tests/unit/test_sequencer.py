@@ -28,7 +28,7 @@ from tms_hbase.model.rows import (
 )
 from tms_hbase.model.topic import TopicId, TopicMetadata
 from tms_hbase.publish import sequencer
-from tms_hbase.publish.reservations import BLOCK_SECONDS, MAX_BLOCK_OFFSETS, Reservations, Ticket
+from tms_hbase.publish.reservations import BLOCK_SECONDS, IDLE_SECONDS, MAX_BLOCK_OFFSETS, Reservations, Ticket
 from tms_hbase.publish.writer import MessageWriter
 
 from ..memory_storage import LOSE_ANSWER, MemoryInstallation
@@ -383,9 +383,11 @@ def test_a_round_larger_than_the_rest_of_the_block_releases_it_and_takes_an_incr
     assert _skips(w) == []
 
 
-def test_a_writer_slower_than_the_block_budget_reserves_no_block() -> None:
+def test_a_writer_slower_than_the_block_budget_reserves_no_block_while_another_writer_publishes() -> None:
     w = World()
-    writer = w.writer()
+    taken = sequencer.reserve(w.inst.messages, T, 1, 1)  # someone reserved first: neither writer starts alone
+    sequencer.fill(w.inst.messages, T, 1, taken, 1, now_ms())
+    writers = [w.writer(), w.writer()]
     original = w.inst.messages.compare_and_set
 
     def slow_put(*args: object) -> bool:
@@ -393,11 +395,47 @@ def test_a_writer_slower_than_the_block_budget_reserves_no_block() -> None:
         return original(*args)  # type: ignore[arg-type]
 
     w.inst.messages.compare_and_set = slow_put  # type: ignore[method-assign]
-    for i in range(10):
+    for i in range(5):
+        for writer in writers:  # each one's increments are interleaved with the other's: not alone
+            writer.publish(T, [b"%d" % i])
+    for writer in writers:
+        writer.close()
+    assert [writer._reservations.carved for writer in writers] == [0, 0]
+    assert _skips(w) == [(1, 1, bytes(16))] and len(w.fetch()) == 10
+    assert sequencer.end_offset(w.inst.messages, T, 1) == 11
+
+
+def test_a_lone_writer_keeps_its_block_through_pauses_and_a_writer_that_joins_is_read_after_it() -> None:
+    """A writer alone on a generation that publishes one message now and then carves them off a block
+    (no increment on the way), in order; a writer that joins is read once that block is too old."""
+    w = World()
+    writer = w.writer()
+    increments = []
+    original = w.inst.messages.increment
+
+    def counting(key: bytes, column: bytes, amount: int = 1) -> int:
+        increments.append(amount)
+        return original(key, column, amount)
+
+    w.inst.messages.increment = counting  # type: ignore[method-assign]
+    for i in range(20):
         writer.publish(T, [b"%d" % i])
-    writer.close()
-    assert writer._reservations.carved == 0 and _skips(w) == [] and len(w.fetch()) == 10
-    assert sequencer.end_offset(w.inst.messages, T, 1) == 10
+        time.sleep(IDLE_SECONDS * 2)  # a pause that makes a writer idle unless it is alone
+    assert writer._reservations.carved >= 15 and len(increments) <= 5, increments
+    expected = [b"%d" % i for i in range(20)]
+    assert w.fetch() == expected
+    other = w.writer()
+    other.publish(T, [b"joined"])
+    deadline = time.monotonic() + 10  # the lone writer's block is given up once older than W/2
+    while w.fetch() != [*expected, b"joined"]:
+        assert time.monotonic() < deadline, w.fetch()
+        time.sleep(0.005)
+    writer.publish(T, [b"after"])  # its next increment is not contiguous: no longer alone
+    assert not writer._reservations._queues[(T, 1)].lone
+    for closing in (writer, other):
+        closing.close()
+    _dense(w)
+    assert w.fetch() == [*expected, b"joined", b"after"]
 
 
 def test_close_does_not_raise_when_hbase_refuses_the_release_of_a_block() -> None:

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import select
 import socket
 import threading
 import time
 from collections.abc import Callable
 
 from tms_hbase.errors import InvalidArgument, TmsError
+from tms_hbase.model import green
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.topic import TopicId
 
@@ -77,10 +77,9 @@ class Bell:
     def wait(self, timeout: float) -> bool:
         """Block until a ring or ``timeout`` seconds; True if it rang."""
         try:
-            ready, _, _ = select.select([self._sock], [], [], max(0.0, timeout))
+            return green.wait_readable(self._sock, timeout)
         except (OSError, ValueError):  # closed meanwhile
             return False
-        return bool(ready)
 
     def close(self) -> None:
         with _local_lock:
@@ -117,9 +116,9 @@ class Doorbells:
         self._rung: dict[TopicId, float] = {}  # topic -> when it was last rung
         self._due: dict[TopicId, float] = {}  # topic -> when its addresses are read again (absent: now)
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._wake = threading.Event()  # a topic was rung for the first time: read its addresses now
-        self._thread: threading.Thread | None = None
+        self._stop = green.event()
+        self._wake = green.event()  # a topic was rung for the first time: read its addresses now
+        self._thread: green.Joinable | None = None
         self._sock: socket.socket | None = None
         self._sock6: socket.socket | None = None
 
@@ -134,8 +133,7 @@ class Doorbells:
             if topic not in self._due:
                 self._wake.set()
             if self._thread is None:
-                self._thread = threading.Thread(target=self._refresh_loop, name="tms-doorbells", daemon=True)
-                self._thread.start()
+                self._thread = green.start_thread(self._refresh_loop, "tms-doorbells")
         for sock, target in sends:
             try:
                 sock.sendto(topic.key, target)

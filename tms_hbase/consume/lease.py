@@ -25,6 +25,7 @@ from dataclasses import replace
 
 from tms_hbase.consume.subscriptions import Record, Stored, SubscriptionStore
 from tms_hbase.errors import LeaseLost, SubscriptionBusy, SubscriptionNotFound, TmsError
+from tms_hbase.model import green
 from tms_hbase.model.clock import now_ms
 from tms_hbase.model.topic import TopicId
 
@@ -53,11 +54,11 @@ class Lease:
         self.key = stored.key
         self.topic, self.name, self.owner, self.seconds = topic, name, owner, seconds
         self._data, self._record = stored.data, stored.record
-        self._lock = threading.RLock()
+        self._lock = green.rlock()
         self._valid_until = 0.0
         self._lost: str | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._stop = green.event()
+        self._thread: green.Joinable | None = None
 
     @classmethod
     def acquire(
@@ -98,7 +99,7 @@ class Lease:
                         "a standby takes over when that lease runs out)"
                     )
                 pause = min(max(0.05, (record.expires - now) / 1000), seconds / 4)
-                time.sleep(pause if left is None else min(pause, left))
+                green.sleep(pause if left is None else min(pause, left))
                 continue
             lease = cls(store, stored, topic, name, owner, seconds, clock)
             started = time.monotonic()
@@ -168,8 +169,7 @@ class Lease:
 
     def start_renewing(self) -> None:
         self._stop.clear()  # again after stop_renewing: a parked consumer taken up again
-        self._thread = threading.Thread(target=self._renew_loop, name=f"tms-lease-{self.name}", daemon=True)
-        self._thread.start()
+        self._thread = green.start_thread(self._renew_loop, f"tms-lease-{self.name}")
 
     def abandon(self) -> None:
         """Stop renewing without waiting (the consumer was dropped unclosed): the lease runs out."""

@@ -33,7 +33,7 @@ from tms_hbase.errors import CorruptData, InvalidArgument
 from tms_hbase.installation.hbase_clock import HBaseClock
 from tms_hbase.installation.metadata import MetadataCache
 from tms_hbase.installation.settings import DEFAULT_TAIL_CACHE_SECONDS
-from tms_hbase.model import checks
+from tms_hbase.model import checks, green
 from tms_hbase.model.clock import now_ms
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.message_id import encode as encode_id
@@ -628,7 +628,7 @@ class MessageReader:
                     if position > expected:
                         found = self._hole(topic, generation, expected, above, previous_time, filled)
                         if found is None and last is not None:
-                            time.sleep(0.02)
+                            green.sleep(0.02)
                             break  # look again from the same offset
                         if found is None:
                             return  # not due yet: this poll ends before the hole

@@ -1,5 +1,8 @@
 """One HTTP/1.1 client connection (plain or TLS): what
-:class:`tms_hbase.gateway_client.http.GatewayClient` sends and reads.
+:class:`tms_hbase.gateway_client.http.GatewayClient` sends and reads, and the request and response
+codec that the asyncio connection (:mod:`tms_hbase.gateway_client.aio_http1`) shares with it: the
+response parser is a generator that says what to read next (:func:`read_response`), so a blocking and an
+asyncio driver run the same parsing.
 
 Why not the standard library's ``http.client``: per call it builds the request line by line (a regular
 expression per header), sends the head and the body in two writes, wraps the socket in a new buffered
@@ -18,6 +21,7 @@ from __future__ import annotations
 import re
 import socket
 import ssl
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -36,6 +40,10 @@ class ProtocolError(Exception):
 class ClosedBeforeAnswer(ProtocolError):
     """The server closed the connection before the first byte of an answer (a kept-alive connection it
     had closed: the request may not have arrived)."""
+
+
+STALE = (ClosedBeforeAnswer, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
+"""What a kept-alive connection the server had closed fails with before any answer."""
 
 
 @dataclass(frozen=True)
@@ -65,9 +73,7 @@ class Connection:
         self.host, self.port, self.context = host, port, context
         self.sock: socket.socket | None = None
         self._reader: BinaryIO | None = None
-        name = f"[{host}]" if ":" in host else host  # an IPv6 address goes in brackets
-        value = name if port == (443 if context is not None else 80) else f"{name}:{port}"
-        self.host_line = b"Host: " + value.encode("ascii" if value.isascii() else "idna") + b"\r\n"
+        self.host_line = host_line(host, port, context is not None)
 
     def connect(self, timeout: float) -> None:
         sock = socket.create_connection((self.host, self.port), timeout)
@@ -91,104 +97,141 @@ class Connection:
 
     def exchange(self, method: str, target: str, headers: bytes, body: bytes | None) -> Response:
         """Send one request (``headers``: from :func:`header_lines`) and read its response."""
-        if self.sock is None:
+        if self.sock is None or self._reader is None:
             raise ProtocolError("not connected")
-        length = b"" if body is None else b"Content-Length: %d\r\n" % len(body)
-        head = f"{method} {target} HTTP/1.1\r\n".encode("ascii") + self.host_line + headers + length + b"\r\n"
-        self.sock.sendall(head if body is None else head + body)
-        return self._response(method)
-
-    @property
-    def _in(self) -> BinaryIO:
-        if self._reader is None:
-            raise ProtocolError("not connected")
-        return self._reader
-
-    def _response(self, method: str) -> Response:
+        self.sock.sendall(request_bytes(self.host_line, method, target, headers, body))
+        reader = self._reader
+        parser = read_response(method)
+        need = next(parser)
         while True:
-            line = self._in.readline(MAX_LINE + 1)
-            if not line:
-                raise ClosedBeforeAnswer("the server closed the connection without answering")
-            version, status = _status_line(line)
-            headers = self._headers()
-            if not 100 <= status < 200 or status == 101:
-                break  # 1xx: an interim answer (100 Continue), the real one follows
-        connection = headers.get("connection", "").lower()
-        keep_alive = "close" not in connection if version == "HTTP/1.1" else "keep-alive" in connection
-        if "transfer-encoding" in headers:
-            if headers["transfer-encoding"].lower() != "chunked":
-                raise ProtocolError(f"unsupported Transfer-Encoding {headers['transfer-encoding']!r}")
-            body = self._chunked()
-        elif "content-length" in headers:
-            text = headers["content-length"].strip()
-            if not text.isdigit() or not text.isascii():
-                raise ProtocolError(f"bad Content-Length {text!r}")
-            body = self._exactly(int(text))
-        elif status in (204, 304) or method == "HEAD":
-            body = b""
-        else:  # no framing: the body ends with the connection
-            body, keep_alive = self._until_closed(), False
-        return Response(status, headers, body, keep_alive)
-
-    def _headers(self) -> dict[str, str]:
-        headers: dict[str, str] = {}
-        for _ in range(MAX_HEADERS + 1):
-            line = self._line("header")
-            if line in (b"\r\n", b"\n"):
-                return headers
-            name, colon, value = line.decode("latin-1").partition(":")
-            if not colon or not name or name != name.strip():
-                raise ProtocolError(f"bad header line {line[:80]!r}")
-            headers[name.lower()] = value.strip()
-        raise ProtocolError(f"more than {MAX_HEADERS} headers")
-
-    def _line(self, what: str) -> bytes:
-        line = self._in.readline(MAX_LINE + 1)
-        if len(line) > MAX_LINE:
-            raise ProtocolError(f"{what} line over {MAX_LINE} bytes")
-        if not line.endswith(b"\n"):
-            raise ProtocolError(f"the connection ended inside a {what} line")
-        return line
-
-    def _exactly(self, size: int) -> bytes:
-        if size <= _READ_CHUNK:
-            data = self._in.read(size)
-        else:
-            parts: list[bytes] = []
-            left = size
-            while left:
-                part = self._in.read(min(left, _READ_CHUNK))
-                if not part:
-                    break
-                parts.append(part)
-                left -= len(part)
-            data = b"".join(parts)
-        if len(data) < size:
-            raise ProtocolError(f"the connection ended {size - len(data)} bytes before the end of the body")
-        return data
-
-    def _chunked(self) -> bytes:
-        parts: list[bytes] = []
-        while True:
-            text = self._line("chunk size").split(b";", 1)[0].strip()
             try:
-                size = int(text, 16)
-            except ValueError:
-                raise ProtocolError(f"bad chunk size {text[:80]!r}") from None
-            if size < 0:
-                raise ProtocolError(f"bad chunk size {text[:80]!r}")
-            if size == 0:
-                self._headers()  # trailers, up to the blank line
-                return b"".join(parts)
-            parts.append(self._exactly(size))
-            if self._line("chunk end") not in (b"\r\n", b"\n"):
-                raise ProtocolError("a chunk is longer than its size says")
+                if need.until_closed:
+                    data = b"".join(iter(lambda: reader.read(_READ_CHUNK), b""))
+                elif need.line:
+                    data = reader.readline(need.size)
+                else:
+                    data = reader.read(need.size)
+                need = parser.send(data)
+            except StopIteration as done:
+                return done.value
 
-    def _until_closed(self) -> bytes:
-        parts: list[bytes] = []
-        while part := self._in.read(_READ_CHUNK):
-            parts.append(part)
-        return b"".join(parts)
+
+def request_bytes(host_line: bytes, method: str, target: str, headers: bytes, body: bytes | None) -> bytes:
+    """One request, head and body, to go out in one write (``host_line``: ``Host: ...\\r\\n``)."""
+    length = b"" if body is None else b"Content-Length: %d\r\n" % len(body)
+    head = f"{method} {target} HTTP/1.1\r\n".encode("ascii") + host_line + headers + length + b"\r\n"
+    return head if body is None else head + body
+
+
+def host_line(host: str, port: int, tls: bool) -> bytes:
+    """The ``Host`` header of requests to ``host:port`` (the port left out where it is the default)."""
+    name = f"[{host}]" if ":" in host else host  # an IPv6 address goes in brackets
+    value = name if port == (443 if tls else 80) else f"{name}:{port}"
+    return b"Host: " + value.encode("ascii" if value.isascii() else "idna") + b"\r\n"
+
+
+# -- reading a response, without I/O ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Need:
+    """What the response parser wants next from the connection: a line of at most ``size`` bytes (its
+    end included; fewer at the end of the stream), up to ``size`` bytes (fewer only at the end), or
+    everything up to the close (``until_closed``)."""
+
+    size: int = 0
+    line: bool = False
+    until_closed: bool = False
+
+
+_LINE = Need(MAX_LINE + 1, line=True)
+
+Parser = Generator[Need, bytes, Response]
+
+
+def read_response(method: str) -> Parser:
+    """The response to a ``method`` request, as a generator: it yields what it needs to read and is sent
+    the bytes read, until it returns the :class:`Response` (or raises :class:`ProtocolError`). The
+    blocking :class:`Connection` and the asyncio one both run it, so both read answers alike."""
+    while True:
+        line = yield _LINE
+        if not line:
+            raise ClosedBeforeAnswer("the server closed the connection without answering")
+        version, status = _status_line(line)
+        headers = yield from _headers()
+        if not 100 <= status < 200 or status == 101:
+            break  # 1xx: an interim answer (100 Continue), the real one follows
+    connection = headers.get("connection", "").lower()
+    keep_alive = "close" not in connection if version == "HTTP/1.1" else "keep-alive" in connection
+    if "transfer-encoding" in headers:
+        if headers["transfer-encoding"].lower() != "chunked":
+            raise ProtocolError(f"unsupported Transfer-Encoding {headers['transfer-encoding']!r}")
+        body = yield from _chunked()
+    elif "content-length" in headers:
+        text = headers["content-length"].strip()
+        if not text.isdigit() or not text.isascii():
+            raise ProtocolError(f"bad Content-Length {text!r}")
+        body = yield from _exactly(int(text))
+    elif status in (204, 304) or method == "HEAD":
+        body = b""
+    else:  # no framing: the body ends with the connection
+        body, keep_alive = (yield Need(until_closed=True)), False
+    return Response(status, headers, body, keep_alive)
+
+
+def _headers() -> Generator[Need, bytes, dict[str, str]]:
+    headers: dict[str, str] = {}
+    for _ in range(MAX_HEADERS + 1):
+        line = yield from _line("header")
+        if line in (b"\r\n", b"\n"):
+            return headers
+        name, colon, value = line.decode("latin-1").partition(":")
+        if not colon or not name or name != name.strip():
+            raise ProtocolError(f"bad header line {line[:80]!r}")
+        headers[name.lower()] = value.strip()
+    raise ProtocolError(f"more than {MAX_HEADERS} headers")
+
+
+def _line(what: str) -> Generator[Need, bytes, bytes]:
+    line = yield _LINE
+    if len(line) > MAX_LINE:
+        raise ProtocolError(f"{what} line over {MAX_LINE} bytes")
+    if not line.endswith(b"\n"):
+        raise ProtocolError(f"the connection ended inside a {what} line")
+    return line
+
+
+def _exactly(size: int) -> Generator[Need, bytes, bytes]:
+    """``size`` bytes, asked for in pieces of at most 8 MiB (a lying Content-Length allocates little)."""
+    parts: list[bytes] = []
+    left = size
+    while left:
+        part = yield Need(min(left, _READ_CHUNK))
+        if not part:
+            break
+        parts.append(part)
+        left -= len(part)
+    if left:
+        raise ProtocolError(f"the connection ended {left} bytes before the end of the body")
+    return b"".join(parts)
+
+
+def _chunked() -> Generator[Need, bytes, bytes]:
+    parts: list[bytes] = []
+    while True:
+        text = (yield from _line("chunk size")).split(b";", 1)[0].strip()
+        try:
+            size = int(text, 16)
+        except ValueError:
+            raise ProtocolError(f"bad chunk size {text[:80]!r}") from None
+        if size < 0:
+            raise ProtocolError(f"bad chunk size {text[:80]!r}")
+        if size == 0:
+            yield from _headers()  # trailers, up to the blank line
+            return b"".join(parts)
+        parts.append((yield from _exactly(size)))
+        if (yield from _line("chunk end")) not in (b"\r\n", b"\n"):
+            raise ProtocolError("a chunk is longer than its size says")
 
 
 def _status_line(line: bytes) -> tuple[str, int]:

@@ -199,10 +199,7 @@ def encode_messages(messages: Sequence[Message], media: str, *, publish_time: bo
     """A poll response. Avro: CDAP's ConsumeResponse, or TimedConsumeResponse with ``publish_time``.
     JSON: always ``[{"id", "payload", "publishTime"}]`` (a JSON reader skips a field it does not know)."""
     if media == AVRO:
-        if publish_time:
-            records = [{"id": m.id, "payload": m.payload, "publishTime": m.publish_time} for m in messages]
-            return wire.encode("TimedConsumeResponse", records)
-        return wire.encode("ConsumeResponse", [{"id": m.id, "payload": m.payload} for m in messages])
+        return wire.encode_consume_response([(m.id, m.payload, m.publish_time) for m in messages], publish_time)
     return _dumps([{"id": _b64(m.id), "payload": _b64(m.payload), "publishTime": m.publish_time} for m in messages])
 
 

@@ -20,11 +20,11 @@ What uses it:
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tms_hbase.model import green
 from tms_hbase.model.clock import now_ms
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.storage.hbase import Table
@@ -53,7 +53,7 @@ class HBaseClock:
         self.key = key
         self.column = column
         self._anchor: _Anchor | None = None
-        self._lock = threading.Lock()
+        self._lock = green.lock()
 
     def now_ms(self) -> int:
         """A lower bound of HBase's clock now, at most the probe's round trip behind it."""

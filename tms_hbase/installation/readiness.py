@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import threading
-
 from tms_hbase.errors import InstallationNotFound
+from tms_hbase.model import green
 from tms_hbase.model.tables import FAMILIES
 from tms_hbase.storage.hbase import Installation
 
@@ -21,7 +20,7 @@ class Readiness:
         self.installation = installation
         self.may_create = may_create
         self._ready = self._subscriptions_ready = False
-        self._lock = threading.Lock()
+        self._lock = green.lock()
 
     def ensure(self, *, create: bool = False) -> None:
         """Check once that the tables exist; create the missing ones when ``create`` is asked (and allowed),

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from tms_hbase.errors import InvalidArgument
+from tms_hbase.model import green
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -69,7 +70,7 @@ class Retry:
         *,
         what: str = "call",
         deadline: float | None = None,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] = green.sleep,
     ) -> bool:
         """After the ``failures``-th failure (with ``error``): False to give up (the error does not
         qualify, the attempts are used up, or waiting would pass ``deadline``, a ``time.monotonic()``
@@ -89,7 +90,7 @@ class Retry:
         *,
         what: str = "call",
         deadline: float | None = None,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] = green.sleep,
     ) -> T:
         """``fn()``, tried again after each qualifying failure until it succeeds or the policy gives up
         (then the last error is raised)."""

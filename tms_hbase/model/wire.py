@@ -164,6 +164,29 @@ def encode_publish_request(pointer: int | None, messages: Sequence[bytes]) -> by
 _BYTES_HEADERS: dict[int, bytes] = {}  # the varint length header of a ``bytes`` value, by length
 
 
+def encode_consume_response(messages: Sequence[tuple[bytes, bytes, int]], publish_time: bool) -> bytes:
+    """The Avro binary of a ConsumeResponse (``publish_time``: a TimedConsumeResponse) of (id, payload, publish
+    time) triples, the same bytes :func:`encode` gives (``tests/unit/test_codecs.py`` checks it against
+    fastavro), several times faster: the gateway encodes every page a consumer or a poll gets with it, up
+    to thousands of messages, where fastavro spends microseconds on each record's dict."""
+    parts = [_varint(len(messages) << 1)] if messages else []
+    headers = _BYTES_HEADERS
+    for message_id, payload, time_ms in messages:
+        for value in (message_id, payload):
+            size = len(value)
+            header = headers.get(size)
+            if header is None:
+                header = _varint(size << 1)
+                if len(headers) < 4096:
+                    headers[size] = header
+            parts.append(header)
+            parts.append(value)
+        if publish_time:
+            parts.append(_varint((time_ms << 1) ^ (time_ms >> 63)))
+    parts.append(b"\x00")  # the end of the array
+    return b"".join(parts)
+
+
 def _varint(value: int) -> bytes:
     """An unsigned varint (an already zigzag-encoded Avro long): 7 bits a byte, least significant first."""
     out = bytearray()

@@ -8,10 +8,15 @@
   end), its increment reserves a block of ``k`` rounds' worth of offsets, ``k`` chosen from the
   writer's recent round rate so that a block lasts about ``BLOCK_SECONDS`` (at most ``MAX_ROUNDS``, and
   at most ``MAX_BLOCK_OFFSETS`` offsets: readers fill a killed writer's block one offset at a time).
-  While the writer is alone on the generation (its increments continue each other: nobody else reserved
-  in between) nobody's rows wait behind its block, so a block may last ``LONE_BLOCK_SECONDS``; a writer
-  that joins waits for at most about two such blocks (one may be reserved ahead), once: the lone
-  writer's next increment sees it.
+  While the writer is **alone** on the generation (its increments continue each other: nobody else
+  reserved in between, or gave back) nobody's rows wait behind its block, so a pause does not make it
+  idle: its rate is kept across pauses, its block is sized for ``LONE_BLOCK_SECONDS`` of publishing
+  (well inside the W/2 for which a block may be carved) and kept until it is too old to carve, so a
+  writer publishing one message every few milliseconds pays one conditional put per publish and no
+  increment on the way. Being alone only sizes and keeps blocks; every rule that keeps order and
+  exactly-once is the same for it. A writer that joins has its rows wait behind the lone writer's block
+  for at most W/2 plus the keeper's period, once: the lone writer's next increment sees it and goes back
+  to blocks released when it is idle.
   The next rounds carve their offsets off the front of the block with no increment. A block is carved
   only while younger than half the window W (W counts from the monotonic time taken before its
   increment, like any reservation; a carved publish is dated when it is carved, so never before its
@@ -31,12 +36,12 @@
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from tms_hbase.errors import HBaseError, TmsError
+from tms_hbase.model import green
 from tms_hbase.model.clock import now_ms
 from tms_hbase.model.topic import TopicId
 from tms_hbase.publish import sequencer
@@ -46,7 +51,9 @@ log = logging.getLogger(__name__)
 
 IDLE_SECONDS = 0.005  # a round beginning within this of the previous publish's end: the writer is busy
 BLOCK_SECONDS = 0.01  # a block should be used up within this much publishing
-LONE_BLOCK_SECONDS = 0.025  # ... or this much while nobody else reserved offsets of the generation
+# ... or this much while alone: well inside the W/2 a block may be carved (0.25 s at most), so that the block
+# reserved ahead once half of it is carved is used up before it is too old
+LONE_BLOCK_SECONDS = 0.1
 MAX_ROUNDS = 64  # a block holds at most this many rounds' offsets
 MAX_BLOCK_OFFSETS = 1024  # and at most this many offsets: a killed writer's block is filled by readers one by one
 
@@ -57,7 +64,7 @@ class Ticket:
     and ``started`` (time.monotonic() before the clock was read and the increment sent: W counts from it)."""
 
     span: int
-    done: threading.Event | None = None  # set when the lead handed it offsets (made only if it had to wait)
+    done: green.Event | None = None  # set when the lead handed it offsets (made only if it had to wait)
     first: int = 0
     publish_time: int = 0
     started: float = 0.0
@@ -80,13 +87,13 @@ class Block:
 
 @dataclass
 class _Queue:
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: green.Lock = field(default_factory=green.lock)
     waiting: list[Ticket] = field(default_factory=list)
     busy: bool = False  # a thread is reserving for the queue
     block: Block | None = None
     ahead: Block | None = None  # the next block, reserved while ``block`` was being carved
     reserving_ahead: int = 0  # offsets the keeper is reserving for ``ahead`` (0: nothing in flight)
-    ahead_done: threading.Condition = field(init=False)  # notified when that reservation ended
+    ahead_done: green.Condition = field(init=False)  # notified when that reservation ended
     writing: int = 0  # publishes holding offsets and not yet ended
     last_end: float = -1.0  # time.monotonic() when the last publish of this queue ended
     last_round: float = -1.0  # time.monotonic() when the last round began
@@ -95,7 +102,7 @@ class _Queue:
     lone: bool = False  # that increment continued the one before it: no other writer reserved in between
 
     def __post_init__(self) -> None:
-        self.ahead_done = threading.Condition(self.lock)
+        self.ahead_done = green.condition(self.lock)
 
 
 class Reservations:
@@ -109,11 +116,11 @@ class Reservations:
         self.writer_id = writer_id
         self.window = window  # W in seconds, now
         self._queues: dict[tuple[TopicId, int], _Queue] = {}
-        self._lock = threading.Lock()
+        self._lock = green.lock()
         self._last_time = 0  # publish times handed out never go back
-        self._keeper: threading.Thread | None = None
-        self._closed = threading.Event()
-        self._wake = threading.Event()  # the keeper has a block ahead to reserve (or must stop)
+        self._keeper: green.Joinable | None = None
+        self._closed = green.event()
+        self._wake = green.event()  # the keeper has a block ahead to reserve (or must stop)
         self._wanted: list[tuple[TopicId, int, _Queue]] = []  # queues whose next block the keeper reserves
         # rounds reserved, rounds carved, remainders released (skip markers) and given back, blocks reserved ahead
         self.increments = self.carved = self.released = self.given_back = self.ahead = 0
@@ -127,7 +134,7 @@ class Reservations:
             lead = not queue.busy
             queue.busy = True
             if not lead:
-                ticket.done = threading.Event()
+                ticket.done = green.event()
         if ticket.done is not None:
             ticket.done.wait()
             if not ticket.lead:
@@ -144,7 +151,7 @@ class Reservations:
                 self._maybe_reserve_ahead(topic, generation, queue, span * rounds)
         try:
             for block in stale:  # too old to carve, or the round does not fit: release what is left
-                self._release(topic, generation, block)
+                self._release(topic, generation, queue, block)
             if piece is None:
                 self._reserve(topic, generation, queue, round_, span, rounds)
             else:
@@ -202,10 +209,11 @@ class Reservations:
     @staticmethod
     def _rounds_ahead(queue: _Queue) -> int:
         """How many rounds' offsets the next increment of the queue reserves (under its lock): 1 when
-        the writer is idle, else enough for about BLOCK_SECONDS at its recent round rate (MAX_ROUNDS at most)."""
+        the writer is idle and not alone, else enough for about BLOCK_SECONDS (LONE_BLOCK_SECONDS alone) at
+        its recent round rate, pauses included (MAX_ROUNDS at most)."""
         now = time.monotonic()
         gap, queue.last_round = now - queue.last_round, now
-        if not queue.writing and now - queue.last_end >= IDLE_SECONDS:
+        if not queue.lone and not queue.writing and now - queue.last_end >= IDLE_SECONDS:
             queue.interval = None
             return 1
         queue.interval = gap if queue.interval is None else (queue.interval + gap) / 2
@@ -284,7 +292,7 @@ class Reservations:
             if block is not None and queue.ahead is None:
                 queue.ahead, block = block, None
         if block is not None:
-            self._release(topic, generation, block)
+            self._release(topic, generation, queue, block)
         if self._closed.is_set():  # closed meanwhile: release it now (with the block's rest if contiguous)
             self._release_idle(force=True)
 
@@ -319,15 +327,14 @@ class Reservations:
             if not closed:
                 queue.block = block  # only the lead carves, and it took the old block: none is there
         if closed:
-            self._release(topic, generation, block)
+            self._release(topic, generation, queue, block)
             return
         self._start_keeper()
 
     def _start_keeper(self) -> None:
         with self._lock:
             if self._keeper is None:
-                self._keeper = threading.Thread(target=self._keep, name="tms-block-keeper", daemon=True)
-                self._keeper.start()
+                self._keeper = green.start_thread(self._keep, "tms-block-keeper")
 
     @staticmethod
     def _hand_out(round_: list[Ticket], piece: Block) -> None:
@@ -363,7 +370,8 @@ class Reservations:
                 blocks = [b for b in (queue.block, queue.ahead) if b is not None]
                 if not blocks:
                     continue
-                idle = not queue.busy and not queue.writing and now - queue.last_end >= IDLE_SECONDS
+                # a lone writer's block holds nobody's rows up: it is kept through pauses until too old
+                idle = not queue.lone and not queue.busy and not queue.writing and now - queue.last_end >= IDLE_SECONDS
                 if not (force or idle):
                     blocks = [b for b in blocks if now >= b.until]
                     if not blocks:
@@ -373,16 +381,20 @@ class Reservations:
                 if any(b is queue.ahead for b in blocks):
                     queue.ahead = None
             for block in _joined(blocks):
-                self._release(topic, generation, block)
+                self._release(topic, generation, queue, block)
 
-    def _release(self, topic: TopicId, generation: int, block: Block) -> None:
+    def _release(self, topic: TopicId, generation: int, queue: _Queue, block: Block) -> None:
         """Give a block's unused offsets back to the counter when nobody reserved after them (so they
-        never exist for readers, counts or lag); else fill them with ONE skip marker of this writer over
+        never exist for readers, counts or lag, and the queue's next increment continuing before them
+        still finds the writer alone); else fill them with ONE skip marker of this writer over
         exactly their span (if-absent: a reader that filled the first of them already is as good), which
         the skip index records. A lost answer to the give-back leaves them as a hole that readers fill."""
         try:
             if sequencer.give_back(self.messages, topic, generation, block.first, block.span):
                 self.given_back += 1
+                with queue.lock:
+                    if queue.reserved_to == block.first + block.span - 1:
+                        queue.reserved_to = block.first - 1
                 return
             sequencer.fill(
                 self.messages, topic, generation, block.first, block.span, block.publish_time, self.writer_id

@@ -11,8 +11,10 @@ import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from functools import partial
 
 from tms_hbase.errors import HBaseUnavailable
+from tms_hbase.model import green
 from tms_hbase.shared.state import (
     ACKED_COLUMN,
     BELL_COLUMN,
@@ -159,6 +161,8 @@ class SharedStore:
         An error is raised once every write has ended."""
         if len(claims) <= 1:
             return [self.swap_claim(keys, message_id, None, claim) for message_id, claim in claims]
+        if green.bridged():  # on an event loop: as many at once, without threads
+            return green.gather([partial(self.swap_claim, keys, mid, None, claim) for mid, claim in claims])
         with self._lock:
             if self._threads is None:
                 self._threads = ThreadPoolExecutor(CLAIM_THREADS, thread_name_prefix="tms-shared-claims")

@@ -26,6 +26,7 @@ from thriftpy2.transport import TSocket, TTransportException
 
 from tms_hbase.config import check_timeout
 from tms_hbase.errors import ClientClosed, HBaseError, HBaseUnavailable, TmsError
+from tms_hbase.model import green
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.retry import Retry
 
@@ -55,6 +56,34 @@ _LINK_ERRORS = (TTransportException, socket.timeout, OSError, EOFError, NotThrif
 _OPERATION_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("tms_deadline", default=None)
 
 
+def time_left(deadline: float | None) -> float | None:
+    """Seconds until ``deadline`` (monotonic; None: no limit), or TimeoutError once it has passed."""
+    if deadline is None:
+        return None
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("timed out")
+    return left
+
+
+def check_read_size(sz: int) -> None:
+    """:class:`NotThrift` for a read larger than :data:`MAX_READ_BYTES` (see there)."""
+    if sz > MAX_READ_BYTES:
+        raise NotThrift(f"it announced a value of {sz} bytes")
+
+
+def decoding_failure(exc: Exception) -> NotThrift | None:
+    """What a Thrift client reports for ``exc`` raised while reading an answer: :class:`NotThrift` for an
+    answer it cannot decode (the decoders raise whatever the bytes provoke: a protocol error, MemoryError
+    for an absurd length, RecursionError...); None for an exception the service declares, a
+    TApplicationException the server sent, or a socket failure, which pass through unchanged."""
+    if isinstance(exc, (TProtocolException, TDecodeException)):
+        return NotThrift(f"{type(exc).__name__}: {exc}")
+    if isinstance(exc, (TException, OSError, NotThrift)):
+        return None
+    return NotThrift(f"{type(exc).__name__}: {exc}")
+
+
 class DeadlineSocket(TSocket):
     """A Thrift client socket whose connect, reads and writes all end by ``deadline`` (monotonic time).
 
@@ -68,20 +97,14 @@ class DeadlineSocket(TSocket):
         self.deadline: float | None = None
 
     def _left(self) -> float | None:
-        if self.deadline is None:
-            return None
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("timed out")
-        return left
+        return time_left(self.deadline)
 
     def open(self) -> None:
         self.connect_timeout = self.socket_timeout = self._left()
         super().open()
 
     def read(self, sz: int) -> bytes:
-        if sz > MAX_READ_BYTES:
-            raise NotThrift(f"it announced a value of {sz} bytes")
+        check_read_size(sz)
         self.sock.settimeout(self._left())
         return super().read(sz)
 
@@ -91,31 +114,27 @@ class DeadlineSocket(TSocket):
 
 
 class CheckedClient(TClient):
-    """A Thrift client that reports an answer it cannot decode as :class:`NotThrift`.
-
-    The decoders raise whatever the bytes provoke (a protocol error, MemoryError for an absurd
-    length, RecursionError...); an exception the service declares, a TApplicationException the
-    server sent, or a socket failure passes through unchanged.
-    """
+    """A Thrift client that reports an answer it cannot decode as :class:`NotThrift` (:func:`decoding_failure`)."""
 
     def _recv(self, _api: str) -> Any:
         try:
             return super()._recv(_api)
-        except (TProtocolException, TDecodeException) as exc:
-            raise NotThrift(f"{type(exc).__name__}: {exc}") from exc
-        except (TException, OSError, NotThrift):
-            raise
         except Exception as exc:
-            raise NotThrift(f"{type(exc).__name__}: {exc}") from exc
+            failure = decoding_failure(exc)
+            if failure is None:
+                raise
+            raise failure from exc
 
 
 class _Connection(happybase.Connection):
-    """A happybase connection on a :class:`DeadlineSocket`, with a :class:`CheckedClient`."""
+    """A happybase connection on a :class:`DeadlineSocket` (or another ``socket_class`` with its interface:
+    the asyncio pool's), with a :class:`CheckedClient`."""
 
+    socket_class: type[DeadlineSocket] = DeadlineSocket
     socket: DeadlineSocket
 
     def _refresh_thrift_client(self) -> None:
-        self.socket = DeadlineSocket(self.host, self.port)
+        self.socket = self.socket_class(self.host, self.port)
         self.transport = self._transport_class(self.socket, buf_size=READ_BUFFER)
         self.client = CheckedClient(Hbase_thrift.Hbase, self._protocol_class(self.transport, decode_response=False))
 
@@ -144,6 +163,9 @@ class HBaseConnection:
     ``retries`` is the older way to say ``Retry(attempts=retries + 1)``.
     """
 
+    connection_class: type[_Connection] = _Connection
+    """What the pool opens: happybase connections on a :class:`DeadlineSocket` (an asyncio pool opens others)."""
+
     def __init__(
         self,
         host: str,
@@ -162,7 +184,7 @@ class HBaseConnection:
         self.max_idle = max_idle
         self._idle: list[tuple[_Connection, float]] = []
         self._lock = threading.Lock()
-        self._slots = threading.BoundedSemaphore(pool_size)
+        self._slots = green.semaphore(pool_size)
         self._closed = False
         self.calls = 0  # HBase calls made through this pool (for tests, benchmarks and metrics)
 
@@ -278,7 +300,7 @@ class HBaseConnection:
         gateway is tried once, within the deadline)."""
         for tried in range(1, len(self._addresses) + 1):
             index = self._current
-            conn = _Connection(*self._addresses[index], autoconnect=False)
+            conn = self.connection_class(*self._addresses[index], autoconnect=False)
             conn.socket.deadline = deadline
             try:
                 conn.open()

@@ -1,0 +1,294 @@
+"""The asyncio client on the real HBase: the synchronous client's operations as coroutines, many publishes in
+flight on one thread, deadlines against hung, trickling and resetting servers without blocking the event loop,
+and a defined outcome for a cancelled publish."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tms_hbase.errors import HBaseUnavailable, InvalidArgument, SubscriptionBusy, SubscriptionNotFound, TopicNotFound
+from tms_hbase.tx import Transaction, write_pointer_now
+
+from ..aio_client import async_client, run_watched
+from ..tcp_proxy import TcpProxy
+
+TOPIC = "default:aio"
+
+
+def test_topics_publish_fetch_and_subscriptions(hbase_address: str, prefix: str) -> None:
+    async def scenario() -> None:
+        async with async_client(hbase_address, prefix) as client:
+            meta = await client.create_topic(TOPIC, {"ttl": "3600"})
+            assert (await client.get_topic(TOPIC)).generation == meta.generation
+            await client.update_topic(TOPIC, {"ttl": "7200"})
+            assert (await client.get_topic(TOPIC)).ttl == 7200
+            assert [str(t) for t in await client.list_topics("default")] == [TOPIC]
+            await client.create_subscription(TOPIC, "audit")
+            single = await client.publish(TOPIC, [b"one"])
+            batch = await client.publish(TOPIC, [b"two", b"three"])
+            assert batch.position > single.position and batch.count == 2
+            with pytest.raises(InvalidArgument):
+                await client.publish(TOPIC, "not a list")  # type: ignore[arg-type]
+            fetched = [m.payload async for m in client.fetch(TOPIC)]
+            assert fetched == [b"one", b"two", b"three"]
+            after_first = [m.payload async for m in client.fetch(TOPIC, single.message_ids[0], inclusive=False)]
+            assert after_first == [b"two", b"three"]
+            assert (await client.lag(TOPIC, "audit")).messages == 3
+            assert [s.name for s in await client.list_subscriptions(TOPIC)] == ["audit"]
+            await client.delete_subscription(TOPIC, "audit")
+            with pytest.raises(SubscriptionNotFound):
+                await client.get_subscription(TOPIC, "audit")
+            await client.delete_topic(TOPIC)
+            with pytest.raises(TopicNotFound):
+                await client.get_topic(TOPIC)
+
+    asyncio.run(scenario())
+
+
+def test_many_publishes_in_flight_on_one_thread(hbase_address: str, prefix: str) -> None:
+    """64 concurrent single-message publishers, 8 rounds: every message stored once, in one order, and no
+    thread started for them (the waits are on the event loop)."""
+
+    async def scenario() -> tuple[list[int], list[bytes], int]:
+        async with async_client(hbase_address, prefix, pool_size=64) as client:
+            await client.create_topic(TOPIC)
+            threads = threading.active_count()
+            positions = []
+            for round_ in range(8):
+                results = await asyncio.gather(*(client.publish(TOPIC, [b"%d-%d" % (round_, i)]) for i in range(64)))
+                positions += [r.position for r in results]
+            during = threading.active_count()
+            payloads = [m.payload async for m in client.fetch(TOPIC)]
+            return positions, payloads, during - threads
+
+    positions, payloads, new_threads = asyncio.run(scenario())
+    assert len(set(positions)) == 512
+    assert sorted(payloads) == sorted(b"%d-%d" % (r, i) for r in range(8) for i in range(64))
+    assert new_threads == 0
+
+
+@pytest.mark.parametrize("fault", ["hang", "trickle", "reset", "garbage", "huge"])
+def test_a_bad_server_fails_the_call_by_its_deadline_without_blocking_the_loop(
+    hbase_address: str, prefix: str, proxy: TcpProxy, fault: str
+) -> None:
+    timeout = 2.0
+
+    async def scenario() -> tuple[BaseException, float]:
+        async with async_client(proxy.address, prefix, timeout_seconds=timeout) as client:
+            await client.create_topic(TOPIC)
+            proxy.fault = fault  # type: ignore[assignment]
+            proxy.cut()
+            started = time.monotonic()
+            with pytest.raises(HBaseUnavailable) as failed:
+                await client.publish(TOPIC, [b"x"])
+            return failed.value, time.monotonic() - started
+
+    (error, elapsed), watch = run_watched(scenario, slow_seconds=1.0)
+    assert elapsed < timeout + 1.5, f"{fault}: took {elapsed:.1f}s with a {timeout}s deadline"
+    if fault in ("hang", "trickle"):
+        assert getattr(error, "timed_out", False)
+    if fault in ("garbage", "huge"):
+        assert "not an HBase Thrift reply" in str(error)
+    # a blocking call on the bad server would stop the loop for the whole deadline
+    assert watch.longest_gap < timeout / 2, watch
+    assert not [s for s in watch.slow_callbacks if "took" in s], watch.slow_callbacks
+
+
+def test_a_cancelled_publish_is_stored_whole_once_it_started(hbase_address: str, prefix: str) -> None:
+    """Cancelled once it started, the caller gets CancelledError and the write runs on: the batch is stored
+    whole, exactly once, by the time the client is closed."""
+
+    async def scenario() -> list[bytes]:
+        async with async_client(hbase_address, prefix) as client:
+            await client.create_topic(TOPIC)
+            publish = asyncio.create_task(client.publish(TOPIC, [b"kept", b"whole"]))
+            await asyncio.sleep(0)  # it started
+            publish.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await publish
+        async with async_client(hbase_address, prefix) as reader:
+            return [m.payload async for m in reader.fetch(TOPIC)]
+
+    assert asyncio.run(scenario()) == [b"kept", b"whole"]
+
+
+def test_a_cancelled_publish_on_a_hung_server_returns_at_once_and_is_not_stored(
+    hbase_address: str, prefix: str, proxy: TcpProxy
+) -> None:
+    timeout = 3.0
+
+    async def scenario() -> tuple[float, list[bytes]]:
+        async with async_client(proxy.address, prefix, timeout_seconds=timeout) as client:
+            await client.create_topic(TOPIC)
+            proxy.fault = "hang"  # type: ignore[assignment]
+            proxy.cut()
+            publish = asyncio.create_task(client.publish(TOPIC, [b"lost"]))
+            await asyncio.sleep(0.2)
+            cancelled = time.monotonic()
+            publish.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await publish
+            waited = time.monotonic() - cancelled
+        proxy.fault = None
+        async with async_client(hbase_address, prefix) as direct:
+            return waited, [m.payload async for m in direct.fetch(TOPIC)]
+
+    waited, stored = asyncio.run(scenario())
+    assert waited < timeout / 2  # not held until the write's deadline
+    assert stored == []
+
+
+def test_fetch_checks_its_arguments_at_the_call(hbase_address: str, prefix: str) -> None:
+    async def scenario() -> None:
+        async with async_client(hbase_address, prefix) as client:
+            with pytest.raises(InvalidArgument):
+                client.fetch(TOPIC, limit=-1)
+            with pytest.raises(InvalidArgument):
+                client.fetch("not a topic name!")
+
+    asyncio.run(scenario())
+
+
+def test_the_consumer_wakes_on_a_publish_commits_and_holds_the_lease(hbase_address: str, prefix: str) -> None:
+    async def scenario() -> tuple[list[bytes], list[bytes], int]:
+        async with async_client(hbase_address, prefix) as client:
+            await client.create_topic(TOPIC)
+            await client.create_subscription(TOPIC, "work")
+            async with client.consumer(TOPIC, "work", max_wait_seconds=1.0) as consumer:
+                with pytest.raises(SubscriptionBusy):
+                    async with client.consumer(TOPIC, "work"):
+                        pass
+                waiting = asyncio.create_task(consumer.poll(10, timeout_seconds=60))
+                await asyncio.sleep(0.3)
+                assert not waiting.done()
+                await client.publish(TOPIC, [b"first"])
+                polled = [m.payload for m in await asyncio.wait_for(waiting, 30)]
+                await client.publish(TOPIC, [b"second", b"third"])
+                iterated = [m.payload async for m in consumer]  # ends max_wait_seconds after the last
+                await consumer.commit()
+                assert consumer.committed == consumer.delivered
+            lag = await client.lag(TOPIC, "work")
+            return polled, iterated, lag.messages
+
+    (polled, iterated, lag), watch = run_watched(scenario, slow_seconds=1.0)
+    assert polled == [b"first"]
+    assert iterated == [b"second", b"third"]
+    assert lag == 0
+    assert watch.longest_gap < 1.0, watch
+
+
+def test_the_asyncio_page_examples_run(hbase_address: str, prefix: str, capsys: pytest.CaptureFixture[str]) -> None:
+    page = (Path(__file__).parents[2] / "docs" / "asyncio.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", page, re.S)
+    assert len(blocks) == 2, "docs/asyncio.md lost its tested examples"
+    namespace: dict[str, Any] = {}
+    for block in blocks:
+        exec(block, namespace)
+    payloads = asyncio.run(namespace["main"](hbase_address, prefix))
+    assert sorted(payloads) == sorted(b"order %d" % i for i in range(64))
+
+    async def consume() -> None:
+        async with async_client(hbase_address, prefix) as client:
+            await client.create_subscription("default:orders", "billing", shared=True)
+            await namespace["work"](client)
+
+    capsys.readouterr()
+    asyncio.run(consume())
+    assert sorted(capsys.readouterr().out.split("\n")[:-1]) == sorted(str(p) for p in payloads)
+
+
+def test_shared_consumers_split_the_work_and_redeliver_a_nack(hbase_address: str, prefix: str) -> None:
+    async def scenario() -> tuple[list[bytes], list[bytes], int]:
+        async with async_client(hbase_address, prefix) as client:
+            await client.create_topic(TOPIC)
+            await client.create_subscription(TOPIC, "jobs", shared=True, ack_timeout_seconds=30)
+            for i in range(20):
+                await client.publish(TOPIC, [b"job %d" % i])
+            done: list[bytes] = []
+            nacked: list[bytes] = []
+
+            async def work(owner: str) -> None:
+                async with client.shared_consumer(TOPIC, "jobs", owner=owner, max_wait_seconds=1.0) as consumer:
+                    async for delivery in consumer:
+                        if delivery.payload == b"job 7" and not nacked:
+                            nacked.append(delivery.payload)
+                            await consumer.nack(delivery)
+                            continue
+                        done.append(delivery.payload)
+                        await consumer.ack(delivery)
+
+            await asyncio.gather(work("a"), work("b"))
+            lag = await client.lag(TOPIC, "jobs")
+            return done, nacked, lag.messages
+
+    done, nacked, lag = asyncio.run(scenario())
+    assert nacked == [b"job 7"]
+    assert sorted(done) == sorted(b"job %d" % i for i in range(20))  # each once, the nacked one again
+    assert lag == 0
+
+
+def test_transactional_publish_store_and_rollback(hbase_address: str, prefix: str) -> None:
+    async def scenario() -> tuple[list[bytes], list[bytes], list[bytes]]:
+        async with async_client(hbase_address, prefix) as client:
+            await client.create_topic(TOPIC)
+            pointer = write_pointer_now()
+            handle = await client.publish(TOPIC, [b"in tx"], tx_write_pointer=pointer)
+            await client.store(TOPIC, [b"s1", b"s2"], tx_write_pointer=pointer + 1)
+            await client.publish(TOPIC, [], tx_write_pointer=pointer + 1)
+            everything = [m.payload async for m in client.fetch(TOPIC)]
+            await client.rollback(TOPIC, handle)
+            reader = Transaction(
+                read_pointer=pointer + 10,
+                tx_id=pointer + 11,
+                invalids=[],
+                in_progress=[],
+                first_short_in_progress=2**63 - 1,
+            )
+            committed = [m.payload async for m in client.fetch(TOPIC, transaction=reader)]
+            in_progress = replace_in_progress(reader, pointer + 1)
+            before = [m.payload async for m in client.fetch(TOPIC, transaction=in_progress)]
+            return everything, committed, before
+
+    everything, committed, before = asyncio.run(scenario())
+    assert everything == [b"in tx", b"s1", b"s2"]  # without a transaction: everything
+    assert committed == [b"s1", b"s2"]  # the rolled-back batch is skipped
+    assert before == []  # stops at a transaction not committed yet
+
+
+def replace_in_progress(tx: Transaction, pointer: int) -> Transaction:
+    return Transaction(
+        read_pointer=tx.read_pointer,
+        tx_id=tx.tx_id,
+        invalids=[],
+        in_progress=[pointer],
+        first_short_in_progress=pointer,
+    )
+
+
+def test_calls_wait_for_a_hung_server_side_by_side(hbase_address: str, prefix: str, proxy: TcpProxy) -> None:
+    """8 publishes to a hung server are in flight at once on the one thread: all fail by about one deadline
+    (one after the other they would take 8)."""
+    timeout = 2.0
+
+    async def scenario() -> tuple[list[BaseException], float]:
+        async with async_client(proxy.address, prefix, timeout_seconds=timeout, pool_size=8) as client:
+            await client.create_topic(TOPIC)
+            await client.get_topic(TOPIC)
+            proxy.fault = "hang"  # type: ignore[assignment]
+            proxy.cut()
+            started = time.monotonic()
+            outcomes = await asyncio.gather(
+                *(client.get_topic(f"default:t{i}") for i in range(8)), return_exceptions=True
+            )
+            return [o for o in outcomes if isinstance(o, BaseException)], time.monotonic() - started
+
+    errors, elapsed = asyncio.run(scenario())
+    assert len(errors) == 8 and all(isinstance(e, HBaseUnavailable) for e in errors), errors
+    assert elapsed < 3 * timeout, f"8 calls took {elapsed:.1f}s with a {timeout}s deadline each"

@@ -1,0 +1,291 @@
+"""The messaging interface for asyncio: :class:`AsyncMessagingService`, the twin of
+:class:`tms_hbase.api.MessagingService` with the same method names, arguments, units, results and errors,
+each call a coroutine.
+
+It is implemented by :class:`tms_hbase.gateway_client.aio.AsyncGatewayClient` (over ``tms-gateway``'s REST
+API) and by the direct asyncio client over HBase; code written against it runs on either::
+
+    async def drain(service: AsyncMessagingService, topic: TopicId) -> list[bytes]:
+        return [m.payload async for m in service.fetch(topic, limit=100)]
+
+Where the blocking interface returns an iterator, this one returns an async iterator: ``fetch`` checks its
+arguments at the call and reads the first page at the first ``__anext__``. Consumers are async context
+managers: ``consumer()`` returns the exclusive consumer unopened, and ``async with`` (or ``await
+consumer.open()``) opens it (SubscriptionBusy there while another consumer holds the subscription);
+``async for`` iterates either kind. Waits carry their unit in their names (``max_wait_seconds``,
+``timeout_seconds``, ``delay_seconds``, ``ack_timeout_seconds``).
+
+Cancelling a call (``task.cancel()``, ``asyncio.timeout``) raises CancelledError in the caller at once; what
+the call had done by then is each implementation's documented outcome (for a publish: the batch is stored
+whole or not at all, never in part).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Protocol, Self
+
+if TYPE_CHECKING:
+    from tms_hbase.consume.subscriptions import Subscription
+    from tms_hbase.errors import PublishOutcomeUnknown
+    from tms_hbase.fetch.reader import Message
+    from tms_hbase.fetch.stats import Lag, TopicStats
+    from tms_hbase.model.published import PublishResult
+    from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata
+    from tms_hbase.model.wire import RollbackDetail
+    from tms_hbase.shared.admin import PendingMessage
+    from tms_hbase.shared.consumer import Delivery
+    from tms_hbase.tx.transaction import Transaction
+
+
+class AsyncSubscriptionConsumer(Protocol):
+    """The active consumer of an exclusive subscription (``AsyncMessagingService.consumer``)."""
+
+    async def __aenter__(self) -> Self:
+        """Open the consumer (as :meth:`open`); leaving the ``async with`` block closes it."""
+        ...
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """Close the consumer (as :meth:`close`)."""
+        ...
+
+    async def open(self) -> None:
+        """Take the subscription's lease; SubscriptionBusy while another consumer holds it."""
+        ...
+
+    @property
+    def committed(self) -> bytes | None:
+        """The subscription's mark as this consumer last committed or found it."""
+        ...
+
+    @property
+    def delivered(self) -> bytes | None:
+        """The id of the last message delivered (what ``commit()`` stores)."""
+        ...
+
+    async def poll(self, max_messages: int = 100, timeout_seconds: float = 1.0) -> list[Message]:
+        """Up to ``max_messages`` messages in order, as soon as there is one; ``[]`` after ``timeout_seconds``."""
+        ...
+
+    def __aiter__(self) -> AsyncIterator[Message]:
+        """Messages in order; the iteration ends after ``max_wait_seconds`` without one."""
+        ...
+
+    async def commit(self, message: Message | bytes | None = None) -> None:
+        """Store the last delivered message (or ``message``) as the mark; LeaseLost if it was taken over."""
+        ...
+
+    async def close(self) -> None:
+        """Give the lease back; what was delivered and not committed is delivered again."""
+        ...
+
+
+class AsyncSharedSubscriptionConsumer(Protocol):
+    """One of any number of consumers of a shared subscription (``AsyncMessagingService.shared_consumer``)."""
+
+    async def __aenter__(self) -> Self:
+        """The consumer itself: leaving the ``async with`` block closes it."""
+        ...
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """Close the consumer (as :meth:`close`)."""
+        ...
+
+    @property
+    def held(self) -> list[bytes]:
+        """Ids of the messages delivered to this consumer and not settled by it."""
+        ...
+
+    async def receive(self, max_messages: int = 10, timeout_seconds: float = 1.0) -> list[Delivery]:
+        """Up to ``max_messages`` deliveries, as soon as there is one; ``[]`` after ``timeout_seconds``."""
+        ...
+
+    def __aiter__(self) -> AsyncIterator[Delivery]:
+        """Deliveries one by one; the iteration ends after ``max_wait_seconds`` without one."""
+        ...
+
+    async def ack(self, *deliveries: Delivery | bytes) -> None:
+        """The messages are done; NotHeld for any this consumer does not hold."""
+        ...
+
+    async def nack(self, delivery: Delivery | bytes, delay_seconds: float = 0.0) -> None:
+        """Deliver it again, after ``delay_seconds``."""
+        ...
+
+    async def release(self, delivery: Delivery | bytes) -> None:
+        """Give it back at once without counting a failed delivery."""
+        ...
+
+    async def extend(self, delivery: Delivery | bytes, timeout_seconds: float | None = None) -> int:
+        """Hold it until ``timeout_seconds`` from now (default: the ack timeout); the new deadline (ms)."""
+        ...
+
+    async def close(self) -> None:
+        """Stop; what this consumer holds goes to others at once (or at its deadline)."""
+        ...
+
+
+class AsyncMessagingService(Protocol):
+    """Topics, publishing, fetching, subscriptions and consumers, for asyncio: the calls of
+    :class:`tms_hbase.api.MessagingService`, each a coroutine, raising from the same
+    :class:`~tms_hbase.errors.TmsError` tree."""
+
+    async def ping(self) -> None:
+        """One cheap round trip: returns if the service answers, HBaseUnavailable otherwise."""
+        ...
+
+    async def close(self) -> None:
+        """Close the client's connections."""
+        ...
+
+    async def __aenter__(self) -> Self:
+        """The client itself: leaving the ``async with`` block closes it."""
+        ...
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """Close the client (as :meth:`close`)."""
+        ...
+
+    # -- topics -------------------------------------------------------------------------------
+
+    async def create_topic(
+        self, topic: TopicLike, properties: Mapping[str, str] | None = None, *, exist_ok: bool = False
+    ) -> TopicMetadata:
+        """Create a topic (``ttl`` in seconds among its properties); TopicAlreadyExists unless ``exist_ok``."""
+        ...
+
+    async def update_topic(
+        self, topic: TopicLike, properties: Mapping[str, str], *, expected: TopicMetadata | None = None
+    ) -> TopicMetadata:
+        """Replace a topic's properties; TopicNotFound."""
+        ...
+
+    async def get_topic(self, topic: TopicLike) -> TopicMetadata:
+        """The topic's metadata; TopicNotFound."""
+        ...
+
+    async def list_topics(self, namespace: str | None = None) -> list[TopicId]:
+        """The topics of ``namespace``, in name order."""
+        ...
+
+    async def list_topic_metadata(self, namespace: str | None = None) -> list[TopicMetadata]:
+        """Like :meth:`list_topics`, with each topic's metadata."""
+        ...
+
+    async def delete_topic(self, topic: TopicLike) -> None:
+        """Delete a topic and make its messages unreadable at once; TopicNotFound."""
+        ...
+
+    # -- messages -----------------------------------------------------------------------------
+
+    async def publish(
+        self,
+        topic: TopicLike,
+        payloads: Sequence[bytes],
+        tx_write_pointer: int | None = None,
+        *,
+        ttl_seconds: float | None = None,
+        resume: PublishOutcomeUnknown | None = None,
+    ) -> PublishResult:
+        """Publish a batch as one unit, in order: where it is stored (its ids; with a write pointer, also
+        the handle ``rollback`` takes)."""
+        ...
+
+    async def store(
+        self, topic: TopicLike, payloads: Sequence[bytes], tx_write_pointer: int, *, sequence: int | None = None
+    ) -> None:
+        """Store payloads under a write pointer, invisible until that pointer is published."""
+        ...
+
+    async def rollback(self, topic: TopicLike, handle: PublishResult | RollbackDetail | bytes) -> None:
+        """Mark a transactional publish rolled back."""
+        ...
+
+    def fetch(
+        self,
+        topic: TopicLike,
+        start_message: bytes | None = None,
+        start_time_ms: int | None = None,
+        inclusive: bool = True,
+        limit: int | None = None,
+        transaction: Transaction | None = None,
+    ) -> AsyncIterator[Message]:
+        """Messages in order from a message id or a publish time (ms), up to ``limit``; the arguments are
+        checked at the call (InvalidArgument), the first page is read at the first ``__anext__``."""
+        ...
+
+    # -- subscriptions and consumers ------------------------------------------------------------
+
+    async def create_subscription(
+        self,
+        topic: TopicLike,
+        name: str,
+        start: str | int = "earliest",
+        *,
+        exist_ok: bool = False,
+        shared: bool = False,
+        ack_timeout_seconds: float | None = None,
+        max_deliveries: int | None = None,
+        dead_letter: TopicLike | None = None,
+        claim_size: int | None = None,
+    ) -> Subscription:
+        """A durable consume mark on the topic from ``start`` ("earliest", "latest" or a time in ms)."""
+        ...
+
+    async def get_subscription(self, topic: TopicLike, name: str) -> Subscription:
+        """The subscription; SubscriptionNotFound."""
+        ...
+
+    async def list_subscriptions(self, topic: TopicLike) -> list[Subscription]:
+        """The topic's subscriptions, in name order."""
+        ...
+
+    async def delete_subscription(self, topic: TopicLike, name: str, *, force: bool = False) -> None:
+        """Delete a subscription; SubscriptionBusy while a consumer holds it, unless ``force``."""
+        ...
+
+    async def reset_subscription(
+        self,
+        topic: TopicLike,
+        name: str,
+        start_message: bytes | str | None = None,
+        start_time_ms: int | None = None,
+        *,
+        force: bool = False,
+    ) -> Subscription:
+        """Move the mark to a message id ("earliest", "latest") or a publish time (ms)."""
+        ...
+
+    async def release_subscription(self, topic: TopicLike, name: str) -> Subscription:
+        """Take the lease away from whoever holds the subscription, keeping its mark."""
+        ...
+
+    async def lag(self, topic: TopicLike, name: str) -> Lag:
+        """How far the subscription is behind."""
+        ...
+
+    async def topic_stats(self, topic: TopicLike, *, windows: Sequence[int] | None = None) -> TopicStats:
+        """The topic's numbers, publish rates over ``windows`` (seconds) and its subscriptions' lag."""
+        ...
+
+    async def pending(self, topic: TopicLike, name: str, *, limit: int | None = None) -> list[PendingMessage]:
+        """A shared subscription's deliveries not settled yet."""
+        ...
+
+    def consumer(self, topic: TopicLike, name: str, *, max_wait_seconds: float = 5.0) -> AsyncSubscriptionConsumer:
+        """The exclusive consumer of a subscription, opened by ``async with`` (SubscriptionBusy there while
+        another holds it); the arguments are checked at the call."""
+        ...
+
+    def shared_consumer(
+        self, topic: TopicLike, name: str, *, owner: str | None = None, max_wait_seconds: float = 5.0
+    ) -> AsyncSharedSubscriptionConsumer:
+        """One consumer of a shared subscription."""
+        ...

@@ -1,0 +1,365 @@
+"""AsyncMessagingClient: the messaging client for asyncio programs, on the event loop itself.
+
+It runs the very protocol code of :class:`~tms_hbase.client.MessagingClient` (ordering, sequencer
+reservations, metadata, reads) through :func:`tms_hbase.model.green.run_sync`, over the asyncio storage
+driver (:class:`~tms_hbase.storage.aio.AsyncHBaseConnection`): every HBase call, backoff and hand-over
+between publishes waits on the event loop, so many publishes and fetches are in flight at once on one
+thread, with no thread per call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from functools import partial
+from itertools import islice
+from typing import Any, TypeVar
+
+from tms_hbase.aio.consumer import AsyncConsumer
+from tms_hbase.aio.shared import AsyncSharedConsumer
+from tms_hbase.client import MessagingClient
+from tms_hbase.config import Config
+from tms_hbase.consume.consumer import Consumer
+from tms_hbase.consume.subscriptions import Subscription
+from tms_hbase.errors import ClientClosed, InvalidArgument, PublishOutcomeUnknown
+from tms_hbase.fetch.reader import Message
+from tms_hbase.fetch.stats import Lag, TopicStats
+from tms_hbase.model import checks
+from tms_hbase.model.green import run_sync
+from tms_hbase.model.published import PublishResult
+from tms_hbase.model.retry import Retry
+from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata, as_topic
+from tms_hbase.model.wire import RollbackDetail
+from tms_hbase.publish.writer import DEFAULT_MAX_BATCH_BYTES
+from tms_hbase.shared.admin import PendingMessage
+from tms_hbase.shared.consumer import SharedConsumer
+from tms_hbase.storage.aio import AsyncHBaseConnection
+from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, validate_max_lifetime
+from tms_hbase.tx.transaction import Transaction
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+FETCH_CHUNK = 256
+"""Messages an async fetch takes from the reader per turn on the event loop."""
+
+
+class _LoopClient(MessagingClient):
+    """The synchronous client's protocol code over the asyncio storage driver (made inside run_sync)."""
+
+    _pool_class = AsyncHBaseConnection
+
+
+class AsyncMessagingClient:
+    """A connection to tms-hbase for asyncio: the operations of :class:`~tms_hbase.client.MessagingClient`
+    as coroutines, with the same arguments, Config, deadlines and errors.
+
+    Use it on one event loop, as ``async with AsyncMessagingClient(...) as client`` or by awaiting
+    :meth:`close`. Its connections open on first use. ``timeout_seconds`` is a deadline per call, as in
+    the synchronous client. Cancelling ``await client.publish(...)`` raises CancelledError at once but
+    never interrupts the write: it runs on to its own outcome (within the deadline: the batch stored whole,
+    or not at all; logged), and :meth:`close` waits for it. Other calls are interrupted where they wait.
+    """
+
+    def __init__(
+        self,
+        address: str | None = None,
+        prefix: str | None = None,
+        *,
+        config: Config | None = None,
+        timeout_seconds: float | None = None,
+        pool_size: int | None = None,
+        retry: Retry | None = None,
+        create_tables: bool = True,
+        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+        metadata_max_age_seconds: float = 1.0,
+        tx_max_lifetime_seconds: float = MAX_LIFETIME_SECONDS,
+    ) -> None:
+        validate_max_lifetime(tx_max_lifetime_seconds)
+        if config is None:
+            config = Config.resolve(address, prefix, timeout_seconds=timeout_seconds, retry=retry, pool_size=pool_size)
+        elif any(v is not None for v in (address, prefix, timeout_seconds, pool_size, retry)):
+            raise InvalidArgument("give a Config or the address, prefix, timeout, pool size and retry, not both")
+        self.config = config
+        """Where this client's installation is and how it talks to it (:class:`~tms_hbase.config.Config`)."""
+        self._options: dict[str, Any] = {
+            "create_tables": create_tables,
+            "max_batch_bytes": max_batch_bytes,
+            "metadata_max_age_seconds": metadata_max_age_seconds,
+            "tx_max_lifetime_seconds": tx_max_lifetime_seconds,
+        }
+        self._client: MessagingClient | None = None
+        self._closed = False
+        self._writes: set[asyncio.Future[PublishResult]] = set()  # cancelled publishes running on
+        # Publishes in the protocol at once: at most one a pooled connection. The others wait here, before
+        # reserving offsets, so no reservation waits for a connection longer than a sequencer's window.
+        self._publish_slots = asyncio.Semaphore(config.pool_size)
+
+    def __repr__(self) -> str:
+        return f"AsyncMessagingClient({self.config.addresses!r}, prefix={self.config.prefix!r})"
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def __aenter__(self) -> AsyncMessagingClient:
+        await self._ready()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Let the writes of cancelled publishes end, release the offsets reserved ahead and close the
+        connections (idempotent)."""
+        self._closed = True
+        if self._writes:
+            await asyncio.wait(list(self._writes))
+        client, self._client = self._client, None
+        if client is not None:
+            await run_sync(client.close)
+
+    async def _ready(self) -> MessagingClient:
+        if self._closed:
+            raise ClientClosed("this client has been closed: open a new AsyncMessagingClient")
+        if self._client is None:
+            self._client = await run_sync(_LoopClient, config=self.config, **self._options)
+        return self._client
+
+    async def _run(self, call: Callable[[MessagingClient], T]) -> T:
+        client = await self._ready()
+        return await run_sync(call, client)
+
+    async def ping(self) -> None:
+        """One cheap round trip to HBase; HBaseUnavailable or InstallationNotFound if it fails."""
+        await self._run(lambda c: c.ping())
+
+    # -- topics -------------------------------------------------------------------------------
+
+    async def create_topic(
+        self, topic: TopicLike, properties: Mapping[str, str] | None = None, *, exist_ok: bool = False
+    ) -> TopicMetadata:
+        """Create a topic (``ttl`` in seconds among its properties); TopicAlreadyExists unless ``exist_ok``."""
+        return await self._run(lambda c: c.create_topic(topic, properties, exist_ok=exist_ok))
+
+    async def update_topic(
+        self, topic: TopicLike, properties: Mapping[str, str], *, expected: TopicMetadata | None = None
+    ) -> TopicMetadata:
+        """Replace a topic's properties; TopicNotFound."""
+        return await self._run(lambda c: c.update_topic(topic, properties, expected=expected))
+
+    async def get_topic(self, topic: TopicLike) -> TopicMetadata:
+        """The topic's metadata; TopicNotFound."""
+        return await self._run(lambda c: c.get_topic(topic))
+
+    async def list_topics(self, namespace: str | None = None) -> list[TopicId]:
+        """The topics of ``namespace``, in name order."""
+        return await self._run(lambda c: c.list_topics(namespace))
+
+    async def list_topic_metadata(self, namespace: str | None = None) -> list[TopicMetadata]:
+        """Like :meth:`list_topics`, with each topic's metadata."""
+        return await self._run(lambda c: c.list_topic_metadata(namespace))
+
+    async def delete_topic(self, topic: TopicLike) -> None:
+        """Delete a topic and make its messages unreadable at once; TopicNotFound."""
+        await self._run(lambda c: c.delete_topic(topic))
+
+    # -- messages -----------------------------------------------------------------------------
+
+    async def publish(
+        self,
+        topic: TopicLike,
+        payloads: Sequence[bytes],
+        tx_write_pointer: int | None = None,
+        *,
+        ttl_seconds: float | None = None,
+        resume: PublishOutcomeUnknown | None = None,
+    ) -> PublishResult:
+        """Publish a batch as one unit, in order (see :meth:`MessagingClient.publish
+        <tms_hbase.client.MessagingClient.publish>`); PublishOutcomeUnknown with a resume if HBase stops
+        answering mid-publish. Cancelled, it raises CancelledError at once and the write runs on to its
+        outcome (see the class)."""
+        client = await self._ready()
+        async with self._publish_slots:  # (see _publish_slots)
+            return await self._publish(client, topic, payloads, tx_write_pointer, ttl_seconds, resume)
+
+    async def _publish(
+        self,
+        client: MessagingClient,
+        topic: TopicLike,
+        payloads: Sequence[bytes],
+        tx_write_pointer: int | None,
+        ttl_seconds: float | None,
+        resume: PublishOutcomeUnknown | None,
+    ) -> PublishResult:
+        write = asyncio.ensure_future(
+            run_sync(lambda: client.publish(topic, payloads, tx_write_pointer, ttl_seconds=ttl_seconds, resume=resume))
+        )
+        try:
+            return await asyncio.shield(write)
+        except asyncio.CancelledError:
+            if not write.done():
+                self._writes.add(write)  # close() waits for it
+                write.add_done_callback(self._writes.discard)
+            write.add_done_callback(partial(_log_cancelled, topic))
+            raise
+
+    async def store(
+        self, topic: TopicLike, payloads: Sequence[bytes], tx_write_pointer: int, *, sequence: int | None = None
+    ) -> None:
+        """Store payloads under a write pointer, invisible until that pointer is published."""
+        await self._run(lambda c: c.store(topic, payloads, tx_write_pointer, sequence=sequence))
+
+    async def rollback(self, topic: TopicLike, handle: PublishResult | RollbackDetail | bytes) -> None:
+        """Mark a transactional publish rolled back."""
+        await self._run(lambda c: c.rollback(topic, handle))
+
+    def fetch(
+        self,
+        topic: TopicLike,
+        start_message: bytes | None = None,
+        start_time_ms: int | None = None,
+        inclusive: bool = True,
+        limit: int | None = None,
+        transaction: Transaction | None = None,
+    ) -> AsyncIterator[Message]:
+        """Messages in order from a message id or a publish time (ms), up to ``limit``: ``async for message in
+        client.fetch(topic)``. The arguments are checked at the call (InvalidArgument); the start is found at
+        the first ``__anext__``, and each read while iterating gets the client's deadline of its own."""
+        topic = as_topic(topic)
+        checks.fetch_args(start_message, start_time_ms, inclusive, limit, transaction)
+        return _AsyncMessages(
+            self, lambda c: c.fetch(topic, start_message, start_time_ms, inclusive, limit, transaction)
+        )
+
+    # -- subscriptions --------------------------------------------------------------------------
+
+    async def create_subscription(
+        self,
+        topic: TopicLike,
+        name: str,
+        start: str | int = "earliest",
+        *,
+        exist_ok: bool = False,
+        shared: bool = False,
+        ack_timeout_seconds: float | None = None,
+        max_deliveries: int | None = None,
+        dead_letter: TopicLike | None = None,
+        claim_size: int | None = None,
+    ) -> Subscription:
+        """A durable consume mark on the topic from ``start`` ("earliest", "latest" or a time in ms)."""
+        return await self._run(
+            lambda c: c.create_subscription(
+                topic,
+                name,
+                start,
+                exist_ok=exist_ok,
+                shared=shared,
+                ack_timeout=ack_timeout_seconds,
+                max_deliveries=max_deliveries,
+                dead_letter=dead_letter,
+                claim_size=claim_size,
+            )
+        )
+
+    async def get_subscription(self, topic: TopicLike, name: str) -> Subscription:
+        """The subscription; SubscriptionNotFound."""
+        return await self._run(lambda c: c.get_subscription(topic, name))
+
+    async def list_subscriptions(self, topic: TopicLike) -> list[Subscription]:
+        """The topic's subscriptions, in name order."""
+        return await self._run(lambda c: c.list_subscriptions(topic))
+
+    async def delete_subscription(self, topic: TopicLike, name: str, *, force: bool = False) -> None:
+        """Delete a subscription; SubscriptionBusy while a consumer holds it, unless ``force``."""
+        await self._run(lambda c: c.delete_subscription(topic, name, force=force))
+
+    async def reset_subscription(
+        self,
+        topic: TopicLike,
+        name: str,
+        start_message: bytes | str | None = None,
+        start_time_ms: int | None = None,
+        *,
+        force: bool = False,
+    ) -> Subscription:
+        """Move the mark to a message id ("earliest", "latest") or a publish time (ms)."""
+        return await self._run(lambda c: c.reset_subscription(topic, name, start_message, start_time_ms, force=force))
+
+    async def release_subscription(self, topic: TopicLike, name: str) -> Subscription:
+        """Take the lease away from whoever holds the subscription, keeping its mark."""
+        return await self._run(lambda c: c.release_subscription(topic, name))
+
+    async def lag(self, topic: TopicLike, name: str) -> Lag:
+        """How far the subscription is behind."""
+        return await self._run(lambda c: c.lag(topic, name))
+
+    async def topic_stats(self, topic: TopicLike, *, windows: Sequence[int] | None = None) -> TopicStats:
+        """The topic's numbers, publish rates over ``windows`` (seconds) and its subscriptions' lag."""
+        return await self._run(lambda c: c.topic_stats(topic, windows=windows))
+
+    async def pending(self, topic: TopicLike, name: str, *, limit: int | None = None) -> list[PendingMessage]:
+        """A shared subscription's deliveries not settled yet."""
+        return await self._run(lambda c: c.pending(topic, name, limit=limit))
+
+    def consumer(self, topic: TopicLike, name: str, *, max_wait_seconds: float = 5.0) -> AsyncConsumer:
+        """The exclusive consumer of a subscription, opened by ``async with`` (SubscriptionBusy there while
+        another consumer holds it); ``async for`` ends after ``max_wait_seconds`` without a new message."""
+        topic = as_topic(topic)
+        checks.seconds("max_wait_seconds", max_wait_seconds)
+
+        async def opened() -> Consumer:
+            client = await self._ready()
+            return await run_sync(lambda: client.consumer(topic, name, max_wait=max_wait_seconds))
+
+        return AsyncConsumer(opened)
+
+    def shared_consumer(
+        self, topic: TopicLike, name: str, *, owner: str | None = None, max_wait_seconds: float = 5.0
+    ) -> AsyncSharedConsumer:
+        """One consumer of a shared subscription, opened by ``async with`` (InvalidArgument there for an
+        exclusive subscription); ``async for`` ends after ``max_wait_seconds`` without a delivery."""
+        topic = as_topic(topic)
+        checks.seconds("max_wait_seconds", max_wait_seconds)
+
+        async def opened() -> SharedConsumer:
+            client = await self._ready()
+            return await run_sync(lambda: client.shared_consumer(topic, name, owner=owner, max_wait=max_wait_seconds))
+
+        return AsyncSharedConsumer(opened)
+
+
+class _AsyncMessages:
+    """A fetch's messages as an async iterator: the start found at the first ``__anext__``, then the reader's
+    lazy iterator advanced on the event loop :data:`FETCH_CHUNK` messages at a time."""
+
+    def __init__(self, client: AsyncMessagingClient, start: Callable[[MessagingClient], Iterator[Message]]) -> None:
+        self._client = client
+        self._start = start
+        self._messages: Iterator[Message] | None = None
+        self._chunk: list[Message] = []
+        self._done = False
+
+    def __aiter__(self) -> _AsyncMessages:
+        return self
+
+    async def __anext__(self) -> Message:
+        if self._messages is None:
+            self._messages = await self._client._run(self._start)
+        if not self._chunk and not self._done:
+            messages = self._messages
+            self._chunk = await run_sync(lambda: list(islice(messages, FETCH_CHUNK)))
+            self._chunk.reverse()
+            self._done = len(self._chunk) < FETCH_CHUNK
+        if not self._chunk:
+            raise StopAsyncIteration
+        return self._chunk.pop()
+
+
+def _log_cancelled(topic: TopicLike, write: asyncio.Future[PublishResult]) -> None:
+    """What a cancelled publish came to (its caller got CancelledError at once)."""
+    if write.cancelled():
+        log.info("cancelled publish to %s: not stored", topic)
+    elif (error := write.exception()) is not None:
+        log.info("cancelled publish to %s ran on and failed: %s", topic, error)
+    else:
+        log.info("cancelled publish to %s ran on and was stored as %s", topic, write.result().message_ids)

@@ -1,0 +1,308 @@
+"""AsyncGatewayClient: the gateway's Python client for asyncio (:class:`tms_hbase.aio.api.AsyncMessagingService`
+over ``tms-gateway``'s REST API, on asyncio streams: :mod:`tms_hbase.gateway_client.aio_http1`).
+
+It sends what the blocking :class:`~tms_hbase.gateway_client.http.GatewayClient` sends: every request is
+built, checked and decoded by :mod:`tms_hbase.gateway_client.calls` and every failure mapped by
+:mod:`tms_hbase.gateway_client.outcomes`, so both raise the same errors for the same input and answers.
+What differs is the I/O: no thread per call, many calls in flight on one event loop, each on a pooled
+keep-alive connection, with the HTTP/1.1 codec of the blocking client.
+
+- ``timeout_seconds`` bounds each call as a whole (waiting for a pooled connection, connect, send, wait,
+  read: ``asyncio.timeout``), so a hung or trickling gateway is HBaseUnavailable (``timed_out`` set) in
+  time; a long-poll (``poll``, ``receive``) may take its wait on top.
+- A link that fails is HBaseUnavailable, or PublishOutcomeUnknown for a publish that was sent. Calls
+  safe to repeat are sent again once when a kept-alive connection turns out closed before any answer.
+- **Cancellation.** Cancelling a call raises CancelledError at once and drops its connection (a half-read
+  answer never reaches another call). A cancelled ``publish`` leaves the batch stored whole or not at
+  all, never in part (the gateway stores a batch as one unit); which of the two is known only when the
+  request had not been sent yet (then it is not stored); otherwise the outcome is unknown as after
+  PublishOutcomeUnknown, and ``fetch`` shows it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import AsyncIterator, Mapping, Sequence
+from types import TracebackType
+from typing import TypeVar
+
+from tms_hbase.aio.api import AsyncMessagingService
+from tms_hbase.consume.subscriptions import Subscription, check_name
+from tms_hbase.errors import PublishOutcomeUnknown, SubscriptionAlreadyExists, TopicAlreadyExists, TopicNotFound
+from tms_hbase.fetch.reader import Message
+from tms_hbase.fetch.stats import Lag, TopicStats
+from tms_hbase.gateway_client import calls, http1, rest
+from tms_hbase.gateway_client.aio_consumers import AsyncGatewayConsumer, AsyncGatewaySharedConsumer
+from tms_hbase.gateway_client.aio_http1 import AsyncPool
+from tms_hbase.gateway_client.calls import Reply, Request
+from tms_hbase.gateway_client.outcomes import NOT_IDEMPOTENT, Broken, answer_error, link_error
+from tms_hbase.model.published import PublishResult
+from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata
+from tms_hbase.model.topic import as_topic as _topic
+from tms_hbase.model.wire import RollbackDetail
+from tms_hbase.shared.admin import PendingMessage
+from tms_hbase.tx import Transaction
+
+T = TypeVar("T")
+
+
+class AsyncGatewayClient(AsyncMessagingService):
+    """A client of ``tms-gateway`` for asyncio, with the options of
+    :class:`~tms_hbase.gateway_client.http.GatewayClient`: ``url`` (default ``$TMS_GATEWAY_URL`` or
+    http://127.0.0.1:8080), ``token`` (default ``$TMS_GATEWAY_TOKEN``), ``timeout_seconds`` per call,
+    ``media`` (Avro, or JSON), ``ca_file`` / ``client_cert`` / ``client_key`` / ``ssl_context`` for https,
+    ``pool_size`` kept-alive connections idle at most ``max_idle`` seconds; ``max_connections`` calls
+    in flight at once (more wait for a connection, within their timeout).
+
+    Use it from one event loop, as ``async with AsyncGatewayClient(...) as client`` or calling
+    :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout_seconds: float = 10.0,
+        media: str = rest.AVRO,
+        pool_size: int = 8,
+        max_connections: int = 100,
+        ca_file: str | None = None,
+        client_cert: str | None = None,
+        client_key: str | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        max_idle: float = 15.0,
+    ) -> None:
+        s = calls.settings(url, token, timeout_seconds, media, ca_file, client_cert, client_key, ssl_context)
+        self.url, self.timeout_seconds, self.media = s.url, s.timeout_seconds, s.media
+        self.calls = calls.Calls(s.media)
+        self._auth = http1.header_lines(s.auth)
+        self._pool = AsyncPool(s.host, s.port, s.ssl_context, pool_size, max_idle, max_connections)
+
+    async def __aenter__(self) -> AsyncGatewayClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the pooled connections."""
+        self._pool.close()
+
+    def __repr__(self) -> str:
+        return f"AsyncGatewayClient({self.url!r})"
+
+    async def ping(self) -> None:
+        """``GET /health``: returns once the gateway answers that HBase does; HBaseUnavailable otherwise."""
+        await self.run(self.calls.ping())
+
+    # -- topics -------------------------------------------------------------------------------
+
+    async def create_topic(
+        self, topic: TopicLike, properties: Mapping[str, str] | None = None, *, exist_ok: bool = False
+    ) -> TopicMetadata:
+        """TopicAlreadyExists, unless ``exist_ok`` (then the existing topic is returned as it is)."""
+        request = self.calls.create_topic(topic, properties)
+        try:
+            return await self.run(request)
+        except TopicAlreadyExists:
+            if not exist_ok:
+                raise
+            return await self.get_topic(topic)
+
+    async def update_topic(
+        self, topic: TopicLike, properties: Mapping[str, str], *, expected: TopicMetadata | None = None
+    ) -> TopicMetadata:
+        """Replace the topic's properties; ``expected`` is not supported by the REST API (InvalidArgument)."""
+        return await self.run(self.calls.update_topic(topic, properties, expected))
+
+    async def get_topic(self, topic: TopicLike) -> TopicMetadata:
+        return await self.run(self.calls.get_topic(topic))
+
+    async def list_topics(self, namespace: str | None = None) -> list[TopicId]:
+        """The topics of ``namespace`` (the REST API lists one namespace at a time)."""
+        return await self.run(self.calls.list_topics(namespace))
+
+    async def list_topic_metadata(self, namespace: str | None = None) -> list[TopicMetadata]:
+        """Like :meth:`list_topics`, with each topic's metadata (one call per topic, all at once)."""
+        topics = await self.list_topics(namespace)
+        found = await asyncio.gather(*(self._topic_or_none(t) for t in topics))
+        return [meta for meta in found if meta is not None]
+
+    async def _topic_or_none(self, topic: TopicId) -> TopicMetadata | None:
+        try:
+            return await self.get_topic(topic)
+        except TopicNotFound:
+            return None  # deleted since it was listed
+
+    async def delete_topic(self, topic: TopicLike) -> None:
+        await self.run(self.calls.delete_topic(topic))
+
+    # -- messages -----------------------------------------------------------------------------
+
+    async def publish(
+        self,
+        topic: TopicLike,
+        payloads: Sequence[bytes],
+        tx_write_pointer: int | None = None,
+        *,
+        ttl_seconds: float | None = None,
+        resume: PublishOutcomeUnknown | None = None,
+    ) -> PublishResult:
+        """Where the batch is stored. ``resume`` is InvalidArgument (the retry state stays in the gateway).
+        Cancelled: stored whole or not at all (the module's docstring)."""
+        return await self.run(self.calls.publish(topic, payloads, tx_write_pointer, ttl_seconds, resume))
+
+    async def store(
+        self, topic: TopicLike, payloads: Sequence[bytes], tx_write_pointer: int, *, sequence: int | None = None
+    ) -> None:
+        await self.run(self.calls.store(topic, payloads, tx_write_pointer, sequence))
+
+    async def rollback(self, topic: TopicLike, handle: PublishResult | RollbackDetail | bytes) -> None:
+        await self.run(self.calls.rollback(topic, handle))
+
+    def fetch(
+        self,
+        topic: TopicLike,
+        start_message: bytes | None = None,
+        start_time_ms: int | None = None,
+        inclusive: bool = True,
+        limit: int | None = None,
+        transaction: Transaction | None = None,
+    ) -> AsyncIterator[Message]:
+        """Messages in order, page by page (``poll`` calls, each capped by the gateway) until a page comes
+        back empty or ``limit`` is reached; arguments are checked now, the first page is read at the
+        first ``__anext__``."""
+        return self._pages(self.calls.fetch(topic, start_message, start_time_ms, inclusive, limit, transaction))
+
+    async def poll(self, topic: TopicId, request: rest.ConsumeRequest) -> list[Message]:
+        """One ``poll`` call as CDAP's API defines it (a page of at most the gateway's cap)."""
+        return await self.run(self.calls.poll(topic, request))
+
+    async def _pages(self, pages: calls.Pages) -> AsyncIterator[Message]:
+        while pages.next is not None:
+            for message in pages.take(await self.run(pages.next)):
+                yield message
+
+    # -- subscriptions and consumers ------------------------------------------------------------
+
+    async def create_subscription(
+        self,
+        topic: TopicLike,
+        name: str,
+        start: str | int = "earliest",
+        *,
+        exist_ok: bool = False,
+        shared: bool = False,
+        ack_timeout_seconds: float | None = None,
+        max_deliveries: int | None = None,
+        dead_letter: TopicLike | None = None,
+        claim_size: int | None = None,
+    ) -> Subscription:
+        """SubscriptionAlreadyExists, unless ``exist_ok`` (then the existing one is returned as it is)."""
+        options: dict[str, object] = {"ack_timeout": ack_timeout_seconds, "max_deliveries": max_deliveries}
+        options |= {"claim_size": claim_size, "dead_letter": dead_letter}
+        request = self.calls.create_subscription(topic, name, start, shared, options)
+        try:
+            return await self.run(request)
+        except SubscriptionAlreadyExists:
+            if not exist_ok:
+                raise
+            return await self.get_subscription(topic, name)
+
+    async def get_subscription(self, topic: TopicLike, name: str) -> Subscription:
+        return await self.run(self.calls.get_subscription(topic, name))
+
+    async def list_subscriptions(self, topic: TopicLike) -> list[Subscription]:
+        return await self.run(self.calls.list_subscriptions(topic))
+
+    async def delete_subscription(self, topic: TopicLike, name: str, *, force: bool = False) -> None:
+        await self.run(self.calls.delete_subscription(topic, name, force))
+
+    async def reset_subscription(
+        self,
+        topic: TopicLike,
+        name: str,
+        start_message: bytes | str | None = None,
+        start_time_ms: int | None = None,
+        *,
+        force: bool = False,
+    ) -> Subscription:
+        return await self.run(self.calls.reset_subscription(topic, name, start_message, start_time_ms, force))
+
+    async def release_subscription(self, topic: TopicLike, name: str) -> Subscription:
+        """Take the lease from whichever session (or direct consumer) holds it, keeping its mark."""
+        await self.run(self.calls.release_subscription(topic, name))
+        return await self.get_subscription(topic, name)
+
+    async def lag(self, topic: TopicLike, name: str) -> Lag:
+        return await self.run(self.calls.lag(topic, name))
+
+    async def topic_stats(self, topic: TopicLike, *, windows: Sequence[int] | None = None) -> TopicStats:
+        return await self.run(self.calls.topic_stats(topic, windows))
+
+    async def pending(self, topic: TopicLike, name: str, *, limit: int | None = None) -> list[PendingMessage]:
+        return await self.run(self.calls.pending(topic, name, limit))
+
+    def consumer(
+        self, topic: TopicLike, name: str, *, max_wait_seconds: float = 5.0, batch: int = 100
+    ) -> AsyncGatewayConsumer:
+        """The exclusive consumer of a subscription as a gateway consumer session, opened by ``async with``
+        (SubscriptionBusy there while another consumer holds it). ``batch``: messages asked for per call."""
+        return AsyncGatewayConsumer(self, _topic(topic), check_name(name), max_wait_seconds, batch)
+
+    def shared_consumer(
+        self, topic: TopicLike, name: str, *, owner: str | None = None, max_wait_seconds: float = 5.0
+    ) -> AsyncGatewaySharedConsumer:
+        """One consumer of a shared subscription; ``owner`` as on the blocking client."""
+        return AsyncGatewaySharedConsumer(self, _topic(topic), check_name(name), owner, max_wait_seconds)
+
+    # -- one HTTP exchange --------------------------------------------------------------------
+
+    async def run(self, request: Request[T]) -> T:
+        """Carry one request: its decoded 2xx answer, else the TmsError the gateway reported, or
+        HBaseUnavailable / PublishOutcomeUnknown for a link that failed or a deadline that passed."""
+        try:
+            reply = await self._send(request)
+        finally:
+            if request.done is not None:
+                request.done()
+        if reply.status >= 400:
+            raise answer_error(reply, request.topic, request.subscription)
+        return request.decode(reply)
+
+    async def _send(self, request: Request[object]) -> Reply:
+        head = calls.request_head(self._auth, request, self.media)
+        deadline = asyncio.get_running_loop().time() + self.timeout_seconds + request.wait
+        for attempt in (1, 2):
+            try:
+                async with asyncio.timeout_at(deadline):
+                    conn, reused = await self._pool.take()
+            except TimeoutError as exc:
+                broken = Broken("no free connection in time", sent=False, timed_out=True)
+                raise link_error(request.what, broken, self.url, self.timeout_seconds) from exc
+            try:
+                async with asyncio.timeout_at(deadline):
+                    if not conn.connected:
+                        await conn.connect()
+                    response = await conn.exchange(request.method, request.path, head, request.body)
+            except BaseException as exc:
+                self._pool.discard(conn)  # cut short (an error, the deadline, a cancellation): never reused
+                if not isinstance(exc, (OSError, http1.ProtocolError)):
+                    raise  # CancelledError, and the caller's own bugs
+                timed_out = isinstance(exc, TimeoutError)
+                reason = "timed out" if timed_out else f"{type(exc).__name__}: {exc}"
+                broken = Broken(
+                    reason, sent=conn.sent, stale=reused and isinstance(exc, http1.STALE), timed_out=timed_out
+                )
+                # A kept-alive connection the server had closed: the request never arrived. Sent again
+                # once, unless running it twice could matter.
+                if broken.stale and attempt == 1 and request.what not in NOT_IDEMPOTENT:
+                    continue
+                raise link_error(request.what, broken, self.url, self.timeout_seconds) from exc
+            self._pool.give_back(conn, response.keep_alive)
+            return calls.reply_of(response)
+        raise AssertionError("unreachable")

@@ -1,0 +1,340 @@
+"""How the protocol code waits: on threads, or on an asyncio event loop through greenlets.
+
+The ordering, sequencer, lease and transaction logic is written once, as plain functions over the storage
+port. The synchronous client runs it on the caller's thread. The asyncio client
+(:mod:`tms_hbase.aio`) runs the very same code in a greenlet (:func:`run_sync`): wherever it waits (an
+HBase call, a backoff, a lock another publish holds, a hand-over between publishes) the greenlet hands
+an awaitable to the event loop (:func:`await_`) and is resumed with its result, so thousands of
+operations are in flight on one thread and nothing blocks the loop. This is how SQLAlchemy runs its ORM
+over asyncio drivers.
+
+The waiting primitives below (:func:`sleep`, :func:`lock`, :func:`rlock`, :func:`event`,
+:func:`condition`, :func:`semaphore`, :func:`start_thread`, :func:`wait_readable`) are what the protocol
+code uses instead of :mod:`threading`, :func:`time.sleep` and select() where it may wait: made or called
+inside :func:`run_sync` they wait on the event loop, elsewhere they are the ordinary thread ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import select
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from types import TracebackType
+from typing import Any, Protocol, TypeVar
+
+import greenlet
+
+T = TypeVar("T")
+
+
+class _Bridged(greenlet.greenlet):
+    """A greenlet running protocol code for an event loop (its parent is the coroutine awaiting it)."""
+
+    loop: asyncio.AbstractEventLoop
+
+
+def bridged() -> bool:
+    """True inside :func:`run_sync`: waits go to the event loop."""
+    return isinstance(greenlet.getcurrent(), _Bridged)
+
+
+async def run_sync(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)`` run on this event loop: each :func:`await_` inside it awaits here.
+
+    Cancelling the awaiting task throws CancelledError into ``fn`` where it waits (and the storage port
+    discards a connection interrupted mid-call)."""
+    child = _Bridged(fn, greenlet.getcurrent())
+    child.loop = asyncio.get_running_loop()
+    step = child.switch(*args, **kwargs)
+    while not child.dead:
+        try:
+            value = await step
+        except BaseException as exc:
+            step = child.throw(exc)
+        else:
+            step = child.switch(value)
+    return step
+
+
+def await_(awaitable: Awaitable[T]) -> T:
+    """Wait for ``awaitable`` on the event loop from protocol code running in :func:`run_sync`."""
+    current = greenlet.getcurrent()
+    if not isinstance(current, _Bridged):
+        raise RuntimeError("await_ outside run_sync: this object belongs to an asyncio client")
+    return current.parent.switch(awaitable)
+
+
+def _loop() -> asyncio.AbstractEventLoop:
+    current = greenlet.getcurrent()
+    if not isinstance(current, _Bridged):
+        raise RuntimeError("this object belongs to an asyncio client: use it inside its event loop")
+    return current.loop
+
+
+def sleep(seconds: float) -> None:
+    """Wait ``seconds``: on the event loop inside :func:`run_sync`, else on this thread."""
+    if bridged():
+        await_(asyncio.sleep(seconds))
+    else:
+        time.sleep(seconds)
+
+
+class Lock(Protocol):
+    def acquire(self, blocking: bool = ..., timeout: float = ...) -> bool: ...
+    def release(self) -> None: ...
+    def __enter__(self) -> bool: ...
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None, /
+    ) -> None: ...
+
+
+class Event(Protocol):
+    def is_set(self) -> bool: ...
+    def set(self) -> None: ...
+    def clear(self) -> None: ...
+    def wait(self, timeout: float | None = None) -> bool: ...
+
+
+class Condition(Protocol):
+    def __enter__(self) -> bool: ...
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None, /
+    ) -> None: ...
+    def wait(self, timeout: float | None = None) -> bool: ...
+    def notify_all(self) -> None: ...
+
+
+class Joinable(Protocol):
+    def join(self, timeout: float | None = None) -> None: ...
+
+
+class _GreenSemaphore:
+    """A semaphore of greenlets on one event loop: a holder may wait (an HBase call) while others queue.
+    Taking a free slot needs no trip through the loop."""
+
+    def __init__(self, value: int) -> None:
+        self._value = value
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    def acquire(self, blocking: bool = True, timeout: float | None = -1) -> bool:
+        if self._value > 0 and not self._waiters:
+            self._value -= 1
+            return True
+        if not blocking:
+            return False
+        waiter = _loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            forever = timeout is None or timeout < 0
+            await_(waiter if forever else asyncio.wait_for(asyncio.shield(waiter), timeout))
+        except TimeoutError:
+            if waiter.done() and not waiter.cancelled():  # handed over as the time ran out: ours
+                return True
+            waiter.cancel()
+            return False
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():  # handed over meanwhile: pass it on
+                self.release()
+            waiter.cancel()
+            raise
+        return True  # handed over by release()
+
+    def release(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)  # the slot passes to it, still taken
+                return
+        self._value += 1
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None, /
+    ) -> None:
+        self.release()
+
+
+class _GreenLock(_GreenSemaphore):
+    """A lock of greenlets on one event loop (a semaphore of one slot)."""
+
+    def __init__(self) -> None:
+        super().__init__(1)
+
+
+class _GreenRLock(_GreenLock):
+    """A reentrant :class:`_GreenLock`: the greenlet holding it may take it again."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._owner: object = None
+        self._depth = 0
+
+    def acquire(self, blocking: bool = True, timeout: float | None = -1) -> bool:
+        me = greenlet.getcurrent()
+        if self._owner is me:
+            self._depth += 1
+            return True
+        if not super().acquire(blocking, timeout):
+            return False
+        self._owner, self._depth = me, 1
+        return True
+
+    def release(self) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            self._owner = None
+            super().release()
+
+
+class _GreenEvent:
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def clear(self) -> None:
+        self._event.clear()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if self._event.is_set():
+            return True
+        try:
+            await_(asyncio.wait_for(self._event.wait(), timeout))
+        except TimeoutError:
+            return False
+        return True
+
+
+class _GreenCondition:
+    """A condition variable over a :class:`_GreenLock` (``wait`` releases it while waiting)."""
+
+    def __init__(self, lock: _GreenLock) -> None:
+        self._lock = lock
+        self._waiters: list[asyncio.Future[None]] = []
+
+    def __enter__(self) -> bool:
+        return self._lock.acquire()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None, /
+    ) -> None:
+        self._lock.release()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        waiter = _loop().create_future()
+        self._waiters.append(waiter)
+        self._lock.release()
+        try:
+            await_(asyncio.wait_for(asyncio.shield(waiter), timeout))
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            waiter.cancel()
+            self._lock.acquire()
+
+    def notify_all(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+
+class Semaphore(Protocol):
+    def acquire(self, blocking: bool = ..., timeout: float | None = ...) -> bool: ...
+    def release(self) -> None: ...
+
+
+class _GreenTask:
+    """A background loop of protocol code run as a task of the event loop (instead of a thread)."""
+
+    def __init__(self, target: Callable[[], None], name: str) -> None:
+        self._task = _loop().create_task(run_sync(target), name=name)
+
+    def join(self, timeout: float | None = None) -> None:
+        if not self._task.done() and asyncio.current_task() is not self._task:  # (never waits for itself)
+            try:
+                await_(asyncio.wait_for(asyncio.shield(self._task), timeout))
+            except TimeoutError:
+                return
+
+
+def lock() -> Lock:
+    """A lock for the code that makes it: a greenlet lock inside :func:`run_sync`, else a thread lock."""
+    return _GreenLock() if bridged() else threading.Lock()
+
+
+def rlock() -> Lock:
+    """A reentrant lock, like :func:`lock`."""
+    return _GreenRLock() if bridged() else threading.RLock()
+
+
+def wait_readable(sock: socket.socket, timeout: float) -> bool:
+    """Wait until ``sock`` has something to read or ``timeout`` seconds passed; True if it has. On the
+    event loop inside :func:`run_sync`, else with select()."""
+    if not bridged():
+        readable, _, _ = select.select([sock], [], [], max(0.0, timeout))
+        return bool(readable)
+    loop = _loop()
+    rang: asyncio.Future[None] = loop.create_future()
+
+    def ready() -> None:
+        if not rang.done():
+            rang.set_result(None)
+
+    loop.add_reader(sock, ready)
+    try:
+        await_(asyncio.wait_for(rang, max(0.0, timeout)))
+        return True
+    except TimeoutError:
+        return False
+    finally:
+        loop.remove_reader(sock)
+
+
+def gather(calls: Sequence[Callable[[], T]]) -> list[T]:
+    """Inside :func:`run_sync`: run ``calls`` at once on the event loop, each in a greenlet of its own; their
+    results in order once all ended, or the first error once all ended."""
+    outcomes = await_(asyncio.gather(*(run_sync(call) for call in calls), return_exceptions=True))
+    results: list[T] = []
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+        results.append(outcome)
+    return results
+
+
+def event() -> Event:
+    """An event, like :func:`lock`."""
+    return _GreenEvent() if bridged() else threading.Event()
+
+
+def condition(on: Lock) -> Condition:
+    """A condition variable on the lock ``on`` (made by :func:`lock`)."""
+    if isinstance(on, _GreenLock):
+        return _GreenCondition(on)
+    return threading.Condition(on)  # type: ignore[arg-type]
+
+
+def semaphore(value: int) -> Semaphore:
+    """A bounded semaphore of ``value`` slots, like :func:`lock`."""
+    return _GreenSemaphore(value) if bridged() else threading.BoundedSemaphore(value)
+
+
+def start_thread(target: Callable[[], None], name: str) -> Joinable:
+    """Run ``target`` in the background: a task of the event loop inside :func:`run_sync`, else a daemon thread."""
+    if bridged():
+        return _GreenTask(target, name)
+    thread = threading.Thread(target=target, name=name, daemon=True)
+    thread.start()
+    return thread
