@@ -10,7 +10,9 @@ against raw happybase doing the same reads and per-message state writes.
    with K processes (disjoint key ranges) scanning the same message rows and writing, per message, a
    claim cell (checkAndPut if absent) and then its acknowledgement (checkAndPut from the claim): the
    state writes a work queue cannot do without. Goal: consumers ≥ 0.8× raw.
-3. **The cost of an ack**: the median time of one ``ack()`` call in the runs above and the HBase calls
+3. **Stalls**: the longest time in a round without a delivery to any consumer (a work queue must not
+   sit idle with work left: a stall an ack timeout long showed up here once).
+4. **The cost of an ack**: the median time of one ``ack()`` call in the runs above and the HBase calls
    per message (receive, claim, ack, reaping), counted in the consumer processes.
 
 The raw reference does the same reads (every message row once) and the same per-message state writes
@@ -64,6 +66,7 @@ def run(settings: Settings) -> Result:
     rates: dict[str, list[float]] = {f"{side}{k}": [] for k in counts for side in ("work", "idle", "raw")}
     acks: list[float] = []
     calls: dict[int, list[float]] = {k: [] for k in counts}
+    stalls: dict[str, list[float]] = {f"{side}{k}": [] for k in counts for side in ("work", "idle")}
     with bench_tables(settings, "shared") as (client, raw, raw_name), Workers(max(counts)) as workers:
         prefix = client.installation.prefix
         raw.conn.create_table(raw_name, {"d": {"max_versions": 1}})
@@ -85,6 +88,8 @@ def run(settings: Settings) -> Result:
             acks.extend(a for g in got for a in g["acks"])
             if not work:
                 calls[k].append(sum(g["calls"] for g in got) / count)
+            received = sorted([start_at, *(t for g in got for t in g["received"])])
+            stalls[f"{'work' if work else 'idle'}{k}"].append(max(b - a for a, b in itertools.pairwise(received)))
             return count / (max(g["last"] for g in got) - start_at)
 
         def raw_round(k: int) -> float:
@@ -115,7 +120,7 @@ def run(settings: Settings) -> Result:
                 + " msg/s"
             )
         workers_close(workers, max(counts))
-    _report(result, rates, acks, calls, counts, per_consumer, total)
+    _report(result, rates, acks, calls, stalls, counts, per_consumer, total)
     return result
 
 
@@ -124,6 +129,7 @@ def _report(
     rates: dict[str, list[float]],
     acks: list[float],
     calls: dict[int, list[float]],
+    stalls: dict[str, list[float]],
     counts: tuple[int, ...],
     per_consumer: int,
     total: int,
@@ -166,7 +172,12 @@ def _report(
             f"One `ack()` of one message: median {p50 * 1000:.2f} ms, p99 {p99 * 1000:.2f} ms (one "
             "compare-and-set of the claim cell; raw happybase's acknowledgement is the same call)."
         )
-    result.samples.update({"rates": rates, "calls_per_message": calls})
+    longest = ", ".join(f"{name} {max(values):.1f} s" for name, values in stalls.items() if values)
+    result.notes.append(
+        f"Longest time without a delivery to any consumer (from the common start to the last delivery), the "
+        f"worst round of each side: {longest}."
+    )
+    result.samples.update({"rates": rates, "calls_per_message": calls, "longest_gap_seconds": stalls})
 
 
 def _filled(client: Any, name: str, count: int) -> Any:
@@ -207,6 +218,7 @@ def consume(address: str, prefix: str, topic: str, name: str, work: float, start
 
     client = _client(address, prefix)
     acks: list[float] = []
+    received: list[float] = []
     with client.shared_consumer(TopicId.parse(topic), name, poll_interval_seconds=IDLE_POLL) as consumer:
         wait_until(start_at)
         calls, count, last = client.installation.calls, 0, start_at
@@ -214,6 +226,7 @@ def consume(address: str, prefix: str, topic: str, name: str, work: float, start
             got = consumer.receive(BATCH, 2.0)
             if not got:
                 break
+            received.append(time.time())
             for delivery in got:
                 if work:
                     time.sleep(work)
@@ -223,7 +236,7 @@ def consume(address: str, prefix: str, topic: str, name: str, work: float, start
                 count += 1
             last = time.time()
         calls = client.installation.calls - calls
-    return {"count": count, "last": last, "calls": calls, "acks": acks}
+    return {"count": count, "last": last, "calls": calls, "acks": acks, "received": received}
 
 
 def raw_consume(

@@ -20,8 +20,9 @@ to one of them at a time (a work queue; docs/shared.md).
 * **Idle.** A consumer that finds nothing waits on its doorbell (:mod:`~tms_hbase.consume.doorbell`),
   whose address it writes into a cell of the subscription's state: publishers ring it, and so do other
   consumers that give a message or a range with more to read back; it also wakes at the next deadline
-  its last reap saw, and after ``poll_interval_seconds`` regardless (a ring is only a hint).
-* **Settling.** ``ack``, ``nack(delay=)``, ``release`` and ``extend`` are each a compare-and-set on the
+  its last reap saw, and after ``poll_interval_seconds`` regardless (a ring is only a hint). A ring or a deadline
+  makes it reap at once; a wake after ``poll_interval_seconds`` alone reaps only once ``reap_interval`` passed.
+* **Settling.** ``ack``, ``nack(delay_seconds=)``, ``release`` and ``extend`` are each a compare-and-set on the
   claim as this consumer holds it, refused (:class:`~tms_hbase.errors.NotHeld`, nothing changed) once the
   deadline passed, another consumer holds it, or the subscription was reset or deleted.
 
@@ -205,12 +206,13 @@ class SharedConsumer(TransactionalAcks):
             if self._bell is not None:
                 self._bell.clear()  # before looking: a ring after the look ends the wait below
             self._refresh()
-            if time.monotonic() >= self._next_reap:
+            reaping = time.monotonic() >= self._next_reap
+            if reaping:
                 self._reap()
                 reaped = True
             got = self._redeliver(max_messages)
             if len(got) < max_messages:
-                got += self._claim_new(max_messages - len(got))
+                got += self._claim_new(max_messages - len(got), looked=reaping)
             if got:
                 self._metric.inc(len(got))
                 return got
@@ -223,14 +225,18 @@ class SharedConsumer(TransactionalAcks):
             wait = min(left, self.poll_interval_seconds)
             if self._next_due is not None:
                 wait = min(wait, max(_MIN_WAIT, (self._next_due - self._clock()) / 1000))
-            self._await_ring(wait)
-            self._next_reap = 0.0  # idle: look for expired claims again
+            rung = self._await_ring(wait)
+            if rung or (self._next_due is not None and self._next_due <= self._clock()):
+                # something was published or given back, or a deadline the last reap saw has come: reap
+                # now; else at the next reap time (which also covers a ring that got lost)
+                self._next_reap = 0.0
 
     # -- doorbells ------------------------------------------------------------------------------
 
-    def _await_ring(self, seconds: float) -> None:
+    def _await_ring(self, seconds: float) -> bool:
         """Wait idle until a ring (a publish, or a message or range given back by another consumer)
-        or ``seconds``; the doorbell's cell is written first, so other processes can ring it."""
+        or ``seconds``; True if it rang. The doorbell's cell is written first, so other processes can
+        ring it."""
         if self._bell is None:
             self._bell = Bell(self._prefix, self.topic, self._doorbell or DEFAULT_HOST)
             weakref.finalize(self, self._bell.close)  # a consumer dropped without close() (the gateway's)
@@ -238,7 +244,7 @@ class SharedConsumer(TransactionalAcks):
             expires = self._clock() + int(BELL_SECONDS * 1000)
             self._store.put_bell(self._keys, self.owner, self._bell.address, expires)
             self._bell_expires = expires
-        self._bell.wait(seconds)
+        return self._bell.wait(seconds)
 
     def _ring_peers(self, *, fresh: bool = True) -> None:
         """Wake the other idle consumers: something was given back (best-effort, as every ring). Their
@@ -505,9 +511,11 @@ class SharedConsumer(TransactionalAcks):
 
     # -- new messages ---------------------------------------------------------------------------
 
-    def _claim_new(self, wanted: int) -> list[Delivery]:
+    def _claim_new(self, wanted: int, *, looked: bool) -> list[Delivery]:
+        """New messages from the ranges; ``looked``: a reap just read the range cells (so there is no
+        need to read them again before giving up)."""
         out: list[Delivery] = []
-        looked = skip_own = False
+        skip_own = False
         while len(out) < wanted:
             r = (None if skip_own else self._retake()) or self._take_range()
             if r is None and not looked:
@@ -556,7 +564,8 @@ class SharedConsumer(TransactionalAcks):
             if found is None:  # handed out, never written down: its taker died (or is just writing it)
                 taken = self._store.swap_range(keys, k, None, RangeCell(self.owner, now + s.ack_timeout_ms, None))
                 if taken is not None and self._store.floor(keys)[1] > k:
-                    continue  # it was done and cleared after the reap looked: leave it (below the floor)
+                    self._store.drop_range(keys, k)  # it was done and cleared after the reap looked
+                    continue
             elif found.cell.takeable(now):
                 taken = self._store.swap_range(
                     keys, k, found.data, replace(found.cell, owner=self.owner, deadline=now + s.ack_timeout_ms)
@@ -600,7 +609,10 @@ class SharedConsumer(TransactionalAcks):
         # messages is one range's); this one takes it again next time if nobody did
         cell = RangeCell(None, 0, progress, finished)
         kept = self._store.swap_range(self._keys, r.k, r.data, cell)
-        if kept is None:  # another consumer took the range: what was claimed here runs out and goes to others
+        if kept is None:
+            # another consumer took the range (this one held it past its deadline): deliver nothing, and
+            # give back at once what was claimed here, which the other skipped as someone else's
+            self._give_back_undelivered([won for _, won in claimed])
             return [], False
         self._range = None if finished else kept
         if not finished and (rest or ahead.finished):
@@ -611,6 +623,21 @@ class SharedConsumer(TransactionalAcks):
         for _, won in claimed:
             self._held[won.message_id] = won
         return [Delivery(m.id, m.payload, m.publish_time, 1, won.claim.deadline) for m, won in claimed], finished
+
+    def _give_back_undelivered(self, claims: list[StoredClaim]) -> None:
+        """Make claims written but not delivered deliverable again now (free, this delivery not counted),
+        instead of when their deadline passes: that wait, an ack timeout long, would hold up every
+        consumer once they are the last messages. Best-effort: one that fails runs out by itself."""
+        now = self._clock()
+        for stored in claims:
+            free = replace(stored.claim, state=ClaimState.FREE, owner=None, deadline=now, deliveries=0)
+            try:
+                self._store.swap_claim(self._keys, stored.message_id, stored.data, free)
+            except TmsError as exc:
+                log.warning("%r: %s not given back (%s); it runs out by itself", self, stored.message_id.hex(), exc)
+                return
+        if claims:
+            self._ring_peers()
 
     def _read_ahead(self, r: StoredRange, count: int) -> _Ahead:
         """Up to ``count`` messages of range ``r`` after its progress, with the reader's ``fetch`` (which

@@ -132,6 +132,10 @@ class SharedStore:
         data = new.encode()
         return StoredRange(k, data, new) if self._swap(keys.range(k), RANGE_COLUMN, old, data) else None
 
+    def drop_range(self, keys: Keys, k: int) -> None:
+        """Delete range ``k``'s cell (one written below the floor, after the range was done and cleared)."""
+        self.table.delete_many([keys.range(k)])
+
     def ranges(self, keys: Keys, first: int) -> list[StoredRange]:
         """The range cells from range ``first`` on, in order."""
         rows = self.table.scan(keys.range(first), _past(keys.ranges), columns=[RANGE_COLUMN], limit=SCAN_LIMIT)
