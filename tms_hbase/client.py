@@ -2,28 +2,24 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from tms_hbase.api import MessagingService
 from tms_hbase.client_admin import ClientAdmin
 from tms_hbase.client_slices import Slices
 from tms_hbase.config import Config
-from tms_hbase.consume.consumer import Consumer, ConsumerSession
-from tms_hbase.consume.doorbell import DEFAULT_HOST, Doorbells
-from tms_hbase.consume.subscription_admin import EARLIEST, SubscriptionAdmin
-from tms_hbase.consume.subscriptions import Subscription, SubscriptionStore, check_name, row_key
+from tms_hbase.consume.doorbell import DEFAULT_HOST
 from tms_hbase.errors import (
     InvalidArgument,
     PublishOutcomeUnknown,
     SubscriptionAlreadyExists,
     TopicAlreadyExists,
 )
-from tms_hbase.fetch.reader import Message, MessageReader
-from tms_hbase.fetch.stats import Lag, TopicStatistics, TopicStats
 from tms_hbase.installation.hbase_clock import HBaseClock, PublishClock
 from tms_hbase.installation.metadata import CLOCK_COLUMN, SETTINGS_KEY, MetadataCache, MetadataStore
 from tms_hbase.installation.readiness import Readiness
@@ -35,19 +31,29 @@ from tms_hbase.model.retry import Retry
 from tms_hbase.model.tables import TableNames
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata, user_properties
 from tms_hbase.model.topic import as_topic as _topic
-from tms_hbase.shared.admin import PendingMessage, SharedAdmin, SharedStats
-from tms_hbase.shared.consumer import SharedConsumer
-from tms_hbase.shared.store import SharedStore
 from tms_hbase.storage.connection import HBaseConnection
 from tms_hbase.storage.hbase import Installation
 from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, validate_max_lifetime
 from tms_hbase.tx.transaction import Transaction
 
-if TYPE_CHECKING:  # passed in by callers; `import tms_hbase` does not load the Thrift client
-    from tms_hbase.tx.client import TransactionClient
-from tms_hbase.model.published import PublishResult, rollback_detail
-from tms_hbase.model.wire import RollbackDetail
-from tms_hbase.publish.writer import DEFAULT_MAX_BATCH_BYTES, MessageWriter, Resume
+if TYPE_CHECKING:
+    # The parts below are made on first use, each importing its module then: a command that only
+    # administers topics (``tms-admin topic list``) loads no publish, fetch, consumer or shared-queue code.
+    from tms_hbase.consume.consumer import Consumer, ConsumerSession
+    from tms_hbase.consume.doorbell import Doorbells
+    from tms_hbase.consume.subscription_admin import SubscriptionAdmin
+    from tms_hbase.consume.subscriptions import Subscription, SubscriptionStore
+    from tms_hbase.fetch.reader import Message, MessageReader
+    from tms_hbase.fetch.stats import Lag, TopicStatistics, TopicStats
+    from tms_hbase.model.published import PublishResult
+    from tms_hbase.model.wire import RollbackDetail
+    from tms_hbase.publish.writer import MessageWriter
+    from tms_hbase.shared.admin import PendingMessage, SharedAdmin, SharedStats
+    from tms_hbase.shared.consumer import SharedConsumer
+    from tms_hbase.shared.store import SharedStore
+    from tms_hbase.tx.client import TransactionClient  # passed in by callers
+
+P = TypeVar("P")
 
 
 class MessagingClient(MessagingService):
@@ -89,7 +95,7 @@ class MessagingClient(MessagingService):
         pool_size: int | None = None,
         retry: Retry | None = None,
         create_tables: bool = True,
-        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+        max_batch_bytes: int = checks.DEFAULT_MAX_BATCH_BYTES,
         metadata_max_age_seconds: float = 1.0,
         tx_max_lifetime_seconds: float = MAX_LIFETIME_SECONDS,
     ) -> None:
@@ -117,51 +123,117 @@ class MessagingClient(MessagingService):
         self._topics = MetadataCache(self._metadata, metadata_max_age_seconds)
         storage = self.installation
         self._settings = InstallationStore(storage.metadata)
-        writer_settings = WriterSettings(self._settings)
+        self._writer_settings = WriterSettings(self._settings)
         self.hbase_clock = HBaseClock(storage.metadata, SETTINGS_KEY, CLOCK_COLUMN)
         """HBase's clock as this client sees it (:mod:`~tms_hbase.installation.hbase_clock`): what publishes are dated
         against, leases expire on and the sweeper judges expiry by, whatever this host's clock says."""
-        writer_id = uuid.uuid4().bytes
-        self._writer = MessageWriter(
-            storage.messages,
-            storage.payloads,
-            self._topics,
-            writer_settings,
-            writer_id=writer_id,
-            max_batch_bytes=max_batch_bytes,
-            retry=config.retry,
-            tx_max_lifetime=tx_max_lifetime_seconds,
-            clock=PublishClock(
-                self.hbase_clock, lambda: writer_settings.tail_cache_seconds() * 1000, writer_id.hex()
-            ).now_ms,
-        )
-        self._reader = MessageReader(
-            storage.messages,
-            storage.payloads,
-            self._topics,
-            writer_settings.skew_bound_seconds,
-            self.hbase_clock,
-        )
+        self._max_batch_bytes = max_batch_bytes
+        self._tx_max_lifetime_seconds = tx_max_lifetime_seconds
         self.admin = ClientAdmin(
             self.installation,
             self._readiness,
             settings=self._settings,
             metadata=self._metadata,
-            reader=self._reader,
-            writer=self._writer,
+            reader=lambda: self._reader,
+            writer=lambda: self._writer,
             client=self,
         )
         """An operator's calls: tables, the tail-cache setting, inspection, diagnostics
         (:class:`~tms_hbase.client_admin.ClientAdmin`)."""
-        self.slices = Slices(self.installation, self._readiness, self._reader)
+        self.slices = Slices(self.installation, self._readiness, lambda: self._reader)
         """Parallel readers' calls, such as the Spark data source's (:class:`~tms_hbase.client_slices.Slices`)."""
-        self._subscriptions = SubscriptionStore(storage.table("subscriptions"))
-        self._subscription_admin = SubscriptionAdmin(
-            self._subscriptions, storage.messages, self._reader, self.admin.tx_state
+        self._parts: dict[str, object] = {}  # the parts made so far (see _part)
+        self._parts_lock = threading.RLock()  # (a part's maker asks for the parts it is made of)
+
+    # -- parts, each made on first use ----------------------------------------------------------
+
+    def _part(self, make: Callable[[], P]) -> P:
+        """The part ``make`` makes, made once (under a lock: two threads never get two writers); the
+        module it needs is imported then, so a command that never publishes never loads the writer."""
+        part = self._parts.get(make.__name__)
+        if part is None:
+            with self._parts_lock:  # (no part's constructor waits: a greenlet never switches holding it)
+                part = self._parts.get(make.__name__)
+                if part is None:
+                    part = self._parts[make.__name__] = make()
+        return part  # type: ignore[return-value]
+
+    @property
+    def _writer(self) -> MessageWriter:
+        return self._part(self._make_writer)
+
+    def _make_writer(self) -> MessageWriter:
+        from tms_hbase.publish.writer import MessageWriter
+
+        storage, settings, writer_id = self.installation, self._writer_settings, uuid.uuid4().bytes
+        return MessageWriter(
+            storage.messages,
+            storage.payloads,
+            self._topics,
+            settings,
+            writer_id=writer_id,
+            max_batch_bytes=self._max_batch_bytes,
+            retry=self.config.retry,
+            tx_max_lifetime=self._tx_max_lifetime_seconds,
+            clock=PublishClock(self.hbase_clock, lambda: settings.tail_cache_seconds() * 1000, writer_id.hex()).now_ms,
         )
-        self._stats = TopicStatistics(storage.messages, storage.payloads, self._reader)
-        self._shared_store = SharedStore(storage.table("subscriptions"))
-        self._shared = SharedAdmin(
+
+    @property
+    def _reader(self) -> MessageReader:
+        return self._part(self._make_reader)
+
+    def _make_reader(self) -> MessageReader:
+        from tms_hbase.fetch.reader import MessageReader
+
+        storage = self.installation
+        return MessageReader(
+            storage.messages, storage.payloads, self._topics, self._writer_settings.skew_bound_seconds, self.hbase_clock
+        )
+
+    @property
+    def _subscriptions(self) -> SubscriptionStore:
+        return self._part(self._make_subscriptions)
+
+    def _make_subscriptions(self) -> SubscriptionStore:
+        from tms_hbase.consume.subscriptions import SubscriptionStore
+
+        return SubscriptionStore(self.installation.table("subscriptions"))
+
+    @property
+    def _subscription_admin(self) -> SubscriptionAdmin:
+        return self._part(self._make_subscription_admin)
+
+    def _make_subscription_admin(self) -> SubscriptionAdmin:
+        from tms_hbase.consume.subscription_admin import SubscriptionAdmin
+
+        return SubscriptionAdmin(self._subscriptions, self.installation.messages, self._reader, self.admin.tx_state)
+
+    @property
+    def _stats(self) -> TopicStatistics:
+        return self._part(self._make_stats)
+
+    def _make_stats(self) -> TopicStatistics:
+        from tms_hbase.fetch.stats import TopicStatistics
+
+        return TopicStatistics(self.installation.messages, self.installation.payloads, self._reader)
+
+    @property
+    def _shared_store(self) -> SharedStore:
+        return self._part(self._make_shared_store)
+
+    def _make_shared_store(self) -> SharedStore:
+        from tms_hbase.shared.store import SharedStore
+
+        return SharedStore(self.installation.table("subscriptions"))
+
+    @property
+    def _shared(self) -> SharedAdmin:
+        return self._part(self._make_shared)
+
+    def _make_shared(self) -> SharedAdmin:
+        from tms_hbase.shared.admin import SharedAdmin
+
+        return SharedAdmin(
             self._subscription_admin,
             self._shared_store,
             self._reader,
@@ -169,7 +241,15 @@ class MessagingClient(MessagingService):
             self._metadata.get,
             self.hbase_clock.now_ms,
         )
-        self._doorbells = Doorbells(self.installation.prefix, self._doorbells_of)
+
+    @property
+    def _doorbells(self) -> Doorbells:
+        return self._part(self._make_doorbells)
+
+    def _make_doorbells(self) -> Doorbells:
+        from tms_hbase.consume.doorbell import Doorbells
+
+        return Doorbells(self.installation.prefix, self._doorbells_of)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -182,21 +262,25 @@ class MessagingClient(MessagingService):
     def close(self) -> None:
         """Close the pooled connections (consumers of this client should be closed first), after
         releasing the offsets its writer reserved ahead in sequencer topics."""
+        parts = self._parts
         try:
-            self._writer.close()
+            if "_make_writer" in parts:
+                self._writer.close()
         finally:
             try:
-                self._doorbells.close()
+                if "_make_doorbells" in parts:
+                    self._doorbells.close()
             finally:
                 try:
-                    self._shared_store.close()
+                    if "_make_shared_store" in parts:
+                        self._shared_store.close()
                 finally:
                     self.installation.hbase.close()
 
     @property
     def max_batch_bytes(self) -> int:
         """The largest batch (sum of payload sizes plus 4 bytes each) one publish or store takes."""
-        return self._writer.max_batch_bytes
+        return self._max_batch_bytes
 
     def __repr__(self) -> str:
         return f"MessagingClient({self.installation.address!r}, prefix={self.installation.prefix!r})"
@@ -312,6 +396,8 @@ class MessagingClient(MessagingService):
         If HBase stops answering mid-publish, PublishOutcomeUnknown is raised; calling publish again
         with the same arguments and ``resume=`` that error stores the batch exactly once.
         """
+        from tms_hbase.publish.writer import Resume
+
         topic = _topic(topic)
         self._ensure_ready()
         point = None if resume is None else resume.resume
@@ -346,6 +432,8 @@ class MessagingClient(MessagingService):
     def rollback(self, topic: TopicLike, handle: PublishResult | RollbackDetail | bytes) -> None:
         """Mark a transactional publish rolled back (``handle``: its result, the result's ``rollback`` or
         that detail's bytes): transactional readers skip it from now on."""
+        from tms_hbase.model.published import rollback_detail
+
         topic = _topic(topic)
         detail = rollback_detail(handle)
         self._ensure_ready()
@@ -380,7 +468,7 @@ class MessagingClient(MessagingService):
         self,
         topic: TopicLike,
         name: str,
-        start: str | int = EARLIEST,
+        start: str | int = "earliest",
         *,
         exist_ok: bool = False,
         shared: bool = False,
@@ -510,6 +598,9 @@ class MessagingClient(MessagingService):
         meta = self._metadata.get(topic)
         if self._shared.settings(meta, name) is None:
             raise InvalidArgument(f"subscription {name!r} of {topic} is not shared: use consumer()")
+        from tms_hbase.consume.subscriptions import row_key
+        from tms_hbase.shared.consumer import SharedConsumer
+
         return SharedConsumer(
             topic=topic,
             name=name,
@@ -595,6 +686,9 @@ class MessagingClient(MessagingService):
         meta = self._metadata.get(topic)
         if self._shared.settings(meta, name) is not None:
             raise InvalidArgument(f"subscription {name!r} of {topic} is shared: use shared_consumer()")
+        from tms_hbase.consume.consumer import Consumer
+        from tms_hbase.consume.subscriptions import check_name
+
         return Consumer(
             topic=topic,
             name=check_name(name),
@@ -623,6 +717,8 @@ class MessagingClient(MessagingService):
 
 def _unsettled(numbers: SharedStats) -> Lag:
     """A shared subscription's lag: the messages not settled yet, and the age of the oldest of them."""
+    from tms_hbase.fetch.stats import Lag
+
     return Lag(numbers.waiting + numbers.in_flight + numbers.due, numbers.oldest_unacked_seconds)
 
 

@@ -9,23 +9,23 @@ consumes never needs them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tms_hbase.errors import InvalidArgument
-from tms_hbase.fetch.inspect import Inspector
-from tms_hbase.fetch.reader import MessageReader
 from tms_hbase.installation.metadata import MetadataStore, TopicScan
 from tms_hbase.installation.readiness import Readiness
 from tms_hbase.installation.settings import InstallationStore, TailCacheSetting
 from tms_hbase.model.topic import TopicLike, as_topic
-from tms_hbase.publish.writer import MessageWriter
-from tms_hbase.shared.dead_letter import DeadLetter
 from tms_hbase.storage.hbase import Installation
-from tms_hbase.tx.fate import snapshot_from_hbase
 from tms_hbase.tx.transaction import Transaction
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (imported where used: listing topics loads no reader, writer or shared-queue code)
     from tms_hbase.client import MessagingClient
+    from tms_hbase.fetch.inspect import Inspector
+    from tms_hbase.fetch.reader import MessageReader
+    from tms_hbase.publish.writer import MessageWriter
+    from tms_hbase.shared.dead_letter import DeadLetter
 
 
 class ClientAdmin:
@@ -38,8 +38,8 @@ class ClientAdmin:
         *,
         settings: InstallationStore,
         metadata: MetadataStore,
-        reader: MessageReader,
-        writer: MessageWriter,
+        reader: Callable[[], MessageReader],
+        writer: Callable[[], MessageWriter],
         client: MessagingClient,
     ) -> None:
         self._installation = installation
@@ -85,12 +85,16 @@ class ClientAdmin:
     def inspector(self) -> Inspector:
         """Row-level reading of topics for people (``tms-admin topic tail``): corrupt rows are reported
         as such instead of raising, and each message shows its transaction's state."""
+        from tms_hbase.fetch.inspect import Inspector
+
         self._readiness.ensure()
-        return Inspector(self._installation.messages, self._installation.payloads, self._reader)
+        return Inspector(self._installation.messages, self._installation.payloads, self._reader())
 
     def tx_state(self) -> Transaction:
         """The transaction state as a read-only Transaction rebuilt from HBase, without the server: it
         sees committed transactions only. Resolves transactional marks; inspection uses it too."""
+        from tms_hbase.tx.fate import snapshot_from_hbase
+
         return snapshot_from_hbase(self._installation.txstate)
 
     def dead_letters(
@@ -112,6 +116,8 @@ class ClientAdmin:
         and ``dry_run`` only read after that mark. The replayed message is a **new message** of its topic,
         with a new id and publish time; the dead letter stays in the dead-letter topic. InvalidArgument for
         a message that is not a dead letter (those before it stay replayed) or a ``limit`` below 1."""
+        from tms_hbase.shared.dead_letter import DeadLetter
+
         if limit < 1:
             raise InvalidArgument(f"limit {limit} must be at least 1")
         client, topic = self._client, as_topic(dead_letter_topic)
@@ -139,10 +145,10 @@ class ClientAdmin:
     def future_predecessors(self) -> int:
         """Publishes of this client that did not follow the row before them because it was dated more than
         the clock-skew bound ahead of this client's clock (each is logged; docs/guarantees.md)."""
-        return self._writer.future_predecessors
+        return self._writer().future_predecessors
 
     @property
     def longest_hole_wait(self) -> float:
         """Seconds the fetches of this client were held by one hole of a sequencer generation, at most
         (from first sighting to passing it; docs/ordering.md bounds it by H + one poll)."""
-        return self._reader.longest_hole_wait
+        return self._reader().longest_hole_wait

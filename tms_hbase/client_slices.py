@@ -7,9 +7,9 @@ stored payloads, each with the rules of a fetch (TTL, swept rows, skip markers, 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
-from tms_hbase.fetch.reader import BatchInfo, Message, MessageReader, PositionRange
 from tms_hbase.installation.readiness import Readiness
 from tms_hbase.model import checks
 from tms_hbase.model.clock import check_time_ms
@@ -19,11 +19,14 @@ from tms_hbase.model.topic import as_topic as _topic
 from tms_hbase.storage.hbase import Installation
 from tms_hbase.tx.transaction import Transaction
 
+if TYPE_CHECKING:  # (the reader is made on the first call: a client that only administers topics loads none)
+    from tms_hbase.fetch.reader import BatchInfo, Message, MessageReader, PositionRange
+
 
 class Slices:
     """Parallel readers' calls on one client's installation (``MessagingClient.slices``)."""
 
-    def __init__(self, installation: Installation, readiness: Readiness, reader: MessageReader) -> None:
+    def __init__(self, installation: Installation, readiness: Readiness, reader: Callable[[], MessageReader]) -> None:
         self._installation = installation
         self._readiness = readiness
         self._reader = reader
@@ -43,7 +46,7 @@ class Slices:
         start_time, end_time = _time("start_time_ms", start_time_ms), _time("end_time_ms", end_time_ms)
         self._readiness.ensure()
         with self._installation.hbase.operation():
-            return self._reader.positions(topic, start_time, end_time)
+            return self._reader().positions(topic, start_time, end_time)
 
     def fetch_range(
         self,
@@ -61,7 +64,7 @@ class Slices:
         last = end if end is None or isinstance(end, MessageId) else MessageId.decode(end)
         self._readiness.ensure()
         with self._installation.hbase.operation():
-            return self._reader.fetch_range(topic, first, last, transaction)
+            return self._reader().fetch_range(topic, first, last, transaction)
 
     def batches(
         self, topic: TopicLike, generation: int, first: int, last: int, *, transactional_only: bool = False
@@ -71,7 +74,7 @@ class Slices:
         ``transactional_only`` only the rows that carry a write pointer (filtered in HBase)."""
         topic = _topic(topic)
         self._readiness.ensure()
-        return self._reader.batches(topic, generation, first, last, transactional_only=transactional_only)
+        return self._reader().batches(topic, generation, first, last, transactional_only=transactional_only)
 
     def stored_sequences(
         self,
@@ -91,7 +94,7 @@ class Slices:
         checks.positive_int("limit", limit)
         self._readiness.ensure()
         with self._installation.hbase.operation():
-            return self._reader.stored_sequences(
+            return self._reader().stored_sequences(
                 topic, generation, tx_write_pointer, start, stop, limit, reverse=reverse
             )
 

@@ -330,14 +330,16 @@ main({args!r}, prog_name="tms-admin")
 """
 
 
-def test_listing_topics_loads_no_metrics_avro_idl_parse_or_command_it_does_not_run(
+def test_listing_topics_loads_no_metrics_avro_idl_parse_client_part_or_command_it_does_not_run(
     installed_env: dict[str, str],
 ) -> None:
     """`tms-admin topic list` against a real installation: it lists, and prometheus_client (made at the first
     metric update), fastavro (at the first Avro encoding), happybase with the HBase IDL its import parses
-    (the storage port uses the generated ``hbase_thrift``) and the other commands' modules stay unloaded."""
+    (the storage port uses the generated ``hbase_thrift``), the client's parts it does not use (publish, fetch,
+    consumers, shared queues: made on first use), asyncio and the other commands' modules stay unloaded."""
     modules = ("prometheus_client", "fastavro", "happybase", "Hbase_thrift", "tms_hbase_admin.inspect")
-    modules += ("tms_hbase_admin.subscriptions",)
+    modules += ("tms_hbase_admin.subscriptions", "asyncio", "tms_hbase.publish", "tms_hbase.fetch")
+    modules += ("tms_hbase.consume.consumer", "tms_hbase.consume.subscription_admin", "tms_hbase.shared")
     probe = STARTUP_PROBE.format(modules=modules, args=["topic", "list", "--json"])
     result = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, env=installed_env, timeout=120

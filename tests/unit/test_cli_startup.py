@@ -3,6 +3,7 @@ thriftpy2) nor the Prometheus client; a command loads them only when it runs."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -46,8 +47,9 @@ ADMIN_COMMAND_MODULES = tuple(
 
 @pytest.mark.parametrize("args", [["--help"], ["--version"]], ids=" ".join)
 def test_help_and_version_import_no_command_module(args: list[str]) -> None:
-    """The top-level help lists every command from its summary, without importing the commands' modules."""
-    probe = PROBE.format(heavy=(*ADMIN_COMMAND_MODULES, "fastavro", "click.testing"), args=args)
+    """The top-level help lists every command from its summary, without importing the commands' modules
+    (nor asyncio and sockets, which only the asyncio client and a connection need)."""
+    probe = PROBE.format(heavy=(*ADMIN_COMMAND_MODULES, "fastavro", "click.testing", "asyncio", "socket"), args=args)
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stderr.strip().splitlines()[-1:] in ([], [""]), f"loaded: {result.stderr}"
@@ -91,6 +93,15 @@ NOT_FOR_A_SIMPLE_COMMAND = (
     "tms_hbase_sweeper",
     "tms_hbase.launcher",
     "tms_hbase.sweep",
+    # the client's parts that administering topics does not use: each is made (and imported) on first use
+    "asyncio",
+    "tms_hbase.publish",
+    "tms_hbase.fetch",
+    "tms_hbase.consume.consumer",
+    "tms_hbase.consume.subscription_admin",
+    "tms_hbase.consume.subscriptions",
+    "tms_hbase.shared",
+    "tms_hbase.tx.fate",
 )
 
 
@@ -102,6 +113,44 @@ def test_a_simple_command_imports_only_what_it_needs() -> None:
     assert "cannot reach HBase" in result.stderr, result.stderr  # it ran: the client was made and called
     loaded = result.stderr.strip().splitlines()[-1]  # the probe's line, after the command's error
     assert "cannot reach HBase" in loaded, f"loaded: {loaded}"  # (it printed nothing: none was loaded)
+
+
+# Makes a client (nothing listens on port 1: making one connects to nothing), then each of its parts, and
+# closes it: every lazily imported module is there and every part is made and closed, with no HBase.
+PARTS_PROBE = """
+import json, sys
+from tms_hbase import MessagingClient
+client = MessagingClient("127.0.0.1:1", prefix="lazyparts")
+before = [m for m in {modules!r} if m in sys.modules]
+parts = [name.removeprefix("_make") for name in dir(MessagingClient) if name.startswith("_make_")]
+made = sorted(type(getattr(client, part)).__name__ for part in parts)
+client.close()
+print(json.dumps([before, made, [m for m in {modules!r} if m not in sys.modules]]))
+"""
+PART_MODULES = (
+    "tms_hbase.publish.writer",
+    "tms_hbase.fetch.reader",
+    "tms_hbase.fetch.stats",
+    "tms_hbase.consume.subscription_admin",
+    "tms_hbase.consume.subscriptions",
+    "tms_hbase.shared.admin",
+    "tms_hbase.shared.store",
+)
+PARTS = ["Doorbells", "MessageReader", "MessageWriter", "SharedAdmin", "SharedStore"]
+PARTS += ["SubscriptionAdmin", "SubscriptionStore", "TopicStatistics"]
+
+
+def test_a_clients_parts_are_made_on_first_use_and_each_can_be() -> None:
+    """A new client has imported none of its publish, fetch, subscription and shared-queue code; asking for
+    each part imports its module and makes it (so a lazy import that broke fails here, not at a user's first
+    publish), and close() closes what was made."""
+    probe = PARTS_PROBE.format(modules=PART_MODULES)
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    loaded_before, made, missing_after = json.loads(result.stdout)
+    assert loaded_before == []
+    assert made == sorted(PARTS)
+    assert missing_after == []
 
 
 def test_the_tail_cache_default_named_in_help_is_the_librarys() -> None:

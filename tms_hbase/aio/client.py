@@ -31,7 +31,6 @@ from tms_hbase.model.published import PublishResult
 from tms_hbase.model.retry import Retry
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata, as_topic
 from tms_hbase.model.wire import RollbackDetail
-from tms_hbase.publish.writer import DEFAULT_MAX_BATCH_BYTES
 from tms_hbase.shared.admin import PendingMessage
 from tms_hbase.shared.consumer import SharedConsumer
 from tms_hbase.storage.aio import AsyncHBaseConnection
@@ -72,7 +71,7 @@ class AsyncMessagingClient:
         pool_size: int | None = None,
         retry: Retry | None = None,
         create_tables: bool = True,
-        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+        max_batch_bytes: int = checks.DEFAULT_MAX_BATCH_BYTES,
         metadata_max_age_seconds: float = 1.0,
         tx_max_lifetime_seconds: float = MAX_LIFETIME_SECONDS,
     ) -> None:

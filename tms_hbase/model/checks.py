@@ -17,6 +17,9 @@ from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.topic import TopicId
 from tms_hbase.tx.transaction import Transaction
 
+DEFAULT_MAX_BATCH_BYTES = 16 * 1024 * 1024
+"""The most bytes one publish or store batch takes (payload sizes plus 4 bytes each) unless a client says."""
+
 
 def positive_int(name: str, value: object, *, optional: bool = False) -> int | None:
     """``value`` as an int > 0 (None allowed if ``optional``), else InvalidArgument."""

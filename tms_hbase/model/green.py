@@ -16,17 +16,22 @@ inside :func:`run_sync` they wait on the event loop, elsewhere they are the ordi
 
 from __future__ import annotations
 
-import asyncio
 import select
-import socket
 import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import greenlet
+
+if TYPE_CHECKING:
+    import asyncio
+    import socket
+
+# asyncio is imported where code runs on an event loop (inside run_sync, where it is loaded already), not
+# here: the synchronous client and the command-line tools never load it.
 
 T = TypeVar("T")
 
@@ -47,6 +52,8 @@ async def run_sync(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
     Cancelling the awaiting task throws CancelledError into ``fn`` where it waits (and the storage port
     discards a connection interrupted mid-call)."""
+    import asyncio
+
     child = _Bridged(fn, greenlet.getcurrent())
     child.loop = asyncio.get_running_loop()
     step = child.switch(*args, **kwargs)
@@ -78,6 +85,8 @@ def _loop() -> asyncio.AbstractEventLoop:
 def sleep(seconds: float) -> None:
     """Wait ``seconds``: on the event loop inside :func:`run_sync`, else on this thread."""
     if bridged():
+        import asyncio
+
         await_(asyncio.sleep(seconds))
     else:
         time.sleep(seconds)
@@ -121,6 +130,8 @@ class _GreenSemaphore:
         self._waiters: deque[asyncio.Future[None]] = deque()
 
     def acquire(self, blocking: bool = True, timeout: float | None = -1) -> bool:
+        import asyncio
+
         if self._value > 0 and not self._waiters:
             self._value -= 1
             return True
@@ -194,6 +205,8 @@ class _GreenRLock(_GreenLock):
 
 class _GreenEvent:
     def __init__(self) -> None:
+        import asyncio
+
         self._event = asyncio.Event()
 
     def is_set(self) -> bool:
@@ -206,6 +219,8 @@ class _GreenEvent:
         self._event.clear()
 
     def wait(self, timeout: float | None = None) -> bool:
+        import asyncio
+
         if self._event.is_set():
             return True
         try:
@@ -231,6 +246,8 @@ class _GreenCondition:
         self._lock.release()
 
     def wait(self, timeout: float | None = None) -> bool:
+        import asyncio
+
         waiter = _loop().create_future()
         self._waiters.append(waiter)
         self._lock.release()
@@ -262,6 +279,8 @@ class _GreenTask:
         self._task = _loop().create_task(run_sync(target), name=name)
 
     def join(self, timeout: float | None = None) -> None:
+        import asyncio
+
         if not self._task.done() and asyncio.current_task() is not self._task:  # (never waits for itself)
             try:
                 await_(asyncio.wait_for(asyncio.shield(self._task), timeout))
@@ -285,6 +304,8 @@ def wait_readable(sock: socket.socket, timeout: float) -> bool:
     if not bridged():
         readable, _, _ = select.select([sock], [], [], max(0.0, timeout))
         return bool(readable)
+    import asyncio
+
     loop = _loop()
     rang: asyncio.Future[None] = loop.create_future()
 
@@ -305,6 +326,8 @@ def wait_readable(sock: socket.socket, timeout: float) -> bool:
 def gather(calls: Sequence[Callable[[], T]]) -> list[T]:
     """Inside :func:`run_sync`: run ``calls`` at once on the event loop, each in a greenlet of its own; their
     results in order once all ended, or the first error once all ended."""
+    import asyncio
+
     outcomes = await_(asyncio.gather(*(run_sync(call) for call in calls), return_exceptions=True))
     results: list[T] = []
     for outcome in outcomes:

@@ -70,7 +70,6 @@ from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, check_tx_lifetime
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_BATCH_BYTES = 16 * 1024 * 1024
 _MAX_TIME_MS = 2**63 - 1  # expiry times are stored as signed 64-bit milliseconds
 # Sequences a caller names itself (``store(..., sequence=)``) start here, far above what the counter hands out.
 EXPLICIT_SEQUENCES = 2**40
@@ -133,7 +132,7 @@ class MessageWriter:
         settings: WriterSettings,
         *,
         writer_id: bytes | None = None,
-        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+        max_batch_bytes: int = checks.DEFAULT_MAX_BATCH_BYTES,
         retry: Retry | None = None,
         tx_max_lifetime: float = MAX_LIFETIME_SECONDS,
         clock: Callable[[], int] = now_ms,
