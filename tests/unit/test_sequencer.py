@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -28,7 +29,14 @@ from tms_hbase.model.rows import (
 )
 from tms_hbase.model.topic import TopicId, TopicMetadata
 from tms_hbase.publish import sequencer
-from tms_hbase.publish.reservations import BLOCK_SECONDS, IDLE_SECONDS, MAX_BLOCK_OFFSETS, Reservations, Ticket
+from tms_hbase.publish.reservations import (
+    BLOCK_SECONDS,
+    IDLE_SECONDS,
+    MAX_BLOCK_OFFSETS,
+    Block,
+    Reservations,
+    Ticket,
+)
 from tms_hbase.publish.writer import MessageWriter
 
 from ..memory_storage import LOSE_ANSWER, MemoryInstallation
@@ -364,6 +372,26 @@ def test_a_block_too_old_to_carve_is_released_and_a_fresh_one_reserved() -> None
     # the rest went back to the counter first, so the fresh increment hands the same offsets out again
     assert late.first == stalled.first + 1 and late.started > first.started and res.given_back == 1
     assert _skips(w) == []
+    res.close()
+
+
+def test_a_paused_lone_writer_gives_back_its_block_and_the_block_ahead_together_once_the_block_is_too_old() -> None:
+    """The block ahead is younger than the block, so it is not too old yet when the block is: a lone writer
+    in a pause gives both back at once (released alone, the older one would become a skip marker, since the
+    block ahead sits after it on the counter)."""
+    w = World()
+    res = Reservations(w.inst.messages, b"w" * 16, lambda: 0.4)  # W = 0.4 s: a block is carved for 0.2 s
+    _busy_block(res)
+    queue = res._queues[(T, 1)]
+    assert queue.lone and queue.block is not None and queue.ahead is None
+    now = time.monotonic()
+    ahead = sequencer.reserve(w.inst.messages, T, 1, 8)  # as the keeper reserves it, after the block
+    with queue.lock:
+        queue.ahead = Block(ahead, 8, now_ms(), now, now + 0.2)
+        queue.block = replace(queue.block, until=now - 0.001)  # the block is too old to carve, the ahead not
+    res._release_idle()
+    assert queue.block is None and queue.ahead is None
+    assert sequencer.end_offset(w.inst.messages, T, 1) == 2 and _skips(w) == []  # both went back
     res.close()
 
 

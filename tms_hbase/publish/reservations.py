@@ -373,9 +373,13 @@ class Reservations:
                 # a lone writer's block holds nobody's rows up: it is kept through pauses until too old
                 idle = not queue.lone and not queue.busy and not queue.writing and now - queue.last_end >= IDLE_SECONDS
                 if not (force or idle):
-                    blocks = [b for b in blocks if now >= b.until]
-                    if not blocks:
+                    if not any(now >= b.until for b in blocks):
                         continue
+                    if queue.busy or queue.writing:  # carving goes on: release only what is too old to carve
+                        blocks = [b for b in blocks if now >= b.until]
+                    # else a lone writer paused past its block's age: the block ahead goes with it, so that
+                    # both are given back to the counter at once rather than the older one filled with a skip
+                    # marker because the block ahead sits after it
                 if any(b is queue.block for b in blocks):
                     queue.block = None
                 if any(b is queue.ahead for b in blocks):
