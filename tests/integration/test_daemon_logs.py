@@ -67,7 +67,7 @@ def test_tx_server_and_metrics_exporter_log_json_lines(installed_env: dict[str, 
             _, rest = proc.communicate(timeout=60)
         assert proc.returncode == 0, "".join(lines) + rest
         records = json_records("".join(lines) + rest)
-        assert {"debug", "info"} <= {r["level"] for r in records}, records  # happybase's debug lines too
+        assert {"debug", "info"} <= {r["level"] for r in records}, records  # the storage port's debug lines too
         assert any(r["logger"].startswith("tms_hbase") for r in records), records
 
 

@@ -314,6 +314,7 @@ class HBaseConnection:
             conn.socket.deadline = deadline
             try:
                 conn.open()
+                log.debug("connected to HBase Thrift at %s:%d", *self._addresses[index])
                 return conn
             except (TTransportException, OSError) as exc:
                 if isinstance(exc, TimeoutError) or tried == len(self._addresses):
