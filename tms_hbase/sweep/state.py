@@ -85,8 +85,9 @@ class SweepState:
         prefix = b"l" + region.table.encode() + b"\0"
         for key, data in self.table.scan(prefix=prefix, columns=[LEASE_COLUMN]):
             start, lease = key[len(prefix) :], json.loads(data[LEASE_COLUMN])
-            end = bytes.fromhex(lease["end"])
-            if start != region.start and _held(lease, owner, now_ms) and _overlap(start, end, region.start, region.end):
+            if start == region.start or not _held(lease, owner, now_ms):
+                continue  # the region's own lease (checked by the caller), or free
+            if _overlap(start, bytes.fromhex(lease["end"]), region.start, region.end):
                 return True
         return False
 
