@@ -18,7 +18,8 @@ low-water mark is swept (the sweeper deletes sequencer rows only as a prefix, ra
 Skip markers hold no messages and are never returned. A time seek for T is exact, like Kafka's
 offsetsForTimes: the first row in order holding messages dated >= T, found from the lower bound T − D
 (D = 1.5 W + the clock-skew bound: publish time is non-decreasing only up to D there) with a filter that
-HBase applies, and, while a hole below that row could still receive a batch, by reading up to it.
+HBase applies, and, while a hole below that row could still receive a batch, by reading up to it from the
+generation's frontier (below which every offset holds a row; the read moves it up).
 """
 
 from __future__ import annotations
@@ -310,9 +311,12 @@ class MessageReader:
            that HBase filters (:func:`_dated_at_or_after`), so the rows in between never leave it;
         3. a hole below that row (or below the last row, if none matched) may still receive a batch
            dated >= ``time_ms`` until :func:`sequencer.settled` after the row's time (a skip marker's
-           time bounds nothing: a last row that is one is never settled). Before that, the
-           rows from ``low`` are read in order, waiting on (and filling) holes as a range read does, and
-           the first one dated >= ``time_ms`` is the answer."""
+           time bounds nothing: a last row that is one is never settled). Before that, the generation's
+           frontier (:func:`sequencer.frontier`: below it every offset holds a row) is read; the rows from
+           ``low`` below it are final, so HBase filters them once more (one scan of one row); only the rows
+           from the frontier up to that row are read in order, waiting on (and filling) holes as a range
+           read does, the first one dated >= ``time_ms`` is the answer, and the frontier moves up to
+           where the read stopped, so the next seek into the same rows, in any process, reads none."""
         prefix = generation_prefix(topic, generation)
         disorder = self.disorder_ms()
         low, last = self._sequencer_lower_bound(prefix, time_ms - disorder, near_ms=disorder // NEAR_FRACTION)
@@ -337,13 +341,26 @@ class MessageReader:
         settled = header.publish_time + sequencer.settled(self.tail_cache_seconds()) * 1000
         if not header.skip and self.hbase_now() > settled:
             return answer  # every hole below it is filled or can only be filled with a skip marker
-        for at, key, cell in self.sequencer_cells(topic, generation, low, CHUNK_ROWS, below):
+        closed = sequencer.frontier(self.messages, topic, generation)  # no batch can land below it any more
+        if closed > low:  # the rows below it are final now: filter them again (a hole may have been written)
+            end = min(closed, below + 1)
+            earlier = self._first_dated(prefix, low, end, time_ms)
+            if earlier < end:
+                return earlier
+            if closed > below:
+                return answer
+        start, reached, landed = max(low, closed), max(low, closed), None
+        for at, key, cell in self.sequencer_cells(topic, generation, start, CHUNK_ROWS, below):
+            reached = at  # every offset from ``start`` up to this row holds a row now
             if at > below:
                 break
             head = peek_row(key, cell)  # the dates only: the payloads are not decoded
             if not head.skip and head.publish_time >= time_ms:  # a batch that was a hole when HBase filtered
-                return at
-        return answer
+                landed = at
+                break
+        if start == closed and reached > start:  # read in order from the frontier: move it up to here
+            sequencer.raise_frontier(self.messages, topic, generation, reached)
+        return answer if landed is None else landed
 
     def _sequencer_lower_bound(
         self, prefix: bytes, time_ms: int, *, near_ms: int = 0, first: bool = False

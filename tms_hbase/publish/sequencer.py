@@ -10,6 +10,8 @@ handed out by an HBase atomic increment, a batch row is written at its first off
 * :func:`fill` puts a skip marker if-absent; the answer is what the position holds afterwards
   (:func:`fill_cell`: with the cell, so a reader filling a run of holes needs no read per offset).
 * :func:`low_water` / :func:`raise_low_water`: below it everything is swept (readers jump over).
+* :func:`frontier` / :func:`raise_frontier`: below it every offset holds a row or is swept, so no batch can
+  land there any more (a time seek that finds its row below it need not read the rows before it).
 * :func:`give_back` returns a writer's unused offsets at the tail to the counter (nobody reserved after
   them), so a writer that stops leaves nothing behind; :func:`skipped` counts the offsets skip markers
   hold in a range, from the **skip index** (one cell per marker in the counter row, written by whoever
@@ -23,6 +25,7 @@ from collections.abc import Mapping
 
 from tms_hbase.errors import HBaseError, HBaseUnavailable
 from tms_hbase.model.rows import (
+    FRONTIER_COLUMN,
     LOW_WATER_COLUMN,
     MESSAGE_COLUMN,
     SEQUENCE_COLUMN,
@@ -167,12 +170,31 @@ def low_water(messages: Table, topic: TopicId, generation: int) -> int:
 def raise_low_water(messages: Table, topic: TopicId, generation: int, offset: int) -> None:
     """Say that everything below ``offset`` is swept (the sweeper, before it deletes those rows). It only
     goes up: a concurrent lower value is replaced, never the other way round."""
-    key = counter_key(topic, generation)
+    _raise(messages, counter_key(topic, generation), LOW_WATER_COLUMN, offset)
+
+
+def frontier(messages: Table, topic: TopicId, generation: int) -> int:
+    """The first offset below which every offset holds a row (a batch or a skip marker) or is swept, so that
+    no batch can land below it any more (1: nothing known): the larger of the generation's frontier and its
+    low-water mark, one get of its counter row."""
+    found = messages.get(counter_key(topic, generation), [FRONTIER_COLUMN, LOW_WATER_COLUMN])
+    return max([1, *(int.from_bytes(value, "big") for value in found.values())])
+
+
+def raise_frontier(messages: Table, topic: TopicId, generation: int, offset: int) -> None:
+    """Say that every offset below ``offset`` holds a row or is swept (a reader that passed them all in
+    order, from the frontier on). Rows are write-once and only a swept prefix is deleted, so this stays
+    true; it only goes up, as the low-water mark does."""
+    _raise(messages, counter_key(topic, generation), FRONTIER_COLUMN, offset)
+
+
+def _raise(messages: Table, key: bytes, column: bytes, offset: int) -> None:
+    """Set an unsigned 64-bit mark of the counter row to ``offset`` unless it is already there or above."""
     while True:
-        current = messages.get_cell(key, LOW_WATER_COLUMN)
+        current = messages.get_cell(key, column)
         if current is not None and int.from_bytes(current, "big") >= offset:
             return
-        if messages.compare_and_set(key, LOW_WATER_COLUMN, current, offset.to_bytes(8, "big")):
+        if messages.compare_and_set(key, column, current, offset.to_bytes(8, "big")):
             return
 
 
