@@ -351,10 +351,10 @@ class MessageReader:
                 return answer
         start, reached, landed = max(low, closed), max(low, closed), None
         for at, key, cell in self.sequencer_cells(topic, generation, start, CHUNK_ROWS, below):
-            reached = at  # every offset from ``start`` up to this row holds a row now
+            head = peek_row(key, cell)  # the dates only: the payloads are not decoded
+            reached = head.next_position(at)  # every offset from ``start`` through this row holds a row now
             if at > below:
                 break
-            head = peek_row(key, cell)  # the dates only: the payloads are not decoded
             if not head.skip and head.publish_time >= time_ms:  # a batch that was a hole when HBase filtered
                 landed = at
                 break
