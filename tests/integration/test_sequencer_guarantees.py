@@ -177,10 +177,13 @@ def test_time_seeks_skip_nothing_whatever_the_writers_clocks_say(
     assert all("clock is" in log and "off HBase's" in log for log in skewed), skewed
 
 
-SEEK_FROM = PRELUDE + """
+SEEK_FROM = (
+    PRELUDE
+    + """
 with MessagingClient() as c:
     print(json.dumps([m.payload.decode() for m in c.fetch(T, start_time_ms=int(sys.argv[1]))]))
 """
+)
 
 
 def _seek_in_new_process(env: dict[str, str], time_ms: int) -> list[str]:
