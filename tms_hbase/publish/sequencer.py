@@ -11,7 +11,8 @@ handed out by an HBase atomic increment, a batch row is written at its first off
   (:func:`fill_cell`: with the cell, so a reader filling a run of holes needs no read per offset).
 * :func:`low_water` / :func:`raise_low_water`: below it everything is swept (readers jump over).
 * :func:`frontier` / :func:`raise_frontier`: below it every offset holds a row or is swept, so no batch can
-  land there any more (a time seek that finds its row below it need not read the rows before it).
+  land there any more; with the newest date and the disorder of the batches below it, a time seek finds
+  its row there with a narrow binary search and one filtered scan, without reading rows.
 * :func:`give_back` returns a writer's unused offsets at the tail to the counter (nobody reserved after
   them), so a writer that stops leaves nothing behind; :func:`skipped` counts the offsets skip markers
   hold in a range, from the **skip index** (one cell per marker in the counter row, written by whoever
@@ -21,7 +22,9 @@ handed out by an HBase atomic increment, a batch row is written at its first off
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import struct
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from tms_hbase.errors import HBaseError, HBaseUnavailable
 from tms_hbase.model.rows import (
@@ -170,32 +173,58 @@ def low_water(messages: Table, topic: TopicId, generation: int) -> int:
 def raise_low_water(messages: Table, topic: TopicId, generation: int, offset: int) -> None:
     """Say that everything below ``offset`` is swept (the sweeper, before it deletes those rows). It only
     goes up: a concurrent lower value is replaced, never the other way round."""
-    _raise(messages, counter_key(topic, generation), LOW_WATER_COLUMN, offset)
-
-
-def frontier(messages: Table, topic: TopicId, generation: int) -> int:
-    """The first offset below which every offset holds a row (a batch or a skip marker) or is swept, so that
-    no batch can land below it any more (1: nothing known): the larger of the generation's frontier and its
-    low-water mark, one get of its counter row."""
-    found = messages.get(counter_key(topic, generation), [FRONTIER_COLUMN, LOW_WATER_COLUMN])
-    return max([1, *(int.from_bytes(value, "big") for value in found.values())])
-
-
-def raise_frontier(messages: Table, topic: TopicId, generation: int, offset: int) -> None:
-    """Say that every offset below ``offset`` holds a row or is swept (a reader that passed them all in
-    order, from the frontier on). Rows are write-once and only a swept prefix is deleted, so this stays
-    true; it only goes up, as the low-water mark does."""
-    _raise(messages, counter_key(topic, generation), FRONTIER_COLUMN, offset)
-
-
-def _raise(messages: Table, key: bytes, column: bytes, offset: int) -> None:
-    """Set an unsigned 64-bit mark of the counter row to ``offset`` unless it is already there or above."""
+    key = counter_key(topic, generation)
     while True:
-        current = messages.get_cell(key, column)
+        current = messages.get_cell(key, LOW_WATER_COLUMN)
         if current is not None and int.from_bytes(current, "big") >= offset:
             return
-        if messages.compare_and_set(key, column, current, offset.to_bytes(8, "big")):
+        if messages.compare_and_set(key, LOW_WATER_COLUMN, current, offset.to_bytes(8, "big")):
             return
+
+
+_FRONTIER = struct.Struct(">Qqq")
+
+
+@dataclass(frozen=True)
+class Frontier:
+    """What is known of a generation's final prefix (docs/ordering.md, "Time seek"): every offset below
+    ``offset`` holds a row (a batch or a skip marker) or is swept, so no batch can land there any more;
+    ``newest`` is the latest date of a batch below it (-1: none), and ``disorder`` (ms) bounds how far a
+    batch below it is dated after a later one there: ``t(p) <= t(q) + disorder`` for batches p < q.
+    ``stored``: the cell it was read from (None: none yet), for the compare-and-set that moves it up."""
+
+    offset: int = 1
+    newest: int = -1
+    disorder: int = 0
+    stored: bytes | None = None
+
+    def passing(self, dates: Iterable[int], end: int) -> Frontier:
+        """This frontier moved up to ``end`` by a reader that passed every offset from ``offset`` to ``end``
+        in order and read the dates of the batches among them (in order)."""
+        newest, disorder = self.newest, self.disorder
+        for date in dates:
+            disorder = max(disorder, newest - date)
+            newest = max(newest, date)
+        return Frontier(end, newest, disorder)
+
+
+def frontier(messages: Table, topic: TopicId, generation: int) -> Frontier:
+    """The generation's frontier, raised to its low-water mark (below which everything is swept): one get
+    of its counter row."""
+    found = messages.get(counter_key(topic, generation), [FRONTIER_COLUMN, LOW_WATER_COLUMN])
+    stored = found.get(FRONTIER_COLUMN)
+    offset, newest, disorder = (1, -1, 0) if stored is None else _FRONTIER.unpack(stored)
+    known = Frontier(offset, newest, disorder, stored)
+    swept = int.from_bytes(found.get(LOW_WATER_COLUMN, b""), "big")
+    return known if swept <= known.offset else Frontier(swept, known.newest, known.disorder, stored)
+
+
+def raise_frontier(messages: Table, topic: TopicId, generation: int, read: Frontier, new: Frontier) -> bool:
+    """Replace the frontier ``read`` with ``new`` (``read.passing``), one compare-and-set of its cell: rows
+    are write-once and only a swept prefix is deleted, so what it says stays true. False when another reader
+    moved it meanwhile (it is then left as that reader set it)."""
+    value = _FRONTIER.pack(new.offset, new.newest, new.disorder)
+    return messages.compare_and_set(counter_key(topic, generation), FRONTIER_COLUMN, read.stored, value)
 
 
 def read(messages: Table, topic: TopicId, generation: int, position: int) -> RowHeader | None:
