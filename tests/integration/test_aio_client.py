@@ -188,7 +188,7 @@ def test_the_consumer_wakes_on_a_publish_commits_and_holds_the_lease(hbase_addre
 def test_the_asyncio_page_examples_run(hbase_address: str, prefix: str, capsys: pytest.CaptureFixture[str]) -> None:
     page = (Path(__file__).parents[2] / "docs" / "asyncio.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", page, re.S)
-    assert len(blocks) == 2, "docs/asyncio.md lost its tested examples"
+    assert len(blocks) == 3, "docs/asyncio.md lost its tested examples"
     namespace: dict[str, Any] = {}
     for block in blocks:
         exec(block, namespace)
@@ -203,6 +203,12 @@ def test_the_asyncio_page_examples_run(hbase_address: str, prefix: str, capsys: 
     capsys.readouterr()
     asyncio.run(consume())
     assert sorted(capsys.readouterr().out.split("\n")[:-1]) == sorted(str(p) for p in payloads)
+
+    async def orders() -> None:
+        async with async_client(hbase_address, prefix) as client:
+            await namespace["orders"](client)  # its own assertion: one id each
+
+    asyncio.run(orders())
 
 
 def test_shared_consumers_split_the_work_and_redeliver_a_nack(hbase_address: str, prefix: str) -> None:
