@@ -13,7 +13,7 @@ chain topic are written one by one, as before.
 * A group is cut at the batch byte limit, at :data:`MAX_GROUP_MESSAGES` and where the per-message TTL changes.
 * Cancelled while queued, a publish leaves the queue: not stored. Cancelled once its group is being written,
   it runs on to the group's outcome (logged), and the client's ``close()`` waits for it.
-* The group's deadline is the client's timeout from its earliest member's call: no caller waits longer than
+* A group's deadline is the client's timeout from its earliest member's call: no caller waits longer than
   its own deadline for a write, its queueing included.
 """
 
@@ -100,6 +100,8 @@ class PublishLanes:
             if not member.sent:
                 lane.queue.remove(member)
                 log.info("cancelled publish to %s: not stored (it was waiting for the write before it)", topic)
+            elif member.future.done() and not member.future.cancelled():  # cancelled as its outcome came
+                _log_cancelled(topic, member.future.exception() or member.future.result())
             raise
 
     async def wait_idle(self) -> None:
@@ -171,10 +173,7 @@ def _settle(topic: TopicId, member: _Member, outcome: PublishResult | BaseExcept
     """Give a member its outcome; a member whose caller was cancelled gets it in the log."""
     future = member.future
     if future.cancelled():
-        if isinstance(outcome, BaseException):
-            log.info("cancelled publish to %s ran on and failed: %s", topic, outcome)
-        else:
-            log.info("cancelled publish to %s ran on and was stored as %s", topic, outcome.message_ids)
+        _log_cancelled(topic, outcome)
     elif future.done():
         return
     elif isinstance(outcome, asyncio.CancelledError):
@@ -183,3 +182,11 @@ def _settle(topic: TopicId, member: _Member, outcome: PublishResult | BaseExcept
         future.set_exception(outcome)
     else:
         future.set_result(outcome)
+
+
+def _log_cancelled(topic: TopicId, outcome: PublishResult | BaseException) -> None:
+    """What a publish whose caller was cancelled once its write was sent came to."""
+    if isinstance(outcome, BaseException):
+        log.info("cancelled publish to %s ran on and failed: %s", topic, outcome)
+    else:
+        log.info("cancelled publish to %s ran on and was stored as %s", topic, outcome.message_ids)
