@@ -3,7 +3,7 @@ to it is in flight go together in one batch row, and every guarantee of a publis
 each acknowledged message stored exactly once under the id its publish returned (read back by a new process),
 each publisher's messages in its call order, a failed shared write failing every member (with a resume that
 stores each exactly once), a cancelled publish not stored while queued and stored whole once its write was
-sent, and transactional publishes never put together."""
+sent, a queued publish failing by its own deadline, and transactional publishes never put together."""
 
 from __future__ import annotations
 
@@ -221,3 +221,28 @@ def test_transactional_publishes_are_never_put_together(hbase_address: str, pref
     results = asyncio.run(scenario())
     assert len({r.position for r in results}) == 8  # a row each: a rollback hides its own transaction only
     assert all(r.first_index == 0 and r.rollback is not None for r in results)
+
+
+def test_a_publish_queued_behind_a_hung_write_fails_by_its_own_deadline(
+    hbase_address: str, prefix: str, proxy: TcpProxy
+) -> None:
+    """Its wait in the queue counts: it fails by the client's timeout from its own call, not from its write's start."""
+    timeout = 2.0
+
+    async def scenario() -> tuple[BaseException | PublishResult, float]:
+        async with async_client(proxy.address, prefix, timeout_seconds=timeout) as client:
+            await client.create_topic(TOPIC)
+            await client.publish(TOPIC, [b"warm"])
+            proxy.fault = "hang"
+            first = asyncio.create_task(client.publish(TOPIC, [b"first"]))
+            await asyncio.sleep(timeout / 2)  # the first write hangs for its whole deadline
+            called = time.monotonic()
+            queued = await asyncio.gather(client.publish(TOPIC, [b"queued"]), return_exceptions=True)
+            elapsed = time.monotonic() - called
+            await asyncio.gather(first, return_exceptions=True)
+            proxy.fault = None
+            return queued[0], elapsed
+
+    outcome, elapsed = asyncio.run(scenario())
+    assert isinstance(outcome, HBaseUnavailable) and outcome.timed_out, outcome
+    assert elapsed < timeout + 0.8, f"failed {elapsed:.1f} s after its call with a {timeout} s deadline"
