@@ -14,6 +14,7 @@ import sys
 import time
 
 import pytest
+from prometheus_client import REGISTRY
 
 from tms_hbase.errors import HBaseUnavailable, PublishOutcomeUnknown
 from tms_hbase.model.published import PublishResult
@@ -23,6 +24,7 @@ from ..aio_client import async_client
 from ..tcp_proxy import TcpProxy
 
 TOPIC = "default:coalesced"
+COUNTERS = ("publishes", "published_messages")  # the client's metrics count each publish call, not each write
 
 _READER = """
 import json, sys, time
@@ -81,7 +83,10 @@ def test_concurrent_publishers_share_rows_and_each_message_is_stored_once_in_its
             await asyncio.gather(*(publisher(p) for p in range(publishers)))
             return acked
 
+    counted = [REGISTRY.get_sample_value(f"tms_client_{name}_total", {"topic": TOPIC}) or 0.0 for name in COUNTERS]
     acked = asyncio.run(scenario())
+    now = [REGISTRY.get_sample_value(f"tms_client_{name}_total", {"topic": TOPIC}) or 0.0 for name in COUNTERS]
+    assert [b - a for a, b in zip(counted, now, strict=True)] == [publishers * each, len(acked)]  # per call
     stored = read_in_new_process(hbase_address, prefix, len(acked))
     assert len(stored) == len({i for i, _ in stored})  # no id twice
     assert dict(stored) == acked  # every acknowledged message, under its own id, and nothing else

@@ -56,12 +56,12 @@ class _LoopClient(MessagingClient):
     ) -> GroupOutcome:
         """The batches of several publishes as one batch row on a sequencer topic (or a lone batch on any
         topic), by the client's deadline from ``since``; on a chain topic, more than one: nothing written."""
+        self._ensure_ready()
         with self.installation.hbase.operation(since):
             sequencer = self._writer.topics.get(topic).sequencer
             if not sequencer and len(batches) > 1:
                 return GroupOutcome(sequencer, None)
-            payloads = batches[0] if len(batches) == 1 else [p for batch in batches for p in batch]
-            return GroupOutcome(sequencer, self.publish(topic, payloads, ttl_seconds=ttl))
+            return GroupOutcome(sequencer, self._publish(topic, batches, None, ttl, None))
 
     def publish_since(
         self, topic: TopicId, payloads: tuple[bytes, ...], ttl: float | None, since: float
