@@ -22,6 +22,7 @@ from tms_hbase.tx import write_pointer_now
 
 from ..aio_client import async_client
 from ..tcp_proxy import TcpProxy
+from ..waiting import wait_for
 
 TOPIC = "default:coalesced"
 COUNTERS = ("publishes", "published_messages")  # the client's metrics count each publish call, not each write
@@ -51,13 +52,6 @@ def read_in_new_process(address: str, prefix: str, expected: int) -> list[tuple[
         check=True,
     )
     return [(i, p) for i, p in json.loads(done.stdout)]
-
-
-def wait_for(condition: object, seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
 
 
 def test_concurrent_publishers_share_rows_and_each_message_is_stored_once_in_its_publishers_order(
@@ -166,7 +160,7 @@ def test_a_publish_cancelled_while_waiting_for_the_write_before_it_is_not_stored
             proxy.delay = 2.0  # every request held 2 s: the first write stays in flight
             seen = proxy.requests
             first = asyncio.create_task(client.publish(TOPIC, [b"first"]))
-            await asyncio.to_thread(wait_for, lambda: proxy.requests > seen)  # its write is on the wire
+            await asyncio.to_thread(wait_for, lambda: proxy.requests > seen, "the first write on the wire", 10.0)
             queued = [asyncio.create_task(client.publish(TOPIC, [p])) for p in (b"cancelled", b"kept")]
             await asyncio.sleep(0)  # both queued behind it
             cancelled_at = time.monotonic()
@@ -196,7 +190,7 @@ def test_a_publish_cancelled_while_its_shared_write_is_in_flight_is_stored_whole
             seen = proxy.requests
             kept = asyncio.create_task(client.publish(TOPIC, [b"kept"]))
             cancelled = asyncio.create_task(client.publish(TOPIC, [b"cancelled", b"whole"]))  # same group
-            await asyncio.to_thread(wait_for, lambda: proxy.requests > seen)  # the shared write is on the wire
+            await asyncio.to_thread(wait_for, lambda: proxy.requests > seen, "the shared write on the wire", 10.0)
             cancelled_at = time.monotonic()
             cancelled.cancel()
             with pytest.raises(asyncio.CancelledError):
