@@ -100,10 +100,9 @@ class MessagingClient(MessagingService):
         tx_max_lifetime_seconds: float = MAX_LIFETIME_SECONDS,
     ) -> None:
         tx_max_lifetime_seconds = validate_max_lifetime(tx_max_lifetime_seconds)
-        if config is None:
-            config = Config.resolve(address, prefix, timeout_seconds=timeout_seconds, retry=retry, pool_size=pool_size)
-        elif any(v is not None for v in (address, prefix, timeout_seconds, pool_size, retry)):
-            raise InvalidArgument("give a Config or the address, prefix, timeout, pool size and retry, not both")
+        config = Config.of_client(
+            config, address, prefix, timeout_seconds=timeout_seconds, retry=retry, pool_size=pool_size
+        )
         self.config = config
         """Where this client's installation is and how it talks to it (:class:`~tms_hbase.config.Config`)."""
         (host, port), *fallbacks = config.addresses

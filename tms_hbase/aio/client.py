@@ -23,7 +23,7 @@ from tms_hbase.client import MessagingClient
 from tms_hbase.config import Config
 from tms_hbase.consume.consumer import Consumer
 from tms_hbase.consume.subscriptions import Subscription
-from tms_hbase.errors import ClientClosed, InvalidArgument, PublishOutcomeUnknown
+from tms_hbase.errors import ClientClosed, PublishOutcomeUnknown
 from tms_hbase.fetch.reader import Message
 from tms_hbase.fetch.stats import Lag, TopicStats
 from tms_hbase.model import checks
@@ -97,10 +97,9 @@ class AsyncMessagingClient:
         tx_max_lifetime_seconds: float = MAX_LIFETIME_SECONDS,
     ) -> None:
         validate_max_lifetime(tx_max_lifetime_seconds)
-        if config is None:
-            config = Config.resolve(address, prefix, timeout_seconds=timeout_seconds, retry=retry, pool_size=pool_size)
-        elif any(v is not None for v in (address, prefix, timeout_seconds, pool_size, retry)):
-            raise InvalidArgument("give a Config or the address, prefix, timeout, pool size and retry, not both")
+        config = Config.of_client(
+            config, address, prefix, timeout_seconds=timeout_seconds, retry=retry, pool_size=pool_size
+        )
         self.config = config
         """Where this client's installation is and how it talks to it (:class:`~tms_hbase.config.Config`)."""
         self._options: dict[str, Any] = {
