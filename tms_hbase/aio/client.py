@@ -16,6 +16,7 @@ from functools import partial
 from itertools import islice
 from typing import Any, TypeVar
 
+from tms_hbase.aio.coalesce import GroupOutcome, PublishLanes
 from tms_hbase.aio.consumer import AsyncConsumer
 from tms_hbase.aio.shared import AsyncSharedConsumer
 from tms_hbase.client import MessagingClient
@@ -31,6 +32,7 @@ from tms_hbase.model.published import PublishResult
 from tms_hbase.model.retry import Retry
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata, as_topic
 from tms_hbase.model.wire import RollbackDetail
+from tms_hbase.publish.writer import validate_payloads
 from tms_hbase.shared.admin import PendingMessage
 from tms_hbase.shared.consumer import SharedConsumer
 from tms_hbase.storage.aio import AsyncHBaseConnection
@@ -48,6 +50,25 @@ class _LoopClient(MessagingClient):
     """The synchronous client's protocol code over the asyncio storage driver (made inside run_sync)."""
 
     _pool_class = AsyncHBaseConnection
+
+    def publish_group(
+        self, topic: TopicId, batches: Sequence[tuple[bytes, ...]], ttl: float | None, since: float
+    ) -> GroupOutcome:
+        """The batches of several publishes as one batch row on a sequencer topic (or a lone batch on any
+        topic), by the client's deadline from ``since``; on a chain topic, more than one: nothing written."""
+        self._ensure_ready()
+        with self.installation.hbase.operation(since):
+            sequencer = self._writer.topics.get(topic).sequencer
+            if not sequencer and len(batches) > 1:
+                return GroupOutcome(sequencer, None)
+            return GroupOutcome(sequencer, self._publish(topic, batches, None, ttl, None))
+
+    def publish_since(
+        self, topic: TopicId, payloads: tuple[bytes, ...], ttl: float | None, since: float
+    ) -> PublishResult:
+        """:meth:`publish` by the client's deadline from ``since``."""
+        with self.installation.hbase.operation(since):
+            return self.publish(topic, payloads, ttl_seconds=ttl)
 
 
 class AsyncMessagingClient:
@@ -94,6 +115,13 @@ class AsyncMessagingClient:
         # Publishes in the protocol at once: at most one a pooled connection. The others wait here, before
         # reserving offsets, so no reservation waits for a connection longer than a sequencer's window.
         self._publish_slots = asyncio.Semaphore(config.pool_size)
+        # Single publishes to one topic put together while a write to it is in flight (coalesce.py).
+        self._lanes = PublishLanes(
+            partial(self._write, _LoopClient.publish_group),
+            partial(self._write, _LoopClient.publish_since),
+            max_batch_bytes,
+            metadata_max_age_seconds,
+        )
 
     def __repr__(self) -> str:
         return f"AsyncMessagingClient({self.config.addresses!r}, prefix={self.config.prefix!r})"
@@ -111,6 +139,7 @@ class AsyncMessagingClient:
         """Let the writes of cancelled publishes end, release the offsets reserved ahead and close the
         connections (idempotent)."""
         self._closed = True
+        await self._lanes.wait_idle()
         if self._writes:
             await asyncio.wait(list(self._writes))
         client, self._client = self._client, None
@@ -176,10 +205,25 @@ class AsyncMessagingClient:
         """Publish a batch as one unit, in order (see :meth:`MessagingClient.publish
         <tms_hbase.client.MessagingClient.publish>`); PublishOutcomeUnknown with a resume if HBase stops
         answering mid-publish. Cancelled, it raises CancelledError at once and the write runs on to its
-        outcome (see the class)."""
+        outcome (see the class).
+
+        Publishes to a sequencer topic made while a write to it is in flight go together in the next write
+        (one batch row; each result names its own messages): see :mod:`tms_hbase.aio.coalesce`."""
         client = await self._ready()
+        if tx_write_pointer is None and resume is None:
+            topic = as_topic(topic)
+            if not self._lanes.direct(topic):
+                batch = validate_payloads(payloads, client.max_batch_bytes, allow_empty=False)
+                checks.ttl_seconds(ttl_seconds)
+                return await self._lanes.publish(topic, batch, ttl_seconds)
         async with self._publish_slots:  # (see _publish_slots)
             return await self._publish(client, topic, payloads, tx_write_pointer, ttl_seconds, resume)
+
+    async def _write(self, call: Callable[..., T], *args: Any) -> T:
+        """``call(client, *args)`` in the protocol, with a publish slot (a coalesced write, or one on its own)."""
+        client = await self._ready()
+        async with self._publish_slots:
+            return await run_sync(call, client, *args)
 
     async def _publish(
         self,
