@@ -70,7 +70,7 @@ class Settings:
     max_poll_messages: int = 1000  # the hard limit of one poll (CDAP's API leaves it to the server)
     max_poll_bytes: int = 8 * 1024 * 1024  # a poll stops after the message that reaches this many bytes
     keep_alive: float = 30.0  # idle HTTP connections are closed after this
-    consumer_lease: float = 30.0  # a consumer session's lease runs out this long after its last call
+    consumer_lease: float = 30.0  # a session keeps its lease this long after its last call (a third longer at most)
     max_wait: float = 30.0  # the longest long-poll (a longer ?wait= is cut to this)
     long_polls: int = 64  # long-polls waiting at once per worker (more wait for a slot)
     consumer_sessions: int = 256  # consumer sessions kept open per worker between their calls

@@ -4,7 +4,8 @@ and ``GET .../topics/{topic}/stats`` (docs/gateway.md, "Subscriptions").
 **Consumer sessions over stateless HTTP.** A subscription has one active consumer, whose lease lives in
 HBase (:mod:`tms_hbase.consume.lease`). Each ``messages``/``commit`` call opens the library consumer (or takes
 up the one this worker parked after the session's last call, :mod:`.sessions`), uses it and parks it
-without renewing its lease, which keeps the lease in HBase for ``consumer_lease`` seconds. The caller
+without renewing its lease, which keeps the lease in HBase for ``consumer_lease`` seconds at least (a call
+renews it only when less is left). The caller
 gets the session back in the ``TMS-Consumer`` header, ``<secret>~<last delivered id, hex>``, and sends
 it with its next call, which any worker can serve: the lease's owner is derived from the secret and the
 caller's principal (so the owner shown by ``GET .../subscriptions/{s}`` cannot be used to take a session
@@ -45,6 +46,7 @@ from .auth import CONSUME, PUBLISH
 from .bodies import query_flag, query_number, read_body
 from .routes import TOPIC, endpoint
 from .service import Gateway
+from .sessions import lease_length
 
 SUBSCRIPTIONS = TOPIC + "/subscriptions"
 SUBSCRIPTION = SUBSCRIPTIONS + "/{subscription}"
@@ -188,10 +190,13 @@ async def commit(request: Request, gateway: Gateway, topic: TopicId) -> Response
 
     def work() -> Consumer:
         mark = rest.decode_commit(body)
-        consumer = _open(gateway, topic, name, caller, 1)
+        consumer = _open(gateway, topic, name, caller, 1, writes=True)
         done = False
         try:
-            consumer.commit(mark)
+            before = consumer.committed
+            consumer.commit(mark)  # a compare-and-set under the lease: LeaseLost if it is gone
+            if consumer.committed == before:  # nothing to store: refused all the same if the lease is gone
+                consumer.confirm()
             done = True
         finally:
             _put_back(gateway, topic, name, caller, consumer, done)
@@ -330,12 +335,16 @@ async def _disconnected(request: Request) -> None:
         pass
 
 
-def _open(gateway: Gateway, topic: TopicId, name: str, caller: _Caller, batch: int) -> Consumer:
+def _open(
+    gateway: Gateway, topic: TopicId, name: str, caller: _Caller, batch: int, *, writes: bool = False
+) -> Consumer:
     """The session's library consumer, reading ``batch`` messages at a time: the one this worker parked
-    after the session's last call if it can be taken up (:mod:`.sessions`), else opened from HBase (a
-    detached consumer's read-ahead is read again)."""
+    after the session's last call if it can be taken up (:mod:`.sessions`; ``writes``: the call writes
+    under the lease, whose compare-and-set fails if it is gone, so taking it up needs no read), else
+    opened from HBase (a detached consumer's read-ahead is read again)."""
     if caller.resume:
-        consumer = gateway.sessions.take((topic, name, caller.session.owner), caller.session.delivered)
+        key = (topic, name, caller.session.owner)
+        consumer = gateway.sessions.take(key, caller.session.delivered, confirm=not writes)
         if consumer is not None:
             consumer.batch = batch
             return consumer
@@ -344,7 +353,7 @@ def _open(gateway: Gateway, topic: TopicId, name: str, caller: _Caller, batch: i
             topic,
             name,
             max_wait_seconds=0.0,
-            lease_seconds=gateway.settings.consumer_lease,
+            lease_seconds=lease_length(gateway.settings.consumer_lease),
             batch=batch,
             session=caller.session if caller.resume else None,
             owner=None if caller.resume else caller.session.owner,

@@ -2,13 +2,19 @@
 the same worker neither opens the consumer again from HBase (a lease read and compare-and-set) nor reads
 again what it had read ahead.
 
-This is only a cache: the lease in HBase stays the truth. A parked consumer does not renew its lease, so
-the lease runs out ``consumer_lease`` after the session's last call exactly as without the cache, and
-taking the consumer up again renews it with a compare-and-set (LeaseLost if another consumer took it over,
-or the subscription was reset or deleted with force). A consumer is taken up only for the same session at
-the same last delivered message; any other call of the session (one another worker served meanwhile, or a
-client that sends an older ``TMS-Consumer`` header) opens the consumer from HBase as before. Bounded: the
-least recently parked are dropped first, and one idle longer than its lease is dropped on the next park.
+This is only a cache: the lease in HBase stays the truth. A session's consumer takes a lease a third
+longer than ``consumer_lease`` (:func:`lease_length`) and a call renews it only once it has less than
+``consumer_lease`` left, as a running consumer renews its lease only every third of it rather than on
+every poll: most calls then write nothing, yet the lease still runs ``consumer_lease`` at least after the
+session's last call (and at most a third longer); a commit renews it too. A parked consumer does not
+renew its lease. Taking it up again for a call that does not write under the lease (a page) checks the
+lease cell with one read, so a session whose lease was taken over (another consumer after it ran out,
+or a release, reset or delete with force) gets LeaseLost at once; a commit is a compare-and-set of that
+cell, refused (LeaseLost) and changing nothing if the lease is gone. A consumer is taken up only for the
+same session at the same last delivered message; any other call of the session (one another worker
+served meanwhile, or a client that sends an older ``TMS-Consumer`` header) opens the consumer from HBase
+as before. Bounded: the least recently parked are dropped first, and one idle longer than its lease is
+dropped on the next park.
 
 Used on the worker's event loop only; the calls that reach HBase or a consumer's renewal task run inside
 the gateway's library calls (``Gateway.run``). No lock: the parked consumers change only between waits.
@@ -27,27 +33,36 @@ from tms_hbase.shared import SharedConsumer
 Key = tuple[TopicId, str, str]  # topic, subscription, lease owner (a hash of the session's secret and principal)
 
 
-class Sessions:
-    """At most ``size`` parked consumers, each dropped once idle for ``idle`` seconds; ``count(n)`` is told
-    how many are parked after every change (a gauge)."""
+def lease_length(consumer_lease: float) -> float:
+    """The lease a session's consumer takes: a third longer than ``consumer_lease``, so that renewing it
+    only when less than ``consumer_lease`` is left still keeps it that long after the session's last call."""
+    return consumer_lease * 4 / 3
 
-    def __init__(self, size: int, idle: float, count: Callable[[int], None] = lambda _n: None) -> None:
-        self.size, self.idle, self._count = size, idle, count
+
+class Sessions:
+    """At most ``size`` parked consumers, each dropped once idle for ``lease`` seconds (``consumer_lease``, the
+    time a session's lease is kept after its last call); ``count(n)`` is told how many are parked after every
+    change (a gauge)."""
+
+    def __init__(self, size: int, lease: float, count: Callable[[int], None] = lambda _n: None) -> None:
+        self.size, self.lease, self._count = size, lease, count
         self._parked: OrderedDict[Key, tuple[Consumer, float]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._parked)
 
-    def take(self, key: Key, delivered: bytes | None) -> Consumer | None:
-        """The session's parked consumer, renewed and renewing again, if it stopped at ``delivered``;
-        else None (the caller opens it from HBase). LeaseLost if the lease was taken over."""
+    def take(self, key: Key, delivered: bytes | None, *, confirm: bool) -> Consumer | None:
+        """The session's parked consumer, its lease held ``lease`` seconds at least and renewing again, if
+        it stopped at ``delivered``; else None (the caller opens it from HBase). ``confirm``: check the
+        lease with a read when it needs no renewal (False for a call that writes under it). LeaseLost if
+        the lease was taken over."""
         entry = self._parked.pop(key, None)
         self._count(len(self._parked))
         if entry is None:
             return None
         consumer, _ = entry
         try:
-            if consumer.delivered == delivered and consumer.unpark():
+            if consumer.delivered == delivered and consumer.unpark(self.lease, confirm=confirm):
                 return consumer
         except BaseException:
             consumer.detach()
@@ -64,7 +79,7 @@ class Sessions:
         if previous is not None:
             dropped.append(previous[0])
         self._parked[key] = (consumer, now)
-        while len(self._parked) > self.size or now - next(iter(self._parked.values()))[1] > self.idle:
+        while len(self._parked) > self.size or now - next(iter(self._parked.values()))[1] > self.lease:
             dropped.append(self._parked.popitem(last=False)[1][0])
         self._count(len(self._parked))
         for old in dropped:

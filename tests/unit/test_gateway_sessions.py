@@ -22,7 +22,7 @@ class StandIn:
     def park(self) -> None:
         self.parked = True
 
-    def unpark(self) -> bool:
+    def unpark(self, needed: float, *, confirm: bool) -> bool:
         return self.lease_known
 
     def detach(self) -> None:
@@ -45,10 +45,10 @@ def test_taken_up_only_at_the_same_message_and_with_a_lease_it_can_vouch_for() -
     park(sessions, "b", moved)
     park(sessions, "c", unsure)
     assert same.parked and counts[-1] == 3
-    assert sessions.take(key("a"), b"m1") is same and not same.detached
-    assert sessions.take(key("b"), b"m0") is None and moved.detached  # the session went on elsewhere
-    assert sessions.take(key("c"), b"m1") is None and unsure.detached  # the lease may have run out
-    assert sessions.take(key("a"), b"m1") is None  # taken already
+    assert sessions.take(key("a"), b"m1", confirm=True) is same and not same.detached
+    assert sessions.take(key("b"), b"m0", confirm=True) is None and moved.detached  # the session went on elsewhere
+    assert sessions.take(key("c"), b"m1", confirm=True) is None and unsure.detached  # the lease may have run out
+    assert sessions.take(key("a"), b"m1", confirm=True) is None  # taken already
     assert len(sessions) == 0 and counts[-1] == 0
 
 

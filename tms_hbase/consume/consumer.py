@@ -201,18 +201,30 @@ class Consumer:
             raise TmsError(f"{self!r} is closed")
         self._lease.stop_renewing()
 
-    def unpark(self) -> bool:
-        """Take a parked consumer up again: renew the lease now (LeaseLost if another consumer took it
-        over, or the subscription was reset or deleted with force) and keep renewing it. False, with
-        nothing done, if its last renewal is too long ago for this process to know the lease still holds
-        (it may have run out): then detach it and resume its session from HBase instead."""
+    def unpark(self, needed: float, *, confirm: bool) -> bool:
+        """Take a parked consumer up again and keep renewing its lease, as a running consumer does: renewed
+        now (a compare-and-set) only if it would run out within ``needed`` seconds, else, with ``confirm``,
+        checked with one read (a call that writes under the lease anyway, a commit, needs no check: its
+        compare-and-set fails if the lease is gone). LeaseLost if another consumer took it over, or the
+        subscription was reset or deleted with force. False, with nothing done, if its last renewal is too
+        long ago for this process to know the lease still holds (it may have run out): then detach it and
+        resume its session from HBase instead."""
         if self._closed:
             raise TmsError(f"{self!r} is closed")
         if not self._lease.valid():
             return False
-        self._lease.renew()
+        if self._lease.left() < needed:
+            self._lease.renew()
+        elif confirm:
+            self._lease.confirm()
         self._lease.start_renewing()
         return True
+
+    def confirm(self) -> None:
+        """Raise LeaseLost unless this consumer still holds its lease in HBase (one read, no write): for a
+        service that must refuse a call of a consumer whose lease was taken over even when the call
+        writes nothing (a commit of a mark that is there already)."""
+        self._lease.confirm()
 
     @property
     def session(self) -> ConsumerSession:

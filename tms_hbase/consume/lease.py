@@ -6,7 +6,8 @@ was taken over fails its next write (LeaseLost) instead of overwriting the new o
 
 While the lease is held a background thread renews it every third of its length (like Kafka's
 heartbeat), so slow processing does not lose it, while a killed or hung process stops renewing and
-loses it after at most one lease length; a standby consumer then takes over.
+loses it after at most one lease length; a standby consumer then takes over. Every write under the
+lease (a commit) renews it too, so the thread renews only a third of a length after the last write.
 
 **Clocks.** ``expires`` is written and compared on HBase's clock (a client's ``clock``,
 :mod:`.hbase_clock`), not the hosts' own, so a contender whose host clock is minutes off does not take a
@@ -56,6 +57,7 @@ class Lease:
         self._data, self._record = stored.data, stored.record
         self._lock = green.rlock()
         self._valid_until = 0.0
+        self._written = 0.0  # monotonic time the last write under the lease started (it renewed the lease)
         self._lost: str | None = None
         self._stop = green.event()
         self._thread: green.Joinable | None = None
@@ -105,7 +107,7 @@ class Lease:
             started = time.monotonic()
             new = replace(record, owner=owner, expires=now + int(seconds * 1000), bell=bell)
             if lease._write(new):
-                lease._valid_until = started + lease._trusted()
+                lease._renewed(started)
                 log.info("consumer %s took the lease on %s/%s", owner, topic, name)
                 return lease
 
@@ -142,7 +144,7 @@ class Lease:
                 started = time.monotonic()
                 new = replace(step(self._record), owner=self.owner, expires=self.clock() + int(self.seconds * 1000))
                 if self._write(new):
-                    self._valid_until = started + self._trusted()
+                    self._renewed(started)
                     return new
                 self._reload()
             raise TmsError(f"subscription {self.name!r} of {self.topic}: lost {_MAX_ROUNDS} compare-and-sets in a row")
@@ -150,6 +152,21 @@ class Lease:
     def renew(self) -> None:
         """Extend the lease by its length from now."""
         self.change(lambda record: record)
+
+    def left(self) -> float:
+        """Seconds the lease surely runs on as last written (its length since the last write began, which
+        can be negative): a caller renews only when this falls short of what it needs."""
+        return self._written + self.seconds - time.monotonic()
+
+    def confirm(self) -> None:
+        """Read the cell and raise LeaseLost unless this consumer still holds the lease (it was taken
+        over, released or reset with force, or the subscription deleted): one read, no write."""
+        with self._lock:
+            if self._lost is not None:
+                raise LeaseLost(self._lost)
+            stored = self.store.read(self.key)
+            if stored is None or stored.data != self._data:
+                self._adopt(stored)
 
     def release(self) -> None:
         """Stop renewing and give the lease back (a standby takes over at once). Never raises."""
@@ -183,7 +200,7 @@ class Lease:
 
     def _renew_loop(self) -> None:
         interval = self.seconds / 3
-        wait = interval
+        wait = max(0.0, interval - (time.monotonic() - self._written))  # a third of a length after the last write
         while not self._stop.wait(wait):
             try:
                 self.renew()
@@ -203,6 +220,11 @@ class Lease:
         """How long after a successful write this consumer counts on its lease (a margin under its length)."""
         return self.seconds - min(1.0, self.seconds / 4)
 
+    def _renewed(self, started: float) -> None:
+        """A write that began at ``started`` (monotonic) went through: the lease runs a length from then."""
+        self._written = started
+        self._valid_until = started + self._trusted()
+
     def _write(self, new: Record) -> bool:
         data = new.encode()
         won = self.store.swap(self.key, self._data, data)
@@ -212,7 +234,11 @@ class Lease:
 
     def _reload(self) -> None:
         """After a lost compare-and-set: adopt the cell if it is still ours, else the lease is lost."""
-        stored = self.store.read(self.key)
+        self._adopt(self.store.read(self.key))
+
+    def _adopt(self, stored: Stored | None) -> None:
+        """Take ``stored`` (the cell as just read) as this consumer's if it still holds the lease there,
+        else the lease is lost (LeaseLost)."""
         if stored is None:
             self._lost = f"subscription {self.name!r} of {self.topic} was deleted"
         elif stored.record.owner != self.owner:
