@@ -7,14 +7,10 @@ create-if-absent); a lost answer is settled by reading the cell back, as the sub
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from functools import partial
 
 from tms_hbase.errors import HBaseUnavailable
-from tms_hbase.model import green
 from tms_hbase.shared.state import (
     ACKED_COLUMN,
     BELL_COLUMN,
@@ -41,7 +37,6 @@ SCAN_LIMIT = 10_000  # rows per scan of one subscription's open ranges or claims
 # keys, its state in "s" (ClaimState's values)
 UNSETTLED = 'ValueFilter(=, \'regexstring:"s":"[hf]"\')'
 _ACKED = b'"s":"%s"' % ClaimState.ACKED.value.encode()  # in an acknowledged claim cell (Claim.encode)
-CLAIM_THREADS = 4  # claim cells written at once (a client's connection pool has 8 connections by default)
 
 
 @dataclass(frozen=True)
@@ -70,8 +65,6 @@ class SharedStore:
 
     def __init__(self, table: Table) -> None:
         self.table = table
-        self._threads: ThreadPoolExecutor | None = None
-        self._lock = threading.Lock()
 
     # -- settings -------------------------------------------------------------------------------
 
@@ -156,26 +149,19 @@ class SharedStore:
         return StoredClaim(message_id, data, new) if won else None
 
     def create_claims(self, keys: Keys, claims: Sequence[tuple[bytes, Claim]]) -> list[StoredClaim | None]:
-        """Write each claim cell if absent, up to :data:`CLAIM_THREADS` at once (each is one
-        compare-and-set of a row of its own): the stored claims, None where a claim was there already.
-        An error is raised once every write has ended."""
-        if len(claims) <= 1:
-            return [self.swap_claim(keys, message_id, None, claim) for message_id, claim in claims]
-        if green.bridged():  # on an event loop: as many at once, without threads
-            return green.gather([partial(self.swap_claim, keys, mid, None, claim) for mid, claim in claims])
-        with self._lock:
-            if self._threads is None:
-                self._threads = ThreadPoolExecutor(CLAIM_THREADS, thread_name_prefix="tms-shared-claims")
-        futures = [self._threads.submit(self.swap_claim, keys, mid, None, claim) for mid, claim in claims]
-        wait(futures)
-        return [future.result() for future in futures]
-
-    def close(self) -> None:
-        """Stop the threads of :meth:`create_claims` (a later call starts them again)."""
-        with self._lock:
-            threads, self._threads = self._threads, None
-        if threads is not None:
-            threads.shutdown()
+        """Write each claim cell if absent (a compare-and-set of a row of its own each), pipelined on one
+        connection (one round trip for many): the stored claims, None where a claim was there already. If
+        the link fails, each is settled by reading it back, as :meth:`_swap` settles one."""
+        encoded = [(message_id, claim, claim.encode()) for message_id, claim in claims]
+        swaps = [(keys.claim(message_id), CLAIM_COLUMN, None, data) for message_id, _, data in encoded]
+        try:
+            won = self.table.compare_and_set_many(swaps)
+        except HBaseUnavailable:
+            won = [self._settle_lost(key, column, old, new) for key, column, old, new in swaps]
+        return [
+            StoredClaim(message_id, data, claim) if w else None
+            for (message_id, claim, data), w in zip(encoded, won, strict=True)
+        ]
 
     def claims(
         self, keys: Keys, start_id: bytes, limit: int = SCAN_LIMIT, *, unsettled: bool = False
@@ -241,17 +227,22 @@ class SharedStore:
     # -- plumbing -------------------------------------------------------------------------------
 
     def _swap(self, key: bytes, column: bytes, old: bytes | None, new: bytes) -> bool:
-        """Compare-and-set; a lost answer is settled by reading the cell back (each new value names a
-        fresh owner, deadline or state, so finding ``new`` means this call wrote it)."""
+        """Compare-and-set; a lost answer is settled by reading the cell back (:meth:`_settle_lost`)."""
         try:
             return self.table.compare_and_set(key, column, old, new)
         except HBaseUnavailable:
-            current = self.table.get_cell(key, column)
-            if current == new:
-                return True
-            if current == old:
-                return self.table.compare_and_set(key, column, old, new)
-            return False
+            return self._settle_lost(key, column, old, new)
+
+    def _settle_lost(self, key: bytes, column: bytes, old: bytes | None, new: bytes) -> bool:
+        """Whether a compare-and-set from ``old`` to ``new`` whose answer was lost landed, by reading the
+        cell back (each new value names a fresh owner, deadline or state, so finding ``new`` means that
+        call wrote it); made again if the cell still holds ``old``."""
+        current = self.table.get_cell(key, column)
+        if current == new:
+            return True
+        if current == old:
+            return self.table.compare_and_set(key, column, old, new)
+        return False
 
 
 def _bell_cell(address: str, expires: int) -> bytes:
