@@ -271,7 +271,11 @@ class MessagingClient(MessagingService):
                 if "_make_doorbells" in parts:
                     self._doorbells.close()
             finally:
-                self.installation.hbase.close()
+                try:
+                    if "_make_shared_store" in parts:
+                        self._shared_store.close()
+                finally:
+                    self.installation.hbase.close()
 
     @property
     def max_batch_bytes(self) -> int:
