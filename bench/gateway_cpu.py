@@ -1,12 +1,14 @@
-"""CPU per publish call through the gateway, by process and (with ``--profile``) by layer.
+"""CPU per publish (or consume) call through the gateway, by process and (with ``--profile``) by layer.
 
-    python -m bench.gateway_cpu [--calls N] [--rounds R] [--workers W] [--media avro|json] [--profile]
-                                [--gateway PATH]
+    python -m bench.gateway_cpu [--kind publish|consume] [--calls N] [--rounds R] [--workers W]
+                                [--media avro|json] [--profile] [--gateway PATH]
 
 Throughput on a shared two-core machine moves with everyone else's load; CPU time per call hardly does.
 This starts one ``tms-gateway`` (``--gateway``: another build's executable, for an A/B against it) on fresh
 ``bench…`` tables and publishes batches of 100 × 1 KiB, alternating rounds of direct
-``MessagingClient.publish`` and ``GatewayClient.publish``; per call it reports the wall time, this
+``MessagingClient.publish`` and ``GatewayClient.publish`` (``--kind consume``: a subscription's consumer
+reading a topic of ``--calls`` × 1,000 messages in pages of 1,000 with a commit after each, directly and through
+the gateway's consumer sessions; a call is one page and its commit); per call it reports the wall time, this
 process's CPU (``time.process_time``: the client) and the gateway processes' (from /proc, ticks of 10 ms:
 use a few thousand calls). ``--profile`` samples the gateway worker and this process with py-spy (``pip
 install py-spy``; it needs ptrace rights) during one more gateway round and prints where the time holding
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import itertools
 import os
 import shutil
 import signal
@@ -28,19 +31,21 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tms_hbase import MessagingClient
+from tms_hbase import MessagingClient, TopicId
 from tms_hbase.gateway_client import rest
 from tms_hbase.gateway_client.http import GatewayClient
 
 from .common import Settings, bench_tables, check_loopback, median, new_topic, payloads, progress
-from .gateway import BATCH, PAYLOAD_SIZE, start_gateway, tree_cpu
+from .gateway import BATCH, PAGE, PAYLOAD_SIZE, start_gateway, tree_cpu
 
 # Where a sampled frame's file belongs, first match wins (a path fragment -> layer); see --profile.
 LAYERS = [
     ("uvicorn/", "uvicorn (HTTP protocol, httptools callbacks)"),
     ("httptools", "uvicorn (HTTP protocol, httptools callbacks)"),
     ("starlette/", "starlette (routing, request, response, middleware)"),
-    ("tms_hbase_gateway/threads.py", "gateway: thread-pool hop"),
+    ("tms_hbase/model/green.py", "library on the event loop: greenlets, asyncio streams"),
+    ("tms_hbase/storage/aio.py", "library on the event loop: greenlets, asyncio streams"),
+    ("greenlet", "library on the event loop: greenlets, asyncio streams"),
     ("tms_hbase_gateway/access.py", "gateway: access log and metrics"),
     ("tms_hbase_gateway/metrics.py", "gateway: access log and metrics"),
     ("prometheus_client/", "gateway: access log and metrics"),
@@ -67,7 +72,8 @@ LAYERS = [
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.gateway_cpu", description=__doc__.split("\n")[0])
-    parser.add_argument("--calls", type=int, default=2000, help="publishes per round and side [2000]")
+    parser.add_argument("--kind", choices=("publish", "consume"), default="publish", help="what a call is [publish]")
+    parser.add_argument("--calls", type=int, default=2000, help="calls per round and side [2000]")
     parser.add_argument("--rounds", type=int, default=3, help="rounds per side, alternating [3]")
     parser.add_argument("--workers", type=int, default=1, help="gateway worker processes [1]")
     parser.add_argument("--media", choices=("avro", "json"), default="avro", help="the client's body encoding")
@@ -86,27 +92,38 @@ def main(argv: list[str] | None = None) -> int:
             with GatewayClient(url, timeout_seconds=60, media=media) as gateway:
                 clients: dict[str, MessagingClient | GatewayClient] = {"direct": direct, "gateway": gateway}
                 topics = {side: new_topic(direct, f"cpu-{side}") for side in clients}
+                if args.kind == "consume":
+                    source = new_topic(direct, "cpu-consume")
+                    for _ in range(args.calls * PAGE // BATCH):
+                        direct.publish(source, batch)
+                    subscriptions = itertools.count()
 
                 def publishes(side: str, calls: int) -> Callable[[], None]:
                     client, topic = clients[side], topics[side]
                     return lambda: [client.publish(topic, batch) for _ in range(calls)]
 
+                def consumes(side: str, calls: int) -> Callable[[], None]:
+                    client, name = clients[side], f"{side}-{next(subscriptions)}"
+                    return lambda: _consume(client, source, name, calls)
+
+                job = consumes if args.kind == "consume" else publishes
                 for side in clients:  # warm-up: connections, caches, the pool's threads
-                    publishes(side, 300)()
+                    job(side, 300 if args.kind == "publish" else 20)()
                 for r in range(args.rounds):
                     for side in ("direct", "gateway") if r % 2 == 0 else ("gateway", "direct"):
-                        rows[side].append(_measure(proc.pid, publishes(side, args.calls), args.calls))
+                        rows[side].append(_measure(proc.pid, job(side, args.calls), args.calls))
                         wall, client, server = rows[side][-1]
                         progress(
                             f"round {r + 1} {side}: {wall:,.0f} µs/call; CPU µs/call: client {client:,.0f}, "
                             f"gateway {server:,.0f}"
                         )
                 if args.profile:
-                    profile = _profile(proc.pid, publishes("gateway", args.calls))
+                    profile = _profile(proc.pid, job("gateway", args.calls))
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(60)
-    print(f"# CPU per publish of {BATCH} × {PAYLOAD_SIZE} B ({args.calls} calls × {args.rounds} rounds, medians)\n")
+    what = f"publish of {BATCH}" if args.kind == "publish" else f"consume page (and commit) of {PAGE}"
+    print(f"# CPU per {what} × {PAYLOAD_SIZE} B ({args.calls} calls × {args.rounds} rounds, medians)\n")
     print(
         f"gateway: {args.gateway or 'this build'}, {args.workers} worker(s), {media}; load {os.getloadavg()[0]:.2f}\n"
     )
@@ -118,6 +135,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile:
         print(profile)
     return 0
+
+
+def _consume(client: MessagingClient | GatewayClient, topic: TopicId, name: str, calls: int) -> None:
+    """Read ``calls`` pages of PAGE messages through a new subscription, committing after each."""
+    client.create_subscription(topic, name, start="earliest")
+    with client.consumer(topic, name) as consumer:
+        for _ in range(calls):
+            if not consumer.poll(max_messages=PAGE, timeout_seconds=5.0):
+                raise AssertionError(f"the consumer of {name} found no messages")
+            consumer.commit()
+    client.delete_subscription(topic, name)
 
 
 def _measure(gateway_pid: int, job: Callable[[], None], calls: int) -> tuple[float, float, float]:

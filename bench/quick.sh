@@ -35,6 +35,7 @@ failed=0
 "$venv/bin/python" -m bench.run --quick "$@" || failed=1
 if [ $# -eq 0 ]; then
     "$venv/bin/python" -m bench.gateway_cpu --calls 200 --rounds 1 || failed=1
+    "$venv/bin/python" -m bench.gateway_cpu --kind consume --calls 20 --rounds 1 || failed=1
 fi
 echo "bench-quick: $((SECONDS - started)) s, load average $(cut -d' ' -f1-3 /proc/loadavg)$([ $failed = 0 ] || echo ', FAILED')" >&2
 exit $failed

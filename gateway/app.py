@@ -2,7 +2,7 @@
 process by :func:`create_app`.
 
 ``tms-gateway`` runs it with uvicorn (``gateway.app:create_app``, a factory), so each worker builds
-its own app, MessagingClient and thread pool from the settings the CLI resolved.
+its own app and library client (on the worker's event loop) from the settings the CLI resolved.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -36,16 +35,15 @@ def create_app(settings: config.Settings | None = None) -> ASGIApp:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        gateway = Gateway(settings, metrics)
+        gateway = await Gateway.open(settings, metrics)
         if gateway.guard.open:
             log.warning("no [[tokens]] configured: anyone who reaches this gateway may do anything")
         app.state.gateway = gateway
-        threading.Thread(target=gateway.warm, name="tms-gateway-warm", daemon=True).start()
         _stop_long_polls_on_signals(gateway)
         try:
             yield
         finally:
-            gateway.close()
+            await gateway.close()
             log.info("worker %d stopped", os.getpid())
 
     message_routes = routes.MESSAGE_ROUTES + consuming.MESSAGE_ROUTES + shared.MESSAGE_ROUTES

@@ -14,8 +14,9 @@ whose lease ran out is 409 LeaseLost. Commits store the last delivered message (
 in the body); whatever was delivered but not committed when a session ends (released, or its lease ran
 out) is delivered again to the next consumer: at-least-once.
 
-**Long-polls** wait in slices of :data:`SLICE` seconds in the long-poll threads (``Gateway.wait``),
-never in the threads publishes run in, and end at once when the worker is told to stop.
+**Long-polls** wait in slices of :data:`SLICE` seconds among the long-poll waits (``Gateway.wait``,
+at most ``long_polls`` at once, apart from the library calls publishes take), and end at once when the
+worker is told to stop.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from .service import Gateway
 
 SUBSCRIPTIONS = TOPIC + "/subscriptions"
 SUBSCRIPTION = SUBSCRIPTIONS + "/{subscription}"
-SLICE = 0.5  # seconds a long-poll holds a thread at a time
+SLICE = 0.5  # seconds a long-poll waits at a time (then it checks whether the worker stops)
 T = TypeVar("T")
 DEFAULT_MAX = 100  # messages per call without ?max=
 SMALL_BODY = 64 * 1024  # create, reset and commit bodies are a few bytes
@@ -148,7 +149,7 @@ async def messages(request: Request, gateway: Gateway, topic: TopicId) -> Respon
 
     def at_once() -> tuple[Consumer, tuple[int, bytes, str] | None]:
         """Open the session's consumer and take what is there without waiting: a page that is there is
-        answered in this same hop to a pool thread (the common case of a consumer behind the tail); else
+        answered in this same library call (the common case of a consumer behind the tail); else
         the consumer is handed to the long-poll."""
         consumer = _open(gateway, topic, name, caller, size)
         try:
@@ -297,9 +298,9 @@ async def long_poll(
     request: Request, gateway: Gateway, take: Callable[[float], list[T]], wait: float
 ) -> list[T] | None:
     """What ``take(seconds)`` returns (it waits at most that long), tried in slices of at most SLICE
-    seconds in the long-poll threads until it returns something or ``wait`` has passed, so a thread is
-    never held long and a stopping worker answers; None as soon as the client disconnects (a slice
-    running in a thread ends first, a wait for a long-poll thread at once), so a client that went away
+    seconds among the long-poll waits until it returns something or ``wait`` has passed, so a
+    stopping worker answers; None as soon as the client disconnects (a slice running ends first, a
+    wait for a long-poll slot at once), so a client that went away
     frees its slot. Exclusive pages and shared deliveries both wait this way."""
 
     async def slices() -> list[T]:

@@ -62,7 +62,7 @@ class Metrics:
         # gauges summed over the live workers
         self.long_polls = Gauge(
             "tms_gateway_long_polls",
-            "Long-polls waiting now (in a long-poll thread or queued for one)",
+            "Long-polls waiting now (or queued for a long-poll slot)",
             registry=r,
             multiprocess_mode="livesum",
         )

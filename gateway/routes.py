@@ -2,8 +2,9 @@
 
 Every ``/v1`` endpoint is wrapped by :func:`endpoint`, which authenticates the caller, checks the names
 and the action against the rules, and turns any TmsError into its one-line response. Bodies are decoded,
-the library is called and responses encoded in a pool thread (:meth:`Gateway.run`), never on the event
-loop. Extensions to CDAP's API are query parameters, so its bodies stay exactly as specified:
+the library is called and responses encoded in one library call on the worker's event loop
+(:meth:`Gateway.run`: at most ``threads`` at once, each run to its end even if its request is cancelled).
+Extensions to CDAP's API are query parameters, so its bodies stay exactly as specified:
 ``publish?ttl=SECONDS`` (per-message TTL), ``store?sequence=N`` (deterministic payload keys) and
 ``poll?publishTime=true`` (Avro responses with publish times).
 

@@ -1,5 +1,14 @@
-"""One worker's gateway: its MessagingClient, the bounded thread pools its library calls run in, the
-guard, the metrics and the settings. Built when the worker starts (ASGI lifespan), closed when it stops."""
+"""One worker's gateway: its library client running on the worker's event loop, the guard, the metrics and
+the settings. Built when the worker starts (ASGI lifespan, :meth:`Gateway.open`), closed when it stops.
+
+The library calls run on the event loop itself, as the asyncio client runs them
+(:mod:`tms_hbase.aio`): the synchronous client's protocol code in a greenlet
+(:func:`tms_hbase.model.green.run_sync`) over the asyncio storage driver
+(:class:`~tms_hbase.storage.aio.AsyncHBaseConnection`), so every HBase call, backoff and consumer wait
+waits on the loop and no call hops to a thread. The gateway keeps the synchronous client's objects
+(rather than :class:`~tms_hbase.aio.AsyncMessagingClient`'s wrappers) because its consumer sessions
+park, take up and detach library consumers between HTTP calls (:mod:`.sessions`).
+"""
 
 from __future__ import annotations
 
@@ -12,70 +21,112 @@ from typing import Any, TypeVar
 
 from tms_hbase import MessagingClient
 from tms_hbase.errors import HBaseUnavailable, TmsError
+from tms_hbase.model.green import run_sync
+from tms_hbase.storage.aio import AsyncHBaseConnection
 
 from .auth import Guard
 from .config import Settings
 from .metrics import Metrics
 from .sessions import Sessions, SharedSessions
-from .threads import Threads
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class Gateway:
-    """The library is synchronous: every call runs in a worker thread, at most ``settings.threads`` at
-    once (the same number as the client's HBase connections, so no thread waits for a connection)."""
+class LoopClient(MessagingClient):
+    """The synchronous client's protocol code over the asyncio storage driver: made and used inside
+    :func:`~tms_hbase.model.green.run_sync`."""
 
-    def __init__(self, settings: Settings, metrics: Metrics) -> None:
+    _pool_class = AsyncHBaseConnection
+
+
+class Gateway:
+    """At most ``settings.threads`` library calls run at once (the client's HBase connections, so no call
+    waits for a connection) and at most ``settings.long_polls`` long-poll waits, apart, so waiting
+    consumers never hold up publishes. A call whose request is cancelled (its client went away, the
+    worker stops) runs on to its end first: the library is never left half-way behind a finished request."""
+
+    def __init__(self, settings: Settings, metrics: Metrics, client: MessagingClient) -> None:
         self.settings = settings
         self.metrics = metrics
         self.guard = Guard(settings)
-        extra: dict[str, Any] = (
-            {} if settings.max_batch_bytes is None else {"max_batch_bytes": settings.max_batch_bytes}
-        )
-        self.client = MessagingClient(
-            settings.thrift, settings.prefix, timeout_seconds=settings.timeout, pool_size=settings.threads, **extra
-        )
-        self.threads = Threads(settings.threads, "tms-gateway")
-        # long-polls wait in threads of their own, so waiting consumers never starve publishes
-        self.waiters = Threads(settings.long_polls, "tms-gateway-wait")
+        self.client = client
+        self._calls = asyncio.Semaphore(settings.threads)
+        self._waits = asyncio.Semaphore(settings.long_polls)
         self.sessions = Sessions(settings.consumer_sessions, settings.consumer_lease, metrics.consumer_sessions.set)
         self.shared_sessions = SharedSessions(
             settings.consumer_sessions, lambda t, n, o: self.client.shared_consumer(t, n, owner=o, max_wait_seconds=0.0)
         )
-        self.stopping = threading.Event()  # set on SIGTERM/SIGINT: long-polls answer at once
+        self.stopping = threading.Event()  # set on SIGTERM/SIGINT (a signal handler): long-polls answer at once
         # a full batch as base64 JSON, with room for the framing
         self.max_body_bytes = self.client.max_batch_bytes * 3 // 2 + 64 * 1024
-        log.info("worker %d serving %r with %d threads", os.getpid(), self.client, settings.threads)
+        self._warming: asyncio.Task[None] | None = None
 
-    def warm(self) -> None:
-        """Read HBase's clock once, so that the first publish does not pay for it (a failure only means
-        the first call that needs the clock reads it)."""
+    @classmethod
+    async def open(cls, settings: Settings, metrics: Metrics) -> Gateway:
+        """The worker's gateway, its client made on this event loop; HBase's clock is read in the
+        background, so that the first publish does not pay for it."""
+        extra: dict[str, Any] = (
+            {} if settings.max_batch_bytes is None else {"max_batch_bytes": settings.max_batch_bytes}
+        )
+        client = await run_sync(
+            LoopClient,
+            settings.thrift,
+            settings.prefix,
+            timeout_seconds=settings.timeout,
+            pool_size=settings.threads,
+            **extra,
+        )
+        gateway = cls(settings, metrics, client)
+        gateway._warming = asyncio.ensure_future(gateway._warm())
+        log.info("worker %d serving %r, %d library calls at once", os.getpid(), client, settings.threads)
+        return gateway
+
+    async def _warm(self) -> None:
+        """Read HBase's clock once (a failure only means the first call that needs it reads it)."""
         try:
-            self.client.hbase_clock.now_ms()
+            await run_sync(self.client.hbase_clock.now_ms)
         except TmsError as exc:
             log.info("could not read HBase's clock at start (the first call that needs it will): %s", exc)
 
     async def run(self, call: Callable[..., T], *args: object) -> T:
-        """Run a blocking library call in the pool."""
-        return await self.threads.run(call, *args)
+        """``call(*args)``: library code (and the decoding and encoding around it) on the loop."""
+        async with self._calls:
+            return await _to_the_end(call, args)
 
     async def wait(self, call: Callable[..., T], *args: object) -> T:
-        """Run a library call that waits (a slice of a long-poll) in the long-poll threads."""
-        return await self.waiters.run(call, *args)
+        """A library call that waits (a slice of a long-poll), among the long-poll waits."""
+        async with self._waits:
+            return await _to_the_end(call, args)
 
     async def ping(self) -> None:
-        """HBase answers within the timeout, or HBaseUnavailable (a hung ping is abandoned, not awaited)."""
+        """HBase answers within the timeout, or HBaseUnavailable (a hung ping is interrupted: it reads only)."""
         try:
             async with asyncio.timeout(self.settings.timeout):
-                await self.threads.run(self.client.ping, abandon=True)
+                await run_sync(self.client.ping)
         except TimeoutError:
             seconds = self.settings.timeout
             raise HBaseUnavailable(f"HBase at {self.settings.thrift} did not answer within {seconds}s") from None
 
-    def close(self) -> None:
-        self.sessions.close()
-        self.threads.close()
-        self.waiters.close()
-        self.client.close()
+    async def close(self) -> None:
+        if self._warming is not None:
+            self._warming.cancel()
+        await run_sync(self.sessions.close)
+        await run_sync(self.client.close)
+
+
+async def _to_the_end(call: Callable[..., T], args: tuple[object, ...]) -> T:
+    """``run_sync(call, *args)``; if the awaiting task is cancelled, the call runs on (shielded) and is
+    waited for, through further cancellations, before CancelledError is raised."""
+    running = asyncio.ensure_future(run_sync(call, *args))
+    try:
+        return await asyncio.shield(running)
+    except asyncio.CancelledError:
+        while not running.done():
+            try:
+                await asyncio.wait((running,))
+            except asyncio.CancelledError:
+                continue
+        if not running.cancelled():
+            running.exception()  # its outcome goes nowhere: the request has ended
+        raise

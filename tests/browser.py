@@ -9,13 +9,14 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.remote.webdriver import WebDriver
+
+from .waiting import wait_for
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 # Headless as root on a closed network: no sandbox (root), and none of the background connections
@@ -63,21 +64,9 @@ def chromium() -> Iterator[WebDriver]:
         shutil.rmtree(profile, ignore_errors=True)
 
 
-def wait_for(condition: Callable[[], T | None], what: str, timeout: float = 30.0) -> T:
-    """The first truthy value of ``condition()`` within ``timeout`` seconds, else AssertionError."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            value = condition()
-        except Exception as exc:  # an element not there yet: keep waiting
-            value, error = None, exc
-        else:
-            error = None
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"waited {timeout}s for {what}" + (f" (last error: {error})" if error else ""))
-        time.sleep(0.05)
+def wait_for_page(condition: Callable[[], T | None], what: str, timeout: float = 30.0) -> T:
+    """:func:`~tests.waiting.wait_for` on a page: any error (an element not there yet) counts as "not yet"."""
+    return wait_for(condition, what, timeout, ignore=(Exception,))
 
 
 def screenshot(driver: WebDriver, path: str) -> None:

@@ -82,5 +82,9 @@ def running_gateway(thrift: str, prefix: str, folder: Path, config: str) -> Iter
     path.write_text(config)
     process = GatewayProcess(gateway_env(thrift, prefix), folder / "gateway.log", "--config", str(path))
     process.start()
-    yield process
+    try:
+        yield process
+    except BaseException:
+        process.stop()  # a failed test leaves no gateway behind
+        raise
     assert process.stop() == 0, process.log()

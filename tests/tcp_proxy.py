@@ -50,6 +50,8 @@ class TcpProxy:
     ``lose_reply_to(b"checkAndPut")`` lets the next request naming that Thrift method reach HBase
     but cuts the connection instead of delivering its reply (a lost response).
 
+    ``delay`` holds each request that many seconds before forwarding it (a write stays in flight a while).
+
     ``fault`` applies to every request from now on, on open and new connections alike: ``"hang"``
     swallows it, ``"trickle"`` forwards it and delivers the reply one byte per second, ``"reset"``
     resets the connection, ``"garbage"`` answers an HTTP error, ``"huge"`` answers a Thrift header
@@ -59,8 +61,10 @@ class TcpProxy:
     def __init__(self, target: tuple[str, int]) -> None:
         self.target = target
         self.stall = False
+        self.delay = 0.0  # seconds each request is held before it is forwarded (a slow link)
         self.fault: Fault | None = None
         self._lose: bytes | None = None
+        self._swallow: bytes | None = None
         self._stall_after_loss = False
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
@@ -75,6 +79,10 @@ class TcpProxy:
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    def lose_request_to(self, method: bytes) -> None:
+        """Swallow the next request naming ``method`` (it never reaches HBase) and hang from then on."""
+        self._swallow = method
 
     def lose_reply_to(self, method: bytes, then_stall: bool = False) -> None:
         """Lose the reply to the next request naming ``method``; with ``then_stall``, hang afterwards."""
@@ -111,6 +119,8 @@ class TcpProxy:
             while data := link.client.recv(65536):
                 self.requests += 1
                 fault = self.fault
+                if self._swallow is not None and self._swallow in data:
+                    self._swallow, self.stall = None, True
                 if self.stall or fault == "hang":
                     continue
                 if fault == "reset":
@@ -119,6 +129,8 @@ class TcpProxy:
                 if fault in ANSWERS:
                     link.client.sendall(ANSWERS[fault])
                     continue
+                if self.delay:
+                    time.sleep(self.delay)
                 if self._lose is not None and self._lose in data:
                     self._lose = None
                     link.lose_next_reply = True

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from tms_hbase.fetch.stats import Lag, TopicStatistics, TopicStats
     from tms_hbase.model.published import PublishResult
     from tms_hbase.model.wire import RollbackDetail
-    from tms_hbase.publish.writer import MessageWriter
+    from tms_hbase.publish.writer import MessageWriter, Resume
     from tms_hbase.shared.admin import PendingMessage, SharedAdmin, SharedStats
     from tms_hbase.shared.consumer import SharedConsumer
     from tms_hbase.shared.store import SharedStore
@@ -100,10 +100,9 @@ class MessagingClient(MessagingService):
         tx_max_lifetime_seconds: float = MAX_LIFETIME_SECONDS,
     ) -> None:
         tx_max_lifetime_seconds = validate_max_lifetime(tx_max_lifetime_seconds)
-        if config is None:
-            config = Config.resolve(address, prefix, timeout_seconds=timeout_seconds, retry=retry, pool_size=pool_size)
-        elif any(v is not None for v in (address, prefix, timeout_seconds, pool_size, retry)):
-            raise InvalidArgument("give a Config or the address, prefix, timeout, pool size and retry, not both")
+        config = Config.of_client(
+            config, address, prefix, timeout_seconds=timeout_seconds, retry=retry, pool_size=pool_size
+        )
         self.config = config
         """Where this client's installation is and how it talks to it (:class:`~tms_hbase.config.Config`)."""
         (host, port), *fallbacks = config.addresses
@@ -403,11 +402,25 @@ class MessagingClient(MessagingService):
         point = None if resume is None else resume.resume
         if point is not None and not isinstance(point, Resume):
             raise InvalidArgument("resume= takes the PublishOutcomeUnknown a MessagingClient's publish raised")
+        return self._publish(topic, (payloads,), tx_write_pointer, ttl_seconds, point)
+
+    def _publish(
+        self,
+        topic: TopicId,
+        batches: Sequence[Sequence[bytes]],
+        tx_write_pointer: int | None,
+        ttl_seconds: float | None,
+        resume: Resume | None,
+    ) -> PublishResult:
+        """Write ``batches`` as one batch row (several: publishes put together, as the asyncio client does),
+        each counted as one publish in the metrics, and ring the topic's consumers."""
+        payloads = batches[0] if len(batches) == 1 else [p for batch in batches for p in batch]
         started = time.perf_counter()
         with self.installation.hbase.operation():
-            result = self._writer.publish(topic, payloads, tx_write_pointer, ttl_seconds, point)
+            result = self._writer.publish(topic, payloads, tx_write_pointer, ttl_seconds, resume)
         elapsed = time.perf_counter() - started
-        CLIENT_METRICS.published(str(topic), len(payloads), sum(map(len, payloads)), elapsed)
+        for batch in batches:
+            CLIENT_METRICS.published(str(topic), len(batch), sum(map(len, batch)), elapsed)
         self._doorbells.ring(topic)
         return result
 

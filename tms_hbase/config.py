@@ -114,6 +114,25 @@ class Config:
         given: dict[str, Any] = {"timeout_seconds": timeout_seconds, "retry": retry, "pool_size": pool_size}
         return cls(tuple(thrift), table_prefix(prefix), **{k: v for k, v in given.items() if v is not None})
 
+    @classmethod
+    def of_client(
+        cls,
+        config: Config | None,
+        thrift: str | Sequence[str] | None,
+        prefix: str | None,
+        *,
+        timeout_seconds: float | None,
+        retry: Retry | None,
+        pool_size: int | None,
+    ) -> Config:
+        """What a client's constructor was given: its ``config``, else one resolved from the loose arguments
+        (:meth:`resolve`); both at once is refused, as it is unclear which should win."""
+        if config is None:
+            return cls.resolve(thrift, prefix, timeout_seconds=timeout_seconds, retry=retry, pool_size=pool_size)
+        if any(v is not None for v in (thrift, prefix, timeout_seconds, pool_size, retry)):
+            raise InvalidArgument("give a Config or the address, prefix, timeout, pool size and retry, not both")
+        return config
+
     def with_(self, **changes: Any) -> Config:
         """A copy with some fields changed, e.g. ``config.with_(prefix="other")``."""
         return replace(self, **changes)

@@ -1,7 +1,7 @@
 """The console's HTTP endpoints: its pages and assets, login and logout, and the JSON each screen reads.
 
 Every JSON endpoint authenticates the session cookie (401 without a valid one), checks the topic
-against the rules (403), and runs the library calls of :mod:`.views` in the gateway's thread pool;
+against the rules (403), and runs the library calls of :mod:`.views` as the gateway's library calls (``Gateway.run``);
 a TmsError becomes the gateway's usual one-line error response. Changes need ``admin`` on the topic
 and the CSRF token (:mod:`.session`).
 """

@@ -3,8 +3,8 @@
 A topic's screen reads its statistics and every subscription's lag: a few HBase reads per subscription,
 hundreds of milliseconds for a topic with a hundred subscriptions on a busy cluster. The Prometheus
 exporter keeps its reads for ``max_age`` seconds for the same reason. Here an answer younger than
-:attr:`Recent.max_age` is served as it is; an older one is served too, and one read (per key) starts in
-the gateway's thread pool to replace it; the screen shows when its numbers were read and refreshes
+:attr:`Recent.max_age` is served as it is; an older one is served too, and one read (per key) starts as
+one of the gateway's library calls to replace it; the screen shows when its numbers were read and refreshes
 itself. A key never read, or whose last read failed, is read while the caller waits. Changes made
 through the console drop the topic's answer, so the next screen shows them.
 """

@@ -1,7 +1,7 @@
 """What each console screen shows, read through the library: plain JSON-ready data.
 
-These functions are synchronous library calls (run in the gateway's thread pool). They take the
-worker's ``MessagingClient`` and the :class:`~.session.Viewer` and show only the topics the viewer
+These functions are synchronous library code (run as the gateway's library calls, on its event loop).
+They take the worker's ``MessagingClient`` and the :class:`~.session.Viewer` and show only the topics the viewer
 may see. Times are ms since the epoch, ids are hex.
 """
 

@@ -46,6 +46,7 @@ def test_region_servers_run_with_the_documented_settings(cluster: ClusterHBase) 
         assert conf.get("hbase.unsafe.stream.capability.enforce", "true") == "true"  # hflush must be durable
         assert conf["zookeeper.session.timeout"] == "10000"
         assert int(conf["hbase.server.keyvalue.maxsize"]) >= 17 * MIB  # a 16 MiB batch is one cell
+        assert int(conf["hbase.hstore.blockingStoreFiles"]) >= 100  # sustained writes are not blocked at 16 files
         assert int(conf["hbase.hregion.max.filesize"]) == 10 * 1024 * MIB  # the default: split at 10 GiB
         log = cluster.log_file(name)  # the provider it instantiated, in its log (or a rolled one)
         assert any("AsyncFSWALProvider" in p.read_text(errors="replace") for p in log.parent.glob(f"{log.name}*"))

@@ -9,8 +9,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from tms_hbase import MessagingClient, TopicId
@@ -18,6 +16,7 @@ from tms_hbase.launcher.cluster import ClusterHBase
 from tms_hbase.sweep.state import SweepState
 
 from ..background import Background
+from ..waiting import wait_for
 
 SWEEPER = str(Path(sys.executable).with_name("tms-sweeper"))
 LIVE = TopicId("cluster", "live")  # must stay whole
@@ -35,13 +34,6 @@ def _middle_key(client: MessagingClient) -> bytes:
     """The key of the message table's middle row (HBase finds no split point of its own in so few rows)."""
     keys = [key for key, _ in client.installation.messages.scan()]
     return keys[len(keys) // 2]
-
-
-def _wait(what: str, condition: Callable[[], bool], timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def test_sweep_resumes_after_its_region_moved_and_split(
@@ -62,11 +54,13 @@ def test_sweep_resumes_after_its_region_moved_and_split(
     args = [SWEEPER, "once", "--owner", "k", "--chunk-rows", "10", "--max-rows-per-second", "10", "--json"]
     sweep = Background(args, env=tms_env)
     try:
-        _wait("a checkpoint", lambda: any(r.checkpoint for r in state.records(table).values()))
+        wait_for(lambda: any(r.checkpoint for r in state.records(table).values()), "a checkpoint", 120, interval=0.1)
         region = cluster.regions(table)[0]
         cluster.move_region(region.name)
         moved = state.records(table)[region.start].checkpoint
-        _wait("progress after the move", lambda: state.records(table)[region.start].checkpoint != moved)
+        wait_for(
+            lambda: state.records(table)[region.start].checkpoint != moved, "progress after the move", 120, interval=0.1
+        )
         sweep.send_signal(signal.SIGKILL)
         sweep.wait()
     finally:
@@ -102,10 +96,10 @@ def test_two_sweepers_share_regions_by_lease_while_they_split_and_move(
     sweepers = [Background([SWEEPER, *common, "--owner", f"s{i}"], env=tms_env) for i in range(2)]
     try:
         state = SweepState(client.installation.txstate)
-        _wait("a checkpoint", lambda: any(r.checkpoint for r in state.records(table).values()))
+        wait_for(lambda: any(r.checkpoint for r in state.records(table).values()), "a checkpoint", 120, interval=0.1)
         cluster.split_region(table, middle)
         cluster.move_region(cluster.regions(table)[-1].name)
-        _wait("the old rows gone", lambda: len(client.installation.messages.scan()) == len(live), 300)
+        wait_for(lambda: len(client.installation.messages.scan()) == len(live), "the old rows gone", 300, interval=0.1)
     finally:
         for proc in sweepers:
             proc.send_signal(signal.SIGTERM)

@@ -53,24 +53,25 @@ def test_topics_publish_fetch_and_subscriptions(hbase_address: str, prefix: str)
 
 
 def test_many_publishes_in_flight_on_one_thread(hbase_address: str, prefix: str) -> None:
-    """64 concurrent single-message publishers, 8 rounds: every message stored once, in one order, and no
-    thread started for them (the waits are on the event loop)."""
+    """64 concurrent single-message publishers, 8 rounds: every message stored once, under the id its publish
+    returned, and no thread started for them (the waits are on the event loop)."""
 
-    async def scenario() -> tuple[list[int], list[bytes], int]:
+    async def scenario() -> tuple[dict[bytes, bytes], dict[bytes, bytes], int]:
         async with async_client(hbase_address, prefix, pool_size=64) as client:
             await client.create_topic(TOPIC)
             threads = threading.active_count()
-            positions = []
+            returned = {}
             for round_ in range(8):
-                results = await asyncio.gather(*(client.publish(TOPIC, [b"%d-%d" % (round_, i)]) for i in range(64)))
-                positions += [r.position for r in results]
+                sent = [b"%d-%d" % (round_, i) for i in range(64)]
+                results = await asyncio.gather(*(client.publish(TOPIC, [payload]) for payload in sent))
+                returned.update((r.first_id, payload) for r, payload in zip(results, sent, strict=True))
             during = threading.active_count()
-            payloads = [m.payload async for m in client.fetch(TOPIC)]
-            return positions, payloads, during - threads
+            stored = {m.id: m.payload async for m in client.fetch(TOPIC)}
+            return returned, stored, during - threads
 
-    positions, payloads, new_threads = asyncio.run(scenario())
-    assert len(set(positions)) == 512
-    assert sorted(payloads) == sorted(b"%d-%d" % (r, i) for r in range(8) for i in range(64))
+    returned, stored, new_threads = asyncio.run(scenario())
+    assert len(returned) == 512  # one id each
+    assert stored == returned  # each message under its own publish's id, nothing else stored
     assert new_threads == 0
 
 
@@ -187,7 +188,7 @@ def test_the_consumer_wakes_on_a_publish_commits_and_holds_the_lease(hbase_addre
 def test_the_asyncio_page_examples_run(hbase_address: str, prefix: str, capsys: pytest.CaptureFixture[str]) -> None:
     page = (Path(__file__).parents[2] / "docs" / "asyncio.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", page, re.S)
-    assert len(blocks) == 2, "docs/asyncio.md lost its tested examples"
+    assert len(blocks) == 3, "docs/asyncio.md lost its tested examples"
     namespace: dict[str, Any] = {}
     for block in blocks:
         exec(block, namespace)
@@ -202,6 +203,12 @@ def test_the_asyncio_page_examples_run(hbase_address: str, prefix: str, capsys: 
     capsys.readouterr()
     asyncio.run(consume())
     assert sorted(capsys.readouterr().out.split("\n")[:-1]) == sorted(str(p) for p in payloads)
+
+    async def orders() -> None:
+        async with async_client(hbase_address, prefix) as client:
+            await namespace["orders"](client)  # its own assertion: one id each
+
+    asyncio.run(orders())
 
 
 def test_shared_consumers_split_the_work_and_redeliver_a_nack(hbase_address: str, prefix: str) -> None:

@@ -31,7 +31,7 @@ from tms_hbase.sweep.status import sweeper_state
 from tms_hbase.tx.client import TransactionClient
 from tms_hbase_gateway.auth import hash_token, new_token
 
-from ..browser import chromium, screenshot, wait_for
+from ..browser import chromium, screenshot, wait_for_page
 from ..gateway_server import GatewayProcess, gateway_env
 from ..tx_server import TxServer, free_port
 
@@ -101,7 +101,7 @@ def console(hbase_address: str, module_prefix: str, tmp_path_factory: pytest.Tem
             numbers = client.get_subscription(ORDERS, "workers").shared
             return 0 if numbers is None else numbers.dead_lettered
 
-        wait_for(dead_letters, "a dead letter")
+        wait_for_page(dead_letters, "a dead letter")
         dead_lettered = held[0].id
         client.create_topic(PAYMENTS, {"tx.mode": "transactional"})
         client.create_subscription(PAYMENTS, "audit")
@@ -141,17 +141,19 @@ def browser() -> Iterator[WebDriver]:
 def sign_in(browser: WebDriver, console: Console, token: str) -> None:
     browser.delete_all_cookies()
     browser.get(console.url + "/console/")
-    wait_for(lambda: browser.find_element(By.ID, "token"), "the login form")
+    wait_for_page(lambda: browser.find_element(By.ID, "token"), "the login form")
     browser.find_element(By.ID, "token").send_keys(token)
     browser.find_element(By.ID, "sign-in").click()
-    wait_for(lambda: browser.execute_script("return document.body.dataset.ready") == "overview", "the overview")
+    wait_for_page(lambda: browser.execute_script("return document.body.dataset.ready") == "overview", "the overview")
 
 
 def show(browser: WebDriver, console: Console, route: str, screen: str) -> None:
     """Open a screen as a fresh page load and wait until its data is on it."""
     browser.get(f"{console.url}/console/#/{route}")
     browser.refresh()
-    wait_for(lambda: browser.execute_script("return document.body.dataset.ready") == screen, f"the {screen} screen")
+    wait_for_page(
+        lambda: browser.execute_script("return document.body.dataset.ready") == screen, f"the {screen} screen"
+    )
 
 
 def text(browser: WebDriver, element_id: str) -> str:
@@ -168,7 +170,7 @@ def test_an_unknown_token_sees_nothing(console: Console, browser: WebDriver) -> 
     assert browser.current_url.endswith("/console/login")
     browser.find_element(By.ID, "token").send_keys(new_token())
     browser.find_element(By.ID, "sign-in").click()
-    wait_for(lambda: browser.find_element(By.ID, "failed").is_displayed(), "the refusal")
+    wait_for_page(lambda: browser.find_element(By.ID, "failed").is_displayed(), "the refusal")
     assert "token" not in browser.current_url.split("?")[1]  # the token never goes into a URL
     browser.get(console.url + "/console/#/topics")
     assert browser.current_url.split("#")[0].endswith("/console/login")
@@ -212,16 +214,18 @@ def test_every_screen_shows_the_real_data(console: Console, browser: WebDriver) 
     assert payloads[0] == json.dumps({"order": 5, "total": 50}, indent=2) and payloads[1] == "(not JSON) plain text"
     Select(browser.find_element(By.ID, "format")).select_by_visible_text("hex")
     browser.find_element(By.CSS_SELECTOR, "#browse button").click()
-    wait_for(lambda: "fa fb fc fd fe ff" in text(browser, "messages"), "the payload in hex")
+    wait_for_page(lambda: "fa fb fc fd fe ff" in text(browser, "messages"), "the payload in hex")
     shot(browser, console, "messages-hex")
 
     show(browser, console, "subscriptions", "subscriptions")  # no topic yet: pick one
     picker = browser.find_element(By.ID, "topic-pick")
     picker.click()
     options = "#topic-names option"
-    wait_for(lambda: len(browser.find_elements(By.CSS_SELECTOR, options)) == len(client.list_topics()), "suggestions")
+    wait_for_page(
+        lambda: len(browser.find_elements(By.CSS_SELECTOR, options)) == len(client.list_topics()), "suggestions"
+    )
     picker.send_keys("shop:orders\n")
-    wait_for(lambda: "billing" in text(browser, "subscriptions"), "the topic's subscriptions")
+    wait_for_page(lambda: "billing" in text(browser, "subscriptions"), "the topic's subscriptions")
     assert "workers" in text(browser, "subscriptions")
 
     show(browser, console, "subscriptions/shop/orders/billing", "subscription")
@@ -253,9 +257,9 @@ def test_every_screen_shows_the_real_data(console: Console, browser: WebDriver) 
 
 
 def confirm(browser: WebDriver) -> None:
-    wait_for(lambda: browser.find_element(By.ID, "confirm").is_displayed(), "the confirmation")
+    wait_for_page(lambda: browser.find_element(By.ID, "confirm").is_displayed(), "the confirmation")
     browser.find_element(By.ID, "confirm").click()
-    wait_for(lambda: not browser.find_element(By.ID, "modal").is_displayed(), "the dialog to close")
+    wait_for_page(lambda: not browser.find_element(By.ID, "modal").is_displayed(), "the dialog to close")
 
 
 def test_a_topic_made_through_the_console_is_what_the_library_sees(console: Console, browser: WebDriver) -> None:
@@ -268,7 +272,7 @@ def test_a_topic_made_through_the_console_is_what_the_library_sees(console: Cons
     Select(browser.find_element(By.ID, "new-tx-mode")).select_by_visible_text("transactional")
     browser.find_element(By.CSS_SELECTOR, "#create-topic button").click()
     confirm(browser)
-    wait_for(lambda: browser.execute_script("return document.body.dataset.ready") == "topic", "the new topic")
+    wait_for_page(lambda: browser.execute_script("return document.body.dataset.ready") == "topic", "the new topic")
     meta = client.get_topic(created)
     assert (meta.ttl, meta.tx_mode) == (7200, "transactional")
 
@@ -277,20 +281,20 @@ def test_a_topic_made_through_the_console_is_what_the_library_sees(console: Cons
     editor.clear()
     editor.send_keys(json.dumps({"ttl": "60", "tx.mode": "transactional"}))
     browser.find_element(By.ID, "update-topic").click()
-    wait_for(lambda: browser.find_element(By.ID, "property-diff"), "the changes")
+    wait_for_page(lambda: browser.find_element(By.ID, "property-diff"), "the changes")
     assert text(browser, "property-diff").splitlines()[1:] == ["ttl 7200 60"]
     confirm(browser)
-    wait_for(lambda: client.get_topic(created).ttl == 60, "the new TTL")
+    wait_for_page(lambda: client.get_topic(created).ttl == 60, "the new TTL")
 
     browser.find_element(By.CSS_SELECTOR, "#topic-actions summary").click()
     browser.find_element(By.ID, "delete-topic").click()
-    wait_for(lambda: browser.find_element(By.ID, "confirm-name"), "the delete confirmation")
+    wait_for_page(lambda: browser.find_element(By.ID, "confirm-name"), "the delete confirmation")
     browser.find_element(By.ID, "confirm").click()  # the name was not typed: refused
-    wait_for(lambda: "does not match" in text(browser, "modal-error"), "the refusal")
+    wait_for_page(lambda: "does not match" in text(browser, "modal-error"), "the refusal")
     assert client.get_topic(created).exists
     browser.find_element(By.ID, "confirm-name").send_keys(str(created))
     confirm(browser)
-    wait_for(lambda: browser.execute_script("return document.body.dataset.ready") == "topics", "the topic list")
+    wait_for_page(lambda: browser.execute_script("return document.body.dataset.ready") == "topics", "the topic list")
     with pytest.raises(TopicNotFound):
         client.get_topic(created)
     log = console.gateway.log()  # each change is logged with who made it
@@ -309,18 +313,18 @@ def test_a_reset_through_the_console_is_what_the_library_sees(console: Console, 
     show(browser, console, "subscriptions/shop/orders/replay", "subscription")
     Select(browser.find_element(By.ID, "reset-mode")).select_by_value("earliest")
     browser.find_element(By.ID, "preview").click()
-    wait_for(lambda: browser.find_element(By.ID, "reset-preview"), "the preview")
+    wait_for_page(lambda: browser.find_element(By.ID, "reset-preview"), "the preview")
     assert "delivers again 7 messages already consumed" in text(browser, "reset-preview")
     assert client.lag(ORDERS, "replay").messages == 0  # a preview changes nothing
     confirm(browser)
-    wait_for(lambda: client.lag(ORDERS, "replay").messages == 7, "the reset to earliest")
-    wait_for(lambda: text(browser, "lag-messages") == "7 messages", "the new lag on the screen")
+    wait_for_page(lambda: client.lag(ORDERS, "replay").messages == 7, "the reset to earliest")
+    wait_for_page(lambda: text(browser, "lag-messages") == "7 messages", "the new lag on the screen")
 
     Select(browser.find_element(By.ID, "reset-mode")).select_by_value("latest")
     browser.find_element(By.ID, "preview").click()
-    wait_for(lambda: "skips 7 messages not consumed yet" in text(browser, "reset-preview"), "the preview")
+    wait_for_page(lambda: "skips 7 messages not consumed yet" in text(browser, "reset-preview"), "the preview")
     confirm(browser)
-    wait_for(lambda: client.lag(ORDERS, "replay").messages == 0, "the reset to latest")
+    wait_for_page(lambda: client.lag(ORDERS, "replay").messages == 0, "the reset to latest")
     with client.consumer(ORDERS, "replay", max_wait_seconds=0) as consumer:
         assert consumer.poll(10, timeout_seconds=0.5) == []
 
@@ -330,9 +334,9 @@ def test_a_reset_through_the_console_is_what_the_library_sees(console: Console, 
     value = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(start / 1000)) + f".{start % 1000:03d}"
     browser.find_element(By.ID, "reset-value").send_keys(value)
     browser.find_element(By.ID, "preview").click()
-    wait_for(lambda: f"delivers again {len(again)} messages" in text(browser, "reset-preview"), "the preview")
+    wait_for_page(lambda: f"delivers again {len(again)} messages" in text(browser, "reset-preview"), "the preview")
     confirm(browser)
-    wait_for(lambda: client.lag(ORDERS, "replay").messages == len(again), "the reset to a time")
+    wait_for_page(lambda: client.lag(ORDERS, "replay").messages == len(again), "the reset to a time")
     with client.consumer(ORDERS, "replay", max_wait_seconds=0) as consumer:
         assert [m.id for m in consumer.poll(10, timeout_seconds=5)] == again
 
@@ -392,16 +396,16 @@ def test_dead_letters_replayed_through_the_console_are_new_messages_of_their_top
     sign_in(browser, console, TOKENS["ops"])
     show(browser, console, "subscriptions/shop/orders/workers", "subscription")
     browser.find_element(By.ID, "replay").click()
-    wait_for(lambda: browser.find_element(By.ID, "replay-preview"), "the preview")
+    wait_for_page(lambda: browser.find_element(By.ID, "replay-preview"), "the preview")
     preview = text(browser, "replay-preview")
     assert f"{console.dead_lettered.hex()} shop:orders workers" in preview
     assert "Publishes these 1 dead letters of shop:dead" in preview
     assert {m.id for m in client.fetch(ORDERS)} == before  # a preview publishes nothing
     shot(browser, console, "replay-preview")
     confirm(browser)
-    new = wait_for(lambda: [m for m in client.fetch(ORDERS) if m.id not in before], "the replayed message")
+    new = wait_for_page(lambda: [m for m in client.fetch(ORDERS) if m.id not in before], "the replayed message")
     assert [m.payload for m in new] == [payload] and new[0].id != console.dead_lettered
-    wait_for(lambda: text(browser, "dead-letters") == "nothing left to replay", "the empty dead-letter list")
+    wait_for_page(lambda: text(browser, "dead-letters") == "nothing left to replay", "the empty dead-letter list")
     assert not browser.find_elements(By.ID, "replay")
     assert client.admin.dead_letters(DEAD) == []
     assert "console: ops replayed 1 dead letters of shop:dead to ['shop:orders']" in console.gateway.log()
@@ -467,7 +471,7 @@ def test_the_charts_draw_the_numbers_over_time(console: Console, browser: WebDri
     show(browser, console, "subscriptions/shop/clicks/stats", "subscription")
     for lag in (10, 20, 30):  # the screen refreshes itself: each refresh adds a sample
         client.publish(clicks, [b"click"] * 10)
-        wait_for(lambda lag=lag: text(browser, "lag-messages") == f"{lag} messages", f"a lag of {lag}", timeout=60)
+        wait_for_page(lambda lag=lag: text(browser, "lag-messages") == f"{lag} messages", f"a lag of {lag}", timeout=60)
     points = browser.find_element(By.CSS_SELECTOR, ".chart polyline").get_attribute("points") or ""
     heights = [float(point.split(",")[1]) for point in points.split()]
     assert len(heights) >= 3 and heights[0] > heights[-1]  # the lag went up: the line too (y grows downwards)
@@ -477,7 +481,9 @@ def test_the_charts_draw_the_numbers_over_time(console: Console, browser: WebDri
     show(browser, console, "topics/shop/clicks", "topic")
     for total in (40, 50, 60):
         client.publish(clicks, [b"click"] * 10)
-        wait_for(lambda t=total: text(browser, "topic-messages") == f"{t} messages", f"{total} messages", timeout=60)
+        wait_for_page(
+            lambda t=total: text(browser, "topic-messages") == f"{t} messages", f"{total} messages", timeout=60
+        )
     rates = browser.find_element(By.CSS_SELECTOR, ".chart polyline").get_attribute("points") or ""
     assert len(rates.split()) >= 2  # messages per second between samples of the published count
     shot(browser, console, "topic-chart")
@@ -505,6 +511,6 @@ def test_the_message_browser_starts_where_asked_and_downloads_what_it_shows(
     browser.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(tmp_path)})
     browser.find_element(By.ID, "download").click()
     saved = tmp_path / "shop-orders-messages.json"
-    data = json.loads(wait_for(lambda: saved.exists() and saved.read_text(), "the download"))
+    data = json.loads(wait_for_page(lambda: saved.exists() and saved.read_text(), "the download"))
     assert [m["id"] for m in data["messages"]] == expected
     assert [bytes.fromhex(m["payload"]) for m in data["messages"]] == [m.payload for m in everything[-len(expected) :]]

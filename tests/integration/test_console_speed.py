@@ -24,7 +24,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase_gateway.auth import hash_token, new_token
 
-from ..browser import chromium, wait_for
+from ..browser import chromium, wait_for_page
 from ..gateway_server import GatewayProcess, gateway_env
 
 TOPICS, SUBSCRIPTIONS, LOADS, BOUND_MS = 1000, 100, 7, 300.0
@@ -66,7 +66,7 @@ def browser(big: Installation) -> Iterator[WebDriver]:
         driver.get(big.url + "/console/login")
         driver.find_element(By.ID, "token").send_keys(TOKEN)
         driver.find_element(By.ID, "sign-in").click()
-        wait_for(lambda: driver.execute_script("return document.body.dataset.ready") == "overview", "the overview")
+        wait_for_page(lambda: driver.execute_script("return document.body.dataset.ready") == "overview", "the overview")
         yield driver
 
 
@@ -74,7 +74,9 @@ def load_ms(browser: WebDriver, url: str, screen: str) -> float:
     """One fresh page load of ``url``: milliseconds from the navigation to the screen's data drawn."""
     browser.get("about:blank")
     browser.get(url)
-    wait_for(lambda: browser.execute_script("return document.body.dataset.ready") == screen, f"the {screen} screen")
+    wait_for_page(
+        lambda: browser.execute_script("return document.body.dataset.ready") == screen, f"the {screen} screen"
+    )
     mark = browser.execute_script("return performance.getEntriesByName('tms-console-ready')[0].startTime")
     assert browser.execute_script("return performance.getEntriesByType('navigation')[0].type") == "navigate"
     return float(mark)

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from tms_hbase.tx.client import TransactionClient
 from tms_hbase.tx.fate import snapshot_from_server
 
 from ..tx_server import TxServer, free_port
+from ..waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 T = TopicId("crash", "events")
@@ -38,15 +38,6 @@ def start(env: dict[str, str], out: Path, *args: str) -> subprocess.Popen:
 
 def lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> float:
-    """Wait until ``condition()`` holds; returns the seconds it took."""
-    started = time.monotonic()
-    while not condition():
-        assert time.monotonic() - started < timeout, f"timed out waiting for {what}"
-        time.sleep(0.05)
-    return time.monotonic() - started
 
 
 def handled(path: Path) -> list[int]:
@@ -97,7 +88,7 @@ def test_killed_consumer_resumes_after_its_last_commit(
     for kill in range(3):
         proc = start(tms_env, out, "--commit-every", str(every), "--lease", "1", "--standby", "--delay", "0.005")
         wanted = len(handled(out)) + 40 + 9 * kill
-        wait_for(lambda n=wanted: len(handled(out)) >= n, "the consumer to handle messages")
+        wait_for(lambda n=wanted: len(handled(out)) >= n, "the consumer to handle messages", 60)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     last = start(tms_env, out, "--commit-every", str(every), "--lease", "1", "--standby")
@@ -126,15 +117,17 @@ def test_standby_takes_over_a_killed_owner_within_the_lease(
     publish_numbers(client, 200)
     out_a, out_b = tmp_path / "a", tmp_path / "b"
     owner = start(tms_env, out_a, "--commit-every", "5", "--lease", str(lease), "--delay", "0.01")
-    wait_for(lambda: len(handled(out_a)) >= 20, "the owner to consume")
+    wait_for(lambda: len(handled(out_a)) >= 20, "the owner to consume", 60)
     standby = start(tms_env, out_b, "--commit-every", "5", "--lease", str(lease), "--standby")
     with pytest.raises(SubscriptionBusy):
         client.consumer(T, "svc")
-    wait_for(lambda: len(handled(out_a)) >= 60, "the owner to go on")
+    wait_for(lambda: len(handled(out_a)) >= 60, "the owner to go on", 60)
     assert lines(out_b) == [], "the standby consumed while the owner was alive"
     owner.send_signal(signal.SIGKILL)
     owner.wait()
-    failover = wait_for(lambda: bool(lines(out_b)), "the standby to take over", timeout=30)
+    waiting_since = time.monotonic()
+    wait_for(lambda: bool(lines(out_b)), "the standby to take over", 30)
+    failover = time.monotonic() - waiting_since
     assert failover < lease + 5, f"took over after {failover:.1f} s"
     _, err = standby.communicate(timeout=120)
     assert standby.returncode == 0, err
@@ -152,7 +145,7 @@ def test_a_hung_owner_cannot_commit_after_its_lease_was_taken(
     publish_numbers(client, 100)
     out_a, out_b = tmp_path / "a", tmp_path / "b"
     hung = start(tms_env, out_a, "--lease", "1", "--delay", "0.05")
-    wait_for(lambda: len(handled(out_a)) >= 5, "the owner to consume")
+    wait_for(lambda: len(handled(out_a)) >= 5, "the owner to consume", 60)
     hung.send_signal(signal.SIGSTOP)
     try:
         successor = start(tms_env, out_b, "--lease", "1", "--standby")

@@ -19,7 +19,8 @@ import pytest
 from tms_hbase import MessagingClient, TopicId
 
 from ..gateway_server import GatewayProcess, running_gateway
-from .test_gateway_subscriptions import CONSUMER, LEASE, sub_url, wait_for
+from ..waiting import wait_for
+from .test_gateway_subscriptions import CONSUMER, LEASE, sub_url
 
 MAX_POLL_BYTES = 2500
 CONFIG = f"workers = 1\nthreads = 2\nlong_polls = 1\nconsumer_lease = {LEASE}\nmax_poll_bytes = {MAX_POLL_BYTES}\n"
@@ -81,9 +82,9 @@ def test_a_long_poll_whose_client_went_away_frees_its_slot(http: httpx.Client, g
     with socket.create_connection((host, port), timeout=10) as sock:
         path = sub_url(quiet[0], "svc", "messages") + "?wait=30"
         sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
-        wait_for(lambda: gauge(http, "tms_gateway_long_polls") == 1, 20, "the long-poll to wait")
+        wait_for(lambda: gauge(http, "tms_gateway_long_polls") == 1, "the long-poll to wait", 20)
     closed = time.monotonic()  # the socket is closed: the client is gone
-    wait_for(lambda: gauge(http, "tms_gateway_long_polls") == 0, 10, "the gone client's long-poll to end")
+    wait_for(lambda: gauge(http, "tms_gateway_long_polls") == 0, "the gone client's long-poll to end", 10)
     started = time.monotonic()
     response = http.get(sub_url(quiet[1], "svc", "messages"), params={"wait": 1})
     assert response.status_code == 200 and response.json() == []
@@ -122,7 +123,7 @@ def check_parked_session(http: httpx.Client, topic: TopicId, direct: MessagingCl
         answers.append(http.get(sub_url(topic, "svc", "messages"), params={"max": 10}))
         return answers[-1].status_code != 409
 
-    wait_for(taken_over, 10 * LEASE, "the parked session's lease to run out")
+    wait_for(taken_over, "the parked session's lease to run out", 10 * LEASE)
     assert [base64.b64decode(m["payload"]) for m in answers[-1].json()] == [b"e"]
     stale = http.get(sub_url(topic, "svc", "messages"), headers={CONSUMER: session})
     assert stale.status_code == 409 and stale.headers["tms-error"] == "LeaseLost"

@@ -24,16 +24,9 @@ from tms_hbase.gateway_client.http import GatewayClient
 
 from ..gateway_server import TMS_GATEWAY, GatewayProcess, free_port, gateway_env
 from ..tcp_proxy import TcpProxy
+from ..waiting import wait_for
 
 T = TopicId("ops", "events")
-
-
-def wait_for(condition: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def refused(port: int) -> bool:
@@ -58,7 +51,7 @@ def test_sigterm_lets_the_request_in_flight_finish(
         sock.sendall(head.encode())
         assert sock.recv(1024).startswith(b"HTTP/1.1 100 Continue")  # the endpoint is now reading the body
         gateway.proc.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
-        wait_for(lambda: refused(gateway.port), 30, "the gateway to stop accepting connections")
+        wait_for(lambda: refused(gateway.port), "the gateway to stop accepting connections", 30)
         sock.sendall(body)
         response = b""
         while chunk := sock.recv(65536):
@@ -96,12 +89,12 @@ def test_a_killed_worker_is_replaced_and_the_gateway_keeps_serving(
     client.create_topic(T)
     gateway = GatewayProcess(gateway_env(hbase_address, prefix), tmp_path / "gw.log", "--workers", "2").start()
     try:
-        wait_for(lambda: len(workers_of(gateway)) == 2, 60, "two workers")
+        wait_for(lambda: len(workers_of(gateway)) == 2, "two workers", 60)
         first, second = sorted(workers_of(gateway))
         os.kill(first, signal.SIGKILL)
-        wait_for(lambda: len(workers_of(gateway) - {first, second}) == 1, 60, "a worker in place of the killed one")
+        wait_for(lambda: len(workers_of(gateway) - {first, second}) == 1, "a worker in place of the killed one", 60)
         os.kill(second, signal.SIGKILL)
-        wait_for(lambda: second not in workers_of(gateway), 60, "the second worker to be gone")
+        wait_for(lambda: second not in workers_of(gateway), "the second worker to be gone", 60)
         sent = 0
         for _ in range(5):
             with httpx.Client(base_url=gateway.url, timeout=60) as http:  # a new connection each time
@@ -139,7 +132,7 @@ def test_hbase_unreachable_is_503_and_health_recovers(
             with GatewayClient(gateway.url, timeout_seconds=60) as gateway_client, pytest.raises(HBaseUnavailable):
                 gateway_client.publish(T, [b"during"])
             proxy.stall = False
-            wait_for(lambda: http.get(f"{gateway.url}/health").status_code == 200, 60, "health to recover")
+            wait_for(lambda: http.get(f"{gateway.url}/health").status_code == 200, "health to recover", 60)
             assert http.post(publish, json={"messages": ["YWZ0ZXI="]}).status_code == 200
     finally:
         assert gateway.stop() == 0, gateway.log()

@@ -21,6 +21,7 @@ from tms_hbase.errors import TmsError
 from tms_hbase.gateway_client.http import GatewayClient
 
 from ..gateway_server import GatewayProcess, gateway_env, running_gateway
+from ..waiting import wait_for
 from .test_gateway import AVRO, JSON, Wire, assert_error, topic_url
 
 LEASE = 2.0  # consumer_lease of this module's gateway
@@ -63,14 +64,6 @@ def messages(
     response = http.get(sub_url(t, name, "messages"), params=query, headers=headers)
     got = [payload for _, payload in wire.messages(response)]
     return got, response.headers[CONSUMER]
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def b64(data: bytes) -> str:
@@ -267,7 +260,7 @@ def test_long_poll_returns_as_soon_as_a_message_is_published(
 
     poller = threading.Thread(target=long_poll)
     poller.start()
-    wait_for(lambda: direct.get_subscription(topic, "svc").owner is not None, 30, "the long-poll's consumer")
+    wait_for(lambda: direct.get_subscription(topic, "svc").owner is not None, "the long-poll's consumer", 30)
     published = time.monotonic()
     direct.publish(topic, [b"now"])
     poller.join(60)
@@ -328,7 +321,7 @@ def test_uncommitted_messages_are_delivered_again_after_the_consumer_went_away(
         answers.append(http.get(sub_url(topic, "svc", "messages"), params={"max": 10}, headers={"Accept": wire.media}))
         return answers[-1].status_code != 409
 
-    wait_for(taken_over, 10 * LEASE, "the crashed session's lease to run out")
+    wait_for(taken_over, "the crashed session's lease to run out", 10 * LEASE)
     assert [payload for _, payload in wire.messages(answers[-1])] == [b"c", b"d", b"e"]
     assert_error(http.get(sub_url(topic, "svc", "messages"), headers={"TMS-Consumer": crashed}), 409, "LeaseLost")
 
@@ -353,7 +346,7 @@ def test_sigterm_ends_a_long_poll_at_once(
 
     poller = threading.Thread(target=long_poll)
     poller.start()
-    wait_for(lambda: direct.get_subscription(topic, "svc").owner is not None, 30, "the long-poll's consumer")
+    wait_for(lambda: direct.get_subscription(topic, "svc").owner is not None, "the long-poll's consumer", 30)
     stopping = time.monotonic()
     assert gateway.stop(timeout=60) == 0, gateway.log()  # one SIGTERM: a graceful shutdown
     poller.join(60)

@@ -94,3 +94,44 @@ def test_a_time_seek_on_a_million_messages_takes_at_most_20_calls_and_is_exact(
     worst = max(spent, key=lambda s: s[0])
     print(f"{ordering}: calls per seek, median {sorted(s[0] for s in spent)[len(spent) // 2]}, worst {worst}")
     assert worst[0] <= SEEK_CALLS, f"a seek took {worst[0]} HBase calls: {worst[1]}"
+
+
+def test_a_young_seek_reads_the_rows_from_the_frontier_once_then_takes_at_most_20_calls(
+    client: MessagingClient,
+) -> None:
+    """The peers' workload: the whole topic younger than the settle time (the installation's default tail-cache
+    time, 30 s: D = 30.75 s, settled 61 s after a row's date), written at a high rate (10,000 batch rows in 20 s,
+    dated out of order within D). The first seek reads the rows below its answer once, from the generation's
+    frontier, and moves the frontier up; every later seek below it, from any client, takes at most SEEK_CALLS
+    calls (before, each one read the rows from its lower bound: up to all of the topic) and stays exact."""
+    topic = TopicId("seek", "young")
+    client.create_topic(topic, {"ttl": "86400"})  # the default ordering: the sequencer
+    now = int(time.time() * 1000)
+    rng = random.Random(5)
+    times = [now - 20_000 + i * 2 + rng.randint(-JITTER_MS, JITTER_MS) for i in range(ROWS)]
+    _write(client, topic, times, sequencer=True)
+    counter = CallCounter()
+
+    def seek(t: int) -> tuple[list[tuple[int, int]], int]:
+        counter.reset()
+        found = list(client.fetch(topic, start_time_ms=t, limit=1))
+        timed = sum(counter.calls[c] for c in ("metadata.get_cell", "metadata.put", "metadata.get_versions"))
+        return [(MessageId.decode(m.id).position, MessageId.decode(m.id).index) for m in found], counter.total - timed
+
+    def expected(t: int) -> list[tuple[int, int]]:
+        first = next((i for i, at in enumerate(times) if at >= t), None)
+        return [] if first is None else [(first * PER_ROW + 1, 0)]
+
+    list(client.fetch(topic, start_time_ms=now + 60_000, limit=1))  # the topic's metadata and HBase's clock, cached
+    with counter.counting(client.installation):
+        last = max(times)
+        got, first_calls = seek(last)  # the newest date: the answer is near the tail, the rows below it are read
+        assert got == expected(last)
+        assert first_calls <= ROWS // 64 + SEEK_CALLS, first_calls  # one scan per 64 rows, once
+        spent = []
+        for t in [times[0], *(rng.randint(min(times), last) for _ in range(SEEKS))]:
+            got, calls = seek(t)
+            assert got == expected(t), t
+            spent.append(calls)
+    print(f"young sequencer topic: first seek {first_calls} calls; then median {sorted(spent)[len(spent) // 2]}")
+    assert max(spent) <= SEEK_CALLS, spent

@@ -177,6 +177,78 @@ def test_time_seeks_skip_nothing_whatever_the_writers_clocks_say(
     assert all("clock is" in log and "off HBase's" in log for log in skewed), skewed
 
 
+SEEK_FROM = (
+    PRELUDE
+    + """
+with MessagingClient() as c:
+    print(json.dumps([m.payload.decode() for m in c.fetch(T, start_time_ms=int(sys.argv[1]))]))
+"""
+)
+
+
+def _seek_in_new_process(env: dict[str, str], time_ms: int) -> list[str]:
+    command = [sys.executable, "-c", textwrap.dedent(SEEK_FROM), str(time_ms)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[0])
+
+
+def _from_first_dated(messages: list, time_ms: int) -> list[str]:
+    """The payloads a time seek for ``time_ms`` must return: from the first message, in order, dated >= it."""
+    first = next(i for i, m in enumerate(messages) if m.publish_time >= time_ms)
+    return [m.payload.decode() for m in messages[first:]]
+
+
+def test_a_young_time_seek_in_a_new_process_never_skips_a_batch_behind_a_dead_writers_hole(
+    client: MessagingClient, topic: TopicId, tms_env: dict[str, str]
+) -> None:
+    # A reserves blocks (increments) and exits without writing all of them: a hole; B's batch lands above it
+    run(tms_env, PRELUDE + "c = MessagingClient()\nfor i in range(50): c.publish(T, [b'a%d' % i])\nos._exit(0)")
+    run(tms_env, PRELUDE + "with MessagingClient() as c: c.publish(T, [b'b'])")
+    assert _holes(client, T), "A's unused block is not a hole below B's row"
+    key, row = client.installation.messages.last_row(generation_prefix(T, 1))
+    b_at, b_time = position_of(key), peek_row(key, row[MESSAGE_COLUMN]).publish_time
+    # the topic is seconds old (the installation's default settle time is 61 s): the seek must pass the hole
+    first = _seek_in_new_process(tms_env, b_time)
+    everything = list(client.fetch(T))
+    assert [m.payload.decode() for m in everything][-1] == "b"
+    assert first == _from_first_dated(everything, b_time)
+    assert sequencer.frontier(client.installation.messages, T, 1).offset >= b_at  # up to B: the hole below it filled
+    for m in everything[::7]:  # later seeks, each a new process, answer from the frontier: the same messages
+        assert _seek_in_new_process(tms_env, m.publish_time) == _from_first_dated(everything, m.publish_time)
+
+
+def test_a_young_time_seek_past_the_frontier_skips_nothing_a_skewed_clock_writer_published(
+    client: MessagingClient, topic: TopicId, tms_env: dict[str, str]
+) -> None:
+    writer = PRELUDE + textwrap.dedent(
+        """
+        name = os.environ["NAME"]
+        with MessagingClient() as c:
+            for i in range(30):
+                c.publish(T, [f"{name}{i}".encode()])
+                time.sleep(0.01)
+        """
+    )
+    run({**tms_env, "NAME": "N"}, writer)
+    before = list(client.fetch(T))
+    with MessagingClient(config=client.config) as fresh:  # a seek reads the young rows and moves the frontier
+        assert [m.payload for m in fresh.fetch(T, start_time_ms=before[-1].publish_time)][:1] == [b"N29"]
+    moved = sequencer.frontier(client.installation.messages, T, 1).offset
+    assert moved > 1
+    # then a writer whose clock is 2.5 s ahead and one whose clock is right publish at once, above the frontier
+    procs = [start({**tms_env, "NAME": n}, writer, faketime=f) for n, f in (("S", "+2.5s"), ("R", None))]
+    logs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), logs
+    got = list(client.fetch(T))
+    assert len(got) == 90
+    for m in got[::4]:  # every seek, from a new reader, returns everything from the first message dated >= T on
+        with MessagingClient(config=client.config) as fresh:
+            found = [x.payload.decode() for x in fresh.fetch(T, start_time_ms=m.publish_time)]
+        assert found == _from_first_dated(got, m.publish_time), m.payload
+    assert sequencer.frontier(client.installation.messages, T, 1).offset > moved
+
+
 def test_counts_and_lag_are_exact_for_short_lived_writers(
     client: MessagingClient, topic: TopicId, tms_env: dict[str, str]
 ) -> None:

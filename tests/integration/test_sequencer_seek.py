@@ -148,3 +148,31 @@ def test_a_hole_below_a_skip_marker_at_the_tail_is_waited_on_whatever_the_marker
     got = payloads(seq, start_time_ms=now - 59_000)  # after every row there is: the seek reads the rows
     late.join()
     assert got == [b"late"]
+
+
+def test_a_batch_landing_in_a_hole_above_the_frontier_is_the_answer_and_the_frontier_never_passes_a_hole(
+    seq: MessagingClient,
+) -> None:
+    """Every row young (within the settle time): the seeks read the rows from the generation's frontier, move it
+    up to where they stopped, and the next seek filters the rows below it once more instead of reading them."""
+    now = int(time.time() * 1000)
+    batch(seq, 1, now - 1000, b"a")
+    batch(seq, 3, now - 900, b"b")  # offset 2: reserved, not written yet
+    batch(seq, 4, now - 200, b"d")
+    frontier = sequencer.frontier(seq.installation.messages, T, 1).offset
+    assert frontier == 1  # nothing read yet
+    late = write_late(seq, now)  # lands in offset 2, dated now
+    got = payloads(seq, start_time_ms=now - 950)
+    late.join()
+    if seq.installation.messages.get_cell(message_key(T, 1, 2), MESSAGE_COLUMN) == skip_marker(now - 1000, 1):
+        pytest.fail("the hole was filled before the late writer came: the machine is too slow for this test")
+    assert got == [b"late", b"b", b"d"]  # the late batch (dated now >= T) comes first in order
+    assert sequencer.frontier(seq.installation.messages, T, 1).offset == 3  # the read stopped at the late batch
+    with MessagingClient(config=seq.config) as fresh:  # a new reader: the rows below the frontier are not read
+        assert [m.payload for m in fresh.fetch(T, start_time_ms=now - 500)] == [b"late", b"b", b"d"]
+        assert [m.payload for m in fresh.fetch(T, start_time_ms=now - 300)] == [b"late", b"b", b"d"]
+        assert [m.payload for m in fresh.fetch(T, start_time_ms=now - 100)] == [b"late", b"b", b"d"]
+        assert [m.payload for m in fresh.fetch(T, start_time_ms=now + 1)] == []
+    assert (
+        sequencer.frontier(seq.installation.messages, T, 1).offset == 5
+    )  # every offset through the last row holds one

@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -25,23 +24,11 @@ from tms_hbase.model.rows import message_key
 from ..background import Background
 from ..tcp_proxy import TcpProxy
 from ..tx_server import free_port
+from ..waiting import wait_for
 
 SWEEPER = str(Path(sys.executable).with_name("tms-sweeper"))
 OLD = TopicId("ns", "old")
 CHAIN = {"ordering": "chain"}  # the counts are a chain's rows (a sequencer adds its counter row)
-
-
-def wait_for(condition: Callable[[], object], seconds: float, what: str) -> object:
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            value = condition()
-        except OSError:  # the server is not listening yet
-            value = None
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
 
 
 def samples(url: str) -> dict[tuple[str, frozenset], float]:
@@ -84,7 +71,13 @@ def test_bind_address_health_errors_and_duration(
     env = {**tms_env, THRIFT_ENV: proxy.address}
     options = ["--metrics-host", "127.0.0.2", "--metrics-port", str(port), "--health-max-age", "4", "--timeout", "2"]
     with sweeper(env, *options):
-        wait_for(lambda: health(url)[1]["seconds_since_last_sweep"] is not None, 60, "a complete sweep")
+        wait_for(
+            lambda: health(url)[1]["seconds_since_last_sweep"] is not None,
+            "a complete sweep",
+            60,
+            interval=0.2,
+            ignore=(OSError,),
+        )
         status, body = health(url)
         assert status == 200 and body["status"] == "ok" and body["loop_alive"], body
         try:
@@ -93,7 +86,13 @@ def test_bind_address_health_errors_and_duration(
         except urllib.error.URLError as error:
             assert isinstance(error.reason, ConnectionRefusedError)
 
-        wait_for(lambda: samples(url).get(("tms_sweeper_sweep_duration_seconds_count", frozenset())), 30, "sweeps")
+        wait_for(
+            lambda: samples(url).get(("tms_sweeper_sweep_duration_seconds_count", frozenset())),
+            "sweeps",
+            30,
+            interval=0.2,
+            ignore=(OSError,),
+        )
         scrape = samples(url)
         assert scrape[("tms_sweeper_sweep_duration_seconds_sum", frozenset())] > 0
         assert scrape[("tms_sweeper_sweep_duration_seconds_bucket", frozenset({("le", "+Inf")}))] >= 1
@@ -101,14 +100,14 @@ def test_bind_address_health_errors_and_duration(
         assert scrape[("process_resident_memory_bytes", frozenset())] > 0  # the process collector
 
         proxy.fault = "reset"  # HBase unreachable: sweeps fail, the loop goes on
-        wait_for(lambda: health(url)[0] == 503, 60, "/health to turn 503")
+        wait_for(lambda: health(url)[0] == 503, "/health to turn 503", 60, interval=0.2, ignore=(OSError,))
         status, body = health(url)
         assert body["status"] == "stale" and body["loop_alive"] and body["seconds_since_last_sweep"] > 4, body
         errors = samples(url).get(("tms_sweeper_errors_total", frozenset({("kind", "HBaseUnavailable")})), 0)
         assert errors >= 1
 
         proxy.fault = None  # back: the next sweep completes
-        wait_for(lambda: health(url)[0] == 200, 60, "/health to recover")
+        wait_for(lambda: health(url)[0] == 200, "/health to recover", 60, interval=0.2, ignore=(OSError,))
 
 
 def test_dry_run_is_counted_apart(client: MessagingClient, tms_env: dict[str, str]) -> None:
@@ -120,7 +119,7 @@ def test_dry_run_is_counted_apart(client: MessagingClient, tms_env: dict[str, st
     url = f"http://127.0.0.1:{port}"
     would = ("tms_sweeper_dry_run_rows_dropped_total", frozenset({("table", "messages")}))
     with sweeper(tms_env, "--dry-run", "--metrics-port", str(port)):
-        wait_for(lambda: samples(url).get(would, 0) >= 5, 60, "the dry run's count")
+        wait_for(lambda: samples(url).get(would, 0) >= 5, "the dry run's count", 60, interval=0.2, ignore=(OSError,))
         names = {name for name, _ in samples(url)}
     assert "tms_sweeper_rows_scanned_total" in names
     assert not {"tms_sweeper_rows_dropped_total", "tms_sweeper_rows_rewritten_total"} & names
@@ -141,11 +140,11 @@ def test_region_series_follow_a_split(
         return {dict(labels)["region"] for name, labels in samples(url) if name == "tms_sweeper_region_lag_seconds"}
 
     with sweeper(tms_env, "--metrics-port", str(port)):
-        wait_for(lambda: f"{table}[-..-)" in regions(), 60, "the region's lag")
+        wait_for(lambda: f"{table}[-..-)" in regions(), "the region's lag", 60, interval=0.2, ignore=(OSError,))
         key = message_key(OLD, 1, 5)
         region_splitter(table, key)
         halves = {f"{table}[-..{key.hex()})", f"{table}[{key.hex()}..-)"}
-        wait_for(lambda: halves <= regions(), 120, f"the lag of both halves, {halves}")
+        wait_for(lambda: halves <= regions(), f"the lag of both halves, {halves}", 120, interval=0.2, ignore=(OSError,))
         mine = {r for r in regions() if r.startswith(f"{table}[")}
     assert mine == halves  # the split region's series is gone
 

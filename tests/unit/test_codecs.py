@@ -194,6 +194,8 @@ def test_the_hand_written_publish_request_is_the_cdap_schemas_avro(pointer: int 
         [(b"", b"", 0)],
         [(bytes(20), b"x" * n, t) for n, t in ((1, 1), (63, -1), (64, 2**31), (8192, 2**63 - 1), (70_000, -(2**63)))],
         [(i.to_bytes(20, "big"), b"same", 1_700_000_000_000 + i) for i in range(300)],
+        # batches: runs of one publish time, and a time seen before coming back after another
+        [(i.to_bytes(20, "big"), b"b", 1_700_000_000_000 + (i // 100) % 2) for i in range(300)],
     ],
 )
 def test_the_hand_written_consume_response_is_the_cdap_schemas_avro(publish_time: bool, messages: list) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tms_hbase import InvalidArgument, MessagingClient
-from tms_hbase.config import table_prefix, thrift_address
+from tms_hbase.aio import AsyncMessagingClient
+from tms_hbase.config import Config, table_prefix, thrift_address
 from tms_hbase.tx.client import TransactionClient
 
 
@@ -37,3 +38,11 @@ def test_a_timeout_must_be_finite_and_positive(timeout: object) -> None:
         MessagingClient("127.0.0.1:9090", "p", timeout_seconds=timeout)  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument, match="bad timeout"):
         TransactionClient("127.0.0.1:15165", timeout_seconds=timeout)  # type: ignore[arg-type]
+
+
+def test_both_clients_refuse_a_config_together_with_loose_connection_arguments() -> None:
+    config = Config.resolve("127.0.0.1:9", "p")
+    assert Config.of_client(config, None, None, timeout_seconds=None, retry=None, pool_size=None) is config
+    for loose in ({"address": "127.0.0.1:9"}, {"prefix": "p"}, {"timeout_seconds": 1.0}, {"pool_size": 2}):
+        with pytest.raises(InvalidArgument, match="not both"):
+            AsyncMessagingClient(config=config, **loose)  # type: ignore[arg-type]

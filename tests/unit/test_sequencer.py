@@ -571,3 +571,14 @@ def test_close_releases_every_block_even_when_one_release_meets_a_corrupt_row() 
     messages.put(message_key(T, 1, blocks[T].first), {MESSAGE_COLUMN: b"\x07garbage"})  # its release meets this
     res.close()  # does not raise
     assert sequencer.end_offset(messages, other, 1) == 0  # the other block was still given back
+
+
+def test_the_frontier_keeps_the_newest_date_and_the_disorder_of_the_batches_below_it() -> None:
+    start = sequencer.Frontier()
+    assert (start.offset, start.newest, start.disorder, start.stored) == (1, -1, 0, None)
+    moved = start.passing([100, 90, 120, 95, 130], 6)
+    # 90 comes after 100 (10 ms back), 95 after 120 (25 ms back): t(p) <= t(q) + 25 for every p < q
+    assert (moved.offset, moved.newest, moved.disorder) == (6, 130, 25)
+    further = moved.passing([110, 140], 9)  # measured against the newest date below the old frontier too
+    assert (further.offset, further.newest, further.disorder) == (9, 140, 25)
+    assert moved.passing([100], 7).disorder == 30

@@ -16,13 +16,14 @@ from functools import partial
 from itertools import islice
 from typing import Any, TypeVar
 
+from tms_hbase.aio.coalesce import GroupOutcome, PublishLanes
 from tms_hbase.aio.consumer import AsyncConsumer
 from tms_hbase.aio.shared import AsyncSharedConsumer
 from tms_hbase.client import MessagingClient
 from tms_hbase.config import Config
 from tms_hbase.consume.consumer import Consumer
 from tms_hbase.consume.subscriptions import Subscription
-from tms_hbase.errors import ClientClosed, InvalidArgument, PublishOutcomeUnknown
+from tms_hbase.errors import ClientClosed, PublishOutcomeUnknown
 from tms_hbase.fetch.reader import Message
 from tms_hbase.fetch.stats import Lag, TopicStats
 from tms_hbase.model import checks
@@ -31,6 +32,7 @@ from tms_hbase.model.published import PublishResult
 from tms_hbase.model.retry import Retry
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata, as_topic
 from tms_hbase.model.wire import RollbackDetail
+from tms_hbase.publish.writer import validate_payloads
 from tms_hbase.shared.admin import PendingMessage
 from tms_hbase.shared.consumer import SharedConsumer
 from tms_hbase.storage.aio import AsyncHBaseConnection
@@ -48,6 +50,25 @@ class _LoopClient(MessagingClient):
     """The synchronous client's protocol code over the asyncio storage driver (made inside run_sync)."""
 
     _pool_class = AsyncHBaseConnection
+
+    def publish_group(
+        self, topic: TopicId, batches: Sequence[tuple[bytes, ...]], ttl: float | None, since: float
+    ) -> GroupOutcome:
+        """The batches of several publishes as one batch row on a sequencer topic (or a lone batch on any
+        topic), by the client's deadline from ``since``; on a chain topic, more than one: nothing written."""
+        self._ensure_ready()
+        with self.installation.hbase.operation(since):
+            sequencer = self._writer.topics.get(topic).sequencer
+            if not sequencer and len(batches) > 1:
+                return GroupOutcome(sequencer, None)
+            return GroupOutcome(sequencer, self._publish(topic, batches, None, ttl, None))
+
+    def publish_since(
+        self, topic: TopicId, payloads: tuple[bytes, ...], ttl: float | None, since: float
+    ) -> PublishResult:
+        """:meth:`publish` by the client's deadline from ``since``."""
+        with self.installation.hbase.operation(since):
+            return self.publish(topic, payloads, ttl_seconds=ttl)
 
 
 class AsyncMessagingClient:
@@ -76,10 +97,9 @@ class AsyncMessagingClient:
         tx_max_lifetime_seconds: float = MAX_LIFETIME_SECONDS,
     ) -> None:
         validate_max_lifetime(tx_max_lifetime_seconds)
-        if config is None:
-            config = Config.resolve(address, prefix, timeout_seconds=timeout_seconds, retry=retry, pool_size=pool_size)
-        elif any(v is not None for v in (address, prefix, timeout_seconds, pool_size, retry)):
-            raise InvalidArgument("give a Config or the address, prefix, timeout, pool size and retry, not both")
+        config = Config.of_client(
+            config, address, prefix, timeout_seconds=timeout_seconds, retry=retry, pool_size=pool_size
+        )
         self.config = config
         """Where this client's installation is and how it talks to it (:class:`~tms_hbase.config.Config`)."""
         self._options: dict[str, Any] = {
@@ -94,6 +114,13 @@ class AsyncMessagingClient:
         # Publishes in the protocol at once: at most one a pooled connection. The others wait here, before
         # reserving offsets, so no reservation waits for a connection longer than a sequencer's window.
         self._publish_slots = asyncio.Semaphore(config.pool_size)
+        # Single publishes to one topic put together while a write to it is in flight (coalesce.py).
+        self._lanes = PublishLanes(
+            partial(self._write, _LoopClient.publish_group),
+            partial(self._write, _LoopClient.publish_since),
+            max_batch_bytes,
+            metadata_max_age_seconds,
+        )
 
     def __repr__(self) -> str:
         return f"AsyncMessagingClient({self.config.addresses!r}, prefix={self.config.prefix!r})"
@@ -111,6 +138,7 @@ class AsyncMessagingClient:
         """Let the writes of cancelled publishes end, release the offsets reserved ahead and close the
         connections (idempotent)."""
         self._closed = True
+        await self._lanes.wait_idle()
         if self._writes:
             await asyncio.wait(list(self._writes))
         client, self._client = self._client, None
@@ -176,10 +204,25 @@ class AsyncMessagingClient:
         """Publish a batch as one unit, in order (see :meth:`MessagingClient.publish
         <tms_hbase.client.MessagingClient.publish>`); PublishOutcomeUnknown with a resume if HBase stops
         answering mid-publish. Cancelled, it raises CancelledError at once and the write runs on to its
-        outcome (see the class)."""
+        outcome (see the class).
+
+        Publishes to a sequencer topic made while a write to it is in flight go together in the next write
+        (one batch row; each result names its own messages): see :mod:`tms_hbase.aio.coalesce`."""
         client = await self._ready()
+        if tx_write_pointer is None and resume is None:
+            topic = as_topic(topic)
+            if not self._lanes.direct(topic):
+                batch = validate_payloads(payloads, client.max_batch_bytes, allow_empty=False)
+                checks.ttl_seconds(ttl_seconds)
+                return await self._lanes.publish(topic, batch, ttl_seconds)
         async with self._publish_slots:  # (see _publish_slots)
             return await self._publish(client, topic, payloads, tx_write_pointer, ttl_seconds, resume)
+
+    async def _write(self, call: Callable[..., T], *args: Any) -> T:
+        """``call(client, *args)`` in the protocol, with a publish slot (a coalesced write, or one on its own)."""
+        client = await self._ready()
+        async with self._publish_slots:
+            return await run_sync(call, client, *args)
 
     async def _publish(
         self,

@@ -18,7 +18,9 @@ low-water mark is swept (the sweeper deletes sequencer rows only as a prefix, ra
 Skip markers hold no messages and are never returned. A time seek for T is exact, like Kafka's
 offsetsForTimes: the first row in order holding messages dated >= T, found from the lower bound T − D
 (D = 1.5 W + the clock-skew bound: publish time is non-decreasing only up to D there) with a filter that
-HBase applies, and, while a hole below that row could still receive a batch, by reading up to it.
+HBase applies, and, while a hole below that row could still receive a batch, by reading up to it. Below the
+generation's frontier every offset holds a row: a seek finds its row there with a narrow binary search and
+one filtered scan, and a read that began at the frontier moves it up.
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ from tms_hbase.tx.transaction import Transaction
 CHUNK_ROWS = 64
 CHAIN_SCAN_ROWS = 16  # a chain seek's binary search stops this close and lets HBase filter the rest
 NEAR_FRACTION = 8  # a sequencer seek's search stops once its two rows are dated within D / this (see below)
+FINAL_FRACTION = 64  # ... or within D / this below the frontier, where rows are final and often in order
 PAYLOAD_CHUNK = 1000
 _FLAGS = (F_TX, F_POINTER, F_EXPIRY, F_COUNTS, F_SKIP, F_SPAN)  # every flag a row may carry, one bit each
 # An HBase filter that keeps the rows whose cell carries a transaction write pointer: the cell starts
@@ -304,19 +307,40 @@ class MessageReader:
     def _sequencer_seek(self, topic: TopicId, generation: int, time_ms: int) -> int:
         """The exact seek of a sequencer generation (docs/ordering.md, "Time seek"):
 
-        1. ``low`` = the offset after the last row dated before ``time_ms`` − D (binary search): a row
-           before it, written or not yet, is dated before ``time_ms``;
+        0. unless every row is settled (the last row is a batch older than :func:`sequencer.settled`), the
+           generation's frontier (:func:`sequencer.frontier`): below it every offset holds a row, final. If
+           a batch below it is dated >= ``time_ms``, the first such is the answer: a binary search below
+           the frontier with its own (measured) disorder instead of D, and one filtered scan;
+        1. ``low`` = the offset after the last row dated before ``time_ms`` − D (binary search), at least
+           the frontier: a row before it, written or not yet, is dated before ``time_ms``;
         2. the first row from ``low`` on that holds messages dated >= ``time_ms``: one scan of one row
            that HBase filters (:func:`_dated_at_or_after`), so the rows in between never leave it;
         3. a hole below that row (or below the last row, if none matched) may still receive a batch
            dated >= ``time_ms`` until :func:`sequencer.settled` after the row's time (a skip marker's
-           time bounds nothing: a last row that is one is never settled). Before that, the
-           rows from ``low`` are read in order, waiting on (and filling) holes as a range read does, and
-           the first one dated >= ``time_ms`` is the answer."""
+           time bounds nothing). Before that, the rows from ``low`` up to it are read in order, waiting
+           on (and filling) holes as a range read does, and the first one dated >= ``time_ms`` is the
+           answer; a read that began at the frontier moves it up to where it stopped, with the dates it
+           read, so the next seek into those rows, in any process, reads none."""
         prefix = generation_prefix(topic, generation)
         disorder = self.disorder_ms()
-        low, last = self._sequencer_lower_bound(prefix, time_ms - disorder, near_ms=disorder // NEAR_FRACTION)
-        if last is None or last[0] < low:
+        settle_ms = sequencer.settled(self.tail_cache_seconds()) * 1000
+        newest = self.messages.last_row(prefix)
+        if newest is None:
+            return 1
+        last = position_of(newest[0]), peek_row(newest[0], newest[1].get(MESSAGE_COLUMN))
+        closed = sequencer.Frontier()  # below it rows are final: no batch can land there any more
+        if last[1].skip or self.hbase_now() <= last[1].publish_time + settle_ms:  # (else every row is settled)
+            closed = sequencer.frontier(self.messages, topic, generation)
+        top = self._row_at_or_before(prefix, closed.offset - 1, 1) if closed.newest >= time_ms else None
+        if top is not None:  # a batch below the frontier is dated >= time_ms: the first one is the answer
+            narrow = max(closed.disorder, disorder // FINAL_FRACTION)
+            low, _ = self._sequencer_lower_bound(prefix, time_ms - closed.disorder, near_ms=narrow, top=top)
+            answer = self._first_dated(prefix, low, closed.offset, time_ms)
+            if answer < closed.offset:
+                return answer  # (else that batch was swept: every batch left below the frontier is dated before)
+        low, _ = self._sequencer_lower_bound(prefix, time_ms - disorder, near_ms=disorder // NEAR_FRACTION, top=last)
+        low = max(low, closed.offset)  # every batch below the frontier is dated before time_ms
+        if last[0] < low:
             return low  # no row from ``low`` on: no hole either
         found = self.messages.scan(
             message_key(topic, generation, low),
@@ -334,19 +358,32 @@ class MessageReader:
             answer, below = header.next_position(position), position
         # a skip marker's time is not its writer's clock reading (a fill carries an older row's), so only a
         # batch's time bounds the holes below it
-        settled = header.publish_time + sequencer.settled(self.tail_cache_seconds()) * 1000
-        if not header.skip and self.hbase_now() > settled:
+        settled = header.publish_time + settle_ms
+        if below < low or (not header.skip and self.hbase_now() > settled):
             return answer  # every hole below it is filled or can only be filled with a skip marker
+        reached, landed, dates = low, None, []
         for at, key, cell in self.sequencer_cells(topic, generation, low, CHUNK_ROWS, below):
+            head = peek_row(key, cell)  # the dates only: the payloads are not decoded
+            reached = head.next_position(at)  # every offset from ``low`` through this row holds a row now
+            if not head.skip:
+                dates.append(head.publish_time)
             if at > below:
                 break
-            head = peek_row(key, cell)  # the dates only: the payloads are not decoded
             if not head.skip and head.publish_time >= time_ms:  # a batch that was a hole when HBase filtered
-                return at
-        return answer
+                landed = at
+                break
+        if low == closed.offset and reached > low:  # read in order from the frontier: move it up to here
+            sequencer.raise_frontier(self.messages, topic, generation, closed, closed.passing(dates, reached))
+        return answer if landed is None else landed
 
     def _sequencer_lower_bound(
-        self, prefix: bytes, time_ms: int, *, near_ms: int = 0, first: bool = False
+        self,
+        prefix: bytes,
+        time_ms: int,
+        *,
+        near_ms: int = 0,
+        first: bool = False,
+        top: tuple[int, RowHeader] | None = None,
     ) -> tuple[int, tuple[int, RowHeader] | None]:
         """(``low``, the generation's last row, or None if it has none or it was not read): ``low`` is the
         offset just after a batch dated before ``time_ms`` (1 if none), so no row before it is dated >=
@@ -360,16 +397,18 @@ class MessageReader:
         between them are then few next to the D of rows an exact seek reads anyway, so a probe would cost
         more than it saves. The first row is read once the answer is known to lie in the lower half (so a
         topic written within D of ``time_ms`` takes two probes, not log2 of its rows), or with ``first``
-        before anything else: a read from the start of the TTL mostly ends there. Calls: the last row, then
-        one per halving of the rows between, and at most one for the first row."""
+        before anything else: a read from the start of the TTL mostly ends there. ``top``: the row to search at
+        and below, already read (else the last row is read). Calls: the last row, then one per halving of the
+        rows between, and at most one for the first row."""
         if first:
             head = self._scan(prefix + (1).to_bytes(8, "big"), past_last(prefix), 1)
             if not head or peek_row(*head[0]).publish_time >= time_ms:
                 return 1, None
-        last = self.messages.last_row(prefix)
-        if last is None:
-            return 1, None
-        top = position_of(last[0]), peek_row(last[0], last[1].get(MESSAGE_COLUMN))
+        if top is None:
+            last = self.messages.last_row(prefix)
+            if last is None:
+                return 1, None
+            top = position_of(last[0]), peek_row(last[0], last[1].get(MESSAGE_COLUMN))
         if top[1].publish_time < time_ms and not top[1].skip:
             return top[1].next_position(top[0]), top
         lo: tuple[int, RowHeader] | None = None  # the last batch known to be dated < time_ms (None: none yet)

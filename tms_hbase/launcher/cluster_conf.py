@@ -251,6 +251,8 @@ def hbase_site(layout: ClusterLayout, paths: ClusterPaths, name: str) -> dict[st
         "hbase.master.logcleaner.ttl": "60000",
         "hbase.master.hfilecleaner.ttl": "60000",
         "hbase.master.cleaner.interval": "20000",
+        # As the standalone launcher (siteconf.py): more store files before a region server blocks writes.
+        "hbase.hstore.blockingStoreFiles": "100",
         # Start with all region servers (the master waits for this many, at most 30 s).
         "hbase.master.wait.on.regionservers.mintostart": "1",
         "hbase.master.wait.on.regionservers.timeout": "5000",

@@ -64,6 +64,12 @@ def site_properties(paths: LauncherPaths, zk_port: int) -> dict[str, str]:
         "hbase.master.logcleaner.ttl": "60000",
         "hbase.master.hfilecleaner.ttl": "60000",
         "hbase.master.cleaner.interval": "20000",
+        # A one-region topic written flat out (the writers benchmark: four processes of 1 KiB batches) flushes a
+        # 128 MiB store file every few seconds, faster than two cores compact them. At the default 16 files the
+        # region server then delays flushes for up to 90 s and refuses writes once the memstore reaches 512 MiB,
+        # so publishers time out. Allow more files before blocking, as HBase's guide advises for heavy writes;
+        # compaction still merges them in the background.
+        "hbase.hstore.blockingStoreFiles": "100",
     }
 
 

@@ -15,6 +15,7 @@ by the generation's counter row, which sorts before position 1 (scans from a pos
 reverse scan never meet it)::
 
     counter row = topic key | generation u32      (d:s = last offset handed out, d:l = low-water mark,
+                                                   d:f = frontier: every offset below it holds a row,
                                                    d:k<offset, 16 hex digits> = span of a skip marker there)
 
 The low-water mark is raised by the sweeper before it deletes a prefix of the generation: every offset
@@ -52,6 +53,7 @@ PAYLOAD_COLUMN = f"{FAMILY}:p".encode()
 COUNTER_COLUMN = f"{FAMILY}:c".encode()
 SEQUENCE_COLUMN = f"{FAMILY}:s".encode()  # the offset counter of a sequencer generation (messages table)
 LOW_WATER_COLUMN = f"{FAMILY}:l".encode()  # first offset of a sequencer generation not swept (its counter row)
+FRONTIER_COLUMN = f"{FAMILY}:f".encode()  # every offset below it holds a row or is swept (its counter row)
 SKIPPED_PREFIX = f"{FAMILY}:k".encode()  # the skip index in the counter row: d:k<offset, 16 hex digits> = span
 
 VERSION = 1

@@ -182,6 +182,7 @@ def encode_consume_response(messages: Sequence[tuple[bytes, bytes, int]], publis
     to thousands of messages, where fastavro spends microseconds on each record's dict."""
     parts = [_varint(len(messages) << 1)] if messages else []
     headers = _BYTES_HEADERS
+    last_time, last_time_bytes = None, b""  # the messages of one batch share their publish time
     for message_id, payload, time_ms in messages:
         for value in (message_id, payload):
             size = len(value)
@@ -193,7 +194,9 @@ def encode_consume_response(messages: Sequence[tuple[bytes, bytes, int]], publis
             parts.append(header)
             parts.append(value)
         if publish_time:
-            parts.append(_varint((time_ms << 1) ^ (time_ms >> 63)))
+            if time_ms != last_time:
+                last_time, last_time_bytes = time_ms, _varint((time_ms << 1) ^ (time_ms >> 63))
+            parts.append(last_time_bytes)
     parts.append(b"\x00")  # the end of the array
     return b"".join(parts)
 

@@ -10,6 +10,9 @@ handed out by an HBase atomic increment, a batch row is written at its first off
 * :func:`fill` puts a skip marker if-absent; the answer is what the position holds afterwards
   (:func:`fill_cell`: with the cell, so a reader filling a run of holes needs no read per offset).
 * :func:`low_water` / :func:`raise_low_water`: below it everything is swept (readers jump over).
+* :func:`frontier` / :func:`raise_frontier`: below it every offset holds a row or is swept, so no batch can
+  land there any more; with the newest date and the disorder of the batches below it, a time seek finds
+  its row there with a narrow binary search and one filtered scan, without reading rows.
 * :func:`give_back` returns a writer's unused offsets at the tail to the counter (nobody reserved after
   them), so a writer that stops leaves nothing behind; :func:`skipped` counts the offsets skip markers
   hold in a range, from the **skip index** (one cell per marker in the counter row, written by whoever
@@ -19,10 +22,13 @@ handed out by an HBase atomic increment, a batch row is written at its first off
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import struct
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from tms_hbase.errors import HBaseError, HBaseUnavailable
 from tms_hbase.model.rows import (
+    FRONTIER_COLUMN,
     LOW_WATER_COLUMN,
     MESSAGE_COLUMN,
     SEQUENCE_COLUMN,
@@ -174,6 +180,51 @@ def raise_low_water(messages: Table, topic: TopicId, generation: int, offset: in
             return
         if messages.compare_and_set(key, LOW_WATER_COLUMN, current, offset.to_bytes(8, "big")):
             return
+
+
+_FRONTIER = struct.Struct(">Qqq")
+
+
+@dataclass(frozen=True)
+class Frontier:
+    """What is known of a generation's final prefix (docs/ordering.md, "Time seek"): every offset below
+    ``offset`` holds a row (a batch or a skip marker) or is swept, so no batch can land there any more;
+    ``newest`` is the latest date of a batch below it (-1: none), and ``disorder`` (ms) bounds how far a
+    batch below it is dated after a later one there: ``t(p) <= t(q) + disorder`` for batches p < q.
+    ``stored``: the cell it was read from (None: none yet), for the compare-and-set that moves it up."""
+
+    offset: int = 1
+    newest: int = -1
+    disorder: int = 0
+    stored: bytes | None = None
+
+    def passing(self, dates: Iterable[int], end: int) -> Frontier:
+        """This frontier moved up to ``end`` by a reader that passed every offset from ``offset`` to ``end``
+        in order and read the dates of the batches among them (in order)."""
+        newest, disorder = self.newest, self.disorder
+        for date in dates:
+            disorder = max(disorder, newest - date)
+            newest = max(newest, date)
+        return Frontier(end, newest, disorder)
+
+
+def frontier(messages: Table, topic: TopicId, generation: int) -> Frontier:
+    """The generation's frontier, raised to its low-water mark (below which everything is swept): one get
+    of its counter row."""
+    found = messages.get(counter_key(topic, generation), [FRONTIER_COLUMN, LOW_WATER_COLUMN])
+    stored = found.get(FRONTIER_COLUMN)
+    offset, newest, disorder = (1, -1, 0) if stored is None else _FRONTIER.unpack(stored)
+    known = Frontier(offset, newest, disorder, stored)
+    swept = int.from_bytes(found.get(LOW_WATER_COLUMN, b""), "big")
+    return known if swept <= known.offset else Frontier(swept, known.newest, known.disorder, stored)
+
+
+def raise_frontier(messages: Table, topic: TopicId, generation: int, read: Frontier, new: Frontier) -> bool:
+    """Replace the frontier ``read`` with ``new`` (``read.passing``), one compare-and-set of its cell: rows
+    are write-once and only a swept prefix is deleted, so what it says stays true. False when another reader
+    moved it meanwhile (it is then left as that reader set it)."""
+    value = _FRONTIER.pack(new.offset, new.newest, new.disorder)
+    return messages.compare_and_set(counter_key(topic, generation), FRONTIER_COLUMN, read.stored, value)
 
 
 def read(messages: Table, topic: TopicId, generation: int, position: int) -> RowHeader | None:

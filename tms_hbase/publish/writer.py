@@ -32,7 +32,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tms_hbase.errors import BatchTooLarge, HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown, TopicFull
 from tms_hbase.installation.metadata import MetadataCache
@@ -79,12 +79,26 @@ _WALK_LIMIT = 4
 
 @dataclass(frozen=True)
 class Resume:
-    """Where an interrupted publish may have landed: re-check from ``position`` for this batch."""
+    """Where an interrupted publish may have landed: re-check from ``position`` for this batch.
+
+    ``first_index`` > 0 or ``shared``: the batch row was several publishes put together (the asyncio
+    client's coalesced publishes, sequencer generations only) and this publish's messages are its
+    messages from ``first_index`` on. Resumed, the row is looked for as usual; found, the result names
+    this publish's part of it; not found, the offset is settled first (the row can never land later) and
+    only this publish's own payloads are written, so each publish of the group is stored exactly once.
+    """
 
     topic: TopicId
     generation: int
     position: int
     batch_no: int
+    span: int = 1  # offsets reserved for the batch (sequencer generations): a settled attempt leaves no hole
+    first_index: int = 0
+    shared: bool = False
+
+    def part(self, first_index: int) -> Resume:
+        """The resume of the publish whose messages start at ``first_index`` of this (shared) batch row."""
+        return replace(self, first_index=first_index, shared=True)
 
 
 @dataclass
@@ -190,6 +204,8 @@ class MessageWriter:
             raise InvalidArgument(f"per-message ttl {ttl}s is longer than the topic's ttl of {meta.ttl}s")
         if resume is not None and (resume.topic != topic or resume.generation != meta.generation):
             resume = None  # the topic was re-created since: the interrupted batch is gone with it
+        if resume is not None and resume.shared and not meta.sequencer:
+            raise InvalidArgument("a shared batch row's resume is for a sequencer generation")
         if resume is None:
             with self._lock:
                 batch_no = next(self._batch_numbers)
@@ -200,7 +216,9 @@ class MessageWriter:
         else:
             position = self._append(topic, meta.generation, batch, pointer, ttl_ms, batch_no, resume)
         detail = None if pointer is None else RollbackDetail(str(topic), pointer, meta.generation, position, position)
-        return PublishResult(topic, meta.generation, position, len(batch), rollback=detail)
+        # found where the interrupted attempt aimed: this publish's part of that row (a new row is elsewhere)
+        first_index = resume.first_index if resume is not None and position == resume.position else 0
+        return PublishResult(topic, meta.generation, position, len(batch), first_index, rollback=detail)
 
     def _append(
         self,
@@ -319,7 +337,11 @@ class MessageWriter:
         """
         if resume is not None:
             # dated now: a marker dated earlier than the rows before it would mislead a time seek's search
-            found = self._settle(topic, generation, resume.position, batch_no, self.clock())
+            try:
+                found = self._settle(topic, generation, resume.position, batch_no, self.clock(), resume.span)
+            except PublishOutcomeUnknown as exc:
+                exc.resume = resume  # still unsettled: resumed again, it is this very check (and part)
+                raise
             if found:
                 return resume.position
         span = max(1, self._own_count(topic, generation, payloads, tx_pointer)[0])
@@ -395,12 +417,14 @@ class MessageWriter:
             except HBaseUnavailable as exc:
                 link_failures += 1
                 if not self.retry.pause(exc, link_failures, what=f"publish to {topic}"):
-                    raise self._unknown(exc, Resume(topic, generation, ticket.first, row.batch_no)) from exc
+                    raise self._unknown(
+                        exc, Resume(topic, generation, ticket.first, row.batch_no, ticket.span)
+                    ) from exc
                 log.info("publish to %s: answer lost at offset %d, checking", topic, ticket.first)
             try:
                 found = sequencer.read(self.messages, topic, generation, ticket.first)
             except HBaseUnavailable as exc:
-                raise self._unknown(exc, Resume(topic, generation, ticket.first, row.batch_no)) from exc
+                raise self._unknown(exc, Resume(topic, generation, ticket.first, row.batch_no, ticket.span)) from exc
             if found is not None:
                 return self._is_own(found, row.batch_no)
             # empty after a lost answer: the put did not land; put again while within W
@@ -413,7 +437,7 @@ class MessageWriter:
         try:
             found = sequencer.fill(self.messages, topic, generation, position, span, publish_time, self.writer_id)
         except HBaseUnavailable as exc:
-            raise self._unknown(exc, Resume(topic, generation, position, batch_no)) from exc
+            raise self._unknown(exc, Resume(topic, generation, position, batch_no, span)) from exc
         return self._is_own(found, batch_no)
 
     def _is_own(self, found: RowHeader, batch_no: int) -> bool:
@@ -548,6 +572,17 @@ class MessageWriter:
             return self.messages.compare_and_set(key, MESSAGE_COLUMN, old, new)
         except HBaseUnavailable:
             return False  # re-read and look again
+
+
+def unknown_part(unknown: PublishOutcomeUnknown, first_index: int) -> PublishOutcomeUnknown:
+    """The outcome of the publish whose messages start at ``first_index`` of a batch row several publishes
+    shared, when that row's outcome is unknown: its own resume (:meth:`Resume.part`), the same message."""
+    resume = unknown.resume
+    if not isinstance(resume, Resume):
+        raise TypeError(f"not a writer's resume: {resume!r}")
+    part = PublishOutcomeUnknown(str(unknown), resume.part(first_index))
+    part.timed_out = unknown.timed_out
+    return part
 
 
 def _ttl_ms(ttl: object) -> int | None:

@@ -2,7 +2,7 @@
 
 :class:`AsyncHBaseConnection` is the pool of :mod:`tms_hbase.storage.connection` (the same deadlines,
 retry policy, fail-over and error mapping, the same Thrift client and codec: it is that class) whose
-connections are asyncio streams instead of blocking sockets. It is made and used inside
+connections are non-blocking sockets that wait on the event loop instead of blocking ones. It is made and used inside
 :func:`tms_hbase.model.green.run_sync`: when a Thrift call writes its request or waits for its answer, the
 greenlet making it hands the wait to the event loop, so as many calls are in flight at once as the pool
 has connections, on one thread. The protocol code above (the :class:`~tms_hbase.storage.hbase.Table`
@@ -16,6 +16,7 @@ a value larger than any cell is refused (:class:`~tms_hbase.storage.connection.N
 from __future__ import annotations
 
 import asyncio
+import socket
 from typing import Any
 
 from thriftpy2.transport import TTransportException
@@ -27,56 +28,93 @@ from tms_hbase.storage.connection import Connection, HBaseConnection, check_read
 class _LoopSocket:
     """A TCP connection on the event loop with the interface of the blocking Thrift socket
     (:class:`~tms_hbase.storage.connection.DeadlineSocket`): its connect, reads and writes end by
-    ``deadline`` (monotonic time) and wait through :func:`tms_hbase.model.green.await_`."""
+    ``deadline`` (monotonic time).
+
+    A non-blocking socket read and written directly: a read whose bytes are there already (most of
+    an answer, read in :data:`~tms_hbase.storage.connection.READ_BUFFER` chunks) and a write the
+    socket's buffer takes whole are one system call each, with no trip through the event loop (no
+    coroutine, timer or stream buffer: an asyncio stream copies every byte twice more, under the GIL).
+    Only a read that must wait for the server, or a write it must wait to take, waits through
+    :func:`tms_hbase.model.green.await_`, for the time left."""
 
     def __init__(self, host: str, port: int) -> None:
         self.host = host
         self.port = port
         self.deadline: float | None = None
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._sock: socket.socket | None = None
 
     def is_open(self) -> bool:
-        return self._writer is not None
+        return self._sock is not None
 
     def open(self) -> None:
-        self._reader, self._writer = green.await_(self._connect())
+        self._sock = green.await_(self._connect())
 
-    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _connect(self) -> socket.socket:
+        loop = asyncio.get_running_loop()
         async with asyncio.timeout(time_left(self.deadline)):
-            return await asyncio.open_connection(self.host, self.port)
+            infos: list[tuple[Any, ...]]
+            try:  # an address needs no lookup (the loop's would take a thread of its executor)
+                infos = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
+            except socket.gaierror:
+                infos = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+            failure: OSError | None = None
+            for family, kind, proto, _name, address in infos:
+                sock = socket.socket(family, kind, proto)
+                try:
+                    sock.setblocking(False)
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    await loop.sock_connect(sock, address)
+                    return sock
+                except OSError as exc:
+                    sock.close()
+                    failure = exc
+                except BaseException:
+                    sock.close()
+                    raise
+            raise failure or OSError(f"cannot resolve {self.host}:{self.port}")
+
+    def _open_socket(self) -> socket.socket:
+        if self._sock is None:
+            raise TTransportException(TTransportException.NOT_OPEN, "the connection is closed")
+        return self._sock
 
     def read(self, sz: int) -> bytes:
         check_read_size(sz)
-        data = green.await_(self._read(sz))
+        sock = self._open_socket()
+        time_left(self.deadline)  # TimeoutError once it has passed, however many bytes keep arriving
+        try:
+            data = sock.recv(sz)
+        except (BlockingIOError, InterruptedError):
+            data = green.await_(self._recv(sock, sz))
         if not data:
             raise TTransportException(TTransportException.END_OF_FILE, "TSocket read 0 bytes")
         return data
 
-    async def _read(self, sz: int) -> bytes:
-        if self._reader is None:
-            raise TTransportException(TTransportException.NOT_OPEN, "the connection is closed")
+    async def _recv(self, sock: socket.socket, sz: int) -> bytes:
         async with asyncio.timeout(time_left(self.deadline)):
-            return await self._reader.read(sz)
+            return await asyncio.get_running_loop().sock_recv(sock, sz)
 
     def write(self, data: bytes) -> None:
-        if self._writer is None:
-            raise TTransportException(TTransportException.NOT_OPEN, "the connection is closed")
-        self._writer.write(data)  # sent at once unless the socket's buffer is full
-        if self._writer.transport.get_write_buffer_size():
-            green.await_(self._drain(self._writer))
+        sock = self._open_socket()
+        time_left(self.deadline)
+        try:
+            sent = sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        if sent < len(data):  # the socket's buffer is full: send the rest as it drains
+            green.await_(self._send(sock, memoryview(data)[sent:]))
 
-    async def _drain(self, writer: asyncio.StreamWriter) -> None:
+    async def _send(self, sock: socket.socket, rest: memoryview) -> None:
         async with asyncio.timeout(time_left(self.deadline)):
-            await writer.drain()
+            await asyncio.get_running_loop().sock_sendall(sock, rest)
 
     def flush(self) -> None:
         """Nothing to do: :meth:`write` sends."""
 
     def close(self) -> None:
-        writer, self._writer, self._reader = self._writer, None, None
-        if writer is not None:
-            writer.transport.abort()  # no half-read answer can be mistaken for the next one
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            sock.close()  # no half-read answer can be mistaken for the next one
 
 
 class _LoopConnection(Connection):

@@ -244,14 +244,15 @@ class HBaseConnection:
         return f"{self.host}:{self.port}"
 
     @contextmanager
-    def operation(self) -> Iterator[None]:
+    def operation(self, since: float | None = None) -> Iterator[None]:
         """Give every HBase call made inside (in this thread or task) one shared deadline, ``timeout``
-        seconds from now: a library operation made of several calls, retries included, ends by then.
+        seconds from now (or from ``since``, a monotonic time: when a call that waited its turn was made):
+        a library operation made of several calls, retries included, ends by then.
         Nested operations keep the outer deadline."""
         if _OPERATION_DEADLINE.get() is not None:
             yield
             return
-        token = _OPERATION_DEADLINE.set(time.monotonic() + self.timeout)
+        token = _OPERATION_DEADLINE.set((time.monotonic() if since is None else since) + self.timeout)
         try:
             yield
         finally:
