@@ -12,8 +12,10 @@ against raw happybase doing the same reads and per-message state writes.
    state writes a work queue cannot do without. Goal: consumers ≥ 0.8× raw.
 3. **Stalls**: the longest time in a round without a delivery to any consumer (a work queue must not
    sit idle with work left: a stall an ack timeout long showed up here once).
-4. **The cost of an ack**: the median time of one ``ack()`` call in the runs above and the HBase calls
-   per message (receive, claim, ack, reaping), counted in the consumer processes.
+4. **The cost of an ack**: the median time of one ``ack()`` call in the runs above, and the HBase calls
+   per message (receive, claim, ack, reaping) counted in the consumer processes two ways: round trips
+   (the claims of one read of a range are pipelined, one round trip for up to 64) and requests (each
+   claim counted, as HBase serves each).
 
 The raw reference does the same reads (every message row once) and the same per-message state writes
 (a claim created if absent, then its acknowledgement, each a checkAndPut), no more: its K processes split
@@ -66,6 +68,7 @@ def run(settings: Settings) -> Result:
     rates: dict[str, list[float]] = {f"{side}{k}": [] for k in counts for side in ("work", "idle", "raw")}
     acks: list[float] = []
     calls: dict[int, list[float]] = {k: [] for k in counts}
+    requests: dict[int, list[float]] = {k: [] for k in counts}
     stalls: dict[str, list[float]] = {f"{side}{k}": [] for k in counts for side in ("work", "idle")}
     with bench_tables(settings, "shared") as (client, raw, raw_name), Workers(max(counts)) as workers:
         prefix = client.installation.prefix
@@ -88,6 +91,7 @@ def run(settings: Settings) -> Result:
             acks.extend(a for g in got for a in g["acks"])
             if not work:
                 calls[k].append(sum(g["calls"] for g in got) / count)
+                requests[k].append(sum(g["requests"] for g in got) / count)
             received = sorted([start_at, *(t for g in got for t in g["received"])])
             stalls[f"{'work' if work else 'idle'}{k}"].append(max(b - a for a, b in itertools.pairwise(received)))
             return count / (max(g["last"] for g in got) - start_at)
@@ -120,7 +124,7 @@ def run(settings: Settings) -> Result:
                 + " msg/s"
             )
         workers_close(workers, max(counts))
-    _report(result, rates, acks, calls, stalls, counts, per_consumer, total)
+    _report(result, rates, acks, (calls, requests), stalls, counts, per_consumer, total)
     return result
 
 
@@ -128,13 +132,14 @@ def _report(
     result: Result,
     rates: dict[str, list[float]],
     acks: list[float],
-    calls: dict[int, list[float]],
+    counted: tuple[dict[int, list[float]], dict[int, list[float]]],
     stalls: dict[str, list[float]],
     counts: tuple[int, ...],
     per_consumer: int,
     total: int,
 ) -> None:
     m = {name: median(values) for name, values in rates.items()}
+    calls, requests = counted
     rows = []
     for k in counts:
         rows.append(
@@ -146,6 +151,7 @@ def _report(
                 m[f"raw{k}"],
                 f"{ratio(m[f'idle{k}'], m[f'raw{k}']):.2f}×",
                 median(calls[k]),
+                median(requests[k]),
             ]
         )
     result.table(
@@ -156,7 +162,8 @@ def _report(
             f"no work: msg/s ({total:,} messages)",
             "raw happybase msg/s",
             "÷ raw",
-            "HBase calls per message",
+            "HBase round trips per message",
+            "HBase requests per message",
         ],
         rows,
     )
@@ -177,7 +184,9 @@ def _report(
         f"Longest time without a delivery to any consumer (from the common start to the last delivery), the "
         f"worst round of each side: {longest}."
     )
-    result.samples.update({"rates": rates, "calls_per_message": calls, "longest_gap_seconds": stalls})
+    result.samples.update(
+        {"rates": rates, "calls_per_message": calls, "requests_per_message": requests, "longest_gap_seconds": stalls}
+    )
 
 
 def _filled(client: Any, name: str, count: int) -> Any:
@@ -221,7 +230,8 @@ def consume(address: str, prefix: str, topic: str, name: str, work: float, start
     received: list[float] = []
     with client.shared_consumer(TopicId.parse(topic), name, poll_interval_seconds=IDLE_POLL) as consumer:
         wait_until(start_at)
-        calls, count, last = client.installation.calls, 0, start_at
+        installation = client.installation
+        calls, requests, count, last = installation.calls, installation.requests, 0, start_at
         while True:
             got = consumer.receive(BATCH, 2.0)
             if not got:
@@ -235,8 +245,8 @@ def consume(address: str, prefix: str, topic: str, name: str, work: float, start
                 acks.append(time.perf_counter() - started)
                 count += 1
             last = time.time()
-        calls = client.installation.calls - calls
-    return {"count": count, "last": last, "calls": calls, "acks": acks, "received": received}
+        calls, requests = installation.calls - calls, installation.requests - requests
+    return {"count": count, "last": last, "calls": calls, "requests": requests, "acks": acks, "received": received}
 
 
 def raw_consume(

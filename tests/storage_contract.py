@@ -19,6 +19,18 @@ def check_conditional_writes(t: Any) -> None:
     assert t.get(b"missing") == {} and t.get_cell(b"missing", b"d:x") is None
 
 
+def check_conditional_writes_at_once(t: Any) -> None:
+    """compare_and_set_many: each swap on its own cell, the answers in order (more than one pipeline
+    window of them: 150)."""
+    assert t.put_if_absent(b"p001", b"d:x", b"there")
+    won = t.compare_and_set_many([(b"p%03d" % i, b"d:x", None, b"v%d" % i) for i in range(150)])
+    assert won == [i != 1 for i in range(150)]
+    swaps = [(b"p002", b"d:x", b"v2", b"new"), (b"p003", b"d:x", b"stale", b"new"), (b"p149", b"d:x", b"v149", b"new")]
+    assert t.compare_and_set_many(swaps) == [True, False, True]
+    assert [t.get_cell(b"p%03d" % i, b"d:x") for i in (1, 2, 3, 149)] == [b"there", b"new", b"v3", b"new"]
+    assert t.compare_and_set_many([]) == []
+
+
 def check_scans_and_deletes(t: Any) -> None:
     """Scans (of whole rows and of one column), the last row under a prefix and deletes follow key order."""
     t.put_many([(b"a\x01", {b"d:x": b"1"}), (b"a\x02", {b"d:x": b"2"}), (b"a\xff", {b"d:x": b"3"}), (b"b", {})])
@@ -69,6 +81,7 @@ def check_column_ranges_and_cell_deletes(t: Any) -> None:
 
 CHECKS = [
     check_conditional_writes,
+    check_conditional_writes_at_once,
     check_scans_and_deletes,
     check_counters_and_versions,
     check_column_ranges_and_cell_deletes,

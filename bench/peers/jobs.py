@@ -135,8 +135,9 @@ def create_queue(name: str, endpoint: Endpoint, topic: str, group: str) -> None:
 
 def work_queue(
     name: str, endpoint: Endpoint, topic: str, group: str, work: float, batch: int, idle: float, start_at: float
-) -> tuple[int, float]:
-    """One consumer of a work queue from ``start_at`` (the client opened before): (acknowledged, end time)."""
+) -> tuple[int, float, list[float]]:
+    """One consumer of a work queue from ``start_at`` (the client opened before): (acknowledged, end time,
+    each acknowledgement's wall time in seconds)."""
     c = client(name, endpoint)
     wait_until(start_at)
     return c.work_queue(topic, group, work, batch, idle)

@@ -219,26 +219,32 @@ class Client(system.Client):
         config = ConsumerConfig(durable_name=group, ack_policy=AckPolicy.EXPLICIT, ack_wait=30.0, max_ack_pending=-1)
         self.run(self.js.add_consumer(topic, config))
 
-    def work_queue(self, topic: str, group: str, work: float, batch: int, idle: float) -> tuple[int, float]:
+    def work_queue(
+        self, topic: str, group: str, work: float, batch: int, idle: float
+    ) -> tuple[int, float, list[float]]:
         """A pull consumer bound to the durable ``group``: ``fetch(batch)``, then ``ack_sync()`` per
         message (the server confirms it, as XACK and the shared consumer's ack do)."""
         return self.run(self._work_queue(topic, group, work, batch, idle))
 
-    async def _work_queue(self, topic: str, group: str, work: float, batch: int, idle: float) -> tuple[int, float]:
+    async def _work_queue(
+        self, topic: str, group: str, work: float, batch: int, idle: float
+    ) -> tuple[int, float, list[float]]:
         import nats.errors
 
         sub = await self.js.pull_subscribe_bind(group, stream=topic)
-        count, last = 0, time.time()
+        count, last, acks = 0, time.time(), list[float]()
         try:
             while True:
                 try:
                     messages = await sub.fetch(batch, timeout=idle)
                 except (nats.errors.TimeoutError, TimeoutError):
-                    return count, last
+                    return count, last, acks
                 for message in messages:
                     if work:
                         time.sleep(work)  # blocking, as a handler's work in the other systems' consumers
+                    started = time.perf_counter()
                     await message.ack_sync(timeout=TIMEOUT)
+                    acks.append(time.perf_counter() - started)
                     count += 1
                 last = time.time()
         finally:

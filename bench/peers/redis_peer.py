@@ -122,17 +122,21 @@ class Client(system.Client):
     def create_queue(self, topic: str, group: str) -> None:
         self.r.xgroup_create(topic, group, id="0")
 
-    def work_queue(self, topic: str, group: str, work: float, batch: int, idle: float) -> tuple[int, float]:
+    def work_queue(
+        self, topic: str, group: str, work: float, batch: int, idle: float
+    ) -> tuple[int, float, list[float]]:
         """XREADGROUP (``>``: new entries, blocking up to ``idle``), then one XACK per entry."""
-        name, count, last = f"c{os.getpid()}", 0, time.time()
+        name, count, last, acks = f"c{os.getpid()}", 0, time.time(), list[float]()
         while True:
             answer = self.r.xreadgroup(group, name, {topic: ">"}, count=batch, block=int(idle * 1000))
             if not answer or not answer[0][1]:
-                return count, last
+                return count, last, acks
             for entry_id, _fields in answer[0][1]:
                 if work:
                     time.sleep(work)
+                started = time.perf_counter()
                 self.r.xack(topic, group, entry_id)
+                acks.append(time.perf_counter() - started)
                 count += 1
             last = time.time()
 

@@ -113,10 +113,12 @@ class Client(ABC):
         """A new consumer group (shared subscription) ``group`` reading ``topic`` from its start."""
         raise NotImplementedError
 
-    def work_queue(self, topic: str, group: str, work: float, batch: int, idle: float) -> tuple[int, float]:
+    def work_queue(
+        self, topic: str, group: str, work: float, batch: int, idle: float
+    ) -> tuple[int, float, list[float]]:
         """One consumer of ``group``: take up to ``batch`` messages at a time, work ``work`` s on each and
         acknowledge it on its own, until nothing comes for ``idle`` s; returns (messages acknowledged,
-        time.time() after the last one)."""
+        time.time() after the last one, the wall time of each acknowledgement in seconds)."""
         raise NotImplementedError
 
     @abstractmethod

@@ -206,19 +206,23 @@ class Client(system.Client):
         """A shared subscription (claim_size 128: the fixtures publish 100 messages at a time)."""
         self.client.create_subscription(self._topic(topic), group, shared=True, ack_timeout_seconds=30, claim_size=128)
 
-    def work_queue(self, topic: str, group: str, work: float, batch: int, idle: float) -> tuple[int, float]:
+    def work_queue(
+        self, topic: str, group: str, work: float, batch: int, idle: float
+    ) -> tuple[int, float, list[float]]:
         """A shared consumer as bench/shared.py runs it: ``receive(batch)``, then ``ack()`` per message; an
         idle one waits on its doorbell and looks again after ``IDLE_POLL`` regardless."""
-        count, last = 0, time.time()
+        count, last, acks = 0, time.time(), list[float]()
         with self.client.shared_consumer(self._topic(topic), group, poll_interval_seconds=IDLE_POLL) as consumer:
             while True:
                 got = consumer.receive(batch, idle)
                 if not got:
-                    return count, last
+                    return count, last, acks
                 for delivery in got:
                     if work:
                         time.sleep(work)
+                    started = time.perf_counter()
                     consumer.ack(delivery)
+                    acks.append(time.perf_counter() - started)
                     count += 1
                 last = time.time()
 

@@ -383,14 +383,16 @@ def queue(run: Run) -> Workload:
                     fixture = topics.get(name)
                     if fixture is None:
                         continue
-                    rate = run.attempt(w, name, partial(_queue_trial, run, name, fixture[0], total, k, work))
-                    if rate is not None:
-                        w.add(case, "msg/s", name, rate)
+                    got = run.attempt(w, name, partial(_queue_trial, run, name, fixture[0], total, k, work))
+                    if got is not None:
+                        w.add(case, "msg/s", name, got[0])
+                        w.add(case, "ack p50 ms", name, got[1] * 1000)
                 progress(f"queue {case}, round {r + 1}/{s.rounds} done")
     w.notes.append(
         f"A new consumer group on a filled topic per trial; {'/'.join(map(str, QUEUE_CONSUMERS))} consumer processes "
         f"each take up to {QUEUE_BATCH} messages at a time, sleep the work (5 ms or none) and acknowledge each message "
-        "with a confirmed round trip; rate = messages / (last acknowledgement − the common start). tms-hbase: a shared "
+        "with a confirmed round trip; rate = messages / (last acknowledgement − the common start); ack p50: the median "
+        "wall time of one acknowledgement call (its cost to the consumer). tms-hbase: a shared "
         "subscription (`shared_consumer`, `receive`, `ack`; claim_size 128); Redis: `XREADGROUP … >` and `XACK`; "
         "JetStream: a durable pull consumer with explicit acks shared by the processes (`fetch`, `ack_sync`). Kafka's "
         "share groups (KIP-932) have no client in confluent-kafka, so Kafka has no row."
@@ -398,7 +400,8 @@ def queue(run: Run) -> Workload:
     return w
 
 
-def _queue_trial(run: Run, name: str, topic: str, total: int, k: int, work: float) -> float:
+def _queue_trial(run: Run, name: str, topic: str, total: int, k: int, work: float) -> tuple[float, float]:
+    """(msg/s, the median wall time of one acknowledgement in seconds)."""
     endpoint, group = run.endpoints[name], run.topic("grp")
     run.job(jobs.create_queue, name, endpoint, topic, group)
     start_at = time.time() + 1.0
@@ -407,7 +410,8 @@ def _queue_trial(run: Run, name: str, topic: str, total: int, k: int, work: floa
     count = sum(a[0] for a in answers)
     if count != total:
         raise AssertionError(f"{k} consumers acknowledged {count} messages, expected {total}")
-    return count / (max(a[1] for a in answers) - start_at)
+    acks = sorted(t for a in answers for t in a[2])
+    return count / (max(a[1] for a in answers) - start_at), acks[len(acks) // 2]
 
 
 WORKLOADS: dict[str, Callable[[Run], Workload]] = {

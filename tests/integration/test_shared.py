@@ -17,6 +17,8 @@ from tms_hbase import (
     TopicId,
     TopicNotFound,
 )
+from tms_hbase.shared.state import Claim, ClaimState, Keys
+from tms_hbase.shared.store import SharedStore
 
 T = TopicId("queue", "jobs")
 
@@ -152,3 +154,25 @@ def test_nonsense_settings_are_refused_and_create_nothing(client: MessagingClien
     client.create_subscription(T, "work", shared=True)
     with pytest.raises(InvalidArgument, match="is shared"):
         client.consumer(T, "work")
+
+
+@pytest.mark.parametrize("count", [0, 1, 7, 40, 150])
+def test_claims_written_at_once_say_which_were_there_already(client: MessagingClient, count: int) -> None:
+    """A read's claims go out pipelined over up to four connections at once (40 as four parts of 10, 150 as
+    four parts of 38): each is created only if absent, and the answers come back in the claims' order."""
+    client.admin.init_tables()
+    store = SharedStore(client.installation.table("subscriptions"))
+    keys = Keys(b"sub", b"incarnt")
+    ids = [bytes(MessageId(1, 10 + i, 0)) for i in range(count)]
+    there = set(ids[1::3])
+    try:
+        for message_id in there:
+            assert store.swap_claim(keys, message_id, None, Claim(ClaimState.HELD, "other", 5, 1, 0))
+        mine = Claim(ClaimState.HELD, "me", 7, 1, 0)
+        written = store.create_claims(keys, [(message_id, mine) for message_id in ids])
+        assert [w is None for w in written] == [message_id in there for message_id in ids]
+        assert [w.message_id for w in written if w is not None] == [m for m in ids if m not in there]
+        stored = {c.message_id: c.claim.owner for c in store.claims(keys, bytes(MessageId(1, 0, 0)))}
+        assert stored == {m: "other" if m in there else "me" for m in ids}
+    finally:
+        store.close()

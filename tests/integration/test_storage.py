@@ -5,6 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tms_hbase import MessagingClient
+from tms_hbase.errors import HBaseError
+from tms_hbase.storage.connection import HBaseConnection
+from tms_hbase.storage.hbase import Table
 
 from ..storage_contract import CHECKS
 
@@ -19,3 +22,24 @@ def test_regions_of_a_new_table(client: MessagingClient) -> None:
     client.admin.init_tables()
     (region,) = client.installation.messages.regions()
     assert (region.start, region.end, region.table) == (b"", b"", client.installation.messages.name)
+
+
+def test_a_refused_pipeline_leaves_its_connection_in_step(client: MessagingClient, hbase_address: str) -> None:
+    """Every answer of a pipeline is read even when HBase refuses the requests (a missing table): the error
+    is raised once, and the one connection of the pool answers the next call with its own answer."""
+    client.admin.init_tables()
+    host, port = hbase_address.rsplit(":", 1)
+    pool = HBaseConnection(host, int(port), pool_size=1)
+    try:
+        missing, metadata = (
+            Table(pool, f"{client.installation.prefix}_missing"),
+            Table(pool, client.installation.metadata.name),
+        )
+        with pytest.raises(HBaseError, match="compare-and-set of 70 cells"):
+            missing.compare_and_set_many([(b"k%d" % i, b"d:x", None, b"v") for i in range(70)])
+        assert metadata.compare_and_set(b"step", b"d:x", None, b"one")
+        assert not metadata.compare_and_set(b"step", b"d:x", b"stale", b"two")
+        assert metadata.compare_and_set_many([(b"step", b"d:x", b"one", b"three")]) == [True]
+        assert metadata.get_cell(b"step", b"d:x") == b"three"
+    finally:
+        pool.close()

@@ -520,10 +520,12 @@ class SharedConsumer(TransactionalAcks):
             r = (None if skip_own else self._retake()) or self._take_range()
             if r is None and not looked:
                 # no range of its own, none known free, none new: another consumer may have given one
-                # back since the last reap (a small backlog is a few ranges shared by many consumers)
+                # back since the last reap (a small backlog is a few ranges shared by many consumers).
+                # Not a new one: _take_range read the counter and the newest row just now (a publish
+                # since rings the doorbell, so the next wait ends at once)
                 looked = True
                 self._look_for_ranges()
-                r = self._take_range()
+                r = self._take_free()
             if r is None:
                 break
             got, finished = self._read_range(r, wanted - len(out))
@@ -554,8 +556,27 @@ class SharedConsumer(TransactionalAcks):
         )
 
     def _take_range(self) -> StoredRange | None:
-        """A range to read: one nobody reads, else a new one from the counter (only if it starts at or
-        below the newest row), else None."""
+        """A range to read: one nobody reads (:meth:`_take_free`), else a new one from the counter (only
+        if it starts at or below the newest row), else None."""
+        taken = self._take_free()
+        if taken is not None:
+            return taken
+        keys, s = self._keys, self.settings
+        following = s.first_position(self._store.handed_out(keys) + 1)
+        if following > self._tail:  # the newest row only moves on: read it when the last reading is passed
+            self._tail = self._reader.tail(self.topic, self.generation)
+            if following > self._tail:
+                return None
+        for _ in range(_MAX_ROUNDS):
+            k = self._store.hand_out(keys)
+            taken = self._store.swap_range(keys, k, None, RangeCell(self.owner, self._clock() + s.ack_timeout_ms, None))
+            if taken is not None:
+                return taken
+        raise TmsError(f"{self!r}: lost {_MAX_ROUNDS} new ranges in a row")
+
+    def _take_free(self) -> StoredRange | None:
+        """A range the last look found nobody reading (given back, its reader's deadline passed, or handed
+        out and never written down), taken by compare-and-set; None when none is left."""
         keys, s = self._keys, self.settings
         while self._takeable:
             k = self._takeable.pop(0)
@@ -574,17 +595,7 @@ class SharedConsumer(TransactionalAcks):
                 continue
             if taken is not None:
                 return taken
-        following = s.first_position(self._store.handed_out(keys) + 1)
-        if following > self._tail:  # the newest row only moves on: read it when the last reading is passed
-            self._tail = self._reader.tail(self.topic, self.generation)
-            if following > self._tail:
-                return None
-        for _ in range(_MAX_ROUNDS):
-            k = self._store.hand_out(keys)
-            taken = self._store.swap_range(keys, k, None, RangeCell(self.owner, self._clock() + s.ack_timeout_ms, None))
-            if taken is not None:
-                return taken
-        raise TmsError(f"{self!r}: lost {_MAX_ROUNDS} new ranges in a row")
+        return None
 
     def _read_range(self, r: StoredRange, wanted: int) -> tuple[list[Delivery], bool]:
         """Claim up to ``wanted`` messages of range ``r`` after its progress; deliver them only once the

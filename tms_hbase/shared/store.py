@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
+from typing import TypeVar
 
 from tms_hbase.errors import HBaseUnavailable
 from tms_hbase.model import green
@@ -41,7 +42,9 @@ SCAN_LIMIT = 10_000  # rows per scan of one subscription's open ranges or claims
 # keys, its state in "s" (ClaimState's values)
 UNSETTLED = 'ValueFilter(=, \'regexstring:"s":"[hf]"\')'
 _ACKED = b'"s":"%s"' % ClaimState.ACKED.value.encode()  # in an acknowledged claim cell (Claim.encode)
-CLAIM_THREADS = 4  # claim cells written at once (a client's connection pool has 8 connections by default)
+CLAIM_WAYS = 4  # connections a read's claims are written over at once (a client's pool has 8 by default)
+CLAIMS_PER_WAY = 8  # claims a connection gets at least, before another is used
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -156,19 +159,48 @@ class SharedStore:
         return StoredClaim(message_id, data, new) if won else None
 
     def create_claims(self, keys: Keys, claims: Sequence[tuple[bytes, Claim]]) -> list[StoredClaim | None]:
-        """Write each claim cell if absent, up to :data:`CLAIM_THREADS` at once (each is one
-        compare-and-set of a row of its own): the stored claims, None where a claim was there already.
-        An error is raised once every write has ended."""
-        if len(claims) <= 1:
-            return [self.swap_claim(keys, message_id, None, claim) for message_id, claim in claims]
-        if green.bridged():  # on an event loop: as many at once, without threads
-            return green.gather([partial(self.swap_claim, keys, mid, None, claim) for mid, claim in claims])
+        """Write each claim cell if absent (a compare-and-set of a row of its own each): the stored claims,
+        None where a claim was there already. They are pipelined (one round trip for many), over up to
+        :data:`CLAIM_WAYS` connections at once: HBase serves one connection's requests one after another,
+        each waiting for its log write, so one pipeline of 32 takes about as long as 32 calls in a row.
+        If a link fails, each claim sent on it is settled by reading it back (as :meth:`_swap` settles
+        one); any other error is raised once every part has ended."""
+        encoded = [(message_id, claim, claim.encode()) for message_id, claim in claims]
+        if not encoded:
+            return []
+        ways = max(1, min(CLAIM_WAYS, len(encoded) // CLAIMS_PER_WAY))
+        size = -(-len(encoded) // ways)
+        parts = [encoded[first : first + size] for first in range(0, len(encoded), size)]
+        return [stored for part in self._at_once([partial(self._create, keys, p) for p in parts]) for stored in part]
+
+    def _create(self, keys: Keys, part: list[tuple[bytes, Claim, bytes]]) -> list[StoredClaim | None]:
+        """One pipeline of :meth:`create_claims`."""
+        swaps = [(keys.claim(message_id), CLAIM_COLUMN, None, data) for message_id, _, data in part]
+        try:
+            won = self.table.compare_and_set_many(swaps)
+        except HBaseUnavailable:
+            won = [self._settle_lost(key, column, old, new) for key, column, old, new in swaps]
+        return [
+            StoredClaim(message_id, data, claim) if w else None
+            for (message_id, claim, data), w in zip(part, won, strict=True)
+        ]
+
+    def _at_once(self, calls: list[Callable[[], T]]) -> list[T]:
+        """Run ``calls`` at once: the first in this thread, the others in threads of this store's own (on
+        an event loop, each in a greenlet); their results in order, or the first error once all ended."""
+        if len(calls) == 1:
+            return [calls[0]()]
+        if green.bridged():
+            return green.gather(calls)
         with self._lock:
             if self._threads is None:
-                self._threads = ThreadPoolExecutor(CLAIM_THREADS, thread_name_prefix="tms-shared-claims")
-        futures = [self._threads.submit(self.swap_claim, keys, mid, None, claim) for mid, claim in claims]
-        wait(futures)
-        return [future.result() for future in futures]
+                self._threads = ThreadPoolExecutor(CLAIM_WAYS - 1, thread_name_prefix="tms-shared-claims")
+            futures = [self._threads.submit(call) for call in calls[1:]]
+        try:
+            first = calls[0]()
+        finally:
+            wait(futures)
+        return [first, *(future.result() for future in futures)]
 
     def close(self) -> None:
         """Stop the threads of :meth:`create_claims` (a later call starts them again)."""
@@ -241,17 +273,22 @@ class SharedStore:
     # -- plumbing -------------------------------------------------------------------------------
 
     def _swap(self, key: bytes, column: bytes, old: bytes | None, new: bytes) -> bool:
-        """Compare-and-set; a lost answer is settled by reading the cell back (each new value names a
-        fresh owner, deadline or state, so finding ``new`` means this call wrote it)."""
+        """Compare-and-set; a lost answer is settled by reading the cell back (:meth:`_settle_lost`)."""
         try:
             return self.table.compare_and_set(key, column, old, new)
         except HBaseUnavailable:
-            current = self.table.get_cell(key, column)
-            if current == new:
-                return True
-            if current == old:
-                return self.table.compare_and_set(key, column, old, new)
-            return False
+            return self._settle_lost(key, column, old, new)
+
+    def _settle_lost(self, key: bytes, column: bytes, old: bytes | None, new: bytes) -> bool:
+        """Whether a compare-and-set from ``old`` to ``new`` whose answer was lost landed, by reading the
+        cell back (each new value names a fresh owner, deadline or state, so finding ``new`` means that
+        call wrote it); made again if the cell still holds ``old``."""
+        current = self.table.get_cell(key, column)
+        if current == new:
+            return True
+        if current == old:
+            return self.table.compare_and_set(key, column, old, new)
+        return False
 
 
 def _bell_cell(address: str, expires: int) -> bytes:

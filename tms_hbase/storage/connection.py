@@ -21,7 +21,7 @@ from typing import Any, TypeVar, cast
 
 from thriftpy2.protocol import TBinaryProtocol
 from thriftpy2.protocol.exc import TProtocolException
-from thriftpy2.thrift import TClient, TDecodeException, TException
+from thriftpy2.thrift import TClient, TDecodeException, TException, TMessageType
 from thriftpy2.transport import TBufferedTransport, TSocket, TTransportException
 
 from tms_hbase.config import check_timeout
@@ -39,6 +39,10 @@ MAX_READ_BYTES = 256 * 1024 * 1024
 answer (a cell, a frame) before reading it, so a larger request means the peer announced a value
 larger than any HBase cell (``hbase.server.keyvalue.maxsize`` is 10 MB by default, 64 MiB in the
 local launcher): garbage, refused before it is read."""
+
+PIPELINE_WINDOW = 64
+"""Requests :meth:`CheckedClient.pipeline` writes before it reads their answers: small enough that the
+requests and answers of one window fit the sockets' buffers (else both sides could wait to write)."""
 
 READ_BUFFER = 64 * 1024
 """Bytes the Thrift transport asks the socket for at once (thriftpy2's default is 4 KiB): a large
@@ -116,6 +120,33 @@ class DeadlineSocket(TSocket):
 
 class CheckedClient(TClient):
     """A Thrift client that reports an answer it cannot decode as :class:`NotThrift` (:func:`decoding_failure`)."""
+
+    def pipeline(self, api: str, calls: Sequence[dict[str, Any]]) -> list[Any]:
+        """Make many calls of ``api`` (each its arguments by name) without waiting for each answer: up to
+        :data:`PIPELINE_WINDOW` requests are written at once, then their answers read in order (the Thrift1
+        server serves one connection's requests one after another). One write and one round trip per
+        window instead of per call: the client's CPU of a call is mostly its own write, read and wait.
+
+        An exception HBase declares (``IOError``...) stands in the list in its call's place: the answers
+        after it are read all the same, so the connection stays in step. A failure of the link raises."""
+        args_class = getattr(self._service, api + "_args")
+        answers: list[Any] = []
+        for first in range(0, len(calls), PIPELINE_WINDOW):
+            window = calls[first : first + PIPELINE_WINDOW]
+            for kwargs in window:
+                self._oprot.write_message_begin(api, TMessageType.CALL, self._seqid)
+                args = args_class()
+                for name, value in kwargs.items():
+                    setattr(args, name, value)
+                args.write(self._oprot)
+                self._oprot.write_message_end()
+            self._oprot.trans.flush()
+            for _ in window:
+                try:
+                    answers.append(self._recv(api))
+                except _HBASE_ANSWERS as exc:
+                    answers.append(exc)
+        return answers
 
     def _recv(self, _api: str) -> Any:
         try:
@@ -196,7 +227,8 @@ class HBaseConnection:
         self._lock = threading.Lock()
         self._slots = green.semaphore(pool_size)
         self._closed = False
-        self.calls = 0  # HBase calls made through this pool (for tests, benchmarks and metrics)
+        self.calls = 0  # HBase round trips made through this pool (for tests, benchmarks and metrics)
+        self.requests = 0  # the same, counting each request of a pipelined call (CheckedClient.pipeline)
 
     @property
     def host(self) -> str:
@@ -231,9 +263,9 @@ class HBaseConnection:
         return _OPERATION_DEADLINE.get() or time.monotonic() + self.timeout
 
     @contextmanager
-    def connection(self, what: str, deadline: float | None = None) -> Iterator[Connection]:
+    def connection(self, what: str, deadline: float | None = None, *, requests: int = 1) -> Iterator[Connection]:
         """Borrow an open connection for ``what`` (used in error messages) until ``deadline``
-        (default: :meth:`deadline`); errors are wrapped."""
+        (default: :meth:`deadline`), counted as ``requests`` requests (more when pipelined); errors are wrapped."""
         if self._closed:
             raise ClientClosed("this client has been closed: open a new MessagingClient")
         deadline = self.deadline() if deadline is None else deadline
@@ -247,6 +279,7 @@ class HBaseConnection:
         conn = None
         healthy = True
         self.calls += 1
+        self.requests += requests
         try:
             conn = self._take(deadline)
             conn.socket.deadline = deadline
@@ -265,15 +298,15 @@ class HBaseConnection:
             self._give_back(conn, healthy)
             self._slots.release()
 
-    def run(self, what: str, call: Callable[[Connection], T], *, idempotent: bool = True) -> T:
-        """Run ``call`` on a borrowed connection by one deadline; retry link failures of idempotent
-        calls as the retry policy says, while the deadline leaves time (a timeout is never retried:
-        the deadline has passed)."""
+    def run(self, what: str, call: Callable[[Connection], T], *, idempotent: bool = True, requests: int = 1) -> T:
+        """Run ``call`` (counted as ``requests`` requests: more when pipelined) on a borrowed connection
+        by one deadline; retry link failures of idempotent calls as the retry policy says, while the
+        deadline leaves time (a timeout is never retried: the deadline has passed)."""
         deadline = self.deadline()
         failures = 0
         while True:
             try:
-                with self.connection(what, deadline) as conn:
+                with self.connection(what, deadline, requests=requests) as conn:
                     return call(conn)
             except HBaseUnavailable as exc:
                 failures += 1

@@ -267,6 +267,35 @@ class Table:
             idempotent=False,
         )
 
+    def compare_and_set_many(self, swaps: Sequence[tuple[bytes, bytes, bytes | None, bytes]]) -> list[bool]:
+        """:meth:`compare_and_set` of many cells, each ``(key, column, expected, value)`` and atomic on its
+        own, pipelined on one connection (:meth:`~tms_hbase.storage.connection.CheckedClient.pipeline`): a
+        round trip for up to 64 of them. Which won, in order. Not retried; if the link fails, or HBase
+        refuses one (raised once every answer is read), each may or may not have landed."""
+        if not swaps:
+            return []
+        calls: list[dict[str, Any]] = [
+            {
+                "tableName": self._name,
+                "row": key,
+                "column": column,
+                "value": old,
+                "mput": mutation(column, new),
+                "attributes": {},
+            }
+            for key, column, old, new in swaps
+        ]
+
+        def swap_all(conn: Connection) -> list[bool]:
+            answers = conn.client.pipeline("checkAndPut", calls)
+            refused = next((a for a in answers if isinstance(a, Exception)), None)
+            if refused is not None:
+                raise refused
+            return [bool(a) for a in answers]
+
+        what = f"compare-and-set of {len(swaps)} cells in {self.name}"
+        return self.hbase.run(what, swap_all, idempotent=False, requests=len(swaps))
+
     def increment(self, key: bytes, column: bytes, amount: int = 1) -> int:
         """Atomically add ``amount`` to a 64-bit counter cell; returns the new value. Not retried."""
         return self.hbase.run(
@@ -324,8 +353,14 @@ class Installation:
 
     @property
     def calls(self) -> int:
-        """HBase calls made so far through this installation's pool (tests, benchmarks, metrics)."""
+        """HBase calls (round trips) made so far through this installation's pool (tests, benchmarks, metrics)."""
         return self.hbase.calls
+
+    @property
+    def requests(self) -> int:
+        """Thrift requests sent so far through this installation's pool: :attr:`calls` plus those sent
+        pipelined behind the first of a round trip (benchmarks)."""
+        return self.hbase.requests
 
     def table(self, kind: str) -> Table:
         """The table ``<prefix>_<kind>``."""
