@@ -44,6 +44,7 @@ from tms_hbase.gateway_client import rest, rest_shared
 
 from .auth import CONSUME, PUBLISH
 from .bodies import query_flag, query_number, read_body
+from .errors import client_gone
 from .routes import TOPIC, endpoint
 from .service import Gateway
 from .sessions import lease_length
@@ -172,8 +173,7 @@ async def messages(request: Request, gateway: Gateway, topic: TopicId) -> Respon
                 with anyio.CancelScope(shield=True):
                     await gateway.run(_put_back, gateway, topic, name, caller, consumer, False)
         if got is None:  # the client went away: nobody reads this, and the session resumes where its header says
-            request.state.error = "ClientDisconnected"  # for the access log and metrics (499, as nginx logs it)
-            return Response(status_code=499)
+            return client_gone(request)
         answered = await gateway.run(answer, consumer, got)
     delivered, data, token = answered
     gateway.metrics.counted("consume", delivered)

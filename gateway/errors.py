@@ -29,6 +29,14 @@ def error_response(request: Request, error: TmsError) -> Response:
     return PlainTextResponse(one_line(str(error)), status, headers)
 
 
+def client_gone(request: Request) -> Response:
+    """The answer to a request whose client closed the connection first (in the middle of its body, or
+    during a long-poll): nothing is sent; the access log and metrics show 499 (as nginx logs it) and
+    error ``ClientDisconnected``, not a server error."""
+    request.state.error = "ClientDisconnected"
+    return Response(status_code=499)
+
+
 async def http_error(request: Request, exc: Exception) -> Response:
     """Starlette's own errors (no such path, method not allowed) as one line of text."""
     assert isinstance(exc, HTTPException)

@@ -19,7 +19,7 @@ import os
 from collections.abc import Awaitable, Callable
 from itertools import islice
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
@@ -31,7 +31,7 @@ from tms_hbase.tx import TransactionCodec
 
 from .auth import ADMIN, CONSUME, PUBLISH
 from .bodies import query_flag, query_number, read_body
-from .errors import error_response
+from .errors import client_gone, error_response
 from .service import Gateway
 
 TOPICS = rest.BASE + "/topics"
@@ -41,7 +41,8 @@ Handler = Callable[[Request, Gateway, TopicId], Awaitable[Response]]
 
 def endpoint(action: str | None) -> Callable[[Handler], Callable[[Request], Awaitable[Response]]]:
     """Authenticate (401), check the names (400) and ``action`` on the path's topic (403; None: any
-    action), then run the handler; a TmsError from any step becomes its response."""
+    action), then run the handler; a TmsError from any step becomes its response, a client that went
+    away while its body was read is :func:`~.errors.client_gone`."""
 
     def wrap(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         @functools.wraps(handler)
@@ -54,6 +55,8 @@ def endpoint(action: str | None) -> Callable[[Handler], Callable[[Request], Awai
                 return await handler(request, gateway, topic)
             except TmsError as error:
                 return error_response(request, error)
+            except ClientDisconnect:
+                return client_gone(request)
 
         return run
 

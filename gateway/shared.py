@@ -32,6 +32,7 @@ from tms_hbase.shared import SharedConsumer
 from .auth import CONSUME
 from .bodies import query_number, read_body
 from .consuming import SUBSCRIPTION, _name, _owner, long_poll
+from .errors import client_gone
 from .routes import endpoint
 from .service import Gateway
 
@@ -79,8 +80,7 @@ async def deliveries(request: Request, gateway: Gateway, topic: TopicId) -> Resp
     finally:
         cache.park(key, consumer)
     if got is None:
-        request.state.error = "ClientDisconnected"
-        return Response(status_code=499)
+        return client_gone(request)
     data = await gateway.run(rest_shared.encode_deliveries, got, media)
     gateway.metrics.counted("consume", len(got))
     return Response(data, 200, media_type=media, headers={rest.CONSUMER_HEADER: secret})
