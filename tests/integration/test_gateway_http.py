@@ -7,7 +7,8 @@ another and pipelined (answered in order); ``Expect: 100-continue`` is answered 
 chunked bodies are published like any other; a client that stalls in the middle of its body holds up no
 other caller (not even the one library call this gateway makes at a time), publishes nothing and is
 logged as a client gone; an idle
-connection is closed after ``keep_alive`` seconds.
+connection is closed after ``keep_alive`` seconds; a long-poll whose client disconnects ends at once and
+leaves its consumer session where it was.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from tms_hbase import MessagingClient, TopicId
 
 from ..gateway_server import GatewayProcess, running_gateway
 from ..waiting import wait_for
+from .test_gateway_consumer_limits import gauge
+from .test_gateway_subscriptions import CONSUMER, sub_url
 
 KEEP_ALIVE = 1.0
 CONFIG = f"workers = 1\nthreads = 1\nkeep_alive = {KEEP_ALIVE}\n"
@@ -195,3 +198,29 @@ def test_an_idle_connection_is_closed_after_keep_alive(conn: socket.socket, topi
     idle_since = time.monotonic()
     assert stream.read(1) == b""  # the server closes it; the read ends then
     assert time.monotonic() - idle_since >= KEEP_ALIVE * 0.5  # kept open while idle, not closed at once
+
+
+def test_a_long_poll_whose_client_disconnects_leaves_its_session_where_it_was(
+    gateway: GatewayProcess, http: httpx.Client, topic: TopicId, direct: MessagingClient
+) -> None:
+    """The long-poll ends at once (its slot freed, logged 499) and delivers nothing: the session's next call
+    with the header it had gets what came after, nothing skipped, nothing repeated."""
+    assert http.put(sub_url(topic, "svc")).status_code == 200
+    direct.publish(topic, [b"a", b"b"])
+    first = http.get(sub_url(topic, "svc", "messages"), params={"max": 10})
+    assert [base64.b64decode(m["payload"]) for m in first.json()] == [b"a", b"b"]
+    session = first.headers[CONSUMER]
+    path = sub_url(topic, "svc", "messages") + "?wait=30"
+    with socket.create_connection(("127.0.0.1", gateway.port), timeout=30) as sock:
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: gw\r\n{CONSUMER}: {session}\r\n\r\n".encode())
+        wait_for(lambda: gauge(http, "tms_gateway_long_polls") == 1, "the long-poll to wait")
+    wait_for(lambda: gauge(http, "tms_gateway_long_polls") == 0, "the gone client's long-poll to end", 15)
+    line = wait_for(
+        lambda: next((ln for ln in gateway.log().splitlines() if f'"GET {path}"' in ln), None),
+        "the long-poll's access line",
+    )
+    assert " 499 " in line and "error=ClientDisconnected" in line, line
+    direct.publish(topic, [b"c"])
+    after = http.get(sub_url(topic, "svc", "messages"), params={"max": 10}, headers={CONSUMER: session})
+    assert after.status_code == 200, after.text
+    assert [base64.b64decode(m["payload"]) for m in after.json()] == [b"c"]
