@@ -21,6 +21,7 @@ from tms_hbase.model.wire import (
     HANDLE_MAGIC,
     SCHEMAS,
     decode,
+    decode_consume_response,
     encode,
     encode_consume_response,
     encode_publish_request,
@@ -207,6 +208,92 @@ def test_the_hand_written_consume_response_is_the_cdap_schemas_avro(publish_time
     data = encode_consume_response(messages, publish_time)
     assert data == encode(schema, records)
     assert decode(schema, data) == records
+    expected = messages if publish_time else [(i, p, 0) for i, p, _ in messages]
+    assert decode_consume_response(data, publish_time, _triple) == expected
+
+
+def _triple(message_id: bytes, payload: bytes, time: int) -> tuple[bytes, bytes, int]:
+    return message_id, payload, time
+
+
+def _long(value: int) -> bytes:
+    """An Avro long: a zigzag varint."""
+    value = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    return bytes(out + bytes([value]))
+
+
+def _record(message_id: bytes, payload: bytes, time: int | None) -> bytes:
+    timed = b"" if time is None else _long(time)
+    return _long(len(message_id)) + message_id + _long(len(payload)) + payload + timed
+
+
+@pytest.mark.parametrize("publish_time", [False, True])
+def test_the_consume_response_decoder_reads_arrays_in_blocks_as_any_avro_writer_may_send(publish_time: bool) -> None:
+    """Avro lets a writer split an array into blocks, a negative count followed by the block's byte size:
+    the hand-written decoder gives what fastavro gives for them, with ids, payloads and times exact."""
+    messages = [(b"id-%d" % i, "héllo ✓ %d".encode() * (i % 3), 1_700_000_000_000 + i // 2) for i in range(5)]
+    records = [_record(i, p, t if publish_time else None) for i, p, t in messages]
+    first = b"".join(records[:2])
+    data = _long(-2) + _long(len(first)) + first + _long(3) + b"".join(records[2:]) + b"\x00"
+    schema = "TimedConsumeResponse" if publish_time else "ConsumeResponse"
+    got = decode_consume_response(data, publish_time, _triple)
+    assert got == [(i, p, t if publish_time else 0) for i, p, t in messages]
+    assert [(r["id"], r["payload"], r.get("publishTime", 0)) for r in decode(schema, data)] == got
+
+
+@pytest.mark.parametrize("publish_time", [False, True])
+def test_the_consume_response_decoder_refuses_every_truncation_and_trailing_bytes(publish_time: bool) -> None:
+    messages = [(bytes(20), b"x" * 300, 2**40), (b"\x01" * 20, b"", -5), (b"", b"y" * 70_000, 2**63 - 1)]
+    data = encode_consume_response(messages, publish_time)
+    for cut in [*range(400), *range(400, len(data), 97), len(data) - 70_001, len(data) - 1]:
+        with pytest.raises(InvalidArgument, match=r"corrupt .*ConsumeResponse: the data ends inside a value"):
+            decode_consume_response(data[:cut], publish_time, _triple)
+    with pytest.raises(InvalidArgument, match="1 trailing bytes"):
+        decode_consume_response(data + b"\x00", publish_time, _triple)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        _long(1) + _long(-1) + b"\x00",  # an id of negative length
+        _long(1) + _long(1) + b"i" + _long(-3) + b"\x00",  # a payload of negative length
+        _long(1) + b"\xff" * 11 + b"\x00",  # a length of more than ten bytes
+        _long(2**62) + _record(b"i", b"p", 1),  # a count far past the data
+        b"\xff\xff",
+    ],
+)
+def test_the_consume_response_decoder_refuses_corrupt_data_with_invalid_argument(data: bytes) -> None:
+    for publish_time in (False, True):
+        with pytest.raises(InvalidArgument, match="corrupt"):
+            decode_consume_response(data, publish_time, _triple)
+
+
+def test_the_consume_response_decoder_agrees_with_fastavro_on_corrupted_pages() -> None:
+    """Pages with one byte changed: whatever fastavro decodes, the decoder decodes the same; whatever
+    fastavro refuses, it refuses with InvalidArgument (never another exception)."""
+    import random
+
+    rng = random.Random(7)
+    messages = [
+        (rng.randbytes(12), rng.randbytes(rng.choice((0, 5, 200))), 1_700_000_000_000 + i // 3) for i in range(9)
+    ]
+    for publish_time in (False, True):
+        schema = "TimedConsumeResponse" if publish_time else "ConsumeResponse"
+        data = encode_consume_response(messages, publish_time)
+        for _ in range(1500):
+            spot = rng.randrange(len(data))
+            changed = data[:spot] + bytes([rng.randrange(256)]) + data[spot + 1 :]
+            try:
+                expected = [(r["id"], r["payload"], r.get("publishTime", 0)) for r in decode(schema, changed)]
+            except InvalidArgument:
+                with pytest.raises(InvalidArgument):
+                    decode_consume_response(changed, publish_time, _triple)
+            else:
+                assert decode_consume_response(changed, publish_time, _triple) == expected
 
 
 def test_the_hand_written_publish_request_takes_bytes_like_and_refuses_the_rest() -> None:

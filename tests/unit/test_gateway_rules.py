@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+
 import pytest
 
 from tms_hbase.errors import InvalidArgument, NotAuthenticated, NotAuthorized
@@ -96,6 +99,45 @@ def test_codecs_round_trip(media: str) -> None:
     assert rest.decode_messages(timed, media, publish_time=True) == messages
     plain = rest.decode_messages(rest.encode_messages(messages, media, publish_time=False), media, publish_time=False)
     assert [(m.id, m.payload) for m in plain] == [(b"\x02" * 20, b"payload")]
+
+
+@pytest.mark.parametrize("media", [rest.AVRO, rest.JSON])
+@pytest.mark.parametrize("count", [0, 1, 3, 1000])
+def test_pages_round_trip_every_field_exactly(media: str, count: int) -> None:
+    """Ids, payloads (empty, binary, non-ASCII text, 100 KiB) and publish times (batches sharing one, the
+    extremes of a long) come back exact in both encodings; the JSON page is what json.dumps writes."""
+    payloads = [b"", bytes(range(256)), "é ✓ 𝄞".encode(), b"\x00" * 100 * 1024]
+    times = [1_700_000_000_000, 0, -(2**63), 2**63 - 1]  # runs of 100 messages share one
+    messages = [Message(i.to_bytes(20, "big"), payloads[i % 4], times[(i // 100) % 4]) for i in range(count)]
+    body = rest.encode_messages(messages, media, publish_time=True)
+    assert rest.decode_messages(body, media, publish_time=True) == messages
+    if media == rest.JSON:
+        fields = [
+            {"id": rest._b64(m.id), "payload": rest._b64(m.payload), "publishTime": m.publish_time} for m in messages
+        ]
+        assert body == rest._dumps(fields)
+
+
+@pytest.mark.parametrize("media", [rest.AVRO, rest.JSON])
+def test_a_truncated_or_corrupt_page_is_refused(media: str) -> None:
+    body = rest.encode_messages([Message(b"\x02" * 20, b"p" * 300, 5)] * 3, media, publish_time=True)
+    for bad in (body[:-1], body[: len(body) // 2], body + b"\x00", b"\xff" + body[1:]):
+        with pytest.raises(InvalidArgument):
+            rest.decode_messages(bad, media, publish_time=True)
+
+
+@pytest.mark.parametrize(
+    "text", ["", "QQ==", "QUI=", "QUJD", "QQ", "QQ=", "Q===", "=QUJD", "QU=JD", "QUJD\n", "QU JD", "QUJD-_", "é"]
+)
+def test_base64_fields_are_strict(text: str) -> None:
+    """Only the standard alphabet with its padding decodes, as ``base64.b64decode(validate=True)`` has it."""
+    try:
+        expected = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        with pytest.raises(InvalidArgument, match="is not base64"):
+            rest._unb64(text, "payload")
+    else:
+        assert rest._unb64(text, "payload") == expected
 
 
 def test_media_types_and_the_status_table() -> None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import functools
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from tms_hbase.errors import InvalidArgument
 
@@ -99,6 +99,7 @@ SCHEMAS: dict[str, Any] = {
     "Deadlines": {"type": "array", "items": "long"},
 }
 HANDLE_MAGIC = b"TMRB"
+T = TypeVar("T")
 
 
 @functools.cache
@@ -199,6 +200,91 @@ def encode_consume_response(messages: Sequence[tuple[bytes, bytes, int]], publis
             parts.append(last_time_bytes)
     parts.append(b"\x00")  # the end of the array
     return b"".join(parts)
+
+
+class _Truncated(Exception):
+    """The data ends inside a value (internal to the decoders below)."""
+
+
+def decode_consume_response(data: bytes, publish_time: bool, make: Callable[[bytes, bytes, int], T]) -> list[T]:
+    """Inverse of :func:`encode_consume_response` (``publish_time``: a TimedConsumeResponse): ``make(id, payload,
+    publish time)`` of each message (time 0 without ``publish_time``), for any Avro binary of the schema,
+    about twice as fast as :func:`decode` with its dict per record: a gateway client decodes every page it
+    gets with it. The messages of a batch share their id length, payload length and publish time, so a
+    header whose bytes are those of the one before is not decoded again. Bytes that do not decode
+    completely are InvalidArgument."""
+    out: list[T] = []
+    append = out.append
+    id_head, id_size = b"\xff", 0  # the last length header of an id (b"\xff" is no header: no match), its value
+    body_head, body_size = b"\xff", 0  # the same for payloads
+    time_head, time = b"" if not publish_time else b"\xff", 0  # and the publish time (none: b"", always a match)
+    startswith = data.startswith
+    pos = 0
+    try:
+        while True:
+            count, pos = _read_long(data, pos)
+            if count == 0:
+                break
+            if count < 0:
+                count = -count
+                _, pos = _read_long(data, pos)  # the block's size in bytes
+            for _ in range(count):
+                if startswith(id_head, pos):
+                    pos += len(id_head)
+                else:
+                    id_head, id_size, pos = _read_size(data, pos)
+                end = pos + id_size
+                message_id = data[pos:end]
+                if startswith(body_head, end):
+                    pos = end + len(body_head)
+                else:
+                    body_head, body_size, pos = _read_size(data, end)
+                end = pos + body_size
+                payload = data[pos:end]
+                if startswith(time_head, end):
+                    pos = end + len(time_head)
+                else:
+                    start = end
+                    time, pos = _read_long(data, start)
+                    time_head = data[start:pos]
+                append(make(message_id, payload, time))
+    except _Truncated:
+        pos = -1
+    if pos != len(data):
+        schema = "TimedConsumeResponse" if publish_time else "ConsumeResponse"
+        what = "the data ends inside a value" if pos < 0 or pos > len(data) else f"{len(data) - pos} trailing bytes"
+        raise InvalidArgument(f"corrupt {schema}: {what}")
+    return out
+
+
+def _read_size(data: bytes, pos: int) -> tuple[bytes, int, int]:
+    """The length header of a ``bytes`` value at ``pos``: (its bytes, the length, the position after it)."""
+    size, end = _read_long(data, pos)
+    if size < 0:
+        raise InvalidArgument(f"corrupt Avro data: a bytes value of length {size}")
+    return data[pos:end], size, end
+
+
+def _read_long(data: bytes, pos: int) -> tuple[int, int]:
+    """The Avro long (a zigzag varint) at ``pos`` and the position after it; _Truncated if the data ends
+    first, InvalidArgument if it runs past the ten bytes of a 64-bit value."""
+    try:
+        byte = data[pos]
+        if byte < 0x80:
+            return (byte >> 1) ^ -(byte & 1), pos + 1
+        value, shift = byte & 0x7F, 7
+        while True:
+            pos += 1
+            byte = data[pos]
+            value |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                break
+            shift += 7
+            if shift > 63:
+                raise InvalidArgument("corrupt Avro data: a long of more than ten bytes")
+    except IndexError:
+        raise _Truncated from None
+    return (value >> 1) ^ -(value & 1), pos + 1
 
 
 def _varint(value: int) -> bytes:
