@@ -34,6 +34,7 @@ BATCH = 100
 PAYLOAD_SIZE = 1024
 WRITERS = 4
 THREADS = 4  # per process, in the 16-writer row
+SEQ4_GOAL = 1.3  # four sequencer writer processes against one chain writer
 
 _open: dict[tuple[str, str], tuple[object, object, list[bytes]]] = {}  # per worker process
 
@@ -192,8 +193,9 @@ def run(settings: Settings) -> Result:
     )
     seq_raw = ratio(m["seq4"], m["raw4"])
     result.goal(f"{WRITERS} sequencer writers ≥ 0.9× {WRITERS} raw", f"{seq_raw:.2f}×", seq_raw >= 0.9)
+    seq4_chain1 = ratio(m["seq4"], m["tms1"])
     result.goal(
-        f"{WRITERS} sequencer writers ≥ one chain writer", f"{ratio(m['seq4'], m['tms1']):.2f}×", m["seq4"] >= m["tms1"]
+        f"{WRITERS} sequencer writers ≥ {SEQ4_GOAL}× one chain writer", f"{seq4_chain1:.2f}×", seq4_chain1 >= SEQ4_GOAL
     )
     result.goal("16 sequencer writers ≥ 4", f"{ratio(m['seq16'], m['seq4']):.2f}×", m["seq16"] >= m["seq4"])
     # A/B within each round (the two trials ran seconds apart, so load drifts cancel): the median ratio
@@ -210,5 +212,6 @@ def run(settings: Settings) -> Result:
         "scale_sequencer": seq_scale,
         "scale_raw": raw_scale,
         "seq1_over_tms1_paired": paired,
+        "seq4_over_tms1": seq4_chain1,
     }
     return result
