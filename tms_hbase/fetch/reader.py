@@ -19,7 +19,7 @@ Skip markers hold no messages and are never returned. A time seek for T is exact
 offsetsForTimes: the first row in order holding messages dated >= T, found from the lower bound T − D
 (D = 1.5 W + the clock-skew bound: publish time is non-decreasing only up to D there) with a filter that
 HBase applies, and, while a hole below that row could still receive a batch, by reading up to it. Below the
-generation's frontier every offset holds a row: a seek finds its row there with a narrow binary search and
+generation's frontier every offset holds a row: a seek finds its row there with a narrow search and
 one filtered scan, and a read that began at the frontier moves it up.
 """
 
@@ -70,9 +70,10 @@ from tms_hbase.storage.hbase import KEYS_ONLY, Table
 from tms_hbase.tx.transaction import Transaction
 
 CHUNK_ROWS = 64
-CHAIN_SCAN_ROWS = 16  # a chain seek's binary search stops this close and lets HBase filter the rest
+CHAIN_SCAN_ROWS = 16  # a chain seek's search stops this close and lets HBase filter the rest
 NEAR_FRACTION = 8  # a sequencer seek's search stops once its two rows are dated within D / this (see below)
 FINAL_FRACTION = 64  # ... or within D / this below the frontier, where rows are final and often in order
+GUESS_MISSES = 2  # a search stops guessing from the dates and halves once this many guesses failed to halve
 PAYLOAD_CHUNK = 1000
 _FLAGS = (F_TX, F_POINTER, F_EXPIRY, F_COUNTS, F_SKIP, F_SPAN)  # every flag a row may carry, one bit each
 # An HBase filter that keeps the rows whose cell carries a transaction write pointer: the cell starts
@@ -174,6 +175,42 @@ class _Start:
     inclusive: bool
 
 
+class _Pivots:
+    """Where a time seek's search probes next: the offset where the dates read so far put the target,
+    moved a little past it, so that the search closes in from both sides (an interpolation search: rows are
+    written at a rate that changes slowly, so a topic of a million messages takes a few probes, not log2 of
+    its rows); the middle once the dates misled it :data:`GUESS_MISSES` times (a guess that failed to halve
+    the offsets left), so a search never takes more than those probes beyond a binary search's."""
+
+    def __init__(self) -> None:
+        self.misses = 0
+        self.left = 0  # the offsets left before the last probe
+
+    def next(
+        self,
+        start: int,
+        stop: int,
+        low: tuple[int, int] | None,
+        high: tuple[int, int] | None,
+        time_ms: int,
+        lean: int = 0,
+    ) -> int:
+        """An offset in [``start``, ``stop``] to probe for ``time_ms``, given a row ``low`` below and ``high``
+        above, each (offset, date), if both are known and dated apart: where their dates put ``time_ms``, moved
+        by ``lean`` offsets (the caller aims a little past the target, on the side it wants the probe to land,
+        by ``lean`` or by the time it asks for)."""
+        self.left = stop - start
+        if low is None or high is None or high[1] <= low[1] or self.misses >= GUESS_MISSES:
+            return (start + stop) // 2
+        guess = low[0] + (high[0] - low[0]) * (time_ms - low[1]) // (high[1] - low[1]) + lean
+        return min(max(guess, start), stop)
+
+    def narrowed(self, start: int, stop: int) -> None:
+        """The probe left [``start``, ``stop``]: a guess that did not halve the offsets is a miss."""
+        if stop - start > self.left // 2:
+            self.misses += 1
+
+
 class MessageReader:
     """Fetches messages in order from the ``messages`` and ``payloads`` tables; every fetch is a poll
     that ends at the topic's current tail (or, in a sequencer generation, at a hole not yet due to fill).
@@ -270,11 +307,11 @@ class MessageReader:
 
     def seek(self, topic: TopicId, generation: int, time_ms: int, *, exact: bool = True) -> int:
         """The first position, in order, of a row holding messages dated >= ``time_ms`` (the next position
-        past the last row if none). In a chain generation (times non-decreasing) a binary search over
-        positions that steps over swept gaps, O(log n) reads. In a sequencer generation see
+        past the last row if none). In a chain generation (times non-decreasing) a search over positions
+        (:class:`_Pivots`) that steps over swept gaps: a few reads, at most O(log n). In a sequencer generation see
         :meth:`_sequencer_seek`: rows after the answer may be dated up to D earlier (Kafka's
         offsetsForTimes semantics; docs/ordering.md). With ``exact=False`` a sequencer generation answers
-        with the binary search's lower bound only: no row dated >= ``time_ms`` lies before it, rows up to
+        with the search's lower bound only: no row dated >= ``time_ms`` lies before it, rows up to
         D older may lie after it (for estimates, and for reads that skip what is too old anyway)."""
         if self._sequenced(topic, generation):
             if not exact:
@@ -291,15 +328,20 @@ class MessageReader:
         if last[1].publish_time < time_ms:
             return last[0] + 1
         lo, hi, bound = first[0], last[0], last[0]  # time(lo) < t <= time(hi); no row in [bound, hi)
+        below, above = (lo, first[1].publish_time), (hi, last[1].publish_time)
+        pivots, lean = _Pivots(), -CHAIN_SCAN_ROWS // 2  # aim to land on the side not moved last
         while bound - lo > CHAIN_SCAN_ROWS:
-            mid = (lo + bound) // 2
+            mid = pivots.next(lo + 1, bound - 1, below, above, time_ms, lean)
             found = self._first_at_or_after(prefix, mid, bound)
             if found is None:
                 bound = mid  # nothing in [mid, bound)
             elif found[1].publish_time < time_ms:
-                lo = found[0]
+                lo, lean = found[0], CHAIN_SCAN_ROWS // 2
+                below = (lo, found[1].publish_time)
             else:
                 hi = bound = found[0]
+                above, lean = (hi, found[1].publish_time), -CHAIN_SCAN_ROWS // 2
+            pivots.narrowed(lo + 1, bound - 1)
         # the last few rows: one scan of one row that HBase filters (times are non-decreasing, so the
         # first row it keeps is the answer)
         return self._first_dated(prefix, lo + 1, hi, time_ms)
@@ -309,10 +351,11 @@ class MessageReader:
 
         0. unless every row is settled (the last row is a batch older than :func:`sequencer.settled`), the
            generation's frontier (:func:`sequencer.frontier`): below it every offset holds a row, final. If
-           a batch below it is dated >= ``time_ms``, the first such is the answer: a binary search below
+           a batch below it is dated >= ``time_ms``, the first such is the answer: a search below
            the frontier with its own (measured) disorder instead of D, and one filtered scan;
-        1. ``low`` = the offset after the last row dated before ``time_ms`` − D (binary search), at least
-           the frontier: a row before it, written or not yet, is dated before ``time_ms``;
+        1. ``low`` = the offset after the last row dated before ``time_ms`` − D
+           (:meth:`_sequencer_lower_bound`), at least the frontier: a row before it, written or not yet, is
+           dated before ``time_ms``;
         2. the first row from ``low`` on that holds messages dated >= ``time_ms``: one scan of one row
            that HBase filters (:func:`_dated_at_or_after`), so the rows in between never leave it;
         3. a hole below that row (or below the last row, if none matched) may still receive a batch
@@ -389,20 +432,23 @@ class MessageReader:
         offset just after a batch dated before ``time_ms`` (1 if none), so no row before it is dated >=
         ``time_ms`` + D.
 
-        A binary search over offsets. Each probe reads the row at or before the middle offset (one reverse
-        scan of one row): the row holding that offset, since rows follow each other, so every probe halves
-        the rows left whatever their spans. Only a batch's date bounds the rows before it (a skip marker
-        carries an older row's, or 0), so a marker only narrows the search from above. The search ends when
-        no row lies between the two it holds, or when they are dated at most ``near_ms`` apart: the rows
-        between them are then few next to the D of rows an exact seek reads anyway, so a probe would cost
-        more than it saves. The first row is read once the answer is known to lie in the lower half (so a
-        topic written within D of ``time_ms`` takes two probes, not log2 of its rows), or with ``first``
-        before anything else: a read from the start of the TTL mostly ends there. ``top``: the row to search at
-        and below, already read (else the last row is read). Calls: the last row, then one per halving of the
-        rows between, and at most one for the first row."""
+        A search over offsets between the first row and ``top`` (:class:`_Pivots`: where the dates read put
+        ``time_ms``, else the middle). Each probe reads the row at or before its offset (one reverse scan of
+        one row): the row holding that offset, since rows follow each other. Only a batch's date bounds the
+        rows before it (a skip marker carries an older row's, or 0), so a marker only narrows the search from
+        above. The search ends when no row lies between the two it holds, or when they are dated at most
+        ``near_ms`` apart: the rows between them are then few next to the D of rows an exact seek reads
+        anyway, so a probe would cost more than it saves. Each probe aims ``near_ms`` / 2 past ``time_ms``, on
+        the side not moved last, so that two good guesses end it. The first row is read before the probes
+        (with ``first`` before anything else: a read from the start of the TTL mostly ends there), so a topic
+        written within D of ``time_ms`` takes it and the last row only. ``top``: the row to search at and
+        below, already read (else the last row is read). Calls: the first and the last row, then one per
+        probe: a few on rows written at a steady rate, at most :data:`GUESS_MISSES` more than one per halving
+        of the offsets between."""
+        head = None
         if first:
-            head = self._scan(prefix + (1).to_bytes(8, "big"), past_last(prefix), 1)
-            if not head or peek_row(*head[0]).publish_time >= time_ms:
+            head = self._first_row(prefix, 1, past_last(prefix))
+            if head is None or head[1].publish_time >= time_ms:
                 return 1, None
         if top is None:
             last = self.messages.last_row(prefix)
@@ -411,29 +457,29 @@ class MessageReader:
             top = position_of(last[0]), peek_row(last[0], last[1].get(MESSAGE_COLUMN))
         if top[1].publish_time < time_ms and not top[1].skip:
             return top[1].next_position(top[0]), top
-        lo: tuple[int, RowHeader] | None = None  # the last batch known to be dated < time_ms (None: none yet)
-        start, bound = 1, top[0]  # no row in [lo's end, start); ``bound``: a row dated >= time_ms, or a marker
-        bound_time = None if top[1].skip else top[1].publish_time  # the date of the lowest batch at or above it
-        while start < bound and (lo is None or bound_time is None or bound_time - lo[1].publish_time > near_ms):
-            mid = (start + bound - 1) // 2
+        if head is None:
+            head = self._first_row(prefix, 1, prefix + top[0].to_bytes(8, "big"))
+            if head is None or head[1].skip or head[1].publish_time >= time_ms:
+                return 1, top  # no row below ``top``, or the first bounds nothing below ``time_ms``
+        lo = None if head[1].skip else head  # the last batch known to be dated < time_ms (None: none yet)
+        start = 1 if lo is None else lo[1].next_position(lo[0])  # no row in [lo's end, start)
+        bound = top[0]  # a row dated >= time_ms, or a marker
+        above = None if top[1].skip else (top[0], top[1].publish_time)  # the lowest batch at or above it
+        pivots, aim = _Pivots(), -(near_ms // 2)
+        while start < bound and (lo is None or above is None or above[1] - lo[1].publish_time > near_ms):
+            below = None if lo is None else (lo[0], lo[1].publish_time)
+            mid = pivots.next(start, bound - 1, below, above, time_ms + aim)
             found = self._row_at_or_before(prefix, mid, start)
             if found is None:
                 start = mid + 1  # no row in [start, mid]
             elif found[1].publish_time < time_ms and not found[1].skip:
-                lo = found
+                lo, aim = found, near_ms // 2
                 start = max(found[1].next_position(found[0]), mid + 1)
             else:
                 bound = found[0]
-                bound_time = bound_time if found[1].skip else found[1].publish_time
-                if lo is None and not first:  # the lower half holds the answer: try the first row once
-                    first = True  # (a topic written within D of ``time_ms`` ends here, not after log2 probes)
-                    head = self._scan(prefix + start.to_bytes(8, "big"), prefix + bound.to_bytes(8, "big"), 1)
-                    if not head:
-                        break  # no row below ``bound``
-                    position, header = position_of(head[0][0]), peek_row(*head[0])
-                    if header.publish_time >= time_ms or header.skip:
-                        break  # no row before it, and it bounds nothing below ``time_ms``
-                    lo, start = (position, header), max(header.next_position(position), start)
+                if not found[1].skip:
+                    above, aim = (found[0], found[1].publish_time), -(near_ms // 2)
+            pivots.narrowed(start, bound - 1)
         return (1 if lo is None else lo[1].next_position(lo[0])), top
 
     def positions(self, topic: TopicId, start_time: int | None = None, end_time: int | None = None) -> PositionRange:
@@ -517,8 +563,13 @@ class MessageReader:
         data = self.messages.get(key)
         if data:
             return position, peek_row(key, data.get(MESSAGE_COLUMN))
-        stop = past_last(prefix) if bound is None else prefix + bound.to_bytes(8, "big")
-        rows = self._scan(key, stop, 1)
+        return self._first_row(
+            prefix, position, past_last(prefix) if bound is None else prefix + bound.to_bytes(8, "big")
+        )
+
+    def _first_row(self, prefix: bytes, position: int, stop: bytes) -> tuple[int, RowHeader] | None:
+        """The first row at ``position`` or after it, below row key ``stop``: one scan of one row."""
+        rows = self._scan(prefix + position.to_bytes(8, "big"), stop, 1)
         return (position_of(rows[0][0]), peek_row(*rows[0])) if rows else None
 
     def _first_dated(self, prefix: bytes, start: int, last: int, time_ms: int) -> int:
