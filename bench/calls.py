@@ -2,7 +2,8 @@
 
 Every operation of :class:`~tms_hbase.storage.hbase.Table` is one HBase call (a get, a whole scan, a put),
 so counting the operations of an installation's tables counts the calls whatever the machine's load; the
-Thrift requests behind them are counted too (a scan is three: open, fetch, close). Used by the seek
+Thrift requests behind them are counted too (a scan is three: open, fetch, close), and the round trips they took
+(a scan's fetch and close are sent together: two). Used by the seek
 benchmark and by the test that bounds a time seek's calls (tests/integration/test_seek_calls.py).
 """
 
@@ -47,6 +48,7 @@ class CallCounter:
     def __init__(self) -> None:
         self.calls: Counter[str] = Counter()  # "messages.scan": n
         self._requests_at = RpcCounter.count
+        self._round_trips_at = RpcCounter.round_trips
         self._depth = threading.local()
 
     @property
@@ -58,9 +60,15 @@ class CallCounter:
         """Thrift requests this process sent since the last :meth:`reset` (every thread's)."""
         return RpcCounter.count - self._requests_at
 
+    @property
+    def round_trips(self) -> int:
+        """The round trips those requests took (a pipelined window of them is one)."""
+        return RpcCounter.round_trips - self._round_trips_at
+
     def reset(self) -> None:
         self.calls.clear()
         self._requests_at = RpcCounter.count
+        self._round_trips_at = RpcCounter.round_trips
 
     @contextmanager
     def counting(self, installation: Installation, *tables: Table) -> Iterator[CallCounter]:

@@ -11,13 +11,14 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import happybase
 import thriftpy2.thrift
 
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.model.tables import FAMILIES, FAMILY
+from tms_hbase.storage.connection import PIPELINE_WINDOW, CheckedClient
 
 # Raw rows use the same column family settings and column as the messages table (d:m).
 RAW_FAMILY = {FAMILY: FAMILIES["messages"]}
@@ -169,9 +170,12 @@ def new_topic(client: MessagingClient, name: str, properties: dict[str, str] | N
 
 
 class RpcCounter:
-    """Counts every Thrift request this process sends (patches thriftpy2's TClient; benchmarks only)."""
+    """Counts every Thrift request this process sends, and the round trips they took: a request sent alone
+    is one, a pipelined window (``CheckedClient.pipeline``) of them one (patches thriftpy2's TClient and the
+    pipeline; benchmarks only)."""
 
     count = 0
+    round_trips = 0
     _installed = False
 
     @classmethod
@@ -179,12 +183,20 @@ class RpcCounter:
         if cls._installed:
             return
         original = thriftpy2.thrift.TClient._req
+        pipeline = CheckedClient.pipeline
 
         def counting(self: thriftpy2.thrift.TClient, _api: str, *args: object, **kwargs: object) -> object:
             cls.count += 1
+            cls.round_trips += 1
             return original(self, _api, *args, **kwargs)
 
-        thriftpy2.thrift.TClient._req = counting
+        def counting_pipeline(self: CheckedClient, calls: Sequence[tuple[str, dict[str, Any]]]) -> list[Any]:
+            cls.count += len(calls)
+            cls.round_trips += -(-len(calls) // PIPELINE_WINDOW)
+            return pipeline(self, calls)
+
+        thriftpy2.thrift.TClient._req = counting  # type: ignore[method-assign]
+        CheckedClient.pipeline = counting_pipeline  # type: ignore[method-assign]
         cls._installed = True
 
 

@@ -22,8 +22,9 @@ seek workload (bench/peers). Its first seek reads the rows below its answer from
 frontier once; the later ones answer from the frontier.
 
 Counted per seek, deterministically (bench/calls.py wraps the storage port's tables): the HBase calls (one per
-operation of the port: a get, or a whole scan) and the Thrift requests actually sent (a scan is open + fetch +
-close), and which operations they were. Reference: one raw happybase get of one of these rows.
+operation of the port: a get, or a whole scan), the Thrift requests actually sent (a scan is open + fetch +
+close) and the round trips they took (a scan's fetch and close are sent together: two), and which operations
+they were. Reference: one raw happybase get of one of these rows.
 """
 
 from __future__ import annotations
@@ -102,6 +103,7 @@ def run(settings: Settings) -> Result:
             "max",
             "Thrift requests (median)",
             "max",
+            "round trips (median)",
             "ms (median)",
             "ms p90",
             "raw get ms (median)",
@@ -172,6 +174,7 @@ def _seeks(settings: Settings, client: MessagingClient, conn, topic: TopicId, ph
         raw_get_ms.append((time.perf_counter() - t0) * 1000)
     calls: list[int] = []
     rpcs: list[int] = []
+    trips: list[int] = []
     times: list[float] = []
     worst: dict[str, int] = {}
     counter = CallCounter()
@@ -188,6 +191,7 @@ def _seeks(settings: Settings, client: MessagingClient, conn, topic: TopicId, ph
                 worst = dict(counter.calls)
             calls.append(counter.total)
             rpcs.append(counter.requests)
+            trips.append(counter.round_trips)
             times.append(elapsed)
             r_calls.append(calls[-1])
             r_ms.append(elapsed)
@@ -198,11 +202,19 @@ def _seeks(settings: Settings, client: MessagingClient, conn, topic: TopicId, ph
         max(calls),
         median(rpcs),
         max(rpcs),
+        median(trips),
         median(times),
         sorted(times)[int(0.9 * (len(times) - 1))],
         median(raw_get_ms),
     ]
-    return row, {"calls": calls, "rpcs": rpcs, "ms": times, "raw_get_ms": raw_get_ms, "worst": worst}
+    return row, {
+        "calls": calls,
+        "rpcs": rpcs,
+        "round_trips": trips,
+        "ms": times,
+        "raw_get_ms": raw_get_ms,
+        "worst": worst,
+    }
 
 
 def _check(found: list[Message], t: int, row_time: Callable[[int], int], before: Callable[[int], int | None]) -> None:

@@ -121,27 +121,26 @@ class DeadlineSocket(TSocket):
 class CheckedClient(TClient):
     """A Thrift client that reports an answer it cannot decode as :class:`NotThrift` (:func:`decoding_failure`)."""
 
-    def pipeline(self, api: str, calls: Sequence[dict[str, Any]]) -> list[Any]:
-        """Make many calls of ``api`` (each its arguments by name) without waiting for each answer: up to
+    def pipeline(self, calls: Sequence[tuple[str, dict[str, Any]]]) -> list[Any]:
+        """Make many calls, each (api, its arguments by name), without waiting for each answer: up to
         :data:`PIPELINE_WINDOW` requests are written at once, then their answers read in order (the Thrift1
         server serves one connection's requests one after another). One write and one round trip per
         window instead of per call: the client's CPU of a call is mostly its own write, read and wait.
 
         An exception HBase declares (``IOError``...) stands in the list in its call's place: the answers
         after it are read all the same, so the connection stays in step. A failure of the link raises."""
-        args_class = getattr(self._service, api + "_args")
         answers: list[Any] = []
         for first in range(0, len(calls), PIPELINE_WINDOW):
             window = calls[first : first + PIPELINE_WINDOW]
-            for kwargs in window:
+            for api, kwargs in window:
                 self._oprot.write_message_begin(api, TMessageType.CALL, self._seqid)
-                args = args_class()
+                args = getattr(self._service, api + "_args")()
                 for name, value in kwargs.items():
                     setattr(args, name, value)
                 args.write(self._oprot)
                 self._oprot.write_message_end()
             self._oprot.trans.flush()
-            for _ in window:
+            for api, _ in window:
                 try:
                     answers.append(self._recv(api))
                 except _HBASE_ANSWERS as exc:

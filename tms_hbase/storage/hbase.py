@@ -21,7 +21,7 @@ from typing import Any
 from tms_hbase.errors import HBaseError
 from tms_hbase.model.retry import Retry
 from tms_hbase.model.tables import CORE, FAMILIES, FAMILY, TableNames
-from tms_hbase.storage.connection import Connection, HBaseConnection, mutation, scan_spec
+from tms_hbase.storage.connection import CheckedClient, Connection, HBaseConnection, mutation, scan_spec
 from tms_hbase.storage.hbase_thrift import BatchMutation, ColumnDescriptor, Mutation, TScan
 
 log = logging.getLogger(__name__)
@@ -156,12 +156,16 @@ class Table:
             client = conn.client
             rows: list[Row] = []
             scanner = client.scannerOpenWithScan(self._name, spec, {})
+            if limit is not None and limit <= MAX_BATCH:  # one fetch of the rows, and the close sent with it
+                results = _fetch_and_close(client, scanner, limit)
+                return [(r.row, {name: cell(c) for name, c in r.columns.items()}) for r in results]
             try:
                 while limit is None or len(rows) < limit:
-                    results = client.scannerGetList(scanner, batch if limit is None else min(batch, limit - len(rows)))
-                    if not results:
-                        break
+                    wanted = batch if limit is None else min(batch, limit - len(rows))
+                    results = client.scannerGetList(scanner, wanted)
                     rows += [(r.row, {name: cell(c) for name, c in r.columns.items()}) for r in results]
+                    if len(results) < wanted:  # (a scanner answers fewer rows than asked only at its end)
+                        break
             finally:
                 client.scannerClose(scanner)
             return rows
@@ -186,19 +190,16 @@ class Table:
         def scan(conn) -> tuple[list[bytes], list[bytes | None]]:
             client = conn.client
             scanner = client.scannerOpenWithScan(self._name, scan_spec(start, stop, batch), {})
-            try:
-                with gc_paused():
-                    results = client.scannerGetList(scanner, batch)
-                    keys = list(map(_ROW, results))
-                    cells = list(map(value_of, map(_COLUMNS, results)))
-                    del results  # (freed here, before the collector runs again)
-                    try:
-                        values = list(map(_VALUE, cells))
-                    except AttributeError:  # a row without the column (None has no value)
-                        values = [None if c is None else c.value for c in cells]
-                    del cells
-            finally:
-                client.scannerClose(scanner)
+            with gc_paused():
+                results = _fetch_and_close(client, scanner, batch)
+                keys = list(map(_ROW, results))
+                cells = list(map(value_of, map(_COLUMNS, results)))
+                del results  # (freed here, before the collector runs again)
+                try:
+                    values = list(map(_VALUE, cells))
+                except AttributeError:  # a row without the column (None has no value)
+                    values = [None if c is None else c.value for c in cells]
+                del cells
             return keys, values
 
         return self.hbase.run(f"scan {self.name}", scan)
@@ -287,7 +288,7 @@ class Table:
         ]
 
         def swap_all(conn: Connection) -> list[bool]:
-            answers = conn.client.pipeline("checkAndPut", calls)
+            answers = conn.client.pipeline([("checkAndPut", call) for call in calls])
             refused = next((a for a in answers if isinstance(a, Exception)), None)
             if refused is not None:
                 raise refused
@@ -417,6 +418,19 @@ def _after(prefix: bytes) -> bytes | None:
     """The first key after every key that starts with ``prefix`` (None: there is none, all bytes are 0xff)."""
     stripped = prefix.rstrip(b"\xff")
     return stripped[:-1] + bytes([stripped[-1] + 1]) if stripped else None
+
+
+def _fetch_and_close(client: CheckedClient, scanner: int, rows: int) -> list[Any]:
+    """Up to ``rows`` rows of an open scanner, the scanner closed: both requests written at once and answered
+    in one round trip (:meth:`~tms_hbase.storage.connection.CheckedClient.pipeline`) instead of one each.
+    Raises what HBase refused, once both answers are read (the scanner is closed either way)."""
+    results, closed = client.pipeline(
+        [("scannerGetList", {"id": scanner, "nbRows": rows}), ("scannerClose", {"id": scanner})]
+    )
+    for answer in (results, closed):
+        if isinstance(answer, Exception):
+            raise answer
+    return results
 
 
 def _deletion(column: bytes) -> Mutation:
