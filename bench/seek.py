@@ -10,8 +10,8 @@ Then ``fetch(topic, start_time_ms=t, limit=1)`` for random t between the first a
 Each seek is checked: the message returned is at or after t and the batch
 row before it is before t.
 
-Both orderings are measured side by side, each on its own topic of the same size: the chain (a binary
-search) and the sequencer (docs/ordering.md, "Time seek": a binary search for t − D, one scan that HBase
+Both orderings are measured side by side, each on its own topic of the same size: the chain (a search
+by the rows' dates) and the sequencer (docs/ordering.md, "Time seek": a search for t − D, one scan that HBase
 filters, and, while the row found is younger than the settle time, a read of the rows from t − D up to
 it). The sequencer's seeks run twice: right after the setup (a seek whose row is younger than the
 settle time reads up to D of rows) and once the last row is older than that (the common case of a

@@ -266,7 +266,7 @@ def seek(run: Run) -> Workload:
         w.add(case, "ms per seek (p90, all rounds)", name, percentile(ms, 90))
     w.notes.append(
         f"{SEEKS} seeks a round at random times between the first and last publish; each result is checked to "
-        "be at or after t. tms-hbase `fetch(start_time_ms=t, limit=1)` (binary search over batch rows); Kafka "
+        "be at or after t. tms-hbase `fetch(start_time_ms=t, limit=1)` (a search by the rows' dates); Kafka "
         "`offsets_for_times` then one message from that offset; JetStream a pull consumer with "
         "`DeliverPolicy.BY_START_TIME` and `opt_start_time=t`, one message, consumer deleted; Redis "
         "`XRANGE key <t>-0 + COUNT 1`. The topic is the consume workload's (batches of 100)."

@@ -24,6 +24,7 @@ from bench.calls import CallCounter
 from tms_hbase import MessageId, MessagingClient, TopicId
 from tms_hbase.aio import AsyncMessagingClient
 from tms_hbase.model.rows import MESSAGE_COLUMN, SEQUENCE_COLUMN, BatchRow, counter_key, message_key
+from tms_hbase.publish import sequencer
 
 ROWS = 600
 CACHE = 1  # tail-cache seconds: D = 1.5 s
@@ -164,3 +165,36 @@ def test_a_reader_in_a_new_process_seeks_to_the_same_messages(
     )
     found = [[tuple(pair) for pair in answer] for answer in json.loads(done.stdout)]
     assert found == [_expected(rows[ordering], t) for t in targets]
+
+
+@pytest.mark.parametrize("ordering", ["chain", "sequencer"])
+def test_a_reader_that_knew_the_first_row_seeks_exactly_after_the_sweeper_deleted_it(
+    client: MessagingClient, ordering: str
+) -> None:
+    """A reader keeps the first batch it read of a generation; once the sweeper deleted a prefix of the rows
+    (that batch among them), its seeks still find the first message left dated at or after T."""
+    client.admin.set_tail_cache_seconds(CACHE)
+    topic = TopicId("search", f"swept-{ordering}")
+    client.create_topic(topic, {"ordering": ordering, "ttl": "86400"})
+    generation = client.get_topic(topic).generation
+    base = int(time.time() * 1000) - 3_600_000
+    rows, cells = [], []
+    for i in range(100):
+        position, date = (2 * i + 1 if ordering == "sequencer" else i + 1), base + 1000 * i
+        row = BatchRow(date, b"w" * 16, i, (b"a", b"b"), span=2 if ordering == "sequencer" else None)
+        rows.append((position, date))
+        cells.append((message_key(topic, generation, position), {MESSAGE_COLUMN: row.encode()}))
+    client.installation.messages.put_many(cells)
+    if ordering == "sequencer":
+        client.installation.messages.increment(counter_key(topic, generation), SEQUENCE_COLUMN, 200)
+    targets = [base - 1, base, base + 500, base + 30_000, base + 30_500, base + 60_000, base + 200_000]
+
+    def seeks() -> list[list[tuple[int, int]]]:
+        return [_ids(client.fetch(topic, start_time_ms=t, limit=1)) for t in targets]
+
+    assert seeks() == [_expected(rows, t) for t in targets]
+    swept, left = rows[:40], rows[40:]  # the sweeper: the low-water mark first, then the rows below it
+    if ordering == "sequencer":
+        sequencer.raise_low_water(client.installation.messages, topic, generation, left[0][0])
+    client.installation.messages.delete_many([message_key(topic, generation, position) for position, _ in swept])
+    assert seeks() == [_expected(left, t) for t in targets]

@@ -237,6 +237,7 @@ class MessageReader:
         self.hbase_clock = hbase_clock
         self._holes: dict[tuple[TopicId, int, int], _Sighting] = {}  # each hole waited on
         self._holes_lock = threading.Lock()
+        self._firsts: dict[bytes, tuple[int, RowHeader]] = {}  # a batch that was a generation's first row, by prefix
         self.holes_filled = 0  # skip markers this reader put into holes
         self.longest_hole_wait = 0.0  # seconds, first sighting to passing, of the longest hole met
 
@@ -316,10 +317,10 @@ class MessageReader:
         if self._sequenced(topic, generation):
             if not exact:
                 prefix = generation_prefix(topic, generation)
-                return self._sequencer_lower_bound(prefix, time_ms - self.disorder_ms(), first=True)[0]
+                return self._sequencer_lower_bound(prefix, time_ms - self.disorder_ms(), first=True)
             return self._sequencer_seek(topic, generation, time_ms)
         prefix = generation_prefix(topic, generation)
-        first = self._first_at_or_after(prefix, 1, None)
+        first = self._first(prefix)
         if first is None:
             return 1
         if first[1].publish_time >= time_ms:
@@ -374,14 +375,13 @@ class MessageReader:
         closed = sequencer.Frontier()  # below it rows are final: no batch can land there any more
         if last[1].skip or self.hbase_now() <= last[1].publish_time + settle_ms:  # (else every row is settled)
             closed = sequencer.frontier(self.messages, topic, generation)
-        top = self._row_at_or_before(prefix, closed.offset - 1, 1) if closed.newest >= time_ms else None
-        if top is not None:  # a batch below the frontier is dated >= time_ms: the first one is the answer
+        if closed.newest >= time_ms:  # a batch below the frontier is dated >= time_ms: the first one is the answer
             narrow = max(closed.disorder, disorder // FINAL_FRACTION)
-            low, _ = self._sequencer_lower_bound(prefix, time_ms - closed.disorder, near_ms=narrow, top=top)
+            low = self._sequencer_lower_bound(prefix, time_ms - closed.disorder, near_ms=narrow, top=closed)
             answer = self._first_dated(prefix, low, closed.offset, time_ms)
             if answer < closed.offset:
                 return answer  # (else that batch was swept: every batch left below the frontier is dated before)
-        low, _ = self._sequencer_lower_bound(prefix, time_ms - disorder, near_ms=disorder // NEAR_FRACTION, top=last)
+        low = self._sequencer_lower_bound(prefix, time_ms - disorder, near_ms=disorder // NEAR_FRACTION, top=last)
         low = max(low, closed.offset)  # every batch below the frontier is dated before time_ms
         if last[0] < low:
             return low  # no row from ``low`` on: no hole either
@@ -426,45 +426,46 @@ class MessageReader:
         *,
         near_ms: int = 0,
         first: bool = False,
-        top: tuple[int, RowHeader] | None = None,
-    ) -> tuple[int, tuple[int, RowHeader] | None]:
-        """(``low``, the generation's last row, or None if it has none or it was not read): ``low`` is the
-        offset just after a batch dated before ``time_ms`` (1 if none), so no row before it is dated >=
-        ``time_ms`` + D.
+        top: tuple[int, RowHeader] | sequencer.Frontier | None = None,
+    ) -> int:
+        """``low``: the offset just after a batch dated before ``time_ms`` (1 if none), so no row before it is
+        dated >= ``time_ms`` + D.
 
-        A search over offsets between the first row and ``top`` (:class:`_Pivots`: where the dates read put
-        ``time_ms``, else the middle). Each probe reads the row at or before its offset (one reverse scan of
-        one row): the row holding that offset, since rows follow each other. Only a batch's date bounds the
-        rows before it (a skip marker carries an older row's, or 0), so a marker only narrows the search from
-        above. The search ends when no row lies between the two it holds, or when they are dated at most
-        ``near_ms`` apart: the rows between them are then few next to the D of rows an exact seek reads
-        anyway, so a probe would cost more than it saves. Each probe aims ``near_ms`` / 2 past ``time_ms``, on
-        the side not moved last, so that two good guesses end it. The first row is read before the probes
-        (with ``first`` before anything else: a read from the start of the TTL mostly ends there), so a topic
-        written within D of ``time_ms`` takes it and the last row only. ``top``: the row to search at and
-        below, already read (else the last row is read). Calls: the first and the last row, then one per
-        probe: a few on rows written at a steady rate, at most :data:`GUESS_MISSES` more than one per halving
-        of the offsets between."""
-        head = None
-        if first:
-            head = self._first_row(prefix, 1, past_last(prefix))
-            if head is None or head[1].publish_time >= time_ms:
-                return 1, None
+        A search over offsets between the first row (:meth:`_first`) and ``top`` (:class:`_Pivots`: where the
+        dates read put ``time_ms``, else the middle). Each probe reads the row at or before its offset (one
+        reverse scan of one row): the row holding that offset, since rows follow each other. Only a batch's
+        date bounds the rows before it (a skip marker carries an older row's, or 0), so a marker only narrows
+        the search from above. The search ends when no row lies between the two it holds, or when they are
+        dated at most ``near_ms`` apart: the rows between them are then few next to the D of rows an exact
+        seek reads anyway, so a probe would cost more than it saves. Each probe aims ``near_ms`` / 2 past
+        ``time_ms``, on the side not moved last, so that two good guesses end it. With ``first`` the first row
+        is looked at before anything else (a read from the start of the TTL mostly ends there); a topic
+        written within D of ``time_ms`` ends at it. ``top``: the row to search at and below, already read
+        (else the last row is read), or a frontier to search below (its newest date bounds the rows there).
+        Calls: the last row unless given, the first row unless this reader knows it, then one per probe: a
+        few on rows written at a steady rate, at most :data:`GUESS_MISSES` more than one per halving of the
+        offsets between."""
+        head = self._first(prefix) if first else None
+        if first and (head is None or head[1].publish_time >= time_ms):
+            return 1
         if top is None:
             last = self.messages.last_row(prefix)
             if last is None:
-                return 1, None
+                return 1
             top = position_of(last[0]), peek_row(last[0], last[1].get(MESSAGE_COLUMN))
-        if top[1].publish_time < time_ms and not top[1].skip:
-            return top[1].next_position(top[0]), top
-        if head is None:
-            head = self._first_row(prefix, 1, prefix + top[0].to_bytes(8, "big"))
-            if head is None or head[1].skip or head[1].publish_time >= time_ms:
-                return 1, top  # no row below ``top``, or the first bounds nothing below ``time_ms``
+        above: tuple[int, int] | None  # the lowest batch known at or above ``bound`` (offset, date)
+        if isinstance(top, sequencer.Frontier):
+            bound, above = top.offset, (top.offset, top.newest)  # (the search stays below its offset)
+        elif top[1].publish_time < time_ms and not top[1].skip:
+            return top[1].next_position(top[0])
+        else:
+            bound = top[0]  # a row dated >= time_ms, or a marker
+            above = None if top[1].skip else (top[0], top[1].publish_time)
+        head = head or self._first(prefix)
+        if head is None or head[0] >= bound or (head[1].skip and not first) or head[1].publish_time >= time_ms:
+            return 1  # no row below ``bound``, or the first bounds nothing below ``time_ms``
         lo = None if head[1].skip else head  # the last batch known to be dated < time_ms (None: none yet)
         start = 1 if lo is None else lo[1].next_position(lo[0])  # no row in [lo's end, start)
-        bound = top[0]  # a row dated >= time_ms, or a marker
-        above = None if top[1].skip else (top[0], top[1].publish_time)  # the lowest batch at or above it
         pivots, aim = _Pivots(), -(near_ms // 2)
         while start < bound and (lo is None or above is None or above[1] - lo[1].publish_time > near_ms):
             below = None if lo is None else (lo[0], lo[1].publish_time)
@@ -480,7 +481,7 @@ class MessageReader:
                 if not found[1].skip:
                     above, aim = (found[0], found[1].publish_time), -(near_ms // 2)
             pivots.narrowed(start, bound - 1)
-        return (1 if lo is None else lo[1].next_position(lo[0])), top
+        return 1 if lo is None else lo[1].next_position(lo[0])
 
     def positions(self, topic: TopicId, start_time: int | None = None, end_time: int | None = None) -> PositionRange:
         """The positions of the current generation from the first row not expired and published at or
@@ -566,6 +567,20 @@ class MessageReader:
         return self._first_row(
             prefix, position, past_last(prefix) if bound is None else prefix + bound.to_bytes(8, "big")
         )
+
+    def _first(self, prefix: bytes) -> tuple[int, RowHeader] | None:
+        """The generation's first row (None: it has none), or a batch that was its first: this reader keeps the
+        first batch it reads. Rows are written once and the sweeper deletes only a prefix, so a batch that was
+        first still bounds the dates of every row before it and still lies at or before every row dated later
+        (in a sequencer generation, within D: a hole below it that a batch lands in later is dated within D of
+        it too), which is all a seek asks of it. The first time: one get of offset 1, then one scan if it is
+        empty."""
+        known = self._firsts.get(prefix)
+        if known is None:
+            known = self._first_at_or_after(prefix, 1, None)
+            if known is not None and not known[1].skip:
+                self._firsts[prefix] = known
+        return known
 
     def _first_row(self, prefix: bytes, position: int, stop: bytes) -> tuple[int, RowHeader] | None:
         """The first row at ``position`` or after it, below row key ``stop``: one scan of one row."""

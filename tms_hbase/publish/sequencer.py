@@ -12,7 +12,7 @@ handed out by an HBase atomic increment, a batch row is written at its first off
 * :func:`low_water` / :func:`raise_low_water`: below it everything is swept (readers jump over).
 * :func:`frontier` / :func:`raise_frontier`: below it every offset holds a row or is swept, so no batch can
   land there any more; with the newest date and the disorder of the batches below it, a time seek finds
-  its row there with a narrow binary search and one filtered scan, without reading rows.
+  its row there with a narrow search and one filtered scan, without reading rows.
 * :func:`give_back` returns a writer's unused offsets at the tail to the counter (nobody reserved after
   them), so a writer that stops leaves nothing behind; :func:`skipped` counts the offsets skip markers
   hold in a range, from the **skip index** (one cell per marker in the counter row, written by whoever
