@@ -176,39 +176,47 @@ class _Start:
 
 
 class _Pivots:
-    """Where a time seek's search probes next: the offset where the dates read so far put the target,
-    moved a little past it, so that the search closes in from both sides (an interpolation search: rows are
-    written at a rate that changes slowly, so a topic of a million messages takes a few probes, not log2 of
-    its rows); the middle once the dates misled it :data:`GUESS_MISSES` times (a guess that failed to halve
-    the offsets left), so a search never takes more than those probes beyond a binary search's."""
+    """Where a time seek's search probes next: the offset where the dates of the two rows it holds put the
+    target (an interpolation search: rows are written at a rate that changes slowly, so a topic of a million
+    messages takes a few probes, not log2 of its rows), moved past it by a lean (``lean_offsets`` offsets
+    and ``lean_ms`` of dates), below it at first and then on the side that did not move last, so that the
+    search closes in from both sides; while probes keep landing on the same side the lean doubles. Once the
+    dates misled it :data:`GUESS_MISSES` times (a probe after the first that failed to halve the offsets left:
+    the first lands near one end when it lands near the target) it probes the middle, so a search never takes
+    more than those probes and the first beyond a binary search's."""
 
-    def __init__(self) -> None:
+    def __init__(self, lean_offsets: int = 0, lean_ms: int = 0) -> None:
+        self.lean_offsets = lean_offsets
+        self.lean_ms = lean_ms
+        self.side = -1  # where the next probe aims: below the target (-1) or above it (1)
+        self.reach = 1  # times the lean: doubles while probes land on the side they aimed away from
         self.misses = 0
+        self.probes = 0
         self.left = 0  # the offsets left before the last probe
 
     def next(
-        self,
-        start: int,
-        stop: int,
-        low: tuple[int, int] | None,
-        high: tuple[int, int] | None,
-        time_ms: int,
-        lean: int = 0,
+        self, start: int, stop: int, low: tuple[int, int] | None, high: tuple[int, int] | None, time_ms: int
     ) -> int:
         """An offset in [``start``, ``stop``] to probe for ``time_ms``, given a row ``low`` below and ``high``
-        above, each (offset, date), if both are known and dated apart: where their dates put ``time_ms``, moved
-        by ``lean`` offsets (the caller aims a little past the target, on the side it wants the probe to land,
-        by ``lean`` or by the time it asks for)."""
+        above, each (offset, date), if both are known and dated apart."""
         self.left = stop - start
         if low is None or high is None or high[1] <= low[1] or self.misses >= GUESS_MISSES:
             return (start + stop) // 2
-        guess = low[0] + (high[0] - low[0]) * (time_ms - low[1]) // (high[1] - low[1]) + lean
+        lean = self.side * self.reach
+        aim = time_ms + lean * self.lean_ms
+        guess = low[0] + (high[0] - low[0]) * (aim - low[1]) // (high[1] - low[1]) + lean * self.lean_offsets
         return min(max(guess, start), stop)
 
-    def narrowed(self, start: int, stop: int) -> None:
-        """The probe left [``start``, ``stop``]: a guess that did not halve the offsets is a miss."""
-        if stop - start > self.left // 2:
+    def narrowed(self, start: int, stop: int, *, raised_low: bool) -> None:
+        """The probe left [``start``, ``stop``], having raised the low end (else lowered the high end): a probe
+        after the first that did not halve the offsets is a miss; the next one aims past the target on the
+        other side."""
+        self.probes += 1
+        if stop - start > self.left // 2 and self.probes > 1:
             self.misses += 1
+        side = 1 if raised_low else -1
+        self.reach = self.reach * 2 if side == self.side else 1
+        self.side = side
 
 
 class MessageReader:
@@ -330,19 +338,20 @@ class MessageReader:
             return last[0] + 1
         lo, hi, bound = first[0], last[0], last[0]  # time(lo) < t <= time(hi); no row in [bound, hi)
         below, above = (lo, first[1].publish_time), (hi, last[1].publish_time)
-        pivots, lean = _Pivots(), -CHAIN_SCAN_ROWS // 2  # aim to land on the side not moved last
+        pivots = _Pivots(lean_offsets=CHAIN_SCAN_ROWS // 2)
         while bound - lo > CHAIN_SCAN_ROWS:
-            mid = pivots.next(lo + 1, bound - 1, below, above, time_ms, lean)
+            mid = pivots.next(lo + 1, bound - 1, below, above, time_ms)
             found = self._first_at_or_after(prefix, mid, bound)
+            raised = found is not None and found[1].publish_time < time_ms
             if found is None:
                 bound = mid  # nothing in [mid, bound)
-            elif found[1].publish_time < time_ms:
-                lo, lean = found[0], CHAIN_SCAN_ROWS // 2
+            elif raised:
+                lo = found[0]
                 below = (lo, found[1].publish_time)
             else:
                 hi = bound = found[0]
-                above, lean = (hi, found[1].publish_time), -CHAIN_SCAN_ROWS // 2
-            pivots.narrowed(lo + 1, bound - 1)
+                above = (hi, found[1].publish_time)
+            pivots.narrowed(lo + 1, bound - 1, raised_low=raised)
         # the last few rows: one scan of one row that HBase filters (times are non-decreasing, so the
         # first row it keeps is the answer)
         return self._first_dated(prefix, lo + 1, hi, time_ms)
@@ -438,13 +447,14 @@ class MessageReader:
         the search from above. The search ends when no row lies between the two it holds, or when they are
         dated at most ``near_ms`` apart: the rows between them are then few next to the D of rows an exact
         seek reads anyway, so a probe would cost more than it saves. Each probe aims ``near_ms`` / 2 past
-        ``time_ms``, on the side not moved last, so that two good guesses end it. With ``first`` the first row
+        ``time_ms`` (more while probes land on one side), on the side not moved last, so that two good
+        guesses end it. With ``first`` the first row
         is looked at before anything else (a read from the start of the TTL mostly ends there); a topic
         written within D of ``time_ms`` ends at it. ``top``: the row to search at and below, already read
         (else the last row is read), or a frontier to search below (its newest date bounds the rows there).
         Calls: the last row unless given, the first row unless this reader knows it, then one per probe: a
-        few on rows written at a steady rate, at most :data:`GUESS_MISSES` more than one per halving of the
-        offsets between."""
+        few on rows written at a steady rate, at most :data:`GUESS_MISSES` + 1 more than one per halving of
+        the offsets between."""
         head = self._first(prefix) if first else None
         if first and (head is None or head[1].publish_time >= time_ms):
             return 1
@@ -466,21 +476,22 @@ class MessageReader:
             return 1  # no row below ``bound``, or the first bounds nothing below ``time_ms``
         lo = None if head[1].skip else head  # the last batch known to be dated < time_ms (None: none yet)
         start = 1 if lo is None else lo[1].next_position(lo[0])  # no row in [lo's end, start)
-        pivots, aim = _Pivots(), -(near_ms // 2)
+        pivots = _Pivots(lean_ms=near_ms // 2)
         while start < bound and (lo is None or above is None or above[1] - lo[1].publish_time > near_ms):
             below = None if lo is None else (lo[0], lo[1].publish_time)
-            mid = pivots.next(start, bound - 1, below, above, time_ms + aim)
+            mid = pivots.next(start, bound - 1, below, above, time_ms)
             found = self._row_at_or_before(prefix, mid, start)
+            raised = found is None or (found[1].publish_time < time_ms and not found[1].skip)
             if found is None:
                 start = mid + 1  # no row in [start, mid]
-            elif found[1].publish_time < time_ms and not found[1].skip:
-                lo, aim = found, near_ms // 2
+            elif raised:
+                lo = found
                 start = max(found[1].next_position(found[0]), mid + 1)
             else:
                 bound = found[0]
                 if not found[1].skip:
-                    above, aim = (found[0], found[1].publish_time), -(near_ms // 2)
-            pivots.narrowed(start, bound - 1)
+                    above = (found[0], found[1].publish_time)
+            pivots.narrowed(start, bound - 1, raised_low=raised)
         return 1 if lo is None else lo[1].next_position(lo[0])
 
     def positions(self, topic: TopicId, start_time: int | None = None, end_time: int | None = None) -> PositionRange:
