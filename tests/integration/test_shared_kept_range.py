@@ -1,6 +1,6 @@
 """A consumer keeps the range it reads while the counter has ranges left for the others (so consumers do
 not take turns on one range): it gives the range back when it closes, loses it to another consumer once
-its hold runs out (stopped or killed), and then delivers nothing it claimed in it."""
+its short hold runs out (stopped, killed, or no longer called), and then delivers nothing it claimed in it."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 
 from tests.integration.test_shared_crash import T, check_deliveries, events, start, wait_for
 from tms_hbase import MessagingClient
+from tms_hbase.shared import consumer as consumer_module
 
 TOTAL, CLAIM = 20, 5  # one message per publish (one position each): four ranges of five
 
@@ -33,8 +34,9 @@ def drain(consumer: object, seconds: float) -> list:
 
 
 def test_a_kept_range_goes_to_the_others_at_once_when_its_consumer_closes(
-    client: MessagingClient, hbase_address: str
+    client: MessagingClient, hbase_address: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(consumer_module, "KEEP_SECONDS", 60.0)  # kept for a minute unless given back
     fill(client, ack_timeout=60.0)
     with MessagingClient(hbase_address, prefix=client.installation.prefix, create_tables=False) as other:
         a = other.shared_consumer(T, "work")
@@ -49,6 +51,28 @@ def test_a_kept_range_goes_to_the_others_at_once_when_its_consumer_closes(
             rest = drain(b, 5.0)
             assert [d.payload for d in rest] == [b"2", b"3", b"4"]
             assert time.monotonic() - started < 30.0
+    numbers = client.get_subscription(T, "work").shared
+    assert numbers is not None
+    assert (numbers.acknowledged, numbers.in_flight, numbers.redelivered) == (TOTAL, 0, 0)
+
+
+def test_a_range_kept_by_a_consumer_that_went_away_goes_to_the_others_within_its_hold(
+    client: MessagingClient, hbase_address: str
+) -> None:
+    """A consumer that stops calling without closing (a gateway session no longer called, a hung one)
+    holds the rest of its range for KEEP_SECONDS, not for its ack timeout (a minute here)."""
+    fill(client, ack_timeout=60.0)
+    with MessagingClient(hbase_address, prefix=client.installation.prefix, create_tables=False) as other:
+        a = other.shared_consumer(T, "work")
+        first = a.receive(2, 10.0)
+        assert [d.payload for d in first] == [b"0", b"1"]
+        a.ack(*first)  # and A is never called again
+        with client.shared_consumer(T, "work", poll_interval_seconds=0.1) as b:
+            started = time.monotonic()
+            got = sorted(int(d.payload) for d in drain(b, consumer_module.KEEP_SECONDS + 5.0))
+            assert got == list(range(2, TOTAL))
+            assert time.monotonic() - started < 30.0, "the rest of A's range waited for its ack timeout"
+        a.close()
     numbers = client.get_subscription(T, "work").shared
     assert numbers is not None
     assert (numbers.acknowledged, numbers.in_flight, numbers.redelivered) == (TOTAL, 0, 0)

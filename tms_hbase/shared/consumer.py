@@ -2,7 +2,7 @@
 to one of them at a time (a work queue; docs/shared.md).
 
 * **New messages.** A consumer reads one range of positions at a time (:mod:`.state`), taking it by
-  compare-and-set. After a read it keeps the range (its progress written with a fresh deadline) while
+  compare-and-set. After a read it keeps the range (its progress written with a hold of KEEP_SECONDS) while
   the counter has ranges left for the others, so consumers read ranges of their own; once none is left
   it gives the range back with its progress after each read (so a batch row of many messages, which is
   one range's, is shared too). It goes on in the range it kept, or takes the range it read last if
@@ -24,7 +24,7 @@ to one of them at a time (a work queue; docs/shared.md).
   also wakes at the next deadline its last reap saw, and after ``poll_interval_seconds`` regardless (a
   ring is only a hint). A ring or a deadline makes it reap at once; a wake after
   ``poll_interval_seconds`` alone reaps only once ``reap_interval`` passed, and reads the topic's newest
-  row again only once TAIL_SECONDS passed.
+  row again only once TAIL_SECONDS passed in the same ``receive``.
 * **Settling.** ``ack``, ``nack(delay_seconds=)``, ``release`` and ``extend`` are each a compare-and-set on the
   claim as this consumer holds it, refused (:class:`~tms_hbase.errors.NotHeld`, nothing changed) once the
   deadline passed, another consumer holds it, or the subscription was reset or deleted.
@@ -69,7 +69,10 @@ AHEAD_MESSAGES = 256  # messages read at once from a range (the rest serve its n
 AHEAD_SECONDS = 1.0  # how long messages read ahead are used
 _MIN_WAIT = 0.01  # seconds: the shortest idle wait
 RING_GAP = 0.05  # seconds between rings for ranges given back with more to read
-TAIL_SECONDS = 1.0  # an idle look without a ring reads the newest row again only after this long
+# a range kept between reads is held this long (at most the ack timeout): a consumer that went away without
+# close() (killed, hung, or a gateway session no longer called) holds up the rest of its range no longer
+KEEP_SECONDS = 2.0
+TAIL_SECONDS = 1.0  # within a receive, a look after a wait without a ring reads the newest row after this long
 PEERS_SECONDS = 1.0  # how long the other idle consumers' doorbells read once are rung without reading again
 
 
@@ -215,6 +218,7 @@ class SharedConsumer(TransactionalAcks):
             raise TmsError(f"{self!r} is closed")
         end = time.monotonic() + timeout_seconds
         reaped = False
+        self._tail_read = float("-inf")  # a ring while the caller worked was cleared unseen: read it again
         while True:
             if self._bell is not None:
                 self._bell.clear()  # before looking: a ring after the look ends the wait below
@@ -576,13 +580,16 @@ class SharedConsumer(TransactionalAcks):
 
     def _retake(self) -> StoredRange | None:
         """The range this consumer read last: as it kept it (the compare-and-set after the next read
-        tells whether it still holds it) while at least half an ack timeout of its hold is left, else
-        taken again by compare-and-set if nobody took it since."""
+        tells whether it still holds it) while at least half of its hold (KEEP_SECONDS) is left, else
+        taken again by compare-and-set, for an ack timeout, if nobody took it since."""
         r, self._range = self._range, None
         if r is None:
             return None
         now = self._clock()
-        if r.cell.owner == self.owner and r.cell.deadline - now > self.settings.ack_timeout_ms // 2:
+        if (
+            r.cell.owner == self.owner
+            and r.cell.deadline - now > min(self.settings.ack_timeout_ms, KEEP_SECONDS * 1000) / 2
+        ):
             return r
         return self._store.swap_range(
             self._keys, r.k, r.data, replace(r.cell, owner=self.owner, deadline=now + self.settings.ack_timeout_ms)
@@ -663,7 +670,8 @@ class SharedConsumer(TransactionalAcks):
         # go on with it (a batch row of many messages is one range's) and this one takes it again next
         # time if nobody did
         share = finished or self._ranges_run_out()
-        cell = RangeCell(None, 0, progress, finished) if share else RangeCell(self.owner, deadline, progress)
+        lease = self._clock() + min(s.ack_timeout_ms, int(KEEP_SECONDS * 1000))
+        cell = RangeCell(None, 0, progress, finished) if share else RangeCell(self.owner, lease, progress)
         kept = self._store.swap_range(self._keys, r.k, r.data, cell)
         if kept is None:
             # another consumer took the range (this one held it past its deadline), or a reset or deletion
