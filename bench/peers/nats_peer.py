@@ -6,7 +6,14 @@ every message, then all the acks awaited. Every stream is file-backed with one r
 writes each message to its block file before acking (no async flush) and fsyncs every second
 (``sync_interval: 1s``). Reading and tailing use ordered push consumers (no acks, like the other systems'
 readers): reading with a callback, which in nats-py was about 6× faster than pull ``fetch(1000)``; a time
-seek is a pull consumer from ``opt_start_time`` with ``AckPolicy.NONE``."""
+seek is a pull consumer from ``opt_start_time`` with ``AckPolicy.NONE``.
+
+A worker process runs its client's event loop only while a job calls it, so between jobs nobody answers
+the server's PINGs: after two unanswered ones (``ping_interval`` 2 minutes) the server closes the
+connection as stale, and the next job failed with "nats: connection closed" (the queue workload's
+consumers 2–4 sat idle through the other workloads of a full run). A keep-alive thread runs the loop
+briefly whenever it has been idle for ``IDLE_TICK`` seconds, as an application's always-running loop
+would; a timed call never waits for it (it ticks only after that long without a call)."""
 
 from __future__ import annotations
 
@@ -15,6 +22,7 @@ import datetime
 import importlib.metadata
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Coroutine, Iterator, Sequence
 from pathlib import Path
@@ -28,6 +36,8 @@ T = TypeVar("T")
 TIMEOUT = 30.0
 READ_CHUNK = 10_000  # messages handed from the consumer's callback to the reader at a time
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+IDLE_TICK = 20.0  # seconds without a call after which the keep-alive thread runs the loop (server PINGs: 2 min)
+TICK_SECONDS = 0.01  # how long one keep-alive tick runs the loop (reads a PING, writes the PONG)
 
 CONFIG = """\
 listen: "{host}:{port}"
@@ -145,11 +155,32 @@ class Client(system.Client):
         import nats
 
         self.loop = asyncio.new_event_loop()
+        self._using = threading.Lock()  # the loop runs in one thread at a time: a call's or the keep-alive's
+        self._last_call = time.monotonic()
+        self._closing = threading.Event()
         self.nc = self.run(nats.connect(endpoint["url"], allow_reconnect=False, connect_timeout=10))
         self.js = self.nc.jetstream(timeout=TIMEOUT)
+        self._keeper = threading.Thread(target=self._keep_alive, name="nats-keep-alive", daemon=True)
+        self._keeper.start()
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self.loop.run_until_complete(coro)
+        with self._using:
+            try:
+                return self.loop.run_until_complete(coro)
+            finally:
+                self._last_call = time.monotonic()
+
+    def _keep_alive(self) -> None:
+        """Run the loop for TICK_SECONDS whenever no call ran it for IDLE_TICK seconds, so the client
+        answers the server's PINGs (and sends its own) between jobs."""
+        while not self._closing.wait(IDLE_TICK / 4):
+            if time.monotonic() - self._last_call < IDLE_TICK or not self._using.acquire(blocking=False):
+                continue
+            try:
+                if not self._closing.is_set():
+                    self.loop.run_until_complete(asyncio.sleep(TICK_SECONDS))
+            finally:
+                self._using.release()
 
     def create_topic(self, topic: str) -> None:
         from nats.js.api import StorageType, StreamConfig
@@ -251,6 +282,8 @@ class Client(system.Client):
             await sub.unsubscribe()
 
     def close(self) -> None:
+        self._closing.set()
+        self._keeper.join()
         try:
             self.run(self.nc.close())
         finally:

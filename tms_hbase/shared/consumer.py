@@ -2,16 +2,17 @@
 to one of them at a time (a work queue; docs/shared.md).
 
 * **New messages.** A consumer reads one range of positions at a time (:mod:`.state`), taking it by
-  compare-and-set for one read and giving it back with its progress after it (so a batch row of many
-  messages, which is one range's, is shared too). It takes the range it read last if nobody took it
-  since, or a range given back or whose reader's deadline passed, or one the counter handed out that
-  nobody wrote down, else the
-  next range from the counter's atomic increment, but only while that range starts at or below the
-  topic's newest row. It reads the range with the reader's ``fetch`` (which never passes a hole), writes
-  each message's claim cell if absent (holder, deadline, delivery 1), then moves the range cell's
-  progress by compare-and-set, and only then delivers: a consumer that lost its range delivers nothing
-  it claimed meanwhile (those claims run out and are delivered again). A range is read to its end once
-  a message beyond it shows up.
+  compare-and-set. After a read it keeps the range (its progress written with a hold of KEEP_SECONDS) while
+  the counter has ranges left for the others, so consumers read ranges of their own; once none is left
+  it gives the range back with its progress after each read (so a batch row of many messages, which is
+  one range's, is shared too). It goes on in the range it kept, or takes the range it read last if
+  nobody took it since, or a range given back or whose reader's deadline passed, or one the counter
+  handed out that nobody wrote down, else the next range from the counter's atomic increment, but only
+  while that range starts at or below the topic's newest row. It reads the range with the reader's
+  ``fetch`` (which never passes a hole), writes each message's claim cell if absent (holder, deadline,
+  delivery 1), then moves the range cell's progress by compare-and-set, and only then delivers: a
+  consumer that lost its range delivers nothing it claimed meanwhile (it gives those claims back at
+  once). A range is read to its end once a message beyond it shows up.
 * **The reaper.** Every consumer, every ``reap_interval`` and whenever it is idle, scans the claims of
   the ranges not done yet: a claim past its deadline (holder dead, hung, or slow) or released and due
   is delivered again, **before** new messages, by compare-and-set on its exact bytes with the delivery
@@ -19,9 +20,11 @@ to one of them at a time (a work queue; docs/shared.md).
   the floor over ranges read to their end whose messages are all settled, and deletes their rows.
 * **Idle.** A consumer that finds nothing waits on its doorbell (:mod:`~tms_hbase.consume.doorbell`),
   whose address it writes into a cell of the subscription's state: publishers ring it, and so do other
-  consumers that give a message or a range with more to read back; it also wakes at the next deadline
-  its last reap saw, and after ``poll_interval_seconds`` regardless (a ring is only a hint). A ring or a deadline
-  makes it reap at once; a wake after ``poll_interval_seconds`` alone reaps only once ``reap_interval`` passed.
+  consumers that give a message back (or a range with more to read: they ring one idle consumer); it
+  also wakes at the next deadline its last reap saw, and after ``poll_interval_seconds`` regardless (a
+  ring is only a hint). A ring or a deadline makes it reap at once; a wake after
+  ``poll_interval_seconds`` alone reaps only once ``reap_interval`` passed, and reads the topic's newest
+  row again only once TAIL_SECONDS passed in the same ``receive``.
 * **Settling.** ``ack``, ``nack(delay_seconds=)``, ``release`` and ``extend`` are each a compare-and-set on the
   claim as this consumer holds it, refused (:class:`~tms_hbase.errors.NotHeld`, nothing changed) once the
   deadline passed, another consumer holds it, or the subscription was reset or deleted.
@@ -34,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import random
 import socket
 import time
 import uuid
@@ -65,6 +69,10 @@ AHEAD_MESSAGES = 256  # messages read at once from a range (the rest serve its n
 AHEAD_SECONDS = 1.0  # how long messages read ahead are used
 _MIN_WAIT = 0.01  # seconds: the shortest idle wait
 RING_GAP = 0.05  # seconds between rings for ranges given back with more to read
+# a range kept between reads is held this long (at most the ack timeout): a consumer that went away without
+# close() (killed, hung, or a gateway session no longer called) holds up the rest of its range no longer
+KEEP_SECONDS = 2.0
+TAIL_SECONDS = 1.0  # within a receive, a look after a wait without a ring reads the newest row after this long
 PEERS_SECONDS = 1.0  # how long the other idle consumers' doorbells read once are rung without reading again
 
 
@@ -120,10 +128,13 @@ class SharedConsumer(TransactionalAcks):
             checks.seconds("reap_interval", reap_interval)
         self._reap_interval = reap_interval
         self._held: dict[bytes, StoredClaim] = {}  # what this consumer holds, as it last wrote it
-        self._range: StoredRange | None = None  # the range it read last, given back
+        self._range: StoredRange | None = None  # the range it read last, kept or given back
         self._expired: deque[StoredClaim] = deque()  # claims the last reap found deliverable again
         self._next_due: int | None = None  # the earliest later deadline the last reap saw (HBase ms)
         self._tail = 0  # the topic's newest row position, as last read
+        self._handed = 0  # ranges the counter had handed out, as last read
+        self._tail_read = float("-inf")  # when the newest row was last read (monotonic)
+        self._checked = False  # whether the settings were read in this look of receive()
         self._ahead: _Ahead | None = None  # messages read past the last delivered ones of a range
         self._takeable: list[int] = []  # ranges the last reap found nobody reading
         self._next_reap = 0.0
@@ -163,6 +174,11 @@ class SharedConsumer(TransactionalAcks):
                         c, state=ClaimState.FREE, owner=None, deadline=now, deliveries=c.deliveries - 1
                     ),
                 )
+            kept = self._range
+            if kept is not None and kept.cell.owner == self.owner:  # the range it kept: others go on with it
+                free = replace(kept.cell, owner=None, deadline=0)
+                given = self._store.swap_range(self._keys, kept.k, kept.data, free)
+                gave_back = gave_back or given is not None
             if self._bell_expires:
                 self._store.drop_bell(self._keys, self.owner)
         except TmsError as exc:
@@ -202,12 +218,14 @@ class SharedConsumer(TransactionalAcks):
             raise TmsError(f"{self!r} is closed")
         end = time.monotonic() + timeout_seconds
         reaped = False
+        self._tail_read = float("-inf")  # a ring while the caller worked was cleared unseen: read it again
         while True:
             if self._bell is not None:
                 self._bell.clear()  # before looking: a ring after the look ends the wait below
-            self._refresh()
+            self._checked = False
             reaping = time.monotonic() >= self._next_reap
             if reaping:
+                self._check()
                 self._reap()
                 reaped = True
             got = self._redeliver(max_messages)
@@ -226,6 +244,8 @@ class SharedConsumer(TransactionalAcks):
             if self._next_due is not None:
                 wait = min(wait, max(_MIN_WAIT, (self._next_due - self._clock()) / 1000))
             rung = self._await_ring(wait)
+            if rung:
+                self._tail_read = float("-inf")  # a publish rings: read the newest row again
             if rung or (self._next_due is not None and self._next_due <= self._clock()):
                 # something was published or given back, or a deadline the last reap saw has come: reap
                 # now; else at the next reap time (which also covers a ring that got lost)
@@ -246,9 +266,11 @@ class SharedConsumer(TransactionalAcks):
             self._bell_expires = expires
         return self._bell.wait(seconds)
 
-    def _ring_peers(self, *, fresh: bool = True) -> None:
-        """Wake the other idle consumers: something was given back (best-effort, as every ring). Their
-        doorbells are read again unless ``fresh`` is False and they were read within PEERS_SECONDS."""
+    def _ring_peers(self, *, fresh: bool = True, one: bool = False) -> None:
+        """Wake the other idle consumers, or ``one`` of them at random (a range given back is read by one
+        at a time: waking them all has them all look for it at once): something was given back
+        (best-effort, as every ring). Their doorbells are read again unless ``fresh`` is False and they
+        were read within PEERS_SECONDS."""
         ring_local(self._prefix, self.topic)
         now = time.monotonic()
         if fresh or now - self._peers_read >= PEERS_SECONDS:
@@ -260,7 +282,7 @@ class SharedConsumer(TransactionalAcks):
                 found = {}
             found.pop(self.owner, None)
             self._peers = [t for a in found.values() if (t := parse_address(a)) is not None]
-        for target in self._peers:
+        for target in random.sample(self._peers, min(1, len(self._peers))) if one else self._peers:
             family = socket.AF_INET6 if len(target) == 4 else socket.AF_INET
             if family not in self._senders:
                 self._senders[family] = sender = socket.socket(family, socket.SOCK_DGRAM)
@@ -404,6 +426,16 @@ class SharedConsumer(TransactionalAcks):
             raise SubscriptionNotFound(self.topic, self.name)
         return found
 
+    def _check(self) -> None:
+        """:meth:`_refresh` once per look of :meth:`receive`: before a reap or taking a range other than
+        the one this consumer kept, so that it never writes a range cell of a subscription reset or
+        deleted (reading on in the kept one needs no check: a reset or deletion removes its cell, so the
+        compare-and-set after the read fails and refreshes). An idle look that finds nothing to take
+        reads no settings."""
+        if not self._checked:
+            self._refresh()
+            self._checked = True
+
     def _refresh(self, *, settling: bool = False) -> None:
         """Re-read the settings: SubscriptionNotFound once the subscription or its topic is gone; after a
         reset, NotHeld for a settlement (what was held belongs to the old start), else start afresh."""
@@ -415,7 +447,8 @@ class SharedConsumer(TransactionalAcks):
         if settings.incarnation != self.settings.incarnation:
             self._held.clear()
             self._range, self._expired, self._takeable, self._next_reap = None, deque(), [], 0.0
-            self._next_due, self._ahead = None, None
+            self._next_due, self._ahead, self._handed, self._tail = None, None, 0, 0
+            self._tail_read = float("-inf")
         self._settings_data, self.settings = data, settings
         if settling:
             raise NotHeld(f"subscription {self.name!r} of {self.topic} was reset: what was delivered before is void")
@@ -546,11 +579,18 @@ class SharedConsumer(TransactionalAcks):
         self._takeable = [k for k in range(floor, handed + 1) if k not in by_k or by_k[k].cell.takeable(now)][:1000]
 
     def _retake(self) -> StoredRange | None:
-        """The range this consumer read last, if nobody took it since it was given back."""
+        """The range this consumer read last: as it kept it (the compare-and-set after the next read
+        tells whether it still holds it) while at least half of its hold (KEEP_SECONDS) is left, else
+        taken again by compare-and-set, for an ack timeout, if nobody took it since."""
         r, self._range = self._range, None
         if r is None:
             return None
         now = self._clock()
+        if (
+            r.cell.owner == self.owner
+            and r.cell.deadline - now > min(self.settings.ack_timeout_ms, KEEP_SECONDS * 1000) / 2
+        ):
+            return r
         return self._store.swap_range(
             self._keys, r.k, r.data, replace(r.cell, owner=self.owner, deadline=now + self.settings.ack_timeout_ms)
         )
@@ -562,13 +602,20 @@ class SharedConsumer(TransactionalAcks):
         if taken is not None:
             return taken
         keys, s = self._keys, self.settings
-        following = s.first_position(self._store.handed_out(keys) + 1)
+        fresh = time.monotonic() - self._tail_read < TAIL_SECONDS
+        if fresh and s.first_position(self._handed + 1) > self._tail:
+            return None  # nothing new since the last look (the counter only grows; a publish rings)
+        self._handed = self._store.handed_out(keys)
+        following = s.first_position(self._handed + 1)
         if following > self._tail:  # the newest row only moves on: read it when the last reading is passed
-            self._tail = self._reader.tail(self.topic, self.generation)
+            self._tail, self._tail_read = self._reader.tail(self.topic, self.generation), time.monotonic()
             if following > self._tail:
                 return None
+        self._check()
+        if self._keys != keys:  # reset meanwhile: the next look starts afresh
+            return None
         for _ in range(_MAX_ROUNDS):
-            k = self._store.hand_out(keys)
+            k = self._handed = self._store.hand_out(keys)
             taken = self._store.swap_range(keys, k, None, RangeCell(self.owner, self._clock() + s.ack_timeout_ms, None))
             if taken is not None:
                 return taken
@@ -577,6 +624,8 @@ class SharedConsumer(TransactionalAcks):
     def _take_free(self) -> StoredRange | None:
         """A range the last look found nobody reading (given back, its reader's deadline passed, or handed
         out and never written down), taken by compare-and-set; None when none is left."""
+        if self._takeable:
+            self._check()  # (a reset forgets them)
         keys, s = self._keys, self.settings
         while self._takeable:
             k = self._takeable.pop(0)
@@ -616,24 +665,40 @@ class SharedConsumer(TransactionalAcks):
             self._keys, [(m.id, Claim(ClaimState.HELD, self.owner, deadline, 1, m.publish_time)) for m in batch]
         )
         claimed = [(m, won) for m, won in zip(batch, written, strict=True) if won is not None]
-        # given back with its progress, so that another consumer may go on with it (a batch row of many
-        # messages is one range's); this one takes it again next time if nobody did
-        cell = RangeCell(None, 0, progress, finished)
+        # kept with its progress while the counter has ranges left for the others (no two consumers then
+        # take turns on one range, each reading it again); else given back, so that another consumer may
+        # go on with it (a batch row of many messages is one range's) and this one takes it again next
+        # time if nobody did
+        share = finished or self._ranges_run_out()
+        lease = self._clock() + min(s.ack_timeout_ms, int(KEEP_SECONDS * 1000))
+        cell = RangeCell(None, 0, progress, finished) if share else RangeCell(self.owner, lease, progress)
         kept = self._store.swap_range(self._keys, r.k, r.data, cell)
         if kept is None:
-            # another consumer took the range (this one held it past its deadline): deliver nothing, and
-            # give back at once what was claimed here, which the other skipped as someone else's
+            # another consumer took the range (this one held it past its deadline), or a reset or deletion
+            # removed it: deliver nothing, and give back at once what was claimed here, which the other
+            # skipped as someone else's; then read the settings again before taking another range
             self._give_back_undelivered([won for _, won in claimed])
+            self._refresh()
             return [], False
         self._range = None if finished else kept
         if not finished and (rest or ahead.finished):
             self._ahead = replace(ahead, k=r.k, after=progress, messages=rest)
-        if len(batch) >= wanted and not finished and time.monotonic() - self._rang >= RING_GAP:
+        if share and len(batch) >= wanted and not finished and time.monotonic() - self._rang >= RING_GAP:
             self._rang = time.monotonic()
-            self._ring_peers(fresh=False)  # more may be there: an idle consumer can go on with it meanwhile
+            self._ring_peers(fresh=False, one=True)  # more may be there: an idle consumer can go on with it
         for _, won in claimed:
             self._held[won.message_id] = won
         return [Delivery(m.id, m.payload, m.publish_time, 1, won.claim.deadline) for m, won in claimed], finished
+
+    def _ranges_run_out(self) -> bool:
+        """Whether the counter's next range starts past the topic's newest row as last read (then the other
+        consumers find no new range: the ranges in play are shared). The counter is read only while the
+        last reading of it left ranges to hand out (it only grows)."""
+        s = self.settings
+        if s.first_position(self._handed + 1) > self._tail:
+            return True
+        self._handed = self._store.handed_out(self._keys)
+        return s.first_position(self._handed + 1) > self._tail
 
     def _give_back_undelivered(self, claims: list[StoredClaim]) -> None:
         """Make claims written but not delivered deliverable again now (free, this delivery not counted),
