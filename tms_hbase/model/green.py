@@ -75,7 +75,8 @@ def await_(awaitable: Awaitable[T]) -> T:
     return current.parent.switch(awaitable)
 
 
-def _loop() -> asyncio.AbstractEventLoop:
+def event_loop() -> asyncio.AbstractEventLoop:
+    """The event loop of the :func:`run_sync` running this code (RuntimeError outside one)."""
     current = greenlet.getcurrent()
     if not isinstance(current, _Bridged):
         raise RuntimeError("this object belongs to an asyncio client: use it inside its event loop")
@@ -137,7 +138,7 @@ class _GreenSemaphore:
             return True
         if not blocking:
             return False
-        waiter = _loop().create_future()
+        waiter = event_loop().create_future()
         self._waiters.append(waiter)
         try:
             forever = timeout is None or timeout < 0
@@ -248,7 +249,7 @@ class _GreenCondition:
     def wait(self, timeout: float | None = None) -> bool:
         import asyncio
 
-        waiter = _loop().create_future()
+        waiter = event_loop().create_future()
         self._waiters.append(waiter)
         self._lock.release()
         try:
@@ -276,7 +277,7 @@ class _GreenTask:
     """A background loop of protocol code run as a task of the event loop (instead of a thread)."""
 
     def __init__(self, target: Callable[[], None], name: str) -> None:
-        self._task = _loop().create_task(run_sync(target), name=name)
+        self._task = event_loop().create_task(run_sync(target), name=name)
 
     def join(self, timeout: float | None = None) -> None:
         import asyncio
@@ -306,7 +307,7 @@ def wait_readable(sock: socket.socket, timeout: float) -> bool:
         return bool(readable)
     import asyncio
 
-    loop = _loop()
+    loop = event_loop()
     rang: asyncio.Future[None] = loop.create_future()
 
     def ready() -> None:
