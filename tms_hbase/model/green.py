@@ -205,30 +205,45 @@ class _GreenRLock(_GreenLock):
 
 
 class _GreenEvent:
-    def __init__(self) -> None:
-        import asyncio
+    """An event of greenlets on one event loop. A wait is one future of the loop (and a timer when it has a
+    timeout): no task, as ``asyncio.wait_for`` makes for every wait, which a background loop waking every
+    few milliseconds (the sequencer's reservation keeper) would pay each time."""
 
-        self._event = asyncio.Event()
+    def __init__(self) -> None:
+        self._flag = False
+        self._waiters: list[asyncio.Future[bool]] = []
 
     def is_set(self) -> bool:
-        return self._event.is_set()
+        return self._flag
 
     def set(self) -> None:
-        self._event.set()
+        self._flag = True
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            _resolve(waiter, True)
 
     def clear(self) -> None:
-        self._event.clear()
+        self._flag = False
 
     def wait(self, timeout: float | None = None) -> bool:
-        import asyncio
-
-        if self._event.is_set():
+        if self._flag:
             return True
+        loop = event_loop()
+        waiter: asyncio.Future[bool] = loop.create_future()
+        self._waiters.append(waiter)
+        timer = None if timeout is None else loop.call_later(max(0.0, timeout), _resolve, waiter, False)
         try:
-            await_(asyncio.wait_for(self._event.wait(), timeout))
-        except TimeoutError:
-            return False
-        return True
+            return await_(waiter)
+        finally:
+            if timer is not None:
+                timer.cancel()
+            if waiter in self._waiters:  # timed out or cancelled: no longer waiting
+                self._waiters.remove(waiter)
+
+
+def _resolve(waiter: asyncio.Future[bool], value: bool) -> None:
+    if not waiter.done():
+        waiter.set_result(value)
 
 
 class _GreenCondition:
