@@ -75,7 +75,8 @@ def await_(awaitable: Awaitable[T]) -> T:
     return current.parent.switch(awaitable)
 
 
-def _loop() -> asyncio.AbstractEventLoop:
+def event_loop() -> asyncio.AbstractEventLoop:
+    """The event loop of the :func:`run_sync` running this code (RuntimeError outside one)."""
     current = greenlet.getcurrent()
     if not isinstance(current, _Bridged):
         raise RuntimeError("this object belongs to an asyncio client: use it inside its event loop")
@@ -137,7 +138,7 @@ class _GreenSemaphore:
             return True
         if not blocking:
             return False
-        waiter = _loop().create_future()
+        waiter = event_loop().create_future()
         self._waiters.append(waiter)
         try:
             forever = timeout is None or timeout < 0
@@ -204,30 +205,45 @@ class _GreenRLock(_GreenLock):
 
 
 class _GreenEvent:
-    def __init__(self) -> None:
-        import asyncio
+    """An event of greenlets on one event loop. A wait is one future of the loop (and a timer when it has a
+    timeout): no task, as ``asyncio.wait_for`` makes for every wait, which a background loop waking every
+    few milliseconds (the sequencer's reservation keeper) would pay each time."""
 
-        self._event = asyncio.Event()
+    def __init__(self) -> None:
+        self._flag = False
+        self._waiters: list[asyncio.Future[bool]] = []
 
     def is_set(self) -> bool:
-        return self._event.is_set()
+        return self._flag
 
     def set(self) -> None:
-        self._event.set()
+        self._flag = True
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            _resolve(waiter, True)
 
     def clear(self) -> None:
-        self._event.clear()
+        self._flag = False
 
     def wait(self, timeout: float | None = None) -> bool:
-        import asyncio
-
-        if self._event.is_set():
+        if self._flag:
             return True
+        loop = event_loop()
+        waiter: asyncio.Future[bool] = loop.create_future()
+        self._waiters.append(waiter)
+        timer = None if timeout is None else loop.call_later(max(0.0, timeout), _resolve, waiter, False)
         try:
-            await_(asyncio.wait_for(self._event.wait(), timeout))
-        except TimeoutError:
-            return False
-        return True
+            return await_(waiter)
+        finally:
+            if timer is not None:
+                timer.cancel()
+            if waiter in self._waiters:  # timed out or cancelled: no longer waiting
+                self._waiters.remove(waiter)
+
+
+def _resolve(waiter: asyncio.Future[bool], value: bool) -> None:
+    if not waiter.done():
+        waiter.set_result(value)
 
 
 class _GreenCondition:
@@ -248,7 +264,7 @@ class _GreenCondition:
     def wait(self, timeout: float | None = None) -> bool:
         import asyncio
 
-        waiter = _loop().create_future()
+        waiter = event_loop().create_future()
         self._waiters.append(waiter)
         self._lock.release()
         try:
@@ -276,7 +292,7 @@ class _GreenTask:
     """A background loop of protocol code run as a task of the event loop (instead of a thread)."""
 
     def __init__(self, target: Callable[[], None], name: str) -> None:
-        self._task = _loop().create_task(run_sync(target), name=name)
+        self._task = event_loop().create_task(run_sync(target), name=name)
 
     def join(self, timeout: float | None = None) -> None:
         import asyncio
@@ -306,7 +322,7 @@ def wait_readable(sock: socket.socket, timeout: float) -> bool:
         return bool(readable)
     import asyncio
 
-    loop = _loop()
+    loop = event_loop()
     rang: asyncio.Future[None] = loop.create_future()
 
     def ready() -> None:

@@ -17,12 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from typing import Any
+from collections.abc import Callable
+from functools import partial
+from typing import Any, TypeVar
 
 from thriftpy2.transport import TTransportException
 
 from tms_hbase.model import green
 from tms_hbase.storage.connection import Connection, HBaseConnection, check_read_size, time_left
+
+T = TypeVar("T")
 
 
 class _LoopSocket:
@@ -85,14 +89,10 @@ class _LoopSocket:
         try:
             data = sock.recv(sz)
         except (BlockingIOError, InterruptedError):
-            data = green.await_(self._recv(sock, sz))
+            data = self._wait(sock, partial(sock.recv, sz), writing=False)
         if not data:
             raise TTransportException(TTransportException.END_OF_FILE, "TSocket read 0 bytes")
         return data
-
-    async def _recv(self, sock: socket.socket, sz: int) -> bytes:
-        async with asyncio.timeout(time_left(self.deadline)):
-            return await asyncio.get_running_loop().sock_recv(sock, sz)
 
     def write(self, data: bytes) -> None:
         sock = self._open_socket()
@@ -101,12 +101,50 @@ class _LoopSocket:
             sent = sock.send(data)
         except (BlockingIOError, InterruptedError):
             sent = 0
-        if sent < len(data):  # the socket's buffer is full: send the rest as it drains
-            green.await_(self._send(sock, memoryview(data)[sent:]))
+        rest = memoryview(data)[sent:]
+        while rest:  # the socket's buffer is full: send the rest as it drains
+            sent = self._wait(sock, partial(sock.send, rest), writing=True)
+            rest = rest[sent:]
 
-    async def _send(self, sock: socket.socket, rest: memoryview) -> None:
-        async with asyncio.timeout(time_left(self.deadline)):
-            await asyncio.get_running_loop().sock_sendall(sock, rest)
+    def _wait(self, sock: socket.socket, attempt: Callable[[], T], *, writing: bool) -> T:
+        """``attempt()`` (a recv or a send) once ``sock`` is ready for it, by the deadline (TimeoutError).
+
+        One future of the loop, a reader (or writer) callback that makes the system call itself and a timer
+        for the deadline: the greenlet is resumed once, with the bytes, after one loop wake-up; no coroutine,
+        no ``asyncio.timeout`` and no second try before waiting (as ``loop.sock_recv`` makes)."""
+        left = time_left(self.deadline)
+        loop = green.event_loop()
+        done: asyncio.Future[T] = loop.create_future()
+
+        def ready() -> None:
+            if done.done():
+                return
+            try:
+                done.set_result(attempt())
+            except (BlockingIOError, InterruptedError):
+                return  # woken for nothing: wait on
+            except OSError as exc:  # (the caller gets it as the blocking socket would raise it)
+                done.set_exception(exc)
+
+        def expired() -> None:
+            if not done.done():
+                done.set_exception(TimeoutError("timed out"))
+
+        fd = sock.fileno()
+        if writing:
+            loop.add_writer(fd, ready)
+        else:
+            loop.add_reader(fd, ready)
+        timer = None if left is None else loop.call_later(left, expired)
+        try:
+            return green.await_(done)
+        finally:
+            if writing:
+                loop.remove_writer(fd)
+            else:
+                loop.remove_reader(fd)
+            if timer is not None:
+                timer.cancel()
 
     def flush(self) -> None:
         """Nothing to do: :meth:`write` sends."""
