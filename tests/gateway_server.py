@@ -9,8 +9,10 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+import pytest
 
 from tms_hbase import MessagingClient
 from tms_hbase.config import PREFIX_ENV, THRIFT_ENV
@@ -88,3 +90,17 @@ def running_gateway(thrift: str, prefix: str, folder: Path, config: str) -> Iter
         process.stop()  # a failed test leaves no gateway behind
         raise
     assert process.stop() == 0, process.log()
+
+
+def module_gateway(config: str) -> Callable[..., Iterator[GatewayProcess]]:
+    """The module-scoped ``gateway`` fixture of a test module: one gateway with ``config`` on the module's
+    installation for all of its tests (``gateway = module_gateway(CONFIG)`` in the module)."""
+
+    @pytest.fixture(scope="module")
+    def gateway(
+        hbase_address: str, module_prefix: str, tmp_path_factory: pytest.TempPathFactory
+    ) -> Iterator[GatewayProcess]:
+        with running_gateway(hbase_address, module_prefix, tmp_path_factory.mktemp("gateway"), config) as process:
+            yield process
+
+    return gateway

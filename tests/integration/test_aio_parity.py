@@ -43,7 +43,7 @@ from tms_hbase.gateway_client.aio import AsyncGatewayClient
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.tx import Transaction, write_pointer_now
 
-from ..gateway_server import GatewayProcess, running_gateway
+from ..gateway_server import GatewayProcess, module_gateway
 from ..tcp_proxy import TcpProxy
 from .test_client_parity import BAD_INPUT, CHECKED_BY_THE_CLIENT
 
@@ -70,12 +70,7 @@ KINDS: dict[str, Callable[[Installation], AsyncMessagingService]] = {
 Scenario = Callable[[AsyncMessagingService], Coroutine[Any, Any, None]]
 
 
-@pytest.fixture(scope="module")
-def gateway(
-    hbase_address: str, module_prefix: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[GatewayProcess]:
-    with running_gateway(hbase_address, module_prefix, tmp_path_factory.mktemp("gateway"), "workers = 1\n") as process:
-        yield process
+gateway = module_gateway("workers = 1\n")
 
 
 @pytest.fixture(scope="module")

@@ -31,17 +31,12 @@ from tms_hbase.gateway_client.http import GatewayClient
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.tx import Transaction, write_pointer_now
 
-from ..gateway_server import GatewayProcess, running_gateway
+from ..gateway_server import GatewayProcess, module_gateway
 
 CLIENTS = ["direct", "gateway"]
 
 
-@pytest.fixture(scope="module")
-def gateway(
-    hbase_address: str, module_prefix: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[GatewayProcess]:
-    with running_gateway(hbase_address, module_prefix, tmp_path_factory.mktemp("gateway"), "workers = 1\n") as process:
-        yield process
+gateway = module_gateway("workers = 1\n")
 
 
 @pytest.fixture(scope="module")

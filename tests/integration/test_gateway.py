@@ -12,7 +12,7 @@ import re
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from tms_hbase.gateway_client.http import GatewayClient
 from tms_hbase.model.published import PublishResult
 from tms_hbase.tx import Transaction, TransactionCodec, write_pointer_now
 
-from ..gateway_server import GatewayProcess, running_gateway
+from ..gateway_server import GatewayProcess, module_gateway
 
 ROOT = Path(__file__).resolve().parents[2]
 AVRO, JSON = "avro/binary", "application/json"
@@ -68,13 +68,7 @@ CDAP_MESSAGES = fastavro.parse_schema(
 )
 
 
-@pytest.fixture(scope="module")
-def gateway(
-    hbase_address: str, module_prefix: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[GatewayProcess]:
-    config = f"workers = 2\nmax_batch_bytes = {LIMIT}\nmax_poll_messages = {POLL_CAP}\n"
-    with running_gateway(hbase_address, module_prefix, tmp_path_factory.mktemp("gateway"), config) as process:
-        yield process
+gateway = module_gateway(f"workers = 2\nmax_batch_bytes = {LIMIT}\nmax_poll_messages = {POLL_CAP}\n")
 
 
 @pytest.fixture

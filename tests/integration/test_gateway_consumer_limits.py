@@ -10,7 +10,6 @@ import re
 import socket
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -18,7 +17,7 @@ import pytest
 
 from tms_hbase import MessagingClient, TopicId
 
-from ..gateway_server import GatewayProcess, running_gateway
+from ..gateway_server import GatewayProcess, module_gateway, running_gateway
 from ..waiting import wait_for
 from .test_gateway_subscriptions import CONSUMER, LEASE, sub_url
 
@@ -26,12 +25,7 @@ MAX_POLL_BYTES = 2500
 CONFIG = f"workers = 1\nthreads = 2\nlong_polls = 1\nconsumer_lease = {LEASE}\nmax_poll_bytes = {MAX_POLL_BYTES}\n"
 
 
-@pytest.fixture(scope="module")
-def gateway(
-    hbase_address: str, module_prefix: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[GatewayProcess]:
-    with running_gateway(hbase_address, module_prefix, tmp_path_factory.mktemp("gateway"), CONFIG) as process:
-        yield process
+gateway = module_gateway(CONFIG)
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ import pytest
 
 from tms_hbase import MessagingClient, TopicId
 
-from ..gateway_server import GatewayProcess, running_gateway
+from ..gateway_server import GatewayProcess, module_gateway
 from ..waiting import wait_for
 from .test_gateway_consumer_limits import gauge
 from .test_gateway_subscriptions import CONSUMER, sub_url
@@ -35,12 +35,7 @@ KEEP_ALIVE = 1.0
 CONFIG = f"workers = 1\nthreads = 1\nkeep_alive = {KEEP_ALIVE}\n"
 
 
-@pytest.fixture(scope="module")
-def gateway(
-    hbase_address: str, module_prefix: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[GatewayProcess]:
-    with running_gateway(hbase_address, module_prefix, tmp_path_factory.mktemp("gateway"), CONFIG) as process:
-        yield process
+gateway = module_gateway(CONFIG)
 
 
 @pytest.fixture

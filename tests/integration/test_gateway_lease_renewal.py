@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -16,7 +15,7 @@ import pytest
 
 from tms_hbase import MessagingClient, TopicId
 
-from ..gateway_server import GatewayProcess, running_gateway
+from ..gateway_server import module_gateway, running_gateway
 from .test_gateway import assert_error
 from .test_gateway_subscriptions import CONSUMER, sub_url
 
@@ -24,13 +23,7 @@ LONG_LEASE = 30.0  # this module's gateway: a page call must not renew the lease
 SHORT_LEASE = 6.0  # the keep-alive test's own gateway
 
 
-@pytest.fixture(scope="module")
-def gateway(
-    hbase_address: str, module_prefix: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[GatewayProcess]:
-    config = f"workers = 1\nthreads = 2\nconsumer_lease = {LONG_LEASE}\n"
-    with running_gateway(hbase_address, module_prefix, tmp_path_factory.mktemp("gateway"), config) as process:
-        yield process
+gateway = module_gateway(f"workers = 1\nthreads = 2\nconsumer_lease = {LONG_LEASE}\n")
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ import re
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import fastavro
@@ -24,7 +23,7 @@ from tms_hbase.errors import InvalidArgument, SubscriptionNotFound
 from tms_hbase.gateway_client.http import GatewayClient
 from tms_hbase.model.message_id import MessageId
 
-from ..gateway_server import TMS_GATEWAY, GatewayProcess, running_gateway
+from ..gateway_server import TMS_GATEWAY, GatewayProcess, module_gateway, running_gateway
 from .test_gateway import AVRO, JSON, assert_error, topic_url
 
 CONSUMER = "tms-consumer"
@@ -53,13 +52,7 @@ SETTLE = {
 DEADLINES = {"type": "array", "items": "long"}
 
 
-@pytest.fixture(scope="module")
-def gateway(
-    hbase_address: str, module_prefix: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[GatewayProcess]:
-    config = "workers = 2\nthreads = 2\nmax_poll_messages = 50\n"
-    with running_gateway(hbase_address, module_prefix, tmp_path_factory.mktemp("gateway"), config) as process:
-        yield process
+gateway = module_gateway("workers = 2\nthreads = 2\nmax_poll_messages = 50\n")
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from tms_hbase import MessagingClient, TopicId
 from tms_hbase.errors import TmsError
 from tms_hbase.gateway_client.http import GatewayClient
 
-from ..gateway_server import GatewayProcess, gateway_env, running_gateway
+from ..gateway_server import GatewayProcess, gateway_env, module_gateway, running_gateway
 from ..waiting import wait_for
 from .test_gateway import AVRO, JSON, Wire, assert_error, topic_url
 
@@ -28,13 +28,7 @@ LEASE = 2.0  # consumer_lease of this module's gateway
 CONSUMER = "tms-consumer"
 
 
-@pytest.fixture(scope="module")
-def gateway(
-    hbase_address: str, module_prefix: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[GatewayProcess]:
-    config = f"workers = 2\nthreads = 2\nconsumer_lease = {LEASE}\nmax_poll_messages = 50\n"
-    with running_gateway(hbase_address, module_prefix, tmp_path_factory.mktemp("gateway"), config) as process:
-        yield process
+gateway = module_gateway(f"workers = 2\nthreads = 2\nconsumer_lease = {LEASE}\nmax_poll_messages = 50\n")
 
 
 @pytest.fixture
