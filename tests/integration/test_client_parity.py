@@ -238,6 +238,9 @@ def test_shared_subscription(service: MessagingService, ns: str) -> None:
 
 # -- bad input: the same error from both --------------------------------------------------------------
 
+# A time in seconds where ms were meant; one value for every client, so that their error texts compare.
+SECONDS_NOW = int(time.time())
+
 BAD_INPUT: dict[str, Callable[[MessagingService, TopicId], object]] = {
     "bad topic name": lambda s, t: s.create_topic("no colon"),
     "bad namespace": lambda s, t: s.list_topics("bad ns"),
@@ -248,7 +251,7 @@ BAD_INPUT: dict[str, Callable[[MessagingService, TopicId], object]] = {
     "ttl_seconds over the topic's": lambda s, t: s.publish(t, [b"x"], ttl_seconds=10**9),
     "fetch limit 0": lambda s, t: s.fetch(t, limit=0),
     "fetch id and time": lambda s, t: s.fetch(t, start_message=b"\0" * 20, start_time_ms=5),
-    "fetch seconds for ms": lambda s, t: s.fetch(t, start_time_ms=int(time.time())),
+    "fetch seconds for ms": lambda s, t: s.fetch(t, start_time_ms=SECONDS_NOW),
     "fetch corrupt id": lambda s, t: s.fetch(t, start_message=b"bad"),
     "fetch bytes for a transaction": lambda s, t: s.fetch(t, transaction=b"tx"),  # type: ignore[arg-type]
     "rollback garbage": lambda s, t: s.rollback(t, b"garbage"),
