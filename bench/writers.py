@@ -18,9 +18,11 @@ they serve meanwhile: other clients of a shared HBase).
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 
+from tms_hbase.config import thrift_address
 from tms_hbase.launcher import LocalHBase
 
 from .common import (
@@ -142,9 +144,15 @@ def _trial(
 def local_jvms(address: str) -> dict[str, int]:
     """The local launcher's JVMs (``$TMS_HBASE_HOME``) by role, if they serve ``address``; else none."""
     status = LocalHBase(progress=lambda _message: None).status()
-    if not status.running or status.thrift_address != address:
+    if not status.running or not status.thrift_address or _endpoint(status.thrift_address) != _endpoint(address):
         return {}
     return {"region server": status.pids["master"], "Thrift gateway": status.pids["thrift"]}
+
+
+def _endpoint(address: str) -> tuple[str, int]:
+    """``host:port`` as (IPv4 address, port), so that ``localhost:9090`` and ``127.0.0.1:9090`` are one."""
+    host, port = thrift_address(address)
+    return socket.gethostbyname(host), port
 
 
 TRIALS = [  # (row, ordering or "raw", processes, threads per process)
