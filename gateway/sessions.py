@@ -17,9 +17,9 @@ as before. Bounded: the least recently parked are dropped first, and one idle lo
 dropped on the next park.
 
 **Read-ahead.** A page call that delivered messages hands its consumer to :meth:`Sessions.read_ahead`
-instead of parking it: a library call reads the session's next batch into the consumer's buffer (at most
-one batch, and only when the page emptied the buffer) while the client reads this page, and parks the
-consumer when it is done. The session's next call waits for that (:meth:`Sessions.settle`) before it takes
+instead of parking it: once the page is sent, a library call fills the consumer's buffer up to one batch
+(the messages that page asked for) while the client reads the page, and parks the consumer when it is
+done. The session's next call waits for that (:meth:`Sessions.settle`) before it takes
 the consumer up; a call of the same session that comes meanwhile some other way (two at once) finds nothing
 parked and opens the consumer from HBase, as a call served by another worker does. Reading ahead delivers
 nothing: a read-ahead message goes out only in a later page of the same session at the same last delivered
