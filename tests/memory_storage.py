@@ -218,7 +218,9 @@ class MemoryTable:
         self._lost(lose)
         return won
 
-    def compare_and_set_many(self, swaps: Sequence[tuple[bytes, bytes, bytes | None, bytes]]) -> list[bool]:
+    def compare_and_set_many(
+        self, swaps: Sequence[tuple[bytes, bytes, bytes | None, bytes]], *, ways: int = 1
+    ) -> list[bool]:
         return [self.compare_and_set(*swap) for swap in swaps]
 
     def increment(self, key: bytes, column: bytes, amount: int = 1) -> int:

@@ -270,11 +270,7 @@ class MessagingClient(MessagingService):
                 if "_make_doorbells" in parts:
                     self._doorbells.close()
             finally:
-                try:
-                    if "_make_shared_store" in parts:
-                        self._shared_store.close()
-                finally:
-                    self.installation.hbase.close()
+                self.installation.hbase.close()
 
     @property
     def max_batch_bytes(self) -> int:

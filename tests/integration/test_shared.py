@@ -165,14 +165,11 @@ def test_claims_written_at_once_say_which_were_there_already(client: MessagingCl
     keys = Keys(b"sub", b"incarnt")
     ids = [bytes(MessageId(1, 10 + i, 0)) for i in range(count)]
     there = set(ids[1::3])
-    try:
-        for message_id in there:
-            assert store.swap_claim(keys, message_id, None, Claim(ClaimState.HELD, "other", 5, 1, 0))
-        mine = Claim(ClaimState.HELD, "me", 7, 1, 0)
-        written = store.create_claims(keys, [(message_id, mine) for message_id in ids])
-        assert [w is None for w in written] == [message_id in there for message_id in ids]
-        assert [w.message_id for w in written if w is not None] == [m for m in ids if m not in there]
-        stored = {c.message_id: c.claim.owner for c in store.claims(keys, bytes(MessageId(1, 0, 0)))}
-        assert stored == {m: "other" if m in there else "me" for m in ids}
-    finally:
-        store.close()
+    for message_id in there:
+        assert store.swap_claim(keys, message_id, None, Claim(ClaimState.HELD, "other", 5, 1, 0))
+    mine = Claim(ClaimState.HELD, "me", 7, 1, 0)
+    written = store.create_claims(keys, [(message_id, mine) for message_id in ids])
+    assert [w is None for w in written] == [message_id in there for message_id in ids]
+    assert [w.message_id for w in written if w is not None] == [m for m in ids if m not in there]
+    stored = {c.message_id: c.claim.owner for c in store.claims(keys, bytes(MessageId(1, 0, 0)))}
+    assert stored == {m: "other" if m in there else "me" for m in ids}

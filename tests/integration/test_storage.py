@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 from tms_hbase import MessagingClient
-from tms_hbase.errors import HBaseError
-from tms_hbase.storage.connection import CheckedClient, HBaseConnection
+from tms_hbase.errors import HBaseError, HBaseUnavailable
+from tms_hbase.storage.connection import CheckedClient, Connection, HBaseConnection
 from tms_hbase.storage.hbase import Table
 
 from ..storage_contract import CHECKS
@@ -44,6 +45,60 @@ def test_a_refused_pipeline_leaves_its_connection_in_step(client: MessagingClien
         assert not metadata.compare_and_set(b"step", b"d:x", b"stale", b"two")
         assert metadata.compare_and_set_many([(b"step", b"d:x", b"one", b"three")]) == [True]
         assert metadata.get_cell(b"step", b"d:x") == b"three"
+    finally:
+        pool.close()
+
+
+def test_compare_and_set_over_several_connections(
+    client: MessagingClient, hbase_address: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """compare_and_set_many over four connections at once: the answers come back in the swaps' order
+    across the connections' parts; a refusal of HBase is raised once and leaves all four in step for the
+    next calls; fewer free connections than asked for is no error (the parts share those there are)."""
+    client.admin.init_tables()
+    host, port = hbase_address.rsplit(":", 1)
+    pool = HBaseConnection(host, int(port), pool_size=4)
+    opened: list[Connection] = []
+    real_open = Connection.open
+
+    def counted(conn: Connection) -> None:
+        opened.append(conn)
+        real_open(conn)
+
+    monkeypatch.setattr(Connection, "open", counted)
+    try:
+        missing = Table(pool, f"{client.installation.prefix}_missing")
+        metadata = Table(pool, client.installation.metadata.name)
+        there = {3, 40, 41, 77, 149}  # in the first, second, third and last of four parts
+        for i in there:
+            assert metadata.put_if_absent(b"w%03d" % i, b"d:x", b"there")
+        won = metadata.compare_and_set_many([(b"w%03d" % i, b"d:x", None, b"v%d" % i) for i in range(150)], ways=4)
+        assert won == [i not in there for i in range(150)]
+        assert len(opened) == 4
+        with pytest.raises(HBaseError, match=r"compare-and-set of 70 cells.*refused"):
+            missing.compare_and_set_many([(b"k%d" % i, b"d:x", None, b"v") for i in range(70)], ways=4)
+        swaps = [(b"w%03d" % i, b"d:x", b"v%d" % i if i not in there else b"stale", b"new") for i in range(40)]
+        assert metadata.compare_and_set_many(swaps, ways=4) == [i not in there for i in range(40)]
+        assert len(opened) == 4  # the refusal left every connection usable
+        inner = [(b"w%03d" % i, b"d:x", b"new" if i not in there else b"stale", b"last") for i in range(40)]
+        held, won = pool.run_over(
+            "hold two", 2, lambda conns: (len(conns), metadata.compare_and_set_many(inner, ways=4))
+        )
+        assert held == 2 and won == [i not in there for i in range(40)]  # on the two left free
+        assert len(opened) == 4
+    finally:
+        pool.close()
+
+
+def test_compare_and_set_over_several_connections_to_no_server() -> None:
+    """With nothing listening, a compare-and-set over several connections fails as HBaseUnavailable."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    pool = HBaseConnection("127.0.0.1", port, timeout=5)
+    try:
+        with pytest.raises(HBaseUnavailable, match=r"compare-and-set of 40 cells.*cannot reach"):
+            Table(pool, "nowhere").compare_and_set_many([(b"k%d" % i, b"d:x", None, b"v") for i in range(40)], ways=4)
     finally:
         pool.close()
 

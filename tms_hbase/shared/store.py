@@ -7,15 +7,10 @@ create-if-absent); a lost answer is settled by reading the cell back, as the sub
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from functools import partial
-from typing import TypeVar
 
 from tms_hbase.errors import HBaseUnavailable
-from tms_hbase.model import green
 from tms_hbase.shared.state import (
     ACKED_COLUMN,
     BELL_COLUMN,
@@ -44,7 +39,6 @@ UNSETTLED = 'ValueFilter(=, \'regexstring:"s":"[hf]"\')'
 _ACKED = b'"s":"%s"' % ClaimState.ACKED.value.encode()  # in an acknowledged claim cell (Claim.encode)
 CLAIM_WAYS = 4  # connections a read's claims are written over at once (a client's pool has 8 by default)
 CLAIMS_PER_WAY = 8  # claims a connection gets at least, before another is used
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -73,8 +67,6 @@ class SharedStore:
 
     def __init__(self, table: Table) -> None:
         self.table = table
-        self._threads: ThreadPoolExecutor | None = None
-        self._lock = threading.Lock()
 
     # -- settings -------------------------------------------------------------------------------
 
@@ -161,53 +153,21 @@ class SharedStore:
     def create_claims(self, keys: Keys, claims: Sequence[tuple[bytes, Claim]]) -> list[StoredClaim | None]:
         """Write each claim cell if absent (a compare-and-set of a row of its own each): the stored claims,
         None where a claim was there already. They are pipelined (one round trip for many), over up to
-        :data:`CLAIM_WAYS` connections at once: HBase serves one connection's requests one after another,
-        each waiting for its log write, so one pipeline of 32 takes about as long as 32 calls in a row.
-        If a link fails, each claim sent on it is settled by reading it back (as :meth:`_swap` settles
-        one); any other error is raised once every part has ended."""
+        :data:`CLAIM_WAYS` connections at once, all written from this thread before any answer is read:
+        HBase serves one connection's requests one after another, each waiting for its log write, so one
+        pipeline of 32 takes about as long as 32 calls in a row. If a link fails, each claim is settled
+        by reading it back (as :meth:`_swap` settles one)."""
         encoded = [(message_id, claim, claim.encode()) for message_id, claim in claims]
-        if not encoded:
-            return []
+        swaps = [(keys.claim(message_id), CLAIM_COLUMN, None, data) for message_id, _, data in encoded]
         ways = max(1, min(CLAIM_WAYS, len(encoded) // CLAIMS_PER_WAY))
-        size = -(-len(encoded) // ways)
-        parts = [encoded[first : first + size] for first in range(0, len(encoded), size)]
-        return [stored for part in self._at_once([partial(self._create, keys, p) for p in parts]) for stored in part]
-
-    def _create(self, keys: Keys, part: list[tuple[bytes, Claim, bytes]]) -> list[StoredClaim | None]:
-        """One pipeline of :meth:`create_claims`."""
-        swaps = [(keys.claim(message_id), CLAIM_COLUMN, None, data) for message_id, _, data in part]
         try:
-            won = self.table.compare_and_set_many(swaps)
+            won = self.table.compare_and_set_many(swaps, ways=ways)
         except HBaseUnavailable:
             won = [self._settle_lost(key, column, old, new) for key, column, old, new in swaps]
         return [
             StoredClaim(message_id, data, claim) if w else None
-            for (message_id, claim, data), w in zip(part, won, strict=True)
+            for (message_id, claim, data), w in zip(encoded, won, strict=True)
         ]
-
-    def _at_once(self, calls: list[Callable[[], T]]) -> list[T]:
-        """Run ``calls`` at once: the first in this thread, the others in threads of this store's own (on
-        an event loop, each in a greenlet); their results in order, or the first error once all ended."""
-        if len(calls) == 1:
-            return [calls[0]()]
-        if green.bridged():
-            return green.gather(calls)
-        with self._lock:
-            if self._threads is None:
-                self._threads = ThreadPoolExecutor(CLAIM_WAYS - 1, thread_name_prefix="tms-shared-claims")
-            futures = [self._threads.submit(call) for call in calls[1:]]
-        try:
-            first = calls[0]()
-        finally:
-            wait(futures)
-        return [first, *(future.result() for future in futures)]
-
-    def close(self) -> None:
-        """Stop the threads of :meth:`create_claims` (a later call starts them again)."""
-        with self._lock:
-            threads, self._threads = self._threads, None
-        if threads is not None:
-            threads.shutdown()
 
     def claims(
         self, keys: Keys, start_id: bytes, limit: int = SCAN_LIMIT, *, unsettled: bool = False

@@ -185,18 +185,7 @@ class CheckedClient(TClient):
 
         An exception HBase declares (``IOError``...) stands in the list in its call's place: the answers
         after it are read all the same, so the connection stays in step. A failure of the link raises."""
-        answers: list[Any] = []
-        for first in range(0, len(calls), PIPELINE_WINDOW):
-            window = calls[first : first + PIPELINE_WINDOW]
-            for api, kwargs in window:
-                self._write_call(api, getattr(self._service, api + "_args")(**kwargs))
-            self._oprot.trans.flush()
-            for api, _ in window:
-                try:
-                    answers.append(self._recv(api))
-                except _HBASE_ANSWERS as exc:
-                    answers.append(exc)
-        return answers
+        return pipeline_many([self], [calls])[0]
 
     def _recv(self, _api: str) -> Any:
         try:
@@ -206,6 +195,32 @@ class CheckedClient(TClient):
             if failure is None:
                 raise
             raise failure from exc
+
+
+def pipeline_many(
+    clients: Sequence[CheckedClient], batches: Sequence[Sequence[tuple[str, dict[str, Any]]]]
+) -> list[list[Any]]:
+    """:meth:`CheckedClient.pipeline` of ``batches[i]`` on ``clients[i]``, all from this thread: each
+    window of every connection is written before any answer is read, so the HBase servers work on
+    them at once (they serve one connection's requests one after another), without a thread per
+    connection and its hand-offs. The answers per batch, in order; a failure of a link raises, and
+    may leave the other connections' answers unread."""
+    answers: list[list[Any]] = [[] for _ in batches]
+    longest = max((len(batch) for batch in batches), default=0)
+    for first in range(0, longest, PIPELINE_WINDOW):
+        windows = [batch[first : first + PIPELINE_WINDOW] for batch in batches]
+        for client, window in zip(clients, windows, strict=True):
+            if window:
+                for api, kwargs in window:
+                    client._write_call(api, getattr(client._service, api + "_args")(**kwargs))
+                client._oprot.trans.flush()
+        for client, window, got in zip(clients, windows, answers, strict=True):
+            for api, _ in window:
+                try:
+                    got.append(client._recv(api))
+                except _HBASE_ANSWERS as exc:
+                    got.append(exc)
+    return answers
 
 
 class Connection:
@@ -317,19 +332,35 @@ class HBaseConnection:
         by one deadline (the running operation's, or ``timeout`` from now); retry link failures of
         idempotent calls as the retry policy says, while the deadline leaves time (a timeout is never
         retried: the deadline has passed). ``what`` names the call in error messages."""
+        return self.run_over(what, 1, lambda conns: call(conns[0]), idempotent=idempotent, requests=requests)
+
+    def run_over(
+        self,
+        what: str,
+        ways: int,
+        call: Callable[[list[Connection]], T],
+        *,
+        idempotent: bool = True,
+        requests: int = 1,
+    ) -> T:
+        """:meth:`run` on up to ``ways`` borrowed connections at once, handed to ``call`` together: the
+        first waits for a free slot of the pool, the others are taken only if free now (so callers
+        holding some never wait on each other for more). If anything fails, every one of them is
+        closed: a link that broke may leave the others' answers unread."""
         deadline = self.deadline()
         failures = 0
         while True:
             try:
-                return self._call(what, call, deadline, requests)
+                return self._call(what, call, deadline, requests, ways)
             except HBaseUnavailable as exc:
                 failures += 1
                 if not idempotent or exc.timed_out or not self.retry.pause(exc, failures, what=what, deadline=deadline):
                     raise
                 CLIENT_METRICS.retries.inc()
 
-    def _call(self, what: str, call: Callable[[Connection], T], deadline: float, requests: int) -> T:
-        """One attempt of :meth:`run`: ``call`` on a connection borrowed until ``deadline``, errors wrapped."""
+    def _call(self, what: str, call: Callable[[list[Connection]], T], deadline: float, requests: int, ways: int) -> T:
+        """One attempt of :meth:`run_over`: ``call`` on connections borrowed until ``deadline``, errors
+        wrapped."""
         if self._closed:
             raise ClientClosed("this client has been closed: open a new MessagingClient")
         left = deadline - time.monotonic()
@@ -339,27 +370,33 @@ class HBaseConnection:
             err = HBaseUnavailable(f"{what}: no free connection to {self.address} within {self.timeout}s")
             err.timed_out = True
             raise err
-        conn = None
+        slots = 1
+        while slots < ways and self._slots.acquire(blocking=False):
+            slots += 1
+        conns: list[Connection] = []
         healthy = False
         self.calls += 1
         self.requests += requests
         try:
-            conn = self._take(deadline)
-            conn.socket.deadline = deadline
-            answer = call(conn)
+            for _ in range(slots):
+                conns.append(self._take(deadline))
+                conns[-1].socket.deadline = deadline
+            answer = call(conns)
             healthy = True
             return answer
         except (*_LINK_ERRORS, TException) as exc:
-            # an answer from HBase (IOError...) leaves the link usable; anything else may not
+            # an answer from HBase (IOError...) leaves the links usable; anything else may not
             healthy = isinstance(exc, _HBASE_ANSWERS)
             raise self._wrap(what, exc) from exc
         except TmsError:
-            healthy = True  # raised by the caller's code on a whole answer
+            healthy = True  # raised by the caller's code on whole answers
             raise
-        # anything else (an interrupted call) may leave half a response on the socket: discarded
+        # anything else (an interrupted call) may leave half a response on a socket: discarded
         finally:
-            self._give_back(conn, healthy)
-            self._slots.release()
+            for conn in conns:
+                self._give_back(conn, healthy)
+            for _ in range(slots):
+                self._slots.release()
 
     def close(self) -> None:
         """Close every idle connection; borrowed ones are closed when given back."""
@@ -411,9 +448,7 @@ class HBaseConnection:
                 )
         raise AssertionError("unreachable")
 
-    def _give_back(self, conn: Connection | None, healthy: bool) -> None:
-        if conn is None:
-            return
+    def _give_back(self, conn: Connection, healthy: bool) -> None:
         with self._lock:
             if healthy and not self._closed:
                 self._idle.append((conn, time.monotonic()))

@@ -21,7 +21,14 @@ from typing import Any
 from tms_hbase.errors import HBaseError
 from tms_hbase.model.retry import Retry
 from tms_hbase.model.tables import CORE, FAMILIES, FAMILY, TableNames
-from tms_hbase.storage.connection import CheckedClient, Connection, HBaseConnection, mutation, scan_spec
+from tms_hbase.storage.connection import (
+    CheckedClient,
+    Connection,
+    HBaseConnection,
+    mutation,
+    pipeline_many,
+    scan_spec,
+)
 from tms_hbase.storage.hbase_thrift import BatchMutation, ColumnDescriptor, Mutation, TScan
 
 log = logging.getLogger(__name__)
@@ -268,34 +275,42 @@ class Table:
             idempotent=False,
         )
 
-    def compare_and_set_many(self, swaps: Sequence[tuple[bytes, bytes, bytes | None, bytes]]) -> list[bool]:
+    def compare_and_set_many(
+        self, swaps: Sequence[tuple[bytes, bytes, bytes | None, bytes]], *, ways: int = 1
+    ) -> list[bool]:
         """:meth:`compare_and_set` of many cells, each ``(key, column, expected, value)`` and atomic on its
-        own, pipelined on one connection (:meth:`~tms_hbase.storage.connection.CheckedClient.pipeline`): a
-        round trip for up to 64 of them. Which won, in order. Not retried; if the link fails, or HBase
-        refuses one (raised once every answer is read), each may or may not have landed."""
+        own, pipelined (:func:`~tms_hbase.storage.connection.pipeline_many`): a round trip for up to 64 of
+        them per connection, over up to ``ways`` connections at once (those free now) in consecutive
+        parts, all written before any answer is read. Which won, in order. Not retried; if a link fails,
+        or HBase refuses one (raised once every answer is read), each may or may not have landed."""
         if not swaps:
             return []
-        calls: list[dict[str, Any]] = [
-            {
-                "tableName": self._name,
-                "row": key,
-                "column": column,
-                "value": old,
-                "mput": mutation(column, new),
-                "attributes": {},
-            }
+        calls: list[tuple[str, dict[str, Any]]] = [
+            (
+                "checkAndPut",
+                {
+                    "tableName": self._name,
+                    "row": key,
+                    "column": column,
+                    "value": old,
+                    "mput": mutation(column, new),
+                    "attributes": {},
+                },
+            )
             for key, column, old, new in swaps
         ]
 
-        def swap_all(conn: Connection) -> list[bool]:
-            answers = conn.client.pipeline([("checkAndPut", call) for call in calls])
+        def swap_all(conns: list[Connection]) -> list[bool]:
+            size = -(-len(calls) // len(conns))
+            batches = [calls[first : first + size] for first in range(0, len(calls), size)]
+            answers = [a for part in pipeline_many([c.client for c in conns[: len(batches)]], batches) for a in part]
             refused = next((a for a in answers if isinstance(a, Exception)), None)
             if refused is not None:
                 raise refused
             return [bool(a) for a in answers]
 
         what = f"compare-and-set of {len(swaps)} cells in {self.name}"
-        return self.hbase.run(what, swap_all, idempotent=False, requests=len(swaps))
+        return self.hbase.run_over(what, ways, swap_all, idempotent=False, requests=len(swaps))
 
     def increment(self, key: bytes, column: bytes, amount: int = 1) -> int:
         """Atomically add ``amount`` to a 64-bit counter cell; returns the new value. Not retried."""
