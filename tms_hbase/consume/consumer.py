@@ -129,6 +129,7 @@ class Consumer:
         self._tx_mark: bytes | None = None  # the mark to persist with it
         self._persisted: Pending | None = None  # the pending mark persisted for it
         self._processed: bytes | None = None  # auto-commit: delivered and known to be handled
+        self._rest = False  # the last read reached the tail with messages: wait for a ring before the next
         self._auto_committed_at = time.monotonic()
         self._closed = False
         self._read_metric = CLIENT_METRICS.consumed_messages.labels(str(topic), name)
@@ -292,6 +293,9 @@ class Consumer:
         if self._closed:
             raise TmsError(f"{self!r} is closed")
         while True:
+            if self._rest and not self._buffer:
+                self._rest = False
+                self._bell.wait(max(0.0, min(deadline - time.monotonic(), self.poll_interval_seconds)))
             self._lease.check()
             if not self._buffer:
                 self._fill()
@@ -323,6 +327,7 @@ class Consumer:
         self._read_metric.inc(read)
         if read < self.batch:
             self._stream = None  # at the tail (or, in a transaction, at a message it cannot see yet)
+        self._rest = 0 < read < self.batch
 
     def _read_transaction(self) -> Transaction | None:
         if self._tx is not None:
@@ -334,6 +339,7 @@ class Consumer:
     def _restart_reading(self, at: bytes | None) -> None:
         self._buffer.clear()
         self._stream = None
+        self._rest = False
         self._delivered = at
 
     # -- committing -----------------------------------------------------------------------------
