@@ -421,7 +421,7 @@ class MessagingClient(MessagingService):
         elapsed = time.perf_counter() - started
         for batch in batches:
             CLIENT_METRICS.published(str(topic), len(batch), sum(map(len, batch)), elapsed)
-        self._doorbells.ring(topic)
+        self._doorbells.ring(topic, (result.generation, result.position))
         return result
 
     def notify_consumers(self, topic: TopicLike) -> None:

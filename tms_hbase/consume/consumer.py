@@ -3,7 +3,11 @@ polling, and commits a durable mark under a lease (at-least-once, or exactly-onc
 
 * **Reading.** Messages come from the reader's ordered fetch, from the last message delivered; a fetch
   stays open while messages keep coming. At the tail the consumer waits on its doorbell
-  (:mod:`.doorbell`) and also polls every ``poll_interval_seconds`` seconds, so a lost ring costs latency only.
+  (:mod:`.doorbell`) and also polls every ``poll_interval_seconds`` seconds, so a lost ring costs latency only;
+  after a read that reached the tail with messages it waits for a ring before it reads again (at most the
+  poll interval, and every poll reads before it returns). A single ring that names exactly the row where
+  the next unread row starts (its publish was acknowledged before the ring) is read with one get instead
+  of a scan; any other ring, a transaction, or anything but a plain live batch there means a fetch.
 * **Marks.** ``commit()`` stores the last delivered message's id as the subscription's mark, by
   compare-and-set under the lease (:mod:`.lease`); a mark never moves backwards. After a crash the
   next consumer resumes right after the last committed mark: at-least-once.
@@ -44,7 +48,7 @@ from tms_hbase.consume.subscriptions import (
     row_key,
 )
 from tms_hbase.errors import InvalidArgument, SubscriptionNotFound, TmsError
-from tms_hbase.fetch.reader import Message, MessageReader
+from tms_hbase.fetch.reader import Cursor, Message, MessageReader
 from tms_hbase.installation.metadata import MetadataCache
 from tms_hbase.model import checks
 from tms_hbase.model.clock import now_ms
@@ -130,6 +134,9 @@ class Consumer:
         self._persisted: Pending | None = None  # the pending mark persisted for it
         self._processed: bytes | None = None  # auto-commit: delivered and known to be handled
         self._rest = False  # the last read reached the tail with messages: wait for a ring before the next
+        self._cursor = Cursor()  # where the current fetch has read to
+        self._next_row: int | None = None  # where the row after everything delivered starts, when known
+        self._rung = 0  # the highest row position a ring of this generation named
         self._auto_committed_at = time.monotonic()
         self._closed = False
         self._read_metric = CLIENT_METRICS.consumed_messages.labels(str(topic), name)
@@ -311,15 +318,19 @@ class Consumer:
         when the current one reached the tail (the bell is cleared first: a publish after this read
         still wakes the wait that follows)."""
         if self._stream is None:
-            self._bell.clear()
+            rings = self._bell.clear()
             meta = self._topics.get(self.topic)  # TopicNotFound once the topic is deleted
             if meta.generation != self.generation:
                 raise SubscriptionNotFound(self.topic, self.name)
+            if self._read_rung_row(rings):
+                return
+            self._cursor = Cursor()
             self._stream = self._reader.fetch(
                 self.topic,
                 start_message=self._delivered,
                 inclusive=False,
                 transaction=self._read_transaction(),
+                cursor=self._cursor,
             )
         before = len(self._buffer)
         self._buffer.extend(islice(self._stream, self.batch))
@@ -327,7 +338,34 @@ class Consumer:
         self._read_metric.inc(read)
         if read < self.batch:
             self._stream = None  # at the tail (or, in a transaction, at a message it cannot see yet)
+            if self._cursor.next_position is not None:  # (else it passed no row: where it was still holds)
+                self._next_row = self._cursor.next_position
         self._rest = 0 < read < self.batch
+
+    def _read_rung_row(self, rings: list[tuple[int, int] | None]) -> bool:
+        """The row a single ring named, read with one get, if it starts exactly where the next unread row
+        does (so nothing lies between) and holds a plain live batch; False (nothing done) otherwise, and
+        outside transactions only. After it the consumer waits for the next ring unless an earlier ring
+        named a row beyond it (read with the next fetch)."""
+        for ring in rings:
+            if ring is not None and ring[0] == self.generation:
+                self._rung = max(self._rung, ring[1])
+        if (
+            self._next_row is None
+            or rings != [(self.generation, self._next_row)]
+            or self._tx is not None
+            or self._tx_client is not None
+            or self._fixed is not None
+        ):
+            return False
+        found = self._reader.row_at(self.topic, self.generation, self._next_row)
+        if found is None or len(found[0]) > self.batch:
+            return False
+        messages, self._next_row = found
+        self._buffer.extend(messages)
+        self._read_metric.inc(len(messages))
+        self._rest = self._rung < self._next_row
+        return True
 
     def _read_transaction(self) -> Transaction | None:
         if self._tx is not None:
@@ -340,6 +378,7 @@ class Consumer:
         self._buffer.clear()
         self._stream = None
         self._rest = False
+        self._next_row = None
         self._delivered = at
 
     # -- committing -----------------------------------------------------------------------------

@@ -57,6 +57,7 @@ from tms_hbase.model.rows import (
     generation_prefix,
     message_count,
     message_key,
+    next_position,
     past_last,
     payload_key,
     peek_row,
@@ -120,6 +121,15 @@ class Message:
     def publish_time_ms(self) -> int:
         """``publish_time``, named with its unit: milliseconds since the epoch."""
         return self.publish_time
+
+
+@dataclass
+class Cursor:
+    """Where a fetch has read to (pass one to :meth:`MessageReader.fetch`): ``next_position``, where the
+    row after the last row it passed starts (None: it passed none yet). A consumer that has delivered
+    everything up to there can read exactly the next row with :meth:`MessageReader.row_at`."""
+
+    next_position: int | None = None
 
 
 @dataclass(frozen=True)
@@ -269,8 +279,10 @@ class MessageReader:
         inclusive: bool = True,
         limit: int | None = None,
         transaction: Transaction | None = None,
+        cursor: Cursor | None = None,
     ) -> Iterator[Message]:
-        """Validate and place the start now (bad input raises here), then iterate lazily."""
+        """Validate and place the start now (bad input raises here), then iterate lazily; ``cursor`` is kept
+        at the row after the last one passed."""
         checks.fetch_args(start_message, start_time, inclusive, limit, transaction)
         meta = self.topics.get(topic)
         generation = meta.generation
@@ -287,7 +299,9 @@ class MessageReader:
             start = _Start(self.seek(topic, generation, floor, exact=False), 0, True)
         else:
             start = _Start(self.seek(topic, generation, start_time + (0 if inclusive else 1)), 0, True)
-        return self._iterate(topic, generation, start, floor, limit, transaction, sequenced=meta.sequencer)
+        return self._iterate(
+            topic, generation, start, floor, limit, transaction, sequenced=meta.sequencer, cursor=cursor
+        )
 
     def fetch_range(
         self, topic: TopicId, start: MessageId, end: MessageId | None = None, transaction: Transaction | None = None
@@ -311,6 +325,23 @@ class MessageReader:
         return self._iterate(
             topic, meta.generation, start_at, floor, None, transaction, last, stop, sequenced=meta.sequencer
         )
+
+    def row_at(self, topic: TopicId, generation: int, position: int) -> tuple[list[Message], int] | None:
+        """The messages of the batch row at exactly ``position`` (one get, no scan) and where the next row
+        starts; None unless a plain batch is there: no row, a skip marker, a pointer or transactional row,
+        an expired one, or another generation than the topic's (read those with :meth:`fetch`)."""
+        meta = self.topics.get(topic)
+        if meta.generation != generation:
+            return None
+        key = message_key(topic, generation, position)
+        value = self.messages.get(key, [MESSAGE_COLUMN]).get(MESSAGE_COLUMN)
+        if value is None:
+            return None
+        row = decode_row(key, value)
+        now = self.hbase_now()
+        if row.skip or row.pointer or row.tx_pointer is not None or _expired(row, now - meta.ttl * 1000, now):
+            return None
+        return list(_inline(generation, position, row, 0, None)), next_position(position, row.span)
 
     # -- positions ----------------------------------------------------------------------------
 
@@ -843,9 +874,10 @@ class MessageReader:
         stop: tuple[int, int] | None = None,
         *,
         sequenced: bool = False,
+        cursor: Cursor | None = None,
     ) -> Iterator[Message]:
         """Messages from ``start``; ``end`` is the last position to read, and ``stop`` the
-        (position, index) of the first message not to return."""
+        (position, index) of the first message not to return. ``cursor`` moves past each row passed."""
         remaining = limit
         now = self.hbase_now()
         first_chunk = CHUNK_ROWS if limit is None else min(limit, CHUNK_ROWS)  # every row holds a message or more
@@ -858,11 +890,15 @@ class MessageReader:
         for position, row in rows:
             if end is not None and position > end:
                 return
-            if row.publish_time < floor or (row.expires_at is not None and row.expires_at <= now):
+            if _expired(row, floor, now):
+                if cursor is not None:
+                    cursor.next_position = next_position(position, row.span)
                 continue
             pointer = row.tx_pointer
             if transaction is not None and pointer is not None:
                 if pointer < 0 or transaction.is_invalid(pointer):
+                    if cursor is not None:
+                        cursor.next_position = next_position(position, row.span)
                     continue
                 if not transaction.is_visible(pointer):
                     return  # in progress or not yet committed for this reader: keep the order
@@ -881,17 +917,15 @@ class MessageReader:
                     )
                 messages = self._stored(topic, generation, abs(pointer), position, row, first_index, end_index)
             else:
-                messages = (
-                    Message(encode_id(generation, position, i), payload, row.publish_time)
-                    for i, payload in enumerate(row.payloads[:end_index])
-                    if i >= first_index
-                )
+                messages = _inline(generation, position, row, first_index, end_index)
             for message in messages:
                 yield message
                 if remaining is not None:
                     remaining -= 1
                     if remaining == 0:
                         return
+            if cursor is not None:
+                cursor.next_position = next_position(position, row.span)
 
     def _stored(
         self,
@@ -929,3 +963,19 @@ class MessageReader:
                 sequence = seq + 1
             if len(keys) < PAYLOAD_CHUNK:
                 return
+
+
+def _expired(row: BatchRow, floor: int, now: int) -> bool:
+    """Past the topic's TTL (published before ``floor``) or its own expiry (at or before ``now``)."""
+    return row.publish_time < floor or (row.expires_at is not None and row.expires_at <= now)
+
+
+def _inline(
+    generation: int, position: int, row: BatchRow, first_index: int, end_index: int | None
+) -> Iterator[Message]:
+    """The inline messages of a batch row from index ``first_index`` up to (not including) ``end_index``."""
+    return (
+        Message(encode_id(generation, position, i), payload, row.publish_time)
+        for i, payload in enumerate(row.payloads[:end_index])
+        if i >= first_index
+    )

@@ -212,7 +212,12 @@ class RowHeader:
 
     def next_position(self, position: int) -> int:
         """Where the next row of the dense order starts, for this row at ``position``."""
-        return position + (1 if self.span is None else self.span)
+        return next_position(position, self.span)
+
+
+def next_position(position: int, span: int | None) -> int:
+    """Where the row after one at ``position`` taking ``span`` offsets starts (None: a chain row, one)."""
+    return position + (1 if span is None else span)
 
 
 def _head(data: bytes) -> tuple[RowHeader, int]:
