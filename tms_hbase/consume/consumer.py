@@ -294,6 +294,20 @@ class Consumer:
         self._delivered = got[-1].id
         return got
 
+    @property
+    def buffered(self) -> int:
+        """Messages read ahead and not delivered yet."""
+        return len(self._buffer)
+
+    def read_ahead(self) -> None:
+        """Fill the buffer up to ``batch`` messages now, without waiting and delivering nothing: for a
+        service that answers a call and reads the next page while its caller handles this one (the
+        gateway). What it reads is delivered by later polls, as a buffered batch always is."""
+        if self._closed:
+            raise TmsError(f"{self!r} is closed")
+        if len(self._buffer) < self.batch:
+            self._fill(self.batch - len(self._buffer))
+
     def _wait(self, deadline: float) -> bool:
         """Make sure the lease holds and messages are buffered, waiting for them until ``deadline``;
         False if none came."""
@@ -313,38 +327,40 @@ class Consumer:
                 return False
             self._bell.wait(min(left, self.poll_interval_seconds))
 
-    def _fill(self) -> None:
-        """Read the next messages into the buffer, opening a new fetch from the last delivered one
-        when the current one reached the tail (the bell is cleared first: a publish after this read
-        still wakes the wait that follows)."""
+    def _fill(self, count: int | None = None) -> None:
+        """Read the next ``count`` (default ``batch``) messages into the buffer, opening a new fetch from
+        the last one buffered (or delivered) when the current one reached the tail (the bell is cleared
+        first: a publish after this read still wakes the wait that follows)."""
+        count = self.batch if count is None else count
         if self._stream is None:
             rings = self._bell.clear()
             meta = self._topics.get(self.topic)  # TopicNotFound once the topic is deleted
             if meta.generation != self.generation:
                 raise SubscriptionNotFound(self.topic, self.name)
-            if self._read_rung_row(rings):
+            if self._read_rung_row(rings, count):
                 return
             self._cursor = Cursor()
             self._stream = self._reader.fetch(
                 self.topic,
-                start_message=self._delivered,
+                start_message=self._buffer[-1].id if self._buffer else self._delivered,
                 inclusive=False,
                 transaction=self._read_transaction(),
                 cursor=self._cursor,
             )
         before = len(self._buffer)
-        self._buffer.extend(islice(self._stream, self.batch))
+        self._buffer.extend(islice(self._stream, count))
         read = len(self._buffer) - before
         self._read_metric.inc(read)
-        if read < self.batch:
+        if read < count:
             self._stream = None  # at the tail (or, in a transaction, at a message it cannot see yet)
             if self._cursor.next_position is not None:  # (else it passed no row: where it was still holds)
                 self._next_row = self._cursor.next_position
-        self._rest = 0 < read < self.batch
+        self._rest = 0 < read < count
 
-    def _read_rung_row(self, rings: list[tuple[int, int] | None]) -> bool:
-        """The row a single ring named, read with one get, if it starts exactly where the next unread row
-        does (so nothing lies between) and holds a plain live batch; False (nothing done) otherwise, and
+    def _read_rung_row(self, rings: list[tuple[int, int] | None], count: int) -> bool:
+        """The row a single ring named, read with one get, if it starts exactly where the row after everything
+        read so far does (so nothing lies between) and holds a plain live batch of at most ``count`` messages;
+        False (nothing done) otherwise, and
         outside transactions only. After it the consumer waits for the next ring unless an earlier ring
         named a row beyond it (read with the next fetch)."""
         for ring in rings:
@@ -359,7 +375,7 @@ class Consumer:
         ):
             return False
         found = self._reader.row_at(self.topic, self.generation, self._next_row)
-        if found is None or len(found[0]) > self.batch:
+        if found is None or len(found[0]) > count:
             return False
         messages, self._next_row = found
         self._buffer.extend(messages)
