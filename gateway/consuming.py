@@ -35,6 +35,7 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from tms_hbase import ConsumerSession, Message, TopicId
 from tms_hbase.consume.consumer import Consumer
@@ -47,7 +48,7 @@ from .bodies import query_flag, query_number, read_body
 from .errors import client_gone
 from .routes import TOPIC, endpoint
 from .service import Gateway
-from .sessions import lease_length
+from .sessions import Key, lease_length
 
 SUBSCRIPTIONS = TOPIC + "/subscriptions"
 SUBSCRIPTION = SUBSCRIPTIONS + "/{subscription}"
@@ -144,24 +145,34 @@ async def messages(request: Request, gateway: Gateway, topic: TopicId) -> Respon
     wait = min(wait, gateway.settings.max_wait)
     limit = gateway.settings.max_poll_bytes  # a page stops after the message that reaches it
 
-    def answer(consumer: Consumer, got: list[Message]) -> tuple[int, bytes, str]:
-        """The page encoded and the session's header, the consumer parked for the session's next call."""
+    def answer(consumer: Consumer, got: list[Message]) -> tuple[bytes, str, Callable[[], None] | None]:
+        """The page encoded, the session's header and, when the page had messages, what starts reading the
+        session's next batch ahead once the page is sent; the consumer is parked for the session's next
+        call (after that read)."""
         token = caller.token(consumer)
-        _put_back(gateway, topic, name, caller, consumer, True)
-        return len(got), rest.encode_messages(got, media, publish_time=with_time), token
+        sent = None
+        if got:
+            sent = gateway.sessions.read_ahead(_key(topic, name, caller), consumer, gateway.run)
+        else:
+            _put_back(gateway, topic, name, caller, consumer, True)
+        gateway.metrics.counted("consume", len(got))
+        return rest.encode_messages(got, media, publish_time=with_time), token, sent
 
-    def at_once() -> tuple[Consumer, tuple[int, bytes, str] | None]:
+    def at_once() -> tuple[Consumer, tuple[bytes, str, Callable[[], None] | None] | None]:
         """Open the session's consumer and take what is there without waiting: a page that is there is
         answered in this same library call (the common case of a consumer behind the tail); else
         the consumer is handed to the long-poll."""
         consumer = _open(gateway, topic, name, caller, size)
         try:
+            if 0 < consumer.buffered < size:  # read ahead for a smaller page: a full page if it is there
+                consumer.read_ahead()
             got = consumer.poll(size, 0.0, max_bytes=limit)  # (max_messages, wait)
         except BaseException:
             _put_back(gateway, topic, name, caller, consumer, False)
             raise
         return consumer, answer(consumer, got) if got or not wait else None
 
+    await _settled(gateway, topic, name, caller)
     consumer, answered = await gateway.run(at_once)
     if answered is None:
         done = False
@@ -175,9 +186,8 @@ async def messages(request: Request, gateway: Gateway, topic: TopicId) -> Respon
         if got is None:  # the client went away: nobody reads this, and the session resumes where its header says
             return client_gone(request)
         answered = await gateway.run(answer, consumer, got)
-    delivered, data, token = answered
-    gateway.metrics.counted("consume", delivered)
-    return Response(data, 200, media_type=media, headers={rest.CONSUMER_HEADER: token})
+    data, token, sent = answered
+    return _Page(data, media, {rest.CONSUMER_HEADER: token}, sent)
 
 
 @endpoint(CONSUME)
@@ -187,6 +197,7 @@ async def commit(request: Request, gateway: Gateway, topic: TopicId) -> Response
     name = _name(request)
     caller = _caller(request, required=True)
     body = await read_body(request, SMALL_BODY)
+    await _settled(gateway, topic, name, caller)
 
     def work() -> Consumer:
         mark = rest.decode_commit(body)
@@ -232,6 +243,7 @@ async def close_consumer(request: Request, gateway: Gateway, topic: TopicId) -> 
         await gateway.run(_release, gateway, topic, name)
         return Response(status_code=200)
     caller = _caller(request, required=True, release=True)
+    await _settled(gateway, topic, name, caller)
     await gateway.run(lambda: _open(gateway, topic, name, caller, 1).close())
     return Response(status_code=200)
 
@@ -335,6 +347,16 @@ async def _disconnected(request: Request) -> None:
         pass
 
 
+def _key(topic: TopicId, name: str, caller: _Caller) -> Key:
+    return topic, name, caller.session.owner
+
+
+async def _settled(gateway: Gateway, topic: TopicId, name: str, caller: _Caller) -> None:
+    """Wait for the session's read-ahead, if one runs, so that the call takes its consumer up."""
+    if caller.resume:
+        await gateway.sessions.settle(_key(topic, name, caller))
+
+
 def _open(
     gateway: Gateway, topic: TopicId, name: str, caller: _Caller, batch: int, *, writes: bool = False
 ) -> Consumer:
@@ -343,8 +365,7 @@ def _open(
     under the lease, whose compare-and-set fails if it is gone, so taking it up needs no read), else
     opened from HBase (a detached consumer's read-ahead is read again)."""
     if caller.resume:
-        key = (topic, name, caller.session.owner)
-        consumer = gateway.sessions.take(key, caller.session.delivered, confirm=not writes)
+        consumer = gateway.sessions.take(_key(topic, name, caller), caller.session.delivered, confirm=not writes)
         if consumer is not None:
             consumer.batch = batch
             return consumer
@@ -372,9 +393,25 @@ def _put_back(gateway: Gateway, topic: TopicId, name: str, caller: _Caller, cons
     """After a call: park the consumer for the session's next call (``keep``), else detach it (the lease
     stays in HBase; a call that failed leaves nothing behind in this worker)."""
     if keep:
-        gateway.sessions.park((topic, name, caller.session.owner), consumer)
+        gateway.sessions.park(_key(topic, name, caller), consumer)
     else:
         consumer.detach()
+
+
+class _Page(Response):
+    """A page of a session's messages; once it is sent (or sending failed) ``sent`` starts reading the
+    session's next batch ahead."""
+
+    def __init__(self, data: bytes, media: str, headers: dict[str, str], sent: Callable[[], None] | None) -> None:
+        super().__init__(data, 200, media_type=media, headers=headers)
+        self.sent = sent
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if self.sent is not None:
+                self.sent()
 
 
 def _session_response(caller: _Caller, consumer: Consumer) -> Response:

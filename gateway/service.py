@@ -111,5 +111,6 @@ class Gateway:
     async def close(self) -> None:
         if self._warming is not None:
             self._warming.cancel()
+        await self.sessions.stop_reading()
         await run_sync(self.sessions.close)
         await run_sync(self.client.close)

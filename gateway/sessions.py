@@ -16,20 +16,35 @@ served meanwhile, or a client that sends an older ``TMS-Consumer`` header) opens
 as before. Bounded: the least recently parked are dropped first, and one idle longer than its lease is
 dropped on the next park.
 
+**Read-ahead.** A page call that delivered messages hands its consumer to :meth:`Sessions.read_ahead`
+instead of parking it: once the page is sent, a library call fills the consumer's buffer up to one batch
+(the messages that page asked for) while the client reads the page, and parks the consumer when it is
+done. The session's next call waits for that (:meth:`Sessions.settle`) before it takes
+the consumer up; a call of the same session that comes meanwhile some other way (two at once) finds nothing
+parked and opens the consumer from HBase, as a call served by another worker does. Reading ahead delivers
+nothing: a read-ahead message goes out only in a later page of the same session at the same last delivered
+message, and what a session's commit stores is what it was delivered.
+
 Used on the worker's event loop only; the calls that reach HBase or a consumer's renewal task run inside
 the gateway's library calls (``Gateway.run``). No lock: the parked consumers change only between waits.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from tms_hbase import TopicId
 from tms_hbase.consume.consumer import Consumer
+from tms_hbase.errors import TmsError
 from tms_hbase.shared import SharedConsumer
 
+log = logging.getLogger(__name__)
+SEND_WAIT = 5.0  # seconds a read-ahead waits at most for its page to be sent before it reads anyway
 Key = tuple[TopicId, str, str]  # topic, subscription, lease owner (a hash of the session's secret and principal)
 
 
@@ -41,15 +56,19 @@ def lease_length(consumer_lease: float) -> float:
 
 class Sessions:
     """At most ``size`` parked consumers, each dropped once idle for ``lease`` seconds (``consumer_lease``, the
-    time a session's lease is kept after its last call); ``count(n)`` is told how many are parked after every
-    change (a gauge)."""
+    time a session's lease is kept after its last call); ``count(n)`` is told how many are kept (parked or
+    reading ahead) after every change (a gauge)."""
 
     def __init__(self, size: int, lease: float, count: Callable[[int], None] = lambda _n: None) -> None:
         self.size, self.lease, self._count = size, lease, count
         self._parked: OrderedDict[Key, tuple[Consumer, float]] = OrderedDict()
+        self._reading: dict[Key, asyncio.Task[None]] = {}  # the sessions whose next batch is being read
 
     def __len__(self) -> int:
-        return len(self._parked)
+        return len(self._parked) + len(self._reading)
+
+    def _counted(self) -> None:
+        self._count(len(self))
 
     def take(self, key: Key, delivered: bytes | None, *, confirm: bool) -> Consumer | None:
         """The session's parked consumer, its lease held ``lease`` seconds at least and renewing again, if
@@ -57,7 +76,7 @@ class Sessions:
         lease with a read when it needs no renewal (False for a call that writes under it). LeaseLost if
         the lease was taken over."""
         entry = self._parked.pop(key, None)
-        self._count(len(self._parked))
+        self._counted()
         if entry is None:
             return None
         consumer, _ = entry
@@ -73,6 +92,9 @@ class Sessions:
     def park(self, key: Key, consumer: Consumer) -> None:
         """Keep ``consumer`` (open, its lease no longer renewed) for the session's next call."""
         consumer.park()
+        self._keep(key, consumer)
+
+    def _keep(self, key: Key, consumer: Consumer) -> None:
         now = time.monotonic()
         dropped = []
         previous = self._parked.pop(key, None)  # two calls of one session at once: keep the last
@@ -81,15 +103,77 @@ class Sessions:
         self._parked[key] = (consumer, now)
         while len(self._parked) > self.size or now - next(iter(self._parked.values()))[1] > self.lease:
             dropped.append(self._parked.popitem(last=False)[1][0])
-        self._count(len(self._parked))
+        self._counted()
         for old in dropped:
             old.detach()
 
+    def read_ahead(
+        self, key: Key, consumer: Consumer, run: Callable[[Callable[[], None]], Awaitable[None]]
+    ) -> Callable[[], None]:
+        """Park ``consumer`` once ``run(consumer.read_ahead)`` (a library call) has read its next batch; until
+        then the session's next call waits in :meth:`settle`. The read starts when the function returned is
+        called (once this page is sent: reading first would hold the answer up), or after :data:`SEND_WAIT`
+        seconds. A read that fails only logs: the session's next page reads again and reports the error.
+        Called on the event loop, in a library call."""
+        consumer.park()  # no renewal from here on, as parked: a read that never ends leaves nothing running
+        sent = asyncio.Event()
+
+        def read() -> None:
+            try:
+                consumer.read_ahead()
+            except TmsError as exc:
+                log.debug("reading ahead for %s failed (its next page reads again): %s", consumer, exc)
+
+        async def reading() -> None:
+            done = False
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(sent.wait(), SEND_WAIT)
+                await run(read)
+                done = True
+            except Exception:
+                log.exception("reading ahead for %s failed; the consumer is dropped", consumer)
+            finally:
+                mine = self._reading.get(key) is task
+                if mine:
+                    del self._reading[key]
+                if mine and done:
+                    self._keep(key, consumer)
+                else:  # failed, the session was dropped meanwhile, or the worker stops
+                    self._counted()
+                    consumer.detach()
+
+        previous = self._reading.pop(key, None)
+        if previous is not None:  # two calls of one session at once: the last one's consumer is kept
+            previous.cancel()
+        task = asyncio.ensure_future(reading())
+        self._reading[key] = task
+        self._counted()
+        return sent.set
+
+    async def settle(self, key: Key) -> None:
+        """Wait until the session's read-ahead (if one runs) has parked its consumer."""
+        task = self._reading.get(key)
+        if task is not None:
+            await asyncio.wait((task,))
+
+    async def stop_reading(self) -> None:
+        """End every read-ahead (its consumer is detached, not parked)."""
+        tasks, self._reading = list(self._reading.values()), {}
+        self._counted()
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+
     def drop_owner(self, owner: str) -> None:
-        """Drop the consumers parked for the sessions of lease ``owner`` (their lease is being released)."""
+        """Drop the consumers parked (or reading ahead) for the sessions of lease ``owner`` (their lease is
+        being released)."""
+        for key in [key for key in self._reading if key[2] == owner]:
+            del self._reading[key]  # its consumer is detached when the read ends (and no longer counted)
         keys = [key for key in self._parked if key[2] == owner]
         dropped = [self._parked.pop(key)[0] for key in keys]
-        self._count(len(self._parked))
+        self._counted()
         for consumer in dropped:
             consumer.detach()
 

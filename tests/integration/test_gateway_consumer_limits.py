@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from tms_hbase import MessagingClient, TopicId
+from tms_hbase.gateway_client.http import GatewayClient
 
 from ..gateway_server import GatewayProcess, module_gateway, running_gateway
 from ..waiting import wait_for
@@ -121,3 +122,33 @@ def check_parked_session(http: httpx.Client, topic: TopicId, direct: MessagingCl
     assert [base64.b64decode(m["payload"]) for m in answers[-1].json()] == [b"e"]
     stale = http.get(sub_url(topic, "svc", "messages"), headers={CONSUMER: session})
     assert stale.status_code == 409 and stale.headers["tms-error"] == "LeaseLost"
+
+
+def test_each_gateway_consumer_calls_over_a_connection_of_its_own(
+    gateway: GatewayProcess, topic: TopicId, direct: MessagingClient
+) -> None:
+    """GatewayClient's consumers keep one connection each, apart from the pooled ones the client's other calls
+    share, so that a session's calls reach the worker that keeps its consumer (and what it read ahead):
+    two consumers of one client polled in turn, with other calls between, each on its own client port
+    (the access log shows it), and each getting every message once, in order."""
+    direct.publish(topic, [b"a", b"b", b"c"])
+    pages: dict[str, list[bytes]] = {"one": [], "two": []}
+    with GatewayClient(gateway.url, timeout_seconds=60) as client:
+        for name in pages:
+            client.create_subscription(topic, name)
+        with client.consumer(topic, "one") as one, client.consumer(topic, "two") as two:
+            for _ in range(3):
+                for name, consumer in (("one", one), ("two", two)):
+                    pages[name] += [m.payload for m in consumer.poll(max_messages=1, timeout_seconds=5)]
+                    client.get_topic(topic)  # a pooled connection's call in between
+                    consumer.commit()
+    assert pages == {"one": [b"a", b"b", b"c"], "two": [b"a", b"b", b"c"]}
+    ports: dict[str, set[str]] = {"one": set(), "two": set(), "other": set()}
+    for line in gateway.log().splitlines():
+        found = re.search(rf'127\.0\.0\.1:(\d+) "\w+ /v1/namespaces/{topic.namespace}/topics/orders(\S*)', line)
+        if found:
+            port, rest = found.groups()
+            call = re.match(r"/subscriptions/(one|two)/(messages|commit|consumer)", rest)
+            ports[call.group(1) if call else "other"].add(port)
+    assert len(ports["one"]) == 1 and len(ports["two"]) == 1, ports
+    assert ports["one"] != ports["two"] and not (ports["one"] | ports["two"]) & ports["other"], ports

@@ -298,6 +298,31 @@ def test_commit_then_a_new_consumer_resumes_after_the_commit(http: httpx.Client,
     assert messages(http, wire, topic, "svc", None, max=10)[0] == [b"d", b"e"]
 
 
+def test_pages_read_ahead_deliver_each_message_once_in_order_whatever_their_size(
+    http: httpx.Client, wire: Wire, topic: TopicId, direct: MessagingClient
+) -> None:
+    """The worker reads a session's next batch while its client reads a page: pages that change size, an
+    older session header sent again, and messages published between pages still come in order, each once
+    per session call (an older header replays from its own last message: at-least-once)."""
+    direct.publish(topic, [b"f", b"g", b"h"])
+    http.put(sub_url(topic, "svc"))
+    got, session = messages(http, wire, topic, "svc", None, max=1)
+    older = session
+    for size in (3, 2, 1):
+        page, session = messages(http, wire, topic, "svc", session, max=size)
+        got += page
+    assert got == [b"a", b"b", b"c", b"d", b"e", b"f", b"g"]
+    replay, _ = messages(http, wire, topic, "svc", older, max=3)  # the header of the first page, sent again
+    assert replay == [b"b", b"c", b"d"]
+    got, session = [], older  # go on from the first page again: what was read ahead for the others is not lost
+    direct.publish(topic, [b"i"])
+    deadline = time.monotonic() + 30
+    while len(got) < 8 and time.monotonic() < deadline:
+        page, session = messages(http, wire, topic, "svc", session, max=2, wait=1)
+        got += page
+    assert got == [b"b", b"c", b"d", b"e", b"f", b"g", b"h", b"i"]
+
+
 def test_uncommitted_messages_are_delivered_again_after_the_consumer_went_away(
     http: httpx.Client, wire: Wire, topic: TopicId
 ) -> None:

@@ -286,6 +286,20 @@ class Consumer:
         self._delivered = got[-1].id
         return got
 
+    @property
+    def buffered(self) -> int:
+        """Messages read ahead and not delivered yet."""
+        return len(self._buffer)
+
+    def read_ahead(self) -> None:
+        """Fill the buffer up to ``batch`` messages now, without waiting and delivering nothing: for a
+        service that answers a call and reads the next page while its caller handles this one (the
+        gateway). What it reads is delivered by later polls, as a buffered batch always is."""
+        if self._closed:
+            raise TmsError(f"{self!r} is closed")
+        if len(self._buffer) < self.batch:
+            self._fill(self.batch - len(self._buffer))
+
     def _wait(self, deadline: float) -> bool:
         """Make sure the lease holds and messages are buffered, waiting for them until ``deadline``;
         False if none came."""
@@ -302,10 +316,11 @@ class Consumer:
                 return False
             self._bell.wait(min(left, self.poll_interval_seconds))
 
-    def _fill(self) -> None:
-        """Read the next messages into the buffer, opening a new fetch from the last delivered one
-        when the current one reached the tail (the bell is cleared first: a publish after this read
-        still wakes the wait that follows)."""
+    def _fill(self, count: int | None = None) -> None:
+        """Read the next ``count`` (default ``batch``) messages into the buffer, opening a new fetch from
+        the last one buffered (or delivered) when the current one reached the tail (the bell is cleared
+        first: a publish after this read still wakes the wait that follows)."""
+        count = self.batch if count is None else count
         if self._stream is None:
             self._bell.clear()
             meta = self._topics.get(self.topic)  # TopicNotFound once the topic is deleted
@@ -313,15 +328,15 @@ class Consumer:
                 raise SubscriptionNotFound(self.topic, self.name)
             self._stream = self._reader.fetch(
                 self.topic,
-                start_message=self._delivered,
+                start_message=self._buffer[-1].id if self._buffer else self._delivered,
                 inclusive=False,
                 transaction=self._read_transaction(),
             )
         before = len(self._buffer)
-        self._buffer.extend(islice(self._stream, self.batch))
+        self._buffer.extend(islice(self._stream, count))
         read = len(self._buffer) - before
         self._read_metric.inc(read)
-        if read < self.batch:
+        if read < count:
             self._stream = None  # at the tail (or, in a transaction, at a message it cannot see yet)
 
     def _read_transaction(self) -> Transaction | None:

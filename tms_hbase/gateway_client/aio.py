@@ -79,6 +79,7 @@ class AsyncGatewayClient(AsyncMessagingService):
         self.calls = calls.Calls(s.media)
         self._auth = http1.header_lines(s.auth)
         self._pool = AsyncPool(s.host, s.port, s.ssl_context, pool_size, max_idle, max_connections)
+        self._max_idle = max_idle
 
     async def __aenter__(self) -> AsyncGatewayClient:
         return self
@@ -262,11 +263,12 @@ class AsyncGatewayClient(AsyncMessagingService):
 
     # -- one HTTP exchange --------------------------------------------------------------------
 
-    async def run(self, request: Request[T]) -> T:
+    async def run(self, request: Request[T], *, pool: AsyncPool | None = None) -> T:
         """Carry one request: its decoded 2xx answer, else the TmsError the gateway reported, or
-        HBaseUnavailable / PublishOutcomeUnknown for a link that failed or a deadline that passed."""
+        HBaseUnavailable / PublishOutcomeUnknown for a link that failed or a deadline that passed.
+        ``pool``: the connection of a consumer session (:meth:`session_pool`) instead of the shared ones."""
         try:
-            reply = await self._send(request)
+            reply = await self._send(request, pool or self._pool)
         finally:
             if request.done is not None:
                 request.done()
@@ -274,13 +276,18 @@ class AsyncGatewayClient(AsyncMessagingService):
             raise answer_error(reply, request.topic, request.subscription)
         return request.decode(reply)
 
-    async def _send(self, request: Request[object]) -> Reply:
+    def session_pool(self) -> AsyncPool:
+        """One keep-alive connection of its own for a consumer session: its calls reach the same gateway
+        worker, which keeps the session's consumer (and what it read ahead) between them."""
+        return AsyncPool(self._pool.host, self._pool.port, self._pool.context, 1, self._max_idle, 1)
+
+    async def _send(self, request: Request[object], pool: AsyncPool) -> Reply:
         head = calls.request_head(self._auth, request, self.media)
         deadline = asyncio.get_running_loop().time() + self.timeout_seconds + request.wait
         for attempt in (1, 2):
             try:
                 async with asyncio.timeout_at(deadline):
-                    conn, reused = await self._pool.take()
+                    conn, reused = await pool.take()
             except TimeoutError as exc:
                 broken = Broken("no free connection in time", sent=False, timed_out=True)
                 raise link_error(request.what, broken, self.url, self.timeout_seconds) from exc
@@ -290,7 +297,7 @@ class AsyncGatewayClient(AsyncMessagingService):
                         await conn.connect()
                     response = await conn.exchange(request.method, request.path, head, request.body)
             except BaseException as exc:
-                self._pool.discard(conn)  # cut short (an error, the deadline, a cancellation): never reused
+                pool.discard(conn)  # cut short (an error, the deadline, a cancellation): never reused
                 if not isinstance(exc, (OSError, http1.ProtocolError)):
                     raise  # CancelledError, and the caller's own bugs
                 timed_out = isinstance(exc, TimeoutError)
@@ -303,6 +310,6 @@ class AsyncGatewayClient(AsyncMessagingService):
                 if broken.stale and attempt == 1 and request.what not in NOT_IDEMPOTENT:
                     continue
                 raise link_error(request.what, broken, self.url, self.timeout_seconds) from exc
-            self._pool.give_back(conn, response.keep_alive)
+            pool.give_back(conn, response.keep_alive)
             return calls.reply_of(response)
         raise AssertionError("unreachable")

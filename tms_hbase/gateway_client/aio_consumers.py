@@ -25,8 +25,9 @@ class AsyncGatewayConsumer:
     """The active consumer of an exclusive subscription through the gateway: ``async with`` opens its
     session (SubscriptionBusy while another consumer holds the subscription) and closes it (the lease
     is given back; what was delivered and not committed is delivered again: at-least-once). ``poll``,
-    ``async for``, ``commit``, ``committed`` and ``delivered`` as the blocking client's consumer. One task
-    at a time."""
+    ``async for``, ``commit``, ``committed`` and ``delivered`` as the blocking client's consumer. Its calls go
+    over one connection of its own (:meth:`AsyncGatewayClient.session_pool`), closed with it. One task at a
+    time."""
 
     def __init__(
         self, client: AsyncGatewayClient, topic: TopicId, name: str, max_wait_seconds: float, batch: int
@@ -36,6 +37,7 @@ class AsyncGatewayConsumer:
         self.client, self.topic, self.name = client, topic, name
         self.max_wait_seconds, self.batch = max_wait_seconds, batch
         self._session = ConsumerSession(client.calls, topic, name)
+        self._pool = client.session_pool()
         self._opened = False
 
     async def __aenter__(self) -> AsyncGatewayConsumer:
@@ -54,7 +56,7 @@ class AsyncGatewayConsumer:
         """Open the gateway's consumer session: SubscriptionBusy while another consumer holds it."""
         if self._opened:
             raise InvalidArgument(f"{self!r} is open already")
-        await self.client.run(self._session.open())
+        await self.client.run(self._session.open(), pool=self._pool)
         self._opened = True
 
     @property
@@ -71,7 +73,7 @@ class AsyncGatewayConsumer:
         """Up to ``max_messages`` messages in order, as soon as there is one; ``[]`` after ``timeout_seconds``."""
         checks.seconds("timeout_seconds", timeout_seconds)
         self._check_open()
-        return await self.client.run(self._session.poll(max_messages, timeout_seconds))
+        return await self.client.run(self._session.poll(max_messages, timeout_seconds), pool=self._pool)
 
     def __aiter__(self) -> AsyncIterator[Message]:
         """Messages in order; waits up to ``max_wait_seconds`` for the next one, then the iteration ends."""
@@ -89,17 +91,19 @@ class AsyncGatewayConsumer:
         self._check_open()
         request = self._session.commit(message)
         if request is not None:
-            await self.client.run(request)
+            await self.client.run(request, pool=self._pool)
 
     async def close(self) -> None:
         """Give the lease back (another consumer may start at once). Idempotent; raises no TmsError."""
         if not self._opened:
             self._session.closed = True
+            self._pool.close()
             return
         request = self._session.close()
         if request is not None:
             with contextlib.suppress(TmsError):
-                await self.client.run(request)
+                await self.client.run(request, pool=self._pool)
+        self._pool.close()
 
     def _check_open(self) -> None:
         if not self._opened and not self._session.closed:

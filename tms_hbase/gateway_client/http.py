@@ -86,6 +86,7 @@ class GatewayClient(MessagingService):
         self.calls = calls.Calls(s.media)
         self._auth = http1.header_lines(s.auth)
         self._pool = _Pool(s.host, s.port, s.ssl_context, pool_size, max_idle)
+        self._max_idle = max_idle
 
     def __enter__(self) -> GatewayClient:
         return self
@@ -288,12 +289,13 @@ class GatewayClient(MessagingService):
 
     # -- one HTTP exchange --------------------------------------------------------------------
 
-    def run(self, request: Request[T]) -> T:
+    def run(self, request: Request[T], *, pool: _Pool | None = None) -> T:
         """Carry one request: its decoded 2xx answer, else the TmsError the gateway reported or
         HBaseUnavailable / PublishOutcomeUnknown for a link that failed. ``request.wait``: seconds the
-        gateway may hold the call (a long-poll) on top of the client's timeout."""
+        gateway may hold the call (a long-poll) on top of the client's timeout. ``pool``: the connection
+        of a consumer session (:meth:`session_pool`) instead of the shared ones."""
         try:
-            reply = self._send(request)
+            reply = self._send(request, pool or self._pool)
         finally:
             if request.done is not None:
                 request.done()
@@ -301,21 +303,26 @@ class GatewayClient(MessagingService):
             raise answer_error(reply, request.topic, request.subscription)
         return request.decode(reply)
 
-    def _send(self, request: Request[object]) -> Reply:
+    def session_pool(self) -> _Pool:
+        """One keep-alive connection of its own for a consumer session: its calls reach the same gateway
+        worker, which keeps the session's consumer (and what it read ahead) between them."""
+        return _Pool(self._pool.host, self._pool.port, self._pool.context, 1, self._max_idle)
+
+    def _send(self, request: Request[object], pool: _Pool) -> Reply:
         head = calls.request_head(self._auth, request, self.media)
         deadline = time.monotonic() + self.timeout_seconds + request.wait
         for attempt in (1, 2):
-            conn, reused = self._pool.take()
+            conn, reused = pool.take()
             try:
                 reply, keep_alive = _exchange(conn, request.method, request.path, request.body, head, deadline)
             except Broken as broken:
-                self._pool.discard(conn)
+                pool.discard(conn)
                 # A pooled connection the server closed just as it was reused: the request never
                 # arrived. Safe to send again, except where a lost answer would make it run twice.
                 if broken.stale and reused and attempt == 1 and request.what not in NOT_IDEMPOTENT:
                     continue
                 raise link_error(request.what, broken, self.url, self.timeout_seconds) from broken.__cause__
-            self._pool.give_back(conn, keep_alive)
+            pool.give_back(conn, keep_alive)
             return reply
         raise AssertionError("unreachable")
 
@@ -323,7 +330,8 @@ class GatewayClient(MessagingService):
 class GatewayConsumer:
     """A consumer session of the gateway with the surface of :class:`tms_hbase.Consumer`: ``poll``,
     iteration, ``commit`` and ``close`` (which gives the lease back; what was delivered and not
-    committed is delivered again to the next consumer: at-least-once). Not thread-safe."""
+    committed is delivered again to the next consumer: at-least-once). Its calls go over one connection of
+    its own (:meth:`GatewayClient.session_pool`), closed with it. Not thread-safe."""
 
     def __init__(self, client: GatewayClient, topic: TopicId, name: str, max_wait_seconds: float, batch: int) -> None:
         checks.seconds("max_wait_seconds", max_wait_seconds)
@@ -331,7 +339,12 @@ class GatewayConsumer:
         self.client, self.topic, self.name, self.batch = client, topic, name, batch
         self.max_wait_seconds = max_wait_seconds
         self._session = sessions.ConsumerSession(client.calls, topic, name)
-        client.run(self._session.open())
+        self._pool = client.session_pool()
+        try:
+            client.run(self._session.open(), pool=self._pool)
+        except BaseException:
+            self._pool.close()
+            raise
 
     def __enter__(self) -> GatewayConsumer:
         return self
@@ -355,7 +368,7 @@ class GatewayConsumer:
     def poll(self, max_messages: int = 100, timeout_seconds: float = 1.0) -> list[Message]:
         """Up to ``max_messages`` messages in order, as soon as there is one; ``[]`` after ``timeout_seconds``."""
         checks.seconds("timeout_seconds", timeout_seconds)
-        return self.client.run(self._session.poll(max_messages, timeout_seconds))
+        return self.client.run(self._session.poll(max_messages, timeout_seconds), pool=self._pool)
 
     def __iter__(self) -> Iterator[Message]:
         """Messages in order; waits up to ``max_wait_seconds`` for the next one, then the iteration ends."""
@@ -372,14 +385,15 @@ class GatewayConsumer:
         mark; LeaseLost (409) if the session's lease ran out or was taken over."""
         request = self._session.commit(message)
         if request is not None:
-            self.client.run(request)
+            self.client.run(request, pool=self._pool)
 
     def close(self) -> None:
         """Give the lease back (another consumer may start at once). Idempotent; never raises."""
         request = self._session.close()
         if request is not None:
             with contextlib.suppress(TmsError):
-                self.client.run(request)
+                self.client.run(request, pool=self._pool)
+        self._pool.close()
 
 
 # -- the HTTP exchange, under a deadline ---------------------------------------------------------
