@@ -214,14 +214,11 @@ def _encode_page(runs: Sequence[wire.Run], media: str, publish_time: bool) -> by
     # written as json.dumps would, without it scanning every base64 string for characters to escape (none)
     b64 = binascii.b2a_base64
     parts: list[bytes | memoryview] = [b'[{"id":"']
-    append = parts.append
+    extend = parts.extend
     for ids, payloads, time_ms in runs:
         tail = b'","publishTime":%d},{"id":"' % time_ms
         for message_id, payload in zip(ids, payloads, strict=True):
-            append(b64(message_id, newline=False))
-            append(b'","payload":"')
-            append(b64(payload, newline=False))
-            append(tail)
+            extend((b64(message_id, newline=False), b'","payload":"', b64(payload, newline=False), tail))
     if len(parts) == 1:
         return b"[]"
     parts[-1] = tail[: -len(b',{"id":"')] + b"]"

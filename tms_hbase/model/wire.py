@@ -188,27 +188,34 @@ def encode_consume_response(runs: Sequence[Run], publish_time: bool) -> bytes:
     to thousands of messages, where fastavro spends microseconds on each record's dict. Payloads may be
     memoryviews (of the stored rows): they are joined into the one output as they are."""
     count = sum(len(ids) for ids, _, _ in runs)
-    parts = [_varint(count << 1)] if count else []
-    append = parts.append
-    headers = _BYTES_HEADERS
+    parts: list[bytes | memoryview] = [_varint(count << 1)] if count else []
+    extend = parts.extend
+    id_size = payload_size = -1  # the last length written and its header: the messages of a row share them
+    id_head = payload_head = b""
     last_time, time_bytes = None, b""  # the messages of one batch share their publish time
     for ids, payloads, time_ms in runs:
         if publish_time and time_ms != last_time:
             last_time, time_bytes = time_ms, _varint((time_ms << 1) ^ (time_ms >> 63))
         for message_id, payload in zip(ids, payloads, strict=True):
-            for value in (message_id, payload):
-                size = len(value)
-                header = headers.get(size)
-                if header is None:
-                    header = _varint(size << 1)
-                    if len(headers) < 4096:
-                        headers[size] = header
-                append(header)
-                append(value)
-            if time_bytes:
-                append(time_bytes)
-    append(b"\x00")  # the end of the array
+            if len(message_id) != id_size:
+                id_size = len(message_id)
+                id_head = _bytes_header(id_size)
+            if len(payload) != payload_size:
+                payload_size = len(payload)
+                payload_head = _bytes_header(payload_size)
+            extend((id_head, message_id, payload_head, payload, time_bytes))  # time_bytes: b"" without times
+    parts.append(b"\x00")  # the end of the array
     return b"".join(parts)
+
+
+def _bytes_header(size: int) -> bytes:
+    """The varint length header of a ``bytes`` value of ``size`` bytes (kept for the few sizes seen)."""
+    header = _BYTES_HEADERS.get(size)
+    if header is None:
+        header = _varint(size << 1)
+        if len(_BYTES_HEADERS) < 4096:  # a few distinct sizes in practice; bounded whatever comes
+            _BYTES_HEADERS[size] = header
+    return header
 
 
 class _Truncated(Exception):
