@@ -228,13 +228,22 @@ def _encode_page(runs: Sequence[wire.Run], media: str, publish_time: bool) -> by
 def decode_messages(body: bytes, media: str, *, publish_time: bool) -> list[Message]:
     """Inverse of :func:`encode_messages` (publish time 0 when the response has none)."""
     if media == AVRO:
-        return wire.decode_consume_response(body, publish_time, Message)
+        return wire.decode_consume_response(body, publish_time, _message)
     data = _loads(body, "message array")
     if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
         raise InvalidArgument("expected a JSON array of messages")
     return [
         Message(_unb64(r.get("id"), "id"), _unb64(r.get("payload"), "payload"), r.get("publishTime", 0)) for r in data
     ]
+
+
+def _message(message_id: bytes, payload: bytes, publish_time: int, _new: Any = object.__new__) -> Message:
+    """``Message(message_id, payload, publish_time)``, the same object, made in about half the time: a frozen
+    dataclass's ``__init__`` sets each field through ``object.__setattr__``, and a client decodes a page of up
+    to thousands (``tests/unit/test_gateway_rules.py`` checks the two are equal)."""
+    message = _new(Message)
+    message.__dict__.update(id=message_id, payload=payload, publish_time=publish_time)
+    return message
 
 
 # -- topics (JSON only, as in CDAP's API) ----------------------------------------------------------
