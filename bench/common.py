@@ -171,8 +171,8 @@ def new_topic(client: MessagingClient, name: str, properties: dict[str, str] | N
 
 class RpcCounter:
     """Counts every Thrift request this process sends, and the round trips they took: a request sent alone
-    is one, a pipelined window (``CheckedClient.pipeline``) of them one (patches thriftpy2's TClient and the
-    pipeline; benchmarks only)."""
+    is one, a pipelined window (``CheckedClient.pipeline``) of them one (patches thriftpy2's TClient, the
+    storage port's CheckedClient and its pipeline; benchmarks only)."""
 
     count = 0
     round_trips = 0
@@ -182,20 +182,23 @@ class RpcCounter:
     def install(cls) -> None:
         if cls._installed:
             return
-        original = thriftpy2.thrift.TClient._req
         pipeline = CheckedClient.pipeline
 
-        def counting(self: thriftpy2.thrift.TClient, _api: str, *args: object, **kwargs: object) -> object:
-            cls.count += 1
-            cls.round_trips += 1
-            return original(self, _api, *args, **kwargs)
+        def counting(call: Any) -> Any:
+            def counted(self: thriftpy2.thrift.TClient, _api: str, *args: object, **kwargs: object) -> object:
+                cls.count += 1
+                cls.round_trips += 1
+                return call(self, _api, *args, **kwargs)
+
+            return counted
 
         def counting_pipeline(self: CheckedClient, calls: Sequence[tuple[str, dict[str, Any]]]) -> list[Any]:
             cls.count += len(calls)
             cls.round_trips += -(-len(calls) // PIPELINE_WINDOW)
             return pipeline(self, calls)
 
-        thriftpy2.thrift.TClient._req = counting  # type: ignore[method-assign]
+        thriftpy2.thrift.TClient._req = counting(thriftpy2.thrift.TClient._req)  # type: ignore[method-assign]
+        CheckedClient._req = counting(CheckedClient._req)  # type: ignore[method-assign]
         CheckedClient.pipeline = counting_pipeline  # type: ignore[method-assign]
         cls._installed = True
 

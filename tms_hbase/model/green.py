@@ -16,6 +16,7 @@ inside :func:`run_sync` they wait on the event loop, elsewhere they are the ordi
 
 from __future__ import annotations
 
+import queue
 import select
 import threading
 import time
@@ -288,6 +289,27 @@ class Semaphore(Protocol):
     def release(self) -> None: ...
 
 
+class _ThreadSemaphore:
+    """A semaphore of threads: a queue of ``value`` tokens, whose get and put run in C (``threading``'s
+    semaphore takes a Condition, a dozen Python calls, for each acquire and release: every HBase call
+    takes one)."""
+
+    def __init__(self, value: int) -> None:
+        self._tokens: queue.SimpleQueue[None] = queue.SimpleQueue()
+        for _ in range(value):
+            self._tokens.put(None)
+
+    def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
+        try:
+            self._tokens.get(blocking, None if timeout is None or timeout < 0 else timeout)
+        except queue.Empty:
+            return False
+        return True
+
+    def release(self) -> None:
+        self._tokens.put(None)
+
+
 class _GreenTask:
     """A background loop of protocol code run as a task of the event loop (instead of a thread)."""
 
@@ -366,8 +388,8 @@ def condition(on: Lock) -> Condition:
 
 
 def semaphore(value: int) -> Semaphore:
-    """A bounded semaphore of ``value`` slots, like :func:`lock`."""
-    return _GreenSemaphore(value) if bridged() else threading.BoundedSemaphore(value)
+    """A semaphore of ``value`` slots, like :func:`lock`."""
+    return _GreenSemaphore(value) if bridged() else _ThreadSemaphore(value)
 
 
 def start_thread(target: Callable[[], None], name: str) -> Joinable:

@@ -123,7 +123,7 @@ class SharedConsumer(TransactionalAcks):
         self.max_wait_seconds, self.poll_interval_seconds = max_wait_seconds, max(poll_interval_seconds, 0.01)
         self._key, self._store, self._reader, self._topics = subscription_key, store, reader, topics
         self._clock, self._publish = clock, publish
-        self._settings_data, self.settings = self._read_settings()
+        self._use_settings(*self._read_settings())
         if reap_interval is not None:
             checks.seconds("reap_interval", reap_interval)
         self._reap_interval = reap_interval
@@ -313,7 +313,7 @@ class SharedConsumer(TransactionalAcks):
         failed = []
         for message_id in ids:
             try:
-                self._settle(message_id, lambda c, now: replace(c, state=ClaimState.ACKED))
+                self._settle(message_id, _acked)
             except NotHeld as exc:
                 failed.append(str(exc))
         if failed:
@@ -409,7 +409,7 @@ class SharedConsumer(TransactionalAcks):
                     f"message id {bytes(mid).hex()} is from generation {mid.generation} of {self.topic}, "
                     f"which is at generation {self.generation}"
                 )
-            ids.append(bytes(mid))
+            ids.append(raw if type(raw) is bytes else bytes(mid))
         if not ids:
             raise InvalidArgument("nothing to settle: give one or more deliveries or message ids")
         return ids
@@ -418,7 +418,12 @@ class SharedConsumer(TransactionalAcks):
 
     @property
     def _keys(self) -> Keys:
-        return Keys(self._key, self.settings.incarnation)
+        return self._keys_now
+
+    def _use_settings(self, data: bytes, settings: Settings) -> None:
+        """Go on with ``settings`` (read as ``data``), and the row keys of their incarnation."""
+        self._settings_data, self.settings = data, settings
+        self._keys_now = Keys(self._key, settings.incarnation)
 
     def _read_settings(self) -> tuple[bytes, Settings]:
         found = self._store.settings(self._key)
@@ -449,7 +454,7 @@ class SharedConsumer(TransactionalAcks):
             self._range, self._expired, self._takeable, self._next_reap = None, deque(), [], 0.0
             self._next_due, self._ahead, self._handed, self._tail = None, None, 0, 0
             self._tail_read = float("-inf")
-        self._settings_data, self.settings = data, settings
+        self._use_settings(data, settings)
         if settling:
             raise NotHeld(f"subscription {self.name!r} of {self.topic} was reset: what was delivered before is void")
 
@@ -747,6 +752,10 @@ class _Ahead:
             and (len(self.messages) >= wanted or self.finished)
             and time.monotonic() - self.read_at < AHEAD_SECONDS
         )
+
+
+def _acked(claim: Claim, _now: int) -> Claim:
+    return claim.acked()
 
 
 def _why_not(message_id: bytes, claim: Claim | None, owner: str, now: int) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import math
 import socket
 import threading
 import time
@@ -95,31 +96,86 @@ class DeadlineSocket(TSocket):
     Set ``deadline`` before each call (None: no limit); once it passes, the next socket operation
     raises ``TimeoutError`` however many bytes keep arriving. A read larger than
     :data:`MAX_READ_BYTES` raises :class:`NotThrift`.
+
+    Each read and write may block only for the socket's timeout, which is kept at most the time left
+    (:meth:`_arm`). It is changed only when it would outlast the deadline or is less than half the time
+    left, so the calls of one pool, each with a deadline ``timeout`` from its start, mostly change it
+    never (a system call saved per read and write); a timeout that runs out before the deadline is set
+    to the exact time left and the read or write goes on.
     """
 
     def __init__(self, host: str, port: int) -> None:
         super().__init__(host, port)
         self.deadline: float | None = None
-
-    def _left(self) -> float | None:
-        return time_left(self.deadline)
+        self._timeout: float | None = None  # the socket's timeout now (inf: to be set before the next wait)
 
     def open(self) -> None:
-        self.connect_timeout = self.socket_timeout = self._left()
+        self.connect_timeout = self.socket_timeout = time_left(self.deadline)
         super().open()
+        self._timeout = self.socket_timeout
+
+    def _arm(self) -> socket.socket:
+        """The open socket, its timeout at most the time left (TimeoutError once none is left)."""
+        sock = self.sock
+        assert sock is not None
+        deadline = self.deadline
+        if deadline is None:
+            if self._timeout is not None:
+                sock.settimeout(None)
+                self._timeout = None
+            return sock
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("timed out")
+        timeout = self._timeout
+        if timeout is None or timeout > left or timeout < left / 2:
+            sock.settimeout(left)
+            self._timeout = left
+        return sock
 
     def read(self, sz: int) -> bytes:
         check_read_size(sz)
-        self.sock.settimeout(self._left())
-        return super().read(sz)
+        while True:
+            sock = self._arm()
+            try:
+                data = sock.recv(sz)
+            except TimeoutError:
+                self._timeout = math.inf  # ran out before the deadline: wait for the rest of the time
+                continue
+            if not data:
+                raise TTransportException(type=TTransportException.END_OF_FILE, message="TSocket read 0 bytes")
+            return data
 
     def write(self, buf: bytes) -> None:
-        self.sock.settimeout(self._left())
-        super().write(buf)
+        sent = 0
+        while sent < len(buf):
+            sock = self._arm()
+            try:
+                sent += sock.send(memoryview(buf)[sent:] if sent else buf)
+            except TimeoutError:
+                self._timeout = math.inf
+                continue
 
 
 class CheckedClient(TClient):
-    """A Thrift client that reports an answer it cannot decode as :class:`NotThrift` (:func:`decoding_failure`)."""
+    """A Thrift client that reports an answer it cannot decode as :class:`NotThrift` (:func:`decoding_failure`).
+
+    Its calls take their arguments in the IDL's order, or by name, as thriftpy2's do, but build the
+    arguments' struct at once instead of through a dict and one ``setattr`` per argument (every HBase
+    call makes one: the client's CPU of a call is mostly such Python steps, its write, its read and
+    its wait)."""
+
+    def _req(self, _api: str, *args: Any, **kwargs: Any) -> Any:
+        self._write_call(_api, getattr(self._service, _api + "_args")(*args, **kwargs))
+        self._oprot.trans.flush()
+        return self._recv(_api)
+
+    def _write_call(self, api: str, args: Any) -> None:
+        """Write one call's request (not yet flushed)."""
+        oprot = self._oprot
+        oprot.write_message_begin(api, TMessageType.CALL, self._seqid)
+        args.write(oprot)
+        oprot.write_message_end()
 
     def pipeline(self, calls: Sequence[tuple[str, dict[str, Any]]]) -> list[Any]:
         """Make many calls, each (api, its arguments by name), without waiting for each answer: up to
@@ -133,12 +189,7 @@ class CheckedClient(TClient):
         for first in range(0, len(calls), PIPELINE_WINDOW):
             window = calls[first : first + PIPELINE_WINDOW]
             for api, kwargs in window:
-                self._oprot.write_message_begin(api, TMessageType.CALL, self._seqid)
-                args = getattr(self._service, api + "_args")()
-                for name, value in kwargs.items():
-                    setattr(args, name, value)
-                args.write(self._oprot)
-                self._oprot.write_message_end()
+                self._write_call(api, getattr(self._service, api + "_args")(**kwargs))
             self._oprot.trans.flush()
             for api, _ in window:
                 try:
@@ -261,13 +312,26 @@ class HBaseConnection:
         """When a call starting now must end: the running operation's deadline, or ``timeout`` from now."""
         return _OPERATION_DEADLINE.get() or time.monotonic() + self.timeout
 
-    @contextmanager
-    def connection(self, what: str, deadline: float | None = None, *, requests: int = 1) -> Iterator[Connection]:
-        """Borrow an open connection for ``what`` (used in error messages) until ``deadline``
-        (default: :meth:`deadline`), counted as ``requests`` requests (more when pipelined); errors are wrapped."""
+    def run(self, what: str, call: Callable[[Connection], T], *, idempotent: bool = True, requests: int = 1) -> T:
+        """Run ``call`` (counted as ``requests`` requests: more when pipelined) on a borrowed connection
+        by one deadline (the running operation's, or ``timeout`` from now); retry link failures of
+        idempotent calls as the retry policy says, while the deadline leaves time (a timeout is never
+        retried: the deadline has passed). ``what`` names the call in error messages."""
+        deadline = self.deadline()
+        failures = 0
+        while True:
+            try:
+                return self._call(what, call, deadline, requests)
+            except HBaseUnavailable as exc:
+                failures += 1
+                if not idempotent or exc.timed_out or not self.retry.pause(exc, failures, what=what, deadline=deadline):
+                    raise
+                CLIENT_METRICS.retries.inc()
+
+    def _call(self, what: str, call: Callable[[Connection], T], deadline: float, requests: int) -> T:
+        """One attempt of :meth:`run`: ``call`` on a connection borrowed until ``deadline``, errors wrapped."""
         if self._closed:
             raise ClientClosed("this client has been closed: open a new MessagingClient")
-        deadline = self.deadline() if deadline is None else deadline
         left = deadline - time.monotonic()
         if left <= 0:
             raise self._timed_out(what)
@@ -276,42 +340,26 @@ class HBaseConnection:
             err.timed_out = True
             raise err
         conn = None
-        healthy = True
+        healthy = False
         self.calls += 1
         self.requests += requests
         try:
             conn = self._take(deadline)
             conn.socket.deadline = deadline
-            yield conn
+            answer = call(conn)
+            healthy = True
+            return answer
         except (*_LINK_ERRORS, TException) as exc:
             # an answer from HBase (IOError...) leaves the link usable; anything else may not
             healthy = isinstance(exc, _HBASE_ANSWERS)
             raise self._wrap(what, exc) from exc
         except TmsError:
+            healthy = True  # raised by the caller's code on a whole answer
             raise
-        except BaseException:
-            # an interrupted call may leave half a response on the socket
-            healthy = False
-            raise
+        # anything else (an interrupted call) may leave half a response on the socket: discarded
         finally:
             self._give_back(conn, healthy)
             self._slots.release()
-
-    def run(self, what: str, call: Callable[[Connection], T], *, idempotent: bool = True, requests: int = 1) -> T:
-        """Run ``call`` (counted as ``requests`` requests: more when pipelined) on a borrowed connection
-        by one deadline; retry link failures of idempotent calls as the retry policy says, while the
-        deadline leaves time (a timeout is never retried: the deadline has passed)."""
-        deadline = self.deadline()
-        failures = 0
-        while True:
-            try:
-                with self.connection(what, deadline, requests=requests) as conn:
-                    return call(conn)
-            except HBaseUnavailable as exc:
-                failures += 1
-                if not idempotent or exc.timed_out or not self.retry.pause(exc, failures, what=what, deadline=deadline):
-                    raise
-                CLIENT_METRICS.retries.inc()
 
     def close(self) -> None:
         """Close every idle connection; borrowed ones are closed when given back."""

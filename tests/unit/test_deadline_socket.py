@@ -1,0 +1,106 @@
+"""The storage port's socket keeps every call's deadline while it changes its socket timeout only now and
+then: a wait longer than the timeout last set, but within the deadline, is no error; a peer that never
+answers, trickles bytes or never reads fails by the deadline (against a real server on loopback)."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from tms_hbase.storage.connection import DeadlineSocket
+
+MARGIN = 1.0  # scheduling on a loaded machine; the defects these tests catch wait many times longer
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[Callable[[socket.socket], None]], DeadlineSocket]]:
+    """Start a loopback server whose one connection ``handler`` serves; return a DeadlineSocket to it."""
+    stop = threading.Event()
+    servers: list[socket.socket] = []
+    threads: list[threading.Thread] = []
+
+    def start(handler: Callable[[socket.socket], None]) -> DeadlineSocket:
+        server = socket.create_server(("127.0.0.1", 0))
+        servers.append(server)
+
+        def run() -> None:
+            conn, _ = server.accept()
+            with conn:
+                handler(conn)
+                stop.wait(30)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        threads.append(thread)
+        client = DeadlineSocket("127.0.0.1", server.getsockname()[1])
+        client.deadline = time.monotonic() + 5
+        client.open()
+        return client
+
+    yield start
+    stop.set()
+    for server in servers:
+        server.close()
+    for thread in threads:
+        thread.join(5)
+
+
+def test_an_answer_later_than_the_timeout_last_set_but_within_the_deadline_is_read(serve) -> None:
+    def answer_late(conn: socket.socket) -> None:
+        conn.recv(5)
+        conn.recv(6)
+        time.sleep(1.4)  # longer than the timeout the first call set, within the second call's deadline
+        conn.sendall(b"late")
+
+    sock = serve(answer_late)
+    sock.deadline = time.monotonic() + 1.0
+    sock.write(b"first")  # sets the socket's timeout to about 1 s
+    # more than half of this deadline's time left: the socket keeps the 1 s timeout, which runs out first
+    sock.deadline = time.monotonic() + 1.9
+    sock.write(b"second")
+    assert sock.read(10) == b"late"
+    sock.close()
+
+
+def test_a_peer_that_never_answers_fails_the_read_by_the_deadline(serve) -> None:
+    sock = serve(lambda conn: None)
+    sock.deadline = time.monotonic() + 60  # a long timeout set on an earlier call
+    sock.write(b"x")
+    started = time.monotonic()
+    sock.deadline = started + 0.5
+    with pytest.raises(TimeoutError):
+        sock.read(10)
+    assert 0.5 <= time.monotonic() - started < 0.5 + MARGIN
+    sock.close()
+
+
+def test_a_trickling_peer_fails_the_read_by_the_deadline(serve) -> None:
+    def trickle(conn: socket.socket) -> None:
+        with contextlib.suppress(OSError):  # until the client gives up and closes
+            for _ in range(100):
+                conn.sendall(b"x")
+                time.sleep(0.05)
+
+    sock = serve(trickle)
+    started = time.monotonic()
+    sock.deadline = started + 0.6
+    with pytest.raises(TimeoutError):
+        while True:
+            assert sock.read(10)
+    assert time.monotonic() - started < 0.6 + MARGIN
+    sock.close()
+
+
+def test_a_peer_that_never_reads_fails_the_write_by_the_deadline(serve) -> None:
+    sock = serve(lambda conn: None)
+    started = time.monotonic()
+    sock.deadline = started + 0.5
+    with pytest.raises(TimeoutError):
+        sock.write(b"x" * (64 * 1024 * 1024))  # more than both sockets' buffers hold
+    assert 0.5 <= time.monotonic() - started < 0.5 + MARGIN
+    sock.close()
