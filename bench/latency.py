@@ -64,10 +64,17 @@ def _handles(address: str, prefix: str) -> tuple[object, object]:
     return _open[(address, prefix)]
 
 
-def pace(start_at: float, duration: float, size: int, publish: Callable[[list[bytes]], object]) -> tuple[int, int]:
+def pace(
+    start_at: float,
+    duration: float,
+    size: int,
+    publish: Callable[[list[bytes]], object],
+    calls: list[float] | None = None,
+) -> tuple[int, int]:
     """Call ``publish`` at RATE messages/s from ``start_at`` for ``duration`` s, each time with every
     message due by now (at most MAX_BATCH), each payload of ``size`` bytes stamped with the time just
-    before the call; returns (messages, publishes)."""
+    before the call; returns (messages, publishes). ``calls`` gets each call's milliseconds (the publish
+    alone: how much of a latency is the store's acknowledgement)."""
     wait_until(start_at)
     sent = publishes = 0
     end_at = start_at + duration
@@ -81,6 +88,8 @@ def pace(start_at: float, duration: float, size: int, publish: Callable[[list[by
             continue
         send_time = time.time()
         publish([stamped(send_time, size)] * due)
+        if calls is not None:
+            calls.append((time.time() - send_time) * 1000)
         sent += due
         publishes += 1
     return sent, publishes
@@ -154,15 +163,17 @@ class ConsumerPoller:
 
 def publish_paced(
     address: str, prefix: str, raw_name: str, topic_name: str, start_at: float, duration: float
-) -> tuple[int, int]:
-    """Worker job: publish at RATE msg/s from ``start_at`` for ``duration`` s; returns (messages, publishes)."""
+) -> tuple[int, int, list[float]]:
+    """Worker job: publish at RATE msg/s from ``start_at`` for ``duration`` s; returns (messages, publishes,
+    each publish call's ms)."""
     client, conn = _handles(address, prefix)
     topic = TopicId.parse(topic_name) if topic_name else None
     table = conn.table(raw_name)
     key_prefix = topic_name.encode() if topic else f"raw:{start_at}:".encode()
+    calls: list[float] = []
     if topic is not None:
         client.get_topic(topic)
-        return pace(start_at, duration, PAYLOAD_SIZE, lambda batch: client.publish(topic, batch))
+        return (*pace(start_at, duration, PAYLOAD_SIZE, lambda batch: client.publish(topic, batch), calls), calls)
     sent = 0
 
     def put(batch: list[bytes]) -> None:
@@ -170,7 +181,7 @@ def publish_paced(
         raw_put_batch(table, key_prefix, sent, batch)
         sent += len(batch)
 
-    return pace(start_at, duration, PAYLOAD_SIZE, put)
+    return (*pace(start_at, duration, PAYLOAD_SIZE, put, calls), calls)
 
 
 def tail(
@@ -227,7 +238,16 @@ def run(settings: Settings) -> Result:
         "publisher and tailing reader in separate processes)",
     )
     stats: dict[str, dict[str, list[float]]] = {
-        kind: {"p50": [], "p99": [], "max": [], "rate": [], "per_publish": [], "polls_per_s": [], "lost": []}
+        kind: {
+            "p50": [],
+            "p99": [],
+            "max": [],
+            "call_p99": [],
+            "rate": [],
+            "per_publish": [],
+            "polls_per_s": [],
+            "lost": [],
+        }
         for kind in KINDS
     }
     pooled: dict[str, list[float]] = {kind: [] for kind in KINDS}
@@ -255,12 +275,13 @@ def run(settings: Settings) -> Result:
                         kind == "con",
                     )
                     workers.submit(0, publish_paced, settings.address, prefix, raw_name, topic, start_at, duration)
-                    sent, publishes = workers.result(0, duration + 60)
+                    sent, publishes, calls = workers.result(0, duration + 60)
                     latencies, polls = workers.result(1, deadline - time.time() + 60)
                     s = stats[kind]
                     s["p50"].append(percentile(latencies, 50))
                     s["p99"].append(percentile(latencies, 99))
                     s["max"].append(max(latencies, default=float("nan")))
+                    s["call_p99"].append(percentile(calls, 99))
                     s["rate"].append(sent / duration)
                     s["per_publish"].append(sent / max(1, publishes))
                     s["polls_per_s"].append(polls / duration)
@@ -286,6 +307,7 @@ def run(settings: Settings) -> Result:
                 median(s["p99"]),
                 percentile(pooled[kind], 99),
                 max(s["max"]),
+                median(s["call_p99"]),
                 median(s["rate"]),
                 median(s["per_publish"]),
                 median(s["polls_per_s"]),
@@ -299,6 +321,7 @@ def run(settings: Settings) -> Result:
             "p99 ms (median of rounds)",
             "p99 ms (all samples)",
             "max ms",
+            "publish call p99 ms",
             "msg/s achieved",
             "msgs per publish",
             "reader polls/s",

@@ -37,11 +37,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from tms_hbase import ConsumerSession, Message, TopicId
+from tms_hbase import ConsumerSession, TopicId
 from tms_hbase.consume.consumer import Consumer
 from tms_hbase.consume.subscriptions import check_name
 from tms_hbase.errors import InvalidArgument, SubscriptionBusy
 from tms_hbase.gateway_client import rest, rest_shared
+from tms_hbase.model.rows import RowSlice
 
 from .auth import CONSUME, PUBLISH
 from .bodies import query_flag, query_number, read_body
@@ -145,18 +146,18 @@ async def messages(request: Request, gateway: Gateway, topic: TopicId) -> Respon
     wait = min(wait, gateway.settings.max_wait)
     limit = gateway.settings.max_poll_bytes  # a page stops after the message that reaches it
 
-    def answer(consumer: Consumer, got: list[Message]) -> tuple[bytes, str, Callable[[], None] | None]:
-        """The page encoded, the session's header and, when the page had messages, what starts reading the
-        session's next batch ahead once the page is sent; the consumer is parked for the session's next
-        call (after that read)."""
+    def answer(consumer: Consumer, got: list[RowSlice]) -> tuple[bytes, str, Callable[[], None] | None]:
+        """The page encoded straight from the stored rows' slices, the session's header and, when the page
+        had messages, what starts reading the session's next batch ahead once the page is sent; the
+        consumer is parked for the session's next call (after that read)."""
         token = caller.token(consumer)
         sent = None
         if got:
             sent = gateway.sessions.read_ahead(_key(topic, name, caller), consumer, gateway.run)
         else:
             _put_back(gateway, topic, name, caller, consumer, True)
-        gateway.metrics.counted("consume", len(got))
-        return rest.encode_messages(got, media, publish_time=with_time), token, sent
+        gateway.metrics.counted("consume", sum(map(len, got)))
+        return rest.encode_rows(got, media, publish_time=with_time), token, sent
 
     def at_once() -> tuple[Consumer, tuple[bytes, str, Callable[[], None] | None] | None]:
         """Open the session's consumer and take what is there without waiting: a page that is there is
@@ -166,7 +167,7 @@ async def messages(request: Request, gateway: Gateway, topic: TopicId) -> Respon
         try:
             if 0 < consumer.buffered < size:  # read ahead for a smaller page: a full page if it is there
                 consumer.read_ahead()
-            got = consumer.poll(size, 0.0, max_bytes=limit)  # (max_messages, wait)
+            got = consumer.poll_rows(size, 0.0, max_bytes=limit)  # (max_messages, wait)
         except BaseException:
             _put_back(gateway, topic, name, caller, consumer, False)
             raise
@@ -177,7 +178,7 @@ async def messages(request: Request, gateway: Gateway, topic: TopicId) -> Respon
     if answered is None:
         done = False
         try:
-            got = await long_poll(request, gateway, functools.partial(consumer.poll, size, max_bytes=limit), wait)
+            got = await long_poll(request, gateway, functools.partial(consumer.poll_rows, size, max_bytes=limit), wait)
             done = got is not None
         finally:
             if not done:
@@ -378,6 +379,7 @@ def _open(
             batch=batch,
             session=caller.session if caller.resume else None,
             owner=None if caller.resume else caller.session.owner,
+            rows=True,
         )
     except SubscriptionBusy as busy:
         if caller.resume:

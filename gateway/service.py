@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from tms_hbase import MessagingClient
 from tms_hbase.errors import HBaseUnavailable, TmsError
-from tms_hbase.model.green import run_sync
+from tms_hbase.model.green import run_sync, run_to_end
 from tms_hbase.storage.aio import AsyncHBaseConnection
 
 from .auth import Guard
@@ -92,12 +92,12 @@ class Gateway:
     async def run(self, call: Callable[..., T], *args: object) -> T:
         """``call(*args)``: library code (and the decoding and encoding around it) on the loop."""
         async with self._calls:
-            return await _to_the_end(call, args)
+            return await run_to_end(call, *args)
 
     async def wait(self, call: Callable[..., T], *args: object) -> T:
         """A library call that waits (a slice of a long-poll), among the long-poll waits."""
         async with self._waits:
-            return await _to_the_end(call, args)
+            return await run_to_end(call, *args)
 
     async def ping(self) -> None:
         """HBase answers within the timeout, or HBaseUnavailable (a hung ping is interrupted: it reads only)."""
@@ -114,20 +114,3 @@ class Gateway:
         await self.sessions.stop_reading()
         await run_sync(self.sessions.close)
         await run_sync(self.client.close)
-
-
-async def _to_the_end(call: Callable[..., T], args: tuple[object, ...]) -> T:
-    """``run_sync(call, *args)``; if the awaiting task is cancelled, the call runs on (shielded) and is
-    waited for, through further cancellations, before CancelledError is raised."""
-    running = asyncio.ensure_future(run_sync(call, *args))
-    try:
-        return await asyncio.shield(running)
-    except asyncio.CancelledError:
-        while not running.done():
-            try:
-                await asyncio.wait((running,))
-            except asyncio.CancelledError:
-                continue
-        if not running.cancelled():
-            running.exception()  # its outcome goes nowhere: the request has ended
-        raise

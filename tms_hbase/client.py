@@ -417,7 +417,7 @@ class MessagingClient(MessagingService):
         elapsed = time.perf_counter() - started
         for batch in batches:
             CLIENT_METRICS.published(str(topic), len(batch), sum(map(len, batch)), elapsed)
-        self._doorbells.ring(topic)
+        self._doorbells.ring(topic, (result.generation, result.position))
         return result
 
     def notify_consumers(self, topic: TopicLike) -> None:
@@ -673,6 +673,7 @@ class MessagingClient(MessagingService):
         batch: int = 1000,
         session: ConsumerSession | None = None,
         owner: str | None = None,
+        rows: bool = False,
     ) -> Consumer:
         """The active consumer of a subscription (docs/consumers.md).
 
@@ -688,7 +689,9 @@ class MessagingClient(MessagingService):
         ``session``: resume a consumer that was detached (:meth:`Consumer.detach`), here or in another
         process, after the last message it delivered; LeaseLost if its lease ran out meanwhile.
         ``owner``: the name the lease is held under (default: host, pid and a random part), for
-        services that resume their consumers' sessions by a name of their own.
+        services that resume their consumers' sessions by a name of their own. ``rows``: a consumer of
+        rows, delivering the stored rows' slices (:meth:`Consumer.poll_rows`) instead of messages, for
+        services that write them out as they are (the gateway).
         """
         self._ensure_subscriptions()
         topic = _topic(topic)
@@ -717,6 +720,7 @@ class MessagingClient(MessagingService):
             batch=batch,
             session=session,
             owner=owner,
+            rows=rows,
         )
 
     def _doorbells_of(self, topic: TopicId) -> list[str]:

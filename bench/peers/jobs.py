@@ -95,11 +95,15 @@ def seek(name: str, endpoint: Endpoint, topic: str, targets: list[int]) -> list[
     return times
 
 
-def publish_paced(name: str, endpoint: Endpoint, topic: str, size: int, start_at: float, duration: float) -> int:
-    """Publish stamped payloads at latency.RATE msg/s (bench/latency.py's pacing); returns messages sent."""
+def publish_paced(
+    name: str, endpoint: Endpoint, topic: str, size: int, start_at: float, duration: float
+) -> tuple[int, list[float]]:
+    """Publish stamped payloads at latency.RATE msg/s (bench/latency.py's pacing); returns the messages sent
+    and each publish call's milliseconds (the acknowledgement alone, of the same publishes)."""
     c = client(name, endpoint)
-    sent, _publishes = latency.pace(start_at, duration, size, lambda batch: c.publish(topic, batch))
-    return sent
+    calls: list[float] = []
+    sent, _publishes = latency.pace(start_at, duration, size, lambda batch: c.publish(topic, batch), calls)
+    return sent, calls
 
 
 def tail(name: str, endpoint: Endpoint, topic: str, deadline: float, expected_at: float) -> list[float]:

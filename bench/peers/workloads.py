@@ -289,17 +289,20 @@ def visible_latency(run: Run) -> Workload:
                 answer = run.attempt(w, name, partial(_latency_trial, run, name, size, duration))
                 if answer is None:
                     continue
-                sent, latencies = answer
+                sent, latencies, calls = answer
                 w.add(case, "p50 ms", name, percentile(latencies, 50))
                 w.add(case, "p99 ms", name, percentile(latencies, 99))
+                w.add(case, "publish call p99 ms", name, percentile(calls, 99))
                 missed[name] = missed.get(name, 0) + sent - len(latencies)
             progress(f"latency {case}, round {r + 1}/{s.rounds} done")
     lost = [f"{label(n)} {m:,}" for n, m in missed.items() if m]
     w.notes.append(
         "A publisher process paced as bench/latency.py (every message due by now in one publish, one while "
         "the system keeps up); payloads carry their send time; a tailing consumer in another process notes "
-        "when each comes out. Consumers: tms-hbase a consumer of a subscription from the earliest message "
-        "(`consumer.poll`, woken by the publisher's doorbell; no commits, as Kafka's assigned consumer); "
+        "when each comes out; publish call p99 is the publisher's own call (produce and flush, the put) "
+        "of the same messages, the part of the latency the store's acknowledgement takes. Consumers: "
+        "tms-hbase a consumer of a subscription from the earliest message (`consumer.poll`, woken by the "
+        "publisher's doorbell; no commits, as Kafka's assigned consumer); "
         "Kafka an assigned consumer (the broker holds each fetch "
         "until data arrives); JetStream an ordered push consumer; Redis `XREAD BLOCK`. "
         + (f"Messages never seen by the consumer: {', '.join(lost)}." if lost else "Every message was received.")
@@ -307,7 +310,7 @@ def visible_latency(run: Run) -> Workload:
     return w
 
 
-def _latency_trial(run: Run, name: str, size: int, duration: float) -> tuple[int, list[float]]:
+def _latency_trial(run: Run, name: str, size: int, duration: float) -> tuple[int, list[float], list[float]]:
     endpoint, topic = run.endpoints[name], run.topic("lat")
     run.job(jobs.create_topic, name, endpoint, topic)
     start_at = time.time() + 1.0
@@ -317,11 +320,11 @@ def _latency_trial(run: Run, name: str, size: int, duration: float) -> tuple[int
         (1, jobs.tail, (name, endpoint, topic, deadline, expected_at)),
         (0, jobs.publish_paced, (name, endpoint, topic, size, start_at, duration)),
     ]
-    latencies, sent = run.jobs(calls, deadline - time.time() + 60)
+    latencies, (sent, publish_calls) = run.jobs(calls, deadline - time.time() + 60)
     run.job(jobs.delete_topic, name, endpoint, topic)
     if not latencies:
         raise RuntimeError(f"the tailing consumer received none of {sent} messages")
-    return sent, latencies
+    return sent, latencies, publish_calls
 
 
 def transactions(run: Run) -> Workload:

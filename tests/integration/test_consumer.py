@@ -115,6 +115,43 @@ def test_a_publish_from_another_process_rings_the_doorbell(
     assert waited < 20, f"waited {waited:.1f} s: no doorbell rang (the slow poll is 60 s)"
 
 
+def test_after_the_tail_a_ring_that_came_first_or_comes_later_ends_the_wait_for_it(
+    client: MessagingClient, topic: TopicId
+) -> None:
+    """A read that reached the tail with messages makes the next poll wait for a ring before it reads
+    again: a ring that came before that poll, and one that comes during it, both end the wait at once."""
+    client.publish(topic, [b"a"])
+    with client.consumer(topic, "svc", poll_interval_seconds=60) as consumer:
+        assert payloads(consumer.poll(timeout_seconds=30)) == [b"a"]
+        client.publish(topic, [b"b"])  # rung before the next poll begins
+        started = time.monotonic()
+        assert payloads(consumer.poll(timeout_seconds=30)) == [b"b"]
+        first = time.monotonic() - started
+        threading.Timer(0.3, client.publish, (topic, [b"c"])).start()  # rung while it waits
+        started = time.monotonic()
+        assert payloads(consumer.poll(timeout_seconds=30)) == [b"c"]
+        later = time.monotonic() - started
+    assert first < 15 and later < 15, f"woke after {first:.1f} s / {later:.1f} s: a ring was missed (30 s timeout)"
+
+
+def test_after_the_tail_a_poll_returns_what_was_acknowledged_before_it_without_any_ring(
+    client: MessagingClient, topic: TopicId, tms_env: dict[str, str]
+) -> None:
+    """The wait for a ring after a read that reached the tail is only a wait: every poll still reads before
+    it returns, so a message another process published before the poll, which rang nobody, comes out."""
+    script = (
+        "from tms_hbase import MessagingClient, TopicId\n"
+        "with MessagingClient(create_tables=False) as c:\n"
+        "    c.publish(TopicId('cons', 'orders'), [b'unrung'])\n"
+    )
+    client.publish(topic, [b"a"])
+    with client.consumer(topic, "svc", doorbell=None, poll_interval_seconds=60) as consumer:
+        assert payloads(consumer.poll(timeout_seconds=30)) == [b"a"]
+        subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=tms_env, check=True, timeout=120)
+        assert payloads(consumer.poll(timeout_seconds=0.5)) == [b"unrung"]
+        assert consumer.poll(timeout_seconds=0) == []
+
+
 def test_an_iteration_ends_after_max_wait_without_messages(client: MessagingClient, topic: TopicId) -> None:
     client.publish(topic, [b"only"])
     with client.consumer(topic, "svc", max_wait_seconds=0.3) as consumer:

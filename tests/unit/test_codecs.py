@@ -205,7 +205,7 @@ def test_the_hand_written_consume_response_is_the_cdap_schemas_avro(publish_time
         schema, records = "TimedConsumeResponse", [{"id": i, "payload": p, "publishTime": t} for i, p, t in messages]
     else:
         schema, records = "ConsumeResponse", [{"id": i, "payload": p} for i, p, _ in messages]
-    data = encode_consume_response(messages, publish_time)
+    data = encode_consume_response(_runs(messages), publish_time)
     assert data == encode(schema, records)
     assert decode(schema, data) == records
     expected = messages if publish_time else [(i, p, 0) for i, p, _ in messages]
@@ -214,6 +214,35 @@ def test_the_hand_written_consume_response_is_the_cdap_schemas_avro(publish_time
 
 def _triple(message_id: bytes, payload: bytes, time: int) -> tuple[bytes, bytes, int]:
     return message_id, payload, time
+
+
+def _runs(messages: list) -> list:
+    """Each message a run of its own: (ids, payloads, time)."""
+    return [((i,), (p,), t) for i, p, t in messages]
+
+
+@pytest.mark.parametrize("publish_time", [False, True])
+def test_a_consume_response_of_runs_with_memoryview_payloads_is_the_same_bytes(publish_time: bool) -> None:
+    """Runs of several messages (the slices of stored rows), payloads as views of one stored cell: the same
+    bytes as the messages one by one, and what fastavro writes."""
+    cell = b"".join(b"payload %d " % i * (i % 4) for i in range(250))
+    view, at, messages, runs = memoryview(cell), 0, [], []
+    for run in range(5):  # 50 messages a run, each run its own publish time (two runs share one)
+        ids, payloads, time = [], [], 1_700_000_000_000 + min(run, 3)
+        for i in range(50 * run, 50 * run + 50):
+            size = len(b"payload %d " % i * (i % 4))
+            ids.append(i.to_bytes(20, "big"))
+            payloads.append(view[at : at + size])
+            messages.append((ids[-1], cell[at : at + size], time))
+            at += size
+        runs.append((ids, payloads, time))
+    data = encode_consume_response(runs, publish_time)
+    assert data == encode_consume_response(_runs(messages), publish_time)
+    schema = "TimedConsumeResponse" if publish_time else "ConsumeResponse"
+    records = [
+        {"id": i, "payload": p, "publishTime": t} if publish_time else {"id": i, "payload": p} for i, p, t in messages
+    ]
+    assert data == encode(schema, records)
 
 
 def _long(value: int) -> bytes:
@@ -248,7 +277,7 @@ def test_the_consume_response_decoder_reads_arrays_in_blocks_as_any_avro_writer_
 @pytest.mark.parametrize("publish_time", [False, True])
 def test_the_consume_response_decoder_refuses_every_truncation_and_trailing_bytes(publish_time: bool) -> None:
     messages = [(bytes(20), b"x" * 300, 2**40), (b"\x01" * 20, b"", -5), (b"", b"y" * 70_000, 2**63 - 1)]
-    data = encode_consume_response(messages, publish_time)
+    data = encode_consume_response(_runs(messages), publish_time)
     for cut in [*range(400), *range(400, len(data), 97), len(data) - 70_001, len(data) - 1]:
         with pytest.raises(InvalidArgument, match=r"corrupt .*ConsumeResponse: the data ends inside a value"):
             decode_consume_response(data[:cut], publish_time, _triple)
@@ -283,7 +312,7 @@ def test_the_consume_response_decoder_agrees_with_fastavro_on_corrupted_pages() 
     ]
     for publish_time in (False, True):
         schema = "TimedConsumeResponse" if publish_time else "ConsumeResponse"
-        data = encode_consume_response(messages, publish_time)
+        data = encode_consume_response(_runs(messages), publish_time)
         for _ in range(1500):
             spot = rng.randrange(len(data))
             changed = data[:spot] + bytes([rng.randrange(256)]) + data[spot + 1 :]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 
 import pytest
 
@@ -146,3 +147,17 @@ def test_media_types_and_the_status_table() -> None:
     with pytest.raises(rest.UnsupportedMediaType):
         rest.media_type("text/plain")
     assert rest.status_of(rest.UnsupportedMediaType("x")) == 415 and rest.status_of(InvalidArgument("x")) == 400
+
+
+def test_a_decoded_message_is_the_message_its_constructor_makes() -> None:
+    """The client makes the messages of a page without ``Message.__init__``: the same value, hash, text and
+    frozenness."""
+    [decoded] = rest.decode_messages(
+        rest.encode_messages([Message(b"\x02" * 20, b"p", 7)], rest.AVRO, publish_time=True),
+        rest.AVRO,
+        publish_time=True,
+    )
+    made = Message(b"\x02" * 20, b"p", 7)
+    assert (decoded, hash(decoded), repr(decoded), decoded.publish_time_ms) == (made, hash(made), repr(made), 7)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        decoded.payload = b"q"  # type: ignore[misc]

@@ -3,7 +3,11 @@ polling, and commits a durable mark under a lease (at-least-once, or exactly-onc
 
 * **Reading.** Messages come from the reader's ordered fetch, from the last message delivered; a fetch
   stays open while messages keep coming. At the tail the consumer waits on its doorbell
-  (:mod:`.doorbell`) and also polls every ``poll_interval_seconds`` seconds, so a lost ring costs latency only.
+  (:mod:`.doorbell`) and also polls every ``poll_interval_seconds`` seconds, so a lost ring costs latency only;
+  after a read that reached the tail with messages it waits for a ring before it reads again (at most the
+  poll interval, and every poll reads before it returns). A single ring that names exactly the row where
+  the next unread row starts (its publish was acknowledged before the ring) is read with one get instead
+  of a scan; any other ring, a transaction, or anything but a plain live batch there means a fetch.
 * **Marks.** ``commit()`` stores the last delivered message's id as the subscription's mark, by
   compare-and-set under the lease (:mod:`.lease`); a mark never moves backwards. After a crash the
   next consumer resumes right after the last committed mark: at-least-once.
@@ -19,6 +23,7 @@ polling, and commits a durable mark under a lease (at-least-once, or exactly-onc
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import socket
@@ -44,11 +49,13 @@ from tms_hbase.consume.subscriptions import (
     row_key,
 )
 from tms_hbase.errors import InvalidArgument, SubscriptionNotFound, TmsError
-from tms_hbase.fetch.reader import Message, MessageReader
+from tms_hbase.fetch.reader import Cursor, Message, MessageReader
 from tms_hbase.installation.metadata import MetadataCache
 from tms_hbase.model import checks
 from tms_hbase.model.clock import now_ms
+from tms_hbase.model.message_id import ID_LENGTH
 from tms_hbase.model.metrics import CLIENT_METRICS
+from tms_hbase.model.rows import RowSlice
 from tms_hbase.model.topic import TopicId
 from tms_hbase.tx.fate import TxFate, fate, snapshot_from_server
 from tms_hbase.tx.transaction import Transaction
@@ -102,6 +109,7 @@ class Consumer:
         batch: int,
         session: ConsumerSession | None = None,
         owner: str | None = None,
+        rows: bool = False,
     ) -> None:
         _check_options(
             max_wait_seconds, transaction, auto_commit, lease_seconds, wait_for_lease, poll_interval_seconds, batch
@@ -123,12 +131,20 @@ class Consumer:
         if session is not None:
             owner = session.owner
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.rows = rows  # a consumer of rows: delivers row slices (poll_rows), not messages
         self._buffer: deque[Message] = deque()
+        self._slices: deque[RowSlice] = deque()  # the buffer of a consumer of rows
         self._stream: Iterator[Message] | None = None
+        self._row_stream: Iterator[RowSlice] | None = None  # the fetch of a consumer of rows
+        self._held: RowSlice | None = None  # the rest of the row slice it read last, read first next
         self._tx: Transaction | None = None  # the running transaction of a TransactionContext
         self._tx_mark: bytes | None = None  # the mark to persist with it
         self._persisted: Pending | None = None  # the pending mark persisted for it
         self._processed: bytes | None = None  # auto-commit: delivered and known to be handled
+        self._rest = False  # the last read reached the tail with messages: wait for a ring before the next
+        self._cursor = Cursor()  # where the current fetch has read to
+        self._next_row: int | None = None  # where the row after everything delivered starts, when known
+        self._rung = 0  # the highest row position a ring of this generation named
         self._auto_committed_at = time.monotonic()
         self._closed = False
         self._read_metric = CLIENT_METRICS.consumed_messages.labels(str(topic), name)
@@ -248,6 +264,7 @@ class Consumer:
 
     def __iter__(self) -> Iterator[Message]:
         """Messages in order; blocks up to ``max_wait_seconds`` for the next one, then the iteration ends."""
+        self._messages_only()
         buffer = self._buffer
         while True:
             if self.auto_commit:
@@ -266,13 +283,8 @@ class Consumer:
         """Up to ``max_messages`` messages in order, as soon as there is one; ``[]`` after ``timeout_seconds``.
         ``max_bytes``: stop after the message that brings the ids and payloads to this many bytes (so
         at least one message comes, however large)."""
-        checks.positive_int("max_messages", max_messages)
-        if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0):
-            raise InvalidArgument(f"bad max_bytes {max_bytes!r}: expected a positive integer")
-        checks.seconds("timeout_seconds", timeout_seconds)
-        if self.auto_commit:
-            self._handled()
-        if not self._wait(time.monotonic() + timeout_seconds):
+        self._messages_only()
+        if not self._ready(max_messages, timeout_seconds, max_bytes):
             return []
         take = min(max_messages, len(self._buffer))
         if max_bytes is None:
@@ -286,10 +298,54 @@ class Consumer:
         self._delivered = got[-1].id
         return got
 
+    def poll_rows(
+        self, max_messages: int = 100, timeout_seconds: float = 1.0, *, max_bytes: int | None = None
+    ) -> list[RowSlice]:
+        """What :meth:`poll` delivers, for a consumer of rows (``rows=True``): the messages as the slices of
+        the rows that hold them, with no message object and no payload copy each (inline payloads are
+        views of the stored row), for a service that writes them out as they are (the gateway's pages)."""
+        if not self.rows:
+            raise InvalidArgument(f"{self!r} delivers messages: poll_rows needs a consumer made with rows=True")
+        if not self._ready(max_messages, timeout_seconds, max_bytes):
+            return []
+        buffer, got, taken, size = self._slices, [], 0, 0
+        while buffer and taken < max_messages and (max_bytes is None or size < max_bytes):
+            part = buffer.popleft()
+            want = min(len(part), max_messages - taken)
+            if max_bytes is not None:  # stop after the message that brings the page to max_bytes
+                count = 0
+                for payload in part.payloads[:want]:
+                    count += 1
+                    size += ID_LENGTH + len(payload)
+                    if size >= max_bytes:
+                        break
+                want = count
+            if want < len(part):
+                part, rest = part.split(want)
+                buffer.appendleft(rest)
+            got.append(part)
+            taken += want
+        self._delivered = got[-1].last_id
+        return got
+
+    def _messages_only(self) -> None:
+        if self.rows:
+            raise InvalidArgument(f"{self!r} is a consumer of rows: use poll_rows")
+
+    def _ready(self, max_messages: int, timeout_seconds: float, max_bytes: int | None) -> bool:
+        """Check a poll's arguments and wait for something buffered (False: nothing came in time)."""
+        checks.positive_int("max_messages", max_messages)
+        if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0):
+            raise InvalidArgument(f"bad max_bytes {max_bytes!r}: expected a positive integer")
+        checks.seconds("timeout_seconds", timeout_seconds)
+        if self.auto_commit:
+            self._handled()
+        return self._wait(time.monotonic() + timeout_seconds)
+
     @property
     def buffered(self) -> int:
         """Messages read ahead and not delivered yet."""
-        return len(self._buffer)
+        return len(self._buffer) + sum(map(len, self._slices))
 
     def read_ahead(self) -> None:
         """Fill the buffer up to ``batch`` messages now, without waiting and delivering nothing: for a
@@ -297,8 +353,9 @@ class Consumer:
         gateway). What it reads is delivered by later polls, as a buffered batch always is."""
         if self._closed:
             raise TmsError(f"{self!r} is closed")
-        if len(self._buffer) < self.batch:
-            self._fill(self.batch - len(self._buffer))
+        buffered = self.buffered
+        if buffered < self.batch:
+            self._fill(self.batch - buffered)
 
     def _wait(self, deadline: float) -> bool:
         """Make sure the lease holds and messages are buffered, waiting for them until ``deadline``;
@@ -306,10 +363,13 @@ class Consumer:
         if self._closed:
             raise TmsError(f"{self!r} is closed")
         while True:
+            if self._rest and not (self._buffer or self._slices):
+                self._rest = False
+                self._bell.wait(max(0.0, min(deadline - time.monotonic(), self.poll_interval_seconds)))
             self._lease.check()
-            if not self._buffer:
+            if not (self._buffer or self._slices):
                 self._fill()
-            if self._buffer:
+            if self._buffer or self._slices:
                 return True
             left = deadline - time.monotonic()
             if left <= 0:
@@ -321,23 +381,77 @@ class Consumer:
         the last one buffered (or delivered) when the current one reached the tail (the bell is cleared
         first: a publish after this read still wakes the wait that follows)."""
         count = self.batch if count is None else count
-        if self._stream is None:
-            self._bell.clear()
+        if self._stream is None and self._row_stream is None:
+            rings = self._bell.clear()
             meta = self._topics.get(self.topic)  # TopicNotFound once the topic is deleted
             if meta.generation != self.generation:
                 raise SubscriptionNotFound(self.topic, self.name)
-            self._stream = self._reader.fetch(
-                self.topic,
-                start_message=self._buffer[-1].id if self._buffer else self._delivered,
-                inclusive=False,
-                transaction=self._read_transaction(),
-            )
-        before = len(self._buffer)
-        self._buffer.extend(islice(self._stream, count))
-        read = len(self._buffer) - before
+            if self._read_rung_row(rings, count):
+                return
+            if self.rows:
+                start = self._slices[-1].last_id if self._slices else self._delivered
+                self._row_stream = self._reader.fetch_rows(self.topic, start, False, self._read_transaction())
+            else:
+                self._cursor = Cursor()
+                self._stream = self._reader.fetch(
+                    self.topic,
+                    start_message=self._buffer[-1].id if self._buffer else self._delivered,
+                    inclusive=False,
+                    transaction=self._read_transaction(),
+                    cursor=self._cursor,
+                )
+        if self._row_stream is not None:
+            read = self._read_rows(self._row_stream, count)
+        else:
+            before = len(self._buffer)
+            self._buffer.extend(islice(self._stream or (), count))
+            read = len(self._buffer) - before
         self._read_metric.inc(read)
-        if read < count:
-            self._stream = None  # at the tail (or, in a transaction, at a message it cannot see yet)
+        if read < count:  # at the tail (or, in a transaction, at a message it cannot see yet)
+            if self._stream is not None and self._cursor.next_position is not None:
+                self._next_row = self._cursor.next_position  # (else it passed no row: where it was still holds)
+            self._stream = self._row_stream = None
+        self._rest = 0 < read < count
+
+    def _read_rung_row(self, rings: list[tuple[int, int] | None], count: int) -> bool:
+        """The row a single ring named, read with one get, if it starts exactly where the row after everything
+        read so far does (so nothing lies between) and holds a plain live batch of at most ``count`` messages;
+        False (nothing done) otherwise, and
+        outside transactions only. After it the consumer waits for the next ring unless an earlier ring
+        named a row beyond it (read with the next fetch)."""
+        for ring in rings:
+            if ring is not None and ring[0] == self.generation:
+                self._rung = max(self._rung, ring[1])
+        if (
+            self._next_row is None
+            or rings != [(self.generation, self._next_row)]
+            or self._tx is not None
+            or self._tx_client is not None
+            or self._fixed is not None
+            or self.rows
+        ):
+            return False
+        found = self._reader.row_at(self.topic, self.generation, self._next_row)
+        if found is None or len(found[0]) > count:
+            return False
+        messages, self._next_row = found
+        self._buffer.extend(messages)
+        self._read_metric.inc(len(messages))
+        self._rest = self._rung < self._next_row
+        return True
+
+    def _read_rows(self, stream: Iterator[RowSlice], count: int) -> int:
+        """Buffer the next ``count`` messages of a consumer of rows (fewer at the tail), as row slices; the
+        rest of a slice cut at ``count`` is held for the next read. How many were read."""
+        read, held, self._held = 0, self._held, None
+        for part in stream if held is None else itertools.chain((held,), stream):
+            if read + len(part) > count:
+                part, self._held = part.split(count - read)
+            self._slices.append(part)
+            read += len(part)
+            if read == count:
+                break
+        return read
 
     def _read_transaction(self) -> Transaction | None:
         if self._tx is not None:
@@ -348,7 +462,10 @@ class Consumer:
 
     def _restart_reading(self, at: bytes | None) -> None:
         self._buffer.clear()
-        self._stream = None
+        self._slices.clear()
+        self._stream = self._row_stream = self._held = None
+        self._rest = False
+        self._next_row = None
         self._delivered = at
 
     # -- committing -----------------------------------------------------------------------------

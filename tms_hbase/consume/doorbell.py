@@ -10,8 +10,11 @@ directly, at once, without waiting for that refresh.
 
 The doorbell is best-effort: a datagram can be lost, a consumer can start between two refreshes. A
 waiting consumer therefore also polls, slowly (every half second by default): correctness never
-depends on a ring, only wake-up latency does. A ring says "look now", nothing more; its content is the
-topic key, and a stray datagram only costs one extra read.
+depends on a ring, only wake-up latency does. A ring says "look now"; its content is the topic key and,
+after a publish, the generation and position of the batch row it wrote (acknowledged before the ring is
+sent). A consumer that has read everything before exactly that row reads it with one get instead of a
+scan (:meth:`~tms_hbase.consume.consumer.Consumer`); anything else, or a stray datagram, costs one
+ordinary read.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -34,6 +38,8 @@ DEFAULT_HOST = "127.0.0.1"
 REFRESH_SECONDS = 1.0
 FORGET_SECONDS = 60.0  # stop refreshing a topic nobody published to for this long
 FAILED_SECONDS = 30.0  # after a failed refresh (no subscriptions table, HBase trouble), wait this long
+
+_ROW = struct.Struct(">qq")  # a ring's (generation, position) after the topic key
 
 # Bells of this process, by (table prefix, topic key): publishers of the same process ring them directly.
 _local: dict[tuple[str, bytes], set[Bell]] = {}
@@ -59,20 +65,25 @@ class Bell:
         with _local_lock:
             _local.setdefault(self._slot, set()).add(self)
 
-    def ring(self) -> None:
-        """Wake this bell's consumer (from this process)."""
+    def ring(self, content: bytes) -> None:
+        """Wake this bell's consumer (from this process) with a ring's ``content`` (:func:`ring_content`)."""
         with contextlib.suppress(OSError):  # closed, or the buffer is full: the consumer is awake anyway
-            self._sock.sendto(self._ring, self._target)
+            self._sock.sendto(content, self._target)
 
-    def clear(self) -> None:
-        """Forget rings so far (called before a read, so a publish after the read still wakes the wait)."""
+    def clear(self) -> list[tuple[int, int] | None]:
+        """Forget rings so far (called before a read, so a publish after the read still wakes the wait);
+        returns what each said: the (generation, position) of the row its publish wrote, or None."""
+        rings: list[tuple[int, int] | None] = []
         try:
             while True:
-                self._sock.recv(512)
+                data = self._sock.recv(512)
+                row = data[len(self._ring) :]
+                rings.append(_ROW.unpack(row) if data.startswith(self._ring) and len(row) == _ROW.size else None)
         except (BlockingIOError, InterruptedError):
             pass
         except OSError:
             pass  # closed
+        return rings
 
     def wait(self, timeout: float) -> bool:
         """Block until a ring or ``timeout`` seconds; True if it rang."""
@@ -91,12 +102,19 @@ class Bell:
         self._sock.close()
 
 
-def ring_local(prefix: str, topic: TopicId) -> set[str]:
-    """Ring every bell of this process waiting on ``topic``; returns their addresses."""
+def ring_content(topic: TopicId, row: tuple[int, int] | None = None) -> bytes:
+    """What a ring of ``topic`` sends: its key, and the (generation, position) of the row a publish wrote."""
+    return topic.key if row is None else topic.key + _ROW.pack(*row)
+
+
+def ring_local(prefix: str, topic: TopicId, row: tuple[int, int] | None = None) -> set[str]:
+    """Ring every bell of this process waiting on ``topic`` (``row``: see :func:`ring_content`); returns
+    their addresses."""
     with _local_lock:
         bells = list(_local.get((prefix, topic.key), ()))
+    content = ring_content(topic, row)
     for bell in bells:
-        bell.ring()
+        bell.ring(content)
     return {bell.address for bell in bells}
 
 
@@ -122,9 +140,11 @@ class Doorbells:
         self._sock: socket.socket | None = None
         self._sock6: socket.socket | None = None
 
-    def ring(self, topic: TopicId) -> None:
-        """Wake the consumers of ``topic``: this process's at once, others' from the last refresh."""
-        local = ring_local(self.prefix, topic)
+    def ring(self, topic: TopicId, row: tuple[int, int] | None = None) -> None:
+        """Wake the consumers of ``topic``: this process's at once, others' from the last refresh. ``row``:
+        the (generation, position) of the batch row a publish wrote, acknowledged already."""
+        local = ring_local(self.prefix, topic, row)
+        content = ring_content(topic, row)
         with self._lock:
             if self._stop.is_set():
                 return
@@ -136,7 +156,7 @@ class Doorbells:
                 self._thread = green.start_thread(self._refresh_loop, "tms-doorbells")
         for sock, target in sends:
             try:
-                sock.sendto(topic.key, target)
+                sock.sendto(content, target)
                 CLIENT_METRICS.doorbell_rings.inc()
             except OSError:
                 pass  # best-effort: the consumer's slow poll covers it

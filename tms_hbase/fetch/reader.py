@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -53,10 +53,12 @@ from tms_hbase.model.rows import (
     VERSION,
     BatchRow,
     RowHeader,
+    RowSlice,
     decode_row,
     generation_prefix,
     message_count,
     message_key,
+    next_position,
     past_last,
     payload_key,
     peek_row,
@@ -120,6 +122,15 @@ class Message:
     def publish_time_ms(self) -> int:
         """``publish_time``, named with its unit: milliseconds since the epoch."""
         return self.publish_time
+
+
+@dataclass
+class Cursor:
+    """Where a fetch has read to (pass one to :meth:`MessageReader.fetch`): ``next_position``, where the
+    row after the last row it passed starts (None: it passed none yet). A consumer that has delivered
+    everything up to there can read exactly the next row with :meth:`MessageReader.row_at`."""
+
+    next_position: int | None = None
 
 
 @dataclass(frozen=True)
@@ -269,9 +280,32 @@ class MessageReader:
         inclusive: bool = True,
         limit: int | None = None,
         transaction: Transaction | None = None,
+        cursor: Cursor | None = None,
     ) -> Iterator[Message]:
-        """Validate and place the start now (bad input raises here), then iterate lazily."""
+        """Validate and place the start now (bad input raises here), then iterate lazily; ``cursor`` is kept
+        at the row after the last one passed."""
         checks.fetch_args(start_message, start_time, inclusive, limit, transaction)
+        placed = self._placed(topic, start_message, start_time, inclusive)
+        return self._iterate(*placed, limit, transaction, cursor=cursor)
+
+    def fetch_rows(
+        self,
+        topic: TopicId,
+        start_message: bytes | None = None,
+        inclusive: bool = True,
+        transaction: Transaction | None = None,
+    ) -> Iterator[RowSlice]:
+        """The messages :meth:`fetch` gives, as the slices of the rows that hold them, in order: no message
+        object and no payload copy each (inline payloads are memoryview slices of the row's cell); for a
+        service that writes them out as they are (the gateway's consumer pages)."""
+        checks.fetch_args(start_message, None, inclusive, None, transaction)
+        topic, generation, start, floor, sequenced = self._placed(topic, start_message, None, inclusive)
+        return self._slices(topic, generation, start, floor, None, transaction, sequenced=sequenced, views=True)
+
+    def _placed(
+        self, topic: TopicId, start_message: bytes | None, start_time: int | None, inclusive: bool
+    ) -> tuple[TopicId, int, _Start, int, bool]:
+        """Where a fetch starts: (topic, generation, start, the TTL's floor in ms, sequencer generation)."""
         meta = self.topics.get(topic)
         generation = meta.generation
         floor = self.hbase_now() - meta.ttl * 1000
@@ -287,7 +321,7 @@ class MessageReader:
             start = _Start(self.seek(topic, generation, floor, exact=False), 0, True)
         else:
             start = _Start(self.seek(topic, generation, start_time + (0 if inclusive else 1)), 0, True)
-        return self._iterate(topic, generation, start, floor, limit, transaction, sequenced=meta.sequencer)
+        return topic, generation, start, floor, meta.sequencer
 
     def fetch_range(
         self, topic: TopicId, start: MessageId, end: MessageId | None = None, transaction: Transaction | None = None
@@ -308,9 +342,27 @@ class MessageReader:
         stop = None if end is None else (end.position, end.index)
         floor = self.hbase_now() - meta.ttl * 1000
         start_at = _Start(start.position, start.index, True)
-        return self._iterate(
-            topic, meta.generation, start_at, floor, None, transaction, last, stop, sequenced=meta.sequencer
-        )
+        return self._iterate(topic, meta.generation, start_at, floor, meta.sequencer, None, transaction, last, stop)
+
+    def row_at(self, topic: TopicId, generation: int, position: int) -> tuple[list[Message], int] | None:
+        """The messages of the batch row at exactly ``position`` (one get, no scan) and where the next row
+        starts; None unless a plain batch is there: no row, a skip marker, a pointer or transactional row,
+        an expired one, or another generation than the topic's (read those with :meth:`fetch`)."""
+        meta = self.topics.get(topic)
+        if meta.generation != generation:
+            return None
+        key = message_key(topic, generation, position)
+        value = self.messages.get(key, [MESSAGE_COLUMN]).get(MESSAGE_COLUMN)
+        if value is None:
+            return None
+        row = decode_row(key, value)
+        now = self.hbase_now()
+        if row.skip or row.pointer or row.tx_pointer is not None or _expired(row, now - meta.ttl * 1000, now):
+            return None
+        messages = [
+            Message(encode_id(generation, position, i), p, row.publish_time) for i, p in enumerate(row.payloads)
+        ]
+        return messages, next_position(position, row.span)
 
     # -- positions ----------------------------------------------------------------------------
 
@@ -636,9 +688,12 @@ class MessageReader:
 
     # -- rows to messages ---------------------------------------------------------------------
 
-    def _rows(self, topic: TopicId, generation: int, start: int, first: int) -> Iterator[tuple[int, BatchRow]]:
+    def _rows(
+        self, topic: TopicId, generation: int, start: int, first: int, views: bool = False
+    ) -> Iterator[tuple[int, BatchRow]]:
         """Rows from ``start`` in position order, in chunks (the first of ``first`` rows: a fetch with a
-        small limit reads no more); gaps are scanned again (see module doc)."""
+        small limit reads no more); gaps are scanned again (see module doc). ``views``: payloads as views
+        of the cells (:meth:`BatchRow.decode`)."""
         prefix = generation_prefix(topic, generation)
         end = past_last(prefix)
         expected = start
@@ -648,25 +703,27 @@ class MessageReader:
             for key, value in chunk:
                 position = position_of(key)
                 if position > expected:  # rows the scan may have raced past, or swept ones
-                    yield from self._range(topic, generation, expected, key)
-                yield position, decode_row(key, value)
+                    yield from self._range(topic, generation, expected, key, views)
+                yield position, decode_row(key, value, views=views)
                 expected = position + 1
             if len(chunk) < size:
                 return  # the tail as it was when this poll read it
             size = CHUNK_ROWS
 
-    def _range(self, topic: TopicId, generation: int, start: int, stop: bytes) -> Iterator[tuple[int, BatchRow]]:
+    def _range(
+        self, topic: TopicId, generation: int, start: int, stop: bytes, views: bool
+    ) -> Iterator[tuple[int, BatchRow]]:
         """Every row from position ``start`` up to (not including) row key ``stop``."""
         while True:
             chunk = self._scan(message_key(topic, generation, start), stop, CHUNK_ROWS)
             for key, value in chunk:
                 start = position_of(key) + 1
-                yield start - 1, decode_row(key, value)
+                yield start - 1, decode_row(key, value, views=views)
             if len(chunk) < CHUNK_ROWS:
                 return
 
     def _sequencer_rows(
-        self, topic: TopicId, generation: int, start: int, first: int, last: int | None = None
+        self, topic: TopicId, generation: int, start: int, first: int, last: int | None, views: bool
     ) -> Iterator[tuple[int, BatchRow]]:
         """The batch rows of a sequencer generation from offset ``start`` in order, skip markers left
         out, up to the tail or a hole not yet due to fill (see module doc). A gap is a hole unless it lies
@@ -675,7 +732,7 @@ class MessageReader:
         read, which must reach its end) a hole not due yet is waited on instead of ending the read. The
         holes it fills are recorded in the skip index once per run of them (and when it stops early)."""
         for position, key, value in self.sequencer_cells(topic, generation, start, first, last):
-            row = decode_row(key, value)
+            row = decode_row(key, value, views=views)
             if not row.skip:
                 yield position, row
 
@@ -837,32 +894,68 @@ class MessageReader:
         generation: int,
         start: _Start,
         floor: int,
+        sequenced: bool,
+        limit: int | None,
+        transaction: Transaction | None,
+        end: int | None = None,
+        stop: tuple[int, int] | None = None,
+        *,
+        cursor: Cursor | None = None,
+    ) -> Iterator[Message]:
+        """Messages from ``start``, at most ``limit``: those of :meth:`_slices`."""
+        remaining = limit
+        slices = self._slices(
+            topic, generation, start, floor, limit, transaction, end, stop, sequenced=sequenced, cursor=cursor
+        )
+        for part in slices:
+            position, time_ms = part.position, part.publish_time
+            payloads = cast("Sequence[bytes]", part.payloads)  # read without views: copies
+            for index, payload in enumerate(payloads, part.first):
+                yield Message(encode_id(generation, position, index), payload, time_ms)
+                if remaining is not None:
+                    remaining -= 1
+                    if remaining == 0:
+                        return
+
+    def _slices(
+        self,
+        topic: TopicId,
+        generation: int,
+        start: _Start,
+        floor: int,
         limit: int | None,
         transaction: Transaction | None,
         end: int | None = None,
         stop: tuple[int, int] | None = None,
         *,
         sequenced: bool = False,
-    ) -> Iterator[Message]:
-        """Messages from ``start``; ``end`` is the last position to read, and ``stop`` the
-        (position, index) of the first message not to return."""
-        remaining = limit
+        views: bool = False,
+        cursor: Cursor | None = None,
+    ) -> Iterator[RowSlice]:
+        """The messages from ``start`` as row slices; ``end`` is the last position to read, ``stop`` the
+        (position, index) of the first message not to return and ``limit`` (the messages wanted, if known)
+        bounds the first scan; ``views``: inline payloads as views of their cells. ``cursor`` moves past each
+        row passed."""
         now = self.hbase_now()
         first_chunk = CHUNK_ROWS if limit is None else min(limit, CHUNK_ROWS)  # every row holds a message or more
         if end is not None:
             first_chunk = max(1, min(first_chunk, end - start.position + 1))
         if sequenced:  # a range read waits on a hole below its end instead of ending before it
-            rows = self._sequencer_rows(topic, generation, start.position, first_chunk, end)
+            rows = self._sequencer_rows(topic, generation, start.position, first_chunk, end, views)
         else:
-            rows = self._rows(topic, generation, start.position, first_chunk)
+            rows = self._rows(topic, generation, start.position, first_chunk, views)
         for position, row in rows:
             if end is not None and position > end:
                 return
-            if row.publish_time < floor or (row.expires_at is not None and row.expires_at <= now):
+            if _expired(row, floor, now):
+                if cursor is not None:
+                    cursor.next_position = next_position(position, row.span)
                 continue
             pointer = row.tx_pointer
             if transaction is not None and pointer is not None:
                 if pointer < 0 or transaction.is_invalid(pointer):
+                    if cursor is not None:
+                        cursor.next_position = next_position(position, row.span)
                     continue
                 if not transaction.is_visible(pointer):
                     return  # in progress or not yet committed for this reader: keep the order
@@ -879,19 +972,13 @@ class MessageReader:
                         generation=generation,
                         position=position,
                     )
-                messages = self._stored(topic, generation, abs(pointer), position, row, first_index, end_index)
+                yield from self._stored(topic, generation, abs(pointer), position, row, first_index, end_index)
             else:
-                messages = (
-                    Message(encode_id(generation, position, i), payload, row.publish_time)
-                    for i, payload in enumerate(row.payloads[:end_index])
-                    if i >= first_index
-                )
-            for message in messages:
-                yield message
-                if remaining is not None:
-                    remaining -= 1
-                    if remaining == 0:
-                        return
+                payloads = row.payloads[first_index:end_index]
+                if payloads:
+                    yield RowSlice(generation, position, first_index, row.publish_time, payloads)
+            if cursor is not None:
+                cursor.next_position = next_position(position, row.span)
 
     def _stored(
         self,
@@ -902,9 +989,9 @@ class MessageReader:
         row: BatchRow,
         first_index: int,
         end_index: int | None = None,
-    ) -> Iterator[Message]:
+    ) -> Iterator[RowSlice]:
         """The payload-table rows of a pointer row, in store order, from sequence ``first_index`` up to
-        (not including) ``end_index``."""
+        (not including) ``end_index``: a slice for each run of consecutive sequences."""
         sequence = max(first_index, 1)
         if end_index is None:
             stop = past_last(pointer_prefix(topic, generation, pointer))
@@ -915,6 +1002,8 @@ class MessageReader:
         while True:
             start = payload_key(topic, generation, pointer, sequence)
             keys, payloads = self.payloads.scan_column(start, stop, PAYLOAD_COLUMN, PAYLOAD_CHUNK)
+            run: list[bytes] = []
+            first = sequence
             for key, payload in zip(keys, payloads, strict=True):
                 seq = sequence_of(key)
                 if payload is None:
@@ -925,7 +1014,18 @@ class MessageReader:
                         generation=generation,
                         position=position,
                     )
-                yield Message(encode_id(generation, position, seq), payload, row.publish_time)
+                if seq != first + len(run):  # a gap in the sequences: the next slice starts at seq
+                    if run:
+                        yield RowSlice(generation, position, first, row.publish_time, run)
+                    run, first = [], seq
+                run.append(payload)
                 sequence = seq + 1
+            if run:
+                yield RowSlice(generation, position, first, row.publish_time, run)
             if len(keys) < PAYLOAD_CHUNK:
                 return
+
+
+def _expired(row: BatchRow, floor: int, now: int) -> bool:
+    """Past the topic's TTL (published before ``floor``) or its own expiry (at or before ``now``)."""
+    return row.publish_time < floor or (row.expires_at is not None and row.expires_at <= now)

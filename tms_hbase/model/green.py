@@ -68,6 +68,83 @@ async def run_sync(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return step
 
 
+async def run_to_end(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` run on this event loop like :func:`run_sync`, in the awaiting task itself, but never
+    interrupted: cancelling the awaiting task does not reach ``fn``. It runs on to its end, and then
+    CancelledError is raised (its result or error goes nowhere).
+
+    Each wait of ``fn`` is awaited through an :class:`_Unstoppable` that refuses the task's cancel request
+    (asyncio then delivers CancelledError once the wait is over): no task of its own and no shield, which
+    would cost two more turns of the event loop per call and one per wait. A coroutine ``fn`` hands over
+    runs as a task of its own, so that it is not interrupted either."""
+    import asyncio
+
+    child = _Bridged(fn, greenlet.getcurrent())
+    child.loop = asyncio.get_running_loop()
+    cancelled = False
+    try:
+        step = child.switch(*args)
+        while not child.dead:
+            wait = step if isinstance(step, asyncio.Future) else asyncio.ensure_future(step)
+            if not wait.done():
+                gate = _Unstoppable(wait)
+                await gate
+                cancelled = cancelled or gate.refused
+            try:
+                value = wait.result()
+            except BaseException as exc:
+                step = child.throw(exc)
+            else:
+                step = child.switch(value)
+    except (Exception, asyncio.CancelledError):
+        if not cancelled:
+            raise
+    if cancelled:
+        raise asyncio.CancelledError
+    return step
+
+
+class _Unstoppable:
+    """An asyncio future's wait as :func:`run_to_end`'s task sees it: the task's cancel request is refused
+    (and noted), so the task is woken when the future is done, with CancelledError."""
+
+    __slots__ = ("_asyncio_future_blocking", "_future", "refused")
+
+    def __init__(self, future: asyncio.Future[Any]) -> None:
+        self._future = future
+        self._asyncio_future_blocking = False
+        self.refused = False
+
+    def get_loop(self) -> asyncio.AbstractEventLoop:
+        return self._future.get_loop()
+
+    def add_done_callback(self, fn: Callable[..., object], *, context: Any = None) -> None:
+        self._future.add_done_callback(fn, context=context)
+
+    def remove_done_callback(self, fn: Callable[..., object]) -> int:
+        return self._future.remove_done_callback(fn)
+
+    def done(self) -> bool:
+        return self._future.done()
+
+    def result(self) -> Any:
+        return self._future.result()
+
+    def cancel(self, msg: object = None) -> bool:
+        self.refused = True
+        return False
+
+    def __await__(self) -> Any:
+        """Wait until the future is done; its outcome is read from the future (asyncio throws its error
+        here, or CancelledError for a refused cancel request)."""
+        self._asyncio_future_blocking = True
+        try:
+            yield self
+        except BaseException:
+            if not self._future.done():  # (the task is being closed)
+                raise
+
+
 def await_(awaitable: Awaitable[T]) -> T:
     """Wait for ``awaitable`` on the event loop from protocol code running in :func:`run_sync`."""
     current = greenlet.getcurrent()

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from tms_hbase.errors import CorruptData
+from tms_hbase.model.message_id import encode as encode_id
 from tms_hbase.model.tables import FAMILY
 from tms_hbase.model.topic import TopicId
 
@@ -141,7 +142,7 @@ class BatchRow:
     publish_time: int
     writer_id: bytes
     batch_no: int
-    payloads: tuple[bytes, ...] = ()
+    payloads: tuple[bytes | memoryview, ...] = ()  # memoryview slices of the cell when decoded with ``views``
     tx_pointer: int | None = None  # negative once rolled back or marked invalid
     expires_at: int | None = None  # per-message TTL, as an absolute time in ms
     pointer: bool = False  # no payloads inline: they are in the payload table under tx_pointer
@@ -171,10 +172,12 @@ class BatchRow:
         return b"".join(parts)
 
     @classmethod
-    def decode(cls, data: bytes) -> BatchRow:
+    def decode(cls, data: bytes, *, views: bool = False) -> BatchRow:
+        """The row of cell ``data``; ``views``: its payloads as memoryview slices of ``data``, not copies
+        (for a reader that writes them out as they are: the gateway's pages)."""
         head, offset = _head(data)
-        payloads: list[bytes] = []
-        _walk_payloads(data, head, offset, payloads)
+        payloads: list[bytes | memoryview] = []
+        _walk_payloads(memoryview(data) if views else data, head, offset, payloads)
         return cls(
             head.publish_time,
             head.writer_id,
@@ -212,7 +215,12 @@ class RowHeader:
 
     def next_position(self, position: int) -> int:
         """Where the next row of the dense order starts, for this row at ``position``."""
-        return position + (1 if self.span is None else self.span)
+        return next_position(position, self.span)
+
+
+def next_position(position: int, span: int | None) -> int:
+    """Where the row after one at ``position`` taking ``span`` offsets starts (None: a chain row, one)."""
+    return position + (1 if span is None else span)
 
 
 def _head(data: bytes) -> tuple[RowHeader, int]:
@@ -246,9 +254,12 @@ def _head(data: bytes) -> tuple[RowHeader, int]:
     return header, offset
 
 
-def _walk_payloads(data: bytes, head: RowHeader, offset: int, out: list[bytes] | None) -> None:
+def _walk_payloads(
+    data: bytes | memoryview, head: RowHeader, offset: int, out: list[bytes | memoryview] | None
+) -> None:
     """Follow the payload section from ``offset`` to the cell's end (CorruptData if it does not end
-    exactly there), appending the payloads to ``out`` if given."""
+    exactly there), appending the payloads to ``out`` if given (slices of ``data``: copies of bytes,
+    views of a memoryview)."""
     try:
         if not head.flags & F_POINTER:
             (count,) = _U32.unpack_from(data, offset)
@@ -308,10 +319,11 @@ def _parse_prefix(prefix: bytes) -> tuple[TopicId, int] | None:
     return topic, _GEN.unpack_from(prefix, second + 1)[0]
 
 
-def decode_row(key: bytes, cell: bytes | None) -> BatchRow:
+def decode_row(key: bytes, cell: bytes | None, *, views: bool = False) -> BatchRow:
     """The message row ``key`` whose ``d:m`` cell is ``cell`` (None: the row has no such cell),
-    decoded; CorruptData naming the row's topic, generation and position if it cannot be."""
-    return _at(key, cell, BatchRow.decode)
+    decoded (``views``: see :meth:`BatchRow.decode`); CorruptData naming the row's topic, generation and
+    position if it cannot be."""
+    return _at(key, cell, functools.partial(BatchRow.decode, views=views))
 
 
 def peek_row(key: bytes, cell: bytes | None) -> RowHeader:
@@ -351,3 +363,37 @@ def skip_marker(publish_time: int, span: int, filler: bytes = bytes(16), mark: i
 def batch_size(payloads: Sequence[bytes]) -> int:
     """Bytes a batch's payloads take in a row (what the batch size limit counts)."""
     return sum(map(len, payloads)) + 4 * len(payloads)
+
+
+@dataclass(frozen=True, slots=True)
+class RowSlice:
+    """Consecutive messages of one batch row as it is stored, without a message object each: their ids are
+    (``generation``, ``position``, ``first``) … (…, ``first + len - 1``), their publish time is the row's and
+    their payloads are the row's (memoryview slices of its cell when it was decoded with ``views``, or
+    the stored payloads of a pointer row). What a gateway page is written from."""
+
+    generation: int
+    position: int
+    first: int
+    publish_time: int
+    payloads: Sequence[bytes | memoryview]
+
+    def __len__(self) -> int:
+        return len(self.payloads)
+
+    def ids(self) -> list[bytes]:
+        """The messages' ids, in order."""
+        generation, position = self.generation, self.position
+        return [encode_id(generation, position, index) for index in range(self.first, self.first + len(self.payloads))]
+
+    @property
+    def last_id(self) -> bytes:
+        return encode_id(self.generation, self.position, self.first + len(self.payloads) - 1)
+
+    def split(self, count: int) -> tuple[RowSlice, RowSlice]:
+        """The first ``count`` messages and the rest (0 < count < len)."""
+        head, tail = self.payloads[:count], self.payloads[count:]
+        return (
+            RowSlice(self.generation, self.position, self.first, self.publish_time, head),
+            RowSlice(self.generation, self.position, self.first + count, self.publish_time, tail),
+        )

@@ -176,30 +176,46 @@ def encode_publish_request(pointer: int | None, messages: Sequence[bytes]) -> by
 _BYTES_HEADERS: dict[int, bytes] = {}  # the varint length header of a ``bytes`` value, by length
 
 
-def encode_consume_response(messages: Sequence[tuple[bytes, bytes, int]], publish_time: bool) -> bytes:
-    """The Avro binary of a ConsumeResponse (``publish_time``: a TimedConsumeResponse) of (id, payload, publish
-    time) triples, the same bytes :func:`encode` gives (``tests/unit/test_codecs.py`` checks it against
+Run = tuple[Sequence[bytes], Sequence["bytes | memoryview"], int]
+"""Messages that share a publish time, as (their ids, their payloads, the time in ms): what the page encoders
+take, so that the messages of one stored row are written without a message object each."""
+
+
+def encode_consume_response(runs: Sequence[Run], publish_time: bool) -> bytes:
+    """The Avro binary of a ConsumeResponse (``publish_time``: a TimedConsumeResponse) of the messages of
+    ``runs`` in order, the same bytes :func:`encode` gives (``tests/unit/test_codecs.py`` checks it against
     fastavro), several times faster: the gateway encodes every page a consumer or a poll gets with it, up
-    to thousands of messages, where fastavro spends microseconds on each record's dict."""
-    parts = [_varint(len(messages) << 1)] if messages else []
-    headers = _BYTES_HEADERS
-    last_time, last_time_bytes = None, b""  # the messages of one batch share their publish time
-    for message_id, payload, time_ms in messages:
-        for value in (message_id, payload):
-            size = len(value)
-            header = headers.get(size)
-            if header is None:
-                header = _varint(size << 1)
-                if len(headers) < 4096:
-                    headers[size] = header
-            parts.append(header)
-            parts.append(value)
-        if publish_time:
-            if time_ms != last_time:
-                last_time, last_time_bytes = time_ms, _varint((time_ms << 1) ^ (time_ms >> 63))
-            parts.append(last_time_bytes)
+    to thousands of messages, where fastavro spends microseconds on each record's dict. Payloads may be
+    memoryviews (of the stored rows): they are joined into the one output as they are."""
+    count = sum(len(ids) for ids, _, _ in runs)
+    parts: list[bytes | memoryview] = [_varint(count << 1)] if count else []
+    extend = parts.extend
+    id_size = payload_size = -1  # the last length written and its header: the messages of a row share them
+    id_head = payload_head = b""
+    last_time, time_bytes = None, b""  # the messages of one batch share their publish time
+    for ids, payloads, time_ms in runs:
+        if publish_time and time_ms != last_time:
+            last_time, time_bytes = time_ms, _varint((time_ms << 1) ^ (time_ms >> 63))
+        for message_id, payload in zip(ids, payloads, strict=True):
+            if len(message_id) != id_size:
+                id_size = len(message_id)
+                id_head = _bytes_header(id_size)
+            if len(payload) != payload_size:
+                payload_size = len(payload)
+                payload_head = _bytes_header(payload_size)
+            extend((id_head, message_id, payload_head, payload, time_bytes))  # time_bytes: b"" without times
     parts.append(b"\x00")  # the end of the array
     return b"".join(parts)
+
+
+def _bytes_header(size: int) -> bytes:
+    """The varint length header of a ``bytes`` value of ``size`` bytes (kept for the few sizes seen)."""
+    header = _BYTES_HEADERS.get(size)
+    if header is None:
+        header = _varint(size << 1)
+        if len(_BYTES_HEADERS) < 4096:  # a few distinct sizes in practice; bounded whatever comes
+            _BYTES_HEADERS[size] = header
+    return header
 
 
 class _Truncated(Exception):
