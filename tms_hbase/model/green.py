@@ -21,7 +21,7 @@ import select
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -436,20 +436,6 @@ def wait_readable(sock: socket.socket, timeout: float) -> bool:
         return False
     finally:
         loop.remove_reader(sock)
-
-
-def gather(calls: Sequence[Callable[[], T]]) -> list[T]:
-    """Inside :func:`run_sync`: run ``calls`` at once on the event loop, each in a greenlet of its own; their
-    results in order once all ended, or the first error once all ended."""
-    import asyncio
-
-    outcomes = await_(asyncio.gather(*(run_sync(call) for call in calls), return_exceptions=True))
-    results: list[T] = []
-    for outcome in outcomes:
-        if isinstance(outcome, BaseException):
-            raise outcome
-        results.append(outcome)
-    return results
 
 
 def event() -> Event:
