@@ -416,8 +416,8 @@ class Consumer:
     def _read_rung_row(self, rings: list[tuple[int, int] | None], count: int) -> bool:
         """The row a single ring named, read with one get, if it starts exactly where the row after everything
         read so far does (so nothing lies between) and holds a plain live batch of at most ``count`` messages,
-        outside transactions only; False (nothing done) otherwise. After it the consumer waits for the next ring unless an earlier ring
-        named a row beyond it (read with the next fetch)."""
+        outside transactions only; False (nothing done) otherwise. After it the consumer waits for the next
+        ring unless an earlier ring named a row beyond it (read with the next fetch)."""
         for ring in rings:
             if ring is not None and ring[0] == self.generation:
                 self._rung = max(self._rung, ring[1])
