@@ -13,7 +13,7 @@ from tms_hbase.api import MessagingService
 from tms_hbase.client_admin import ClientAdmin
 from tms_hbase.client_slices import Slices
 from tms_hbase.config import Config
-from tms_hbase.consume.doorbell import DEFAULT_HOST
+from tms_hbase.consume.doorbell import DEFAULT_HOST, Address
 from tms_hbase.errors import (
     InvalidArgument,
     PublishOutcomeUnknown,
@@ -417,7 +417,7 @@ class MessagingClient(MessagingService):
         elapsed = time.perf_counter() - started
         for batch in batches:
             CLIENT_METRICS.published(str(topic), len(batch), sum(map(len, batch)), elapsed)
-        self._doorbells.ring(topic, (result.generation, result.position))
+        self._doorbells.ring(topic, (result.generation, result.position), result.stored)
         return result
 
     def notify_consumers(self, topic: TopicLike) -> None:
@@ -723,9 +723,9 @@ class MessagingClient(MessagingService):
             rows=rows,
         )
 
-    def _doorbells_of(self, topic: TopicId) -> list[str]:
+    def _doorbells_of(self, topic: TopicId) -> list[Address]:
         meta = self._topics.get(topic)
-        return self._subscription_admin.bells(meta) + self._shared.bells(meta)
+        return self._subscription_admin.bells(meta) + [Address(a) for a in self._shared.bells(meta)]
 
 
 def _unsettled(numbers: SharedStats) -> Lag:

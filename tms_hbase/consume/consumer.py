@@ -6,8 +6,9 @@ polling, and commits a durable mark under a lease (at-least-once, or exactly-onc
   (:mod:`.doorbell`) and also polls every ``poll_interval_seconds`` seconds, so a lost ring costs latency only;
   after a read that reached the tail with messages it waits for a ring before it reads again (at most the
   poll interval, and every poll reads before it returns). A single ring that names exactly the row where
-  the next unread row starts (its publish was acknowledged before the ring) is read with one get instead
-  of a scan; any other ring, a transaction, or anything but a plain live batch there means a fetch.
+  the next unread row starts (its publish was acknowledged before the ring) is delivered from the ring
+  itself when it carried the row (authenticated: :mod:`.doorbell`), else read with one get instead of a
+  scan; any other ring, a transaction, or anything but a plain live batch there means a fetch.
 * **Marks.** ``commit()`` stores the last delivered message's id as the subscription's mark, by
   compare-and-set under the lease (:mod:`.lease`); a mark never moves backwards. After a crash the
   next consumer resumes right after the last committed mark: at-least-once.
@@ -36,7 +37,7 @@ from dataclasses import dataclass, replace
 from itertools import islice
 from typing import TYPE_CHECKING
 
-from tms_hbase.consume.doorbell import Bell
+from tms_hbase.consume.doorbell import Bell, Ring
 from tms_hbase.consume.lease import MIN_LEASE_SECONDS, Lease
 from tms_hbase.consume.subscriptions import (
     Pending,
@@ -159,6 +160,7 @@ class Consumer:
                 lease_seconds,
                 self._bell.address if doorbell else None,
                 wait_for_lease,
+                bell_key=self._bell.key.hex() if doorbell else None,
                 resume=session is not None,
                 clock=reader.hbase_now,
             )
@@ -413,29 +415,38 @@ class Consumer:
             self._stream = self._row_stream = None
         self._rest = 0 < read < count
 
-    def _read_rung_row(self, rings: list[tuple[int, int] | None], count: int) -> bool:
-        """The row a single ring named, read with one get, if it starts exactly where the row after everything
-        read so far does (so nothing lies between) and holds a plain live batch of at most ``count`` messages,
-        outside transactions only; False (nothing done) otherwise. After it the consumer waits for the next
-        ring unless an earlier ring named a row beyond it (read with the next fetch)."""
+    def _read_rung_row(self, rings: list[Ring | None], count: int) -> bool:
+        """The row a single ring named, if it starts exactly where the row after everything read so far does
+        (so nothing lies between) and holds a plain live batch of at most ``count`` messages, outside
+        transactions only: from the ring's datagram when it carried the row (authenticated, as stored), else
+        read with one get; False (nothing done) otherwise. After it the consumer waits for the next ring
+        unless an earlier ring named a row beyond it (read with the next fetch)."""
         for ring in rings:
-            if ring is not None and ring[0] == self.generation:
-                self._rung = max(self._rung, ring[1])
+            if ring is not None and ring.generation == self.generation:
+                self._rung = max(self._rung, ring.position)
+        ring = rings[0] if len(rings) == 1 else None
         if (
-            self._next_row is None
-            or rings != [(self.generation, self._next_row)]
+            ring is None
+            or self._next_row is None
+            or (ring.generation, ring.position) != (self.generation, self._next_row)
             or self._tx is not None
             or self._tx_client is not None
             or self._fixed is not None
             or self.rows
         ):
             return False
-        found = self._reader.row_at(self.topic, self.generation, self._next_row)
+        if ring.stored is not None:
+            found = self._reader.row_of(self.topic, self.generation, self._next_row, ring.stored)
+            source = "datagram"
+        else:
+            found = self._reader.row_at(self.topic, self.generation, self._next_row)
+            source = "read"
         if found is None or len(found[0]) > count:
             return False
         messages, self._next_row = found
         self._buffer.extend(messages)
         self._read_metric.inc(len(messages))
+        CLIENT_METRICS.rung_rows.labels(source).inc()
         self._rest = self._rung < self._next_row
         return True
 

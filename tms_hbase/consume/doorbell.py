@@ -13,19 +13,34 @@ waiting consumer therefore also polls, slowly (every half second by default): co
 depends on a ring, only wake-up latency does. A ring says "look now"; its content is the topic key and,
 after a publish, the generation and position of the batch row it wrote (acknowledged before the ring is
 sent). A consumer that has read everything before exactly that row reads it with one get instead of a
-scan (:meth:`~tms_hbase.consume.consumer.Consumer`); anything else, or a stray datagram, costs one
+scan (:class:`~tms_hbase.consume.consumer.Consumer`); anything else, or a stray datagram, costs one
 ordinary read.
+
+**Rings that carry the row.** A row's cell of at most :data:`RING_ROW_LIMIT` bytes also rides in the ring,
+exactly as the publish stored it (after HBase acknowledged it, so it is durable), and that consumer
+delivers its messages from the datagram without reading HBase: decoded as a read decodes them, so the
+ids, publish times and order are the same. Any local process can send a datagram, so such a ring is
+authenticated: each consumer draws a random key (:data:`KEY_BYTES`) and writes it, hex, into its
+subscription's cell beside its doorbell's address; publishers read both with the addresses, and a ring
+carrying a row ends in a keyed BLAKE2b MAC (:data:`TAG_BYTES`) over the topic key, the row's place and
+the cell. A ring whose MAC does not check carries nothing: it is a plain "look now" (counted in
+``tms_client_doorbell_rings_refused``). Doorbells without a key (shared subscriptions' idle consumers)
+get the plain ring.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import logging
+import os
 import socket
 import struct
 import threading
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 from tms_hbase.errors import InvalidArgument, TmsError
 from tms_hbase.model import green
@@ -39,7 +54,29 @@ REFRESH_SECONDS = 1.0
 FORGET_SECONDS = 60.0  # stop refreshing a topic nobody published to for this long
 FAILED_SECONDS = 30.0  # after a failed refresh (no subscriptions table, HBase trouble), wait this long
 
+RING_ROW_LIMIT = 8192  # bytes: a stored row cell up to this size rides in the ring (one loopback datagram)
+KEY_BYTES = 16  # a doorbell's ring key
+TAG_BYTES = 16  # the MAC that ends a ring carrying a row
+
 _ROW = struct.Struct(">qq")  # a ring's (generation, position) after the topic key
+_RECEIVE = RING_ROW_LIMIT + 4096  # room for the topic key, the place and the MAC (a bigger datagram fails the MAC)
+
+
+class Ring(NamedTuple):
+    """What one ring said: the place of the batch row its publish wrote and, when the ring carried it and its
+    MAC checked, the row's stored cell."""
+
+    generation: int
+    position: int
+    stored: bytes | None = None
+
+
+class Address(NamedTuple):
+    """A doorbell as the publishers read it: its ``host:port`` and its ring key (None: rings carry no row)."""
+
+    address: str
+    key: bytes | None = None
+
 
 # Bells of this process, by (table prefix, topic key): publishers of the same process ring them directly.
 _local: dict[tuple[str, bytes], set[Bell]] = {}
@@ -50,6 +87,7 @@ class Bell:
     """A consumer's doorbell: a non-blocking UDP socket it waits on between reads."""
 
     def __init__(self, prefix: str, topic: TopicId, host: str = DEFAULT_HOST) -> None:
+        self.key = os.urandom(KEY_BYTES)  # authenticates rings carrying a row (written into the consumer's cell)
         try:
             family = socket.AF_INET6 if ":" in host else socket.AF_INET
             self._sock = socket.socket(family, socket.SOCK_DGRAM)
@@ -70,15 +108,13 @@ class Bell:
         with contextlib.suppress(OSError):  # closed, or the buffer is full: the consumer is awake anyway
             self._sock.sendto(content, self._target)
 
-    def clear(self) -> list[tuple[int, int] | None]:
+    def clear(self) -> list[Ring | None]:
         """Forget rings so far (called before a read, so a publish after the read still wakes the wait);
-        returns what each said: the (generation, position) of the row its publish wrote, or None."""
-        rings: list[tuple[int, int] | None] = []
+        returns what each said (:func:`read_ring`)."""
+        rings: list[Ring | None] = []
         try:
             while True:
-                data = self._sock.recv(512)
-                row = data[len(self._ring) :]
-                rings.append(_ROW.unpack(row) if data.startswith(self._ring) and len(row) == _ROW.size else None)
+                rings.append(read_ring(self._sock.recv(_RECEIVE), self._ring, self.key))
         except (BlockingIOError, InterruptedError):
             pass
         except OSError:
@@ -102,35 +138,82 @@ class Bell:
         self._sock.close()
 
 
-def ring_content(topic: TopicId, row: tuple[int, int] | None = None) -> bytes:
-    """What a ring of ``topic`` sends: its key, and the (generation, position) of the row a publish wrote."""
-    return topic.key if row is None else topic.key + _ROW.pack(*row)
+def ring_content(
+    topic: TopicId, row: tuple[int, int] | None = None, stored: bytes | None = None, key: bytes | None = None
+) -> bytes:
+    """What a ring of ``topic`` sends: its key, the (generation, position) of the row a publish wrote and,
+    for a doorbell with a ring ``key``, the row's ``stored`` cell (if at most :data:`RING_ROW_LIMIT` bytes)
+    and the MAC over all of it."""
+    if row is None:
+        return topic.key
+    place = topic.key + _ROW.pack(*row)
+    if key is None or stored is None or len(stored) > RING_ROW_LIMIT:
+        return place
+    body = place + stored
+    return body + _mac(key, body)
 
 
-def ring_local(prefix: str, topic: TopicId, row: tuple[int, int] | None = None) -> set[str]:
-    """Ring every bell of this process waiting on ``topic`` (``row``: see :func:`ring_content`); returns
-    their addresses."""
+def read_ring(data: bytes, topic_key: bytes, key: bytes) -> Ring | None:
+    """What a datagram received by a doorbell of the topic ``topic_key`` with the ring ``key`` says: the
+    place of the row a publish wrote, and the row's cell if it carried one whose MAC checks; None for a
+    plain ring or anything else (a look costs one ordinary read). A ring carrying a row with a wrong MAC
+    counts as a plain one: nothing it carries is trusted."""
+    if not data.startswith(topic_key):
+        return None
+    size = len(data) - len(topic_key)
+    if size == _ROW.size:
+        return Ring(*_ROW.unpack_from(data, len(topic_key)))
+    if size <= _ROW.size + TAG_BYTES:
+        return None
+    if not hmac.compare_digest(_mac(key, data[:-TAG_BYTES]), data[-TAG_BYTES:]):
+        CLIENT_METRICS.rings_refused.inc()
+        return None
+    generation, position = _ROW.unpack_from(data, len(topic_key))
+    return Ring(generation, position, data[len(topic_key) + _ROW.size : -TAG_BYTES])
+
+
+def ring_key(text: object) -> bytes | None:
+    """A ring key as a subscription's cell holds it (hex); None if there is none or it is not one (a corrupt
+    cell: that doorbell gets plain rings)."""
+    if not isinstance(text, str) or len(text) != 2 * KEY_BYTES:
+        return None
+    try:
+        return bytes.fromhex(text)
+    except ValueError:
+        return None
+
+
+def _mac(key: bytes, body: bytes) -> bytes:
+    return hashlib.blake2b(body, key=key, digest_size=TAG_BYTES).digest()
+
+
+def ring_local(
+    prefix: str, topic: TopicId, row: tuple[int, int] | None = None, stored: bytes | None = None
+) -> set[str]:
+    """Ring every bell of this process waiting on ``topic`` (``row``, ``stored``: see :func:`ring_content`);
+    returns their addresses."""
     with _local_lock:
         bells = list(_local.get((prefix, topic.key), ()))
-    content = ring_content(topic, row)
     for bell in bells:
-        bell.ring(content)
+        bell.ring(ring_content(topic, row, stored, bell.key))
     return {bell.address for bell in bells}
 
 
 class Doorbells:
     """The publishing side of one client: which doorbells each topic has, and ringing them.
 
-    ``list_bells(topic)`` reads the addresses of the topic's active consumers from HBase; it runs only
+    ``list_bells(topic)`` reads the doorbells of the topic's active consumers from HBase; it runs only
     on this object's background thread: at once for a topic rung for the first time, then at most
     once a ``refresh`` interval for each topic rung within the last minute.
     """
 
-    def __init__(self, prefix: str, list_bells: Callable[[TopicId], list[str]], refresh: float = REFRESH_SECONDS):
+    def __init__(
+        self, prefix: str, list_bells: Callable[[TopicId], list[Address]], refresh: float = REFRESH_SECONDS
+    ) -> None:
         self.prefix = prefix
         self.list_bells = list_bells
         self.refresh = refresh
-        self._addresses: dict[TopicId, list[tuple[str, tuple]]] = {}
+        self._addresses: dict[TopicId, list[tuple[str, tuple, bytes | None]]] = {}  # address, target, ring key
         self._rung: dict[TopicId, float] = {}  # topic -> when it was last rung
         self._due: dict[TopicId, float] = {}  # topic -> when its addresses are read again (absent: now)
         self._lock = threading.Lock()
@@ -140,23 +223,23 @@ class Doorbells:
         self._sock: socket.socket | None = None
         self._sock6: socket.socket | None = None
 
-    def ring(self, topic: TopicId, row: tuple[int, int] | None = None) -> None:
+    def ring(self, topic: TopicId, row: tuple[int, int] | None = None, stored: bytes | None = None) -> None:
         """Wake the consumers of ``topic``: this process's at once, others' from the last refresh. ``row``:
-        the (generation, position) of the batch row a publish wrote, acknowledged already."""
-        local = ring_local(self.prefix, topic, row)
-        content = ring_content(topic, row)
+        the (generation, position) of the batch row a publish wrote, acknowledged already; ``stored``: that
+        row's cell as stored, carried to the doorbells with a ring key (:func:`ring_content`)."""
+        local = ring_local(self.prefix, topic, row, stored)
         with self._lock:
             if self._stop.is_set():
                 return
             self._rung[topic] = time.monotonic()
-            sends = [(self._socket(t), t) for a, t in self._addresses.get(topic, ()) if a not in local]
+            sends = [(self._socket(t), t, k) for a, t, k in self._addresses.get(topic, ()) if a not in local]
             if topic not in self._due:
                 self._wake.set()
             if self._thread is None:
                 self._thread = green.start_thread(self._refresh_loop, "tms-doorbells")
-        for sock, target in sends:
+        for sock, target, key in sends:
             try:
-                sock.sendto(content, target)
+                sock.sendto(ring_content(topic, row, stored, key), target)
                 CLIENT_METRICS.doorbell_rings.inc()
             except OSError:
                 pass  # best-effort: the consumer's slow poll covers it
@@ -197,7 +280,11 @@ class Doorbells:
                 topics = [t for t in self._rung if self._due.get(t, 0.0) <= now]
             for topic in topics:
                 try:
-                    found = [(a, t) for a in self.list_bells(topic) if (t := parse_address(a)) is not None]
+                    found = [
+                        (b.address, t, b.key)
+                        for b in self.list_bells(topic)
+                        if (t := parse_address(b.address)) is not None
+                    ]
                 except TmsError as exc:
                     log.debug("doorbells of %s not refreshed: %s", topic, exc)
                     with self._lock:

@@ -74,6 +74,7 @@ class Lease:
         bell: str | None,
         wait: float | None = 0.0,
         *,
+        bell_key: str | None = None,
         resume: bool = False,
         clock: Callable[[], int] = now_ms,
     ) -> Lease:
@@ -105,7 +106,7 @@ class Lease:
                 continue
             lease = cls(store, stored, topic, name, owner, seconds, clock)
             started = time.monotonic()
-            new = replace(record, owner=owner, expires=now + int(seconds * 1000), bell=bell)
+            new = replace(record, owner=owner, expires=now + int(seconds * 1000), bell=bell, bell_key=bell_key)
             if lease._write(new):
                 lease._renewed(started)
                 log.info("consumer %s took the lease on %s/%s", owner, topic, name)

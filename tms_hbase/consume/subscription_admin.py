@@ -12,6 +12,7 @@ import builtins
 from collections.abc import Callable
 from dataclasses import replace
 
+from tms_hbase.consume.doorbell import Address, ring_key
 from tms_hbase.consume.subscriptions import (
     END,
     Pending,
@@ -77,11 +78,11 @@ class SubscriptionAdmin:
             for s in self.store.list(meta.topic, meta.generation)
         ]
 
-    def bells(self, meta: TopicMetadata) -> builtins.list[str]:  # list: the method above
-        """Doorbell addresses of the topic's consumers whose lease has not run out."""
+    def bells(self, meta: TopicMetadata) -> builtins.list[Address]:  # list: the method above
+        """Doorbells of the topic's consumers whose lease has not run out, with their ring keys."""
         now = self.reader.hbase_now()
         return [
-            s.record.bell
+            Address(s.record.bell, ring_key(s.record.bell_key))
             for s in self.store.list(meta.topic, meta.generation)
             if s.record.bell and s.record.expires > now
         ]

@@ -99,6 +99,7 @@ class Record:
     expires: int = 0  # ms (wall clock of the owner's host) when the lease runs out
     bell: str | None = None  # the owner's doorbell, "host:port" (UDP)
     pending: Pending | None = None
+    bell_key: str | None = None  # the doorbell's ring key, hex: rings carrying a row are MACed with it
 
     def encode(self) -> bytes:
         data = {
@@ -108,6 +109,7 @@ class Record:
             "owner": self.owner,
             "expires": self.expires,
             "bell": self.bell,
+            "bell_key": self.bell_key,
             "pending": None if self.pending is None else self.pending.as_json(),
         }
         return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
@@ -127,6 +129,7 @@ class Record:
                 None
                 if pending is None
                 else Pending(int(pending["tx"]), int(pending["wp"]), bytes.fromhex(pending["position"])),
+                d.get("bell_key"),
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise CorruptData(f"corrupt subscription cell: {exc}") from None
@@ -136,7 +139,7 @@ class Record:
         return self.owner is not None and self.owner != owner and self.expires > now_ms
 
     def released(self) -> Record:
-        return replace(self, owner=None, expires=0, bell=None)
+        return replace(self, owner=None, expires=0, bell=None, bell_key=None)
 
 
 def later(current: bytes | None, mark: bytes) -> bytes:

@@ -348,14 +348,19 @@ class MessageReader:
         """The messages of the batch row at exactly ``position`` (one get, no scan) and where the next row
         starts; None unless a plain batch is there: no row, a skip marker, a pointer or transactional row,
         an expired one, or another generation than the topic's (read those with :meth:`fetch`)."""
+        if self.topics.get(topic).generation != generation:
+            return None
+        value = self.messages.get(message_key(topic, generation, position), [MESSAGE_COLUMN]).get(MESSAGE_COLUMN)
+        return None if value is None else self.row_of(topic, generation, position, value)
+
+    def row_of(self, topic: TopicId, generation: int, position: int, value: bytes) -> tuple[list[Message], int] | None:
+        """What :meth:`row_at` gives for ``value``, the batch row cell stored at ``position`` (a doorbell ring
+        carries it, authenticated: :mod:`~tms_hbase.consume.doorbell`), decoded as a read decodes it; None
+        unless it holds a plain live batch of the topic's generation. CorruptData if it does not decode."""
         meta = self.topics.get(topic)
         if meta.generation != generation:
             return None
-        key = message_key(topic, generation, position)
-        value = self.messages.get(key, [MESSAGE_COLUMN]).get(MESSAGE_COLUMN)
-        if value is None:
-            return None
-        row = decode_row(key, value)
+        row = decode_row(message_key(topic, generation, position), value)
         now = self.hbase_now()
         if row.skip or row.pointer or row.tx_pointer is not None or _expired(row, now - meta.ttl * 1000, now):
             return None

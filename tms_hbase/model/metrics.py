@@ -75,6 +75,18 @@ class ClientMetrics:
         self.doorbell_rings = _metric(
             Counter, "tms_client_doorbell_rings", "Wake-up datagrams sent to consumers of other processes"
         )
+        self.rung_rows = _metric(
+            Counter,
+            "tms_client_rung_rows",
+            "Batch rows consumers delivered because a ring named them, by where the row came from: "
+            "the ring's datagram, or a read",
+            ["source"],
+        )
+        self.rings_refused = _metric(
+            Counter,
+            "tms_client_doorbell_rings_refused",
+            "Rings that carried a row but failed their MAC check (taken as a plain wake-up)",
+        )
         self.holes_filled = _metric(
             Counter, "tms_client_holes_filled", "Skip markers a reader put into a sequencer generation's hole"
         )

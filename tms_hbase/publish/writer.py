@@ -212,13 +212,13 @@ class MessageWriter:
         else:
             batch_no = resume.batch_no
         if meta.sequencer:
-            position = self._sequenced(topic, meta.generation, batch, pointer, ttl_ms, batch_no, resume)
+            position, stored = self._sequenced(topic, meta.generation, batch, pointer, ttl_ms, batch_no, resume)
         else:
-            position = self._append(topic, meta.generation, batch, pointer, ttl_ms, batch_no, resume)
+            position, stored = self._append(topic, meta.generation, batch, pointer, ttl_ms, batch_no, resume)
         detail = None if pointer is None else RollbackDetail(str(topic), pointer, meta.generation, position, position)
         # found where the interrupted attempt aimed: this publish's part of that row (a new row is elsewhere)
         first_index = resume.first_index if resume is not None and position == resume.position else 0
-        return PublishResult(topic, meta.generation, position, len(batch), first_index, rollback=detail)
+        return PublishResult(topic, meta.generation, position, len(batch), first_index, rollback=detail, stored=stored)
 
     def _append(
         self,
@@ -229,8 +229,9 @@ class MessageWriter:
         ttl_ms: int | None,
         batch_no: int,
         resume: Resume | None = None,
-    ) -> int:
-        """Put the batch at the first free position after the tail; returns that position.
+    ) -> tuple[int, bytes | None]:
+        """Put the batch at the first free position after the tail; returns that position and the cell this
+        call stored there (None when an earlier attempt's cell is what landed).
 
         ``anchor`` (monotonic) is a time before which no row at ``position`` or above existed: every
         such row is younger, so the sweeper cannot have freed its position while the anchor is younger
@@ -254,7 +255,7 @@ class MessageWriter:
                     tail = self._read_tail(topic, generation)
                     if pending and tail.position >= position and self._is_ours(topic, generation, position, batch_no):
                         self._remember(topic, tail)
-                        return position
+                        return position, None
                     pending = pending and tail.position + 1 == position
                     position, predecessor_time, anchor = tail.position + 1, tail.publish_time, tail.seen_at
                     predecessor_totals = tail.totals
@@ -284,8 +285,9 @@ class MessageWriter:
                     f"({MAX_POSITION}); delete and re-create the topic to start a new generation"
                 )
             key = message_key(topic, generation, position)
+            cell = row.encode()
             try:
-                won = self.messages.put_if_absent(key, MESSAGE_COLUMN, row.encode())
+                won = self.messages.put_if_absent(key, MESSAGE_COLUMN, cell)
             except HBaseUnavailable as exc:
                 # The put may have landed. Retry the same position: if it did land, that retry loses
                 # and the read below recognises our own batch.
@@ -296,7 +298,7 @@ class MessageWriter:
                 won, pending = False, True
             if won:
                 self._remember(topic, _Tail(generation, position, row.publish_time, attempt, row.totals))
-                return position
+                return position, cell
             try:
                 existing = self._read_row(key)
             except HBaseUnavailable as exc:
@@ -305,7 +307,7 @@ class MessageWriter:
                 continue  # the link failed before the put landed: try the same position again
             if existing.writer_id == self.writer_id and existing.batch_no == batch_no:
                 self._remember(topic, _Tail(generation, position, existing.publish_time, anchor, existing.totals))
-                return position  # our own earlier attempt landed
+                return position, None  # our own earlier attempt landed
             losses += 1
             CLIENT_METRICS.races_lost.inc()
             pending = False  # another batch holds the position our earlier attempt aimed at
@@ -327,8 +329,9 @@ class MessageWriter:
         ttl_ms: int | None,
         batch_no: int,
         resume: Resume | None,
-    ) -> int:
-        """Reserve offsets, write the batch at the first one if-absent within W; returns that offset.
+    ) -> tuple[int, bytes | None]:
+        """Reserve offsets, write the batch at the first one if-absent within W; returns that offset and the
+        cell stored there (None for a resumed batch found stored).
 
         Refused (a reader filled the offset because this writer was slow) or too late: reserve again.
         A lost answer is resolved by reading the offset back (this batch there: done). ``resume``: the
@@ -343,7 +346,7 @@ class MessageWriter:
                 exc.resume = resume  # still unsettled: resumed again, it is this very check (and part)
                 raise
             if found:
-                return resume.position
+                return resume.position, None
         span = max(1, self._own_count(topic, generation, payloads, tx_pointer)[0])
         failures = 0
         while True:
@@ -359,8 +362,8 @@ class MessageWriter:
                 stored = self._write_at(topic, generation, ticket, payloads, tx_pointer, ttl_ms, batch_no)
             finally:
                 self._reservations.published(topic, generation)
-            if stored:
-                return ticket.first
+            if stored is not None:
+                return ticket.first, stored
             CLIENT_METRICS.races_lost.inc()
             failures += 1  # too slow for the window (or a reader filled the offset): as if HBase were slow
             slow = HBaseUnavailable(f"publish to {topic}: {failures} reservations in a row filled before the write")
@@ -376,7 +379,7 @@ class MessageWriter:
         tx_pointer: int | None,
         ttl_ms: int | None,
         batch_no: int,
-    ) -> bool:
+    ) -> bytes | None:
         """The batch row for the ticket's offsets, written there (see :meth:`_write_reserved`)."""
         if ticket.first + ticket.span - 1 > MAX_POSITION:
             raise TopicFull(
@@ -395,9 +398,9 @@ class MessageWriter:
         )
         return self._write_reserved(topic, generation, ticket, row)
 
-    def _write_reserved(self, topic: TopicId, generation: int, ticket: Ticket, row: BatchRow) -> bool:
-        """Write ``row`` at the ticket's offset if-absent, only within W of the ticket's start; True once
-        it is stored there, False if the offset was filled (or is now filled by this writer: too late)."""
+    def _write_reserved(self, topic: TopicId, generation: int, ticket: Ticket, row: BatchRow) -> bytes | None:
+        """Write ``row`` at the ticket's offset if-absent, only within W of the ticket's start; its cell once
+        it is stored there, None if the offset was filled (or is now filled by this writer: too late)."""
         key = message_key(topic, generation, ticket.first)
         cell = row.encode()
         link_failures = 0
@@ -410,10 +413,11 @@ class MessageWriter:
                     ticket.first,
                     limit,
                 )
-                return self._settle(topic, generation, ticket.first, row.batch_no, row.publish_time, ticket.span)
+                settled = self._settle(topic, generation, ticket.first, row.batch_no, row.publish_time, ticket.span)
+                return cell if settled else None
             try:
                 if self.messages.put_if_absent(key, MESSAGE_COLUMN, cell):
-                    return True
+                    return cell
             except HBaseUnavailable as exc:
                 link_failures += 1
                 if not self.retry.pause(exc, link_failures, what=f"publish to {topic}"):
@@ -426,7 +430,7 @@ class MessageWriter:
             except HBaseUnavailable as exc:
                 raise self._unknown(exc, Resume(topic, generation, ticket.first, row.batch_no, ticket.span)) from exc
             if found is not None:
-                return self._is_own(found, row.batch_no)
+                return cell if self._is_own(found, row.batch_no) else None
             # empty after a lost answer: the put did not land; put again while within W
 
     def _settle(
