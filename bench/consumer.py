@@ -200,7 +200,7 @@ def _latency(settings: Settings, result: Result) -> None:
                         idle_rates.append(idle)
                         busy_rates.append(busy)
                     else:
-                        got, _ = workers.result(1, deadline - time.time() + 60)
+                        got, _, _ = workers.result(1, deadline - time.time() + 60)
                     s = stats[kind]
                     s["p50"].append(percentile(got, 50))
                     s["p99"].append(percentile(got, 99))

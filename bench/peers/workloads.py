@@ -16,7 +16,7 @@ from ..common import Settings, median, percentile, progress
 from ..procs import Workers
 from . import jobs
 from .report import Workload
-from .system import Endpoint, has_queues, has_transactions, label
+from .system import BASELINE, Endpoint, has_queues, has_transactions, label
 
 T = TypeVar("T")
 WORKERS = 4
@@ -307,6 +307,15 @@ def visible_latency(run: Run) -> Workload:
         "until data arrives); JetStream an ordered push consumer; Redis `XREAD BLOCK`. "
         + (f"Messages never seen by the consumer: {', '.join(lost)}." if lost else "Every message was received.")
     )
+    for size in SIZES:
+        row = next((r for r in w.rows if r.case == size_label(size) and r.metric == "p99 ms"), None)
+        if row is not None and row.samples.get(BASELINE) and row.samples.get("kafka"):
+            ours, kafka = w.value(row, BASELINE), w.value(row, "kafka")
+            goal = f"goal: {label(BASELINE)} p99 ≤ Kafka's at {size_label(size)}: {ours:.2f} vs {kafka:.2f} ms, " + (
+                "met" if ours <= kafka else "NOT met"
+            )
+            w.notes.append(goal)
+            progress(goal)
     return w
 
 

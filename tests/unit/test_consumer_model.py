@@ -7,7 +7,17 @@ import time
 
 import pytest
 
-from tms_hbase.consume.doorbell import Bell, parse_address, ring_local
+from tms_hbase.consume.doorbell import (
+    KEY_BYTES,
+    RING_ROW_LIMIT,
+    Bell,
+    Ring,
+    parse_address,
+    read_ring,
+    ring_content,
+    ring_key,
+    ring_local,
+)
 from tms_hbase.consume.subscriptions import (
     END,
     Pending,
@@ -112,6 +122,32 @@ def test_a_bell_rings_from_this_process_and_forgets_old_rings() -> None:
     finally:
         bell.close()
     assert ring_local("prefix", T) == set()
+
+
+def test_a_ring_carries_a_row_only_under_the_doorbells_key() -> None:
+    key, other = b"k" * KEY_BYTES, b"o" * KEY_BYTES
+    cell = b"the stored cell"
+    carried = ring_content(T, (3, 7), cell, key)
+    assert read_ring(carried, T.key, key) == Ring(3, 7, cell)
+    assert read_ring(ring_content(T, (3, 7)), T.key, key) == Ring(3, 7, None)  # no key: the place only
+    assert ring_content(T, (3, 7), cell) == ring_content(T, (3, 7))
+    assert ring_content(T, (3, 7), b"x" * (RING_ROW_LIMIT + 1), key) == ring_content(T, (3, 7))  # too big
+    assert read_ring(carried, T.key, other) is None  # another doorbell's key: a plain look, nothing carried
+    assert read_ring(carried[:-1], T.key, key) is None  # cut
+    changed = bytearray(carried)
+    changed[len(T.key) + 3] ^= 1  # another place, the MAC of the old one
+    assert read_ring(bytes(changed), T.key, key) is None
+    assert read_ring(carried, TopicId("ns", "u").key, key) is None  # another topic's
+    assert read_ring(ring_content(T), T.key, key) is None  # a plain ring names no row
+    assert ring_key(key.hex()) == key
+    assert ring_key(None) is None and ring_key("zz" * KEY_BYTES) is None and ring_key("ab") is None
+
+
+def test_the_ring_key_is_kept_in_the_cell_until_the_lease_is_released() -> None:
+    record = Record(None, 1, 1, owner="o", expires=5, bell="127.0.0.1:9", bell_key="ab" * KEY_BYTES)
+    assert Record.decode(record.encode()) == record
+    assert record.released().bell_key is None
+    assert Record.decode(b'{"position":null,"created_at":1,"updated_at":1}').bell_key is None
 
 
 def test_doorbell_addresses_and_bad_hosts() -> None:
