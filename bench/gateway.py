@@ -5,11 +5,12 @@ from 1 and from 8 concurrent clients (threads sharing one client, as an applicat
 ``MessagingClient.publish`` vs ``GatewayClient.publish`` (avro/binary). Each side writes to a topic of
 its own. Poll: a topic of N messages read whole, in pages of 1,000 (``fetch(limit=1000)`` from the last
 id vs one ``poll`` call per page), by 1 and by 8 concurrent readers. Consume: the same topic read whole
-through subscriptions, a page of 1,000 per poll and a commit after each (the direct consumer's
-``poll``/``commit`` vs ``GatewayClient.consumer``: a long-poll ``GET .../messages`` and a ``POST
-.../commit`` per page), by 1 and by 8 consumers, each of a subscription of its own. Throughput is messages
-per second over all clients; latency is per call (one batch, one page; for consume, one poll plus its
-commit). The order of the sides alternates per round.
+through subscriptions, a page of 1,000 per poll and a commit after each, stored before the next page
+is asked for: ``poll(commit=True)`` on both sides (the direct consumer commits, then polls;
+``GatewayClient.consumer`` sends one long-poll ``GET .../messages?commit=true`` a page), by 1 and by 8
+consumers, each of a subscription of its own. Throughput is messages per second over all clients; latency
+is per call (one batch, one page; for consume, one poll with the previous page's commit). The order of
+the sides alternates per round.
 
 CPU per call, which a loaded machine changes much less than throughput: the benchmark process's CPU time
 (the client side: ``time.process_time``) and the gateway processes' (from /proc, Linux only, in 10 ms
@@ -207,12 +208,12 @@ def run(settings: Settings) -> Result:
                         with client.consumer(source, names[i]) as consumer:
                             while count < total:
                                 start = time.perf_counter()
-                                messages = consumer.poll(max_messages=PAGE, timeout_seconds=5.0)
-                                consumer.commit()
+                                messages = consumer.poll(max_messages=PAGE, timeout_seconds=5.0, commit=True)
                                 latencies.append(time.perf_counter() - start)
                                 if not messages:
                                     raise AssertionError(f"{side} consumer stopped at {count} of {total} messages")
                                 count += len(messages)
+                            consumer.commit()  # the last page's
                         return latencies
 
                     elapsed, latencies = _concurrently(n, job)

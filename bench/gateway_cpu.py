@@ -3,17 +3,18 @@
     python -m bench.gateway_cpu [--kind publish|consume] [--calls N] [--rounds R] [--workers W]
                                 [--media avro|json] [--profile] [--gateway PATH]
 
-Throughput on a shared two-core machine moves with everyone else's load; CPU time per call hardly does.
-This starts one ``tms-gateway`` (``--gateway``: another build's executable, for an A/B against it) on fresh
+Throughput on a shared two-core machine moves with everyone else's load; CPU time per call hardly does. This
+starts one ``tms-gateway`` (``--gateway``: another build's executable, for an A/B against it) on fresh
 ``bench…`` tables and publishes batches of 100 × 1 KiB, alternating rounds of direct
 ``MessagingClient.publish`` and ``GatewayClient.publish`` (``--kind consume``: a subscription's consumer
-reading a topic of ``--calls`` × 1,000 messages in pages of 1,000 with a commit after each, directly and through
-the gateway's consumer sessions; a call is one page and its commit); per call it reports the wall time, this
-process's CPU (``time.process_time``: the client) and the gateway processes' (from /proc, ticks of 10 ms:
-use a few thousand calls). ``--profile`` samples the gateway worker and this process with py-spy (``pip
-install py-spy``; it needs ptrace rights) during one more gateway round and prints where the time holding
-the GIL went, by layer (the innermost frame's file) and by function; time in system calls that release
-the GIL (socket reads and writes) is not in it. Progress on stderr, the report on stdout.
+reading a topic of ``--calls`` × 1,000 messages in pages of 1,000 with a commit after each, directly and
+through the gateway's consumer sessions; a call is one page with the previous page's commit,
+``poll(commit=True)``); per call it reports the wall time, this process's CPU (``time.process_time``: the
+client) and the gateway processes' (from /proc, ticks of 10 ms: use a few thousand calls). ``--profile``
+samples the gateway worker and this process with py-spy (``pip install py-spy``; it needs ptrace rights)
+during one more gateway round and prints where the time holding the GIL went, by layer (the innermost frame's
+file) and by function; time in system calls that release the GIL (socket reads and writes) is not in it.
+Progress on stderr, the report on stdout.
 """
 
 from __future__ import annotations
@@ -138,13 +139,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _consume(client: MessagingClient | GatewayClient, topic: TopicId, name: str, calls: int) -> None:
-    """Read ``calls`` pages of PAGE messages through a new subscription, committing after each."""
+    """Read ``calls`` pages of PAGE messages through a new subscription, committing after each (with the
+    next poll, ``poll(commit=True)``, as ``bench.gateway`` does)."""
     client.create_subscription(topic, name, start="earliest")
     with client.consumer(topic, name) as consumer:
         for _ in range(calls):
-            if not consumer.poll(max_messages=PAGE, timeout_seconds=5.0):
+            if not consumer.poll(max_messages=PAGE, timeout_seconds=5.0, commit=True):
                 raise AssertionError(f"the consumer of {name} found no messages")
-            consumer.commit()
+        consumer.commit()
     client.delete_subscription(topic, name)
 
 

@@ -129,8 +129,12 @@ async def reset_subscription(request: Request, gateway: Gateway, topic: TopicId)
 async def messages(request: Request, gateway: Gateway, topic: TopicId) -> Response:
     """``GET .../messages?wait=S&max=N``: up to N messages after the session's last delivered one, as
     soon as there is one, else ``[]`` after S seconds (at most the ``max_wait`` setting). The body is CDAP's
-    Message array in the media type ``Accept`` names (``?publishTime=true`` as for ``poll``)."""
+    Message array in the media type ``Accept`` names (``?publishTime=true`` as for ``poll``).
+    ``?commit=true`` (with the session's header): first store the last message delivered to the session,
+    as ``POST .../commit`` does, in the same call; an answer (its ``TMS-Committed`` header: the mark, hex)
+    means it is stored; an error delivers no page (LeaseLost: nothing was stored either)."""
     name = _name(request)
+    commit_first = query_flag(request, "commit")
     wait = query_number(request, "wait", float)
     wait = 0.0 if wait is None else wait
     if not wait >= 0:
@@ -142,9 +146,10 @@ async def messages(request: Request, gateway: Gateway, topic: TopicId) -> Respon
     size = min(count, gateway.settings.max_poll_messages)
     with_time = query_flag(request, "publishTime")
     media = rest.accepted_media(request.headers.get("accept"), request.headers.get("content-type"))
-    caller = _caller(request, required=False)
+    caller = _caller(request, required=commit_first)
     wait = min(wait, gateway.settings.max_wait)
     limit = gateway.settings.max_poll_bytes  # a page stops after the message that reaches it
+    headers: dict[str, str] = {}
 
     def answer(consumer: Consumer, got: list[RowSlice]) -> tuple[bytes, str, Callable[[], None] | None]:
         """The page encoded straight from the stored rows' slices, the session's header and, when the page
@@ -163,8 +168,11 @@ async def messages(request: Request, gateway: Gateway, topic: TopicId) -> Respon
         """Open the session's consumer and take what is there without waiting: a page that is there is
         answered in this same library call (the common case of a consumer behind the tail); else
         the consumer is handed to the long-poll."""
-        consumer = _open(gateway, topic, name, caller, size)
+        consumer = _open(gateway, topic, name, caller, size, writes=commit_first)
         try:
+            if commit_first:
+                _store(consumer, None)
+                headers[rest.COMMITTED_HEADER] = (consumer.committed or b"").hex()
             if 0 < consumer.buffered < size:  # read ahead for a smaller page: a full page if it is there
                 consumer.read_ahead()
             got = consumer.poll_rows(size, 0.0, max_bytes=limit)  # (max_messages, wait)
@@ -187,8 +195,8 @@ async def messages(request: Request, gateway: Gateway, topic: TopicId) -> Respon
         if got is None:  # the client went away: nobody reads this, and the session resumes where its header says
             return client_gone(request)
         answered = await gateway.run(answer, consumer, got)
-    data, token, sent = answered
-    return _Page(data, media, {rest.CONSUMER_HEADER: token}, sent)
+    data, headers[rest.CONSUMER_HEADER], sent = answered
+    return _Page(data, media, headers, sent)
 
 
 @endpoint(CONSUME)
@@ -205,16 +213,22 @@ async def commit(request: Request, gateway: Gateway, topic: TopicId) -> Response
         consumer = _open(gateway, topic, name, caller, 1, writes=True)
         done = False
         try:
-            before = consumer.committed
-            consumer.commit(mark)  # a compare-and-set under the lease: LeaseLost if it is gone
-            if consumer.committed == before:  # nothing to store: refused all the same if the lease is gone
-                consumer.confirm()
+            _store(consumer, mark)
             done = True
         finally:
             _put_back(gateway, topic, name, caller, consumer, done)
         return consumer
 
     return _session_response(caller, await gateway.run(work))
+
+
+def _store(consumer: Consumer, mark: bytes | None) -> None:
+    """Commit ``mark`` (None: the last message delivered) with the session's consumer: a compare-and-set
+    under the lease, LeaseLost if it is gone; with nothing to store, refused all the same then."""
+    before = consumer.committed
+    consumer.commit(mark)
+    if consumer.committed == before:
+        consumer.confirm()
 
 
 @endpoint(CONSUME)

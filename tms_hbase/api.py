@@ -61,8 +61,10 @@ class SubscriptionConsumer(Protocol):
         """The id of the last message delivered (what ``commit()`` stores)."""
         ...
 
-    def poll(self, max_messages: int = 100, timeout_seconds: float = 1.0) -> list[Message]:
-        """Up to ``max_messages`` messages in order, as soon as there is one; ``[]`` after ``timeout_seconds``."""
+    def poll(self, max_messages: int = 100, timeout_seconds: float = 1.0, *, commit: bool = False) -> list[Message]:
+        """Up to ``max_messages`` messages in order, as soon as there is one; ``[]`` after ``timeout_seconds``.
+        ``commit``: first store the last delivered message as the mark, as :meth:`commit` (through the
+        gateway, in the same call)."""
         ...
 
     def __iter__(self) -> Iterator[Message]:

@@ -12,7 +12,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from .. import latency
-from ..common import Settings, median, percentile, progress
+from ..common import Settings, fmt, median, percentile, progress
 from ..procs import Workers
 from . import jobs
 from .report import Workload
@@ -195,7 +195,24 @@ def publish(run: Run) -> Workload:
         "`publish` call, one batch row; the peers have no batch of their own, so theirs is the pipelined code "
         "with 100 at a time). A fresh topic per trial."
     )
+    w.notes += batch_goals(w)
     return w
+
+
+def batch_goals(w: Workload) -> list[str]:
+    """The goal lines of the batch cases: tms-hbase's batch publish of 1 KiB × 100 at least Kafka's rate, with 1
+    and with 4 producers (medians of the rounds; a case without both systems' samples has no line)."""
+    lines = []
+    for k in PRODUCERS:
+        case = f"{size_label(1024)}, batch 100, {k} producer{'s' if k > 1 else ''}"
+        row = next((r for r in w.rows if r.case == case and r.samples.get(BASELINE) and r.samples.get("kafka")), None)
+        if row is not None:
+            tms, kafka = w.value(row, BASELINE), w.value(row, "kafka")
+            met = "met" if tms >= kafka else "**not met**"
+            lines.append(
+                f"Goal: batch publish ≥ Kafka's ({case}): {fmt(tms)} vs {fmt(kafka)} msg/s, {tms / kafka:.2f}×, {met}"
+            )
+    return lines
 
 
 def _publish_trial(

@@ -270,6 +270,11 @@ def test_subscription_consumer_commit_lag_and_stats(run: Callable[[Scenario], No
         assert (await service.lag(t, "svc")).messages == 0
         assert (await service.reset_subscription(t, "svc", "earliest")).position is None
         assert (await service.lag(t, "svc")).messages == 3
+        async with service.consumer(t, "svc", max_wait_seconds=0.5) as consumer:  # a commit with the next page
+            first = await consumer.poll(max_messages=1, timeout_seconds=5.0)
+            assert payloads(await consumer.poll(max_messages=1, timeout_seconds=5.0, commit=True)) == [b"2"]
+            assert consumer.committed == first[0].id
+        assert (await service.lag(t, "svc")).messages == 2
         await service.reset_subscription(t, "svc", start_time_ms=int(time.time() * 1000) + 60_000)
         assert (await service.lag(t, "svc")).messages == 0
         assert [s.name for s in await service.list_subscriptions(t)] == ["svc"]

@@ -7,6 +7,8 @@ from __future__ import annotations
 import base64
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -17,7 +19,8 @@ import httpx
 import pytest
 
 from tms_hbase import MessagingClient, TopicId
-from tms_hbase.errors import TmsError
+from tms_hbase.errors import SubscriptionBusy, TmsError
+from tms_hbase.gateway_client import rest
 from tms_hbase.gateway_client.http import GatewayClient
 
 from ..gateway_server import GatewayProcess, gateway_env, module_gateway, running_gateway
@@ -439,3 +442,117 @@ def test_gateway_consumer_behaves_as_the_direct_consumer(
         "InvalidArgument",
     ]
     assert expected["delete again"] == "SubscriptionNotFound"
+
+
+# -- a commit with the next page ------------------------------------------------------------------
+
+
+def test_a_page_asked_for_with_commit_stores_the_last_delivered_message_first(
+    http: httpx.Client, wire: Wire, topic: TopicId, direct: MessagingClient
+) -> None:
+    """``?commit=true``: one call commits what the session was delivered and answers the next page; its
+    ``TMS-Committed`` header is the stored mark. Without the session's header it is refused and changes
+    nothing; a session whose lease was taken over gets LeaseLost and no page."""
+    http.put(sub_url(topic, "svc"))
+    assert_error(http.get(sub_url(topic, "svc", "messages"), params={"commit": "true"}), 400, "InvalidArgument")
+    assert direct.get_subscription(topic, "svc").owner is None  # refused before any session began
+    headers = {"Accept": wire.media}
+    first = http.get(sub_url(topic, "svc", "messages"), params={"max": 2}, headers=headers)
+    ids = [message_id for message_id, _ in wire.messages(first)]
+    assert rest.COMMITTED_HEADER.lower() not in first.headers  # no commit asked for
+    session = first.headers[CONSUMER]
+    second = http.get(
+        sub_url(topic, "svc", "messages"),
+        params={"max": 2, "commit": "true"},
+        headers=headers | {"TMS-Consumer": session},
+    )
+    assert [payload for _, payload in wire.messages(second)] == [b"c", b"d"]
+    assert second.headers[rest.COMMITTED_HEADER] == ids[-1].hex()
+    assert direct.get_subscription(topic, "svc").position == ids[-1]  # stored before the answer
+    direct.release_subscription(topic, "svc")  # taken away: the session's next call finds its lease gone
+    gone = http.get(
+        sub_url(topic, "svc", "messages"),
+        params={"max": 2, "commit": "true"},
+        headers=headers | {"TMS-Consumer": second.headers[CONSUMER]},
+    )
+    assert_error(gone, 409, "LeaseLost")
+    assert direct.get_subscription(topic, "svc").position == ids[-1]  # c and d were not committed
+    assert messages(http, wire, topic, "svc", None, max=10)[0] == [b"c", b"d", b"e"]
+
+
+COMMITTING_CONSUMER = """
+import sys
+from tms_hbase.gateway_client.http import GatewayClient
+client = GatewayClient(sys.argv[1], timeout_seconds=60)
+consumer = client.consumer(sys.argv[2], "svc")
+first = consumer.poll(2, 5.0)
+second = consumer.poll(2, 5.0, commit=True)
+print(b"".join(m.payload for m in first + second).decode(), consumer.committed.hex(), flush=True)
+sys.stdin.read()  # killed here: after a page asked for with the commit of the one before, before the next call
+"""
+
+
+def test_a_consumer_killed_after_a_page_with_commit_gets_that_page_again(
+    gateway: GatewayProcess, direct: MessagingClient, topic: TopicId
+) -> None:
+    """A process reads a page with ``poll(commit=True)`` and is killed before its next call: the page
+    before is committed, the page it was killed with is not (its commit would have gone with the next
+    call), so the next consumer gets it again once the lease runs out: at-least-once."""
+    direct.create_subscription(topic, "svc")
+    process = subprocess.Popen(
+        [sys.executable, "-c", COMMITTING_CONSUMER, gateway.url, str(topic)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline().split()
+    finally:
+        process.kill()
+        process.wait(30)
+    committed = bytes.fromhex(line[1])
+    assert line[0] == "abcd" and direct.get_subscription(topic, "svc").position == committed
+    with GatewayClient(gateway.url, timeout_seconds=60) as client:
+
+        def taken_over() -> list[bytes] | None:
+            try:
+                with client.consumer(topic, "svc") as consumer:
+                    return [m.payload for m in consumer.poll(10, 1.0)]
+            except SubscriptionBusy:
+                return None
+
+        assert wait_for(taken_over, "the killed consumer's lease to run out", 10 * LEASE) == [b"c", b"d", b"e"]
+
+
+def committing_transcript(client: MessagingClient | GatewayClient, t: TopicId) -> dict[str, object]:
+    """``poll(commit=True)`` in one program: the mark each step leaves, and what a new consumer gets."""
+    out: dict[str, object] = {}
+    client.create_subscription(t, "svc")
+    with client.consumer(t, "svc") as consumer:
+        out["nothing delivered"] = ([m.payload for m in consumer.poll(2, 1.0, commit=True)], consumer.committed)
+        first = consumer.delivered
+        out["second"] = ([m.payload for m in consumer.poll(2, 1.0, commit=True)], consumer.committed == first)
+        out["stored"] = client.get_subscription(t, "svc").position == first
+        second = consumer.delivered
+        out["third"] = ([m.payload for m in consumer.poll(10, 0.5, commit=True)], consumer.committed == second)
+    with client.consumer(t, "svc") as consumer:
+        out["again"] = [m.payload for m in consumer.poll(10, 1.0)]
+    client.delete_subscription(t, "svc")
+    return out
+
+
+@pytest.mark.parametrize("media", [AVRO, JSON], ids=["avro", "json"])
+def test_poll_with_commit_through_the_gateway_as_direct(
+    gateway: GatewayProcess, direct: MessagingClient, topic: TopicId, media: str
+) -> None:
+    expected = committing_transcript(direct, topic)
+    assert expected == {
+        "nothing delivered": ([b"a", b"b"], None),
+        "second": ([b"c", b"d"], True),
+        "stored": True,
+        "third": ([b"e"], True),  # d committed with it, e not
+        "again": [b"e"],
+    }
+    with GatewayClient(gateway.url, media=media, timeout_seconds=60) as client:
+        assert committing_transcript(client, topic) == expected

@@ -325,6 +325,48 @@ def test_the_consume_response_decoder_agrees_with_fastavro_on_corrupted_pages() 
                 assert decode_consume_response(changed, publish_time, _triple) == expected
 
 
+@pytest.mark.parametrize("publish_time", [False, True])
+def test_the_consume_response_decoder_reads_runs_of_one_stride_that_break_anywhere(publish_time: bool) -> None:
+    """Messages that repeat the headers of the one before are cut out of the page by position: a run that
+    breaks at any message (another id or payload length, another publish time, a block's end) decodes
+    as fastavro decodes it, and so does any page of such runs with one byte changed."""
+    import random
+
+    schema = "TimedConsumeResponse" if publish_time else "ConsumeResponse"
+    base = [(i.to_bytes(20, "big"), bytes([i]) * 100, 1_700_000_000_000) for i in range(30)]
+    changes = [
+        lambda m: (m[0][:19], m[1], m[2]),
+        lambda m: (m[0], m[1] + b"+", m[2]),
+        lambda m: (m[0], m[1][:-1], m[2]),
+        lambda m: (m[0], m[1], m[2] + 1),
+        lambda m: (m[0], b"x" * 300, m[2] - 2**40),
+    ]
+    pages = [encode_consume_response(_runs(base), publish_time)]
+    for at in range(30):
+        for change in changes:
+            messages = [*base[:at], *(change(m) for m in base[at:])]
+            pages.append(encode_consume_response(_runs(messages), publish_time))
+    records = [_record(i, p, t if publish_time else None) for i, p, t in base]
+    for split in (1, 2, 17, 29):  # two blocks, the first with its byte size
+        first = b"".join(records[:split])
+        pages.append(
+            _long(-split) + _long(len(first)) + first + _long(30 - split) + b"".join(records[split:]) + b"\x00"
+        )
+    rng = random.Random(11)
+    for page in pages[:: len(pages) // 6]:  # some of them, each with one byte changed in many ways
+        for _ in range(400):
+            spot = rng.randrange(len(page))
+            pages.append(page[:spot] + bytes([rng.randrange(256)]) + page[spot + 1 :])
+    for page in pages:
+        try:
+            expected = [(r["id"], r["payload"], r.get("publishTime", 0)) for r in decode(schema, page)]
+        except InvalidArgument:
+            with pytest.raises(InvalidArgument):
+                decode_consume_response(page, publish_time, _triple)
+        else:
+            assert decode_consume_response(page, publish_time, _triple) == expected
+
+
 def test_the_hand_written_publish_request_takes_bytes_like_and_refuses_the_rest() -> None:
     data = encode_publish_request(5, [bytearray(b"ab"), memoryview(b"cd"), b"ef"])
     assert decode("PublishRequest", data) == {"transactionWritePointer": 5, "messages": [b"ab", b"cd", b"ef"]}

@@ -8,9 +8,12 @@ import dataclasses
 
 import pytest
 
+from tms_hbase import TopicId
 from tms_hbase.errors import InvalidArgument, NotAuthenticated, NotAuthorized
 from tms_hbase.fetch.reader import Message
 from tms_hbase.gateway_client import rest
+from tms_hbase.gateway_client.calls import Calls, Reply
+from tms_hbase.gateway_client.sessions import ConsumerSession
 from tms_hbase_gateway.auth import Guard, hash_token
 from tms_hbase_gateway.config import Settings, resolve
 
@@ -161,3 +164,23 @@ def test_a_decoded_message_is_the_message_its_constructor_makes() -> None:
     assert (decoded, hash(decoded), repr(decoded), decoded.publish_time_ms) == (made, hash(made), repr(made), 7)
     with pytest.raises(dataclasses.FrozenInstanceError):
         decoded.payload = b"q"  # type: ignore[misc]
+
+
+def test_a_page_asked_for_with_commit_counts_only_with_the_gateways_word_that_it_stored_it() -> None:
+    """``poll(commit=True)``: the client takes the commit as stored only from the answer's ``TMS-Committed``
+    header; an answer without it (a gateway that ignores ``?commit=true``) is refused and changes nothing in
+    the session, so the page it carried comes again with the next call."""
+    session = ConsumerSession(Calls(rest.AVRO), TopicId("ns", "t"), "svc")
+    assert "commit" not in session.poll(10, 1.0, commit=True).path  # nothing delivered: nothing to commit
+    mark, later = b"\x02" * 20, b"\x03" * 20
+    session.delivered, session.token = mark, "secret~" + mark.hex()
+    request = session.poll(10, 1.0, commit=True)
+    assert "commit=true" in request.path
+    page = rest.encode_messages([Message(later, b"p", 7)], rest.AVRO, publish_time=True)
+    for header in (None, "", "not hex"):
+        with pytest.raises(InvalidArgument, match=rest.COMMITTED_HEADER):
+            request.decode(Reply(200, page, consumer="secret~" + later.hex(), committed=header))
+        assert (session.token, session.delivered, session.committed) == ("secret~" + mark.hex(), mark, None)
+    got = request.decode(Reply(200, page, consumer="secret~" + later.hex(), committed=mark.hex()))
+    assert got == [Message(later, b"p", 7)]
+    assert (session.token, session.delivered, session.committed) == ("secret~" + later.hex(), later, mark)

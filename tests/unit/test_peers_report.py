@@ -63,3 +63,27 @@ def test_report_names_what_failed_and_what_did_not_start() -> None:
     assert "| Kafka | did not start | |" in text
     assert "| c | msg/s | 10.0 |" in text  # only the systems measured are columns
     assert "## Failures\n\n- Kafka did not start: no java" in text
+
+
+def test_batch_publish_goal_lines_compare_tms_hbase_with_kafka_per_producer_count() -> None:
+    from bench.peers.workloads import batch_goals
+
+    w = Workload("publish", "t")
+    for tms, kafka in ((90.0, 100.0), (110.0, 100.0), (100.0, 100.0)):  # medians 100 and 100: met at equal
+        w.add("1 KiB, batch 100, 1 producer", "msg/s", "tms", tms)
+        w.add("1 KiB, batch 100, 1 producer", "msg/s", "kafka", kafka)
+    w.add("1 KiB, batch 100, 4 producers", "msg/s", "tms", 90.0)
+    w.add("1 KiB, batch 100, 4 producers", "msg/s", "kafka", 120.0)
+    w.add("1 KiB, sync, batch 1, 1 producer", "msg/s", "tms", 1.0)  # not a batch case: no line
+    one, four = batch_goals(w)
+    assert one.startswith("Goal: batch publish ≥ Kafka's (1 KiB, batch 100, 1 producer)")
+    assert one.endswith("1.00×, met")
+    assert "(1 KiB, batch 100, 4 producers)" in four and four.endswith("0.75×, **not met**")
+
+
+def test_no_batch_goal_line_without_kafkas_figures() -> None:
+    from bench.peers.workloads import batch_goals
+
+    w = Workload("publish", "t")
+    w.add("1 KiB, batch 100, 1 producer", "msg/s", "tms", 100.0)
+    assert batch_goals(w) == []

@@ -8,6 +8,7 @@ blocks the loop.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from types import TracebackType
 
@@ -57,10 +58,13 @@ class AsyncConsumer:
         """The id of the last message delivered (what ``commit()`` stores)."""
         return self._opened().delivered
 
-    async def poll(self, max_messages: int = 100, timeout_seconds: float = 1.0) -> list[Message]:
-        """Up to ``max_messages`` messages in order, as soon as there is one; ``[]`` after ``timeout_seconds``."""
+    async def poll(
+        self, max_messages: int = 100, timeout_seconds: float = 1.0, *, commit: bool = False
+    ) -> list[Message]:
+        """Up to ``max_messages`` messages in order, as soon as there is one; ``[]`` after ``timeout_seconds``.
+        ``commit``: first store the last delivered message as the mark."""
         consumer = self._opened()
-        return await run_sync(consumer.poll, max_messages, timeout_seconds)
+        return await run_sync(functools.partial(consumer.poll, max_messages, timeout_seconds, commit=commit))
 
     def __aiter__(self) -> AsyncIterator[Message]:
         """Messages in order; waits up to the consumer's ``max_wait_seconds`` for the next one, then ends."""

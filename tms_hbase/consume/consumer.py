@@ -280,12 +280,20 @@ class Consumer:
             yield message
 
     def poll(
-        self, max_messages: int = 100, timeout_seconds: float = 1.0, *, max_bytes: int | None = None
+        self,
+        max_messages: int = 100,
+        timeout_seconds: float = 1.0,
+        *,
+        max_bytes: int | None = None,
+        commit: bool = False,
     ) -> list[Message]:
         """Up to ``max_messages`` messages in order, as soon as there is one; ``[]`` after ``timeout_seconds``.
         ``max_bytes``: stop after the message that brings the ids and payloads to this many bytes (so
-        at least one message comes, however large)."""
+        at least one message comes, however large). ``commit``: first :meth:`commit` the last delivered
+        message (what a gateway consumer does in the same HTTP call)."""
         self._messages_only()
+        if commit:
+            self.commit()
         if not self._ready(max_messages, timeout_seconds, max_bytes):
             return []
         take = min(max_messages, len(self._buffer))

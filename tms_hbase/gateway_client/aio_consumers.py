@@ -69,11 +69,15 @@ class AsyncGatewayConsumer:
         """The id of the last message delivered (what ``commit()`` stores)."""
         return self._session.delivered
 
-    async def poll(self, max_messages: int = 100, timeout_seconds: float = 1.0) -> list[Message]:
-        """Up to ``max_messages`` messages in order, as soon as there is one; ``[]`` after ``timeout_seconds``."""
+    async def poll(
+        self, max_messages: int = 100, timeout_seconds: float = 1.0, *, commit: bool = False
+    ) -> list[Message]:
+        """Up to ``max_messages`` messages in order, as soon as there is one; ``[]`` after ``timeout_seconds``.
+        ``commit``: first store the last delivered message as the mark, in the same HTTP call (as the
+        blocking client's)."""
         checks.seconds("timeout_seconds", timeout_seconds)
         self._check_open()
-        return await self.client.run(self._session.poll(max_messages, timeout_seconds), pool=self._pool)
+        return await self.client.run(self._session.poll(max_messages, timeout_seconds, commit), pool=self._pool)
 
     def __aiter__(self) -> AsyncIterator[Message]:
         """Messages in order; waits up to ``max_wait_seconds`` for the next one, then the iteration ends."""

@@ -52,6 +52,7 @@ class Reply:
     error_name: str | None = None  # the TMS-Error header
     consumer: str | None = None  # the TMS-Consumer header
     published: str | None = None  # the TMS-Published header
+    committed: str | None = None  # the TMS-Committed header
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ def settings(
 # The Content-Type lines of the bodies the clients send, made once; the answer headers they read.
 _CONTENT_TYPES = {media: http1.header_lines({"Content-Type": media}) for media in (rest.AVRO, rest.JSON, rest.OCTETS)}
 _ERROR_HEADER, _CONSUMER_HEADER = rest.ERROR_HEADER.lower(), rest.CONSUMER_HEADER.lower()
-_PUBLISHED_HEADER = rest.PUBLISHED_HEADER.lower()
+_PUBLISHED_HEADER, _COMMITTED_HEADER = rest.PUBLISHED_HEADER.lower(), rest.COMMITTED_HEADER.lower()
 
 
 def request_head(auth: bytes, request: Request[object], media: str) -> bytes:
@@ -143,6 +144,7 @@ def reply_of(response: http1.Response) -> Reply:
         headers.get(_ERROR_HEADER),
         headers.get(_CONSUMER_HEADER),
         headers.get(_PUBLISHED_HEADER),
+        headers.get(_COMMITTED_HEADER),
     )
 
 

@@ -48,6 +48,7 @@ TEXT = "text/plain; charset=utf-8"  # error bodies: one line
 ERROR_HEADER = "TMS-Error"  # the TmsError class name of an error response
 CONSUMER_HEADER = "TMS-Consumer"  # the consumer session a subscription's messages/commit calls go on with
 PUBLISHED_HEADER = "TMS-Published"  # where a publish stored its batch: "<generation>:<position>"
+COMMITTED_HEADER = "TMS-Committed"  # the mark a page's call committed first (?commit=true): the id in hex
 BASE = "/v1/namespaces/{namespace}"
 
 
@@ -584,6 +585,22 @@ def _unb64(value: object, field: str) -> bytes:
         return binascii.a2b_base64(value, strict_mode=True)
     except (binascii.Error, ValueError):
         raise InvalidArgument(f"field {field!r} is not base64 (standard alphabet, with padding)") from None
+
+
+def decode_committed_header(value: str | None) -> bytes:
+    """The mark of a ``TMS-Committed`` header (hex); a missing or garbled one is InvalidArgument: a page
+    asked for with ``?commit=true`` whose answer does not say the commit was stored (a gateway that does
+    not know the parameter ignores it) is not taken as committed."""
+    try:
+        mark = bytes.fromhex(value or "")
+    except ValueError:
+        mark = b""
+    if not mark:
+        raise InvalidArgument(
+            f"the gateway's page has no valid {COMMITTED_HEADER} header ({value!r}): it did not say that it stored "
+            "the commit asked for with the page (a gateway too old for ?commit=true? commit() works with any)"
+        )
+    return mark
 
 
 def encode_published(generation: int, position: int) -> str:

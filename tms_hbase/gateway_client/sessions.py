@@ -51,10 +51,11 @@ class _Session:
         if self.token is not None:
             headers[rest.CONSUMER_HEADER] = self.token
 
-        def read(reply: Reply) -> T:
+        def read(reply: Reply) -> T:  # an answer that does not decode leaves the session as it was
+            got = decode(reply)
             if reply.consumer:
                 self.token = reply.consumer
-            return decode(reply)
+            return got
 
         full = rest.subscription_path(self.topic, self.name, path)
         return Request(what, method, full, read, body, self.topic, self.name, content_type, headers, wait)
@@ -76,13 +77,19 @@ class ConsumerSession(_Session):
 
         return self._request("open consumer", "POST", "consumer", decode, content_type=rest.JSON)
 
-    def poll(self, max_messages: int, timeout_seconds: float) -> Request[list[Message]]:
-        """Up to ``max_messages`` messages, as soon as there is one; ``[]`` after ``timeout_seconds``."""
+    def poll(self, max_messages: int, timeout_seconds: float, commit: bool = False) -> Request[list[Message]]:
+        """Up to ``max_messages`` messages, as soon as there is one; ``[]`` after ``timeout_seconds``.
+        ``commit``: store the last delivered message as the mark first, in the same call (``?commit=true``)."""
         checks.positive_int("max_messages", max_messages)
-        query = {"wait": timeout_seconds, "max": max_messages, "publishTime": "true"}
+        query: dict[str, object] = {"wait": timeout_seconds, "max": max_messages, "publishTime": "true"}
+        mark = self.delivered if commit else None
+        if mark is not None:
+            query["commit"] = "true"
 
         def decode(reply: Reply) -> list[Message]:
+            committed = rest.decode_committed_header(reply.committed) if mark is not None else self.committed
             got = rest.decode_messages(reply.body, self.calls.media, publish_time=True)
+            self.committed = committed
             if got:
                 self.delivered = got[-1].id
             return got

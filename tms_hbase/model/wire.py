@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import io
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -225,12 +226,13 @@ class _Truncated(Exception):
 def decode_consume_response(data: bytes, publish_time: bool, make: Callable[[bytes, bytes, int], T]) -> list[T]:
     """Inverse of :func:`encode_consume_response` (``publish_time``: a TimedConsumeResponse): ``make(id, payload,
     publish time)`` of each message (time 0 without ``publish_time``), for any Avro binary of the schema,
-    about twice as fast as :func:`decode` with its dict per record: a gateway client decodes every page it
+    several times faster than :func:`decode` with its dict per record: a gateway client decodes every page it
     gets with it. The messages of a batch share their id length, payload length and publish time, so a
-    header whose bytes are those of the one before is not decoded again. Bytes that do not decode
-    completely are InvalidArgument."""
+    header whose bytes are those of the one before is not decoded again, and the records after one that
+    repeat its headers lie at a fixed stride: they are cut out of the data by position (:func:`_repeats`
+    checks their header bytes). Bytes that do not decode completely are InvalidArgument."""
     out: list[T] = []
-    append = out.append
+    append, extend = out.append, out.extend
     id_head, id_size = b"\xff", 0  # the last length header of an id (b"\xff" is no header: no match), its value
     body_head, body_size = b"\xff", 0  # the same for payloads
     time_head, time = b"" if not publish_time else b"\xff", 0  # and the publish time (none: b"", always a match)
@@ -244,7 +246,7 @@ def decode_consume_response(data: bytes, publish_time: bool, make: Callable[[byt
             if count < 0:
                 count = -count
                 _, pos = _read_long(data, pos)  # the block's size in bytes
-            for _ in range(count):
+            while count:
                 if startswith(id_head, pos):
                     pos += len(id_head)
                 else:
@@ -264,6 +266,18 @@ def decode_consume_response(data: bytes, publish_time: bool, make: Callable[[byt
                     time, pos = _read_long(data, start)
                     time_head = data[start:pos]
                 append(make(message_id, payload, time))
+                count -= 1
+                heads = (id_head, id_size, body_head, body_size, time_head)
+                repeats = _repeats(data, pos, count, heads) if count else 0
+                if repeats:
+                    stride = len(id_head) + id_size + len(body_head) + body_size + len(time_head)
+                    end = pos + repeats * stride
+                    at = pos + len(id_head)
+                    ids = [data[i : i + id_size] for i in range(at, end, stride)]
+                    at += id_size + len(body_head)
+                    bodies = [data[i : i + body_size] for i in range(at, end, stride)]
+                    extend(map(make, ids, bodies, itertools.repeat(time, repeats)))
+                    pos, count = end, count - repeats
     except _Truncated:
         pos = -1
     if pos != len(data):
@@ -271,6 +285,25 @@ def decode_consume_response(data: bytes, publish_time: bool, make: Callable[[byt
         what = "the data ends inside a value" if pos < 0 or pos > len(data) else f"{len(data) - pos} trailing bytes"
         raise InvalidArgument(f"corrupt {schema}: {what}")
     return out
+
+
+def _repeats(data: bytes, pos: int, count: int, heads: tuple[bytes, int, bytes, int, bytes]) -> int:
+    """How many of the next ``count`` records from ``pos`` (at most) have exactly the headers ``heads`` (the
+    id's length header and length, the payload's, the publish time's bytes): records of one stride,
+    each within the data. Each header byte is checked for all of them at once, as a column of the data."""
+    id_head, id_size, body_head, body_size, time_head = heads
+    stride = len(id_head) + id_size + len(body_head) + body_size + len(time_head)
+    n = min(count, (len(data) - pos) // stride)
+    body_at = len(id_head) + id_size
+    time_at = body_at + len(body_head) + body_size
+    for offset, head in ((0, id_head), (body_at, body_head), (time_at, time_head)):
+        for i, byte in enumerate(head, pos + offset):
+            if not n:
+                return 0
+            column = data[i : i + n * stride : stride]
+            if column.count(byte) != n:  # the records up to the first one without it
+                n -= len(column.lstrip(bytes((byte,))))
+    return n
 
 
 def _read_size(data: bytes, pos: int) -> tuple[bytes, int, int]:
