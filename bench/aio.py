@@ -4,8 +4,12 @@ to disjoint keys of one table, each thread on its own connection: the ceiling of
 context, two more rows: the sync client from 64 threads, and raw happybase's checkAndPut-if-absent from 64
 threads (the conditional put each publish is, to HBase).
 
-Every round runs the three trials of ``duration`` seconds back to back (in alternating order) on fresh
-sequencer topics; the report has the medians of the rounds and the load average of each round.
+A second table, "CPU per publish: asyncio client vs sync client", is the cost of one lone publish: one caller
+publishing batches of 100 × 1 KiB one after another (what the gateway does for one HTTP client), this
+process's CPU per publish on a chain and a sequencer topic through ``MessagingClient``, through
+``AsyncMessagingClient`` on asyncio's loop and on uvloop's (the gateway's when installed), and "bridged":
+the sync client's protocol code run on uvloop by one ``run_to_end`` a publish, the way the gateway runs a
+publish, without the HTTP around it.
 """
 
 from __future__ import annotations
@@ -34,6 +38,9 @@ from .common import (
 PUBLISHERS = 64
 PAYLOAD = b"x" * 100
 TRIALS = ["aio", "sync", "raw", "sync64", "raw_cas"]  # the first three are the goals' figures
+LONE_BATCH = [b"x" * 1024] * 100
+LONE_CLIENTS = ["sync", "aio on asyncio", "aio on uvloop", "bridged on uvloop"]
+ORDERINGS = ["chain", "sequencer"]
 
 
 async def _async_rate(settings: Settings, prefix: str, topic: str, duration: float) -> tuple[float, float]:
@@ -53,6 +60,66 @@ async def _async_rate(settings: Settings, prefix: str, topic: str, duration: flo
         started, cpu = time.monotonic(), time.process_time()
         await asyncio.gather(*(publisher(i) for i in range(PUBLISHERS)))
         return _figures(sum(counts), started, cpu)
+
+
+async def _async_lone(settings: Settings, prefix: str, topic: str, ordering: str, count: int) -> float:
+    from tms_hbase.aio import AsyncMessagingClient
+
+    async with AsyncMessagingClient(settings.address, prefix, create_tables=False) as client:
+        await client.create_topic(topic, {"ordering": ordering})
+        await client.publish(topic, LONE_BATCH)  # connection open and metadata cached before the clock starts
+        cpu = time.process_time()
+        for _ in range(count):
+            await client.publish(topic, LONE_BATCH)
+        return (time.process_time() - cpu) * 1e6 / count
+
+
+async def _bridged_lone(settings: Settings, prefix: str, topic: str, ordering: str, count: int) -> float:
+    """The gateway's way: the sync client's protocol code over the asyncio driver, each publish one
+    ``run_to_end`` under a semaphore (``tms_hbase_gateway.service.Gateway.run``), without the HTTP around it."""
+    from tms_hbase.model.green import run_sync, run_to_end
+    from tms_hbase_gateway.service import LoopClient
+
+    client = await run_sync(LoopClient, settings.address, prefix, create_tables=False)
+    calls = asyncio.Semaphore(8)
+    try:
+        await run_sync(client.create_topic, topic, {"ordering": ordering})
+        await run_sync(client.publish, topic, LONE_BATCH)
+        cpu = time.process_time()
+        for _ in range(count):
+            async with calls:
+                await run_to_end(client.publish, topic, LONE_BATCH)
+        return (time.process_time() - cpu) * 1e6 / count
+    finally:
+        await run_sync(client.close)
+
+
+def _sync_lone(settings: Settings, prefix: str, topic: str, ordering: str, count: int) -> float:
+    from tms_hbase import MessagingClient
+
+    with MessagingClient(settings.address, prefix, create_tables=False) as client:
+        client.create_topic(topic, {"ordering": ordering})
+        client.publish(topic, LONE_BATCH)
+        cpu = time.process_time()
+        for _ in range(count):
+            client.publish(topic, LONE_BATCH)
+        return (time.process_time() - cpu) * 1e6 / count
+
+
+def lone_cpu(settings: Settings, prefix: str, name: str, ordering: str, topic: str, count: int) -> float:
+    """This process's CPU µs per publish of 100 × 1 KiB by one caller publishing ``count`` times in a row
+    through ``name`` (one of LONE_CLIENTS: "sync", or "client on loop" where client is ``aio``, the asyncio
+    client, or ``bridged``, the gateway's way) to a fresh topic of ``ordering``."""
+    if name == "sync":
+        return _sync_lone(settings, prefix, topic, ordering, count)
+    kind, loop = name.split(" on ")
+    run = _async_lone if kind == "aio" else _bridged_lone
+    if loop == "uvloop":
+        import uvloop
+
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            return runner.run(run(settings, prefix, topic, ordering, count))
+    return asyncio.run(run(settings, prefix, topic, ordering, count))
 
 
 def _sync_rate(settings: Settings, prefix: str, topic: str, duration: float, threads: int) -> tuple[float, float]:
@@ -153,6 +220,20 @@ def run(settings: Settings) -> Result:
                 + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in rates.items())
                 + " msg/s"
             )
+        lone: dict[tuple[str, str], list[float]] = {(o, n): [] for o in ORDERINGS for n in LONE_CLIENTS}
+        count = settings.pick(600, 150)
+        lone_loads: list[str] = []
+        for r in range(settings.rounds):
+            for ordering in ORDERINGS:
+                for name in LONE_CLIENTS if r % 2 == 0 else list(reversed(LONE_CLIENTS)):
+                    topic = f"bench:lone_{ordering}_{LONE_CLIENTS.index(name)}_{r}"
+                    lone[ordering, name].append(lone_cpu(settings, prefix, name, ordering, topic, count))
+            lone_loads.append(", ".join(f"{x:.1f}" for x in os.getloadavg()))
+            progress(
+                f"aio lone publish round {r + 1}/{settings.rounds} (load {lone_loads[-1]}): "
+                + ", ".join(f"{o}/{n} {v[-1]:,.0f}" for (o, n), v in lone.items())
+                + " µs CPU a publish"
+            )
     m = {k: median(v) for k, v in rates.items()}
     c = {k: median(v) for k, v in cpus.items()}
     vs_sync, vs_raw = ratio(m["aio"], m["sync"]), ratio(m["aio"], m["raw"])
@@ -167,13 +248,39 @@ def run(settings: Settings) -> Result:
         ["", "msg/s (median)", "asyncio ÷ this", "CPU ms per message (this process, median)"],
         [[label, m[k], "" if k == "aio" else f"{ratio(m['aio'], m[k]):.2f}×", f"{c[k]:.3f}"] for k, label in rows],
     )
+    lc = {k: median(v) for k, v in lone.items()}
+    result.table(
+        [
+            f"CPU per publish: asyncio client vs sync client (µs, one caller, {count} × 100 × 1 KiB in a row)",
+            *(n if n == "sync" else f"{n} (÷ sync)" for n in LONE_CLIENTS),
+        ],
+        [
+            [
+                o,
+                *(
+                    f"{lc[o, n]:,.0f}" + ("" if n == "sync" else f" ({lc[o, n] / lc[o, 'sync']:.2f}×)")
+                    for n in LONE_CLIENTS
+                ),
+            ]
+            for o in ORDERINGS
+        ],
+    )
     result.goal("asyncio ≥ 4× sync single-message publish", f"{vs_sync:.2f}×", vs_sync >= 4)
     result.goal(f"asyncio ≥ 0.9× raw happybase from {PUBLISHERS} threads", f"{vs_raw:.2f}×", vs_raw >= 0.9)
     result.notes.append("load average after each round (1, 5, 15 min; 2 cores, shared): " + "; ".join(loads))
+    result.notes.append(
+        "CPU per publish: load average after each round: "
+        + "; ".join(lone_loads)
+        + "; bridged: the sync client's protocol code run on the loop by one run_to_end a publish, as the "
+        "gateway runs it (no HTTP); aio: AsyncMessagingClient.publish (its publish lanes)"
+    )
     result.notes.append(
         "the asyncio client puts the publishes made while a write to the topic is in flight in the next write "
         "(one batch row): its figures are messages a second, raw happybase's one-cell puts a second"
     )
     result.samples = {k: [round(x) for x in v] for k, v in rates.items()}
     result.samples.update({f"{k}_cpu_ms": [round(x, 3) for x in v] for k, v in cpus.items()})
+    result.samples.update(
+        {f"lone_{o}_{n.replace(' ', '_')}_cpu_us": [round(x) for x in v] for (o, n), v in lone.items()}
+    )
     return result
