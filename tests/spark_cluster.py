@@ -38,6 +38,12 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).parent
 
 
+def _two_ports() -> tuple[int, int]:
+    """Two free loopback ports, different from each other (an RPC and a web UI port of one daemon)."""
+    first = free_port()
+    return first, next(port for port in iter(free_port, None) if port != first)
+
+
 @dataclass
 class _Daemon:
     name: str
@@ -64,10 +70,12 @@ class SparkCluster:
     def start(self, timeout: float = 180.0) -> SparkCluster:
         """Start the master and the workers; return when the master sees every worker alive."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        rpc, ui = free_port(), free_port()
+        rpc, ui = _two_ports()
         self.master = self._spawn(
             "master", ["org.apache.spark.deploy.master.Master", "--host", HOST, "--port", str(rpc)], (rpc, ui)
         )
+        # The master's ports are bound once its report answers: a worker's free_port() cannot pick them after.
+        self.wait(lambda s: "workers" in s, "the master's report", timeout)
         for _ in range(self.workers):
             self.start_worker(timeout)
         return self
@@ -78,7 +86,7 @@ class SparkCluster:
         name = f"worker-{self._started}"
         work = self.folder / name
         work.mkdir(exist_ok=True)
-        rpc, ui = free_port(), free_port()
+        rpc, ui = _two_ports()
         main = ["org.apache.spark.deploy.worker.Worker", "--host", HOST, "--port", str(rpc)]
         main += ["--cores", "1", "--memory", WORKER_MEMORY, "--work-dir", str(work), self.url]
         self.alive[name] = self._spawn(name, main, (rpc, ui))
@@ -116,8 +124,8 @@ class SparkCluster:
             try:
                 if condition(self.state()):
                     return
-            except OSError:
-                pass  # the master's UI is not up yet
+            except (OSError, ValueError):
+                pass  # the master's UI is not up yet, or another program answered on its port before it
             assert self.master and self.master.process.poll() is None, f"the master died:\n{self.tail('master')}"
             assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{self.tails()}"
             time.sleep(0.5)
