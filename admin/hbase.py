@@ -35,7 +35,8 @@ def _cluster(**options: Any) -> ClusterHBase:
 def hbase() -> None:
     """Run a local standalone HBase for development and tests.
 
-    Everything lives under $TMS_HBASE_HOME (default ~/.cache/tms-hbase): the jars
+    One JVM runs HBase's master, its region server, ZooKeeper and the Thrift gateway, which reaches the
+    region server without an RPC. Everything lives under $TMS_HBASE_HOME (default ~/.cache/tms-hbase): the jars
     (downloaded once with mvn), configuration, data and logs. Needs java (11+) and mvn.
     """
 
@@ -77,10 +78,12 @@ def stop(as_json: bool) -> None:
 def status(as_json: bool) -> None:
     """Tell whether the local HBase runs and serves data through Thrift (exit code 1 if not).
 
-    The state (``state`` in --json) is one of: stopped; serving; thrift-down (the processes live but the
-    Thrift port takes no connection); region-server-gone (the master's JVM lives but its region server
-    aborted, e.g. out of memory: ``detail`` is what it logged; restart with `tms-admin hbase stop` and
-    `start`); not-serving (Thrift takes connections but HBase answers no call: starting, or hung).
+    The state (``state`` in --json) is one of: stopped; serving; thrift-down (the JVM lives but the
+    Thrift port takes no connection: its region server is not online yet); region-server-gone (the JVM
+    lives but its region server aborted, e.g. out of memory, and the gateway with it: ``detail`` is what it
+    logged; restart with `tms-admin hbase stop` and `start`); not-serving (Thrift takes connections but
+    HBase answers no call: starting, or hung). ``web_address`` is the region server's web UI, with its
+    metrics at /jmx and /prometheus.
     """
     from tms_hbase.launcher import LocalHBase
 
@@ -90,11 +93,11 @@ def status(as_json: bool) -> None:
         if not d["running"]:
             return f"not running (home {d['home']})"
         pids = ", ".join(f"{k} pid {v}" for k, v in d["pids"].items())
-        where = f"Thrift {d['thrift_address']} ({pids}); logs in {d['logs']}"
+        where = f"Thrift {d['thrift_address']} ({pids}); web UI http://{d['web_address']}; logs in {d['logs']}"
         said = {
             "serving": "running and serving",
             "thrift-down": "running, but the Thrift gateway takes no connection",
-            "region-server-gone": "REGION SERVER GONE: the master runs but its region server aborted, nothing is "
+            "region-server-gone": "REGION SERVER GONE: the JVM runs but its region server aborted, nothing is "
             "served (restart: tms-admin hbase stop, then start)",
             "not-serving": "running, but HBase answers no call through Thrift (still starting, or hung)",
         }[d["state"]]
@@ -106,15 +109,14 @@ def status(as_json: bool) -> None:
 
 
 @hbase.command()
-@click.argument("which", type=click.Choice(["master", "thrift"]), default="master")
 @click.option("-n", "--lines", type=int, default=50, show_default=True, help="How many lines to show.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines (Ctrl-C to stop).")
 @handle_errors
-def logs(which: str, lines: int, follow: bool) -> None:
-    """Show the log of the HBase master (with region server and ZooKeeper) or of the Thrift gateway."""
+def logs(lines: int, follow: bool) -> None:
+    """Show the log of the local HBase's JVM (master, region server, ZooKeeper and Thrift gateway)."""
     from tms_hbase.launcher import LocalHBase, default_home
 
-    path = LocalHBase().log_file(which)
+    path = LocalHBase().log_file()
     if not path.exists():
         raise click.ClickException(f"no log yet at {path} (home {default_home()})")
     _tail(path, lines, follow)

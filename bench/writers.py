@@ -10,10 +10,11 @@ raw writers write disjoint keys of one table (no ordering at all: the ceiling of
 
 Besides msg/s, the CPU each publish costs, by process: the writers' own (``time.process_time``), and, when
 the address is served by the local launcher's HBase (``tms-admin hbase start``, ``$TMS_HBASE_HOME``), its
-two JVMs' (from /proc, ticks of 10 ms): the region server (one JVM with the master and ZooKeeper) and the
-Thrift gateway. On two cores throughput is CPU per publish times publishes, so this says where a publish's
-cost is, and a loaded machine moves it much less than the rate (the JVMs' figures include whatever else
-they serve meanwhile: other clients of a shared HBase).
+JVM's (from /proc, ticks of 10 ms): one JVM runs the master, ZooKeeper, the region server and the Thrift
+gateway, whose puts reach the region server through its short-circuit connection. On two cores throughput
+is CPU per publish times publishes, so this says where a publish's cost is, and a loaded machine moves it
+much less than the rate (the JVM's figure includes whatever else it serves meanwhile: other clients of a
+shared HBase).
 """
 
 from __future__ import annotations
@@ -142,11 +143,12 @@ def _trial(
 
 
 def local_jvms(address: str) -> dict[str, int]:
-    """The local launcher's JVMs (``$TMS_HBASE_HOME``) by role, if they serve ``address``; else none."""
+    """The local launcher's JVM (``$TMS_HBASE_HOME``: region server and Thrift gateway in one) by role, if it
+    serves ``address``; else none."""
     status = LocalHBase(progress=lambda _message: None).status()
     if not status.running or not status.thrift_address or _endpoint(status.thrift_address) != _endpoint(address):
         return {}
-    return {"region server": status.pids["master"], "Thrift gateway": status.pids["thrift"]}
+    return {"HBase JVM (region server + Thrift)": status.pids["master"]}
 
 
 def _endpoint(address: str) -> tuple[str, int]:

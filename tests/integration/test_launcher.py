@@ -1,21 +1,24 @@
-"""The local HBase launcher: idempotent start, truthful status, clean stop, clear errors.
+"""The local HBase launcher: one JVM with the Thrift gateway inside the region server, idempotent start,
+truthful status, clean stop, clear errors, nothing acknowledged lost to a kill -9.
 
 These start a second standalone HBase in a home and on a port of their own, sharing the jar cache.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import socket
-import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import happybase
 import pytest
 
 from tms_hbase import MessagingClient, TopicId
@@ -60,7 +63,7 @@ def test_start_twice_is_one_server_and_stop_leaves_nothing(launcher: LocalHBase)
     assert launcher.start() == address
     again = launcher.status()
     assert again.pids == first.pids
-    assert len(java_processes_of(home)) == 2
+    assert len(java_processes_of(home)) == 1
 
     with MessagingClient(address, "launchertest") as client:
         assert client.create_topic(TopicId("ns", "t")).generation == 1
@@ -78,19 +81,109 @@ def test_start_twice_is_one_server_and_stop_leaves_nothing(launcher: LocalHBase)
 
 
 @pytest.mark.slow
-def test_status_tells_when_a_process_died(launcher: LocalHBase) -> None:
-    launcher.start()
-    os.kill(launcher.status().pids["thrift"], 9)
-    deadline = 50
-    while launcher.status().running and deadline:
-        deadline -= 1
-        import time
-
+def test_a_jvm_killed_9_is_reported_and_a_restart_serves_every_acknowledged_publish(launcher: LocalHBase) -> None:
+    address = launcher.start()
+    topic = TopicId("ns", "crash")
+    batches = [[f"{b}-{i}".encode() for i in range(100)] for b in range(20)]
+    with MessagingClient(address, "launchertest") as client:
+        client.create_topic(topic)
+        for batch in batches:
+            client.publish(topic, batch)  # acknowledged: in the write-ahead log
+    os.kill(launcher.status().pids["master"], signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while launcher.status().running:
+        assert time.monotonic() < deadline, "the killed JVM is still reported running"
         time.sleep(0.1)
     status = launcher.status()
-    assert not status.running and not status.answering
-    launcher.start()  # replaces the half-dead server
+    assert (status.running, status.answering, status.state) == (False, False, "stopped")
+    launcher.start()  # replaces the dead server; the region server replays its log
     assert launcher.status().answering
+    with MessagingClient(address, "launchertest") as client:
+        assert [m.payload for m in client.fetch(topic)] == [p for batch in batches for p in batch]
+
+
+def _listening_inodes(port: int) -> set[str]:
+    """The socket inodes listening on ``port`` of 127.0.0.1 (/proc/net/tcp: state 0A is LISTEN)."""
+    inodes = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[1] == f"0100007F:{port:04X}" and fields[3] == "0A":
+            inodes.add(fields[9])
+    return inodes
+
+
+def _socket_inodes(pid: int) -> set[str]:
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:[") : -1])
+    return inodes
+
+
+def _wait_for(check: Callable[[], bool], what: str, seconds: float = 90.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(1)
+
+
+def _region_server_metric(web: str, sub: str, name: str) -> int:
+    """One metric from the region server's /jmx (published a few seconds after it starts: waited for)."""
+    url = f"http://{web}/jmx?qry=Hadoop:service=HBase,name=RegionServer,sub={sub}"
+    beans: list[dict] = []
+
+    def published() -> bool:
+        with urllib.request.urlopen(url, timeout=30) as answer:
+            beans[:] = json.load(answer)["beans"]
+        return bool(beans) and name in beans[0]
+
+    _wait_for(published, f"the region server's metric {sub}/{name}")
+    return int(beans[0][name])
+
+
+@pytest.mark.slow
+def test_the_thrift_gateway_runs_in_the_region_servers_jvm_and_its_puts_take_no_rpc(launcher: LocalHBase) -> None:
+    """The gateway listens in the one JVM, and its puts reach the region server through the short-circuit
+    connection: rows land (the region server counts their writes) while its RPC server sees no call for them.
+    A call the gateway makes on an ordinary connection (the table's regions) does reach the RPC server, so the
+    counter is live."""
+    address = launcher.start()
+    status = launcher.status()
+    assert java_processes_of(launcher.paths.home) == [status.pids["master"]]
+    assert _listening_inodes(launcher.thrift_port) <= _socket_inodes(status.pids["master"])
+    assert _listening_inodes(launcher.thrift_port)
+    assert "Thrift gateway in the region server's JVM" in launcher.log_file().read_text()
+    assert status.web_address is not None
+    web = status.web_address
+
+    host, port = address.split(":")
+    connection = happybase.Connection(host, int(port), timeout=60000)
+    try:
+        connection.create_table("launcher_short_circuit", {"d": {"max_versions": 1}})
+        table = connection.table("launcher_short_circuit")
+        calls = _region_server_metric(web, "IPC", "ProcessCallTime_num_ops")
+        writes = _region_server_metric(web, "Server", "writeRequestCount")
+        for b in range(50):
+            with table.batch() as batch:
+                for i in range(100):
+                    batch.put(f"{b:03d}-{i:03d}".encode(), {b"d:m": os.urandom(1024)})
+        assert sum(1 for _ in table.scan()) == 5000
+        _wait_for(
+            lambda: _region_server_metric(web, "Server", "writeRequestCount") >= writes + 5000,
+            "the region server to count the 5000 writes",
+        )
+        assert table.regions()  # an ordinary client connection: a scan of hbase:meta over RPC
+        _wait_for(
+            lambda: _region_server_metric(web, "IPC", "ProcessCallTime_num_ops") > calls,
+            "the region server's RPC server to count the gateway's hbase:meta lookup",
+        )
+        # 50 batches over RPC would be at least 50 calls; the lookup and the master's rare calls are a few
+        assert _region_server_metric(web, "IPC", "ProcessCallTime_num_ops") - calls < 25
+    finally:
+        connection.delete_table("launcher_short_circuit", disable=True)
+        connection.close()
 
 
 @pytest.mark.slow
@@ -149,9 +242,3 @@ def test_missing_mvn_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.Monkey
     with pytest.raises(LauncherError, match=r"mvn \(Apache Maven\) is not on PATH"):
         local.start()
     assert not (tmp_path / "empty-jar-cache" / "hbase-2.6.1" / ".complete").exists()
-
-
-def test_unknown_log_name(launcher: LocalHBase) -> None:
-    with pytest.raises(LauncherError, match="choose master or thrift"):
-        launcher.log_file("nope")
-    assert stat.S_ISDIR(os.stat(launcher.paths.home.parent).st_mode)

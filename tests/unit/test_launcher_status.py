@@ -1,14 +1,20 @@
-"""``tms-admin hbase status`` tells a region server that aborted (its master's JVM lives on) from one that
-serves, by what HBase logged since the master last came up."""
+"""``tms-admin hbase status`` tells a region server that aborted (its JVM lives on, its gateway stopped with it)
+from one that serves, by what HBase logged since the master last came up, and a closed Thrift port from a mute
+one."""
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tms_hbase.launcher import local
+from tms_hbase.launcher import LocalHBase, local
 from tms_hbase.launcher.local import master_heap, region_server_abort
+from tms_hbase.launcher.paths import write_state
 
 STARTED = (
     "2026-11-26T09:01:40,006 INFO  [master/localhost:0:becomeActiveMaster] master.HMaster: "
@@ -44,3 +50,60 @@ def test_the_local_hbase_heap_is_a_quarter_of_the_memory_within_2_to_8_gib(
     pages = {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": memory_gib * 2**30 // 4096}
     monkeypatch.setattr(local.os, "sysconf", pages.__getitem__)
     assert master_heap() == heap
+
+
+@pytest.fixture
+def jvm_stand_in(tmp_path: Path) -> Iterator[tuple[LocalHBase, int]]:
+    """A launcher whose state names a live process carrying its home's marker (a sleeping python, standing in
+    for the JVM whose Thrift port is closed or mute), on a free port."""
+    launcher = LocalHBase(home=tmp_path / "home", thrift_port=_free_port(), progress=lambda _m: None)
+    marker = f"-Dtms.hbase.home={launcher.paths.home}"
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", marker])
+    write_state(
+        launcher.paths.state,
+        {"thrift_port": launcher.thrift_port, "web_port": _free_port(), "pids": {"master": proc.pid}},
+    )
+    try:
+        yield launcher, proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_closed_thrift_port_with_an_abort_logged_is_region_server_gone(jvm_stand_in: tuple[LocalHBase, int]) -> None:
+    """The gateway stops with its region server: the abort explains the closed port."""
+    launcher, pid = jvm_stand_in
+    launcher.paths.logs.mkdir(parents=True)
+    launcher.log_file().write_text(f"{STARTED}\n{ABORTED}\n")
+    status = launcher.status()
+    assert (status.running, status.answering, status.state) == (True, False, "region-server-gone")
+    assert "ABORTING region server" in status.detail and status.pids == {"master": pid}
+
+
+def test_a_closed_thrift_port_without_an_abort_is_thrift_down(jvm_stand_in: tuple[LocalHBase, int]) -> None:
+    launcher, _pid = jvm_stand_in
+    status = launcher.status()
+    assert (status.running, status.state, status.detail) == (True, "thrift-down", "")
+
+
+def test_a_mute_thrift_port_is_not_serving(jvm_stand_in: tuple[LocalHBase, int]) -> None:
+    launcher, _pid = jvm_stand_in
+    with socket.socket() as mute:
+        mute.bind(("127.0.0.1", launcher.thrift_port))
+        mute.listen()
+        status = launcher.status()
+    assert (status.running, status.answering, status.state) == (True, False, "not-serving")
+
+
+def test_a_state_naming_a_dead_process_is_stopped(tmp_path: Path) -> None:
+    launcher = LocalHBase(home=tmp_path / "home", thrift_port=_free_port(), progress=lambda _m: None)
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    write_state(launcher.paths.state, {"thrift_port": launcher.thrift_port, "pids": {"master": int(done.stdout)}})
+    status = launcher.status()
+    assert (status.running, status.state, status.pids) == (False, "stopped", {})
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

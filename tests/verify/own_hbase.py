@@ -62,7 +62,7 @@ class OwnHBase:
         raise AssertionError("unreachable")
 
     def kill(self) -> None:
-        """SIGKILL both JVMs (no orderly shutdown: a crash), and wait until they are gone."""
+        """SIGKILL its JVM (no orderly shutdown: a crash), and wait until it is gone."""
         status = self.launcher.status()
         for pid in status.pids.values():
             with contextlib.suppress(ProcessLookupError):

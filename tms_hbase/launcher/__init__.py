@@ -1,4 +1,4 @@
-"""The local HBase launcher: a pinned standalone HBase and its Thrift gateway run from Maven jars."""
+"""The local HBase launcher: a pinned standalone HBase with its Thrift gateway in one JVM, run from Maven jars."""
 
 from tms_hbase.launcher.local import DEFAULT_THRIFT_PORT, LocalHBase, LocalStatus
 from tms_hbase.launcher.paths import HBASE_VERSION, default_home

@@ -38,6 +38,7 @@ from tms_hbase.launcher.cluster_conf import (
     write_cluster_conf,
 )
 from tms_hbase.launcher.jars import resolve_jars
+from tms_hbase.launcher.javac import compile_java
 from tms_hbase.launcher.local import (
     JDK17_FLAGS,
     Progress,
@@ -397,19 +398,7 @@ class ClusterHBase:
     def _admin(self, *args: str) -> str:
         """Run ClusterAdmin (compiled on first use) with HBase's Java client against this cluster."""
         write_cluster_conf(self.layout, self.paths, "master")
-        classes = self.paths.tools
-        if not (classes / "ClusterAdmin.class").exists() or (
-            (classes / "ClusterAdmin.class").stat().st_mtime < ADMIN_SOURCE.stat().st_mtime
-        ):
-            classes.mkdir(parents=True, exist_ok=True)
-            javac = str(Path(_find_java()).with_name("javac"))
-            done = subprocess.run(
-                [javac, "-d", str(classes), "-cp", f"{self.jar_paths.lib}/*", str(ADMIN_SOURCE)],
-                capture_output=True,
-                text=True,
-            )
-            if done.returncode != 0:
-                raise LauncherError(f"javac failed on {ADMIN_SOURCE} (a JDK is needed):\n{done.stderr}")
+        classes = compile_java(_find_java(), ADMIN_SOURCE, self.paths.tools, self.jar_paths.lib)
         cmd = [
             _find_java(),
             "-Xmx256m",

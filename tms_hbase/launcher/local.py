@@ -18,6 +18,7 @@ import happybase
 
 from tms_hbase.errors import LauncherError
 from tms_hbase.launcher.jars import resolve_jars
+from tms_hbase.launcher.javac import compile_java
 from tms_hbase.launcher.paths import (
     HBASE_VERSION,
     POM,
@@ -32,7 +33,8 @@ from tms_hbase.launcher.siteconf import write_conf
 HOST = "127.0.0.1"
 DEFAULT_THRIFT_PORT = 9090
 MASTER_CLASS = "org.apache.hadoop.hbase.master.HMaster"
-THRIFT_CLASS = "org.apache.hadoop.hbase.thrift.ThriftServer"
+REGION_SERVER_SOURCE = Path(__file__).with_name("ThriftRegionServer.java")
+"""The standalone JVM's region server, with HBase's Thrift1 gateway inside it on its short-circuit connection."""
 
 # What HBase's own bin/hbase adds on JDK 17.
 JDK17_FLAGS = [
@@ -88,9 +90,10 @@ class LocalStatus:
 
     * ``stopped``: its processes are not running;
     * ``serving``: HBase serves data through Thrift;
-    * ``thrift-down``: the processes are alive but the Thrift port takes no connection;
-    * ``region-server-gone``: the master's JVM is alive but its region server aborted (``detail`` is
-      the line it logged, e.g. an ``OutOfMemoryError``): no table can be read until a restart;
+    * ``thrift-down``: the JVM is alive but the Thrift port takes no connection (its region server is
+      not online yet);
+    * ``region-server-gone``: the JVM is alive but its region server aborted (``detail`` is the line it
+      logged, e.g. an ``OutOfMemoryError``), and with it the Thrift gateway: nothing is served until a restart;
     * ``not-serving``: Thrift takes connections but HBase answers no call (still starting, or hung).
     """
 
@@ -99,6 +102,7 @@ class LocalStatus:
     running: bool
     answering: bool
     thrift_address: str | None
+    web_address: str | None = None
     pids: dict[str, int] = field(default_factory=dict)
     logs: str = ""
     state: str = STOPPED
@@ -109,7 +113,8 @@ class LocalStatus:
 
 
 class LocalHBase:
-    """A standalone HBase (master + region server + embedded ZooKeeper) plus Thrift1, from jars.
+    """A standalone HBase in one JVM, from jars: master, region server, embedded ZooKeeper and HBase's Thrift1
+    gateway, whose puts and reads take the region server's short-circuit connection (ThriftRegionServer.java).
 
     Idempotent: ``start`` on a running server returns its address; ``stop`` leaves no process.
     """
@@ -149,22 +154,25 @@ class LocalHBase:
             self.progress,
             expect=f"hbase-server-{HBASE_VERSION}-hadoop3.jar",
         )
-        zk_port = _free_port()
+        classes = compile_java(java, REGION_SERVER_SOURCE, self.paths.classes, self.paths.lib)
+        zk_port, web_port = _free_port(), _free_port()
         for folder in (self.paths.data, self.paths.logs):
             folder.mkdir(parents=True, exist_ok=True)
-        write_conf(self.paths, zk_port)
+        write_conf(self.paths, zk_port, web_port)
         self.progress(f"starting HBase {HBASE_VERSION} (logs in {self.paths.logs})")
-        pids = {"master": self._spawn(java, "master", MASTER_CLASS, ["start"], master_heap())}
+        region_server = [
+            *("-D", f"hbase.regionserver.impl={REGION_SERVER_SOURCE.stem}"),
+            *("-D", f"tms.thrift.bind={HOST}", "-D", f"tms.thrift.port={self.thrift_port}"),
+        ]
+        pids = {"master": self._spawn(java, classes, [MASTER_CLASS, *region_server, "start"])}
         state = {
             "version": HBASE_VERSION,
             "thrift_port": self.thrift_port,
             "zk_port": zk_port,
+            "web_port": web_port,
             "pids": pids,
             "started_at": time.time(),
         }
-        self._write_state(state)
-        thrift_args = ["-b", HOST, "-p", str(self.thrift_port), "--infoport", "-1", "-threadpool", "start"]
-        pids["thrift"] = self._spawn(java, "thrift", THRIFT_CLASS, thrift_args, "512m")
         self._write_state(state)
         try:
             self._wait_ready(state, timeout)
@@ -199,44 +207,48 @@ class LocalHBase:
         """Report truthfully: which of our JVMs are alive and whether Thrift answers now."""
         state = self._read_state()
         pids = {name: pid for name, pid in (state or {}).get("pids", {}).items() if self._is_ours(pid)}
-        running = bool(state) and set(pids) == {"master", "thrift"}
+        running = bool(state) and set(pids) == {"master"}
         address = f"{HOST}:{state['thrift_port']}" if state else None
         answering = state is not None and running and _thrift_answers(HOST, state["thrift_port"], 3000)
         kind, detail = STOPPED, ""
         if state is not None and running:
-            kind = SERVING if answering else THRIFT_DOWN
-            if not answering and _accepts(HOST, state["thrift_port"]):
-                detail = region_server_abort(self.log_file("master"))
-                kind = REGION_SERVER_GONE if detail else NOT_SERVING
+            # The gateway stops with its region server, so an abort logged explains a closed port too.
+            detail = "" if answering else region_server_abort(self.log_file())
+            if answering:
+                kind = SERVING
+            elif detail:
+                kind = REGION_SERVER_GONE
+            else:
+                kind = NOT_SERVING if _accepts(HOST, state["thrift_port"]) else THRIFT_DOWN
         return LocalStatus(
             home=str(self.paths.home),
             version=HBASE_VERSION,
             running=running,
             answering=answering,
             thrift_address=address,
+            web_address=f"{HOST}:{state['web_port']}" if running and state and "web_port" in state else None,
             pids=pids,
             logs=str(self.paths.logs),
             state=kind,
             detail=detail,
         )
 
-    def log_file(self, which: str) -> Path:
-        """The log4j log of ``master`` or ``thrift``."""
-        if which not in ("master", "thrift"):
-            raise LauncherError(f"unknown log {which!r}: choose master or thrift")
-        return self.paths.logs / f"{which}.log"
+    def log_file(self) -> Path:
+        """The log4j log of the one JVM (master, region server, ZooKeeper and the Thrift gateway)."""
+        return self.paths.logs / "hbase.log"
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def _spawn(self, java: str, name: str, main_class: str, args: list[str], heap: str) -> int:
+    def _spawn(self, java: str, classes: Path, main: list[str]) -> int:
         return spawn_jvm(
             java,
-            [f"-Xmx{heap}", "-XX:+UseG1GC", self._marker],
+            [f"-Xmx{master_heap()}", "-XX:+UseG1GC", self._marker],
             conf=self.paths.conf,
             lib=self.paths.lib,
-            log=self.paths.logs / f"{name}.log",
+            log=self.log_file(),
             cwd=self.paths.run,
-            main=[main_class, *args],
+            main=main,
+            classes=classes,
         )
 
     def _wait_ready(self, state: dict, timeout: float) -> None:
@@ -246,24 +258,23 @@ class LocalHBase:
             for name, pid in state["pids"].items():
                 if not _pid_alive(pid):
                     raise LauncherError(
-                        f"HBase {name} process exited during start; last lines of its log:\n" + self._tail(name)
+                        f"HBase {name} process exited during start; last lines of its log:\n" + self._tail()
                     )
             if _thrift_answers(HOST, state["thrift_port"], 5000):
                 return
             if time.monotonic() > deadline:
                 raise LauncherError(
                     f"HBase did not answer on {HOST}:{state['thrift_port']} within {timeout:.0f}s; "
-                    f"see {self.paths.logs}:\n" + self._tail("master")
+                    f"see {self.paths.logs}:\n" + self._tail()
                 )
             if time.monotonic() > next_note:
                 self.progress("  waiting for HBase to finish starting...")
                 next_note = time.monotonic() + 15
             time.sleep(0.5)
 
-    def _tail(self, name: str, lines: int = 20) -> str:
+    def _tail(self, lines: int = 20) -> str:
         chunks = []
-        for suffix in (".log", ".out"):
-            path = self.paths.logs / f"{name}{suffix}"
+        for path in (self.log_file(), self.log_file().with_suffix(".out")):
             if path.exists():
                 chunks.extend(path.read_text(errors="replace").splitlines()[-lines:])
         return "\n".join(chunks[-lines:])
@@ -276,7 +287,7 @@ class LocalHBase:
 
     def _alive(self, state: dict) -> bool:
         pids = state.get("pids", {})
-        return set(pids) == {"master", "thrift"} and all(self._is_ours(p) for p in pids.values())
+        return set(pids) == {"master"} and all(self._is_ours(p) for p in pids.values())
 
     def _is_ours(self, pid: int) -> bool:
         return self._marker in _cmdline(pid)
@@ -290,10 +301,20 @@ class LocalHBase:
         return found
 
 
-def spawn_jvm(java: str, flags: list[str], conf: Path, lib: Path, log: Path, cwd: Path, main: list[str]) -> int:
-    """Start a JVM in a session of its own (so a signal reaches its whole group) with ``conf`` and the
-    jars of ``lib`` on its class path, log4j2 writing to ``log`` and stdout/stderr to ``log`` with
-    ``.out`` for ``.log``; returns its pid. ``flags`` go before the JDK 17 flags (heap, GC, markers)."""
+def spawn_jvm(
+    java: str,
+    flags: list[str],
+    conf: Path,
+    lib: Path,
+    log: Path,
+    cwd: Path,
+    main: list[str],
+    classes: Path | None = None,
+) -> int:
+    """Start a JVM in a session of its own (so a signal reaches its whole group) with ``conf``, the
+    jars of ``lib`` and the launcher's own ``classes`` (if given) on its class path, log4j2 writing to
+    ``log`` and stdout/stderr to ``log`` with ``.out`` for ``.log``; returns its pid. ``flags`` go before the
+    JDK 17 flags (heap, GC, markers)."""
     cmd = [
         java,
         *flags,
@@ -303,7 +324,7 @@ def spawn_jvm(java: str, flags: list[str], conf: Path, lib: Path, log: Path, cwd
         f"-Dtms.log.file={log}",
         f"-Dhbase.log.dir={log.parent}",
         "-cp",
-        f"{conf}:{lib}/*",
+        ":".join([*([str(classes)] if classes else []), str(conf), f"{lib}/*"]),
         *main,
     ]
     with open(log.with_suffix(".out"), "ab") as out:

@@ -56,6 +56,11 @@ class LauncherPaths:
         return self.run / "data"
 
     @property
+    def classes(self) -> Path:
+        """The launcher's Java helper, compiled on first use."""
+        return self.run / "classes"
+
+    @property
     def logs(self) -> Path:
         return self.run / "logs"
 

@@ -29,8 +29,9 @@ logger.hbase.level = INFO
 """
 
 
-def site_properties(paths: LauncherPaths, zk_port: int) -> dict[str, str]:
-    """Standalone HBase (one JVM: master, region server, embedded ZooKeeper) bound to loopback."""
+def site_properties(paths: LauncherPaths, zk_port: int, web_port: int) -> dict[str, str]:
+    """Standalone HBase (one JVM: master, region server, embedded ZooKeeper) bound to loopback; the region
+    server's web UI (its status page, /jmx and /prometheus metrics) on ``web_port``, the master's off."""
     data = paths.data
     return {
         "hbase.cluster.distributed": "false",
@@ -47,7 +48,8 @@ def site_properties(paths: LauncherPaths, zk_port: int) -> dict[str, str]:
         "hbase.regionserver.ipc.address": "127.0.0.1",
         "hbase.unsafe.regionserver.hostname": "localhost",
         "hbase.master.info.port": "-1",
-        "hbase.regionserver.info.port": "-1",
+        "hbase.regionserver.info.port": str(web_port),
+        "hbase.regionserver.info.bindAddress": "127.0.0.1",
         # One batch is one cell and may hold up to 16 MiB of payloads (the default batch limit).
         "hbase.client.keyvalue.maxsize": str(64 * 1024 * 1024),
         "hbase.server.keyvalue.maxsize": str(64 * 1024 * 1024),
@@ -81,8 +83,8 @@ def site_xml(properties: dict[str, str]) -> str:
     return f'<?xml version="1.0"?>\n<configuration>\n{rows}</configuration>\n'
 
 
-def write_conf(paths: LauncherPaths, zk_port: int) -> None:
+def write_conf(paths: LauncherPaths, zk_port: int, web_port: int) -> None:
     """Write hbase-site.xml and log4j2.properties into the launcher's conf folder."""
     paths.conf.mkdir(parents=True, exist_ok=True)
-    (paths.conf / "hbase-site.xml").write_text(site_xml(site_properties(paths, zk_port)))
+    (paths.conf / "hbase-site.xml").write_text(site_xml(site_properties(paths, zk_port, web_port)))
     (paths.conf / "log4j2.properties").write_text(LOG4J2)
