@@ -102,7 +102,7 @@ def servers(settings: Settings, direct: MessagingClient, batch: Sequence[bytes])
         for server in SIDES:
             proc, url = start(server, settings, prefix)
             procs[server] = proc
-            stack.callback(_stop, proc)
+            stack.callback(stop, proc)
             clients[server] = stack.enter_context(GatewayClient(url, timeout_seconds=120, media=rest.AVRO))
         trial = Servers(procs, clients, direct)
         for server in SIDES:
@@ -110,7 +110,8 @@ def servers(settings: Settings, direct: MessagingClient, batch: Sequence[bytes])
         yield trial
 
 
-def _stop(proc: subprocess.Popen) -> None:
+def stop(proc: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL after 30 s."""
     proc.send_signal(signal.SIGTERM)
     try:
         proc.wait(30)

@@ -7,11 +7,12 @@ import io
 
 import pytest
 
-from bench.common import Result
-from bench.gateway_floor import SIDES, ceiling, order, report
-from bench.gateway_floor_servers import FIXED_ANSWER, Head, answer, parse_head, topic_of
+from bench.common import Result, Settings
+from bench.gateway_floor import FLOORS, SIDES, ceiling, order, report, start, stop
+from bench.gateway_floor_servers import FIXED_ANSWER, BareProtocol, Head, answer, parse_head, topic_of
 from tms_hbase import TopicId
 from tms_hbase.gateway_client import http1, rest
+from tms_hbase.gateway_client.http import GatewayClient
 
 
 def _read(data: bytes) -> http1.Response:
@@ -87,3 +88,44 @@ def test_topic_of_takes_only_publish_paths() -> None:
     for path in ("/v1/namespaces/ns/topics/t/poll", "/health", "/v1/namespaces/ns/topics/t"):
         with pytest.raises(ValueError, match="not a publish path"):
             topic_of(path)
+
+
+class _Transport:
+    """What the bare protocol writes, and whether it closed."""
+
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_bare_protocol_answers_each_request_once_its_body_is_in() -> None:
+    protocol, transport = BareProtocol(None), _Transport()
+    protocol.connection_made(transport)  # type: ignore[arg-type]
+    request = b"POST /v1/namespaces/n/topics/t/publish HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello"
+    protocol.data_received(request[:30])  # the head cut short
+    protocol.data_received(request[30:-2])  # the body cut short
+    assert transport.written == []
+    protocol.data_received(request[-2:] + request + request[:10])  # the rest, a second request, a third begun
+    assert transport.written == [FIXED_ANSWER, FIXED_ANSWER]
+    assert bytes(protocol.buffer) == request[:10] and not transport.closed
+
+
+@pytest.mark.parametrize("server", FLOORS)
+def test_floor_servers_answer_the_gateway_client_over_keep_alive(server: str) -> None:
+    proc, url = start(server, Settings(), "unused")
+    try:
+        with GatewayClient(url, timeout_seconds=30) as client:
+            results = [client.publish(TopicId("n", "t"), [b"x" * 1024] * 100)]
+            ((connection, _),) = client._pool._idle
+            results += [client.publish(TopicId("n", "t"), [b"x" * 1024] * 100) for _ in range(2)]
+            assert [c for c, _ in client._pool._idle] == [connection]  # the server kept it open for all three
+        assert [(r.generation, r.position, r.count) for r in results] == [(1, 0, 100)] * 3
+    finally:
+        stop(proc)
+    assert proc.returncode is not None
