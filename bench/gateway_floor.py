@@ -2,13 +2,14 @@
 least on this machine, and the two structures a gateway's publish can have.
 
 The same publish requests as the gateway side of ``bench.gateway``'s single-client publish (the same
-``GatewayClient`` code and settings, the same 100 × 1 KiB body, one keep-alive connection) go to four
+``GatewayClient`` code and settings, the same 100 × 1 KiB body, one keep-alive connection) go to five
 servers of :mod:`bench.gateway_floor_servers`, each its own process on loopback: two that do no work
 (they read the body and answer what the gateway answers from a fixed buffer), on the gateway's HTTP stack
-(uvicorn) and on the cheapest Python server (a bare uvloop protocol); and two that publish for real with
+(uvicorn) and on the cheapest Python server (a bare uvloop protocol); two that publish for real with
 that bare protocol's HTTP, the library on the event loop as the gateway runs it (``loop``) and the
-synchronous library on a thread per connection (``thread``). Measured in the rounds of ``bench.gateway``,
-next to its direct and gateway sides.
+synchronous library on a thread per connection (``thread``); and the ``loop`` publish under uvicorn from a
+bare ASGI app (``asgi``), which splits the gateway's time between its HTTP stack and its own request
+handling. Measured in the rounds of ``bench.gateway``, next to its direct and gateway sides.
 
 A single client's publishes follow one another, so its rate is one over the time of a call: direct, the
 library's time D; through a gateway, at least D plus the round trip F of a server that does nothing. So
@@ -35,6 +36,7 @@ from .common import Result, Settings, median, new_topic, ratio
 SIDES = {  # server → what the table calls it
     "uvicorn": "floor: uvicorn (the gateway's HTTP stack), no work",
     "bare": "floor: a bare uvloop protocol, no work",
+    "asgi": "uvicorn + publish on the event loop (a bare ASGI app: no Starlette, guard, metrics or log)",
     "loop": "bare protocol + publish on the event loop (the gateway's bridged call)",
     "thread": "bare parsing + publish on a thread per connection (the sync library)",
 }
@@ -70,8 +72,8 @@ def start(server: str, settings: Settings, prefix: str) -> tuple[subprocess.Pope
 
 
 class Servers:
-    """The four servers, a client of each (as the gateway side's), and a topic of its own for the two
-    that publish; :meth:`measure` times one round of publishes through one of them."""
+    """The servers, a client of each (as the gateway side's), and a topic of each; :meth:`measure` times
+    one round of publishes through one of them."""
 
     def __init__(
         self, procs: Mapping[str, subprocess.Popen], clients: Mapping[str, GatewayClient], direct: MessagingClient
@@ -95,7 +97,7 @@ class Servers:
 
 @contextmanager
 def servers(settings: Settings, direct: MessagingClient, batch: Sequence[bytes]) -> Iterator[Servers]:
-    """The four servers started (each warmed by a few publishes), stopped at the end."""
+    """The servers started (each warmed by a few publishes), stopped at the end."""
     prefix = direct.installation.prefix
     with ExitStack() as stack:
         procs, clients = {}, {}
@@ -160,8 +162,8 @@ def report(
     )
     result.notes.append(
         "floor trial: rows after the gateway's are each a server process of bench.gateway_floor_servers, "
-        "sent the gateway side's publishes (same client, same body, one keep-alive connection); the loop and "
-        "thread servers publish for real but neither authenticates, logs nor counts; server CPU in 10 ms ticks"
+        "sent the gateway side's publishes (same client, same body, one keep-alive connection); the three that "
+        "publish for real neither authenticate, log nor count; server CPU in 10 ms ticks"
     )
     result.samples |= {f"floor_{server}": {"ms": list(times[server]), "cpu_us": list(cpus[server])} for server in SIDES}
 

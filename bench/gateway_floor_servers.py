@@ -11,13 +11,15 @@ Each answers ``POST .../topics/<t>/publish`` as ``tms-gateway`` answers it (200,
 - ``loop``: the ``bare`` protocol with the real publish the gateway's way: the body decoded and the sync
   client's protocol code run on the loop by one ``run_to_end`` a publish under a semaphore
   (``tms_hbase_gateway.service.Gateway.run``);
+- ``asgi``: that publish on the loop under uvicorn as ``uvicorn`` runs, from a bare ASGI app (no Starlette,
+  no guard, metrics or access log): what the gateway's stack costs up to its own request handling;
 - ``thread``: a thread per connection on a blocking socket, the same parsing, the body decoded and
   published by the synchronous :class:`~tms_hbase.MessagingClient`: no event loop between the request
   and the Thrift call.
 
-``loop`` and ``thread`` are the two structures side by side with the same minimal HTTP: neither
-authenticates, logs or counts (the gateway's guard, access log and metrics), so each is a lower bound
-for a gateway built that way.
+``loop`` and ``thread`` are the two structures side by side with the same minimal HTTP. None of the three
+that publish authenticates, logs or counts (the gateway's guard, access log and metrics), so each is a
+lower bound for a gateway built that way.
 """
 
 from __future__ import annotations
@@ -26,13 +28,13 @@ import argparse
 import asyncio
 import socket
 import socketserver
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple, cast
 
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.gateway_client import rest
 
-SERVERS = ("uvicorn", "bare", "loop", "thread")
+SERVERS = ("uvicorn", "bare", "asgi", "loop", "thread")
 PUBLISHED = b"1:0"  # the no-work servers' tms-published header: a batch row's generation and position
 DATE = b"Fri, 27 Nov 2026 00:00:00 GMT"  # uvicorn sends a date header; the fixed answers carry one as long
 CALLS_AT_ONCE = 16  # the gateway's default --threads: the semaphore around each library call on the loop
@@ -87,20 +89,38 @@ def topic_of(target: str) -> TopicId:
 
 def published(client: MessagingClient, head: Head, body: bytes) -> bytes:
     """Decode a publish body and publish it with ``client`` (what the gateway's publish endpoint does);
-    the answer."""
+    the answer's ``tms-published`` header."""
     request = rest.decode_publish(body, head.media)
     result = client.publish(topic_of(head.target), request.messages, request.transaction_write_pointer)
-    return answer(rest.encode_published(result.generation, result.position).encode())
+    return rest.encode_published(result.generation, result.position).encode()
+
+
+async def loop_publisher(thrift: str, prefix: str) -> Callable[[Head, bytes], Awaitable[bytes]]:
+    """A publish on this event loop the gateway's way (``tms_hbase_gateway.service.Gateway.run``): the
+    sync client's protocol code over the asyncio driver, one ``run_to_end`` a publish under a semaphore."""
+    from tms_hbase.model.green import run_sync, run_to_end
+    from tms_hbase_gateway.service import LoopClient
+
+    client = await run_sync(LoopClient, thrift, prefix, pool_size=CALLS_AT_ONCE, create_tables=False)
+    calls = asyncio.Semaphore(CALLS_AT_ONCE)
+
+    async def publish(head: Head, body: bytes) -> bytes:
+        async with calls:
+            return await run_to_end(published, client, head, body)
+
+    return publish
 
 
 # -- uvicorn, no work ---------------------------------------------------------------------------
 
 
-_START = {
-    "type": "http.response.start",
-    "status": 200,
-    "headers": [(b"content-length", b"0"), (rest.PUBLISHED_HEADER.lower().encode(), PUBLISHED)],
-}
+def _start(published: bytes) -> dict[str, Any]:
+    """The ASGI start of the answer to a publish (uvicorn adds the date)."""
+    headers = [(b"content-length", b"0"), (rest.PUBLISHED_HEADER.lower().encode(), published)]
+    return {"type": "http.response.start", "status": 200, "headers": headers}
+
+
+_START = _start(PUBLISHED)
 _END = {"type": "http.response.body", "body": b""}
 
 
@@ -114,17 +134,45 @@ async def floor_app(scope: dict[str, Any], receive: Callable[..., Any], send: Ca
     await send(_END)
 
 
-def serve_uvicorn(port: int) -> None:
-    """``floor_app`` under uvicorn as ``tms-gateway`` runs its app (``gateway.cli.serve``)."""
+class PublishApp:
+    """An ASGI app that publishes each request's body on the loop (:func:`loop_publisher`, made at the
+    lifespan's startup, as the gateway makes its client) and answers with its ``tms-published``."""
+
+    def __init__(self, thrift: str, prefix: str) -> None:
+        self.thrift, self.prefix = thrift, prefix
+        self.publish: Callable[[Head, bytes], Awaitable[bytes]] | None = None
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":  # startup, then shutdown
+                self.publish = await loop_publisher(self.thrift, self.prefix)
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        assert self.publish is not None
+        chunks = []
+        while True:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        content_type = dict(scope["headers"]).get(b"content-type", b"").decode("latin-1")
+        head = Head(scope["path"], 0, rest.media_type(content_type, default=rest.AVRO))
+        await send(_start(await self.publish(head, b"".join(chunks))))
+        await send(_END)
+
+
+def serve_uvicorn(port: int, app: Callable[..., Any] = floor_app) -> None:
+    """``app`` (default ``floor_app``) under uvicorn as ``tms-gateway`` runs its app (``gateway.cli.serve``)."""
     import uvicorn
 
     uvicorn.run(
-        floor_app,
+        app,
         host="127.0.0.1",
         port=port,
         loop="uvloop",
         http="httptools",
-        lifespan="off",
+        lifespan="off" if app is floor_app else "on",
         log_level="warning",
         access_log=False,
         timeout_keep_alive=30,
@@ -188,16 +236,11 @@ class BareProtocol(asyncio.Protocol):
 
 async def _serve_bare(port: int, thrift: str | None, prefix: str | None) -> None:
     handle = None
-    if thrift is not None:
-        from tms_hbase.model.green import run_sync, run_to_end
-        from tms_hbase_gateway.service import LoopClient
-
-        client = await run_sync(LoopClient, thrift, prefix, pool_size=CALLS_AT_ONCE, create_tables=False)
-        calls = asyncio.Semaphore(CALLS_AT_ONCE)
+    if thrift is not None and prefix is not None:
+        publish = await loop_publisher(thrift, prefix)
 
         async def handle(head: Head, body: bytes) -> bytes:
-            async with calls:
-                return await run_to_end(published, client, head, body)
+            return answer(await publish(head, body))
 
     loop = asyncio.get_running_loop()
     server = await loop.create_server(lambda: BareProtocol(handle), "127.0.0.1", port)
@@ -231,7 +274,7 @@ def serve_thread(port: int, thrift: str, prefix: str) -> None:
                 if not lines:
                     return  # the client closed the connection
                 head = parse_head(b"".join(lines).rstrip(b"\r\n"))
-                self.connection.sendall(published(client, head, self.rfile.read(head.content_length)))
+                self.connection.sendall(answer(published(client, head, self.rfile.read(head.content_length))))
 
     class Server(socketserver.ThreadingTCPServer):
         daemon_threads = True
@@ -245,15 +288,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("server", choices=SERVERS, help="which server (see above)")
     parser.add_argument("--port", type=int, required=True, help="loopback port to listen on")
-    parser.add_argument("--thrift", help="HBase Thrift HOST:PORT (loop and thread)")
-    parser.add_argument("--prefix", help="table prefix of the topics published to (loop and thread)")
+    parser.add_argument("--thrift", help="HBase Thrift HOST:PORT (the servers that publish)")
+    parser.add_argument("--prefix", help="table prefix of the topics published to (the servers that publish)")
     args = parser.parse_args()
-    if args.server in ("loop", "thread") and not (args.thrift and args.prefix):
+    if args.server not in ("uvicorn", "bare") and not (args.thrift and args.prefix):
         parser.error(f"{args.server} publishes: it needs --thrift and --prefix")
     if args.server == "uvicorn":
         serve_uvicorn(args.port)
     elif args.server == "bare":
         serve_bare(args.port)
+    elif args.server == "asgi":
+        serve_uvicorn(args.port, PublishApp(args.thrift, args.prefix))
     elif args.server == "loop":
         serve_bare(args.port, args.thrift, args.prefix)
     else:

@@ -36,6 +36,7 @@ def test_ceiling_is_direct_over_direct_plus_floor() -> None:
 def test_report_prints_times_ceilings_and_goal_lines() -> None:
     result = Result("gateway", "t")
     times = {"uvicorn": [0.30, 0.35, 0.25], "bare": [0.20, 0.10, 0.15], "loop": [1.1, 1.2, 1.3], "thread": [0.9] * 3}
+    times["asgi"] = [1.6]
     cpus = {server: [100.0, 200.0, 300.0] for server in SIDES}
     report(result, [0.7, 0.8, 0.9], [1.5, 1.6, 1.4], 650.0, times, cpus)
     ((columns, rows),) = result.tables
@@ -47,6 +48,7 @@ def test_report_prints_times_ceilings_and_goal_lines() -> None:
     assert by_label[SIDES["bare"]] == [SIDES["bare"], "0.15", "200", "0.84×"]  # 0.8 / (0.8 + 0.15)
     assert by_label[SIDES["loop"]][3] == "0.67×"  # a publishing server: direct ÷ its time, 0.8 / 1.2
     assert by_label[SIDES["thread"]][3] == "0.89×"
+    assert by_label[SIDES["asgi"]][3] == "0.50×"
     assert [(measured, met) for _, measured, met in result.goals] == [("0.73×", True), ("0.84×", True)]
     assert "uvicorn" in result.goals[0][0] and "bare" in result.goals[1][0]
     assert "0.800 ÷ (0.800 + 0.150) ms = 0.84× (bare protocol), 0.73× over uvicorn" in result.notes[0]
