@@ -413,11 +413,11 @@ class MessagingClient(MessagingService):
         payloads = batches[0] if len(batches) == 1 else [p for batch in batches for p in batch]
         started = time.perf_counter()
         with self.installation.hbase.operation():
-            result = self._writer.publish(topic, payloads, tx_write_pointer, ttl_seconds, resume)
+            result, cell = self._writer.publish(topic, payloads, tx_write_pointer, ttl_seconds, resume)
         elapsed = time.perf_counter() - started
         for batch in batches:
             CLIENT_METRICS.published(str(topic), len(batch), sum(map(len, batch)), elapsed)
-        self._doorbells.ring(topic, (result.generation, result.position), result.stored)
+        self._doorbells.ring(topic, (result.generation, result.position), cell)
         return result
 
     def notify_consumers(self, topic: TopicLike) -> None:

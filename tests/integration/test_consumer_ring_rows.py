@@ -13,10 +13,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from prometheus_client import REGISTRY
 
 from tms_hbase import MessagingClient, TopicId
@@ -26,12 +24,10 @@ from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow, message_key
 from tms_hbase.publish import sequencer
 
+from .rings import payloads, reads_of, topic_of_each_ordering
+
 ROOT = Path(__file__).resolve().parents[2]
 T = TopicId("ringrows", "orders")
-
-
-def payloads(messages) -> list[bytes]:
-    return [m.payload for m in messages]
 
 
 def rung(source: str) -> float:
@@ -45,29 +41,7 @@ def refused() -> float:
     return REGISTRY.get_sample_value("tms_client_doorbell_rings_refused_total") or 0.0
 
 
-def reads_of(client: MessagingClient) -> Callable[[], int]:
-    """How many gets and scans of rows the client's reader has made since (each goes to HBase)."""
-    table = client._reader.messages
-    get, scan = table.get, table.scan
-    count = [0]
-
-    def counted_get(*args, **kwargs):
-        count[0] += 1
-        return get(*args, **kwargs)
-
-    def counted_scan(*args, **kwargs):
-        count[0] += 1
-        return scan(*args, **kwargs)
-
-    table.get, table.scan = counted_get, counted_scan  # type: ignore[method-assign]
-    return lambda: count[0]
-
-
-@pytest.fixture(params=["chain", "sequencer"])
-def topic(request: pytest.FixtureRequest, client: MessagingClient) -> TopicId:
-    client.create_topic(T, {"ordering": request.param})
-    client.create_subscription(T, "svc")
-    return T
+topic = topic_of_each_ordering(T)
 
 
 def send(consumer: Consumer, datagram: bytes) -> None:
@@ -83,7 +57,7 @@ def test_a_rung_row_comes_from_the_datagram_as_a_read_gives_it(client: Messaging
     with client.consumer(topic, "svc", poll_interval_seconds=60) as consumer:
         client.publish(topic, sent[0])
         delivered = consumer.poll(timeout_seconds=30)  # a fetch: where the next row starts
-        reads = reads_of(client)
+        reads = reads_of(client, "get", "scan")
         from_datagram = rung("datagram")
         for batch in sent[1:]:
             client.publish(topic, batch)

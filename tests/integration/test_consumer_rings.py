@@ -12,44 +12,21 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
-
-import pytest
 
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.consume.doorbell import ring_local
 from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow, message_key
 from tms_hbase.publish import sequencer
 
+from .rings import payloads, reads_of, topic_of_each_ordering
+
 ROOT = Path(__file__).resolve().parents[2]
 T = TopicId("rings", "orders")
 H = sequencer.hole_wait(1)  # the writers' tail-cache time is 1 s while the installation has no setting
 
 
-def payloads(messages) -> list[bytes]:
-    return [m.payload for m in messages]
-
-
-def scans_of(client: MessagingClient) -> Callable[[], int]:
-    """How many scans the client's reader has made since (each still goes to HBase)."""
-    table = client._reader.messages
-    scan = table.scan
-    count = [0]
-
-    def counted(*args, **kwargs):
-        count[0] += 1
-        return scan(*args, **kwargs)
-
-    table.scan = counted  # type: ignore[method-assign]
-    return lambda: count[0]
-
-
-@pytest.fixture(params=["chain", "sequencer"])
-def topic(request: pytest.FixtureRequest, client: MessagingClient) -> TopicId:
-    client.create_topic(T, {"ordering": request.param})
-    client.create_subscription(T, "svc")
-    return T
+topic = topic_of_each_ordering(T)
 
 
 def test_each_rung_row_comes_out_once_in_order_read_with_a_get(client: MessagingClient, topic: TopicId) -> None:
@@ -57,7 +34,7 @@ def test_each_rung_row_comes_out_once_in_order_read_with_a_get(client: Messaging
     with client.consumer(topic, "svc", poll_interval_seconds=60) as consumer:
         client.publish(topic, sent[0])
         assert payloads(consumer.poll(timeout_seconds=30)) == sent[0]  # a fetch: where the next row starts
-        scans = scans_of(client)
+        scans = reads_of(client, "scan")
         got = []
         for i, batch in enumerate(sent[1:]):
             if i % 2:  # rung during the wait

@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,6 +60,10 @@ def jvm_stand_in(tmp_path: Path) -> Iterator[tuple[LocalHBase, int]]:
     launcher = LocalHBase(home=tmp_path / "home", thrift_port=_free_port(), progress=lambda _m: None)
     marker = f"-Dtms.hbase.home={launcher.paths.home}"
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", marker])
+    deadline = time.monotonic() + 30
+    while marker.encode() not in Path(f"/proc/{proc.pid}/cmdline").read_bytes():  # until its exec is done
+        assert time.monotonic() < deadline, "the stand-in process did not start"
+        time.sleep(0.01)
     write_state(
         launcher.paths.state,
         {"thrift_port": launcher.thrift_port, "web_port": _free_port(), "pids": {"master": proc.pid}},

@@ -136,7 +136,7 @@ def test_rollback_hides_the_batch_from_transactions_and_is_idempotent() -> None:
     writer = w.writer()
     base = write_pointer_now()
     writer.publish(T, [b"before"])
-    detail = writer.publish(T, [b"doomed"], tx_write_pointer=base + 50).rollback
+    detail = writer.publish(T, [b"doomed"], tx_write_pointer=base + 50).result.rollback
     writer.publish(T, [b"after"])
     reader_tx = Transaction(base + 100, base + 101, [], [], NO_TX_IN_PROGRESS)
     assert w.fetch(transaction=reader_tx) == [b"before", b"doomed", b"after"]
@@ -150,7 +150,7 @@ def test_rollback_racing_the_sweeper_settles_on_the_rolled_back_row() -> None:
     w = World()
     writer = w.writer()
     wp = write_pointer_now()
-    detail = writer.publish(T, [b"x"], tx_write_pointer=wp).rollback
+    detail = writer.publish(T, [b"x"], tx_write_pointer=wp).result.rollback
     key = message_key(T, 1, detail.start_position)
 
     def sweeper_marks_it_invalid_first(*_: object) -> None:
@@ -168,8 +168,8 @@ def test_rollback_of_a_swept_row_does_nothing_and_a_foreign_handle_is_refused() 
     w = World()
     writer = w.writer()
     wp = write_pointer_now()
-    detail = writer.publish(T, [b"x"], tx_write_pointer=wp).rollback
-    other = writer.publish(T, [b"y"], tx_write_pointer=wp + 1).rollback
+    detail = writer.publish(T, [b"x"], tx_write_pointer=wp).result.rollback
+    other = writer.publish(T, [b"y"], tx_write_pointer=wp + 1).result.rollback
     forged = type(other)(other.topic, wp + 2, other.generation, other.start_position, other.end_position)
     with pytest.raises(InvalidArgument, match="does not match"):
         writer.rollback(T, forged)

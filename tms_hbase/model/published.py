@@ -3,7 +3,7 @@ tell a producer."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from tms_hbase.errors import InvalidArgument
 from tms_hbase.model.message_id import encode
@@ -22,8 +22,6 @@ class PublishResult:
     but readers in a transaction see them only once it commits. Publishing the payloads stored before
     under a write pointer (an empty list) writes a pointer row: ``count`` is 0 and there are no ids here,
     because the stored payloads' ids come from their store sequences (a fetch returns them).
-    ``stored`` is the batch row's cell exactly as this publish stored it (None when a retry found an earlier
-    attempt's cell there): the doorbell rings carry it to the consumers (docs/consumers.md).
     """
 
     topic: TopicId
@@ -32,7 +30,6 @@ class PublishResult:
     count: int
     first_index: int = 0
     rollback: RollbackDetail | None = None
-    stored: bytes | None = field(default=None, repr=False, compare=False)
 
     @property
     def message_ids(self) -> list[bytes]:

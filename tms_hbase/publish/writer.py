@@ -33,6 +33,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from tms_hbase.errors import BatchTooLarge, HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown, TopicFull
 from tms_hbase.installation.metadata import MetadataCache
@@ -134,6 +135,15 @@ def validate_write_pointer(pointer: object) -> int:
     return pointer
 
 
+class Written(NamedTuple):
+    """What one publish wrote: the caller's :class:`PublishResult`, and the batch row's cell exactly as this
+    publish stored it (None when a retry found an earlier attempt's cell there) for the doorbell rings to
+    carry to consumers. Kept apart so that a result a caller holds does not keep the row's bytes alive."""
+
+    result: PublishResult
+    cell: bytes | None
+
+
 class MessageWriter:
     """Appends batches to topics for one writer identity (thread-safe), in the ``messages`` and
     ``payloads`` tables; ``retry`` decides how often an append whose answer was lost is re-checked."""
@@ -187,8 +197,9 @@ class MessageWriter:
         tx_write_pointer: int | None = None,
         ttl: float | None = None,
         resume: Resume | None = None,
-    ) -> PublishResult:
-        """Append one batch; returns where it is (and a transactional publish's rollback detail).
+    ) -> Written:
+        """Append one batch; returns where it is (and a transactional publish's rollback detail) with the
+        batch row's cell as stored.
 
         ``resume`` (from a PublishOutcomeUnknown) retries an interrupted publish exactly once: an
         interrupted attempt can only have landed at the position it aimed at, so once the tail is read
@@ -218,7 +229,8 @@ class MessageWriter:
         detail = None if pointer is None else RollbackDetail(str(topic), pointer, meta.generation, position, position)
         # found where the interrupted attempt aimed: this publish's part of that row (a new row is elsewhere)
         first_index = resume.first_index if resume is not None and position == resume.position else 0
-        return PublishResult(topic, meta.generation, position, len(batch), first_index, rollback=detail, stored=stored)
+        result = PublishResult(topic, meta.generation, position, len(batch), first_index, rollback=detail)
+        return Written(result, stored)
 
     def _append(
         self,
