@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tms_hbase.errors import LauncherError
 from tms_hbase.launcher import LocalHBase, local
 from tms_hbase.launcher.local import master_heap, region_server_abort
 from tms_hbase.launcher.paths import write_state
@@ -59,11 +60,7 @@ def jvm_stand_in(tmp_path: Path) -> Iterator[tuple[LocalHBase, int]]:
     for the JVM whose Thrift port is closed or mute), on a free port."""
     launcher = LocalHBase(home=tmp_path / "home", thrift_port=_free_port(), progress=lambda _m: None)
     marker = f"-Dtms.hbase.home={launcher.paths.home}"
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", marker])
-    deadline = time.monotonic() + 30
-    while marker.encode() not in Path(f"/proc/{proc.pid}/cmdline").read_bytes():  # until its exec is done
-        assert time.monotonic() < deadline, "the stand-in process did not start"
-        time.sleep(0.01)
+    proc = _stand_in(marker)
     write_state(
         launcher.paths.state,
         {"thrift_port": launcher.thrift_port, "web_port": _free_port(), "pids": {"master": proc.pid}},
@@ -100,6 +97,24 @@ def test_a_mute_thrift_port_is_not_serving(jvm_stand_in: tuple[LocalHBase, int])
     assert (status.running, status.answering, status.state) == (True, False, "not-serving")
 
 
+def test_start_refuses_to_replace_a_running_server_of_the_earlier_two_jvm_layout(tmp_path: Path) -> None:
+    """Its processes all alive: someone's server, which ``start`` must not stop as a crash's leftovers."""
+    launcher = LocalHBase(home=tmp_path / "home", thrift_port=_free_port(), progress=lambda _m: None)
+    marker = f"-Dtms.hbase.home={launcher.paths.home}"
+    procs = [_stand_in(marker), _stand_in(marker)]
+    try:
+        pids = {"master": procs[0].pid, "thrift": procs[1].pid}
+        write_state(launcher.paths.state, {"thrift_port": launcher.thrift_port, "pids": pids})
+        with pytest.raises(LauncherError, match=r"earlier version of the launcher \(master, thrift JVMs\)"):
+            launcher.start()
+        assert [p.poll() for p in procs] == [None, None]
+        assert launcher.status().state == "stopped"  # not this launcher's server: status does not claim it
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
 def test_a_state_naming_a_dead_process_is_stopped(tmp_path: Path) -> None:
     launcher = LocalHBase(home=tmp_path / "home", thrift_port=_free_port(), progress=lambda _m: None)
     done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
@@ -112,3 +127,14 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _stand_in(marker: str) -> subprocess.Popen:
+    """A sleeping python with ``marker`` on its command line, returned once its exec shows it (read at once
+    after Popen, /proc still has the parent's command line)."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", marker])
+    deadline = time.monotonic() + 30
+    while marker.encode() not in Path(f"/proc/{proc.pid}/cmdline").read_bytes():
+        assert time.monotonic() < deadline, "the stand-in process did not start"
+        time.sleep(0.01)
+    return proc

@@ -142,6 +142,14 @@ class LocalHBase:
             self.progress(f"local HBase already running, Thrift at {address}")
             self._wait_ready(state, timeout)
             return address
+        pids = (state or {}).get("pids", {})
+        if len(pids) > 1 and all(self._is_ours(p) for p in pids.values()):
+            # Every process of an earlier launcher's layout (a separate Thrift JVM) alive: a server others may
+            # be using, not a crash's leftovers. Replacing it is the operator's call, not a side effect.
+            raise LauncherError(
+                f"a local HBase started by an earlier version of the launcher ({', '.join(sorted(pids))} JVMs) "
+                f"runs in {self.paths.home}; stop it with `tms-admin hbase stop`, then `start` runs the one JVM"
+            )
         if state or self._our_pids():
             self.progress("found a half-running local HBase; stopping it before a fresh start")
             self.stop()
