@@ -197,7 +197,13 @@ class ConsumerPoller:
 
 
 def publish_paced(
-    address: str, prefix: str, raw_name: str, topic_name: str, start_at: float, duration: float, size: int
+    address: str,
+    prefix: str,
+    raw_name: str,
+    topic_name: str,
+    start_at: float,
+    duration: float,
+    size: int = PAYLOAD_SIZE,
 ) -> tuple[int, int, list[float], dict[float, tuple[float, float]]]:
     """Worker job: publish ``size``-byte payloads at RATE msg/s from ``start_at`` for ``duration`` s; returns
     (messages, publishes, each publish call's ms, and for a topic each publish's send time → when its put was
