@@ -210,8 +210,6 @@ def publish_paced(
     acknowledged and its rings started, and when they were sent: the client's doorbells' ``ring`` is timed)."""
     client, conn = _handles(address, prefix)
     topic = TopicId.parse(topic_name) if topic_name else None
-    table = conn.table(raw_name)
-    key_prefix = topic_name.encode() if topic else f"raw:{start_at}:".encode()
     calls: list[float] = []
     rings: dict[float, tuple[float, float]] = {}
     if topic is not None:
@@ -234,6 +232,10 @@ def publish_paced(
             return (*pace(start_at, duration, size, publish, calls), calls, rings)
         finally:
             del doorbells.ring  # the client is kept for the next round
+    # taken for raw trials only: a connection's idle time is then that of its last raw trial (RawConnection
+    # reconnects after max_idle; HBase's Thrift server drops a connection idle for a minute)
+    table = conn.table(raw_name)
+    key_prefix = f"raw:{start_at}:".encode()
     sent = 0
 
     def put(batch: list[bytes]) -> None:
