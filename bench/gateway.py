@@ -10,7 +10,9 @@ is asked for: ``poll(commit=True)`` on both sides (the direct consumer commits, 
 ``GatewayClient.consumer`` sends one long-poll ``GET .../messages?commit=true`` a page), by 1 and by 8
 consumers, each of a subscription of its own. Throughput is messages per second over all clients; latency
 is per call (one batch, one page; for consume, one poll with the previous page's commit). The order of
-the sides alternates per round.
+the sides alternates per round. After each round's single-client publish, the floor trial
+(:mod:`bench.gateway_floor`): the same publishes through servers that do no work, the least any Python
+gateway's round trip costs, and through the two structures a gateway's publish can have.
 
 CPU per call, which a loaded machine changes much less than throughput: the benchmark process's CPU time
 (the client side: ``time.process_time``) and the gateway processes' (from /proc, Linux only, in 10 ms
@@ -37,6 +39,7 @@ from tms_hbase.errors import TmsError
 from tms_hbase.gateway_client import rest
 from tms_hbase.gateway_client.http import GatewayClient
 
+from . import gateway_floor
 from .common import Result, Settings, bench_tables, median, new_topic, payloads, percentile, progress, ratio
 
 BATCH = 100
@@ -154,10 +157,15 @@ def run(settings: Settings) -> Result:
     rates: dict[tuple[str, str, int], list[float]] = {}
     p99s: dict[tuple[str, str, int], list[float]] = {}
     cpus: dict[tuple[str, str, int], list[tuple[float, float]]] = {}  # µs per call: client, gateway
+    floor_ms: dict[str, list[float]] = {}  # ms per publish through each server of the floor trial
+    floor_cpu: dict[str, list[float]] = {}  # that server's CPU µs per publish
     with bench_tables(settings, "gw") as (direct, _raw, _raw_name):
         proc, url = start_gateway(settings, direct.installation.prefix)
         try:
-            with GatewayClient(url, timeout_seconds=120, media=rest.AVRO, pool_size=max(CLIENTS)) as gateway:
+            with (
+                GatewayClient(url, timeout_seconds=120, media=rest.AVRO, pool_size=max(CLIENTS)) as gateway,
+                gateway_floor.servers(settings, direct, batch) as floors,
+            ):
                 clients: dict[str, MessagingClient | GatewayClient] = {"direct": direct, "gateway": gateway}
                 topics = {side: new_topic(direct, f"pub-{side}") for side in clients}
                 source = new_topic(direct, "poll")
@@ -242,6 +250,15 @@ def run(settings: Settings) -> Result:
                                 f"{rates[(kind, 'direct', n)][-1]:,.0f} msg/s, gateway "
                                 f"{rates[(kind, 'gateway', n)][-1]:,.0f} msg/s"
                             )
+                            if (kind, n) == ("publish", 1):  # the floor trial, right after the sides it bounds
+                                for server in gateway_floor.order(r):
+                                    ms, cpu = floors.measure(server, batch, batches)
+                                    floor_ms.setdefault(server, []).append(ms)
+                                    floor_cpu.setdefault(server, []).append(cpu)
+                                progress(
+                                    f"gateway round {r + 1}/{settings.rounds} floor, ms a publish: "
+                                    + ", ".join(f"{s} {floor_ms[s][-1]:.3f}" for s in gateway_floor.SIDES)
+                                )
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(60)
@@ -285,12 +302,20 @@ def run(settings: Settings) -> Result:
         ],
         cpu_rows,
     )
+    gateway_floor.report(
+        result,
+        [BATCH * 1000 / rate for rate in rates[("publish", "direct", 1)]],
+        [BATCH * 1000 / rate for rate in rates[("publish", "gateway", 1)]],
+        median([w for _, w in cpus[("publish", "gateway", 1)]]),
+        floor_ms,
+        floor_cpu,
+    )
     result.notes.append(
         f"p99 is per call (a {BATCH}-message publish, a {PAGE:,}-message page, a consume page with its commit); "
         "the median of the rounds' p99s"
     )
     result.notes.append(f"load average when the benchmark ended: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    result.samples = {
+    result.samples |= {
         f"{kind}_{side}_{n}": {
             "msgs_per_s": rates[(kind, side, n)],
             "p99_ms": p99s[(kind, side, n)],
