@@ -194,13 +194,13 @@ def _latency(settings: Settings, result: Result) -> None:
                         workers.submit(1, latency.tail, *args)
                     paced = (settings.address, prefix, raw_name, topic, start_at, duration)
                     workers.submit(0, latency.publish_paced, *paced)
-                    sent, _, _ = workers.result(0, duration + 60)
+                    sent, *_ = workers.result(0, duration + 60)
                     if kind == "consumer":
                         got, idle, busy = workers.result(1, deadline - time.time() + 60)
                         idle_rates.append(idle)
                         busy_rates.append(busy)
                     else:
-                        got, _, _ = workers.result(1, deadline - time.time() + 60)
+                        got, *_ = workers.result(1, deadline - time.time() + 60)
                     s = stats[kind]
                     s["p50"].append(percentile(got, 50))
                     s["p99"].append(percentile(got, 99))

@@ -11,7 +11,12 @@ tms-hbase runs three times: a ``fetch`` loop on a chain topic and on a sequencer
 docs/ordering.md), and the consumer API on a sequencer topic (``consumer.poll``, woken by the publisher's
 doorbell, whose ring carries a row of up to 8 KiB so that the consumer delivers it without reading HBase),
 which is how an application tails a topic; its p50 and p99 are checked against the raw put → scan's, and
-the table says how many rows the consumer took from a ring's datagram and how many it read.
+the table says how many rows the consumer took from a ring's datagram and how many it read. The consumer also
+runs with 100 B payloads (the size where its p99 trails Kafka's in bench.peers), and a second table splits each
+consumer's latency into its stages, for all messages and for the slowest 1 %: the put (send → the publish's
+put acknowledged, when it starts ringing), the ring (→ its datagrams sent), the wake-up (→ the consumer's poll
+woke or, if it was busy, started; 0 if it was awake already) and the delivery (→ the message came out of
+``poll``: decoding a ring's row, or a read when the poll was awake before the ring was sent).
 """
 
 from __future__ import annotations
@@ -49,12 +54,20 @@ POLL_SLEEP = 0.002
 MAX_BATCH = 100
 GOAL_P99_MS = 50.0
 P50_GOAL = 1.3  # the consumer's p50 at most this × raw happybase's put → scan
-KINDS = {  # kind: (row label, topic properties; None: raw happybase)
-    "tms": ("tms-hbase publish → fetch, chain", {"ordering": "chain"}),
-    "seq": ("tms-hbase publish → fetch, sequencer", {"ordering": "sequencer"}),
-    "con": ("tms-hbase publish → `consumer.poll` (doorbell), sequencer", {"ordering": "sequencer"}),
-    "raw": ("raw happybase put → scan", None),
+SMALL_SIZE = 100
+KINDS = {  # kind: (row label, topic properties (None: raw happybase), payload bytes)
+    "tms": ("tms-hbase publish → fetch, chain", {"ordering": "chain"}, PAYLOAD_SIZE),
+    "seq": ("tms-hbase publish → fetch, sequencer", {"ordering": "sequencer"}, PAYLOAD_SIZE),
+    "con": ("tms-hbase publish → `consumer.poll` (doorbell), sequencer", {"ordering": "sequencer"}, PAYLOAD_SIZE),
+    "c100": (
+        f"tms-hbase publish → `consumer.poll` (doorbell), sequencer, {SMALL_SIZE} B",
+        {"ordering": "sequencer"},
+        SMALL_SIZE,
+    ),
+    "raw": ("raw happybase put → scan", None, PAYLOAD_SIZE),
 }
+CONSUMERS = ("con", "c100")
+STAGES = ("put", "ring", "wake-up", "delivery")
 CONSUMER_WAIT = 0.1  # seconds a consumer poll waits for a message (a doorbell ends the wait at once)
 
 _open: dict[tuple[str, str], tuple[object, object]] = {}  # per worker process
@@ -148,15 +161,32 @@ class FetchPoller:
 
 class ConsumerPoller:
     """Tails a tms-hbase topic with the consumer API: a subscription of its own from the earliest message,
-    ``consumer.poll``, which returns as soon as a message is there (the publisher's doorbell wakes it)."""
+    ``consumer.poll``, which returns as soon as a message is there (the publisher's doorbell wakes it).
+    ``timings`` gets (send time, when the poll woke or started, when the poll returned) of each message: the
+    time its doorbell's wait last returned in that poll (its bell's ``wait`` is timed), else the poll's start."""
 
     def __init__(self, client: MessagingClient, topic: TopicId) -> None:
         self.client, self.topic, self.name = client, topic, f"lat-{time.time_ns()}"
         client.create_subscription(topic, self.name)
         self.consumer = client.consumer(topic, self.name)
+        self.timings: list[tuple[float, float, float]] = []
+        self._woke = 0.0
+        bell = self.consumer._bell
+        wait = bell.wait
+
+        def timed_wait(timeout: float) -> bool:
+            rang = wait(timeout)
+            self._woke = time.time()
+            return rang
+
+        bell.wait = timed_wait  # type: ignore[method-assign]
 
     def poll(self) -> Iterator[bytes]:
-        for message in self.consumer.poll(500, CONSUMER_WAIT):  # (max_messages, wait)
+        self._woke = time.time()
+        messages = self.consumer.poll(500, CONSUMER_WAIT)  # (max_messages, wait)
+        out = time.time()
+        for message in messages:
+            self.timings.append((send_time_of(message.payload), self._woke, out))
             yield message.payload
 
     def close(self) -> None:
@@ -167,18 +197,45 @@ class ConsumerPoller:
 
 
 def publish_paced(
-    address: str, prefix: str, raw_name: str, topic_name: str, start_at: float, duration: float
-) -> tuple[int, int, list[float]]:
-    """Worker job: publish at RATE msg/s from ``start_at`` for ``duration`` s; returns (messages, publishes,
-    each publish call's ms)."""
+    address: str,
+    prefix: str,
+    raw_name: str,
+    topic_name: str,
+    start_at: float,
+    duration: float,
+    size: int = PAYLOAD_SIZE,
+) -> tuple[int, int, list[float], dict[float, tuple[float, float]]]:
+    """Worker job: publish ``size``-byte payloads at RATE msg/s from ``start_at`` for ``duration`` s; returns
+    (messages, publishes, each publish call's ms, and for a topic each publish's send time → when its put was
+    acknowledged and its rings started, and when they were sent: the client's doorbells' ``ring`` is timed)."""
     client, conn = _handles(address, prefix)
     topic = TopicId.parse(topic_name) if topic_name else None
-    table = conn.table(raw_name)
-    key_prefix = topic_name.encode() if topic else f"raw:{start_at}:".encode()
     calls: list[float] = []
+    rings: dict[float, tuple[float, float]] = {}
     if topic is not None:
         client.get_topic(topic)
-        return (*pace(start_at, duration, PAYLOAD_SIZE, lambda batch: client.publish(topic, batch), calls), calls)
+        doorbells = client._doorbells
+        ring = doorbells.ring
+        rung: list[tuple[float, float]] = []
+
+        def timed_ring(*args: object) -> None:
+            acked = time.time()
+            ring(*args)
+            rung.append((acked, time.time()))
+
+        def publish(batch: list[bytes]) -> None:
+            client.publish(topic, batch)
+            rings[send_time_of(batch[0])] = rung.pop()
+
+        doorbells.ring = timed_ring
+        try:
+            return (*pace(start_at, duration, size, publish, calls), calls, rings)
+        finally:
+            del doorbells.ring  # the client is kept for the next round
+    # taken for raw trials only: a connection's idle time is then that of its last raw trial (RawConnection
+    # reconnects after max_idle; HBase's Thrift server drops a connection idle for a minute)
+    table = conn.table(raw_name)
+    key_prefix = f"raw:{start_at}:".encode()
     sent = 0
 
     def put(batch: list[bytes]) -> None:
@@ -186,7 +243,7 @@ def publish_paced(
         raw_put_batch(table, key_prefix, sent, batch)
         sent += len(batch)
 
-    return (*pace(start_at, duration, PAYLOAD_SIZE, put, calls), calls)
+    return (*pace(start_at, duration, size, put, calls), calls, rings)
 
 
 def rung_rows() -> tuple[float, float]:
@@ -205,10 +262,11 @@ def tail(
     deadline: float,
     expected_at: float,
     consumer: bool = False,
-) -> tuple[list[float], int, tuple[float, float]]:
+) -> tuple[list[float], int, tuple[float, float], list[tuple[float, float, float]]]:
     """Worker job: tail the topic (with ``fetch``, or the consumer API if ``consumer``; or raw rows) from
     before ``start_at`` until ``deadline`` or until no message arrived for a second after ``expected_at``;
-    returns (latencies in ms, polls, rung rows delivered from a datagram and read)."""
+    returns (latencies in ms, polls, rung rows delivered from a datagram and read, and the consumer's
+    :attr:`ConsumerPoller.timings`)."""
     client, conn = _handles(address, prefix)
     if topic_name:
         topic = TopicId.parse(topic_name)
@@ -219,7 +277,8 @@ def tail(
         finally:
             poller.close()
         after = rung_rows()
-        return latencies, polls, (after[0] - before[0], after[1] - before[1])
+        timings = poller.timings if isinstance(poller, ConsumerPoller) else []
+        return latencies, polls, (after[0] - before[0], after[1] - before[1]), timings
     table = conn.table(raw_name)
     key_prefix = f"raw:{start_at}:".encode()
     stop = key_prefix + b"\xff" * 8
@@ -235,7 +294,44 @@ def tail(
         if not got:
             time.sleep(POLL_SLEEP)
 
-    return (*follow(scan, deadline, expected_at), (0.0, 0.0))
+    return (*follow(scan, deadline, expected_at), (0.0, 0.0), [])
+
+
+def stages(
+    rings: dict[float, tuple[float, float]], timings: list[tuple[float, float, float]]
+) -> Iterator[tuple[float, ...]]:
+    """Each consumed message's latency and its stages in ms (:data:`STAGES`), from the publisher's ``rings``
+    (send time → put acknowledged, rings sent) and the consumer's ``timings`` (send time, woke, returned)."""
+    for sent, woke, out in timings:
+        if sent in rings:
+            acked, rung = rings[sent]
+            begun = max(woke, rung)  # a poll that woke before the ring was sent found the message by a read
+            yield tuple(1000 * d for d in (out - sent, acked - sent, rung - acked, begun - rung, out - begun))
+
+
+def stage_rows(label: str, staged: list[tuple[float, ...]]) -> list[list[object]]:
+    """The rows of the stage table for one consumer: its whole latency, then each stage's p50 and p99 over all
+    messages and its mean over the messages whose latency is at or above the p99 (and that mean's share of
+    theirs)."""
+    if not staged:
+        return []
+    cut = percentile([s[0] for s in staged], 99)
+    slowest = [s for s in staged if s[0] >= cut]
+    rows: list[list[object]] = []
+    for i, name in enumerate(("publish → delivered", *STAGES)):
+        values = [s[i] for s in staged]
+        tail_mean = sum(s[i] for s in slowest) / len(slowest)
+        share = tail_mean / (sum(s[0] for s in slowest) / len(slowest))
+        rows.append(
+            [
+                f"{label}: {name}" if i == 0 else f"… {name}",
+                percentile(values, 50),
+                percentile(values, 99),
+                tail_mean,
+                f"{share:.0%}",
+            ]
+        )
+    return rows
 
 
 def close_all() -> None:
@@ -268,13 +364,14 @@ def run(settings: Settings) -> Result:
         for kind in KINDS
     }
     pooled: dict[str, list[float]] = {kind: [] for kind in KINDS}
+    staged: dict[str, list[tuple[float, ...]]] = {kind: [] for kind in CONSUMERS}  # (total, *STAGES) ms
     with bench_tables(settings, "lat") as (client, conn, raw_name), Workers(2) as workers:
         create_raw_table(conn, raw_name)
         prefix = client.installation.prefix
         try:
             for r in range(settings.rounds):
                 for kind in list(KINDS) if r % 2 == 0 else list(reversed(KINDS)):
-                    properties = KINDS[kind][1]
+                    _label, properties, size = KINDS[kind]
                     topic = "" if properties is None else str(new_topic(client, f"lat{r}{kind}", properties))
                     start_at = time.time() + 1.0
                     expected_at = start_at + duration
@@ -289,11 +386,15 @@ def run(settings: Settings) -> Result:
                         start_at,
                         deadline,
                         expected_at,
-                        kind == "con",
+                        kind in CONSUMERS,
                     )
-                    workers.submit(0, publish_paced, settings.address, prefix, raw_name, topic, start_at, duration)
-                    sent, publishes, calls = workers.result(0, duration + 60)
-                    latencies, polls, (from_ring, rung_read) = workers.result(1, deadline - time.time() + 60)
+                    workers.submit(
+                        0, publish_paced, settings.address, prefix, raw_name, topic, start_at, duration, size
+                    )
+                    sent, publishes, calls, rings = workers.result(0, duration + 60)
+                    latencies, polls, (from_ring, rung_read), timings = workers.result(1, deadline - time.time() + 60)
+                    if kind in CONSUMERS:
+                        staged[kind].extend(stages(rings, timings))
                     s = stats[kind]
                     s["p50"].append(percentile(latencies, 50))
                     s["p99"].append(percentile(latencies, 99))
@@ -317,7 +418,7 @@ def run(settings: Settings) -> Result:
                 workers.result(i, 30)
 
     rows = []
-    for kind, (label, _) in KINDS.items():
+    for kind, (label, _, _) in KINDS.items():
         s = stats[kind]
         rows.append(
             [
@@ -331,7 +432,7 @@ def run(settings: Settings) -> Result:
                 median(s["per_publish"]),
                 median(s["polls_per_s"]),
                 int(sum(s["lost"])),
-                f"{int(sum(s['from_ring'])):,} / {int(sum(s['rung_read'])):,}" if kind == "con" else "–",
+                f"{int(sum(s['from_ring'])):,} / {int(sum(s['rung_read'])):,}" if kind in CONSUMERS else "–",
             ]
         )
     result.table(
@@ -349,6 +450,10 @@ def run(settings: Settings) -> Result:
             "rung rows from the ring / read",
         ],
         rows,
+    )
+    result.table(
+        ["where the consumer's latency goes, ms", "p50", "p99", "mean of the slowest 1 %", "share of the slowest 1 %"],
+        [row for kind in CONSUMERS for row in stage_rows(KINDS[kind][0], staged[kind])],
     )
     for kind, ordering in (("tms", "chain"), ("seq", "sequencer"), ("con", "consumer")):
         p99 = median(stats[kind]["p99"])

@@ -5,10 +5,11 @@ polling, and commits a durable mark under a lease (at-least-once, or exactly-onc
   stays open while messages keep coming. At the tail the consumer waits on its doorbell
   (:mod:`.doorbell`) and also polls every ``poll_interval_seconds`` seconds, so a lost ring costs latency only;
   after a read that reached the tail with messages it waits for a ring before it reads again (at most the
-  poll interval, and every poll reads before it returns). A single ring that names exactly the row where
-  the next unread row starts (its publish was acknowledged before the ring) is delivered from the ring
-  itself when it carried the row (authenticated: :mod:`.doorbell`), else read with one get instead of a
-  scan; any other ring, a transaction, or anything but a plain live batch there means a fetch.
+  poll interval, and every poll reads before it returns). Rings that name a run of consecutive rows
+  starting exactly where the next unread row starts (each publish was acknowledged before its ring) deliver
+  the run in order from the rings themselves when they carried the rows (authenticated: :mod:`.doorbell`),
+  the first one read with one get instead of a scan if its ring did not carry it; the rest, any other ring,
+  a transaction, or anything but a plain live batch means a fetch.
 * **Marks.** ``commit()`` stores the last delivered message's id as the subscription's mark, by
   compare-and-set under the lease (:mod:`.lease`); a mark never moves backwards. After a crash the
   next consumer resumes right after the last committed mark: at-least-once.
@@ -396,7 +397,7 @@ class Consumer:
             meta = self._topics.get(self.topic)  # TopicNotFound once the topic is deleted
             if meta.generation != self.generation:
                 raise SubscriptionNotFound(self.topic, self.name)
-            if self._read_rung_row(rings, count):
+            if self._read_rung_rows(rings, count):
                 return
             if self.rows:
                 start = self._slices[-1].last_id if self._slices else self._delivered
@@ -423,38 +424,49 @@ class Consumer:
             self._stream = self._row_stream = None
         self._rest = 0 < read < count
 
-    def _read_rung_row(self, rings: list[Ring | None], count: int) -> bool:
-        """The row a single ring named, if it starts exactly where the row after everything read so far does
-        (so nothing lies between) and holds a plain live batch of at most ``count`` messages, outside
-        transactions only: from the ring's datagram when it carried the row (authenticated, as stored), else
-        read with one get; False (nothing done) otherwise. After it the consumer waits for the next ring
-        unless an earlier ring named a row beyond it (read with the next fetch)."""
+    def _read_rung_rows(self, rings: list[Ring | None], count: int) -> bool:
+        """The run of rows the pending rings name, if it starts exactly where the row after everything read
+        so far does (so nothing lies between) and each row holds a plain live batch, outside transactions
+        only: each row from its ring's datagram when the ring carried it (authenticated, as stored), the
+        first one read with one get otherwise. The run ends before the first row no ring carried (or, for
+        the first, named), before a row that does not fit ``count`` messages, or before one that is not a
+        plain live batch; what follows is read with the next fetch. False (nothing done) if the run is
+        empty. After it the consumer waits for the next ring unless a ring named a row beyond it."""
+        named: dict[int, Ring] = {}  # position -> a ring of this generation naming it (one carrying the row first)
         for ring in rings:
             if ring is not None and ring.generation == self.generation:
                 self._rung = max(self._rung, ring.position)
-        ring = rings[0] if len(rings) == 1 else None
+                known = named.get(ring.position)
+                if known is None or known.stored is None:
+                    named[ring.position] = ring
         if (
-            ring is None
+            not named
             or self._next_row is None
-            or (ring.generation, ring.position) != (self.generation, self._next_row)
             or self._tx is not None
             or self._tx_client is not None
             or self._fixed is not None
             or self.rows
         ):
             return False
-        if ring.stored is not None:
-            found = self._reader.row_of(self.topic, self.generation, self._next_row, ring.stored)
-            source = "datagram"
-        else:
-            found = self._reader.row_at(self.topic, self.generation, self._next_row)
-            source = "read"
-        if found is None or len(found[0]) > count:
+        start, taken = self._next_row, 0
+        while (ring := named.get(self._next_row)) is not None:
+            if ring.stored is not None:
+                found = self._reader.row_of(self.topic, self.generation, ring.position, ring.stored)
+                source = "datagram"
+            elif ring.position == start:
+                found = self._reader.row_at(self.topic, self.generation, ring.position)
+                source = "read"
+            else:
+                break  # a row no ring carried, after the run's first: read with the next fetch
+            if found is None or taken + len(found[0]) > count:
+                break
+            messages, self._next_row = found
+            self._buffer.extend(messages)
+            taken += len(messages)
+            CLIENT_METRICS.rung_rows.labels(source).inc()
+        if self._next_row == start:
             return False
-        messages, self._next_row = found
-        self._buffer.extend(messages)
-        self._read_metric.inc(len(messages))
-        CLIENT_METRICS.rung_rows.labels(source).inc()
+        self._read_metric.inc(taken)
         self._rest = self._rung < self._next_row
         return True
 
