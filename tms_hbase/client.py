@@ -391,13 +391,15 @@ class MessagingClient(MessagingService):
         If HBase stops answering mid-publish, PublishOutcomeUnknown is raised; calling publish again
         with the same arguments and ``resume=`` that error stores the batch exactly once.
         """
-        from tms_hbase.publish.writer import Resume
-
         topic = _topic(topic)
         self._ensure_ready()
-        point = None if resume is None else resume.resume
-        if point is not None and not isinstance(point, Resume):
-            raise InvalidArgument("resume= takes the PublishOutcomeUnknown a MessagingClient's publish raised")
+        point = None
+        if resume is not None:
+            from tms_hbase.publish.writer import Resume
+
+            point = resume.resume
+            if point is not None and not isinstance(point, Resume):
+                raise InvalidArgument("resume= takes the PublishOutcomeUnknown a MessagingClient's publish raised")
         return self._publish(topic, (payloads,), tx_write_pointer, ttl_seconds, point)
 
     def _publish(

@@ -301,7 +301,7 @@ def _busy_block(res: Reservations) -> list[Ticket]:
     for _ in range(2):
         tickets.append(Ticket(1))
         res.take(T, 1, tickets[-1])
-        res.published(T, 1)
+        res.published(tickets[-1])
     return tickets
 
 
@@ -404,7 +404,7 @@ def test_a_round_larger_than_the_rest_of_the_block_releases_it_and_takes_an_incr
     res.take(T, 1, big)
     assert big.first == second.first + 1  # the rest of the block went back, then one increment
     assert _skips(w) == [] and res.given_back == 1
-    res.published(T, 1)
+    res.published(big)
     res.close()
     end = sequencer.end_offset(w.inst.messages, T, 1)
     assert end >= big.first + big.span - 1  # whatever the big round reserved ahead is released too
@@ -493,8 +493,9 @@ def test_a_block_holds_at_most_max_block_offsets() -> None:
     res = Reservations(w.inst.messages, b"w" * 16, lambda: 10.0)
     span = MAX_BLOCK_OFFSETS // 3
     for _ in range(3):  # busy rounds of a large span, at a rate that would ask for MAX_ROUNDS
-        res.take(T, 1, Ticket(span))
-        res.published(T, 1)
+        ticket = Ticket(span)
+        res.take(T, 1, ticket)
+        res.published(ticket)
     assert res.carved == 1  # the third round came off the second one's block
     res.close()
     assert amounts[:2] == [span, 3 * span]  # the lone first round, then one block (the next one may follow)

@@ -40,6 +40,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from typing import NamedTuple
 
 from tms_hbase.errors import InvalidArgument, TmsError
@@ -81,6 +82,7 @@ class Address(NamedTuple):
 # Bells of this process, by (table prefix, topic key): publishers of the same process ring them directly.
 _local: dict[tuple[str, bytes], set[Bell]] = {}
 _local_lock = threading.Lock()
+_NO_BELLS: frozenset[str] = frozenset()
 
 
 class Bell:
@@ -189,9 +191,11 @@ def _mac(key: bytes, body: bytes) -> bytes:
 
 def ring_local(
     prefix: str, topic: TopicId, row: tuple[int, int] | None = None, stored: bytes | None = None
-) -> set[str]:
+) -> AbstractSet[str]:
     """Ring every bell of this process waiting on ``topic`` (``row``, ``stored``: see :func:`ring_content`);
     returns their addresses."""
+    if not _local:  # no bell in this process (a publisher's usual case): nothing to look up or lock
+        return _NO_BELLS
     with _local_lock:
         bells = list(_local.get((prefix, topic.key), ()))
     for bell in bells:
@@ -213,12 +217,13 @@ class Doorbells:
         self.prefix = prefix
         self.list_bells = list_bells
         self.refresh = refresh
-        self._addresses: dict[TopicId, list[tuple[str, tuple, bytes | None]]] = {}  # address, target, ring key
+        # topic -> its doorbells (address, target, ring key) as last read; [] until a first read succeeded
+        self._addresses: dict[TopicId, list[tuple[str, tuple, bytes | None]]] = {}
         self._rung: dict[TopicId, float] = {}  # topic -> when it was last rung
         self._due: dict[TopicId, float] = {}  # topic -> when its addresses are read again (absent: now)
         self._lock = threading.Lock()
-        self._stop = green.event()
-        self._wake = green.event()  # a topic was rung for the first time: read its addresses now
+        self._closed = False
+        self._wake = green.event()  # a topic was rung for the first time: read its addresses now (or stop)
         self._thread: green.Joinable | None = None
         self._sock: socket.socket | None = None
         self._sock6: socket.socket | None = None
@@ -229,14 +234,16 @@ class Doorbells:
         row's cell as stored, carried to the doorbells with a ring key (:func:`ring_content`)."""
         local = ring_local(self.prefix, topic, row, stored)
         with self._lock:
-            if self._stop.is_set():
+            if self._closed:
                 return
             self._rung[topic] = time.monotonic()
-            sends = [(self._socket(t), t, k) for a, t, k in self._addresses.get(topic, ()) if a not in local]
-            if topic not in self._due:
+            addresses = self._addresses.get(topic)
+            if addresses is None:  # rung for the first time (or again after being forgotten)
+                self._addresses[topic] = addresses = []
                 self._wake.set()
-            if self._thread is None:
-                self._thread = green.start_thread(self._refresh_loop, "tms-doorbells")
+                if self._thread is None:
+                    self._thread = green.start_thread(self._refresh_loop, "tms-doorbells")
+            sends = [(self._socket(t), t, k) for a, t, k in addresses if a not in local] if addresses else ()
         for sock, target, key in sends:
             try:
                 sock.sendto(ring_content(topic, row, stored, key), target)
@@ -248,7 +255,7 @@ class Doorbells:
         """Stop ringing and refreshing (the refresh thread ends after its current read; not waited for,
         so closing a client never waits on HBase)."""
         with self._lock:
-            self._stop.set()
+            self._closed = True
             self._wake.set()
             socks = (self._sock, self._sock6)
         for sock in socks:
@@ -266,7 +273,7 @@ class Doorbells:
         return self._sock
 
     def _refresh_loop(self) -> None:
-        while not self._stop.is_set():
+        while not self._closed:
             now = time.monotonic()
             with self._lock:
                 self._wake.clear()

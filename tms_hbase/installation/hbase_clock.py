@@ -62,8 +62,10 @@ class HBaseClock:
     def reading(self) -> tuple[int, int]:
         """:meth:`now_ms` and how far HBase's clock may be ahead of it (the probe's round trip), from one
         probe."""
-        anchor = self._current()
-        return anchor.hbase_ms + int((time.monotonic() - anchor.monotonic) * 1000), anchor.uncertainty_ms
+        anchor, now = self._anchor, time.monotonic()
+        if anchor is None or now - anchor.monotonic >= REFRESH_SECONDS:
+            anchor, now = self._current(), time.monotonic()
+        return anchor.hbase_ms + int((now - anchor.monotonic) * 1000), anchor.uncertainty_ms
 
     def _current(self) -> _Anchor:
         anchor = self._anchor

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
+import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -193,32 +193,39 @@ def _decoded_or_none(raw: bytes) -> TailCacheSetting | None:
 
 
 class WriterSettings:
-    """A client's copy of the setting, re-read when older than a second (thread-safe)."""
+    """A client's copy of the setting, re-read when older than a second (thread-safe).
+
+    Both values it answers are worked out once per copy, with the time they hold until (a second after
+    the read began, or the end of a transition if that comes first; then they are worked out again by
+    this host's clock): every publish asks for them, and then reads one tuple."""
 
     def __init__(self, store: InstallationStore) -> None:
         self.store = store
-        self._read_at: float | None = None
-        self._setting: TailCacheSetting | None = None
-        self._lock = threading.Lock()
+        # (time.monotonic() the values hold until, the writers' tail-cache time, the readers' skew bound)
+        self._copy: tuple[float, int, int] = (-math.inf, MIN_TAIL_CACHE_SECONDS, DEFAULT_TAIL_CACHE_SECONDS)
 
     def tail_cache_seconds(self) -> int:
         """How long a remembered tail may be trusted now (what writers use: during a change the smaller
         value, and 1 s while the installation has no setting)."""
-        return writer_tail_cache(self._current(), now_ms())
+        until, trust, _ = self._copy
+        return trust if time.monotonic() < until else self._read()[1]
 
     def skew_bound_seconds(self) -> int:
         """The clock-skew bound readers must allow for now: the sweeper's value (during a change the
         larger one, and 30 s while the installation has no setting), so that it covers every writer's."""
-        return sweeper_tail_cache(self._current(), now_ms())
+        until, _, bound = self._copy
+        return bound if time.monotonic() < until else self._read()[2]
 
-    def _current(self) -> TailCacheSetting | None:
-        with self._lock:
-            fresh = self._read_at is not None and time.monotonic() - self._read_at < WRITER_REFRESH_SECONDS
-            setting = self._setting
-        if not fresh:
-            read_at = time.monotonic()
-            raw = self.store.raw()
-            setting = None if raw is None else _decoded_or_none(raw)
-            with self._lock:
-                self._setting, self._read_at = setting, read_at
-        return setting
+    def _read(self) -> tuple[float, int, int]:
+        """Read the setting again and work out both values (one tuple, replaced at once: no lock)."""
+        read_at = time.monotonic()
+        raw = self.store.raw()
+        setting = None if raw is None else _decoded_or_none(raw)
+        now = now_ms()
+        until = read_at + WRITER_REFRESH_SECONDS
+        ends = None if setting is None else setting.transition_ends()
+        if ends is not None and now < ends:  # the values change when the transition ends
+            until = min(until, time.monotonic() + (ends - now) / 1000)
+        copy = (until, writer_tail_cache(setting, now), sweeper_tail_cache(setting, now))
+        self._copy = copy
+        return copy

@@ -130,7 +130,8 @@ def _metric(kind: Any, name: str, documentation: str, labels: list[str] | None =
 
 class _MadeAtFirstUse:
     """Stands in for the process's :class:`ClientMetrics` until one of them is first used, then makes
-    them (once, whichever thread comes first) and passes every attribute on to them."""
+    them (once, whichever thread comes first) and passes every attribute on to them: each is looked up
+    there once and kept here, so later uses find it as a plain attribute (no call on the hot paths)."""
 
     def __init__(self) -> None:
         self._metrics: ClientMetrics | None = None
@@ -141,7 +142,9 @@ class _MadeAtFirstUse:
             with self._lock:
                 if self._metrics is None:
                     self._metrics = ClientMetrics()
-        return getattr(self._metrics, name)
+        value = getattr(self._metrics, name)
+        setattr(self, name, value)  # (a metric, or a bound method of the one ClientMetrics: never changes)
+        return value
 
 
 CLIENT_METRICS = cast(ClientMetrics, _MadeAtFirstUse())

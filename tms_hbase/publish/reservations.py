@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from tms_hbase.errors import HBaseError, TmsError
 from tms_hbase.model import green
@@ -70,6 +70,7 @@ class Ticket:
     started: float = 0.0
     error: HBaseError | None = None
     lead: bool = False  # woken to reserve for the queue
+    queue: _Queue | None = None  # the queue it took its offsets from (for :meth:`Reservations.published`)
 
 
 @dataclass
@@ -127,38 +128,39 @@ class Reservations:
 
     def take(self, topic: TopicId, generation: int, ticket: Ticket) -> None:
         """Fill in the ticket's offsets: from the queue's round (carved off the block, or one increment);
-        raises the HBaseError of a failed increment (nothing written; HBaseUnavailable: the caller may try again)."""
-        queue = self._queue(topic, generation)
+        raises the HBaseError of a failed increment (nothing written; HBaseUnavailable: the caller may try again).
+
+        A publish that finds nobody reserving leads a round of itself at once, in one turn of the queue's
+        lock (nobody waits while the queue is not busy: the lead hands over or clears ``busy`` under it)."""
+        queue = ticket.queue = self._queue(topic, generation)
         with queue.lock:
-            queue.waiting.append(ticket)
-            lead = not queue.busy
-            queue.busy = True
-            if not lead:
-                ticket.done = green.event()
-        if ticket.done is not None:
-            ticket.done.wait()
+            if queue.busy:
+                queue.waiting.append(ticket)
+                done = ticket.done = green.event()
+            else:
+                queue.busy = True
+                round_ = [ticket]
+                piece, stale, rounds = self._plan(topic, generation, queue, round_)
+                done = None
+        if done is not None:
+            done.wait()
             if not ticket.lead:
                 if ticket.error is not None:
                     raise ticket.error
                 return
-        with queue.lock:
-            round_, queue.waiting = queue.waiting, []
-            span = sum(t.span for t in round_)
-            rounds = max(1, min(self._rounds_ahead(queue), MAX_BLOCK_OFFSETS // span))
-            self._await_ahead(queue, span)
-            piece, stale = self._carve(queue, span)
-            if piece is not None and rounds > 1:
-                self._maybe_reserve_ahead(topic, generation, queue, span * rounds)
+            with queue.lock:
+                round_, queue.waiting = queue.waiting, []
+                piece, stale, rounds = self._plan(topic, generation, queue, round_)
         try:
             for block in stale:  # too old to carve, or the round does not fit: release what is left
                 self._release(topic, generation, queue, block)
             if piece is None:
-                self._reserve(topic, generation, queue, round_, span, rounds)
+                self._reserve(topic, generation, queue, round_, rounds)
             else:
                 self.carved += 1
                 # dated when carved, not when the block was reserved: a publish is never dated before its call
                 # (which makes D = W + W/2 + E: docs/ordering.md, "The next block ahead")
-                self._hand_out(round_, replace(piece, publish_time=self._clock()))
+                self._hand_out(round_, piece.first, self._clock(), piece.started)
         finally:
             with queue.lock:  # hand the lead to the first publish that queued meanwhile
                 if queue.waiting:  # queued while this round was reserved, so it has its event and waits on it
@@ -168,17 +170,20 @@ class Reservations:
                         following.done.set()
                 else:
                     queue.busy = False
-                queue.writing += sum(1 for waiting in round_ if waiting.error is None)
+                if ticket.error is None:  # (a failed increment fails the whole round)
+                    queue.writing += len(round_)
             for waiting in round_:
-                waiting.lead = False
                 if waiting.done is not None:
+                    waiting.lead = False
                     waiting.done.set()
         if ticket.error is not None:
             raise ticket.error
 
-    def published(self, topic: TopicId, generation: int) -> None:
-        """A publish of this queue that got offsets ended (idleness is measured from here)."""
-        queue = self._queue(topic, generation)
+    def published(self, ticket: Ticket) -> None:
+        """A publish that got offsets (``ticket``, filled in by :meth:`take`) ended (idleness is measured
+        from here)."""
+        queue = ticket.queue
+        assert queue is not None
         with queue.lock:
             queue.last_end = time.monotonic()
             queue.writing -= 1
@@ -206,12 +211,26 @@ class Reservations:
             self._last_time = max(now, self._last_time)
             return self._last_time
 
-    @staticmethod
-    def _rounds_ahead(queue: _Queue) -> int:
-        """How many rounds' offsets the next increment of the queue reserves (under its lock): 1 when
-        the writer is idle and not alone, else enough for about BLOCK_SECONDS (LONE_BLOCK_SECONDS alone) at
-        its recent round rate, pauses included (MAX_ROUNDS at most)."""
+    def _plan(
+        self, topic: TopicId, generation: int, queue: _Queue, round_: list[Ticket]
+    ) -> tuple[Block | None, list[Block], int]:
+        """Under the queue's lock, for the round a lead took: its offsets carved off the block (None: an
+        increment is needed), the blocks to release first, and how many rounds' offsets that increment
+        reserves; asks for the next block ahead once half of the block is carved."""
+        span = round_[0].span if len(round_) == 1 else sum(t.span for t in round_)
         now = time.monotonic()
+        rounds = max(1, min(self._rounds_ahead(queue, now), MAX_BLOCK_OFFSETS // span))
+        self._await_ahead(queue, span)
+        piece, stale = self._carve(queue, span, now)
+        if piece is not None and rounds > 1:
+            self._maybe_reserve_ahead(topic, generation, queue, span * rounds)
+        return piece, stale, rounds
+
+    @staticmethod
+    def _rounds_ahead(queue: _Queue, now: float) -> int:
+        """How many rounds' offsets the next increment of the queue reserves (under its lock; ``now``:
+        time.monotonic()): 1 when the writer is idle and not alone, else enough for about BLOCK_SECONDS
+        (LONE_BLOCK_SECONDS alone) at its recent round rate, pauses included (MAX_ROUNDS at most)."""
         gap, queue.last_round = now - queue.last_round, now
         if not queue.lone and not queue.writing and now - queue.last_end >= IDLE_SECONDS:
             queue.interval = None
@@ -237,11 +256,11 @@ class Reservations:
                 queue.ahead_done.wait(left)
 
     @staticmethod
-    def _carve(queue: _Queue, span: int) -> tuple[Block | None, list[Block]]:
-        """Under the queue's lock: ``span`` offsets off the front of its block (the block ahead once the
-        block is gone), or None; and the blocks to release, too old or too small for the round."""
+    def _carve(queue: _Queue, span: int, now: float) -> tuple[Block | None, list[Block]]:
+        """Under the queue's lock (``now``: time.monotonic()): ``span`` offsets off the front of its block
+        (the block ahead once the block is gone), or None; and the blocks to release, too old or too small
+        for the round. What is left of a block stays the queue's (shortened in place)."""
         stale: list[Block] = []
-        now = time.monotonic()
         while True:
             block = queue.block or queue.ahead  # the block ahead only once the block is gone
             if block is None:
@@ -252,10 +271,12 @@ class Reservations:
             if now >= block.until or block.span < span:
                 stale.append(block)
                 continue
+            piece = Block(block.first, span, block.publish_time, block.started)
             if block.span > span:
-                rest = block.span - span
-                queue.block = Block(block.first + span, rest, block.publish_time, block.started, block.until)
-            return Block(block.first, span, block.publish_time, block.started), stale
+                block.first += span
+                block.span -= span
+                queue.block = block
+            return piece, stale
 
     def _maybe_reserve_ahead(self, topic: TopicId, generation: int, queue: _Queue, span: int) -> None:
         """Under the queue's lock, after a carve: once at most half a block of ``span`` offsets is left and
@@ -302,10 +323,10 @@ class Reservations:
         generation: int,
         queue: _Queue,
         round_: list[Ticket],
-        span: int,
         rounds: int,
     ) -> None:
         """One increment for the round and, when ``rounds`` > 1, a block of the next rounds' offsets."""
+        span = sum(t.span for t in round_)
         started = time.monotonic()
         publish_time = self._clock()
         try:
@@ -316,7 +337,7 @@ class Reservations:
                 waiting.error = exc
             return
         self.increments += 1
-        self._hand_out(round_, Block(first, span, publish_time, started))
+        self._hand_out(round_, first, publish_time, started)
         with queue.lock:
             self._reserved(queue, first, span * rounds)
         if rounds == 1:
@@ -337,10 +358,11 @@ class Reservations:
                 self._keeper = green.start_thread(self._keep, "tms-block-keeper")
 
     @staticmethod
-    def _hand_out(round_: list[Ticket], piece: Block) -> None:
-        first = piece.first
+    def _hand_out(round_: list[Ticket], first: int, publish_time: int, started: float) -> None:
+        """Consecutive offsets from ``first`` to the round's tickets, in order, all dated ``publish_time``
+        and started at ``started``."""
         for waiting in round_:
-            waiting.first, waiting.publish_time, waiting.started = first, piece.publish_time, piece.started
+            waiting.first, waiting.publish_time, waiting.started = first, publish_time, started
             first += waiting.span
 
     def _keep(self) -> None:

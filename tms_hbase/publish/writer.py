@@ -208,28 +208,29 @@ class MessageWriter:
         """
         pointer = None if tx_write_pointer is None else self._live_pointer(tx_write_pointer)
         batch = validate_payloads(payloads, self.max_batch_bytes, allow_empty=pointer is not None)
-        ttl_ms = _ttl_ms(ttl)
+        ttl_ms = None if ttl is None else _ttl_ms(ttl)
         meta = self.topics.get(topic)
         meta.check_tx_mode(transactional=pointer is not None)
         if ttl_ms is not None and ttl_ms > meta.ttl * 1000:
             raise InvalidArgument(f"per-message ttl {ttl}s is longer than the topic's ttl of {meta.ttl}s")
-        if resume is not None and (resume.topic != topic or resume.generation != meta.generation):
+        generation, sequenced = meta.generation, meta.sequencer  # (each parses the topic's properties)
+        if resume is not None and (resume.topic != topic or resume.generation != generation):
             resume = None  # the topic was re-created since: the interrupted batch is gone with it
-        if resume is not None and resume.shared and not meta.sequencer:
+        if resume is not None and resume.shared and not sequenced:
             raise InvalidArgument("a shared batch row's resume is for a sequencer generation")
         if resume is None:
             with self._lock:
                 batch_no = next(self._batch_numbers)
         else:
             batch_no = resume.batch_no
-        if meta.sequencer:
-            position, stored = self._sequenced(topic, meta.generation, batch, pointer, ttl_ms, batch_no, resume)
+        if sequenced:
+            position, stored = self._sequenced(topic, generation, batch, pointer, ttl_ms, batch_no, resume)
         else:
-            position, stored = self._append(topic, meta.generation, batch, pointer, ttl_ms, batch_no, resume)
-        detail = None if pointer is None else RollbackDetail(str(topic), pointer, meta.generation, position, position)
+            position, stored = self._append(topic, generation, batch, pointer, ttl_ms, batch_no, resume)
+        detail = None if pointer is None else RollbackDetail(str(topic), pointer, generation, position, position)
         # found where the interrupted attempt aimed: this publish's part of that row (a new row is elsewhere)
         first_index = resume.first_index if resume is not None and position == resume.position else 0
-        result = PublishResult(topic, meta.generation, position, len(batch), first_index, rollback=detail)
+        result = PublishResult(topic, generation, position, len(batch), first_index, rollback=detail)
         return Written(result, stored)
 
     def _append(
@@ -373,7 +374,7 @@ class MessageWriter:
             try:
                 stored = self._write_at(topic, generation, ticket, payloads, tx_pointer, ttl_ms, batch_no)
             finally:
-                self._reservations.published(topic, generation)
+                self._reservations.published(ticket)
             if stored is not None:
                 return ticket.first, stored
             CLIENT_METRICS.races_lost.inc()

@@ -15,8 +15,7 @@ import math
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, TypeVar, cast
 
@@ -256,6 +255,28 @@ def scan_spec(start: bytes, stop: bytes, caching: int) -> hbase_thrift.TScan:
     return hbase_thrift.TScan(startRow=start, stopRow=stop, caching=caching)
 
 
+class Operation:
+    """The context of :meth:`HBaseConnection.operation`: sets the operation's deadline for the calls made
+    inside, unless an outer operation set one (then it keeps that)."""
+
+    __slots__ = ("_since", "_timeout", "_token")
+
+    def __init__(self, timeout: float, since: float | None) -> None:
+        self._timeout = timeout
+        self._since = since
+        self._token: contextvars.Token[float | None] | None = None
+
+    def __enter__(self) -> None:
+        if _OPERATION_DEADLINE.get() is None:
+            since = self._since
+            self._token = _OPERATION_DEADLINE.set((time.monotonic() if since is None else since) + self._timeout)
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._token is not None:
+            _OPERATION_DEADLINE.reset(self._token)
+            self._token = None
+
+
 class HBaseConnection:
     """A pool of connections to an HBase Thrift gateway.
 
@@ -308,20 +329,12 @@ class HBaseConnection:
         """``host:port`` of the gateway in use."""
         return f"{self.host}:{self.port}"
 
-    @contextmanager
-    def operation(self, since: float | None = None) -> Iterator[None]:
+    def operation(self, since: float | None = None) -> Operation:
         """Give every HBase call made inside (in this thread or task) one shared deadline, ``timeout``
         seconds from now (or from ``since``, a monotonic time: when a call that waited its turn was made):
         a library operation made of several calls, retries included, ends by then.
         Nested operations keep the outer deadline."""
-        if _OPERATION_DEADLINE.get() is not None:
-            yield
-            return
-        token = _OPERATION_DEADLINE.set((time.monotonic() if since is None else since) + self.timeout)
-        try:
-            yield
-        finally:
-            _OPERATION_DEADLINE.reset(token)
+        return Operation(self.timeout, since)
 
     def deadline(self) -> float:
         """When a call starting now must end: the running operation's deadline, or ``timeout`` from now."""
@@ -332,7 +345,7 @@ class HBaseConnection:
         by one deadline (the running operation's, or ``timeout`` from now); retry link failures of
         idempotent calls as the retry policy says, while the deadline leaves time (a timeout is never
         retried: the deadline has passed). ``what`` names the call in error messages."""
-        return self.run_over(what, 1, lambda conns: call(conns[0]), idempotent=idempotent, requests=requests)
+        return self._attempts(what, call, 0, idempotent, requests)
 
     def run_over(
         self,
@@ -347,6 +360,11 @@ class HBaseConnection:
         first waits for a free slot of the pool, the others are taken only if free now (so callers
         holding some never wait on each other for more). If anything fails, every one of them is
         closed: a link that broke may leave the others' answers unread."""
+        return self._attempts(what, call, ways, idempotent, requests)
+
+    def _attempts(self, what: str, call: Callable[[Any], T], ways: int, idempotent: bool, requests: int) -> T:
+        """:meth:`run` (``ways`` 0: ``call`` takes the one connection) or :meth:`run_over` (``call`` takes
+        the list of up to ``ways``), retried as they say."""
         deadline = self.deadline()
         failures = 0
         while True:
@@ -358,9 +376,9 @@ class HBaseConnection:
                     raise
                 CLIENT_METRICS.retries.inc()
 
-    def _call(self, what: str, call: Callable[[list[Connection]], T], deadline: float, requests: int, ways: int) -> T:
-        """One attempt of :meth:`run_over`: ``call`` on connections borrowed until ``deadline``, errors
-        wrapped."""
+    def _call(self, what: str, call: Callable[[Any], T], deadline: float, requests: int, ways: int) -> T:
+        """One attempt of :meth:`_attempts`: ``call`` on the connection (``ways`` 0) or connections borrowed
+        until ``deadline``, errors wrapped."""
         if self._closed:
             raise ClientClosed("this client has been closed: open a new MessagingClient")
         left = deadline - time.monotonic()
@@ -381,7 +399,7 @@ class HBaseConnection:
             for _ in range(slots):
                 conns.append(self._take(deadline))
                 conns[-1].socket.deadline = deadline
-            answer = call(conns)
+            answer = call(conns) if ways else call(conns[0])
             healthy = True
             return answer
         except (*_LINK_ERRORS, TException) as exc:
