@@ -393,13 +393,14 @@ class MessagingClient(MessagingService):
         """
         topic = _topic(topic)
         self._ensure_ready()
-        point = None
+        point: Resume | None = None
         if resume is not None:
             from tms_hbase.publish.writer import Resume
 
-            point = resume.resume
-            if point is not None and not isinstance(point, Resume):
+            found = resume.resume
+            if found is not None and not isinstance(found, Resume):
                 raise InvalidArgument("resume= takes the PublishOutcomeUnknown a MessagingClient's publish raised")
+            point = found
         return self._publish(topic, (payloads,), tx_write_pointer, ttl_seconds, point)
 
     def _publish(

@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
+from bisect import bisect_left
+from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 # Latency buckets (seconds) from 0.5 ms to 10 s: HBase calls on loopback take about a millisecond.
@@ -48,21 +51,24 @@ class ClientMetrics:
 
     def __init__(self) -> None:
         try:
-            from prometheus_client import Counter, Gauge, Histogram
+            from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+            from prometheus_client.values import MutexValue, ValueClass
         except ImportError:  # pragma: no cover - prometheus_client is a dependency; this keeps it optional
             Counter = Gauge = Histogram = None  # type: ignore[assignment,misc]
-        self.publishes = _metric(Counter, "tms_client_publishes", "Publish calls that succeeded", ["topic"])
-        self.published_messages = _metric(
-            Counter, "tms_client_published_messages", "Messages published (stored payloads excluded)", ["topic"]
-        )
-        self.published_bytes = _metric(Counter, "tms_client_published_bytes", "Payload bytes published", ["topic"])
+        self.published: Callable[[str, int, int, float], None]
+        """Count one successful publish to a topic: its messages, payload bytes and duration (seconds)."""
+        if Counter is None:  # pragma: no cover
+            self.published = lambda _topic, _messages, _size, _seconds: None
+        elif ValueClass is MutexValue:
+            counts = PublishCounts()
+            REGISTRY.register(counts)
+            self.published = counts.published
+        else:  # prometheus_client's multiprocess mode keeps values in files, which only its own metrics write
+            self.published = _PublishMetrics(Counter, Histogram).published
         self.races_lost = _metric(
             Counter, "tms_client_publish_races_lost", "Appends that found their position taken by another writer"
         )
         self.retries = _metric(Counter, "tms_client_hbase_retries", "HBase calls retried after a broken connection")
-        self.publish_seconds = _metric(
-            Histogram, "tms_client_publish_seconds", "Duration of publish calls", buckets=LATENCY_BUCKETS
-        )
         self.fetch_seconds = _metric(
             Histogram, "tms_client_fetch_seconds", "Duration of each read of message rows", buckets=LATENCY_BUCKETS
         )
@@ -104,19 +110,95 @@ class ClientMetrics:
             "tms_client_clock_clamped",
             "Publishes dated inside the band around HBase's clock because this host's clock was outside it",
         )
-        self._per_topic: dict[str, tuple[Any, Any, Any]] = {}
+
+
+# The publish metrics: names and help texts (the counters are per topic)
+PUBLISHES = ("tms_client_publishes", "Publish calls that succeeded")
+PUBLISHED_MESSAGES = ("tms_client_published_messages", "Messages published (stored payloads excluded)")
+PUBLISHED_BYTES = ("tms_client_published_bytes", "Payload bytes published")
+PUBLISH_SECONDS = ("tms_client_publish_seconds", "Duration of publish calls")
+
+
+class PublishCounts:
+    """The publish metrics, counted as plain numbers with one turn of one lock per publish, and handed to
+    prometheus_client as its collector (:meth:`collect`) when the registry is read: the same series, with
+    the same names, types, labels and values, as three labelled counters and a histogram would give.
+
+    Those would take four updates per publish, each a few Python calls and a lock (five increments, as
+    the histogram adds to its sum and to its bucket). ``_created`` series follow prometheus_client's
+    setting (``disable_created_metrics``), as its own metrics do.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._topics: dict[str, list[float]] = {}  # topic -> [publishes, messages, bytes, created (epoch s)]
+        self._buckets = [0] * (len(LATENCY_BUCKETS) + 1)  # publishes by the first bound they are within (+Inf last)
+        self._sum = 0.0
+        self._created = time.time()
 
     def published(self, topic: str, messages: int, size: int, seconds: float) -> None:
-        """Count one successful publish (the labelled children are looked up once per topic)."""
+        """Count one successful publish to ``topic``: ``messages``, ``size`` payload bytes, ``seconds`` long."""
+        bucket = bisect_left(LATENCY_BUCKETS, seconds)  # the first bound >= seconds: Prometheus' le
+        with self._lock:
+            counts = self._topics.get(topic)
+            if counts is None:
+                counts = self._topics[topic] = [0, 0, 0, time.time()]
+            counts[0] += 1
+            counts[1] += messages
+            counts[2] += size
+            self._buckets[bucket] += 1
+            self._sum += seconds
+
+    def describe(self) -> list[Any]:
+        """The metric families without samples (what the registry checks names against)."""
+        return list(self._families({}, [], 0.0))
+
+    def collect(self) -> Iterator[Any]:
+        """The metric families with their samples, as of now."""
+        with self._lock:
+            topics = {topic: list(counts) for topic, counts in self._topics.items()}
+            buckets, total = list(self._buckets), self._sum
+        return self._families(topics, buckets, total)
+
+    def _families(self, topics: dict[str, list[float]], buckets: list[int], total: float) -> Iterator[Any]:
+        from prometheus_client import metrics
+        from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily
+        from prometheus_client.utils import floatToGoString
+
+        created = getattr(metrics, "_use_created", True)  # (what disable_created_metrics() turns off)
+        for i, (name, documentation) in enumerate((PUBLISHES, PUBLISHED_MESSAGES, PUBLISHED_BYTES)):
+            family = CounterMetricFamily(name, documentation, labels=["topic"])
+            for topic, counts in topics.items():
+                family.add_metric([topic], counts[i], created=counts[3] if created else None)
+            yield family
+        histogram = HistogramMetricFamily(*PUBLISH_SECONDS)
+        if buckets:
+            cumulative = 0
+            bounds = []
+            for bound, count in zip((*LATENCY_BUCKETS, float("inf")), buckets, strict=True):
+                cumulative += count
+                bounds.append((floatToGoString(bound), cumulative))
+            histogram.add_metric([], bounds, total)
+            if created:
+                histogram.add_sample(f"{PUBLISH_SECONDS[0]}_created", {}, self._created)
+        yield histogram
+
+
+class _PublishMetrics:
+    """The publish metrics as prometheus_client's own counters and histogram, for its multiprocess mode
+    (where only those reach the files a scrape reads); the labelled children are looked up once per topic."""
+
+    def __init__(self, counter: Any, histogram: Any) -> None:
+        names = (PUBLISHES, PUBLISHED_MESSAGES, PUBLISHED_BYTES)
+        self._counters = [counter(name, documentation, ["topic"]) for name, documentation in names]
+        self._seconds = histogram(*PUBLISH_SECONDS, buckets=LATENCY_BUCKETS)
+        self._per_topic: dict[str, list[Any]] = {}
+
+    def published(self, topic: str, messages: int, size: int, seconds: float) -> None:
         children = self._per_topic.get(topic)
         if children is None:
-            children = (
-                self.publishes.labels(topic),
-                self.published_messages.labels(topic),
-                self.published_bytes.labels(topic),
-            )
-            self._per_topic[topic] = children
-        self.publish_seconds.observe(seconds)
+            children = self._per_topic[topic] = [counter.labels(topic) for counter in self._counters]
+        self._seconds.observe(seconds)
         children[0].inc()
         children[1].inc(messages)
         children[2].inc(size)
