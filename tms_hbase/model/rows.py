@@ -165,10 +165,13 @@ class BatchRow:
         if self.span is not None:
             parts.append(_U32.pack(self.span))
         if not self.pointer:
-            parts.append(_U32.pack(len(self.payloads)))
-            for payload in self.payloads:
-                parts.append(_U32.pack(len(payload)))
-                parts.append(payload)
+            payloads = self.payloads
+            parts.append(_U32.pack(len(payloads)))
+            # each payload after its length, interleaved by slice assignment: no Python step per payload
+            body: list[bytes | memoryview] = [b""] * (2 * len(payloads))
+            body[::2] = map(_U32.pack, map(len, payloads))
+            body[1::2] = payloads
+            parts += body
         return b"".join(parts)
 
     @classmethod

@@ -33,7 +33,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from tms_hbase.errors import BatchTooLarge, HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown, TopicFull
 from tms_hbase.installation.metadata import MetadataCache
@@ -113,9 +113,11 @@ class _Tail:
 
 def validate_payloads(payloads: object, max_batch_bytes: int, *, allow_empty: bool) -> tuple[bytes, ...]:
     """Payloads as a tuple of bytes, or InvalidArgument (nothing is written on bad input)."""
-    if isinstance(payloads, (bytes, bytearray, memoryview, str)) or not isinstance(payloads, Sequence):
+    if type(payloads) not in (list, tuple) and (  # (the usual types first: the ABC's check is a Python call)
+        isinstance(payloads, (bytes, bytearray, memoryview, str)) or not isinstance(payloads, Sequence)
+    ):
         raise InvalidArgument("payloads must be a list of bytes (e.g. [b'event'])")
-    result = tuple(payloads)
+    result: tuple[bytes, ...] = tuple(cast("Sequence[bytes]", payloads))
     if not set(map(type, result)) <= {bytes}:  # else (the usual case) there is nothing to convert
         for i, payload in enumerate(result):
             if not isinstance(payload, (bytes, bytearray, memoryview)):
