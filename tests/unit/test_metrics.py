@@ -48,8 +48,8 @@ def _theirs() -> tuple[CollectorRegistry, list[Counter], Histogram]:
 
 @pytest.mark.parametrize("created", [True, False])
 def test_publish_counts_expose_what_prometheus_clients_metrics_would(created: bool) -> None:
-    if not created:
-        prometheus_metrics.disable_created_metrics()
+    was = prometheus_metrics._use_created  # (the gateway's module turns them off when it is imported)
+    (prometheus_metrics.enable_created_metrics if created else prometheus_metrics.disable_created_metrics)()
     try:
         ours = CollectorRegistry()
         counts = PublishCounts()
@@ -67,7 +67,7 @@ def test_publish_counts_expose_what_prometheus_clients_metrics_would(created: bo
         assert b'tms_client_publish_seconds_bucket{le="0.0005"} 2.0' in text
         assert (b"_created" in text) == created
     finally:
-        prometheus_metrics.enable_created_metrics()
+        (prometheus_metrics.enable_created_metrics if was else prometheus_metrics.disable_created_metrics)()
 
 
 def test_in_prometheus_clients_multiprocess_mode_publishes_are_counted_in_its_files(tmp_path) -> None:
