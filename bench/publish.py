@@ -7,6 +7,9 @@ baseline of the goal. Reference: raw happybase ``table.put`` of the 100 payloads
 costs before the library does anything. All write the same number of batches per round; the order of
 the sides rotates per round.
 
+Besides msg/s, each side's CPU time per batch in this process (``time.process_time``): the Python of a
+publish, which a loaded machine changes less than the rate.
+
 One message per call (``single``): ``client.publish(topic, [payload])``, each acknowledged before the next,
 against raw happybase ``table.put`` of one 1 KiB row (the goal's baseline: one call each, mutateRows against
 the library's checkAndPut), rounds alternating; besides msg/s, the CPU time per call of this process
@@ -46,6 +49,7 @@ def run(settings: Settings) -> Result:
     raw_rates: list[float] = []
     cell_rates: list[float] = []
     calls_per_publish: list[float] = []
+    cpu: dict[str, list[float]] = {"tms": [], "raw": [], "cell": []}  # µs of this process per batch
     with bench_tables(settings, "pub") as (client, conn, raw_name):
         topic = new_topic(client, "publish")
         table = create_raw_table(conn, raw_name)
@@ -57,10 +61,11 @@ def run(settings: Settings) -> Result:
 
         def tms_round() -> float:
             calls = client.installation.calls
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             for _ in range(batches):
                 client.publish(topic, batch)
             elapsed = time.perf_counter() - start
+            cpu["tms"].append((time.process_time() - cpu_start) / batches * 1e6)
             calls_per_publish.append((client.installation.calls - calls) / batches)
             return batches * BATCH / elapsed
 
@@ -70,24 +75,30 @@ def run(settings: Settings) -> Result:
 
         def cell_round() -> float:
             nonlocal next_key
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             for _ in range(batches):
                 table.put(raw_key(cell_prefix, next_key), {RAW_COLUMN: joined})
                 next_key += 1
-            return batches * BATCH / (time.perf_counter() - start)
+            elapsed = time.perf_counter() - start
+            cpu["cell"].append((time.process_time() - cpu_start) / batches * 1e6)
+            return batches * BATCH / elapsed
 
         def raw_round() -> float:
             nonlocal next_key
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             for _ in range(batches):
                 raw_put_batch(table, prefix, next_key, batch)
                 next_key += BATCH
-            return batches * BATCH / (time.perf_counter() - start)
+            elapsed = time.perf_counter() - start
+            cpu["raw"].append((time.process_time() - cpu_start) / batches * 1e6)
+            return batches * BATCH / elapsed
 
         # one untimed round of each side first: HBase's JIT, block cache and memstore warm up
         for measure in (tms_round, raw_round, cell_round):
             measure()
         calls_per_publish.clear()
+        for spent in cpu.values():
+            spent.clear()
         progress("publish: warm-up round done")
         for r in range(settings.rounds):
             sides = [(tms_round, tms_rates), (raw_round, raw_rates), (cell_round, cell_rates)]
@@ -100,9 +111,25 @@ def run(settings: Settings) -> Result:
 
     tms, raw, cell = median(tms_rates), median(raw_rates), median(cell_rates)
     result.table(
-        ["", "messages/s (median)", "MB/s", "batches/s", "min – max over rounds", "tms-hbase ÷ this"],
         [
-            ["tms-hbase `publish`", tms, tms * PAYLOAD_SIZE / 1e6, tms / BATCH, _span(tms_rates), ""],
+            "",
+            "messages/s (median)",
+            "MB/s",
+            "batches/s",
+            "min – max over rounds",
+            "tms-hbase ÷ this",
+            "CPU µs per batch (median)",
+        ],
+        [
+            [
+                "tms-hbase `publish`",
+                tms,
+                tms * PAYLOAD_SIZE / 1e6,
+                tms / BATCH,
+                _span(tms_rates),
+                "",
+                median(cpu["tms"]),
+            ],
             [
                 "raw happybase `batch()` of 100 rows (goal baseline)",
                 raw,
@@ -110,6 +137,7 @@ def run(settings: Settings) -> Result:
                 raw / BATCH,
                 _span(raw_rates),
                 f"{ratio(tms, raw):.2f}×",
+                median(cpu["raw"]),
             ],
             [
                 "raw happybase `put` of one 100-payload cell (reference)",
@@ -118,6 +146,7 @@ def run(settings: Settings) -> Result:
                 cell / BATCH,
                 _span(cell_rates),
                 f"{ratio(tms, cell):.2f}×",
+                median(cpu["cell"]),
             ],
         ],
     )
@@ -130,6 +159,7 @@ def run(settings: Settings) -> Result:
         "raw_one_cell_msgs_per_s": cell_rates,
         "ratio": r,
         "calls_per_publish": calls_per_publish,
+        "cpu_us_per_batch": cpu,
     }
     _single(settings, result)
     return result
