@@ -6,6 +6,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 
 from tms_hbase.errors import CorruptData, InvalidArgument
@@ -69,7 +70,7 @@ class TopicId:
             raise InvalidArgument(f"bad topic {text!r}: expected namespace:topic")
         return cls(namespace, topic)
 
-    @property
+    @cached_property  # (every publish and read builds keys from it; the topic never changes)
     def key(self) -> bytes:
         """Row key of the topic in the metadata table, and prefix of its rows elsewhere."""
         return f"{self.namespace}:{self.topic}:".encode()
@@ -164,21 +165,22 @@ class TopicMetadata:
     def ttl_seconds(self) -> int:
         return self.ttl
 
-    @property
+    # (the properties never change: each of these is worked out once, by the first publish that asks)
+    @cached_property
     def generation(self) -> int:
         return int(self.properties[GENERATION_KEY])
 
-    @property
+    @cached_property
     def tx_mode(self) -> str:
         """Which writes the topic takes: ``any`` (default), ``transactional`` or ``non-transactional``."""
         return parse_tx_mode(self.properties.get(TX_MODE_KEY, TX_ANY))
 
-    @property
+    @cached_property
     def ordering(self) -> str:
         """How the current generation hands out positions: ``chain`` (absent) or ``sequencer``."""
         return parse_ordering(self.properties.get(ORDERING_KEY, CHAIN))
 
-    @property
+    @cached_property
     def sequencer(self) -> bool:
         return self.ordering == SEQUENCER
 

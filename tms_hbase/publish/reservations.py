@@ -220,10 +220,12 @@ class Reservations:
         span = round_[0].span if len(round_) == 1 else sum(t.span for t in round_)
         now = time.monotonic()
         rounds = max(1, min(self._rounds_ahead(queue, now), MAX_BLOCK_OFFSETS // span))
-        self._await_ahead(queue, span)
+        if queue.reserving_ahead:
+            self._await_ahead(queue, span)
+            now = time.monotonic()  # (it may have waited: a block's age is judged after)
         piece, stale = self._carve(queue, span, now)
-        if piece is not None and rounds > 1:
-            self._maybe_reserve_ahead(topic, generation, queue, span * rounds)
+        if piece is not None and rounds > 1 and queue.ahead is None and not queue.reserving_ahead:
+            self._maybe_reserve_ahead(topic, generation, queue, span * rounds)  # (nothing ahead yet)
         return piece, stale, rounds
 
     @staticmethod
@@ -247,10 +249,11 @@ class Reservations:
         queue.reserved_to = max(queue.reserved_to, first + span - 1)
 
     def _await_ahead(self, queue: _Queue, span: int) -> None:
-        """Under the queue's lock: when its block cannot serve a round of ``span`` and the next block is
-        being reserved, wait for that increment (at most W) instead of sending another one."""
+        """Under the queue's lock, while the next block is being reserved (the caller checks): when its
+        block cannot serve a round of ``span``, wait for that increment (at most W) instead of sending
+        another one."""
         block = queue.block
-        if queue.reserving_ahead and (block is None or block.span < span):
+        if block is None or block.span < span:
             deadline = time.monotonic() + self.window()
             while queue.reserving_ahead and (left := deadline - time.monotonic()) > 0:
                 queue.ahead_done.wait(left)
@@ -279,10 +282,11 @@ class Reservations:
             return piece, stale
 
     def _maybe_reserve_ahead(self, topic: TopicId, generation: int, queue: _Queue, span: int) -> None:
-        """Under the queue's lock, after a carve: once at most half a block of ``span`` offsets is left and
-        nothing is ahead or being reserved, ask the keeper to reserve the next block of ``span`` offsets."""
+        """Under the queue's lock, after a carve, with no block ahead nor one being reserved (the caller
+        checks): once at most half a block of ``span`` offsets is left, ask the keeper to reserve the next
+        block of ``span`` offsets."""
         left = 0 if queue.block is None else queue.block.span
-        if queue.ahead is not None or queue.reserving_ahead or 2 * left > span or self._closed.is_set():
+        if 2 * left > span or self._closed.is_set():
             return
         queue.reserving_ahead = span
         with self._lock:

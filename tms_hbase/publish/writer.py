@@ -362,7 +362,10 @@ class MessageWriter:
                 raise
             if found:
                 return resume.position, None
-        span = max(1, self._own_count(topic, generation, payloads, tx_pointer)[0])
+        messages = (
+            len(payloads) if payloads or tx_pointer is None else self._own_count(topic, generation, (), tx_pointer)[0]
+        )
+        span = max(1, messages)
         failures = 0
         while True:
             ticket = Ticket(span)
