@@ -143,6 +143,7 @@ class MessagingClient(MessagingService):
         """Parallel readers' calls, such as the Spark data source's (:class:`~tms_hbase.client_slices.Slices`)."""
         self._parts: dict[str, object] = {}  # the parts made so far (see _part)
         self._parts_lock = threading.RLock()  # (a part's maker asks for the parts it is made of)
+        self._publishing: tuple[MessageWriter, Doorbells] | None = None  # the parts every publish uses, once made
 
     # -- parts, each made on first use ----------------------------------------------------------
 
@@ -414,13 +415,17 @@ class MessagingClient(MessagingService):
         """Write ``batches`` as one batch row (several: publishes put together, as the asyncio client does),
         each counted as one publish in the metrics, and ring the topic's consumers."""
         payloads = batches[0] if len(batches) == 1 else [p for batch in batches for p in batch]
+        publishing = self._publishing
+        if publishing is None:
+            publishing = self._publishing = (self._writer, self._doorbells)
+        writer, doorbells = publishing
         started = time.perf_counter()
         with self.installation.hbase.operation():
-            result, cell = self._writer.publish(topic, payloads, tx_write_pointer, ttl_seconds, resume)
+            result, cell = writer.publish(topic, payloads, tx_write_pointer, ttl_seconds, resume)
         elapsed = time.perf_counter() - started
         for batch in batches:
             CLIENT_METRICS.published(str(topic), len(batch), sum(map(len, batch)), elapsed)
-        self._doorbells.ring(topic, (result.generation, result.position), cell)
+        doorbells.ring(topic, (result.generation, result.position), cell)
         return result
 
     def notify_consumers(self, topic: TopicLike) -> None:
