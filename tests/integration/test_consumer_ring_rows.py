@@ -59,11 +59,18 @@ def test_a_rung_row_comes_from_the_datagram_as_a_read_gives_it(client: Messaging
         delivered = consumer.poll(timeout_seconds=30)  # a fetch: where the next row starts
         reads = reads_of(client, "get", "scan")
         from_datagram = rung("datagram")
+        reservations = client._writer._reservations
+        released = reservations.released
         for batch in sent[1:]:
             client.publish(topic, batch)
             delivered += consumer.poll(timeout_seconds=30)
-        assert reads() == 0, "a row that rode in its ring was read from HBase"
-        assert rung("datagram") - from_datagram == len(sent) - 1
+        # a sequencer writer's block too old to carve (its publishes more than W/2 apart on a loaded machine)
+        # is released with a skip marker no ring carries: the row after it is read, as it must be
+        skips = reservations.released - released
+        assert rung("datagram") - from_datagram >= len(sent) - 1 - skips
+        if not skips:
+            assert reads() == 0, "a row that rode in its ring was read from HBase"
+            assert rung("datagram") - from_datagram == len(sent) - 1
         assert consumer.poll(timeout_seconds=0) == []
     read = list(client.fetch(topic))
     assert [(m.id, m.payload, m.publish_time) for m in delivered] == [(m.id, m.payload, m.publish_time) for m in read]
