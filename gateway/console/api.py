@@ -24,7 +24,7 @@ from tms_hbase.errors import InvalidArgument, NotAuthenticated, TmsError
 from tms_hbase.gateway_client import rest
 
 from ..auth import ADMIN
-from ..bodies import read_body
+from ..bodies import query_number, read_body
 from ..config import ANY_PRINCIPAL
 from ..errors import error_response
 from ..service import Gateway
@@ -95,11 +95,7 @@ def _as_seen_by(detail: dict, viewer: Viewer) -> dict:
 
 
 async def _json_body(request: Request) -> dict:
-    body = await read_body(request, MAX_FORM_BYTES)
-    try:
-        data = json.loads(body or b"{}")
-    except ValueError as exc:
-        raise InvalidArgument(f"the body is not JSON: {exc}") from None
+    data = rest.load_json(await read_body(request, MAX_FORM_BYTES) or b"{}", "body")
     if not isinstance(data, dict):
         raise InvalidArgument("the body must be a JSON object")
     return data
@@ -241,13 +237,18 @@ def _properties(body: dict) -> dict[str, str]:
 @api
 async def messages(request: Request, gateway: Gateway, viewer: Viewer) -> object:
     found = _topic(request, viewer, Viewer.check_read)
-    query = request.query_params
-    limit = _int(query.get("limit", "100"), "limit")
-    from_id = _id(query["id"]) if query.get("id") else None
-    from_time = _int(query["time"], "time") if query.get("time") else None
-    last = _int(query["last"], "last") if query.get("last") else None
+    limit = query_number(request, "limit", int)
+    from_id = _id(request.query_params["id"]) if request.query_params.get("id") else None
+    from_time, last = query_number(request, "time", int), query_number(request, "last", int)
     return await gateway.run(
-        lambda: views.messages(gateway.client, found, from_id=from_id, from_time=from_time, last=last, limit=limit)
+        lambda: views.messages(
+            gateway.client,
+            found,
+            from_id=from_id,
+            from_time=from_time,
+            last=last,
+            limit=100 if limit is None else limit,
+        )
     )
 
 
@@ -256,7 +257,9 @@ async def subscription(request: Request, gateway: Gateway, viewer: Viewer) -> ob
     found = _topic(request, viewer)
     name = request.path_params["name"]
     detail = await gateway.run(views.subscription_detail, gateway.client, viewer, found, name, _history(request))
-    return {**detail, "may_change": viewer.may_change(found.namespace, found.topic)}
+    may_change = viewer.may_change(found.namespace, found.topic)
+    may_replay = may_change and viewer.may_publish(found.namespace, found.topic)
+    return {**detail, "may_change": may_change, "may_replay": may_replay}
 
 
 @api
@@ -285,42 +288,38 @@ async def reset(request: Request, gateway: Gateway, viewer: Viewer) -> object:
     return {**detail, "may_change": True}
 
 
-def _dead_letter_topic(gateway: Gateway, topic: TopicId, name: str) -> TopicId:
-    """The dead-letter topic of shared subscription ``name`` (InvalidArgument if it has none)."""
-    shared = gateway.client.get_subscription(topic, name).shared
-    if shared is None or shared.dead_letter is None:
-        raise InvalidArgument(f"subscription {name} of {topic} sends no dead letters to a topic")
-    return shared.dead_letter
-
-
 @api
 async def replay_preview(request: Request, gateway: Gateway, viewer: Viewer) -> object:
-    """What a replay would publish, and to which topics (it shows payloads: reading the dead-letter topic)."""
+    """What a replay would publish to the subscription's topic, and what it would refuse (it shows payloads:
+    reading the dead-letter topic)."""
     found, name = _topic(request, viewer, Viewer.check_change), request.path_params["name"]
-    target = await gateway.run(_dead_letter_topic, gateway, found, name)
+    target = await gateway.run(gateway.client.admin.dead_letter_topic, found, name)
     viewer.check_read(target.namespace, target.topic)
-    letters = await gateway.run(lambda: views.replay_dead_letters(gateway.client, target, dry_run=True))
-    return {"dead_letter_topic": str(target), "letters": letters}
+    return await gateway.run(lambda: views.replay_dead_letters(gateway.client, found, name, dry_run=True))
 
 
 @api
 async def replay(request: Request, gateway: Gateway, viewer: Viewer) -> object:
-    """Publish every dead letter of the subscription's dead-letter topic not replayed yet back to its topic
-    (admin on the subscription's topic and on the dead-letter topic, whose subscription marks the replay)."""
+    """Publish every dead letter of the subscription's dead-letter topic not replayed yet back to the
+    subscription's topic: ``admin`` on both topics (the dead-letter topic's subscription marks the replay) and
+    ``publish`` on the one it publishes to. A letter naming another topic is refused, never published."""
     found, name = _topic(request, viewer, Viewer.check_change), request.path_params["name"]
-    target = await gateway.run(_dead_letter_topic, gateway, found, name)
+    viewer.check_publish(found.namespace, found.topic)
+    target = await gateway.run(gateway.client.admin.dead_letter_topic, found, name)
     viewer.check_change(target.namespace, target.topic)
-    letters = await gateway.run(lambda: views.replay_dead_letters(gateway.client, target, dry_run=False))
+    done = await gateway.run(lambda: views.replay_dead_letters(gateway.client, found, name, dry_run=False))
     log.info(
-        "console: %s replayed %d dead letters of %s to %s",
+        "console: %s replayed %d dead letters of %s to %s, refused %d",
         viewer.principal,
-        len(letters),
+        len(done["letters"]),
         target,
-        sorted({letter["topic"] for letter in letters}),
+        found,
+        len(done["refused"]),
     )
-    for topic in {letter["topic"] for letter in letters}:
-        _recent(request).forget(topic)  # they have new messages
-    return {"dead_letter_topic": str(target), "letters": letters}
+    for letter in done["refused"]:
+        log.warning("console: refused dead letter %s of %s: %s", letter["id"], target, letter["reason"])
+    _recent(request).forget(str(found))  # it has new messages
+    return done
 
 
 @api
@@ -338,7 +337,7 @@ def _start(value: object) -> str | int | bytes:
     if value in ("earliest", "latest"):
         assert isinstance(value, str)
         return value
-    if isinstance(value, int) and not isinstance(value, bool):
+    if isinstance(value, int) and not isinstance(value, bool) and rest.LONG[0] <= value <= rest.LONG[1]:
         return value
     if isinstance(value, str):
         return _id(value)
@@ -350,13 +349,6 @@ def _id(text: str) -> bytes:
         return bytes.fromhex(text)
     except ValueError:
         raise InvalidArgument(f"bad message id {text!r}: expected hex") from None
-
-
-def _int(text: str, name: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise InvalidArgument(f"{name}={text!r} is not an integer") from None
 
 
 TOPIC = "/api/topics/{namespace}/{topic}"

@@ -23,7 +23,7 @@ from starlette.requests import Request
 
 from tms_hbase.errors import NotAuthenticated, NotAuthorized
 
-from ..auth import ADMIN, CONSUME, Guard
+from ..auth import ADMIN, CONSUME, PUBLISH, Guard
 
 COOKIE = "tms_console"
 CSRF_HEADER = "x-csrf-token"
@@ -61,6 +61,13 @@ class Viewer:
 
     def check_change(self, namespace: str, topic: str) -> None:
         self.guard.check(self.principal, namespace, topic, ADMIN)
+
+    def may_publish(self, namespace: str, topic: str) -> bool:
+        """What a dead letter's replay needs on the topic it publishes to (as ``POST /publish`` does)."""
+        return self.guard.allows(self.principal, namespace, topic, PUBLISH)
+
+    def check_publish(self, namespace: str, topic: str) -> None:
+        self.guard.check(self.principal, namespace, topic, PUBLISH)
 
     @property
     def csrf(self) -> str:

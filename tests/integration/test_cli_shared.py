@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from tms_hbase import MessagingClient, TopicId
+from tms_hbase.shared.dead_letter import DeadLetter
 
 from .test_cli import ok, tms_admin
 
@@ -63,17 +64,45 @@ def test_shared_subscriptions_from_the_command_line(client: MessagingClient, tms
         (c,) = consumer.receive(1, 5)
         consumer.nack(c)
     assert json.loads(ok(tms_env, "sub", "consume", str(Q), "work", "--wait", "2", "--json").stdout) == []
-    letters = json.loads(ok(tms_env, "sub", "dead-letters", str(DEAD), "--json").stdout)
-    assert [(r["topic"], r["subscription"], r["id"], r["deliveries"], r["payload"]) for r in letters] == [
+    letters = json.loads(ok(tms_env, "sub", "dead-letters", str(Q), "work", "--json").stdout)
+    assert letters["dead_letter_topic"] == str(DEAD) and letters["refused"] == []
+    assert [(r["topic"], r["subscription"], r["id"], r["deliveries"], r["payload"]) for r in letters["letters"]] == [
         (str(Q), "work", c.id.hex(), 1, "c")
     ]
-    dry = ok(tms_env, "sub", "dead-letters", str(DEAD), "--replay", "--dry-run").stdout
+    dry = ok(tms_env, "sub", "dead-letters", str(Q), "work", "--replay", "--dry-run").stdout
     assert dry.startswith(f"would replay {c.id.hex()} of {Q} (1 deliveries): c")
     assert [m.payload for m in client.fetch(Q)] == [b"a", b"b", b"c"]  # nothing published
     assert client.list_subscriptions(DEAD) == []  # nor the replay subscription created
-    replayed = json.loads(ok(tms_env, "sub", "dead-letters", str(DEAD), "--replay", "--json").stdout)
-    assert [r["payload"] for r in replayed] == ["c"]
+    replayed = json.loads(ok(tms_env, "sub", "dead-letters", str(Q), "work", "--replay", "--json").stdout)
+    assert [r["payload"] for r in replayed["letters"]] == ["c"]
     assert [m.payload for m in client.fetch(Q)] == [b"a", b"b", b"c", b"c"]  # back as a new message
-    assert ok(tms_env, "sub", "dead-letters", str(DEAD)).stdout.strip() == "no dead letters"
+    assert ok(tms_env, "sub", "dead-letters", str(Q), "work").stdout.strip() == "no dead letters"
     again = json.loads(ok(tms_env, "sub", "consume", str(Q), "work", "--count", "1", "--ack", "--json").stdout)
     assert [(r["payload"], r["deliveries"]) for r in again] == [("c", 1)]
+
+
+def test_a_replay_publishes_only_to_the_subscriptions_own_topic(
+    client: MessagingClient, tms_env: dict[str, str]
+) -> None:
+    """Whoever may publish to a dead-letter topic can write a letter naming any topic: the replay refuses it
+    (with the reason) and publishes nothing there, and still replays the genuine letters after it."""
+    ok(tms_env, "init")
+    jobs, dead, secret = TopicId("forge", "jobs"), TopicId("forge", "dead"), TopicId("forge", "secret")
+    for topic in (jobs, dead, secret):
+        client.create_topic(topic)
+    client.create_subscription(jobs, "work", shared=True, dead_letter=dead)
+    forged_id, genuine_id = b"\x01" * 8, b"\x02" * 8
+    forged = DeadLetter(secret, "work", forged_id, 1, 0, b"stolen").encode()
+    genuine = DeadLetter(jobs, "work", genuine_id, 5, 0, b"retry me").encode()
+    client.publish(dead, [forged, genuine])
+
+    listed = json.loads(ok(tms_env, "sub", "dead-letters", str(jobs), "work", "--json").stdout)
+    assert [r["payload"] for r in listed["letters"]] == ["retry me"]
+    assert [(r["topic"], r["payload"]) for r in listed["refused"]] == [(str(secret), "stolen")]
+    shown = ok(tms_env, "sub", "dead-letters", str(jobs), "work", "--replay").stdout.splitlines()
+    assert shown[0].startswith(f"replayed {genuine_id.hex()} of {jobs}")
+    assert shown[1].startswith(f"refused {forged_id.hex()} in {dead}: it names topic {secret}, not {jobs}")
+    assert list(client.fetch(secret)) == []
+    assert [m.payload for m in client.fetch(jobs)] == [b"retry me"]
+    # the refused letter is passed over, not offered again
+    assert ok(tms_env, "sub", "dead-letters", str(jobs), "work").stdout.strip() == "no dead letters"
