@@ -11,25 +11,26 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from importlib import resources
-from urllib.parse import parse_qs
 
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 
 from tms_hbase import TopicId
 from tms_hbase.errors import InvalidArgument, NotAuthenticated, TmsError
 from tms_hbase.gateway_client import rest
 
-from ..auth import ADMIN
+from ..auth import ADMIN, ANONYMOUS
 from ..bodies import query_number, read_body
 from ..config import ANY_PRINCIPAL
 from ..errors import error_response
 from ..service import Gateway
 from . import session, views
 from .history import History
+from .logins import SESSIONS_ENV, FailedLogins, Logins
 from .recent import Recent
 from .session import Viewer
 
@@ -57,7 +58,7 @@ def api(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     async def run(request: Request) -> Response:
         gateway: Gateway = request.app.state.gateway
         try:
-            viewer = session.viewer(request, gateway.guard)
+            viewer = session.viewer(request, gateway.guard, _logins(request))
             data = await handler(request, gateway, viewer)
         except TmsError as error:
             return error_response(request, error)
@@ -79,6 +80,22 @@ def _history(request: Request) -> History:
         state.console_history = History()
     history: History = state.console_history
     return history
+
+
+def _logins(request: Request) -> Logins:
+    state = request.app.state
+    if not hasattr(state, "console_logins"):
+        state.console_logins = Logins(session.SESSION_SECONDS, os.environ.get(SESSIONS_ENV))
+    logins: Logins = state.console_logins
+    return logins
+
+
+def _failed_logins(request: Request) -> FailedLogins:
+    state = request.app.state
+    if not hasattr(state, "console_failed_logins"):
+        state.console_failed_logins = FailedLogins()
+    failures: FailedLogins = state.console_failed_logins
+    return failures
 
 
 def _recent(request: Request) -> Recent:
@@ -105,44 +122,66 @@ async def _json_body(request: Request) -> dict:
 
 
 async def page(request: Request) -> Response:
-    """The console's one page; without a valid session, the login form instead."""
+    """The console's one page; without a valid session, the login form instead (an open gateway starts an
+    anonymous session)."""
     gateway: Gateway = request.app.state.gateway
     try:
-        session.viewer(request, gateway.guard)
+        session.viewer(request, gateway.guard, _logins(request))
     except NotAuthenticated:
-        return RedirectResponse("/console/login", 303, headers=HEADERS)
+        if not gateway.guard.open:
+            return RedirectResponse("/console/login", 303, headers=HEADERS)
+        return _signed_in(request, _asset("index.html"), ANONYMOUS)
     return _asset("index.html")
 
 
 async def login_page(request: Request) -> Response:
-    return _asset("login.html")
+    gateway: Gateway = request.app.state.gateway
+    return RedirectResponse("/console/", 303, headers=HEADERS) if gateway.guard.open else _asset("login.html")
 
 
 async def login(request: Request) -> Response:
-    """The login form's post: the token becomes the session cookie (see :mod:`.session`)."""
+    """The login page's post, ``{"token": ...}``: a new session (see :mod:`.session`), or 401; 429 once the
+    client failed too often (:mod:`.logins`)."""
     gateway: Gateway = request.app.state.gateway
+    failures = _failed_logins(request)
+    client = request.client.host if request.client else "-"
+    wait = failures.retry_after(client)
+    if wait is not None:
+        request.state.error = "TooManyFailedLogins"
+        text = f"too many failed sign-ins from {client}: try again in {wait} s\n"
+        return PlainTextResponse(text, 429, {**HEADERS, "Retry-After": str(wait)})
     try:
-        session.check_origin(request)
-        form = parse_qs((await read_body(request, MAX_FORM_BYTES)).decode("utf-8", "replace"))
-        token = form.get("token", [""])[0].strip()
-        request.state.principal = session.login(gateway.guard, token)
-    except NotAuthenticated:
-        request.state.error = "NotAuthenticated"
-        return RedirectResponse("/console/login?failed=1", 303, headers=HEADERS)
+        token = (await _json_body(request)).get("token")
+        if not isinstance(token, str):
+            raise InvalidArgument('expected {"token": "..."}')
+        principal = session.login(gateway.guard, token)
+    except NotAuthenticated as error:
+        failures.failed(client)
+        return error_response(request, error)
     except TmsError as error:
         return error_response(request, error)
-    response = RedirectResponse("/console/", 303, headers=HEADERS)
+    failures.succeeded(client)
+    request.state.principal = principal
+    body = Response(json.dumps({"principal": principal}), 200, HEADERS, media_type=rest.JSON)
+    return _signed_in(request, body, principal)
+
+
+def _signed_in(request: Request, response: Response, principal: str) -> Response:
+    """``response`` with the cookie of a new session of ``principal``."""
+    gateway: Gateway = request.app.state.gateway
     options = session.cookie_options(gateway.settings.tls is not None)
-    response.set_cookie(session.COOKIE, token, max_age=session.SESSION_SECONDS, **options)
+    response.set_cookie(session.COOKIE, _logins(request).start(principal), max_age=session.SESSION_SECONDS, **options)
     return response
 
 
 async def logout(request: Request) -> Response:
+    """End the session: its cookie, wherever it was copied to, no longer works."""
     gateway: Gateway = request.app.state.gateway
     try:
-        session.viewer(request, gateway.guard)
+        viewer = session.viewer(request, gateway.guard, _logins(request))
     except TmsError as error:
         return error_response(request, error)
+    _logins(request).end(viewer.session)
     response = Response(b"", 200, HEADERS)
     response.delete_cookie(session.COOKIE, **session.cookie_options(gateway.settings.tls is not None))
     return response
