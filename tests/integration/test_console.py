@@ -590,3 +590,17 @@ def test_the_message_browser_starts_where_asked_and_downloads_what_it_shows(
     data = json.loads(wait_for_page(lambda: saved.exists() and saved.read_text(), "the download"))
     assert [m["id"] for m in data["messages"]] == expected
     assert [bytes.fromhex(m["payload"]) for m in data["messages"]] == [m.payload for m in everything[-len(expected) :]]
+
+
+def test_bad_input_to_the_json_endpoints_is_a_400(console: Console) -> None:
+    """Arrays nested 30,000 deep and a time past a 64-bit integer are bad input, not server errors."""
+    with httpx.Client(base_url=console.url, timeout=60) as http:
+        assert http.post("/console/login", json={"token": TOKENS["ops"]}).status_code == 200
+        csrf = {"X-CSRF-Token": http.get("/console/api/session").json()["csrf"], "Content-Type": "application/json"}
+        nested = http.put("/console/api/topics/shop/deep", content=b"[" * 30_000, headers=csrf)
+        assert nested.status_code == 400 and "nested too deeply" in nested.text
+        preview = "/console/api/topics/shop/orders/subscriptions/billing/preview"
+        assert http.post(preview, json={"start": -(10**20)}, headers=csrf).status_code == 400
+        for query in ("time=-99999999999999999999", "last=99999999999999999999", "limit=1e400"):
+            assert http.get(f"/console/api/topics/shop/orders/messages?{query}").status_code == 400, query
+    assert TopicId("shop", "deep") not in console.client.list_topics("shop")
