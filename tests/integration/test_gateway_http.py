@@ -92,7 +92,8 @@ def test_malformed_requests_are_400_and_close_the_connection(gateway: GatewayPro
     for request in (
         b"NOT AN HTTP REQUEST\r\n\r\n",
         f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: abc\r\n\r\n".encode(),
-        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n".encode(),
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        "Transfer-Encoding: chunked\r\n\r\nzz\r\n".encode(),
     ):
         with socket.create_connection(("127.0.0.1", gateway.port), timeout=30) as sock:
             sock.sendall(request)
@@ -123,7 +124,9 @@ def test_one_connection_carries_many_requests_in_turn_and_pipelined(
     assert len(set(positions)) == len(pipelined)  # twenty answers, one per request
     assert published(direct, topic) == one_by_one + pipelined  # every one stored, in the order sent
     # the same connection still serves an ordinary call
-    conn.sendall(f"GET /v1/namespaces/{topic.namespace}/topics/{topic.topic} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+    conn.sendall(
+        f"GET /v1/namespaces/{topic.namespace}/topics/{topic.topic} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
+    )
     status, _headers, body = read_response(stream)
     assert status == 200 and json.loads(body)["name"] == topic.topic
 
