@@ -20,7 +20,7 @@ from .topics import if_not_exists_option, topic_arg
 
 if TYPE_CHECKING:
     from tms_hbase.consume.subscriptions import Subscription
-    from tms_hbase.fetch.stats import Lag
+    from tms_hbase.model.stats import Lag
     from tms_hbase.shared import DeadLetter, Delivery
 
 name_arg = click.argument("name")

@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from tms_hbase.consume.subscriptions import Subscription
     from tms_hbase.errors import PublishOutcomeUnknown
     from tms_hbase.fetch.reader import Message
-    from tms_hbase.fetch.stats import Lag, TopicStats
     from tms_hbase.model.published import PublishResult
+    from tms_hbase.model.stats import Lag, TopicStats
     from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata
     from tms_hbase.model.wire import RollbackDetail
     from tms_hbase.shared.admin import PendingMessage

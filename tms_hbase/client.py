@@ -44,11 +44,12 @@ if TYPE_CHECKING:
     from tms_hbase.consume.subscription_admin import SubscriptionAdmin
     from tms_hbase.consume.subscriptions import Subscription, SubscriptionStore
     from tms_hbase.fetch.reader import Message, MessageReader
-    from tms_hbase.fetch.stats import Lag, TopicStatistics, TopicStats
+    from tms_hbase.fetch.stats import TopicStatistics
     from tms_hbase.model.published import PublishResult
+    from tms_hbase.model.stats import Lag, SharedStats, TopicStats
     from tms_hbase.model.wire import RollbackDetail
     from tms_hbase.publish.writer import MessageWriter, Resume
-    from tms_hbase.shared.admin import PendingMessage, SharedAdmin, SharedStats
+    from tms_hbase.shared.admin import PendingMessage, SharedAdmin
     from tms_hbase.shared.consumer import SharedConsumer
     from tms_hbase.shared.store import SharedStore
     from tms_hbase.tx.client import TransactionClient  # passed in by callers
@@ -738,7 +739,7 @@ class MessagingClient(MessagingService):
 
 def _unsettled(numbers: SharedStats) -> Lag:
     """A shared subscription's lag: the messages not settled yet, and the age of the oldest of them."""
-    from tms_hbase.fetch.stats import Lag
+    from tms_hbase.model.stats import Lag
 
     return Lag(numbers.waiting + numbers.in_flight + numbers.due, numbers.oldest_unacked_seconds)
 

@@ -25,11 +25,11 @@ from tms_hbase.consume.consumer import Consumer
 from tms_hbase.consume.subscriptions import Subscription
 from tms_hbase.errors import ClientClosed, PublishOutcomeUnknown
 from tms_hbase.fetch.reader import Message
-from tms_hbase.fetch.stats import Lag, TopicStats
 from tms_hbase.model import checks
 from tms_hbase.model.green import run_sync
 from tms_hbase.model.published import PublishResult
 from tms_hbase.model.retry import Retry
+from tms_hbase.model.stats import Lag, TopicStats
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata, as_topic
 from tms_hbase.model.wire import RollbackDetail
 from tms_hbase.publish.writer import validate_payloads

@@ -32,7 +32,7 @@ from tms_hbase.storage.hbase import Table
 from tms_hbase.tx.fate import TxFate
 
 if TYPE_CHECKING:
-    from tms_hbase.shared.admin import SharedStats
+    from tms_hbase.model.stats import SharedStats
 
 COLUMN = f"{FAMILY}:s".encode()
 END = 2**64 - 1

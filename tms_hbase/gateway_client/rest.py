@@ -35,11 +35,10 @@ from tms_hbase.errors import (
     TopicNotFound,
 )
 from tms_hbase.fetch.reader import Message
-from tms_hbase.fetch.stats import Lag, TopicStats
 from tms_hbase.model import wire
 from tms_hbase.model.rows import RowSlice
+from tms_hbase.model.stats import Lag, SharedStats, TopicStats
 from tms_hbase.model.topic import GENERATION_KEY, ORDERING_KEY, TopicId, TopicMetadata, as_topic
-from tms_hbase.shared.admin import SharedStats
 
 AVRO = "avro/binary"
 JSON = "application/json"

@@ -25,6 +25,7 @@ from tms_hbase.errors import (
 )
 from tms_hbase.model.published import PublishResult
 from tms_hbase.model.retry import Retry
+from tms_hbase.model.stats import PublisherStats
 from tms_hbase.model.topic import TopicId, TopicLike, as_topic
 from tms_hbase.publish.writer import validate_payloads
 
@@ -47,19 +48,6 @@ class _Item:
     payloads: tuple[bytes, ...]
     ttl: float | None
     future: Future = field(default_factory=Future)
-
-
-@dataclass
-class PublisherStats:
-    """What the publisher did so far (read it any time; the numbers only grow)."""
-
-    published: int = 0  # messages stored
-    batches: int = 0  # batch rows written
-    retries: int = 0  # publish attempts repeated after an HBase failure
-    dropped_full: int = 0  # messages dropped because the queue was full (on_full="drop")
-    dropped_failed: int = 0  # messages dropped after retries ran out (on_give_up="drop")
-    failed: int = 0  # messages whose future got an error (abandoned ones included)
-    abandoned: int = 0  # messages not sent because close()'s deadline passed (their futures: PublisherClosed)
 
 
 class BackgroundPublisher:
