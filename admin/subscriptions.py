@@ -19,8 +19,8 @@ from .times import TIME_HELP, iso, parse_time
 from .topics import if_not_exists_option, topic_arg
 
 if TYPE_CHECKING:
-    from tms_hbase.consume.subscriptions import Subscription
     from tms_hbase.model.stats import Lag
+    from tms_hbase.model.subscription import Subscription
     from tms_hbase.shared import DeadLetter, Delivery
 
 name_arg = click.argument("name")

@@ -45,11 +45,11 @@ from tms_hbase.model.topic import TopicId, TopicMetadata
 if TYPE_CHECKING:
     from tms_hbase.client import MessagingClient
     from tms_hbase.consume.consumer import Consumer, ConsumerSession
-    from tms_hbase.consume.subscriptions import Subscription
     from tms_hbase.fetch.reader import Message
     from tms_hbase.model.message_id import MessageId
     from tms_hbase.model.published import PublishResult
     from tms_hbase.model.stats import Lag, PublisherStats, SharedStats, TopicStats
+    from tms_hbase.model.subscription import Subscription
     from tms_hbase.model.wire import RollbackDetail
     from tms_hbase.publish.background import BackgroundPublisher
     from tms_hbase.shared import DeadLetter, Delivery, PendingMessage, SharedConsumer
@@ -66,12 +66,12 @@ _LAZY = {
     "Message": "tms_hbase.fetch.reader",
     "DeadLetter": "tms_hbase.shared",
     "Delivery": "tms_hbase.shared",
-    "PendingMessage": "tms_hbase.shared",
+    "PendingMessage": "tms_hbase.model.subscription",
     "SharedConsumer": "tms_hbase.shared",
     "SharedStats": "tms_hbase.model.stats",
     "Lag": "tms_hbase.model.stats",
     "TopicStats": "tms_hbase.model.stats",
-    "Subscription": "tms_hbase.consume.subscriptions",
+    "Subscription": "tms_hbase.model.subscription",
     "RollbackDetail": "tms_hbase.model.wire",
     "PublishResult": "tms_hbase.model.published",
 }

@@ -42,14 +42,15 @@ if TYPE_CHECKING:
     from tms_hbase.consume.consumer import Consumer, ConsumerSession
     from tms_hbase.consume.doorbell import Doorbells
     from tms_hbase.consume.subscription_admin import SubscriptionAdmin
-    from tms_hbase.consume.subscriptions import Subscription, SubscriptionStore
+    from tms_hbase.consume.subscriptions import SubscriptionStore
     from tms_hbase.fetch.reader import Message, MessageReader
     from tms_hbase.fetch.stats import TopicStatistics
     from tms_hbase.model.published import PublishResult
     from tms_hbase.model.stats import Lag, SharedStats, TopicStats
+    from tms_hbase.model.subscription import PendingMessage, Subscription
     from tms_hbase.model.wire import RollbackDetail
     from tms_hbase.publish.writer import MessageWriter, Resume
-    from tms_hbase.shared.admin import PendingMessage, SharedAdmin
+    from tms_hbase.shared.admin import SharedAdmin
     from tms_hbase.shared.consumer import SharedConsumer
     from tms_hbase.shared.store import SharedStore
     from tms_hbase.tx.client import TransactionClient  # passed in by callers
@@ -708,7 +709,7 @@ class MessagingClient(MessagingService):
         if self._shared.settings(meta, name) is not None:
             raise InvalidArgument(f"subscription {name!r} of {topic} is shared: use shared_consumer()")
         from tms_hbase.consume.consumer import Consumer
-        from tms_hbase.consume.subscriptions import check_name
+        from tms_hbase.model.subscription import check_name
 
         return Consumer(
             topic=topic,

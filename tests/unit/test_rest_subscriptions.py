@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from tms_hbase import Lag, Subscription, TopicId, TopicStats
-from tms_hbase.consume.subscriptions import Pending
 from tms_hbase.errors import InvalidArgument
 from tms_hbase.gateway_client import rest
+from tms_hbase.model.subscription import Pending
 
 T = TopicId("ns", "t")
 MARK = bytes(range(20))

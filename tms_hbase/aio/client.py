@@ -22,7 +22,6 @@ from tms_hbase.aio.shared import AsyncSharedConsumer
 from tms_hbase.client import MessagingClient
 from tms_hbase.config import Config
 from tms_hbase.consume.consumer import Consumer
-from tms_hbase.consume.subscriptions import Subscription
 from tms_hbase.errors import ClientClosed, PublishOutcomeUnknown
 from tms_hbase.fetch.reader import Message
 from tms_hbase.model import checks
@@ -30,10 +29,10 @@ from tms_hbase.model.green import run_sync
 from tms_hbase.model.published import PublishResult
 from tms_hbase.model.retry import Retry
 from tms_hbase.model.stats import Lag, TopicStats
+from tms_hbase.model.subscription import PendingMessage, Subscription
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata, as_topic
 from tms_hbase.model.wire import RollbackDetail
 from tms_hbase.publish.writer import validate_payloads
-from tms_hbase.shared.admin import PendingMessage
 from tms_hbase.shared.consumer import SharedConsumer
 from tms_hbase.storage.aio import AsyncHBaseConnection
 from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, validate_max_lifetime

@@ -30,7 +30,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TypeVar
 
 from tms_hbase.api import MessagingService
-from tms_hbase.consume.subscriptions import Subscription, check_name
 from tms_hbase.errors import (
     PublishOutcomeUnknown,
     SubscriptionAlreadyExists,
@@ -46,10 +45,10 @@ from tms_hbase.gateway_client.outcomes import NOT_IDEMPOTENT, Broken, answer_err
 from tms_hbase.model import checks
 from tms_hbase.model.published import PublishResult
 from tms_hbase.model.stats import Lag, TopicStats
+from tms_hbase.model.subscription import PendingMessage, Subscription, check_name
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata
 from tms_hbase.model.topic import as_topic as _topic
 from tms_hbase.model.wire import RollbackDetail
-from tms_hbase.shared.admin import PendingMessage
 from tms_hbase.tx import Transaction
 
 T = TypeVar("T")

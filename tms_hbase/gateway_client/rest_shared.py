@@ -17,8 +17,8 @@ from typing import Any
 from tms_hbase.errors import InvalidArgument
 from tms_hbase.gateway_client.rest import AVRO, _b64, _dumps, _loads, _object, _unb64, decode_start
 from tms_hbase.model import wire
+from tms_hbase.model.subscription import PendingMessage
 from tms_hbase.model.topic import as_topic
-from tms_hbase.shared.admin import PendingMessage
 from tms_hbase.shared.consumer import Delivery
 
 CREATE_OPTIONS = {  # JSON field of a create body -> MessagingClient.create_subscription keyword

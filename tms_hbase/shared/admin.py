@@ -9,10 +9,9 @@ row and then the state rows of every incarnation.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from tms_hbase.consume.subscription_admin import EARLIEST, SubscriptionAdmin
-from tms_hbase.consume.subscriptions import END, Subscription, check_name, mark_before, row_key
+from tms_hbase.consume.subscriptions import END, mark_before, row_key
 from tms_hbase.errors import InvalidArgument, SubscriptionNotFound
 from tms_hbase.fetch.reader import MessageReader
 from tms_hbase.fetch.stats import TopicStatistics
@@ -20,22 +19,12 @@ from tms_hbase.model import checks
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.rows import generation_prefix
 from tms_hbase.model.stats import SharedStats
+from tms_hbase.model.subscription import PendingMessage, Subscription, check_name
 from tms_hbase.model.topic import TopicId, TopicMetadata, as_topic
 from tms_hbase.shared.state import ClaimState, Keys, Settings, check_settings, new_incarnation
 from tms_hbase.shared.store import SharedStore, iter_pages
 
-
-@dataclass(frozen=True)
-class PendingMessage:
-    """One message delivered and not settled (``tms-admin sub pending``, like Redis's XPENDING)."""
-
-    id: bytes
-    owner: str | None
-    deadline: int  # HBase ms
-    deliveries: int
-    publish_time: int
-    state: str  # "held", "expired" (held past its deadline), "released" (given back, due at deadline) or
-    # "acking" (acknowledged in a transaction not finished yet)
+# "acking" (acknowledged in a transaction not finished yet)
 
 
 def start_position(mark: bytes | None) -> int:
