@@ -45,14 +45,14 @@ from tms_hbase.model.topic import TopicId, TopicMetadata
 if TYPE_CHECKING:
     from tms_hbase.client import MessagingClient
     from tms_hbase.consume.consumer import Consumer, ConsumerSession
-    from tms_hbase.fetch.reader import Message
+    from tms_hbase.model.message import Delivery, Message
     from tms_hbase.model.message_id import MessageId
     from tms_hbase.model.published import PublishResult
     from tms_hbase.model.stats import Lag, PublisherStats, SharedStats, TopicStats
-    from tms_hbase.model.subscription import Subscription
+    from tms_hbase.model.subscription import PendingMessage, Subscription
     from tms_hbase.model.wire import RollbackDetail
     from tms_hbase.publish.background import BackgroundPublisher
-    from tms_hbase.shared import DeadLetter, Delivery, PendingMessage, SharedConsumer
+    from tms_hbase.shared import DeadLetter, SharedConsumer
 
 # Loaded on first use (PEP 562), so that `import tms_hbase` (and every command-line tool's start, its
 # --help and --version included) does not import happybase, thriftpy2 and the whole client.
@@ -63,9 +63,9 @@ _LAZY = {
     "Consumer": "tms_hbase.consume.consumer",
     "ConsumerSession": "tms_hbase.consume.consumer",
     "MessageId": "tms_hbase.model.message_id",
-    "Message": "tms_hbase.fetch.reader",
+    "Message": "tms_hbase.model.message",
     "DeadLetter": "tms_hbase.shared",
-    "Delivery": "tms_hbase.shared",
+    "Delivery": "tms_hbase.model.message",
     "PendingMessage": "tms_hbase.model.subscription",
     "SharedConsumer": "tms_hbase.shared",
     "SharedStats": "tms_hbase.model.stats",

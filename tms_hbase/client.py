@@ -43,8 +43,9 @@ if TYPE_CHECKING:
     from tms_hbase.consume.doorbell import Doorbells
     from tms_hbase.consume.subscription_admin import SubscriptionAdmin
     from tms_hbase.consume.subscriptions import SubscriptionStore
-    from tms_hbase.fetch.reader import Message, MessageReader
+    from tms_hbase.fetch.reader import MessageReader
     from tms_hbase.fetch.stats import TopicStatistics
+    from tms_hbase.model.message import Message
     from tms_hbase.model.published import PublishResult
     from tms_hbase.model.stats import Lag, SharedStats, TopicStats
     from tms_hbase.model.subscription import PendingMessage, Subscription

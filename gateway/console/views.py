@@ -14,7 +14,7 @@ from itertools import islice
 from tms_hbase import MessagingClient, TopicId, TopicMetadata
 from tms_hbase.errors import InvalidArgument, TmsError
 from tms_hbase.fetch.inspect import Entry
-from tms_hbase.fetch.reader import Message
+from tms_hbase.model.message import Message
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.stats import Lag
 from tms_hbase.model.subscription import Subscription

@@ -23,9 +23,9 @@ from tms_hbase.client import MessagingClient
 from tms_hbase.config import Config
 from tms_hbase.consume.consumer import Consumer
 from tms_hbase.errors import ClientClosed, PublishOutcomeUnknown
-from tms_hbase.fetch.reader import Message
 from tms_hbase.model import checks
 from tms_hbase.model.green import run_sync
+from tms_hbase.model.message import Message
 from tms_hbase.model.published import PublishResult
 from tms_hbase.model.retry import Retry
 from tms_hbase.model.stats import Lag, TopicStats

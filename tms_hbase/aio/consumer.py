@@ -14,8 +14,8 @@ from types import TracebackType
 
 from tms_hbase.consume.consumer import Consumer
 from tms_hbase.errors import TmsError
-from tms_hbase.fetch.reader import Message
 from tms_hbase.model.green import run_sync
+from tms_hbase.model.message import Message
 
 _END = object()
 

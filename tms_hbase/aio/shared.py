@@ -12,7 +12,8 @@ from types import TracebackType
 
 from tms_hbase.errors import TmsError
 from tms_hbase.model.green import run_sync
-from tms_hbase.shared.consumer import Delivery, SharedConsumer
+from tms_hbase.model.message import Delivery
+from tms_hbase.shared.consumer import SharedConsumer
 
 _END = object()
 

@@ -37,6 +37,7 @@ from tms_hbase.installation.metadata import MetadataCache
 from tms_hbase.installation.settings import DEFAULT_TAIL_CACHE_SECONDS
 from tms_hbase.model import checks, green
 from tms_hbase.model.clock import now_ms
+from tms_hbase.model.message import Message
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.message_id import encode as encode_id
 from tms_hbase.model.metrics import CLIENT_METRICS
@@ -108,20 +109,6 @@ def _dated_at_or_after(time_ms: int) -> bytes:
         if not flags & F_SKIP
     ]
     return b"(" + b" OR ".join(kinds) + b")"
-
-
-@dataclass(frozen=True)
-class Message:
-    """One consumed message: ``id`` (opaque bytes, sorts in consumption order), payload, publish time (ms)."""
-
-    id: bytes
-    payload: bytes
-    publish_time: int
-
-    @property
-    def publish_time_ms(self) -> int:
-        """``publish_time``, named with its unit: milliseconds since the epoch."""
-        return self.publish_time
 
 
 @dataclass

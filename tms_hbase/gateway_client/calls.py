@@ -21,9 +21,9 @@ from typing import Generic, TypeVar, cast
 from urllib.parse import urlencode, urlsplit
 
 from tms_hbase.errors import InvalidArgument, PublishOutcomeUnknown
-from tms_hbase.fetch.reader import Message
 from tms_hbase.gateway_client import http1, rest, rest_shared
 from tms_hbase.model import checks
+from tms_hbase.model.message import Message
 from tms_hbase.model.published import PublishResult, rollback_detail
 from tms_hbase.model.stats import Lag, TopicStats
 from tms_hbase.model.subscription import PendingMessage, Subscription, check_name

@@ -37,12 +37,12 @@ from tms_hbase.errors import (
     TopicAlreadyExists,
     TopicNotFound,
 )
-from tms_hbase.fetch.reader import Message
 from tms_hbase.gateway_client import calls, http1, rest, sessions
 from tms_hbase.gateway_client.calls import Reply, Request
 from tms_hbase.gateway_client.http_shared import GatewaySharedConsumer
 from tms_hbase.gateway_client.outcomes import NOT_IDEMPOTENT, Broken, answer_error, link_error
 from tms_hbase.model import checks
+from tms_hbase.model.message import Message
 from tms_hbase.model.published import PublishResult
 from tms_hbase.model.stats import Lag, TopicStats
 from tms_hbase.model.subscription import PendingMessage, Subscription, check_name

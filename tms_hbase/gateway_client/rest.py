@@ -33,8 +33,8 @@ from tms_hbase.errors import (
     TopicAlreadyExists,
     TopicNotFound,
 )
-from tms_hbase.fetch.reader import Message
 from tms_hbase.model import wire
+from tms_hbase.model.message import Message
 from tms_hbase.model.rows import RowSlice
 from tms_hbase.model.stats import Lag, SharedStats, TopicStats
 from tms_hbase.model.subscription import Pending, Subscription

@@ -17,9 +17,9 @@ from typing import Any
 from tms_hbase.errors import InvalidArgument
 from tms_hbase.gateway_client.rest import AVRO, _b64, _dumps, _loads, _object, _unb64, decode_start
 from tms_hbase.model import wire
+from tms_hbase.model.message import Delivery
 from tms_hbase.model.subscription import PendingMessage
 from tms_hbase.model.topic import as_topic
-from tms_hbase.shared.consumer import Delivery
 
 CREATE_OPTIONS = {  # JSON field of a create body -> MessagingClient.create_subscription keyword
     "ackTimeout": "ack_timeout_seconds",

@@ -6,7 +6,7 @@ and settling, the reaper), ``admin`` (create, numbers, in-flight listing, reset,
 ``dead_letter`` (the dead-letter envelope).
 """
 
-from tms_hbase.shared.consumer import Delivery, SharedConsumer
+from tms_hbase.shared.consumer import SharedConsumer
 from tms_hbase.shared.dead_letter import DeadLetter
 
-__all__ = ["DeadLetter", "Delivery", "SharedConsumer"]
+__all__ = ["DeadLetter", "SharedConsumer"]
