@@ -45,6 +45,7 @@ from tms_hbase.model.topic import TopicId, TopicMetadata
 if TYPE_CHECKING:
     from tms_hbase.client import MessagingClient
     from tms_hbase.consume.consumer import Consumer, ConsumerSession
+    from tms_hbase.model.dead_letter import DeadLetter
     from tms_hbase.model.message import Delivery, Message
     from tms_hbase.model.message_id import MessageId
     from tms_hbase.model.published import PublishResult
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
     from tms_hbase.model.subscription import PendingMessage, Subscription
     from tms_hbase.model.wire import RollbackDetail
     from tms_hbase.publish.background import BackgroundPublisher
-    from tms_hbase.shared import DeadLetter, SharedConsumer
+    from tms_hbase.shared import SharedConsumer
 
 # Loaded on first use (PEP 562), so that `import tms_hbase` (and every command-line tool's start, its
 # --help and --version included) does not import happybase, thriftpy2 and the whole client.
@@ -64,7 +65,7 @@ _LAZY = {
     "ConsumerSession": "tms_hbase.consume.consumer",
     "MessageId": "tms_hbase.model.message_id",
     "Message": "tms_hbase.model.message",
-    "DeadLetter": "tms_hbase.shared",
+    "DeadLetter": "tms_hbase.model.dead_letter",
     "Delivery": "tms_hbase.model.message",
     "PendingMessage": "tms_hbase.model.subscription",
     "SharedConsumer": "tms_hbase.shared",

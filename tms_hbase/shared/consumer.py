@@ -52,11 +52,11 @@ from tms_hbase.errors import InvalidArgument, NotHeld, SubscriptionNotFound, Tms
 from tms_hbase.fetch.reader import MessageReader
 from tms_hbase.installation.metadata import MetadataCache
 from tms_hbase.model import checks
+from tms_hbase.model.dead_letter import DeadLetter
 from tms_hbase.model.message import Delivery, Message
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.topic import TopicId
-from tms_hbase.shared.dead_letter import DeadLetter
 from tms_hbase.shared.state import Claim, ClaimState, Keys, RangeCell, Settings, position_of_id
 from tms_hbase.shared.store import SCAN_LIMIT, SharedStore, StoredClaim, StoredRange
 from tms_hbase.shared.tx_acks import TransactionalAcks
