@@ -24,6 +24,7 @@ from tms_hbase.config import Config
 from tms_hbase.consume.consumer import Consumer
 from tms_hbase.errors import ClientClosed, PublishOutcomeUnknown
 from tms_hbase.model import checks
+from tms_hbase.model.checks import validate_payloads
 from tms_hbase.model.green import run_sync
 from tms_hbase.model.message import Message
 from tms_hbase.model.published import PublishResult
@@ -32,7 +33,6 @@ from tms_hbase.model.stats import Lag, TopicStats
 from tms_hbase.model.subscription import PendingMessage, Subscription
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata, as_topic
 from tms_hbase.model.wire import RollbackDetail
-from tms_hbase.publish.writer import validate_payloads
 from tms_hbase.shared.consumer import SharedConsumer
 from tms_hbase.storage.aio import AsyncHBaseConnection
 from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, validate_max_lifetime

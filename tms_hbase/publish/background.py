@@ -23,11 +23,11 @@ from tms_hbase.errors import (
     QueueFull,
     TmsError,
 )
+from tms_hbase.model.checks import validate_payloads
 from tms_hbase.model.published import PublishResult
 from tms_hbase.model.retry import Retry
 from tms_hbase.model.stats import PublisherStats
 from tms_hbase.model.topic import TopicId, TopicLike, as_topic
-from tms_hbase.publish.writer import validate_payloads
 
 if TYPE_CHECKING:
     from tms_hbase.client import MessagingClient
