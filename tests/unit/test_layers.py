@@ -45,6 +45,36 @@ def test_import_tms_hbase_loads_no_server_sweeper_or_cli() -> None:
     assert "happybase" not in loaded and "thriftpy2" not in loaded
 
 
+# What the gateway's clients must not load: the storage port (and with it happybase's Thrift classes), the
+# messaging core and the facade over them (the import-linter contract "gateway-client" checks the imports).
+BELOW_THE_GATEWAY = (
+    "tms_hbase.storage",
+    "tms_hbase.installation",
+    "tms_hbase.publish",
+    "tms_hbase.fetch",
+    "tms_hbase.consume",
+    "tms_hbase.shared",
+    "tms_hbase.sweep",
+    "tms_hbase.client",
+    "tms_hbase.aio.client",
+    "tms_hbase.tx.client",
+    "happybase",
+)
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "from tms_hbase.gateway_client.http import GatewayClient",
+        "from tms_hbase.gateway_client.aio import AsyncGatewayClient",
+    ],
+)
+def test_the_gateway_clients_load_no_storage_port(statement: str) -> None:
+    loaded = _loaded_by(statement)
+    below = sorted(m for m in loaded if m.startswith(BELOW_THE_GATEWAY))
+    assert below == [], f"{statement} loads {below}"
+
+
 def test_every_public_name_of_tms_hbase_imports() -> None:
     """The names ``import tms_hbase`` loads on first use (the client and its parts) all resolve."""
     loaded = _loaded_by("import tms_hbase\nfor name in tms_hbase.__all__: getattr(tms_hbase, name)")
