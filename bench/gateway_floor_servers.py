@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple, cast
 
 from tms_hbase import MessagingClient, TopicId
-from tms_hbase.gateway_client import rest
+from tms_hbase.rest import codec as rest
 
 SERVERS = ("uvicorn", "bare", "asgi", "loop", "thread")
 PUBLISHED = b"1:0"  # the no-work servers' tms-published header: a batch row's generation and position

@@ -29,7 +29,7 @@ from typing import TypeVar
 
 from tms_hbase.aio.api import AsyncMessagingService
 from tms_hbase.errors import PublishOutcomeUnknown, SubscriptionAlreadyExists, TopicAlreadyExists, TopicNotFound
-from tms_hbase.gateway_client import calls, http1, rest
+from tms_hbase.gateway_client import calls, http1
 from tms_hbase.gateway_client.aio_consumers import AsyncGatewayConsumer, AsyncGatewaySharedConsumer
 from tms_hbase.gateway_client.aio_http1 import AsyncPool
 from tms_hbase.gateway_client.calls import Reply, Request
@@ -41,6 +41,7 @@ from tms_hbase.model.subscription import PendingMessage, Subscription, check_nam
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata
 from tms_hbase.model.topic import as_topic as _topic
 from tms_hbase.model.wire import RollbackDetail
+from tms_hbase.rest import codec as rest
 from tms_hbase.tx import Transaction
 
 T = TypeVar("T")
