@@ -44,9 +44,9 @@ from collections.abc import Set as AbstractSet
 from typing import NamedTuple
 
 from tms_hbase.errors import InvalidArgument, TmsError
-from tms_hbase.model import green
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.topic import TopicId
+from tms_hbase.runtime import green
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from tms_hbase.errors import CorruptData, InvalidArgument
 from tms_hbase.installation.hbase_clock import HBaseClock
 from tms_hbase.installation.metadata import MetadataCache
 from tms_hbase.installation.settings import DEFAULT_TAIL_CACHE_SECONDS
-from tms_hbase.model import checks, green
+from tms_hbase.model import checks
 from tms_hbase.model.clock import now_ms
 from tms_hbase.model.message import Message
 from tms_hbase.model.message_id import MessageId
@@ -69,6 +69,7 @@ from tms_hbase.model.rows import (
 )
 from tms_hbase.model.topic import TopicId
 from tms_hbase.publish import sequencer
+from tms_hbase.runtime import green
 from tms_hbase.storage.hbase import KEYS_ONLY, Table
 from tms_hbase.tx.transaction import Transaction
 

@@ -27,9 +27,9 @@ from thriftpy2.transport import TBufferedTransport, TSocket, TTransportException
 
 from tms_hbase.config import check_timeout
 from tms_hbase.errors import ClientClosed, HBaseError, HBaseUnavailable, TmsError
-from tms_hbase.model import green
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.retry import Retry
+from tms_hbase.runtime import green
 from tms_hbase.storage import hbase_thrift
 
 log = logging.getLogger(__name__)
