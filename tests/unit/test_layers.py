@@ -14,11 +14,11 @@ from tms_hbase import errors
 
 # What `import tms_hbase` must not load: the transaction server's machinery, the roles, any CLI.
 HEAVY = (
-    "tms_hbase.tx.server",
-    "tms_hbase.tx.manager",
-    "tms_hbase.tx.edits",
+    "tms_hbase.txserver.server",
+    "tms_hbase.txserver.manager",
+    "tms_hbase.txserver.edits",
     "tms_hbase.tx.snapshot",
-    "tms_hbase.tx.state_store",
+    "tms_hbase.txserver.state_store",
     "tms_hbase.tx.client",
     "tms_hbase.tx.messaging",
     "tms_hbase.spark",
@@ -85,7 +85,7 @@ def test_every_public_name_of_tms_hbase_imports() -> None:
 def test_tx_package_names_still_import() -> None:
     """The names tms_hbase.tx always exported load on first use (TransactionCodec too: docs/design.md)."""
     loaded = _loaded_by("from tms_hbase.tx import Transaction, TransactionCodec")
-    assert "tms_hbase.tx.codec" in loaded and "tms_hbase.tx.manager" not in loaded
+    assert "tms_hbase.tx.codec" in loaded and "tms_hbase.txserver.manager" not in loaded
     from tms_hbase import tx
 
     for name in tx.__all__:
@@ -109,7 +109,7 @@ def test_every_error_class_is_exported_and_says_whether_it_is_retriable() -> Non
         assert getattr(tms_hbase, cls.__name__) is cls, f"{cls.__name__} is not exported by tms_hbase"
         assert isinstance(cls.retriable, bool)
     # no error class is defined anywhere else in the library
-    for module in ("tms_hbase.tx.client", "tms_hbase.tx.context", "tms_hbase.tx.state_store"):
+    for module in ("tms_hbase.tx.client", "tms_hbase.tx.context", "tms_hbase.txserver.state_store"):
         __import__(module)
         defined = [
             v
