@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -31,6 +30,7 @@ from tms_hbase.model.retry import Retry
 from tms_hbase.model.tables import TableNames
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata, user_properties
 from tms_hbase.model.topic import as_topic as _topic
+from tms_hbase.runtime import green
 from tms_hbase.storage.connection import HBaseConnection
 from tms_hbase.storage.hbase import Installation
 from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, validate_max_lifetime
@@ -145,7 +145,7 @@ class MessagingClient(MessagingService):
         self.slices = Slices(self.installation, self._readiness, lambda: self._reader)
         """Parallel readers' calls, such as the Spark data source's (:class:`~tms_hbase.client_slices.Slices`)."""
         self._parts: dict[str, object] = {}  # the parts made so far (see _part)
-        self._parts_lock = threading.RLock()  # (a part's maker asks for the parts it is made of)
+        self._parts_lock = green.no_wait_lock(reentrant=True)  # (a part's maker asks for the parts it is made of)
         self._publishing: tuple[MessageWriter, Doorbells] | None = None  # the parts every publish uses, once made
 
     # -- parts, each made on first use ----------------------------------------------------------

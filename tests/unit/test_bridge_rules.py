@@ -5,7 +5,8 @@ asyncio client and the gateway (:mod:`tms_hbase.runtime.green`). It may therefor
 ``runtime.green`` (``sleep``, ``lock``, ``event``, ``condition``, ``semaphore``, ``start_thread``,
 ``wait_readable``), which waits on the loop where there is one: a ``time.sleep``, a ``threading`` event,
 condition or thread, a ``select`` or a socket timeout would block the loop of every asyncio user and every
-gateway worker, and nothing else would notice.
+gateway worker, and nothing else would notice. State shared by all callers is guarded by
+``runtime.green.no_wait_lock`` only, never a bare ``threading`` lock: the tests run with its check on.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ ALLOWED = {
 
 BLOCKING = {
     "time": {"sleep"},
-    "threading": {"Event", "Condition", "Thread", "Semaphore", "BoundedSemaphore", "Barrier", "Timer"},
+    "threading": {"Event", "Condition", "Thread", "Semaphore", "BoundedSemaphore", "Barrier", "Timer", "Lock", "RLock"},
 }
 BLOCKING_MODULES = {"select", "selectors"}
 
@@ -119,4 +120,5 @@ def test_the_scan_finds_what_it_forbids() -> None:
         (4, "threading.Thread"),
         (5, "select.select"),
         (6, "settimeout"),
+        (7, "threading.Lock"),
     ]

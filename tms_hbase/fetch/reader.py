@@ -25,7 +25,6 @@ one filtered scan, and a read that began at the frontier moves it up.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -243,7 +242,7 @@ class MessageReader:
         self.tail_cache_seconds = tail_cache_seconds or (lambda: DEFAULT_TAIL_CACHE_SECONDS)
         self.hbase_clock = hbase_clock
         self._holes: dict[tuple[TopicId, int, int], _Sighting] = {}  # each hole waited on
-        self._holes_lock = threading.Lock()
+        self._holes_lock = green.no_wait_lock()
         self._firsts: dict[bytes, tuple[int, RowHeader]] = {}  # a batch that was a generation's first row, by prefix
         self.holes_filled = 0  # skip markers this reader put into holes
         self.longest_hole_wait = 0.0  # seconds, first sighting to passing, of the longest hole met

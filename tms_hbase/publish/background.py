@@ -28,6 +28,7 @@ from tms_hbase.model.published import PublishResult
 from tms_hbase.model.retry import Retry
 from tms_hbase.model.stats import PublisherStats
 from tms_hbase.model.topic import TopicId, TopicLike, as_topic
+from tms_hbase.runtime import green
 
 if TYPE_CHECKING:
     from tms_hbase.client import MessagingClient
@@ -101,7 +102,7 @@ class BackgroundPublisher:
         self.max_batch_messages, self.max_batch_bytes = max_batch_messages, max_batch_bytes
         self.linger_seconds = linger_seconds
         self.stats = PublisherStats()
-        self._stats_lock = threading.Lock()  # the sender and close() both count failures
+        self._stats_lock = green.no_wait_lock()  # the sender and close() both count failures
         self._queue: queue.Queue[_Item | None] = queue.Queue(max_queue)
         self._closed = False
         self._deadline: float | None = None  # set by close(): nothing is sent or retried after it

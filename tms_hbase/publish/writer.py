@@ -28,7 +28,6 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -66,6 +65,7 @@ from tms_hbase.model.topic import TopicId
 from tms_hbase.model.wire import RollbackDetail
 from tms_hbase.publish import sequencer
 from tms_hbase.publish.reservations import Reservations, Ticket
+from tms_hbase.runtime import green
 from tms_hbase.storage.hbase import Table
 from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, check_tx_lifetime
 
@@ -157,7 +157,7 @@ class MessageWriter:
         self._reservations = Reservations(
             messages, self.writer_id, lambda: sequencer.window(self.settings.tail_cache_seconds()), clock
         )
-        self._lock = threading.Lock()
+        self._lock = green.no_wait_lock()
         self.future_predecessors = 0  # rows not followed for being dated too far ahead (row_time.py)
 
     def close(self) -> None:

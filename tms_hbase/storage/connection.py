@@ -14,7 +14,6 @@ import logging
 import math
 import socket
 import struct
-import threading
 import time
 from collections.abc import Callable, Sequence
 from types import ModuleType
@@ -329,7 +328,7 @@ class HBaseConnection:
         self.retry = retry or Retry()
         self.max_idle = max_idle
         self._idle: list[tuple[Connection, float]] = []
-        self._lock = threading.Lock()
+        self._lock = green.no_wait_lock()
         self._slots = green.semaphore(pool_size)
         self._closed = False
         self.calls = 0  # HBase round trips made through this pool (for tests, benchmarks and metrics)
