@@ -25,15 +25,13 @@ from dataclasses import dataclass, replace
 from tms_hbase.errors import CorruptData, HBaseUnavailable, InvalidArgument, SubscriptionAlreadyExists
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.rows import generation_prefix
-from tms_hbase.model.subscription import Pending
+from tms_hbase.model.subscription import END, Pending
 from tms_hbase.model.tables import FAMILY
 from tms_hbase.model.topic import TopicId
 from tms_hbase.storage.hbase import Table
 from tms_hbase.tx.fate import TxFate
 
 COLUMN = f"{FAMILY}:s".encode()
-END = 2**64 - 1
-"""Index of a mark that covers a whole batch row."""
 TOMBSTONE = b"{}"
 """The cell of a subscription being deleted: compare-and-set to this first, so a deletion never races
 a consumer taking the lease, then the row is removed."""

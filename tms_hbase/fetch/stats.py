@@ -31,7 +31,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from tms_hbase.consume.subscriptions import END
 from tms_hbase.fetch.reader import MessageReader
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.rows import (
@@ -48,6 +47,7 @@ from tms_hbase.model.rows import (
     position_of,
 )
 from tms_hbase.model.stats import Lag, TopicStats
+from tms_hbase.model.subscription import END
 from tms_hbase.model.topic import TopicId
 from tms_hbase.publish import sequencer
 from tms_hbase.storage.hbase import Table

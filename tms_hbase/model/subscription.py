@@ -10,6 +10,9 @@ from tms_hbase.errors import InvalidArgument
 from tms_hbase.model.stats import SharedStats
 from tms_hbase.model.topic import MAX_NAME_LENGTH, NAME, TopicId
 
+END = 2**64 - 1
+"""Index of a mark that covers a whole batch row."""
+
 
 def check_name(name: object) -> str:
     """A subscription name is ``[A-Za-z0-9_-]+`` like topic names; anything else is InvalidArgument."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tms_hbase.consume.subscription_admin import EARLIEST, SubscriptionAdmin
-from tms_hbase.consume.subscriptions import END, mark_before, row_key
+from tms_hbase.consume.subscriptions import mark_before, row_key
 from tms_hbase.errors import InvalidArgument, SubscriptionNotFound
 from tms_hbase.fetch.reader import MessageReader
 from tms_hbase.fetch.stats import TopicStatistics
@@ -19,7 +19,7 @@ from tms_hbase.model import checks
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.rows import generation_prefix
 from tms_hbase.model.stats import SharedStats
-from tms_hbase.model.subscription import PendingMessage, Subscription, check_name
+from tms_hbase.model.subscription import END, PendingMessage, Subscription, check_name
 from tms_hbase.model.topic import TopicId, TopicMetadata, as_topic
 from tms_hbase.shared.state import ClaimState, Keys, Settings, check_settings, new_incarnation
 from tms_hbase.shared.store import SharedStore, iter_pages
