@@ -239,8 +239,8 @@ def prune(settings: Settings, tx_server: str | None, max_lifetime: float, dry_ru
     table's regions of what their last complete sweep applied, and older than --max-lifetime).
     """
     from tms_hbase.model.clock import now_ms
+    from tms_hbase.sweep.pruning import plan
     from tms_hbase.tx.client import TransactionClient
-    from tms_hbase.tx.pruning import plan
 
     with settings.client() as client, TransactionClient(tx_server, timeout_seconds=settings.timeout) as tx_client:
         client.admin.require_installation()
