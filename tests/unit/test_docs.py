@@ -103,7 +103,7 @@ def _anchors(markdown: str) -> set[str]:
 
 def test_every_link_between_the_markdown_pages_resolves() -> None:
     """A link to a page of the repository, and to a heading in it, leads somewhere (pages get split and
-    headings renamed: benchmarks.md became the report plus benchmarks-history.md)."""
+    headings renamed: benchmarks.md lost its run logs to git)."""
     pages = [path for path in _files() if path.suffix == ".md" and path.exists()]
     broken = []
     for page in pages:
