@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FRAGMENT = re.compile(r"[0-9]+\.[a-z0-9][a-z0-9-]*\.md")
+FRAGMENT = re.compile(r"[0-9]+\.[A-Za-z0-9][A-Za-z0-9_.-]*\.md")
 FIRST_SECTION = re.compile(r"^## ", re.MULTILINE)
 
 
