@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tms_hbase.errors import NotAuthorized, TmsError
-from tms_hbase.gateway_client import rest
+from tms_hbase.rest import codec as rest
 
 from .config import Settings
 from .errors import error_response

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from tms_hbase import MessagingClient, TopicId
-from tms_hbase.shared.dead_letter import DeadLetter
+from tms_hbase.model.dead_letter import DeadLetter
 
 from .test_cli import ok, tms_admin
 

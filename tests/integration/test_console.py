@@ -28,7 +28,7 @@ from selenium.webdriver.support.ui import Select
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.config import TX_ENV
 from tms_hbase.errors import TopicNotFound
-from tms_hbase.shared.dead_letter import DeadLetter
+from tms_hbase.model.dead_letter import DeadLetter
 from tms_hbase.sweep.status import sweeper_state
 from tms_hbase.tx.client import TransactionClient
 from tms_hbase_gateway.auth import hash_token, new_token
