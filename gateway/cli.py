@@ -98,7 +98,9 @@ def main(config_file: str | None, **options: object) -> None:
     Bodies are avro/binary or application/json (bytes as base64). With [[tokens]] in the config file
     callers need 'Authorization: Bearer TOKEN'; [[rules]] then allow actions (admin, publish,
     consume) per namespace and topic pattern, denying everything else. [tls] serves HTTPS, optionally
-    requiring client certificates. One access log line per request goes to stderr.
+    requiring client certificates. Without [[tokens]] it listens on loopback only unless --open-network.
+    Requests a web page could have sent (a foreign Host or Origin, a body that is not Avro, JSON or
+    octet-stream) are refused. One access log line per request goes to stderr.
     """
     try:
         settings = config.resolve(config.load(config_file), options)

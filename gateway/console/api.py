@@ -35,7 +35,7 @@ from .recent import Recent
 from .session import Viewer
 
 log = logging.getLogger(__name__)  # tms_hbase_gateway.console.api: the changes made through the console
-MAX_FORM_BYTES = 64 * 1024
+MAX_BODY_BYTES = 64 * 1024
 HEADERS = {
     # the pages load only their own files; payloads shown are text, never markup
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -112,7 +112,7 @@ def _as_seen_by(detail: dict, viewer: Viewer) -> dict:
 
 
 async def _json_body(request: Request) -> dict:
-    data = rest.load_json(await read_body(request, MAX_FORM_BYTES) or b"{}", "body")
+    data = rest.load_json(await read_body(request, MAX_BODY_BYTES) or b"{}", "body")
     if not isinstance(data, dict):
         raise InvalidArgument("the body must be a JSON object")
     return data

@@ -150,7 +150,10 @@ def test_programs_get_what_they_ask_and_bodies_need_their_type(
     assert [m.payload for m in client.fetch(topic)] == [b"from a page"]
 
 
-def test_an_open_gateway_listens_on_loopback_unless_told(hbase_address: str, module_prefix: str) -> None:
+def test_an_open_gateway_listens_on_loopback_unless_told(
+    gateway: GatewayProcess, hbase_address: str, module_prefix: str
+) -> None:
+    assert "no [[tokens]]: listening on loopback only" in gateway.log()  # it says so at start
     env = gateway_env(hbase_address, module_prefix)
     refused = subprocess.run(
         [TMS_GATEWAY, "--host", "0.0.0.0", "--port", str(free_port())], env=env, capture_output=True, text=True
