@@ -54,8 +54,9 @@ class PendingMessage:
     deadline: int  # HBase ms
     deliveries: int
     publish_time: int
-    state: str  # "held", "expired" (held past its deadline), "released" (given back, due at deadline) or
-    # "acking" (acknowledged in a transaction not finished yet)
+    state: str  # "held", "expired" (held past its deadline), "released" (given back, due at deadline),
+    # "acking" (acknowledged in a transaction not finished yet) or "undeliverable" (past max_deliveries and
+    # kept: its dead-letter topic could not take it; tried again after ``deadline``)
 
 
 def start_position(mark: bytes | None) -> int:
@@ -164,7 +165,7 @@ class SharedAdmin:
             dead_lettered=totals.dead_lettered + sum(c.state is ClaimState.DEAD for c in claims),
             redelivered=totals.redelivered,
             oldest_unacked_seconds=oldest,
-            consumers=len({c.owner for c in in_flight}),
+            consumers=len({c.owner for c in in_flight if c.owner is not None}),
             ack_timeout_seconds=settings.ack_timeout_ms / 1000,
             max_deliveries=settings.max_deliveries,
             dead_letter=settings.dead_letter,
@@ -185,6 +186,7 @@ class SharedAdmin:
                 continue
             state = "released" if c.state is ClaimState.FREE else ("held" if c.deadline > now else "expired")
             state = "acking" if c.tx is not None else state
+            state = "undeliverable" if c.state is ClaimState.HELD and c.owner is None else state
             out.append(PendingMessage(stored.message_id, c.owner, c.deadline, c.deliveries, c.publish_time, state))
             if limit is not None and len(out) >= limit:
                 break
