@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from tms_hbase import TopicId
-from tms_hbase.errors import InvalidArgument, SubscriptionAlreadyExists, TopicNotFound
+from tms_hbase.errors import InvalidArgument, NotHeld, SubscriptionAlreadyExists, TopicNotFound
 from tms_hbase.model import checks
 
 from .context import Settings, pass_settings
@@ -23,7 +23,7 @@ from .topics import if_not_exists_option, topic_arg
 if TYPE_CHECKING:
     from tms_hbase.consume.subscriptions import Subscription
     from tms_hbase.fetch.stats import Lag
-    from tms_hbase.shared import DeadLetter, Delivery
+    from tms_hbase.shared import DeadLetter, Delivery, SharedConsumer
 
 name_arg = click.argument("name")
 force_option = click.option(
@@ -305,23 +305,24 @@ def pending(settings: Settings, topic: TopicId, name: str, limit: int | None, as
 def consume(settings: Settings, topic: TopicId, name: str, count: int, wait: float, ack: bool, as_json: bool) -> None:
     """Take messages from a shared subscription, show them and acknowledge them (--ack) or give them back.
 
-    What it took is held while it waits for more (its deadline extended), so a --wait longer than the
-    ack timeout neither delivers a message twice nor counts a failed delivery; without --ack they are
-    given back uncounted."""
+    What it took is held while it waits for more (its deadline extended past the wait), so a --wait
+    longer than the ack timeout neither delivers a message twice nor counts a failed delivery; without
+    --ack they are given back uncounted."""
     checks.positive_int("--count", count)
     if not math.isfinite(wait):
         raise InvalidArgument(f"bad --wait {wait!r}: expected a number of seconds >= 0")
     checks.seconds("--wait", wait)
+    from tms_hbase.shared.state import MAX_HOLD_SECONDS
+
     with settings.client() as client, client.shared_consumer(topic, name) as consumer:
         got: list[Delivery] = []
         until = time.monotonic() + wait
         while len(got) < count and time.monotonic() < until:
-            # a look at most half an ack timeout long, then what it holds is held longer
-            look = min(until - time.monotonic(), consumer.settings.ack_timeout_ms / 2000)
-            got += consumer.receive(count - len(got), max(0.0, look))
-            if len(got) < count and time.monotonic() < until:
-                for delivery in got:
-                    consumer.extend(delivery)
+            new = consumer.receive(count - len(got), max(0.0, until - time.monotonic()))
+            if new and len(got) + len(new) < count:  # more to wait for: hold these past the wait
+                hold = until - time.monotonic() + consumer.settings.ack_timeout_ms / 1000
+                new = [d for d in new if _hold(consumer, d, min(hold, MAX_HOLD_SECONDS))]
+            got += new
         rows = [
             {"id": d.id.hex(), "deliveries": d.deliveries, "publish_time": d.publish_time, "payload": _text(d.payload)}
             for d in got
@@ -329,6 +330,15 @@ def consume(settings: Settings, topic: TopicId, name: str, count: int, wait: flo
         emit(as_json, rows, lambda rows: "\n".join(f"{r['id']}  #{r['deliveries']}  {r['payload']}" for r in rows))
         if ack and got:
             consumer.ack(*got)
+
+
+def _hold(consumer: SharedConsumer, delivery: Delivery, seconds: float) -> bool:
+    """Extend ``delivery``'s hold; False if it went to another consumer meanwhile (it is not shown then)."""
+    try:
+        consumer.extend(delivery, seconds)
+    except NotHeld:
+        return False
+    return True
 
 
 @sub.command(name="dead-letters")

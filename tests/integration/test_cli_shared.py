@@ -110,8 +110,8 @@ def test_a_wait_past_the_ack_timeout_shows_each_message_once(client: MessagingCl
     client.create_topic(Q)
     client.create_topic(DEAD)
     client.publish(Q, [b"a", b"b"])
-    client.create_subscription(Q, "work", shared=True, ack_timeout_seconds=0.5, max_deliveries=1, dead_letter=DEAD)
-    shown = json.loads(ok(tms_env, "sub", "consume", str(Q), "work", "--count", "3", "--wait", "3", "--json").stdout)
+    client.create_subscription(Q, "work", shared=True, ack_timeout_seconds=2, max_deliveries=1, dead_letter=DEAD)
+    shown = json.loads(ok(tms_env, "sub", "consume", str(Q), "work", "--count", "3", "--wait", "7", "--json").stdout)
     assert [(r["payload"], r["deliveries"]) for r in shown] == [("a", 1), ("b", 1)]
     assert [(p.state, p.deliveries) for p in client.pending(Q, "work")] == [("released", 0)] * 2  # given back
     numbers = client.get_subscription(Q, "work").shared
