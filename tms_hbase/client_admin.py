@@ -29,8 +29,8 @@ if TYPE_CHECKING:  # (imported where used: listing topics loads no reader, write
     from tms_hbase.client import MessagingClient
     from tms_hbase.fetch.inspect import Inspector
     from tms_hbase.fetch.reader import MessageReader
+    from tms_hbase.model.dead_letter import DeadLetter
     from tms_hbase.publish.writer import MessageWriter
-    from tms_hbase.shared.dead_letter import DeadLetter
 
 
 class ClientAdmin:
@@ -143,8 +143,8 @@ class ClientAdmin:
         below 1. A dead letter whose topic no longer exists stops the replay with TopicNotFound, unless
         ``on_missing_topic`` is given: it is called with the letter and the error, and the replay passes
         over that letter (the mark moves past it) and goes on."""
-        from tms_hbase.consume.subscriptions import check_name
-        from tms_hbase.shared.dead_letter import DeadLetter
+        from tms_hbase.model.dead_letter import DeadLetter
+        from tms_hbase.model.subscription import check_name
 
         check_name(via)
         if limit < 1:
