@@ -3,6 +3,7 @@ ones also pending, consume (with acks) and dead-letters (with replay)."""
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict
 from typing import TYPE_CHECKING
@@ -10,7 +11,8 @@ from typing import TYPE_CHECKING
 import click
 
 from tms_hbase import TopicId
-from tms_hbase.errors import InvalidArgument, SubscriptionAlreadyExists
+from tms_hbase.errors import InvalidArgument, NotHeld, SubscriptionAlreadyExists
+from tms_hbase.model import checks
 
 from .context import Settings, pass_settings
 from .errors import handle_errors
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
     from tms_hbase.model.message import Delivery
     from tms_hbase.model.stats import Lag
     from tms_hbase.model.subscription import Subscription
+    from tms_hbase.shared.consumer import SharedConsumer
 
 name_arg = click.argument("name")
 force_option = click.option(
@@ -295,19 +298,33 @@ def pending(settings: Settings, topic: TopicId, name: str, limit: int | None, as
 @sub.command()
 @topic_arg
 @name_arg
-@click.option("--count", type=int, default=1, show_default=True, help="Messages to take.")
-@click.option("--wait", type=float, default=5.0, show_default=True, help="Seconds to wait for them.")
+@click.option("--count", type=int, default=1, show_default=True, help="Messages to take (1 or more).")
+@click.option("--wait", type=float, default=5.0, show_default=True, help="Seconds to wait for them (0 or more).")
 @click.option("--ack/--no-ack", default=False, help="Acknowledge what is shown (else it is given back).")
 @json_option
 @pass_settings
 @handle_errors
 def consume(settings: Settings, topic: TopicId, name: str, count: int, wait: float, ack: bool, as_json: bool) -> None:
-    """Take messages from a shared subscription, show them and acknowledge them (--ack) or give them back."""
+    """Take messages from a shared subscription, show them and acknowledge them (--ack) or give them back.
+
+    What it took is held while it waits for more (its deadline extended past the wait), so a --wait
+    longer than the ack timeout neither delivers a message twice nor counts a failed delivery; without
+    --ack they are given back uncounted."""
+    checks.positive_int("--count", count)
+    if not math.isfinite(wait):
+        raise InvalidArgument(f"bad --wait {wait!r}: expected a number of seconds >= 0")
+    checks.seconds("--wait", wait)
+    from tms_hbase.shared.state import MAX_HOLD_SECONDS
+
     with settings.client() as client, client.shared_consumer(topic, name) as consumer:
         got: list[Delivery] = []
         until = time.monotonic() + wait
         while len(got) < count and time.monotonic() < until:
-            got += consumer.receive(count - len(got), max(0.0, until - time.monotonic()))
+            new = consumer.receive(count - len(got), max(0.0, until - time.monotonic()))
+            if new and len(got) + len(new) < count:  # more to wait for: hold these past the wait
+                hold = until - time.monotonic() + consumer.settings.ack_timeout_ms / 1000
+                new = [d for d in new if _hold(consumer, d, min(hold, MAX_HOLD_SECONDS))]
+            got += new
         rows = [
             {"id": d.id.hex(), "deliveries": d.deliveries, "publish_time": d.publish_time, "payload": _text(d.payload)}
             for d in got
@@ -315,6 +332,15 @@ def consume(settings: Settings, topic: TopicId, name: str, count: int, wait: flo
         emit(as_json, rows, lambda rows: "\n".join(f"{r['id']}  #{r['deliveries']}  {r['payload']}" for r in rows))
         if ack and got:
             consumer.ack(*got)
+
+
+def _hold(consumer: SharedConsumer, delivery: Delivery, seconds: float) -> bool:
+    """Extend ``delivery``'s hold; False if it went to another consumer meanwhile (it is not shown then)."""
+    try:
+        consumer.extend(delivery, seconds)
+    except NotHeld:
+        return False
+    return True
 
 
 @sub.command(name="dead-letters")

@@ -179,9 +179,12 @@ class ClientAdmin:
         (twice if the replay dies between the two); listing and ``dry_run`` only read after that mark. The
         replayed message is a **new message** of ``topic``, with a new id and publish time; the dead letter
         stays in the dead-letter topic. InvalidArgument for a subscription without a dead-letter topic, a
-        message there that is not a dead letter (those before it stay replayed) or a ``limit`` below 1."""
+        message there that is not a dead letter (those before it stay replayed), a bad ``via`` name or a
+        ``limit`` below 1."""
         from tms_hbase.model.dead_letter import DeadLetter
+        from tms_hbase.model.subscription import check_name
 
+        check_name(via)
         if limit < 1:
             raise InvalidArgument(f"limit {limit} must be at least 1")
         client, topic = self._client, as_topic(topic)
