@@ -9,6 +9,7 @@ from tms_hbase.tx import NO_TX_IN_PROGRESS, Transaction, write_pointer_now
 
 # Address and table prefix default to $TMS_HBASE_THRIFT and $TMS_TABLE_PREFIX.
 with MessagingClient() as client:
+    client.admin.init_tables()  # once per installation, like `tms-admin init`; nothing else creates tables
     topic = TopicId("billing", "events")
     try:
         client.create_topic(topic, {"ttl": "86400"})

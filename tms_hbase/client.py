@@ -65,16 +65,16 @@ class MessagingClient(MessagingService):
     prefix is InvalidArgument). All of it can come as one :class:`~tms_hbase.config.Config` instead
     (``config=``), with the ``retry`` policy used wherever the client retries.
 
-    The tables are created by :meth:`init_tables` (``tms-admin init``) or by the first
-    :meth:`create_topic` (unless ``create_tables`` is False). Every other call on a prefix whose
-    tables do not exist raises InstallationNotFound and creates nothing, so a mistyped prefix is
-    noticed instead of answering "no topics" from four new empty tables.
+    The tables are created only when asked: by ``client.admin.init_tables()`` (``tms-admin init``), or
+    by the first :meth:`create_topic` of a client made with ``create_tables=True``. Every call on a
+    prefix whose tables do not exist otherwise raises InstallationNotFound and creates nothing, so a
+    mistyped prefix is noticed instead of making a new, empty installation.
 
     ``timeout_seconds`` is a deadline, not a limit per socket read:
     each method returns or raises within about that, all the HBase calls it makes (retries included) sharing it, however
     slowly a gateway answers; HBaseUnavailable (``timed_out`` set) says it passed. The iterator that
     :meth:`fetch` returns reads lazily: each read it makes while you iterate gets ``timeout_seconds`` of its
-    own. The first call of a client also looks up (or, for create_topic, creates) the tables, each
+    own. The first call of a client also looks up (or, with ``create_tables``, creates) the tables, each
     HBase call of that under its own ``timeout_seconds`` (creating a table takes seconds).
     ``max_batch_bytes`` caps one publish or store. A transactional publish or store whose write pointer
     (``ms since the epoch x 10^6``, as Tephra makes them) is older than ``tx_max_lifetime_seconds``
@@ -94,7 +94,7 @@ class MessagingClient(MessagingService):
         timeout_seconds: float | None = None,
         pool_size: int | None = None,
         retry: Retry | None = None,
-        create_tables: bool = True,
+        create_tables: bool = False,
         max_batch_bytes: int = checks.DEFAULT_MAX_BATCH_BYTES,
         metadata_max_age_seconds: float = 1.0,
         tx_max_lifetime_seconds: float = MAX_LIFETIME_SECONDS,
@@ -302,7 +302,8 @@ class MessagingClient(MessagingService):
     ) -> TopicMetadata:
         """Create a topic; ``properties`` may set ``ttl`` (seconds, default 7 days) and any other key.
 
-        Creates the installation's tables first if they do not exist yet (see the class doc).
+        Creates the installation's tables first if they do not exist yet and the client was made with
+        ``create_tables=True``; otherwise InstallationNotFound (see the class doc).
         Raises TopicAlreadyExists (properties unchanged), unless ``exist_ok``: then the existing topic is
         returned as it is, whatever ``properties`` say; InvalidArgument.
         """

@@ -112,7 +112,7 @@ class TopicFull(TmsError):
 
 class InstallationNotFound(TmsError):
     """The tables of this table prefix do not (all) exist at this HBase: a mistyped prefix, or an
-    installation nobody created yet (``tms-admin init`` or the first ``create_topic`` creates it).
+    installation nobody created yet (``tms-admin init`` or ``client.admin.init_tables()`` creates it).
     Read-only calls raise this instead of creating tables."""
 
     def __init__(self, prefix: str, address: str, missing: list[str]) -> None:

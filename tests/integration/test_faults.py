@@ -29,7 +29,7 @@ def test_dead_hbase_is_a_clear_error_at_once() -> None:
 
 
 def test_hung_hbase_times_out(proxy: TcpProxy, prefix: str, hbase_address: str) -> None:
-    with MessagingClient(hbase_address, prefix) as direct:  # creating tables takes longer than 1.5 s on a busy HBase
+    with MessagingClient(hbase_address, prefix, create_tables=True) as direct:  # creating tables takes longer than 1.5 s on a busy HBase
         direct.create_topic(T)
     with MessagingClient(proxy.address, prefix, timeout_seconds=1.5) as client:
         proxy.stall = True

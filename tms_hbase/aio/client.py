@@ -91,7 +91,7 @@ class AsyncMessagingClient:
         timeout_seconds: float | None = None,
         pool_size: int | None = None,
         retry: Retry | None = None,
-        create_tables: bool = True,
+        create_tables: bool = False,
         max_batch_bytes: int = checks.DEFAULT_MAX_BATCH_BYTES,
         metadata_max_age_seconds: float = 1.0,
         tx_max_lifetime_seconds: float = MAX_LIFETIME_SECONDS,

@@ -11,8 +11,8 @@ from tms_hbase.storage.hbase import Installation
 class Readiness:
     """The tables of ``installation``, checked once per client.
 
-    Only ``ensure(create=True)`` (the first ``create_topic``, a setting) and :meth:`create_all` (``init``)
-    create tables, and only if ``may_create``; every other call on a prefix whose tables are missing raises
+    Only :meth:`create_all` (``init``) and, if ``may_create`` (the client's ``create_tables=True``),
+    ``ensure(create=True)`` (the first ``create_topic``, a setting) create tables; every other call on a prefix whose tables are missing raises
     InstallationNotFound and creates nothing, so a mistyped prefix is noticed. Thread-safe.
     """
 
