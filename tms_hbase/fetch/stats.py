@@ -36,7 +36,6 @@ from tms_hbase.consume.subscriptions import END
 from tms_hbase.fetch.reader import MessageReader
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.rows import (
-    COUNTER_COLUMN,
     F_POINTER,
     MESSAGE_COLUMN,
     BatchRow,
@@ -45,11 +44,11 @@ from tms_hbase.model.rows import (
     generation_prefix,
     message_key,
     peek,
-    pointer_prefix,
     position_of,
 )
 from tms_hbase.model.topic import TopicId
 from tms_hbase.publish import sequencer
+from tms_hbase.publish.stored import stored_sizes
 from tms_hbase.storage.hbase import Table
 
 WINDOWS = (60, 300, 900)
@@ -258,13 +257,12 @@ class TopicStatistics:
         return totals.messages - len(sizes), totals.bytes - sum(sizes)
 
     def _sizes(self, topic: TopicId, generation: int, row: _Row) -> list[int]:
-        """The sizes of the row's own messages: its payloads', or for a pointer row as many zeros as its
-        pointer's counter handed out (the bytes of stored payloads are not counted)."""
+        """The sizes of the row's own messages: its payloads', or for a pointer row those of the payloads
+        stored under its pointer (what its writer counted: :mod:`..publish.stored`)."""
         head = row.head
         if head.tx_pointer is None or head.payload_count or not head.flags & F_POINTER:
             return [len(p) for p in BatchRow.decode(row.value).payloads]
-        counter = self.payloads.get_cell(pointer_prefix(topic, generation, abs(head.tx_pointer)), COUNTER_COLUMN)
-        return [0] * (0 if counter is None else int.from_bytes(counter, "big", signed=True))
+        return stored_sizes(self.payloads, topic, generation, abs(head.tx_pointer))
 
 
 def _row(key: bytes, cells: dict[bytes, bytes]) -> _Row:

@@ -12,8 +12,9 @@ class Readiness:
     """The tables of ``installation``, checked once per client.
 
     Only :meth:`create_all` (``init``) and, if ``may_create`` (the client's ``create_tables=True``),
-    ``ensure(create=True)`` (the first ``create_topic``, a setting) create tables; every other call on a prefix whose tables are missing raises
-    InstallationNotFound and creates nothing, so a mistyped prefix is noticed. Thread-safe.
+    ``ensure(create=True)`` (the first ``create_topic``, a setting) create tables; every other call on a
+    prefix whose tables are missing raises InstallationNotFound and creates nothing, so a mistyped prefix
+    is noticed. Thread-safe.
     """
 
     def __init__(self, installation: Installation, *, may_create: bool) -> None:
