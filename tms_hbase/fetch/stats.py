@@ -28,7 +28,9 @@ write pointer's counter handed out, and no bytes (docs/consumers.md).
 
 from __future__ import annotations
 
+import bisect
 import builtins
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -141,8 +143,9 @@ class TopicStatistics:
             index = MessageId.decode(mark).index
             row = self._get(topic, generation, position)
             if row is not None and index != END:
-                sizes = self._sizes(topic, generation, row)
-                done = min(len(sizes), index + (1 if row.head.payload_count else 0))  # stored ones count from 1
+                own = self._own(topic, generation, row)
+                sizes = [size for _, size in own]
+                done = bisect.bisect_right(own, (index, math.inf))  # the messages with an index up to the mark's
                 if done < len(sizes):  # partly consumed: this row is the first with messages to consume
                     before = self._before(topic, generation, row, sizes)
                     return (None if before is None else (before[0] + done, before[1] + sum(sizes[:done]))), row
@@ -189,7 +192,7 @@ class TopicStatistics:
             counts, exact, bytes_exact = (estimate, 0), False, False
         elif tail.head.span is not None:  # a sequencer generation: offsets less skipped ones, bytes estimated
             messages = total.messages - before[0] - self._skipped(topic, generation, first, tail)
-            sizes = self._sizes(topic, generation, tail)
+            sizes = [size for _, size in self._own(topic, generation, tail)]
             counts, exact, bytes_exact = (messages, messages * sum(sizes) // max(1, len(sizes))), True, False
         else:
             counts, exact, bytes_exact = (total.messages - before[0], total.bytes - before[1]), True, True
@@ -253,15 +256,16 @@ class TopicStatistics:
         totals = row.head.totals
         if totals is None:
             return None
-        sizes = self._sizes(topic, generation, row) if sizes is None else sizes
+        sizes = [size for _, size in self._own(topic, generation, row)] if sizes is None else sizes
         return totals.messages - len(sizes), totals.bytes - sum(sizes)
 
-    def _sizes(self, topic: TopicId, generation: int, row: _Row) -> list[int]:
-        """The sizes of the row's own messages: its payloads', or for a pointer row those of the payloads
-        stored under its pointer (what its writer counted: :mod:`..publish.stored`)."""
+    def _own(self, topic: TopicId, generation: int, row: _Row) -> list[tuple[int, int]]:
+        """(index in message ids, size) of the row's own messages: its payloads' (indexes from 0), or for a
+        pointer row those of the payloads stored under its pointer (indexes are their sequences; what its
+        writer counted: :mod:`..publish.stored`)."""
         head = row.head
         if head.tx_pointer is None or head.payload_count or not head.flags & F_POINTER:
-            return [len(p) for p in BatchRow.decode(row.value).payloads]
+            return list(enumerate(len(p) for p in BatchRow.decode(row.value).payloads))
         return stored_sizes(self.payloads, topic, generation, abs(head.tx_pointer))
 
 

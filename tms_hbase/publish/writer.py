@@ -525,8 +525,8 @@ class MessageWriter:
         under its pointer and their bytes (one key-only scan: :mod:`.stored`)."""
         if payloads or tx_pointer is None:
             return len(payloads), sum(map(len, payloads))
-        sizes = stored_sizes(self.payloads, topic, generation, tx_pointer)
-        return len(sizes), sum(sizes)
+        stored = stored_sizes(self.payloads, topic, generation, tx_pointer)
+        return len(stored), sum(size for _, size in stored)
 
     def _read_row(self, key: bytes) -> RowHeader | None:
         value = self.messages.get_cell(key, MESSAGE_COLUMN)
