@@ -16,8 +16,10 @@ hold in the range are subtracted (the skip index: one more read, :func:`.sequenc
 offsets reserved beyond the tail row are not counted, so counts and lag are messages. Offsets still count
 while they are a hole below the tail row: a publish in flight, or a killed writer's reservation until a
 reader fills it (H after the row above it was stored). Byte totals are not kept there (one increment
-counts one column): bytes are estimated from the tail row's average message size, and the topic
-statistics' ``bytes_exact`` is False (their ``exact``, about messages, stays True).
+counts one column): bytes are estimated from the tail row's average message size, with no error bound
+(sizes may vary without limit), and the topic statistics' ``bytes_exact`` is False (their ``exact``,
+about messages, stays True). A pointer row published with nothing stored under its pointer still takes
+one offset there, so it counts as one message.
 Its time seeks here are the cheap lower bound (``seek(exact=False)``): a publish rate there may count
 messages up to D (1.5 W + the tail-cache time) older than its window, never fewer than are in it.
 
