@@ -24,8 +24,8 @@ Its time seeks here are the cheap lower bound (``seek(exact=False)``): a publish
 messages up to D (1.5 W + the tail-cache time) older than its window, never fewer than are in it.
 
 Rows written before totals existed have none; where one is needed the numbers are estimates and say
-so (``exact`` is False). A pointer row (payloads stored under a transaction) counts the payloads its
-write pointer's counter handed out, and no bytes (docs/consumers.md).
+so (``exact`` is False). A pointer row (payloads stored under a transaction) counts the payloads stored
+under its write pointer and their bytes, as its writer did (:mod:`..publish.stored`; docs/consumers.md).
 """
 
 from __future__ import annotations
