@@ -111,4 +111,4 @@ hbase-stop: install
 	$(VENV)/bin/tms-admin hbase stop
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .hypothesis
