@@ -69,6 +69,16 @@ def test_only_init_tables_or_create_tables_true_creates_the_installation(hbase_a
         assert reader.list_topics() == [T]
 
 
+def test_an_installation_gets_its_subscriptions_table_on_first_use(hbase_address: str, prefix: str) -> None:
+    with MessagingClient(hbase_address, prefix) as typo, pytest.raises(InstallationNotFound):
+        typo.create_subscription(T, "s")  # no installation: nothing is created, this table neither
+    with MessagingClient(hbase_address, prefix, create_tables=True) as writer:
+        writer.create_topic(T)  # the core tables only: subscriptions come on their first use
+    with MessagingClient(hbase_address, prefix) as consumer:
+        consumer.create_subscription(T, "s")
+        assert consumer.installation.missing(FAMILIES) == []
+
+
 def test_a_partial_installation_names_what_is_missing(client: MessagingClient) -> None:
     client.admin.init_tables()
     host, port = client.installation.address.rsplit(":", 1)

@@ -39,9 +39,10 @@ class Readiness:
             self._ready = True
 
     def ensure_subscriptions(self) -> None:
-        """The subscriptions table is made on the first use of subscriptions (tables.CORE)."""
+        """The subscriptions table of an installation that exists (its core tables checked first, so a
+        mistyped prefix still creates nothing) is made on the first use of subscriptions (tables.CORE)."""
         self.ensure()
-        if self._subscriptions_ready or not self.may_create:
+        if self._subscriptions_ready:
             return
         with self._lock:
             if not self._subscriptions_ready:
