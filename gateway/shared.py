@@ -26,7 +26,8 @@ from starlette.routing import Route
 
 from tms_hbase import TopicId
 from tms_hbase.errors import InvalidArgument, NotHeld
-from tms_hbase.gateway_client import rest, rest_shared
+from tms_hbase.rest import codec as rest
+from tms_hbase.rest import shared as rest_shared
 from tms_hbase.shared import SharedConsumer
 
 from .auth import CONSUME

@@ -46,7 +46,7 @@ def snapshot_from_server(client: TransactionClient) -> Transaction:
 def snapshot_from_hbase(txstate: Table) -> Transaction:
     """The same view rebuilt from the transaction state in HBase, without the server (a scan of the
     latest snapshot and the edit log after it). It sees committed transactions only, like a reader."""
-    from tms_hbase.tx.state_store import StateStore  # the recovery code lives with the server's state
+    from tms_hbase.txserver.state_store import StateStore
 
     state = StateStore(txstate).recover().snapshot(now_ms())
     shorts = [wp for wp, entry in state.in_progress.items() if not entry.is_long_running]
