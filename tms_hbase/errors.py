@@ -187,7 +187,8 @@ class PublisherClosed(TmsError):
 
 
 class LauncherError(TmsError):
-    """The local HBase launcher could not do what was asked (missing java/mvn, port taken, start failed)."""
+    """The local HBase launcher could not do what was asked (not installed, missing java/mvn, port taken, start
+    failed)."""
 
 
 class TransactionConflict(TmsError):

@@ -23,8 +23,8 @@ import pytest
 
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.errors import LauncherError
-from tms_hbase.launcher import LocalHBase, default_home
-from tms_hbase.launcher.paths import default_jars_root
+from tms_hbase_launcher import LocalHBase, default_home
+from tms_hbase_launcher.paths import default_jars_root
 
 from ..tx_server import free_port
 

@@ -91,7 +91,7 @@ NOT_FOR_A_SIMPLE_COMMAND = (
     "tms_hbase.gateway_client",
     "tms_hbase_gateway",
     "tms_hbase_sweeper",
-    "tms_hbase.launcher",
+    "tms_hbase_launcher",
     "tms_hbase.sweep",
     # the client's parts that administering topics does not use: each is made (and imported) on first use
     "asyncio",
