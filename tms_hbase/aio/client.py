@@ -36,6 +36,7 @@ from tms_hbase.publish.writer import validate_payloads
 from tms_hbase.shared.admin import PendingMessage
 from tms_hbase.shared.consumer import SharedConsumer
 from tms_hbase.storage.aio import AsyncHBaseConnection
+from tms_hbase.tx.committed import check_isolation
 from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, validate_max_lifetime
 from tms_hbase.tx.transaction import Transaction
 
@@ -95,6 +96,7 @@ class AsyncMessagingClient:
         max_batch_bytes: int = checks.DEFAULT_MAX_BATCH_BYTES,
         metadata_max_age_seconds: float = 1.0,
         tx_max_lifetime_seconds: float = MAX_LIFETIME_SECONDS,
+        tx_server: str | None = None,
     ) -> None:
         validate_max_lifetime(tx_max_lifetime_seconds)
         config = Config.of_client(
@@ -107,6 +109,7 @@ class AsyncMessagingClient:
             "max_batch_bytes": max_batch_bytes,
             "metadata_max_age_seconds": metadata_max_age_seconds,
             "tx_max_lifetime_seconds": tx_max_lifetime_seconds,
+            "tx_server": tx_server,
         }
         self._client: MessagingClient | None = None
         self._closed = False
@@ -343,30 +346,46 @@ class AsyncMessagingClient:
         """A shared subscription's deliveries not settled yet."""
         return await self._run(lambda c: c.pending(topic, name, limit=limit))
 
-    def consumer(self, topic: TopicLike, name: str, *, max_wait_seconds: float = 5.0) -> AsyncConsumer:
+    def consumer(
+        self, topic: TopicLike, name: str, *, max_wait_seconds: float = 5.0, isolation: str = "committed"
+    ) -> AsyncConsumer:
         """The exclusive consumer of a subscription, opened by ``async with`` (SubscriptionBusy there while
-        another consumer holds it); ``async for`` ends after ``max_wait_seconds`` without a new message."""
+        another consumer holds it); ``async for`` ends after ``max_wait_seconds`` without a new message.
+        ``isolation``: "committed" (committed messages only) or "uncommitted", as ``MessagingClient.consumer``."""
         topic = as_topic(topic)
         checks.seconds("max_wait_seconds", max_wait_seconds)
+        check_isolation(isolation)
 
         async def opened() -> Consumer:
             client = await self._ready()
-            return await run_sync(lambda: client.consumer(topic, name, max_wait_seconds=max_wait_seconds))
+            return await run_sync(
+                lambda: client.consumer(topic, name, max_wait_seconds=max_wait_seconds, isolation=isolation)
+            )
 
         return AsyncConsumer(opened)
 
     def shared_consumer(
-        self, topic: TopicLike, name: str, *, owner: str | None = None, max_wait_seconds: float = 5.0
+        self,
+        topic: TopicLike,
+        name: str,
+        *,
+        owner: str | None = None,
+        max_wait_seconds: float = 5.0,
+        isolation: str = "committed",
     ) -> AsyncSharedConsumer:
         """One consumer of a shared subscription, opened by ``async with`` (InvalidArgument there for an
-        exclusive subscription); ``async for`` ends after ``max_wait_seconds`` without a delivery."""
+        exclusive subscription); ``async for`` ends after ``max_wait_seconds`` without a delivery.
+        ``isolation`` as ``MessagingClient.shared_consumer``."""
         topic = as_topic(topic)
         checks.seconds("max_wait_seconds", max_wait_seconds)
+        check_isolation(isolation)
 
         async def opened() -> SharedConsumer:
             client = await self._ready()
             return await run_sync(
-                lambda: client.shared_consumer(topic, name, owner=owner, max_wait_seconds=max_wait_seconds)
+                lambda: client.shared_consumer(
+                    topic, name, owner=owner, max_wait_seconds=max_wait_seconds, isolation=isolation
+                )
             )
 
         return AsyncSharedConsumer(opened)
