@@ -42,6 +42,7 @@ from tms_hbase import TopicId
 from tms_hbase.consume.consumer import Consumer
 from tms_hbase.errors import TmsError
 from tms_hbase.shared import SharedConsumer
+from tms_hbase.tx.committed import COMMITTED
 
 log = logging.getLogger(__name__)
 SEND_WAIT = 5.0  # seconds a read-ahead waits at most for its page to be sent before it reads anyway
@@ -193,19 +194,19 @@ class SharedSessions:
     their own. Parked consumers are never closed (that would give back what
     the session holds)."""
 
-    def __init__(self, size: int, open: Callable[[TopicId, str, str], SharedConsumer]) -> None:
+    def __init__(self, size: int, open: Callable[[TopicId, str, str, str], SharedConsumer]) -> None:
         self.size, self._open = size, open
-        self._parked: OrderedDict[Key, SharedConsumer] = OrderedDict()
+        self._parked: OrderedDict[tuple[Key, str], SharedConsumer] = OrderedDict()
 
-    def take(self, key: Key) -> SharedConsumer:
-        """The session's consumer: the one parked, else a new one (SubscriptionNotFound; InvalidArgument
-        for an exclusive subscription)."""
-        consumer = self._parked.pop(key, None)
-        return consumer if consumer is not None else self._open(*key)
+    def take(self, key: Key, isolation: str = COMMITTED) -> SharedConsumer:
+        """The session's consumer reading with ``isolation``: the one parked, else a new one
+        (SubscriptionNotFound; InvalidArgument for an exclusive subscription)."""
+        consumer = self._parked.pop((key, isolation), None)
+        return consumer if consumer is not None else self._open(*key, isolation)
 
-    def park(self, key: Key, consumer: SharedConsumer) -> None:
-        self._parked.pop(key, None)
-        self._parked[key] = consumer
+    def park(self, key: Key, consumer: SharedConsumer, isolation: str = COMMITTED) -> None:
+        self._parked.pop((key, isolation), None)
+        self._parked[(key, isolation)] = consumer
         while len(self._parked) > self.size:
             self._parked.popitem(last=False)
 

@@ -8,6 +8,7 @@ transaction server stopped (the state it stored in HBase is read instead)."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import subprocess
 import sys
@@ -15,12 +16,16 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.aio import AsyncMessagingClient
+from tms_hbase.gateway_client import rest
+from tms_hbase.gateway_client.http import GatewayClient
 from tms_hbase.tx.client import TransactionClient
 
+from ..gateway_server import GatewayProcess, gateway_env
 from ..tx_server import TxServer, free_port
 
 T = TopicId("committed", "events")
@@ -204,20 +209,96 @@ def test_asyncio_consumer_delivers_committed_messages_only(
     setup = setup_topic(client, tx)
 
     async def consume() -> tuple[list[bytes], list[bytes]]:
-        async with AsyncMessagingClient(hbase_address, prefix, tx_server=server.address) as aio:
-            async with aio.consumer(T, "svc") as consumer:
-                first: list[bytes] = []
-                deadline = time.monotonic() + WAIT
-                while first != [b"a"] and time.monotonic() < deadline:
-                    first += [m.payload for m in await consumer.poll(timeout_seconds=0.5)]
-                assert await consumer.poll(timeout_seconds=1.0) == []
-                await asyncio.to_thread(end, client, tx, "commit", setup)
-                rest: list[bytes] = []
-                deadline = time.monotonic() + WAIT
-                while len(rest) < 3 and time.monotonic() < deadline:
-                    rest += [m.payload for m in await consumer.poll(timeout_seconds=0.5)]
-                return first, rest
+        aio = AsyncMessagingClient(hbase_address, prefix, tx_server=server.address)
+        async with aio, aio.consumer(T, "svc") as consumer:
+            first: list[bytes] = []
+            deadline = time.monotonic() + WAIT
+            while first != [b"a"] and time.monotonic() < deadline:
+                first += [m.payload for m in await consumer.poll(timeout_seconds=0.5)]
+            assert await consumer.poll(timeout_seconds=1.0) == []
+            await asyncio.to_thread(end, client, tx, "commit", setup)
+            rest: list[bytes] = []
+            deadline = time.monotonic() + WAIT
+            while len(rest) < 3 and time.monotonic() < deadline:
+                rest += [m.payload for m in await consumer.poll(timeout_seconds=0.5)]
+            return first, rest
 
     first, rest = asyncio.run(consume())
     assert first == [b"a"]
     assert rest == [b"held", b"b", b"c"]
+
+
+# -- through the gateway ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def gateway(hbase_address: str, prefix: str, server: TxServer, tmp_path: Path) -> Iterator[GatewayProcess]:
+    """A gateway process whose consumers read that transaction server's state."""
+    env = {**gateway_env(hbase_address, prefix), "TMS_TX_SERVER": server.address}
+    process = GatewayProcess(env, tmp_path / "gateway.log").start()
+    yield process
+    process.stop()
+
+
+def rest_messages(http: httpx.Client, session: str | None, **query: object) -> tuple[list[bytes], str]:
+    """One REST ``GET .../messages`` (JSON): the payloads and the session to go on with."""
+    headers = {"Accept": "application/json"} | ({"TMS-Consumer": session} if session else {})
+    response = http.get(rest.subscription_path(T, "svc", "messages"), params=query, headers=headers)
+    assert response.status_code == 200, response.text
+    return [base64.b64decode(m["payload"]) for m in response.json()], response.headers["TMS-Consumer"]
+
+
+def test_gateway_rest_and_client_deliver_committed_messages_only(
+    client: MessagingClient, tx: TransactionClient, gateway: GatewayProcess
+) -> None:
+    setup = setup_topic(client, tx)
+    client.create_subscription(T, "raw")
+    with httpx.Client(base_url=gateway.url, timeout=60) as http:
+        got, session = rest_messages(http, None, wait=1)
+        assert got == [b"a"]
+        assert rest_messages(http, session, wait=1)[0] == []  # held at the transaction in progress
+        raw = http.get(
+            rest.subscription_path(T, "raw", "messages"), params={"isolation": "uncommitted", "max": 10}
+        ).json()
+        assert [base64.b64decode(m["payload"]) for m in raw] == [b"a", b"held", b"b", b"rolled", b"invalid", b"c"]
+        bad = http.get(rest.subscription_path(T, "svc", "messages"), params={"isolation": "dirty"})
+        assert bad.status_code == 400 and "isolation" in bad.text
+        end(client, tx, "rollback", setup)
+        later: list[bytes] = []
+        deadline = time.monotonic() + WAIT
+        while later != [b"b", b"c"] and time.monotonic() < deadline:
+            page, session = rest_messages(http, session, wait=1)
+            later += page
+        assert later == [b"b", b"c"]
+    # the library's gateway client: a new session from the start
+    client.reset_subscription(T, "svc", "earliest", force=True)
+    with GatewayClient(gateway.url, timeout_seconds=60) as gw, gw.consumer(T, "svc") as consumer:
+        assert drain(consumer, [b"a", b"b", b"c"]) == [b"a", b"b", b"c"]
+
+
+def test_gateway_shared_deliveries_and_cli_skip_rolled_back_messages(
+    client: MessagingClient, tx: TransactionClient, gateway: GatewayProcess, env: dict[str, str]
+) -> None:
+    client.create_topic(T)
+    client.create_subscription(T, "work", shared=True)
+    client.create_subscription(T, "cli", shared=True)
+    setup = setup_topic_rows(client, tx)
+    end(client, tx, "rollback", setup)
+    received: list[bytes] = []
+    with GatewayClient(gateway.url, timeout_seconds=60) as gw, gw.shared_consumer(T, "work") as consumer:
+        deadline = time.monotonic() + WAIT
+        while sorted(received) != [b"a", b"b", b"c"] and time.monotonic() < deadline:
+            for d in consumer.receive(10, timeout_seconds=0.5):
+                received.append(d.payload)
+                consumer.ack(d)
+    assert sorted(received) == [b"a", b"b", b"c"]
+    # tms-admin sub consume, a process of its own
+    out = subprocess.run(
+        [TMS_ADMIN, "sub", "consume", str(T), "cli", "--count", "10", "--wait", "3", "--ack", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert sorted(r["payload"] for r in json.loads(out.stdout)) == ["a", "b", "c"]

@@ -63,7 +63,7 @@ from tms_hbase.model.message_id import ID_LENGTH
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.rows import RowSlice
 from tms_hbase.model.topic import TopicId
-from tms_hbase.tx.committed import CommittedReads
+from tms_hbase.tx.committed import COMMITTED, UNCOMMITTED, CommittedReads
 from tms_hbase.tx.fate import TxFate, fate, snapshot_from_server
 from tms_hbase.tx.transaction import Transaction
 
@@ -259,6 +259,12 @@ class Consumer:
 
     def __repr__(self) -> str:
         return f"Consumer({self.topic}, {self.name!r}, owner={self.owner!r})"
+
+    @property
+    def isolation(self) -> str:
+        """ "committed" (committed messages only, or what its transaction sees) or "uncommitted"."""
+        committed = self._committed_reads or self._fixed or self._tx_client
+        return COMMITTED if committed is not None else UNCOMMITTED
 
     @property
     def committed(self) -> bytes | None:

@@ -43,6 +43,7 @@ from tms_hbase.model.topic import as_topic as _topic
 from tms_hbase.model.wire import RollbackDetail
 from tms_hbase.shared.admin import PendingMessage
 from tms_hbase.tx import Transaction
+from tms_hbase.tx.committed import COMMITTED
 
 T = TypeVar("T")
 
@@ -249,17 +250,30 @@ class AsyncGatewayClient(AsyncMessagingService):
         return await self.run(self.calls.pending(topic, name, limit))
 
     def consumer(
-        self, topic: TopicLike, name: str, *, max_wait_seconds: float = 5.0, batch: int = 100
+        self,
+        topic: TopicLike,
+        name: str,
+        *,
+        max_wait_seconds: float = 5.0,
+        batch: int = 100,
+        isolation: str = COMMITTED,
     ) -> AsyncGatewayConsumer:
         """The exclusive consumer of a subscription as a gateway consumer session, opened by ``async with``
-        (SubscriptionBusy there while another consumer holds it). ``batch``: messages asked for per call."""
-        return AsyncGatewayConsumer(self, _topic(topic), check_name(name), max_wait_seconds, batch)
+        (SubscriptionBusy there while another consumer holds it). ``batch``: messages asked for per call;
+        ``isolation`` as on the blocking client."""
+        return AsyncGatewayConsumer(self, _topic(topic), check_name(name), max_wait_seconds, batch, isolation)
 
     def shared_consumer(
-        self, topic: TopicLike, name: str, *, owner: str | None = None, max_wait_seconds: float = 5.0
+        self,
+        topic: TopicLike,
+        name: str,
+        *,
+        owner: str | None = None,
+        max_wait_seconds: float = 5.0,
+        isolation: str = COMMITTED,
     ) -> AsyncGatewaySharedConsumer:
-        """One consumer of a shared subscription; ``owner`` as on the blocking client."""
-        return AsyncGatewaySharedConsumer(self, _topic(topic), check_name(name), owner, max_wait_seconds)
+        """One consumer of a shared subscription; ``owner`` and ``isolation`` as on the blocking client."""
+        return AsyncGatewaySharedConsumer(self, _topic(topic), check_name(name), owner, max_wait_seconds, isolation)
 
     # -- one HTTP exchange --------------------------------------------------------------------
 
