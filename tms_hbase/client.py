@@ -144,7 +144,7 @@ class MessagingClient(MessagingService):
         )
         """An operator's calls: tables, the tail-cache setting, inspection, diagnostics
         (:class:`~tms_hbase.client_admin.ClientAdmin`)."""
-        self.slices = Slices(self.installation, self._readiness, lambda: self._reader)
+        self.slices = Slices(self.installation, self._readiness, lambda: self._reader, lambda: self._committed_reads)
         """Parallel readers' calls, such as the Spark data source's (:class:`~tms_hbase.client_slices.Slices`)."""
         self._parts: dict[str, object] = {}  # the parts made so far (see _part)
         self._parts_lock = threading.RLock()  # (a part's maker asks for the parts it is made of)

@@ -90,6 +90,15 @@ class CommittedReads:
         self.source = ""
         """Where the view in hand came from (for logs and diagnostics)."""
 
+    def view(self) -> Transaction:
+        """The state read now, as a read-only Transaction: for a planner that hands one fixed view to many
+        readers (a Spark stream's micro-batches)."""
+        with self._lock:
+            self._refresh()
+            view = self._view
+        assert view is not None
+        return view
+
     def is_invalid(self, pointer: int) -> bool:
         return self._current(pointer).is_invalid(pointer)
 
