@@ -323,6 +323,7 @@ def test_transactional_stream_waits_for_the_transaction_in_progress(
     for i in range(30):
         client.publish(T, [b"later%02d" % i])
     stream = spark.readStream.format("tms").options(**options, topic=str(T), maxMessagesPerTrigger="7", **view)
+    shown = f"SELECT payload FROM txstream{len(view)} ORDER BY position, index"
     query = (
         stream.load()
         .writeStream.format("memory")
@@ -332,12 +333,12 @@ def test_transactional_stream_waits_for_the_transaction_in_progress(
     )
     try:
         query.processAllAvailable()
-        seen = [bytes(r.payload) for r in spark.sql(f"SELECT payload FROM txstream{len(view)} ORDER BY position, index").collect()]
+        seen = [bytes(r.payload) for r in spark.sql(shown).collect()]
         assert seen == [b"one", b"two"]  # never past the first transaction in progress
         tx.can_commit(blocker, [])
         tx.commit(blocker)
         query.processAllAvailable()
-        seen = [bytes(r.payload) for r in spark.sql(f"SELECT payload FROM txstream{len(view)} ORDER BY position, index").collect()]
+        seen = [bytes(r.payload) for r in spark.sql(shown).collect()]
         assert seen == [b"one", b"two", b"in flight"] + [b"later%02d" % i for i in range(30)]
         sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
         assert max(sizes) <= 7 and sum(sizes) == 33  # the read limit, and every message once
