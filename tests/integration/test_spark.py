@@ -315,7 +315,7 @@ def test_transactional_stream_waits_for_the_transaction_in_progress(
     and never shows a rolled-back message."""
     client.create_topic(T)
     client.publish(T, [b"one", b"two"])
-    blocker = tx.start_short()
+    blocker = tx.start_short(timeout_seconds=600)  # (the default times out while a loaded machine starts Spark)
     client.publish(T, [b"in flight"], tx_write_pointer=blocker.write_pointer)
     rolled = tx.start_short()
     client.rollback(T, client.publish(T, [b"rolled back"], tx_write_pointer=rolled.write_pointer))
