@@ -19,9 +19,10 @@ from .times import TIME_HELP, iso, parse_time
 from .topics import if_not_exists_option, topic_arg
 
 if TYPE_CHECKING:
-    from tms_hbase.consume.subscriptions import Subscription
-    from tms_hbase.fetch.stats import Lag
-    from tms_hbase.shared import DeadLetter, Delivery
+    from tms_hbase.model.dead_letter import DeadLetter
+    from tms_hbase.model.message import Delivery
+    from tms_hbase.model.stats import Lag
+    from tms_hbase.model.subscription import Subscription
 
 name_arg = click.argument("name")
 force_option = click.option(

@@ -39,11 +39,12 @@ from starlette.types import Receive, Scope, Send
 
 from tms_hbase import ConsumerSession, TopicId
 from tms_hbase.consume.consumer import Consumer
-from tms_hbase.consume.subscriptions import check_name
 from tms_hbase.errors import InvalidArgument, SubscriptionBusy
-from tms_hbase.gateway_client import rest, rest_shared
+from tms_hbase.model.isolation import COMMITTED, check_isolation
 from tms_hbase.model.rows import RowSlice
-from tms_hbase.tx.committed import COMMITTED, check_isolation
+from tms_hbase.model.subscription import check_name
+from tms_hbase.rest import codec as rest
+from tms_hbase.rest import shared as rest_shared
 
 from .auth import CONSUME, PUBLISH
 from .bodies import query_flag, query_number, read_body

@@ -41,8 +41,8 @@ from collections.abc import Awaitable, Callable
 from tms_hbase import TopicId
 from tms_hbase.consume.consumer import Consumer
 from tms_hbase.errors import TmsError
+from tms_hbase.model.isolation import COMMITTED
 from tms_hbase.shared import SharedConsumer
-from tms_hbase.tx.committed import COMMITTED
 
 log = logging.getLogger(__name__)
 SEND_WAIT = 5.0  # seconds a read-ahead waits at most for its page to be sent before it reads anyway

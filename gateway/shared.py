@@ -26,9 +26,10 @@ from starlette.routing import Route
 
 from tms_hbase import TopicId
 from tms_hbase.errors import InvalidArgument, NotHeld
-from tms_hbase.gateway_client import rest, rest_shared
+from tms_hbase.model.isolation import COMMITTED, check_isolation
+from tms_hbase.rest import codec as rest
+from tms_hbase.rest import shared as rest_shared
 from tms_hbase.shared import SharedConsumer
-from tms_hbase.tx.committed import COMMITTED, check_isolation
 
 from .auth import CONSUME
 from .bodies import query_number, read_body

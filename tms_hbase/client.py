@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -31,6 +30,7 @@ from tms_hbase.model.retry import Retry
 from tms_hbase.model.tables import TableNames
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata, user_properties
 from tms_hbase.model.topic import as_topic as _topic
+from tms_hbase.runtime import green
 from tms_hbase.storage.connection import HBaseConnection
 from tms_hbase.storage.hbase import Installation
 from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, validate_max_lifetime
@@ -42,13 +42,16 @@ if TYPE_CHECKING:
     from tms_hbase.consume.consumer import Consumer, ConsumerSession
     from tms_hbase.consume.doorbell import Doorbells
     from tms_hbase.consume.subscription_admin import SubscriptionAdmin
-    from tms_hbase.consume.subscriptions import Subscription, SubscriptionStore
-    from tms_hbase.fetch.reader import Message, MessageReader
-    from tms_hbase.fetch.stats import Lag, TopicStatistics, TopicStats
+    from tms_hbase.consume.subscriptions import SubscriptionStore
+    from tms_hbase.fetch.reader import MessageReader
+    from tms_hbase.fetch.stats import TopicStatistics
+    from tms_hbase.model.message import Message
     from tms_hbase.model.published import PublishResult
+    from tms_hbase.model.stats import Lag, SharedStats, TopicStats
+    from tms_hbase.model.subscription import PendingMessage, Subscription
     from tms_hbase.model.wire import RollbackDetail
     from tms_hbase.publish.writer import MessageWriter, Resume
-    from tms_hbase.shared.admin import PendingMessage, SharedAdmin, SharedStats
+    from tms_hbase.shared.admin import SharedAdmin
     from tms_hbase.shared.consumer import SharedConsumer
     from tms_hbase.shared.store import SharedStore
     from tms_hbase.tx.client import TransactionClient  # passed in by callers
@@ -147,7 +150,7 @@ class MessagingClient(MessagingService):
         self.slices = Slices(self.installation, self._readiness, lambda: self._reader, lambda: self._committed_reads)
         """Parallel readers' calls, such as the Spark data source's (:class:`~tms_hbase.client_slices.Slices`)."""
         self._parts: dict[str, object] = {}  # the parts made so far (see _part)
-        self._parts_lock = threading.RLock()  # (a part's maker asks for the parts it is made of)
+        self._parts_lock = green.no_wait_lock(reentrant=True)  # (a part's maker asks for the parts it is made of)
         self._publishing: tuple[MessageWriter, Doorbells] | None = None  # the parts every publish uses, once made
 
     # -- parts, each made on first use ----------------------------------------------------------
@@ -207,7 +210,7 @@ class MessagingClient(MessagingService):
     def _isolated(self, isolation: str, transaction: object = None) -> CommittedReads | None:
         """The view a consumer reading with ``isolation`` judges transactional rows by: the installation's
         transaction state (committed only), or none (every row as stored, or a transaction's view)."""
-        from tms_hbase.tx.committed import COMMITTED, check_isolation
+        from tms_hbase.model.isolation import COMMITTED, check_isolation
 
         if check_isolation(isolation) != COMMITTED:
             if transaction is not None:
@@ -744,7 +747,7 @@ class MessagingClient(MessagingService):
         if self._shared.settings(meta, name) is not None:
             raise InvalidArgument(f"subscription {name!r} of {topic} is shared: use shared_consumer()")
         from tms_hbase.consume.consumer import Consumer
-        from tms_hbase.consume.subscriptions import check_name
+        from tms_hbase.model.subscription import check_name
 
         return Consumer(
             topic=topic,
@@ -776,7 +779,7 @@ class MessagingClient(MessagingService):
 
 def _unsettled(numbers: SharedStats) -> Lag:
     """A shared subscription's lag: the messages not settled yet, and the age of the oldest of them."""
-    from tms_hbase.fetch.stats import Lag
+    from tms_hbase.model.stats import Lag
 
     return Lag(numbers.waiting + numbers.in_flight + numbers.due, numbers.oldest_unacked_seconds)
 

@@ -29,8 +29,8 @@ if TYPE_CHECKING:  # (imported where used: listing topics loads no reader, write
     from tms_hbase.client import MessagingClient
     from tms_hbase.fetch.inspect import Inspector
     from tms_hbase.fetch.reader import MessageReader
+    from tms_hbase.model.dead_letter import DeadLetter
     from tms_hbase.publish.writer import MessageWriter
-    from tms_hbase.shared.dead_letter import DeadLetter
 
 
 class ClientAdmin:
@@ -139,7 +139,7 @@ class ClientAdmin:
         and ``dry_run`` only read after that mark. The replayed message is a **new message** of its topic,
         with a new id and publish time; the dead letter stays in the dead-letter topic. InvalidArgument for
         a message that is not a dead letter (those before it stay replayed) or a ``limit`` below 1."""
-        from tms_hbase.shared.dead_letter import DeadLetter
+        from tms_hbase.model.dead_letter import DeadLetter
 
         if limit < 1:
             raise InvalidArgument(f"limit {limit} must be at least 1")

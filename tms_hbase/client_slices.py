@@ -20,7 +20,8 @@ from tms_hbase.storage.hbase import Installation
 from tms_hbase.tx.transaction import Transaction
 
 if TYPE_CHECKING:  # (the reader is made on the first call: a client that only administers topics loads none)
-    from tms_hbase.fetch.reader import BatchInfo, Message, MessageReader, PositionRange
+    from tms_hbase.fetch.reader import BatchInfo, MessageReader, PositionRange
+    from tms_hbase.model.message import Message
     from tms_hbase.tx.committed import CommittedReads
 
 

@@ -9,9 +9,10 @@ import pytest
 
 from tms_hbase.errors import InvalidArgument
 from tms_hbase.model.clock import now_ms
+from tms_hbase.model.isolation import check_isolation
 from tms_hbase.tx import committed
-from tms_hbase.tx.committed import CommittedReads, check_isolation
-from tms_hbase.tx.state_store import StateStore
+from tms_hbase.tx.committed import CommittedReads
+from tms_hbase.txserver.state_store import StateStore
 
 from ..memory_storage import MemoryInstallation
 from ..tx_server import free_port

@@ -58,7 +58,7 @@ from tms_hbase.errors import (  # noqa: E402
     TransactionConflict,
     TransactionFailure,
 )
-from tms_hbase.fetch.reader import Message  # noqa: E402
+from tms_hbase.model.message import Message  # noqa: E402
 from tms_hbase.model.message_id import MessageId  # noqa: E402
 
 DEFINITE = (InvalidArgument, BatchTooLarge, TopicNotFound)  # errors raised before anything is written

@@ -1,7 +1,7 @@
 """AsyncMessagingClient: the messaging client for asyncio programs, on the event loop itself.
 
 It runs the very protocol code of :class:`~tms_hbase.client.MessagingClient` (ordering, sequencer
-reservations, metadata, reads) through :func:`tms_hbase.model.green.run_sync`, over the asyncio storage
+reservations, metadata, reads) through :func:`tms_hbase.runtime.green.run_sync`, over the asyncio storage
 driver (:class:`~tms_hbase.storage.aio.AsyncHBaseConnection`): every HBase call, backoff and hand-over
 between publishes waits on the event loop, so many publishes and fetches are in flight at once on one
 thread, with no thread per call.
@@ -22,21 +22,20 @@ from tms_hbase.aio.shared import AsyncSharedConsumer
 from tms_hbase.client import MessagingClient
 from tms_hbase.config import Config
 from tms_hbase.consume.consumer import Consumer
-from tms_hbase.consume.subscriptions import Subscription
 from tms_hbase.errors import ClientClosed, PublishOutcomeUnknown
-from tms_hbase.fetch.reader import Message
-from tms_hbase.fetch.stats import Lag, TopicStats
 from tms_hbase.model import checks
-from tms_hbase.model.green import run_sync
+from tms_hbase.model.checks import validate_payloads
+from tms_hbase.model.isolation import check_isolation
+from tms_hbase.model.message import Message
 from tms_hbase.model.published import PublishResult
 from tms_hbase.model.retry import Retry
+from tms_hbase.model.stats import Lag, TopicStats
+from tms_hbase.model.subscription import PendingMessage, Subscription
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata, as_topic
 from tms_hbase.model.wire import RollbackDetail
-from tms_hbase.publish.writer import validate_payloads
-from tms_hbase.shared.admin import PendingMessage
+from tms_hbase.runtime.green import run_sync
 from tms_hbase.shared.consumer import SharedConsumer
 from tms_hbase.storage.aio import AsyncHBaseConnection
-from tms_hbase.tx.committed import check_isolation
 from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, validate_max_lifetime
 from tms_hbase.tx.transaction import Transaction
 

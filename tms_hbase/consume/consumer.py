@@ -44,26 +44,20 @@ from typing import TYPE_CHECKING
 
 from tms_hbase.consume.doorbell import Bell, Ring
 from tms_hbase.consume.lease import MIN_LEASE_SECONDS, Lease
-from tms_hbase.consume.subscriptions import (
-    Pending,
-    Record,
-    SubscriptionStore,
-    check_mark,
-    folded,
-    later,
-    resolved,
-    row_key,
-)
+from tms_hbase.consume.subscriptions import Record, SubscriptionStore, check_mark, folded, later, resolved, row_key
 from tms_hbase.errors import InvalidArgument, SubscriptionNotFound, TmsError
-from tms_hbase.fetch.reader import Cursor, Message, MessageReader
+from tms_hbase.fetch.reader import Cursor, MessageReader
 from tms_hbase.installation.metadata import MetadataCache
 from tms_hbase.model import checks
 from tms_hbase.model.clock import now_ms
+from tms_hbase.model.isolation import COMMITTED, UNCOMMITTED
+from tms_hbase.model.message import Message
 from tms_hbase.model.message_id import ID_LENGTH
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.rows import RowSlice
+from tms_hbase.model.subscription import Pending
 from tms_hbase.model.topic import TopicId
-from tms_hbase.tx.committed import COMMITTED, UNCOMMITTED, CommittedReads
+from tms_hbase.tx.committed import CommittedReads
 from tms_hbase.tx.fate import TxFate, fate, snapshot_from_server
 from tms_hbase.tx.transaction import Transaction
 

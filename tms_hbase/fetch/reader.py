@@ -27,7 +27,6 @@ one filtered scan, and a read that began at the frontier moves it up.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -37,8 +36,9 @@ from tms_hbase.errors import CorruptData, InvalidArgument
 from tms_hbase.installation.hbase_clock import HBaseClock
 from tms_hbase.installation.metadata import MetadataCache
 from tms_hbase.installation.settings import DEFAULT_TAIL_CACHE_SECONDS
-from tms_hbase.model import checks, green
+from tms_hbase.model import checks
 from tms_hbase.model.clock import now_ms
+from tms_hbase.model.message import Message
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.message_id import encode as encode_id
 from tms_hbase.model.metrics import CLIENT_METRICS
@@ -70,6 +70,7 @@ from tms_hbase.model.rows import (
 )
 from tms_hbase.model.topic import TopicId
 from tms_hbase.publish import sequencer
+from tms_hbase.runtime import green
 from tms_hbase.storage.hbase import KEYS_ONLY, Table
 from tms_hbase.tx.committed import CommittedReads
 from tms_hbase.tx.transaction import Transaction
@@ -111,20 +112,6 @@ def _dated_at_or_after(time_ms: int) -> bytes:
         if not flags & F_SKIP
     ]
     return b"(" + b" OR ".join(kinds) + b")"
-
-
-@dataclass(frozen=True)
-class Message:
-    """One consumed message: ``id`` (opaque bytes, sorts in consumption order), payload, publish time (ms)."""
-
-    id: bytes
-    payload: bytes
-    publish_time: int
-
-    @property
-    def publish_time_ms(self) -> int:
-        """``publish_time``, named with its unit: milliseconds since the epoch."""
-        return self.publish_time
 
 
 @dataclass
@@ -258,7 +245,7 @@ class MessageReader:
         self.tail_cache_seconds = tail_cache_seconds or (lambda: DEFAULT_TAIL_CACHE_SECONDS)
         self.hbase_clock = hbase_clock
         self._holes: dict[tuple[TopicId, int, int], _Sighting] = {}  # each hole waited on
-        self._holes_lock = threading.Lock()
+        self._holes_lock = green.no_wait_lock()
         self._firsts: dict[bytes, tuple[int, RowHeader]] = {}  # a batch that was a generation's first row, by prefix
         self.holes_filled = 0  # skip markers this reader put into holes
         self.longest_hole_wait = 0.0  # seconds, first sighting to passing, of the longest hole met

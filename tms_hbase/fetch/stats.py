@@ -28,11 +28,9 @@ write pointer's counter handed out, and no bytes (docs/consumers.md).
 
 from __future__ import annotations
 
-import builtins
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
-from tms_hbase.consume.subscriptions import END
 from tms_hbase.fetch.reader import MessageReader
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.rows import (
@@ -48,44 +46,14 @@ from tms_hbase.model.rows import (
     pointer_prefix,
     position_of,
 )
+from tms_hbase.model.stats import Lag, TopicStats
+from tms_hbase.model.subscription import END
 from tms_hbase.model.topic import TopicId
 from tms_hbase.publish import sequencer
 from tms_hbase.storage.hbase import Table
 
 WINDOWS = (60, 300, 900)
 """Seconds of the publish-rate windows topic_stats reports (like a load average: 1, 5 and 15 minutes)."""
-
-
-@dataclass(frozen=True)
-class Lag:
-    """How far a subscription is behind: messages not consumed yet, and the age in seconds of the
-    oldest of them (0 when it is caught up). ``exact`` is False where rows without totals were involved."""
-
-    messages: int
-    seconds: float
-    exact: bool = True
-
-
-@dataclass(frozen=True)
-class TopicStats:
-    """What a topic holds now (its current generation, readable messages only)."""
-
-    topic: TopicId
-    generation: int
-    ttl: int
-    first_position: int | None  # first readable batch row (None: the topic has no readable message)
-    first_publish_time: int | None
-    last_position: int | None  # the tail row
-    last_publish_time: int | None
-    messages: int
-    bytes: int
-    rates: dict[int, float] = field(default_factory=dict)  # window seconds -> messages per second
-    subscriptions: list[tuple[str, builtins.bytes | None, Lag]] = field(default_factory=list)  # (name, mark, lag)
-    exact: bool = True  # the message counts (and every subscription's lag) are exact
-    # messages ever published to this generation (None: rows without totals); on a sequencer generation the offsets
-    # handed out up to the newest row, skip markers included (an upper bound: the swept markers' spans are not kept)
-    published: int | None = None
-    bytes_exact: bool = True  # ``bytes`` is exact (False: estimated, as in sequencer generations)
 
 
 @dataclass(frozen=True)

@@ -28,22 +28,22 @@ from types import TracebackType
 from typing import TypeVar
 
 from tms_hbase.aio.api import AsyncMessagingService
-from tms_hbase.consume.subscriptions import Subscription, check_name
 from tms_hbase.errors import PublishOutcomeUnknown, SubscriptionAlreadyExists, TopicAlreadyExists, TopicNotFound
-from tms_hbase.fetch.reader import Message
-from tms_hbase.fetch.stats import Lag, TopicStats
-from tms_hbase.gateway_client import calls, http1, rest
+from tms_hbase.gateway_client import calls, http1
 from tms_hbase.gateway_client.aio_consumers import AsyncGatewayConsumer, AsyncGatewaySharedConsumer
 from tms_hbase.gateway_client.aio_http1 import AsyncPool
 from tms_hbase.gateway_client.calls import Reply, Request
 from tms_hbase.gateway_client.outcomes import NOT_IDEMPOTENT, Broken, answer_error, link_error
+from tms_hbase.model.isolation import COMMITTED
+from tms_hbase.model.message import Message
 from tms_hbase.model.published import PublishResult
+from tms_hbase.model.stats import Lag, TopicStats
+from tms_hbase.model.subscription import PendingMessage, Subscription, check_name
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata
 from tms_hbase.model.topic import as_topic as _topic
 from tms_hbase.model.wire import RollbackDetail
-from tms_hbase.shared.admin import PendingMessage
+from tms_hbase.rest import codec as rest
 from tms_hbase.tx import Transaction
-from tms_hbase.tx.committed import COMMITTED
 
 T = TypeVar("T")
 

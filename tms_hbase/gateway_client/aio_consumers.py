@@ -11,12 +11,11 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from tms_hbase.errors import InvalidArgument, TmsError
-from tms_hbase.fetch.reader import Message
 from tms_hbase.gateway_client.sessions import ConsumerSession, SharedSession
 from tms_hbase.model import checks
+from tms_hbase.model.isolation import COMMITTED
+from tms_hbase.model.message import Delivery, Message
 from tms_hbase.model.topic import TopicId
-from tms_hbase.shared.consumer import Delivery
-from tms_hbase.tx.committed import COMMITTED
 
 if TYPE_CHECKING:
     from tms_hbase.gateway_client.aio import AsyncGatewayClient

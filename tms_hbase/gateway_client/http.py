@@ -30,7 +30,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TypeVar
 
 from tms_hbase.api import MessagingService
-from tms_hbase.consume.subscriptions import Subscription, check_name
 from tms_hbase.errors import (
     PublishOutcomeUnknown,
     SubscriptionAlreadyExists,
@@ -38,20 +37,21 @@ from tms_hbase.errors import (
     TopicAlreadyExists,
     TopicNotFound,
 )
-from tms_hbase.fetch.reader import Message
-from tms_hbase.fetch.stats import Lag, TopicStats
-from tms_hbase.gateway_client import calls, http1, rest, sessions
+from tms_hbase.gateway_client import calls, http1, sessions
 from tms_hbase.gateway_client.calls import Reply, Request
 from tms_hbase.gateway_client.http_shared import GatewaySharedConsumer
 from tms_hbase.gateway_client.outcomes import NOT_IDEMPOTENT, Broken, answer_error, link_error
 from tms_hbase.model import checks
+from tms_hbase.model.isolation import COMMITTED
+from tms_hbase.model.message import Message
 from tms_hbase.model.published import PublishResult
+from tms_hbase.model.stats import Lag, TopicStats
+from tms_hbase.model.subscription import PendingMessage, Subscription, check_name
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata
 from tms_hbase.model.topic import as_topic as _topic
 from tms_hbase.model.wire import RollbackDetail
-from tms_hbase.shared.admin import PendingMessage
+from tms_hbase.rest import codec as rest
 from tms_hbase.tx import Transaction
-from tms_hbase.tx.committed import COMMITTED
 
 T = TypeVar("T")
 
@@ -61,8 +61,8 @@ class GatewayClient(MessagingService):
 
     ``url`` is the gateway (default ``$TMS_GATEWAY_URL`` or http://127.0.0.1:8080); ``token`` the bearer
     token (default ``$TMS_GATEWAY_TOKEN``). ``timeout_seconds`` bounds every call as a whole.
-    ``media`` is the body encoding, :data:`tms_hbase.gateway_client.rest.AVRO` (default) or
-    :data:`~tms_hbase.gateway_client.rest.JSON`.
+    ``media`` is the body encoding, :data:`tms_hbase.rest.codec.AVRO` (default) or
+    :data:`~tms_hbase.rest.codec.JSON`.
     For https: ``ca_file`` verifies the gateway's certificate (default: the system's CAs), and
     ``client_cert``/``client_key`` present a client certificate (mutual TLS); or pass ``ssl_context``.
     Thread-safe; use it as a context manager or call :meth:`close`.

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 from tms_hbase.errors import TmsError
 from tms_hbase.gateway_client.sessions import SharedSession
 from tms_hbase.model import checks
+from tms_hbase.model.isolation import COMMITTED
+from tms_hbase.model.message import Delivery
 from tms_hbase.model.topic import TopicId
-from tms_hbase.shared.consumer import Delivery
-from tms_hbase.tx.committed import COMMITTED
 
 if TYPE_CHECKING:
     from tms_hbase.gateway_client.http import GatewayClient

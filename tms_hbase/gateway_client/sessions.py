@@ -14,13 +14,13 @@ from typing import TypeVar
 from urllib.parse import urlencode
 
 from tms_hbase.errors import ClientClosed, InvalidArgument
-from tms_hbase.fetch.reader import Message
-from tms_hbase.gateway_client import rest, rest_shared
 from tms_hbase.gateway_client.calls import Calls, Reply, Request, nothing, with_query
 from tms_hbase.model import checks
+from tms_hbase.model.isolation import COMMITTED, check_isolation
+from tms_hbase.model.message import Delivery, Message
 from tms_hbase.model.topic import TopicId
-from tms_hbase.shared.consumer import Delivery
-from tms_hbase.tx.committed import COMMITTED, check_isolation
+from tms_hbase.rest import codec as rest
+from tms_hbase.rest import shared as rest_shared
 
 T = TypeVar("T")
 

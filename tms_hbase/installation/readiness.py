@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from tms_hbase.errors import InstallationNotFound
-from tms_hbase.model import green
 from tms_hbase.model.tables import FAMILIES
+from tms_hbase.runtime import green
 from tms_hbase.storage.hbase import Installation
 
 

@@ -18,8 +18,7 @@ from prometheus_client.registry import Collector
 
 from tms_hbase.client import MessagingClient
 from tms_hbase.errors import TmsError
-from tms_hbase.fetch.stats import TopicStats
-from tms_hbase.shared.admin import SharedStats
+from tms_hbase.model.stats import SharedStats, TopicStats
 
 log = logging.getLogger(__name__)
 

@@ -28,17 +28,17 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import NamedTuple, cast
+from typing import NamedTuple
 
-from tms_hbase.errors import BatchTooLarge, HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown, TopicFull
+from tms_hbase.errors import HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown, TopicFull
 from tms_hbase.installation.metadata import MetadataCache
 from tms_hbase.installation.settings import WriterSettings
 from tms_hbase.model import checks
+from tms_hbase.model.checks import validate_payloads
 from tms_hbase.model.clock import now_ms
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.published import PublishResult
@@ -52,7 +52,6 @@ from tms_hbase.model.rows import (
     BatchRow,
     RowHeader,
     Totals,
-    batch_size,
     decode_row,
     generation_prefix,
     message_key,
@@ -66,6 +65,7 @@ from tms_hbase.model.topic import TopicId
 from tms_hbase.model.wire import RollbackDetail
 from tms_hbase.publish import sequencer
 from tms_hbase.publish.reservations import Reservations, Ticket
+from tms_hbase.runtime import green
 from tms_hbase.storage.hbase import Table
 from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, check_tx_lifetime
 
@@ -109,26 +109,6 @@ class _Tail:
     publish_time: int  # its publish time
     seen_at: float  # time.monotonic() before which no row above ``position`` existed
     totals: Totals | None = None  # its running totals (None: a row from before totals existed)
-
-
-def validate_payloads(payloads: object, max_batch_bytes: int, *, allow_empty: bool) -> tuple[bytes, ...]:
-    """Payloads as a tuple of bytes, or InvalidArgument (nothing is written on bad input)."""
-    if type(payloads) not in (list, tuple) and (  # (the usual types first: the ABC's check is a Python call)
-        isinstance(payloads, (bytes, bytearray, memoryview, str)) or not isinstance(payloads, Sequence)
-    ):
-        raise InvalidArgument("payloads must be a list of bytes (e.g. [b'event'])")
-    result: tuple[bytes, ...] = tuple(cast("Sequence[bytes]", payloads))
-    if not set(map(type, result)) <= {bytes}:  # else (the usual case) there is nothing to convert
-        for i, payload in enumerate(result):
-            if not isinstance(payload, (bytes, bytearray, memoryview)):
-                raise InvalidArgument(f"payload {i} is {type(payload).__name__}, not bytes")
-        result = tuple(bytes(payload) for payload in result)
-    if not result and not allow_empty:
-        raise InvalidArgument("nothing to publish: the list of payloads is empty")
-    size = batch_size(result)
-    if size > max_batch_bytes:
-        raise BatchTooLarge(f"batch of {size} bytes is over the limit of {max_batch_bytes} bytes; split it")
-    return result
 
 
 def validate_write_pointer(pointer: object) -> int:
@@ -177,7 +157,7 @@ class MessageWriter:
         self._reservations = Reservations(
             messages, self.writer_id, lambda: sequencer.window(self.settings.tail_cache_seconds()), clock
         )
-        self._lock = threading.Lock()
+        self._lock = green.no_wait_lock()
         self.future_predecessors = 0  # rows not followed for being dated too far ahead (row_time.py)
 
     def close(self) -> None:

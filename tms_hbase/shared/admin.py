@@ -9,53 +9,22 @@ row and then the state rows of every incarnation.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from tms_hbase.consume.subscription_admin import EARLIEST, SubscriptionAdmin
-from tms_hbase.consume.subscriptions import END, Subscription, check_name, mark_before, row_key
+from tms_hbase.consume.subscriptions import mark_before, row_key
 from tms_hbase.errors import InvalidArgument, SubscriptionNotFound
 from tms_hbase.fetch.reader import MessageReader
 from tms_hbase.fetch.stats import TopicStatistics
 from tms_hbase.model import checks
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.rows import generation_prefix
+from tms_hbase.model.stats import SharedStats
+from tms_hbase.model.subscription import END, PendingMessage, Subscription, check_name
 from tms_hbase.model.topic import TopicId, TopicMetadata, as_topic
 from tms_hbase.shared.state import ClaimState, Keys, Settings, check_settings, new_incarnation
 from tms_hbase.shared.store import SharedStore, iter_pages
 
-
-@dataclass(frozen=True)
-class SharedStats:
-    """A shared subscription's numbers. ``waiting``: not delivered yet; ``in_flight``: held by a
-    consumer before its deadline; ``due``: given back or past their deadline, to be delivered again;
-    ``acknowledged``, ``dead_lettered``, ``redelivered``: totals since creation or the last reset;
-    ``oldest_unacked_seconds``: age of the oldest message not settled (0 when none);
-    ``consumers``: distinct holders of in-flight messages."""
-
-    waiting: int
-    in_flight: int
-    due: int
-    acknowledged: int
-    dead_lettered: int
-    redelivered: int
-    oldest_unacked_seconds: float
-    consumers: int
-    ack_timeout_seconds: float
-    max_deliveries: int
-    dead_letter: TopicId | None
-
-
-@dataclass(frozen=True)
-class PendingMessage:
-    """One message delivered and not settled (``tms-admin sub pending``, like Redis's XPENDING)."""
-
-    id: bytes
-    owner: str | None
-    deadline: int  # HBase ms
-    deliveries: int
-    publish_time: int
-    state: str  # "held", "expired" (held past its deadline), "released" (given back, due at deadline) or
-    # "acking" (acknowledged in a transaction not finished yet)
+# "acking" (acknowledged in a transaction not finished yet)
 
 
 def start_position(mark: bytes | None) -> int:

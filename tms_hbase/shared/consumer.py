@@ -54,13 +54,14 @@ from dataclasses import dataclass, replace
 from tms_hbase.consume.doorbell import DEFAULT_HOST, Bell, parse_address, ring_local
 from tms_hbase.consume.subscriptions import mark_before
 from tms_hbase.errors import InvalidArgument, NotHeld, SubscriptionNotFound, TmsError
-from tms_hbase.fetch.reader import Message, MessageReader
+from tms_hbase.fetch.reader import MessageReader
 from tms_hbase.installation.metadata import MetadataCache
 from tms_hbase.model import checks
+from tms_hbase.model.dead_letter import DeadLetter
+from tms_hbase.model.message import Delivery, Message
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.topic import TopicId
-from tms_hbase.shared.dead_letter import DeadLetter
 from tms_hbase.shared.state import Claim, ClaimState, Keys, RangeCell, Settings, position_of_id
 from tms_hbase.shared.store import SCAN_LIMIT, SharedStore, StoredClaim, StoredRange
 from tms_hbase.shared.tx_acks import TransactionalAcks
@@ -80,18 +81,6 @@ RING_GAP = 0.05  # seconds between rings for ranges given back with more to read
 KEEP_SECONDS = 2.0
 TAIL_SECONDS = 1.0  # within a receive, a look after a wait without a ring reads the newest row after this long
 PEERS_SECONDS = 1.0  # how long the other idle consumers' doorbells read once are rung without reading again
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """One delivery of a message: its ``id``, payload and publish time, which delivery of it this is
-    (``deliveries``, from 1) and until when (``deadline``, HBase's clock in ms) this consumer holds it."""
-
-    id: bytes
-    payload: bytes
-    publish_time: int
-    deliveries: int
-    deadline: int
 
 
 Publish = Callable[[TopicId, Sequence[bytes]], object]

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 from tms_hbase.client import MessagingClient
 from tms_hbase.errors import InvalidArgument
+from tms_hbase.model.isolation import COMMITTED, check_isolation
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.topic import TopicId
 from tms_hbase.tx.client import TransactionClient
-from tms_hbase.tx.committed import COMMITTED, check_isolation
 
 # Options Spark itself adds to those the user gives.
 SPARK_OPTIONS = frozenset({"path", "checkpointlocation"})

@@ -17,12 +17,12 @@ from pyspark.sql.types import StructType
 
 from tms_hbase.client import MessagingClient
 from tms_hbase.errors import InvalidArgument
+from tms_hbase.model.isolation import COMMITTED
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.spark.columns import SCHEMA, piece_batches, record_batches, within_time
 from tms_hbase.spark.options import Options
 from tms_hbase.spark.planning import Range, admit, batch_range, check_generation, first_unreadable, snapshot, split
 from tms_hbase.tx import Transaction, TransactionCodec
-from tms_hbase.tx.committed import COMMITTED
 
 
 class IdRange(InputPartition):

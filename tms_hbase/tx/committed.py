@@ -30,14 +30,14 @@ commits is delivered within that, or the consumer's next poll), and any view is 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from typing import TYPE_CHECKING
 
 from tms_hbase.config import TX_ENV
-from tms_hbase.errors import InvalidArgument, TmsError
+from tms_hbase.errors import TmsError
 from tms_hbase.model.clock import now_ms
 from tms_hbase.model.retry import Retry
+from tms_hbase.runtime import green
 from tms_hbase.tx.fate import reader_view
 from tms_hbase.tx.transaction import ALL_VISIBLE_LATEST, LONG_MIN, NO_TX_IN_PROGRESS, Transaction
 
@@ -47,9 +47,6 @@ if TYPE_CHECKING:  # made on first use: `import tms_hbase` does not load the Thr
 
 log = logging.getLogger(__name__)
 
-COMMITTED = "committed"
-UNCOMMITTED = "uncommitted"
-ISOLATION_LEVELS = (COMMITTED, UNCOMMITTED)
 REFRESH_SECONDS = 0.1  # a view showing a pointer in progress is read again once this old
 MAX_AGE_SECONDS = 5.0  # any view is read again once this old
 SERVER_RETRY_SECONDS = 5.0  # after the server could not be reached, HBase's state is used this long
@@ -57,16 +54,6 @@ SERVER_TIMEOUT_SECONDS = 2.0  # the longest a read of the server's state may tak
 
 NOTHING_COMMITTED = Transaction(0, LONG_MIN, (), (), NO_TX_IN_PROGRESS)
 """The view when the state is unknown: no write pointer is visible, none invalid (every one is held)."""
-
-
-def check_isolation(isolation: object) -> str:
-    """``isolation`` if it is one of :data:`ISOLATION_LEVELS`, else InvalidArgument."""
-    if not isinstance(isolation, str) or isolation not in ISOLATION_LEVELS:
-        raise InvalidArgument(
-            f"bad isolation {isolation!r}: 'committed' (committed messages only, the default) or "
-            "'uncommitted' (every message as stored, rolled-back ones included)"
-        )
-    return isolation
 
 
 class CommittedReads:
@@ -83,7 +70,7 @@ class CommittedReads:
         self._address = tx_server or os.environ.get(TX_ENV) or None
         self._timeout = min(timeout_seconds, SERVER_TIMEOUT_SECONDS)
         self._server: TransactionClient | None = None
-        self._lock = threading.Lock()
+        self._lock = green.lock()  # held while the state is read (HBase, the server)
         self._view: Transaction | None = None
         self._read_at = float("-inf")  # monotonic
         self._server_failed_at = float("-inf")
@@ -134,7 +121,7 @@ class CommittedReads:
                     self._address,
                     exc,
                 )
-        from tms_hbase.tx.state_store import StateStore
+        from tms_hbase.txserver.state_store import StateStore
 
         try:
             state = StateStore(self._txstate).recover().snapshot(now_ms())

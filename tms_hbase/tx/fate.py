@@ -47,7 +47,7 @@ def snapshot_from_server(client: TransactionClient) -> Transaction:
 def snapshot_from_hbase(txstate: Table) -> Transaction:
     """The same view rebuilt from the transaction state in HBase, without the server (a scan of the
     latest snapshot and the edit log after it). It sees committed transactions only, like a reader."""
-    from tms_hbase.tx.state_store import StateStore  # the recovery code lives with the server's state
+    from tms_hbase.txserver.state_store import StateStore
 
     return reader_view(StateStore(txstate).recover().snapshot(now_ms()))
 
