@@ -128,9 +128,11 @@ class CommittedReads:
         except TmsError as exc:
             if self._view is None:
                 self._use(NOTHING_COMMITTED, "nowhere")
-            else:
-                self._read_at = time.monotonic()  # the view in hand stays safe: in progress holds
-            log.warning("committed-only reads: transaction state not read from HBase (%s); %s", exc, self._held())
+                then = self._held()
+            else:  # the view in hand stays safe: what it shows in progress stays held
+                self._read_at = time.monotonic()
+                then = f"the state read before from {self.source} decides meanwhile"
+            log.warning("committed-only reads: transaction state not read from HBase (%s); %s", exc, then)
             return
         if state.write_pointer > 0:
             self._use(reader_view(state), f"table {self._txstate.name}")
