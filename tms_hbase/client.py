@@ -634,8 +634,9 @@ class MessagingClient(MessagingService):
         isolation: str = "committed",
     ) -> SharedConsumer:
         """One consumer of a shared subscription; any number may run at once (docs/shared.md).
-        ``owner`` names it (default: host, pid and a random part; the gateway reuses a name to settle
-        across calls); ``max_wait_seconds``: seconds an iteration waits for a delivery before it ends;
+        ``owner`` names it (at most 300 characters; default: host, pid and a random part; the gateway
+        reuses a name to settle across calls); ``max_wait_seconds``: seconds an iteration waits for a
+        delivery before it ends;
         ``poll_interval_seconds``: seconds between looks while idle (a publish, or a message given back by another
         consumer, wakes it sooner through its doorbell: ``doorbell`` is the address other processes ring,
         None for only this process's); ``reap_interval``: seconds between scans for expired deliveries

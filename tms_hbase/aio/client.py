@@ -22,6 +22,7 @@ from tms_hbase.aio.shared import AsyncSharedConsumer
 from tms_hbase.client import MessagingClient
 from tms_hbase.config import Config
 from tms_hbase.consume.consumer import Consumer
+from tms_hbase.consume.doorbell import DEFAULT_HOST
 from tms_hbase.errors import ClientClosed, PublishOutcomeUnknown
 from tms_hbase.model import checks
 from tms_hbase.model.checks import validate_payloads
@@ -370,20 +371,33 @@ class AsyncMessagingClient:
         *,
         owner: str | None = None,
         max_wait_seconds: float = 5.0,
+        poll_interval_seconds: float = 0.5,
+        reap_interval: float | None = None,
+        doorbell: str | None = DEFAULT_HOST,
         isolation: str = "committed",
     ) -> AsyncSharedConsumer:
         """One consumer of a shared subscription, opened by ``async with`` (InvalidArgument there for an
-        exclusive subscription); ``async for`` ends after ``max_wait_seconds`` without a delivery.
-        ``isolation`` as ``MessagingClient.shared_consumer``."""
+        exclusive subscription); ``async for`` ends after ``max_wait_seconds`` without a delivery. ``owner``,
+        ``poll_interval_seconds``, ``reap_interval``, ``doorbell`` and ``isolation`` mean what they mean for
+        :meth:`MessagingClient.shared_consumer <tms_hbase.client.MessagingClient.shared_consumer>`."""
         topic = as_topic(topic)
         checks.seconds("max_wait_seconds", max_wait_seconds)
+        checks.seconds("poll_interval_seconds", poll_interval_seconds)
+        checks.seconds("reap_interval", reap_interval, optional=True)
         check_isolation(isolation)
 
         async def opened() -> SharedConsumer:
             client = await self._ready()
             return await run_sync(
                 lambda: client.shared_consumer(
-                    topic, name, owner=owner, max_wait_seconds=max_wait_seconds, isolation=isolation
+                    topic,
+                    name,
+                    owner=owner,
+                    max_wait_seconds=max_wait_seconds,
+                    poll_interval_seconds=poll_interval_seconds,
+                    reap_interval=reap_interval,
+                    doorbell=doorbell,
+                    isolation=isolation,
                 )
             )
 

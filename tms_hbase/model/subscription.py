@@ -65,4 +65,6 @@ class PendingMessage:
     deadline: int  # HBase ms
     deliveries: int
     publish_time: int
-    state: str  # "held", "expired" (held past its deadline), "released" (given back, due at deadline) or
+    state: str  # "held", "expired" (held past its deadline), "released" (given back, due at deadline),
+    # "acking" (acknowledged in a transaction not finished yet) or "undeliverable" (past max_deliveries and
+    # kept: its dead-letter topic could not take it; tried again after ``deadline``)

@@ -24,8 +24,6 @@ from tms_hbase.model.topic import TopicId, TopicMetadata, as_topic
 from tms_hbase.shared.state import ClaimState, Keys, Settings, check_settings, new_incarnation
 from tms_hbase.shared.store import SharedStore, iter_pages
 
-# "acking" (acknowledged in a transaction not finished yet)
-
 
 def start_position(mark: bytes | None) -> int:
     """The first position after a subscription's mark (where range 1 of a new incarnation starts)."""
@@ -133,7 +131,7 @@ class SharedAdmin:
             dead_lettered=totals.dead_lettered + sum(c.state is ClaimState.DEAD for c in claims),
             redelivered=totals.redelivered,
             oldest_unacked_seconds=oldest,
-            consumers=len({c.owner for c in in_flight}),
+            consumers=len({c.owner for c in in_flight if c.owner is not None}),
             ack_timeout_seconds=settings.ack_timeout_ms / 1000,
             max_deliveries=settings.max_deliveries,
             dead_letter=settings.dead_letter,
@@ -154,6 +152,7 @@ class SharedAdmin:
                 continue
             state = "released" if c.state is ClaimState.FREE else ("held" if c.deadline > now else "expired")
             state = "acking" if c.tx is not None else state
+            state = "undeliverable" if c.state is ClaimState.HELD and c.owner is None else state
             out.append(PendingMessage(stored.message_id, c.owner, c.deadline, c.deliveries, c.publish_time, state))
             if limit is not None and len(out) >= limit:
                 break

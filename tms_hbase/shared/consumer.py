@@ -53,7 +53,7 @@ from dataclasses import dataclass, replace
 
 from tms_hbase.consume.doorbell import DEFAULT_HOST, Bell, parse_address, ring_local
 from tms_hbase.consume.subscriptions import mark_before
-from tms_hbase.errors import InvalidArgument, NotHeld, SubscriptionNotFound, TmsError
+from tms_hbase.errors import InvalidArgument, NotHeld, SubscriptionNotFound, TmsError, TopicFull, TopicNotFound
 from tms_hbase.fetch.reader import MessageReader
 from tms_hbase.installation.metadata import MetadataCache
 from tms_hbase.model import checks
@@ -62,7 +62,7 @@ from tms_hbase.model.message import Delivery, Message
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.topic import TopicId
-from tms_hbase.shared.state import Claim, ClaimState, Keys, RangeCell, Settings, position_of_id
+from tms_hbase.shared.state import Claim, ClaimState, Keys, RangeCell, Settings, hold_ms, position_of_id
 from tms_hbase.shared.store import SCAN_LIMIT, SharedStore, StoredClaim, StoredRange
 from tms_hbase.shared.tx_acks import TransactionalAcks
 from tms_hbase.tx.committed import CommittedReads
@@ -81,6 +81,7 @@ RING_GAP = 0.05  # seconds between rings for ranges given back with more to read
 KEEP_SECONDS = 2.0
 TAIL_SECONDS = 1.0  # within a receive, a look after a wait without a ring reads the newest row after this long
 PEERS_SECONDS = 1.0  # how long the other idle consumers' doorbells read once are rung without reading again
+MAX_OWNER_LENGTH = 300  # an owner's name is written into every claim it makes and keys its doorbell's row
 
 
 Publish = Callable[[TopicId, Sequence[bytes]], object]
@@ -112,8 +113,9 @@ class SharedConsumer(TransactionalAcks):
     ) -> None:
         for what, value in (("max_wait_seconds", max_wait_seconds), ("poll_interval_seconds", poll_interval_seconds)):
             checks.seconds(what, value)
-        if owner is not None and (not isinstance(owner, str) or not owner):
-            raise InvalidArgument(f"bad owner {owner!r}: a non-empty name")
+        if owner is not None and (not isinstance(owner, str) or not 0 < len(owner) <= MAX_OWNER_LENGTH):
+            shown = owner if not isinstance(owner, str) or len(owner) <= 40 else f"{owner[:40]}... ({len(owner)} chars)"
+            raise InvalidArgument(f"bad owner {shown!r}: a non-empty name of at most {MAX_OWNER_LENGTH} characters")
         self.topic, self.name, self.generation = topic, name, generation
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.max_wait_seconds, self.poll_interval_seconds = max_wait_seconds, max(poll_interval_seconds, 0.01)
@@ -318,15 +320,15 @@ class SharedConsumer(TransactionalAcks):
 
     def nack(self, delivery: Delivery | bytes, delay_seconds: float = 0.0) -> None:
         """Give the message back to be delivered again (to any consumer) after ``delay_seconds``; the
-        delivery counts towards ``max_deliveries``."""
-        checks.seconds("delay_seconds", delay_seconds)
+        delivery counts towards ``max_deliveries``. ``delay_seconds``: 0 to a week."""
+        delay_ms = hold_ms("delay_seconds", delay_seconds)
         (message_id,) = self.ids_of([delivery])
         self._before_settling([message_id])
         self._settle(
             message_id,
-            lambda c, now: replace(c, state=ClaimState.FREE, owner=None, deadline=now + int(delay_seconds * 1000)),
+            lambda c, now: replace(c, state=ClaimState.FREE, owner=None, deadline=now + delay_ms),
         )
-        if not delay_seconds:
+        if not delay_ms:
             self._ring_peers()
 
     def release(self, delivery: Delivery | bytes) -> None:
@@ -341,13 +343,12 @@ class SharedConsumer(TransactionalAcks):
 
     def extend(self, delivery: Delivery | bytes, timeout_seconds: float | None = None) -> int:
         """Hold the message until ``timeout_seconds`` from now (default: the subscription's ack timeout)
-        while slow work goes on; returns the new deadline (HBase ms)."""
-        if timeout_seconds is not None:
-            checks.seconds("timeout_seconds", timeout_seconds)
+        while slow work goes on (0 to a week); returns the new deadline (HBase ms)."""
+        extra = None if timeout_seconds is None else hold_ms("timeout_seconds", timeout_seconds)
         (message_id,) = self.ids_of([delivery])
         self._before_settling([message_id])
-        extra = self.settings.ack_timeout_ms if timeout_seconds is None else int(timeout_seconds * 1000)
-        return self._settle(message_id, lambda c, now: replace(c, deadline=now + extra)).claim.deadline
+        hold = self.settings.ack_timeout_ms if extra is None else extra
+        return self._settle(message_id, lambda c, now: replace(c, deadline=now + hold)).claim.deadline
 
     def _before_settling(self, ids: list[bytes]) -> None:
         """Check the subscription before settling: its settings are read again (SubscriptionNotFound
@@ -522,7 +523,8 @@ class SharedConsumer(TransactionalAcks):
     def _dead_letter(self, stored: StoredClaim, now: int) -> None:
         """Past ``max_deliveries``: hold it (so no other reaper does the same), publish it to the
         dead-letter topic, then mark it dead. A crash in between publishes it again after the deadline
-        (dead letters are at least once)."""
+        (dead letters are at least once). If the dead-letter topic cannot take it (deleted, full), the
+        message is kept, held by no consumer for an ack timeout, and tried again then; receive() goes on."""
         hold = replace(
             stored.claim, state=ClaimState.HELD, owner=self.owner, deadline=now + self.settings.ack_timeout_ms
         )
@@ -535,7 +537,19 @@ class SharedConsumer(TransactionalAcks):
             letter = DeadLetter(
                 self.topic, self.name, message.id, hold.deliveries, message.publish_time, message.payload
             )
-            self._publish(target, [letter.encode()])
+            try:
+                self._publish(target, [letter.encode()])
+            except (TopicNotFound, TopicFull) as exc:
+                self._store.swap_claim(self._keys, stored.message_id, won.data, replace(hold, owner=None))
+                CLIENT_METRICS.dead_letters_held.labels(str(self.topic), self.name).inc()
+                log.warning(
+                    "%r: message %s kept, not dead-lettered: %s (tried again in %.1f s)",
+                    self,
+                    stored.message_id.hex(),
+                    exc,
+                    self.settings.ack_timeout_ms / 1000,
+                )
+                return
         self._store.swap_claim(self._keys, stored.message_id, won.data, replace(hold, state=ClaimState.DEAD))
         log.info("%r: message %s dead-lettered after %d deliveries", self, stored.message_id.hex(), hold.deliveries)
 
