@@ -301,10 +301,20 @@ def pending(settings: Settings, topic: TopicId, name: str, limit: int | None, as
 @click.option("--count", type=int, default=1, show_default=True, help="Messages to take (1 or more).")
 @click.option("--wait", type=float, default=5.0, show_default=True, help="Seconds to wait for them (0 or more).")
 @click.option("--ack/--no-ack", default=False, help="Acknowledge what is shown (else it is given back).")
+@click.option(
+    "--isolation",
+    type=click.Choice(["committed", "uncommitted"]),
+    default="committed",
+    show_default=True,
+    help="committed: committed messages only (rolled-back and invalid ones skipped, one in progress waits); "
+    "uncommitted: every message as stored. Transaction states come from $TMS_TX_SERVER if set, else from HBase.",
+)
 @json_option
 @pass_settings
 @handle_errors
-def consume(settings: Settings, topic: TopicId, name: str, count: int, wait: float, ack: bool, as_json: bool) -> None:
+def consume(
+    settings: Settings, topic: TopicId, name: str, count: int, wait: float, ack: bool, isolation: str, as_json: bool
+) -> None:
     """Take messages from a shared subscription, show them and acknowledge them (--ack) or give them back.
 
     What it took is held while it waits for more (its deadline extended past the wait), so a --wait
@@ -316,7 +326,7 @@ def consume(settings: Settings, topic: TopicId, name: str, count: int, wait: flo
     checks.seconds("--wait", wait)
     from tms_hbase.shared.state import MAX_HOLD_SECONDS
 
-    with settings.client() as client, client.shared_consumer(topic, name) as consumer:
+    with settings.client() as client, client.shared_consumer(topic, name, isolation=isolation) as consumer:
         got: list[Delivery] = []
         until = time.monotonic() + wait
         while len(got) < count and time.monotonic() < until:

@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from tms_hbase.shared import SharedConsumer
 
 # Loaded on first use (PEP 562), so that `import tms_hbase` (and every command-line tool's start, its
-# --help and --version included) does not import happybase, thriftpy2 and the whole client.
+# --help and --version included) does not import thriftpy2 and the whole client.
 _LAZY = {
     "BackgroundPublisher": "tms_hbase.publish.background",
     "PublisherStats": "tms_hbase.model.stats",

@@ -123,7 +123,8 @@ class ClientAdmin:
         """Set how long every writer may trust a remembered tail (whole seconds, 1-86400); the smallest
         sweeper grace is 4 x this. Changing an existing value starts a transition (4 x the larger value)
         during which writers use the smaller and sweepers the larger value, and another change is
-        refused (InvalidArgument). Creates the installation's tables if they are missing, as `init` does."""
+        refused (InvalidArgument). InstallationNotFound if the tables are missing (unless the client was
+        made with ``create_tables=True``: then it creates them, as `init` does)."""
         self._readiness.ensure(create=True)
         return self._settings.set_tail_cache(seconds)
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tms_hbase import MessagingClient
 from tms_hbase.errors import HBaseUnavailable, InvalidArgument, SubscriptionBusy, SubscriptionNotFound, TopicNotFound
 from tms_hbase.tx import Transaction, write_pointer_now
 
@@ -189,6 +190,8 @@ def test_the_asyncio_page_examples_run(hbase_address: str, prefix: str, capsys: 
     page = (Path(__file__).parents[2] / "docs" / "asyncio.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", page, re.S)
     assert len(blocks) == 3, "docs/asyncio.md lost its tested examples"
+    with MessagingClient(hbase_address, prefix) as admin:
+        admin.admin.init_tables()  # the page's installation, as `tms-admin init` makes it
     namespace: dict[str, Any] = {}
     for block in blocks:
         exec(block, namespace)

@@ -95,7 +95,10 @@ def console(hbase_address: str, module_prefix: str, tmp_path_factory: pytest.Tem
     config = folder / "gateway.toml"
     entries = "".join(f'[[tokens]]\nname = "{n}"\nsha256 = "{hash_token(t)}"\n\n' for n, t in TOKENS.items())
     config.write_text(entries + RULES)
-    with MessagingClient(hbase_address, module_prefix) as client, TransactionClient(tx_server.address) as tx:
+    with (
+        MessagingClient(hbase_address, module_prefix, create_tables=True) as client,
+        TransactionClient(tx_server.address) as tx,
+    ):
         client.create_topic(ORDERS, {"ttl": "86400"})
         client.publish(ORDERS, [json.dumps({"order": n, "total": n * 10}).encode() for n in range(1, 6)])
         client.publish(ORDERS, [b"plain text", bytes(range(250, 256))])

@@ -42,7 +42,7 @@ class Installation:
 def big(hbase_address: str, module_prefix: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installation]:
     folder = tmp_path_factory.mktemp("console-speed")
     env = gateway_env(hbase_address, module_prefix)
-    with MessagingClient(hbase_address, module_prefix, pool_size=8) as client:
+    with MessagingClient(hbase_address, module_prefix, pool_size=8, create_tables=True) as client:
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(lambda n: client.create_topic(TopicId("load", f"topic-{n:04d}")), range(TOPICS - 1)))
         client.create_topic(BUSY)

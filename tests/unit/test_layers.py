@@ -22,7 +22,7 @@ HEAVY = (
     "tms_hbase.tx.client",
     "tms_hbase.tx.messaging",
     "tms_hbase.spark",
-    "tms_hbase.launcher",
+    "tms_hbase_launcher",
     "tms_hbase_sweeper",
     "tms_hbase_admin",
     "tms_hbase_gateway",

@@ -65,6 +65,7 @@ from tms_hbase.model.topic import TopicId
 from tms_hbase.model.wire import RollbackDetail
 from tms_hbase.publish import sequencer
 from tms_hbase.publish.reservations import Reservations, Ticket
+from tms_hbase.publish.stored import stored_sizes
 from tms_hbase.runtime import green
 from tms_hbase.storage.hbase import Table
 from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, check_tx_lifetime
@@ -500,12 +501,12 @@ class MessageWriter:
     def _own_count(
         self, topic: TopicId, generation: int, payloads: tuple[bytes, ...], tx_pointer: int | None
     ) -> tuple[int, int]:
-        """(messages, bytes) this batch adds to the totals. A pointer row counts the payloads its
-        pointer's counter handed out (one read); their bytes are not known here and count 0."""
+        """(messages, bytes) this batch adds to the totals. A pointer row counts the payloads stored
+        under its pointer and their bytes (one key-only scan: :mod:`.stored`)."""
         if payloads or tx_pointer is None:
             return len(payloads), sum(map(len, payloads))
-        counter = self.payloads.get_cell(pointer_prefix(topic, generation, tx_pointer), COUNTER_COLUMN)
-        return (0 if counter is None else int.from_bytes(counter, "big", signed=True)), 0
+        stored = stored_sizes(self.payloads, topic, generation, tx_pointer)
+        return len(stored), sum(size for _, size in stored)
 
     def _read_row(self, key: bytes) -> RowHeader | None:
         value = self.messages.get_cell(key, MESSAGE_COLUMN)
