@@ -63,7 +63,7 @@ smoke: install  ## the packaging check: what a user installing the wheel sees fi
 # hold (CI runs it after the tests); not the peers. Arguments go to bench.run, e.g. BENCH_ARGS="--only fetch".
 BENCH_ARGS ?=
 
-bench-quick: install  ## every benchmark once, briefly (not the peers); fails if one fails
+bench-quick: install browser-deps  ## every benchmark once, briefly (not the peers); fails if one fails
 	VENV=$(VENV) bash bench/quick.sh $(BENCH_ARGS)
 
 # The peer benchmark (bench/peers): the [peers] extra (Kafka, NATS and Redis clients, nats-server),
