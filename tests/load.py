@@ -5,9 +5,10 @@ floor for its whole run, the way a developer's laptop or a shared CI runner is l
 
 ``--burners`` busy-looping processes (default: 4 per core, 8 on 2 cores) start first; the command starts
 once the 1-minute load average has reached ``--floor`` (default 6; waited for up to ``--settle`` seconds:
-the load average is a one-minute mean, which 8 burners on a quiet machine lift past 6 in about 80 s). The burners are stopped when the command ends, whatever its
-outcome; the exit code is the command's. The lowest and highest load average seen during the run are
-printed at the end, with the run's duration (`make test-loaded`, which CI runs).
+the load average is a one-minute mean, which 8 burners on a quiet machine lift past 6 in about 80 s).
+The burners are stopped when the command ends, whatever its outcome; the exit code is the command's. The
+lowest and highest load average seen during the run are printed at the end, with the run's duration
+(`make test-loaded`, which CI runs).
 """
 
 from __future__ import annotations
