@@ -5,7 +5,7 @@ least 30 s (8 s with --quick); the setup time is reported. Payloads are 100 B, n
 of reads does not depend on the payload size, while 1M × 1 KiB is 1 GiB written in seconds into the
 shared standalone HBase (one JVM, 1 GiB heap), which then splits and compacts the region while the
 seeks run; in a trial run that ran the region server out of memory. The time per read does grow with
-the batch row's size (docs/benchmarks-history.md, 2026-11-22).
+the batch row's size.
 Then ``fetch(topic, start_time_ms=t, limit=1)`` for random t between the first and last publish time.
 Each seek is checked: the message returned is at or after t and the batch
 row before it is before t.

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import happybase
 import pytest
 
 from tms_hbase import MessagingClient
@@ -95,8 +96,17 @@ def table_dropper(hbase_address: str) -> Iterator[ThreadPoolExecutor]:
 
 
 def _drop(address: str, prefix: str) -> None:
+    """The installation's tables, then the application tables a test made under its (unique) prefix."""
     with MessagingClient(address, prefix, timeout_seconds=60) as client:
         client.admin.drop_tables()
+    host, port = thrift_address(address)
+    conn = happybase.Connection(host, port)
+    try:
+        for name in conn.tables():
+            if name.startswith(f"{prefix}_".encode()):
+                conn.delete_table(name, disable=True)
+    finally:
+        conn.close()
 
 
 @pytest.fixture

@@ -1,24 +1,29 @@
 """``client.admin``: an operator's calls on one client's installation, apart from the messaging interface.
 
-Creating and dropping the tables, the installation-wide tail-cache setting, a scan of the topics' metadata
-that reports corrupt rows, row-level inspection, the transaction state rebuilt from HBase, replaying a
-dead-letter topic, and what this client counted (future predecessors, the longest wait on a sequencer hole).
-``tms-admin``, ``tms-sweeper``, the gateway and tests use them; an application that only publishes and
-consumes never needs them.
+Creating and dropping the tables (and application tables under the prefix, for ``TransactionalTable``), the
+installation-wide tail-cache setting, a scan of the topics' metadata that reports corrupt rows, row-level
+inspection, the transaction state rebuilt from HBase, replaying a dead-letter topic, and what this client
+counted (future predecessors, the longest wait on a sequencer hole). ``tms-admin``, ``tms-sweeper``, the
+gateway and tests use them; an application that only publishes and consumes never needs them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from tms_hbase.errors import InvalidArgument
 from tms_hbase.installation.metadata import MetadataStore, TopicScan
 from tms_hbase.installation.readiness import Readiness
 from tms_hbase.installation.settings import InstallationStore, TailCacheSetting
+from tms_hbase.model.tables import FAMILIES
 from tms_hbase.model.topic import TopicLike, as_topic
-from tms_hbase.storage.hbase import Installation
+from tms_hbase.storage.hbase import Installation, Table
+from tms_hbase.tx.table import MAX_VERSIONS
 from tms_hbase.tx.transaction import Transaction
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 if TYPE_CHECKING:  # (imported where used: listing topics loads no reader, writer or shared-queue code)
     from tms_hbase.client import MessagingClient
@@ -53,6 +58,24 @@ class ClientAdmin:
     def init_tables(self) -> list[str]:
         """Create any missing table of this prefix now (``tms-admin init``); returns the names created."""
         return self._readiness.create_all()
+
+    def create_table(self, name: str, families: Sequence[str] = ("d",), *, max_versions: int = MAX_VERSIONS) -> Table:
+        """The application table ``<prefix>_<name>``, created now with ``families`` unless it exists (for a
+        ``TransactionalTable``, which keeps up to ``max_versions`` versions of a cell: one per transaction
+        that wrote it). Creates the installation's tables if they are missing, as ``create_topic`` does.
+        ``tms-admin drop`` leaves application tables alone. InvalidArgument for a name HBase would refuse,
+        one of the installation's own, or no family."""
+        if not _NAME.fullmatch(name) or name in FAMILIES:
+            raise InvalidArgument(
+                f"application table name {name!r}: letters, digits, '_', '.', '-', and none of {', '.join(FAMILIES)}"
+            )
+        if not families or not all(_NAME.fullmatch(family) for family in families):
+            raise InvalidArgument(f"column families {list(families)!r}: at least one, each letters, digits, '_.-'")
+        if not 1 <= max_versions <= 10_000:
+            raise InvalidArgument(f"max_versions {max_versions}: between 1 and 10,000")
+        self._readiness.ensure(create=True)
+        self._installation.create_table(name, {family: {"max_versions": max_versions} for family in families})
+        return self._installation.table(name)
 
     def drop_tables(self) -> list[str]:
         """Delete this prefix's tables and everything in them (``tms-admin drop``, tests); returns the names."""

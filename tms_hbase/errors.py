@@ -123,6 +123,15 @@ class InstallationNotFound(TmsError):
         self.prefix, self.address, self.missing = prefix, address, missing
 
 
+class TableNotFound(TmsError):
+    """An application table (one a ``TransactionalTable`` writes) does not exist at this HBase;
+    ``client.admin.create_table(name)`` creates one under the installation's prefix."""
+
+    def __init__(self, table: str) -> None:
+        super().__init__(f"table {table} does not exist; create it with client.admin.create_table(...)")
+        self.table = table
+
+
 class HBaseError(TmsError):
     """HBase (through its Thrift gateway) failed or refused a request."""
 

@@ -36,6 +36,7 @@ class Workload:
     failed: dict[str, str] = field(default_factory=dict)
     no_equivalent: set[str] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
+    goals: list[dict[str, object]] = field(default_factory=list)  # what bench/report.py's goals table shows
     seconds: float = 0.0
 
     def add(self, case: str, metric: str, system: str, value: float) -> None:
@@ -47,6 +48,11 @@ class Workload:
             row = Row(case, metric)
             self.rows.append(row)
         row.samples.setdefault(system, []).append(value)
+
+    def goal(self, goal: str, measured: str, met: bool) -> str:
+        """Record a goal's verdict (written with ``--json``) and return its line for the notes."""
+        self.goals.append({"goal": goal, "measured": measured, "met": met})
+        return f"Goal: {goal}: {measured}, {'met' if met else '**not met**'}"
 
     def fail(self, system: str, why: str) -> None:
         self.failed.setdefault(system, why)
@@ -146,6 +152,7 @@ class Report:
         data = {
             "command": self.command,
             "started": self.started,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(self.started)),
             "wall_seconds": round(self.wall, 1),
             "machine": machine(),
             "load_before": self.load_before,
@@ -158,6 +165,7 @@ class Report:
                     "failed": w.failed,
                     "no_equivalent": sorted(w.no_equivalent),
                     "notes": w.notes,
+                    "goals": w.goals,
                 }
                 for w in self.workloads
             ],

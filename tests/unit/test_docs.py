@@ -103,7 +103,7 @@ def _anchors(markdown: str) -> set[str]:
 
 def test_every_link_between_the_markdown_pages_resolves() -> None:
     """A link to a page of the repository, and to a heading in it, leads somewhere (pages get split and
-    headings renamed: benchmarks.md became the report plus benchmarks-history.md)."""
+    headings renamed: benchmarks.md lost its run logs to git)."""
     pages = [path for path in _files() if path.suffix == ".md" and path.exists()]
     broken = []
     for page in pages:
@@ -117,3 +117,13 @@ def test_every_link_between_the_markdown_pages_resolves() -> None:
             elif anchor and anchor not in _anchors(linked.read_text()):
                 broken.append(f"{page.relative_to(ROOT)}: no heading #{anchor} in {linked.relative_to(ROOT)}")
     assert not broken, "\n".join(broken)
+
+
+def test_every_python_example_of_the_readme_and_the_concepts_page_is_run() -> None:
+    """tests/integration/test_docs_examples.py runs the blocks marked ``<!-- tested: python -->``: the first
+    pages a user reads have no example that is not marked."""
+    for name in ("README.md", "docs/concepts.md"):
+        text = (ROOT / name).read_text()
+        blocks = text.count("```python\n")
+        marked = len(re.findall(r"<!-- tested: python -->\s*```python\n", text))
+        assert blocks and marked == blocks, f"{name}: {blocks - marked} Python example(s) not marked tested"

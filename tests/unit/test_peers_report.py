@@ -79,6 +79,10 @@ def test_batch_publish_goal_lines_compare_tms_hbase_with_kafka_per_producer_coun
     assert one.startswith("Goal: batch publish ≥ Kafka's (1 KiB, batch 100, 1 producer)")
     assert one.endswith("1.00×, met")
     assert "(1 KiB, batch 100, 4 producers)" in four and four.endswith("0.75×, **not met**")
+    assert [(g["goal"], g["met"]) for g in w.goals] == [  # written with --json, for bench/report.py's table
+        ("batch publish ≥ Kafka's (1 KiB, batch 100, 1 producer)", True),
+        ("batch publish ≥ Kafka's (1 KiB, batch 100, 4 producers)", False),
+    ]
 
 
 def test_no_batch_goal_line_without_kafkas_figures() -> None:

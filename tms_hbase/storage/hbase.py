@@ -99,6 +99,10 @@ class Table:
     def __repr__(self) -> str:
         return f"Table({self.name!r})"
 
+    def exists(self) -> bool:
+        """Whether HBase has this table (one call)."""
+        return self.name.encode() in self.hbase.run("list tables", lambda c: c.client.getTableNames())
+
     # -- reads --------------------------------------------------------------------------------
 
     def get(self, key: bytes, columns: Sequence[bytes] | None = None) -> dict[bytes, bytes]:
@@ -396,22 +400,26 @@ class Installation:
         Safe to run from many processes at once: losing a creation race to another process is fine.
         """
         existing = set(self._existing())
-        created = []
-        for kind in kinds:
-            name, family = self.names.name(kind), FAMILIES[kind]
-            if name in existing:
-                continue
-            try:
-                self.hbase.run(
-                    f"create table {name}", partial(_create_table, name=name, family=family), idempotent=False
-                )
-            except HBaseError as exc:
-                if "already in use" not in str(exc) and name not in self._existing():
-                    raise
-            else:
-                created.append(name)
-                log.info("created table %s", name)
-        return created
+        return [
+            self.names.name(kind)
+            for kind in kinds
+            if self.names.name(kind) not in existing and self.create_table(kind, {FAMILY: FAMILIES[kind]})
+        ]
+
+    def create_table(self, kind: str, families: Mapping[str, Mapping[str, Any]]) -> bool:
+        """Create the table ``<prefix>_<kind>`` with ``families`` (name: options, snake_case names) unless it
+        exists; True if this call created it. Losing a creation race to another process is fine."""
+        name = self.names.name(kind)
+        try:
+            self.hbase.run(
+                f"create table {name}", partial(_create_table, name=name, families=families), idempotent=False
+            )
+        except HBaseError as exc:
+            if "already in use" not in str(exc) and name not in self._existing():
+                raise
+            return False
+        log.info("created table %s", name)
+        return True
 
     def drop(self) -> list[str]:
         """Disable and delete the tables of this prefix that exist, with everything in them; returns the names."""
@@ -466,10 +474,13 @@ def _mutate(conn: Connection, table: bytes, by_row: dict[bytes, list[Mutation]],
         conn.client.mutateRowsTs(table, batches, timestamp, {})
 
 
-def _create_table(conn: Connection, *, name: str, family: dict[str, Any]) -> None:
-    """Create a table with the one family :data:`FAMILY` (``family``: its options, snake_case names)."""
-    options = {_camel(option): value for option, value in family.items()}
-    conn.client.createTable(name.encode(), [ColumnDescriptor(name=f"{FAMILY}:".encode(), **options)])
+def _create_table(conn: Connection, *, name: str, families: Mapping[str, Mapping[str, Any]]) -> None:
+    """Create a table with ``families`` (each family's options with snake_case names)."""
+    descriptors = [
+        ColumnDescriptor(name=f"{family}:".encode(), **{_camel(option): value for option, value in options.items()})
+        for family, options in families.items()
+    ]
+    conn.client.createTable(name.encode(), descriptors)
 
 
 def _camel(option: str) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 
-from tms_hbase.errors import CorruptData, TmsError
+from tms_hbase.errors import CorruptData, TableNotFound, TmsError
 from tms_hbase.storage.hbase import Table
 from tms_hbase.tx.transaction import Transaction
 
@@ -42,6 +42,10 @@ class TransactionalTable:
     with the rollback marker; if that fails it reports failure, and the transaction is invalidated."""
 
     def __init__(self, table: Table) -> None:
+        """Checks once that ``table`` exists (TableNotFound otherwise), so a missing table is named here
+        instead of failing a transaction's persist step and leaving it invalid."""
+        if not table.exists():
+            raise TableNotFound(table.name)
         self.table = table
         self.tx: Transaction | None = None
         self._writes: dict[bytes, dict[bytes, bytes]] = {}

@@ -1,0 +1,1 @@
+"""Maintainers' scripts (not installed with the package): ``python -m tools.release_notes``."""
