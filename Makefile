@@ -24,10 +24,11 @@ test: install verify-deps browser-deps  ## the whole test suite against a real H
 
 # The timing-sensitive groups (consumers, shared subscriptions, rings, Spark, the launcher, the console, fault
 # injection) under CPU load: tests/load.py keeps the load average at 6 or more (8 busy processes on 2 cores)
-# for the whole run, as on a busy laptop or CI runner. CI runs it after `make test`.
+# for the whole run, as on a busy laptop or CI runner. CI runs it after `make test`. Of the launcher's tests
+# (each starts an HBase of its own) only the one that counts RPC calls, the others wait on conditions only.
 LOADED_TESTS ?= tests/integration/test_consumer*.py tests/integration/test_shared*.py \
-	tests/integration/test_spark.py tests/integration/test_launcher.py tests/integration/test_console.py \
-	tests/integration/test_fault_injection.py
+	tests/integration/test_spark.py tests/integration/test_console.py tests/integration/test_fault_injection.py \
+	tests/integration/test_launcher.py::test_the_thrift_gateway_runs_in_the_region_servers_jvm_and_its_puts_take_no_rpc
 
 test-loaded: install verify-deps browser-deps  ## the timing-sensitive tests with the load average held at 6 or more
 	$(PY) -m tests.load -- $(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS) $(LOADED_TESTS)
