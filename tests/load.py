@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -42,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("give the command to run after --")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # killed: still stop the burners (finally below)
     burners = [multiprocessing.Process(target=burn, daemon=True) for _ in range(args.burners)]
     for burner in burners:
         burner.start()
