@@ -8,10 +8,10 @@ TEST_WORKERS ?= 4
 
 .PHONY: install demo test test-loaded test-unit test-cluster cluster-start cluster-stop lint typecheck smoke bench-quick hbase-start hbase-stop bench-peers verify verify-quick verify-deps browser-deps console-screenshots clean
 
-$(VENV)/.installed: setup.cfg pyproject.toml
+$(VENV)/.installed: setup.cfg pyproject.toml launcher/pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test]' -e ./launcher
 	touch $@
 
 install: $(VENV)/.installed  ## the package, its CLI and the test tools, into .venv
@@ -122,4 +122,4 @@ hbase-stop: install
 	$(VENV)/bin/tms-admin hbase stop
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .hypothesis

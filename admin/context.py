@@ -12,7 +12,7 @@ import click
 
 from tms_hbase.ops.cli_options import config_from_options, connection_options, connection_values
 
-if TYPE_CHECKING:  # the client (and with it happybase and thriftpy2) is imported only when a command runs
+if TYPE_CHECKING:  # the client (and with it thriftpy2) is imported only when a command runs
     from tms_hbase import MessagingClient
 
 __all__ = ["Settings", "connection_options", "pass_settings"]

@@ -9,11 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from tms_hbase.errors import LauncherError
+from tms_hbase.ops.cli_options import fail
+
 from .errors import handle_errors
 from .output import emit, json_option
 
 if TYPE_CHECKING:
-    from tms_hbase.launcher.cluster import ClusterHBase
+    from tms_hbase_launcher.cluster import ClusterHBase
 
 port_option = click.option(
     "--thrift-port",
@@ -26,18 +29,39 @@ port_option = click.option(
 
 def _cluster(**options: Any) -> ClusterHBase:
     """The local cluster's launcher (imported here: --help must not load the launcher and happybase)."""
-    from tms_hbase.launcher.cluster import ClusterHBase
+    from tms_hbase_launcher.cluster import ClusterHBase
 
     return ClusterHBase(**options)
 
 
-@click.group()
+NOT_INSTALLED = (
+    "the local HBase launcher is not installed: it is the tms-hbase-launcher distribution of a tms-hbase "
+    "checkout, not part of the library (from the checkout: pip install -e ./launcher)"
+)
+
+
+class LauncherGroup(click.Group):
+    """A group whose commands run the launcher (``tms_hbase_launcher``, a distribution of its own): where it
+    is not installed, a command ends with one line saying how to install it and exit code 6 (--help works)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ModuleNotFoundError as exc:
+            if exc.name != "tms_hbase_launcher":
+                raise
+            fail(LauncherError(NOT_INSTALLED))
+
+
+@click.group(cls=LauncherGroup)
 def hbase() -> None:
     """Run a local standalone HBase for development and tests.
 
     One JVM runs HBase's master, its region server, ZooKeeper and the Thrift gateway, which reaches the
     region server without an RPC. Everything lives under $TMS_HBASE_HOME (default ~/.cache/tms-hbase): the jars
-    (downloaded once with mvn), configuration, data and logs. Needs java (11+) and mvn.
+    (downloaded once with mvn), configuration, data and logs. Needs java (11+), mvn and the launcher, which
+    is not part of the library: `pip install -e ./launcher` from a checkout of tms-hbase (without it every
+    command here ends with exit code 6).
     """
 
 
@@ -51,7 +75,7 @@ def start(thrift_port: int | None, timeout: float, as_json: bool) -> None:
 
     Idempotent: if it runs already, this only prints its address.
     """
-    from tms_hbase.launcher import LocalHBase
+    from tms_hbase_launcher import LocalHBase
 
     address = LocalHBase(thrift_port=thrift_port).start(timeout=timeout)
     emit(
@@ -66,7 +90,7 @@ def start(thrift_port: int | None, timeout: float, as_json: bool) -> None:
 @handle_errors
 def stop(as_json: bool) -> None:
     """Stop the local HBase; no process of it is left behind."""
-    from tms_hbase.launcher import LocalHBase
+    from tms_hbase_launcher import LocalHBase
 
     was_running = LocalHBase(progress=lambda _msg: None).stop()
     emit(as_json, {"stopped": was_running}, lambda d: "stopped" if d["stopped"] else "not running")
@@ -85,7 +109,7 @@ def status(as_json: bool) -> None:
     HBase answers no call: starting, or hung). ``web_address`` is the region server's web UI, with its
     metrics at /jmx and /prometheus.
     """
-    from tms_hbase.launcher import LocalHBase
+    from tms_hbase_launcher import LocalHBase
 
     st = LocalHBase().status()
 
@@ -114,7 +138,7 @@ def status(as_json: bool) -> None:
 @handle_errors
 def logs(lines: int, follow: bool) -> None:
     """Show the log of the local HBase's JVM (master, region server, ZooKeeper and Thrift gateway)."""
-    from tms_hbase.launcher import LocalHBase, default_home
+    from tms_hbase_launcher import LocalHBase, default_home
 
     path = LocalHBase().log_file()
     if not path.exists():
@@ -155,7 +179,7 @@ def cluster_start(
     Idempotent: on a running cluster it starts only what is missing (e.g. a killed region server)
     and keeps the running cluster's layout.
     """
-    from tms_hbase.launcher.cluster_conf import DEFAULT_BASE_PORT, ClusterLayout
+    from tms_hbase_launcher.cluster_conf import DEFAULT_BASE_PORT, ClusterLayout
 
     layout = ClusterLayout(base_port or DEFAULT_BASE_PORT, datanodes, regionservers, thrift_gateways)
     addresses = _cluster(layout=layout).start(timeout=timeout)

@@ -25,7 +25,7 @@ from .tx import server_option
 if TYPE_CHECKING:  # the client and the Thrift clients are imported by the commands, when they run
     from tms_hbase import MessagingClient
     from tms_hbase.fetch.inspect import Entry
-    from tms_hbase.fetch.stats import TopicStats
+    from tms_hbase.model.stats import TopicStats
 
 DEFAULT_LAST = 10
 FOLLOW_SECONDS = 0.5

@@ -13,7 +13,7 @@ from .context import Settings, pass_settings
 from .errors import handle_errors
 from .output import emit, json_option
 
-if TYPE_CHECKING:  # tms_hbase.installation.settings loads the storage port (happybase): only when a command runs
+if TYPE_CHECKING:  # tms_hbase.installation.settings loads the storage port (thriftpy2): only when a command runs
     from tms_hbase.installation.settings import TailCacheSetting
 
 DEFAULT_TAIL_CACHE_SECONDS = 30

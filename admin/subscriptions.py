@@ -3,6 +3,7 @@ ones also pending, consume (with acks) and dead-letters (with replay)."""
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict
 from typing import TYPE_CHECKING
@@ -10,7 +11,8 @@ from typing import TYPE_CHECKING
 import click
 
 from tms_hbase import TopicId
-from tms_hbase.errors import InvalidArgument, SubscriptionAlreadyExists
+from tms_hbase.errors import InvalidArgument, NotHeld, SubscriptionAlreadyExists, TopicNotFound
+from tms_hbase.model import checks
 
 from .context import Settings, pass_settings
 from .errors import handle_errors
@@ -19,9 +21,11 @@ from .times import TIME_HELP, iso, parse_time
 from .topics import if_not_exists_option, topic_arg
 
 if TYPE_CHECKING:
-    from tms_hbase.consume.subscriptions import Subscription
-    from tms_hbase.fetch.stats import Lag
-    from tms_hbase.shared import DeadLetter, Delivery
+    from tms_hbase.model.dead_letter import DeadLetter
+    from tms_hbase.model.message import Delivery
+    from tms_hbase.model.stats import Lag
+    from tms_hbase.model.subscription import Subscription
+    from tms_hbase.shared.consumer import SharedConsumer
 
 name_arg = click.argument("name")
 force_option = click.option(
@@ -294,19 +298,43 @@ def pending(settings: Settings, topic: TopicId, name: str, limit: int | None, as
 @sub.command()
 @topic_arg
 @name_arg
-@click.option("--count", type=int, default=1, show_default=True, help="Messages to take.")
-@click.option("--wait", type=float, default=5.0, show_default=True, help="Seconds to wait for them.")
+@click.option("--count", type=int, default=1, show_default=True, help="Messages to take (1 or more).")
+@click.option("--wait", type=float, default=5.0, show_default=True, help="Seconds to wait for them (0 or more).")
 @click.option("--ack/--no-ack", default=False, help="Acknowledge what is shown (else it is given back).")
+@click.option(
+    "--isolation",
+    type=click.Choice(["committed", "uncommitted"]),
+    default="committed",
+    show_default=True,
+    help="committed: committed messages only (rolled-back and invalid ones skipped, one in progress waits); "
+    "uncommitted: every message as stored. Transaction states come from $TMS_TX_SERVER if set, else from HBase.",
+)
 @json_option
 @pass_settings
 @handle_errors
-def consume(settings: Settings, topic: TopicId, name: str, count: int, wait: float, ack: bool, as_json: bool) -> None:
-    """Take messages from a shared subscription, show them and acknowledge them (--ack) or give them back."""
-    with settings.client() as client, client.shared_consumer(topic, name) as consumer:
+def consume(
+    settings: Settings, topic: TopicId, name: str, count: int, wait: float, ack: bool, isolation: str, as_json: bool
+) -> None:
+    """Take messages from a shared subscription, show them and acknowledge them (--ack) or give them back.
+
+    What it took is held while it waits for more (its deadline extended past the wait), so a --wait
+    longer than the ack timeout neither delivers a message twice nor counts a failed delivery; without
+    --ack they are given back uncounted."""
+    checks.positive_int("--count", count)
+    if not math.isfinite(wait):
+        raise InvalidArgument(f"bad --wait {wait!r}: expected a number of seconds >= 0")
+    checks.seconds("--wait", wait)
+    from tms_hbase.shared.state import MAX_HOLD_SECONDS
+
+    with settings.client() as client, client.shared_consumer(topic, name, isolation=isolation) as consumer:
         got: list[Delivery] = []
         until = time.monotonic() + wait
         while len(got) < count and time.monotonic() < until:
-            got += consumer.receive(count - len(got), max(0.0, until - time.monotonic()))
+            new = consumer.receive(count - len(got), max(0.0, until - time.monotonic()))
+            if new and len(got) + len(new) < count:  # more to wait for: hold these past the wait
+                hold = until - time.monotonic() + consumer.settings.ack_timeout_ms / 1000
+                new = [d for d in new if _hold(consumer, d, min(hold, MAX_HOLD_SECONDS))]
+            got += new
         rows = [
             {"id": d.id.hex(), "deliveries": d.deliveries, "publish_time": d.publish_time, "payload": _text(d.payload)}
             for d in got
@@ -316,36 +344,74 @@ def consume(settings: Settings, topic: TopicId, name: str, count: int, wait: flo
             consumer.ack(*got)
 
 
+def _hold(consumer: SharedConsumer, delivery: Delivery, seconds: float) -> bool:
+    """Extend ``delivery``'s hold; False if it went to another consumer meanwhile (it is not shown then)."""
+    try:
+        consumer.extend(delivery, seconds)
+    except NotHeld:
+        return False
+    return True
+
+
 @sub.command(name="dead-letters")
 @click.argument("dead_letter_topic", type=TopicId.parse, metavar="NS:TOPIC")
 @click.option("--replay", is_flag=True, help="Publish each dead letter back to its topic.")
 @click.option("--dry-run", is_flag=True, help="With --replay: show what would be replayed, change nothing.")
+@click.option(
+    "--skip-missing",
+    is_flag=True,
+    help="With --replay: pass over a dead letter whose topic no longer exists (it is reported as skipped and "
+    "not replayed later) instead of stopping at it with exit code 3.",
+)
 @click.option("--via", default="replay", show_default=True, help="The subscription of the dead-letter topic used.")
 @click.option("--limit", type=int, default=1000, show_default=True, help="At most this many.")
 @json_option
 @pass_settings
 @handle_errors
 def dead_letters(
-    settings: Settings, dead_letter_topic: TopicId, replay: bool, dry_run: bool, via: str, limit: int, as_json: bool
+    settings: Settings,
+    dead_letter_topic: TopicId,
+    replay: bool,
+    dry_run: bool,
+    skip_missing: bool,
+    via: str,
+    limit: int,
+    as_json: bool,
 ) -> None:
     """Show the dead letters not replayed yet, or move them back to their topics (--replay).
 
     Replaying reads the dead-letter topic through subscription --via (created at the earliest message if
     missing) and commits it after each message is published again: a dead letter is replayed at least
     once. The replayed message is a new message of its topic. The web console's Replay does the same.
+    A dead letter whose topic was deleted stops the replay (exit code 3) unless --skip-missing.
     """
+    skipped: list[dict] = []
+
+    def skip(letter: DeadLetter, error: TopicNotFound) -> None:
+        skipped.append({**_letter(letter), "skipped": str(error)})
+
     with settings.client() as client:
-        letters = client.admin.dead_letters(dead_letter_topic, replay=replay, dry_run=dry_run, via=via, limit=limit)
-    rows = [_letter(letter) for letter in letters]
+        letters = client.admin.dead_letters(
+            dead_letter_topic,
+            replay=replay,
+            dry_run=dry_run,
+            via=via,
+            limit=limit,
+            on_missing_topic=skip if skip_missing else None,
+        )
+    rows = [_letter(letter) for letter in letters] + skipped
     verb = "replayed" if replay and not dry_run else ("would replay" if replay else "dead letter")
-    emit(
-        as_json,
-        rows,
-        lambda rows: (
-            "\n".join(f"{verb} {r['id']} of {r['topic']} ({r['deliveries']} deliveries): {r['payload']}" for r in rows)
-            or "no dead letters"
-        ),
-    )
+
+    def human(rows: list[dict]) -> str:
+        lines = [
+            f"skipped {r['id']} of {r['topic']}: {r['skipped']}"
+            if "skipped" in r
+            else f"{verb} {r['id']} of {r['topic']} ({r['deliveries']} deliveries): {r['payload']}"
+            for r in rows
+        ]
+        return "\n".join(lines) or "no dead letters"
+
+    emit(as_json, rows, human)
 
 
 def _letter(letter: DeadLetter) -> dict:

@@ -42,7 +42,12 @@ def parse_time(text: str) -> int:
 
 
 def iso(ms: int | None) -> str | None:
-    """A time in ms as UTC ISO 8601 with milliseconds (None stays None)."""
+    """A time in ms as UTC ISO 8601 with milliseconds (None stays None; one outside years 1-9999, as an
+    older version could store, is shown as its number of ms)."""
     if ms is None:
         return None
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    try:
+        when = datetime.fromtimestamp(ms / 1000, UTC)
+    except (OverflowError, ValueError, OSError):
+        return f"{ms} ms (out of range)"
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")

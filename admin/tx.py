@@ -54,7 +54,7 @@ def _snapshot_dict(s: TransactionSnapshot) -> dict:
 
 def _state(settings: Settings, tx_server: str | None, from_hbase: bool) -> TransactionSnapshot:
     from tms_hbase.tx.client import TransactionClient
-    from tms_hbase.tx.state_store import StateStore
+    from tms_hbase.txserver.state_store import StateStore
 
     if from_hbase:
         with settings.client() as client:
@@ -113,9 +113,9 @@ def serve(
     transaction server), it exits with code 1 and claims nothing, so a running server keeps serving.
     A server that starts on another port takes over the state, and the old one stops.
     """
-    from tms_hbase.tx.listener import listen
-    from tms_hbase.tx.server import DurableManager, TransactionServer
-    from tms_hbase.tx.state_store import StateStore
+    from tms_hbase.txserver.listener import listen
+    from tms_hbase.txserver.server import DurableManager, TransactionServer
+    from tms_hbase.txserver.state_store import StateStore
 
     configure_logging(log_format, log_level)
     # Listen first: recovering the state claims the edit log (fencing a running server), which only
@@ -239,8 +239,8 @@ def prune(settings: Settings, tx_server: str | None, max_lifetime: float, dry_ru
     table's regions of what their last complete sweep applied, and older than --max-lifetime).
     """
     from tms_hbase.model.clock import now_ms
+    from tms_hbase.sweep.pruning import plan
     from tms_hbase.tx.client import TransactionClient
-    from tms_hbase.tx.pruning import plan
 
     with settings.client() as client, TransactionClient(tx_server, timeout_seconds=settings.timeout) as tx_client:
         client.admin.require_installation()

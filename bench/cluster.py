@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.errors import TmsError
-from tms_hbase.launcher.cluster import ClusterHBase
+from tms_hbase_launcher.cluster import ClusterHBase
 
 from .common import (
     RawConnection,

@@ -36,8 +36,8 @@ from typing import NamedTuple
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.config import PREFIX_ENV, THRIFT_ENV
 from tms_hbase.errors import TmsError
-from tms_hbase.gateway_client import rest
 from tms_hbase.gateway_client.http import GatewayClient
+from tms_hbase.rest import codec as rest
 
 from . import gateway_floor
 from .common import Result, Settings, bench_tables, median, new_topic, payloads, percentile, progress, ratio

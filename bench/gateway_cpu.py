@@ -33,8 +33,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tms_hbase import MessagingClient, TopicId
-from tms_hbase.gateway_client import rest
 from tms_hbase.gateway_client.http import GatewayClient
+from tms_hbase.rest import codec as rest
 
 from .common import Settings, bench_tables, check_loopback, median, new_topic, payloads, progress
 from .gateway import BATCH, PAGE, PAYLOAD_SIZE, start_gateway, tree_cpu
@@ -44,7 +44,7 @@ LAYERS = [
     ("uvicorn/", "uvicorn (HTTP protocol, httptools callbacks)"),
     ("httptools", "uvicorn (HTTP protocol, httptools callbacks)"),
     ("starlette/", "starlette (routing, request, response, middleware)"),
-    ("tms_hbase/model/green.py", "library on the event loop: greenlets, asyncio streams"),
+    ("tms_hbase/runtime/green.py", "library on the event loop: greenlets, asyncio streams"),
     ("tms_hbase/storage/aio.py", "library on the event loop: greenlets, asyncio streams"),
     ("greenlet", "library on the event loop: greenlets, asyncio streams"),
     ("tms_hbase_gateway/access.py", "gateway: access log and metrics"),
@@ -53,7 +53,7 @@ LAYERS = [
     ("logging/", "gateway: access log and metrics"),
     ("tms_hbase/ops/log_options.py", "gateway: access log and metrics"),
     ("tms_hbase_gateway/", "gateway: routes, auth, bodies"),
-    ("tms_hbase/gateway_client/rest.py", "codecs (rest.py, wire.py)"),
+    ("tms_hbase/rest/codec.py", "codecs (rest.py, wire.py)"),
     ("tms_hbase/model/wire.py", "codecs (rest.py, wire.py)"),
     ("fastavro", "codecs (rest.py, wire.py)"),
     ("tms_hbase/gateway_client/http.py", "client: tms_hbase/gateway_client/http.py"),

@@ -28,8 +28,8 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from tms_hbase import MessagingClient
-from tms_hbase.gateway_client import rest
 from tms_hbase.gateway_client.http import GatewayClient
+from tms_hbase.rest import codec as rest
 
 from .common import Result, Settings, median, new_topic, ratio
 

@@ -23,7 +23,7 @@ trap cleanup EXIT
 if [ -z "${TMS_HBASE_THRIFT:-}" ]; then
     # started here only if not running at all (one that runs but is slow to answer is someone else's)
     if ! "$venv/bin/python" -c 'import sys
-from tms_hbase.launcher import LocalHBase
+from tms_hbase_launcher import LocalHBase
 sys.exit(0 if LocalHBase(progress=lambda _m: None).status().running else 1)'; then
         "$venv/bin/tms-admin" hbase start
         started_hbase=1

@@ -24,7 +24,7 @@ import threading
 import time
 
 from tms_hbase.config import thrift_address
-from tms_hbase.launcher import LocalHBase
+from tms_hbase_launcher import LocalHBase
 
 from .common import (
     RawConnection,

@@ -30,8 +30,8 @@ from tms_hbase.model.rows import (
 from tms_hbase.model.topic import TopicId, TopicMetadata
 from tms_hbase.publish import sequencer
 from tms_hbase.storage.hbase import Installation, Region, Row, Table
+from tms_hbase.sweep.pruning import prune_upper_bound
 from tms_hbase.sweep.state import RegionRecord, SweepState
-from tms_hbase.tx.pruning import prune_upper_bound
 from tms_hbase.tx.snapshot_source import DEFAULT_MAX_AGE_SECONDS, SnapshotKeeper, SnapshotSource, StoredSnapshots
 
 from .metrics import SweeperMetrics

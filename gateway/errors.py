@@ -1,5 +1,5 @@
 """Error responses: one line of plain text, the status from the one table in
-:mod:`tms_hbase.gateway_client.rest`, and the error's class name in the ``TMS-Error`` header (what
+:mod:`tms_hbase.rest.codec`, and the error's class name in the ``TMS-Error`` header (what
 :mod:`tms_hbase.gateway_client.http` maps back to the same class)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from tms_hbase.errors import TmsError
-from tms_hbase.gateway_client import rest
+from tms_hbase.rest import codec as rest
 
 log = logging.getLogger(__name__)
 

@@ -25,8 +25,8 @@ from starlette.routing import Route
 
 from tms_hbase import TopicId, TopicMetadata
 from tms_hbase.errors import InvalidArgument, TmsError
-from tms_hbase.gateway_client import rest
 from tms_hbase.model.published import PublishResult
+from tms_hbase.rest import codec as rest
 from tms_hbase.tx import TransactionCodec
 
 from .auth import ADMIN, CONSUME, PUBLISH

@@ -18,8 +18,9 @@ T = TypeVar("T")
 
 @asynccontextmanager
 async def async_client(address: str, prefix: str, **options: Any) -> AsyncIterator[AsyncMessagingClient]:
-    """An AsyncMessagingClient on ``prefix`` (the test's prefix fixture drops its tables), closed afterwards."""
-    async with AsyncMessagingClient(address, prefix, **options) as client:
+    """An AsyncMessagingClient on ``prefix`` (the test's prefix fixture drops its tables), closed afterwards;
+    its first create_topic creates the tables unless ``create_tables=False`` is passed."""
+    async with AsyncMessagingClient(address, prefix, **{"create_tables": True, **options}) as client:
         yield client
 
 

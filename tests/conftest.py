@@ -127,8 +127,8 @@ def module_prefix(hbase_address: str, table_dropper: ThreadPoolExecutor) -> Iter
 
 @pytest.fixture
 def client(hbase_address: str, prefix: str) -> Iterator[MessagingClient]:
-    """A MessagingClient on this test's own tables."""
-    with MessagingClient(hbase_address, prefix) as c:
+    """A MessagingClient on this test's own tables; its first create_topic creates them (``create_tables``)."""
+    with MessagingClient(hbase_address, prefix, create_tables=True) as c:
         yield c
 
 

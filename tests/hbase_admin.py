@@ -16,8 +16,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from tms_hbase.launcher import LocalHBase
-from tms_hbase.launcher.local import JDK17_FLAGS
+from tms_hbase_launcher import LocalHBase
+from tms_hbase_launcher.local import JDK17_FLAGS
 
 from .hbase_server import served_by_launcher
 

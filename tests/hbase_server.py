@@ -17,7 +17,7 @@ from contextlib import contextmanager
 import happybase
 
 from tms_hbase.config import THRIFT_ENV, thrift_address
-from tms_hbase.launcher import LocalHBase
+from tms_hbase_launcher import LocalHBase
 
 
 def _answers(address: str, timeout_ms: int = 5000) -> bool:

@@ -3,15 +3,18 @@
 # file missing from the sdist shows here), install the wheel with its gateway extra into a fresh virtualenv
 # in a temporary directory (not editable, run from outside the source tree), and do what a new user does
 # first: import the package, ask each program for --help and --version, and run examples/quickstart.py
-# against a real HBase.
+# against a real HBase. The wheel brings neither happybase nor the local HBase launcher (launcher/, a
+# distribution of its own): checked, and its `tms-admin hbase` says how to install the launcher.
 #
-# HBase: $TMS_HBASE_THRIFT if set; otherwise the local launcher's, started with the wheel's own
-# `tms-admin hbase start` when it does not run yet (and then stopped again at the end).
+# HBase: $TMS_HBASE_THRIFT if set; otherwise the local launcher's, started with the source tree's
+# virtualenv's `tms-admin hbase start` (it has the launcher) when it does not run yet (and then stopped
+# again at the end).
 # Leaves nothing behind: the temporary directory, the quickstart's tables and an HBase it started go.
 set -euo pipefail
 
 src="$(cd "$(dirname "$0")/.." && pwd)"
-python="${PYTHON:-$src/.venv/bin/python}"   # has `build` (the test extra)
+python="${PYTHON:-$src/.venv/bin/python}"   # has `build` (the test extra) and the launcher
+launcher_admin="$(dirname "$python")/tms-admin"
 work="$(mktemp -d "${TMPDIR:-/tmp}/tms-smoke.XXXXXX")"
 bin="$work/venv/bin"
 export TMS_TABLE_PREFIX="smoke$$x$RANDOM"
@@ -27,7 +30,7 @@ cleanup() {
 with MessagingClient(timeout_seconds=60) as c: c.admin.drop_tables()') || echo "smoke: could not drop tables $TMS_TABLE_PREFIX*"
     fi
     if [ -n "$started_hbase" ]; then
-        "$bin/tms-admin" hbase stop
+        "$launcher_admin" hbase stop
     fi
     rm -rf "$work"
     exit $status
@@ -76,7 +79,7 @@ import tms_hbase
 
 where = pathlib.Path(tms_hbase.__file__).resolve()
 assert where.is_relative_to(pathlib.Path(sys.prefix).resolve()), f"imported from {where}, not the wheel"
-for data in ("py.typed", "launcher/pom.xml", "tx/tephra.thrift"):
+for data in ("py.typed", "tx/tephra.thrift"):
     assert (where.parent / data).is_file(), f"{data} missing from the wheel"
 print(f"tms_hbase {tms_hbase.__version__} from {where.parent}")
 
@@ -89,7 +92,26 @@ import tms_hbase_sweeper.cli
 for generic in ("admin", "compactor", "gateway"):
     assert importlib.util.find_spec(generic) is None, f"the wheel installs a top-level package {generic!r}"
 print("programs import as tms_hbase_admin, tms_hbase_sweeper, tms_hbase_gateway; no admin, compactor, gateway")
+
+# the library's install needs no Java tooling and no happybase: the launcher is a distribution of its own
+for absent in ("happybase", "tms_hbase_launcher"):
+    assert importlib.util.find_spec(absent) is None, f"the wheel's install brings {absent}"
 EOF
+"$bin/python" -m pip list --disable-pip-version-check --format=freeze >"$work/installed.txt"
+if grep -iE '^(happybase|tms-hbase-launcher)==' "$work/installed.txt"; then
+    echo "smoke: the wheel's install pulls in happybase or the launcher" >&2
+    exit 1
+fi
+echo "installed: neither happybase nor tms-hbase-launcher"
+
+step "tms-admin hbase without the launcher: one line and exit code 6"
+code=0
+"$bin/tms-admin" hbase status 2>"$work/no-launcher.txt" || code=$?
+cat "$work/no-launcher.txt"
+if [ "$code" -ne 6 ] || [ "$(wc -l <"$work/no-launcher.txt")" -ne 1 ] || ! grep -q 'pip install -e ./launcher' "$work/no-launcher.txt"; then
+    echo "smoke: expected one line naming 'pip install -e ./launcher' and exit code 6, got exit code $code" >&2
+    exit 1
+fi
 
 for program in tms-admin tms-sweeper tms-gateway; do
     step "$program --help, --version"
@@ -100,10 +122,10 @@ done
 step "HBase"
 if [ -z "${TMS_HBASE_THRIFT:-}" ]; then
     # status exits 1 unless HBase answers; only one that does not run at all is ours to stop later
-    if ! { "$bin/tms-admin" hbase status --json || true; } | "$bin/python" -c 'import json, sys; sys.exit(not json.load(sys.stdin)["running"])'; then
+    if ! { "$launcher_admin" hbase status --json || true; } | "$bin/python" -c 'import json, sys; sys.exit(not json.load(sys.stdin)["running"])'; then
         started_hbase=1
     fi
-    TMS_HBASE_THRIFT="$("$bin/tms-admin" hbase start --json | "$bin/python" -c 'import json, sys; print(json.load(sys.stdin)["thrift"])')"
+    TMS_HBASE_THRIFT="$("$launcher_admin" hbase start --json | "$bin/python" -c 'import json, sys; print(json.load(sys.stdin)["thrift"])')"
     export TMS_HBASE_THRIFT
 fi
 echo "Thrift at $TMS_HBASE_THRIFT${started_hbase:+ (started for the smoke test)}, table prefix $TMS_TABLE_PREFIX"

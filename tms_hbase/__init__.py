@@ -46,33 +46,34 @@ from tms_hbase.model.topic import TopicId, TopicMetadata
 if TYPE_CHECKING:
     from tms_hbase.client import MessagingClient
     from tms_hbase.consume.consumer import Consumer, ConsumerSession
-    from tms_hbase.consume.subscriptions import Subscription
-    from tms_hbase.fetch.reader import Message
-    from tms_hbase.fetch.stats import Lag, TopicStats
+    from tms_hbase.model.dead_letter import DeadLetter
+    from tms_hbase.model.message import Delivery, Message
     from tms_hbase.model.message_id import MessageId
     from tms_hbase.model.published import PublishResult
+    from tms_hbase.model.stats import Lag, PublisherStats, SharedStats, TopicStats
+    from tms_hbase.model.subscription import PendingMessage, Subscription
     from tms_hbase.model.wire import RollbackDetail
-    from tms_hbase.publish.background import BackgroundPublisher, PublisherStats
-    from tms_hbase.shared import DeadLetter, Delivery, PendingMessage, SharedConsumer, SharedStats
+    from tms_hbase.publish.background import BackgroundPublisher
+    from tms_hbase.shared import SharedConsumer
 
 # Loaded on first use (PEP 562), so that `import tms_hbase` (and every command-line tool's start, its
-# --help and --version included) does not import happybase, thriftpy2 and the whole client.
+# --help and --version included) does not import thriftpy2 and the whole client.
 _LAZY = {
     "BackgroundPublisher": "tms_hbase.publish.background",
-    "PublisherStats": "tms_hbase.publish.background",
+    "PublisherStats": "tms_hbase.model.stats",
     "MessagingClient": "tms_hbase.client",
     "Consumer": "tms_hbase.consume.consumer",
     "ConsumerSession": "tms_hbase.consume.consumer",
     "MessageId": "tms_hbase.model.message_id",
-    "Message": "tms_hbase.fetch.reader",
-    "DeadLetter": "tms_hbase.shared",
-    "Delivery": "tms_hbase.shared",
-    "PendingMessage": "tms_hbase.shared",
+    "Message": "tms_hbase.model.message",
+    "DeadLetter": "tms_hbase.model.dead_letter",
+    "Delivery": "tms_hbase.model.message",
+    "PendingMessage": "tms_hbase.model.subscription",
     "SharedConsumer": "tms_hbase.shared",
-    "SharedStats": "tms_hbase.shared",
-    "Lag": "tms_hbase.fetch.stats",
-    "TopicStats": "tms_hbase.fetch.stats",
-    "Subscription": "tms_hbase.consume.subscriptions",
+    "SharedStats": "tms_hbase.model.stats",
+    "Lag": "tms_hbase.model.stats",
+    "TopicStats": "tms_hbase.model.stats",
+    "Subscription": "tms_hbase.model.subscription",
     "RollbackDetail": "tms_hbase.model.wire",
     "PublishResult": "tms_hbase.model.published",
 }

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -31,6 +30,7 @@ from tms_hbase.model.retry import Retry
 from tms_hbase.model.tables import TableNames
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata, user_properties
 from tms_hbase.model.topic import as_topic as _topic
+from tms_hbase.runtime import green
 from tms_hbase.storage.connection import HBaseConnection
 from tms_hbase.storage.hbase import Installation
 from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, validate_max_lifetime
@@ -42,16 +42,20 @@ if TYPE_CHECKING:
     from tms_hbase.consume.consumer import Consumer, ConsumerSession
     from tms_hbase.consume.doorbell import Doorbells
     from tms_hbase.consume.subscription_admin import SubscriptionAdmin
-    from tms_hbase.consume.subscriptions import Subscription, SubscriptionStore
-    from tms_hbase.fetch.reader import Message, MessageReader
-    from tms_hbase.fetch.stats import Lag, TopicStatistics, TopicStats
+    from tms_hbase.consume.subscriptions import SubscriptionStore
+    from tms_hbase.fetch.reader import MessageReader
+    from tms_hbase.fetch.stats import TopicStatistics
+    from tms_hbase.model.message import Message
     from tms_hbase.model.published import PublishResult
+    from tms_hbase.model.stats import Lag, SharedStats, TopicStats
+    from tms_hbase.model.subscription import PendingMessage, Subscription
     from tms_hbase.model.wire import RollbackDetail
     from tms_hbase.publish.writer import MessageWriter, Resume
-    from tms_hbase.shared.admin import PendingMessage, SharedAdmin, SharedStats
+    from tms_hbase.shared.admin import SharedAdmin
     from tms_hbase.shared.consumer import SharedConsumer
     from tms_hbase.shared.store import SharedStore
     from tms_hbase.tx.client import TransactionClient  # passed in by callers
+    from tms_hbase.tx.committed import CommittedReads
 
 P = TypeVar("P")
 
@@ -65,21 +69,23 @@ class MessagingClient(MessagingService):
     prefix is InvalidArgument). All of it can come as one :class:`~tms_hbase.config.Config` instead
     (``config=``), with the ``retry`` policy used wherever the client retries.
 
-    The tables are created by :meth:`init_tables` (``tms-admin init``) or by the first
-    :meth:`create_topic` (unless ``create_tables`` is False). Every other call on a prefix whose
-    tables do not exist raises InstallationNotFound and creates nothing, so a mistyped prefix is
-    noticed instead of answering "no topics" from four new empty tables.
+    The tables are created only when asked: by ``client.admin.init_tables()`` (``tms-admin init``), or
+    by the first :meth:`create_topic` of a client made with ``create_tables=True``. Every call on a
+    prefix whose tables do not exist otherwise raises InstallationNotFound and creates nothing, so a
+    mistyped prefix is noticed instead of making a new, empty installation.
 
     ``timeout_seconds`` is a deadline, not a limit per socket read:
     each method returns or raises within about that, all the HBase calls it makes (retries included) sharing it, however
     slowly a gateway answers; HBaseUnavailable (``timed_out`` set) says it passed. The iterator that
     :meth:`fetch` returns reads lazily: each read it makes while you iterate gets ``timeout_seconds`` of its
-    own. The first call of a client also looks up (or, for create_topic, creates) the tables, each
+    own. The first call of a client also looks up (or, with ``create_tables``, creates) the tables, each
     HBase call of that under its own ``timeout_seconds`` (creating a table takes seconds).
     ``max_batch_bytes`` caps one publish or store. A transactional publish or store whose write pointer
     (``ms since the epoch x 10^6``, as Tephra makes them) is older than ``tx_max_lifetime_seconds``
     (default and maximum: Tephra's 25 h) is refused with InvalidArgument, as CDAP refuses it.
-    Thread-safe; use it as a context manager or call :meth:`close`.
+    ``tx_server`` (default ``$TMS_TX_SERVER``) is the transaction server whose state its consumers'
+    committed-only reads judge transactional messages by (:mod:`~tms_hbase.tx.committed`; without one, the
+    state the server keeps in HBase). Thread-safe; use it as a context manager or call :meth:`close`.
     """
 
     _pool_class: type[HBaseConnection] = HBaseConnection
@@ -94,10 +100,11 @@ class MessagingClient(MessagingService):
         timeout_seconds: float | None = None,
         pool_size: int | None = None,
         retry: Retry | None = None,
-        create_tables: bool = True,
+        create_tables: bool = False,
         max_batch_bytes: int = checks.DEFAULT_MAX_BATCH_BYTES,
         metadata_max_age_seconds: float = 1.0,
         tx_max_lifetime_seconds: float = MAX_LIFETIME_SECONDS,
+        tx_server: str | None = None,
     ) -> None:
         tx_max_lifetime_seconds = validate_max_lifetime(tx_max_lifetime_seconds)
         config = Config.of_client(
@@ -128,6 +135,7 @@ class MessagingClient(MessagingService):
         against, leases expire on and the sweeper judges expiry by, whatever this host's clock says."""
         self._max_batch_bytes = max_batch_bytes
         self._tx_max_lifetime_seconds = tx_max_lifetime_seconds
+        self._tx_server = tx_server
         self.admin = ClientAdmin(
             self.installation,
             self._readiness,
@@ -139,10 +147,10 @@ class MessagingClient(MessagingService):
         )
         """An operator's calls: tables, the tail-cache setting, inspection, diagnostics
         (:class:`~tms_hbase.client_admin.ClientAdmin`)."""
-        self.slices = Slices(self.installation, self._readiness, lambda: self._reader)
+        self.slices = Slices(self.installation, self._readiness, lambda: self._reader, lambda: self._committed_reads)
         """Parallel readers' calls, such as the Spark data source's (:class:`~tms_hbase.client_slices.Slices`)."""
         self._parts: dict[str, object] = {}  # the parts made so far (see _part)
-        self._parts_lock = threading.RLock()  # (a part's maker asks for the parts it is made of)
+        self._parts_lock = green.no_wait_lock(reentrant=True)  # (a part's maker asks for the parts it is made of)
         self._publishing: tuple[MessageWriter, Doorbells] | None = None  # the parts every publish uses, once made
 
     # -- parts, each made on first use ----------------------------------------------------------
@@ -189,6 +197,26 @@ class MessagingClient(MessagingService):
         return MessageReader(
             storage.messages, storage.payloads, self._topics, self._writer_settings.skew_bound_seconds, self.hbase_clock
         )
+
+    @property
+    def _committed_reads(self) -> CommittedReads:
+        return self._part(self._make_committed_reads)
+
+    def _make_committed_reads(self) -> CommittedReads:
+        from tms_hbase.tx.committed import CommittedReads
+
+        return CommittedReads(self.installation.txstate, self._tx_server, timeout_seconds=self.config.timeout_seconds)
+
+    def _isolated(self, isolation: str, transaction: object = None) -> CommittedReads | None:
+        """The view a consumer reading with ``isolation`` judges transactional rows by: the installation's
+        transaction state (committed only), or none (every row as stored, or a transaction's view)."""
+        from tms_hbase.model.isolation import COMMITTED, check_isolation
+
+        if check_isolation(isolation) != COMMITTED:
+            if transaction is not None:
+                raise InvalidArgument("a transactional consumer reads what its transaction sees: no isolation")
+            return None
+        return None if transaction is not None else self._committed_reads
 
     @property
     def _subscriptions(self) -> SubscriptionStore:
@@ -271,6 +299,8 @@ class MessagingClient(MessagingService):
                 if "_make_doorbells" in parts:
                     self._doorbells.close()
             finally:
+                if "_make_committed_reads" in parts:
+                    self._committed_reads.close()
                 self.installation.hbase.close()
 
     @property
@@ -302,7 +332,8 @@ class MessagingClient(MessagingService):
     ) -> TopicMetadata:
         """Create a topic; ``properties`` may set ``ttl`` (seconds, default 7 days) and any other key.
 
-        Creates the installation's tables first if they do not exist yet (see the class doc).
+        Creates the installation's tables first if they do not exist yet and the client was made with
+        ``create_tables=True``; otherwise InstallationNotFound (see the class doc).
         Raises TopicAlreadyExists (properties unchanged), unless ``exist_ok``: then the existing topic is
         returned as it is, whatever ``properties`` say; InvalidArgument.
         """
@@ -601,15 +632,20 @@ class MessagingClient(MessagingService):
         poll_interval_seconds: float = 0.5,
         reap_interval: float | None = None,
         doorbell: str | None = DEFAULT_HOST,
+        isolation: str = "committed",
     ) -> SharedConsumer:
         """One consumer of a shared subscription; any number may run at once (docs/shared.md).
-        ``owner`` names it (default: host, pid and a random part; the gateway reuses a name to settle
-        across calls); ``max_wait_seconds``: seconds an iteration waits for a delivery before it ends;
+        ``owner`` names it (at most 300 characters; default: host, pid and a random part; the gateway
+        reuses a name to settle across calls); ``max_wait_seconds``: seconds an iteration waits for a
+        delivery before it ends;
         ``poll_interval_seconds``: seconds between looks while idle (a publish, or a message given back by another
         consumer, wakes it sooner through its doorbell: ``doorbell`` is the address other processes ring,
         None for only this process's); ``reap_interval``: seconds between scans for expired deliveries
-        (default: a quarter of the ack timeout, at most 1 s). InvalidArgument for an exclusive
+        (default: a quarter of the ack timeout, at most 1 s). ``isolation``: "committed" (committed
+        messages only: rolled-back and invalid ones are skipped, one still in progress waits in its range;
+        docs/shared.md) or "uncommitted" (every message as stored). InvalidArgument for an exclusive
         subscription."""
+        committed = self._isolated(isolation)
         self._ensure_subscriptions()
         topic = _topic(topic)
         meta = self._metadata.get(topic)
@@ -635,6 +671,7 @@ class MessagingClient(MessagingService):
             tx_state=self.admin.tx_state,
             prefix=self.installation.prefix,
             doorbell=doorbell,
+            committed=committed,
         )
 
     def _with_numbers(self, meta: TopicMetadata, subscription: Subscription) -> Subscription:
@@ -682,6 +719,7 @@ class MessagingClient(MessagingService):
         session: ConsumerSession | None = None,
         owner: str | None = None,
         rows: bool = False,
+        isolation: str = "committed",
     ) -> Consumer:
         """The active consumer of a subscription (docs/consumers.md).
 
@@ -699,15 +737,19 @@ class MessagingClient(MessagingService):
         ``owner``: the name the lease is held under (default: host, pid and a random part), for
         services that resume their consumers' sessions by a name of their own. ``rows``: a consumer of
         rows, delivering the stored rows' slices (:meth:`Consumer.poll_rows`) instead of messages, for
-        services that write them out as they are (the gateway).
+        services that write them out as they are (the gateway). ``isolation``: "committed" (the default:
+        committed messages only; a rolled-back or invalid one is skipped, one still in progress holds the
+        subscription there until its transaction ends; docs/consumers.md) or "uncommitted" (every message as
+        stored, rolled-back ones included, as Kafka's read_uncommitted).
         """
+        committed = self._isolated(isolation, transaction)
         self._ensure_subscriptions()
         topic = _topic(topic)
         meta = self._metadata.get(topic)
         if self._shared.settings(meta, name) is not None:
             raise InvalidArgument(f"subscription {name!r} of {topic} is shared: use shared_consumer()")
         from tms_hbase.consume.consumer import Consumer
-        from tms_hbase.consume.subscriptions import check_name
+        from tms_hbase.model.subscription import check_name
 
         return Consumer(
             topic=topic,
@@ -729,6 +771,7 @@ class MessagingClient(MessagingService):
             session=session,
             owner=owner,
             rows=rows,
+            committed=committed,
         )
 
     def _doorbells_of(self, topic: TopicId) -> list[Address]:
@@ -738,7 +781,7 @@ class MessagingClient(MessagingService):
 
 def _unsettled(numbers: SharedStats) -> Lag:
     """A shared subscription's lag: the messages not settled yet, and the age of the oldest of them."""
-    from tms_hbase.fetch.stats import Lag
+    from tms_hbase.model.stats import Lag
 
     return Lag(numbers.waiting + numbers.in_flight + numbers.due, numbers.oldest_unacked_seconds)
 

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from tms_hbase.errors import InvalidArgument
+from tms_hbase.errors import InvalidArgument, TopicNotFound
 from tms_hbase.installation.metadata import MetadataStore, TopicScan
 from tms_hbase.installation.readiness import Readiness
 from tms_hbase.installation.settings import InstallationStore, TailCacheSetting
@@ -29,8 +29,8 @@ if TYPE_CHECKING:  # (imported where used: listing topics loads no reader, write
     from tms_hbase.client import MessagingClient
     from tms_hbase.fetch.inspect import Inspector
     from tms_hbase.fetch.reader import MessageReader
+    from tms_hbase.model.dead_letter import DeadLetter
     from tms_hbase.publish.writer import MessageWriter
-    from tms_hbase.shared.dead_letter import DeadLetter
 
 
 class ClientAdmin:
@@ -95,7 +95,8 @@ class ClientAdmin:
         """Set how long every writer may trust a remembered tail (whole seconds, 1-86400); the smallest
         sweeper grace is 4 x this. Changing an existing value starts a transition (4 x the larger value)
         during which writers use the smaller and sweepers the larger value, and another change is
-        refused (InvalidArgument). Creates the installation's tables if they are missing, as `init` does."""
+        refused (InvalidArgument). InstallationNotFound if the tables are missing (unless the client was
+        made with ``create_tables=True``: then it creates them, as `init` does)."""
         self._readiness.ensure(create=True)
         return self._settings.set_tail_cache(seconds)
 
@@ -128,6 +129,7 @@ class ClientAdmin:
         dry_run: bool = False,
         via: str = "replay",
         limit: int = 1000,
+        on_missing_topic: Callable[[DeadLetter, TopicNotFound], None] | None = None,
     ) -> list[DeadLetter]:
         """The dead letters of ``dead_letter_topic`` not replayed yet (at most ``limit``, oldest first), or
         with ``replay`` those it publishes back to their topics (``dry_run``: those it would, changing nothing).
@@ -138,9 +140,14 @@ class ClientAdmin:
         again, so each one is replayed **at least once** (twice if the replay dies between the two); listing
         and ``dry_run`` only read after that mark. The replayed message is a **new message** of its topic,
         with a new id and publish time; the dead letter stays in the dead-letter topic. InvalidArgument for
-        a message that is not a dead letter (those before it stay replayed) or a ``limit`` below 1."""
-        from tms_hbase.shared.dead_letter import DeadLetter
+        a message that is not a dead letter (those before it stay replayed), a bad ``via`` name or a ``limit``
+        below 1. A dead letter whose topic no longer exists stops the replay with TopicNotFound, unless
+        ``on_missing_topic`` is given: it is called with the letter and the error, and the replay passes
+        over that letter (the mark moves past it) and goes on."""
+        from tms_hbase.model.dead_letter import DeadLetter
+        from tms_hbase.model.subscription import check_name
 
+        check_name(via)
         if limit < 1:
             raise InvalidArgument(f"limit {limit} must be at least 1")
         client, topic = self._client, as_topic(dead_letter_topic)
@@ -159,9 +166,15 @@ class ClientAdmin:
         with client.consumer(topic, via, max_wait_seconds=0.5) as consumer:
             for message in consumer.poll(max_messages=limit, timeout_seconds=1.0):
                 letter = DeadLetter.decode(message.payload)
-                client.publish(letter.topic, [letter.payload])
+                try:
+                    client.publish(letter.topic, [letter.payload])
+                except TopicNotFound as exc:
+                    if on_missing_topic is None:
+                        raise
+                    on_missing_topic(letter, exc)
+                else:
+                    letters.append(letter)
                 consumer.commit(message)
-                letters.append(letter)
         return letters
 
     @property

@@ -112,7 +112,7 @@ class TopicFull(TmsError):
 
 class InstallationNotFound(TmsError):
     """The tables of this table prefix do not (all) exist at this HBase: a mistyped prefix, or an
-    installation nobody created yet (``tms-admin init`` or the first ``create_topic`` creates it).
+    installation nobody created yet (``tms-admin init`` or ``client.admin.init_tables()`` creates it).
     Read-only calls raise this instead of creating tables."""
 
     def __init__(self, prefix: str, address: str, missing: list[str]) -> None:
@@ -187,7 +187,8 @@ class PublisherClosed(TmsError):
 
 
 class LauncherError(TmsError):
-    """The local HBase launcher could not do what was asked (missing java/mvn, port taken, start failed)."""
+    """The local HBase launcher could not do what was asked (not installed, missing java/mvn, port taken, start
+    failed)."""
 
 
 class TransactionConflict(TmsError):

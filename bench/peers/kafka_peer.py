@@ -18,8 +18,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from tms_hbase.launcher.jars import resolve_jars
-from tms_hbase.launcher.paths import default_home, default_jars_root
+from tms_hbase_launcher.jars import resolve_jars
+from tms_hbase_launcher.paths import default_home, default_jars_root
 
 from ..common import progress
 from . import system

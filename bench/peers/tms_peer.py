@@ -16,7 +16,7 @@ from contextlib import ExitStack
 from typing import Any
 
 from tms_hbase import BackgroundPublisher, Consumer, MessagingClient, TopicId, __version__
-from tms_hbase.launcher.paths import HBASE_VERSION
+from tms_hbase_launcher.paths import HBASE_VERSION
 
 from .. import latency
 from ..common import Settings, bench_tables

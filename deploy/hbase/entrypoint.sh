@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the standalone HBase and HBase's stock Thrift1 gateway as two processes, with the local launcher's
-# jars, JDK 17 flags and Thrift mode (the local launcher, tms_hbase/launcher/local.py, runs the same gateway
+# jars, JDK 17 flags and Thrift mode (the local launcher, launcher/tms_hbase_launcher/local.py, runs the same gateway
 # inside the region server's JVM instead; this image keeps HBase's own two-process layout and needs no JDK),
 # in the foreground: SIGTERM stops both; if either process dies the other is stopped and the container
 # exits non-zero, so the restart policy takes over.

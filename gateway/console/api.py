@@ -21,7 +21,7 @@ from starlette.routing import Mount, Route
 
 from tms_hbase import TopicId
 from tms_hbase.errors import InvalidArgument, NotAuthenticated, TmsError
-from tms_hbase.gateway_client import rest
+from tms_hbase.rest import codec as rest
 
 from ..auth import ADMIN
 from ..bodies import read_body

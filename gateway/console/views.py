@@ -12,13 +12,13 @@ from collections.abc import Iterator
 from itertools import islice
 
 from tms_hbase import MessagingClient, TopicId, TopicMetadata
-from tms_hbase.consume.subscriptions import Subscription
 from tms_hbase.errors import InvalidArgument, TmsError
 from tms_hbase.fetch.inspect import Entry
-from tms_hbase.fetch.reader import Message
-from tms_hbase.fetch.stats import Lag
+from tms_hbase.model.dead_letter import DeadLetter
+from tms_hbase.model.message import Message
 from tms_hbase.model.message_id import MessageId
-from tms_hbase.shared.dead_letter import DeadLetter
+from tms_hbase.model.stats import Lag
+from tms_hbase.model.subscription import Subscription
 from tms_hbase.sweep.status import sweeper_state
 from tms_hbase.tx.client import TransactionClient
 from tms_hbase.tx.transaction import Transaction

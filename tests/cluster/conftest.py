@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tms_hbase.launcher.cluster import ClusterHBase
+from tms_hbase_launcher.cluster import ClusterHBase
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from tms_hbase import MessagingClient, TopicId
-from tms_hbase.launcher.cluster import ClusterHBase
+from tms_hbase_launcher.cluster import ClusterHBase
 
 from .workload import Workload
 

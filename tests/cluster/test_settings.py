@@ -12,8 +12,8 @@ import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 from tms_hbase import MessagingClient, TopicId
-from tms_hbase.launcher.cluster import ClusterHBase
-from tms_hbase.launcher.cluster_conf import HOST, split_name
+from tms_hbase_launcher.cluster import ClusterHBase
+from tms_hbase_launcher.cluster_conf import HOST, split_name
 
 MIB = 1024 * 1024
 

@@ -17,8 +17,8 @@ import pytest
 
 from tms_hbase import MessageId, MessagingClient, TopicId
 from tms_hbase.errors import HBaseUnavailable
-from tms_hbase.launcher.cluster import ClusterHBase
 from tms_hbase.spark import register
+from tms_hbase_launcher.cluster import ClusterHBase
 
 from ..spark_cluster import SparkCluster
 from ..tx_server import TxServer, free_port

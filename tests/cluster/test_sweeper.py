@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 from tms_hbase import MessagingClient, TopicId
-from tms_hbase.launcher.cluster import ClusterHBase
 from tms_hbase.sweep.state import SweepState
+from tms_hbase_launcher.cluster import ClusterHBase
 
 from ..background import Background
 from ..waiting import wait_for

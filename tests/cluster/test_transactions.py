@@ -17,10 +17,10 @@ from bench.cluster import longest_pause
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.config import PREFIX_ENV, THRIFT_ENV
 from tms_hbase.errors import TmsError
-from tms_hbase.launcher.cluster import ClusterHBase
 from tms_hbase.tx.client import TransactionClient
 from tms_hbase.tx.context import TransactionContext
 from tms_hbase.tx.messaging import TransactionalPublisher
+from tms_hbase_launcher.cluster import ClusterHBase
 
 from ..tx_server import TxServer, free_port
 from .workload import RESUME_BOUND, STEADY

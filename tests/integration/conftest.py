@@ -65,6 +65,7 @@ def http(gateway: GatewayProcess) -> Iterator[httpx.Client]:
 
 @pytest.fixture(scope="module")
 def direct(hbase_address: str, module_prefix: str) -> Iterator[MessagingClient]:
-    """Direct library access to the installation the module's gateway serves."""
-    with MessagingClient(hbase_address, module_prefix) as client:
+    """Direct library access to the installation the module's gateway serves (its first create_topic
+    creates the tables)."""
+    with MessagingClient(hbase_address, module_prefix, create_tables=True) as client:
         yield client

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tms_hbase import MessagingClient
 from tms_hbase.errors import HBaseUnavailable, InvalidArgument, SubscriptionBusy, SubscriptionNotFound, TopicNotFound
 from tms_hbase.tx import Transaction, write_pointer_now
 
@@ -189,6 +190,8 @@ def test_the_asyncio_page_examples_run(hbase_address: str, prefix: str, capsys: 
     page = (Path(__file__).parents[2] / "docs" / "asyncio.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", page, re.S)
     assert len(blocks) == 3, "docs/asyncio.md lost its tested examples"
+    with MessagingClient(hbase_address, prefix) as admin:
+        admin.admin.init_tables()  # the page's installation, as `tms-admin init` makes it
     namespace: dict[str, Any] = {}
     for block in blocks:
         exec(block, namespace)
@@ -239,6 +242,34 @@ def test_shared_consumers_split_the_work_and_redeliver_a_nack(hbase_address: str
     assert nacked == [b"job 7"]
     assert sorted(done) == sorted(b"job %d" % i for i in range(20))  # each once, the nacked one again
     assert lag == 0
+
+
+def test_a_shared_consumer_takes_the_synchronous_ones_waiting_options(hbase_address: str, prefix: str) -> None:
+    """``poll_interval_seconds``, ``reap_interval`` and ``doorbell`` as ``MessagingClient.shared_consumer``
+    takes them: checked the same way, and a consumer made with them redelivers a nacked message."""
+
+    async def scenario() -> list[tuple[bytes, int]]:
+        async with async_client(hbase_address, prefix) as client:
+            await client.create_topic(TOPIC)
+            await client.create_subscription(TOPIC, "jobs", shared=True, ack_timeout_seconds=30)
+            await client.publish(TOPIC, [b"a", b"b"])
+            for bad in ({"poll_interval_seconds": -1}, {"reap_interval": float("nan")}):
+                with pytest.raises(InvalidArgument):
+                    client.shared_consumer(TOPIC, "jobs", **bad)  # type: ignore[arg-type]
+            options = {"poll_interval_seconds": 0.05, "reap_interval": 0.1, "doorbell": None}
+            seen: list[tuple[bytes, int]] = []
+            async with client.shared_consumer(TOPIC, "jobs", max_wait_seconds=2.0, **options) as consumer:
+                async for delivery in consumer:
+                    seen.append((delivery.payload, delivery.deliveries))
+                    if delivery.deliveries == 1 and delivery.payload == b"a":
+                        await consumer.nack(delivery)
+                    else:
+                        await consumer.ack(delivery)
+                    if len(seen) == 3:
+                        break
+            return seen
+
+    assert sorted(asyncio.run(scenario())) == [(b"a", 1), (b"a", 2), (b"b", 1)]
 
 
 def test_transactional_publish_store_and_rollback(hbase_address: str, prefix: str) -> None:

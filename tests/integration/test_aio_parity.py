@@ -38,9 +38,9 @@ from tms_hbase.errors import (
     TopicAlreadyExists,
     TopicNotFound,
 )
-from tms_hbase.gateway_client import rest
 from tms_hbase.gateway_client.aio import AsyncGatewayClient
 from tms_hbase.model.message_id import MessageId
+from tms_hbase.rest import codec as rest
 from tms_hbase.tx import Transaction, write_pointer_now
 
 from ..gateway_server import GatewayProcess, module_gateway

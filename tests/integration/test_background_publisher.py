@@ -62,7 +62,8 @@ def test_bad_input_fails_at_once_or_in_its_future(client: MessagingClient) -> No
 
 
 def test_full_queue_policies(proxy: TcpProxy, prefix: str, hbase_address: str) -> None:
-    with MessagingClient(hbase_address, prefix) as direct:  # tables and topic without the proxy's short timeout
+    # tables and topic without the proxy's short timeout
+    with MessagingClient(hbase_address, prefix, create_tables=True) as direct:
         direct.create_topic(T)
     with MessagingClient(proxy.address, prefix, timeout_seconds=2) as client:
         proxy.stall = True  # the sender hangs on its first publish; the queue fills up
@@ -84,7 +85,8 @@ def test_full_queue_policies(proxy: TcpProxy, prefix: str, hbase_address: str) -
 
 
 def test_give_up_policies_after_retries(proxy: TcpProxy, prefix: str, hbase_address: str) -> None:
-    with MessagingClient(hbase_address, prefix) as direct:  # creating tables takes longer than 0.5 s on a busy HBase
+    # creating tables takes longer than 0.5 s on a busy HBase
+    with MessagingClient(hbase_address, prefix, create_tables=True) as direct:
         direct.create_topic(T)
     with MessagingClient(proxy.address, prefix, timeout_seconds=0.5) as client:
         proxy.stall = True

@@ -5,8 +5,10 @@ with ``--replay`` and ``--replay --dry-run``."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
-from tms_hbase import MessagingClient, TopicId
+from tms_hbase import DeadLetter, MessageId, MessagingClient, TopicId
+from tms_hbase.shared.state import ClaimState
 
 from .test_cli import ok, tms_admin
 
@@ -77,3 +79,80 @@ def test_shared_subscriptions_from_the_command_line(client: MessagingClient, tms
     assert ok(tms_env, "sub", "dead-letters", str(DEAD)).stdout.strip() == "no dead letters"
     again = json.loads(ok(tms_env, "sub", "consume", str(Q), "work", "--count", "1", "--ack", "--json").stdout)
     assert [(r["payload"], r["deliveries"]) for r in again] == [("c", 1)]
+
+
+def refused(env: dict[str, str], *args: str) -> str:
+    """Run tms-admin expecting a one-line error and a non-zero exit code; the error."""
+    result = tms_admin(env, *args)
+    assert result.returncode != 0 and result.stderr.count("\n") == 1, (args, result.returncode, result.stderr)
+    assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr
+    return result.stderr
+
+
+def test_bad_counts_waits_and_via_names_are_refused(client: MessagingClient, tms_env: dict[str, str]) -> None:
+    ok(tms_env, "init")
+    client.create_topic(Q)
+    client.create_topic(DEAD)
+    client.publish(Q, [b"a"])
+    client.create_subscription(Q, "work", shared=True, dead_letter=DEAD)
+    for bad in (["--count", "0"], ["--count", "-1"], ["--wait", "-1"], ["--wait", "nan"], ["--wait", "inf"]):
+        refused(tms_env, "sub", "consume", str(Q), "work", *bad)
+    for replay in ([], ["--replay"], ["--replay", "--dry-run"]):
+        error = refused(tms_env, "sub", "dead-letters", str(DEAD), "--via", "bad name", *replay)
+        assert "bad subscription name" in error
+    assert client.pending(Q, "work") == [] and client.list_subscriptions(DEAD) == []  # nothing taken or created
+
+
+def test_a_wait_past_the_ack_timeout_shows_each_message_once(client: MessagingClient, tms_env: dict[str, str]) -> None:
+    """``consume --wait`` longer than the ack timeout holds what it took while it waits for more: nothing
+    delivered twice, nothing counted as a failed delivery, nothing dead-lettered for being shown."""
+    ok(tms_env, "init")
+    client.create_topic(Q)
+    client.create_topic(DEAD)
+    client.publish(Q, [b"a", b"b"])
+    client.create_subscription(Q, "work", shared=True, ack_timeout_seconds=2, max_deliveries=1, dead_letter=DEAD)
+    shown = json.loads(ok(tms_env, "sub", "consume", str(Q), "work", "--count", "3", "--wait", "7", "--json").stdout)
+    assert [(r["payload"], r["deliveries"]) for r in shown] == [("a", 1), ("b", 1)]
+    assert [(p.state, p.deliveries) for p in client.pending(Q, "work")] == [("released", 0)] * 2  # given back
+    numbers = client.get_subscription(Q, "work").shared
+    assert numbers is not None and (numbers.dead_lettered, numbers.redelivered) == (0, 0)
+    assert list(client.fetch(DEAD)) == []
+    taken = json.loads(ok(tms_env, "sub", "consume", str(Q), "work", "--count", "2", "--ack", "--json").stdout)
+    assert [(r["payload"], r["deliveries"]) for r in taken] == [("a", 1), ("b", 1)]
+
+
+def test_pending_shows_a_deadline_out_of_range(client: MessagingClient, tms_env: dict[str, str]) -> None:
+    """A deadline no bound stops any more (an earlier version stored ``nack(delay_seconds=1e300)`` as given)
+    is shown as its number, not a traceback."""
+    ok(tms_env, "init")
+    client.create_topic(Q)
+    client.publish(Q, [b"a"])
+    client.create_subscription(Q, "work", shared=True, ack_timeout_seconds=30)
+    with client.shared_consumer(Q, "work") as consumer:
+        (d,) = consumer.receive(1, 5)
+        stored = consumer._held[d.id]
+        far = replace(stored.claim, state=ClaimState.FREE, owner=None, deadline=int(1e300 * 1000))
+        assert consumer._store.swap_claim(consumer._keys, d.id, stored.data, far) is not None
+        consumer._held.clear()
+    rows = json.loads(ok(tms_env, "sub", "pending", str(Q), "work", "--json").stdout)
+    assert [(r["deadline"], r["deadline_iso"]) for r in rows] == [(far.deadline, f"{far.deadline} ms (out of range)")]
+    assert "out of range" in ok(tms_env, "sub", "pending", str(Q), "work").stdout
+
+
+def test_a_replay_can_skip_letters_whose_topic_was_deleted(client: MessagingClient, tms_env: dict[str, str]) -> None:
+    ok(tms_env, "init")
+    gone = TopicId("cliq", "gone")
+    for t in (Q, gone, DEAD):
+        client.create_topic(t)
+    letters = [DeadLetter(t, "work", bytes(MessageId(1, n, 0)), 3, 0, p) for n, (t, p) in enumerate(
+        [(Q, b"first"), (gone, b"lost"), (Q, b"last")], start=1
+    )]  # fmt: skip
+    client.publish(DEAD, [letter.encode() for letter in letters])
+    client.delete_topic(gone)
+    stopped = tms_admin(tms_env, "sub", "dead-letters", str(DEAD), "--replay")
+    assert stopped.returncode == 3 and str(gone) in stopped.stderr and stopped.stderr.count("\n") == 1
+    rows = json.loads(ok(tms_env, "sub", "dead-letters", str(DEAD), "--replay", "--skip-missing", "--json").stdout)
+    assert [(r["payload"], "skipped" in r) for r in rows] == [("last", False), ("lost", True)]
+    assert str(gone) in rows[1]["skipped"]
+    assert [m.payload for m in client.fetch(Q)] == [b"first", b"last"]
+    assert ok(tms_env, "sub", "dead-letters", str(DEAD)).stdout.strip() == "no dead letters"

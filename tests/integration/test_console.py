@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import httpx
@@ -27,6 +27,7 @@ from selenium.webdriver.support.ui import Select
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.config import TX_ENV
 from tms_hbase.errors import TopicNotFound
+from tms_hbase.shared.state import ClaimState
 from tms_hbase.sweep.status import sweeper_state
 from tms_hbase.tx.client import TransactionClient
 from tms_hbase_gateway.auth import hash_token, new_token
@@ -80,7 +81,10 @@ def console(hbase_address: str, module_prefix: str, tmp_path_factory: pytest.Tem
     config = folder / "gateway.toml"
     entries = "".join(f'[[tokens]]\nname = "{n}"\nsha256 = "{hash_token(t)}"\n\n' for n, t in TOKENS.items())
     config.write_text(entries + RULES)
-    with MessagingClient(hbase_address, module_prefix) as client, TransactionClient(tx_server.address) as tx:
+    with (
+        MessagingClient(hbase_address, module_prefix, create_tables=True) as client,
+        TransactionClient(tx_server.address) as tx,
+    ):
         client.create_topic(ORDERS, {"ttl": "86400"})
         client.publish(ORDERS, [json.dumps({"order": n, "total": n * 10}).encode() for n in range(1, 6)])
         client.publish(ORDERS, [b"plain text", bytes(range(250, 256))])
@@ -514,3 +518,19 @@ def test_the_message_browser_starts_where_asked_and_downloads_what_it_shows(
     data = json.loads(wait_for_page(lambda: saved.exists() and saved.read_text(), "the download"))
     assert [m["id"] for m in data["messages"]] == expected
     assert [bytes.fromhex(m["payload"]) for m in data["messages"]] == [m.payload for m in everything[-len(expected) :]]
+
+
+def test_a_deadline_out_of_range_is_shown_not_an_error(console: Console, browser: WebDriver) -> None:
+    """A deadline no bound stops any more (an earlier version stored ``nack(delay_seconds=1e300)``):
+    the subscription screen shows it as its number."""
+    client = console.client
+    client.create_subscription(ORDERS, "far", shared=True, ack_timeout_seconds=600)
+    with client.shared_consumer(ORDERS, "far") as consumer:
+        (d,) = consumer.receive(1, 5)
+        stored = consumer._held.pop(d.id)
+        far = replace(stored.claim, state=ClaimState.FREE, owner=None, deadline=int(1e300 * 1000))
+        assert consumer._store.swap_claim(consumer._keys, d.id, stored.data, far) is not None
+    sign_in(browser, console, TOKENS["ops"])
+    show(browser, console, "subscriptions/shop/orders/far", "subscription")
+    row = text(browser, "in-flight").splitlines()[-1]
+    assert row.startswith(d.id.hex()) and "1e+303 ms (out of range)" in row

@@ -19,7 +19,7 @@ import pytest
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.consume.consumer import Consumer
 from tms_hbase.consume.doorbell import ring_content, ring_local
-from tms_hbase.fetch.reader import Message
+from tms_hbase.model.message import Message
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow, message_key
 from tms_hbase.publish import sequencer

@@ -33,10 +33,10 @@ def examples(page: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("page", [p for p in PAGES if examples(p)], ids=lambda p: p.name)
-def test_the_pages_examples_run(page: Path, tms_env: dict[str, str]) -> None:
-    blocks = examples(page)
-    server = TxServer(tms_env, free_port()).start() if any("TransactionClient" in b for b in blocks) else None
-    env = {**tms_env, "TMS_TX_SERVER": server.address} if server else tms_env
+def test_the_pages_examples_run(page: Path, installed_env: dict[str, str]) -> None:
+    blocks = examples(page)  # they run on an installation, as after `tms-admin init`
+    server = TxServer(installed_env, free_port()).start() if any("TransactionClient" in b for b in blocks) else None
+    env = {**installed_env, "TMS_TX_SERVER": server.address} if server else installed_env
     out = ""
     try:
         for number, block in enumerate(blocks, 1):

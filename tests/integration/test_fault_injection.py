@@ -52,7 +52,7 @@ def installation(hbase_address: str) -> Iterator[tuple[str, bytes]]:
     """One installation for the whole file (creating tables takes seconds): its prefix, and the
     handle of a transactional publish to roll back."""
     prefix = f"f{uuid.uuid4().hex[:12]}"
-    with MessagingClient(hbase_address, prefix, timeout_seconds=60) as client:
+    with MessagingClient(hbase_address, prefix, timeout_seconds=60, create_tables=True) as client:
         client.create_topic(T, {"ordering": "sequencer"})
         client.create_topic(C, {"ordering": "chain"})
         client.publish(T, [b"a", b"b"])

@@ -29,7 +29,8 @@ def test_dead_hbase_is_a_clear_error_at_once() -> None:
 
 
 def test_hung_hbase_times_out(proxy: TcpProxy, prefix: str, hbase_address: str) -> None:
-    with MessagingClient(hbase_address, prefix) as direct:  # creating tables takes longer than 1.5 s on a busy HBase
+    # creating tables takes longer than 1.5 s on a busy HBase
+    with MessagingClient(hbase_address, prefix, create_tables=True) as direct:
         direct.create_topic(T)
     with MessagingClient(proxy.address, prefix, timeout_seconds=1.5) as client:
         proxy.stall = True  # for good: without the client's timeout the call would never return
@@ -40,7 +41,7 @@ def test_hung_hbase_times_out(proxy: TcpProxy, prefix: str, hbase_address: str) 
 
 
 def test_broken_connections_are_replaced(proxy: TcpProxy, prefix: str) -> None:
-    with MessagingClient(proxy.address, prefix, timeout_seconds=5) as client:
+    with MessagingClient(proxy.address, prefix, timeout_seconds=5, create_tables=True) as client:
         client.create_topic(T)
         for _ in range(3):
             # fill the pool with several idle connections, then break every one of them
@@ -53,7 +54,7 @@ def test_broken_connections_are_replaced(proxy: TcpProxy, prefix: str) -> None:
 
 def test_idle_connections_are_not_reused(proxy: TcpProxy, prefix: str) -> None:
     """The gateway closes idle connections on its own; the pool opens a fresh one instead."""
-    with MessagingClient(proxy.address, prefix, timeout_seconds=5) as client:
+    with MessagingClient(proxy.address, prefix, timeout_seconds=5, create_tables=True) as client:
         client.installation.hbase.max_idle = 0.3
         client.create_topic(T)
         opened = proxy.accepted
@@ -84,7 +85,7 @@ def test_a_dead_gateway_in_the_config_is_failed_over_to_the_next(hbase_address: 
     dead = f"127.0.0.1:{free_port()}"  # nothing listens there
     config = Config.resolve(f"{dead},{hbase_address}", prefix, timeout_seconds=10)
     assert config.thrift == (dead, hbase_address)
-    with MessagingClient(config=config) as client:
+    with MessagingClient(config=config, create_tables=True) as client:
         client.create_topic(T)
         client.publish(T, [b"via the second gateway"])
         assert [m.payload for m in client.fetch(T)] == [b"via the second gateway"]

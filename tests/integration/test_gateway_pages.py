@@ -13,8 +13,8 @@ import pytest
 
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.errors import InvalidArgument
-from tms_hbase.gateway_client import rest
 from tms_hbase.model import wire
+from tms_hbase.rest import codec as rest
 from tms_hbase.tx import NO_TX_IN_PROGRESS, Transaction, write_pointer_now
 
 T = TopicId("pages", "mixed")

@@ -190,6 +190,7 @@ def test_bad_input_is_refused_and_changes_nothing(
     a = got[0]["id"]
     never = bytes(MessageId(MessageId.decode(a).generation, 10**6, 0))  # an id of the topic, never delivered
     c = direct.pending(topic, "work")[2].id
+    deadlines = {p.id: p.deadline for p in direct.pending(topic, "work")}
     for ids, why in (([never], "never delivered"), ([c], "not held by this consumer")):
         response = wire.post(http, topic, "ack", session, ids)
         assert_error(response, 409, "NotHeld")
@@ -203,6 +204,9 @@ def test_bad_input_is_refused_and_changes_nothing(
         wire.post(http, topic, "release", session, [a], 5),
         wire.post(http, topic, "nack", session, [a], -1),
         wire.post(http, topic, "extend", session, [a], float("inf")),
+        wire.post(http, topic, "extend", session, [a], 1e300),  # held for ever once its holder dies
+        wire.post(http, topic, "extend", session, [a], 7 * 86400 + 1),  # longer than an ack timeout may be
+        wire.post(http, topic, "nack", session, [a], 1e300),
         http.post(url(topic, action="ack"), headers={CONSUMER: session, "Content-Type": wire.media}, content=b"\xff"),
         http.get(url(topic, action="deliveries"), params={"max": 0}),
         http.get(url(topic, action="deliveries"), params={"wait": -1}),
@@ -220,6 +224,7 @@ def test_bad_input_is_refused_and_changes_nothing(
     assert_error(http.put(url(topic, "s2"), json={"shared": True, "deadLetter": "nope:missing"}), 404, "TopicNotFound")
     assert [s.name for s in direct.list_subscriptions(topic)] == ["work"]  # nothing created
     assert [(p.state, p.deliveries) for p in direct.pending(topic, "work")] == [("held", 1)] * 3  # nothing settled
+    assert {p.id: p.deadline for p in direct.pending(topic, "work")} == deadlines  # nor extended
     # an exclusive subscription has no deliveries; a missing one is 404
     direct.create_subscription(topic, "solo")
     assert_error(http.get(url(topic, "solo", "deliveries")), 400, "InvalidArgument")

@@ -20,8 +20,8 @@ import pytest
 
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.errors import SubscriptionBusy, TmsError
-from tms_hbase.gateway_client import rest
 from tms_hbase.gateway_client.http import GatewayClient
+from tms_hbase.rest import codec as rest
 
 from ..gateway_server import GatewayProcess, gateway_env, module_gateway, running_gateway
 from ..waiting import wait_for

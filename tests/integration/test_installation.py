@@ -1,5 +1,6 @@
 """A prefix names an installation: read-only calls on a prefix without tables say the installation does
-not exist and create nothing (the library's create_topic and init_tables create it); every command but
+not exist and create nothing, create_topic too (only init_tables, or a client made with create_tables=True,
+creates it); every command but
 `tms-admin init` exits 7 there and creates nothing, and `tms-admin drop` deletes an installation."""
 
 from __future__ import annotations
@@ -44,16 +45,38 @@ def test_calls_on_a_missing_installation_create_nothing(client: MessagingClient,
     assert client.installation.missing() == client.installation.names.core()
 
 
-def test_create_topic_creates_the_installation_unless_told_not_to(hbase_address: str, prefix: str) -> None:
-    with MessagingClient(hbase_address, prefix, create_tables=False) as reader:
+def test_create_topic_on_a_mistyped_prefix_raises_and_creates_nothing(hbase_address: str, prefix: str) -> None:
+    with MessagingClient(hbase_address, prefix) as typo:
+        with pytest.raises(InstallationNotFound, match="tms-admin init"):
+            typo.create_topic(T)
         with pytest.raises(InstallationNotFound):
-            reader.create_topic(T)
-        assert reader.installation.missing() == reader.installation.names.core()
-    with MessagingClient(hbase_address, prefix) as writer:
-        writer.create_topic(T)
-        assert writer.installation.missing() == []
-    with MessagingClient(hbase_address, prefix, create_tables=False) as reader:
+            typo.admin.set_tail_cache_seconds(5)
+    with MessagingClient(hbase_address, prefix) as reader:  # a new client: nothing was made behind its back
+        assert reader.installation.missing(FAMILIES) == reader.installation.names.all()
+
+
+def test_only_init_tables_or_create_tables_true_creates_the_installation(hbase_address: str, prefix: str) -> None:
+    with MessagingClient(hbase_address, prefix) as admin:
+        assert sorted(admin.admin.init_tables()) == sorted(admin.installation.names.all())
+        admin.create_topic(T)
+    with MessagingClient(hbase_address, prefix + "x", create_tables=True) as writer:
+        try:
+            writer.create_topic(T)
+            assert writer.installation.missing() == []
+        finally:
+            writer.admin.drop_tables()
+    with MessagingClient(hbase_address, prefix) as reader:
         assert reader.list_topics() == [T]
+
+
+def test_an_installation_gets_its_subscriptions_table_on_first_use(hbase_address: str, prefix: str) -> None:
+    with MessagingClient(hbase_address, prefix) as typo, pytest.raises(InstallationNotFound):
+        typo.create_subscription(T, "s")  # no installation: nothing is created, this table neither
+    with MessagingClient(hbase_address, prefix, create_tables=True) as writer:
+        writer.create_topic(T)  # the core tables only: subscriptions come on their first use
+    with MessagingClient(hbase_address, prefix) as consumer:
+        consumer.create_subscription(T, "s")
+        assert consumer.installation.missing(FAMILIES) == []
 
 
 def test_a_partial_installation_names_what_is_missing(client: MessagingClient) -> None:

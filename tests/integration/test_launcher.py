@@ -23,8 +23,8 @@ import pytest
 
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.errors import LauncherError
-from tms_hbase.launcher import LocalHBase, default_home
-from tms_hbase.launcher.paths import default_jars_root
+from tms_hbase_launcher import LocalHBase, default_home
+from tms_hbase_launcher.paths import default_jars_root
 
 from ..tx_server import free_port
 
@@ -66,7 +66,7 @@ def test_start_twice_is_one_server_and_stop_leaves_nothing(launcher: LocalHBase)
     assert again.pids == first.pids
     assert len(java_processes_of(home)) == 1
 
-    with MessagingClient(address, "launchertest") as client:
+    with MessagingClient(address, "launchertest", create_tables=True) as client:
         assert client.create_topic(TopicId("ns", "t")).generation == 1
 
     assert launcher.stop() is True
@@ -86,7 +86,7 @@ def test_a_jvm_killed_9_is_reported_and_a_restart_serves_every_acknowledged_publ
     address = launcher.start()
     topic = TopicId("ns", "crash")
     batches = [[f"{b}-{i}".encode() for i in range(100)] for b in range(20)]
-    with MessagingClient(address, "launchertest") as client:
+    with MessagingClient(address, "launchertest", create_tables=True) as client:
         client.create_topic(topic)
         for batch in batches:
             client.publish(topic, batch)  # acknowledged: in the write-ahead log

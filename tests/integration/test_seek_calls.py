@@ -49,7 +49,7 @@ def _write(client: MessagingClient, topic: TopicId, times: list[int], sequencer:
 @pytest.fixture(scope="module")
 def topics(hbase_address: str, module_prefix: str) -> Iterator[tuple[MessagingClient, dict[str, list[int]]]]:
     """Both orderings' topics and their rows' dates, in order; the newest hours old (every hole settled)."""
-    with MessagingClient(hbase_address, module_prefix) as client:
+    with MessagingClient(hbase_address, module_prefix, create_tables=True) as client:
         client.admin.set_tail_cache_seconds(CACHE)
         base = int(time.time() * 1000) - 4 * 3_600_000
         rng = random.Random(27)

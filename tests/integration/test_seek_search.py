@@ -57,7 +57,7 @@ def topics(
     hbase_address: str, module_prefix: str
 ) -> Iterator[tuple[MessagingClient, dict[str, list[tuple[int, int]]]]]:
     """Both orderings' topics and their rows as (position, date), in order."""
-    with MessagingClient(hbase_address, module_prefix) as client:
+    with MessagingClient(hbase_address, module_prefix, create_tables=True) as client:
         client.admin.set_tail_cache_seconds(CACHE)
         rng = random.Random(61)
         base = int(time.time() * 1000) - 6 * 3_600_000

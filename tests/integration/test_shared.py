@@ -9,10 +9,12 @@ from collections.abc import Callable
 import pytest
 
 from tms_hbase import (
+    DeadLetter,
     InvalidArgument,
     MessageId,
     MessagingClient,
     NotHeld,
+    SharedConsumer,
     SubscriptionNotFound,
     TopicId,
     TopicNotFound,
@@ -84,6 +86,11 @@ def test_bad_input_is_refused_and_changes_nothing(queue: MessagingClient) -> Non
             a.ack()
         with pytest.raises(InvalidArgument):
             a.nack(held[0], delay_seconds=-1)
+        for too_long in (1e300, float("inf"), 7 * 86400 + 1):  # bounded as the ack timeout is: a week
+            with pytest.raises(InvalidArgument, match="a week"):
+                a.nack(held[0], delay_seconds=too_long)
+            with pytest.raises(InvalidArgument, match="a week"):
+                a.extend(held[0], too_long)
         with pytest.raises(InvalidArgument):
             a.receive(0)
         assert queue.pending(T, "work") == before
@@ -106,6 +113,18 @@ def test_bad_input_is_refused_and_changes_nothing(queue: MessagingClient) -> Non
             b.ack(fresh[0])
         with pytest.raises(SubscriptionNotFound):
             b.receive(1, 0.1)
+
+
+def test_an_owner_name_is_bounded(queue: MessagingClient) -> None:
+    """An owner is written into every claim and keys its doorbell's row: a huge one is refused at once,
+    not by HBase at the first idle wait."""
+    with pytest.raises(InvalidArgument, match="at most 300"):
+        queue.shared_consumer(T, "work", owner="x" * 40_000)
+    with queue.shared_consumer(T, "work", owner="x" * 300, max_wait_seconds=0.2) as longest:
+        got = longest.receive(20, 5.0)
+        longest.ack(*got)
+        assert longest.receive(1, 0.3) == []  # an idle wait: its doorbell's cell is written
+    assert {p.owner for p in queue.pending(T, "work")} <= {"x" * 300}
 
 
 def test_an_ack_of_a_message_held_here_still_fails_after_a_reset_or_deletion(client: MessagingClient) -> None:
@@ -173,3 +192,39 @@ def test_claims_written_at_once_say_which_were_there_already(client: MessagingCl
     assert [w.message_id for w in written if w is not None] == [m for m in ids if m not in there]
     stored = {c.message_id: c.claim.owner for c in store.claims(keys, bytes(MessageId(1, 0, 0)))}
     assert stored == {m: "other" if m in there else "me" for m in ids}
+
+
+def test_a_deleted_dead_letter_topic_keeps_the_message_and_the_loop_goes_on(client: MessagingClient) -> None:
+    """A poison message whose dead-letter topic was deleted is kept (shown as undeliverable, tried again
+    after an ack timeout), never raised out of ``for d in consumer``; once the topic is back it goes there."""
+    dead = TopicId("queue", "dead")
+    client.create_topic(T)
+    client.create_topic(dead)
+    client.create_subscription(T, "work", shared=True, ack_timeout_seconds=0.5, max_deliveries=1, dead_letter=dead)
+    client.delete_topic(dead)
+    client.publish(T, [b"poison", b"ok 1"])
+    handled: list[bytes] = []
+
+    def work(consumer: SharedConsumer) -> None:
+        for d in consumer:
+            if d.payload == b"poison":
+                consumer.nack(d)  # its one delivery failed: the next reap dead-letters it
+            else:
+                handled.append(d.payload)
+                consumer.ack(d)
+
+    with client.shared_consumer(T, "work", max_wait_seconds=2.0) as consumer:
+        work(consumer)
+        client.publish(T, [b"ok 2"])
+        work(consumer)  # tries the dead letter again (its hold ran out) and goes on
+    assert handled == [b"ok 1", b"ok 2"]
+    poison = client.pending(T, "work")
+    assert [(p.state, p.owner, p.deliveries) for p in poison] == [("undeliverable", None, 1)]
+    numbers = client.get_subscription(T, "work").shared
+    assert numbers is not None and (numbers.acknowledged, numbers.dead_lettered, numbers.consumers) == (2, 0, 0)
+
+    client.create_topic(dead)  # the dead-letter topic again: the kept message goes there
+    with client.shared_consumer(T, "work") as consumer:
+        wait_until(lambda: consumer.receive(1, 0.2) == [] and client.pending(T, "work") == [])
+    assert [DeadLetter.decode(m.payload).message_id for m in client.fetch(dead)] == [poison[0].id]
+    assert client.get_subscription(T, "work").shared.dead_lettered == 1  # type: ignore[union-attr]

@@ -17,9 +17,9 @@ from tms_hbase.errors import (
     TopicAlreadyExists,
     TopicNotFound,
 )
-from tms_hbase.fetch.stats import Lag
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow, generation_prefix, message_key
+from tms_hbase.model.stats import Lag
 from tms_hbase.tx import write_pointer_now
 from tms_hbase_sweeper.sweep import Sweeper
 

@@ -167,7 +167,7 @@ def test_daemon_stops_cleanly_on_sigterm(client: MessagingClient, tms_env: dict[
 
 def test_invalid_pointer_is_marked_so_pruning_the_invalid_list_stays_safe(client: MessagingClient) -> None:
     from tms_hbase.tx import NO_TX_IN_PROGRESS, Transaction
-    from tms_hbase.tx.state_store import StateStore
+    from tms_hbase.txserver.state_store import StateStore
 
     client.create_topic(T, CHAIN)
     client.admin.init_tables()

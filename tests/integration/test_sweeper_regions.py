@@ -17,9 +17,9 @@ import pytest
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.model.clock import now_ms
 from tms_hbase.model.rows import message_key
+from tms_hbase.sweep.pruning import plan
 from tms_hbase.sweep.state import SweepState
-from tms_hbase.tx.pruning import plan
-from tms_hbase.tx.state_store import StateStore
+from tms_hbase.txserver.state_store import StateStore
 from tms_hbase_sweeper.sweep import Sweeper
 
 from ..background import Background

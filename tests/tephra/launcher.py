@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from tms_hbase.errors import LauncherError
-from tms_hbase.launcher.jars import resolve_jars
-from tms_hbase.launcher.paths import default_home, default_jars_root
 from tms_hbase.tx.client import TransactionClient, TransactionServiceUnavailable
+from tms_hbase_launcher.jars import resolve_jars
+from tms_hbase_launcher.paths import default_home, default_jars_root
 
 TEPHRA_VERSION = "0.16.1"
 HERE = Path(__file__).resolve().parent

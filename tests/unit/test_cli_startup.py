@@ -82,8 +82,8 @@ NOT_FOR_A_SIMPLE_COMMAND = (
     "pyspark",
     "pyarrow",
     "tms_hbase.spark",
-    "tms_hbase.tx.server",
-    "tms_hbase.tx.manager",
+    "tms_hbase.txserver.server",
+    "tms_hbase.txserver.manager",
     "tms_hbase.tx.snapshot",
     "starlette",
     "uvicorn",
@@ -91,7 +91,7 @@ NOT_FOR_A_SIMPLE_COMMAND = (
     "tms_hbase.gateway_client",
     "tms_hbase_gateway",
     "tms_hbase_sweeper",
-    "tms_hbase.launcher",
+    "tms_hbase_launcher",
     "tms_hbase.sweep",
     # the client's parts that administering topics does not use: each is made (and imported) on first use
     "asyncio",
@@ -135,8 +135,9 @@ PART_MODULES = (
     "tms_hbase.consume.subscriptions",
     "tms_hbase.shared.admin",
     "tms_hbase.shared.store",
+    "tms_hbase.tx.committed",
 )
-PARTS = ["Doorbells", "MessageReader", "MessageWriter", "SharedAdmin", "SharedStore"]
+PARTS = ["CommittedReads", "Doorbells", "MessageReader", "MessageWriter", "SharedAdmin", "SharedStore"]
 PARTS += ["SubscriptionAdmin", "SubscriptionStore", "TopicStatistics"]
 
 

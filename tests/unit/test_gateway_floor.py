@@ -11,8 +11,9 @@ from bench.common import Result, Settings
 from bench.gateway_floor import FLOORS, SIDES, ceiling, order, report, start, stop
 from bench.gateway_floor_servers import FIXED_ANSWER, BareProtocol, Head, answer, parse_head, topic_of
 from tms_hbase import TopicId
-from tms_hbase.gateway_client import http1, rest
+from tms_hbase.gateway_client import http1
 from tms_hbase.gateway_client.http import GatewayClient
+from tms_hbase.rest import codec as rest
 
 
 def _read(data: bytes) -> http1.Response:

@@ -10,10 +10,10 @@ import pytest
 
 from tms_hbase import TopicId
 from tms_hbase.errors import InvalidArgument, NotAuthenticated, NotAuthorized
-from tms_hbase.fetch.reader import Message
-from tms_hbase.gateway_client import rest
 from tms_hbase.gateway_client.calls import Calls, Reply
 from tms_hbase.gateway_client.sessions import ConsumerSession
+from tms_hbase.model.message import Message
+from tms_hbase.rest import codec as rest
 from tms_hbase_gateway.auth import Guard, hash_token
 from tms_hbase_gateway.config import Settings, resolve
 

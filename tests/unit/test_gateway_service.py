@@ -12,7 +12,7 @@ from typing import Any, cast
 
 import pytest
 
-from tms_hbase.model import green
+from tms_hbase.runtime import green
 from tms_hbase_gateway.config import Settings
 from tms_hbase_gateway.metrics import Metrics
 from tms_hbase_gateway.service import Gateway

@@ -1,4 +1,4 @@
-"""``tms_hbase.model.green.run_to_end``: protocol code run in the awaiting task that a cancellation never
+"""``tms_hbase.runtime.green.run_to_end``: protocol code run in the awaiting task that a cancellation never
 interrupts (the gateway runs every library call with it). Run on asyncio's own loop and on uvloop, the
 gateway's."""
 
@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import uvloop
 
-from tms_hbase.model import green
-from tms_hbase.model.green import run_to_end
+from tms_hbase.runtime import green
+from tms_hbase.runtime.green import run_to_end
 
 LOOPS: dict[str, Callable[[Coroutine[Any, Any, Any]], Any]] = {"asyncio": asyncio.run, "uvloop": uvloop.run}
 

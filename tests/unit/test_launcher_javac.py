@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tms_hbase.errors import LauncherError
-from tms_hbase.launcher.javac import compile_java
+from tms_hbase_launcher.javac import compile_java
 
 JAVA = shutil.which("java") or "java"
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from tms_hbase.errors import LauncherError
-from tms_hbase.launcher import LocalHBase, local
-from tms_hbase.launcher.local import master_heap, region_server_abort
-from tms_hbase.launcher.paths import write_state
+from tms_hbase_launcher import LocalHBase, local
+from tms_hbase_launcher.local import master_heap, region_server_abort
+from tms_hbase_launcher.paths import write_state
 
 STARTED = (
     "2026-11-26T09:01:40,006 INFO  [master/localhost:0:becomeActiveMaster] master.HMaster: "

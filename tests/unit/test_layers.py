@@ -14,15 +14,15 @@ from tms_hbase import errors
 
 # What `import tms_hbase` must not load: the transaction server's machinery, the roles, any CLI.
 HEAVY = (
-    "tms_hbase.tx.server",
-    "tms_hbase.tx.manager",
-    "tms_hbase.tx.edits",
+    "tms_hbase.txserver.server",
+    "tms_hbase.txserver.manager",
+    "tms_hbase.txserver.edits",
     "tms_hbase.tx.snapshot",
-    "tms_hbase.tx.state_store",
+    "tms_hbase.txserver.state_store",
     "tms_hbase.tx.client",
     "tms_hbase.tx.messaging",
     "tms_hbase.spark",
-    "tms_hbase.launcher",
+    "tms_hbase_launcher",
     "tms_hbase_sweeper",
     "tms_hbase_admin",
     "tms_hbase_gateway",
@@ -45,6 +45,36 @@ def test_import_tms_hbase_loads_no_server_sweeper_or_cli() -> None:
     assert "happybase" not in loaded and "thriftpy2" not in loaded
 
 
+# What the gateway's clients must not load: the storage port (and with it happybase's Thrift classes), the
+# messaging core and the facade over them (the import-linter contract "gateway-client" checks the imports).
+BELOW_THE_GATEWAY = (
+    "tms_hbase.storage",
+    "tms_hbase.installation",
+    "tms_hbase.publish",
+    "tms_hbase.fetch",
+    "tms_hbase.consume",
+    "tms_hbase.shared",
+    "tms_hbase.sweep",
+    "tms_hbase.client",
+    "tms_hbase.aio.client",
+    "tms_hbase.tx.client",
+    "happybase",
+)
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "from tms_hbase.gateway_client.http import GatewayClient",
+        "from tms_hbase.gateway_client.aio import AsyncGatewayClient",
+    ],
+)
+def test_the_gateway_clients_load_no_storage_port(statement: str) -> None:
+    loaded = _loaded_by(statement)
+    below = sorted(m for m in loaded if m.startswith(BELOW_THE_GATEWAY))
+    assert below == [], f"{statement} loads {below}"
+
+
 def test_every_public_name_of_tms_hbase_imports() -> None:
     """The names ``import tms_hbase`` loads on first use (the client and its parts) all resolve."""
     loaded = _loaded_by("import tms_hbase\nfor name in tms_hbase.__all__: getattr(tms_hbase, name)")
@@ -55,7 +85,7 @@ def test_every_public_name_of_tms_hbase_imports() -> None:
 def test_tx_package_names_still_import() -> None:
     """The names tms_hbase.tx always exported load on first use (TransactionCodec too: docs/design.md)."""
     loaded = _loaded_by("from tms_hbase.tx import Transaction, TransactionCodec")
-    assert "tms_hbase.tx.codec" in loaded and "tms_hbase.tx.manager" not in loaded
+    assert "tms_hbase.tx.codec" in loaded and "tms_hbase.txserver.manager" not in loaded
     from tms_hbase import tx
 
     for name in tx.__all__:
@@ -79,7 +109,7 @@ def test_every_error_class_is_exported_and_says_whether_it_is_retriable() -> Non
         assert getattr(tms_hbase, cls.__name__) is cls, f"{cls.__name__} is not exported by tms_hbase"
         assert isinstance(cls.retriable, bool)
     # no error class is defined anywhere else in the library
-    for module in ("tms_hbase.tx.client", "tms_hbase.tx.context", "tms_hbase.tx.state_store"):
+    for module in ("tms_hbase.tx.client", "tms_hbase.tx.context", "tms_hbase.txserver.state_store"):
         __import__(module)
         defined = [
             v

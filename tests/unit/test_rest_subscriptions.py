@@ -1,4 +1,4 @@
-"""The subscription bodies both ends of the REST API share (tms_hbase.gateway_client.rest): what the gateway encodes the
+"""The subscription bodies both ends of the REST API share (tms_hbase.rest.codec): what the gateway encodes the
 client decodes to the same objects, and bad bodies are InvalidArgument."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from tms_hbase import Lag, Subscription, TopicId, TopicStats
-from tms_hbase.consume.subscriptions import Pending
 from tms_hbase.errors import InvalidArgument
-from tms_hbase.gateway_client import rest
+from tms_hbase.model.subscription import Pending
+from tms_hbase.rest import codec as rest
 
 T = TopicId("ns", "t")
 MARK = bytes(range(20))

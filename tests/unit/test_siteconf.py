@@ -5,8 +5,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from tms_hbase.launcher.paths import LauncherPaths
-from tms_hbase.launcher.siteconf import site_properties, site_xml
+from tms_hbase_launcher.paths import LauncherPaths
+from tms_hbase_launcher.siteconf import site_properties, site_xml
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "hbase" / "hbase-site.xml"
 # where the image keeps its data, and the launcher's free ports on a shared host

@@ -13,7 +13,7 @@ from tms_hbase.installation.settings import InstallationStore
 from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow, message_key
 from tms_hbase.model.topic import TopicId
 from tms_hbase.sweep.state import SweepState
-from tms_hbase.tx.state_store import StateStore
+from tms_hbase.txserver.state_store import StateStore
 from tms_hbase_sweeper.sweep import Sweeper
 
 from ..memory_storage import MemoryInstallation

@@ -13,11 +13,11 @@ from tms_hbase.errors import (
     TransactionConflict,
     TransactionNotInProgress,
 )
-from tms_hbase.tx import edits as e
-from tms_hbase.tx.edits import decode_edit, encode_edit
-from tms_hbase.tx.manager import MAX_TX_PER_MS, TransactionManager
 from tms_hbase.tx.snapshot import InProgressType
 from tms_hbase.tx.transaction import NO_TX_IN_PROGRESS, Transaction, TransactionType, VisibilityLevel
+from tms_hbase.txserver import edits as e
+from tms_hbase.txserver.edits import decode_edit, encode_edit
+from tms_hbase.txserver.manager import MAX_TX_PER_MS, TransactionManager
 
 T0 = 1_700_000_000_000  # ms
 

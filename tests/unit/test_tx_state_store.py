@@ -1,4 +1,4 @@
-"""The transaction server's edit log (tx/state_store.py) when an append fails but HBase writes it later, as the
+"""The transaction server's edit log (txserver/state_store.py) when an append fails but HBase writes it later, as the
 gateway's own client does while a region server crashes under it: that row is this server's, not a newer
 server's, so it is read back instead of the server stopping as fenced; a row of another server still fences."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tms_hbase.errors import Fenced, HBaseUnavailable
-from tms_hbase.tx.state_store import StateStore
+from tms_hbase.txserver.state_store import StateStore
 
 from ..memory_storage import MemoryInstallation
 

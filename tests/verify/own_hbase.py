@@ -2,7 +2,7 @@
 
 The shared HBase (``~/.cache/tms-hbase``) serves everyone's tests and must never be restarted by the
 suite, so ``--faults hbase`` runs the whole workload on a second standalone HBase: the same launcher
-(``tms_hbase.launcher.LocalHBase``) with a home of its own under the run folder, its own Thrift port,
+(``tms_hbase_launcher.LocalHBase``) with a home of its own under the run folder, its own Thrift port,
 ZooKeeper port and random master/region-server ports, and the jars of the shared home (no second
 download). Its processes carry their own home in their command line, so stopping it never touches the
 shared one. Its data lives on the local file system: standalone HBase's WAL there is not synced the
@@ -19,8 +19,8 @@ import socket
 import time
 from pathlib import Path
 
-from tms_hbase.launcher import LocalHBase
-from tms_hbase.launcher.paths import default_home, default_jars_root
+from tms_hbase_launcher import LocalHBase
+from tms_hbase_launcher.paths import default_home, default_jars_root
 
 
 def _free_port_below_ephemeral() -> int:

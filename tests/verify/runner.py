@@ -258,8 +258,8 @@ class Run:
             self.address = self.opts.thrift
         self.proxy = RobustProxy(thrift_address(self.address))
         with MessagingClient(self.address, self.prefix, timeout_seconds=60) as client:
+            client.admin.init_tables()
             if self.opts.tail_cache_seconds:
-                client.admin.init_tables()
                 client.admin.set_tail_cache_seconds(self.opts.tail_cache_seconds)
             for ordering in self.opts.orderings:
                 kinds = ["main", "fresh", "ttl"] + (["tx"] if self.opts.tx else [])
@@ -274,7 +274,7 @@ class Run:
                     self.topics.append(
                         {"name": str(topic), "ordering": ordering, "kind": kind, "ttl": props.get("ttl")}
                     )
-                    if kind == "main":
+                    if kind in ("main", "tx"):
                         client.create_subscription(topic, f"sub-{topic.topic}", start="earliest")
             self.grace = minimum_grace(client.admin.tail_cache_setting(), int(time.time() * 1000))
         self.tx_port = free_port()

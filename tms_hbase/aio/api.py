@@ -27,15 +27,13 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Protocol, Self
 
 if TYPE_CHECKING:
-    from tms_hbase.consume.subscriptions import Subscription
     from tms_hbase.errors import PublishOutcomeUnknown
-    from tms_hbase.fetch.reader import Message
-    from tms_hbase.fetch.stats import Lag, TopicStats
+    from tms_hbase.model.message import Delivery, Message
     from tms_hbase.model.published import PublishResult
+    from tms_hbase.model.stats import Lag, TopicStats
+    from tms_hbase.model.subscription import PendingMessage, Subscription
     from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata
     from tms_hbase.model.wire import RollbackDetail
-    from tms_hbase.shared.admin import PendingMessage
-    from tms_hbase.shared.consumer import Delivery
     from tms_hbase.tx.transaction import Transaction
 
 

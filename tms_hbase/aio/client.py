@@ -1,7 +1,7 @@
 """AsyncMessagingClient: the messaging client for asyncio programs, on the event loop itself.
 
 It runs the very protocol code of :class:`~tms_hbase.client.MessagingClient` (ordering, sequencer
-reservations, metadata, reads) through :func:`tms_hbase.model.green.run_sync`, over the asyncio storage
+reservations, metadata, reads) through :func:`tms_hbase.runtime.green.run_sync`, over the asyncio storage
 driver (:class:`~tms_hbase.storage.aio.AsyncHBaseConnection`): every HBase call, backoff and hand-over
 between publishes waits on the event loop, so many publishes and fetches are in flight at once on one
 thread, with no thread per call.
@@ -22,18 +22,19 @@ from tms_hbase.aio.shared import AsyncSharedConsumer
 from tms_hbase.client import MessagingClient
 from tms_hbase.config import Config
 from tms_hbase.consume.consumer import Consumer
-from tms_hbase.consume.subscriptions import Subscription
+from tms_hbase.consume.doorbell import DEFAULT_HOST
 from tms_hbase.errors import ClientClosed, PublishOutcomeUnknown
-from tms_hbase.fetch.reader import Message
-from tms_hbase.fetch.stats import Lag, TopicStats
 from tms_hbase.model import checks
-from tms_hbase.model.green import run_sync
+from tms_hbase.model.checks import validate_payloads
+from tms_hbase.model.isolation import check_isolation
+from tms_hbase.model.message import Message
 from tms_hbase.model.published import PublishResult
 from tms_hbase.model.retry import Retry
+from tms_hbase.model.stats import Lag, TopicStats
+from tms_hbase.model.subscription import PendingMessage, Subscription
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata, as_topic
 from tms_hbase.model.wire import RollbackDetail
-from tms_hbase.publish.writer import validate_payloads
-from tms_hbase.shared.admin import PendingMessage
+from tms_hbase.runtime.green import run_sync
 from tms_hbase.shared.consumer import SharedConsumer
 from tms_hbase.storage.aio import AsyncHBaseConnection
 from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, validate_max_lifetime
@@ -91,10 +92,11 @@ class AsyncMessagingClient:
         timeout_seconds: float | None = None,
         pool_size: int | None = None,
         retry: Retry | None = None,
-        create_tables: bool = True,
+        create_tables: bool = False,
         max_batch_bytes: int = checks.DEFAULT_MAX_BATCH_BYTES,
         metadata_max_age_seconds: float = 1.0,
         tx_max_lifetime_seconds: float = MAX_LIFETIME_SECONDS,
+        tx_server: str | None = None,
     ) -> None:
         validate_max_lifetime(tx_max_lifetime_seconds)
         config = Config.of_client(
@@ -107,6 +109,7 @@ class AsyncMessagingClient:
             "max_batch_bytes": max_batch_bytes,
             "metadata_max_age_seconds": metadata_max_age_seconds,
             "tx_max_lifetime_seconds": tx_max_lifetime_seconds,
+            "tx_server": tx_server,
         }
         self._client: MessagingClient | None = None
         self._closed = False
@@ -343,30 +346,59 @@ class AsyncMessagingClient:
         """A shared subscription's deliveries not settled yet."""
         return await self._run(lambda c: c.pending(topic, name, limit=limit))
 
-    def consumer(self, topic: TopicLike, name: str, *, max_wait_seconds: float = 5.0) -> AsyncConsumer:
+    def consumer(
+        self, topic: TopicLike, name: str, *, max_wait_seconds: float = 5.0, isolation: str = "committed"
+    ) -> AsyncConsumer:
         """The exclusive consumer of a subscription, opened by ``async with`` (SubscriptionBusy there while
-        another consumer holds it); ``async for`` ends after ``max_wait_seconds`` without a new message."""
+        another consumer holds it); ``async for`` ends after ``max_wait_seconds`` without a new message.
+        ``isolation``: "committed" (committed messages only) or "uncommitted", as ``MessagingClient.consumer``."""
         topic = as_topic(topic)
         checks.seconds("max_wait_seconds", max_wait_seconds)
+        check_isolation(isolation)
 
         async def opened() -> Consumer:
             client = await self._ready()
-            return await run_sync(lambda: client.consumer(topic, name, max_wait_seconds=max_wait_seconds))
+            return await run_sync(
+                lambda: client.consumer(topic, name, max_wait_seconds=max_wait_seconds, isolation=isolation)
+            )
 
         return AsyncConsumer(opened)
 
     def shared_consumer(
-        self, topic: TopicLike, name: str, *, owner: str | None = None, max_wait_seconds: float = 5.0
+        self,
+        topic: TopicLike,
+        name: str,
+        *,
+        owner: str | None = None,
+        max_wait_seconds: float = 5.0,
+        poll_interval_seconds: float = 0.5,
+        reap_interval: float | None = None,
+        doorbell: str | None = DEFAULT_HOST,
+        isolation: str = "committed",
     ) -> AsyncSharedConsumer:
         """One consumer of a shared subscription, opened by ``async with`` (InvalidArgument there for an
-        exclusive subscription); ``async for`` ends after ``max_wait_seconds`` without a delivery."""
+        exclusive subscription); ``async for`` ends after ``max_wait_seconds`` without a delivery. ``owner``,
+        ``poll_interval_seconds``, ``reap_interval``, ``doorbell`` and ``isolation`` mean what they mean for
+        :meth:`MessagingClient.shared_consumer <tms_hbase.client.MessagingClient.shared_consumer>`."""
         topic = as_topic(topic)
         checks.seconds("max_wait_seconds", max_wait_seconds)
+        checks.seconds("poll_interval_seconds", poll_interval_seconds)
+        checks.seconds("reap_interval", reap_interval, optional=True)
+        check_isolation(isolation)
 
         async def opened() -> SharedConsumer:
             client = await self._ready()
             return await run_sync(
-                lambda: client.shared_consumer(topic, name, owner=owner, max_wait_seconds=max_wait_seconds)
+                lambda: client.shared_consumer(
+                    topic,
+                    name,
+                    owner=owner,
+                    max_wait_seconds=max_wait_seconds,
+                    poll_interval_seconds=poll_interval_seconds,
+                    reap_interval=reap_interval,
+                    doorbell=doorbell,
+                    isolation=isolation,
+                )
             )
 
         return AsyncSharedConsumer(opened)

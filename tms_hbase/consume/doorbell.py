@@ -37,16 +37,15 @@ import logging
 import os
 import socket
 import struct
-import threading
 import time
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from typing import NamedTuple
 
 from tms_hbase.errors import InvalidArgument, TmsError
-from tms_hbase.model import green
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.topic import TopicId
+from tms_hbase.runtime import green
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +80,7 @@ class Address(NamedTuple):
 
 # Bells of this process, by (table prefix, topic key): publishers of the same process ring them directly.
 _local: dict[tuple[str, bytes], set[Bell]] = {}
-_local_lock = threading.Lock()
+_local_lock = green.no_wait_lock()
 _NO_BELLS: frozenset[str] = frozenset()
 
 
@@ -221,7 +220,7 @@ class Doorbells:
         self._addresses: dict[TopicId, list[tuple[str, tuple, bytes | None]]] = {}
         self._rung: dict[TopicId, float] = {}  # topic -> when it was last rung
         self._due: dict[TopicId, float] = {}  # topic -> when its addresses are read again (absent: now)
-        self._lock = threading.Lock()
+        self._lock = green.no_wait_lock()
         self._closed = False
         self._wake = green.event()  # a topic was rung for the first time: read its addresses now (or stop)
         self._thread: green.Joinable | None = None

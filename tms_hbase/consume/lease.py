@@ -26,9 +26,9 @@ from dataclasses import replace
 
 from tms_hbase.consume.subscriptions import Record, Stored, SubscriptionStore
 from tms_hbase.errors import LeaseLost, SubscriptionBusy, SubscriptionNotFound, TmsError
-from tms_hbase.model import green
 from tms_hbase.model.clock import now_ms
 from tms_hbase.model.topic import TopicId
+from tms_hbase.runtime import green
 
 log = logging.getLogger(__name__)
 

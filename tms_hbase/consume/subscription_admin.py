@@ -14,14 +14,10 @@ from dataclasses import replace
 
 from tms_hbase.consume.doorbell import Address, ring_key
 from tms_hbase.consume.subscriptions import (
-    END,
-    Pending,
     Record,
     Stored,
-    Subscription,
     SubscriptionStore,
     check_mark,
-    check_name,
     mark_before,
     name_of,
     resolved,
@@ -33,6 +29,7 @@ from tms_hbase.model import checks
 from tms_hbase.model.clock import check_time_ms, now_ms
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.rows import MESSAGE_COLUMN, generation_prefix, position_of
+from tms_hbase.model.subscription import END, Pending, Subscription, check_name
 from tms_hbase.model.topic import TopicMetadata
 from tms_hbase.storage.hbase import Table
 from tms_hbase.tx.fate import TxFate, fate

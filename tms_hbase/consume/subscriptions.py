@@ -21,34 +21,20 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 from tms_hbase.errors import CorruptData, HBaseUnavailable, InvalidArgument, SubscriptionAlreadyExists
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.rows import generation_prefix
+from tms_hbase.model.subscription import END, Pending
 from tms_hbase.model.tables import FAMILY
-from tms_hbase.model.topic import MAX_NAME_LENGTH, NAME, TopicId
+from tms_hbase.model.topic import TopicId
 from tms_hbase.storage.hbase import Table
 from tms_hbase.tx.fate import TxFate
 
-if TYPE_CHECKING:
-    from tms_hbase.shared.admin import SharedStats
-
 COLUMN = f"{FAMILY}:s".encode()
-END = 2**64 - 1
-"""Index of a mark that covers a whole batch row."""
 TOMBSTONE = b"{}"
 """The cell of a subscription being deleted: compare-and-set to this first, so a deletion never races
 a consumer taking the lease, then the row is removed."""
-
-
-def check_name(name: object) -> str:
-    """A subscription name is ``[A-Za-z0-9_-]+`` like topic names; anything else is InvalidArgument."""
-    if not isinstance(name, str) or not NAME.fullmatch(name) or len(name) > MAX_NAME_LENGTH:
-        raise InvalidArgument(
-            f"bad subscription name {name!r}: use 1-{MAX_NAME_LENGTH} of the characters A-Z a-z 0-9 _ -"
-        )
-    return name
 
 
 def row_key(topic: TopicId, generation: int, name: str) -> bytes:
@@ -73,19 +59,6 @@ def check_mark(topic: TopicId, generation: int, mark: object) -> bytes:
             f"which is at generation {generation}"
         )
     return bytes(mid)
-
-
-@dataclass(frozen=True)
-class Pending:
-    """A mark committed inside a transaction: it counts once that transaction has committed, never if it
-    was invalidated, and not yet while it is in progress."""
-
-    tx_id: int
-    write_pointer: int
-    position: bytes
-
-    def as_json(self) -> dict:
-        return {"tx": self.tx_id, "wp": self.write_pointer, "position": self.position.hex()}
 
 
 @dataclass(frozen=True)
@@ -165,26 +138,6 @@ def resolved(record: Record, fate_of: Callable[[Pending], TxFate]) -> Record:
     if outcome is TxFate.INVALID:
         return replace(record, pending=None)
     return record
-
-
-@dataclass(frozen=True)
-class Subscription:
-    """A subscription as users see it. ``position`` is the committed mark: the id of the last consumed
-    message (every message with a greater id is still to be consumed), None if nothing was consumed.
-    ``owner`` and ``lease_expires`` name the active consumer, if any; ``pending`` is a mark committed
-    in a transaction that has not finished yet. ``shared``: a shared subscription's numbers (None for
-    an exclusive one), whose mark stays where it started."""
-
-    topic: TopicId
-    name: str
-    position: bytes | None
-    updated_at: int
-    created_at: int = 0
-    generation: int = 0
-    owner: str | None = None
-    lease_expires: int | None = None
-    pending: Pending | None = None
-    shared: SharedStats | None = None
 
 
 @dataclass(frozen=True)

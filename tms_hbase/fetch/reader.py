@@ -5,7 +5,9 @@
   or the scan crossed a region boundary while a writer added them; the gap is scanned again, and
   what is still missing then was swept.
 * With a transaction, a row is accepted (no pointer, or visible), skipped (rolled back or invalid),
-  or stops the whole fetch (in progress or above the read pointer), so order is kept.
+  or stops the whole fetch (in progress or above the read pointer), so order is kept. A subscription's
+  committed-only read applies the same rule with the installation's transaction state
+  (``committed``: :class:`~tms_hbase.tx.committed.CommittedReads`).
 * A pointer row expands to its payload-table rows in store order.
 
 In a sequencer generation (docs/ordering.md) a row's key is its first offset and the next row starts at
@@ -25,7 +27,6 @@ one filtered scan, and a read that began at the frontier moves it up.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -35,8 +36,9 @@ from tms_hbase.errors import CorruptData, InvalidArgument
 from tms_hbase.installation.hbase_clock import HBaseClock
 from tms_hbase.installation.metadata import MetadataCache
 from tms_hbase.installation.settings import DEFAULT_TAIL_CACHE_SECONDS
-from tms_hbase.model import checks, green
+from tms_hbase.model import checks
 from tms_hbase.model.clock import now_ms
+from tms_hbase.model.message import Message
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.message_id import encode as encode_id
 from tms_hbase.model.metrics import CLIENT_METRICS
@@ -68,7 +70,9 @@ from tms_hbase.model.rows import (
 )
 from tms_hbase.model.topic import TopicId
 from tms_hbase.publish import sequencer
+from tms_hbase.runtime import green
 from tms_hbase.storage.hbase import KEYS_ONLY, Table
+from tms_hbase.tx.committed import CommittedReads
 from tms_hbase.tx.transaction import Transaction
 
 CHUNK_ROWS = 64
@@ -108,20 +112,6 @@ def _dated_at_or_after(time_ms: int) -> bytes:
         if not flags & F_SKIP
     ]
     return b"(" + b" OR ".join(kinds) + b")"
-
-
-@dataclass(frozen=True)
-class Message:
-    """One consumed message: ``id`` (opaque bytes, sorts in consumption order), payload, publish time (ms)."""
-
-    id: bytes
-    payload: bytes
-    publish_time: int
-
-    @property
-    def publish_time_ms(self) -> int:
-        """``publish_time``, named with its unit: milliseconds since the epoch."""
-        return self.publish_time
 
 
 @dataclass
@@ -255,7 +245,7 @@ class MessageReader:
         self.tail_cache_seconds = tail_cache_seconds or (lambda: DEFAULT_TAIL_CACHE_SECONDS)
         self.hbase_clock = hbase_clock
         self._holes: dict[tuple[TopicId, int, int], _Sighting] = {}  # each hole waited on
-        self._holes_lock = threading.Lock()
+        self._holes_lock = green.no_wait_lock()
         self._firsts: dict[bytes, tuple[int, RowHeader]] = {}  # a batch that was a generation's first row, by prefix
         self.holes_filled = 0  # skip markers this reader put into holes
         self.longest_hole_wait = 0.0  # seconds, first sighting to passing, of the longest hole met
@@ -281,12 +271,14 @@ class MessageReader:
         limit: int | None = None,
         transaction: Transaction | None = None,
         cursor: Cursor | None = None,
+        committed: CommittedReads | None = None,
     ) -> Iterator[Message]:
         """Validate and place the start now (bad input raises here), then iterate lazily; ``cursor`` is kept
-        at the row after the last one passed."""
+        at the row after the last one passed. ``committed``: judge transactional rows by the installation's
+        transaction state instead of a transaction's (a subscription's committed-only read)."""
         checks.fetch_args(start_message, start_time, inclusive, limit, transaction)
         placed = self._placed(topic, start_message, start_time, inclusive)
-        return self._iterate(*placed, limit, transaction, cursor=cursor)
+        return self._iterate(*placed, limit, transaction or committed, cursor=cursor)
 
     def fetch_rows(
         self,
@@ -294,13 +286,15 @@ class MessageReader:
         start_message: bytes | None = None,
         inclusive: bool = True,
         transaction: Transaction | None = None,
+        committed: CommittedReads | None = None,
     ) -> Iterator[RowSlice]:
         """The messages :meth:`fetch` gives, as the slices of the rows that hold them, in order: no message
         object and no payload copy each (inline payloads are memoryview slices of the row's cell); for a
         service that writes them out as they are (the gateway's consumer pages)."""
         checks.fetch_args(start_message, None, inclusive, None, transaction)
         topic, generation, start, floor, sequenced = self._placed(topic, start_message, None, inclusive)
-        return self._slices(topic, generation, start, floor, None, transaction, sequenced=sequenced, views=True)
+        view = transaction or committed
+        return self._slices(topic, generation, start, floor, None, view, sequenced=sequenced, views=True)
 
     def _placed(
         self, topic: TopicId, start_message: bytes | None, start_time: int | None, inclusive: bool
@@ -901,7 +895,7 @@ class MessageReader:
         floor: int,
         sequenced: bool,
         limit: int | None,
-        transaction: Transaction | None,
+        transaction: Transaction | CommittedReads | None,
         end: int | None = None,
         stop: tuple[int, int] | None = None,
         *,
@@ -929,7 +923,7 @@ class MessageReader:
         start: _Start,
         floor: int,
         limit: int | None,
-        transaction: Transaction | None,
+        transaction: Transaction | CommittedReads | None,
         end: int | None = None,
         stop: tuple[int, int] | None = None,
         *,

@@ -16,27 +16,28 @@ hold in the range are subtracted (the skip index: one more read, :func:`.sequenc
 offsets reserved beyond the tail row are not counted, so counts and lag are messages. Offsets still count
 while they are a hole below the tail row: a publish in flight, or a killed writer's reservation until a
 reader fills it (H after the row above it was stored). Byte totals are not kept there (one increment
-counts one column): bytes are estimated from the tail row's average message size, and the topic
-statistics' ``bytes_exact`` is False (their ``exact``, about messages, stays True).
+counts one column): bytes are estimated from the tail row's average message size, with no error bound
+(sizes may vary without limit), and the topic statistics' ``bytes_exact`` is False (their ``exact``,
+about messages, stays True). A pointer row published with nothing stored under its pointer still takes
+one offset there, so it counts as one message.
 Its time seeks here are the cheap lower bound (``seek(exact=False)``): a publish rate there may count
 messages up to D (1.5 W + the tail-cache time) older than its window, never fewer than are in it.
 
 Rows written before totals existed have none; where one is needed the numbers are estimates and say
-so (``exact`` is False). A pointer row (payloads stored under a transaction) counts the payloads its
-write pointer's counter handed out, and no bytes (docs/consumers.md).
+so (``exact`` is False). A pointer row (payloads stored under a transaction) counts the payloads stored
+under its write pointer and their bytes, as its writer did (:mod:`..publish.stored`; docs/consumers.md).
 """
 
 from __future__ import annotations
 
-import builtins
+import bisect
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
-from tms_hbase.consume.subscriptions import END
 from tms_hbase.fetch.reader import MessageReader
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.rows import (
-    COUNTER_COLUMN,
     F_POINTER,
     MESSAGE_COLUMN,
     BatchRow,
@@ -45,47 +46,17 @@ from tms_hbase.model.rows import (
     generation_prefix,
     message_key,
     peek,
-    pointer_prefix,
     position_of,
 )
+from tms_hbase.model.stats import Lag, TopicStats
+from tms_hbase.model.subscription import END
 from tms_hbase.model.topic import TopicId
 from tms_hbase.publish import sequencer
+from tms_hbase.publish.stored import stored_sizes
 from tms_hbase.storage.hbase import Table
 
 WINDOWS = (60, 300, 900)
 """Seconds of the publish-rate windows topic_stats reports (like a load average: 1, 5 and 15 minutes)."""
-
-
-@dataclass(frozen=True)
-class Lag:
-    """How far a subscription is behind: messages not consumed yet, and the age in seconds of the
-    oldest of them (0 when it is caught up). ``exact`` is False where rows without totals were involved."""
-
-    messages: int
-    seconds: float
-    exact: bool = True
-
-
-@dataclass(frozen=True)
-class TopicStats:
-    """What a topic holds now (its current generation, readable messages only)."""
-
-    topic: TopicId
-    generation: int
-    ttl: int
-    first_position: int | None  # first readable batch row (None: the topic has no readable message)
-    first_publish_time: int | None
-    last_position: int | None  # the tail row
-    last_publish_time: int | None
-    messages: int
-    bytes: int
-    rates: dict[int, float] = field(default_factory=dict)  # window seconds -> messages per second
-    subscriptions: list[tuple[str, builtins.bytes | None, Lag]] = field(default_factory=list)  # (name, mark, lag)
-    exact: bool = True  # the message counts (and every subscription's lag) are exact
-    # messages ever published to this generation (None: rows without totals); on a sequencer generation the offsets
-    # handed out up to the newest row, skip markers included (an upper bound: the swept markers' spans are not kept)
-    published: int | None = None
-    bytes_exact: bool = True  # ``bytes`` is exact (False: estimated, as in sequencer generations)
 
 
 @dataclass(frozen=True)
@@ -142,8 +113,9 @@ class TopicStatistics:
             index = MessageId.decode(mark).index
             row = self._get(topic, generation, position)
             if row is not None and index != END:
-                sizes = self._sizes(topic, generation, row)
-                done = min(len(sizes), index + (1 if row.head.payload_count else 0))  # stored ones count from 1
+                own = self._own(topic, generation, row)
+                sizes = [size for _, size in own]
+                done = bisect.bisect_right(own, (index, math.inf))  # the messages with an index up to the mark's
                 if done < len(sizes):  # partly consumed: this row is the first with messages to consume
                     before = self._before(topic, generation, row, sizes)
                     return (None if before is None else (before[0] + done, before[1] + sum(sizes[:done]))), row
@@ -190,7 +162,7 @@ class TopicStatistics:
             counts, exact, bytes_exact = (estimate, 0), False, False
         elif tail.head.span is not None:  # a sequencer generation: offsets less skipped ones, bytes estimated
             messages = total.messages - before[0] - self._skipped(topic, generation, first, tail)
-            sizes = self._sizes(topic, generation, tail)
+            sizes = [size for _, size in self._own(topic, generation, tail)]
             counts, exact, bytes_exact = (messages, messages * sum(sizes) // max(1, len(sizes))), True, False
         else:
             counts, exact, bytes_exact = (total.messages - before[0], total.bytes - before[1]), True, True
@@ -254,17 +226,17 @@ class TopicStatistics:
         totals = row.head.totals
         if totals is None:
             return None
-        sizes = self._sizes(topic, generation, row) if sizes is None else sizes
+        sizes = [size for _, size in self._own(topic, generation, row)] if sizes is None else sizes
         return totals.messages - len(sizes), totals.bytes - sum(sizes)
 
-    def _sizes(self, topic: TopicId, generation: int, row: _Row) -> list[int]:
-        """The sizes of the row's own messages: its payloads', or for a pointer row as many zeros as its
-        pointer's counter handed out (the bytes of stored payloads are not counted)."""
+    def _own(self, topic: TopicId, generation: int, row: _Row) -> list[tuple[int, int]]:
+        """(index in message ids, size) of the row's own messages: its payloads' (indexes from 0), or for a
+        pointer row those of the payloads stored under its pointer (indexes are their sequences; what its
+        writer counted: :mod:`..publish.stored`)."""
         head = row.head
         if head.tx_pointer is None or head.payload_count or not head.flags & F_POINTER:
-            return [len(p) for p in BatchRow.decode(row.value).payloads]
-        counter = self.payloads.get_cell(pointer_prefix(topic, generation, abs(head.tx_pointer)), COUNTER_COLUMN)
-        return [0] * (0 if counter is None else int.from_bytes(counter, "big", signed=True))
+            return list(enumerate(len(p) for p in BatchRow.decode(row.value).payloads))
+        return stored_sizes(self.payloads, topic, generation, abs(head.tx_pointer))
 
 
 def _row(key: bytes, cells: dict[bytes, bytes]) -> _Row:

@@ -20,18 +20,19 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar, cast
 from urllib.parse import urlencode, urlsplit
 
-from tms_hbase.consume.subscriptions import Subscription, check_name
 from tms_hbase.errors import InvalidArgument, PublishOutcomeUnknown
-from tms_hbase.fetch.reader import Message
-from tms_hbase.fetch.stats import Lag, TopicStats
-from tms_hbase.gateway_client import http1, rest, rest_shared
+from tms_hbase.gateway_client import http1
 from tms_hbase.model import checks
+from tms_hbase.model.checks import validate_payloads
+from tms_hbase.model.message import Message
 from tms_hbase.model.published import PublishResult, rollback_detail
+from tms_hbase.model.stats import Lag, TopicStats
+from tms_hbase.model.subscription import PendingMessage, Subscription, check_name
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata
 from tms_hbase.model.topic import as_topic as _topic
 from tms_hbase.model.wire import RollbackDetail
-from tms_hbase.publish.writer import validate_payloads
-from tms_hbase.shared.admin import PendingMessage
+from tms_hbase.rest import codec as rest
+from tms_hbase.rest import shared as rest_shared
 from tms_hbase.tx import Transaction, TransactionCodec
 
 URL_ENV = "TMS_GATEWAY_URL"

@@ -14,9 +14,9 @@ from tms_hbase.errors import (
     TopicAlreadyExists,
     TopicNotFound,
 )
-from tms_hbase.gateway_client import rest
 from tms_hbase.gateway_client.calls import Reply
 from tms_hbase.model.topic import TopicId
+from tms_hbase.rest import codec as rest
 
 # The outcome of a call the gateway may have carried out before the link failed is unknown for these:
 # they are never sent twice.

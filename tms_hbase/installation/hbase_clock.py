@@ -24,9 +24,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tms_hbase.model import green
 from tms_hbase.model.clock import now_ms
 from tms_hbase.model.metrics import CLIENT_METRICS
+from tms_hbase.runtime import green
 from tms_hbase.storage.hbase import Table
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,6 @@ delete → |old| + 1; update keeps the generation. A topic exists iff its genera
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from tms_hbase.model.topic import (
     TopicMetadata,
     user_properties,
 )
+from tms_hbase.runtime import green
 from tms_hbase.storage.hbase import Table
 
 log = logging.getLogger(__name__)
@@ -194,7 +194,7 @@ class MetadataCache:
         self.store = store
         self.max_age = max_age
         self._cache: dict[TopicId, tuple[float, TopicMetadata]] = {}
-        self._lock = threading.Lock()
+        self._lock = green.no_wait_lock()
 
     def get(self, topic: TopicId) -> TopicMetadata:
         """The topic's metadata (TopicNotFound if it does not exist), from the cache when fresh."""

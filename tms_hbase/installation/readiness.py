@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from tms_hbase.errors import InstallationNotFound
-from tms_hbase.model import green
 from tms_hbase.model.tables import FAMILIES
+from tms_hbase.runtime import green
 from tms_hbase.storage.hbase import Installation
 
 
 class Readiness:
     """The tables of ``installation``, checked once per client.
 
-    Only ``ensure(create=True)`` (the first ``create_topic``, a setting) and :meth:`create_all` (``init``)
-    create tables, and only if ``may_create``; every other call on a prefix whose tables are missing raises
-    InstallationNotFound and creates nothing, so a mistyped prefix is noticed. Thread-safe.
+    Only :meth:`create_all` (``init``) and, if ``may_create`` (the client's ``create_tables=True``),
+    ``ensure(create=True)`` (the first ``create_topic``, a setting) create tables; every other call on a
+    prefix whose tables are missing raises InstallationNotFound and creates nothing, so a mistyped prefix
+    is noticed. Thread-safe.
     """
 
     def __init__(self, installation: Installation, *, may_create: bool) -> None:
@@ -38,9 +39,10 @@ class Readiness:
             self._ready = True
 
     def ensure_subscriptions(self) -> None:
-        """The subscriptions table is made on the first use of subscriptions (tables.CORE)."""
+        """The subscriptions table of an installation that exists (its core tables checked first, so a
+        mistyped prefix still creates nothing) is made on the first use of subscriptions (tables.CORE)."""
         self.ensure()
-        if self._subscriptions_ready or not self.may_create:
+        if self._subscriptions_ready:
             return
         with self._lock:
             if not self._subscriptions_ready:

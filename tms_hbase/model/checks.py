@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import cast
 
-from tms_hbase.errors import InvalidArgument
+from tms_hbase.errors import BatchTooLarge, InvalidArgument
 from tms_hbase.model.clock import check_time_ms
 from tms_hbase.model.message_id import MessageId
+from tms_hbase.model.rows import batch_size
 from tms_hbase.model.topic import TopicId
 from tms_hbase.tx.transaction import Transaction
 
@@ -96,3 +98,23 @@ def seconds(name: str, value: object, *, optional: bool = False) -> float | None
 def namespace(value: object) -> None:
     """A namespace name, as a topic's (InvalidArgument before any call)."""
     TopicId(value, "x")  # type: ignore[arg-type]
+
+
+def validate_payloads(payloads: object, max_batch_bytes: int, *, allow_empty: bool) -> tuple[bytes, ...]:
+    """Payloads as a tuple of bytes, or InvalidArgument (nothing is written on bad input)."""
+    if type(payloads) not in (list, tuple) and (  # (the usual types first: the ABC's check is a Python call)
+        isinstance(payloads, (bytes, bytearray, memoryview, str)) or not isinstance(payloads, Sequence)
+    ):
+        raise InvalidArgument("payloads must be a list of bytes (e.g. [b'event'])")
+    result: tuple[bytes, ...] = tuple(cast("Sequence[bytes]", payloads))
+    if not set(map(type, result)) <= {bytes}:  # else (the usual case) there is nothing to convert
+        for i, payload in enumerate(result):
+            if not isinstance(payload, (bytes, bytearray, memoryview)):
+                raise InvalidArgument(f"payload {i} is {type(payload).__name__}, not bytes")
+        result = tuple(bytes(payload) for payload in result)
+    if not result and not allow_empty:
+        raise InvalidArgument("nothing to publish: the list of payloads is empty")
+    size = batch_size(result)
+    if size > max_batch_bytes:
+        raise BatchTooLarge(f"batch of {size} bytes is over the limit of {max_batch_bytes} bytes; split it")
+    return result

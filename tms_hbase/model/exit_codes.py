@@ -39,7 +39,7 @@ EXIT_HELP = (
     "Exit codes: 0 ok, 1 other error, 2 bad input, 3 topic or subscription not found, 4 topic or subscription "
     "exists, subscription busy (another consumer holds its lease) or concurrent change, "
     "5 HBase or the transaction server unreachable (down, hung, too slow for --timeout, or not speaking Thrift), "
-    "6 local HBase launcher failed, 7 no installation with this prefix (run `tms-admin init`)."
+    "6 local HBase launcher failed or not installed, 7 no installation with this prefix (run `tms-admin init`)."
 )
 
 

@@ -93,6 +93,12 @@ class ClientMetrics:
             "tms_client_doorbell_rings_refused",
             "Rings that carried a row but failed their MAC check (taken as a plain wake-up)",
         )
+        self.dead_letters_held = _metric(
+            Counter,
+            "tms_client_dead_letters_held",
+            "Messages past max_deliveries held back because their dead-letter topic could not take them",
+            ["topic", "subscription"],
+        )
         self.holes_filled = _metric(
             Counter, "tms_client_holes_filled", "Skip markers a reader put into a sequencer generation's hole"
         )

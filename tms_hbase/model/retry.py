@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from tms_hbase.errors import InvalidArgument
-from tms_hbase.model import green
+from tms_hbase.runtime import green
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -18,8 +18,7 @@ from prometheus_client.registry import Collector
 
 from tms_hbase.client import MessagingClient
 from tms_hbase.errors import TmsError
-from tms_hbase.fetch.stats import TopicStats
-from tms_hbase.shared.admin import SharedStats
+from tms_hbase.model.stats import SharedStats, TopicStats
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +45,9 @@ class TopicCollector(Collector):
         topic = ["namespace", "topic"]  # topic: namespace:name, as everywhere; namespace too, to aggregate by
         sub = ["namespace", "topic", "subscription"]
         messages = GaugeMetricFamily("tms_topic_messages", "Readable messages in the topic", labels=topic)
-        size = GaugeMetricFamily("tms_topic_bytes", "Payload bytes of the readable messages", labels=topic)
+        size = GaugeMetricFamily(
+            "tms_topic_bytes", "Payload bytes of the readable messages (where kept exactly: chain topics)", labels=topic
+        )
         published = CounterMetricFamily(
             "tms_topic_published_messages", "Messages published to the topic's current generation", labels=topic
         )
@@ -64,7 +65,8 @@ class TopicCollector(Collector):
         for s in stats:
             name = [s.topic.namespace, str(s.topic)]
             messages.add_metric(name, s.messages)
-            size.add_metric(name, s.bytes)
+            if s.bytes_exact:  # a sequencer generation's bytes are an estimate: no gauge rather than a wrong one
+                size.add_metric(name, s.bytes)
             generation.add_metric(name, s.generation)
             if s.published is not None:
                 published.add_metric(name, s.published)

@@ -23,10 +23,12 @@ from tms_hbase.errors import (
     QueueFull,
     TmsError,
 )
+from tms_hbase.model.checks import validate_payloads
 from tms_hbase.model.published import PublishResult
 from tms_hbase.model.retry import Retry
+from tms_hbase.model.stats import PublisherStats
 from tms_hbase.model.topic import TopicId, TopicLike, as_topic
-from tms_hbase.publish.writer import validate_payloads
+from tms_hbase.runtime import green
 
 if TYPE_CHECKING:
     from tms_hbase.client import MessagingClient
@@ -47,19 +49,6 @@ class _Item:
     payloads: tuple[bytes, ...]
     ttl: float | None
     future: Future = field(default_factory=Future)
-
-
-@dataclass
-class PublisherStats:
-    """What the publisher did so far (read it any time; the numbers only grow)."""
-
-    published: int = 0  # messages stored
-    batches: int = 0  # batch rows written
-    retries: int = 0  # publish attempts repeated after an HBase failure
-    dropped_full: int = 0  # messages dropped because the queue was full (on_full="drop")
-    dropped_failed: int = 0  # messages dropped after retries ran out (on_give_up="drop")
-    failed: int = 0  # messages whose future got an error (abandoned ones included)
-    abandoned: int = 0  # messages not sent because close()'s deadline passed (their futures: PublisherClosed)
 
 
 class BackgroundPublisher:
@@ -113,7 +102,7 @@ class BackgroundPublisher:
         self.max_batch_messages, self.max_batch_bytes = max_batch_messages, max_batch_bytes
         self.linger_seconds = linger_seconds
         self.stats = PublisherStats()
-        self._stats_lock = threading.Lock()  # the sender and close() both count failures
+        self._stats_lock = green.no_wait_lock()  # the sender and close() both count failures
         self._queue: queue.Queue[_Item | None] = queue.Queue(max_queue)
         self._closed = False
         self._deadline: float | None = None  # set by close(): nothing is sent or retried after it

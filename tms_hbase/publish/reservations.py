@@ -41,10 +41,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tms_hbase.errors import HBaseError, TmsError
-from tms_hbase.model import green
 from tms_hbase.model.clock import now_ms
 from tms_hbase.model.topic import TopicId
 from tms_hbase.publish import sequencer
+from tms_hbase.runtime import green
 from tms_hbase.storage.hbase import Table
 
 log = logging.getLogger(__name__)

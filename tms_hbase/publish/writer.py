@@ -28,17 +28,17 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import NamedTuple, cast
+from typing import NamedTuple
 
-from tms_hbase.errors import BatchTooLarge, HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown, TopicFull
+from tms_hbase.errors import HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown, TopicFull
 from tms_hbase.installation.metadata import MetadataCache
 from tms_hbase.installation.settings import WriterSettings
 from tms_hbase.model import checks
+from tms_hbase.model.checks import validate_payloads
 from tms_hbase.model.clock import now_ms
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.published import PublishResult
@@ -52,7 +52,6 @@ from tms_hbase.model.rows import (
     BatchRow,
     RowHeader,
     Totals,
-    batch_size,
     decode_row,
     generation_prefix,
     message_key,
@@ -66,6 +65,8 @@ from tms_hbase.model.topic import TopicId
 from tms_hbase.model.wire import RollbackDetail
 from tms_hbase.publish import sequencer
 from tms_hbase.publish.reservations import Reservations, Ticket
+from tms_hbase.publish.stored import stored_sizes
+from tms_hbase.runtime import green
 from tms_hbase.storage.hbase import Table
 from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, check_tx_lifetime
 
@@ -109,26 +110,6 @@ class _Tail:
     publish_time: int  # its publish time
     seen_at: float  # time.monotonic() before which no row above ``position`` existed
     totals: Totals | None = None  # its running totals (None: a row from before totals existed)
-
-
-def validate_payloads(payloads: object, max_batch_bytes: int, *, allow_empty: bool) -> tuple[bytes, ...]:
-    """Payloads as a tuple of bytes, or InvalidArgument (nothing is written on bad input)."""
-    if type(payloads) not in (list, tuple) and (  # (the usual types first: the ABC's check is a Python call)
-        isinstance(payloads, (bytes, bytearray, memoryview, str)) or not isinstance(payloads, Sequence)
-    ):
-        raise InvalidArgument("payloads must be a list of bytes (e.g. [b'event'])")
-    result: tuple[bytes, ...] = tuple(cast("Sequence[bytes]", payloads))
-    if not set(map(type, result)) <= {bytes}:  # else (the usual case) there is nothing to convert
-        for i, payload in enumerate(result):
-            if not isinstance(payload, (bytes, bytearray, memoryview)):
-                raise InvalidArgument(f"payload {i} is {type(payload).__name__}, not bytes")
-        result = tuple(bytes(payload) for payload in result)
-    if not result and not allow_empty:
-        raise InvalidArgument("nothing to publish: the list of payloads is empty")
-    size = batch_size(result)
-    if size > max_batch_bytes:
-        raise BatchTooLarge(f"batch of {size} bytes is over the limit of {max_batch_bytes} bytes; split it")
-    return result
 
 
 def validate_write_pointer(pointer: object) -> int:
@@ -177,7 +158,7 @@ class MessageWriter:
         self._reservations = Reservations(
             messages, self.writer_id, lambda: sequencer.window(self.settings.tail_cache_seconds()), clock
         )
-        self._lock = threading.Lock()
+        self._lock = green.no_wait_lock()
         self.future_predecessors = 0  # rows not followed for being dated too far ahead (row_time.py)
 
     def close(self) -> None:
@@ -520,12 +501,12 @@ class MessageWriter:
     def _own_count(
         self, topic: TopicId, generation: int, payloads: tuple[bytes, ...], tx_pointer: int | None
     ) -> tuple[int, int]:
-        """(messages, bytes) this batch adds to the totals. A pointer row counts the payloads its
-        pointer's counter handed out (one read); their bytes are not known here and count 0."""
+        """(messages, bytes) this batch adds to the totals. A pointer row counts the payloads stored
+        under its pointer and their bytes (one key-only scan: :mod:`.stored`)."""
         if payloads or tx_pointer is None:
             return len(payloads), sum(map(len, payloads))
-        counter = self.payloads.get_cell(pointer_prefix(topic, generation, tx_pointer), COUNTER_COLUMN)
-        return (0 if counter is None else int.from_bytes(counter, "big", signed=True)), 0
+        stored = stored_sizes(self.payloads, topic, generation, tx_pointer)
+        return len(stored), sum(size for _, size in stored)
 
     def _read_row(self, key: bytes) -> RowHeader | None:
         value = self.messages.get_cell(key, MESSAGE_COLUMN)

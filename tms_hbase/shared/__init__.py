@@ -2,12 +2,10 @@
 time, with per-message acknowledgement, redelivery after a deadline and dead letters (docs/shared.md).
 
 ``state`` (cells and keys, no I/O), ``store`` (their reads and compare-and-sets), ``consumer`` (receiving
-and settling, the reaper), ``admin`` (create, numbers, in-flight listing, reset, delete),
-``dead_letter`` (the dead-letter envelope).
+and settling, the reaper), ``admin`` (create, numbers, in-flight listing, reset, delete).
+The dead-letter envelope is :mod:`tms_hbase.model.dead_letter`.
 """
 
-from tms_hbase.shared.admin import PendingMessage, SharedStats
-from tms_hbase.shared.consumer import Delivery, SharedConsumer
-from tms_hbase.shared.dead_letter import DeadLetter
+from tms_hbase.shared.consumer import SharedConsumer
 
-__all__ = ["DeadLetter", "Delivery", "PendingMessage", "SharedConsumer", "SharedStats"]
+__all__ = ["SharedConsumer"]

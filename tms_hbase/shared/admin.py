@@ -9,53 +9,20 @@ row and then the state rows of every incarnation.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from tms_hbase.consume.subscription_admin import EARLIEST, SubscriptionAdmin
-from tms_hbase.consume.subscriptions import END, Subscription, check_name, mark_before, row_key
+from tms_hbase.consume.subscriptions import mark_before, row_key
 from tms_hbase.errors import InvalidArgument, SubscriptionNotFound
 from tms_hbase.fetch.reader import MessageReader
 from tms_hbase.fetch.stats import TopicStatistics
 from tms_hbase.model import checks
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.rows import generation_prefix
+from tms_hbase.model.stats import SharedStats
+from tms_hbase.model.subscription import END, PendingMessage, Subscription, check_name
 from tms_hbase.model.topic import TopicId, TopicMetadata, as_topic
 from tms_hbase.shared.state import ClaimState, Keys, Settings, check_settings, new_incarnation
 from tms_hbase.shared.store import SharedStore, iter_pages
-
-
-@dataclass(frozen=True)
-class SharedStats:
-    """A shared subscription's numbers. ``waiting``: not delivered yet; ``in_flight``: held by a
-    consumer before its deadline; ``due``: given back or past their deadline, to be delivered again;
-    ``acknowledged``, ``dead_lettered``, ``redelivered``: totals since creation or the last reset;
-    ``oldest_unacked_seconds``: age of the oldest message not settled (0 when none);
-    ``consumers``: distinct holders of in-flight messages."""
-
-    waiting: int
-    in_flight: int
-    due: int
-    acknowledged: int
-    dead_lettered: int
-    redelivered: int
-    oldest_unacked_seconds: float
-    consumers: int
-    ack_timeout_seconds: float
-    max_deliveries: int
-    dead_letter: TopicId | None
-
-
-@dataclass(frozen=True)
-class PendingMessage:
-    """One message delivered and not settled (``tms-admin sub pending``, like Redis's XPENDING)."""
-
-    id: bytes
-    owner: str | None
-    deadline: int  # HBase ms
-    deliveries: int
-    publish_time: int
-    state: str  # "held", "expired" (held past its deadline), "released" (given back, due at deadline) or
-    # "acking" (acknowledged in a transaction not finished yet)
 
 
 def start_position(mark: bytes | None) -> int:
@@ -164,7 +131,7 @@ class SharedAdmin:
             dead_lettered=totals.dead_lettered + sum(c.state is ClaimState.DEAD for c in claims),
             redelivered=totals.redelivered,
             oldest_unacked_seconds=oldest,
-            consumers=len({c.owner for c in in_flight}),
+            consumers=len({c.owner for c in in_flight if c.owner is not None}),
             ack_timeout_seconds=settings.ack_timeout_ms / 1000,
             max_deliveries=settings.max_deliveries,
             dead_letter=settings.dead_letter,
@@ -185,6 +152,7 @@ class SharedAdmin:
                 continue
             state = "released" if c.state is ClaimState.FREE else ("held" if c.deadline > now else "expired")
             state = "acking" if c.tx is not None else state
+            state = "undeliverable" if c.state is ClaimState.HELD and c.owner is None else state
             out.append(PendingMessage(stored.message_id, c.owner, c.deadline, c.deliveries, c.publish_time, state))
             if limit is not None and len(out) >= limit:
                 break

@@ -13,6 +13,11 @@ to one of them at a time (a work queue; docs/shared.md).
   delivery 1), then moves the range cell's progress by compare-and-set, and only then delivers: a
   consumer that lost its range delivers nothing it claimed meanwhile (it gives those claims back at
   once). A range is read to its end once a message beyond it shows up.
+* **Committed only.** The range reads judge transactional rows as an exclusive consumer does
+  (``committed``, :mod:`~tms_hbase.tx.committed`): rolled-back and invalid rows are skipped; a row still in
+  progress stops its range's read there, so the rest of that range (at most ``claim_size`` positions) waits
+  for the transaction to end while the other ranges go on: committed messages in other ranges are not
+  held up behind it, and a message is never delivered before the ones in progress before it in its range.
 * **The reaper.** Every consumer, every ``reap_interval`` and whenever it is idle, scans the claims of
   the ranges not done yet: a claim past its deadline (holder dead, hung, or slow) or released and due
   is delivered again, **before** new messages, by compare-and-set on its exact bytes with the delivery
@@ -48,17 +53,19 @@ from dataclasses import dataclass, replace
 
 from tms_hbase.consume.doorbell import DEFAULT_HOST, Bell, parse_address, ring_local
 from tms_hbase.consume.subscriptions import mark_before
-from tms_hbase.errors import InvalidArgument, NotHeld, SubscriptionNotFound, TmsError
-from tms_hbase.fetch.reader import Message, MessageReader
+from tms_hbase.errors import InvalidArgument, NotHeld, SubscriptionNotFound, TmsError, TopicFull, TopicNotFound
+from tms_hbase.fetch.reader import MessageReader
 from tms_hbase.installation.metadata import MetadataCache
 from tms_hbase.model import checks
+from tms_hbase.model.dead_letter import DeadLetter
+from tms_hbase.model.message import Delivery, Message
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.topic import TopicId
-from tms_hbase.shared.dead_letter import DeadLetter
-from tms_hbase.shared.state import Claim, ClaimState, Keys, RangeCell, Settings, position_of_id
+from tms_hbase.shared.state import Claim, ClaimState, Keys, RangeCell, Settings, hold_ms, position_of_id
 from tms_hbase.shared.store import SCAN_LIMIT, SharedStore, StoredClaim, StoredRange
 from tms_hbase.shared.tx_acks import TransactionalAcks
+from tms_hbase.tx.committed import CommittedReads
 from tms_hbase.tx.transaction import Transaction
 
 log = logging.getLogger(__name__)
@@ -74,18 +81,7 @@ RING_GAP = 0.05  # seconds between rings for ranges given back with more to read
 KEEP_SECONDS = 2.0
 TAIL_SECONDS = 1.0  # within a receive, a look after a wait without a ring reads the newest row after this long
 PEERS_SECONDS = 1.0  # how long the other idle consumers' doorbells read once are rung without reading again
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """One delivery of a message: its ``id``, payload and publish time, which delivery of it this is
-    (``deliveries``, from 1) and until when (``deadline``, HBase's clock in ms) this consumer holds it."""
-
-    id: bytes
-    payload: bytes
-    publish_time: int
-    deliveries: int
-    deadline: int
+MAX_OWNER_LENGTH = 300  # an owner's name is written into every claim it makes and keys its doorbell's row
 
 
 Publish = Callable[[TopicId, Sequence[bytes]], object]
@@ -113,16 +109,19 @@ class SharedConsumer(TransactionalAcks):
         tx_state: Callable[[], Transaction] | None = None,
         prefix: str = "",
         doorbell: str | None = DEFAULT_HOST,
+        committed: CommittedReads | None = None,
     ) -> None:
         for what, value in (("max_wait_seconds", max_wait_seconds), ("poll_interval_seconds", poll_interval_seconds)):
             checks.seconds(what, value)
-        if owner is not None and (not isinstance(owner, str) or not owner):
-            raise InvalidArgument(f"bad owner {owner!r}: a non-empty name")
+        if owner is not None and (not isinstance(owner, str) or not 0 < len(owner) <= MAX_OWNER_LENGTH):
+            shown = owner if not isinstance(owner, str) or len(owner) <= 40 else f"{owner[:40]}... ({len(owner)} chars)"
+            raise InvalidArgument(f"bad owner {shown!r}: a non-empty name of at most {MAX_OWNER_LENGTH} characters")
         self.topic, self.name, self.generation = topic, name, generation
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.max_wait_seconds, self.poll_interval_seconds = max_wait_seconds, max(poll_interval_seconds, 0.01)
         self._key, self._store, self._reader, self._topics = subscription_key, store, reader, topics
         self._clock, self._publish = clock, publish
+        self._committed_reads = committed  # committed messages only (None: every row as stored)
         self._use_settings(*self._read_settings())
         if reap_interval is not None:
             checks.seconds("reap_interval", reap_interval)
@@ -321,15 +320,15 @@ class SharedConsumer(TransactionalAcks):
 
     def nack(self, delivery: Delivery | bytes, delay_seconds: float = 0.0) -> None:
         """Give the message back to be delivered again (to any consumer) after ``delay_seconds``; the
-        delivery counts towards ``max_deliveries``."""
-        checks.seconds("delay_seconds", delay_seconds)
+        delivery counts towards ``max_deliveries``. ``delay_seconds``: 0 to a week."""
+        delay_ms = hold_ms("delay_seconds", delay_seconds)
         (message_id,) = self.ids_of([delivery])
         self._before_settling([message_id])
         self._settle(
             message_id,
-            lambda c, now: replace(c, state=ClaimState.FREE, owner=None, deadline=now + int(delay_seconds * 1000)),
+            lambda c, now: replace(c, state=ClaimState.FREE, owner=None, deadline=now + delay_ms),
         )
-        if not delay_seconds:
+        if not delay_ms:
             self._ring_peers()
 
     def release(self, delivery: Delivery | bytes) -> None:
@@ -344,13 +343,12 @@ class SharedConsumer(TransactionalAcks):
 
     def extend(self, delivery: Delivery | bytes, timeout_seconds: float | None = None) -> int:
         """Hold the message until ``timeout_seconds`` from now (default: the subscription's ack timeout)
-        while slow work goes on; returns the new deadline (HBase ms)."""
-        if timeout_seconds is not None:
-            checks.seconds("timeout_seconds", timeout_seconds)
+        while slow work goes on (0 to a week); returns the new deadline (HBase ms)."""
+        extra = None if timeout_seconds is None else hold_ms("timeout_seconds", timeout_seconds)
         (message_id,) = self.ids_of([delivery])
         self._before_settling([message_id])
-        extra = self.settings.ack_timeout_ms if timeout_seconds is None else int(timeout_seconds * 1000)
-        return self._settle(message_id, lambda c, now: replace(c, deadline=now + extra)).claim.deadline
+        hold = self.settings.ack_timeout_ms if extra is None else extra
+        return self._settle(message_id, lambda c, now: replace(c, deadline=now + hold)).claim.deadline
 
     def _before_settling(self, ids: list[bytes]) -> None:
         """Check the subscription before settling: its settings are read again (SubscriptionNotFound
@@ -525,7 +523,8 @@ class SharedConsumer(TransactionalAcks):
     def _dead_letter(self, stored: StoredClaim, now: int) -> None:
         """Past ``max_deliveries``: hold it (so no other reaper does the same), publish it to the
         dead-letter topic, then mark it dead. A crash in between publishes it again after the deadline
-        (dead letters are at least once)."""
+        (dead letters are at least once). If the dead-letter topic cannot take it (deleted, full), the
+        message is kept, held by no consumer for an ack timeout, and tried again then; receive() goes on."""
         hold = replace(
             stored.claim, state=ClaimState.HELD, owner=self.owner, deadline=now + self.settings.ack_timeout_ms
         )
@@ -538,7 +537,19 @@ class SharedConsumer(TransactionalAcks):
             letter = DeadLetter(
                 self.topic, self.name, message.id, hold.deliveries, message.publish_time, message.payload
             )
-            self._publish(target, [letter.encode()])
+            try:
+                self._publish(target, [letter.encode()])
+            except (TopicNotFound, TopicFull) as exc:
+                self._store.swap_claim(self._keys, stored.message_id, won.data, replace(hold, owner=None))
+                CLIENT_METRICS.dead_letters_held.labels(str(self.topic), self.name).inc()
+                log.warning(
+                    "%r: message %s kept, not dead-lettered: %s (tried again in %.1f s)",
+                    self,
+                    stored.message_id.hex(),
+                    exc,
+                    self.settings.ack_timeout_ms / 1000,
+                )
+                return
         self._store.swap_claim(self._keys, stored.message_id, won.data, replace(hold, state=ClaimState.DEAD))
         log.info("%r: message %s dead-lettered after %d deliveries", self, stored.message_id.hex(), hold.deliveries)
 
@@ -726,7 +737,10 @@ class SharedConsumer(TransactionalAcks):
         last = self.settings.last_position(r.k)
         start = r.cell.progress or mark_before(self.generation, self.settings.first_position(r.k), 0)
         messages: list[Message] = []
-        for message in self._reader.fetch(self.topic, start_message=start, inclusive=False, limit=count + 1):
+        fetched = self._reader.fetch(
+            self.topic, start_message=start, inclusive=False, limit=count + 1, committed=self._committed_reads
+        )
+        for message in fetched:
             if MessageId.decode(message.id).position > last:
                 return _Ahead(r.k, r.cell.progress, messages, True, time.monotonic())
             messages.append(message)

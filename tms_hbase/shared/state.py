@@ -55,6 +55,7 @@ _U64 = struct.Struct(">Q")
 MAX_DELIVERIES_LIMIT = 1000
 MAX_CLAIM_SIZE = 100_000
 MIN_ACK_TIMEOUT_MS = 100
+MAX_HOLD_SECONDS = 7 * 86400  # the longest a message is held or kept back: ack timeout, extension, nack delay
 
 
 @dataclass(frozen=True)
@@ -121,14 +122,7 @@ def new_incarnation() -> bytes:
 
 def check_settings(ack_timeout_seconds: object, max_deliveries: object, claim_size: object) -> tuple[int, int, int]:
     """Validated ``(ack_timeout_ms, max_deliveries, claim_size)``; InvalidArgument names the bad one."""
-    if (
-        isinstance(ack_timeout_seconds, bool)
-        or not isinstance(ack_timeout_seconds, (int, float))
-        or not ack_timeout_seconds >= 0.1
-    ):
-        raise InvalidArgument(f"bad ack_timeout_seconds {ack_timeout_seconds!r}: expected seconds >= 0.1")
-    if ack_timeout_seconds > 86400 * 7:
-        raise InvalidArgument(f"bad ack_timeout_seconds {ack_timeout_seconds!r}: at most a week")
+    ack_timeout_ms = hold_ms("ack_timeout_seconds", ack_timeout_seconds, minimum=MIN_ACK_TIMEOUT_MS / 1000)
     if (
         isinstance(max_deliveries, bool)
         or not isinstance(max_deliveries, int)
@@ -137,7 +131,16 @@ def check_settings(ack_timeout_seconds: object, max_deliveries: object, claim_si
         raise InvalidArgument(f"bad max_deliveries {max_deliveries!r}: expected 1..{MAX_DELIVERIES_LIMIT}")
     if isinstance(claim_size, bool) or not isinstance(claim_size, int) or not 1 <= claim_size <= MAX_CLAIM_SIZE:
         raise InvalidArgument(f"bad claim_size {claim_size!r}: expected 1..{MAX_CLAIM_SIZE} positions")
-    return int(ack_timeout_seconds * 1000), max_deliveries, claim_size
+    return ack_timeout_ms, max_deliveries, claim_size
+
+
+def hold_ms(name: str, seconds: object, *, minimum: float = 0.0) -> int:
+    """``seconds`` a message is held or kept back (an ack timeout, an extension, a nack's delay), in ms:
+    InvalidArgument unless it is a number from ``minimum`` to a week (a longer time, once its holder dies,
+    would keep the message from every consumer)."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not minimum <= seconds <= MAX_HOLD_SECONDS:
+        raise InvalidArgument(f"bad {name} {seconds!r}: expected {minimum:g} to {MAX_HOLD_SECONDS} seconds (a week)")
+    return int(seconds * 1000)
 
 
 class ClaimState(Enum):

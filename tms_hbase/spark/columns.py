@@ -21,7 +21,7 @@ from pyspark.sql.types import BinaryType, LongType, StructField, StructType, Tim
 
 from tms_hbase.client import MessagingClient
 from tms_hbase.errors import CorruptData
-from tms_hbase.fetch.reader import Message
+from tms_hbase.model.message import Message
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.rows import PAYLOAD_COLUMN, past_last, payload_key, pointer_prefix
 from tms_hbase.model.topic import TopicId

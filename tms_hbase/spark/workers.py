@@ -102,7 +102,7 @@ def _worker_import_error(python: str) -> str | None:
         return "no such interpreter"
     try:
         done = subprocess.run(
-            [executable, "-c", "import happybase, pyarrow, tms_hbase"], capture_output=True, text=True, timeout=60
+            [executable, "-c", "import thriftpy2, pyarrow, tms_hbase"], capture_output=True, text=True, timeout=60
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return str(exc)

@@ -3,7 +3,7 @@
 :class:`AsyncHBaseConnection` is the pool of :mod:`tms_hbase.storage.connection` (the same deadlines,
 retry policy, fail-over and error mapping, the same Thrift client and codec: it is that class) whose
 connections are non-blocking sockets that wait on the event loop instead of blocking ones. It is made and used inside
-:func:`tms_hbase.model.green.run_sync`: when a Thrift call writes its request or waits for its answer, the
+:func:`tms_hbase.runtime.green.run_sync`: when a Thrift call writes its request or waits for its answer, the
 greenlet making it hands the wait to the event loop, so as many calls are in flight at once as the pool
 has connections, on one thread. The protocol code above (the :class:`~tms_hbase.storage.hbase.Table`
 operations and everything built on them) is unchanged.
@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from thriftpy2.transport import TTransportException
 
-from tms_hbase.model import green
+from tms_hbase.runtime import green
 from tms_hbase.storage.connection import Connection, HBaseConnection, check_read_size, time_left
 
 T = TypeVar("T")
@@ -39,7 +39,7 @@ class _LoopSocket:
     socket's buffer takes whole are one system call each, with no trip through the event loop (no
     coroutine, timer or stream buffer: an asyncio stream copies every byte twice more, under the GIL).
     Only a read that must wait for the server, or a write it must wait to take, waits through
-    :func:`tms_hbase.model.green.await_`, for the time left."""
+    :func:`tms_hbase.runtime.green.await_`, for the time left."""
 
     def __init__(self, host: str, port: int) -> None:
         self.host = host
@@ -163,11 +163,11 @@ class _LoopConnection(Connection):
 
 class AsyncHBaseConnection(HBaseConnection):
     """:class:`~tms_hbase.storage.connection.HBaseConnection` over asyncio streams: make and use it inside
-    :func:`tms_hbase.model.green.run_sync` (its slots and backoffs wait on the event loop too)."""
+    :func:`tms_hbase.runtime.green.run_sync` (its slots and backoffs wait on the event loop too)."""
 
     connection_class = _LoopConnection
 
     def __init__(self, host: str, port: int, **options: Any) -> None:
         if not green.bridged():
-            raise RuntimeError("an AsyncHBaseConnection is made inside tms_hbase.model.green.run_sync")
+            raise RuntimeError("an AsyncHBaseConnection is made inside tms_hbase.runtime.green.run_sync")
         super().__init__(host, port, **options)

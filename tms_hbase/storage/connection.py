@@ -14,7 +14,6 @@ import logging
 import math
 import socket
 import struct
-import threading
 import time
 from collections.abc import Callable, Sequence
 from types import ModuleType
@@ -27,9 +26,9 @@ from thriftpy2.transport import TBufferedTransport, TSocket, TTransportException
 
 from tms_hbase.config import check_timeout
 from tms_hbase.errors import ClientClosed, HBaseError, HBaseUnavailable, TmsError
-from tms_hbase.model import green
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.retry import Retry
+from tms_hbase.runtime import green
 from tms_hbase.storage import hbase_thrift
 
 log = logging.getLogger(__name__)
@@ -329,7 +328,7 @@ class HBaseConnection:
         self.retry = retry or Retry()
         self.max_idle = max_idle
         self._idle: list[tuple[Connection, float]] = []
-        self._lock = threading.Lock()
+        self._lock = green.no_wait_lock()
         self._slots = green.semaphore(pool_size)
         self._closed = False
         self.calls = 0  # HBase round trips made through this pool (for tests, benchmarks and metrics)

@@ -41,6 +41,8 @@ DEFAULT_BATCH = 1000
 MAX_BATCH = 10_000
 KEYS_ONLY = "KeyOnlyFilter()"
 """A scan filter that sends the keys and empty values back: for scans that only need the keys."""
+VALUE_LENGTHS = "KeyOnlyFilter(true)"
+"""A scan filter that sends the keys back with each value's length (4 bytes, big-endian) as its value."""
 # While a split or merge is being assigned, listing a table's regions fails for a few seconds
 # ("Internal error processing getTableRegions"): ask again for up to about 15 s.
 REGIONS_IN_TRANSITION = Retry(

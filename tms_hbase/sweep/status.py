@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from tms_hbase.model.clock import now_ms
 from tms_hbase.storage.hbase import Installation
+from tms_hbase.sweep.pruning import GRACE_S, MAX_LIFETIME_S, plan
 from tms_hbase.sweep.state import SweepState
-from tms_hbase.tx.pruning import GRACE_S, MAX_LIFETIME_S, plan
 
 
 def sweeper_state(installation: Installation, max_lifetime_s: float = MAX_LIFETIME_S + GRACE_S) -> dict:

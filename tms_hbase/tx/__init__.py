@@ -1,10 +1,9 @@
 """Tephra-compatible transactions.
 
 Importing this package loads only the data types (:class:`Transaction` and its enums), which every
-reader needs. The rest loads on first use, so a plain ``import tms_hbase`` never pulls in the
-transaction server's machinery: :class:`TransactionCodec` (Tephra's bytes), the snapshot and
-edit-log codecs, and :class:`TransactionManager` (the server's state machine). The roles live in
-submodules imported by name: ``tx.client``, ``tx.context``, ``tx.messaging``, ``tx.server``.
+reader needs. The rest loads on first use, so a plain ``import tms_hbase`` never loads thriftpy2:
+:class:`TransactionCodec` (Tephra's bytes) and the snapshot codec. The roles live in submodules imported
+by name: ``tx.client``, ``tx.context``, ``tx.messaging``; the transaction server is :mod:`tms_hbase.txserver`.
 """
 
 from __future__ import annotations
@@ -23,8 +22,6 @@ from tms_hbase.tx.transaction import (
 
 if TYPE_CHECKING:
     from tms_hbase.tx.codec import TransactionCodec
-    from tms_hbase.tx.edits import decode_edit, encode_edit
-    from tms_hbase.tx.manager import TransactionManager
     from tms_hbase.tx.snapshot import (
         InProgressTx,
         InProgressType,
@@ -36,9 +33,6 @@ if TYPE_CHECKING:
 # name -> submodule that defines it, imported when the name is first asked for
 _LAZY = {
     "TransactionCodec": "codec",
-    "decode_edit": "edits",
-    "encode_edit": "edits",
-    "TransactionManager": "manager",
     "InProgressTx": "snapshot",
     "InProgressType": "snapshot",
     "TransactionSnapshot": "snapshot",
@@ -64,13 +58,10 @@ __all__ = [
     "InProgressType",
     "Transaction",
     "TransactionCodec",
-    "TransactionManager",
     "TransactionSnapshot",
     "TransactionType",
     "VisibilityLevel",
-    "decode_edit",
     "decode_snapshot",
-    "encode_edit",
     "encode_snapshot",
     "write_pointer_now",
 ]

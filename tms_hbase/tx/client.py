@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -22,6 +21,7 @@ from tms_hbase.errors import (
     TransactionServiceUnavailable,
 )
 from tms_hbase.model.retry import Retry
+from tms_hbase.runtime import green
 from tms_hbase.storage.connection import CheckedClient, DeadlineSocket, NotThrift
 from tms_hbase.tx.codec import from_thrift, load_tephra_thrift, to_bytes_binary, to_thrift
 from tms_hbase.tx.snapshot import TransactionSnapshot, decode_snapshot
@@ -51,7 +51,7 @@ class TransactionClient:
         self.timeout = check_timeout(timeout_seconds)
         self.retry = retry or Retry()
         self._thrift = load_tephra_thrift()
-        self._lock = threading.Lock()
+        self._lock = green.no_wait_lock()
         self._client: Any = None
         self._socket: DeadlineSocket | None = None
 

@@ -13,7 +13,7 @@ from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import Protocol, runtime_checkable
 
-from tms_hbase.errors import TmsError, TransactionConflict, TransactionFailure
+from tms_hbase.errors import TmsError, TransactionFailure
 from tms_hbase.tx.client import TransactionClient
 from tms_hbase.tx.transaction import Transaction
 
@@ -74,35 +74,39 @@ class TransactionContext:
         return self.tx
 
     def finish(self) -> None:
-        """Conflict check, persist, commit, post-commit; on any failure roll back and raise."""
+        """Conflict check, persist, commit, post-commit; on any failure roll back and raise.
+
+        Whatever fails (a conflict, a participant, the transaction server gone at ``can_commit`` or
+        ``commit``), the transaction is aborted and the participants are released from it before the
+        error is raised, as Tephra's TransactionContext does: nothing done afterwards outside a
+        transaction (a plain ``ack()``, ``commit()``) is taken for part of the dead one.
+        """
         tx = self._running()
         changes = {change for p in self.participants for change in p.get_tx_changes()}
         try:
             self.client.can_commit(tx, changes)
-        except TransactionConflict:
-            self.abort()
-            raise
-        for participant in sorted(self.participants, key=lambda p: bool(getattr(p, "persist_last", False))):
-            try:
-                persisted = participant.commit_tx()
-            except Exception as exc:
-                self.abort()
-                raise TransactionFailure(f"{participant.transaction_aware_name} failed to persist: {exc}") from exc
-            if not persisted:
-                self.abort()
-                raise TransactionFailure(f"{participant.transaction_aware_name} could not persist its changes")
-        try:
+            for participant in sorted(self.participants, key=lambda p: bool(getattr(p, "persist_last", False))):
+                try:
+                    persisted = participant.commit_tx()
+                except Exception as exc:
+                    raise TransactionFailure(f"{participant.transaction_aware_name} failed to persist: {exc}") from exc
+                if not persisted:
+                    raise TransactionFailure(f"{participant.transaction_aware_name} could not persist its changes")
             self.client.commit(tx)
-        except TransactionConflict:
-            self.abort()
+        except BaseException as exc:
+            self._abort_after(exc)
             raise
         for participant in self.participants:
             participant.post_tx_commit()
         self.tx = None
 
     def abort(self) -> None:
-        """Roll every participant back; abort the transaction, or invalidate it if a rollback failed."""
+        """Roll every participant back; abort the transaction, or invalidate it if a rollback failed.
+
+        The context and its participants are released from the transaction even when the server cannot
+        be told (it then times the transaction out, which makes it invalid: its writes never count)."""
         tx = self._running()
+        self.tx = None
         clean = True
         for participant in self.participants:
             try:
@@ -114,7 +118,13 @@ class TransactionContext:
             self.client.abort(tx)
         else:
             self.client.invalidate(tx.tx_id)
-        self.tx = None
+
+    def _abort_after(self, failure: BaseException) -> None:
+        """Abort after ``failure`` ended a commit; an abort that fails too is logged (``failure`` is raised)."""
+        try:
+            self.abort()
+        except TmsError as exc:
+            log.warning("transaction ended by %s could not be aborted (%s); it times out as invalid", failure, exc)
 
     @contextmanager
     def transaction(self, timeout_seconds: int | None = None) -> Iterator[Transaction]:

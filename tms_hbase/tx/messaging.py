@@ -7,7 +7,7 @@ from collections.abc import Collection, Sequence
 
 from tms_hbase.client import MessagingClient
 from tms_hbase.errors import TmsError
-from tms_hbase.fetch.reader import Message
+from tms_hbase.model.message import Message
 from tms_hbase.model.published import PublishResult
 from tms_hbase.model.topic import TopicId, TopicLike, as_topic
 from tms_hbase.tx.client import TransactionClient

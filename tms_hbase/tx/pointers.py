@@ -3,10 +3,9 @@ says when its transaction started, and a transaction older than the max lifetime
 
 from __future__ import annotations
 
-import threading
-
 from tms_hbase.errors import InvalidArgument
 from tms_hbase.model.clock import now_ms
+from tms_hbase.runtime import green
 
 MAX_TX_PER_MS = 1_000_000
 """Write pointers are ``max(last + 1, now_ms * MAX_TX_PER_MS)``; ``pointer // MAX_TX_PER_MS`` is its time."""
@@ -18,7 +17,7 @@ writes later than this after it started. Publish and store refuse older pointers
 PRUNE_GRACE_SECONDS = 3600
 """What invalid-list pruning adds to the max lifetime before it counts a transaction as done writing."""
 
-_lock = threading.Lock()
+_lock = green.no_wait_lock()
 _last = 0
 
 

@@ -22,7 +22,7 @@ from tms_hbase.errors import InvalidArgument, TmsError
 from tms_hbase.storage.hbase import Table
 from tms_hbase.tx.client import TransactionClient
 from tms_hbase.tx.snapshot import TransactionSnapshot
-from tms_hbase.tx.state_store import StateStore
+from tms_hbase.txserver.state_store import StateStore
 
 log = logging.getLogger(__name__)
 

@@ -57,6 +57,7 @@ const topicPath = (ns, t) => `/topics/${enc(ns)}/${enc(t)}`;
 function when(ms) {
   if (ms === null || ms === undefined) return "never";
   const d = new Date(ms);
+  if (Number.isNaN(d.getTime())) return `${ms} ms (out of range)`;
   return d.toISOString().replace("T", " ").slice(0, 19) + " UTC";
 }
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 from tms_hbase.storage.hbase import Installation
 from tms_hbase.sweep.state import SweepState
-from tms_hbase.tx.manager import TransactionManager
 from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, MAX_TX_PER_MS, PRUNE_GRACE_SECONDS
 from tms_hbase.tx.snapshot import TransactionSnapshot
-from tms_hbase.tx.state_store import StateStore
+from tms_hbase.txserver.manager import TransactionManager
+from tms_hbase.txserver.state_store import StateStore
 
 MAX_LIFETIME_S = MAX_LIFETIME_SECONDS  # Tephra: no transaction writes longer than this (publish refuses it)
 GRACE_S = PRUNE_GRACE_SECONDS

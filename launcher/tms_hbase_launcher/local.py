@@ -17,9 +17,9 @@ from pathlib import Path
 import happybase
 
 from tms_hbase.errors import LauncherError
-from tms_hbase.launcher.jars import resolve_jars
-from tms_hbase.launcher.javac import compile_java
-from tms_hbase.launcher.paths import (
+from tms_hbase_launcher.jars import resolve_jars
+from tms_hbase_launcher.javac import compile_java
+from tms_hbase_launcher.paths import (
     HBASE_VERSION,
     POM,
     LauncherPaths,
@@ -28,7 +28,7 @@ from tms_hbase.launcher.paths import (
     read_state,
     write_state,
 )
-from tms_hbase.launcher.siteconf import write_conf
+from tms_hbase_launcher.siteconf import write_conf
 
 HOST = "127.0.0.1"
 DEFAULT_THRIFT_PORT = 9090

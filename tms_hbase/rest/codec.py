@@ -19,7 +19,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, overload
 
-from tms_hbase.consume.subscriptions import Pending, Subscription
 from tms_hbase.errors import (
     BatchTooLarge,
     ConcurrentModification,
@@ -34,12 +33,12 @@ from tms_hbase.errors import (
     TopicAlreadyExists,
     TopicNotFound,
 )
-from tms_hbase.fetch.reader import Message
-from tms_hbase.fetch.stats import Lag, TopicStats
 from tms_hbase.model import wire
+from tms_hbase.model.message import Message
 from tms_hbase.model.rows import RowSlice
+from tms_hbase.model.stats import Lag, SharedStats, TopicStats
+from tms_hbase.model.subscription import Pending, Subscription
 from tms_hbase.model.topic import GENERATION_KEY, ORDERING_KEY, TopicId, TopicMetadata, as_topic
-from tms_hbase.shared.admin import SharedStats
 
 AVRO = "avro/binary"
 JSON = "application/json"

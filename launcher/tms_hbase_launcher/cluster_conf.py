@@ -11,8 +11,8 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tms_hbase.launcher.paths import default_home
-from tms_hbase.launcher.siteconf import LOG4J2, site_xml
+from tms_hbase_launcher.paths import default_home
+from tms_hbase_launcher.siteconf import LOG4J2, site_xml
 
 HOST = "127.0.0.1"
 

@@ -2,7 +2,7 @@
 
 No I/O, threads or clock reads: methods that need the time take ``now_ms``, and the caller (the transaction
 server) provides locking and durability. Every state change goes through one edit
-(:mod:`tms_hbase.tx.edits`): a mutating method validates, builds the edit, applies it with the very code
+(:mod:`tms_hbase.txserver.edits`): a mutating method validates, builds the edit, applies it with the very code
 ``apply()`` uses for recovery, and queues it. **Convention:** after every call, successful or not, the caller
 takes the queued edits with :meth:`TransactionManager.drain_edits`, writes them durably, then answers. Replaying
 them in order with :meth:`TransactionManager.apply` on the state they were made from (a fresh manager, or one
@@ -23,10 +23,10 @@ from tms_hbase.errors import (
     TransactionConflict,
     TransactionNotInProgress,
 )
-from tms_hbase.tx import edits as e
 from tms_hbase.tx.pointers import MAX_TX_PER_MS
 from tms_hbase.tx.snapshot import InProgressTx, InProgressType, TransactionSnapshot
 from tms_hbase.tx.transaction import NO_TX_IN_PROGRESS, Transaction, TransactionType, check_long
+from tms_hbase.txserver import edits as e
 
 DEFAULT_TIMEOUT_S = 30
 DEFAULT_LONG_TIMEOUT_S = 24 * 3600

@@ -20,9 +20,9 @@ from collections.abc import Iterable, Sequence
 from tms_hbase.errors import CorruptData, Fenced, HBaseUnavailable, TmsError
 from tms_hbase.model.tables import FAMILY
 from tms_hbase.storage.hbase import Table
-from tms_hbase.tx.edits import Edit, decode_edit, encode_edit
-from tms_hbase.tx.manager import TransactionManager
 from tms_hbase.tx.snapshot import TransactionSnapshot, decode_snapshot, encode_snapshot
+from tms_hbase.txserver.edits import Edit, decode_edit, encode_edit
+from tms_hbase.txserver.manager import TransactionManager
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from xml.sax.saxutils import escape
 
-from tms_hbase.launcher.paths import LauncherPaths
+from tms_hbase_launcher.paths import LauncherPaths
 
 LOG4J2 = """\
 status = warn

@@ -16,10 +16,10 @@ from thriftpy2.transport import TFramedTransportFactory
 from tms_hbase.errors import Fenced, InvalidTruncateTime, TmsError, TransactionConflict, TransactionNotInProgress
 from tms_hbase.model.clock import now_ms
 from tms_hbase.tx.codec import from_thrift, load_tephra_thrift, to_string_binary, to_thrift
-from tms_hbase.tx.listener import ExclusiveServerSocket
-from tms_hbase.tx.manager import TransactionManager
 from tms_hbase.tx.snapshot import encode_snapshot
-from tms_hbase.tx.state_store import StateStore
+from tms_hbase.txserver.listener import ExclusiveServerSocket
+from tms_hbase.txserver.manager import TransactionManager
+from tms_hbase.txserver.state_store import StateStore
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -11,11 +11,13 @@ over asyncio drivers.
 The waiting primitives below (:func:`sleep`, :func:`lock`, :func:`rlock`, :func:`event`,
 :func:`condition`, :func:`semaphore`, :func:`start_thread`, :func:`wait_readable`) are what the protocol
 code uses instead of :mod:`threading`, :func:`time.sleep` and select() where it may wait: made or called
-inside :func:`run_sync` they wait on the event loop, elsewhere they are the ordinary thread ones.
+inside :func:`run_sync` they wait on the event loop, elsewhere they are the ordinary thread ones. State
+shared by all callers is guarded by :func:`no_wait_lock`, a thread lock under which nothing waits.
 """
 
 from __future__ import annotations
 
+import os
 import queue
 import select
 import threading
@@ -41,6 +43,7 @@ class _Bridged(greenlet.greenlet):
     """A greenlet running protocol code for an event loop (its parent is the coroutine awaiting it)."""
 
     loop: asyncio.AbstractEventLoop
+    holding = 0  # the checked no-wait locks it holds (see no_wait_lock)
 
 
 def bridged() -> bool:
@@ -150,6 +153,13 @@ def await_(awaitable: Awaitable[T]) -> T:
     current = greenlet.getcurrent()
     if not isinstance(current, _Bridged):
         raise RuntimeError("await_ outside run_sync: this object belongs to an asyncio client")
+    if current.holding:
+        if hasattr(awaitable, "close"):  # (a coroutine that will never be awaited)
+            awaitable.close()
+        raise RuntimeError(
+            "protocol code waits while it holds a no-wait lock: another greenlet of this thread asking for it"
+            " would stop the event loop (wait outside the lock, or use runtime.green.lock)"
+        )
     return current.parent.switch(awaitable)
 
 
@@ -401,6 +411,52 @@ class _GreenTask:
                 await_(asyncio.wait_for(asyncio.shield(self._task), timeout))
             except TimeoutError:
                 return
+
+
+CHECK_LOCKS_ENV = "TMS_HBASE_CHECK_LOCKS"
+"""Set to 1 (the test suite does), :func:`no_wait_lock` makes locks that check their rule."""
+
+
+class _CheckedLock:
+    """A thread lock that counts itself in the :func:`run_sync` greenlet holding it, so that :func:`await_`
+    refuses to switch away from that greenlet (a Python wrapper: the check costs each acquire and release)."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self, lock: Lock) -> None:
+        self._lock = lock
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if not self._lock.acquire(blocking, timeout):
+            return False
+        current = greenlet.getcurrent()
+        if isinstance(current, _Bridged):
+            current.holding += 1
+        return True
+
+    def release(self) -> None:
+        current = greenlet.getcurrent()
+        if isinstance(current, _Bridged):
+            current.holding -= 1
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None, /
+    ) -> None:
+        self.release()
+
+
+def no_wait_lock(*, reentrant: bool = False) -> Lock:
+    """The lock of state that threads and the greenlets of event loops share (a pool's free connections, a
+    cache): a thread lock, held only while nothing waits (no HBase call, no sleep, no other lock's wait).
+    A greenlet holding it then never lets another greenlet of its thread run, so none can block the loop
+    asking for it. Where a holder must wait, use :func:`lock`. With ``TMS_HBASE_CHECK_LOCKS=1`` in the
+    environment (the tests), a wait inside :func:`run_sync` while holding one raises RuntimeError."""
+    lock: Lock = threading.RLock() if reentrant else threading.Lock()
+    return _CheckedLock(lock) if os.environ.get(CHECK_LOCKS_ENV) == "1" else lock
 
 
 def lock() -> Lock:

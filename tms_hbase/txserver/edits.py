@@ -1,6 +1,6 @@
 """Transaction-state edits (after Tephra's ``persist.TransactionEdit``) and their binary log format.
 
-Every change the :class:`~tms_hbase.tx.manager.TransactionManager` makes to its state is one of these edits; a
+Every change the :class:`~tms_hbase.txserver.manager.TransactionManager` makes to its state is one of these edits; a
 server writes them to a durable log before answering and replays them with ``TransactionManager.apply`` after a
 crash to rebuild exactly the same state.
 

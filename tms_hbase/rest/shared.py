@@ -3,7 +3,7 @@ the bodies of fetching deliveries and settling them, in Avro binary and JSON, an
 subscription's settings, numbers and in-flight messages.
 
 Used by the gateway (``gateway/shared.py``) and its Python client (:mod:`tms_hbase.gateway_client.http_shared`), so the
-two cannot drift apart. JSON follows :mod:`tms_hbase.gateway_client.rest`: the Avro schemas' field names, ``bytes`` as
+two cannot drift apart. JSON follows :mod:`tms_hbase.rest.codec`: the Avro schemas' field names, ``bytes`` as
 base64 strings, unknown fields refused.
 """
 
@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from tms_hbase.errors import InvalidArgument
-from tms_hbase.gateway_client.rest import AVRO, _b64, _dumps, _loads, _object, _unb64, decode_start
 from tms_hbase.model import wire
+from tms_hbase.model.message import Delivery
+from tms_hbase.model.subscription import PendingMessage
 from tms_hbase.model.topic import as_topic
-from tms_hbase.shared.admin import PendingMessage
-from tms_hbase.shared.consumer import Delivery
+from tms_hbase.rest.codec import AVRO, _b64, _dumps, _loads, _object, _unb64, decode_start
 
 CREATE_OPTIONS = {  # JSON field of a create body -> MessagingClient.create_subscription keyword
     "ackTimeout": "ack_timeout_seconds",

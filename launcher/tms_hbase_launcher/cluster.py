@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tms_hbase.errors import LauncherError
-from tms_hbase.launcher.cluster_conf import (
+from tms_hbase_launcher.cluster_conf import (
     HEAPS,
     HOST,
     ClusterLayout,
@@ -37,9 +37,9 @@ from tms_hbase.launcher.cluster_conf import (
     split_name,
     write_cluster_conf,
 )
-from tms_hbase.launcher.jars import resolve_jars
-from tms_hbase.launcher.javac import compile_java
-from tms_hbase.launcher.local import (
+from tms_hbase_launcher.jars import resolve_jars
+from tms_hbase_launcher.javac import compile_java
+from tms_hbase_launcher.local import (
     JDK17_FLAGS,
     Progress,
     _cmdline,
@@ -50,7 +50,7 @@ from tms_hbase.launcher.local import (
     _thrift_answers,
     spawn_jvm,
 )
-from tms_hbase.launcher.paths import (
+from tms_hbase_launcher.paths import (
     HBASE_VERSION,
     POM,
     LauncherPaths,

@@ -1,0 +1,138 @@
+"""Every number the system reports about a topic is what a full read of it finds: random sequences of
+publishes of every kind (plain, transactional inline, payloads stored under a pointer, a Spark-like store
+from several writers with explicit sequences, retried), rollbacks, consumed messages and sweeps, on
+both orderings, each followed by a comparison of topic_stats, lag and the exporter's gauges with a fetch
+of the whole topic (hypothesis draws the sequences; a failing one is shrunk to the shortest that fails)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tms_hbase import MessageId, MessagingClient, TopicId
+from tms_hbase.model.clock import now_ms
+from tms_hbase.model.published import RollbackDetail
+from tms_hbase.ops.exporter import TopicCollector
+from tms_hbase.publish.writer import EXPLICIT_SEQUENCES
+from tms_hbase.tx import write_pointer_now
+from tms_hbase_sweeper.sweep import Sweeper
+
+TTL = 3600
+GRACE = 4  # the smallest grace with a tail-cache setting of 1 s
+SUB = "counted"
+
+payload = st.binary(min_size=0, max_size=300)
+payloads = st.lists(payload, min_size=1, max_size=6)
+operation = st.one_of(
+    st.tuples(st.just("publish"), payloads),
+    st.tuples(st.just("tx_publish"), payloads),
+    st.tuples(st.just("stored"), st.lists(payloads, min_size=1, max_size=3)),  # store calls, then the pointer
+    st.tuples(st.just("spark"), st.lists(payloads, min_size=1, max_size=3)),  # one writer each, one retried
+    st.tuples(st.just("rollback"), st.integers(min_value=0)),
+    st.tuples(st.just("consume"), st.integers(min_value=1, max_value=8)),
+    st.tuples(st.just("sweep"), st.integers(min_value=0, max_value=2)),  # how many of the newest rows it spares
+)
+
+
+@dataclass
+class Scenario:
+    """The test's installation and what it did: the topic of this example and its transactional publishes."""
+
+    client: MessagingClient
+    topic: TopicId
+    rollbacks: list[RollbackDetail] = field(default_factory=list)
+    mark: bytes | None = None
+
+
+@pytest.fixture
+def installation(client: MessagingClient) -> Iterator[MessagingClient]:
+    client.admin.init_tables()
+    client.admin.set_tail_cache_seconds(1)
+    yield client
+
+
+def run(s: Scenario, op: tuple[str, object]) -> None:
+    kind, arg = op
+    c, t = s.client, s.topic
+    if kind == "publish":
+        c.publish(t, arg)  # type: ignore[arg-type]
+    elif kind == "tx_publish":
+        s.rollbacks.append(c.publish(t, arg, tx_write_pointer=write_pointer_now()).rollback)  # type: ignore[arg-type]
+    elif kind == "stored":
+        wp = write_pointer_now()
+        for batch in arg:  # type: ignore[attr-defined]
+            c.store(t, batch, tx_write_pointer=wp)
+        s.rollbacks.append(c.publish(t, [], tx_write_pointer=wp).rollback)
+    elif kind == "spark":
+        wp = write_pointer_now()
+        for writer, batch in enumerate(arg):  # type: ignore[arg-type]
+            c.store(t, batch, tx_write_pointer=wp, sequence=EXPLICIT_SEQUENCES + writer * 2**20)
+        c.store(t, arg[0], tx_write_pointer=wp, sequence=EXPLICIT_SEQUENCES)  # type: ignore[index]  # a retried task
+        s.rollbacks.append(c.publish(t, [], tx_write_pointer=wp).rollback)
+    elif kind == "rollback" and s.rollbacks:
+        c.rollback(t, s.rollbacks[arg % len(s.rollbacks)])  # type: ignore[operator]
+    elif kind == "consume":
+        with c.consumer(t, SUB, max_wait_seconds=0, doorbell=None) as consumer:
+            if consumer.poll(arg, timeout_seconds=0.5):  # type: ignore[arg-type]
+                consumer.commit()
+            s.mark = consumer.committed
+    elif kind == "sweep":
+        # as if the TTL and the grace had passed for every row but the newest ``arg`` ones
+        rows = sorted({MessageId.decode(m.id).position for m in c.fetch(t)})
+        spared = rows[-arg:] if arg and rows else []
+        newest = [m.publish_time for m in c.fetch(t) if MessageId.decode(m.id).position in spared]
+        at = (min(newest) if newest else now_ms()) + (TTL + GRACE) * 1000 - 1
+        Sweeper(c.installation, grace_seconds=GRACE, clock=lambda: at).sweep_once()
+
+
+def check(s: Scenario, history: list[tuple[str, object]]) -> None:
+    """topic_stats, lag and the exporter's gauges say what a fetch of the whole topic finds."""
+    c, t = s.client, s.topic
+    messages = list(c.fetch(t))
+    after_mark = messages
+    if s.mark is not None:
+        after_mark = list(c.fetch(t, start_message=s.mark, inclusive=False))
+    true_bytes = sum(len(m.payload) for m in messages)
+    stats = c.topic_stats(t)
+    where = f"after {history}"
+    assert (stats.messages, stats.exact) == (len(messages), True), where
+    assert stats.bytes_exact or t.topic == "sequencer", where  # sequencer generations estimate bytes
+    if stats.bytes_exact:
+        assert stats.bytes == true_bytes, where
+    (name, _, lag), *_ = stats.subscriptions
+    assert name == SUB and (lag.messages, lag.exact) == (len(after_mark), True), where
+    assert c.lag(t, SUB).messages == len(after_mark), where
+    gauges = {
+        (metric.name, sample.labels.get("subscription")): sample.value
+        for metric in TopicCollector(c, t.namespace, max_age=0).collect()
+        for sample in metric.samples
+        if sample.labels.get("topic") == str(t)
+    }
+    assert gauges[("tms_topic_messages", None)] == len(messages), where
+    assert gauges.get(("tms_topic_bytes", None)) == (true_bytes if stats.bytes_exact else None), where
+    assert gauges[("tms_subscription_lag_messages", SUB)] == len(after_mark), where
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(ordering=st.sampled_from(["chain", "sequencer"]), ops=st.lists(operation, min_size=1, max_size=8))
+def test_reported_counts_and_bytes_equal_a_full_read(
+    installation: MessagingClient, ordering: str, ops: list[tuple[str, object]]
+) -> None:
+    topic = TopicId(f"n{uuid.uuid4().hex[:10]}", ordering)  # a namespace of its own: the exporter reads only it
+    installation.create_topic(topic, {"ttl": str(TTL), "ordering": ordering})
+    installation.create_subscription(topic, SUB)
+    scenario = Scenario(installation, topic)
+    history: list[tuple[str, object]] = []
+    for op in ops:
+        run(scenario, op)
+        history.append(op)
+        check(scenario, history)

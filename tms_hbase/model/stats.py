@@ -1,0 +1,76 @@
+"""The numbers the library reports: a subscription's lag, what a topic holds, a shared subscription's
+numbers and what a background publisher did. Values only: :mod:`tms_hbase.fetch.stats`,
+:mod:`tms_hbase.shared.admin` and :mod:`tms_hbase.publish.background` compute them."""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass, field
+
+from tms_hbase.model.topic import TopicId
+
+
+@dataclass(frozen=True)
+class Lag:
+    """How far a subscription is behind: messages not consumed yet, and the age in seconds of the
+    oldest of them (0 when it is caught up). ``exact`` is False where rows without totals were involved."""
+
+    messages: int
+    seconds: float
+    exact: bool = True
+
+
+@dataclass(frozen=True)
+class TopicStats:
+    """What a topic holds now (its current generation, readable messages only)."""
+
+    topic: TopicId
+    generation: int
+    ttl: int
+    first_position: int | None  # first readable batch row (None: the topic has no readable message)
+    first_publish_time: int | None
+    last_position: int | None  # the tail row
+    last_publish_time: int | None
+    messages: int
+    bytes: int
+    rates: dict[int, float] = field(default_factory=dict)  # window seconds -> messages per second
+    subscriptions: list[tuple[str, builtins.bytes | None, Lag]] = field(default_factory=list)  # (name, mark, lag)
+    exact: bool = True  # the message counts (and every subscription's lag) are exact
+    # messages ever published to this generation (None: rows without totals); on a sequencer generation the offsets
+    # handed out up to the newest row, skip markers included (an upper bound: the swept markers' spans are not kept)
+    published: int | None = None
+    bytes_exact: bool = True  # ``bytes`` is exact (False: estimated, as in sequencer generations)
+
+
+@dataclass(frozen=True)
+class SharedStats:
+    """A shared subscription's numbers. ``waiting``: not delivered yet; ``in_flight``: held by a
+    consumer before its deadline; ``due``: given back or past their deadline, to be delivered again;
+    ``acknowledged``, ``dead_lettered``, ``redelivered``: totals since creation or the last reset;
+    ``oldest_unacked_seconds``: age of the oldest message not settled (0 when none);
+    ``consumers``: distinct holders of in-flight messages."""
+
+    waiting: int
+    in_flight: int
+    due: int
+    acknowledged: int
+    dead_lettered: int
+    redelivered: int
+    oldest_unacked_seconds: float
+    consumers: int
+    ack_timeout_seconds: float
+    max_deliveries: int
+    dead_letter: TopicId | None
+
+
+@dataclass
+class PublisherStats:
+    """What the publisher did so far (read it any time; the numbers only grow)."""
+
+    published: int = 0  # messages stored
+    batches: int = 0  # batch rows written
+    retries: int = 0  # publish attempts repeated after an HBase failure
+    dropped_full: int = 0  # messages dropped because the queue was full (on_full="drop")
+    dropped_failed: int = 0  # messages dropped after retries ran out (on_give_up="drop")
+    failed: int = 0  # messages whose future got an error (abandoned ones included)
+    abandoned: int = 0  # messages not sent because close()'s deadline passed (their futures: PublisherClosed)
