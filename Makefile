@@ -23,7 +23,7 @@ test: install verify-deps browser-deps  ## the whole test suite against a real H
 	$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # The timing-sensitive groups (consumers, shared subscriptions, rings, Spark, the launcher, the console, fault
-# injection) under CPU load: tests/load.py keeps the load average at 6 or more (8 busy processes on 2 cores)
+# injection) under CPU load: tests/load.py keeps the load average at 6 or more (6 busy processes on 2 cores, and the tests' own)
 # for the whole run, as on a busy laptop or CI runner. CI runs it after `make test`. Of the launcher's tests
 # (each starts an HBase of its own) only the one that counts RPC calls, the others wait on conditions only.
 LOADED_TESTS ?= tests/integration/test_consumer*.py tests/integration/test_shared*.py \
