@@ -74,6 +74,7 @@ class TcpProxy:
         self.replies_lost = 0
         self.accepted = 0
         self.requests = 0  # chunks of request bytes received from clients (forwarded or not)
+        self.swallowed = 0  # of those, the ones a hang swallowed (counted once the fault has landed)
         threading.Thread(target=self._accept, daemon=True).start()
 
     @property
@@ -122,6 +123,7 @@ class TcpProxy:
                 if self._swallow is not None and self._swallow in data:
                     self._swallow, self.stall = None, True
                 if self.stall or fault == "hang":
+                    self.swallowed += 1
                     continue
                 if fault == "reset":
                     link.reset()

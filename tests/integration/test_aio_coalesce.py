@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 import pytest
 from prometheus_client import REGISTRY
@@ -222,26 +223,40 @@ def test_transactional_publishes_are_never_put_together(hbase_address: str, pref
     assert all(r.first_index == 0 and r.rollback is not None for r in results)
 
 
+async def until(condition: Callable[[], bool]) -> None:
+    """Return once ``condition()`` holds, looking every 5 ms (the caller bounds the wait)."""
+    while not condition():
+        await asyncio.sleep(0.005)
+
+
 def test_a_publish_queued_behind_a_hung_write_fails_by_its_own_deadline(
     hbase_address: str, prefix: str, proxy: TcpProxy
 ) -> None:
-    """Its wait in the queue counts: it fails by the client's timeout from its own call, not from its write's start."""
-    timeout = 2.0
+    """Its wait in the queue counts: it fails by the client's timeout from its own call, not from its write's start.
 
-    async def scenario() -> tuple[BaseException | PublishResult, float]:
+    The write before it hangs until its deadline; then every request is held a little longer than the queued
+    publish was called after the hung one. So the queued publish's write cannot be answered before the deadline
+    counted from its call (at any load: it starts after the hung write's deadline), while a deadline counted from
+    the write's start leaves it the whole timeout for its requests: it would be stored."""
+    timeout = 20.0
+
+    async def scenario() -> BaseException | PublishResult:
         async with async_client(proxy.address, prefix, timeout_seconds=timeout) as client:
             await client.create_topic(TOPIC)
             await client.publish(TOPIC, [b"warm"])
             proxy.fault = "hang"
+            swallowed = proxy.swallowed
+            before_first = time.monotonic()
             first = asyncio.create_task(client.publish(TOPIC, [b"first"]))
-            await asyncio.sleep(timeout / 2)  # the first write hangs for its whole deadline
-            called = time.monotonic()
-            queued = await asyncio.gather(client.publish(TOPIC, [b"queued"]), return_exceptions=True)
-            elapsed = time.monotonic() - called
+            await asyncio.wait_for(until(lambda: proxy.swallowed > swallowed), 60)  # the first write hangs
+            queued = asyncio.create_task(client.publish(TOPIC, [b"queued"]))
+            await asyncio.sleep(0)  # it is queued (a ready client queues a publish in its first step)
+            after_first = time.monotonic() - before_first  # at least how long after the first one it was called
+            proxy.delay, proxy.fault = after_first + 0.1, None
+            outcome = (await asyncio.gather(queued, return_exceptions=True))[0]
             await asyncio.gather(first, return_exceptions=True)
-            proxy.fault = None
-            return queued[0], elapsed
+            proxy.delay = 0.0
+            return outcome
 
-    outcome, elapsed = asyncio.run(scenario())
+    outcome = asyncio.run(scenario())
     assert isinstance(outcome, HBaseUnavailable) and outcome.timed_out, outcome
-    assert elapsed < timeout + 0.8, f"failed {elapsed:.1f} s after its call with a {timeout} s deadline"

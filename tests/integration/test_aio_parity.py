@@ -439,7 +439,7 @@ async def until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
 
 
 TIMEOUT = 2.0
-SLACK = 10.0  # a loaded machine: how much later than its deadline a call may end, at most
+LIVENESS = 300.0  # what comes "at once" comes within this at any load; a call that waited for its hour did not
 
 
 @pytest.mark.parametrize("fault", ["hang", "trickle"])
@@ -497,15 +497,15 @@ def test_a_resetting_gateway_is_a_clear_error_at_once(faulty: TcpProxy, direct: 
     direct.create_topic(t)
 
     async def main() -> None:
-        async with AsyncGatewayClient(f"http://127.0.0.1:{faulty.port}", timeout_seconds=30) as client:
+        # an hour's timeout: a client that waited for it would not answer within LIVENESS (a TimeoutError here)
+        async with AsyncGatewayClient(f"http://127.0.0.1:{faulty.port}", timeout_seconds=3600) as client:
             faulty.fault = "reset"
-            started = time.monotonic()
             with pytest.raises(HBaseUnavailable) as caught:
-                await client.get_topic(t)
+                await asyncio.wait_for(client.get_topic(t), LIVENESS)
             assert not caught.value.timed_out and "gateway" in str(caught.value)
-            with pytest.raises(PublishOutcomeUnknown):  # sent, then the link failed: the client cannot know
-                await client.publish(t, [b"x"])
-            assert time.monotonic() - started < 30  # long before the timeout
+            with pytest.raises(PublishOutcomeUnknown) as unknown:  # sent, then the link failed: the client cannot know
+                await asyncio.wait_for(client.publish(t, [b"x"]), LIVENESS)
+            assert not unknown.value.timed_out
             faulty.fault = None
             await client.publish(t, [b"after"])
 
@@ -520,16 +520,16 @@ def test_a_cancelled_publish_that_never_reached_the_gateway_is_not_stored(
     direct.create_topic(t)
 
     async def main() -> None:
-        async with AsyncGatewayClient(f"http://127.0.0.1:{faulty.port}", timeout_seconds=60) as client:
+        async with AsyncGatewayClient(f"http://127.0.0.1:{faulty.port}", timeout_seconds=3600) as client:
             faulty.fault = "hang"
             before = faulty.requests
             task = asyncio.create_task(client.publish(t, [b"lost"]))
             await until(lambda: faulty.requests > before)  # the request is out, swallowed by the proxy
-            started = time.monotonic()
             task.cancel()
+            await asyncio.wait([task], timeout=LIVENESS)
+            assert task.done(), "the cancelled publish waits for its hour-long timeout"
             with pytest.raises(asyncio.CancelledError):
                 await task
-            assert time.monotonic() - started < SLACK  # at once, not at the 60 s timeout
             faulty.fault = None
             result = await client.publish(t, [b"kept"])  # the client goes on; no half-read answer is reused
             assert result.count == 1
