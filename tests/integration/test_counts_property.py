@@ -101,9 +101,7 @@ def check(s: Scenario, history: list[tuple[str, object]]) -> None:
     stats = c.topic_stats(t)
     where = f"after {history}"
     assert (stats.messages, stats.exact) == (len(messages), True), where
-    assert stats.bytes_exact or t.topic == "sequencer", where  # sequencer generations estimate bytes
-    if stats.bytes_exact:
-        assert stats.bytes == true_bytes, where
+    assert (stats.bytes, stats.bytes_exact) == (true_bytes, True), where
     (name, _, lag), *_ = stats.subscriptions
     assert name == SUB and (lag.messages, lag.exact) == (len(after_mark), True), where
     assert c.lag(t, SUB).messages == len(after_mark), where
@@ -114,7 +112,7 @@ def check(s: Scenario, history: list[tuple[str, object]]) -> None:
         if sample.labels.get("topic") == str(t)
     }
     assert gauges[("tms_topic_messages", None)] == len(messages), where
-    assert gauges.get(("tms_topic_bytes", None)) == (true_bytes if stats.bytes_exact else None), where
+    assert gauges[("tms_topic_bytes", None)] == true_bytes, where
     assert gauges[("tms_subscription_lag_messages", SUB)] == len(after_mark), where
 
 
