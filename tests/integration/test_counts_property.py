@@ -1,8 +1,9 @@
 """Every number the system reports about a topic is what a full read of it finds: random sequences of
 publishes of every kind (plain, transactional inline, payloads stored under a pointer, a Spark-like store
 from several writers with explicit sequences, retried), rollbacks, consumed messages and sweeps, on
-both orderings, each followed by a comparison of topic_stats, lag and the exporter's gauges with a fetch
-of the whole topic (hypothesis draws the sequences; a failing one is shrunk to the shortest that fails)."""
+both orderings, each followed by a comparison of topic_stats (messages and bytes), lag and the exporter's
+gauges with a fetch of the whole topic (hypothesis draws the sequences; a failing one is shrunk to the
+shortest that fails)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from tms_hbase import MessageId, MessagingClient, TopicId
 from tms_hbase.model.clock import now_ms
 from tms_hbase.model.published import RollbackDetail
 from tms_hbase.ops.exporter import TopicCollector
+from tms_hbase.publish import byte_totals
 from tms_hbase.publish.writer import EXPLICIT_SEQUENCES
 from tms_hbase.tx import write_pointer_now
 from tms_hbase_sweeper.sweep import Sweeper
@@ -50,7 +52,10 @@ class Scenario:
 
 
 @pytest.fixture
-def installation(client: MessagingClient) -> Iterator[MessagingClient]:
+def installation(client: MessagingClient, monkeypatch: pytest.MonkeyPatch) -> Iterator[MessagingClient]:
+    # sequencer generations' bytes checkpoints every 2 rows or 400 bytes, so that short sequences pass several
+    monkeypatch.setattr(byte_totals, "CHECKPOINT_ROWS", 2)
+    monkeypatch.setattr(byte_totals, "CHECKPOINT_BYTES", 400)
     client.admin.init_tables()
     client.admin.set_tail_cache_seconds(1)
     yield client
