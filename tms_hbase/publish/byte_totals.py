@@ -52,6 +52,7 @@ from tms_hbase.model.rows import (
     position_of,
 )
 from tms_hbase.model.topic import TopicId
+from tms_hbase.publish import sequencer
 from tms_hbase.publish.stored import stored_sizes
 from tms_hbase.storage.hbase import Table
 
@@ -175,17 +176,23 @@ def bytes_between(
 ) -> int | None:
     """The payload bytes of the messages at offsets ``first`` <= p < ``end`` (the first readable row's offset
     and the one past the tail row's span), or None while the generation has no checkpoint to count from
-    (swept before checkpoints existed, until its next sweep). Writes the checkpoints it passes."""
-    found = _read(messages, topic, generation, first)
-    if found.below is None:
-        return None
-    before, _ = _walk(messages, payloads, topic, generation, found.below, first)
-    newest = found.newest
-    usable = newest is not None and max(found.below.offset, found.low_water) <= newest.offset <= end
-    start = newest if usable and newest is not None else found.below
-    through, marks = _walk(messages, payloads, topic, generation, start, end)
-    _record(messages, topic, generation, found, marks)
-    return through - before
+    (swept before checkpoints existed, until its next sweep). Writes the checkpoints it passes.
+
+    The sweeper raises the low-water mark before it deletes: if it rose above the checkpoint this read from
+    while it read, rows may have gone under it, and it reads again from a checkpoint at or above the new
+    mark (checkpoints it passed on such a read are not written)."""
+    while True:
+        found = _read(messages, topic, generation, first)
+        if found.below is None:
+            return None
+        before, _ = _walk(messages, payloads, topic, generation, found.below, first)
+        newest = found.newest
+        usable = newest is not None and max(found.below.offset, found.low_water) <= newest.offset <= end
+        start = newest if usable and newest is not None else found.below
+        through, marks = _walk(messages, payloads, topic, generation, start, end)
+        if sequencer.low_water(messages, topic, generation) <= found.below.offset:
+            _record(messages, topic, generation, found, marks)
+            return through - before
 
 
 def advance(messages: Table, payloads: Table, topic: TopicId, generation: int) -> None:
