@@ -68,7 +68,7 @@ def test_a_24_mib_sequencer_topic_reports_24_mib_before_and_after_a_sweep(client
     assert all(b2 - b1 <= byte_totals.CHECKPOINT_BYTES + MIB // 4 for (_, b1), (_, b2) in itertools.pairwise(steps))
 
     # the sweeper, as if the TTL and the grace had passed for the first half
-    at = first_half_end + (TTL + GRACE) * 1000
+    at = first_half_end + (TTL + GRACE) * 1000 + 1  # (a row is kept while its TTL + grace ends at or after now)
     Sweeper(client.installation, grace_seconds=GRACE, clock=lambda: at).sweep_once()
 
     assert sum(len(m.payload) for m in client.fetch(T)) == 12 * MIB
