@@ -33,7 +33,9 @@ Payload table: payloads stored under a transaction write pointer, in store order
     counter row = topic key | generation u32 | write pointer i64             (d:c = last sequence)
 
 The totals (flag 8) count the messages and payload bytes of the generation up to and including this row,
-so the size of any range of a topic is a subtraction (lag, stats) instead of a scan.
+so the size of any range of a topic is a subtraction (lag, stats) instead of a scan. A sequencer row has
+them only as its own messages and bytes: a pointer row (what was stored under its pointer when published)
+and a row the sweeper stripped (what it held), for the byte totals (publish/byte_totals.py).
 
 Everything a batch says is one cell, so a batch appears whole or not at all (checkAndPut on one cell).
 """

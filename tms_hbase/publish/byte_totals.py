@@ -23,10 +23,13 @@ Then B(p), the bytes below offset p, is the checkpoint c <= p plus the bytes of 
   drops the checkpoints below L with the skip index's. Once a pass, it moves the newest checkpoint up to
   the tail as stats do, which bounds the tail's rows by a pass's interval when nobody reads stats.
 
-A row's bytes: an inline row's payloads (rolled back or not: a fetch without a transaction returns them); a
-pointer row's payloads stored under its pointer (:mod:`.stored`, as lag counts them); a skip marker none; a
-row whose expired payloads the sweeper stripped, the bytes it had, which the sweeper keeps in the row's
-totals field (flag 8) when it strips it. Offset 1 is a checkpoint of 0 bytes while nothing is swept. A
+A row's bytes never change, so checkpoints written at different times agree: an inline row's payloads
+(rolled back or not: a fetch without a transaction returns them); a skip marker none; a pointer row what was
+stored under its pointer when it was published, which its writer keeps in the row's totals field (flag 8:
+its own messages and bytes in a sequencer row), even once the sweeper deleted those payloads (its messages
+count as published too); a row whose expired payloads the sweeper stripped, the bytes it had, which the
+sweeper keeps there likewise. (A pointer row written before that field was kept counts what is stored
+under its pointer now.) Offset 1 is a checkpoint of 0 bytes while nothing is swept. A
 generation swept before checkpoints existed has none: its next sweep makes its low-water mark the origin
 (0 bytes; differences are what counts), and until then its bytes are unknown (None).
 """
@@ -117,10 +120,10 @@ def row_bytes(payloads: Table, topic: TopicId, generation: int, key: bytes, cell
     head = peek_row(key, cell)
     if head.skip:
         return head, 0
+    if head.totals is not None:  # a pointer row, or a row the sweeper stripped: what it held
+        return head, head.totals.bytes
     if head.flags & F_POINTER and head.tx_pointer is not None:
         return head, sum(size for _, size in stored_sizes(payloads, topic, generation, abs(head.tx_pointer)))
-    if not head.payload_count:  # stripped by the sweeper: what it had
-        return head, 0 if head.totals is None else head.totals.bytes
     return head, sum(map(len, decode_row(key, cell, views=True).payloads))
 
 
