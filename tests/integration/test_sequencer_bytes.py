@@ -1,6 +1,6 @@
 """A sequencer topic's bytes are exact (bytes checkpoints in its counter row: tms_hbase/publish/byte_totals.py),
 in topic_stats and the exporter, before and after the sweeper deletes its older rows, with checkpoints at
-most their spacing apart and none left below the low-water mark."""
+most their spacing apart, none left below the low-water mark and none above a hole a batch may still fill."""
 
 from __future__ import annotations
 
@@ -8,8 +8,11 @@ import itertools
 import random
 import time
 
+import pytest
+
 from tms_hbase import MessagingClient, TopicId
-from tms_hbase.model.rows import BYTES_PREFIX, counter_key
+from tms_hbase.model.clock import now_ms
+from tms_hbase.model.rows import BYTES_PREFIX, MESSAGE_COLUMN, BatchRow, counter_key, message_key
 from tms_hbase.ops.exporter import TopicCollector
 from tms_hbase.publish import byte_totals, sequencer
 from tms_hbase_sweeper.sweep import Sweeper
@@ -77,3 +80,29 @@ def test_a_24_mib_sequencer_topic_reports_24_mib_before_and_after_a_sweep(client
     assert exported_bytes(client) == 12 * MIB
     low_water = sequencer.low_water(client.installation.messages, T, client.get_topic(T).generation)
     assert low_water > 1 and min(checkpoints(client)) == low_water  # the older ones went with the rows
+
+
+def test_no_checkpoint_passes_a_hole_so_a_batch_landing_there_late_is_counted(
+    client: MessagingClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(byte_totals, "CHECKPOINT_ROWS", 1)  # a checkpoint after every row read
+    client.admin.init_tables()
+    client.admin.set_tail_cache_seconds(1)
+    client.create_topic(T, {"ordering": "sequencer", "ttl": str(TTL)})
+    generation = client.get_topic(T).generation
+    client.publish(T, [b"a" * 10])
+    time.sleep(0.05)  # idle: the next publish reserves no block ahead
+    hole = sequencer.reserve(client.installation.messages, T, generation, 1)  # a writer that has not written yet
+    for _ in range(3):
+        client.publish(T, [b"b" * 100])
+        time.sleep(0.05)
+
+    stats = client.topic_stats(T)  # (no fetch: a reader would fill the hole after H)
+    assert (stats.bytes, stats.bytes_exact) == (310, True)
+    assert max(checkpoints(client)) <= hole  # none above the hole: what lies above it is not final
+
+    late = BatchRow(now_ms(), bytes(16), 1, (b"c" * 1000,), span=1).encode()  # the slow writer's batch lands
+    assert client.installation.messages.put_if_absent(message_key(T, generation, hole), MESSAGE_COLUMN, late)
+    assert sum(len(m.payload) for m in client.fetch(T)) == 1310
+    assert (client.topic_stats(T).bytes, exported_bytes(client)) == (1310, 1310)
+    assert max(checkpoints(client)) > hole  # the rows are contiguous now: checkpoints pass it
