@@ -7,6 +7,7 @@ shortest that fails)."""
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -18,8 +19,9 @@ from hypothesis import strategies as st
 from tms_hbase import MessageId, MessagingClient, TopicId
 from tms_hbase.model.clock import now_ms
 from tms_hbase.model.published import RollbackDetail
+from tms_hbase.model.rows import BYTES_PREFIX, counter_key
 from tms_hbase.ops.exporter import TopicCollector
-from tms_hbase.publish import byte_totals
+from tms_hbase.publish import byte_totals, sequencer
 from tms_hbase.publish.writer import EXPLICIT_SEQUENCES
 from tms_hbase.tx import write_pointer_now
 from tms_hbase_sweeper.sweep import Sweeper
@@ -49,6 +51,7 @@ class Scenario:
     topic: TopicId
     rollbacks: list[RollbackDetail] = field(default_factory=list)
     mark: bytes | None = None
+    published: dict[int, int] = field(default_factory=dict)  # row position: the bytes published there
 
 
 @pytest.fixture
@@ -61,21 +64,28 @@ def installation(client: MessagingClient) -> Iterator[MessagingClient]:
 def run(s: Scenario, op: tuple[str, object]) -> None:
     kind, arg = op
     c, t = s.client, s.topic
+    size = sum(len(p) for batch in arg for p in batch) if kind in ("stored", "spark") else 0  # type: ignore[attr-defined]
     if kind == "publish":
-        c.publish(t, arg)  # type: ignore[arg-type]
+        s.published[c.publish(t, arg).position] = sum(map(len, arg))  # type: ignore[arg-type]
     elif kind == "tx_publish":
-        s.rollbacks.append(c.publish(t, arg, tx_write_pointer=write_pointer_now()).rollback)  # type: ignore[arg-type]
+        result = c.publish(t, arg, tx_write_pointer=write_pointer_now())  # type: ignore[arg-type]
+        s.rollbacks.append(result.rollback)
+        s.published[result.position] = sum(map(len, arg))  # type: ignore[arg-type]
     elif kind == "stored":
         wp = write_pointer_now()
         for batch in arg:  # type: ignore[attr-defined]
             c.store(t, batch, tx_write_pointer=wp)
-        s.rollbacks.append(c.publish(t, [], tx_write_pointer=wp).rollback)
+        result = c.publish(t, [], tx_write_pointer=wp)
+        s.rollbacks.append(result.rollback)
+        s.published[result.position] = size
     elif kind == "spark":
         wp = write_pointer_now()
         for writer, batch in enumerate(arg):  # type: ignore[arg-type]
             c.store(t, batch, tx_write_pointer=wp, sequence=EXPLICIT_SEQUENCES + writer * 2**20)
         c.store(t, arg[0], tx_write_pointer=wp, sequence=EXPLICIT_SEQUENCES)  # type: ignore[index]  # a retried task
-        s.rollbacks.append(c.publish(t, [], tx_write_pointer=wp).rollback)
+        result = c.publish(t, [], tx_write_pointer=wp)
+        s.rollbacks.append(result.rollback)
+        s.published[result.position] = size
     elif kind == "rollback" and s.rollbacks:
         c.rollback(t, s.rollbacks[arg % len(s.rollbacks)])  # type: ignore[operator]
     elif kind == "consume":
@@ -116,6 +126,19 @@ def check(s: Scenario, history: list[tuple[str, object]]) -> None:
     assert gauges[("tms_topic_messages", None)] == len(messages), where
     assert gauges[("tms_topic_bytes", None)] == true_bytes, where
     assert gauges[("tms_subscription_lag_messages", SUB)] == len(after_mark), where
+    if t.topic == "sequencer":  # each pair of bytes checkpoints differs by the bytes published between them
+        generation = c.get_topic(t).generation
+        swept = sequencer.low_water(c.installation.messages, t, generation)
+        cells = c.installation.messages.get(counter_key(t, generation))
+        marks = sorted(
+            (int(column[len(BYTES_PREFIX) :], 16), int.from_bytes(value, "big"))
+            for column, value in cells.items()
+            if column.startswith(BYTES_PREFIX) and column != BYTES_PREFIX
+        )
+        marks = [(1, 0), *marks] if swept <= 1 else [m for m in marks if m[0] >= swept]
+        for (low, below_low), (high, below_high) in itertools.pairwise(marks):
+            between = sum(size for position, size in s.published.items() if low <= position < high)
+            assert below_high - below_low == between, f"{where}: checkpoints {low} and {high}"
 
 
 @settings(
