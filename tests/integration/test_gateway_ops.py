@@ -11,7 +11,6 @@ import re
 import signal
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
@@ -44,7 +43,7 @@ def test_sigterm_lets_the_request_in_flight_finish(
     gateway = GatewayProcess(gateway_env(hbase_address, prefix), tmp_path / "gw.log", "--json").start()
     body = json.dumps({"messages": [base64.b64encode(b"in flight").decode()]}).encode()
     head = (
-        f"POST /v1/namespaces/ops/topics/events/publish HTTP/1.1\r\nHost: gateway\r\n"
+        f"POST /v1/namespaces/ops/topics/events/publish HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n"
     )
     with socket.create_connection(("127.0.0.1", gateway.port), timeout=30) as sock:
@@ -118,11 +117,9 @@ def test_hbase_unreachable_is_503_and_health_recovers(
         with httpx.Client(timeout=60) as http:
             assert http.get(f"{gateway.url}/health").status_code == 200
             assert http.post(publish, json={"messages": ["YmVmb3Jl"]}).status_code == 200
-            proxy.stall = True  # HBase Thrift hangs: requests are swallowed
-            started = time.monotonic()
+            proxy.stall = True  # HBase Thrift hangs for good: without the gateway's timeout, no answer within 60 s
             health = http.get(f"{gateway.url}/health")
             assert health.status_code == 503 and health.headers["tms-error"] == "HBaseUnavailable", health.text
-            assert time.monotonic() - started < 20
             for response in (
                 http.post(publish, json={"messages": ["ZHVyaW5n"]}),
                 http.post(f"{gateway.url}/v1/namespaces/ops/topics/events/poll", json={}),
