@@ -28,6 +28,7 @@ class _Link:
     def __init__(self, client: socket.socket, upstream: socket.socket) -> None:
         self.client, self.upstream = client, upstream
         self.lose_next_reply = False
+        self.hung = False  # it swallowed a request while ``sticky``: it swallows every later one too
 
     def close(self) -> None:
         for sock in (self.client, self.upstream):
@@ -49,6 +50,9 @@ class TcpProxy:
     ``cut()`` drops every open connection; ``stall = True`` swallows requests (a hung server);
     ``lose_reply_to(b"checkAndPut")`` lets the next request naming that Thrift method reach HBase
     but cuts the connection instead of delivering its reply (a lost response).
+
+    ``sticky``: a connection that swallowed a request goes on swallowing after the fault is lifted (a server
+    hung on that connection), while new connections are served.
 
     ``delay`` holds each request that many seconds before forwarding it (a write stays in flight a while).
 
@@ -75,6 +79,7 @@ class TcpProxy:
         self.accepted = 0
         self.requests = 0  # chunks of request bytes received from clients (forwarded or not)
         self.swallowed = 0  # of those, the ones a hang swallowed (counted once the fault has landed)
+        self.sticky = False  # a connection that swallowed a request stays hung when the fault is lifted
         threading.Thread(target=self._accept, daemon=True).start()
 
     @property
@@ -122,7 +127,8 @@ class TcpProxy:
                 fault = self.fault
                 if self._swallow is not None and self._swallow in data:
                     self._swallow, self.stall = None, True
-                if self.stall or fault == "hang":
+                if self.stall or fault == "hang" or link.hung:
+                    link.hung = link.hung or self.sticky
                     self.swallowed += 1
                     continue
                 if fault == "reset":

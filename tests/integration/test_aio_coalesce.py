@@ -240,11 +240,11 @@ def test_a_publish_queued_behind_a_hung_write_fails_by_its_own_deadline(
     the write's start leaves it the whole timeout for its requests: it would be stored."""
     timeout = 20.0
 
-    async def scenario() -> BaseException | PublishResult:
+    async def scenario() -> list[BaseException | PublishResult]:
         async with async_client(proxy.address, prefix, timeout_seconds=timeout) as client:
             await client.create_topic(TOPIC)
             await client.publish(TOPIC, [b"warm"])
-            proxy.fault = "hang"
+            proxy.sticky, proxy.fault = True, "hang"  # its connections stay hung: it ends at its deadline
             swallowed = proxy.swallowed
             before_first = time.monotonic()
             first = asyncio.create_task(client.publish(TOPIC, [b"first"]))
@@ -252,11 +252,11 @@ def test_a_publish_queued_behind_a_hung_write_fails_by_its_own_deadline(
             queued = asyncio.create_task(client.publish(TOPIC, [b"queued"]))
             await asyncio.sleep(0)  # it is queued (a ready client queues a publish in its first step)
             after_first = time.monotonic() - before_first  # at least how long after the first one it was called
-            proxy.delay, proxy.fault = after_first + 0.1, None
-            outcome = (await asyncio.gather(queued, return_exceptions=True))[0]
-            await asyncio.gather(first, return_exceptions=True)
+            proxy.delay, proxy.fault = after_first + 0.5, None
+            outcomes = await asyncio.gather(first, queued, return_exceptions=True)
             proxy.delay = 0.0
-            return outcome
+            return outcomes
 
-    outcome = asyncio.run(scenario())
+    hung, outcome = asyncio.run(scenario())
+    assert isinstance(hung, HBaseUnavailable) and hung.timed_out, f"the first write did not hang: {hung!r}"
     assert isinstance(outcome, HBaseUnavailable) and outcome.timed_out, outcome
