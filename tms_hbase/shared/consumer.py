@@ -509,7 +509,17 @@ class SharedConsumer(TransactionalAcks):
             if held.deliveries > 1:
                 self._store.count(self._keys, redelivered=1)
             self._held[stored.message_id] = won
-            out.append(Delivery(message.id, message.payload, message.publish_time, held.deliveries, held.deadline))
+            out.append(
+                Delivery(
+                    message.id,
+                    message.payload,
+                    message.publish_time,
+                    held.deliveries,
+                    held.deadline,
+                    message.key,
+                    message.headers,
+                )
+            )
         return out
 
     def _dead_letter(self, stored: StoredClaim, now: int) -> None:
@@ -696,7 +706,9 @@ class SharedConsumer(TransactionalAcks):
             self._ring_peers(fresh=False, one=True)  # more may be there: an idle consumer can go on with it
         for _, won in claimed:
             self._held[won.message_id] = won
-        return [Delivery(m.id, m.payload, m.publish_time, 1, won.claim.deadline) for m, won in claimed], finished
+        return [
+            Delivery(m.id, m.payload, m.publish_time, 1, won.claim.deadline, m.key, m.headers) for m, won in claimed
+        ], finished
 
     def _ranges_run_out(self) -> bool:
         """Whether the counter's next range starts past the topic's newest row as last read (then the other
