@@ -138,9 +138,10 @@ class ClientAdmin:
         it at the earliest message if it is missing, reads through it (its one consumer at a time: a second
         replay at once is refused with the lease error) and commits it after each dead letter is published
         again, so each one is replayed **at least once** (twice if the replay dies between the two); listing
-        and ``dry_run`` only read after that mark. The replayed message is a **new message** of its topic,
-        with a new id and publish time; the dead letter stays in the dead-letter topic. InvalidArgument for
-        a message that is not a dead letter (those before it stay replayed), a bad ``via`` name or a ``limit``
+        and ``dry_run`` only read after that mark. The replayed message is a **new message** of its topic
+        (the original payload, key and headers) with a new id and publish time; the dead letter stays in the
+        dead-letter topic. InvalidArgument for a message that is not a dead letter (those before it stay
+        replayed), a bad ``via`` name or a ``limit``
         below 1. A dead letter whose topic no longer exists stops the replay with TopicNotFound, unless
         ``on_missing_topic`` is given: it is called with the letter and the error, and the replay passes
         over that letter (the mark moves past it) and goes on."""
@@ -159,15 +160,15 @@ class ClientAdmin:
                 if mark
                 else client.fetch(topic, limit=limit)
             )
-            return [DeadLetter.decode(m.payload) for m in found]
+            return [DeadLetter.of(m) for m in found]
         if via not in marks:
             client.create_subscription(topic, via)
         letters = []
         with client.consumer(topic, via, max_wait_seconds=0.5) as consumer:
             for message in consumer.poll(max_messages=limit, timeout_seconds=1.0):
-                letter = DeadLetter.decode(message.payload)
+                letter = DeadLetter.of(message)
                 try:
-                    client.publish(letter.topic, [letter.payload])
+                    client.publish(letter.topic, [letter.original()])
                 except TopicNotFound as exc:
                     if on_missing_topic is None:
                         raise

@@ -147,7 +147,7 @@ def test_a_replay_can_skip_letters_whose_topic_was_deleted(client: MessagingClie
     letters = [DeadLetter(t, "work", bytes(MessageId(1, n, 0)), 3, 0, p) for n, (t, p) in enumerate(
         [(Q, b"first"), (gone, b"lost"), (Q, b"last")], start=1
     )]  # fmt: skip
-    client.publish(DEAD, [letter.encode() for letter in letters])
+    client.publish(DEAD, [letter.record() for letter in letters])
     client.delete_topic(gone)
     stopped = tms_admin(tms_env, "sub", "dead-letters", str(DEAD), "--replay")
     assert stopped.returncode == 3 and str(gone) in stopped.stderr and stopped.stderr.count("\n") == 1

@@ -9,10 +9,11 @@ import json
 import struct
 import subprocess
 import sys
+import time
 
 import pytest
 
-from tms_hbase import InvalidArgument, MessagingClient, Record, TopicId
+from tms_hbase import DeadLetter, InvalidArgument, MessagingClient, Record, TopicId
 from tms_hbase.model.rows import MESSAGE_COLUMN, message_key
 from tms_hbase.tx import write_pointer_now
 
@@ -157,3 +158,46 @@ def test_bad_keys_and_headers_are_refused_and_store_nothing(client: MessagingCli
         client.store(T, [b"good", bad], tx_write_pointer=write_pointer_now())
     assert list(client.fetch(T)) == []
     assert client.topic_stats(T).messages == 0
+
+
+def test_a_dead_letter_keeps_the_message_and_carries_its_origin_in_headers(client: MessagingClient) -> None:
+    dead = TopicId("keys", "dead")
+    client.create_topic(T)
+    client.create_topic(dead)
+    client.create_subscription(T, "work", shared=True, ack_timeout_seconds=30, max_deliveries=1, dead_letter=dead)
+    client.publish(T, [Record(b"poison", key=b"order-7", headers=HEADERS)])
+    with client.shared_consumer(T, "work") as consumer:
+        (delivery,) = consumer.receive(1, 30)
+        consumer.nack(delivery)
+        deadline = time.monotonic() + 60
+        while not list(client.fetch(dead)):  # the next receive's reap dead-letters it
+            assert consumer.receive(1, 0.2) == []
+            assert time.monotonic() < deadline, "not dead-lettered"
+    (message,) = client.fetch(dead)
+    assert (message.payload, message.key, message.headers[: len(HEADERS)]) == (b"poison", b"order-7", tuple(HEADERS))
+    origin = dict(message.headers[len(HEADERS) :])
+    assert origin == {
+        "tms-dead-letter-topic": b"keys:orders",
+        "tms-dead-letter-subscription": b"work",
+        "tms-dead-letter-id": delivery.id.hex().encode(),
+        "tms-dead-letter-deliveries": b"1",
+        "tms-dead-letter-publish-time": str(delivery.publish_time).encode(),
+        "tms-dead-letter-reason": b"max deliveries",
+    }
+    letter = DeadLetter.of(message)
+    assert (letter.topic, letter.message_id, letter.deliveries, letter.reason) == (T, delivery.id, 1, "max deliveries")
+    (replayed,) = client.admin.dead_letters(dead, replay=True)
+    assert replayed == letter
+    again = list(client.fetch(T))[-1]
+    assert (again.payload, again.key, again.headers) == (b"poison", b"order-7", tuple(HEADERS))
+
+
+def test_a_dead_letter_written_before_headers_still_reads_and_replays(client: MessagingClient) -> None:
+    dead = TopicId("keys", "dead")
+    client.create_topic(T)
+    client.create_topic(dead)
+    head = b'{"deliveries":3,"id":"00","publish_time":5,"subscription":"work","topic":"keys:orders"}'
+    client.publish(dead, [b"TMSDL1\n" + head + b"\nold payload"])
+    (letter,) = client.admin.dead_letters(dead, replay=True)
+    assert (letter.topic, letter.deliveries, letter.payload, letter.key) == (T, 3, b"old payload", None)
+    assert [(m.payload, m.key, m.headers) for m in client.fetch(T)] == [(b"old payload", None, ())]

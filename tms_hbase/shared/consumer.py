@@ -56,6 +56,7 @@ from tms_hbase.model.dead_letter import DeadLetter
 from tms_hbase.model.message import Delivery, Message
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.metrics import CLIENT_METRICS
+from tms_hbase.model.record import Record
 from tms_hbase.model.topic import TopicId
 from tms_hbase.shared.state import Claim, ClaimState, Keys, RangeCell, Settings, hold_ms, position_of_id
 from tms_hbase.shared.store import SCAN_LIMIT, SharedStore, StoredClaim, StoredRange
@@ -78,7 +79,7 @@ PEERS_SECONDS = 1.0  # how long the other idle consumers' doorbells read once ar
 MAX_OWNER_LENGTH = 300  # an owner's name is written into every claim it makes and keys its doorbell's row
 
 
-Publish = Callable[[TopicId, Sequence[bytes]], object]
+Publish = Callable[[TopicId, Sequence[bytes | Record]], object]
 
 
 class SharedConsumer(TransactionalAcks):
@@ -537,11 +538,18 @@ class SharedConsumer(TransactionalAcks):
         message = self._read_one(stored.message_id)
         if target is not None and message is not None:
             letter = DeadLetter(
-                self.topic, self.name, message.id, hold.deliveries, message.publish_time, message.payload
+                self.topic,
+                self.name,
+                message.id,
+                hold.deliveries,
+                message.publish_time,
+                message.payload,
+                message.key,
+                message.headers,
             )
             try:
-                self._publish(target, [letter.encode()])
-            except (TopicNotFound, TopicFull) as exc:
+                self._publish(target, [letter.record()])
+            except (TopicNotFound, TopicFull, InvalidArgument) as exc:  # (the last: headers at their limits)
                 self._store.swap_claim(self._keys, stored.message_id, won.data, replace(hold, owner=None))
                 CLIENT_METRICS.dead_letters_held.labels(str(self.topic), self.name).inc()
                 log.warning(
