@@ -59,7 +59,8 @@ with MessagingClient() as client:
         future = publisher.publish(topic, [b"async"])
     print("background stored:", future.result().message_ids[0].hex(), publisher.stats)
 
-    # Consume with a durable mark: the subscription remembers where its consumer got to.
+    # Consume with a durable mark: the subscription remembers where its consumer got to. A subscription
+    # delivers committed messages only (the rolled-back refund is skipped; isolation="uncommitted" opts out).
     client.create_subscription(topic, "billing-svc")  # from the earliest message; or "latest", or a time (ms)
     consumed = []
     with client.consumer(topic, "billing-svc", max_wait_seconds=0.5) as consumer:  # one active consumer (a lease)
@@ -67,4 +68,5 @@ with MessagingClient() as client:
             consumed.append(message.payload)
             consumer.commit()  # after a crash, the next consumer resumes right after this message
     print("consumed:", consumed)
+    print("consumed == committed:", consumed == [m.payload for m in client.fetch(topic, transaction=reader)])
     print("behind by:", client.lag(topic, "billing-svc").messages, "messages")

@@ -40,6 +40,7 @@ from starlette.types import Receive, Scope, Send
 from tms_hbase import ConsumerSession, TopicId
 from tms_hbase.consume.consumer import Consumer
 from tms_hbase.errors import InvalidArgument, SubscriptionBusy
+from tms_hbase.model.isolation import COMMITTED, check_isolation
 from tms_hbase.model.rows import RowSlice
 from tms_hbase.model.subscription import check_name
 from tms_hbase.rest import codec as rest
@@ -133,8 +134,11 @@ async def messages(request: Request, gateway: Gateway, topic: TopicId) -> Respon
     Message array in the media type ``Accept`` names (``?publishTime=true`` as for ``poll``).
     ``?commit=true`` (with the session's header): first store the last message delivered to the session,
     as ``POST .../commit`` does, in the same call; an answer (its ``TMS-Committed`` header: the mark, hex)
-    means it is stored; an error delivers no page (LeaseLost: nothing was stored either)."""
+    means it is stored; an error delivers no page (LeaseLost: nothing was stored either).
+    ``?isolation=uncommitted``: every message as stored, rolled-back ones included (default ``committed``:
+    committed messages only)."""
     name = _name(request)
+    isolation = check_isolation(request.query_params.get("isolation", COMMITTED))
     commit_first = query_flag(request, "commit")
     wait = query_number(request, "wait", float)
     wait = 0.0 if wait is None else wait
@@ -169,7 +173,7 @@ async def messages(request: Request, gateway: Gateway, topic: TopicId) -> Respon
         """Open the session's consumer and take what is there without waiting: a page that is there is
         answered in this same library call (the common case of a consumer behind the tail); else
         the consumer is handed to the long-poll."""
-        consumer = _open(gateway, topic, name, caller, size, writes=commit_first)
+        consumer = _open(gateway, topic, name, caller, size, writes=commit_first, isolation=isolation)
         try:
             if commit_first:
                 _store(consumer, None)
@@ -374,14 +378,24 @@ async def _settled(gateway: Gateway, topic: TopicId, name: str, caller: _Caller)
 
 
 def _open(
-    gateway: Gateway, topic: TopicId, name: str, caller: _Caller, batch: int, *, writes: bool = False
+    gateway: Gateway,
+    topic: TopicId,
+    name: str,
+    caller: _Caller,
+    batch: int,
+    *,
+    writes: bool = False,
+    isolation: str | None = None,
 ) -> Consumer:
     """The session's library consumer, reading ``batch`` messages at a time: the one this worker parked
     after the session's last call if it can be taken up (:mod:`.sessions`; ``writes``: the call writes
-    under the lease, whose compare-and-set fails if it is gone, so taking it up needs no read), else
-    opened from HBase (a detached consumer's read-ahead is read again)."""
+    under the lease, whose compare-and-set fails if it is gone, so taking it up needs no read) and reads
+    with ``isolation`` (None: any), else opened from HBase (a detached consumer's read-ahead is read again)."""
     if caller.resume:
         consumer = gateway.sessions.take(_key(topic, name, caller), caller.session.delivered, confirm=not writes)
+        if consumer is not None and isolation not in (None, consumer.isolation):
+            consumer.detach()  # its read-ahead was read with the other isolation: resume from HBase
+            consumer = None
         if consumer is not None:
             consumer.batch = batch
             return consumer
@@ -395,6 +409,7 @@ def _open(
             session=caller.session if caller.resume else None,
             owner=None if caller.resume else caller.session.owner,
             rows=True,
+            isolation=isolation or COMMITTED,
         )
     except SubscriptionBusy as busy:
         if caller.resume:

@@ -55,7 +55,8 @@ class Gateway:
         self._waits = asyncio.Semaphore(settings.long_polls)
         self.sessions = Sessions(settings.consumer_sessions, settings.consumer_lease, metrics.consumer_sessions.set)
         self.shared_sessions = SharedSessions(
-            settings.consumer_sessions, lambda t, n, o: self.client.shared_consumer(t, n, owner=o, max_wait_seconds=0.0)
+            settings.consumer_sessions,
+            lambda t, n, o, i: self.client.shared_consumer(t, n, owner=o, max_wait_seconds=0.0, isolation=i),
         )
         self.stopping = threading.Event()  # set on SIGTERM/SIGINT (a signal handler): long-polls answer at once
         # a full batch as base64 JSON, with room for the framing

@@ -41,6 +41,7 @@ from collections.abc import Awaitable, Callable
 from tms_hbase import TopicId
 from tms_hbase.consume.consumer import Consumer
 from tms_hbase.errors import TmsError
+from tms_hbase.model.isolation import COMMITTED
 from tms_hbase.shared import SharedConsumer
 
 log = logging.getLogger(__name__)
@@ -193,19 +194,19 @@ class SharedSessions:
     their own. Parked consumers are never closed (that would give back what
     the session holds)."""
 
-    def __init__(self, size: int, open: Callable[[TopicId, str, str], SharedConsumer]) -> None:
+    def __init__(self, size: int, open: Callable[[TopicId, str, str, str], SharedConsumer]) -> None:
         self.size, self._open = size, open
-        self._parked: OrderedDict[Key, SharedConsumer] = OrderedDict()
+        self._parked: OrderedDict[tuple[Key, str], SharedConsumer] = OrderedDict()
 
-    def take(self, key: Key) -> SharedConsumer:
-        """The session's consumer: the one parked, else a new one (SubscriptionNotFound; InvalidArgument
-        for an exclusive subscription)."""
-        consumer = self._parked.pop(key, None)
-        return consumer if consumer is not None else self._open(*key)
+    def take(self, key: Key, isolation: str = COMMITTED) -> SharedConsumer:
+        """The session's consumer reading with ``isolation``: the one parked, else a new one
+        (SubscriptionNotFound; InvalidArgument for an exclusive subscription)."""
+        consumer = self._parked.pop((key, isolation), None)
+        return consumer if consumer is not None else self._open(*key, isolation)
 
-    def park(self, key: Key, consumer: SharedConsumer) -> None:
-        self._parked.pop(key, None)
-        self._parked[key] = consumer
+    def park(self, key: Key, consumer: SharedConsumer, isolation: str = COMMITTED) -> None:
+        self._parked.pop((key, isolation), None)
+        self._parked[(key, isolation)] = consumer
         while len(self._parked) > self.size:
             self._parked.popitem(last=False)
 

@@ -26,6 +26,7 @@ from starlette.routing import Route
 
 from tms_hbase import TopicId
 from tms_hbase.errors import InvalidArgument, NotHeld
+from tms_hbase.model.isolation import COMMITTED, check_isolation
 from tms_hbase.rest import codec as rest
 from tms_hbase.rest import shared as rest_shared
 from tms_hbase.shared import SharedConsumer
@@ -60,8 +61,10 @@ def _session(request: Request, *, required: bool) -> tuple[str, str]:
 @endpoint(CONSUME)
 async def deliveries(request: Request, gateway: Gateway, topic: TopicId) -> Response:
     """``GET .../subscriptions/{s}/deliveries?wait=S&max=N``: up to N deliveries (redeliveries first), as
-    soon as there is one, else ``[]`` after S seconds; each held by the session until its deadline."""
+    soon as there is one, else ``[]`` after S seconds; each held by the session until its deadline.
+    ``?isolation=uncommitted``: every message as stored, rolled-back ones included (default ``committed``)."""
     name = _name(request)
+    isolation = check_isolation(request.query_params.get("isolation", COMMITTED))
     wait = query_number(request, "wait", float) or 0.0
     if not wait >= 0:
         raise InvalidArgument(f"query parameter wait={wait!r}: expected seconds >= 0")
@@ -73,13 +76,13 @@ async def deliveries(request: Request, gateway: Gateway, topic: TopicId) -> Resp
     media = rest.accepted_media(request.headers.get("accept"), request.headers.get("content-type"))
     secret, owner = _session(request, required=False)
     key, cache = (topic, name, owner), gateway.shared_sessions
-    consumer = await gateway.run(cache.take, key)
+    consumer = await gateway.run(cache.take, key, isolation)
     try:
         got = await long_poll(
             request, gateway, functools.partial(consumer.receive, count), min(wait, gateway.settings.max_wait)
         )
     finally:
-        cache.park(key, consumer)
+        cache.park(key, consumer, isolation)
     if got is None:
         return client_gone(request)
     data = await gateway.run(rest_shared.encode_deliveries, got, media)

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from tms_hbase.shared.consumer import SharedConsumer
     from tms_hbase.shared.store import SharedStore
     from tms_hbase.tx.client import TransactionClient  # passed in by callers
+    from tms_hbase.tx.committed import CommittedReads
 
 P = TypeVar("P")
 
@@ -83,7 +84,9 @@ class MessagingClient(MessagingService):
     ``max_batch_bytes`` caps one publish or store. A transactional publish or store whose write pointer
     (``ms since the epoch x 10^6``, as Tephra makes them) is older than ``tx_max_lifetime_seconds``
     (default and maximum: Tephra's 25 h) is refused with InvalidArgument, as CDAP refuses it.
-    Thread-safe; use it as a context manager or call :meth:`close`.
+    ``tx_server`` (default ``$TMS_TX_SERVER``) is the transaction server whose state its consumers'
+    committed-only reads judge transactional messages by (:mod:`~tms_hbase.tx.committed`; without one, the
+    state the server keeps in HBase). Thread-safe; use it as a context manager or call :meth:`close`.
     """
 
     _pool_class: type[HBaseConnection] = HBaseConnection
@@ -102,6 +105,7 @@ class MessagingClient(MessagingService):
         max_batch_bytes: int = checks.DEFAULT_MAX_BATCH_BYTES,
         metadata_max_age_seconds: float = 1.0,
         tx_max_lifetime_seconds: float = MAX_LIFETIME_SECONDS,
+        tx_server: str | None = None,
     ) -> None:
         tx_max_lifetime_seconds = validate_max_lifetime(tx_max_lifetime_seconds)
         config = Config.of_client(
@@ -132,6 +136,7 @@ class MessagingClient(MessagingService):
         against, leases expire on and the sweeper judges expiry by, whatever this host's clock says."""
         self._max_batch_bytes = max_batch_bytes
         self._tx_max_lifetime_seconds = tx_max_lifetime_seconds
+        self._tx_server = tx_server
         self.admin = ClientAdmin(
             self.installation,
             self._readiness,
@@ -143,7 +148,7 @@ class MessagingClient(MessagingService):
         )
         """An operator's calls: tables, the tail-cache setting, inspection, diagnostics
         (:class:`~tms_hbase.client_admin.ClientAdmin`)."""
-        self.slices = Slices(self.installation, self._readiness, lambda: self._reader)
+        self.slices = Slices(self.installation, self._readiness, lambda: self._reader, lambda: self._committed_reads)
         """Parallel readers' calls, such as the Spark data source's (:class:`~tms_hbase.client_slices.Slices`)."""
         self._parts: dict[str, object] = {}  # the parts made so far (see _part)
         self._parts_lock = green.no_wait_lock(reentrant=True)  # (a part's maker asks for the parts it is made of)
@@ -193,6 +198,26 @@ class MessagingClient(MessagingService):
         return MessageReader(
             storage.messages, storage.payloads, self._topics, self._writer_settings.skew_bound_seconds, self.hbase_clock
         )
+
+    @property
+    def _committed_reads(self) -> CommittedReads:
+        return self._part(self._make_committed_reads)
+
+    def _make_committed_reads(self) -> CommittedReads:
+        from tms_hbase.tx.committed import CommittedReads
+
+        return CommittedReads(self.installation.txstate, self._tx_server, timeout_seconds=self.config.timeout_seconds)
+
+    def _isolated(self, isolation: str, transaction: object = None) -> CommittedReads | None:
+        """The view a consumer reading with ``isolation`` judges transactional rows by: the installation's
+        transaction state (committed only), or none (every row as stored, or a transaction's view)."""
+        from tms_hbase.model.isolation import COMMITTED, check_isolation
+
+        if check_isolation(isolation) != COMMITTED:
+            if transaction is not None:
+                raise InvalidArgument("a transactional consumer reads what its transaction sees: no isolation")
+            return None
+        return None if transaction is not None else self._committed_reads
 
     @property
     def _subscriptions(self) -> SubscriptionStore:
@@ -275,6 +300,8 @@ class MessagingClient(MessagingService):
                 if "_make_doorbells" in parts:
                     self._doorbells.close()
             finally:
+                if "_make_committed_reads" in parts:
+                    self._committed_reads.close()
                 self.installation.hbase.close()
 
     @property
@@ -611,6 +638,7 @@ class MessagingClient(MessagingService):
         poll_interval_seconds: float = 0.5,
         reap_interval: float | None = None,
         doorbell: str | None = DEFAULT_HOST,
+        isolation: str = "committed",
     ) -> SharedConsumer:
         """One consumer of a shared subscription; any number may run at once (docs/shared.md).
         ``owner`` names it (at most 300 characters; default: host, pid and a random part; the gateway
@@ -619,8 +647,11 @@ class MessagingClient(MessagingService):
         ``poll_interval_seconds``: seconds between looks while idle (a publish, or a message given back by another
         consumer, wakes it sooner through its doorbell: ``doorbell`` is the address other processes ring,
         None for only this process's); ``reap_interval``: seconds between scans for expired deliveries
-        (default: a quarter of the ack timeout, at most 1 s). InvalidArgument for an exclusive
+        (default: a quarter of the ack timeout, at most 1 s). ``isolation``: "committed" (committed
+        messages only: rolled-back and invalid ones are skipped, one still in progress waits in its range;
+        docs/shared.md) or "uncommitted" (every message as stored). InvalidArgument for an exclusive
         subscription."""
+        committed = self._isolated(isolation)
         self._ensure_subscriptions()
         topic = _topic(topic)
         meta = self._metadata.get(topic)
@@ -646,6 +677,7 @@ class MessagingClient(MessagingService):
             tx_state=self.admin.tx_state,
             prefix=self.installation.prefix,
             doorbell=doorbell,
+            committed=committed,
         )
 
     def _with_numbers(self, meta: TopicMetadata, subscription: Subscription) -> Subscription:
@@ -693,6 +725,7 @@ class MessagingClient(MessagingService):
         session: ConsumerSession | None = None,
         owner: str | None = None,
         rows: bool = False,
+        isolation: str = "committed",
     ) -> Consumer:
         """The active consumer of a subscription (docs/consumers.md).
 
@@ -710,8 +743,12 @@ class MessagingClient(MessagingService):
         ``owner``: the name the lease is held under (default: host, pid and a random part), for
         services that resume their consumers' sessions by a name of their own. ``rows``: a consumer of
         rows, delivering the stored rows' slices (:meth:`Consumer.poll_rows`) instead of messages, for
-        services that write them out as they are (the gateway).
+        services that write them out as they are (the gateway). ``isolation``: "committed" (the default:
+        committed messages only; a rolled-back or invalid one is skipped, one still in progress holds the
+        subscription there until its transaction ends; docs/consumers.md) or "uncommitted" (every message as
+        stored, rolled-back ones included, as Kafka's read_uncommitted).
         """
+        committed = self._isolated(isolation, transaction)
         self._ensure_subscriptions()
         topic = _topic(topic)
         meta = self._metadata.get(topic)
@@ -740,6 +777,7 @@ class MessagingClient(MessagingService):
             session=session,
             owner=owner,
             rows=rows,
+            committed=committed,
         )
 
     def _doorbells_of(self, topic: TopicId) -> list[Address]:

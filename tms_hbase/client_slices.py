@@ -22,15 +22,30 @@ from tms_hbase.tx.transaction import Transaction
 if TYPE_CHECKING:  # (the reader is made on the first call: a client that only administers topics loads none)
     from tms_hbase.fetch.reader import BatchInfo, MessageReader, PositionRange
     from tms_hbase.model.message import Message
+    from tms_hbase.tx.committed import CommittedReads
 
 
 class Slices:
     """Parallel readers' calls on one client's installation (``MessagingClient.slices``)."""
 
-    def __init__(self, installation: Installation, readiness: Readiness, reader: Callable[[], MessageReader]) -> None:
+    def __init__(
+        self,
+        installation: Installation,
+        readiness: Readiness,
+        reader: Callable[[], MessageReader],
+        committed: Callable[[], CommittedReads],
+    ) -> None:
         self._installation = installation
         self._readiness = readiness
         self._reader = reader
+        self._committed = committed
+
+    def committed_view(self) -> Transaction:
+        """The installation's transaction state now, as a read-only Transaction: what committed-only readers
+        (subscriptions, Spark streams) judge transactional rows by (:mod:`~tms_hbase.tx.committed`)."""
+        self._readiness.ensure()
+        with self._installation.hbase.operation():
+            return self._committed().view()
 
     def positions(
         self, topic: TopicLike, start_time_ms: int | None = None, end_time_ms: int | None = None

@@ -186,7 +186,7 @@ def test_a_dead_letter_keeps_the_message_and_carries_its_origin_in_headers(clien
     }
     letter = DeadLetter.of(message)
     assert (letter.topic, letter.message_id, letter.deliveries, letter.reason) == (T, delivery.id, 1, "max deliveries")
-    (replayed,) = client.admin.dead_letters(dead, replay=True)
+    (replayed,) = client.admin.dead_letters(T, "work", replay=True).letters
     assert replayed == letter
     again = list(client.fetch(T))[-1]
     assert (again.payload, again.key, again.headers) == (b"poison", b"order-7", tuple(HEADERS))
@@ -196,8 +196,9 @@ def test_a_dead_letter_written_before_headers_still_reads_and_replays(client: Me
     dead = TopicId("keys", "dead")
     client.create_topic(T)
     client.create_topic(dead)
+    client.create_subscription(T, "work", shared=True, dead_letter=dead)
     head = b'{"deliveries":3,"id":"00","publish_time":5,"subscription":"work","topic":"keys:orders"}'
     client.publish(dead, [b"TMSDL1\n" + head + b"\nold payload"])
-    (letter,) = client.admin.dead_letters(dead, replay=True)
+    (letter,) = client.admin.dead_letters(T, "work", replay=True).letters
     assert (letter.topic, letter.deliveries, letter.payload, letter.key) == (T, 3, b"old payload", None)
     assert [(m.payload, m.key, m.headers) for m in client.fetch(T)] == [(b"old payload", None, ())]

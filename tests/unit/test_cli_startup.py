@@ -135,8 +135,9 @@ PART_MODULES = (
     "tms_hbase.consume.subscriptions",
     "tms_hbase.shared.admin",
     "tms_hbase.shared.store",
+    "tms_hbase.tx.committed",
 )
-PARTS = ["Doorbells", "MessageReader", "MessageWriter", "SharedAdmin", "SharedStore"]
+PARTS = ["CommittedReads", "Doorbells", "MessageReader", "MessageWriter", "SharedAdmin", "SharedStore"]
 PARTS += ["SubscriptionAdmin", "SubscriptionStore", "TopicStatistics"]
 
 

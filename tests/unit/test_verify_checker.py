@@ -218,3 +218,56 @@ def test_a_ttl_message_of_a_writer_whose_clock_is_ahead_expires_by_its_clamped_d
         h.t = published + later  # its 20 s TTL, counted from about the real time of the publish
         h.final([], topic=TTL)
         assert h.check()["anomalies"] == expected, later
+
+
+def test_a_consumer_receiving_a_rolled_back_or_uncommitted_message() -> None:
+    """Subscriptions deliver committed messages only: a consumer session or a final consumer that returns an
+    aborted transaction's message, or one before its transaction began to commit, is an anomaly; one that
+    passes over the aborted message is not a skip."""
+    h = History()
+    h.op("x1", "txpublish", {"topic": TX, "payloads": ["t1"]}, "fail", aborted=True)
+    h.op("x1", "txpublish", {"topic": TX, "payloads": ["t2"]}, "ok", commit_start=h.t + 0.04)
+    h.op("c1", "open", {"topic": TX, "sub": "s", "session": "c1/1"}, "ok", mark=None)
+    consumed = [["t1", [1, 1, 0], 100], ["t2", [1, 2, 0], 200]]
+    h.op("c1", "consume", {"topic": TX, "sub": "s", "session": "c1/1"}, "ok", msgs=consumed, stream="c1/1")
+    h.final([("t2", 2, 200)], kind="final-consumer", topic=TX)
+    h.read([("t2", 2, 200)], topic=TX, f="txread", p="f9", kind="final-tx", whole=True, final=True)
+    assert h.check()["anomalies"] == {"tx-aborted-read": 1}
+    early = History()
+    early.op("x1", "txpublish", {"topic": TX, "payloads": ["t2"]}, "", commit_start=None)
+    early.op("c1", "open", {"topic": TX, "sub": "s", "session": "c1/1"}, "ok", mark=None)
+    early.op(
+        "c1",
+        "consume",
+        {"topic": TX, "sub": "s", "session": "c1/1"},
+        "ok",
+        msgs=[["t2", [1, 1, 0], 100]],
+        stream="c1/1",
+    )
+    early.events.append(
+        {"type": "ok", "p": "x1", "t": early.t, "local": early.t, "f": "txpublish", "op": 1, "commit_start": early.t}
+    )
+    early.read([("t2", 1, 100)], topic=TX, f="txread", p="f9", kind="final-tx", whole=True, final=True)
+    early.final([("t2", 1, 100)], kind="final-consumer", topic=TX)
+    assert early.check()["anomalies"] == {"tx-uncommitted-read": 1}
+
+
+def test_a_consumer_passing_an_aborted_message_is_valid() -> None:
+    h = History()
+    h.op("x1", "txpublish", {"topic": TX, "payloads": ["t1"]}, "fail", aborted=True)
+    h.op("x1", "txpublish", {"topic": TX, "payloads": ["t2"]}, "ok", commit_start=h.t + 0.04)
+    h.read([("t2", 2, 200)], topic=TX, f="txread")
+    h.read([("t1", 1, 100)], topic=TX, f="read", kind="inspect")  # a raw read knows where the aborted one is
+    h.op("c1", "open", {"topic": TX, "sub": "s", "session": "c1/1"}, "ok", mark=None)
+    h.op(
+        "c1",
+        "consume",
+        {"topic": TX, "sub": "s", "session": "c1/1"},
+        "ok",
+        msgs=[["t2", [1, 2, 0], 200]],
+        stream="c1/1",
+    )
+    h.op("c1", "commit", {"topic": TX, "sub": "s", "session": "c1/1", "id": [1, 2, 0]}, "ok")
+    h.final([("t2", 2, 200)], kind="final-consumer", topic=TX)
+    summary = h.check()
+    assert summary["valid"], summary["anomalies"]

@@ -25,8 +25,9 @@ every reader must agree on is the known messages sorted by id. The kinds:
 - ``consumer-skip``: a subscription's committed mark passed a message no session of it delivered;
 - ``count`` / ``lag``: ``topic_stats().messages`` or a subscription's ``lag().messages`` differing from
   the truth (the distinct messages the checker knows, after the mark);
-- ``tx-aborted-read`` / ``tx-uncommitted-read``: a transactional reader saw a message of an aborted
-  transaction, or one before its transaction began to commit;
+- ``tx-aborted-read`` / ``tx-uncommitted-read``: a committed-only reader (a transactional reader, or a
+  consumer: subscriptions deliver committed messages only) saw a message of an aborted transaction, or
+  one before its transaction began to commit;
 - ``lease-overlap``: a consumer committed after a later consumer of the same subscription had opened.
 """
 
@@ -75,6 +76,11 @@ class Read:
     checked_from: int = 0  # messages before this index were checked as part of an earlier read
     T: int | None = None
     sub: str | None = None
+
+    @property
+    def committed_only(self) -> bool:
+        """A reader that must never return an uncommitted message: a transactional one, or a consumer."""
+        return self.f in ("txread", "consume") or self.kind == "final-consumer"
 
 
 @dataclass
@@ -288,7 +294,7 @@ class Checker:
                 p = self.h.publishes.get(payload)
                 if p is None:
                     self.report.add("phantom", payload=payload, read=f"{r.process}#{r.op}", why="never published")
-                elif p.status == "fail" and not (p.tx and r.f != "txread"):
+                elif p.status == "fail" and not (p.tx and not r.committed_only):
                     if p.tx:
                         self.report.add("tx-aborted-read", payload=payload, read=f"{r.process}#{r.op}")
                     else:
@@ -297,7 +303,7 @@ class Checker:
                         )
                 if p is not None and p.topic != r.topic:
                     self.report.add("disagreement", payload=payload, why=f"published to {p.topic}, read from {r.topic}")
-                tx_ok = r.f == "txread" and p is not None and p.tx and p.status == "ok"
+                tx_ok = r.committed_only and p is not None and p.tx and p.status == "ok"
                 if tx_ok and p is not None and p.commit_start is not None and r.ok_t < p.commit_start:
                     self.report.add("tx-uncommitted-read", payload=payload, read=f"{r.process}#{r.op}")
                 known = self.id_of.setdefault(payload, mid)
@@ -328,6 +334,8 @@ class Checker:
             p = self.h.publishes.get(payload)
             if r.f == "txread" and (p is None or not p.tx or p.status != "ok"):
                 continue  # transactional readers skip what did not commit
+            if r.committed_only and p is not None and p.tx and p.status != "ok":
+                continue  # ... and so do consumers
             kind = "skip" if self.acked_before(payload, r.invoke_t) else "appeared-behind"
             self.report.add(
                 kind, payload=payload, read=f"{r.process}#{r.op}", reader=r.kind, topic=r.topic, where=where
@@ -433,7 +441,10 @@ class Checker:
             for kind, topic, payloads, at in views:
                 if topic != p.topic or p.payload in payloads:
                     continue
-                if (kind == "final-tx") != p.tx or not self.surely_unexpired(p.payload, at):
+                # a consumer's final view must hold committed transactional messages too
+                if (kind == "final-tx" and not p.tx) or (p.tx and kind not in ("final-tx", "final-consumer")):
+                    continue
+                if not self.surely_unexpired(p.payload, at):
                     continue
                 name = "invisible-unexpired" if self.ttl(topic) else "invisible"
                 self.report.add(f"{name}:{kind.split('(')[0]}", payload=p.payload, topic=topic, acked_at=p.done_t)
@@ -455,6 +466,9 @@ class Checker:
             if self.ttl(topic) is not None:
                 continue
             for payload in self._between(topic, None, mark):
+                p = self.h.publishes.get(payload)
+                if p is not None and p.tx and p.status != "ok":
+                    continue  # (a transaction whose outcome is unknown: a consumer may rightly never deliver it)
                 if self.id_of[payload] not in delivered[(topic, sub)]:
                     self.report.add("consumer-skip", topic=topic, sub=sub, payload=payload, mark=mark)
         # at most one lease holder: no commit by a session after a later session of the subscription opened

@@ -274,7 +274,7 @@ class Run:
                     self.topics.append(
                         {"name": str(topic), "ordering": ordering, "kind": kind, "ttl": props.get("ttl")}
                     )
-                    if kind == "main":
+                    if kind in ("main", "tx"):
                         client.create_subscription(topic, f"sub-{topic.topic}", start="earliest")
             self.grace = minimum_grace(client.admin.tail_cache_setting(), int(time.time() * 1000))
         self.tx_port = free_port()

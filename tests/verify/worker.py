@@ -299,7 +299,7 @@ class Worker:
     # -- consumers ----------------------------------------------------------------------------
 
     def consumer(self) -> None:
-        topics = self.topics_of("main")
+        topics = self.topics_of("main", "tx")  # (subscriptions deliver committed messages only: checked)
         client = self.client()
         sessions = 0
         while not self.stopped():
@@ -382,7 +382,7 @@ class Worker:
             for t in plain:
                 self.final_range(t["name"])
         if "consumer" in kinds:
-            for t in plain:
+            for t in plain + self.topics_of("tx"):
                 self.final_consumer(t["name"])
         if "tx" in kinds:
             for t in self.topics_of("tx"):

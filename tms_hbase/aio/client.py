@@ -26,6 +26,7 @@ from tms_hbase.consume.doorbell import DEFAULT_HOST
 from tms_hbase.errors import ClientClosed, PublishOutcomeUnknown
 from tms_hbase.model import checks
 from tms_hbase.model.checks import validate_payloads
+from tms_hbase.model.isolation import check_isolation
 from tms_hbase.model.message import Message
 from tms_hbase.model.published import PublishResult
 from tms_hbase.model.record import Record
@@ -96,6 +97,7 @@ class AsyncMessagingClient:
         max_batch_bytes: int = checks.DEFAULT_MAX_BATCH_BYTES,
         metadata_max_age_seconds: float = 1.0,
         tx_max_lifetime_seconds: float = MAX_LIFETIME_SECONDS,
+        tx_server: str | None = None,
     ) -> None:
         validate_max_lifetime(tx_max_lifetime_seconds)
         config = Config.of_client(
@@ -108,6 +110,7 @@ class AsyncMessagingClient:
             "max_batch_bytes": max_batch_bytes,
             "metadata_max_age_seconds": metadata_max_age_seconds,
             "tx_max_lifetime_seconds": tx_max_lifetime_seconds,
+            "tx_server": tx_server,
         }
         self._client: MessagingClient | None = None
         self._closed = False
@@ -349,15 +352,21 @@ class AsyncMessagingClient:
         """A shared subscription's deliveries not settled yet."""
         return await self._run(lambda c: c.pending(topic, name, limit=limit))
 
-    def consumer(self, topic: TopicLike, name: str, *, max_wait_seconds: float = 5.0) -> AsyncConsumer:
+    def consumer(
+        self, topic: TopicLike, name: str, *, max_wait_seconds: float = 5.0, isolation: str = "committed"
+    ) -> AsyncConsumer:
         """The exclusive consumer of a subscription, opened by ``async with`` (SubscriptionBusy there while
-        another consumer holds it); ``async for`` ends after ``max_wait_seconds`` without a new message."""
+        another consumer holds it); ``async for`` ends after ``max_wait_seconds`` without a new message.
+        ``isolation``: "committed" (committed messages only) or "uncommitted", as ``MessagingClient.consumer``."""
         topic = as_topic(topic)
         checks.seconds("max_wait_seconds", max_wait_seconds)
+        check_isolation(isolation)
 
         async def opened() -> Consumer:
             client = await self._ready()
-            return await run_sync(lambda: client.consumer(topic, name, max_wait_seconds=max_wait_seconds))
+            return await run_sync(
+                lambda: client.consumer(topic, name, max_wait_seconds=max_wait_seconds, isolation=isolation)
+            )
 
         return AsyncConsumer(opened)
 
@@ -371,15 +380,17 @@ class AsyncMessagingClient:
         poll_interval_seconds: float = 0.5,
         reap_interval: float | None = None,
         doorbell: str | None = DEFAULT_HOST,
+        isolation: str = "committed",
     ) -> AsyncSharedConsumer:
         """One consumer of a shared subscription, opened by ``async with`` (InvalidArgument there for an
         exclusive subscription); ``async for`` ends after ``max_wait_seconds`` without a delivery. ``owner``,
-        ``poll_interval_seconds``, ``reap_interval`` and ``doorbell`` mean what they mean for
+        ``poll_interval_seconds``, ``reap_interval``, ``doorbell`` and ``isolation`` mean what they mean for
         :meth:`MessagingClient.shared_consumer <tms_hbase.client.MessagingClient.shared_consumer>`."""
         topic = as_topic(topic)
         checks.seconds("max_wait_seconds", max_wait_seconds)
         checks.seconds("poll_interval_seconds", poll_interval_seconds)
         checks.seconds("reap_interval", reap_interval, optional=True)
+        check_isolation(isolation)
 
         async def opened() -> SharedConsumer:
             client = await self._ready()
@@ -392,6 +403,7 @@ class AsyncMessagingClient:
                     poll_interval_seconds=poll_interval_seconds,
                     reap_interval=reap_interval,
                     doorbell=doorbell,
+                    isolation=isolation,
                 )
             )
 

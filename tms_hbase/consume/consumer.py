@@ -21,6 +21,10 @@ polling, and commits a durable mark under a lease (at-least-once, or exactly-onc
   transaction is invalidated), and a consumer that takes over invalidates a previous owner's
   transaction still in progress, so that it can never commit later: nothing is lost, nothing is
   consumed twice by a pipeline that reads, publishes transactionally and commits in one transaction.
+* **Committed only.** Outside a transaction the reads judge transactional rows by the installation's
+  transaction state (``committed``, :mod:`~tms_hbase.tx.committed`) as a transaction's fetch does: a
+  rolled-back or invalid row is skipped, a row still in progress holds the consumer there (in order) until
+  its transaction ends. Without it (``isolation="uncommitted"``) every row is delivered as stored.
 """
 
 from __future__ import annotations
@@ -46,12 +50,14 @@ from tms_hbase.fetch.reader import Cursor, MessageReader
 from tms_hbase.installation.metadata import MetadataCache
 from tms_hbase.model import checks
 from tms_hbase.model.clock import now_ms
+from tms_hbase.model.isolation import COMMITTED, UNCOMMITTED
 from tms_hbase.model.message import Message
 from tms_hbase.model.message_id import ID_LENGTH
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.rows import RowSlice
 from tms_hbase.model.subscription import Pending
 from tms_hbase.model.topic import TopicId
+from tms_hbase.tx.committed import CommittedReads
 from tms_hbase.tx.fate import TxFate, fate, snapshot_from_server
 from tms_hbase.tx.transaction import Transaction
 
@@ -105,6 +111,7 @@ class Consumer:
         session: ConsumerSession | None = None,
         owner: str | None = None,
         rows: bool = False,
+        committed: CommittedReads | None = None,
     ) -> None:
         _check_options(
             max_wait_seconds, transaction, auto_commit, lease_seconds, wait_for_lease, poll_interval_seconds, batch
@@ -119,6 +126,7 @@ class Consumer:
         self._reader, self._topics, self._tx_state = reader, topics, tx_state
         self._fixed = transaction if isinstance(transaction, Transaction) else None
         self._tx_client = None if transaction is None or isinstance(transaction, Transaction) else transaction
+        self._committed_reads = committed  # outside transactions: committed messages only (None: every row)
         if session is not None and not isinstance(session, ConsumerSession):
             raise InvalidArgument(f"session must be a ConsumerSession, not {type(session).__name__}")
         if owner is not None and (session is not None or not isinstance(owner, str) or not owner):
@@ -245,6 +253,12 @@ class Consumer:
 
     def __repr__(self) -> str:
         return f"Consumer({self.topic}, {self.name!r}, owner={self.owner!r})"
+
+    @property
+    def isolation(self) -> str:
+        """ "committed" (committed messages only, or what its transaction sees) or "uncommitted"."""
+        committed = self._committed_reads or self._fixed or self._tx_client
+        return COMMITTED if committed is not None else UNCOMMITTED
 
     @property
     def committed(self) -> bytes | None:
@@ -394,7 +408,9 @@ class Consumer:
                 return
             if self.rows:
                 start = self._slices[-1].last_id if self._slices else self._delivered
-                self._row_stream = self._reader.fetch_rows(self.topic, start, False, self._read_transaction())
+                self._row_stream = self._reader.fetch_rows(
+                    self.topic, start, False, self._read_transaction(), self._committed_reads
+                )
             else:
                 self._cursor = Cursor()
                 self._stream = self._reader.fetch(
@@ -403,6 +419,7 @@ class Consumer:
                     inclusive=False,
                     transaction=self._read_transaction(),
                     cursor=self._cursor,
+                    committed=self._committed_reads,
                 )
         if self._row_stream is not None:
             read = self._read_rows(self._row_stream, count)

@@ -5,7 +5,9 @@
   or the scan crossed a region boundary while a writer added them; the gap is scanned again, and
   what is still missing then was swept.
 * With a transaction, a row is accepted (no pointer, or visible), skipped (rolled back or invalid),
-  or stops the whole fetch (in progress or above the read pointer), so order is kept.
+  or stops the whole fetch (in progress or above the read pointer), so order is kept. A subscription's
+  committed-only read applies the same rule with the installation's transaction state
+  (``committed``: :class:`~tms_hbase.tx.committed.CommittedReads`).
 * A pointer row expands to its payload-table rows in store order.
 
 In a sequencer generation (docs/ordering.md) a row's key is its first offset and the next row starts at
@@ -72,6 +74,7 @@ from tms_hbase.model.topic import TopicId
 from tms_hbase.publish import sequencer
 from tms_hbase.runtime import green
 from tms_hbase.storage.hbase import KEYS_ONLY, Table
+from tms_hbase.tx.committed import CommittedReads
 from tms_hbase.tx.transaction import Transaction
 
 CHUNK_ROWS = 64
@@ -270,12 +273,14 @@ class MessageReader:
         limit: int | None = None,
         transaction: Transaction | None = None,
         cursor: Cursor | None = None,
+        committed: CommittedReads | None = None,
     ) -> Iterator[Message]:
         """Validate and place the start now (bad input raises here), then iterate lazily; ``cursor`` is kept
-        at the row after the last one passed."""
+        at the row after the last one passed. ``committed``: judge transactional rows by the installation's
+        transaction state instead of a transaction's (a subscription's committed-only read)."""
         checks.fetch_args(start_message, start_time, inclusive, limit, transaction)
         placed = self._placed(topic, start_message, start_time, inclusive)
-        return self._iterate(*placed, limit, transaction, cursor=cursor)
+        return self._iterate(*placed, limit, transaction or committed, cursor=cursor)
 
     def fetch_rows(
         self,
@@ -283,13 +288,15 @@ class MessageReader:
         start_message: bytes | None = None,
         inclusive: bool = True,
         transaction: Transaction | None = None,
+        committed: CommittedReads | None = None,
     ) -> Iterator[RowSlice]:
         """The messages :meth:`fetch` gives, as the slices of the rows that hold them, in order: no message
         object and no payload copy each (inline payloads are memoryview slices of the row's cell); for a
         service that writes them out as they are (the gateway's consumer pages)."""
         checks.fetch_args(start_message, None, inclusive, None, transaction)
         topic, generation, start, floor, sequenced = self._placed(topic, start_message, None, inclusive)
-        return self._slices(topic, generation, start, floor, None, transaction, sequenced=sequenced, views=True)
+        view = transaction or committed
+        return self._slices(topic, generation, start, floor, None, view, sequenced=sequenced, views=True)
 
     def _placed(
         self, topic: TopicId, start_message: bytes | None, start_time: int | None, inclusive: bool
@@ -888,7 +895,7 @@ class MessageReader:
         floor: int,
         sequenced: bool,
         limit: int | None,
-        transaction: Transaction | None,
+        transaction: Transaction | CommittedReads | None,
         end: int | None = None,
         stop: tuple[int, int] | None = None,
         *,
@@ -914,7 +921,7 @@ class MessageReader:
         start: _Start,
         floor: int,
         limit: int | None,
-        transaction: Transaction | None,
+        transaction: Transaction | CommittedReads | None,
         end: int | None = None,
         stop: tuple[int, int] | None = None,
         *,

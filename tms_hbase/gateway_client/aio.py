@@ -34,6 +34,7 @@ from tms_hbase.gateway_client.aio_consumers import AsyncGatewayConsumer, AsyncGa
 from tms_hbase.gateway_client.aio_http1 import AsyncPool
 from tms_hbase.gateway_client.calls import Reply, Request
 from tms_hbase.gateway_client.outcomes import NOT_IDEMPOTENT, Broken, answer_error, link_error
+from tms_hbase.model.isolation import COMMITTED
 from tms_hbase.model.message import Message
 from tms_hbase.model.published import PublishResult
 from tms_hbase.model.record import Record
@@ -255,17 +256,30 @@ class AsyncGatewayClient(AsyncMessagingService):
         return await self.run(self.calls.pending(topic, name, limit))
 
     def consumer(
-        self, topic: TopicLike, name: str, *, max_wait_seconds: float = 5.0, batch: int = 100
+        self,
+        topic: TopicLike,
+        name: str,
+        *,
+        max_wait_seconds: float = 5.0,
+        batch: int = 100,
+        isolation: str = COMMITTED,
     ) -> AsyncGatewayConsumer:
         """The exclusive consumer of a subscription as a gateway consumer session, opened by ``async with``
-        (SubscriptionBusy there while another consumer holds it). ``batch``: messages asked for per call."""
-        return AsyncGatewayConsumer(self, _topic(topic), check_name(name), max_wait_seconds, batch)
+        (SubscriptionBusy there while another consumer holds it). ``batch``: messages asked for per call;
+        ``isolation`` as on the blocking client."""
+        return AsyncGatewayConsumer(self, _topic(topic), check_name(name), max_wait_seconds, batch, isolation)
 
     def shared_consumer(
-        self, topic: TopicLike, name: str, *, owner: str | None = None, max_wait_seconds: float = 5.0
+        self,
+        topic: TopicLike,
+        name: str,
+        *,
+        owner: str | None = None,
+        max_wait_seconds: float = 5.0,
+        isolation: str = COMMITTED,
     ) -> AsyncGatewaySharedConsumer:
-        """One consumer of a shared subscription; ``owner`` as on the blocking client."""
-        return AsyncGatewaySharedConsumer(self, _topic(topic), check_name(name), owner, max_wait_seconds)
+        """One consumer of a shared subscription; ``owner`` and ``isolation`` as on the blocking client."""
+        return AsyncGatewaySharedConsumer(self, _topic(topic), check_name(name), owner, max_wait_seconds, isolation)
 
     # -- one HTTP exchange --------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from tms_hbase.errors import InvalidArgument, TmsError
 from tms_hbase.gateway_client.sessions import ConsumerSession, SharedSession
 from tms_hbase.model import checks
+from tms_hbase.model.isolation import COMMITTED
 from tms_hbase.model.message import Delivery, Message
 from tms_hbase.model.topic import TopicId
 
@@ -29,13 +30,19 @@ class AsyncGatewayConsumer:
     time."""
 
     def __init__(
-        self, client: AsyncGatewayClient, topic: TopicId, name: str, max_wait_seconds: float, batch: int
+        self,
+        client: AsyncGatewayClient,
+        topic: TopicId,
+        name: str,
+        max_wait_seconds: float,
+        batch: int,
+        isolation: str = COMMITTED,
     ) -> None:
         checks.seconds("max_wait_seconds", max_wait_seconds)
         checks.positive_int("batch", batch)
         self.client, self.topic, self.name = client, topic, name
         self.max_wait_seconds, self.batch = max_wait_seconds, batch
-        self._session = ConsumerSession(client.calls, topic, name)
+        self._session = ConsumerSession(client.calls, topic, name, isolation)
         self._pool = client.session_pool()
         self._opened = False
 
@@ -119,11 +126,17 @@ class AsyncGatewaySharedConsumer:
     the blocking client's. Its session starts at the first ``receive`` (or is ``owner``'s)."""
 
     def __init__(
-        self, client: AsyncGatewayClient, topic: TopicId, name: str, owner: str | None, max_wait_seconds: float
+        self,
+        client: AsyncGatewayClient,
+        topic: TopicId,
+        name: str,
+        owner: str | None,
+        max_wait_seconds: float,
+        isolation: str = COMMITTED,
     ) -> None:
         checks.seconds("max_wait_seconds", max_wait_seconds)
         self.client, self.topic, self.name, self.max_wait_seconds = client, topic, name, max_wait_seconds
-        self._session = SharedSession(client.calls, topic, name, owner)
+        self._session = SharedSession(client.calls, topic, name, owner, isolation)
 
     async def __aenter__(self) -> AsyncGatewaySharedConsumer:
         return self

@@ -42,6 +42,7 @@ from tms_hbase.gateway_client.calls import Reply, Request
 from tms_hbase.gateway_client.http_shared import GatewaySharedConsumer
 from tms_hbase.gateway_client.outcomes import NOT_IDEMPOTENT, Broken, answer_error, link_error
 from tms_hbase.model import checks
+from tms_hbase.model.isolation import COMMITTED
 from tms_hbase.model.message import Message
 from tms_hbase.model.published import PublishResult
 from tms_hbase.model.record import Record
@@ -273,26 +274,41 @@ class GatewayClient(MessagingService):
         return self.run(self.calls.topic_stats(topic, windows))
 
     def consumer(
-        self, topic: TopicLike, name: str, *, max_wait_seconds: float = 5.0, batch: int = 100
+        self,
+        topic: TopicLike,
+        name: str,
+        *,
+        max_wait_seconds: float = 5.0,
+        batch: int = 100,
+        isolation: str = COMMITTED,
     ) -> GatewayConsumer:
         """The active consumer of a subscription, through a gateway consumer session (docs/gateway.md):
         SubscriptionBusy (409) while another consumer holds it. ``max_wait_seconds``: seconds an iteration waits
         for a new message; ``batch``: messages asked for per call. Options of direct consumers that
-        need the process to hold the consumer (transactions, auto-commit, doorbells) are not offered."""
-        return GatewayConsumer(self, _topic(topic), check_name(name), max_wait_seconds, batch)
+        need the process to hold the consumer (transactions, auto-commit, doorbells) are not offered.
+        ``isolation``: "committed" (committed messages only, the default) or "uncommitted" (every message
+        as stored), the REST call's ``?isolation=``."""
+        return GatewayConsumer(self, _topic(topic), check_name(name), max_wait_seconds, batch, isolation)
 
     def pending(self, topic: TopicLike, name: str, *, limit: int | None = None) -> list[PendingMessage]:
         """``GET .../subscriptions/<name>/pending``: a shared subscription's deliveries not settled."""
         return self.run(self.calls.pending(topic, name, limit))
 
     def shared_consumer(
-        self, topic: TopicLike, name: str, *, owner: str | None = None, max_wait_seconds: float = 5.0
+        self,
+        topic: TopicLike,
+        name: str,
+        *,
+        owner: str | None = None,
+        max_wait_seconds: float = 5.0,
+        isolation: str = COMMITTED,
     ) -> GatewaySharedConsumer:
         """One consumer of a shared subscription through the gateway (:mod:`tms_hbase.gateway_client.http_shared`), with
         the library's ``receive``/``ack``/``nack``/``release``/``extend``. ``owner``: the session's secret,
         to settle its deliveries from another process (default: the gateway makes one at the first
-        ``receive``). The library's ``poll_interval_seconds`` and ``reap_interval`` are the gateway's own."""
-        return GatewaySharedConsumer(self, _topic(topic), check_name(name), owner, max_wait_seconds)
+        ``receive``). The library's ``poll_interval_seconds`` and ``reap_interval`` are the gateway's own.
+        ``isolation`` as :meth:`consumer`."""
+        return GatewaySharedConsumer(self, _topic(topic), check_name(name), owner, max_wait_seconds, isolation)
 
     # -- one HTTP exchange --------------------------------------------------------------------
 
@@ -340,12 +356,20 @@ class GatewayConsumer:
     committed is delivered again to the next consumer: at-least-once). Its calls go over one connection of
     its own (:meth:`GatewayClient.session_pool`), closed with it. Not thread-safe."""
 
-    def __init__(self, client: GatewayClient, topic: TopicId, name: str, max_wait_seconds: float, batch: int) -> None:
+    def __init__(
+        self,
+        client: GatewayClient,
+        topic: TopicId,
+        name: str,
+        max_wait_seconds: float,
+        batch: int,
+        isolation: str = COMMITTED,
+    ) -> None:
         checks.seconds("max_wait_seconds", max_wait_seconds)
         checks.positive_int("batch", batch)
         self.client, self.topic, self.name, self.batch = client, topic, name, batch
         self.max_wait_seconds = max_wait_seconds
-        self._session = sessions.ConsumerSession(client.calls, topic, name)
+        self._session = sessions.ConsumerSession(client.calls, topic, name, isolation)
         self._pool = client.session_pool()
         try:
             client.run(self._session.open(), pool=self._pool)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from tms_hbase.errors import TmsError
 from tms_hbase.gateway_client.sessions import SharedSession
 from tms_hbase.model import checks
+from tms_hbase.model.isolation import COMMITTED
 from tms_hbase.model.message import Delivery
 from tms_hbase.model.topic import TopicId
 
@@ -31,11 +32,17 @@ class GatewaySharedConsumer:
     thread-safe: one thread per consumer, as the library's."""
 
     def __init__(
-        self, client: GatewayClient, topic: TopicId, name: str, owner: str | None = None, max_wait_seconds: float = 5.0
+        self,
+        client: GatewayClient,
+        topic: TopicId,
+        name: str,
+        owner: str | None = None,
+        max_wait_seconds: float = 5.0,
+        isolation: str = COMMITTED,
     ) -> None:
         checks.seconds("max_wait_seconds", max_wait_seconds)
         self.client, self.topic, self.name, self.max_wait_seconds = client, topic, name, max_wait_seconds
-        self._session = SharedSession(client.calls, topic, name, owner)
+        self._session = SharedSession(client.calls, topic, name, owner, isolation)
 
     def __enter__(self) -> GatewaySharedConsumer:
         return self

@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 from tms_hbase.errors import ClientClosed, InvalidArgument
 from tms_hbase.gateway_client.calls import Calls, Reply, Request, nothing, with_query
 from tms_hbase.model import checks
+from tms_hbase.model.isolation import COMMITTED, check_isolation
 from tms_hbase.model.message import Delivery, Message
 from tms_hbase.model.topic import TopicId
 from tms_hbase.rest import codec as rest
@@ -66,8 +67,9 @@ class ConsumerSession(_Session):
     the ``TMS-Consumer`` secret each answer carries, the committed mark and the last delivered id. The
     clients check the waits (in their own argument names) before building these requests."""
 
-    def __init__(self, calls: Calls, topic: TopicId, name: str) -> None:
+    def __init__(self, calls: Calls, topic: TopicId, name: str, isolation: str = COMMITTED) -> None:
         super().__init__(calls, topic, name, None)
+        self.isolation = check_isolation(isolation)
         self.committed: bytes | None = None
         self.delivered: bytes | None = None
 
@@ -82,6 +84,8 @@ class ConsumerSession(_Session):
         ``commit``: store the last delivered message as the mark first, in the same call (``?commit=true``)."""
         checks.positive_int("max_messages", max_messages)
         query: dict[str, object] = {"wait": timeout_seconds, "max": max_messages, "publishTime": "true"}
+        if self.isolation != COMMITTED:
+            query["isolation"] = self.isolation
         mark = self.delivered if commit else None
         if mark is not None:
             query["commit"] = "true"
@@ -122,7 +126,8 @@ class SharedSession(_Session):
     (given by the gateway at the first ``receive``, or ``owner``) and what it holds. Acking, nacking or
     releasing a message forgets it whatever the answer (:attr:`Request.done`)."""
 
-    def __init__(self, calls: Calls, topic: TopicId, name: str, owner: str | None) -> None:
+    def __init__(self, calls: Calls, topic: TopicId, name: str, owner: str | None, isolation: str = COMMITTED) -> None:
+        self.isolation = check_isolation(isolation)
         if owner is not None and (not isinstance(owner, str) or not owner or not owner.isprintable() or " " in owner):
             raise InvalidArgument(f"bad owner {owner!r}: a non-empty name without spaces")
         super().__init__(calls, topic, name, owner)
@@ -130,7 +135,10 @@ class SharedSession(_Session):
 
     def receive(self, max_messages: int, timeout_seconds: float) -> Request[list[Delivery]]:
         checks.positive_int("max_messages", max_messages)
-        query = urlencode({"wait": timeout_seconds, "max": max_messages})
+        query = urlencode(
+            {"wait": timeout_seconds, "max": max_messages}
+            | ({} if self.isolation == COMMITTED else {"isolation": self.isolation})
+        )
 
         def decode(reply: Reply) -> list[Delivery]:
             got = rest_shared.decode_deliveries(reply.body, self.calls.media)

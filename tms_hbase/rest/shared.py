@@ -27,10 +27,10 @@ from tms_hbase.rest.codec import (
     _dumps,
     _extra_of,
     _json_extra,
-    _loads,
     _object,
     _unb64,
     decode_start,
+    load_json,
 )
 
 CREATE_OPTIONS = {  # JSON field of a create body -> MessagingClient.create_subscription keyword
@@ -120,7 +120,7 @@ def decode_deliveries(body: bytes, media: str) -> list[Delivery]:
             for r in wire.decode("RecordsDeliveries", body)
         ]
     else:
-        records = _loads(body, "delivery array")
+        records = load_json(body, "delivery array")
         if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
             raise InvalidArgument("expected a JSON array of deliveries")
         records = [
@@ -203,7 +203,7 @@ def encode_deadlines(deadlines: Sequence[int], media: str) -> bytes:
 
 
 def decode_deadlines(body: bytes, media: str) -> list[int]:
-    data = wire.decode("Deadlines", body) if media in AVROS else _loads(body, "deadlines")
+    data = wire.decode("Deadlines", body) if media in AVROS else load_json(body, "deadlines")
     if not isinstance(data, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in data):
         raise InvalidArgument("expected an array of deadlines (ms)")
     return data
@@ -230,7 +230,7 @@ def encode_pending(pending: Sequence[PendingMessage]) -> bytes:
 
 
 def decode_pending(body: bytes) -> list[PendingMessage]:
-    data = _loads(body, "pending list")
+    data = load_json(body, "pending list")
     try:
         return [
             PendingMessage(

@@ -13,6 +13,11 @@ to one of them at a time (a work queue; docs/shared.md).
   delivery 1), then moves the range cell's progress by compare-and-set, and only then delivers: a
   consumer that lost its range delivers nothing it claimed meanwhile (it gives those claims back at
   once). A range is read to its end once a message beyond it shows up.
+* **Committed only.** The range reads judge transactional rows as an exclusive consumer does
+  (``committed``, :mod:`~tms_hbase.tx.committed`): rolled-back and invalid rows are skipped; a row still in
+  progress stops its range's read there, so the rest of that range (at most ``claim_size`` positions) waits
+  for the transaction to end while the other ranges go on: committed messages in other ranges are not
+  held up behind it, and a message is never delivered before the ones in progress before it in its range.
 * **The reaper.** Every consumer, every ``reap_interval`` and whenever it is idle, scans the claims of
   the ranges not done yet: a claim past its deadline (holder dead, hung, or slow) or released and due
   is delivered again, **before** new messages, by compare-and-set on its exact bytes with the delivery
@@ -61,6 +66,7 @@ from tms_hbase.model.topic import TopicId
 from tms_hbase.shared.state import Claim, ClaimState, Keys, RangeCell, Settings, hold_ms, position_of_id
 from tms_hbase.shared.store import SCAN_LIMIT, SharedStore, StoredClaim, StoredRange
 from tms_hbase.shared.tx_acks import TransactionalAcks
+from tms_hbase.tx.committed import CommittedReads
 from tms_hbase.tx.transaction import Transaction
 
 log = logging.getLogger(__name__)
@@ -104,6 +110,7 @@ class SharedConsumer(TransactionalAcks):
         tx_state: Callable[[], Transaction] | None = None,
         prefix: str = "",
         doorbell: str | None = DEFAULT_HOST,
+        committed: CommittedReads | None = None,
     ) -> None:
         for what, value in (("max_wait_seconds", max_wait_seconds), ("poll_interval_seconds", poll_interval_seconds)):
             checks.seconds(what, value)
@@ -115,6 +122,7 @@ class SharedConsumer(TransactionalAcks):
         self.max_wait_seconds, self.poll_interval_seconds = max_wait_seconds, max(poll_interval_seconds, 0.01)
         self._key, self._store, self._reader, self._topics = subscription_key, store, reader, topics
         self._clock, self._publish = clock, publish
+        self._committed_reads = committed  # committed messages only (None: every row as stored)
         self._use_settings(*self._read_settings())
         if reap_interval is not None:
             checks.seconds("reap_interval", reap_interval)
@@ -749,7 +757,10 @@ class SharedConsumer(TransactionalAcks):
         last = self.settings.last_position(r.k)
         start = r.cell.progress or mark_before(self.generation, self.settings.first_position(r.k), 0)
         messages: list[Message] = []
-        for message in self._reader.fetch(self.topic, start_message=start, inclusive=False, limit=count + 1):
+        fetched = self._reader.fetch(
+            self.topic, start_message=start, inclusive=False, limit=count + 1, committed=self._committed_reads
+        )
+        for message in fetched:
             if MessageId.decode(message.id).position > last:
                 return _Ahead(r.k, r.cell.progress, messages, True, time.monotonic())
             messages.append(message)

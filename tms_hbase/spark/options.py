@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from tms_hbase.client import MessagingClient
 from tms_hbase.errors import InvalidArgument
+from tms_hbase.model.isolation import COMMITTED, check_isolation
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.topic import TopicId
 from tms_hbase.tx.client import TransactionClient
@@ -22,6 +23,7 @@ KNOWN = frozenset(
         "topic",
         "txserver",
         "transactional",
+        "isolation",
         "startingtime",
         "endingtime",
         "startingid",
@@ -47,6 +49,7 @@ class Options:
     prefix: str | None = None
     tx_server: str | None = None
     transactional: bool | None = None  # None: not given (reads are then not transactional)
+    isolation: str = COMMITTED  # a stream's view when not transactional: committed messages only, or every row
     starting_time: int | None = None
     ending_time: int | None = None
     starting_id: MessageId | None = None
@@ -73,6 +76,7 @@ class Options:
             prefix=given.get("prefix") or None,
             tx_server=given.get("txserver") or None,
             transactional=_flag(given, "transactional"),
+            isolation=check_isolation(given.get("isolation", COMMITTED)),
             starting_time=_integer(given, "startingTime", 0),
             ending_time=_integer(given, "endingTime", 0),
             starting_id=_message_id(given, "startingId"),
@@ -95,7 +99,9 @@ class Options:
 
     def client(self) -> MessagingClient:
         """A client of the topic's HBase (the tables must exist: nothing is created from Spark)."""
-        return MessagingClient(self.thrift, self.prefix, create_tables=False, timeout_seconds=self.timeout)
+        return MessagingClient(
+            self.thrift, self.prefix, create_tables=False, timeout_seconds=self.timeout, tx_server=self.tx_server
+        )
 
     def tx_client(self) -> TransactionClient:
         return TransactionClient(self.tx_server, timeout_seconds=self.timeout)
@@ -123,6 +129,7 @@ class Options:
             "endingId": self.ending_id,
             "maxMessagesPerTrigger": self.max_messages_per_trigger,
             "partitions": self.partitions,
+            "isolation": None if self.isolation == COMMITTED else self.isolation,
         }
         given = [name for name, value in read_only.items() if value is not None]
         if given:

@@ -17,6 +17,7 @@ from pyspark.sql.types import StructType
 
 from tms_hbase.client import MessagingClient
 from tms_hbase.errors import InvalidArgument
+from tms_hbase.model.isolation import COMMITTED
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.spark.columns import SCHEMA, piece_batches, record_batches, within_time
 from tms_hbase.spark.options import Options
@@ -146,7 +147,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = from_offset(start)
         tail = self._tail(begin.generation)
-        tx = snapshot(self.options) if self.options.transactional else None  # after the tail: see admit
+        tx = self._view()  # after the tail: see admit
         most = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         return offset(admit(self.client, self.options.topic, begin, tail, tx, most))
 
@@ -169,9 +170,20 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         check_generation(self.client, self.options.topic, first.generation)
         # Nothing in [first, last) was in progress for the snapshot latestOffset took, so it is all
         # committed or invalid for any later snapshot too: a fresh one reads the same (also on replay).
-        tx = snapshot(self.options) if self.options.transactional else None
+        tx = self._view()
         count = self.options.partitions or self.default_partitions
         return id_ranges(split(self.client, self.options.topic, first, last, count), tx)
+
+    def _view(self) -> Transaction | None:
+        """What a micro-batch reads: a snapshot from the transaction server (``transactional=true``), every
+        row as stored (``isolation=uncommitted`` or ``transactional=false``), else committed messages only,
+        by the installation's transaction state as a subscription reads them (:mod:`tms_hbase.tx.committed`)."""
+        options = self.options
+        if options.transactional:
+            return snapshot(options)
+        if options.transactional is False or options.isolation != COMMITTED:
+            return None
+        return self.client.slices.committed_view()
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_range(self.options, partition)

@@ -19,6 +19,7 @@ from tms_hbase.tx.transaction import LONG_MAX, NO_TX_IN_PROGRESS, Transaction
 if TYPE_CHECKING:  # the client is only passed in: `import tms_hbase` does not load the Thrift client
     from tms_hbase.storage.hbase import Table
     from tms_hbase.tx.client import TransactionClient
+    from tms_hbase.tx.snapshot import TransactionSnapshot
 
 
 class TxFate(enum.Enum):
@@ -48,7 +49,11 @@ def snapshot_from_hbase(txstate: Table) -> Transaction:
     latest snapshot and the edit log after it). It sees committed transactions only, like a reader."""
     from tms_hbase.txserver.state_store import StateStore
 
-    state = StateStore(txstate).recover().snapshot(now_ms())
+    return reader_view(StateStore(txstate).recover().snapshot(now_ms()))
+
+
+def reader_view(state: TransactionSnapshot) -> Transaction:
+    """A read-only Transaction that sees what ``state`` (the manager's whole state) says is committed."""
     shorts = [wp for wp, entry in state.in_progress.items() if not entry.is_long_running]
     return Transaction(
         state.read_pointer,
