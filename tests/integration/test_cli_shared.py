@@ -93,8 +93,8 @@ def test_a_replay_publishes_only_to_the_subscriptions_own_topic(
         client.create_topic(topic)
     client.create_subscription(jobs, "work", shared=True, dead_letter=dead)
     forged_id, genuine_id = b"\x01" * 8, b"\x02" * 8
-    forged = DeadLetter(secret, "work", forged_id, 1, 0, b"stolen").encode()
-    genuine = DeadLetter(jobs, "work", genuine_id, 5, 0, b"retry me").encode()
+    forged = DeadLetter(secret, "work", forged_id, 1, 0, b"stolen").record()
+    genuine = DeadLetter(jobs, "work", genuine_id, 5, 0, b"retry me").record()
     client.publish(dead, [forged, genuine])
 
     listed = json.loads(ok(tms_env, "sub", "dead-letters", str(jobs), "work", "--json").stdout)

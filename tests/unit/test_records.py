@@ -25,6 +25,20 @@ def test_a_row_with_keys_and_headers_round_trips() -> None:
     assert [bytes(p) for p in viewed.payloads] == [b"p", b"q", b""] and viewed.extras == extras
 
 
+def test_mixed_batches_round_trip_column_by_column() -> None:
+    mixed = [
+        b"a",
+        Record(b"b", key=b"k"),
+        Record(b"c", headers=[("\u00e9t\u00e9", b"1"), ("x", b"")]),
+        Record(b"", key=b"", headers=[("a", b"2")]),
+    ]
+    payloads, extras = record.split(validate_payloads(mixed, 10**6, allow_empty=False))
+    cell = BatchRow(1, bytes(16), 2, payloads, extras=extras).encode()
+    assert BatchRow.decode(cell).extras == extras
+    assert BatchRow.decode(cell, views=True).extras == extras
+    assert extras[2] == (None, (("\u00e9t\u00e9", b"1"), ("x", b"")))
+
+
 def test_a_plain_batch_is_stored_as_before() -> None:
     plain = BatchRow(1, bytes(16), 2, (b"a", b"bc"))
     assert record.split(validate_payloads([b"a", Record(b"bc")], 100, allow_empty=False)) == ((b"a", b"bc"), None)

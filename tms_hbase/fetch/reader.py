@@ -1020,7 +1020,7 @@ class MessageReader:
                         yield _stored_slice(generation, position, first, row.publish_time, run, run_extras)
                     run, run_extras, first = [], [], seq
                 run.append(payload)
-                run_extras.append(NONE if extra is None else record.decode(extra)[0])
+                run_extras.append(NONE if extra is None else record.decode_all(extra, 0, 1)[0][0])
                 sequence = seq + 1
             if run:
                 yield _stored_slice(generation, position, first, row.publish_time, run, run_extras)

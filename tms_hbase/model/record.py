@@ -2,10 +2,14 @@
 
 A batch to publish is a list of plain ``bytes`` payloads and :class:`Record` objects; a record carries an
 optional key (bytes) and headers (an ordered list of (name, value bytes), names may repeat, as Kafka's).
-A message's key and headers are stored as its *extra* section (docs/tables.md)::
+The keys and headers of a batch's n messages (m headers in all) are stored column by column, so that a read
+slices them out in a few C calls instead of a loop per message (docs/tables.md)::
 
-    extra = key length i32 (-1: no key) | key | header count u16
-            | (name length u16 | name UTF-8 | value length u32 | value)*
+    n key lengths i32 (-1: no key) | the keys | n header counts u16 | m name lengths u16
+    | m value lengths u32 | the names (UTF-8) | the values
+
+A message's share of them (what it counts for in the batch limit and the byte totals, :func:`extra_size`) is
+6 bytes plus its key, plus 6 bytes, its name and its value per header.
 
 Limits (checked by :func:`tms_hbase.model.checks.validate_payloads`): a key is an identity to route or order
 by, not data, so it is bounded at 4 KiB; at most 64 headers, each name 1-256 UTF-8 bytes, and all names and
@@ -15,9 +19,11 @@ bytes count in the batch size limit as they are stored.
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 
 from tms_hbase.errors import CorruptData
 
@@ -30,10 +36,6 @@ MAX_KEY_BYTES = 4096
 MAX_HEADERS = 64
 MAX_HEADER_NAME_BYTES = 256
 MAX_HEADERS_BYTES = 64 * 1024
-
-_I32 = struct.Struct(">i")
-_U16 = struct.Struct(">H")
-_U32 = struct.Struct(">I")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +63,7 @@ def split(batch: Sequence[bytes | Record]) -> tuple[tuple[bytes, ...], tuple[Ext
 
 
 def extra_size(extra: Extra) -> int:
-    """Bytes :func:`encode` takes for ``extra``."""
+    """Bytes ``extra`` takes in :func:`encode_all`'s columns."""
     key, headers = extra
     return 6 + (0 if key is None else len(key)) + sum(6 + len(n.encode()) + len(v) for n, v in headers)
 
@@ -83,48 +85,71 @@ def message_bytes(batch: Sequence[bytes | Record]) -> int:
     return sum(counted_sizes(*split(batch)))
 
 
-def encode(extra: Extra) -> bytes:
-    key, headers = extra
-    parts = [_I32.pack(-1 if key is None else len(key))]
-    if key is not None:
-        parts.append(key)
-    parts.append(_U16.pack(len(headers)))
-    for name, value in headers:
-        raw = name.encode()
-        parts += (_U16.pack(len(raw)), raw, _U32.pack(len(value)), value)
-    return b"".join(parts)
-
-
-def decode(data: bytes | memoryview, offset: int = 0) -> tuple[Extra, int]:
-    """The extra section at ``offset`` and the offset after it; CorruptData if it does not decode."""
-    try:
-        (size,) = _I32.unpack_from(data, offset)
-        offset += 4
-        key = None
-        if size >= 0:
-            key = bytes(data[offset : offset + size])
-            offset += size
-        (count,) = _U16.unpack_from(data, offset)
-        offset += 2
-        headers = []
-        for _ in range(count):
-            (size,) = _U16.unpack_from(data, offset)
-            name = bytes(data[offset + 2 : offset + 2 + size]).decode()
-            offset += 2 + size
-            (size,) = _U32.unpack_from(data, offset)
-            headers.append((name, bytes(data[offset + 4 : offset + 4 + size])))
-            offset += 4 + size
-    except (struct.error, UnicodeDecodeError) as exc:
-        raise CorruptData(f"corrupt key and headers: {exc}") from None
-    if offset > len(data):
-        raise CorruptData("truncated key and headers")
-    return (key, tuple(headers)), offset
+def encode_all(extras: Sequence[Extra]) -> bytes:
+    """The extra sections of ``extras``, column by column (see the module's layout)."""
+    n = len(extras)
+    keys = [key for key, _ in extras]
+    headers = [pair for _, pairs in extras for pair in pairs]
+    names = [name.encode() for name, _ in headers]
+    values = [value for _, value in headers]
+    return b"".join(
+        (
+            struct.pack(f">{n}i", *(-1 if key is None else len(key) for key in keys)),
+            b"".join(key for key in keys if key is not None),
+            struct.pack(f">{n}H", *(len(pairs) for _, pairs in extras)),
+            struct.pack(f">{len(names)}H", *map(len, names)),
+            struct.pack(f">{len(values)}I", *map(len, values)),
+            *names,
+            *values,
+        )
+    )
 
 
 def decode_all(data: bytes | memoryview, offset: int, count: int) -> tuple[tuple[Extra, ...], int]:
-    """``count`` extra sections from ``offset``, and the offset after them."""
-    extras = []
-    for _ in range(count):
-        extra, offset = decode(data, offset)
-        extras.append(extra)
-    return tuple(extras), offset
+    """``count`` extra sections from ``offset`` (as :func:`encode_all` writes them) and the offset after them;
+    CorruptData if they do not decode. Column by column, in C calls (map, slice, zip) rather than Python steps
+    per message: a read of keyed messages costs little more than a read of plain ones."""
+    try:
+        key_sizes = struct.unpack_from(f">{count}i", data, offset)
+        offset += 4 * count
+        keys, offset = _slices(data, offset, key_sizes)
+        counts = struct.unpack_from(f">{count}H", data, offset)
+        offset += 2 * count
+        total = sum(counts)
+        if not total:
+            return tuple(zip(keys, repeat((), count), strict=True)), offset
+        name_sizes = struct.unpack_from(f">{total}H", data, offset)
+        offset += 2 * total
+        value_sizes = struct.unpack_from(f">{total}I", data, offset)
+        offset += 4 * total
+        names, offset = _slices(data, offset, name_sizes, text=True)
+        values, offset = _slices(data, offset, value_sizes)
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise CorruptData(f"corrupt key and headers: {exc}") from None
+    pairs = list(zip(names, values, strict=True))
+    if min(counts) == max(counts):  # the usual case: every message has as many headers
+        headers: list = list(zip(*[iter(pairs)] * counts[0], strict=True))
+    else:
+        headers = [tuple(pairs[a:b]) for a, b in itertools.pairwise(itertools.accumulate(counts, initial=0))]
+    return tuple(zip(keys, headers, strict=True)), offset
+
+
+def _slices(data: bytes | memoryview, offset: int, sizes: Sequence[int], *, text: bool = False) -> tuple[list, int]:
+    """The values of ``sizes`` (-1: None) laid end to end from ``offset``, as bytes (``text``: as str, UTF-8),
+    and the offset after them."""
+    present = not sizes or min(sizes) >= 0
+    bounds = list(itertools.accumulate(sizes if present else [max(size, 0) for size in sizes], initial=0))
+    end = offset + bounds[-1]
+    if end > len(data):
+        raise CorruptData("truncated key and headers")
+    raw = bytes(data[offset:end])
+    blob: bytes | str = raw
+    if text:
+        decoded = raw.decode()
+        blob = decoded if len(decoded) == len(raw) else raw  # ASCII: byte offsets are character offsets
+    values: list = list(map(blob.__getitem__, map(slice, bounds, bounds[1:])))
+    if text and blob is raw:
+        values = [value.decode() for value in values]
+    if not present:
+        values = [None if size < 0 else value for size, value in zip(sizes, values, strict=True)]
+    return values, end

@@ -183,7 +183,7 @@ class BatchRow:
             body[1::2] = payloads
             parts += body
             if self.extras is not None:
-                parts += map(record.encode, self.extras)
+                parts.append(record.encode_all(self.extras))
         return b"".join(parts)
 
     @classmethod

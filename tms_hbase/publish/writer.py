@@ -603,5 +603,5 @@ def _ttl_ms(ttl: object) -> int | None:
 def _stored_cells(message: bytes | Record) -> dict[bytes, bytes]:
     """The payload-table cells of one stored message: its payload, and its key and headers if it has any."""
     if type(message) is Record:
-        return {PAYLOAD_COLUMN: message.payload, EXTRA_COLUMN: record.encode(message.extra)}
+        return {PAYLOAD_COLUMN: message.payload, EXTRA_COLUMN: record.encode_all((message.extra,))}
     return {PAYLOAD_COLUMN: message}  # type: ignore[dict-item]
