@@ -138,12 +138,35 @@ def _bytes(what: str, value: object) -> bytes:
     return bytes(value)
 
 
+def _plain_headers(headers: Sequence) -> bool:
+    """Whether ``headers`` are (str, bytes) tuples within the limits, checked in C calls (the usual case; the
+    loop of :func:`_headers` then has nothing to convert, and says what is wrong otherwise)."""
+    if not headers:
+        return True
+    if set(map(type, headers)) != {tuple} or set(map(len, headers)) != {2}:
+        return False
+    names, values = zip(*headers, strict=True)
+    if set(map(type, names)) != {str} or set(map(type, values)) != {bytes}:
+        return False
+    try:
+        sizes = list(map(len, map(str.encode, names)))
+    except UnicodeEncodeError:
+        return False
+    return (
+        min(sizes) > 0
+        and max(sizes) <= record.MAX_HEADER_NAME_BYTES
+        and sum(sizes) + sum(map(len, values)) <= record.MAX_HEADERS_BYTES
+    )
+
+
 def _headers(i: int, headers: object) -> record.Headers:
     """The headers of message ``i`` as a tuple of (str, bytes), within the limits of :mod:`.record`."""
     if isinstance(headers, (str, bytes, dict)) or not isinstance(headers, Sequence):
         raise InvalidArgument(f"headers of message {i} must be a list of (name, value) pairs")
     if len(headers) > record.MAX_HEADERS:
         raise InvalidArgument(f"message {i} has {len(headers)} headers, over the limit of {record.MAX_HEADERS}")
+    if _plain_headers(headers):
+        return tuple(headers)
     checked, total = [], 0
     for pair in headers:
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:

@@ -65,7 +65,11 @@ def split(batch: Sequence[bytes | Record]) -> tuple[tuple[bytes, ...], tuple[Ext
 def extra_size(extra: Extra) -> int:
     """Bytes ``extra`` takes in :func:`encode_all`'s columns."""
     key, headers = extra
-    return 6 + (0 if key is None else len(key)) + sum(6 + len(n.encode()) + len(v) for n, v in headers)
+    size = 6 + (0 if key is None else len(key))
+    if not headers:
+        return size
+    names, values = zip(*headers, strict=True)
+    return size + 6 * len(headers) + sum(map(len, map(str.encode, names))) + sum(map(len, values))
 
 
 def counted_size(extra: Extra) -> int:
