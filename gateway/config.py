@@ -19,6 +19,7 @@ from tms_hbase import config as library_config
 from tms_hbase.consume.lease import MIN_LEASE_SECONDS
 from tms_hbase.errors import InvalidArgument
 from tms_hbase.ops import log_options
+from tms_hbase.storage.tls import client_context
 
 SETTINGS_ENV = "TMS_GATEWAY_SETTINGS"  # set by tms-gateway for its workers; not for users
 CONFIG_ENV = "TMS_GATEWAY_CONFIG"
@@ -78,9 +79,27 @@ class Settings:
     json_logs: bool = False  # the same as log_format = "json"
     log_format: str = "text"  # text or json (tms_hbase.ops.log_options)
     log_level: str = "info"
+    # how the HBase Thrift gateway serves (None: as the environment says, else buffered, binary, no TLS)
+    thrift_framed: bool | None = None
+    thrift_compact: bool | None = None
+    thrift_tls: bool | None = None
+    thrift_ca: str | None = None
+    thrift_cert: str | None = None
+    thrift_key: str | None = None
     tls: Tls | None = None
     tokens: tuple[Token, ...] = ()
     rules: tuple[Rule, ...] = ()
+
+    def thrift_transport(self) -> library_config.ThriftTransport:
+        """How the HBase Thrift gateway serves: these settings, else the environment, else the defaults."""
+        return library_config.ThriftTransport.resolve(
+            framed=self.thrift_framed,
+            compact=self.thrift_compact,
+            tls=self.thrift_tls,
+            ca_file=self.thrift_ca,
+            cert_file=self.thrift_cert,
+            key_file=self.thrift_key,
+        )
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -114,7 +133,14 @@ _TYPES: dict[str, type[Any]] = {
     "json_logs": bool,
     "log_format": str,
     "log_level": str,
+    "thrift_framed": bool,
+    "thrift_compact": bool,
+    "thrift_tls": bool,
+    "thrift_ca": str,
+    "thrift_cert": str,
+    "thrift_key": str,
 }
+_PATHS = ("thrift_ca", "thrift_cert", "thrift_key")  # relative to the config file, as [tls]'s are
 assert set(_TYPES) == {f.name for f in fields(Settings)} - {"tls", "tokens", "rules"}
 
 
@@ -130,6 +156,9 @@ def load(path: str | os.PathLike[str] | None) -> dict[str, Any]:
     base = Path(path).resolve().parent
     if isinstance(data.get("tls"), dict):  # certificate paths are relative to the config file
         data["tls"] = {k: str(base / v) if isinstance(v, str) else v for k, v in data["tls"].items()}
+    for key in _PATHS:
+        if isinstance(data.get(key), str):
+            data[key] = str(base / data[key])
     return data
 
 
@@ -151,6 +180,7 @@ def resolve(values: dict[str, Any], overrides: dict[str, Any]) -> Settings:
         raise InvalidArgument(f"setting consumer_lease must be at least {MIN_LEASE_SECONDS} s")
     library_config.thrift_address(settings.thrift)
     library_config.table_prefix(settings.prefix)
+    client_context(settings.thrift_transport())  # a bad combination or an unreadable file: an error now
     if settings.rules and not settings.tokens:
         raise InvalidArgument("[[rules]] need [[tokens]]: without tokens no caller could ever match a rule")
     names = {t.name for t in settings.tokens}
