@@ -6,11 +6,14 @@ tested against; the local HBase itself (its gateway included) is left as it is."
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
 import tempfile
 import time
+import urllib.request
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,16 +41,32 @@ def gateway_settings(framed: bool, compact: bool) -> dict[str, str]:
 
 @dataclass
 class ThriftGateway:
-    """A running extra gateway: its ``address`` (host:port), the ``settings`` it was started with, its JVM."""
+    """A running extra gateway: its ``address`` (host:port), the ``settings`` it was started with, its JVM, and
+    its web UI's ``info_address`` (host:port; ``/conf`` shows the configuration it runs with)."""
 
     address: str
     settings: dict[str, str]
     pid: int
     folder: Path
+    info_address: str
 
     @property
     def log(self) -> Path:
         return self.folder / "thrift.log"
+
+    def settings_of(self, names: Iterable[str], timeout: float = 60.0) -> dict[str, str | None]:
+        """The values of the settings ``names`` the running gateway reports on its web UI's ``/conf`` (None:
+        not set), read within ``timeout`` seconds (its web UI may come up after its Thrift port)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://{self.info_address}/conf?format=json", timeout=10) as answer:
+                    properties = {p["key"]: p["value"] for p in json.load(answer)["properties"]}
+                return {name: properties.get(name) for name in names}
+            except OSError as exc:
+                if time.monotonic() > deadline:
+                    raise LauncherError(f"the gateway's /conf at {self.info_address} did not answer: {exc}") from None
+                time.sleep(0.5)
 
     def stop(self, grace: float = 30.0) -> None:
         """SIGTERM, then SIGKILL after ``grace`` seconds."""
@@ -77,15 +96,16 @@ def start_gateway(
         "hbase.zookeeper.quorum": HOST,
         "hbase.zookeeper.property.clientPort": str(state["zk_port"]),
         "hbase.client.keyvalue.maxsize": str(64 * 1024 * 1024),
+        "hbase.thrift.info.bindAddress": HOST,
         **gateway_settings(framed, compact),
     }
     (conf / "hbase-site.xml").write_text(site_xml(properties))
     (conf / "log4j2.properties").write_text(LOG4J2)
-    port = _free_port()
-    main = [THRIFT_SERVER_CLASS, "-b", HOST, "-p", str(port), "--infoport", "-1", "-threadpool", "start"]
+    port, info_port = _free_port(), _free_port()
+    main = [THRIFT_SERVER_CLASS, "-b", HOST, "-p", str(port), "--infoport", str(info_port), "-threadpool", "start"]
     flags = ["-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", f"-Dtms.thrift.gateway={folder}"]
     pid = spawn_jvm(_find_java(), flags, conf, local.paths.lib, folder / "thrift.log", folder, main)
-    gateway = ThriftGateway(f"{HOST}:{port}", properties, pid, folder)
+    gateway = ThriftGateway(f"{HOST}:{port}", properties, pid, folder, f"{HOST}:{info_port}")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not _pid_alive(pid):

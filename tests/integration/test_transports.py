@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import ssl
 import subprocess
 import sys
@@ -23,7 +24,7 @@ from tms_hbase import MessagingClient, TopicId
 from tms_hbase.aio import AsyncMessagingClient
 from tms_hbase.config import TRANSPORT_ENV, Config, ThriftTransport
 from tms_hbase.errors import HBaseUnavailable
-from tms_hbase_launcher.gateway import start_gateway
+from tms_hbase_launcher.gateway import ThriftGateway, start_gateway
 
 from ..gateway_server import GatewayProcess
 from ..tls_proxy import TlsTerminator
@@ -42,6 +43,7 @@ class Served:
     address: str
     transport: ThriftTransport
     wrong: dict[str, ThriftTransport] = field(default_factory=dict)  # what the error must say -> a wrong client
+    gateway: ThriftGateway | None = None  # the ThriftServer JVM, if the mode has one
 
     def config(self, prefix: str, transport: ThriftTransport | None = None) -> Config:
         return Config((self.address,), prefix, timeout_seconds=TIMEOUT, transport=transport or self.transport)
@@ -105,6 +107,7 @@ def served(
                 "closed the connection": ThriftTransport(framed=not framed, compact=compact),
                 "does its Thrift gateway serve": ThriftTransport(framed=framed, compact=not compact),
             },
+            gateway,
         )
     finally:
         gateway.stop()
@@ -253,3 +256,18 @@ def test_the_gateway_takes_the_transport_from_its_config_file(
             assert http.get(url).status_code == 200, gateway.log()
     finally:
         assert gateway.stop() == 0, gateway.log()
+
+
+def _documented(mode: str) -> dict[str, str]:
+    """The settings docs/existing-cluster.md gives for ``mode`` (its row of the transports table)."""
+    page = (Path(__file__).parents[2] / "docs" / "existing-cluster.md").read_text()
+    row = re.search(rf"^\| {re.escape(mode)} \| (.*?) \|", page, re.M)
+    assert row, f"docs/existing-cluster.md has no row for {mode}"
+    return dict(re.findall(r"`(hbase\.[\w.]+)` = `([^`]+)`", row.group(1)))
+
+
+def test_the_documented_server_settings_are_what_the_tested_gateway_runs_with(served: Served) -> None:
+    if served.gateway is None:
+        pytest.skip("TLS runs through the tests' own terminator: there are no HBase settings to read back")
+    documented = _documented(served.mode)
+    assert documented == served.gateway.settings_of(documented)
