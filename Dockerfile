@@ -2,7 +2,7 @@
 # One image for every daemon; the command picks it (docker-compose.yml):
 #   tms-admin tx serve --bind 0.0.0.0        the transaction server (Tephra's protocol, port 15165)
 #   tms-sweeper run                          the sweeper
-#   tms-gateway --host 0.0.0.0               the REST gateway (port 8080, the default command)
+#   tms-gateway --host 0.0.0.0 --open-network  the REST gateway (port 8080, the default command; no tokens)
 # Settings come from the environment (TMS_HBASE_THRIFT, TMS_TABLE_PREFIX, ...) or mounted config files.
 FROM python:3.11-slim AS wheel
 WORKDIR /src
@@ -22,4 +22,4 @@ ENV PYTHONUNBUFFERED=1
 USER 65534:65534
 WORKDIR /tmp
 EXPOSE 8080 15165
-CMD ["tms-gateway", "--host", "0.0.0.0", "--port", "8080"]
+CMD ["tms-gateway", "--host", "0.0.0.0", "--open-network", "--port", "8080"]

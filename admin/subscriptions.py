@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from tms_hbase import TopicId
-from tms_hbase.errors import InvalidArgument, NotHeld, SubscriptionAlreadyExists, TopicNotFound
+from tms_hbase.errors import InvalidArgument, NotHeld, SubscriptionAlreadyExists
 from tms_hbase.model import checks
 
 from .context import Settings, pass_settings
@@ -354,64 +354,43 @@ def _hold(consumer: SharedConsumer, delivery: Delivery, seconds: float) -> bool:
 
 
 @sub.command(name="dead-letters")
-@click.argument("dead_letter_topic", type=TopicId.parse, metavar="NS:TOPIC")
-@click.option("--replay", is_flag=True, help="Publish each dead letter back to its topic.")
+@topic_arg
+@name_arg
+@click.option("--replay", is_flag=True, help="Publish each dead letter back to the subscription's topic.")
 @click.option("--dry-run", is_flag=True, help="With --replay: show what would be replayed, change nothing.")
-@click.option(
-    "--skip-missing",
-    is_flag=True,
-    help="With --replay: pass over a dead letter whose topic no longer exists (it is reported as skipped and "
-    "not replayed later) instead of stopping at it with exit code 3.",
-)
 @click.option("--via", default="replay", show_default=True, help="The subscription of the dead-letter topic used.")
 @click.option("--limit", type=int, default=1000, show_default=True, help="At most this many.")
 @json_option
 @pass_settings
 @handle_errors
 def dead_letters(
-    settings: Settings,
-    dead_letter_topic: TopicId,
-    replay: bool,
-    dry_run: bool,
-    skip_missing: bool,
-    via: str,
-    limit: int,
-    as_json: bool,
+    settings: Settings, topic: TopicId, name: str, replay: bool, dry_run: bool, via: str, limit: int, as_json: bool
 ) -> None:
-    """Show the dead letters not replayed yet, or move them back to their topics (--replay).
+    """Show the dead letters that shared subscription NAME of NS:TOPIC sent to its dead-letter topic and that
+    are not replayed yet, or publish them back to NS:TOPIC (--replay).
 
     Replaying reads the dead-letter topic through subscription --via (created at the earliest message if
     missing) and commits it after each message is published again: a dead letter is replayed at least
-    once. The replayed message is a new message of its topic. The web console's Replay does the same.
-    A dead letter whose topic was deleted stops the replay (exit code 3) unless --skip-missing.
+    once, as a new message of NS:TOPIC. It publishes only to NS:TOPIC: a letter naming another topic is
+    refused (shown with the reason) and passed over. The web console's Replay does the same.
     """
-    skipped: list[dict] = []
-
-    def skip(letter: DeadLetter, error: TopicNotFound) -> None:
-        skipped.append({**_letter(letter), "skipped": str(error)})
-
     with settings.client() as client:
-        letters = client.admin.dead_letters(
-            dead_letter_topic,
-            replay=replay,
-            dry_run=dry_run,
-            via=via,
-            limit=limit,
-            on_missing_topic=skip if skip_missing else None,
-        )
-    rows = [_letter(letter) for letter in letters] + skipped
+        found = client.admin.dead_letters(topic, name, replay=replay, dry_run=dry_run, via=via, limit=limit)
+    data = {
+        "dead_letter_topic": str(found.dead_letter_topic),
+        "letters": [_letter(letter) for letter in found.letters],
+        "refused": [{**_letter(r.letter), "reason": r.reason} for r in found.refused],
+    }
     verb = "replayed" if replay and not dry_run else ("would replay" if replay else "dead letter")
 
-    def human(rows: list[dict]) -> str:
+    def text(data: dict) -> str:
         lines = [
-            f"skipped {r['id']} of {r['topic']}: {r['skipped']}"
-            if "skipped" in r
-            else f"{verb} {r['id']} of {r['topic']} ({r['deliveries']} deliveries): {r['payload']}"
-            for r in rows
+            f"{verb} {r['id']} of {r['topic']} ({r['deliveries']} deliveries): {r['payload']}" for r in data["letters"]
         ]
+        lines += [f"refused {r['id']} in {data['dead_letter_topic']}: {r['reason']}" for r in data["refused"]]
         return "\n".join(lines) or "no dead letters"
 
-    emit(as_json, rows, human)
+    emit(as_json, data, text)
 
 
 def _letter(letter: DeadLetter) -> dict:

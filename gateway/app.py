@@ -19,6 +19,7 @@ from starlette.types import ASGIApp
 
 from . import config, console, consuming, routes, shared
 from .access import Observe
+from .browsers import BrowserGuard
 from .errors import http_error, unexpected_error
 from .lane import MessageLane
 from .metrics import Metrics
@@ -36,8 +37,12 @@ def create_app(settings: config.Settings | None = None) -> ASGIApp:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         gateway = await Gateway.open(settings, metrics)
-        if gateway.guard.open:
-            log.warning("no [[tokens]] configured: anyone who reaches this gateway may do anything")
+        if gateway.guard.open and settings.open_network:
+            log.warning(
+                "no [[tokens]], open_network: anyone who reaches %s:%d may do anything", settings.host, settings.port
+            )
+        elif gateway.guard.open:
+            log.warning("no [[tokens]]: listening on loopback only, where anyone on this machine may do anything")
         app.state.gateway = gateway
         _stop_long_polls_on_signals(gateway)
         try:
@@ -52,8 +57,9 @@ def create_app(settings: config.Settings | None = None) -> ASGIApp:
         exception_handlers={HTTPException: http_error, Exception: unexpected_error},
         lifespan=lifespan,
     )
-    # the message calls past Starlette's layers (gateway.lane), every request through the access log
-    return Observe(MessageLane(app, message_routes), metrics)
+    # the message calls past Starlette's layers (gateway.lane), what browsers are made to send refused before
+    # anything (gateway.browsers), every request through the access log
+    return Observe(BrowserGuard(MessageLane(app, message_routes), settings), metrics)
 
 
 def _stop_long_polls_on_signals(gateway: Gateway) -> None:

@@ -19,6 +19,7 @@ from tms_hbase.ops.log_options import log_options
 
 from . import config
 from .auth import hash_token, new_token
+from .console.logins import SESSIONS_ENV
 from .logs import log_config
 from .metrics import MULTIPROC_ENV
 
@@ -49,6 +50,12 @@ def _print_new_token(ctx: click.Context, _param: click.Parameter, name: str | No
     envvar="TMS_GATEWAY_PORT",
     show_envvar=True,
     help="Port to listen on [default: 8080].",
+)
+@click.option(
+    "--open-network",
+    is_flag=True,
+    default=None,
+    help="Without [[tokens]], listen on --host even if it is not loopback: anyone who reaches it may do anything.",
 )
 @click.option(
     "--thrift", metavar="HOST:PORT", envvar=THRIFT_ENV, show_envvar=True, help="HBase Thrift [default: 127.0.0.1:9090]."
@@ -92,7 +99,9 @@ def main(config_file: str | None, **options: object) -> None:
     Bodies are avro/binary or application/json (bytes as base64). With [[tokens]] in the config file
     callers need 'Authorization: Bearer TOKEN'; [[rules]] then allow actions (admin, publish,
     consume) per namespace and topic pattern, denying everything else. [tls] serves HTTPS, optionally
-    requiring client certificates. One access log line per request goes to stderr.
+    requiring client certificates. Without [[tokens]] it listens on loopback only unless --open-network.
+    Requests a web page could have sent (a foreign Host or Origin, a body that is not Avro, JSON or
+    octet-stream) are refused. One access log line per request goes to stderr.
     """
     try:
         settings = config.resolve(config.load(config_file), options)
@@ -113,6 +122,8 @@ def serve(settings: config.Settings) -> int:
     own_metrics_dir = settings.workers > 1 and not os.environ.get(MULTIPROC_ENV)
     if own_metrics_dir:
         os.environ[MULTIPROC_ENV] = tempfile.mkdtemp(prefix="tms-gateway-metrics-")
+    # the console's sessions, shared by the workers (gateway.console.logins): gone when the gateway stops
+    os.environ[SESSIONS_ENV] = sessions = tempfile.mkdtemp(prefix="tms-gateway-sessions-")
     tls = settings.tls
     # uvicorn serves with handlers of its own and, after a graceful shutdown, raises the signal again
     # with these in place: the process then exits 0 instead of dying of the signal (or a KeyboardInterrupt).
@@ -122,6 +133,7 @@ def serve(settings: config.Settings) -> int:
         uvicorn.run(
             "tms_hbase_gateway.app:create_app",
             factory=True,
+            http="tms_hbase_gateway.connections:BoundedProtocol",  # deadlines on slow requests, a count per client
             host=settings.host,
             port=settings.port,
             workers=settings.workers,
@@ -138,6 +150,7 @@ def serve(settings: config.Settings) -> int:
     except SystemExit as exit_:
         return 0 if exit_.code in (0, None) else 1
     finally:
+        shutil.rmtree(sessions, ignore_errors=True)
         if own_metrics_dir:
             shutil.rmtree(os.environ[MULTIPROC_ENV], ignore_errors=True)
     return 0

@@ -6,6 +6,7 @@ variable (:data:`SETTINGS_ENV`), so all workers serve exactly the same configura
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -79,6 +80,11 @@ class Settings:
     json_logs: bool = False  # the same as log_format = "json"
     log_format: str = "text"  # text or json (tms_hbase.ops.log_options)
     log_level: str = "info"
+    open_network: bool = False  # let an open gateway (no tokens) listen on an address other than loopback
+    header_timeout: float = 10.0  # a request's line and headers must arrive within this
+    body_timeout: float = 60.0  # a request's body must arrive within this after its headers
+    max_client_connections: int = 256  # connections at once from one client address, per worker
+    allowed_hosts: tuple[str, ...] = ()  # Host names (globs) served besides IP addresses and localhost
     # how the HBase Thrift gateway serves (None: as the environment says, else buffered, binary, no TLS)
     thrift_framed: bool | None = None
     thrift_compact: bool | None = None
@@ -108,6 +114,7 @@ class Settings:
     def from_json(cls, text: str) -> Settings:
         data = json.loads(text)
         data["tls"] = Tls(**data["tls"]) if data["tls"] else None
+        data["allowed_hosts"] = tuple(data["allowed_hosts"])
         data["tokens"] = tuple(Token(**t) for t in data["tokens"])
         data["rules"] = tuple(Rule(**{**r, "actions": tuple(r["actions"])}) for r in data["rules"])
         return cls(**data)
@@ -133,6 +140,10 @@ _TYPES: dict[str, type[Any]] = {
     "json_logs": bool,
     "log_format": str,
     "log_level": str,
+    "open_network": bool,
+    "header_timeout": float,
+    "body_timeout": float,
+    "max_client_connections": int,
     "thrift_framed": bool,
     "thrift_compact": bool,
     "thrift_tls": bool,
@@ -140,8 +151,9 @@ _TYPES: dict[str, type[Any]] = {
     "thrift_cert": str,
     "thrift_key": str,
 }
+_LISTS = {"tls", "tokens", "rules", "allowed_hosts"}
 _PATHS = ("thrift_ca", "thrift_cert", "thrift_key")  # relative to the config file, as [tls]'s are
-assert set(_TYPES) == {f.name for f in fields(Settings)} - {"tls", "tokens", "rules"}
+assert set(_TYPES) == {f.name for f in fields(Settings)} - _LISTS
 
 
 def load(path: str | os.PathLike[str] | None) -> dict[str, Any]:
@@ -165,7 +177,7 @@ def load(path: str | os.PathLike[str] | None) -> dict[str, Any]:
 def resolve(values: dict[str, Any], overrides: dict[str, Any]) -> Settings:
     """Settings from file ``values`` with ``overrides`` (flags, env; None = not given), all checked."""
     merged = {**values, **{k: v for k, v in overrides.items() if v is not None}}
-    unknown = set(merged) - set(_TYPES) - {"tls", "tokens", "rules"}
+    unknown = set(merged) - set(_TYPES) - _LISTS
     if unknown:
         raise InvalidArgument(f"unknown setting(s) {', '.join(sorted(unknown))} in the config file")
     scalars = {k: _scalar(k, v) for k, v in merged.items() if k in _TYPES}
@@ -175,6 +187,7 @@ def resolve(values: dict[str, Any], overrides: dict[str, Any]) -> Settings:
         tls=_tls(merged.get("tls")),
         tokens=_tokens(merged.get("tokens", [])),
         rules=_rules(merged.get("rules", [])),
+        allowed_hosts=_allowed_hosts(merged.get("allowed_hosts", [])),
     )
     if settings.consumer_lease < MIN_LEASE_SECONDS:
         raise InvalidArgument(f"setting consumer_lease must be at least {MIN_LEASE_SECONDS} s")
@@ -183,11 +196,30 @@ def resolve(values: dict[str, Any], overrides: dict[str, Any]) -> Settings:
     client_context(settings.thrift_transport())  # a bad combination or an unreadable file: an error now
     if settings.rules and not settings.tokens:
         raise InvalidArgument("[[rules]] need [[tokens]]: without tokens no caller could ever match a rule")
+    if not settings.tokens and not settings.open_network and not is_loopback(settings.host):
+        raise InvalidArgument(
+            f"no [[tokens]]: an open gateway listens on loopback only, not on {settings.host}; give it tokens, "
+            "or --open-network (open_network = true) to let anyone who reaches that address do anything"
+        )
     names = {t.name for t in settings.tokens}
     for rule in settings.rules:
         if rule.principal != ANY_PRINCIPAL and rule.principal not in names:
             raise InvalidArgument(f"rule for principal {rule.principal!r}: no [[tokens]] entry has that name")
     return settings
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address to listen on) is this machine's loopback (``localhost``, 127.0.0.0/8, ::1)."""
+    try:
+        return host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _allowed_hosts(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise InvalidArgument('allowed_hosts must be a list of host names or globs, e.g. ["gateway.example.com"]')
+    return tuple(v.strip().lower() for v in value)
 
 
 def _scalar(key: str, value: Any) -> Any:

@@ -47,13 +47,14 @@ def install_chromium() -> None:
 
 
 @contextlib.contextmanager
-def chromium() -> Iterator[WebDriver]:
-    """A headless Chromium with a new empty profile, quit (and its profile removed) afterwards."""
+def chromium(*flags: str) -> Iterator[WebDriver]:
+    """A headless Chromium with a new empty profile and ``flags`` besides the usual ones, quit (and its
+    profile removed) afterwards."""
     install_chromium()
     profile = tempfile.mkdtemp(prefix="tms-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in (*FLAGS, f"--user-data-dir={profile}"):
+    for flag in (*FLAGS, *flags, f"--user-data-dir={profile}"):
         options.add_argument(flag)
     driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
     driver.set_page_load_timeout(60)

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tms_hbase.errors import InvalidArgument, TopicNotFound
+from tms_hbase.errors import InvalidArgument
 from tms_hbase.installation.metadata import MetadataStore, TopicScan
 from tms_hbase.installation.readiness import Readiness
 from tms_hbase.installation.settings import InstallationStore, TailCacheSetting
 from tms_hbase.model.tables import FAMILIES
-from tms_hbase.model.topic import TopicLike, as_topic
+from tms_hbase.model.topic import TopicId, TopicLike, as_topic
 from tms_hbase.storage.hbase import Installation, Table
 from tms_hbase.tx.table import MAX_VERSIONS
 from tms_hbase.tx.transaction import Transaction
@@ -31,6 +32,33 @@ if TYPE_CHECKING:  # (imported where used: listing topics loads no reader, write
     from tms_hbase.fetch.reader import MessageReader
     from tms_hbase.model.dead_letter import DeadLetter
     from tms_hbase.publish.writer import MessageWriter
+
+
+@dataclass(frozen=True)
+class RefusedLetter:
+    """A dead letter a replay does not publish, and why."""
+
+    letter: DeadLetter
+    reason: str
+
+
+@dataclass(frozen=True)
+class DeadLetters:
+    """What :meth:`ClientAdmin.dead_letters` listed or replayed from ``dead_letter_topic``: ``letters`` go
+    back to the subscription's topic, ``refused`` name another topic and are never published."""
+
+    dead_letter_topic: TopicId
+    letters: list[DeadLetter]
+    refused: list[RefusedLetter]
+
+    def sort(self, letter: DeadLetter, topic: TopicId) -> bool:
+        """Add ``letter`` to ``letters`` if it names ``topic`` (True), else to ``refused``."""
+        if letter.topic == topic:
+            self.letters.append(letter)
+            return True
+        reason = f"it names topic {letter.topic}, not {topic}: a replay publishes only to the subscription's own topic"
+        self.refused.append(RefusedLetter(letter, reason))
+        return False
 
 
 class ClientAdmin:
@@ -121,61 +149,66 @@ class ClientAdmin:
 
         return snapshot_from_hbase(self._installation.txstate)
 
+    def dead_letter_topic(self, topic: TopicLike, subscription: str) -> TopicId:
+        """The dead-letter topic of shared subscription ``subscription`` of ``topic`` (InvalidArgument: none)."""
+        shared = self._client.get_subscription(topic, subscription).shared
+        if shared is None or shared.dead_letter is None:
+            raise InvalidArgument(f"subscription {subscription} of {as_topic(topic)} sends no dead letters to a topic")
+        return shared.dead_letter
+
     def dead_letters(
         self,
-        dead_letter_topic: TopicLike,
+        topic: TopicLike,
+        subscription: str,
         *,
         replay: bool = False,
         dry_run: bool = False,
         via: str = "replay",
         limit: int = 1000,
-        on_missing_topic: Callable[[DeadLetter, TopicNotFound], None] | None = None,
-    ) -> list[DeadLetter]:
-        """The dead letters of ``dead_letter_topic`` not replayed yet (at most ``limit``, oldest first), or
-        with ``replay`` those it publishes back to their topics (``dry_run``: those it would, changing nothing).
+    ) -> DeadLetters:
+        """The dead letters in the dead-letter topic of shared subscription ``subscription`` of ``topic`` not
+        replayed yet (at most ``limit``, oldest first), or with ``replay`` those it publishes back to ``topic``
+        (``dry_run``: those it would, changing nothing).
 
-        Which were replayed is the mark of subscription ``via`` of the dead-letter topic: replaying creates
-        it at the earliest message if it is missing, reads through it (its one consumer at a time: a second
-        replay at once is refused with the lease error) and commits it after each dead letter is published
-        again, so each one is replayed **at least once** (twice if the replay dies between the two); listing
-        and ``dry_run`` only read after that mark. The replayed message is a **new message** of its topic,
-        with a new id and publish time; the dead letter stays in the dead-letter topic. InvalidArgument for
-        a message that is not a dead letter (those before it stay replayed), a bad ``via`` name or a ``limit``
-        below 1. A dead letter whose topic no longer exists stops the replay with TopicNotFound, unless
-        ``on_missing_topic`` is given: it is called with the letter and the error, and the replay passes
-        over that letter (the mark moves past it) and goes on."""
+        A replay publishes only to ``topic``, the topic whose subscription names the dead-letter topic,
+        never to a topic read from a letter: whoever may publish to the dead-letter topic can write a letter
+        naming any topic. A letter naming another topic is ``refused`` (with the reason), never published,
+        and passed over by the replay's mark. Which were replayed is the mark of subscription ``via`` of
+        the dead-letter topic: replaying creates it at the earliest message if it is missing, reads through
+        it (its one consumer at a time: a second replay at once is refused with the lease error) and
+        commits it after each dead letter is published again, so each one is replayed **at least once**
+        (twice if the replay dies between the two); listing and ``dry_run`` only read after that mark. The
+        replayed message is a **new message** of ``topic``, with a new id and publish time; the dead letter
+        stays in the dead-letter topic. InvalidArgument for a subscription without a dead-letter topic, a
+        message there that is not a dead letter (those before it stay replayed), a bad ``via`` name or a
+        ``limit`` below 1."""
         from tms_hbase.model.dead_letter import DeadLetter
         from tms_hbase.model.subscription import check_name
 
         check_name(via)
         if limit < 1:
             raise InvalidArgument(f"limit {limit} must be at least 1")
-        client, topic = self._client, as_topic(dead_letter_topic)
-        marks = {s.name: s.position for s in client.list_subscriptions(topic)}
+        client, topic = self._client, as_topic(topic)
+        found = DeadLetters(self.dead_letter_topic(topic, subscription), [], [])
+        marks = {s.name: s.position for s in client.list_subscriptions(found.dead_letter_topic)}
         if not replay or dry_run:  # read after the mark, without taking the subscription from a replay
             mark = marks.get(via)
-            found = (
-                client.fetch(topic, start_message=mark, inclusive=False, limit=limit)
+            messages = (
+                client.fetch(found.dead_letter_topic, start_message=mark, inclusive=False, limit=limit)
                 if mark
-                else client.fetch(topic, limit=limit)
+                else client.fetch(found.dead_letter_topic, limit=limit)
             )
-            return [DeadLetter.decode(m.payload) for m in found]
+            for message in messages:
+                found.sort(DeadLetter.decode(message.payload), topic)
+            return found
         if via not in marks:
-            client.create_subscription(topic, via)
-        letters = []
-        with client.consumer(topic, via, max_wait_seconds=0.5) as consumer:
+            client.create_subscription(found.dead_letter_topic, via)
+        with client.consumer(found.dead_letter_topic, via, max_wait_seconds=0.5) as consumer:
             for message in consumer.poll(max_messages=limit, timeout_seconds=1.0):
-                letter = DeadLetter.decode(message.payload)
-                try:
-                    client.publish(letter.topic, [letter.payload])
-                except TopicNotFound as exc:
-                    if on_missing_topic is None:
-                        raise
-                    on_missing_topic(letter, exc)
-                else:
-                    letters.append(letter)
+                if found.sort(DeadLetter.decode(message.payload), topic):
+                    client.publish(topic, [found.letters[-1].payload])
                 consumer.commit(message)
-        return letters
+        return found
 
     @property
     def future_predecessors(self) -> int:

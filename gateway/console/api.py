@@ -11,30 +11,31 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from importlib import resources
-from urllib.parse import parse_qs
 
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 
 from tms_hbase import TopicId
 from tms_hbase.errors import InvalidArgument, NotAuthenticated, TmsError
 from tms_hbase.rest import codec as rest
 
-from ..auth import ADMIN
-from ..bodies import read_body
+from ..auth import ADMIN, ANONYMOUS
+from ..bodies import query_number, read_body
 from ..config import ANY_PRINCIPAL
 from ..errors import error_response
 from ..service import Gateway
 from . import session, views
 from .history import History
+from .logins import SESSIONS_ENV, FailedLogins, Logins
 from .recent import Recent
 from .session import Viewer
 
 log = logging.getLogger(__name__)  # tms_hbase_gateway.console.api: the changes made through the console
-MAX_FORM_BYTES = 64 * 1024
+MAX_BODY_BYTES = 64 * 1024
 HEADERS = {
     # the pages load only their own files; payloads shown are text, never markup
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -57,7 +58,7 @@ def api(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     async def run(request: Request) -> Response:
         gateway: Gateway = request.app.state.gateway
         try:
-            viewer = session.viewer(request, gateway.guard)
+            viewer = session.viewer(request, gateway.guard, _logins(request))
             data = await handler(request, gateway, viewer)
         except TmsError as error:
             return error_response(request, error)
@@ -81,6 +82,22 @@ def _history(request: Request) -> History:
     return history
 
 
+def _logins(request: Request) -> Logins:
+    state = request.app.state
+    if not hasattr(state, "console_logins"):
+        state.console_logins = Logins(session.SESSION_SECONDS, os.environ.get(SESSIONS_ENV))
+    logins: Logins = state.console_logins
+    return logins
+
+
+def _failed_logins(request: Request) -> FailedLogins:
+    state = request.app.state
+    if not hasattr(state, "console_failed_logins"):
+        state.console_failed_logins = FailedLogins()
+    failures: FailedLogins = state.console_failed_logins
+    return failures
+
+
 def _recent(request: Request) -> Recent:
     state = request.app.state
     if not hasattr(state, "console_recent"):
@@ -95,11 +112,7 @@ def _as_seen_by(detail: dict, viewer: Viewer) -> dict:
 
 
 async def _json_body(request: Request) -> dict:
-    body = await read_body(request, MAX_FORM_BYTES)
-    try:
-        data = json.loads(body or b"{}")
-    except ValueError as exc:
-        raise InvalidArgument(f"the body is not JSON: {exc}") from None
+    data = rest.load_json(await read_body(request, MAX_BODY_BYTES) or b"{}", "body")
     if not isinstance(data, dict):
         raise InvalidArgument("the body must be a JSON object")
     return data
@@ -109,44 +122,66 @@ async def _json_body(request: Request) -> dict:
 
 
 async def page(request: Request) -> Response:
-    """The console's one page; without a valid session, the login form instead."""
+    """The console's one page; without a valid session, the login form instead (an open gateway starts an
+    anonymous session)."""
     gateway: Gateway = request.app.state.gateway
     try:
-        session.viewer(request, gateway.guard)
+        session.viewer(request, gateway.guard, _logins(request))
     except NotAuthenticated:
-        return RedirectResponse("/console/login", 303, headers=HEADERS)
+        if not gateway.guard.open:
+            return RedirectResponse("/console/login", 303, headers=HEADERS)
+        return _signed_in(request, _asset("index.html"), ANONYMOUS)
     return _asset("index.html")
 
 
 async def login_page(request: Request) -> Response:
-    return _asset("login.html")
+    gateway: Gateway = request.app.state.gateway
+    return RedirectResponse("/console/", 303, headers=HEADERS) if gateway.guard.open else _asset("login.html")
 
 
 async def login(request: Request) -> Response:
-    """The login form's post: the token becomes the session cookie (see :mod:`.session`)."""
+    """The login page's post, ``{"token": ...}``: a new session (see :mod:`.session`), or 401; 429 once the
+    client failed too often (:mod:`.logins`)."""
     gateway: Gateway = request.app.state.gateway
+    failures = _failed_logins(request)
+    client = request.client.host if request.client else "-"
+    wait = failures.retry_after(client)
+    if wait is not None:
+        request.state.error = "TooManyFailedLogins"
+        text = f"too many failed sign-ins from {client}: try again in {wait} s\n"
+        return PlainTextResponse(text, 429, {**HEADERS, "Retry-After": str(wait)})
     try:
-        session.check_origin(request)
-        form = parse_qs((await read_body(request, MAX_FORM_BYTES)).decode("utf-8", "replace"))
-        token = form.get("token", [""])[0].strip()
-        request.state.principal = session.login(gateway.guard, token)
-    except NotAuthenticated:
-        request.state.error = "NotAuthenticated"
-        return RedirectResponse("/console/login?failed=1", 303, headers=HEADERS)
+        token = (await _json_body(request)).get("token")
+        if not isinstance(token, str):
+            raise InvalidArgument('expected {"token": "..."}')
+        principal = session.login(gateway.guard, token)
+    except NotAuthenticated as error:
+        failures.failed(client)
+        return error_response(request, error)
     except TmsError as error:
         return error_response(request, error)
-    response = RedirectResponse("/console/", 303, headers=HEADERS)
+    failures.succeeded(client)
+    request.state.principal = principal
+    body = Response(json.dumps({"principal": principal}), 200, HEADERS, media_type=rest.JSON)
+    return _signed_in(request, body, principal)
+
+
+def _signed_in(request: Request, response: Response, principal: str) -> Response:
+    """``response`` with the cookie of a new session of ``principal``."""
+    gateway: Gateway = request.app.state.gateway
     options = session.cookie_options(gateway.settings.tls is not None)
-    response.set_cookie(session.COOKIE, token, max_age=session.SESSION_SECONDS, **options)
+    response.set_cookie(session.COOKIE, _logins(request).start(principal), max_age=session.SESSION_SECONDS, **options)
     return response
 
 
 async def logout(request: Request) -> Response:
+    """End the session: its cookie, wherever it was copied to, no longer works."""
     gateway: Gateway = request.app.state.gateway
     try:
-        session.viewer(request, gateway.guard)
+        viewer = session.viewer(request, gateway.guard, _logins(request))
     except TmsError as error:
         return error_response(request, error)
+    _logins(request).end(viewer.session)
     response = Response(b"", 200, HEADERS)
     response.delete_cookie(session.COOKIE, **session.cookie_options(gateway.settings.tls is not None))
     return response
@@ -241,13 +276,18 @@ def _properties(body: dict) -> dict[str, str]:
 @api
 async def messages(request: Request, gateway: Gateway, viewer: Viewer) -> object:
     found = _topic(request, viewer, Viewer.check_read)
-    query = request.query_params
-    limit = _int(query.get("limit", "100"), "limit")
-    from_id = _id(query["id"]) if query.get("id") else None
-    from_time = _int(query["time"], "time") if query.get("time") else None
-    last = _int(query["last"], "last") if query.get("last") else None
+    limit = query_number(request, "limit", int)
+    from_id = _id(request.query_params["id"]) if request.query_params.get("id") else None
+    from_time, last = query_number(request, "time", int), query_number(request, "last", int)
     return await gateway.run(
-        lambda: views.messages(gateway.client, found, from_id=from_id, from_time=from_time, last=last, limit=limit)
+        lambda: views.messages(
+            gateway.client,
+            found,
+            from_id=from_id,
+            from_time=from_time,
+            last=last,
+            limit=100 if limit is None else limit,
+        )
     )
 
 
@@ -256,7 +296,9 @@ async def subscription(request: Request, gateway: Gateway, viewer: Viewer) -> ob
     found = _topic(request, viewer)
     name = request.path_params["name"]
     detail = await gateway.run(views.subscription_detail, gateway.client, viewer, found, name, _history(request))
-    return {**detail, "may_change": viewer.may_change(found.namespace, found.topic)}
+    may_change = viewer.may_change(found.namespace, found.topic)
+    may_replay = may_change and viewer.may_publish(found.namespace, found.topic)
+    return {**detail, "may_change": may_change, "may_replay": may_replay}
 
 
 @api
@@ -285,42 +327,38 @@ async def reset(request: Request, gateway: Gateway, viewer: Viewer) -> object:
     return {**detail, "may_change": True}
 
 
-def _dead_letter_topic(gateway: Gateway, topic: TopicId, name: str) -> TopicId:
-    """The dead-letter topic of shared subscription ``name`` (InvalidArgument if it has none)."""
-    shared = gateway.client.get_subscription(topic, name).shared
-    if shared is None or shared.dead_letter is None:
-        raise InvalidArgument(f"subscription {name} of {topic} sends no dead letters to a topic")
-    return shared.dead_letter
-
-
 @api
 async def replay_preview(request: Request, gateway: Gateway, viewer: Viewer) -> object:
-    """What a replay would publish, and to which topics (it shows payloads: reading the dead-letter topic)."""
+    """What a replay would publish to the subscription's topic, and what it would refuse (it shows payloads:
+    reading the dead-letter topic)."""
     found, name = _topic(request, viewer, Viewer.check_change), request.path_params["name"]
-    target = await gateway.run(_dead_letter_topic, gateway, found, name)
+    target = await gateway.run(gateway.client.admin.dead_letter_topic, found, name)
     viewer.check_read(target.namespace, target.topic)
-    letters = await gateway.run(lambda: views.replay_dead_letters(gateway.client, target, dry_run=True))
-    return {"dead_letter_topic": str(target), "letters": letters}
+    return await gateway.run(lambda: views.replay_dead_letters(gateway.client, found, name, dry_run=True))
 
 
 @api
 async def replay(request: Request, gateway: Gateway, viewer: Viewer) -> object:
-    """Publish every dead letter of the subscription's dead-letter topic not replayed yet back to its topic
-    (admin on the subscription's topic and on the dead-letter topic, whose subscription marks the replay)."""
+    """Publish every dead letter of the subscription's dead-letter topic not replayed yet back to the
+    subscription's topic: ``admin`` on both topics (the dead-letter topic's subscription marks the replay) and
+    ``publish`` on the one it publishes to. A letter naming another topic is refused, never published."""
     found, name = _topic(request, viewer, Viewer.check_change), request.path_params["name"]
-    target = await gateway.run(_dead_letter_topic, gateway, found, name)
+    viewer.check_publish(found.namespace, found.topic)
+    target = await gateway.run(gateway.client.admin.dead_letter_topic, found, name)
     viewer.check_change(target.namespace, target.topic)
-    letters = await gateway.run(lambda: views.replay_dead_letters(gateway.client, target, dry_run=False))
+    done = await gateway.run(lambda: views.replay_dead_letters(gateway.client, found, name, dry_run=False))
     log.info(
-        "console: %s replayed %d dead letters of %s to %s",
+        "console: %s replayed %d dead letters of %s to %s, refused %d",
         viewer.principal,
-        len(letters),
+        len(done["letters"]),
         target,
-        sorted({letter["topic"] for letter in letters}),
+        found,
+        len(done["refused"]),
     )
-    for topic in {letter["topic"] for letter in letters}:
-        _recent(request).forget(topic)  # they have new messages
-    return {"dead_letter_topic": str(target), "letters": letters}
+    for letter in done["refused"]:
+        log.warning("console: refused dead letter %s of %s: %s", letter["id"], target, letter["reason"])
+    _recent(request).forget(str(found))  # it has new messages
+    return done
 
 
 @api
@@ -338,7 +376,7 @@ def _start(value: object) -> str | int | bytes:
     if value in ("earliest", "latest"):
         assert isinstance(value, str)
         return value
-    if isinstance(value, int) and not isinstance(value, bool):
+    if isinstance(value, int) and not isinstance(value, bool) and rest.LONG[0] <= value <= rest.LONG[1]:
         return value
     if isinstance(value, str):
         return _id(value)
@@ -350,13 +388,6 @@ def _id(text: str) -> bytes:
         return bytes.fromhex(text)
     except ValueError:
         raise InvalidArgument(f"bad message id {text!r}: expected hex") from None
-
-
-def _int(text: str, name: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise InvalidArgument(f"{name}={text!r} is not an integer") from None
 
 
 TOPIC = "/api/topics/{namespace}/{topic}"

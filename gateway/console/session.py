@@ -1,16 +1,17 @@
 """Who a console request comes from, and whether a change it asks for is the user's own (CSRF).
 
-A browser cannot send a bearer header on a page load, so the console keeps the token in a cookie:
-the login form posts it once, the gateway checks it with the same :class:`~gateway.auth.Guard` as
-``Authorization: Bearer`` and answers with a ``tms_console`` cookie that is ``HttpOnly`` (no script can
-read it), ``SameSite=Strict`` (no other site's page sends it), limited to ``/console``, ``Secure`` under
-TLS, and lasts :data:`SESSION_SECONDS`. The token never goes into a URL. Nothing is stored server-side,
-so any worker serves any session, and taking a token out of the config file ends its sessions.
+A browser cannot send a bearer header on a page load, so the console signs in once: the login page posts
+the token (JSON, never in a URL), the gateway checks it with the same :class:`~gateway.auth.Guard` as
+``Authorization: Bearer`` and starts a session kept on the server (:mod:`.logins`). The ``tms_console``
+cookie carries the session's id, not the token; it is ``HttpOnly`` (no script can read it),
+``SameSite=Strict`` (no other site's page sends it), limited to ``/console``, ``Secure`` under TLS, and
+lasts :data:`SESSION_SECONDS`, as the session does. Signing out ends the session on the server. An open
+gateway (no tokens) starts an ``anonymous`` session for a page load without one.
 
-Every change (PUT, POST, DELETE) must also carry ``X-CSRF-Token``: an HMAC of the session's token that
-the page reads from ``/console/api/session`` (a same-origin read another site cannot make). A cross-site
+Every change (PUT, POST, DELETE) must also carry ``X-CSRF-Token``: an HMAC of the session's id that the
+page reads from ``/console/api/session`` (a same-origin read another site cannot make). A cross-site
 form cannot set that header, and a cross-site script cannot send it without a CORS preflight the gateway
-never answers; a change whose ``Origin`` is not the gateway's own is refused too.
+never answers; a request from another site's page is refused before that (:mod:`gateway.browsers`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from starlette.requests import Request
 
 from tms_hbase.errors import NotAuthenticated, NotAuthorized
 
-from ..auth import ADMIN, CONSUME, Guard
+from ..auth import ADMIN, CONSUME, PUBLISH, Guard
+from .logins import Logins
 
 COOKIE = "tms_console"
 CSRF_HEADER = "x-csrf-token"
@@ -37,7 +39,7 @@ class Viewer:
     """The authenticated caller of one console request."""
 
     principal: str
-    token: str  # the session's bearer token ("" on an open gateway)
+    session: str  # the session's id (the cookie's value)
     guard: Guard
 
     def may_see(self, namespace: str, topic: str) -> bool:
@@ -62,40 +64,33 @@ class Viewer:
     def check_change(self, namespace: str, topic: str) -> None:
         self.guard.check(self.principal, namespace, topic, ADMIN)
 
+    def may_publish(self, namespace: str, topic: str) -> bool:
+        """What a dead letter's replay needs on the topic it publishes to (as ``POST /publish`` does)."""
+        return self.guard.allows(self.principal, namespace, topic, PUBLISH)
+
+    def check_publish(self, namespace: str, topic: str) -> None:
+        self.guard.check(self.principal, namespace, topic, PUBLISH)
+
     @property
     def csrf(self) -> str:
         """The token a change must carry: derived from the session's secret, so only its holder knows it."""
-        return csrf_token(self.token)
+        return hmac.new(self.session.encode(), b"tms-console csrf", hashlib.sha256).hexdigest()
 
 
-def csrf_token(token: str) -> str:
-    return hmac.new(token.encode(), b"tms-console csrf", hashlib.sha256).hexdigest()
-
-
-def viewer(request: Request, guard: Guard) -> Viewer:
+def viewer(request: Request, guard: Guard, logins: Logins) -> Viewer:
     """The caller of a console request from its session cookie (NotAuthenticated: 401), noted for the
-    access log; a change is also checked for its CSRF token and origin (NotAuthorized: 403)."""
-    token = request.cookies.get(COOKIE, "")
-    principal = guard.principal(f"Bearer {token}" if token else None)
+    access log; a change is also checked for its CSRF token (NotAuthorized: 403)."""
+    session = request.cookies.get(COOKIE, "")
+    principal = logins.principal(session) if session else None
+    if principal is None:
+        raise NotAuthenticated("sign in to the console: no session, or it ended")
     request.state.principal = principal
-    found = Viewer(principal, token if not guard.open else "", guard)
+    found = Viewer(principal, session, guard)
     if request.method not in SAFE_METHODS:
-        check_origin(request)
         sent = request.headers.get(CSRF_HEADER, "")
         if not hmac.compare_digest(sent.encode(), found.csrf.encode()):
             raise NotAuthorized("a console change needs the session's X-CSRF-Token header")
     return found
-
-
-def check_origin(request: Request) -> None:
-    """NotAuthorized when the request says it comes from another site's page."""
-    origin = request.headers.get("origin")
-    if origin is not None and origin != own_origin(request):
-        raise NotAuthorized(f"a console change from another origin ({origin}) is refused")
-
-
-def own_origin(request: Request) -> str:
-    return f"{request.url.scheme}://{request.headers.get('host', request.url.netloc)}"
 
 
 def login(guard: Guard, token: str) -> str:

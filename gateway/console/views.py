@@ -207,26 +207,29 @@ def subscription_detail(client: MessagingClient, viewer: Viewer, topic: TopicId,
         target = subscription.shared.dead_letter
         if target is not None and viewer.may_read(target.namespace, target.topic):
             try:
-                detail["dead_letters"] = dead_letters(client, target, topic, name)
+                detail["dead_letters"] = dead_letters(client, topic, name)
             except InvalidArgument as exc:  # a message there is no dead letter: say so, show the rest
                 detail["dead_letters_error"] = f"{target}: {exc}"
     return detail
 
 
-def dead_letters(client: MessagingClient, target: TopicId, topic: TopicId, name: str) -> list[dict]:
+def dead_letters(client: MessagingClient, topic: TopicId, name: str) -> list[dict]:
     """The dead letters (at most :data:`MAX_ROWS`, oldest first) that subscription ``name`` of ``topic``
-    sent to ``target`` and that are not replayed yet (what ``client.admin.dead_letters`` lists)."""
-    return [
-        _letter(letter)
-        for letter in client.admin.dead_letters(target, limit=MAX_ROWS)
-        if letter.topic == topic and letter.subscription == name
-    ]
+    sent to its dead-letter topic and that are not replayed yet (what ``client.admin.dead_letters`` lists)."""
+    found = client.admin.dead_letters(topic, name, limit=MAX_ROWS)
+    return [_letter(letter) for letter in found.letters if letter.subscription == name]
 
 
-def replay_dead_letters(client: MessagingClient, target: TopicId, *, dry_run: bool) -> list[dict]:
-    """Every dead letter of ``target`` not replayed yet, of any subscription, published back to its topic
-    (``dry_run``: only listed); see ``client.admin.dead_letters`` for what a replay guarantees."""
-    return [_letter(letter) for letter in client.admin.dead_letters(target, replay=True, dry_run=dry_run)]
+def replay_dead_letters(client: MessagingClient, topic: TopicId, name: str, *, dry_run: bool) -> dict:
+    """The dead letters of the dead-letter topic of subscription ``name`` not replayed yet, published back to
+    ``topic`` (``dry_run``: only listed), and those refused for naming another topic; see
+    ``client.admin.dead_letters`` for what a replay guarantees."""
+    found = client.admin.dead_letters(topic, name, replay=True, dry_run=dry_run)
+    return {
+        "dead_letter_topic": str(found.dead_letter_topic),
+        "letters": [_letter(letter) for letter in found.letters],
+        "refused": [{**_letter(r.letter), "reason": r.reason} for r in found.refused],
+    }
 
 
 def _letter(letter: DeadLetter) -> dict:

@@ -65,20 +65,48 @@ def test_shared_subscriptions_from_the_command_line(client: MessagingClient, tms
         (c,) = consumer.receive(1, 5)
         consumer.nack(c)
     assert json.loads(ok(tms_env, "sub", "consume", str(Q), "work", "--wait", "2", "--json").stdout) == []
-    letters = json.loads(ok(tms_env, "sub", "dead-letters", str(DEAD), "--json").stdout)
-    assert [(r["topic"], r["subscription"], r["id"], r["deliveries"], r["payload"]) for r in letters] == [
+    letters = json.loads(ok(tms_env, "sub", "dead-letters", str(Q), "work", "--json").stdout)
+    assert letters["dead_letter_topic"] == str(DEAD) and letters["refused"] == []
+    assert [(r["topic"], r["subscription"], r["id"], r["deliveries"], r["payload"]) for r in letters["letters"]] == [
         (str(Q), "work", c.id.hex(), 1, "c")
     ]
-    dry = ok(tms_env, "sub", "dead-letters", str(DEAD), "--replay", "--dry-run").stdout
+    dry = ok(tms_env, "sub", "dead-letters", str(Q), "work", "--replay", "--dry-run").stdout
     assert dry.startswith(f"would replay {c.id.hex()} of {Q} (1 deliveries): c")
     assert [m.payload for m in client.fetch(Q)] == [b"a", b"b", b"c"]  # nothing published
     assert client.list_subscriptions(DEAD) == []  # nor the replay subscription created
-    replayed = json.loads(ok(tms_env, "sub", "dead-letters", str(DEAD), "--replay", "--json").stdout)
-    assert [r["payload"] for r in replayed] == ["c"]
+    replayed = json.loads(ok(tms_env, "sub", "dead-letters", str(Q), "work", "--replay", "--json").stdout)
+    assert [r["payload"] for r in replayed["letters"]] == ["c"]
     assert [m.payload for m in client.fetch(Q)] == [b"a", b"b", b"c", b"c"]  # back as a new message
-    assert ok(tms_env, "sub", "dead-letters", str(DEAD)).stdout.strip() == "no dead letters"
+    assert ok(tms_env, "sub", "dead-letters", str(Q), "work").stdout.strip() == "no dead letters"
     again = json.loads(ok(tms_env, "sub", "consume", str(Q), "work", "--count", "1", "--ack", "--json").stdout)
     assert [(r["payload"], r["deliveries"]) for r in again] == [("c", 1)]
+
+
+def test_a_replay_publishes_only_to_the_subscriptions_own_topic(
+    client: MessagingClient, tms_env: dict[str, str]
+) -> None:
+    """Whoever may publish to a dead-letter topic can write a letter naming any topic: the replay refuses it
+    (with the reason) and publishes nothing there, and still replays the genuine letters after it."""
+    ok(tms_env, "init")
+    jobs, dead, secret = TopicId("forge", "jobs"), TopicId("forge", "dead"), TopicId("forge", "secret")
+    for topic in (jobs, dead, secret):
+        client.create_topic(topic)
+    client.create_subscription(jobs, "work", shared=True, dead_letter=dead)
+    forged_id, genuine_id = b"\x01" * 8, b"\x02" * 8
+    forged = DeadLetter(secret, "work", forged_id, 1, 0, b"stolen").encode()
+    genuine = DeadLetter(jobs, "work", genuine_id, 5, 0, b"retry me").encode()
+    client.publish(dead, [forged, genuine])
+
+    listed = json.loads(ok(tms_env, "sub", "dead-letters", str(jobs), "work", "--json").stdout)
+    assert [r["payload"] for r in listed["letters"]] == ["retry me"]
+    assert [(r["topic"], r["payload"]) for r in listed["refused"]] == [(str(secret), "stolen")]
+    shown = ok(tms_env, "sub", "dead-letters", str(jobs), "work", "--replay").stdout.splitlines()
+    assert shown[0].startswith(f"replayed {genuine_id.hex()} of {jobs}")
+    assert shown[1].startswith(f"refused {forged_id.hex()} in {dead}: it names topic {secret}, not {jobs}")
+    assert list(client.fetch(secret)) == []
+    assert [m.payload for m in client.fetch(jobs)] == [b"retry me"]
+    # the refused letter is passed over, not offered again
+    assert ok(tms_env, "sub", "dead-letters", str(jobs), "work").stdout.strip() == "no dead letters"
 
 
 def refused(env: dict[str, str], *args: str) -> str:
@@ -98,7 +126,7 @@ def test_bad_counts_waits_and_via_names_are_refused(client: MessagingClient, tms
     for bad in (["--count", "0"], ["--count", "-1"], ["--wait", "-1"], ["--wait", "nan"], ["--wait", "inf"]):
         refused(tms_env, "sub", "consume", str(Q), "work", *bad)
     for replay in ([], ["--replay"], ["--replay", "--dry-run"]):
-        error = refused(tms_env, "sub", "dead-letters", str(DEAD), "--via", "bad name", *replay)
+        error = refused(tms_env, "sub", "dead-letters", str(Q), "work", "--via", "bad name", *replay)
         assert "bad subscription name" in error
     assert client.pending(Q, "work") == [] and client.list_subscriptions(DEAD) == []  # nothing taken or created
 
@@ -139,20 +167,21 @@ def test_pending_shows_a_deadline_out_of_range(client: MessagingClient, tms_env:
     assert "out of range" in ok(tms_env, "sub", "pending", str(Q), "work").stdout
 
 
-def test_a_replay_can_skip_letters_whose_topic_was_deleted(client: MessagingClient, tms_env: dict[str, str]) -> None:
+def test_a_replay_passes_over_letters_whose_topic_was_deleted(client: MessagingClient, tms_env: dict[str, str]) -> None:
+    """A dead-letter topic shared with a topic since deleted: its letters name that topic, so the replay of
+    the living subscription refuses them (with the reason) and goes on past them."""
     ok(tms_env, "init")
     gone = TopicId("cliq", "gone")
     for t in (Q, gone, DEAD):
         client.create_topic(t)
+    client.create_subscription(Q, "work", shared=True, dead_letter=DEAD)
     letters = [DeadLetter(t, "work", bytes(MessageId(1, n, 0)), 3, 0, p) for n, (t, p) in enumerate(
         [(Q, b"first"), (gone, b"lost"), (Q, b"last")], start=1
     )]  # fmt: skip
     client.publish(DEAD, [letter.encode() for letter in letters])
     client.delete_topic(gone)
-    stopped = tms_admin(tms_env, "sub", "dead-letters", str(DEAD), "--replay")
-    assert stopped.returncode == 3 and str(gone) in stopped.stderr and stopped.stderr.count("\n") == 1
-    rows = json.loads(ok(tms_env, "sub", "dead-letters", str(DEAD), "--replay", "--skip-missing", "--json").stdout)
-    assert [(r["payload"], "skipped" in r) for r in rows] == [("last", False), ("lost", True)]
-    assert str(gone) in rows[1]["skipped"]
+    done = json.loads(ok(tms_env, "sub", "dead-letters", str(Q), "work", "--replay", "--json").stdout)
+    assert [r["payload"] for r in done["letters"]] == ["first", "last"]
+    assert [(r["payload"], str(gone) in r["reason"]) for r in done["refused"]] == [("lost", True)]
     assert [m.payload for m in client.fetch(Q)] == [b"first", b"last"]
-    assert ok(tms_env, "sub", "dead-letters", str(DEAD)).stdout.strip() == "no dead letters"
+    assert ok(tms_env, "sub", "dead-letters", str(Q), "work").stdout.strip() == "no dead letters"

@@ -9,6 +9,7 @@ docs/console), else to the test's temporary folder.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -27,6 +28,7 @@ from selenium.webdriver.support.ui import Select
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.config import TX_ENV
 from tms_hbase.errors import TopicNotFound
+from tms_hbase.model.dead_letter import DeadLetter
 from tms_hbase.shared.state import ClaimState
 from tms_hbase.sweep.status import sweeper_state
 from tms_hbase.tx.client import TransactionClient
@@ -37,7 +39,7 @@ from ..gateway_server import GatewayProcess, gateway_env
 from ..tx_server import TxServer, free_port
 
 ORDERS, PAYMENTS, DEAD = TopicId("shop", "orders"), TopicId("shop", "payments"), TopicId("shop", "dead")
-TOKENS = {name: new_token() for name in ("ops", "viewer", "writer")}
+TOKENS = {name: new_token() for name in ("ops", "viewer", "writer", "shopops", "deadwriter")}
 RULES = """
 [[rules]]
 principal = "ops"
@@ -55,6 +57,18 @@ actions = ["consume"]
 principal = "writer"
 namespace = "*"
 topics = "*"
+actions = ["publish"]
+
+[[rules]]
+principal = "shopops"
+namespace = "shop"
+topics = "*"
+actions = ["admin", "consume", "publish"]
+
+[[rules]]
+principal = "deadwriter"
+namespace = "shop"
+topics = "forged-dead"
 actions = ["publish"]
 """
 
@@ -395,15 +409,23 @@ def test_dead_letters_replayed_through_the_console_are_new_messages_of_their_top
     )
     assert statuses == [403, 403]
     assert {m.id for m in client.fetch(ORDERS)} == before
-    assert [letter.message_id for letter in client.admin.dead_letters(DEAD)] == [console.dead_lettered]
+    assert [letter.message_id for letter in client.admin.dead_letters(ORDERS, "workers").letters] == [
+        console.dead_lettered
+    ]
 
-    sign_in(browser, console, TOKENS["ops"])
+    sign_in(browser, console, TOKENS["ops"])  # admin, but may not publish to shop:orders: no replay either
+    show(browser, console, "subscriptions/shop/orders/workers", "subscription")
+    assert not browser.find_elements(By.ID, "replay")
+    assert browser.execute_async_script(REPLAY, "workers") == 403
+    assert {m.id for m in client.fetch(ORDERS)} == before
+
+    sign_in(browser, console, TOKENS["shopops"])
     show(browser, console, "subscriptions/shop/orders/workers", "subscription")
     browser.find_element(By.ID, "replay").click()
     wait_for_page(lambda: browser.find_element(By.ID, "replay-preview"), "the preview")
     preview = text(browser, "replay-preview")
-    assert f"{console.dead_lettered.hex()} shop:orders workers" in preview
-    assert "Publishes these 1 dead letters of shop:dead" in preview
+    assert f"{console.dead_lettered.hex()} workers" in preview
+    assert "Publishes these 1 dead letters of shop:dead back to shop:orders" in preview
     assert {m.id for m in client.fetch(ORDERS)} == before  # a preview publishes nothing
     shot(browser, console, "replay-preview")
     confirm(browser)
@@ -411,8 +433,53 @@ def test_dead_letters_replayed_through_the_console_are_new_messages_of_their_top
     assert [m.payload for m in new] == [payload] and new[0].id != console.dead_lettered
     wait_for_page(lambda: text(browser, "dead-letters") == "nothing left to replay", "the empty dead-letter list")
     assert not browser.find_elements(By.ID, "replay")
-    assert client.admin.dead_letters(DEAD) == []
-    assert "console: ops replayed 1 dead letters of shop:dead to ['shop:orders']" in console.gateway.log()
+    assert client.admin.dead_letters(ORDERS, "workers").letters == []
+    assert "console: shopops replayed 1 dead letters of shop:dead to shop:orders, refused 0" in console.gateway.log()
+
+
+REPLAY = """const [name, done] = arguments;
+(async () => {
+  const session = await (await fetch("/console/api/session")).json();
+  const sent = await fetch(`/console/api/topics/shop/orders/subscriptions/${name}/replay`, {
+    method: "POST", headers: {"X-CSRF-Token": session.csrf, "Content-Type": "application/json"}, body: "{}"});
+  return sent.status;
+})().then(done);"""
+
+
+def test_a_forged_dead_letter_is_refused_not_published_to_the_topic_it_names(
+    console: Console, browser: WebDriver
+) -> None:
+    """The confused deputy: deadwriter may publish only to shop:forged-dead and writes there a dead letter
+    naming secret:payments, where it may not publish; shopops (admin on shop's topics only) presses Replay
+    for subscription forged of shop:orders. The letter is shown as refused and lands nowhere; the genuine
+    letter beside it goes back to shop:orders."""
+    client, forged_dead, secret = console.client, TopicId("shop", "forged-dead"), TopicId("secret", "payments")
+    client.create_topic(forged_dead)
+    client.create_topic(secret)
+    client.create_subscription(ORDERS, "forged", shared=True, dead_letter=forged_dead)
+    forged_id = b"\x01" * 8
+    forged = DeadLetter(secret, "forged", forged_id, 1, 0, b"stolen").encode()
+    genuine = DeadLetter(ORDERS, "forged", b"\x02" * 8, 1, 0, b"genuine").encode()
+    writer = {"Authorization": f"Bearer {TOKENS['deadwriter']}"}
+    with httpx.Client(base_url=console.url, timeout=60, headers=writer) as http:
+        letters = {"messages": [base64.b64encode(m).decode() for m in (forged, genuine)]}
+        assert http.post("/v1/namespaces/secret/topics/payments/publish", json=letters).status_code == 403
+        assert http.post("/v1/namespaces/shop/topics/forged-dead/publish", json=letters).status_code == 200
+    before = {m.id for m in client.fetch(ORDERS)}
+
+    sign_in(browser, console, TOKENS["shopops"])
+    show(browser, console, "subscriptions/shop/orders/forged", "subscription")
+    browser.find_element(By.ID, "replay").click()
+    wait_for_page(lambda: browser.find_element(By.ID, "replay-preview"), "the preview")
+    assert "Publishes these 1 dead letters of shop:forged-dead back to shop:orders" in text(browser, "replay-preview")
+    refused = text(browser, "replay-refused")
+    assert forged_id.hex() in refused and "it names topic secret:payments, not shop:orders" in refused
+    confirm(browser)
+    new = wait_for_page(lambda: [m for m in client.fetch(ORDERS) if m.id not in before], "the replayed message")
+    assert [m.payload for m in new] == [b"genuine"]
+    wait_for_page(lambda: text(browser, "dead-letters") == "nothing left to replay", "the empty dead-letter list")
+    assert list(client.fetch(secret)) == []
+    assert f"refused dead letter {forged_id.hex()} of shop:forged-dead" in console.gateway.log()
 
 
 def test_a_dead_letter_topic_holding_something_else_is_shown_not_replayed(console: Console, browser: WebDriver) -> None:
@@ -421,7 +488,7 @@ def test_a_dead_letter_topic_holding_something_else_is_shown_not_replayed(consol
     client.publish(junk, [b"not a dead letter at all"])
     client.create_subscription(ORDERS, "broken", shared=True, dead_letter=junk)
     before = {m.id for m in client.fetch(ORDERS)}
-    sign_in(browser, console, TOKENS["ops"])
+    sign_in(browser, console, TOKENS["shopops"])
     show(browser, console, "subscriptions/shop/orders/broken", "subscription")
     assert text(browser, "dead-letters") == "shop:junk: not a dead letter (no TMSDL1 header)"
     assert not browser.find_elements(By.ID, "replay")
@@ -449,10 +516,11 @@ def test_payloads_need_consume_or_admin(console: Console, browser: WebDriver) ->
 
 def test_a_change_without_the_csrf_token_is_refused(console: Console) -> None:
     with httpx.Client(base_url=console.url, timeout=60) as http:
-        signed_in = http.post("/console/login", data={"token": TOKENS["ops"]})
-        assert signed_in.status_code == 303 and signed_in.headers["location"] == "/console/"
+        signed_in = http.post("/console/login", json={"token": TOKENS["ops"]})
+        assert signed_in.status_code == 200 and signed_in.json() == {"principal": "ops"}
         cookie = signed_in.headers["set-cookie"]
         assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/console" in cookie
+        assert TOKENS["ops"] not in cookie  # the cookie carries a session id, never the token
         csrf = http.get("/console/api/session").json()["csrf"]
         body = {"properties": {"ttl": "60"}}
         assert http.put("/console/api/topics/csrf/t1", json=body).status_code == 403
@@ -462,9 +530,17 @@ def test_a_change_without_the_csrf_token_is_refused(console: Console) -> None:
         assert console.client.list_topics("csrf") == []
         assert http.put("/console/api/topics/csrf/t1", json=body, headers={"X-CSRF-Token": csrf}).status_code == 200
         assert console.client.get_topic(TopicId("csrf", "t1")).ttl == 60
-        # signing out ends the session in this client
-        assert http.post("/console/logout", headers={"X-CSRF-Token": csrf}).status_code == 200
-        assert http.get("/console/api/session").status_code == 401
+        # signing out ends the session on the server: a copy of its cookie stops working too
+        copied = httpx.Client(base_url=console.url, timeout=60, cookies={"tms_console": http.cookies["tms_console"]})
+        with copied:
+            assert copied.get("/console/api/session").json()["principal"] == "ops"
+            assert http.post("/console/logout", headers={"X-CSRF-Token": csrf}).status_code == 200
+            assert http.get("/console/api/session").status_code == 401
+            assert copied.get("/console/api/session").status_code == 401
+            assert (
+                copied.put("/console/api/topics/csrf/t2", json=body, headers={"X-CSRF-Token": csrf}).status_code == 401
+            )
+        assert TopicId("csrf", "t2") not in console.client.list_topics("csrf")
 
 
 def test_the_charts_draw_the_numbers_over_time(console: Console, browser: WebDriver) -> None:
@@ -518,6 +594,20 @@ def test_the_message_browser_starts_where_asked_and_downloads_what_it_shows(
     data = json.loads(wait_for_page(lambda: saved.exists() and saved.read_text(), "the download"))
     assert [m["id"] for m in data["messages"]] == expected
     assert [bytes.fromhex(m["payload"]) for m in data["messages"]] == [m.payload for m in everything[-len(expected) :]]
+
+
+def test_bad_input_to_the_json_endpoints_is_a_400(console: Console) -> None:
+    """Arrays nested 30,000 deep and a time past a 64-bit integer are bad input, not server errors."""
+    with httpx.Client(base_url=console.url, timeout=60) as http:
+        assert http.post("/console/login", json={"token": TOKENS["ops"]}).status_code == 200
+        csrf = {"X-CSRF-Token": http.get("/console/api/session").json()["csrf"], "Content-Type": "application/json"}
+        nested = http.put("/console/api/topics/shop/deep", content=b"[" * 30_000, headers=csrf)
+        assert nested.status_code == 400 and "nested too deeply" in nested.text
+        preview = "/console/api/topics/shop/orders/subscriptions/billing/preview"
+        assert http.post(preview, json={"start": -(10**20)}, headers=csrf).status_code == 400
+        for query in ("time=-99999999999999999999", "last=99999999999999999999", "limit=1e400"):
+            assert http.get(f"/console/api/topics/shop/orders/messages?{query}").status_code == 400, query
+    assert TopicId("shop", "deep") not in console.client.list_topics("shop")
 
 
 def test_a_deadline_out_of_range_is_shown_not_an_error(console: Console, browser: WebDriver) -> None:

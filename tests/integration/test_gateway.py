@@ -30,6 +30,7 @@ from ..gateway_server import GatewayProcess, module_gateway
 
 ROOT = Path(__file__).resolve().parents[2]
 AVRO, JSON = "avro/binary", "application/json"
+OCTETS = {"Content-Type": "application/octet-stream"}
 LIMIT = 64 * 1024  # max_batch_bytes of this module's gateway
 POLL_CAP = 50  # max_poll_messages of this module's gateway
 
@@ -380,12 +381,13 @@ def test_publish_then_rollback(http: httpx.Client, wire: Wire, ns: str) -> None:
         return payloads(wire.messages(http.post(topic_url(ns, "t", "poll"), content=wire.consume(tx=tx), headers=h)))
 
     assert poll(tx_seeing(pointer)) == [b"x1", b"x2"]
-    # the rollback body is the publish response as is (whatever Content-Type it is sent with)
-    assert http.post(topic_url(ns, "t", "rollback"), content=handle).status_code == 200
+    # the rollback body is the publish response as is (sent as octet-stream, Avro or JSON; no type: 415)
+    assert_error(http.post(topic_url(ns, "t", "rollback"), content=handle), 415, "UnsupportedMediaType")
+    assert http.post(topic_url(ns, "t", "rollback"), content=handle, headers=OCTETS).status_code == 200
     assert http.post(topic_url(ns, "t", "rollback"), content=handle, headers=h).status_code == 200  # again: no-op
     assert poll(tx_seeing(pointer)) == []
     assert poll(None) == [b"x1", b"x2"]  # non-transactional reads still see them (repeatable reads)
-    assert_error(http.post(topic_url(ns, "other", "rollback"), content=handle), 400, "InvalidArgument")
+    assert_error(http.post(topic_url(ns, "other", "rollback"), content=handle, headers=h), 400, "InvalidArgument")
 
 
 def test_store_then_publish(http: httpx.Client, wire: Wire, ns: str) -> None:
@@ -404,7 +406,7 @@ def test_store_then_publish(http: httpx.Client, wire: Wire, ns: str) -> None:
     assert poll() == [b"s1", b"s2", b"s3"]  # in store order
     assert poll(tx_seeing(pointer, in_progress=True)) == []
     assert poll(tx_seeing(pointer)) == [b"s1", b"s2", b"s3"]
-    assert http.post(topic_url(ns, "t", "rollback"), content=published.content).status_code == 200
+    assert http.post(topic_url(ns, "t", "rollback"), content=published.content, headers=OCTETS).status_code == 200
     assert poll(tx_seeing(pointer)) == []
 
 

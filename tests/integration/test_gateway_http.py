@@ -54,7 +54,7 @@ def conn(gateway: GatewayProcess) -> Iterator[socket.socket]:
 def publish_request(t: TopicId, payloads: list[bytes], *, extra: str = "") -> bytes:
     body = json.dumps({"messages": [base64.b64encode(p).decode() for p in payloads]}).encode()
     head = (
-        f"POST /v1/namespaces/{t.namespace}/topics/{t.topic}/publish HTTP/1.1\r\nHost: gw\r\n"
+        f"POST /v1/namespaces/{t.namespace}/topics/{t.topic}/publish HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n{extra}\r\n"
     )
     return head.encode() + body
@@ -91,8 +91,9 @@ def test_malformed_requests_are_400_and_close_the_connection(gateway: GatewayPro
     path = f"/v1/namespaces/{topic.namespace}/topics/{topic.topic}/publish"
     for request in (
         b"NOT AN HTTP REQUEST\r\n\r\n",
-        f"POST {path} HTTP/1.1\r\nHost: gw\r\nContent-Length: abc\r\n\r\n".encode(),
-        f"POST {path} HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n".encode(),
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: abc\r\n\r\n".encode(),
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        "Transfer-Encoding: chunked\r\n\r\nzz\r\n".encode(),
     ):
         with socket.create_connection(("127.0.0.1", gateway.port), timeout=30) as sock:
             sock.sendall(request)
@@ -123,7 +124,9 @@ def test_one_connection_carries_many_requests_in_turn_and_pipelined(
     assert len(set(positions)) == len(pipelined)  # twenty answers, one per request
     assert published(direct, topic) == one_by_one + pipelined  # every one stored, in the order sent
     # the same connection still serves an ordinary call
-    conn.sendall(f"GET /v1/namespaces/{topic.namespace}/topics/{topic.topic} HTTP/1.1\r\nHost: gw\r\n\r\n".encode())
+    conn.sendall(
+        f"GET /v1/namespaces/{topic.namespace}/topics/{topic.topic} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
+    )
     status, _headers, body = read_response(stream)
     assert status == 200 and json.loads(body)["name"] == topic.topic
 
@@ -147,7 +150,7 @@ def test_a_chunked_body_is_published(conn: socket.socket, topic: TopicId, direct
     body = json.dumps({"messages": [base64.b64encode(b"chunked %d" % i).decode() for i in range(3)]}).encode()
     chunks = b"".join(b"%x\r\n%s\r\n" % (len(body[i : i + 7]), body[i : i + 7]) for i in range(0, len(body), 7))
     head = (
-        f"POST /v1/namespaces/{topic.namespace}/topics/{topic.topic}/publish HTTP/1.1\r\nHost: gw\r\n"
+        f"POST /v1/namespaces/{topic.namespace}/topics/{topic.topic}/publish HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
     )
     conn.sendall(head.encode() + chunks[: len(chunks) // 2])
@@ -207,7 +210,7 @@ def test_a_long_poll_whose_client_disconnects_leaves_its_session_where_it_was(
     session = first.headers[CONSUMER]
     path = sub_url(topic, "svc", "messages") + "?wait=30"
     with socket.create_connection(("127.0.0.1", gateway.port), timeout=30) as sock:
-        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: gw\r\n{CONSUMER}: {session}\r\n\r\n".encode())
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{CONSUMER}: {session}\r\n\r\n".encode())
         wait_for(lambda: gauge(http, "tms_gateway_long_polls") == 1, "the long-poll to wait")
     wait_for(lambda: gauge(http, "tms_gateway_long_polls") == 0, "the gone client's long-poll to end", 15)
     line = wait_for(

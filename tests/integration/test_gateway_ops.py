@@ -44,7 +44,7 @@ def test_sigterm_lets_the_request_in_flight_finish(
     gateway = GatewayProcess(gateway_env(hbase_address, prefix), tmp_path / "gw.log", "--json").start()
     body = json.dumps({"messages": [base64.b64encode(b"in flight").decode()]}).encode()
     head = (
-        f"POST /v1/namespaces/ops/topics/events/publish HTTP/1.1\r\nHost: gateway\r\n"
+        f"POST /v1/namespaces/ops/topics/events/publish HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n"
     )
     with socket.create_connection(("127.0.0.1", gateway.port), timeout=30) as sock:

@@ -229,7 +229,7 @@ def decode_messages(body: bytes, media: str, *, publish_time: bool) -> list[Mess
     """Inverse of :func:`encode_messages` (publish time 0 when the response has none)."""
     if media == AVRO:
         return wire.decode_consume_response(body, publish_time, _message)
-    data = _loads(body, "message array")
+    data = load_json(body, "message array")
     if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
         raise InvalidArgument("expected a JSON array of messages")
     return [
@@ -260,7 +260,7 @@ def encode_topic(meta: TopicMetadata) -> bytes:
 
 
 def decode_topic(namespace: str, body: bytes) -> TopicMetadata:
-    data = _loads(body, "topic")
+    data = load_json(body, "topic")
     try:
         properties = {**data["properties"], GENERATION_KEY: str(data["generation"])}
         if "ordering" in data:  # (a gateway older than the ordering leaves it out: a chain topic)
@@ -274,7 +274,7 @@ def decode_properties(body: bytes) -> dict[str, Any]:
     """The body of create (may be empty) and update: a JSON object of topic properties."""
     if not body.strip():
         return {}
-    data = _loads(body, "topic properties")
+    data = load_json(body, "topic properties")
     if not isinstance(data, dict):
         raise InvalidArgument('topic properties must be a JSON object, e.g. {"ttl": 3600}')
     return data
@@ -290,7 +290,7 @@ def encode_names(topics: Sequence[TopicId]) -> bytes:
 
 
 def decode_names(body: bytes) -> list[str]:
-    names = _loads(body, "topic list")
+    names = load_json(body, "topic list")
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise InvalidArgument("expected a JSON array of topic names")
     return names
@@ -349,7 +349,7 @@ def encode_committed(token: str, committed: bytes | None) -> bytes:
 
 
 def decode_committed(body: bytes) -> bytes | None:
-    data = _loads(body, "commit answer")
+    data = load_json(body, "commit answer")
     if not isinstance(data, dict):
         raise InvalidArgument("expected a JSON object with the committed mark")
     return _optional_b64(data.get("committed"), "committed")
@@ -367,11 +367,11 @@ def encode_subscriptions(subs: Sequence[Subscription]) -> bytes:
 
 
 def decode_subscription(topic: TopicId, body: bytes) -> Subscription:
-    return _decode_subscription(topic, _loads(body, "subscription"))
+    return _decode_subscription(topic, load_json(body, "subscription"))
 
 
 def decode_subscriptions(topic: TopicId, body: bytes) -> list[Subscription]:
-    data = _loads(body, "subscription list")
+    data = load_json(body, "subscription list")
     if not isinstance(data, list):
         raise InvalidArgument("expected a JSON array of subscriptions")
     return [_decode_subscription(topic, item) for item in data]
@@ -379,7 +379,7 @@ def decode_subscriptions(topic: TopicId, body: bytes) -> list[Subscription]:
 
 def decode_lag(body: bytes) -> Lag:
     """The ``lag`` of a subscription as :func:`encode_subscription` gives it."""
-    return _decode_lag(_loads(body, "subscription").get("lag"))
+    return _decode_lag(load_json(body, "subscription").get("lag"))
 
 
 def subscription_fields(sub: Subscription, lag: Lag | None = None) -> dict[str, Any]:
@@ -491,7 +491,7 @@ def encode_stats(stats: TopicStats) -> bytes:
 
 
 def decode_stats(topic: TopicId, body: bytes) -> TopicStats:
-    data = _loads(body, "topic stats")
+    data = load_json(body, "topic stats")
     try:
         return TopicStats(
             topic,
@@ -535,7 +535,8 @@ def _dumps(value: object) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
 
-def _loads(body: bytes, what: str) -> Any:
+def load_json(body: bytes, what: str) -> Any:
+    """The JSON document in a body; InvalidArgument (400) for anything that is not JSON, nested too deep included."""
     try:
         return json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -545,7 +546,7 @@ def _loads(body: bytes, what: str) -> Any:
 
 
 def _object(body: bytes, what: str, *, required: frozenset[str] = frozenset(), optional: frozenset[str]) -> dict:
-    data = _loads(body, what)
+    data = load_json(body, what)
     if not isinstance(data, dict):
         raise InvalidArgument(f"a JSON {what} must be an object")
     problems = []

@@ -19,7 +19,7 @@ from tms_hbase.model import wire
 from tms_hbase.model.message import Delivery
 from tms_hbase.model.subscription import PendingMessage
 from tms_hbase.model.topic import as_topic
-from tms_hbase.rest.codec import AVRO, _b64, _dumps, _loads, _object, _unb64, decode_start
+from tms_hbase.rest.codec import AVRO, _b64, _dumps, _object, _unb64, decode_start, load_json
 
 CREATE_OPTIONS = {  # JSON field of a create body -> MessagingClient.create_subscription keyword
     "ackTimeout": "ack_timeout_seconds",
@@ -89,7 +89,7 @@ def decode_deliveries(body: bytes, media: str) -> list[Delivery]:
     if media == AVRO:
         records = wire.decode("Deliveries", body)
     else:
-        records = _loads(body, "delivery array")
+        records = load_json(body, "delivery array")
         if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
             raise InvalidArgument("expected a JSON array of deliveries")
         records = [
@@ -155,7 +155,7 @@ def encode_deadlines(deadlines: Sequence[int], media: str) -> bytes:
 
 
 def decode_deadlines(body: bytes, media: str) -> list[int]:
-    data = wire.decode("Deadlines", body) if media == AVRO else _loads(body, "deadlines")
+    data = wire.decode("Deadlines", body) if media == AVRO else load_json(body, "deadlines")
     if not isinstance(data, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in data):
         raise InvalidArgument("expected an array of deadlines (ms)")
     return data
@@ -182,7 +182,7 @@ def encode_pending(pending: Sequence[PendingMessage]) -> bytes:
 
 
 def decode_pending(body: bytes) -> list[PendingMessage]:
-    data = _loads(body, "pending list")
+    data = load_json(body, "pending list")
     try:
         return [
             PendingMessage(

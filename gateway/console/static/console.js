@@ -514,9 +514,9 @@ async function subscription(ns, t, name) {
             el("tr", {}, el("td", { class: "mono" }, d.id), el("td", { class: "num" }, d.deliveries), el("td", {}, when(d.publish_time)),
               el("td", { class: "payload" }, payloadAs(d.payload, "text")))), { id: "dead-letters" })
           : el("p", { class: "muted", id: "dead-letters" }, "nothing left to replay"),
-        s.may_change && s.dead_letters.length
-          ? el("div", { class: "toolbar" }, el("button", { id: "replay", onclick: () => replayDialog(base, sh.dead_letter).catch((e) => alertBox(e.message)) }, "Replay…"))
-          : el("p", { class: "muted" }, `To publish them to ${ns}:${t} again: tms-admin sub dead-letters ${sh.dead_letter} --replay`));
+        s.may_replay && s.dead_letters.length
+          ? el("div", { class: "toolbar" }, el("button", { id: "replay", onclick: () => replayDialog(base, sh.dead_letter, `${ns}:${t}`).catch((e) => alertBox(e.message)) }, "Replay…"))
+          : el("p", { class: "muted" }, `To publish them to ${ns}:${t} again: tms-admin sub dead-letters ${ns}:${t} ${name} --replay`));
     }
   }
   if (s.may_change) parts.push(resetForm(base, s));
@@ -525,15 +525,18 @@ async function subscription(ns, t, name) {
   refreshWhileOpen(() => route(true));
 }
 
-// Replay: what it would publish (a dry run, every dead letter of the topic not replayed yet), then the replay.
-async function replayDialog(base, deadLetterTopic) {
+// Replay: what it would publish to the subscription's topic and what it refuses (a dry run), then the replay.
+async function replayDialog(base, deadLetterTopic, topic) {
   const p = await api(base + "/replay/preview", { method: "POST", body: {} });
-  const rows = p.letters.map((d) => el("tr", {}, el("td", { class: "mono" }, d.id), el("td", {}, d.topic), el("td", {}, d.subscription), el("td", { class: "payload" }, payloadAs(d.payload, "text"))));
+  const rows = p.letters.map((d) => el("tr", {}, el("td", { class: "mono" }, d.id), el("td", {}, d.subscription), el("td", { class: "payload" }, payloadAs(d.payload, "text"))));
+  const refused = p.refused.map((d) => el("tr", {}, el("td", { class: "mono" }, d.id), el("td", {}, d.reason)));
   const box = el("div", { id: "replay-preview" },
     el("p", {}, p.letters.length
-      ? `Publishes these ${p.letters.length} dead letters of ${deadLetterTopic} back to their topics, each as a new message (at least once):`
+      ? `Publishes these ${p.letters.length} dead letters of ${deadLetterTopic} back to ${topic}, each as a new message (at least once):`
       : "Nothing left to replay."),
-    rows.length ? table(["id", "to topic", "subscription", "payload"], rows) : null);
+    rows.length ? table(["id", "subscription", "payload"], rows) : null,
+    refused.length ? el("p", { class: "error" }, `Refuses ${refused.length} dead letters that name another topic (never published; the replay passes over them):`) : null,
+    refused.length ? table(["id", "why"], refused, { id: "replay-refused" }) : null);
   confirmDialog(`Replay ${deadLetterTopic}`, box, "Replay", async () => {
     await api(base + "/replay", { method: "POST", body: {} });
     route();
