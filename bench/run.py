@@ -3,7 +3,8 @@
     python -m bench.run [--quick] [--only NAME[,NAME]] [--rounds N] [--json OUT] [--address HOST:PORT]
 
 Benchmarks (docs/benchmarks.md): publish, writers, designs (the many-writer designs), fetch, latency, seek,
-txlatency, sweeper, spark, gateway, gateway-aio, consumer, shared, aio (the asyncio client).
+txlatency, sweeper, spark, gateway, gateway-aio, consumer, shared, aio (the asyncio client), transports (framed,
+compact and TLS against the plain Thrift transport).
 Progress goes to stderr, the report to stdout. Every table a run creates has a ``bench…`` prefix and is
 dropped afterwards. The exit code is 1 if any benchmark failed (its own checks included), 2 without HBase.
 
@@ -33,6 +34,7 @@ from . import (
     shared,
     spark,
     sweeper,
+    transports,
     txlatency,
     writer_designs,
     writers,
@@ -55,6 +57,7 @@ BENCHMARKS: dict[str, Callable[[Settings], Result]] = {
     "consumer": consumer.run,
     "shared": shared.run,
     "aio": aio.run,
+    "transports": transports.run,
 }
 
 

@@ -1,6 +1,7 @@
 """A TLS terminator for tests: serves TLS on 127.0.0.1 and forwards the plain bytes to an HBase Thrift gateway,
 as stunnel, HAProxy or Envoy do in front of one in production (HBase's binary Thrift server has no TLS of its
-own: its ``hbase.thrift.ssl.enabled`` is for the HTTP transport). Optionally it requires a client certificate."""
+own: its ``hbase.thrift.ssl.enabled`` is for the HTTP transport). Optionally it requires a client certificate.
+Without a context it forwards plain TCP the same way (the benchmarks' baseline for its cost)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ import threading
 
 
 class TlsTerminator:
-    """Accepts TLS connections with ``context`` (a server context: its certificate, maybe a client CA) on
-    ``address`` and forwards each to ``target``; ``handshake_failures`` counts refused handshakes."""
+    """Accepts TLS connections with ``context`` (a server context: its certificate, maybe a client CA; None:
+    plain TCP) on ``address`` and forwards each to ``target``; ``handshake_failures`` counts refused handshakes."""
 
-    def __init__(self, target: tuple[str, int], context: ssl.SSLContext) -> None:
+    def __init__(self, target: tuple[str, int], context: ssl.SSLContext | None) -> None:
         self.target = target
         self.context = context
         self.handshake_failures = 0
@@ -50,8 +51,9 @@ class TlsTerminator:
 
     def _serve(self, raw: socket.socket) -> None:
         raw.settimeout(30)
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
-            tls = self.context.wrap_socket(raw, server_side=True)
+            tls = raw if self.context is None else self.context.wrap_socket(raw, server_side=True)
         except (OSError, ssl.SSLError):
             self.handshake_failures += 1
             raw.close()
@@ -63,6 +65,7 @@ class TlsTerminator:
             tls.close()
             return
         upstream.settimeout(None)
+        upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with self._lock:
             self._links |= {tls, upstream}
         try:
@@ -75,14 +78,15 @@ class TlsTerminator:
                     sock.close()
 
     @staticmethod
-    def _pump(tls: ssl.SSLSocket, upstream: socket.socket) -> None:
+    def _pump(tls: socket.socket, upstream: socket.socket) -> None:
         """Forward both ways from one thread (an SSL socket is not to be read and written by two at once)."""
         with selectors.DefaultSelector() as selector:
             selector.register(tls, selectors.EVENT_READ)
             selector.register(upstream, selectors.EVENT_READ)
             while True:
                 # bytes the TLS layer decrypted already do not make its socket readable
-                ready = [tls] if tls.pending() else [key.fileobj for key, _ in selector.select()]
+                pending = isinstance(tls, ssl.SSLSocket) and tls.pending()
+                ready = [tls] if pending else [key.fileobj for key, _ in selector.select()]
                 for sock in ready:
                     data = sock.recv(256 * 1024)  # type: ignore[union-attr]
                     if not data:
