@@ -93,10 +93,15 @@ class _LoopSocket:
                 tls.do_handshake()
                 return tls
             except (ssl.SSLWantReadError, ssl.SSLWantWriteError) as wait:
-                ready = loop.create_future()
+                ready: asyncio.Future[None] = loop.create_future()
                 fd = tls.fileno()
                 writing = isinstance(wait, ssl.SSLWantWriteError)
-                (loop.add_writer if writing else loop.add_reader)(fd, ready.set_result, None)
+
+                def wake(ready: asyncio.Future[None] = ready) -> None:
+                    if not ready.done():  # (the loop may call it again before the wait ends)
+                        ready.set_result(None)
+
+                (loop.add_writer if writing else loop.add_reader)(fd, wake)
                 try:
                     await ready
                 finally:
