@@ -27,7 +27,7 @@ from .common import Result, Settings, median, new_topic, payloads, progress, rat
 
 BATCH = 100
 PAYLOAD_SIZE = 1024
-GOAL = 0.8  # issue 47: each transport at least 0.8× the plain one
+GOAL = 0.8  # each transport at least 0.8× the plain one
 MODES = ["plain", "framed", "compact", "framed+compact", "forwarded", "TLS"]
 BASELINE = {"framed": "plain", "compact": "plain", "framed+compact": "plain", "TLS": "forwarded"}
 
