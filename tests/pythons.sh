@@ -12,6 +12,34 @@ admin=".venv/bin/tms-admin"   # `make install`'s, with the launcher
 started_hbase=""
 stop_hbase() { if [ -n "$started_hbase" ]; then "$admin" hbase stop; fi; }
 trap stop_hbase EXIT
+
+# The virtualenvs first, all at once and while HBase starts (mostly downloads and unpacking: pyspark and
+# pyarrow are large).
+interpreter_of() {
+    ls -d "$pyenv_root"/versions/"$1".*/bin/python"$1" 2>/dev/null | sort -V | tail -n 1 || true
+}
+install() {  # VERSION INTERPRETER: .venv-VERSION with the package, its test extra and the launcher
+    local venv=".venv-$1"
+    if [ -f "$venv/.installed" ] && [ "$venv/.installed" -nt setup.cfg ] && [ "$venv/.installed" -nt pyproject.toml ]; then
+        return 0
+    fi
+    "$2" -m venv "$venv" &&
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip &&
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[test]' -e ./launcher &&
+        touch "$venv/.installed"
+}
+pids=()
+for version in "$@"; do
+    interpreter="$(interpreter_of "$version")"
+    if [ -z "$interpreter" ]; then
+        echo "pythons: no Python $version under $pyenv_root/versions (pyenv install $version)" >&2
+        exit 1
+    fi
+    echo "pythons: Python $version is $interpreter"
+    install "$version" "$interpreter" >".venv-$version.install.log" 2>&1 &
+    pids+=("$!")
+done
+# HBase meanwhile
 if [ -z "${TMS_HBASE_THRIFT:-}" ]; then
     # status exits 1 unless HBase answers; only one that does not run at all is ours to stop later
     if ! { "$admin" hbase status --json || true; } | .venv/bin/python -c 'import json, sys; sys.exit(not json.load(sys.stdin)["running"])'; then
@@ -20,21 +48,18 @@ if [ -z "${TMS_HBASE_THRIFT:-}" ]; then
     TMS_HBASE_THRIFT="$("$admin" hbase start --json | .venv/bin/python -c 'import json, sys; print(json.load(sys.stdin)["thrift"])')"
 fi
 export TMS_HBASE_THRIFT
+for i in "${!pids[@]}"; do
+    if ! wait "${pids[$i]}"; then
+        version="${*:$((i + 1)):1}"
+        cat ".venv-$version.install.log" >&2
+        echo "pythons: installing into .venv-$version failed" >&2
+        exit 1
+    fi
+done
 
 for version in "$@"; do
     venv=".venv-$version"
-    interpreter="$(ls -d "$pyenv_root"/versions/"$version".*/bin/python"$version" 2>/dev/null | sort -V | tail -n 1 || true)"
-    if [ -z "$interpreter" ]; then
-        echo "pythons: no Python $version under $pyenv_root/versions (pyenv install $version)" >&2
-        exit 1
-    fi
-    printf '\n== Python %s (%s)\n' "$version" "$interpreter"
-    if [ ! -f "$venv/.installed" ] || [ setup.cfg -nt "$venv/.installed" ] || [ pyproject.toml -nt "$venv/.installed" ]; then
-        "$interpreter" -m venv "$venv"
-        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[test]' -e ./launcher
-        touch "$venv/.installed"
-    fi
+    printf '\n== Python %s\n' "$version"
     "$venv/bin/python" -m pytest -p no:cacheprovider -q -n 2 tests/unit
     prefix="py${version//./}x$$"
     status=0
