@@ -6,7 +6,7 @@ PYTEST_ARGS ?=
 # than the cores; each has a table prefix of its own. TEST_WORKERS=0 runs everything in one process.
 TEST_WORKERS ?= 4
 
-.PHONY: install demo test test-unit test-pythons test-cluster cluster-start cluster-stop lint typecheck smoke bench-quick hbase-start hbase-stop bench-peers verify verify-quick verify-deps browser-deps console-screenshots clean
+.PHONY: install demo test test-loaded test-unit test-pythons test-cluster cluster-start cluster-stop lint typecheck smoke bench-quick hbase-start hbase-stop bench-peers verify verify-quick verify-deps browser-deps console-screenshots clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml launcher/pyproject.toml
 	python3 -m venv $(VENV)
@@ -21,6 +21,17 @@ demo: install  ## start a local HBase and show topics working end to end
 
 test: install verify-deps browser-deps  ## the whole test suite against a real HBase (started if needed), TEST_WORKERS processes at once
 	$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
+
+# The timing-sensitive groups (consumers, shared subscriptions, rings, Spark, the launcher, the console, fault
+# injection) under CPU load: tests/load.py keeps the load average at 6 or more (6 busy processes on 2 cores, and the tests' own)
+# for the whole run, as on a busy laptop or CI runner. CI runs it after `make test`. Of the launcher's tests
+# (each starts an HBase of its own) only the one that counts RPC calls, the others wait on conditions only.
+LOADED_TESTS ?= tests/integration/test_consumer*.py tests/integration/test_shared*.py \
+	tests/integration/test_spark.py tests/integration/test_console.py tests/integration/test_fault_injection.py \
+	tests/integration/test_launcher.py::test_the_thrift_gateway_runs_in_the_region_servers_jvm_and_its_puts_take_no_rpc
+
+test-loaded: install verify-deps browser-deps  ## the timing-sensitive tests with the load average held at 6 or more
+	$(PY) -m tests.load -- $(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS) $(LOADED_TESTS)
 
 test-unit: install  ## the unit tests only: seconds, no HBase
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
@@ -70,7 +81,7 @@ smoke: install  ## the packaging check: what a user installing the wheel sees fi
 # hold (CI runs it after the tests); not the peers. Arguments go to bench.run, e.g. BENCH_ARGS="--only fetch".
 BENCH_ARGS ?=
 
-bench-quick: install  ## every benchmark once, briefly (not the peers); fails if one fails
+bench-quick: install browser-deps  ## every benchmark once, briefly (not the peers); fails if one fails
 	VENV=$(VENV) bash bench/quick.sh $(BENCH_ARGS)
 
 # The peer benchmark (bench/peers): the [peers] extra (Kafka, NATS and Redis clients, nats-server),

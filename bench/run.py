@@ -3,8 +3,8 @@
     python -m bench.run [--quick] [--only NAME[,NAME]] [--rounds N] [--json OUT] [--address HOST:PORT]
 
 Benchmarks (docs/benchmarks.md): publish, writers, designs (the many-writer designs), fetch, latency, seek,
-txlatency, sweeper, spark, gateway, gateway-aio, consumer, shared, aio (the asyncio client), transports (framed,
-compact and TLS against the plain Thrift transport).
+txlatency, sweeper, spark, gateway, gateway-aio, consumer, shared, aio (the asyncio client), console (the
+web console's screen times), transports (framed, compact and TLS against the plain Thrift transport).
 Progress goes to stderr, the report to stdout. Every table a run creates has a ``bench…`` prefix and is
 dropped afterwards. The exit code is 1 if any benchmark failed (its own checks included), 2 without HBase.
 
@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 from . import (
     aio,
+    console,
     consumer,
     fetch,
     gateway,
@@ -57,6 +58,7 @@ BENCHMARKS: dict[str, Callable[[Settings], Result]] = {
     "consumer": consumer.run,
     "shared": shared.run,
     "aio": aio.run,
+    "console": console.run,
     "transports": transports.run,
 }
 

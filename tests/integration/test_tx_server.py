@@ -218,13 +218,13 @@ def test_a_second_server_on_the_same_port_is_refused(server: TxServer, tms_env: 
 
 
 def test_unreachable_server_is_a_clear_error() -> None:
-    started = time.monotonic()
+    deadline = time.monotonic() + 60  # not retried on and on: an error, however busy the machine
     with (
         TransactionClient(f"127.0.0.1:{free_port()}", timeout_seconds=1) as tx,
         pytest.raises(TransactionServiceUnavailable),
     ):
         tx.start_short()
-    assert time.monotonic() - started < 5
+    assert time.monotonic() < deadline
 
 
 def test_tx_cli_status_and_truncate(server: TxServer, tms_env: dict[str, str]) -> None:

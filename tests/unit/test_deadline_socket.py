@@ -15,7 +15,7 @@ import pytest
 
 from tms_hbase.storage.connection import DeadlineSocket
 
-MARGIN = 1.0  # scheduling on a loaded machine; the defects these tests catch wait many times longer
+LIVENESS = 30.0  # a call that took this long waited for something else than its deadline (at any load)
 
 
 @pytest.fixture
@@ -70,13 +70,14 @@ def test_an_answer_later_than_the_timeout_last_set_but_within_the_deadline_is_re
 
 def test_a_peer_that_never_answers_fails_the_read_by_the_deadline(serve) -> None:
     sock = serve(lambda conn: None)
-    sock.deadline = time.monotonic() + 60  # a long timeout set on an earlier call
+    sock.deadline = time.monotonic() + 3600  # a long timeout set on an earlier call
     sock.write(b"x")
     started = time.monotonic()
     sock.deadline = started + 0.5
     with pytest.raises(TimeoutError):
         sock.read(10)
-    assert 0.5 <= time.monotonic() - started < 0.5 + MARGIN
+    assert time.monotonic() - started >= 0.5  # not before the deadline
+    assert time.monotonic() < started + LIVENESS, "the read waited for the earlier deadline"
     sock.close()
 
 
@@ -90,10 +91,9 @@ def test_a_trickling_peer_fails_the_read_by_the_deadline(serve) -> None:
     sock = serve(trickle)
     started = time.monotonic()
     sock.deadline = started + 0.6
-    with pytest.raises(TimeoutError):
+    with pytest.raises(TimeoutError):  # a timeout per read would see every byte, then the end (no TimeoutError)
         while True:
             assert sock.read(10)
-    assert time.monotonic() - started < 0.6 + MARGIN
     sock.close()
 
 
@@ -102,8 +102,8 @@ def test_a_peer_that_never_reads_fails_the_write_by_the_deadline(serve) -> None:
     started = time.monotonic()
     sock.deadline = started + 0.5
     with pytest.raises(TimeoutError):
-        sock.write(b"x" * (64 * 1024 * 1024))  # more than both sockets' buffers hold
-    assert 0.5 <= time.monotonic() - started < 0.5 + MARGIN
+        sock.write(b"x" * (64 * 1024 * 1024))  # more than both sockets' buffers hold: without a deadline, for ever
+    assert time.monotonic() - started >= 0.5  # not before the deadline
     sock.close()
 
 
