@@ -22,13 +22,14 @@ from tms_hbase.model.rows import (
     MESSAGE_COLUMN,
     BatchRow,
     RowHeader,
+    Totals,
     generation_prefix,
     position_of,
     split_key,
     with_tx_pointer,
 )
 from tms_hbase.model.topic import TopicId, TopicMetadata
-from tms_hbase.publish import sequencer
+from tms_hbase.publish import byte_totals, sequencer
 from tms_hbase.storage.hbase import Installation, Region, Row, Table
 from tms_hbase.sweep.pruning import prune_upper_bound
 from tms_hbase.sweep.state import RegionRecord, SweepState
@@ -381,6 +382,8 @@ class Sweeper:
                 where = split_key(key)
                 assert where is not None
                 context.skip_index[where] = sequencer.indexed_positions(data)
+                if not self.dry_run:  # a bytes checkpoint near the tail, so stats read few rows to reach it
+                    byte_totals.advance(self.installation.messages, self.installation.payloads, *where)
             return
         check = check_message_row(key, {column: cell[0] for column, cell in data.items()})
         if check.header is None:
@@ -412,7 +415,10 @@ class Sweeper:
         if verdict is Verdict.STRIP:
             report.messages_stripped += 1
             full = BatchRow.decode(value)
-            stripped = dataclasses.replace(full, payloads=())  # keeps the running totals
+            totals = full.totals
+            if full.span is not None:  # a sequencer row keeps what it held, for its generation's byte totals
+                totals = Totals(len(full.payloads), sum(map(len, full.payloads)))
+            stripped = dataclasses.replace(full, payloads=(), totals=totals)  # (a chain row keeps its running totals)
             self._replace(key, value, stripped.encode(), "strip")
         elif row.tx_pointer is not None and row.tx_pointer in context.invalid:
             report.messages_invalidated += 1
@@ -514,9 +520,13 @@ class Sweeper:
         raised, context.low_water = context.low_water, {}
         unindexed, context.unindexed = context.unindexed, {}
         if not self.dry_run:  # readers must know these offsets are swept before they are
+            messages, payloads = self.installation.messages, self.installation.payloads
             for (topic, generation), offset in raised.items():
-                sequencer.raise_low_water(self.installation.messages, topic, generation, offset)
-                sequencer.prune_skips(self.installation.messages, topic, generation, offset)
+                # the bytes below the new low-water mark, counted while the rows are still there
+                byte_totals.checkpoint_at(messages, payloads, topic, generation, offset)
+                sequencer.raise_low_water(messages, topic, generation, offset)
+                sequencer.prune_skips(messages, topic, generation, offset)
+                byte_totals.prune(messages, topic, generation, offset)
             for (topic, generation), spans in unindexed.items():
                 log.info(
                     "indexing %d skip markers of %s (generation %d) from offset %d that their fillers left unindexed",

@@ -4,8 +4,9 @@ floor for its whole run, the way a developer's laptop or a shared CI runner is l
     python -m tests.load [--burners N] [--floor LOAD] [--settle SECONDS] -- COMMAND [ARG...]
 
 ``--burners`` busy-looping processes (default: 3 per core, 6 on 2 cores) start first; the command starts
-once the 1-minute load average has reached ``--floor`` (default 5.5, the burners alone; waited for up to ``--settle`` seconds:
-the load average is a one-minute mean, which 6 burners on a quiet machine lift to 6 in about two minutes).
+once the 1-minute load average has reached ``--floor`` (default 5.5, the burners alone; waited for up to
+``--settle`` seconds: the load average is a one-minute mean, which 6 burners on a quiet machine lift to 6 in
+about two minutes).
 The burners are stopped when the command ends, whatever its outcome; the exit code is the command's. The
 lowest and highest load average seen during the run are printed at the end, with the run's duration
 (`make test-loaded`, which CI runs).

@@ -187,12 +187,16 @@ def test_topic_stats(client: MessagingClient, tms_env: dict[str, str]) -> None:
 
 
 def test_topic_stats_of_a_sequencer_topic(client: MessagingClient, tms_env: dict[str, str]) -> None:
-    client.create_topic(T, {"ordering": "sequencer"})  # totals from offsets, bytes estimated
+    client.create_topic(T, {"ordering": "sequencer"})  # totals from offsets, bytes from bytes checkpoints
     client.publish(T, [b"12", b"345"])
+    client.publish(T, [b"6" * 100])
     client.create_subscription(T, "svc")
     stats = json.loads(ok(tms_env, "topic", "stats", str(T), "--json").stdout)
-    assert (stats["messages"], stats["exact"], stats["bytes_exact"], stats["generation"]) == (2, True, False, 1)
-    assert [(s["name"], s["lag_messages"]) for s in stats["subscriptions"]] == [("svc", 2)]
+    assert (stats["messages"], stats["exact"], stats["generation"]) == (3, True, 1)
+    assert (stats["bytes"], stats["bytes_exact"]) == (105, True)
+    text = ok(tms_env, "topic", "stats", str(T)).stdout
+    assert "bytes          105\n" in text  # no "estimated" label
+    assert [(s["name"], s["lag_messages"]) for s in stats["subscriptions"]] == [("svc", 3)]
 
 
 @pytest.fixture

@@ -15,11 +15,14 @@ its first message offset, so the offsets through it are ``key − 1 + span``; th
 hold in the range are subtracted (the skip index: one more read, :func:`.sequencer.skipped`), and
 offsets reserved beyond the tail row are not counted, so counts and lag are messages. Offsets still count
 while they are a hole below the tail row: a publish in flight, or a killed writer's reservation until a
-reader fills it (H after the row above it was stored). Byte totals are not kept there (one increment
-counts one column): bytes are estimated from the tail row's average message size, with no error bound
-(sizes may vary without limit), and the topic statistics' ``bytes_exact`` is False (their ``exact``,
-about messages, stays True). A pointer row published with nothing stored under its pointer still takes
-one offset there, so it counts as one message.
+reader fills it (H after the row above it was stored). Bytes there are exact, from the generation's bytes
+checkpoints (:mod:`..publish.byte_totals`): the first readable row's own (what it holds now, as its
+messages count), then the checkpoint at or below the row after it and the newest one, each plus the
+rows from it (fewer than a checkpoint's spacing at the head; at the tail, that plus the rows published
+since the last stats call or sweeper pass). Only a generation swept before checkpoints existed, until its
+next sweep, has its bytes estimated from the tail row's mean message size (``bytes_exact`` False, no
+error bound). A pointer row published with nothing stored under its pointer
+still takes one offset there, so it counts as one message.
 Its time seeks here are the cheap lower bound (``seek(exact=False)``): a publish rate there may count
 messages up to D (1.5 W + the tail-cache time) older than its window, never fewer than are in it.
 
@@ -51,7 +54,7 @@ from tms_hbase.model.rows import (
 from tms_hbase.model.stats import Lag, TopicStats
 from tms_hbase.model.subscription import END
 from tms_hbase.model.topic import TopicId
-from tms_hbase.publish import sequencer
+from tms_hbase.publish import byte_totals, sequencer
 from tms_hbase.publish.stored import stored_sizes
 from tms_hbase.storage.hbase import Table
 
@@ -156,14 +159,22 @@ class TopicStatistics:
         )
         if first is None:
             return stats
-        before = self._before(topic, generation, first)
+        first_sizes = [size for _, size in self._own(topic, generation, first)]  # what it holds now
+        before = self._before(topic, generation, first, first_sizes)
         if total is None or before is None:
             estimate = (tail.position - first.position + 1) * max(1, tail.head.payload_count)
             counts, exact, bytes_exact = (estimate, 0), False, False
-        elif tail.head.span is not None:  # a sequencer generation: offsets less skipped ones, bytes estimated
+        elif tail.head.span is not None:  # a sequencer generation: offsets less skipped ones, bytes checkpointed
             messages = total.messages - before[0] - self._skipped(topic, generation, first, tail)
-            sizes = [size for _, size in self._own(topic, generation, tail)]
-            counts, exact, bytes_exact = (messages, messages * sum(sizes) // max(1, len(sizes))), True, False
+            # the first row as it is now, like its messages (one the sweeper stripped holds none), and those after
+            after = first.head.next_position(first.position)
+            end = tail.head.next_position(tail.position)
+            counted = byte_totals.bytes_between(self.messages, self.payloads, topic, generation, after, end)
+            if counted is None:  # swept before bytes checkpoints existed, not since: the tail row's mean size
+                sizes = [size for _, size in self._own(topic, generation, tail)]
+                counts, exact, bytes_exact = (messages, messages * sum(sizes) // max(1, len(sizes))), True, False
+            else:
+                counts, exact, bytes_exact = (messages, sum(first_sizes) + counted), True, True
         else:
             counts, exact, bytes_exact = (total.messages - before[0], total.bytes - before[1]), True, True
         rates = {}

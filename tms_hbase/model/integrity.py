@@ -14,6 +14,7 @@ from typing import Any
 
 from tms_hbase.errors import CorruptData
 from tms_hbase.model.rows import (
+    BYTES_PREFIX,
     COUNTER_COLUMN,
     FRONTIER_COLUMN,
     LOW_WATER_COLUMN,
@@ -83,12 +84,13 @@ def _topic_key_length(key: bytes) -> int:
 
 def is_counter_row(key: bytes, columns: Mapping[bytes, Any]) -> bool:
     """Whether a message-table row is a sequencer generation's counter row (topic key and generation
-    only, with the offset counter, the low-water mark, the frontier or skip index cells): sound, and no batch row."""
+    only, with the offset counter, the low-water mark, the frontier, skip index or bytes checkpoint cells): sound,
+    and no batch row."""
     where = split_key(key)
     if where is None or len(key) != _topic_key_length(key) + 4:
         return False
     known = {SEQUENCE_COLUMN, LOW_WATER_COLUMN, FRONTIER_COLUMN}
-    return bool(columns) and all(c in known or c.startswith(SKIPPED_PREFIX) for c in columns)
+    return bool(columns) and all(c in known or c.startswith((SKIPPED_PREFIX, BYTES_PREFIX)) for c in columns)
 
 
 def check_message_row(key: bytes, columns: Mapping[bytes, Any]) -> RowCheck:

@@ -16,7 +16,9 @@ reverse scan never meet it)::
 
     counter row = topic key | generation u32      (d:s = last offset handed out, d:l = low-water mark,
                                                    d:f = frontier: every offset below it holds a row,
-                                                   d:k<offset, 16 hex digits> = span of a skip marker there)
+                                                   d:k<offset, 16 hex digits> = span of a skip marker there,
+                                                   d:b, d:b<offset, 16 hex digits> = bytes checkpoints:
+                                                   publish/byte_totals.py)
 
 The low-water mark is raised by the sweeper before it deletes a prefix of the generation: every offset
 below it is swept (or a hole nobody can write any more), so a reader jumps over a gap below it.
@@ -31,7 +33,9 @@ Payload table: payloads stored under a transaction write pointer, in store order
     counter row = topic key | generation u32 | write pointer i64             (d:c = last sequence)
 
 The totals (flag 8) count the messages and payload bytes of the generation up to and including this row,
-so the size of any range of a topic is a subtraction (lag, stats) instead of a scan.
+so the size of any range of a topic is a subtraction (lag, stats) instead of a scan. A sequencer row has
+them only as its own messages and bytes: a pointer row (what was stored under its pointer when published)
+and a row the sweeper stripped (what it held), for the byte totals (publish/byte_totals.py).
 
 Everything a batch says is one cell, so a batch appears whole or not at all (checkAndPut on one cell).
 """
@@ -56,6 +60,7 @@ SEQUENCE_COLUMN = f"{FAMILY}:s".encode()  # the offset counter of a sequencer ge
 LOW_WATER_COLUMN = f"{FAMILY}:l".encode()  # first offset of a sequencer generation not swept (its counter row)
 FRONTIER_COLUMN = f"{FAMILY}:f".encode()  # every offset below it holds a row or is swept (its counter row)
 SKIPPED_PREFIX = f"{FAMILY}:k".encode()  # the skip index in the counter row: d:k<offset, 16 hex digits> = span
+BYTES_PREFIX = f"{FAMILY}:b".encode()  # bytes checkpoints in the counter row (publish/byte_totals.py)
 
 VERSION = 1
 F_TX = 1

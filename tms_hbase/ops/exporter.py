@@ -65,7 +65,7 @@ class TopicCollector(Collector):
         for s in stats:
             name = [s.topic.namespace, str(s.topic)]
             messages.add_metric(name, s.messages)
-            if s.bytes_exact:  # a sequencer generation's bytes are an estimate: no gauge rather than a wrong one
+            if s.bytes_exact:  # else an estimate (swept before bytes checkpoints): no gauge rather than a wrong one
                 size.add_metric(name, s.bytes)
             generation.add_metric(name, s.generation)
             if s.published is not None:

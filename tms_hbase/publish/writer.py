@@ -343,10 +343,9 @@ class MessageWriter:
                 raise
             if found:
                 return resume.position, None
-        messages = (
-            len(payloads) if payloads or tx_pointer is None else self._own_count(topic, generation, (), tx_pointer)[0]
-        )
-        span = max(1, messages)
+        # a pointer row records what is stored under its pointer now (the scan that counts it tells its bytes too)
+        own = None if payloads or tx_pointer is None else Totals(*self._own_count(topic, generation, (), tx_pointer))
+        span = max(1, len(payloads) if own is None else own.messages)
         failures = 0
         while True:
             ticket = Ticket(span)
@@ -358,7 +357,7 @@ class MessageWriter:
                     raise
                 continue
             try:
-                stored = self._write_at(topic, generation, ticket, payloads, tx_pointer, ttl_ms, batch_no)
+                stored = self._write_at(topic, generation, ticket, payloads, tx_pointer, ttl_ms, batch_no, own)
             finally:
                 self._reservations.published(ticket)
             if stored is not None:
@@ -378,8 +377,10 @@ class MessageWriter:
         tx_pointer: int | None,
         ttl_ms: int | None,
         batch_no: int,
+        own: Totals | None = None,
     ) -> bytes | None:
-        """The batch row for the ticket's offsets, written there (see :meth:`_write_reserved`)."""
+        """The batch row for the ticket's offsets, written there (see :meth:`_write_reserved`); ``own``: a
+        pointer row's messages and bytes, kept in its totals field (flag 8) for its generation's byte totals."""
         if ticket.first + ticket.span - 1 > MAX_POSITION:
             raise TopicFull(
                 f"topic {topic} is full: generation {generation} has handed out its last offset "
@@ -393,6 +394,7 @@ class MessageWriter:
             tx_pointer=tx_pointer,
             expires_at=None if ttl_ms is None else min(ticket.publish_time + ttl_ms, _MAX_TIME_MS),
             pointer=tx_pointer is not None and not payloads,
+            totals=own,
             span=ticket.span,
         )
         return self._write_reserved(topic, generation, ticket, row)
