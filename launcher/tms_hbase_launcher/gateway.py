@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import tempfile
@@ -68,8 +69,9 @@ class ThriftGateway:
                     raise LauncherError(f"the gateway's /conf at {self.info_address} did not answer: {exc}") from None
                 time.sleep(0.5)
 
-    def stop(self, grace: float = 30.0) -> None:
-        """SIGTERM, then SIGKILL after ``grace`` seconds."""
+    def stop(self, grace: float = 30.0, *, keep_files: bool = False) -> None:
+        """SIGTERM, then SIGKILL after ``grace`` seconds; then its folder (configuration, logs) is removed
+        unless ``keep_files``."""
         _signal_group(self.pid, signal.SIGTERM)
         deadline = time.monotonic() + grace
         while _pid_alive(self.pid) and time.monotonic() < deadline:
@@ -78,6 +80,8 @@ class ThriftGateway:
             _signal_group(self.pid, signal.SIGKILL)
         with contextlib.suppress(ChildProcessError):  # reap it if it is our child
             os.waitpid(self.pid, os.WNOHANG)
+        if not keep_files:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def start_gateway(
@@ -115,5 +119,5 @@ def start_gateway(
                 return gateway
         except OSError:
             time.sleep(0.5)
-    gateway.stop()
+    gateway.stop(keep_files=True)
     raise LauncherError(f"the Thrift gateway did not listen on {gateway.address} within {timeout:.0f}s; see {folder}")
