@@ -4,7 +4,8 @@
 
 Benchmarks (docs/benchmarks.md): publish, writers, designs (the many-writer designs), fetch, keys (what a key
 and headers cost to publish and fetch), latency, seek, txlatency, sweeper, spark, gateway, gateway-aio, consumer,
-shared, aio (the asyncio client), console (the web console's screen times).
+shared, aio (the asyncio client), console (the web console's screen times), transports (framed, compact and TLS
+against the plain Thrift transport).
 Progress goes to stderr, the report to stdout. Every table a run creates has a ``bench…`` prefix and is
 dropped afterwards. The exit code is 1 if any benchmark failed (its own checks included), 2 without HBase.
 
@@ -36,6 +37,7 @@ from . import (
     shared,
     spark,
     sweeper,
+    transports,
     txlatency,
     writer_designs,
     writers,
@@ -60,6 +62,7 @@ BENCHMARKS: dict[str, Callable[[Settings], Result]] = {
     "shared": shared.run,
     "aio": aio.run,
     "console": console.run,
+    "transports": transports.run,
 }
 
 

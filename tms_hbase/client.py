@@ -121,6 +121,7 @@ class MessagingClient(MessagingService):
             pool_size=config.pool_size,
             retry=config.retry,
             fallbacks=fallbacks,
+            transport=config.transport,
         )
         self.installation = Installation(pool, TableNames(config.prefix))
         """The installation's tables over this client's connection pool: what the sweeper, the CLIs,
