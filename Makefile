@@ -6,7 +6,7 @@ PYTEST_ARGS ?=
 # than the cores; each has a table prefix of its own. TEST_WORKERS=0 runs everything in one process.
 TEST_WORKERS ?= 4
 
-.PHONY: install demo test test-loaded test-unit test-cluster cluster-start cluster-stop lint typecheck smoke bench-quick hbase-start hbase-stop bench-peers verify verify-quick verify-deps browser-deps console-screenshots clean
+.PHONY: install demo test test-loaded test-unit test-pythons test-cluster cluster-start cluster-stop lint typecheck smoke bench-quick hbase-start hbase-stop bench-peers verify verify-quick verify-deps browser-deps console-screenshots clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml launcher/pyproject.toml
 	python3 -m venv $(VENV)
@@ -35,6 +35,13 @@ test-loaded: install verify-deps browser-deps  ## the timing-sensitive tests wit
 
 test-unit: install  ## the unit tests only: seconds, no HBase
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+# The other supported Python versions (tests/pythons.sh): a virtualenv each (.venv-3.12, .venv-3.13) from pyenv's
+# interpreters, the unit tests and examples/quickstart.py against the running HBase in each.
+PYTHONS ?= 3.12 3.13
+
+test-pythons: install  ## the unit tests and the quickstart on Python $(PYTHONS) too (pyenv's; HBase must run)
+	bash tests/pythons.sh $(PYTHONS)
 
 # The cluster group (tests/cluster): HDFS, ZooKeeper, a master, 3 region servers and 2 Thrift gateways, each a
 # JVM of its own (docs/operations.md#a-local-cluster), started for the run if not running and stopped at the end

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
@@ -32,13 +33,13 @@ COMMANDS = {
 @connection_options
 @click.version_option(__version__, prog_name="tms-admin")
 @click.pass_context
-def main(ctx: click.Context, thrift: str | None, prefix: str | None, timeout: float) -> None:
+def main(ctx: click.Context, **connection: Any) -> None:
     """Administer tms-hbase: topics, subscriptions, tables and a local HBase.
 
     Where HBase is comes from --thrift/--prefix or TMS_HBASE_THRIFT/TMS_TABLE_PREFIX.
     Every command takes --json for output that scripts can read.
     """
-    ctx.obj = Settings(thrift, prefix, timeout, given_on_command_line(ctx))
+    ctx.obj = Settings.of(connection, given_on_command_line(ctx))
 
 
 @main.command()

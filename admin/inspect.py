@@ -4,6 +4,7 @@ script, and see its size, rates and the lag of its subscriptions."""
 from __future__ import annotations
 
 import json
+import queue
 import signal
 import sys
 import threading
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 import click
 
-from tms_hbase import TopicId
+from tms_hbase import Record, TopicId
 from tms_hbase.errors import InvalidArgument, TopicNotFound
 
 from .context import Settings, pass_settings
@@ -28,6 +29,7 @@ if TYPE_CHECKING:  # the client and the Thrift clients are imported by the comma
     from tms_hbase.model.stats import TopicStats
 
 DEFAULT_LAST = 10
+LINGER_SECONDS = 0.05  # a publish waits this long for more lines (kcat's linger is 5 ms, nats pub sends each)
 FOLLOW_SECONDS = 0.5
 
 
@@ -73,7 +75,8 @@ def tail(
     as_json: bool,
 ) -> None:
     """Show a topic's messages without consuming them: id, publish time, transaction write pointer and
-    state (committed, in progress, invalid, rolled back), size and payload (text, or hex if binary).
+    state (committed, in progress, invalid, rolled back), size, key (key=...) and headers (name=value),
+    and payload (text, or hex if binary).
 
     Transaction states come from the transaction server with --tx-server (or TMS_TX_SERVER), else
     from the transaction state stored in HBase. Corrupt rows are shown as such. Expired messages are
@@ -149,6 +152,9 @@ def _as_json(entry: Entry) -> dict:
         "size": len(payload),
         "payload": _text(payload),
         "payload_hex": payload.hex(),
+        "key": None if entry.key is None else _text(entry.key),
+        "key_hex": None if entry.key is None else entry.key.hex(),
+        "headers": [{"name": n, "value": _text(v), "value_hex": v.hex()} for n, v in entry.headers],
     }
 
 
@@ -156,10 +162,16 @@ def _as_text(entry: Entry) -> str:
     if entry.error:
         return f"!! {entry.error}"
     payload = entry.payload or b""
-    text = _text(payload)
-    shown = repr(text)[1:-1] if text is not None else "hex:" + payload.hex()
     tx = "-" if entry.tx_pointer is None else f"tx {abs(entry.tx_pointer)} {entry.state}"
-    return f"{entry.id.hex()}  {iso(entry.publish_time)}  {tx}  {len(payload)} B  {shown}"
+    extra = "" if entry.key is None else f"key={_shown(entry.key)}  "
+    extra += "".join(f"{name}={_shown(value)}  " for name, value in entry.headers)
+    return f"{entry.id.hex()}  {iso(entry.publish_time)}  {tx}  {len(payload)} B  {extra}{_shown(payload)}"
+
+
+def _shown(data: bytes) -> str:
+    """Bytes for a line of text: escaped text if printable UTF-8, else ``hex:`` and their hex digits."""
+    text = _text(data)
+    return repr(text)[1:-1] if text is not None else "hex:" + data.hex()
 
 
 def _text(payload: bytes) -> str | None:
@@ -186,7 +198,23 @@ def _text(payload: bytes) -> str | None:
     type=click.IntRange(min=1),
     default=100,
     show_default=True,
-    help="Messages per publish (one batch is stored whole or not at all); --batch 1 publishes each line as it comes.",
+    help="Messages per publish at most (one batch is stored whole or not at all). Lines are sent as they come: "
+    f"a batch goes once the input pauses for {LINGER_SECONDS * 1000:.0f} ms.",
+)
+@click.option(
+    "--key-delimiter",
+    "-K",
+    "key_delimiter",
+    metavar="DELIM",
+    help="Each line is KEY DELIM PAYLOAD (split at the first DELIM, as kcat's -K); a line without DELIM has no key.",
+)
+@click.option(
+    "--header",
+    "-H",
+    "headers",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A header of every message (repeat for more; a name may repeat).",
 )
 @click.option(
     "--transactional",
@@ -204,17 +232,21 @@ def publish(
     topic: TopicId,
     path: BinaryIO,
     batch: int,
+    key_delimiter: str | None,
+    headers: tuple[str, ...],
     transactional: bool,
     tx_server: str | None,
     as_json: bool,
 ) -> None:
-    """Publish one message per line of stdin (or --file), e.g. `seq 10 | tms-admin topic publish ns:t`.
+    """Publish one message per line of stdin (or --file), e.g. `seq 10 | tms-admin topic publish ns:t`,
+    or with keys and headers: `echo 'order-7:paid' | tms-admin topic publish ns:t -K: -H source=shop`.
 
     The newline ending each line is not part of the message; empty lines are skipped. With
     --transactional, the lines are stored as they come under one long transaction, and made visible
     when the input ends (the transaction is committed); if anything fails it is rolled back.
     """
     published = batches = 0
+    message = _message_of(key_delimiter, _headers(headers))
     with settings.client() as client:
         mode = client.get_topic(topic).tx_mode
         if mode == "transactional" and not transactional:  # before reading any input
@@ -224,9 +256,11 @@ def publish(
                 f"topic {topic} is non-transactional-only (tx.mode=non-transactional): leave out --transactional"
             )
         if transactional:
-            published, batches = _publish_in_a_transaction(client, topic, path, batch, tx_server, settings.timeout)
+            published, batches = _publish_in_a_transaction(
+                client, topic, _batches(path, batch, client.max_batch_bytes, message), tx_server, settings.timeout
+            )
         else:
-            for messages in _batches(path, batch, client.max_batch_bytes):
+            for messages in _batches(path, batch, client.max_batch_bytes, message):
                 client.publish(topic, messages)
                 published += len(messages)
                 batches += 1
@@ -241,7 +275,11 @@ def publish(
 
 
 def _publish_in_a_transaction(
-    client: MessagingClient, topic: TopicId, path: BinaryIO, batch: int, tx_server: str | None, timeout: float
+    client: MessagingClient,
+    topic: TopicId,
+    lines: Iterator[list[bytes | Record]],
+    tx_server: str | None,
+    timeout: float,
 ) -> tuple[int, int]:
     """Publish the lines under one long transaction (its messages go to the payload table as they come,
     so the input may be long) and commit it at the end; abort it, rolling back, on any failure."""
@@ -255,7 +293,7 @@ def _publish_in_a_transaction(
         context = TransactionContext(tx_client, publisher)
         context.start_long()
         try:
-            for messages in _batches(path, batch, client.max_batch_bytes):
+            for messages in lines:
                 publisher.publish(topic, messages)
                 published += len(messages)
                 batches += 1
@@ -266,17 +304,54 @@ def _publish_in_a_transaction(
     return published, batches
 
 
-def _batches(stream: BinaryIO, size: int, max_bytes: int) -> Iterator[list[bytes]]:
-    """Lines as batches of at most ``size`` messages and ``max_bytes`` bytes."""
-    batch: list[bytes] = []
+def _headers(given: tuple[str, ...]) -> tuple[tuple[str, bytes], ...]:
+    """-H NAME=VALUE options as headers (the value UTF-8)."""
+    headers = []
+    for option in given:
+        name, sep, value = option.partition("=")
+        if not sep or not name:
+            raise InvalidArgument(f"bad --header {option!r}: expected NAME=VALUE")
+        headers.append((name, value.encode()))
+    return tuple(headers)
+
+
+def _message_of(delimiter: str | None, headers: tuple[tuple[str, bytes], ...]) -> Callable[[bytes], bytes | Record]:
+    """How a line becomes a message: its bytes, or a Record with the key before ``delimiter`` and ``headers``."""
+    if delimiter == "":
+        raise InvalidArgument("bad --key-delimiter: it must not be empty")
+    if delimiter is None and not headers:
+        return lambda line: line
+    split = None if delimiter is None else delimiter.encode()
+
+    def message(line: bytes) -> bytes | Record:
+        key, sep, payload = (None, b"", line) if split is None else line.partition(split)
+        return Record(payload, key, headers) if sep else Record(line, None, headers)
+
+    return message
+
+
+def _batches(
+    stream: BinaryIO, size: int, max_bytes: int, message_of: Callable[[bytes], bytes | Record]
+) -> Iterator[list[bytes | Record]]:
+    """Lines as batches of at most ``size`` messages and ``max_bytes`` bytes; a batch goes as soon as the input
+    pauses for :data:`LINGER_SECONDS` (lines piped one at a time are sent one at a time, as kcat and nats pub do)."""
+    from tms_hbase.model.rows import batch_size
+
+    batch: list[bytes | Record] = []
     used = 0
-    for number, line in enumerate(stream, 1):
-        message = line[:-1] if line.endswith(b"\n") else line
-        if not message:
+    for number, line in _lines(stream):
+        if line is None:  # the input paused
+            if batch:
+                yield batch
+                batch, used = [], 0
             continue
-        cost = len(message) + 4
+        raw = line[:-1] if line.endswith(b"\n") else line
+        if not raw:
+            continue
+        message = message_of(raw)
+        cost = batch_size([message])
         if cost > max_bytes:
-            raise InvalidArgument(f"line {number} is {len(message)} bytes, over the batch limit of {max_bytes}")
+            raise InvalidArgument(f"line {number} is {len(raw)} bytes, over the batch limit of {max_bytes}")
         if batch and (len(batch) == size or used + cost > max_bytes):
             yield batch
             batch, used = [], 0
@@ -287,6 +362,35 @@ def _batches(stream: BinaryIO, size: int, max_bytes: int) -> Iterator[list[bytes
             batch, used = [], 0
     if batch:
         yield batch
+
+
+def _lines(stream: BinaryIO) -> Iterator[tuple[int, bytes | None]]:
+    """(number, line) of each line as it comes, and (number, None) when no line came for LINGER_SECONDS; read
+    by a thread, so a line that waits on a slow producer does not hold the ones before it."""
+    lines: queue.Queue[bytes | BaseException | None] = queue.Queue(maxsize=10_000)
+
+    def read() -> None:
+        try:
+            for line in stream:
+                lines.put(line)
+        except BaseException as exc:  # handed to the caller
+            lines.put(exc)
+        lines.put(None)
+
+    threading.Thread(target=read, name="publish-input", daemon=True).start()
+    number = 0
+    while True:
+        try:
+            item = lines.get(timeout=LINGER_SECONDS)
+        except queue.Empty:
+            yield number, None
+            item = lines.get()
+        if item is None:
+            return
+        if isinstance(item, BaseException):
+            raise item
+        number += 1
+        yield number, item
 
 
 @click.command()

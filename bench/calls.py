@@ -27,6 +27,7 @@ OPERATIONS = (
     "get_versions",
     "scan",
     "scan_column",
+    "scan_columns",
     "last_row",
     "put",
     "put_many",

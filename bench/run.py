@@ -2,9 +2,10 @@
 
     python -m bench.run [--quick] [--only NAME[,NAME]] [--rounds N] [--json OUT] [--address HOST:PORT]
 
-Benchmarks (docs/benchmarks.md): publish, writers, designs (the many-writer designs), fetch, latency, seek,
-txlatency, sweeper, spark, gateway, gateway-aio, consumer, shared, aio (the asyncio client), console (the
-web console's screen times).
+Benchmarks (docs/benchmarks.md): publish, writers, designs (the many-writer designs), fetch, keys (what a key
+and headers cost to publish and fetch), latency, seek, txlatency, sweeper, spark, gateway, gateway-aio, consumer,
+shared, aio (the asyncio client), console (the web console's screen times), transports (framed, compact and TLS
+against the plain Thrift transport).
 Progress goes to stderr, the report to stdout. Every table a run creates has a ``bench…`` prefix and is
 dropped afterwards. The exit code is 1 if any benchmark failed (its own checks included), 2 without HBase.
 
@@ -31,10 +32,12 @@ from . import (
     gateway_aio,
     latency,
     publish,
+    records,
     seek,
     shared,
     spark,
     sweeper,
+    transports,
     txlatency,
     writer_designs,
     writers,
@@ -47,6 +50,7 @@ BENCHMARKS: dict[str, Callable[[Settings], Result]] = {
     "writers": writers.run,
     "designs": writer_designs.run,
     "fetch": fetch.run,
+    "keys": records.run,
     "latency": latency.run,
     "seek": seek.run,
     "txlatency": txlatency.run,
@@ -58,6 +62,7 @@ BENCHMARKS: dict[str, Callable[[Settings], Result]] = {
     "shared": shared.run,
     "aio": aio.run,
     "console": console.run,
+    "transports": transports.run,
 }
 
 

@@ -20,6 +20,7 @@ from tms_hbase.ops.cli_options import (
     CONNECTION_OPTIONS,
     ToolGroup,
     config_from_options,
+    connection_params,
     connection_values,
     fail,
     given_on_command_line,
@@ -176,9 +177,10 @@ def _sweeper(
     )
 
 
-def _client(thrift: str | None, prefix: str | None, timeout: float) -> MessagingClient:
-    """A client on an installation that must exist already (the sweeper never creates tables)."""
-    client = MessagingClient(config=config_from_options(thrift, prefix, timeout), create_tables=False)
+def _client(connection: dict[str, Any]) -> MessagingClient:
+    """A client on an installation that must exist already (the sweeper never creates tables), as the
+    connection options say."""
+    client = MessagingClient(config=config_from_options(**connection), create_tables=False)
     try:
         client.admin.require_installation()
     except TmsError:
@@ -199,7 +201,7 @@ def _client(thrift: str | None, prefix: str | None, timeout: float) -> Messaging
 @with_options(CONNECTION_OPTIONS)
 @click.version_option(__version__, prog_name="tms-sweeper")
 @click.pass_context
-def main(ctx: click.Context, thrift: str | None, prefix: str | None, timeout: float) -> None:
+def main(ctx: click.Context, **_connection: Any) -> None:
     """The tms-hbase sweeper: what HBase coprocessors do at compaction in CDAP, from a process.
 
     Deletes rows of old generations (deleted or re-created topics) and messages and stored payloads
@@ -208,8 +210,8 @@ def main(ctx: click.Context, thrift: str | None, prefix: str | None, timeout: fl
     share the work; a stopped sweep resumes from its checkpoint. A grace below the installation's
     minimum is refused as bad input (docs/guarantees.md).
 
-    The connection options (--thrift, --prefix, --timeout) go before the command's name or after it
-    (after it wins).
+    The connection options (--thrift, --prefix, --timeout, --thrift-framed...) go before the command's name
+    or after it (after it wins); a --config file may set them too (e.g. thrift_framed = true).
     """
     ctx.obj = given_on_command_line(ctx)
 
@@ -217,22 +219,13 @@ def main(ctx: click.Context, thrift: str | None, prefix: str | None, timeout: fl
 @main.command()
 @with_options(connection + sweeping + log_options())
 @click.pass_context
-def once(
-    ctx: click.Context,
-    thrift: str | None,
-    prefix: str | None,
-    timeout: float,
-    as_json: bool,
-    log_format: str,
-    log_level: str,
-    **options: Any,
-) -> None:
+def once(ctx: click.Context, as_json: bool, log_format: str, log_level: str, **options: Any) -> None:
     """Sweep every region once and print what was done."""
-    thrift, prefix, timeout = connection_values(ctx, ctx.obj, thrift=thrift, prefix=prefix, timeout=timeout)
+    connection = connection_values(ctx, ctx.obj, **connection_params(options))
     configure_logging(log_format, log_level)
     try:
-        with _client(thrift, prefix, timeout) as client:
-            sweeper = _sweeper(client, options, timeout)
+        with _client(connection) as client:
+            sweeper = _sweeper(client, options, connection["timeout"])
             try:
                 _print(sweeper.sweep_once(), as_json)
             finally:
@@ -275,9 +268,6 @@ def once(
 @click.pass_context
 def run(
     ctx: click.Context,
-    thrift: str | None,
-    prefix: str | None,
-    timeout: float,
     as_json: bool,
     log_format: str,
     log_level: str,
@@ -291,13 +281,14 @@ def run(
     checkpoint saved first). A failed sweep is logged, counted in tms_sweeper_errors_total and tried
     again (HBase may be down for a while); an installation that does not exist (a mistyped --prefix)
     ends it with exit code 7. With --metrics-port, /health says whether sweeps still complete."""
-    thrift, prefix, timeout = connection_values(ctx, ctx.obj, thrift=thrift, prefix=prefix, timeout=timeout)
+    connection = connection_values(ctx, ctx.obj, **connection_params(options))
+    timeout = connection["timeout"]
     configure_logging(log_format, log_level)
     stop = threading.Event()
     metrics = SweeperMetrics(dry_run=options["dry_run"])
     health = Health(health_max_age or max(3 * interval, 600.0))
     try:
-        client = MessagingClient(config=config_from_options(thrift, prefix, timeout), create_tables=False)
+        client = MessagingClient(config=config_from_options(**connection), create_tables=False)
         if metrics_port:
             _serve_metrics(metrics, health, metrics_host, metrics_port)
     except TmsError as error:
@@ -352,11 +343,10 @@ def _serve_metrics(metrics: SweeperMetrics, health: Health, host: str, port: int
 @main.command()
 @with_options(connection)
 @click.pass_context
-def status(ctx: click.Context, thrift: str | None, prefix: str | None, timeout: float, as_json: bool) -> None:
+def status(ctx: click.Context, as_json: bool, **connection: Any) -> None:
     """Per-region sweep records, the regions blocking invalid-list pruning, and the global bound."""
-    thrift, prefix, timeout = connection_values(ctx, ctx.obj, thrift=thrift, prefix=prefix, timeout=timeout)
     try:
-        with _client(thrift, prefix, timeout) as client:
+        with _client(connection_values(ctx, ctx.obj, **connection)) as client:
             state = sweeper_state(client.installation)
     except TmsError as error:
         fail(error)

@@ -31,7 +31,7 @@ from tms_hbase.rest import codec as rest
 from .config import Settings
 from .errors import error_response
 
-_BODY_TYPES = frozenset({rest.AVRO.encode(), rest.JSON.encode(), rest.OCTETS.encode()})
+_BODY_TYPES = frozenset(m.encode() for m in (*rest.AVROS, rest.JSON, rest.OCTETS))
 _KNOWN_HOSTS = 1024  # Host values remembered with their verdict (a client could send any number)
 
 
@@ -78,7 +78,7 @@ class BrowserGuard:
             if not kind and scope["method"] in ("PUT", "DELETE"):
                 return None
             return rest.UnsupportedMediaType(
-                f"a request body needs Content-Type {rest.AVRO}, {rest.JSON} or {rest.OCTETS}, "
+                f"a request body needs Content-Type {', '.join(rest.AVROS)}, {rest.JSON} or {rest.OCTETS}, "
                 f"not {kind.decode('latin-1') or 'none'}"
             )
         return None

@@ -14,7 +14,7 @@ import click
 from tms_hbase import __version__
 from tms_hbase.config import PREFIX_ENV, THRIFT_ENV
 from tms_hbase.errors import InvalidArgument
-from tms_hbase.ops.cli_options import with_options
+from tms_hbase.ops.cli_options import TRANSPORT_OPTIONS, with_options
 from tms_hbase.ops.log_options import log_options
 
 from . import config
@@ -61,6 +61,7 @@ def _print_new_token(ctx: click.Context, _param: click.Parameter, name: str | No
     "--thrift", metavar="HOST:PORT", envvar=THRIFT_ENV, show_envvar=True, help="HBase Thrift [default: 127.0.0.1:9090]."
 )
 @click.option("--prefix", envvar=PREFIX_ENV, show_envvar=True, help="Table-name prefix [default: tms].")
+@with_options(TRANSPORT_OPTIONS)
 @click.option(
     "--config",
     "config_file",

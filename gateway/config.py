@@ -20,6 +20,7 @@ from tms_hbase import config as library_config
 from tms_hbase.consume.lease import MIN_LEASE_SECONDS
 from tms_hbase.errors import InvalidArgument
 from tms_hbase.ops import log_options
+from tms_hbase.storage.tls import client_context
 
 SETTINGS_ENV = "TMS_GATEWAY_SETTINGS"  # set by tms-gateway for its workers; not for users
 CONFIG_ENV = "TMS_GATEWAY_CONFIG"
@@ -84,9 +85,27 @@ class Settings:
     body_timeout: float = 60.0  # a request's body must arrive within this after its headers
     max_client_connections: int = 256  # connections at once from one client address, per worker
     allowed_hosts: tuple[str, ...] = ()  # Host names (globs) served besides IP addresses and localhost
+    # how the HBase Thrift gateway serves (None: as the environment says, else buffered, binary, no TLS)
+    thrift_framed: bool | None = None
+    thrift_compact: bool | None = None
+    thrift_tls: bool | None = None
+    thrift_ca: str | None = None
+    thrift_cert: str | None = None
+    thrift_key: str | None = None
     tls: Tls | None = None
     tokens: tuple[Token, ...] = ()
     rules: tuple[Rule, ...] = ()
+
+    def thrift_transport(self) -> library_config.ThriftTransport:
+        """How the HBase Thrift gateway serves: these settings, else the environment, else the defaults."""
+        return library_config.ThriftTransport.resolve(
+            framed=self.thrift_framed,
+            compact=self.thrift_compact,
+            tls=self.thrift_tls,
+            ca_file=self.thrift_ca,
+            cert_file=self.thrift_cert,
+            key_file=self.thrift_key,
+        )
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -125,8 +144,15 @@ _TYPES: dict[str, type[Any]] = {
     "header_timeout": float,
     "body_timeout": float,
     "max_client_connections": int,
+    "thrift_framed": bool,
+    "thrift_compact": bool,
+    "thrift_tls": bool,
+    "thrift_ca": str,
+    "thrift_cert": str,
+    "thrift_key": str,
 }
 _LISTS = {"tls", "tokens", "rules", "allowed_hosts"}
+_PATHS = ("thrift_ca", "thrift_cert", "thrift_key")  # relative to the config file, as [tls]'s are
 assert set(_TYPES) == {f.name for f in fields(Settings)} - _LISTS
 
 
@@ -142,6 +168,9 @@ def load(path: str | os.PathLike[str] | None) -> dict[str, Any]:
     base = Path(path).resolve().parent
     if isinstance(data.get("tls"), dict):  # certificate paths are relative to the config file
         data["tls"] = {k: str(base / v) if isinstance(v, str) else v for k, v in data["tls"].items()}
+    for key in _PATHS:
+        if isinstance(data.get(key), str):
+            data[key] = str(base / data[key])
     return data
 
 
@@ -164,6 +193,7 @@ def resolve(values: dict[str, Any], overrides: dict[str, Any]) -> Settings:
         raise InvalidArgument(f"setting consumer_lease must be at least {MIN_LEASE_SECONDS} s")
     library_config.thrift_address(settings.thrift)
     library_config.table_prefix(settings.prefix)
+    client_context(settings.thrift_transport())  # a bad combination or an unreadable file: an error now
     if settings.rules and not settings.tokens:
         raise InvalidArgument("[[rules]] need [[tokens]]: without tokens no caller could ever match a rule")
     if not settings.tokens and not settings.open_network and not is_loopback(settings.host):

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from tms_hbase import MessagingClient
+from tms_hbase.config import Config
 from tms_hbase.errors import HBaseUnavailable, TmsError
 from tms_hbase.runtime.green import run_sync, run_to_end
 from tms_hbase.storage.aio import AsyncHBaseConnection
@@ -70,14 +71,14 @@ class Gateway:
         extra: dict[str, Any] = (
             {} if settings.max_batch_bytes is None else {"max_batch_bytes": settings.max_batch_bytes}
         )
-        client = await run_sync(
-            LoopClient,
+        config = Config.resolve(
             settings.thrift,
             settings.prefix,
             timeout_seconds=settings.timeout,
             pool_size=settings.threads,
-            **extra,
+            transport=settings.thrift_transport(),
         )
+        client = await run_sync(LoopClient, config=config, **extra)
         gateway = cls(settings, metrics, client)
         gateway._warming = asyncio.ensure_future(gateway._warm())
         log.info("worker %d serving %r, %d library calls at once", os.getpid(), client, settings.threads)

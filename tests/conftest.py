@@ -58,6 +58,7 @@ SHARED_PER_MODULE = {
     "test_gateway_security.py",
     "test_gateway_consumer_limits.py",
     "test_fault_injection.py",  # one installation
+    "test_transports.py",  # one ThriftServer JVM per transport
 }
 
 

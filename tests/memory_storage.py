@@ -164,8 +164,14 @@ class MemoryTable:
     def scan_column(
         self, start: bytes, stop: bytes, column: bytes, limit: int
     ) -> tuple[list[bytes], list[bytes | None]]:
+        keys, (values,) = self.scan_columns(start, stop, (column,), limit)
+        return keys, values
+
+    def scan_columns(
+        self, start: bytes, stop: bytes, columns: Sequence[bytes], limit: int
+    ) -> tuple[list[bytes], list[list[bytes | None]]]:
         rows = self.scan(start, stop, limit=limit)
-        return [key for key, _ in rows], [cells.get(column) for _, cells in rows]
+        return [key for key, _ in rows], [[cells.get(column) for _, cells in rows] for column in columns]
 
     def last_row(self, prefix: bytes, columns: Sequence[bytes] | None = None) -> Row | None:
         rows = self.scan(prefix + b"\xff" * 64, prefix, limit=1, columns=columns, reverse=True)

@@ -1,7 +1,8 @@
 """tms-hbase: a transactional messaging system stored in Apache HBase.
 
 The public surface is small: :class:`MessagingClient`, :class:`TopicId`, :class:`TopicMetadata`,
-:class:`Message`, :class:`PublishResult`, :class:`RollbackDetail`, consuming (:class:`Consumer`, :class:`Subscription`,
+:class:`Message`, :class:`Record` (a payload with a key and headers), :class:`PublishResult`,
+:class:`RollbackDetail`, consuming (:class:`Consumer`, :class:`Subscription`,
 :class:`Lag`, :class:`TopicStats`), the errors in :mod:`tms_hbase.errors`, and
 :class:`tms_hbase.tx.Transaction`.
 """
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from tms_hbase.model.message import Delivery, Message
     from tms_hbase.model.message_id import MessageId
     from tms_hbase.model.published import PublishResult
+    from tms_hbase.model.record import Record
     from tms_hbase.model.stats import Lag, PublisherStats, SharedStats, TopicStats
     from tms_hbase.model.subscription import PendingMessage, Subscription
     from tms_hbase.model.wire import RollbackDetail
@@ -66,6 +68,7 @@ _LAZY = {
     "ConsumerSession": "tms_hbase.consume.consumer",
     "MessageId": "tms_hbase.model.message_id",
     "Message": "tms_hbase.model.message",
+    "Record": "tms_hbase.model.record",
     "DeadLetter": "tms_hbase.model.dead_letter",
     "Delivery": "tms_hbase.model.message",
     "PendingMessage": "tms_hbase.model.subscription",
@@ -127,6 +130,7 @@ __all__ = [
     "PublisherClosed",
     "PublisherStats",
     "QueueFull",
+    "Record",
     "RollbackDetail",
     "SharedConsumer",
     "SharedStats",

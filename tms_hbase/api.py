@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from tms_hbase.errors import PublishOutcomeUnknown
     from tms_hbase.model.message import Delivery, Message
     from tms_hbase.model.published import PublishResult
+    from tms_hbase.model.record import Record
     from tms_hbase.model.stats import Lag, TopicStats
     from tms_hbase.model.subscription import PendingMessage, Subscription
     from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata
@@ -176,7 +177,7 @@ class MessagingService(Protocol):
     def publish(
         self,
         topic: TopicLike,
-        payloads: Sequence[bytes],
+        payloads: Sequence[bytes | Record],
         tx_write_pointer: int | None = None,
         *,
         ttl_seconds: float | None = None,
@@ -187,7 +188,12 @@ class MessagingService(Protocol):
         ...
 
     def store(
-        self, topic: TopicLike, payloads: Sequence[bytes], tx_write_pointer: int, *, sequence: int | None = None
+        self,
+        topic: TopicLike,
+        payloads: Sequence[bytes | Record],
+        tx_write_pointer: int,
+        *,
+        sequence: int | None = None,
     ) -> None:
         """Store payloads under a write pointer, invisible until that pointer is published."""
         ...

@@ -23,9 +23,10 @@ from tms_hbase.installation.hbase_clock import HBaseClock, PublishClock
 from tms_hbase.installation.metadata import CLOCK_COLUMN, SETTINGS_KEY, MetadataCache, MetadataStore
 from tms_hbase.installation.readiness import Readiness
 from tms_hbase.installation.settings import InstallationStore, WriterSettings
-from tms_hbase.model import checks
+from tms_hbase.model import checks, record
 from tms_hbase.model.clock import check_time_ms
 from tms_hbase.model.metrics import CLIENT_METRICS
+from tms_hbase.model.record import Record
 from tms_hbase.model.retry import Retry
 from tms_hbase.model.tables import TableNames
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata, user_properties
@@ -120,6 +121,7 @@ class MessagingClient(MessagingService):
             pool_size=config.pool_size,
             retry=config.retry,
             fallbacks=fallbacks,
+            transport=config.transport,
         )
         self.installation = Installation(pool, TableNames(config.prefix))
         """The installation's tables over this client's connection pool: what the sweeper, the CLIs,
@@ -405,7 +407,7 @@ class MessagingClient(MessagingService):
     def publish(
         self,
         topic: TopicLike,
-        payloads: Sequence[bytes],
+        payloads: Sequence[bytes | Record],
         tx_write_pointer: int | None = None,
         *,
         ttl_seconds: float | None = None,
@@ -438,7 +440,7 @@ class MessagingClient(MessagingService):
     def _publish(
         self,
         topic: TopicId,
-        batches: Sequence[Sequence[bytes]],
+        batches: Sequence[Sequence[bytes | Record]],
         tx_write_pointer: int | None,
         ttl_seconds: float | None,
         resume: Resume | None,
@@ -455,7 +457,7 @@ class MessagingClient(MessagingService):
             result, cell = writer.publish(topic, payloads, tx_write_pointer, ttl_seconds, resume)
         elapsed = time.perf_counter() - started
         for batch in batches:
-            CLIENT_METRICS.published(str(topic), len(batch), sum(map(len, batch)), elapsed)
+            CLIENT_METRICS.published(str(topic), len(batch), record.message_bytes(batch), elapsed)
         doorbells.ring(topic, (result.generation, result.position), cell)
         return result
 
@@ -465,7 +467,12 @@ class MessagingClient(MessagingService):
         self._doorbells.ring(_topic(topic))
 
     def store(
-        self, topic: TopicLike, payloads: Sequence[bytes], tx_write_pointer: int, *, sequence: int | None = None
+        self,
+        topic: TopicLike,
+        payloads: Sequence[bytes | Record],
+        tx_write_pointer: int,
+        *,
+        sequence: int | None = None,
     ) -> None:
         """Store payloads under a transaction write pointer; invisible until that pointer is published.
 

@@ -178,7 +178,8 @@ class ClientAdmin:
         it (its one consumer at a time: a second replay at once is refused with the lease error) and
         commits it after each dead letter is published again, so each one is replayed **at least once**
         (twice if the replay dies between the two); listing and ``dry_run`` only read after that mark. The
-        replayed message is a **new message** of ``topic``, with a new id and publish time; the dead letter
+        replayed message is a **new message** of ``topic`` (the original payload, key and headers), with a new
+        id and publish time; the dead letter
         stays in the dead-letter topic. InvalidArgument for a subscription without a dead-letter topic, a
         message there that is not a dead letter (those before it stay replayed), a bad ``via`` name or a
         ``limit`` below 1."""
@@ -199,14 +200,14 @@ class ClientAdmin:
                 else client.fetch(found.dead_letter_topic, limit=limit)
             )
             for message in messages:
-                found.sort(DeadLetter.decode(message.payload), topic)
+                found.sort(DeadLetter.of(message), topic)
             return found
         if via not in marks:
             client.create_subscription(found.dead_letter_topic, via)
         with client.consumer(found.dead_letter_topic, via, max_wait_seconds=0.5) as consumer:
             for message in consumer.poll(max_messages=limit, timeout_seconds=1.0):
-                if found.sort(DeadLetter.decode(message.payload), topic):
-                    client.publish(topic, [found.letters[-1].payload])
+                if found.sort(DeadLetter.of(message), topic):
+                    client.publish(topic, [found.letters[-1].original()])
                 consumer.commit(message)
         return found
 

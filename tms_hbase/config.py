@@ -1,5 +1,5 @@
-"""Configuration: the Thrift addresses, the table prefix, the timeout and the retry policy, from
-arguments, the environment or defaults (:class:`Config`)."""
+"""Configuration: the Thrift addresses, how to speak to them (:class:`ThriftTransport`), the table prefix,
+the timeout and the retry policy, from arguments, the environment or defaults (:class:`Config`)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,17 @@ TX_ENV = "TMS_TX_SERVER"
 DEFAULT_TX_SERVER = "127.0.0.1:15165"
 """Where clients find the transaction server (tms_hbase.tx.client), here so that a command-line tool can
 name them in its options without loading the Thrift client."""
+
+TRANSPORT_ENV = {
+    "framed": "TMS_HBASE_THRIFT_FRAMED",
+    "compact": "TMS_HBASE_THRIFT_COMPACT",
+    "tls": "TMS_HBASE_THRIFT_TLS",
+    "ca_file": "TMS_HBASE_THRIFT_CA",
+    "cert_file": "TMS_HBASE_THRIFT_CERT",
+    "key_file": "TMS_HBASE_THRIFT_KEY",
+}
+"""The environment variable of each :class:`ThriftTransport` field."""
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
 
 # HBase table qualifiers: word characters, '.' and '-', not starting with '.' or '-'.
 _PREFIX = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
@@ -64,13 +75,84 @@ def check_timeout(timeout: object) -> float:
 
 
 @dataclass(frozen=True)
+class ThriftTransport:
+    """How the client speaks to the HBase Thrift gateways; it must match how they serve.
+
+    ``framed`` is HBase's ``hbase.regionserver.thrift.framed`` (else the buffered transport), ``compact``
+    its ``hbase.regionserver.thrift.compact`` (else the binary protocol), ``tls`` its
+    ``hbase.thrift.ssl.enabled``: the gateway's certificate is verified against ``ca_file`` (PEM; default:
+    the system's trusted CAs) and its host name; ``cert_file`` (PEM, with its key inside or in
+    ``key_file``) is a client certificate to present."""
+
+    framed: bool = False
+    compact: bool = False
+    tls: bool = False
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("framed", "compact", "tls"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidArgument(f"thrift {name} must be true or false, not {getattr(self, name)!r}")
+        for name in ("ca_file", "cert_file", "key_file"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise InvalidArgument(f"thrift {name} must be a file path, not {value!r}")
+            if value is not None and not self.tls:
+                raise InvalidArgument(f"thrift {name} is given but TLS is off: turn TLS on too (--thrift-tls)")
+        if self.key_file is not None and self.cert_file is None:
+            raise InvalidArgument("thrift key_file is given without cert_file (the client certificate)")
+
+    @classmethod
+    def resolve(cls, **given: Any) -> ThriftTransport:
+        """The fields ``given`` (None: not given), else from the environment (:data:`TRANSPORT_ENV`;
+        switches as 1/0, true/false, yes/no, on/off), else the defaults."""
+        values: dict[str, Any] = {}
+        for name, env in TRANSPORT_ENV.items():
+            value = given.pop(name, None)
+            if value is None and env in os.environ:
+                value = os.environ[env]
+                if name in ("framed", "compact", "tls"):
+                    value = _switch(env, value)
+            if value is not None:
+                values[name] = value
+        if given:
+            raise InvalidArgument(f"unknown thrift transport setting(s): {', '.join(sorted(given))}")
+        return cls(**values)
+
+    def describe(self) -> str:
+        """What the gateway must serve, as a user names it: e.g. ``framed transport, compact protocol, TLS``."""
+        return ", ".join(
+            [
+                "framed transport" if self.framed else "buffered transport",
+                "compact protocol" if self.compact else "binary protocol",
+                *(["TLS"] if self.tls else []),
+            ]
+        )
+
+
+PLAIN = ThriftTransport()
+"""How HBase's Thrift gateway serves by default: buffered transport, binary protocol, no TLS."""
+
+
+def _switch(env: str, text: str) -> bool:
+    if text.strip().lower() in _TRUE:
+        return True
+    if text.strip().lower() in _FALSE:
+        return False
+    raise InvalidArgument(f"bad ${env} {text!r}: expected 1 or 0 (true/false, yes/no, on/off)")
+
+
+@dataclass(frozen=True)
 class Config:
     """Where a tms-hbase installation is and how to talk to it: the one configuration object the
     client, both command-line tools, the sweeper, Spark tasks and the gateway take.
 
     ``thrift`` lists HBase Thrift gateways (``host:port``; a client fails over to the next when one
     cannot be reached), ``prefix`` names the installation's tables, ``timeout_seconds`` is the
-    deadline of each operation and ``retry`` the policy for failures worth trying again. Build one
+    deadline of each operation and ``retry`` the policy for failures worth trying again; ``transport``
+    says how the gateways serve (:class:`ThriftTransport`: framed, compact, TLS). Build one
     with :meth:`resolve` to fill in the environment and the defaults; it is immutable and picklable
     (ship it to Spark executors as it is).
     """
@@ -80,6 +162,7 @@ class Config:
     timeout_seconds: float = 10.0
     retry: Retry = field(default_factory=Retry)
     pool_size: int = 8
+    transport: ThriftTransport = PLAIN
 
     def __post_init__(self) -> None:
         thrift = (self.thrift,) if isinstance(self.thrift, str) else tuple(self.thrift)
@@ -94,6 +177,8 @@ class Config:
             raise InvalidArgument(f"retry must be a tms_hbase.model.retry.Retry, not {type(self.retry).__name__}")
         if isinstance(self.pool_size, bool) or not isinstance(self.pool_size, int) or self.pool_size < 1:
             raise InvalidArgument(f"bad pool size {self.pool_size!r}: expected an integer >= 1")
+        if not isinstance(self.transport, ThriftTransport):
+            raise InvalidArgument(f"transport must be a ThriftTransport, not {type(self.transport).__name__}")
 
     @classmethod
     def resolve(
@@ -104,15 +189,22 @@ class Config:
         timeout_seconds: float | None = None,
         retry: Retry | None = None,
         pool_size: int | None = None,
+        transport: ThriftTransport | None = None,
     ) -> Config:
         """A Config from what is given, else the environment (``$TMS_HBASE_THRIFT``, comma-separated
-        for several gateways, and ``$TMS_TABLE_PREFIX``), else the defaults."""
+        for several gateways, ``$TMS_TABLE_PREFIX`` and the transport's, :data:`TRANSPORT_ENV`), else
+        the defaults."""
         if thrift is None:
             thrift = os.environ.get(THRIFT_ENV, DEFAULT_THRIFT)
         if isinstance(thrift, str):
             thrift = [part.strip() for part in thrift.split(",")]
         given: dict[str, Any] = {"timeout_seconds": timeout_seconds, "retry": retry, "pool_size": pool_size}
-        return cls(tuple(thrift), table_prefix(prefix), **{k: v for k, v in given.items() if v is not None})
+        return cls(
+            tuple(thrift),
+            table_prefix(prefix),
+            transport=transport or ThriftTransport.resolve(),
+            **{k: v for k, v in given.items() if v is not None},
+        )
 
     @classmethod
     def of_client(

@@ -93,8 +93,8 @@ def test_a_replay_publishes_only_to_the_subscriptions_own_topic(
         client.create_topic(topic)
     client.create_subscription(jobs, "work", shared=True, dead_letter=dead)
     forged_id, genuine_id = b"\x01" * 8, b"\x02" * 8
-    forged = DeadLetter(secret, "work", forged_id, 1, 0, b"stolen").encode()
-    genuine = DeadLetter(jobs, "work", genuine_id, 5, 0, b"retry me").encode()
+    forged = DeadLetter(secret, "work", forged_id, 1, 0, b"stolen").record()
+    genuine = DeadLetter(jobs, "work", genuine_id, 5, 0, b"retry me").record()
     client.publish(dead, [forged, genuine])
 
     listed = json.loads(ok(tms_env, "sub", "dead-letters", str(jobs), "work", "--json").stdout)
@@ -178,7 +178,7 @@ def test_a_replay_passes_over_letters_whose_topic_was_deleted(client: MessagingC
     letters = [DeadLetter(t, "work", bytes(MessageId(1, n, 0)), 3, 0, p) for n, (t, p) in enumerate(
         [(Q, b"first"), (gone, b"lost"), (Q, b"last")], start=1
     )]  # fmt: skip
-    client.publish(DEAD, [letter.encode() for letter in letters])
+    client.publish(DEAD, [letter.record() for letter in letters])
     client.delete_topic(gone)
     done = json.loads(ok(tms_env, "sub", "dead-letters", str(Q), "work", "--replay", "--json").stdout)
     assert [r["payload"] for r in done["letters"]] == ["first", "last"]

@@ -458,11 +458,16 @@ def test_a_forged_dead_letter_is_refused_not_published_to_the_topic_it_names(
     client.create_topic(secret)
     client.create_subscription(ORDERS, "forged", shared=True, dead_letter=forged_dead)
     forged_id = b"\x01" * 8
-    forged = DeadLetter(secret, "forged", forged_id, 1, 0, b"stolen").encode()
-    genuine = DeadLetter(ORDERS, "forged", b"\x02" * 8, 1, 0, b"genuine").encode()
+    forged = DeadLetter(secret, "forged", forged_id, 1, 0, b"stolen").record()
+    genuine = DeadLetter(ORDERS, "forged", b"\x02" * 8, 1, 0, b"genuine").record()
     writer = {"Authorization": f"Bearer {TOKENS['deadwriter']}"}
     with httpx.Client(base_url=console.url, timeout=60, headers=writer) as http:
-        letters = {"messages": [base64.b64encode(m).decode() for m in (forged, genuine)]}
+        b64 = lambda data: base64.b64encode(data).decode()  # noqa: E731
+        letters = {
+            "messages": [
+                {"payload": b64(m.payload), "headers": [[n, b64(v)] for n, v in m.headers]} for m in (forged, genuine)
+            ]
+        }
         assert http.post("/v1/namespaces/secret/topics/payments/publish", json=letters).status_code == 403
         assert http.post("/v1/namespaces/shop/topics/forged-dead/publish", json=letters).status_code == 200
     before = {m.id for m in client.fetch(ORDERS)}
@@ -490,7 +495,9 @@ def test_a_dead_letter_topic_holding_something_else_is_shown_not_replayed(consol
     before = {m.id for m in client.fetch(ORDERS)}
     sign_in(browser, console, TOKENS["shopops"])
     show(browser, console, "subscriptions/shop/orders/broken", "subscription")
-    assert text(browser, "dead-letters") == "shop:junk: not a dead letter (no TMSDL1 header)"
+    assert (
+        text(browser, "dead-letters") == "shop:junk: not a dead letter (no tms-dead-letter headers, no TMSDL1 header)"
+    )
     assert not browser.find_elements(By.ID, "replay")
     answer = browser.execute_async_script(
         """const done = arguments[arguments.length - 1];

@@ -295,7 +295,7 @@ def test_gateway_client_has_the_shared_consumers_surface(
         assert client.pending(topic, "gw")[0].state == "released"
         with client.shared_consumer(topic, "gw", max_wait_seconds=2.0) as late:
             assert list(late) == []  # a third delivery of b would pass max_deliveries = 2: a dead letter
-        assert [DeadLetter.decode(m.payload).payload for m in direct.fetch(dead)] == [b"b"]
+        assert [DeadLetter.of(m).payload for m in direct.fetch(dead)] == [b"b"]
         with pytest.raises(SubscriptionNotFound):
             client.shared_consumer(topic, "nope").receive(1, 0)
 

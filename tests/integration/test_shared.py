@@ -226,5 +226,5 @@ def test_a_deleted_dead_letter_topic_keeps_the_message_and_the_loop_goes_on(clie
     client.create_topic(dead)  # the dead-letter topic again: the kept message goes there
     with client.shared_consumer(T, "work") as consumer:
         wait_until(lambda: consumer.receive(1, 0.2) == [] and client.pending(T, "work") == [])
-    assert [DeadLetter.decode(m.payload).message_id for m in client.fetch(dead)] == [poison[0].id]
+    assert [DeadLetter.of(m).message_id for m in client.fetch(dead)] == [poison[0].id]
     assert client.get_subscription(T, "work").shared.dead_lettered == 1  # type: ignore[union-attr]

@@ -154,7 +154,7 @@ def test_a_poison_message_goes_to_the_dead_letters_while_the_rest_flows(
     assert [n for n, _, _ in deliveries["13"]] == [1, 2, 3], "the poison message is delivered max_deliveries times"
     acks = [f[1] for _, f in seen if f[0] == "acked"]
     assert sorted(acks, key=int) == [str(n) for n in range(total) if n != 13]
-    letters = [DeadLetter.decode(m.payload) for m in client.fetch(DLT)]
+    letters = [DeadLetter.of(m) for m in client.fetch(DLT)]
     assert [(d.topic, d.subscription, d.payload, d.deliveries) for d in letters] == [(T, "work", b"13", 3)]
     original = next(m for m in client.fetch(T) if m.payload == b"13")
     assert letters[0].message_id == original.id

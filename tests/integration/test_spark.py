@@ -232,9 +232,9 @@ def test_pieces_of_a_pointer_row_read_as_a_fetch_reads_them(
 
     failed = tx.start_long()  # a bulk write whose job failed after its pointer row was published
     client.store(T, [b"x", b"y"], failed.write_pointer, sequence=base)
-    client.publish(T, [], tx_write_pointer=failed.write_pointer)
+    row = client.publish(T, [], tx_write_pointer=failed.write_pointer).position  # after the first one's span
     tx.abort(failed)
-    cut = [MessageId(g, 3, 0), MessageId(g, 3, base + 1), MessageId(g, 4, 0)]
+    cut = [MessageId(g, row, 0), MessageId(g, row, base + 1), MessageId(g, row + 1, 0)]
     reader = tx.start_short()
     snapshot = TransactionCodec.encode(reader)
     tx.abort(reader)

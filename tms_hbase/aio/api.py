@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from tms_hbase.errors import PublishOutcomeUnknown
     from tms_hbase.model.message import Delivery, Message
     from tms_hbase.model.published import PublishResult
+    from tms_hbase.model.record import Record
     from tms_hbase.model.stats import Lag, TopicStats
     from tms_hbase.model.subscription import PendingMessage, Subscription
     from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata
@@ -190,7 +191,7 @@ class AsyncMessagingService(Protocol):
     async def publish(
         self,
         topic: TopicLike,
-        payloads: Sequence[bytes],
+        payloads: Sequence[bytes | Record],
         tx_write_pointer: int | None = None,
         *,
         ttl_seconds: float | None = None,
@@ -201,7 +202,12 @@ class AsyncMessagingService(Protocol):
         ...
 
     async def store(
-        self, topic: TopicLike, payloads: Sequence[bytes], tx_write_pointer: int, *, sequence: int | None = None
+        self,
+        topic: TopicLike,
+        payloads: Sequence[bytes | Record],
+        tx_write_pointer: int,
+        *,
+        sequence: int | None = None,
     ) -> None:
         """Store payloads under a write pointer, invisible until that pointer is published."""
         ...

@@ -29,6 +29,7 @@ from tms_hbase.model.checks import validate_payloads
 from tms_hbase.model.isolation import check_isolation
 from tms_hbase.model.message import Message
 from tms_hbase.model.published import PublishResult
+from tms_hbase.model.record import Record
 from tms_hbase.model.retry import Retry
 from tms_hbase.model.stats import Lag, TopicStats
 from tms_hbase.model.subscription import PendingMessage, Subscription
@@ -53,7 +54,7 @@ class _LoopClient(MessagingClient):
     _pool_class = AsyncHBaseConnection
 
     def publish_group(
-        self, topic: TopicId, batches: Sequence[tuple[bytes, ...]], ttl: float | None, since: float
+        self, topic: TopicId, batches: Sequence[tuple[bytes | Record, ...]], ttl: float | None, since: float
     ) -> GroupOutcome:
         """The batches of several publishes as one batch row on a sequencer topic (or a lone batch on any
         topic), by the client's deadline from ``since``; on a chain topic, more than one: nothing written."""
@@ -65,7 +66,7 @@ class _LoopClient(MessagingClient):
             return GroupOutcome(sequencer, self._publish(topic, batches, None, ttl, None))
 
     def publish_since(
-        self, topic: TopicId, payloads: tuple[bytes, ...], ttl: float | None, since: float
+        self, topic: TopicId, payloads: tuple[bytes | Record, ...], ttl: float | None, since: float
     ) -> PublishResult:
         """:meth:`publish` by the client's deadline from ``since``."""
         with self.installation.hbase.operation(since):
@@ -198,7 +199,7 @@ class AsyncMessagingClient:
     async def publish(
         self,
         topic: TopicLike,
-        payloads: Sequence[bytes],
+        payloads: Sequence[bytes | Record],
         tx_write_pointer: int | None = None,
         *,
         ttl_seconds: float | None = None,
@@ -231,7 +232,7 @@ class AsyncMessagingClient:
         self,
         client: MessagingClient,
         topic: TopicLike,
-        payloads: Sequence[bytes],
+        payloads: Sequence[bytes | Record],
         tx_write_pointer: int | None,
         ttl_seconds: float | None,
         resume: PublishOutcomeUnknown | None,
@@ -249,7 +250,12 @@ class AsyncMessagingClient:
             raise
 
     async def store(
-        self, topic: TopicLike, payloads: Sequence[bytes], tx_write_pointer: int, *, sequence: int | None = None
+        self,
+        topic: TopicLike,
+        payloads: Sequence[bytes | Record],
+        tx_write_pointer: int,
+        *,
+        sequence: int | None = None,
     ) -> None:
         """Store payloads under a write pointer, invisible until that pointer is published."""
         await self._run(lambda c: c.store(topic, payloads, tx_write_pointer, sequence=sequence))

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from tms_hbase.errors import PublishOutcomeUnknown
 from tms_hbase.model.published import PublishResult
+from tms_hbase.model.record import Record
 from tms_hbase.model.rows import batch_size
 from tms_hbase.model.topic import TopicId
 from tms_hbase.publish.writer import unknown_part
@@ -37,8 +38,10 @@ log = logging.getLogger(__name__)
 MAX_GROUP_MESSAGES = 512
 """Messages one coalesced write holds at most (besides the batch byte limit)."""
 
-GroupWrite = Callable[[TopicId, Sequence[tuple[bytes, ...]], "float | None", float], Awaitable["GroupOutcome"]]
-OneWrite = Callable[[TopicId, tuple[bytes, ...], "float | None", float], Awaitable[PublishResult]]
+GroupWrite = Callable[
+    [TopicId, Sequence[tuple["bytes | Record", ...]], "float | None", float], Awaitable["GroupOutcome"]
+]
+OneWrite = Callable[[TopicId, tuple["bytes | Record", ...], "float | None", float], Awaitable[PublishResult]]
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,7 @@ class GroupOutcome:
 
 @dataclass(eq=False)
 class _Member:
-    payloads: tuple[bytes, ...]
+    payloads: tuple[bytes | Record, ...]
     ttl: float | None
     since: float  # time.monotonic() at the call: its deadline counts from here
     future: asyncio.Future[PublishResult]
@@ -84,7 +87,7 @@ class PublishLanes:
         lane = self._lanes.get(topic)
         return lane is not None and lane.sequencer is False and time.monotonic() - lane.checked < self._recheck
 
-    async def publish(self, topic: TopicId, payloads: tuple[bytes, ...], ttl: float | None) -> PublishResult:
+    async def publish(self, topic: TopicId, payloads: tuple[bytes | Record, ...], ttl: float | None) -> PublishResult:
         """Queue a checked, non-empty batch for ``topic`` and wait for the write that stores it."""
         lane = self._lanes.get(topic)
         if lane is None:

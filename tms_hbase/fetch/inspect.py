@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from tms_hbase.errors import CorruptData, InvalidArgument
 from tms_hbase.fetch.reader import MessageReader
 from tms_hbase.model.message_id import MessageId
+from tms_hbase.model.record import NONE, Headers
 from tms_hbase.model.rows import (
     COUNTER_COLUMN,
     MESSAGE_COLUMN,
@@ -45,6 +46,8 @@ class Entry:
     state: str | None = None  # committed | in progress | invalid | rolled back; None: not transactional
     payload: bytes | None = None
     error: str | None = None
+    key: bytes | None = None
+    headers: Headers = ()
 
 
 @dataclass(frozen=True)
@@ -134,13 +137,16 @@ class Inspector:
             if row.pointer:
                 row_ids = MessageId(generation, position, 0), MessageId(generation, position + 1, 0)
                 stored = self.reader.fetch_range(topic, *row_ids)  # the payloads the row points at
-                messages = [(MessageId.decode(m.id).index, m.payload) for m in stored]
+                messages = [(MessageId.decode(m.id).index, m.payload, (m.key, m.headers)) for m in stored]
             else:
-                messages = list(enumerate(row.payloads))
-            for index, payload in messages:
+                extras = row.extras or [NONE] * len(row.payloads)
+                messages = [(i, p, e) for i, (p, e) in enumerate(zip(row.payloads, extras, strict=True))]
+            for index, payload, (key, headers) in messages:
                 if index >= first_index:
                     mid = bytes(MessageId(generation, position, index))
-                    yield Entry(position, index, mid, row.publish_time, row.tx_pointer, state, payload)
+                    yield Entry(
+                        position, index, mid, row.publish_time, row.tx_pointer, state, payload, None, key, headers
+                    )
 
     def _rows(self, topic: TopicId, generation: int, start: int) -> Iterator[tuple[int, bytes]]:
         """Raw message cells from ``start`` to the tail; a gap below a row is scanned again once (a

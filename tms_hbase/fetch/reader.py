@@ -36,13 +36,15 @@ from tms_hbase.errors import CorruptData, InvalidArgument
 from tms_hbase.installation.hbase_clock import HBaseClock
 from tms_hbase.installation.metadata import MetadataCache
 from tms_hbase.installation.settings import DEFAULT_TAIL_CACHE_SECONDS
-from tms_hbase.model import checks
+from tms_hbase.model import checks, record
 from tms_hbase.model.clock import now_ms
 from tms_hbase.model.message import Message
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.message_id import encode as encode_id
 from tms_hbase.model.metrics import CLIENT_METRICS
+from tms_hbase.model.record import NONE, Extra
 from tms_hbase.model.rows import (
+    EXTRA_COLUMN,
     F_COUNTS,
     F_EXPIRY,
     F_POINTER,
@@ -358,10 +360,8 @@ class MessageReader:
         now = self.hbase_now()
         if row.skip or row.pointer or row.tx_pointer is not None or _expired(row, now - meta.ttl * 1000, now):
             return None
-        messages = [
-            Message(encode_id(generation, position, i), p, row.publish_time) for i, p in enumerate(row.payloads)
-        ]
-        return messages, next_position(position, row.span)
+        part = RowSlice(generation, position, 0, row.publish_time, row.payloads, row.extras)
+        return list(_messages(part)), next_position(position, row.span)
 
     # -- positions ----------------------------------------------------------------------------
 
@@ -907,10 +907,8 @@ class MessageReader:
             topic, generation, start, floor, limit, transaction, end, stop, sequenced=sequenced, cursor=cursor
         )
         for part in slices:
-            position, time_ms = part.position, part.publish_time
-            payloads = cast("Sequence[bytes]", part.payloads)  # read without views: copies
-            for index, payload in enumerate(payloads, part.first):
-                yield Message(encode_id(generation, position, index), payload, time_ms)
+            for message in _messages(part):
+                yield message
                 if remaining is not None:
                     remaining -= 1
                     if remaining == 0:
@@ -975,7 +973,8 @@ class MessageReader:
             else:
                 payloads = row.payloads[first_index:end_index]
                 if payloads:
-                    yield RowSlice(generation, position, first_index, row.publish_time, payloads)
+                    extras = None if row.extras is None else row.extras[first_index:end_index]
+                    yield RowSlice(generation, position, first_index, row.publish_time, payloads, extras)
             if cursor is not None:
                 cursor.next_position = next_position(position, row.span)
 
@@ -1000,10 +999,13 @@ class MessageReader:
             stop = payload_key(topic, generation, pointer, end_index)
         while True:
             start = payload_key(topic, generation, pointer, sequence)
-            keys, payloads = self.payloads.scan_column(start, stop, PAYLOAD_COLUMN, PAYLOAD_CHUNK)
+            keys, (payloads, extras) = self.payloads.scan_columns(
+                start, stop, (PAYLOAD_COLUMN, EXTRA_COLUMN), PAYLOAD_CHUNK
+            )
             run: list[bytes] = []
+            run_extras: list[Extra] = []
             first = sequence
-            for key, payload in zip(keys, payloads, strict=True):
+            for key, payload, extra in zip(keys, payloads, extras, strict=True):
                 seq = sequence_of(key)
                 if payload is None:
                     raise CorruptData(
@@ -1015,12 +1017,13 @@ class MessageReader:
                     )
                 if seq != first + len(run):  # a gap in the sequences: the next slice starts at seq
                     if run:
-                        yield RowSlice(generation, position, first, row.publish_time, run)
-                    run, first = [], seq
+                        yield _stored_slice(generation, position, first, row.publish_time, run, run_extras)
+                    run, run_extras, first = [], [], seq
                 run.append(payload)
+                run_extras.append(NONE if extra is None else record.decode_all(extra, 0, 1)[0][0])
                 sequence = seq + 1
             if run:
-                yield RowSlice(generation, position, first, row.publish_time, run)
+                yield _stored_slice(generation, position, first, row.publish_time, run, run_extras)
             if len(keys) < PAYLOAD_CHUNK:
                 return
 
@@ -1028,3 +1031,23 @@ class MessageReader:
 def _expired(row: BatchRow, floor: int, now: int) -> bool:
     """Past the topic's TTL (published before ``floor``) or its own expiry (at or before ``now``)."""
     return row.publish_time < floor or (row.expires_at is not None and row.expires_at <= now)
+
+
+def _messages(part: RowSlice) -> Iterator[Message]:
+    """The messages of a row slice read without views (its payloads are copies)."""
+    generation, position, time_ms = part.generation, part.position, part.publish_time
+    payloads = cast("Sequence[bytes]", part.payloads)
+    if part.extras is None:
+        for index, payload in enumerate(payloads, part.first):
+            yield Message(encode_id(generation, position, index), payload, time_ms)
+    else:
+        for index, (payload, (key, headers)) in enumerate(zip(payloads, part.extras, strict=True), part.first):
+            yield Message(encode_id(generation, position, index), payload, time_ms, key, headers)
+
+
+def _stored_slice(
+    generation: int, position: int, first: int, publish_time: int, payloads: list[bytes], extras: list[Extra]
+) -> RowSlice:
+    """A run of stored payloads as a slice (its extras None when none of them has a key or headers)."""
+    has_extras = any(extra is not NONE for extra in extras)
+    return RowSlice(generation, position, first, publish_time, payloads, extras if has_extras else None)

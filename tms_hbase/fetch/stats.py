@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 
 from tms_hbase.fetch.reader import MessageReader
 from tms_hbase.model.message_id import MessageId
+from tms_hbase.model.record import counted_sizes
 from tms_hbase.model.rows import (
     F_POINTER,
     MESSAGE_COLUMN,
@@ -246,7 +247,8 @@ class TopicStatistics:
         writer counted: :mod:`..publish.stored`)."""
         head = row.head
         if head.tx_pointer is None or head.payload_count or not head.flags & F_POINTER:
-            return list(enumerate(len(p) for p in BatchRow.decode(row.value).payloads))
+            decoded = BatchRow.decode(row.value)
+            return list(enumerate(counted_sizes(decoded.payloads, decoded.extras)))
         return stored_sizes(self.payloads, topic, generation, abs(head.tx_pointer))
 
 

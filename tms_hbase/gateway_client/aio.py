@@ -37,6 +37,7 @@ from tms_hbase.gateway_client.outcomes import NOT_IDEMPOTENT, Broken, answer_err
 from tms_hbase.model.isolation import COMMITTED
 from tms_hbase.model.message import Message
 from tms_hbase.model.published import PublishResult
+from tms_hbase.model.record import Record
 from tms_hbase.model.stats import Lag, TopicStats
 from tms_hbase.model.subscription import PendingMessage, Subscription, check_name
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata
@@ -148,7 +149,7 @@ class AsyncGatewayClient(AsyncMessagingService):
     async def publish(
         self,
         topic: TopicLike,
-        payloads: Sequence[bytes],
+        payloads: Sequence[bytes | Record],
         tx_write_pointer: int | None = None,
         *,
         ttl_seconds: float | None = None,
@@ -159,7 +160,12 @@ class AsyncGatewayClient(AsyncMessagingService):
         return await self.run(self.calls.publish(topic, payloads, tx_write_pointer, ttl_seconds, resume))
 
     async def store(
-        self, topic: TopicLike, payloads: Sequence[bytes], tx_write_pointer: int, *, sequence: int | None = None
+        self,
+        topic: TopicLike,
+        payloads: Sequence[bytes | Record],
+        tx_write_pointer: int,
+        *,
+        sequence: int | None = None,
     ) -> None:
         await self.run(self.calls.store(topic, payloads, tx_write_pointer, sequence))
 

@@ -26,6 +26,7 @@ from tms_hbase.model import checks
 from tms_hbase.model.checks import validate_payloads
 from tms_hbase.model.message import Message
 from tms_hbase.model.published import PublishResult, rollback_detail
+from tms_hbase.model.record import Record
 from tms_hbase.model.stats import Lag, TopicStats
 from tms_hbase.model.subscription import PendingMessage, Subscription, check_name
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata
@@ -104,8 +105,8 @@ def settings(
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
         raise InvalidArgument(f"bad gateway URL {url!r}: expected http(s)://host:port")
-    if media not in (rest.AVRO, rest.JSON):
-        raise InvalidArgument(f"media must be {rest.AVRO!r} or {rest.JSON!r}, not {media!r}")
+    if media not in (*rest.AVROS, rest.JSON):
+        raise InvalidArgument(f"media must be {rest.AVRO!r}, {rest.AVRO_RECORDS!r} or {rest.JSON!r}, not {media!r}")
     if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, (int, float)) or not timeout_seconds > 0:
         raise InvalidArgument(f"timeout_seconds must be positive, not {timeout_seconds!r}")
     if parts.scheme == "https" and ssl_context is None:
@@ -121,7 +122,7 @@ def settings(
 
 
 # The Content-Type lines of the bodies the clients send, made once; the answer headers they read.
-_CONTENT_TYPES = {media: http1.header_lines({"Content-Type": media}) for media in (rest.AVRO, rest.JSON, rest.OCTETS)}
+_CONTENT_TYPES = {media: http1.header_lines({"Content-Type": media}) for media in (*rest.AVROS, rest.JSON, rest.OCTETS)}
 _ERROR_HEADER, _CONSUMER_HEADER = rest.ERROR_HEADER.lower(), rest.CONSUMER_HEADER.lower()
 _PUBLISHED_HEADER, _COMMITTED_HEADER = rest.PUBLISHED_HEADER.lower(), rest.COMMITTED_HEADER.lower()
 
@@ -210,7 +211,7 @@ class Calls:
     def publish(
         self,
         topic: TopicLike,
-        payloads: Sequence[bytes],
+        payloads: Sequence[bytes | Record],
         tx_write_pointer: int | None,
         ttl_seconds: float | None,
         resume: PublishOutcomeUnknown | None,
@@ -234,7 +235,7 @@ class Calls:
         return Request("publish", "POST", with_query(rest.topic_path(topic, "publish"), query), decode, body, topic)
 
     def store(
-        self, topic: TopicLike, payloads: Sequence[bytes], tx_write_pointer: int, sequence: int | None
+        self, topic: TopicLike, payloads: Sequence[bytes | Record], tx_write_pointer: int, sequence: int | None
     ) -> Request[None]:
         topic = _topic(topic)
         batch = validate_payloads(payloads, 2**63, allow_empty=True)

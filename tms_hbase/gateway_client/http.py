@@ -45,6 +45,7 @@ from tms_hbase.model import checks
 from tms_hbase.model.isolation import COMMITTED
 from tms_hbase.model.message import Message
 from tms_hbase.model.published import PublishResult
+from tms_hbase.model.record import Record
 from tms_hbase.model.stats import Lag, TopicStats
 from tms_hbase.model.subscription import PendingMessage, Subscription, check_name
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata
@@ -61,8 +62,9 @@ class GatewayClient(MessagingService):
 
     ``url`` is the gateway (default ``$TMS_GATEWAY_URL`` or http://127.0.0.1:8080); ``token`` the bearer
     token (default ``$TMS_GATEWAY_TOKEN``). ``timeout_seconds`` bounds every call as a whole.
-    ``media`` is the body encoding, :data:`tms_hbase.rest.codec.AVRO` (default) or
-    :data:`~tms_hbase.rest.codec.JSON`.
+    ``media`` is the body encoding, :data:`tms_hbase.rest.codec.AVRO` (default: CDAP's schemas, no keys or
+    headers), :data:`~tms_hbase.rest.codec.AVRO_RECORDS` (Avro with keys and headers) or
+    :data:`~tms_hbase.rest.codec.JSON` (keys and headers included).
     For https: ``ca_file`` verifies the gateway's certificate (default: the system's CAs), and
     ``client_cert``/``client_key`` present a client certificate (mutual TLS); or pass ``ssl_context``.
     Thread-safe; use it as a context manager or call :meth:`close`.
@@ -152,7 +154,7 @@ class GatewayClient(MessagingService):
     def publish(
         self,
         topic: TopicLike,
-        payloads: Sequence[bytes],
+        payloads: Sequence[bytes | Record],
         tx_write_pointer: int | None = None,
         *,
         ttl_seconds: float | None = None,
@@ -167,7 +169,12 @@ class GatewayClient(MessagingService):
         return self.run(self.calls.publish(topic, payloads, tx_write_pointer, ttl_seconds, resume))
 
     def store(
-        self, topic: TopicLike, payloads: Sequence[bytes], tx_write_pointer: int, *, sequence: int | None = None
+        self,
+        topic: TopicLike,
+        payloads: Sequence[bytes | Record],
+        tx_write_pointer: int,
+        *,
+        sequence: int | None = None,
     ) -> None:
         """``POST /topics/<t>/store``: payloads under a write pointer, invisible until it is published."""
         self.run(self.calls.store(topic, payloads, tx_write_pointer, sequence))

@@ -13,8 +13,10 @@ from collections.abc import Sequence
 from typing import cast
 
 from tms_hbase.errors import BatchTooLarge, InvalidArgument
+from tms_hbase.model import record
 from tms_hbase.model.clock import check_time_ms
 from tms_hbase.model.message_id import MessageId
+from tms_hbase.model.record import Record
 from tms_hbase.model.rows import batch_size
 from tms_hbase.model.topic import TopicId
 from tms_hbase.tx.transaction import Transaction
@@ -100,21 +102,91 @@ def namespace(value: object) -> None:
     TopicId(value, "x")  # type: ignore[arg-type]
 
 
-def validate_payloads(payloads: object, max_batch_bytes: int, *, allow_empty: bool) -> tuple[bytes, ...]:
-    """Payloads as a tuple of bytes, or InvalidArgument (nothing is written on bad input)."""
+def validate_payloads(payloads: object, max_batch_bytes: int, *, allow_empty: bool) -> tuple[bytes | Record, ...]:
+    """Payloads as a tuple of bytes and checked :class:`Record` objects (a record with neither key nor headers
+    becomes its payload), or InvalidArgument (nothing is written on bad input)."""
     if type(payloads) not in (list, tuple) and (  # (the usual types first: the ABC's check is a Python call)
         isinstance(payloads, (bytes, bytearray, memoryview, str)) or not isinstance(payloads, Sequence)
     ):
-        raise InvalidArgument("payloads must be a list of bytes (e.g. [b'event'])")
-    result: tuple[bytes, ...] = tuple(cast("Sequence[bytes]", payloads))
+        raise InvalidArgument("payloads must be a list of bytes or Records (e.g. [b'event'])")
+    result: tuple[bytes | Record, ...] = tuple(cast("Sequence[bytes]", payloads))
     if not set(map(type, result)) <= {bytes}:  # else (the usual case) there is nothing to convert
-        for i, payload in enumerate(result):
-            if not isinstance(payload, (bytes, bytearray, memoryview)):
-                raise InvalidArgument(f"payload {i} is {type(payload).__name__}, not bytes")
-        result = tuple(bytes(payload) for payload in result)
+        result = tuple(_message(i, message) for i, message in enumerate(result))
     if not result and not allow_empty:
         raise InvalidArgument("nothing to publish: the list of payloads is empty")
     size = batch_size(result)
     if size > max_batch_bytes:
         raise BatchTooLarge(f"batch of {size} bytes is over the limit of {max_batch_bytes} bytes; split it")
     return result
+
+
+def _message(i: int, message: object) -> bytes | Record:
+    """Message ``i`` of a batch as bytes or a checked Record with bytes fields and a tuple of headers."""
+    if isinstance(message, Record):
+        payload = _bytes(f"payload {i}", message.payload)
+        key = None if message.key is None else _bytes(f"key of message {i}", message.key)
+        headers = _headers(i, message.headers)
+        if key is not None and len(key) > record.MAX_KEY_BYTES:
+            raise InvalidArgument(f"key of message {i} is {len(key)} bytes, over the limit of {record.MAX_KEY_BYTES}")
+        return payload if key is None and not headers else Record(payload, key, headers)
+    return _bytes(f"payload {i}", message)
+
+
+def _bytes(what: str, value: object) -> bytes:
+    if not isinstance(value, (bytes, bytearray, memoryview)):
+        raise InvalidArgument(f"{what} is {type(value).__name__}, not bytes")
+    return bytes(value)
+
+
+def _plain_headers(headers: Sequence) -> bool:
+    """Whether ``headers`` are (str, bytes) tuples within the limits, checked in C calls (the usual case; the
+    loop of :func:`_headers` then has nothing to convert, and says what is wrong otherwise)."""
+    if not headers:
+        return True
+    if set(map(type, headers)) != {tuple} or set(map(len, headers)) != {2}:
+        return False
+    names, values = zip(*headers, strict=True)
+    if set(map(type, names)) != {str} or set(map(type, values)) != {bytes}:
+        return False
+    try:
+        sizes = list(map(len, map(str.encode, names)))
+    except UnicodeEncodeError:
+        return False
+    return (
+        min(sizes) > 0
+        and max(sizes) <= record.MAX_HEADER_NAME_BYTES
+        and sum(sizes) + sum(map(len, values)) <= record.MAX_HEADERS_BYTES
+    )
+
+
+def _headers(i: int, headers: object) -> record.Headers:
+    """The headers of message ``i`` as a tuple of (str, bytes), within the limits of :mod:`.record`."""
+    if isinstance(headers, (str, bytes, dict)) or not isinstance(headers, Sequence):
+        raise InvalidArgument(f"headers of message {i} must be a list of (name, value) pairs")
+    if len(headers) > record.MAX_HEADERS:
+        raise InvalidArgument(f"message {i} has {len(headers)} headers, over the limit of {record.MAX_HEADERS}")
+    if _plain_headers(headers):
+        return tuple(headers)
+    checked, total = [], 0
+    for pair in headers:
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise InvalidArgument(f"a header of message {i} is {pair!r}, not a (name, value) pair")
+        name, value = pair
+        if not isinstance(name, str):
+            raise InvalidArgument(f"a header name of message {i} is {type(name).__name__}, not str")
+        try:
+            size = len(name.encode())
+        except UnicodeEncodeError:
+            raise InvalidArgument(f"header name {name!r} of message {i} is not valid Unicode") from None
+        if not 0 < size <= record.MAX_HEADER_NAME_BYTES:
+            raise InvalidArgument(
+                f"header name {name[:40]!r} of message {i} must be 1 to {record.MAX_HEADER_NAME_BYTES} UTF-8 bytes"
+            )
+        value = _bytes(f"header {name!r} of message {i}", value)
+        total += size + len(value)
+        checked.append((name, value))
+    if total > record.MAX_HEADERS_BYTES:
+        raise InvalidArgument(
+            f"headers of message {i} take {total} bytes, over the limit of {record.MAX_HEADERS_BYTES}"
+        )
+    return tuple(checked)

@@ -8,11 +8,14 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Message:
-    """One consumed message: ``id`` (opaque bytes, sorts in consumption order), payload, publish time (ms)."""
+    """One consumed message: ``id`` (opaque bytes, sorts in consumption order), payload, publish time (ms),
+    and the ``key`` (None if it has none) and ``headers`` ((name, value) pairs in order) it was published with."""
 
     id: bytes
     payload: bytes
     publish_time: int
+    key: bytes | None = None
+    headers: tuple[tuple[str, bytes], ...] = ()
 
     @property
     def publish_time_ms(self) -> int:
@@ -23,10 +26,13 @@ class Message:
 @dataclass(frozen=True)
 class Delivery:
     """One delivery of a message: its ``id``, payload and publish time, which delivery of it this is
-    (``deliveries``, from 1) and until when (``deadline``, HBase's clock in ms) this consumer holds it."""
+    (``deliveries``, from 1) and until when (``deadline``, HBase's clock in ms) this consumer holds it, and its
+    ``key`` and ``headers`` as on :class:`Message`."""
 
     id: bytes
     payload: bytes
     publish_time: int
     deliveries: int
     deadline: int
+    key: bytes | None = None
+    headers: tuple[tuple[str, bytes], ...] = ()

@@ -5,7 +5,10 @@ Message table: one row per published batch at a dense position of its topic gene
     key   = topic key (b"ns:topic:") | generation u32 | position u64           (big-endian)
     d:m   = version u8 | flags u8 | publish_time i64 ms | writer id 16 | writer batch i64
             | [tx write pointer i64] | [expires_at i64 ms] | [messages total u64 | bytes total u64]
-            | [span u32] | [count u32 | (len u32 | payload)*]
+            | [span u32] | [count u32 | (len u32 | payload)* | [extra*]]
+
+With flag 64 the payloads are followed by one *extra* section per message, in order: its key and headers
+(layout in :mod:`tms_hbase.model.record`). A batch of plain payloads has no such flag and no such section.
 
 A generation is a *chain* or a *sequencer* generation (the topic's ``ordering`` property; docs/ordering.md).
 In a chain generation the position is the batch's place in a dense sequence 1, 2, 3, … In a sequencer
@@ -29,7 +32,8 @@ row's before it (or 0), so time seeks step over it.
 
 Payload table: payloads stored under a transaction write pointer, in store order::
 
-    key   = topic key | generation u32 | write pointer i64 | sequence u64     (d:p = payload)
+    key   = topic key | generation u32 | write pointer i64 | sequence u64     (d:p = payload,
+                                                                            [d:r = extra: key and headers])
     counter row = topic key | generation u32 | write pointer i64             (d:c = last sequence)
 
 The totals (flag 8) count the messages and payload bytes of the generation up to and including this row,
@@ -49,12 +53,15 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from tms_hbase.errors import CorruptData
+from tms_hbase.model import record
 from tms_hbase.model.message_id import encode as encode_id
+from tms_hbase.model.record import Extra, Record
 from tms_hbase.model.tables import FAMILY
 from tms_hbase.model.topic import TopicId
 
 MESSAGE_COLUMN = f"{FAMILY}:m".encode()
 PAYLOAD_COLUMN = f"{FAMILY}:p".encode()
+EXTRA_COLUMN = f"{FAMILY}:r".encode()  # a stored payload's key and headers (payload table; absent: none)
 COUNTER_COLUMN = f"{FAMILY}:c".encode()
 SEQUENCE_COLUMN = f"{FAMILY}:s".encode()  # the offset counter of a sequencer generation (messages table)
 LOW_WATER_COLUMN = f"{FAMILY}:l".encode()  # first offset of a sequencer generation not swept (its counter row)
@@ -69,6 +76,7 @@ F_EXPIRY = 4
 F_COUNTS = 8
 F_SKIP = 16
 F_SPAN = 32
+F_EXTRA = 64
 
 _HEADER = struct.Struct(">BBq16sq")
 TX_OFFSET = _HEADER.size  # the write pointer sits at a fixed offset so rollback can flip its sign
@@ -154,12 +162,14 @@ class BatchRow:
     totals: Totals | None = None  # messages and bytes of the generation through this row (rows since flag 8)
     span: int | None = None  # offsets this row takes (sequencer generations only)
     skip: bool = False  # a skip marker: no messages, its span is filled
+    extras: tuple[Extra, ...] | None = None  # each payload's key and headers (None: plain payloads, flag 64 unset)
 
     def encode(self) -> bytes:
         flags = (F_TX if self.tx_pointer is not None else 0) | (F_POINTER if self.pointer else 0)
         flags |= F_EXPIRY if self.expires_at is not None else 0
         flags |= F_COUNTS if self.totals is not None else 0
         flags |= (F_SPAN if self.span is not None else 0) | (F_SKIP if self.skip else 0)
+        flags |= F_EXTRA if self.extras is not None else 0
         parts = [_HEADER.pack(VERSION, flags, self.publish_time, self.writer_id, self.batch_no)]
         if self.tx_pointer is not None:
             parts.append(_I64.pack(self.tx_pointer))
@@ -177,6 +187,8 @@ class BatchRow:
             body[::2] = map(_U32.pack, map(len, payloads))
             body[1::2] = payloads
             parts += body
+            if self.extras is not None:
+                parts.append(record.encode_all(self.extras))
         return b"".join(parts)
 
     @classmethod
@@ -185,7 +197,7 @@ class BatchRow:
         (for a reader that writes them out as they are: the gateway's pages)."""
         head, offset = _head(data)
         payloads: list[bytes | memoryview] = []
-        _walk_payloads(memoryview(data) if views else data, head, offset, payloads)
+        extras = _walk_payloads(memoryview(data) if views else data, head, offset, payloads)
         return cls(
             head.publish_time,
             head.writer_id,
@@ -197,6 +209,7 @@ class BatchRow:
             head.totals,
             head.span,
             head.skip,
+            extras,
         )
 
 
@@ -264,10 +277,11 @@ def _head(data: bytes) -> tuple[RowHeader, int]:
 
 def _walk_payloads(
     data: bytes | memoryview, head: RowHeader, offset: int, out: list[bytes | memoryview] | None
-) -> None:
+) -> tuple[Extra, ...] | None:
     """Follow the payload section from ``offset`` to the cell's end (CorruptData if it does not end
     exactly there), appending the payloads to ``out`` if given (slices of ``data``: copies of bytes,
-    views of a memoryview)."""
+    views of a memoryview); the messages' keys and headers (None without flag 64)."""
+    extras = None
     try:
         if not head.flags & F_POINTER:
             (count,) = _U32.unpack_from(data, offset)
@@ -278,10 +292,13 @@ def _walk_payloads(
                 if out is not None:
                     out.append(data[offset : offset + size])
                 offset += size
+            if head.flags & F_EXTRA:
+                extras, offset = record.decode_all(data, offset, count)
     except struct.error as exc:
         raise CorruptData(f"truncated message row: {exc}") from None
     if offset != len(data):
         raise CorruptData("message row has trailing or missing bytes")
+    return extras
 
 
 def peek(data: bytes) -> RowHeader:
@@ -368,9 +385,13 @@ def skip_marker(publish_time: int, span: int, filler: bytes = bytes(16), mark: i
     return BatchRow(publish_time, filler, mark, span=span, skip=True).encode()
 
 
-def batch_size(payloads: Sequence[bytes]) -> int:
-    """Bytes a batch's payloads take in a row (what the batch size limit counts)."""
-    return sum(map(len, payloads)) + 4 * len(payloads)
+def batch_size(payloads: Sequence[bytes | Record]) -> int:
+    """Bytes a batch's messages take in a row (what the batch size limit counts): payloads and their lengths,
+    and the keys and headers of records as stored. Additive, so batches can be grouped by their sizes (a plain
+    message in a batch with records takes 6 more bytes, for its empty extra section, not counted)."""
+    plain, extras = record.split(payloads)
+    size = sum(map(len, plain)) + 4 * len(plain)
+    return size if extras is None else size + sum(map(record.counted_size, extras))
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,6 +406,7 @@ class RowSlice:
     first: int
     publish_time: int
     payloads: Sequence[bytes | memoryview]
+    extras: Sequence[Extra] | None = None  # the messages' keys and headers (None: they have none)
 
     def __len__(self) -> int:
         return len(self.payloads)
@@ -401,7 +423,10 @@ class RowSlice:
     def split(self, count: int) -> tuple[RowSlice, RowSlice]:
         """The first ``count`` messages and the rest (0 < count < len)."""
         head, tail = self.payloads[:count], self.payloads[count:]
+        extras = self.extras
         return (
-            RowSlice(self.generation, self.position, self.first, self.publish_time, head),
-            RowSlice(self.generation, self.position, self.first + count, self.publish_time, tail),
+            RowSlice(self.generation, self.position, self.first, self.publish_time, head, extras and extras[:count]),
+            RowSlice(
+                self.generation, self.position, self.first + count, self.publish_time, tail, extras and extras[count:]
+            ),
         )

@@ -24,6 +24,22 @@ _MESSAGE: dict[str, Any] = {
         {"name": "publishTime", "type": "long", "default": 0},
     ],
 }
+_HEADER = {
+    "type": "record",
+    "name": "Header",
+    "namespace": "tms_hbase",
+    "fields": [{"name": "name", "type": "string"}, {"name": "value", "type": "bytes"}],
+}
+_KEY_AND_HEADERS = [
+    {"name": "key", "type": ["null", "bytes"], "default": None},
+    {"name": "headers", "type": {"type": "array", "items": _HEADER}, "default": []},
+]
+_RECORD = {
+    "type": "record",
+    "name": "Record",
+    "namespace": "tms_hbase",
+    "fields": [{"name": "payload", "type": "bytes"}, *_KEY_AND_HEADERS],
+}
 SCHEMAS: dict[str, Any] = {
     "PublishRequest": {
         "type": "record",
@@ -98,6 +114,47 @@ SCHEMAS: dict[str, Any] = {
         ],
     },
     "Deadlines": {"type": "array", "items": "long"},
+    # Keys and headers (docs/gateway.md), under their own media type so the schemas above stay CDAP's bytes:
+    # a publish's messages are bare payloads or keyed messages; every message read carries its key and headers.
+    "RecordsPublishRequest": {
+        "type": "record",
+        "name": "RecordsPublishRequest",
+        "namespace": "tms_hbase",
+        "fields": [
+            {"name": "transactionWritePointer", "type": ["long", "null"]},
+            {"name": "messages", "type": {"type": "array", "items": ["bytes", _RECORD]}},
+        ],
+    },
+    "RecordsConsumeResponse": {
+        "type": "array",
+        "items": {
+            "type": "record",
+            "name": "RecordMessage",
+            "namespace": "tms_hbase",
+            "fields": [
+                {"name": "id", "type": "bytes"},
+                {"name": "payload", "type": "bytes"},
+                {"name": "publishTime", "type": "long"},
+                *_KEY_AND_HEADERS,
+            ],
+        },
+    },
+    "RecordsDeliveries": {
+        "type": "array",
+        "items": {
+            "type": "record",
+            "name": "RecordDelivery",
+            "namespace": "tms_hbase",
+            "fields": [
+                {"name": "id", "type": "bytes"},
+                {"name": "payload", "type": "bytes"},
+                {"name": "publishTime", "type": "long"},
+                {"name": "deliveries", "type": "int"},
+                {"name": "deadline", "type": "long"},
+                *_KEY_AND_HEADERS,
+            ],
+        },
+    },
 }
 HANDLE_MAGIC = b"TMRB"
 T = TypeVar("T")

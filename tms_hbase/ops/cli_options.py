@@ -1,5 +1,6 @@
 """What the command-line tools share: the options that say where an installation is (``--thrift``,
-``--prefix``, ``--timeout``, also from ``$TMS_HBASE_THRIFT`` / ``$TMS_TABLE_PREFIX``), the
+``--prefix``, ``--timeout``, also from ``$TMS_HBASE_THRIFT`` / ``$TMS_TABLE_PREFIX``) and how its Thrift
+gateways serve (``--thrift-framed``, ``--thrift-compact``, ``--thrift-tls`` and its files), the
 :class:`~tms_hbase.config.Config` they make, and one-line errors with the exit codes of
 :mod:`tms_hbase.model.exit_codes`.
 
@@ -18,7 +19,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from tms_hbase.config import PREFIX_ENV, THRIFT_ENV, Config
+from tms_hbase.config import PREFIX_ENV, THRIFT_ENV, TRANSPORT_ENV, Config, ThriftTransport
 from tms_hbase.errors import TmsError
 from tms_hbase.model.exit_codes import exit_code
 
@@ -48,7 +49,47 @@ CONNECTION_OPTIONS = [
         "however slowly HBase answers: a deadline, not a limit per socket read; exit code 5 when it passes.",
     ),
 ]
-"""``--thrift``, ``--prefix`` and ``--timeout``, in that order (the command gets them as keywords)."""
+TRANSPORT_OPTIONS = [
+    click.option(
+        "--thrift-framed/--thrift-buffered",
+        "thrift_framed",
+        default=None,
+        help="The gateways serve the framed transport (HBase's hbase.regionserver.thrift.framed) or the buffered "
+        f"one [env {TRANSPORT_ENV['framed']}=1; default: buffered].",
+    ),
+    click.option(
+        "--thrift-compact/--thrift-binary",
+        "thrift_compact",
+        default=None,
+        help="The gateways serve the compact protocol (hbase.regionserver.thrift.compact) or the binary one "
+        f"[env {TRANSPORT_ENV['compact']}=1; default: binary].",
+    ),
+    click.option(
+        "--thrift-tls/--no-thrift-tls",
+        "thrift_tls",
+        default=None,
+        help="Speak TLS to the gateways, verifying their certificates and host names "
+        f"[env {TRANSPORT_ENV['tls']}=1; default: off].",
+    ),
+    click.option(
+        "--thrift-ca",
+        metavar="PEM",
+        help=f"CA certificates the gateways' certificates must chain to [env {TRANSPORT_ENV['ca_file']}; "
+        "default: the system's].",
+    ),
+    click.option(
+        "--thrift-cert",
+        metavar="PEM",
+        help=f"Client certificate to present (its key inside, or --thrift-key) [env {TRANSPORT_ENV['cert_file']}].",
+    ),
+    click.option(
+        "--thrift-key", metavar="PEM", help=f"The client certificate's key [env {TRANSPORT_ENV['key_file']}]."
+    ),
+]
+"""How the gateways serve: framed or buffered transport, compact or binary protocol, TLS and its files."""
+CONNECTION_OPTIONS += TRANSPORT_OPTIONS
+"""``--thrift``, ``--prefix``, ``--timeout`` and :data:`TRANSPORT_OPTIONS`, in that order (the command gets
+them as keywords)."""
 
 
 def with_options(options: list[Callable[[F], F]]) -> Callable[[F], F]:
@@ -66,7 +107,13 @@ connection_options = with_options(CONNECTION_OPTIONS)
 """Adds :data:`CONNECTION_OPTIONS` to a command or group."""
 
 
-CONNECTION_NAMES = ("thrift", "prefix", "timeout")
+TRANSPORT_NAMES = ("thrift_framed", "thrift_compact", "thrift_tls", "thrift_ca", "thrift_cert", "thrift_key")
+CONNECTION_NAMES = ("thrift", "prefix", "timeout", *TRANSPORT_NAMES)
+
+
+def connection_params(params: dict[str, Any]) -> dict[str, Any]:
+    """The connection options' values, taken out of a command's ``params``."""
+    return {name: params.pop(name) for name in CONNECTION_NAMES if name in params}
 
 
 def given_on_command_line(ctx: click.Context, names: tuple[str, ...] = CONNECTION_NAMES) -> dict[str, Any]:
@@ -79,17 +126,37 @@ def given_on_command_line(ctx: click.Context, names: tuple[str, ...] = CONNECTIO
     }
 
 
-def connection_values(ctx: click.Context, outer: dict[str, Any], **inner: Any) -> tuple[Any, ...]:
-    """``--thrift``, ``--prefix`` and ``--timeout`` for a subcommand that takes them and whose group takes
-    them too (before the subcommand's name): given after the subcommand wins, then given before it
+def connection_values(ctx: click.Context, outer: dict[str, Any], **inner: Any) -> dict[str, Any]:
+    """The connection options (:data:`CONNECTION_NAMES`) for a subcommand that takes them and whose group
+    takes them too (before the subcommand's name): given after the subcommand wins, then given before it
     (``outer``, :func:`given_on_command_line` of the group), then the environment or the default."""
     mine = given_on_command_line(ctx)
-    return tuple(mine[n] if n in mine else outer.get(n, inner[n]) for n in CONNECTION_NAMES)
+    return {n: mine[n] if n in mine else outer.get(n, inner[n]) for n in CONNECTION_NAMES}
 
 
-def config_from_options(thrift: str | None, prefix: str | None, timeout: float) -> Config:
-    """The Config the connection options describe (InvalidArgument for a bad address or prefix)."""
-    return Config.resolve(thrift, prefix, timeout_seconds=timeout)
+def config_from_options(
+    thrift: str | None,
+    prefix: str | None,
+    timeout: float,
+    *,
+    thrift_framed: bool | None = None,
+    thrift_compact: bool | None = None,
+    thrift_tls: bool | None = None,
+    thrift_ca: str | None = None,
+    thrift_cert: str | None = None,
+    thrift_key: str | None = None,
+) -> Config:
+    """The Config the connection options describe (InvalidArgument for a bad address, prefix or transport);
+    what they leave out comes from the environment or the defaults."""
+    transport = ThriftTransport.resolve(
+        framed=thrift_framed,
+        compact=thrift_compact,
+        tls=thrift_tls,
+        ca_file=thrift_ca,
+        cert_file=thrift_cert,
+        key_file=thrift_key,
+    )
+    return Config.resolve(thrift, prefix, timeout_seconds=timeout, transport=transport)
 
 
 class LazyGroup(click.Group):

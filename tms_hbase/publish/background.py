@@ -25,7 +25,9 @@ from tms_hbase.errors import (
 )
 from tms_hbase.model.checks import validate_payloads
 from tms_hbase.model.published import PublishResult
+from tms_hbase.model.record import Record
 from tms_hbase.model.retry import Retry
+from tms_hbase.model.rows import batch_size
 from tms_hbase.model.stats import PublisherStats
 from tms_hbase.model.topic import TopicId, TopicLike, as_topic
 from tms_hbase.runtime import green
@@ -46,7 +48,7 @@ DEFAULT_CLOSE_TIMEOUT = 30.0
 @dataclass
 class _Item:
     topic: TopicId
-    payloads: tuple[bytes, ...]
+    payloads: tuple[bytes | Record, ...]
     ttl: float | None
     future: Future = field(default_factory=Future)
 
@@ -118,7 +120,7 @@ class BackgroundPublisher:
     def publish(
         self,
         topic: TopicLike,
-        payloads: Sequence[bytes],
+        payloads: Sequence[bytes | Record],
         *,
         ttl_seconds: float | None = None,
     ) -> Future:
@@ -227,7 +229,7 @@ class BackgroundPublisher:
         batches: list[list[_Item]] = []
         count = size = 0
         for item in items:
-            item_size = sum(len(p) + 4 for p in item.payloads)
+            item_size = batch_size(item.payloads)
             fits = count + len(item.payloads) <= self.max_batch_messages and size + item_size <= self.max_batch_bytes
             if not batches or not fits or batches[-1][0].ttl != item.ttl:
                 batches.append([])

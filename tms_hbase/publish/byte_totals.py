@@ -41,6 +41,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from tms_hbase.model.record import counted_sizes
 from tms_hbase.model.rows import (
     BYTES_PREFIX,
     F_POINTER,
@@ -116,7 +117,8 @@ def _read(messages: Table, topic: TopicId, generation: int, at: int) -> _Found:
 
 
 def row_bytes(payloads: Table, topic: TopicId, generation: int, key: bytes, cell: bytes) -> tuple[RowHeader, int]:
-    """The header of a sequencer row and the payload bytes of its messages (see the module doc)."""
+    """The header of a sequencer row and the bytes of its messages (payloads, and keys and headers as
+    :func:`~tms_hbase.model.record.counted_sizes` counts them; see the module doc)."""
     head = peek_row(key, cell)
     if head.skip:
         return head, 0
@@ -124,7 +126,8 @@ def row_bytes(payloads: Table, topic: TopicId, generation: int, key: bytes, cell
         return head, head.totals.bytes
     if head.flags & F_POINTER and head.tx_pointer is not None:
         return head, sum(size for _, size in stored_sizes(payloads, topic, generation, abs(head.tx_pointer)))
-    return head, sum(map(len, decode_row(key, cell, views=True).payloads))
+    row = decode_row(key, cell, views=True)
+    return head, sum(counted_sizes(row.payloads, row.extras))
 
 
 def _rows(messages: Table, topic: TopicId, generation: int, low: int, high: int) -> Iterator[tuple[bytes, bytes]]:

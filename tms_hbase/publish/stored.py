@@ -10,18 +10,19 @@ row's own size.
 
 from __future__ import annotations
 
-from tms_hbase.model.rows import PAYLOAD_COLUMN, past_last, payload_key, pointer_prefix, sequence_of
+from tms_hbase.model.rows import EXTRA_COLUMN, PAYLOAD_COLUMN, past_last, payload_key, pointer_prefix, sequence_of
 from tms_hbase.model.topic import TopicId
 from tms_hbase.storage.hbase import VALUE_LENGTHS, Table
 
 
 def stored_sizes(payloads: Table, topic: TopicId, generation: int, write_pointer: int) -> list[tuple[int, int]]:
     """(sequence, size) of each payload stored under ``write_pointer`` in this generation, in sequence
-    order (a stored message's id has its sequence as its index)."""
+    order (a stored message's id has its sequence as its index); a size counts the payload and its stored
+    key and headers, if any (:func:`tms_hbase.model.record.counted_size`)."""
     rows = payloads.scan(
         payload_key(topic, generation, write_pointer, 1),  # sequence 0 is the counter row's place
         past_last(pointer_prefix(topic, generation, write_pointer)),
-        columns=[PAYLOAD_COLUMN],
+        columns=[PAYLOAD_COLUMN, EXTRA_COLUMN],
         filter=VALUE_LENGTHS,
     )
-    return [(sequence_of(key), int.from_bytes(cells[PAYLOAD_COLUMN], "big")) for key, cells in rows]
+    return [(sequence_of(key), sum(int.from_bytes(size, "big") for size in cells.values())) for key, cells in rows]

@@ -37,15 +37,17 @@ from typing import NamedTuple
 from tms_hbase.errors import HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown, TopicFull
 from tms_hbase.installation.metadata import MetadataCache
 from tms_hbase.installation.settings import WriterSettings
-from tms_hbase.model import checks
+from tms_hbase.model import checks, record
 from tms_hbase.model.checks import validate_payloads
 from tms_hbase.model.clock import now_ms
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.published import PublishResult
+from tms_hbase.model.record import Record
 from tms_hbase.model.retry import Retry
 from tms_hbase.model.row_time import bounded_publish_time
 from tms_hbase.model.rows import (
     COUNTER_COLUMN,
+    EXTRA_COLUMN,
     MAX_POSITION,
     MESSAGE_COLUMN,
     PAYLOAD_COLUMN,
@@ -176,7 +178,7 @@ class MessageWriter:
     def publish(
         self,
         topic: TopicId,
-        payloads: Sequence[bytes],
+        payloads: Sequence[bytes | Record],
         tx_write_pointer: int | None = None,
         ttl: float | None = None,
         resume: Resume | None = None,
@@ -220,7 +222,7 @@ class MessageWriter:
         self,
         topic: TopicId,
         generation: int,
-        payloads: tuple[bytes, ...],
+        payloads: tuple[bytes | Record, ...],
         tx_pointer: int | None,
         ttl_ms: int | None,
         batch_no: int,
@@ -264,11 +266,13 @@ class MessageWriter:
             publish_time, ignored = bounded_publish_time(now, predecessor_time, trust * 1000)
             if ignored:
                 self._future_predecessor(topic, position, predecessor_time, now, trust)
+            plain, extras = record.split(payloads)
             row = BatchRow(
                 publish_time=publish_time,
                 writer_id=self.writer_id,
                 batch_no=batch_no,
-                payloads=payloads,
+                payloads=plain,
+                extras=extras,
                 tx_pointer=tx_pointer,
                 expires_at=None if ttl_ms is None else min(now + ttl_ms, _MAX_TIME_MS),
                 pointer=tx_pointer is not None and not payloads,
@@ -320,7 +324,7 @@ class MessageWriter:
         self,
         topic: TopicId,
         generation: int,
-        payloads: tuple[bytes, ...],
+        payloads: tuple[bytes | Record, ...],
         tx_pointer: int | None,
         ttl_ms: int | None,
         batch_no: int,
@@ -373,7 +377,7 @@ class MessageWriter:
         topic: TopicId,
         generation: int,
         ticket: Ticket,
-        payloads: tuple[bytes, ...],
+        payloads: tuple[bytes | Record, ...],
         tx_pointer: int | None,
         ttl_ms: int | None,
         batch_no: int,
@@ -386,11 +390,13 @@ class MessageWriter:
                 f"topic {topic} is full: generation {generation} has handed out its last offset "
                 f"({MAX_POSITION}); delete and re-create the topic to start a new generation"
             )
+        plain, extras = record.split(payloads)
         row = BatchRow(
             publish_time=ticket.publish_time,
             writer_id=self.writer_id,
             batch_no=batch_no,
-            payloads=payloads,
+            payloads=plain,
+            extras=extras,
             tx_pointer=tx_pointer,
             expires_at=None if ttl_ms is None else min(ticket.publish_time + ttl_ms, _MAX_TIME_MS),
             pointer=tx_pointer is not None and not payloads,
@@ -501,12 +507,13 @@ class MessageWriter:
         return _Tail(generation, position_of(key), head.publish_time, seen_at, head.totals)
 
     def _own_count(
-        self, topic: TopicId, generation: int, payloads: tuple[bytes, ...], tx_pointer: int | None
+        self, topic: TopicId, generation: int, payloads: tuple[bytes | Record, ...], tx_pointer: int | None
     ) -> tuple[int, int]:
-        """(messages, bytes) this batch adds to the totals. A pointer row counts the payloads stored
-        under its pointer and their bytes (one key-only scan: :mod:`.stored`)."""
+        """(messages, bytes) this batch adds to the totals (a message's bytes: :func:`.record.counted_size`).
+        A pointer row counts the payloads stored under its pointer and their bytes (one key-only scan:
+        :mod:`.stored`)."""
         if payloads or tx_pointer is None:
-            return len(payloads), sum(map(len, payloads))
+            return len(payloads), sum(record.counted_sizes(*record.split(payloads)))
         stored = stored_sizes(self.payloads, topic, generation, tx_pointer)
         return len(stored), sum(size for _, size in stored)
 
@@ -517,7 +524,7 @@ class MessageWriter:
     # -- store --------------------------------------------------------------------------------
 
     def store(
-        self, topic: TopicId, payloads: Sequence[bytes], tx_write_pointer: int, sequence: int | None = None
+        self, topic: TopicId, payloads: Sequence[bytes | Record], tx_write_pointer: int, sequence: int | None = None
     ) -> None:
         """Store payloads in the payload table under a write pointer, after any stored before.
 
@@ -540,8 +547,8 @@ class MessageWriter:
             counter = pointer_prefix(topic, meta.generation, pointer)
             first = self.payloads.increment(counter, COUNTER_COLUMN, len(batch)) - len(batch) + 1
         rows = (
-            (payload_key(topic, meta.generation, pointer, first + i), {PAYLOAD_COLUMN: payload})
-            for i, payload in enumerate(batch)
+            (payload_key(topic, meta.generation, pointer, first + i), _stored_cells(message))
+            for i, message in enumerate(batch)
         )
         self.payloads.put_many(rows)  # same keys, same values: safe to retry
 
@@ -593,3 +600,10 @@ def unknown_part(unknown: PublishOutcomeUnknown, first_index: int) -> PublishOut
 def _ttl_ms(ttl: object) -> int | None:
     seconds = checks.ttl_seconds(ttl)
     return None if seconds is None else max(1, int(seconds * 1000))
+
+
+def _stored_cells(message: bytes | Record) -> dict[bytes, bytes]:
+    """The payload-table cells of one stored message: its payload, and its key and headers if it has any."""
+    if type(message) is Record:
+        return {PAYLOAD_COLUMN: message.payload, EXTRA_COLUMN: record.encode_all((message.extra,))}
+    return {PAYLOAD_COLUMN: message}  # type: ignore[dict-item]

@@ -5,6 +5,10 @@ The gateway (``gateway/``, the server) and its Python client (:mod:`tms_hbase.ga
 module, so the two cannot drift apart; it lives in the library because the library never imports the
 gateway.
 
+Keys and headers (docs/gateway.md) extend both: a JSON message may be an object with ``payload``, ``key`` and
+``headers``, and a message read carries ``key`` and ``headers`` when it has any; Avro carries them under the
+media type :data:`AVRO_RECORDS` with schemas of their own, so CDAP's Avro schemas keep their bytes.
+
 JSON bodies use the Avro schemas' field names; ``bytes`` fields are base64 strings (RFC 4648 section 4:
 standard alphabet, with padding; anything else is rejected), ``long``/``int`` fields are JSON integers
 and ``null`` fields may be left out.
@@ -35,12 +39,15 @@ from tms_hbase.errors import (
 )
 from tms_hbase.model import wire
 from tms_hbase.model.message import Message
+from tms_hbase.model.record import NONE, Extra, Record
 from tms_hbase.model.rows import RowSlice
 from tms_hbase.model.stats import Lag, SharedStats, TopicStats
 from tms_hbase.model.subscription import Pending, Subscription
 from tms_hbase.model.topic import GENERATION_KEY, ORDERING_KEY, TopicId, TopicMetadata, as_topic
 
 AVRO = "avro/binary"
+AVRO_RECORDS = "application/vnd.tms-hbase.records+avro"  # Avro whose messages carry keys and headers
+AVROS = (AVRO, AVRO_RECORDS)
 JSON = "application/json"
 OCTETS = "application/octet-stream"  # the publish response: the opaque rollback handle
 TEXT = "text/plain; charset=utf-8"  # error bodies: one line
@@ -83,7 +90,7 @@ def accepted_media(accept: str | None, content_type: str | None) -> str:
     :data:`JSON` that ``Accept`` names, else as ``Content-Type`` says, else JSON."""
     for item in (accept or "").split(","):
         media = item.split(";", 1)[0].strip().lower()
-        if media in (AVRO, JSON):
+        if media in (AVRO, AVRO_RECORDS, JSON):
             return media
     return media_type(content_type)
 
@@ -95,15 +102,16 @@ def topic_path(topic: TopicId, action: str = "") -> str:
 
 
 def media_type(content_type: str | None, *, default: str = JSON) -> str:
-    """:data:`AVRO` or :data:`JSON` from a ``Content-Type`` header (none: ``default``); else UnsupportedMediaType."""
+    """:data:`AVRO`, :data:`AVRO_RECORDS` or :data:`JSON` from a ``Content-Type`` header (none: ``default``); else
+    UnsupportedMediaType."""
     media = (content_type or "").split(";", 1)[0].strip().lower()
     if not media:
         return default
-    if media == AVRO:
-        return AVRO
+    if media in AVROS:
+        return media
     if media == JSON or (media.startswith("application/") and media.endswith("+json")):
         return JSON
-    raise UnsupportedMediaType(f"unsupported Content-Type {media!r}: use {AVRO} or {JSON}")
+    raise UnsupportedMediaType(f"unsupported Content-Type {media!r}: use {AVRO}, {AVRO_RECORDS} or {JSON}")
 
 
 # -- bodies --------------------------------------------------------------------------------------
@@ -111,10 +119,10 @@ def media_type(content_type: str | None, *, default: str = JSON) -> str:
 
 @dataclass(frozen=True)
 class PublishRequest:
-    """CDAP's PublishRequest: the body of ``store`` and ``publish``."""
+    """CDAP's PublishRequest: the body of ``store`` and ``publish`` (messages with a key or headers are Records)."""
 
     transaction_write_pointer: int | None
-    messages: Sequence[bytes]
+    messages: Sequence[bytes | Record]
 
 
 @dataclass(frozen=True)
@@ -129,14 +137,62 @@ class ConsumeRequest:
 
 
 def encode_publish(request: PublishRequest, media: str) -> bytes:
+    """A PublishRequest body; Records need JSON or :data:`AVRO_RECORDS` (CDAP's Avro schema has no room)."""
+    pointer, messages = request.transaction_write_pointer, request.messages
+    if media == AVRO_RECORDS:
+        return wire.encode(
+            "RecordsPublishRequest",
+            {"transactionWritePointer": pointer, "messages": [_avro_record(m) for m in messages]},
+        )
     if media == AVRO:
-        return wire.encode_publish_request(request.transaction_write_pointer, request.messages)
-    return _dumps(
-        {
-            "transactionWritePointer": request.transaction_write_pointer,
-            "messages": [_b64(m) for m in request.messages],
-        }
+        if Record in set(map(type, messages)):
+            raise InvalidArgument(f"messages with a key or headers need media {AVRO_RECORDS!r} or {JSON!r}")
+        return wire.encode_publish_request(pointer, messages)  # type: ignore[arg-type]
+    return _dumps({"transactionWritePointer": pointer, "messages": [_json_record(m) for m in messages]})
+
+
+def _avro_record(message: bytes | Record) -> bytes | dict[str, Any]:
+    if type(message) is not Record:
+        return message  # type: ignore[return-value]
+    headers = [{"name": n, "value": v} for n, v in message.headers]
+    return {"payload": message.payload, "key": message.key, "headers": headers}
+
+
+def _json_record(message: bytes | Record) -> str | dict[str, Any]:
+    if type(message) is not Record:
+        return _b64(message)  # type: ignore[arg-type]
+    return {"payload": _b64(message.payload), **_json_extra(message.key, tuple(message.headers))}
+
+
+def _json_extra(key: bytes | None, headers: Sequence[tuple[str, bytes]]) -> dict[str, Any]:
+    return {"key": None if key is None else _b64(key), "headers": [[n, _b64(v)] for n, v in headers]}
+
+
+def _record_of(value: object, field: str) -> bytes | Record:
+    """A JSON message: a base64 payload, or ``{"payload", "key", "headers": [[name, base64], ...]}``."""
+    if not isinstance(value, dict):
+        return _unb64(value, field)
+    unknown = set(value) - {"payload", "key", "headers"}
+    if unknown or "payload" not in value:
+        raise InvalidArgument(f"{field} must have 'payload' and may have 'key' and 'headers', not {sorted(value)}")
+    key = value.get("key")
+    return Record(
+        _unb64(value["payload"], f"{field}.payload"),
+        None if key is None else _unb64(key, f"{field}.key"),
+        _json_headers(value.get("headers", []), field),
     )
+
+
+def _json_headers(headers: object, field: str) -> tuple[tuple[str, bytes], ...]:
+    if not isinstance(headers, list) or not all(isinstance(h, list) and len(h) == 2 for h in headers):
+        raise InvalidArgument(f"{field}.headers must be an array of [name, base64 value] pairs")
+    return tuple((h[0], _unb64(h[1], f"{field}.headers")) for h in headers)
+
+
+def _extra_of(r: Mapping[str, Any], field: str) -> Extra:
+    """The key and headers of a JSON message read (none: a message without them, or a seed gateway's)."""
+    key = r.get("key")
+    return None if key is None else _unb64(key, f"{field}.key"), _json_headers(r.get("headers", []), field)
 
 
 def decode_publish(body: bytes, media: str) -> PublishRequest:
@@ -144,16 +200,25 @@ def decode_publish(body: bytes, media: str) -> PublishRequest:
     if media == AVRO:
         record = wire.decode("PublishRequest", body)
         return PublishRequest(record["transactionWritePointer"], record["messages"])
+    if media == AVRO_RECORDS:
+        record = wire.decode("RecordsPublishRequest", body)
+        messages = [
+            m
+            if isinstance(m, bytes)
+            else Record(m["payload"], m["key"], tuple((h["name"], h["value"]) for h in m["headers"]))
+            for m in record["messages"]
+        ]
+        return PublishRequest(record["transactionWritePointer"], messages)
     data = _object(body, "PublishRequest", required=_PUBLISH_REQUIRED, optional=_PUBLISH_OPTIONAL)
     pointer = _optional_int(data, "transactionWritePointer")
     messages = data["messages"]
     if not isinstance(messages, list):
-        raise InvalidArgument("PublishRequest field 'messages' must be an array of base64 strings")
-    return PublishRequest(pointer, [_unb64(m, f"messages[{i}]") for i, m in enumerate(messages)])
+        raise InvalidArgument("PublishRequest field 'messages' must be an array of base64 strings or objects")
+    return PublishRequest(pointer, [_record_of(m, f"messages[{i}]") for i, m in enumerate(messages)])
 
 
 def encode_consume(request: ConsumeRequest, media: str) -> bytes:
-    if media == AVRO:
+    if media in AVROS:
         return wire.encode(
             "ConsumeRequest",
             {
@@ -176,7 +241,7 @@ def encode_consume(request: ConsumeRequest, media: str) -> bytes:
 
 def decode_consume(body: bytes, media: str) -> ConsumeRequest:
     """Parse a ConsumeRequest body; an empty JSON body means "everything, from the start"."""
-    if media == AVRO:
+    if media in AVROS:
         r = wire.decode("ConsumeRequest", body)
         return ConsumeRequest(r["startFrom"], r["inclusive"], r["limit"], r["transaction"])
     if not body.strip():
@@ -198,30 +263,60 @@ def decode_consume(body: bytes, media: str) -> ConsumeRequest:
 
 def encode_messages(messages: Sequence[Message], media: str, *, publish_time: bool) -> bytes:
     """A poll response. Avro: CDAP's ConsumeResponse, or TimedConsumeResponse with ``publish_time``.
-    JSON: always ``[{"id", "payload", "publishTime"}]`` (a JSON reader skips a field it does not know)."""
-    return _encode_page([((m.id,), (m.payload,), m.publish_time) for m in messages], media, publish_time)
+    JSON: always ``[{"id", "payload", "publishTime"}]`` (a JSON reader skips a field it does not know), plus
+    ``"key"`` and ``"headers"`` for a message that has any. :data:`AVRO_RECORDS`: RecordsConsumeResponse."""
+    page = [
+        ((m.id,), (m.payload,), m.publish_time, None if m.key is None and not m.headers else ((m.key, m.headers),))
+        for m in messages
+    ]
+    return _encode_page(page, media, publish_time)
 
 
 def encode_rows(rows: Sequence[RowSlice], media: str, *, publish_time: bool) -> bytes:
     """The bytes :func:`encode_messages` gives for the messages of ``rows`` (a consumer's page, written
     straight from the stored rows' slices: no message object, no payload copy each)."""
-    return _encode_page([(row.ids(), row.payloads, row.publish_time) for row in rows], media, publish_time)
+    return _encode_page([(row.ids(), row.payloads, row.publish_time, row.extras) for row in rows], media, publish_time)
 
 
-def _encode_page(runs: Sequence[wire.Run], media: str, publish_time: bool) -> bytes:
+Page = Sequence[tuple[Sequence[bytes], Sequence["bytes | memoryview"], int, "Sequence[Extra] | None"]]
+"""Runs of messages that share a publish time: (ids, payloads, time in ms, keys and headers or None)."""
+
+
+def _encode_page(runs: Page, media: str, publish_time: bool) -> bytes:
     if media == AVRO:
-        return wire.encode_consume_response(runs, publish_time)
+        return wire.encode_consume_response([(ids, payloads, t) for ids, payloads, t, _ in runs], publish_time)
+    if media == AVRO_RECORDS:
+        records = [
+            {
+                "id": message_id,
+                "payload": bytes(payload),
+                "publishTime": time_ms,
+                "key": key,
+                "headers": [{"name": n, "value": v} for n, v in headers],
+            }
+            for ids, payloads, time_ms, extras in runs
+            for message_id, payload, (key, headers) in zip(ids, payloads, extras or [NONE] * len(ids), strict=True)
+        ]
+        return wire.encode("RecordsConsumeResponse", records)
     # written as json.dumps would, without it scanning every base64 string for characters to escape (none)
     b64 = binascii.b2a_base64
     parts: list[bytes | memoryview] = [b'[{"id":"']
     extend = parts.extend
-    for ids, payloads, time_ms in runs:
+    for ids, payloads, time_ms, extras in runs:
         tail = b'","publishTime":%d},{"id":"' % time_ms
-        for message_id, payload in zip(ids, payloads, strict=True):
-            extend((b64(message_id, newline=False), b'","payload":"', b64(payload, newline=False), tail))
+        if extras is None:
+            for message_id, payload in zip(ids, payloads, strict=True):
+                extend((b64(message_id, newline=False), b'","payload":"', b64(payload, newline=False), tail))
+            continue
+        for message_id, payload, extra in zip(ids, payloads, extras, strict=True):
+            extend((b64(message_id, newline=False), b'","payload":"', b64(payload, newline=False)))
+            if extra != NONE:
+                extend((b'",', _dumps(_json_extra(*extra))[1:-1], b",", tail[2:]))
+            else:
+                extend((tail,))
     if len(parts) == 1:
         return b"[]"
-    parts[-1] = tail[: -len(b',{"id":"')] + b"]"
+    parts[-1] = bytes(parts[-1])[: -len(b',{"id":"')] + b"]"
     return b"".join(parts)
 
 
@@ -229,11 +324,23 @@ def decode_messages(body: bytes, media: str, *, publish_time: bool) -> list[Mess
     """Inverse of :func:`encode_messages` (publish time 0 when the response has none)."""
     if media == AVRO:
         return wire.decode_consume_response(body, publish_time, _message)
+    if media == AVRO_RECORDS:
+        return [
+            Message(
+                r["id"], r["payload"], r["publishTime"], r["key"], tuple((h["name"], h["value"]) for h in r["headers"])
+            )
+            for r in wire.decode("RecordsConsumeResponse", body)
+        ]
     data = load_json(body, "message array")
     if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
         raise InvalidArgument("expected a JSON array of messages")
     return [
-        Message(_unb64(r.get("id"), "id"), _unb64(r.get("payload"), "payload"), r.get("publishTime", 0)) for r in data
+        Message(
+            _unb64(r.get("id"), "id"), _unb64(r.get("payload"), "payload"), r.get("publishTime", 0), *_extra_of(r, "")
+        )
+        if "key" in r or "headers" in r
+        else Message(_unb64(r.get("id"), "id"), _unb64(r.get("payload"), "payload"), r.get("publishTime", 0))
+        for r in data
     ]
 
 

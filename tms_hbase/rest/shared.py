@@ -19,7 +19,19 @@ from tms_hbase.model import wire
 from tms_hbase.model.message import Delivery
 from tms_hbase.model.subscription import PendingMessage
 from tms_hbase.model.topic import as_topic
-from tms_hbase.rest.codec import AVRO, _b64, _dumps, _object, _unb64, decode_start, load_json
+from tms_hbase.rest.codec import (
+    AVRO,
+    AVRO_RECORDS,
+    AVROS,
+    _b64,
+    _dumps,
+    _extra_of,
+    _json_extra,
+    _object,
+    _unb64,
+    decode_start,
+    load_json,
+)
 
 CREATE_OPTIONS = {  # JSON field of a create body -> MessagingClient.create_subscription keyword
     "ackTimeout": "ack_timeout_seconds",
@@ -79,24 +91,60 @@ def decode_create(body: bytes) -> CreateRequest:
 
 
 def encode_deliveries(deliveries: Sequence[Delivery], media: str) -> bytes:
-    """A batch of deliveries: ``[{"id", "payload", "publishTime", "deliveries", "deadline"}]``."""
+    """A batch of deliveries: ``[{"id", "payload", "publishTime", "deliveries", "deadline"}]``, plus ``"key"``
+    and ``"headers"`` in JSON for a message that has any, and always in :data:`AVRO_RECORDS`."""
     if media == AVRO:
         return wire.encode("Deliveries", [_delivery(d) for d in deliveries])
-    return _dumps([{**_delivery(d), "id": _b64(d.id), "payload": _b64(d.payload)} for d in deliveries])
+    if media == AVRO_RECORDS:
+        return wire.encode(
+            "RecordsDeliveries",
+            [
+                {**_delivery(d), "key": d.key, "headers": [{"name": n, "value": v} for n, v in d.headers]}
+                for d in deliveries
+            ],
+        )
+    return _dumps([_json_delivery(d) for d in deliveries])
+
+
+def _json_delivery(d: Delivery) -> dict[str, Any]:
+    json = {**_delivery(d), "id": _b64(d.id), "payload": _b64(d.payload)}
+    return json if d.key is None and not d.headers else {**json, **_json_extra(d.key, d.headers)}
 
 
 def decode_deliveries(body: bytes, media: str) -> list[Delivery]:
     if media == AVRO:
         records = wire.decode("Deliveries", body)
+    elif media == AVRO_RECORDS:
+        records = [
+            {**r, "headers": tuple((h["name"], h["value"]) for h in r["headers"])}
+            for r in wire.decode("RecordsDeliveries", body)
+        ]
     else:
         records = load_json(body, "delivery array")
         if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
             raise InvalidArgument("expected a JSON array of deliveries")
         records = [
-            {**r, "id": _unb64(r.get("id"), "id"), "payload": _unb64(r.get("payload"), "payload")} for r in records
+            {
+                **r,
+                "id": _unb64(r.get("id"), "id"),
+                "payload": _unb64(r.get("payload"), "payload"),
+                **dict(zip(("key", "headers"), _extra_of(r, "delivery"), strict=True)),
+            }
+            for r in records
         ]
     try:
-        return [Delivery(r["id"], r["payload"], r["publishTime"], r["deliveries"], r["deadline"]) for r in records]
+        return [
+            Delivery(
+                r["id"],
+                r["payload"],
+                r["publishTime"],
+                r["deliveries"],
+                r["deadline"],
+                r.get("key"),
+                r.get("headers", ()),
+            )
+            for r in records
+        ]
     except (KeyError, TypeError) as exc:
         raise InvalidArgument(f"bad delivery from the gateway: {exc!r}") from None
 
@@ -124,14 +172,14 @@ class SettleRequest:
 
 
 def encode_settle(request: SettleRequest, media: str) -> bytes:
-    if media == AVRO:
+    if media in AVROS:
         return wire.encode("SettleRequest", {"ids": request.ids, "seconds": request.seconds})
     return _dumps({"ids": [_b64(i) for i in request.ids], "seconds": request.seconds})
 
 
 def decode_settle(body: bytes, media: str) -> SettleRequest:
     """A settle body; InvalidArgument for no ids or seconds that are not a finite number >= 0."""
-    if media == AVRO:
+    if media in AVROS:
         record = wire.decode("SettleRequest", body)
         ids, seconds = record["ids"], record["seconds"]
     else:
@@ -151,11 +199,11 @@ def decode_settle(body: bytes, media: str) -> SettleRequest:
 
 def encode_deadlines(deadlines: Sequence[int], media: str) -> bytes:
     """The answer of an extension: each message's new deadline (HBase ms), in the order asked."""
-    return wire.encode("Deadlines", list(deadlines)) if media == AVRO else _dumps(list(deadlines))
+    return wire.encode("Deadlines", list(deadlines)) if media in AVROS else _dumps(list(deadlines))
 
 
 def decode_deadlines(body: bytes, media: str) -> list[int]:
-    data = wire.decode("Deadlines", body) if media == AVRO else load_json(body, "deadlines")
+    data = wire.decode("Deadlines", body) if media in AVROS else load_json(body, "deadlines")
     if not isinstance(data, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in data):
         raise InvalidArgument("expected an array of deadlines (ms)")
     return data

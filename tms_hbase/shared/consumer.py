@@ -61,6 +61,7 @@ from tms_hbase.model.dead_letter import DeadLetter
 from tms_hbase.model.message import Delivery, Message
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.metrics import CLIENT_METRICS
+from tms_hbase.model.record import Record
 from tms_hbase.model.topic import TopicId
 from tms_hbase.shared.state import Claim, ClaimState, Keys, RangeCell, Settings, hold_ms, position_of_id
 from tms_hbase.shared.store import SCAN_LIMIT, SharedStore, StoredClaim, StoredRange
@@ -84,7 +85,7 @@ PEERS_SECONDS = 1.0  # how long the other idle consumers' doorbells read once ar
 MAX_OWNER_LENGTH = 300  # an owner's name is written into every claim it makes and keys its doorbell's row
 
 
-Publish = Callable[[TopicId, Sequence[bytes]], object]
+Publish = Callable[[TopicId, Sequence[bytes | Record]], object]
 
 
 class SharedConsumer(TransactionalAcks):
@@ -517,7 +518,17 @@ class SharedConsumer(TransactionalAcks):
             if held.deliveries > 1:
                 self._store.count(self._keys, redelivered=1)
             self._held[stored.message_id] = won
-            out.append(Delivery(message.id, message.payload, message.publish_time, held.deliveries, held.deadline))
+            out.append(
+                Delivery(
+                    message.id,
+                    message.payload,
+                    message.publish_time,
+                    held.deliveries,
+                    held.deadline,
+                    message.key,
+                    message.headers,
+                )
+            )
         return out
 
     def _dead_letter(self, stored: StoredClaim, now: int) -> None:
@@ -535,11 +546,18 @@ class SharedConsumer(TransactionalAcks):
         message = self._read_one(stored.message_id)
         if target is not None and message is not None:
             letter = DeadLetter(
-                self.topic, self.name, message.id, hold.deliveries, message.publish_time, message.payload
+                self.topic,
+                self.name,
+                message.id,
+                hold.deliveries,
+                message.publish_time,
+                message.payload,
+                message.key,
+                message.headers,
             )
             try:
-                self._publish(target, [letter.encode()])
-            except (TopicNotFound, TopicFull) as exc:
+                self._publish(target, [letter.record()])
+            except (TopicNotFound, TopicFull, InvalidArgument) as exc:  # (the last: headers at their limits)
                 self._store.swap_claim(self._keys, stored.message_id, won.data, replace(hold, owner=None))
                 CLIENT_METRICS.dead_letters_held.labels(str(self.topic), self.name).inc()
                 log.warning(
@@ -704,7 +722,9 @@ class SharedConsumer(TransactionalAcks):
             self._ring_peers(fresh=False, one=True)  # more may be there: an idle consumer can go on with it
         for _, won in claimed:
             self._held[won.message_id] = won
-        return [Delivery(m.id, m.payload, m.publish_time, 1, won.claim.deadline) for m, won in claimed], finished
+        return [
+            Delivery(m.id, m.payload, m.publish_time, 1, won.claim.deadline, m.key, m.headers) for m, won in claimed
+        ], finished
 
     def _ranges_run_out(self) -> bool:
         """Whether the counter's next range starts past the topic's newest row as last read (then the other

@@ -10,13 +10,15 @@ operations and everything built on them) is unchanged.
 
 Deadlines are kept as in the blocking socket: every connect, read and write waits only for the time
 left, so a hung or trickling gateway fails the call when the deadline passes, and an answer announcing
-a value larger than any cell is refused (:class:`~tms_hbase.storage.connection.NotThrift`).
+a value larger than any cell is refused (:class:`~tms_hbase.storage.connection.NotThrift`). With TLS, the
+socket is wrapped in the pool's SSL context and its handshake, reads and writes wait on the loop the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 from collections.abc import Callable
 from functools import partial
 from typing import Any, TypeVar
@@ -27,6 +29,9 @@ from tms_hbase.runtime import green
 from tms_hbase.storage.connection import Connection, HBaseConnection, check_read_size, time_left
 
 T = TypeVar("T")
+
+_WOULD_BLOCK = (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
+"""What a non-blocking socket's (or TLS socket's) call raises when it must wait for the socket."""
 
 
 class _LoopSocket:
@@ -39,12 +44,14 @@ class _LoopSocket:
     socket's buffer takes whole are one system call each, with no trip through the event loop (no
     coroutine, timer or stream buffer: an asyncio stream copies every byte twice more, under the GIL).
     Only a read that must wait for the server, or a write it must wait to take, waits through
-    :func:`tms_hbase.runtime.green.await_`, for the time left."""
+    :func:`tms_hbase.runtime.green.await_`, for the time left. With ``tls`` (an SSL context), a TLS
+    socket, non-blocking too."""
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, tls: ssl.SSLContext | None = None) -> None:
         self.host = host
         self.port = port
         self.deadline: float | None = None
+        self.tls = tls
         self._sock: socket.socket | None = None
 
     def is_open(self) -> bool:
@@ -68,7 +75,7 @@ class _LoopSocket:
                     sock.setblocking(False)
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                     await loop.sock_connect(sock, address)
-                    return sock
+                    return sock if self.tls is None else await self._handshake(loop, sock)
                 except OSError as exc:
                     sock.close()
                     failure = exc
@@ -76,6 +83,29 @@ class _LoopSocket:
                     sock.close()
                     raise
             raise failure or OSError(f"cannot resolve {self.host}:{self.port}")
+
+    async def _handshake(self, loop: asyncio.AbstractEventLoop, sock: socket.socket) -> ssl.SSLSocket:
+        """``sock`` wrapped in the TLS context, its handshake done (on the loop: the caller bounds it)."""
+        assert self.tls is not None
+        tls = self.tls.wrap_socket(sock, server_hostname=self.host, do_handshake_on_connect=False)
+        while True:
+            try:
+                tls.do_handshake()
+                return tls
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError) as wait:
+                ready: asyncio.Future[None] = loop.create_future()
+                fd = tls.fileno()
+                writing = isinstance(wait, ssl.SSLWantWriteError)
+
+                def wake(ready: asyncio.Future[None] = ready) -> None:
+                    if not ready.done():  # (the loop may call it again before the wait ends)
+                        ready.set_result(None)
+
+                (loop.add_writer if writing else loop.add_reader)(fd, wake)
+                try:
+                    await ready
+                finally:
+                    (loop.remove_writer if writing else loop.remove_reader)(fd)
 
     def _open_socket(self) -> socket.socket:
         if self._sock is None:
@@ -88,7 +118,7 @@ class _LoopSocket:
         time_left(self.deadline)  # TimeoutError once it has passed, however many bytes keep arriving
         try:
             data = sock.recv(sz)
-        except (BlockingIOError, InterruptedError):
+        except _WOULD_BLOCK:
             data = self._wait(sock, partial(sock.recv, sz), writing=False)
         if not data:
             raise TTransportException(TTransportException.END_OF_FILE, "TSocket read 0 bytes")
@@ -99,7 +129,7 @@ class _LoopSocket:
         time_left(self.deadline)
         try:
             sent = sock.send(data)
-        except (BlockingIOError, InterruptedError):
+        except _WOULD_BLOCK:
             sent = 0
         rest = memoryview(data)[sent:]
         while rest:  # the socket's buffer is full: send the rest as it drains
@@ -121,7 +151,7 @@ class _LoopSocket:
                 return
             try:
                 done.set_result(attempt())
-            except (BlockingIOError, InterruptedError):
+            except _WOULD_BLOCK:
                 return  # woken for nothing: wait on
             except OSError as exc:  # (the caller gets it as the blocking socket would raise it)
                 done.set_exception(exc)

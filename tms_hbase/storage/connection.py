@@ -5,6 +5,10 @@ library operation it belongs to, see :meth:`HBaseConnection.operation`), enforce
 itself: each read and write may wait only for the time left, so a gateway that hangs, or trickles
 one byte at a time, fails the call when the deadline passes. Answers that are not Thrift (another
 service on the port, a bogus length) fail the call at once instead of allocating what they claim.
+
+The gateway may serve the buffered or the framed transport, the binary or the compact protocol, with or
+without TLS (:class:`~tms_hbase.config.ThriftTransport`, which must match its settings); the deadlines,
+retries, fail-over and errors are the same for each.
 """
 
 from __future__ import annotations
@@ -13,23 +17,25 @@ import contextvars
 import logging
 import math
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, TypeVar, cast
 
-from thriftpy2.protocol import TBinaryProtocol
+from thriftpy2.protocol import TBinaryProtocol, TCompactProtocol
 from thriftpy2.protocol.exc import TProtocolException
 from thriftpy2.thrift import TClient, TDecodeException, TException, TMessageType
-from thriftpy2.transport import TBufferedTransport, TSocket, TTransportException
+from thriftpy2.transport import TBufferedTransport, TFramedTransport, TSocket, TTransportException
 
-from tms_hbase.config import check_timeout
+from tms_hbase.config import PLAIN, ThriftTransport, check_timeout
 from tms_hbase.errors import ClientClosed, HBaseError, HBaseUnavailable, TmsError
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.retry import Retry
 from tms_hbase.runtime import green
 from tms_hbase.storage import hbase_thrift
+from tms_hbase.storage.tls import client_context, handshake_failure
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -103,7 +109,8 @@ def _kernel_timeout(sock: socket.socket, seconds: float) -> None:
 
 
 class DeadlineSocket(TSocket):
-    """A Thrift client socket whose connect, reads and writes all end by ``deadline`` (monotonic time).
+    """A Thrift client socket whose connect, reads and writes all end by ``deadline`` (monotonic time);
+    with ``tls`` (an SSL context), a TLS connection whose handshake ends by then too.
 
     Set ``deadline`` before each call (None: no limit); once it passes, the next socket operation
     raises ``TimeoutError`` however many bytes keep arriving. A read larger than
@@ -115,21 +122,38 @@ class DeadlineSocket(TSocket):
     never (a system call saved per read and write); a timeout that runs out before the deadline is set
     to the exact time left and the read or write goes on. The timeout is the kernel's (``SO_RCVTIMEO``
     and ``SO_SNDTIMEO`` on a blocking socket), not Python's: a socket with a Python timeout polls before
-    every read and write, two more system calls per HBase call.
+    every read and write, two more system calls per HBase call. A TLS socket keeps Python's timeout instead
+    (set the same way): on a blocking TLS socket the ssl module would retry a read the kernel's timeout
+    ended by itself, past any deadline.
     """
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, tls: ssl.SSLContext | None = None) -> None:
         super().__init__(host, port)
         self.deadline: float | None = None
+        self.tls = tls
         self._timeout: float | None = None  # the socket's timeout now (inf: to be set before the next wait)
+        # what a read or write raises when that timeout runs out before the deadline
+        self._ran_out: tuple[type[OSError], ...] = (BlockingIOError,) if tls is None else (TimeoutError,)
 
     def open(self) -> None:
         self.connect_timeout = self.socket_timeout = time_left(self.deadline)
         super().open()
         sock = self.sock
         assert sock is not None
-        sock.settimeout(None)  # blocking: the kernel's timeouts bound each read and write (see _arm)
-        self._timeout = None
+        if self.tls is None:
+            sock.settimeout(None)  # blocking: the kernel's timeouts bound each read and write (see _arm)
+            self._timeout = None
+            return
+        sock.settimeout(time_left(self.deadline))  # the handshake's bound
+        self.sock = self.tls.wrap_socket(sock, server_hostname=self.host)
+        self._timeout = math.inf
+
+    def _bound(self, sock: socket.socket, seconds: float | None) -> None:
+        """Bound each read and write of ``sock`` by ``seconds`` (None: no bound), see the class doc."""
+        if self.tls is None:
+            _kernel_timeout(sock, seconds or 0.0)
+        else:
+            sock.settimeout(seconds)
 
     def _arm(self) -> socket.socket:
         """The open socket, its timeout at most the time left (TimeoutError once none is left)."""
@@ -138,7 +162,7 @@ class DeadlineSocket(TSocket):
         deadline = self.deadline
         if deadline is None:
             if self._timeout is not None:
-                _kernel_timeout(sock, 0.0)
+                self._bound(sock, None)
                 self._timeout = None
             return sock
         left = deadline - time.monotonic()
@@ -146,7 +170,7 @@ class DeadlineSocket(TSocket):
             raise TimeoutError("timed out")
         timeout = self._timeout
         if timeout is None or timeout > left or timeout < left / 2:
-            _kernel_timeout(sock, left)
+            self._bound(sock, left)
             self._timeout = left
         return sock
 
@@ -156,7 +180,7 @@ class DeadlineSocket(TSocket):
             sock = self._arm()
             try:
                 data = sock.recv(sz)
-            except BlockingIOError:  # the kernel's timeout ran out
+            except self._ran_out:  # the socket's timeout ran out
                 self._timeout = math.inf  # ran out before the deadline: wait for the rest of the time
                 continue
             if not data:
@@ -169,7 +193,7 @@ class DeadlineSocket(TSocket):
             sock = self._arm()
             try:
                 sent += sock.send(memoryview(buf)[sent:] if sent else buf)
-            except BlockingIOError:  # the kernel's timeout ran out
+            except self._ran_out:  # the socket's timeout ran out
                 self._timeout = math.inf
                 continue
 
@@ -180,7 +204,12 @@ class CheckedClient(TClient):
     Its calls take their arguments in the IDL's order, or by name, as thriftpy2's do, but build the
     arguments' struct at once instead of through a dict and one ``setattr`` per argument (every HBase
     call makes one: the client's CPU of a call is mostly such Python steps, its write, its read and
-    its wait)."""
+    its wait).
+
+    With ``framed``, each request is flushed as a frame of its own: a framed Thrift server (HBase's
+    non-blocking ones) takes one request per frame."""
+
+    framed = False
 
     def _req(self, _api: str, *args: Any, **kwargs: Any) -> Any:
         self._write_call(_api, getattr(self._service, _api + "_args")(*args, **kwargs))
@@ -188,11 +217,13 @@ class CheckedClient(TClient):
         return self._recv(_api)
 
     def _write_call(self, api: str, args: Any) -> None:
-        """Write one call's request (not yet flushed)."""
+        """Write one call's request (not yet flushed, unless framed)."""
         oprot = self._oprot
         oprot.write_message_begin(api, TMessageType.CALL, self._seqid)
         args.write(oprot)
         oprot.write_message_end()
+        if self.framed:
+            oprot.trans.flush()  # (the framed transport's flush of nothing writes nothing)
 
     def pipeline(self, calls: Sequence[tuple[str, dict[str, Any]]]) -> list[Any]:
         """Make many calls, each (api, its arguments by name), without waiting for each answer: up to
@@ -241,18 +272,23 @@ def pipeline_many(
 
 
 class Connection:
-    """One connection to the HBase Thrift gateway as it serves by default (Thrift1, buffered transport,
-    binary protocol), on a :class:`DeadlineSocket` (or another ``socket_class`` with its interface: the
-    asyncio pool's), with a :class:`CheckedClient` (``client``) whose calls are those of
+    """One connection to the HBase Thrift gateway (Thrift1) with the transport and protocol ``wire`` says
+    (by default as HBase serves by default: buffered transport, binary protocol), over TLS with ``tls``,
+    on a :class:`DeadlineSocket` (or another ``socket_class`` with its interface: the asyncio pool's),
+    with a :class:`CheckedClient` (``client``) whose calls are those of
     :class:`~tms_hbase.storage.hbase_thrift.Hbase`."""
 
     socket_class: type[DeadlineSocket] = DeadlineSocket
 
-    def __init__(self, host: str, port: int) -> None:
-        self.socket = self.socket_class(host, port)
-        self.transport = TBufferedTransport(self.socket, buf_size=READ_BUFFER)
+    def __init__(self, host: str, port: int, wire: ThriftTransport = PLAIN, tls: ssl.SSLContext | None = None) -> None:
+        self.socket = self.socket_class(host, port, tls)
+        # (thriftpy2's Cython transports, both taking buf_size; its type hints name the pure-Python ones)
+        framing: Any = TFramedTransport if wire.framed else TBufferedTransport
+        self.transport = framing(self.socket, buf_size=READ_BUFFER)
+        protocol = TCompactProtocol if wire.compact else TBinaryProtocol
         service = cast(ModuleType, hbase_thrift.Hbase)  # (thriftpy2 types a service as a module; it is a class)
-        self.client = CheckedClient(service, TBinaryProtocol(self.transport, decode_response=False))
+        self.client = CheckedClient(service, protocol(self.transport, decode_response=False))
+        self.client.framed = wire.framed
 
     def open(self) -> None:
         self.transport.open()
@@ -305,7 +341,8 @@ class HBaseConnection:
     per socket read. ``fallbacks`` are more gateways (host, port) of the same HBase: when the one in
     use cannot be reached, new connections go to the next. Connections idle longer than ``max_idle``
     seconds are not reused: the Thrift gateway closes idle connections itself (after 60 s by default).
-    ``retries`` is the older way to say ``Retry(attempts=retries + 1)``.
+    ``transport`` says how the gateways serve (framed, compact, TLS: :class:`~tms_hbase.config.ThriftTransport`);
+    its TLS files are loaded now (InvalidArgument if they cannot be).
     """
 
     connection_class: type[Connection] = Connection
@@ -321,8 +358,11 @@ class HBaseConnection:
         retry: Retry | None = None,
         fallbacks: Sequence[tuple[str, int]] = (),
         max_idle: float = 45.0,
+        transport: ThriftTransport = PLAIN,
     ) -> None:
         self._addresses = [(host, port), *fallbacks]
+        self.transport = transport
+        self._tls = client_context(transport)
         self._current = 0  # index of the gateway new connections go to
         self.timeout = check_timeout(timeout)
         self.retry = retry or Retry()
@@ -464,7 +504,7 @@ class HBaseConnection:
         gateway is tried once, within the deadline)."""
         for tried in range(1, len(self._addresses) + 1):
             index = self._current
-            conn = self.connection_class(*self._addresses[index])
+            conn = self.connection_class(*self._addresses[index], self.transport, self._tls)
             conn.socket.deadline = deadline
             try:
                 conn.open()
@@ -502,10 +542,24 @@ class HBaseConnection:
     def _wrap(self, what: str, exc: BaseException) -> TmsError:
         if isinstance(exc, (socket.timeout, TimeoutError)) or "timed out" in _reason(exc):
             return self._timed_out(what)
+        serves = self.transport.describe()
+        if (tls_failure := handshake_failure(exc)) is not None:
+            refused = HBaseUnavailable(f"{what}: HBase Thrift at {self.address}: {tls_failure}")
+            refused.retriable = isinstance(
+                exc, ssl.SSLEOFError
+            )  # a certificate is refused again, a cut link may not be
+            return refused
         if isinstance(exc, NotThrift):
             return HBaseUnavailable(
                 f"{what}: {self.address} answered bytes that are not an HBase Thrift reply ({_reason(exc)}); "
-                "is it the HBase Thrift gateway (Thrift1, buffered transport, binary protocol)?"
+                f"is it the HBase Thrift gateway (Thrift1), serving what this client speaks ({serves})?"
+            )
+        if isinstance(exc, ConnectionResetError) or (
+            isinstance(exc, TTransportException) and exc.type == TTransportException.END_OF_FILE
+        ):
+            return HBaseUnavailable(
+                f"{what}: HBase Thrift at {self.address} closed the connection ({_reason(exc)}); is HBase running, "
+                f"and does its Thrift gateway serve what this client speaks ({serves})?"
             )
         if isinstance(exc, _LINK_ERRORS):
             return HBaseUnavailable(

@@ -53,6 +53,14 @@ REGIONS_IN_TRANSITION = Retry(
 _ROW, _COLUMNS, _VALUE = attrgetter("row"), attrgetter("columns"), attrgetter("value")
 
 
+def _values(cells: list) -> list[bytes | None]:
+    """The values of Thrift cells (None where a row lacks the column)."""
+    try:
+        return list(map(_VALUE, cells))
+    except AttributeError:  # a row without the column (None has no value)
+        return [None if c is None else c.value for c in cells]
+
+
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector for a block that creates many objects, none of them in
@@ -195,25 +203,29 @@ class Table:
         scanner call, no dict per row, and the cyclic garbage collector paused while the answer is
         decoded (see :func:`gc_paused`). Empty if ``start`` >= ``stop`` (HBase would read a scan from a
         key to the same key as a get of that row)."""
-        if start >= stop:
-            return [], []
-        batch = max(1, min(limit, MAX_BATCH))
-        value_of = methodcaller("get", column)
+        keys, (values,) = self.scan_columns(start, stop, (column,), limit)
+        return keys, values
 
-        def scan(conn) -> tuple[list[bytes], list[bytes | None]]:
+    def scan_columns(
+        self, start: bytes, stop: bytes, columns: Sequence[bytes], limit: int
+    ) -> tuple[list[bytes], list[list[bytes | None]]]:
+        """:meth:`scan_column` for several columns: the keys, and for each column its values (None where a
+        row lacks it), in the order of ``columns``."""
+        if start >= stop:
+            return [], [[] for _ in columns]
+        batch = max(1, min(limit, MAX_BATCH))
+
+        def scan(conn) -> tuple[list[bytes], list[list[bytes | None]]]:
             client = conn.client
             scanner = client.scannerOpenWithScan(self._name, scan_spec(start, stop, batch), {})
             with gc_paused():
                 results = _fetch_and_close(client, scanner, batch)
                 keys = list(map(_ROW, results))
-                cells = list(map(value_of, map(_COLUMNS, results)))
+                rows = list(map(_COLUMNS, results))
                 del results  # (freed here, before the collector runs again)
-                try:
-                    values = list(map(_VALUE, cells))
-                except AttributeError:  # a row without the column (None has no value)
-                    values = [None if c is None else c.value for c in cells]
-                del cells
-            return keys, values
+                out = [_values(list(map(methodcaller("get", column), rows))) for column in columns]
+                del rows
+            return keys, out
 
         return self.hbase.run(f"scan {self.name}", scan)
 

@@ -9,6 +9,7 @@ from tms_hbase.client import MessagingClient
 from tms_hbase.errors import TmsError
 from tms_hbase.model.message import Message
 from tms_hbase.model.published import PublishResult
+from tms_hbase.model.record import Record, message_bytes
 from tms_hbase.model.topic import TopicId, TopicLike, as_topic
 from tms_hbase.tx.client import TransactionClient
 from tms_hbase.tx.transaction import Transaction, TransactionType
@@ -31,7 +32,7 @@ class TransactionalPublisher:
         self.client = client
         self.buffer_bytes = buffer_bytes
         self.tx: Transaction | None = None
-        self._buffer: dict[TopicId, list[bytes]] = {}
+        self._buffer: dict[TopicId, list[bytes | Record]] = {}
         self._buffered = 0
         self._stored: list[tuple[TopicId, int]] = []  # (topic, write pointer) with payload-table rows
         self._handles: list[tuple[TopicId, PublishResult]] = []
@@ -40,19 +41,19 @@ class TransactionalPublisher:
     def transaction_aware_name(self) -> str:
         return "tms-hbase messaging publisher"
 
-    def publish(self, topic: TopicLike, payloads: Sequence[bytes]) -> None:
+    def publish(self, topic: TopicLike, payloads: Sequence[bytes | Record]) -> None:
         """Publish inside the running transaction."""
         tx = self._running()
         topic = as_topic(topic)
-        if tx.type is TransactionType.LONG or self._buffered + sum(map(len, payloads)) > self.buffer_bytes:
+        if tx.type is TransactionType.LONG or self._buffered + message_bytes(payloads) > self.buffer_bytes:
             self._store(topic, list(self._buffer.pop(topic, [])) + list(payloads))
-            self._buffered = sum(len(p) for batch in self._buffer.values() for p in batch)
+            self._buffered = sum(map(message_bytes, self._buffer.values()))
         else:
             self.client.get_topic(topic)  # fail now, not at commit, for an unknown topic
             self._buffer.setdefault(topic, []).extend(payloads)
-            self._buffered += sum(map(len, payloads))
+            self._buffered += message_bytes(payloads)
 
-    def _store(self, topic: TopicId, payloads: list[bytes]) -> None:
+    def _store(self, topic: TopicId, payloads: list[bytes | Record]) -> None:
         tx = self._running()
         if payloads:
             self.client.store(topic, payloads, tx_write_pointer=tx.write_pointer)
