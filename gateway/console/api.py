@@ -14,6 +14,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable
 from importlib import resources
+from typing import TypeVar
 
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
@@ -49,6 +50,7 @@ _ASSETS = {
     f.name: f.read_bytes() for f in resources.files(__package__).joinpath("static").iterdir() if f.name[0] != "."
 }
 Handler = Callable[[Request, Gateway, Viewer], Awaitable[object]]
+T = TypeVar("T")
 
 
 def api(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
@@ -82,28 +84,25 @@ def _history(request: Request) -> History:
     return history
 
 
-def _logins(request: Request) -> Logins:
+def _kept(request: Request, name: str, make: Callable[[], T]) -> T:
+    """The app's one ``name`` object (made on first use): each worker process keeps its own."""
     state = request.app.state
-    if not hasattr(state, "console_logins"):
-        state.console_logins = Logins(session.SESSION_SECONDS, os.environ.get(SESSIONS_ENV))
-    logins: Logins = state.console_logins
-    return logins
+    if not hasattr(state, name):
+        setattr(state, name, make())
+    kept: T = getattr(state, name)
+    return kept
+
+
+def _logins(request: Request) -> Logins:
+    return _kept(request, "console_logins", lambda: Logins(session.SESSION_SECONDS, os.environ.get(SESSIONS_ENV)))
 
 
 def _failed_logins(request: Request) -> FailedLogins:
-    state = request.app.state
-    if not hasattr(state, "console_failed_logins"):
-        state.console_failed_logins = FailedLogins()
-    failures: FailedLogins = state.console_failed_logins
-    return failures
+    return _kept(request, "console_failed_logins", FailedLogins)
 
 
 def _recent(request: Request) -> Recent:
-    state = request.app.state
-    if not hasattr(state, "console_recent"):
-        state.console_recent = Recent()
-    recent: Recent = state.console_recent
-    return recent
+    return _kept(request, "console_recent", Recent)
 
 
 def _as_seen_by(detail: dict, viewer: Viewer) -> dict:
