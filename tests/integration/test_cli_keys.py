@@ -131,3 +131,26 @@ def test_tail_shows_binary_keys_and_headers_byte_for_byte_and_marks_transaction_
             tx.abort(running)
     finally:
         server.stop()
+
+
+def test_sub_consume_shows_keys_and_headers_byte_for_byte(
+    installed_env: dict[str, str], client: MessagingClient
+) -> None:
+    ok(installed_env, "topic", "create", str(T))
+    ok(installed_env, "sub", "create", str(T), "work", "--shared")
+    binary = bytes(range(256))
+    client.publish(T, [Record(b"paid", key=b"order-7", headers=[("h", b"1"), ("h", binary)]), b"plain"])
+    taken = ok(installed_env, "sub", "consume", str(T), "work", "--count", "2", "--json").stdout
+    got = [(r["payload"], r["key"], r["key_hex"], r["headers"]) for r in json.loads(taken)]
+    assert got == [
+        (
+            "paid",
+            "order-7",
+            b"order-7".hex(),
+            [{"name": "h", "value": "1", "value_hex": "31"}, {"name": "h", "value": None, "value_hex": binary.hex()}],
+        ),
+        ("plain", None, None, []),
+    ]
+    lines = ok(installed_env, "sub", "consume", str(T), "work", "--count", "2").stdout.splitlines()
+    assert lines[0].split("  ")[1:] == ["#1", "key=order-7", "h=1", f"h=hex:{binary.hex()}", "paid"]
+    assert lines[1].split("  ")[1:] == ["#1", "plain"]
