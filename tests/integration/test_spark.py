@@ -263,6 +263,7 @@ def test_keys_and_headers_read_and_written_byte_for_byte(
     """Spark's ``key`` and ``headers`` columns are the messages' keys and headers on every read path (inline rows,
     a transactional store's pointer row, a Spark write's pointer row read in pieces; batch and stream), and a
     write with those columns stores them; rows written without keys read with key null and headers empty."""
+    from pyspark.sql import functions as F
     from pyspark.sql.types import ArrayType, BinaryType, StringType, StructField, StructType
 
     client.create_topic(T)
@@ -294,9 +295,8 @@ def test_keys_and_headers_read_and_written_byte_for_byte(
     ]
     written[10] = (b"w0010", None, None)  # null headers: none
     write(spark.createDataFrame(written, schema), T, options)  # one pointer row, read in pieces
-    df = spark.createDataFrame(
-        [("text", "k", [("s", "v")])], "payload string, key string, headers array<struct<name: string, value: string>>"
-    )
+    text = spark.createDataFrame([("text", "k")], "payload string, key string")
+    df = text.withColumn("headers", F.array(F.struct(F.lit("s").alias("name"), F.lit("v").alias("value"))))
     write(df, T, options)  # strings are stored as UTF-8
 
     expected = [(m.id, m.payload, m.key, m.headers) for m in client.fetch(T)]
