@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tms_hbase import CorruptData, MessageId, MessagingClient, Record, TmsError, TopicId
-from tms_hbase.model.rows import payload_key
+from tms_hbase.model.rows import EXTRA_COLUMN, payload_key
 from tms_hbase.spark import register, use_current_python
 from tms_hbase.spark.sink_state import COMMITTED, OPEN, PUBLISHING, SinkStates
 from tms_hbase.tx import TransactionCodec
@@ -214,9 +214,10 @@ def test_pieces_of_a_pointer_row_read_as_a_fetch_reads_them(
     tx.commit(writes)
     parsed = Options.parse({**options, "topic": str(T)})
     g = client.get_topic(T).generation
-    ids = [MessageId(g, 2, i) for i in (0, base, base + 1, base + 1_234, (1 << 32) + base - 1, (1 << 32) + base)]
-    ids += [MessageId(g, 2, (2 << 32) + base + 2_000), MessageId(g, 3, 0)]
     every = list(client.fetch(T))
+    at = MessageId.decode(every[1].id).position  # (a sequencer's offsets: 2, unless a publish timed out and retried)
+    ids = [MessageId(g, at, i) for i in (0, base, base + 1, base + 1_234, (1 << 32) + base - 1, (1 << 32) + base)]
+    ids += [MessageId(g, at, (2 << 32) + base + 2_000), MessageId(g, at + 1, 0)]
 
     def pieces(cuts: list[MessageId], pointer: int, transaction: bytes | None = None) -> list[tuple[bytes, int, bytes]]:
         got = []
@@ -244,8 +245,11 @@ def test_pieces_of_a_pointer_row_read_as_a_fetch_reads_them(
 
     corrupt = payload_key(T, g, writes.write_pointer, base + 2_600)  # a payload row without its d:p cell
     client.installation.payloads.put(corrupt, {b"d:z": b"?"})
-    with pytest.raises(CorruptData, match=r"payload 1099511630376 of the message row at position 2 of spark:events"):
+    with pytest.raises(CorruptData, match=rf"payload 1099511630376 of the message row at position {at} of spark"):
         pieces(ids, writes.write_pointer)
+    client.installation.payloads.put(payload_key(T, g, writes.write_pointer, base + 7), {EXTRA_COLUMN: b"\x00"})
+    with pytest.raises(CorruptData, match=rf"payload 1099511627783 of the message row at position {at} .*and headers"):
+        pieces(ids, writes.write_pointer)  # a key-and-header cell that does not decode
 
 
 def messages_of(df) -> list[tuple[bytes, bytes, bytes | None, tuple[tuple[str, bytes], ...]]]:
