@@ -527,7 +527,7 @@ class MessageWriter:
         A pointer row counts the payloads stored under its pointer and their bytes (one key-only scan:
         :mod:`.stored`)."""
         if payloads or tx_pointer is None:
-            return len(payloads), sum(record.counted_sizes(*record.split(payloads)))
+            return len(payloads), record.message_bytes(payloads)
         stored = stored_sizes(self.payloads, topic, generation, tx_pointer)
         return len(stored), sum(size for _, size in stored)
 
