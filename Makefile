@@ -62,9 +62,10 @@ cluster-start: install
 cluster-stop: install
 	$(VENV)/bin/tms-admin hbase cluster stop
 
-lint: install  ## style, formatting, the layer rule of docs/architecture.md (import-linter contracts), types (mypy)
+lint: install  ## style, formatting, the asyncio interface generated from the blocking one, the layer rule of docs/architecture.md (import-linter contracts), types (mypy)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(PY) -m tools.unasync --check
 	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/mypy
 
