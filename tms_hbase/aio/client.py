@@ -16,6 +16,7 @@ from functools import partial
 from itertools import islice
 from typing import Any, TypeVar
 
+from tms_hbase.aio.api import AsyncMessagingService
 from tms_hbase.aio.coalesce import GroupOutcome, PublishLanes
 from tms_hbase.aio.consumer import AsyncConsumer
 from tms_hbase.aio.shared import AsyncSharedConsumer
@@ -73,7 +74,7 @@ class _LoopClient(MessagingClient):
             return self.publish(topic, payloads, ttl_seconds=ttl)
 
 
-class AsyncMessagingClient:
+class AsyncMessagingClient(AsyncMessagingService):
     """A connection to tms-hbase for asyncio: the operations of :class:`~tms_hbase.client.MessagingClient`
     as coroutines, with the same arguments, Config, deadlines and errors.
 

@@ -12,6 +12,7 @@ import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from types import TracebackType
 
+from tms_hbase.aio.api import AsyncSubscriptionConsumer
 from tms_hbase.consume.consumer import Consumer
 from tms_hbase.errors import TmsError
 from tms_hbase.model.message import Message
@@ -20,7 +21,7 @@ from tms_hbase.runtime.green import run_sync
 _END = object()
 
 
-class AsyncConsumer:
+class AsyncConsumer(AsyncSubscriptionConsumer):
     """The active consumer of an exclusive subscription (``AsyncMessagingClient.consumer``): opened by
     ``async with`` or :meth:`open` (SubscriptionBusy there while another consumer holds the subscription)."""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from types import TracebackType
 
+from tms_hbase.aio.api import AsyncSharedSubscriptionConsumer
 from tms_hbase.errors import TmsError
 from tms_hbase.model.message import Delivery
 from tms_hbase.runtime.green import run_sync
@@ -18,7 +19,7 @@ from tms_hbase.shared.consumer import SharedConsumer
 _END = object()
 
 
-class AsyncSharedConsumer:
+class AsyncSharedConsumer(AsyncSharedSubscriptionConsumer):
     """One consumer of a shared subscription (``AsyncMessagingClient.shared_consumer``), opened by
     ``async with`` or :meth:`open`; settle each delivery with :meth:`ack`, :meth:`nack` or :meth:`release`."""
 
