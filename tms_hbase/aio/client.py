@@ -1,7 +1,7 @@
 """AsyncMessagingClient: the messaging client for asyncio programs, on the event loop itself.
 
 It runs the very protocol code of :class:`~tms_hbase.client.MessagingClient` (ordering, sequencer
-reservations, metadata, reads) through :func:`tms_hbase.runtime.green.run_sync`, over the asyncio storage
+reservations, metadata, reads) through :func:`tms_hbase.runtime.bridge.run_sync`, over the asyncio storage
 driver (:class:`~tms_hbase.storage.aio.AsyncHBaseConnection`): every HBase call, backoff and hand-over
 between publishes waits on the event loop, so many publishes and fetches are in flight at once on one
 thread, with no thread per call.
@@ -36,7 +36,7 @@ from tms_hbase.model.stats import Lag, TopicStats
 from tms_hbase.model.subscription import PendingMessage, Subscription
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata, as_topic
 from tms_hbase.model.wire import RollbackDetail
-from tms_hbase.runtime.green import run_sync
+from tms_hbase.runtime.bridge import run_sync
 from tms_hbase.shared.consumer import SharedConsumer
 from tms_hbase.storage.aio import AsyncHBaseConnection
 from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, validate_max_lifetime
