@@ -18,6 +18,9 @@ from tms_hbase.tx import NO_TX_IN_PROGRESS, Transaction, write_pointer_now
 
 from ..memory_storage import LOSE_ANSWER, MemoryInstallation
 
+# also through the asyncio bridge, in debug mode (tests/unit/conftest.py)
+pytestmark = pytest.mark.usefixtures("runner")
+
 T = TopicId("ns", "t")
 FAST = Retry(attempts=3, backoff_seconds=0)
 
