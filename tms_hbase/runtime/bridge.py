@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 try:
     import greenlet
-except ModuleNotFoundError as missing:  # pragma: no cover (the test environment installs it)
+except ModuleNotFoundError as missing:
     raise ModuleNotFoundError(
         "tms-hbase's asyncio client and gateway need greenlet: pip install 'tms-hbase[asyncio]'", name="greenlet"
     ) from missing
