@@ -14,7 +14,7 @@ from tms_hbase.model.retry import Retry
 from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow, message_key, peek
 from tms_hbase.model.topic import TopicId
 from tms_hbase.publish.writer import MessageWriter
-from tms_hbase.runtime import bridge, green
+from tms_hbase.runtime import green
 from tms_hbase.tx import NO_TX_IN_PROGRESS, Transaction, write_pointer_now
 
 from ..memory_storage import LOSE_ANSWER, MemoryInstallation
@@ -48,7 +48,7 @@ class World:
 
 
 def test_each_scenario_runs_on_a_thread_and_through_the_asyncio_bridge(runner: str) -> None:
-    assert bridge.inside() == (runner == "bridge")
+    assert green.bridged() == (runner == "bridge")
     assert type(green.lock()).__name__ == ("GreenLock" if runner == "bridge" else "lock")
 
 
