@@ -6,7 +6,7 @@ on the test's thread as the synchronous client runs protocol code, and inside
 the gateway run it. There, ``time.sleep`` and ``select.select`` called by the library raise, so protocol code
 that would block the loop fails the test instead of freezing every coroutine of its thread (the test's own
 sleeps wait on the loop); debug mode raises on a loop call from another thread, and a coroutine never
-awaited is an error. A test that starts threads of its own on the protocol objects is marked
+awaited is an error. A test that starts threads of its own, or checks which thread ran a step, is marked
 ``threads_only`` and runs on threads only.
 """
 
@@ -27,7 +27,9 @@ from tms_hbase.runtime import bridge, green
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "threads_only: not run through the asyncio bridge (it starts threads)")
+    config.addinivalue_line(
+        "markers", "threads_only: not run through the asyncio bridge (it starts threads or checks which thread ran)"
+    )
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
