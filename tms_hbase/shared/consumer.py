@@ -584,8 +584,12 @@ class SharedConsumer(TransactionalAcks):
         dead-letter topic, then mark it dead. A crash in between publishes it again after the deadline
         (dead letters are at least once). If the dead-letter topic cannot take it (deleted, full), the
         message is kept, held by no consumer for an ack timeout, and tried again then; receive() goes on."""
-        hold = replace(
-            stored.claim, state=ClaimState.HELD, owner=self.owner, deadline=now + self.settings.ack_timeout_ms
+        hold = replace(  # a hold of its own: no late settlement of the last delivery applies to it
+            stored.claim,
+            state=ClaimState.HELD,
+            owner=self.owner,
+            deadline=now + self.settings.ack_timeout_ms,
+            incarnation=new_delivery(),
         )
         won = self._store.swap_claim(self._keys, stored.message_id, stored.data, hold)
         if won is None:
