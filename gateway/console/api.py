@@ -110,6 +110,16 @@ def _as_seen_by(detail: dict, viewer: Viewer) -> dict:
     return {**detail, "may_change": viewer.may_change(detail["namespace"], detail["topic"])}
 
 
+def _confirmed(body: dict, target: str) -> None:
+    """A change carries the target its confirmation named (``"target"``: ``ns:topic`` or ``ns:topic/subscription``):
+    a dialog left open over another screen, or a request built for another target, changes nothing."""
+    named = body.get("target")
+    if not isinstance(named, str):
+        raise InvalidArgument(f'a change must name its target: expected "target": "{target}"')
+    if named != target:
+        raise InvalidArgument(f"this change was confirmed for {named}, not {target}: nothing changed")
+
+
 async def _json_body(request: Request) -> dict:
     data = rest.load_json(await read_body(request, MAX_BODY_BYTES) or b"{}", "body")
     if not isinstance(data, dict):
@@ -230,7 +240,9 @@ async def topic(request: Request, gateway: Gateway, viewer: Viewer) -> object:
 @api
 async def create_topic(request: Request, gateway: Gateway, viewer: Viewer) -> object:
     found = _topic(request, viewer, Viewer.check_change)
-    properties = _properties(await _json_body(request))
+    body = await _json_body(request)
+    _confirmed(body, str(found))
+    properties = _properties(body)
 
     def work() -> dict:
         gateway.client.admin.require_installation()  # the gateway never creates tables
@@ -245,7 +257,9 @@ async def create_topic(request: Request, gateway: Gateway, viewer: Viewer) -> ob
 @api
 async def update_topic(request: Request, gateway: Gateway, viewer: Viewer) -> object:
     found = _topic(request, viewer, Viewer.check_change)
-    properties = _properties(await _json_body(request))
+    body = await _json_body(request)
+    _confirmed(body, str(found))
+    properties = _properties(body)
 
     def work() -> dict:
         gateway.client.update_topic(found, properties)
@@ -259,6 +273,7 @@ async def update_topic(request: Request, gateway: Gateway, viewer: Viewer) -> ob
 @api
 async def delete_topic(request: Request, gateway: Gateway, viewer: Viewer) -> object:
     found = _topic(request, viewer, Viewer.check_change)
+    _confirmed(await _json_body(request), str(found))
     await gateway.run(gateway.client.delete_topic, found)
     log.info("console: %s deleted topic %s", viewer.principal, found)
     _recent(request).forget(str(found))
@@ -312,6 +327,7 @@ async def reset(request: Request, gateway: Gateway, viewer: Viewer) -> object:
     found = _topic(request, viewer, Viewer.check_change)
     body = await _json_body(request)
     start, force, name = _start(body.get("start")), body.get("force") is True, request.path_params["name"]
+    _confirmed(body, f"{found}/{name}")
 
     def work() -> dict:
         if isinstance(start, int):
@@ -343,6 +359,7 @@ async def replay(request: Request, gateway: Gateway, viewer: Viewer) -> object:
     ``publish`` on the one it publishes to. A letter naming another topic is refused, never published."""
     found, name = _topic(request, viewer, Viewer.check_change), request.path_params["name"]
     viewer.check_publish(found.namespace, found.topic)
+    _confirmed(await _json_body(request), f"{found}/{name}")
     target = await gateway.run(gateway.client.admin.dead_letter_topic, found, name)
     viewer.check_change(target.namespace, target.topic)
     done = await gateway.run(lambda: views.replay_dead_letters(gateway.client, found, name, dry_run=False))

@@ -504,7 +504,8 @@ def test_a_dead_letter_topic_holding_something_else_is_shown_not_replayed(consol
         (async () => {
           const session = await (await fetch("/console/api/session")).json();
           const sent = await fetch("/console/api/topics/shop/orders/subscriptions/broken/replay", {
-            method: "POST", headers: {"X-CSRF-Token": session.csrf, "Content-Type": "application/json"}, body: "{}"});
+            method: "POST", headers: {"X-CSRF-Token": session.csrf, "Content-Type": "application/json"},
+            body: JSON.stringify({target: "shop:orders/broken"})});
           return [sent.status, await sent.text()];
         })().then(done);"""
     )
@@ -529,7 +530,7 @@ def test_a_change_without_the_csrf_token_is_refused(console: Console) -> None:
         assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/console" in cookie
         assert TOKENS["ops"] not in cookie  # the cookie carries a session id, never the token
         csrf = http.get("/console/api/session").json()["csrf"]
-        body = {"properties": {"ttl": "60"}}
+        body = {"properties": {"ttl": "60"}, "target": "csrf:t1"}
         assert http.put("/console/api/topics/csrf/t1", json=body).status_code == 403
         assert http.put("/console/api/topics/csrf/t1", json=body, headers={"X-CSRF-Token": "0" * 64}).status_code == 403
         other_site = {"X-CSRF-Token": csrf, "Origin": "http://evil.example"}
@@ -544,8 +545,9 @@ def test_a_change_without_the_csrf_token_is_refused(console: Console) -> None:
             assert http.post("/console/logout", headers={"X-CSRF-Token": csrf}).status_code == 200
             assert http.get("/console/api/session").status_code == 401
             assert copied.get("/console/api/session").status_code == 401
+            again = {**body, "target": "csrf:t2"}
             assert (
-                copied.put("/console/api/topics/csrf/t2", json=body, headers={"X-CSRF-Token": csrf}).status_code == 401
+                copied.put("/console/api/topics/csrf/t2", json=again, headers={"X-CSRF-Token": csrf}).status_code == 401
             )
         assert TopicId("csrf", "t2") not in console.client.list_topics("csrf")
 
@@ -631,3 +633,74 @@ def test_a_deadline_out_of_range_is_shown_not_an_error(console: Console, browser
     show(browser, console, "subscriptions/shop/orders/far", "subscription")
     row = text(browser, "in-flight").splitlines()[-1]
     assert row.startswith(d.id.hex()) and "1e+303 ms (out of range)" in row
+
+
+def modal_shown(browser: WebDriver) -> bool:
+    return bool(browser.execute_script("return !document.getElementById('modal').hidden"))
+
+
+def test_a_dialog_closes_with_the_screen_that_opened_it(console: Console, browser: WebDriver) -> None:
+    """The issue's case: Reset → Preview… on one subscription, then the browser's Back button: the screen
+    below is another subscription, and the dialog must be gone with the screen that opened it, so its Reset
+    button cannot reset anything. Typing another address closes it too."""
+    client = console.client
+    client.create_subscription(ORDERS, "undo")
+    with client.consumer(ORDERS, "undo", max_wait_seconds=1) as consumer:
+        consumer.commit(consumer.poll(2, timeout_seconds=5)[-1])
+    before = {name: client.lag(topic, name).messages for topic, name in ((ORDERS, "undo"), (PAYMENTS, "audit"))}
+    sign_in(browser, console, TOKENS["ops"])
+    show(browser, console, "subscriptions/shop/payments/audit", "subscription")
+    browser.execute_script("location.hash = '#/subscriptions/shop/orders/undo'")
+    wait_for_page(lambda: "Subscription undo of shop:orders" in text(browser, "screen"), "the subscription undo")
+    Select(browser.find_element(By.ID, "reset-mode")).select_by_value("latest")
+    browser.find_element(By.ID, "preview").click()
+    wait_for_page(lambda: browser.find_element(By.ID, "reset-preview"), "the preview")
+    title = browser.find_element(By.CSS_SELECTOR, "#modal-body h2").text
+    browser.back()
+    wait_for_page(lambda: "Subscription audit of shop:payments" in text(browser, "screen"), "the screen before")
+    wait_for_page(lambda: not modal_shown(browser), "the dialog to close")
+    assert title == "Reset subscription shop:orders/undo"  # it named its target
+    assert browser.find_elements(By.ID, "confirm") == []  # no Reset button left to press
+    after = {name: client.lag(topic, name).messages for topic, name in ((ORDERS, "undo"), (PAYMENTS, "audit"))}
+    assert after == before
+
+    browser.forward()  # the same with an address typed: the dialog goes with its screen
+    wait_for_page(lambda: "Subscription undo of shop:orders" in text(browser, "screen"), "the subscription undo")
+    browser.find_element(By.ID, "preview").click()
+    wait_for_page(lambda: modal_shown(browser), "the dialog")
+    browser.get(f"{console.url}/console/#/topics/shop/payments")
+    wait_for_page(lambda: "Topic shop:payments" in text(browser, "screen"), "the topic typed")
+    assert not modal_shown(browser)
+    assert client.lag(ORDERS, "undo").messages == before["undo"]
+
+
+CHANGE = """const [method, path, body, done] = arguments;
+(async () => {
+  const session = await (await fetch("/console/api/session")).json();
+  const sent = await fetch("/console/api" + path, {method,
+    headers: {"X-CSRF-Token": session.csrf, "Content-Type": "application/json"}, body: JSON.stringify(body)});
+  return [sent.status, await sent.text()];
+})().then(done);"""
+
+
+def test_a_change_for_another_target_changes_nothing(console: Console, browser: WebDriver) -> None:
+    """Every change carries the target its confirmation named; the server refuses one that names another
+    (or none), whatever the page did."""
+    client = console.client
+    client.create_subscription(ORDERS, "guarded")
+    before = client.lag(ORDERS, "guarded").messages
+    sign_in(browser, console, TOKENS["ops"])
+    reset = "/topics/shop/orders/subscriptions/guarded/reset"
+    for body in ({"start": "latest", "target": "shop:orders/billing"}, {"start": "latest"}):
+        status, answer = browser.execute_async_script(CHANGE, "POST", reset, body)
+        assert status == 400 and ("not shop:orders/guarded" in answer or "must name its target" in answer)
+    assert client.lag(ORDERS, "guarded").messages == before > 0
+    status, answer = browser.execute_async_script(CHANGE, "DELETE", "/topics/shop/orders", {"target": "shop:payments"})
+    assert status == 400 and "confirmed for shop:payments, not shop:orders" in answer
+    update = {"properties": {"ttl": "5"}, "target": "shop:payments"}
+    assert browser.execute_async_script(CHANGE, "PUT", "/topics/shop/orders/properties", update)[0] == 400
+    assert client.get_topic(ORDERS).ttl == 86400
+    status, _ = browser.execute_async_script(
+        CHANGE, "POST", reset, {"start": "latest", "target": "shop:orders/guarded"}
+    )
+    assert status == 200 and client.lag(ORDERS, "guarded").messages == 0

@@ -130,26 +130,38 @@ function payloadAs(hex, format) {
   return text;
 }
 
-// A confirmation: the body, then onConfirm() when the user presses the button. Resolves when closed.
-function confirmDialog(title, body, button, onConfirm) {
+// Which screen is shown: route() counts every navigation, so a dialog knows the screen it belongs to.
+let shownScreen = 0;
+
+function closeDialog() {
+  document.getElementById("modal").hidden = true;
+  document.getElementById("modal-body").replaceChildren();
+}
+
+// A confirmation of a change to `target` (named in its title, and sent with the change for the server to
+// check), opened by the screen `opener` (the shownScreen when its action started): if another screen is
+// shown by now it never opens, and navigating away closes it. onConfirm() runs when the user presses the button.
+function confirmDialog(title, body, button, onConfirm, opener = shownScreen) {
+  if (opener !== shownScreen) return;
   const modal = document.getElementById("modal");
   const box = document.getElementById("modal-body");
-  const error = el("p", { class: "error", id: "modal-error" });
+  const error = el("p", { class: "error", id: "modal-error", role: "alert" });
   const ok = el("button", { class: "danger", id: "confirm" }, button);
   const cancel = el("button", { class: "secondary", id: "cancel" }, "Cancel");
-  box.replaceChildren(el("h2", {}, title), body, error, el("div", { class: "actions" }, cancel, ok));
+  box.replaceChildren(el("h2", { id: "modal-title" }, title), body, error, el("div", { class: "actions" }, cancel, ok));
   modal.hidden = false;
-  cancel.addEventListener("click", () => (modal.hidden = true));
+  cancel.addEventListener("click", closeDialog);
   ok.addEventListener("click", async () => {
     ok.disabled = true;
     try {
       await onConfirm();
-      modal.hidden = true;
+      if (opener === shownScreen) closeDialog();
     } catch (e) {
       error.textContent = e.message;
       ok.disabled = false;
     }
   });
+  cancel.focus();
 }
 
 function ready(name) {
@@ -279,8 +291,9 @@ function createForm() {
     if (ordering.value) properties.ordering = ordering.value;
     if (mode.value) properties["tx.mode"] = mode.value;
     const body = el("div", {}, el("p", {}, `Create topic ${ns.value}:${name.value} with`), el("pre", { class: "mono" }, JSON.stringify(properties, null, 2)));
-    confirmDialog("Create topic", body, "Create", async () => {
-      await api(topicPath(ns.value, name.value), { method: "PUT", body: { properties } });
+    const target = `${ns.value}:${name.value}`;
+    confirmDialog(`Create topic ${target}`, body, "Create", async () => {
+      await api(topicPath(ns.value, name.value), { method: "PUT", body: { properties, target } });
       location.hash = `#/topics/${enc(ns.value)}/${enc(name.value)}`;
     });
   };
@@ -353,17 +366,19 @@ function topicActions(d) {
     const body = rows.length
       ? el("div", { class: "diff" }, el("p", {}, "These properties change:"), table(["property", "now", "after"], rows, { id: "property-diff" }))
       : el("p", {}, "Nothing changes.");
-    confirmDialog(`Update ${d.namespace}:${d.topic}`, body, "Update", async () => {
-      await api(topicPath(d.namespace, d.topic) + "/properties", { method: "PUT", body: { properties: next } });
+    const target = `${d.namespace}:${d.topic}`;
+    confirmDialog(`Update ${target}`, body, "Update", async () => {
+      await api(topicPath(d.namespace, d.topic) + "/properties", { method: "PUT", body: { properties: next, target } });
       route();
     });
   };
   const remove = () => {
     const typed = el("input", { id: "confirm-name", placeholder: `${d.namespace}:${d.topic}` });
     const body = el("div", {}, el("p", {}, `Delete topic ${d.namespace}:${d.topic}, its ${d.messages} messages and its ${d.subscriptions.length} subscriptions? Type its name to confirm.`), typed);
-    confirmDialog("Delete topic", body, "Delete", async () => {
-      if (typed.value !== `${d.namespace}:${d.topic}`) throw new Error("the name typed does not match");
-      await api(topicPath(d.namespace, d.topic), { method: "DELETE" });
+    const target = `${d.namespace}:${d.topic}`;
+    confirmDialog(`Delete topic ${target}`, body, "Delete", async () => {
+      if (typed.value !== target) throw new Error("the name typed does not match");
+      await api(topicPath(d.namespace, d.topic), { method: "DELETE", body: { target } });
       location.hash = "#/topics";
     });
   };
@@ -515,18 +530,19 @@ async function subscription(ns, t, name) {
               el("td", { class: "payload" }, payloadAs(d.payload, "text")))), { id: "dead-letters" })
           : el("p", { class: "muted", id: "dead-letters" }, "nothing left to replay"),
         s.may_replay && s.dead_letters.length
-          ? el("div", { class: "toolbar" }, el("button", { id: "replay", onclick: () => replayDialog(base, sh.dead_letter, `${ns}:${t}`).catch((e) => alertBox(e.message)) }, "Replay…"))
+          ? el("div", { class: "toolbar" }, el("button", { id: "replay", onclick: () => replayDialog(base, sh.dead_letter, `${ns}:${t}`, name).catch((e) => alertBox(e.message)) }, "Replay…"))
           : el("p", { class: "muted" }, `To publish them to ${ns}:${t} again: tms-admin sub dead-letters ${ns}:${t} ${name} --replay`));
     }
   }
-  if (s.may_change) parts.push(resetForm(base, s));
+  if (s.may_change) parts.push(resetForm(base, s, `${ns}:${t}/${name}`));
   screen.replaceChildren(...parts);
   ready("subscription");
   refreshWhileOpen(() => route(true));
 }
 
 // Replay: what it would publish to the subscription's topic and what it refuses (a dry run), then the replay.
-async function replayDialog(base, deadLetterTopic, topic) {
+async function replayDialog(base, deadLetterTopic, topic, name) {
+  const opener = shownScreen;
   const p = await api(base + "/replay/preview", { method: "POST", body: {} });
   const rows = p.letters.map((d) => el("tr", {}, el("td", { class: "mono" }, d.id), el("td", {}, d.subscription), el("td", { class: "payload" }, payloadAs(d.payload, "text"))));
   const refused = p.refused.map((d) => el("tr", {}, el("td", { class: "mono" }, d.id), el("td", {}, d.reason)));
@@ -537,13 +553,14 @@ async function replayDialog(base, deadLetterTopic, topic) {
     rows.length ? table(["id", "subscription", "payload"], rows) : null,
     refused.length ? el("p", { class: "error" }, `Refuses ${refused.length} dead letters that name another topic (never published; the replay passes over them):`) : null,
     refused.length ? table(["id", "why"], refused, { id: "replay-refused" }) : null);
-  confirmDialog(`Replay ${deadLetterTopic}`, box, "Replay", async () => {
-    await api(base + "/replay", { method: "POST", body: {} });
+  const target = `${topic}/${name}`;
+  confirmDialog(`Replay the dead letters of ${target} from ${deadLetterTopic}`, box, "Replay", async () => {
+    await api(base + "/replay", { method: "POST", body: { target } });
     route();
-  });
+  }, opener);
 }
 
-function resetForm(base, s) {
+function resetForm(base, s, target) {
   const mode = el("select", { id: "reset-mode" }, ["earliest", "latest", "time", "id"].map((m) => el("option", { value: m }, m === "time" ? "a time (UTC)" : m === "id" ? "a message id" : m)));
   const value = el("input", { id: "reset-value", placeholder: "YYYY-MM-DD HH:MM:SS or hex id" });
   const force = el("input", { type: "checkbox", id: "reset-force" });
@@ -554,7 +571,8 @@ function resetForm(base, s) {
   };
   const preview = async (e) => {
     e.preventDefault();
-    const body = { start: start(), force: force.checked };
+    const opener = shownScreen;
+    const body = { start: start(), force: force.checked, target };
     const p = await api(base + "/preview", { method: "POST", body: { start: body.start } });
     const what = p.redeliver
       ? `delivers again ${p.redeliver}${p.exact ? "" : "+"} messages already consumed`
@@ -562,13 +580,13 @@ function resetForm(base, s) {
         ? `skips ${p.skip}${p.exact ? "" : "+"} messages not consumed yet`
         : "changes nothing that will be delivered";
     const sample = p.sample.map((m) => el("tr", {}, el("td", { class: "mono" }, m.id), el("td", {}, when(m.publish_time)), el("td", { class: "payload" }, payloadAs(m.payload, "text"))));
-    const box = el("div", { id: "reset-preview" }, el("p", {}, `A reset to ${typeof body.start === "number" ? when(body.start) : body.start} ${what}.`),
+    const box = el("div", { id: "reset-preview" }, el("p", {}, `A reset of ${target} to ${typeof body.start === "number" ? when(body.start) : body.start} ${what}.`),
       sample.length ? el("div", {}, el("p", { class: "muted" }, p.redeliver ? "The first of them:" : "The first skipped:"), table(["id", "published", "payload"], sample)) : null,
       s.owner && !force.checked ? el("p", { class: "error" }, "A consumer holds it: the reset is refused unless forced.") : null);
-    confirmDialog(`Reset ${s.name}`, box, "Reset", async () => {
+    confirmDialog(`Reset subscription ${target}`, box, "Reset", async () => {
       await api(base + "/reset", { method: "POST", body });
       route();
-    });
+    }, opener);
   };
   return el("form", { class: "card", id: "reset", onsubmit: preview },
     el("h3", {}, "Reset"),
@@ -635,7 +653,11 @@ async function route(refresh) {
   const [path] = location.hash.replace(/^#\/?/, "").split("?");
   const [name, ...args] = path.split("/").map(decodeURIComponent);
   const show = SCREENS[name] || SCREENS.overview;
-  if (!refresh) clearInterval(refreshTimer);
+  if (!refresh) {
+    clearInterval(refreshTimer);
+    shownScreen += 1;
+    closeDialog(); // a dialog belongs to the screen that opened it
+  }
   for (const a of document.querySelectorAll("header nav a")) a.classList.toggle("active", a.dataset.screen === (SCREENS[name] ? name : "overview"));
   if (refresh && !document.getElementById("modal").hidden) return; // never redraw under an open dialog
   if (refresh && document.activeElement && ["INPUT", "TEXTAREA", "SELECT"].includes(document.activeElement.tagName)) return;
