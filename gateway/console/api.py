@@ -21,16 +21,17 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 
 from tms_hbase import TopicId
-from tms_hbase.errors import InvalidArgument, NotAuthenticated, TmsError
+from tms_hbase.errors import InvalidArgument, NotAuthenticated, TmsError, TopicNotFound
 from tms_hbase.rest import codec as rest
 
 from ..auth import ADMIN, ANONYMOUS
-from ..bodies import query_number, read_body
+from ..bodies import query_flag, query_number, read_body
 from ..config import ANY_PRINCIPAL
 from ..errors import error_response
 from ..service import Gateway
 from . import session, views
 from .history import History
+from .lists import SORT_LIMIT, Order
 from .logins import SESSIONS_ENV, FailedLogins, Logins
 from .recent import Recent
 from .session import Viewer
@@ -102,7 +103,40 @@ def _failed_logins(request: Request) -> FailedLogins:
 
 
 def _recent(request: Request) -> Recent:
-    return _kept(request, "console_recent", Recent)
+    return _kept(request, "console_recent", lambda: Recent(max_keys=2 * SORT_LIMIT))
+
+
+async def _detail(request: Request, gateway: Gateway, topic: TopicId) -> dict:
+    """The topic's :func:`views.topic_detail`, as the worker read it lately (:mod:`.recent`)."""
+    detail: dict = await _recent(request).get(
+        str(topic), lambda: views.topic_detail(gateway.client, topic, _history(request)), gateway.run
+    )
+    return detail
+
+
+async def _details(request: Request, gateway: Gateway, rows: list[dict]) -> dict[str, dict]:
+    """The details of the topics of ``rows`` (rows of :func:`views.topic_list`) by name; a topic deleted
+    meanwhile has none."""
+    found = {}
+    for row in rows:
+        try:
+            found[row["name"]] = await _detail(request, gateway, TopicId(row["namespace"], row["topic"]))
+        except TopicNotFound:
+            continue
+    return found
+
+
+def _order(request: Request, columns: tuple[str, ...], default: str | None) -> Order:
+    """A list's filter, sort, page and size from the query (``?filter=&sort=&desc=1&page=&size=``)."""
+    page, size = query_number(request, "page", int), query_number(request, "size", int)
+    return Order(
+        columns,
+        filter=request.query_params.get("filter", ""),
+        sort=request.query_params.get("sort") or default,
+        descending=query_flag(request, "desc"),
+        page=0 if page is None else page,
+        size=50 if size is None else size,
+    )
 
 
 def _as_seen_by(detail: dict, viewer: Viewer) -> dict:
@@ -218,9 +252,30 @@ async def whoami(request: Request, gateway: Gateway, viewer: Viewer) -> object:
     return {"principal": viewer.principal, "csrf": viewer.csrf, "open": gateway.guard.open, "admin": admin}
 
 
+SLOWEST = 5  # the overview's slowest subscriptions
+
+
 @api
 async def overview(request: Request, gateway: Gateway, viewer: Viewer) -> object:
-    return await gateway.run(views.overview, gateway.client)
+    """The installation's health, and with at most :data:`SORT_LIMIT` topics visible its totals and its
+    slowest subscriptions (from each topic's numbers as the worker read them lately)."""
+    found = await gateway.run(views.overview, gateway.client)
+    if not found["hbase"]["reachable"]:
+        return found
+    listed = await gateway.run(views.topic_list, gateway.client, viewer)
+    totals: dict = {"topics": len(listed), "limit": SORT_LIMIT}
+    if len(listed) <= SORT_LIMIT:
+        details = await _details(request, gateway, listed)
+        summaries = [views.topic_summary(d) for d in details.values()]
+        subscriptions = [row for d in details.values() for row in views.subscription_rows(d)]
+        lagging = [row for row in subscriptions if row["lag_seconds"] is not None]
+        totals.update(
+            messages=sum(t["messages"] for t in summaries),
+            bytes=sum(t["bytes"] for t in summaries),
+            subscriptions=len(subscriptions),
+            slowest=sorted(lagging, key=lambda r: (r["lag_seconds"], r["lag_messages"]), reverse=True)[:SLOWEST],
+        )
+    return {**found, "totals": totals}
 
 
 @api
@@ -228,13 +283,70 @@ async def topics(request: Request, gateway: Gateway, viewer: Viewer) -> object:
     return await gateway.run(views.topic_list, gateway.client, viewer)
 
 
+TOPIC_NUMBERS = ("messages", "bytes", "last_publish", "rate", "lag_messages", "lag_seconds")
+TOPIC_COLUMNS = ("name", "ordering", "tx_mode", "ttl", "generation", *TOPIC_NUMBERS)
+
+
+@api
+async def topic_page(request: Request, gateway: Gateway, viewer: Viewer) -> object:
+    """A page of the topic list, each topic with its numbers (:func:`views.topic_summary`): filtered by name
+    from the metadata alone, then only the page's topics are read, unless sorted by a number column (then
+    every topic listed is, up to :data:`SORT_LIMIT`)."""
+    order = _order(request, TOPIC_COLUMNS, "name")
+    listed = order.matching(await gateway.run(views.topic_list, gateway.client, viewer), "name")
+    numbers = order.sort in TOPIC_NUMBERS
+    if numbers:
+        order.check_readable(len(listed), "topic")
+    to_read = listed if numbers else order.cut(order.sorted(listed))
+    details = await _details(request, gateway, to_read)
+    rows = [{**row, **views.topic_summary(details[row["name"]])} for row in to_read if row["name"] in details]
+    return {
+        "total": len(listed),
+        "page": order.page,
+        "size": order.size,
+        "rows": order.cut(order.sorted(rows)) if numbers else rows,
+    }
+
+
+SUBSCRIPTION_COLUMNS = (
+    "topic",
+    "name",
+    "kind",
+    "lag_messages",
+    "lag_seconds",
+    "consumers",
+    "in_flight",
+    "dead_letters",
+)
+
+
+@api
+async def subscription_page(request: Request, gateway: Gateway, viewer: Viewer) -> object:
+    """A page of the subscriptions of every topic visible (the filter narrows the topics by name). In topic
+    order the topics are read one by one until the page is full (``total`` is then unknown until the last
+    page); sorted by another column, every topic listed is read, up to :data:`SORT_LIMIT` topics."""
+    order = _order(request, SUBSCRIPTION_COLUMNS, None)
+    listed = order.matching(await gateway.run(views.topic_list, gateway.client, viewer), "name")
+    listed.sort(key=lambda row: row["name"])
+    if order.sort not in (None, "topic"):
+        order.check_readable(len(listed), "topic")
+        details = await _details(request, gateway, listed)
+        rows = order.sorted([row for d in details.values() for row in views.subscription_rows(d)])
+        return {"total": len(rows), "page": order.page, "size": order.size, "rows": order.cut(rows)}
+    wanted, rows, read = (order.page + 1) * order.size, [], 0
+    for row in listed[::-1] if order.descending else listed:
+        if len(rows) > wanted:
+            break
+        read += 1
+        found = [r for d in (await _details(request, gateway, [row])).values() for r in views.subscription_rows(d)]
+        rows += found[::-1] if order.descending else found
+    total = len(rows) if read == len(listed) else None
+    return {"total": total, "page": order.page, "size": order.size, "rows": order.cut(rows)}
+
+
 @api
 async def topic(request: Request, gateway: Gateway, viewer: Viewer) -> object:
-    found = _topic(request, viewer)
-    detail = await _recent(request).get(
-        str(found), lambda: views.topic_detail(gateway.client, found, _history(request)), gateway.run
-    )
-    return _as_seen_by(detail, viewer)
+    return _as_seen_by(await _detail(request, gateway, _topic(request, viewer)), viewer)
 
 
 @api
@@ -421,6 +533,8 @@ ROUTES = [
             Route("/api/session", whoami, methods=["GET"]),
             Route("/api/overview", overview, methods=["GET"]),
             Route("/api/topics", topics, methods=["GET"]),
+            Route("/api/topic-page", topic_page, methods=["GET"]),
+            Route("/api/subscription-page", subscription_page, methods=["GET"]),
             Route(TOPIC, topic, methods=["GET"]),
             Route(TOPIC, create_topic, methods=["PUT"]),
             Route(TOPIC, delete_topic, methods=["DELETE"]),

@@ -42,7 +42,7 @@ def overview(client: MessagingClient) -> dict:
         client.ping()
         hbase.update(reachable=True, latency_ms=round((time.perf_counter() - started) * 1000, 2))
     except TmsError as exc:
-        hbase.update(reachable=False, error=f"{type(exc).__name__}: {exc}")
+        hbase.update(reachable=False, error=str(exc))
         return {"prefix": client.installation.prefix, "hbase": hbase}
     setting = client.admin.tail_cache_setting()
     sweeper = sweeper_summary(client)
@@ -98,14 +98,18 @@ def tx_server_status() -> dict:
             "invalid": len(snapshot.invalid),
         }
     except (TmsError, OSError) as exc:
-        return {"address": tx.address, "reachable": False, "error": f"{type(exc).__name__}: {exc}"}
+        return {"address": tx.address, "reachable": False, "error": str(exc)}
 
 
 def topic_list(client: MessagingClient, viewer: Viewer) -> list[dict]:
     """Every topic the viewer may see, from the metadata alone (one scan): the list stays fast with
     thousands of topics; sizes and rates come with :func:`topic_detail`."""
     return [
-        {**_meta(meta), "may_change": viewer.may_change(meta.topic.namespace, meta.topic.topic)}
+        {
+            **_meta(meta),
+            "name": str(meta.topic),
+            "may_change": viewer.may_change(meta.topic.namespace, meta.topic.topic),
+        }
         for meta in client.list_topic_metadata(None)
         if viewer.may_see(meta.topic.namespace, meta.topic.topic)
     ]
@@ -151,6 +155,41 @@ def topic_detail(client: MessagingClient, topic: TopicId, history: History) -> d
             for name in sorted(lags, key=lambda n: lags[n].messages, reverse=True)[:CHARTED_LAGS]
         },
     }
+
+
+def topic_summary(detail: dict) -> dict:
+    """A topic's numbers for a row of the topic list, from its :func:`topic_detail`: size, last publish, the
+    publish rate over the last minute and the worst lag of its subscriptions."""
+    lags = [s["lag"] for s in detail["subscriptions"] if s["lag"] is not None]
+    return {
+        "messages": detail["messages"],
+        "bytes": detail["bytes"],
+        "last_publish": detail["last_publish"],
+        "rate": detail["rates"].get(str(RATE_WINDOWS[0])),
+        "subscription_count": len(detail["subscriptions"]),
+        "lag_messages": max((lag["messages"] for lag in lags), default=None),
+        "lag_seconds": max((lag["seconds"] for lag in lags), default=None),
+        "read_at": detail["read_at"],
+    }
+
+
+def subscription_rows(detail: dict) -> list[dict]:
+    """A topic's subscriptions as rows of the list of every subscription, from its :func:`topic_detail`."""
+    topic = f"{detail['namespace']}:{detail['topic']}"
+    return [
+        {
+            "topic": topic,
+            "name": s["name"],
+            "kind": "exclusive" if s["shared"] is None else "shared",
+            "lag_messages": None if s["lag"] is None else s["lag"]["messages"],
+            "lag_seconds": None if s["lag"] is None else s["lag"]["seconds"],
+            "consumers": (1 if s["owner"] else 0) if s["shared"] is None else s["shared"]["consumers"],
+            "in_flight": None if s["shared"] is None else s["shared"]["in_flight"],
+            "dead_letters": None if s["shared"] is None else s["shared"]["dead_lettered"],
+            "read_at": detail["read_at"],
+        }
+        for s in detail["subscriptions"]
+    ]
 
 
 def _subscription(s: Subscription, lag: Lag | None) -> dict:

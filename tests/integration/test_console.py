@@ -616,6 +616,9 @@ def test_bad_input_to_the_json_endpoints_is_a_400(console: Console) -> None:
         assert http.post(preview, json={"start": -(10**20)}, headers=csrf).status_code == 400
         for query in ("time=-99999999999999999999", "last=99999999999999999999", "limit=1e400"):
             assert http.get(f"/console/api/topics/shop/orders/messages?{query}").status_code == 400, query
+        for query in ("sort=nope", "size=1000", "page=-1", "desc=maybe"):
+            for path in ("/console/api/topic-page", "/console/api/subscription-page"):
+                assert http.get(f"{path}?{query}").status_code == 400, (path, query)
     assert TopicId("shop", "deep") not in console.client.list_topics("shop")
 
 
@@ -704,3 +707,53 @@ def test_a_change_for_another_target_changes_nothing(console: Console, browser: 
         CHANGE, "POST", reset, {"start": "latest", "target": "shop:orders/guarded"}
     )
     assert status == 200 and client.lag(ORDERS, "guarded").messages == 0
+
+
+def cells(browser: WebDriver, table: str, column: int) -> list[str]:
+    rows = browser.find_elements(By.CSS_SELECTOR, f"#{table} tbody tr")
+    return [r.find_elements(By.TAG_NAME, "td")[column].text for r in rows]
+
+
+def sort_by(browser: WebDriver, table: str, column: str) -> None:
+    """Press a column's header (a button: the keyboard reaches it) and wait for the list sorted by it."""
+    browser.find_element(By.CSS_SELECTOR, f'#{table} th button[data-sort="{column}"]').click()
+    wait_for_page(
+        lambda: browser.find_element(By.CSS_SELECTOR, f'#{table} th[aria-sort] button[data-sort="{column}"]'),
+        f"{table} sorted by {column}",
+    )
+
+
+def test_the_lists_show_each_topics_and_subscriptions_numbers(console: Console, browser: WebDriver) -> None:
+    """The topic list shows each topic's size and worst lag, sorted by any column and filtered; the
+    subscriptions screen lists every topic's subscriptions with their lag, kind and dead letters; the
+    overview adds the totals and the slowest subscriptions."""
+    client = console.client
+    sign_in(browser, console, TOKENS["ops"])
+    show(browser, console, "topics", "topics")
+    orders = browser.find_element(By.CSS_SELECTOR, '#topics tr[data-topic="shop:orders"]').text
+    messages = client.topic_stats(ORDERS).messages
+    worst = max(client.lag(ORDERS, s.name).messages for s in client.list_subscriptions(ORDERS))
+    assert orders.split()[1] == str(messages) and str(worst) in orders.split()
+    sort_by(browser, "topics", "messages")  # numbers sort the largest first
+    counts = [int(c) for c in cells(browser, "topics", 1)]
+    assert counts == sorted(counts, reverse=True) and counts[0] >= messages
+    browser.find_element(By.ID, "topics-filter").send_keys("shop:pay")
+    wait_for_page(lambda: cells(browser, "topics", 0) == ["shop:payments"], "the filtered list")
+
+    show(browser, console, "subscriptions", "subscriptions")
+    shown = {
+        r.get_attribute("data-subscription"): r.text
+        for r in browser.find_elements(By.CSS_SELECTOR, "#all-subscriptions tbody tr")
+    }
+    assert "shop:orders/billing" in shown and "shop:payments/audit" in shown
+    assert shown["shop:orders/billing"].split()[2:4] == ["exclusive", str(client.lag(ORDERS, "billing").messages)]
+    assert "shared" in shown["shop:orders/workers"]
+    sort_by(browser, "all-subscriptions", "lag_messages")
+    lags = [int(c) for c in cells(browser, "all-subscriptions", 3) if c]
+    assert lags == sorted(lags, reverse=True) and len(lags) >= 3
+
+    show(browser, console, "overview", "overview")
+    totals = text(browser, "totals")
+    assert f"{len(client.list_topics())}" in totals.split()
+    slowest = text(browser, "slowest")
+    assert len(slowest.splitlines()) >= 2  # a header and the subscriptions furthest behind

@@ -178,6 +178,71 @@ function refreshWhileOpen(fn) {
   refreshTimer = setInterval(fn, REFRESH_MS);
 }
 
+// A list paged, sorted and filtered by the gateway (`path` answers {total, page, size, rows}): `columns` are
+// [key, label, cell(row), number?]; a column header is a button that sorts by it (again: the other way).
+function pagedList({ path, id, noun, columns, sort, rowAttrs, filterLabel, done }) {
+  const state = { filter: "", sort, desc: false, page: 0 };
+  const body = el("tbody");
+  const count = el("span", { class: "muted", id: `${id}-count`, role: "status" });
+  const error = el("p", { class: "error", id: `${id}-error`, role: "alert" });
+  const prev = el("button", { class: "secondary", id: `${id}-previous`, onclick: () => { state.page -= 1; load(); } }, "Previous");
+  const next = el("button", { class: "secondary", id: `${id}-next`, onclick: () => { state.page += 1; load(); } }, "Next");
+  const heads = columns.map(([key, label, , number]) => {
+    const th = el("th", { class: number ? "num" : "", scope: "col" });
+    th.appendChild(el("button", { class: "sort", "data-sort": key, onclick: () => {
+      state.desc = state.sort === key ? !state.desc : Boolean(number);
+      state.sort = key;
+      state.page = 0;
+      load();
+    } }, label));
+    return th;
+  });
+  let timer = null;
+  const filter = el("input", { id: `${id}-filter`, type: "search", placeholder: "namespace:topic", "aria-label": filterLabel,
+    oninput: () => { clearTimeout(timer); timer = setTimeout(() => { state.filter = filter.value; state.page = 0; load(); }, 200); } });
+  async function load() {
+    const q = new URLSearchParams({ filter: state.filter, page: state.page, size: 50 });
+    if (state.sort) q.set("sort", state.sort);
+    if (state.desc) q.set("desc", "true");
+    let d;
+    try {
+      d = await api(`${path}?${q}`);
+      error.textContent = "";
+    } catch (e) {
+      if (e.status === 401) throw e;
+      error.textContent = e.message;
+      body.replaceChildren();
+      if (done) done();
+      return;
+    }
+    body.replaceChildren(...d.rows.map((r) => el("tr", rowAttrs(r), columns.map(([, , cell, number]) => el("td", { class: number ? "num" : "" }, cell(r))))));
+    const pages = d.total === null ? null : Math.max(1, Math.ceil(d.total / d.size));
+    count.textContent = pages === null ? `page ${d.page + 1}` : `${d.total} ${noun}, page ${d.page + 1} of ${pages}`;
+    prev.disabled = d.page === 0;
+    next.disabled = pages === null ? d.rows.length < d.size : d.page + 1 >= pages;
+    for (const th of heads) {
+      const key = th.firstChild.dataset.sort;
+      if (key === state.sort) th.setAttribute("aria-sort", state.desc ? "descending" : "ascending");
+      else th.removeAttribute("aria-sort");
+    }
+    if (done) done();
+  }
+  const node = el("div", {}, el("div", { class: "toolbar" }, el("label", {}, filterLabel, filter)),
+    el("div", { class: "pager" }, prev, next, count), error,
+    el("table", { id }, el("thead", {}, el("tr", {}, heads)), body));
+  return { node, load };
+}
+
+const topicLink = (name) => {
+  const [ns, ...rest] = name.split(":");
+  return el("a", { href: `#/topics/${enc(ns)}/${enc(rest.join(":"))}` }, name);
+};
+const subscriptionLink = (topicName, name) => {
+  const [ns, ...rest] = topicName.split(":");
+  return el("a", { href: `#/subscriptions/${enc(ns)}/${enc(rest.join(":"))}/${enc(name)}` }, name);
+};
+const maybe = (value, show) => (value === null || value === undefined ? "" : show ? show(value) : value);
+
 // -- screens ---------------------------------------------------------------------------------------
 
 async function overview() {
@@ -223,60 +288,56 @@ async function overview() {
       ),
     );
   }
-  screen.replaceChildren(el("h1", {}, "Overview"), el("div", { class: "cards", id: "overview" }, cards));
+  const parts = [el("h1", {}, "Overview"), el("div", { class: "cards", id: "overview" }, cards)];
+  const tot = o.totals;
+  if (tot) {
+    parts.push(el("h2", {}, "Totals"));
+    if (tot.messages === undefined) {
+      parts.push(el("p", { class: "muted", id: "totals" }, `${tot.topics} topics: totals are shown up to ${tot.limit} topics; the Topics screen pages through them.`));
+    } else {
+      parts.push(el("div", { class: "cards", id: "totals" },
+        card("Topics", el("div", { class: "big" }, shortNumber(tot.topics))),
+        card("Messages", el("div", { class: "big" }, shortNumber(tot.messages)), facts([["bytes", bytesText(tot.bytes)]])),
+        card("Subscriptions", el("div", { class: "big" }, shortNumber(tot.subscriptions)))),
+      el("h2", {}, "Slowest subscriptions"),
+      tot.slowest.length
+        ? table(["subscription", "topic", "kind", "lag#", "lag time#"], tot.slowest.map((s) => el("tr", {},
+          el("td", {}, subscriptionLink(s.topic, s.name)), el("td", {}, topicLink(s.topic)), el("td", {}, s.kind),
+          el("td", { class: "num" }, s.lag_messages), el("td", { class: "num" }, seconds(s.lag_seconds)))), { id: "slowest" })
+        : el("p", { class: "muted", id: "slowest" }, "no subscriptions"));
+    }
+  }
+  screen.replaceChildren(...parts);
   ready("overview");
 }
 
 async function topics() {
-  const list = await api("/topics");
-  const pageSize = 100;
-  let page = 0, filtered = list;
-  const body = el("tbody");
-  const count = el("span", { class: "muted" });
-  const render = () => {
-    const rows = filtered.slice(page * pageSize, (page + 1) * pageSize).map((t) =>
-      el(
-        "tr",
-        { "data-topic": `${t.namespace}:${t.topic}` },
-        el("td", {}, t.namespace),
-        el("td", {}, el("a", { href: `#/topics/${enc(t.namespace)}/${enc(t.topic)}` }, t.topic)),
-        el("td", {}, t.ordering),
-        el("td", {}, t.tx_mode),
-        el("td", { class: "num" }, seconds(t.ttl)),
-        el("td", { class: "num" }, t.generation),
-      ),
-    );
-    body.replaceChildren(...rows);
-    count.textContent = `${filtered.length} topics, page ${page + 1} of ${Math.max(1, Math.ceil(filtered.length / pageSize))}`;
-  };
-  const filter = el("input", {
-    placeholder: "filter namespace:topic",
-    id: "topic-filter",
-    oninput: (e) => {
-      const q = e.target.value.toLowerCase();
-      filtered = list.filter((t) => `${t.namespace}:${t.topic}`.toLowerCase().includes(q));
-      page = 0;
-      render();
-    },
+  const list = pagedList({
+    path: "/topic-page",
+    id: "topics",
+    noun: "topics",
+    sort: "name",
+    filterLabel: "filter namespace:topic",
+    rowAttrs: (t) => ({ "data-topic": t.name }),
+    columns: [
+      ["name", "topic", (t) => topicLink(t.name)],
+      ["messages", "messages", (t) => t.messages, true],
+      ["bytes", "bytes", (t) => bytesText(t.bytes), true],
+      ["last_publish", "last publish", (t) => (t.last_publish ? ago(t.last_publish) : "never"), true],
+      ["rate", "msg/s (1 min)", (t) => maybe(t.rate, (r) => r.toFixed(2)), true],
+      ["lag_messages", "worst lag", (t) => maybe(t.lag_messages), true],
+      ["lag_seconds", "worst lag time", (t) => maybe(t.lag_seconds, seconds), true],
+      ["ordering", "ordering", (t) => t.ordering],
+      ["tx_mode", "tx.mode", (t) => t.tx_mode],
+      ["ttl", "TTL", (t) => seconds(t.ttl), true],
+    ],
+    done: () => ready("topics"),
   });
-  const pager = el(
-    "div",
-    { class: "pager" },
-    el("button", { class: "secondary", onclick: () => { page = Math.max(0, page - 1); render(); } }, "Previous"),
-    el("button", { class: "secondary", onclick: () => { page = Math.min(Math.ceil(filtered.length / pageSize) - 1, page + 1); render(); } }, "Next"),
-    count,
-  );
-  const parts = [el("h1", {}, "Topics"), el("div", { class: "toolbar" }, filter)];
+  const parts = [el("h1", {}, "Topics")];
   if (session.admin) parts.push(createForm());
-  parts.push(
-    pager,
-    el("table", { id: "topics" },
-      el("thead", {}, el("tr", {}, ["namespace", "topic", "ordering", "tx.mode", "TTL", "generation"].map((h) => el("th", {}, h)))),
-      body),
-  );
-  render();
+  parts.push(el("p", { class: "muted" }, `Numbers as this gateway worker read them within the last few seconds. Sorting by a number reads every topic listed (at most 1,000: filter first).`), list.node);
   screen.replaceChildren(...parts);
-  ready("topics");
+  await list.load();
 }
 
 function createForm() {
@@ -476,9 +537,10 @@ async function messagesScreen(ns, t) {
 async function subscriptions(ns, t, name) {
   if (name) return subscription(ns, t, name);
   const picker = topicPicker("topic", "subscriptions", ns, t);
-  const d = ns ? await api(topicPath(ns, t)) : null;
+  if (!ns) return allSubscriptions(picker);
+  const d = await api(topicPath(ns, t));
   const parts = [el("h1", {}, "Subscriptions"), picker];
-  if (d) {
+  {
     parts.push(el("p", { class: "muted" }, `${d.subscriptions.length} subscriptions; numbers read ${when(d.read_at)}`));
     const rows = d.subscriptions.map((s) =>
       el("tr", {},
@@ -489,11 +551,35 @@ async function subscriptions(ns, t, name) {
         el("td", {}, s.owner ? badge("consuming", "ok") : badge("idle")),
         el("td", { class: "mono" }, s.position || "(nothing consumed)")));
     parts.push(table(["name", "kind", "lag messages#", "lag time#", "consumer", "committed mark"], rows, { id: "subscriptions" }));
-  } else {
-    parts.push(el("p", { class: "muted" }, "Pick a topic."));
   }
   screen.replaceChildren(...parts);
   ready("subscriptions");
+}
+
+async function allSubscriptions(picker) {
+  const list = pagedList({
+    path: "/subscription-page",
+    id: "all-subscriptions",
+    noun: "subscriptions",
+    sort: null,
+    filterLabel: "filter by topic (namespace:topic)",
+    rowAttrs: (s) => ({ "data-subscription": `${s.topic}/${s.name}` }),
+    columns: [
+      ["topic", "topic", (s) => topicLink(s.topic)],
+      ["name", "subscription", (s) => subscriptionLink(s.topic, s.name)],
+      ["kind", "kind", (s) => s.kind],
+      ["lag_messages", "lag", (s) => maybe(s.lag_messages), true],
+      ["lag_seconds", "lag time", (s) => maybe(s.lag_seconds, seconds), true],
+      ["consumers", "consumers", (s) => s.consumers, true],
+      ["in_flight", "in flight", (s) => maybe(s.in_flight), true],
+      ["dead_letters", "dead letters", (s) => maybe(s.dead_letters), true],
+    ],
+    done: () => ready("subscriptions"),
+  });
+  screen.replaceChildren(el("h1", {}, "Subscriptions"), picker,
+    el("p", { class: "muted" }, "Every subscription of the topics you may see, in topic order (read page by page); sorting by another column reads every topic listed (at most 1,000: filter first)."),
+    list.node);
+  await list.load();
 }
 
 async function subscription(ns, t, name) {
