@@ -29,7 +29,7 @@ from ..bodies import query_flag, query_number, read_body
 from ..config import ANY_PRINCIPAL
 from ..errors import error_response
 from ..service import Gateway
-from . import session, views
+from . import produce, session, views
 from .history import History
 from .lists import SORT_LIMIT, Order
 from .logins import SESSIONS_ENV, FailedLogins, Logins
@@ -141,7 +141,12 @@ def _order(request: Request, columns: tuple[str, ...], default: str | None) -> O
 
 def _as_seen_by(detail: dict, viewer: Viewer) -> dict:
     """A topic's detail with what this viewer may do (the detail itself is shared by all viewers)."""
-    return {**detail, "may_change": viewer.may_change(detail["namespace"], detail["topic"])}
+    namespace, topic = detail["namespace"], detail["topic"]
+    return {
+        **detail,
+        "may_change": viewer.may_change(namespace, topic),
+        "may_publish": viewer.may_publish(namespace, topic),
+    }
 
 
 def _confirmed(body: dict, target: str) -> None:
@@ -400,6 +405,19 @@ def _properties(body: dict) -> dict[str, str]:
 
 
 @api
+async def publish(request: Request, gateway: Gateway, viewer: Viewer) -> object:
+    """The Produce form: one message (:mod:`.produce`), for a viewer with ``publish`` on the topic."""
+    found = _topic(request, viewer, Viewer.check_publish)
+    body = await _json_body(request)
+    _confirmed(body, str(found))
+    record, transactional = produce.record_of(body), body.get("transactional") is True
+    done = await gateway.run(lambda: produce.publish(gateway.client, found, record, transactional=transactional))
+    log.info("console: %s published message %s to %s", viewer.principal, done["id"], found)
+    _recent(request).forget(str(found))  # it has a new message
+    return done
+
+
+@api
 async def messages(request: Request, gateway: Gateway, viewer: Viewer) -> object:
     found = _topic(request, viewer, Viewer.check_read)
     limit = query_number(request, "limit", int)
@@ -540,6 +558,7 @@ ROUTES = [
             Route(TOPIC, delete_topic, methods=["DELETE"]),
             Route(TOPIC + "/properties", update_topic, methods=["PUT"]),
             Route(TOPIC + "/messages", messages, methods=["GET"]),
+            Route(TOPIC + "/publish", publish, methods=["POST"]),
             Route(SUBSCRIPTION, subscription, methods=["GET"]),
             Route(SUBSCRIPTION + "/preview", reset_preview, methods=["POST"]),
             Route(SUBSCRIPTION + "/reset", reset, methods=["POST"]),

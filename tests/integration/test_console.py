@@ -757,3 +757,52 @@ def test_the_lists_show_each_topics_and_subscriptions_numbers(console: Console, 
     assert f"{len(client.list_topics())}" in totals.split()
     slowest = text(browser, "slowest")
     assert len(slowest.splitlines()) >= 2  # a header and the subscriptions furthest behind
+
+
+def test_produce_publishes_one_message_for_a_publisher_only(console: Console, browser: WebDriver) -> None:
+    """A principal with publish rights produces a message with a key and headers, and one in a transaction
+    of its own (committed: a transactional reader sees it); a read-only one gets no form and a 403."""
+    client = console.client
+    before = {m.id for m in client.fetch(ORDERS)}
+    sign_in(browser, console, TOKENS["viewer"])
+    show(browser, console, "topics/shop/orders", "topic")
+    assert not browser.find_elements(By.ID, "produce-link")
+    show(browser, console, "produce/shop/orders", "produce")
+    assert text(browser, "produce-refused") == "viewer may not publish to shop:orders."
+    body = {"target": "shop:orders", "payload": "sneaky", "encoding": "text"}
+    status, _ = browser.execute_async_script(CHANGE, "POST", "/topics/shop/orders/publish", body)
+    assert status == 403 and {m.id for m in client.fetch(ORDERS)} == before
+
+    sign_in(browser, console, TOKENS["shopops"])
+    show(browser, console, "topics/shop/orders", "topic")
+    browser.find_element(By.ID, "produce-link").click()
+    wait_for_page(lambda: browser.execute_script("return document.body.dataset.ready") == "produce", "the form")
+    browser.find_element(By.ID, "produce-payload").send_keys('{"order": 99}')
+    Select(browser.find_element(By.ID, "produce-encoding")).select_by_value("json")
+    browser.find_element(By.ID, "produce-key").send_keys("order-99")
+    browser.find_element(By.ID, "produce-headers").send_keys("source: console\ntrace: abc")
+    browser.find_element(By.ID, "produce-send").click()
+    wait_for_page(lambda: browser.find_element(By.ID, "produce-preview"), "the confirmation")
+    assert browser.find_element(By.CSS_SELECTOR, "#modal-body h2").text == "Publish to shop:orders"
+    assert {m.id for m in client.fetch(ORDERS)} == before  # nothing until confirmed
+    confirm(browser)
+    new = wait_for_page(lambda: [m for m in client.fetch(ORDERS) if m.id not in before], "the message")
+    assert [(m.payload, m.key, m.headers) for m in new] == [
+        (b'{"order": 99}', b"order-99", (("source", b"console"), ("trace", b"abc")))
+    ]
+    assert f"Published message {new[0].id.hex()}." == text(browser, "produce-result")
+
+    paid = {m.id for m in client.fetch(PAYMENTS)}
+    show(browser, console, "produce/shop/payments", "produce")
+    browser.find_element(By.ID, "produce-payload").send_keys(base64.b64encode(b"\x00paid 2").decode())
+    Select(browser.find_element(By.ID, "produce-encoding")).select_by_value("base64")
+    browser.find_element(By.ID, "produce-tx").click()
+    browser.find_element(By.ID, "produce-send").click()
+    confirm(browser)
+    wait_for_page(lambda: "in transaction" in text(browser, "produce-result"), "the transactional publish")
+    (new,) = [m for m in client.fetch(PAYMENTS) if m.id not in paid]
+    assert new.payload == b"\x00paid 2"
+    show(browser, console, "messages/shop/payments?mode=last&value=1&format=text&limit=1", "messages")
+    row = browser.find_element(By.CSS_SELECTOR, "#messages tbody tr")  # its transaction committed at once
+    assert row.text.split()[0] == new.id.hex() and row.get_attribute("data-state") == "committed"
+    assert "console: shopops published message" in console.gateway.log()

@@ -399,7 +399,9 @@ async function topic(ns, t) {
     el("div", { class: "split" },
       lineChart("publish rate (msg/s), from the published-messages counter", [{ name: "msg/s", points: ratesOf(d.history) }]),
       lineChart("lag (messages) of the subscriptions furthest behind", Object.entries(d.lag_history).map(([name, h]) => ({ name, points: h.map((x) => [x[0], x[1]]) })))),
-    el("p", {}, el("a", { href: `#/messages/${enc(ns)}/${enc(t)}` }, "Browse messages")),
+    el("p", { class: "toolbar" }, el("a", { href: `#/messages/${enc(ns)}/${enc(t)}` }, "Browse messages"),
+      el("a", { href: `#/tail/${enc(ns)}/${enc(t)}` }, "Live tail"), el("a", { href: `#/search/${enc(ns)}/${enc(t)}` }, "Search"),
+      d.may_publish ? el("a", { href: `#/produce/${enc(ns)}/${enc(t)}`, id: "produce-link" }, "Produce a message") : null),
     el("h2", {}, "Subscriptions"),
     table(["name", "kind", "lag messages#", "lag time#", "consumer"], subs, { id: "topic-subscriptions" }),
   ];
@@ -680,6 +682,53 @@ function resetForm(base, s, target) {
       el("label", {}, "take it from a consumer", force), el("button", { type: "submit", id: "preview" }, "Preview…")));
 }
 
+// Produce: one message typed here (payload as text, JSON or base64; key and headers as text), confirmed
+// with its target named, for a principal with publish on the topic.
+async function produceScreen(ns, t) {
+  const d = await api(topicPath(ns, t));
+  const target = `${d.namespace}:${d.topic}`;
+  const parts = [el("h1", {}, `Produce to ${target}`)];
+  if (!d.may_publish) {
+    screen.replaceChildren(...parts, el("p", { class: "error", id: "produce-refused" }, `${session.principal} may not publish to ${target}.`));
+    ready("produce");
+    return;
+  }
+  const payload = el("textarea", { id: "produce-payload", "aria-label": "payload" });
+  const encoding = el("select", { id: "produce-encoding" }, ["text", "json", "base64"].map((x) => el("option", { value: x }, x)));
+  const key = el("input", { id: "produce-key", placeholder: "none" });
+  const headers = el("textarea", { id: "produce-headers", "aria-label": "headers, one name: value a line", placeholder: "name: value (one a line)" });
+  const transactional = el("input", { type: "checkbox", id: "produce-tx" });
+  const result = el("p", { id: "produce-result", role: "status" });
+  const send = (e) => {
+    e.preventDefault();
+    const lines = headers.value.split("\n").filter((line) => line.trim());
+    const bad = lines.find((line) => !line.includes(":"));
+    if (bad !== undefined) {
+      result.textContent = `a header line needs "name: value": ${bad}`;
+      return;
+    }
+    const body = {
+      target, payload: payload.value, encoding: encoding.value, key: key.value || null, transactional: transactional.checked,
+      headers: lines.map((line) => [line.slice(0, line.indexOf(":")).trim(), line.slice(line.indexOf(":") + 1).trim()]),
+    };
+    const box = el("div", { id: "produce-preview" },
+      el("p", {}, `Publishes one message to ${target}${body.transactional ? " in a transaction of its own" : ""}:`),
+      facts([["payload", `${body.payload.length} characters as ${body.encoding}`], ["key", body.key ?? "none"], ["headers", String(body.headers.length)]]));
+    confirmDialog(`Publish to ${target}`, box, "Publish", async () => {
+      const done = await api(topicPath(ns, t) + "/publish", { method: "POST", body });
+      result.textContent = `Published message ${done.id}${done.transaction ? ` in transaction ${done.transaction}` : ""}.`;
+    });
+  };
+  parts.push(el("form", { class: "card", id: "produce", onsubmit: send },
+    el("label", { class: "block" }, "payload", payload),
+    el("div", { class: "toolbar" }, el("label", {}, "payload as", encoding), el("label", {}, "key (text)", key),
+      el("label", {}, "in a transaction", transactional)),
+    el("label", { class: "block" }, "headers", headers),
+    el("div", { class: "toolbar" }, el("button", { type: "submit", id: "produce-send" }, "Publish…"))), result);
+  screen.replaceChildren(...parts);
+  ready("produce");
+}
+
 async function transactions() {
   const d = await api("/transactions");
   const rows = d.in_progress.map((tx) =>
@@ -731,6 +780,7 @@ const SCREENS = {
   topics: (ns, t) => (ns ? topic(ns, t) : topics()),
   messages: (ns, t) => messagesScreen(ns, t),
   subscriptions: (ns, t, s) => subscriptions(ns, t, s),
+  produce: (ns, t) => produceScreen(ns, t),
   transactions: () => transactions(),
   sweeper: () => sweeper(),
 };
