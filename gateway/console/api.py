@@ -8,10 +8,12 @@ and the CSRF token (:mod:`.session`).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import TypeVar
@@ -29,7 +31,7 @@ from ..bodies import query_flag, query_number, read_body
 from ..config import ANY_PRINCIPAL
 from ..errors import error_response
 from ..service import Gateway
-from . import produce, session, views
+from . import produce, session, views, watch
 from .history import History
 from .lists import SORT_LIMIT, Order
 from .logins import SESSIONS_ENV, FailedLogins, Logins
@@ -435,6 +437,51 @@ async def messages(request: Request, gateway: Gateway, viewer: Viewer) -> object
     )
 
 
+TAIL_WAIT_SECONDS = 10.0  # the longest a tail call waits for a new message
+TAIL_POLL_SECONDS = 0.5  # how often it looks meanwhile
+
+
+@api
+async def tail(request: Request, gateway: Gateway, viewer: Viewer) -> object:
+    """The live tail, as a long poll: without ``after``, where it starts (the last message's id); with it,
+    the messages after that id, waiting up to ``wait`` seconds (at most :data:`TAIL_WAIT_SECONDS`) for one."""
+    found = _topic(request, viewer, Viewer.check_read)
+    after = request.query_params.get("after")
+    if after is None:
+        return {"after": await gateway.run(watch.tail_start, gateway.client, found), "messages": []}
+    start = _id(after) if after else None
+    wait = query_number(request, "wait", float) or 0.0
+    deadline = time.monotonic() + max(0.0, min(wait, TAIL_WAIT_SECONDS))
+    while True:
+        rows = await gateway.run(watch.tail_after, gateway.client, found, start)
+        if rows or time.monotonic() >= deadline:
+            ids = [row["id"] for row in rows if row["id"]]
+            return {"after": ids[-1] if ids else after, "messages": rows}
+        await asyncio.sleep(TAIL_POLL_SECONDS)
+
+
+@api
+async def search(request: Request, gateway: Gateway, viewer: Viewer) -> object:
+    """One bounded step of a search (:func:`watch.search`): ``q``, ``in`` (payload, key, header), from ``id``
+    or ``from`` (ms), up to ``to`` (ms), reading at most ``scan`` messages."""
+    found = _topic(request, viewer, Viewer.check_read)
+    query = request.query_params
+    from_id = _id(query["id"]) if query.get("id") else None
+    scan = query_number(request, "scan", int)
+    return await gateway.run(
+        lambda: watch.search(
+            gateway.client,
+            found,
+            needle=query.get("q", "").encode(),
+            where=query.get("in", "payload"),
+            from_id=from_id,
+            from_time=query_number(request, "from", int),
+            to_time=query_number(request, "to", int),
+            scan=watch.SEARCH_SCAN if scan is None else scan,
+        )
+    )
+
+
 @api
 async def subscription(request: Request, gateway: Gateway, viewer: Viewer) -> object:
     found = _topic(request, viewer)
@@ -559,6 +606,8 @@ ROUTES = [
             Route(TOPIC + "/properties", update_topic, methods=["PUT"]),
             Route(TOPIC + "/messages", messages, methods=["GET"]),
             Route(TOPIC + "/publish", publish, methods=["POST"]),
+            Route(TOPIC + "/tail", tail, methods=["GET"]),
+            Route(TOPIC + "/search", search, methods=["GET"]),
             Route(SUBSCRIPTION, subscription, methods=["GET"]),
             Route(SUBSCRIPTION + "/preview", reset_preview, methods=["POST"]),
             Route(SUBSCRIPTION + "/reset", reset, methods=["POST"]),

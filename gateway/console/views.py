@@ -287,26 +287,36 @@ def messages(
     """Up to ``limit`` messages (at most :data:`MAX_ROWS`) from an id, a time, or the last N, each with
     its transaction's state as the library's inspection reads it (rows it cannot decode are listed as
     corrupt, not skipped)."""
+    generation, entries = inspect(client, topic, from_id=from_id, from_time=from_time, last=last)
+    rows = [entry_row(e) for e in islice(entries, max(1, min(limit, MAX_ROWS)))]
+    return {"topic": str(topic), "generation": generation, "messages": rows}
+
+
+def inspect(
+    client: MessagingClient, topic: TopicId, *, from_id: bytes | None, from_time: int | None, last: int | None
+) -> tuple[int, Iterator[Entry]]:
+    """The topic's generation, and its messages as the library's inspection reads them from an id, a time,
+    the last N, or the beginning, to the tail."""
     meta = client.get_topic(topic)
     inspector = client.admin.inspector()
     cursor = inspector.start(topic, meta.generation, from_id=from_id, from_time=from_time, last=last)
-    entries: Iterator[Entry] = inspector.entries(
-        topic, meta.generation, cursor, ttl=meta.ttl, view=client.admin.tx_state
-    )
-    rows = [
-        {
-            "id": e.id.hex(),
-            "position": e.position,
-            "index": e.index,
-            "publish_time": e.publish_time,
-            "tx_pointer": pointer_text(e.tx_pointer),
-            "state": "corrupt" if e.error is not None else e.state,  # None: not transactional
-            "payload": None if e.payload is None else e.payload.hex(),
-            "error": e.error,
-        }
-        for e in islice(entries, max(1, min(limit, MAX_ROWS)))
-    ]
-    return {"topic": str(topic), "generation": meta.generation, "messages": rows}
+    return meta.generation, inspector.entries(topic, meta.generation, cursor, ttl=meta.ttl, view=client.admin.tx_state)
+
+
+def entry_row(e: Entry) -> dict:
+    """A message as the console's screens show it: ids, payload, key and header values in hex."""
+    return {
+        "id": e.id.hex(),
+        "position": e.position,
+        "index": e.index,
+        "publish_time": e.publish_time,
+        "tx_pointer": pointer_text(e.tx_pointer),
+        "state": "corrupt" if e.error is not None else e.state,  # None: not transactional
+        "payload": None if e.payload is None else e.payload.hex(),
+        "key": None if e.key is None else e.key.hex(),
+        "headers": [[name, value.hex()] for name, value in e.headers],
+        "error": e.error,
+    }
 
 
 def reset_preview(client: MessagingClient, topic: TopicId, name: str, start: str | int | bytes) -> dict:

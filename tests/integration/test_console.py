@@ -25,7 +25,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select
 
-from tms_hbase import MessagingClient, TopicId
+from tms_hbase import MessagingClient, Record, TopicId
 from tms_hbase.config import TX_ENV
 from tms_hbase.errors import TopicNotFound
 from tms_hbase.model.dead_letter import DeadLetter
@@ -806,3 +806,72 @@ def test_produce_publishes_one_message_for_a_publisher_only(console: Console, br
     row = browser.find_element(By.CSS_SELECTOR, "#messages tbody tr")  # its transaction committed at once
     assert row.text.split()[0] == new.id.hex() and row.get_attribute("data-state") == "committed"
     assert "console: shopops published message" in console.gateway.log()
+
+
+PUBLISH_ONE = """import sys
+from tms_hbase import MessagingClient, Record, TopicId
+with MessagingClient(sys.argv[1], sys.argv[2]) as client:
+    client.publish(TopicId("shop", "live"), [Record(sys.argv[3].encode(), key=b"k", headers=[("from", b"elsewhere")])])
+"""
+
+
+def publish_elsewhere(console: Console, payload: str) -> None:
+    """Publish one message to shop:live from another process, as another application would."""
+    installation = console.client.installation
+    args = [sys.executable, "-c", PUBLISH_ONE, installation.address, installation.prefix, payload]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_live_tail_shows_what_another_process_publishes(console: Console, browser: WebDriver) -> None:
+    client, live = console.client, TopicId("shop", "live")
+    client.create_topic(live)
+    client.publish(live, [b"before the tail"])
+    sign_in(browser, console, TOKENS["viewer"])
+    show(browser, console, "tail/shop/live", "tail")
+
+    def tailed() -> list[str]:
+        return [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#tail td.payload")]
+
+    publish_elsewhere(console, "first from elsewhere")
+    wait_for_page(lambda: tailed() == ["first from elsewhere"], "the message in the tail", timeout=60)
+    row = browser.find_element(By.CSS_SELECTOR, "#tail tbody tr").text
+    assert "from: elsewhere" in row  # its key and headers are shown too
+    assert row.split()[0] == list(client.fetch(live))[-1].id.hex()
+    browser.find_element(By.ID, "tail-pause").click()
+    wait_for_page(lambda: "Paused" in text(browser, "tail-status"), "the pause")
+    publish_elsewhere(console, "while paused")
+    browser.find_element(By.ID, "tail-pause").click()  # resumed: from where it paused, nothing missed
+    wait_for_page(lambda: tailed() == ["first from elsewhere", "while paused"], "the message published meanwhile")
+
+
+def test_search_finds_a_key_header_or_payload_within_a_range(console: Console, browser: WebDriver) -> None:
+    client, hay = console.client, TopicId("shop", "haystack")
+    client.create_topic(hay)
+    for batch in range(20):
+        records = [Record(f"order {batch}-{n}".encode(), key=f"k-{batch}-{n}".encode()) for n in range(1000)]
+        if batch == 17:
+            records[500] = Record(b"the needle", key=b"needle-key", headers=[("trace", b"needle-trace")])
+        client.publish(hay, records)
+    needle = next(m for m in client.fetch(hay) if m.key == b"needle-key")
+    sign_in(browser, console, TOKENS["viewer"])
+    show(browser, console, "search/shop/haystack", "search")
+
+    def search(what: str, where: str) -> list[str]:
+        field = browser.find_element(By.ID, "search-text")
+        field.clear()
+        field.send_keys(what)
+        Select(browser.find_element(By.ID, "search-in")).select_by_value(where)
+        browser.find_element(By.ID, "search-go").click()
+        wait_for_page(lambda: text(browser, "search-progress").endswith("."), "the search to end", timeout=120)
+        return [r.text.split()[0] for r in browser.find_elements(By.CSS_SELECTOR, "#search-results tbody tr")]
+
+    assert search("needle-key", "key") == [needle.id.hex()]
+    assert text(browser, "search-progress") == "Scanned 20000 messages, found 1."  # every message, in steps
+    assert search("needle-trace", "header") == [needle.id.hex()]
+    assert search("the needle", "payload") == [needle.id.hex()]
+    limit = browser.find_element(By.ID, "search-limit")  # bounded: reads at most what it is told to
+    limit.clear()
+    limit.send_keys("7000")
+    assert search("needle-key", "key") == []
+    assert text(browser, "search-progress").startswith("Scanned 7000 messages, found 0 (stopped at the limit")

@@ -473,6 +473,126 @@ function topicPicker(title, target, ns, t) {
   return el("form", { class: "toolbar", onsubmit: go }, el("label", {}, title, input), names, el("button", { type: "submit" }, "Open"));
 }
 
+// A message as the browser, the tail and the search show it (a row of a table with MESSAGE_COLUMNS).
+const MESSAGE_COLUMNS = ["id", "published", "transaction", "key", "headers", "payload"];
+function messageRow(r, format) {
+  const headers = (r.headers || []).map(([name, value]) => `${name}: ${payloadAs(value, "text")}`).join("\n");
+  return el(
+    "tr",
+    { "data-state": r.state || "" },
+    el("td", { class: "mono" }, r.id || `position ${r.position}`),
+    el("td", {}, r.publish_time ? when(r.publish_time) : ""),
+    el("td", {}, r.state ? badge(r.state) : el("span", { class: "muted" }, "not transactional")),
+    el("td", { class: "key" }, r.key === null || r.key === undefined ? "" : payloadAs(r.key, "text")),
+    el("td", { class: "headers" }, headers),
+    el("td", { class: "payload" }, r.error ? el("span", { class: "error" }, r.error) : payloadAs(r.payload, format)),
+  );
+}
+
+const formatPicker = (id) => el("select", { id }, ["text", "json", "hex"].map((f) => el("option", {}, f)));
+
+// The live tail: a long poll (the gateway answers as soon as a message arrives, or after 10 s) from the
+// topic's last message on, while this screen is shown and not paused; the newest 500 rows stay.
+async function tailScreen(ns, t) {
+  const mine = shownScreen;
+  const base = topicPath(ns, t);
+  let { after } = await api(`${base}/tail`);
+  let paused = false;
+  const body = el("tbody");
+  const status = el("p", { class: "muted", id: "tail-status", role: "status" }, "Waiting for new messages…");
+  const format = formatPicker("tail-format");
+  const pause = el("button", { class: "secondary", id: "tail-pause", onclick: () => {
+    paused = !paused;
+    pause.textContent = paused ? "Resume" : "Pause";
+    status.textContent = paused ? "Paused: nothing is read until you resume (no message is missed)." : "Waiting for new messages…";
+    if (!paused) follow();
+  } }, "Pause");
+  screen.replaceChildren(el("h1", {}, `Live tail of ${ns}:${t}`),
+    el("div", { class: "toolbar" }, pause, el("label", {}, "payload as", format)), status,
+    el("table", { id: "tail" }, el("thead", {}, el("tr", {}, MESSAGE_COLUMNS.map((h) => el("th", { scope: "col" }, h)))), body));
+  ready("tail");
+  let following = false;
+  async function follow() {
+    if (following) return;
+    following = true;
+    try {
+      while (!paused && mine === shownScreen) {
+        const got = await api(`${base}/tail?${new URLSearchParams({ after, wait: 10 })}`);
+        if (mine !== shownScreen) break;
+        after = got.after;
+        for (const r of got.messages) body.appendChild(messageRow(r, format.value));
+        while (body.children.length > 500) body.firstChild.remove();
+        if (got.messages.length && !paused) status.textContent = `Last message ${when(got.messages[got.messages.length - 1].publish_time)}.`;
+      }
+    } catch (e) {
+      if (mine === shownScreen) status.textContent = `Stopped: ${e.message}`;
+    } finally {
+      following = false;
+    }
+  }
+  follow();
+}
+
+// Search: bounded steps of the gateway's search (5,000 messages a call) one after another, with the
+// progress shown, until the range ends, the scan limit is reached, or Stop is pressed.
+async function searchScreen(ns, t) {
+  const mine = shownScreen;
+  const base = topicPath(ns, t);
+  const needle = el("input", { id: "search-text", required: true });
+  const where = el("select", { id: "search-in" }, ["payload", "key", "header"].map((w) => el("option", { value: w }, w)));
+  const from = el("input", { id: "search-from", placeholder: "YYYY-MM-DD HH:MM:SS (UTC)" });
+  const to = el("input", { id: "search-to", placeholder: "YYYY-MM-DD HH:MM:SS (UTC)" });
+  const fromId = el("input", { id: "search-from-id", placeholder: "hex id" });
+  const limit = el("input", { id: "search-limit", type: "number", min: 1, value: 100000 });
+  const format = formatPicker("search-format");
+  const progress = el("p", { class: "muted", id: "search-progress", role: "status" });
+  const stop = el("button", { type: "button", class: "secondary", id: "search-stop", disabled: true }, "Stop");
+  const body = el("tbody");
+  const time = (v) => (v.trim() ? Date.parse(v.includes("T") ? v : v.trim().replace(" ", "T") + "Z") : null);
+  let run = 0;
+  stop.addEventListener("click", () => { run += 1; });
+  const go = async (e) => {
+    e.preventDefault();
+    const mineRun = ++run;
+    body.replaceChildren();
+    progress.textContent = "Searching…";
+    stop.disabled = false;
+    let next = fromId.value.trim() || null, scanned = 0, found = 0, first = true;
+    const q = { q: needle.value, in: where.value };
+    const start = time(from.value), end = time(to.value);
+    try {
+      while (mineRun === run && mine === shownScreen && (first || next) && scanned < Number(limit.value)) {
+        const p = new URLSearchParams({ ...q, scan: Math.min(5000, Number(limit.value) - scanned) });
+        if (next) p.set("id", next);
+        else if (start !== null) p.set("from", start);
+        if (end !== null) p.set("to", end);
+        const got = await api(`${base}/search?${p}`);
+        first = false;
+        scanned += got.scanned;
+        found += got.matches.length;
+        next = got.next;
+        for (const r of got.matches) body.appendChild(messageRow(r, format.value));
+        progress.textContent = `Scanned ${scanned} messages, found ${found}${next ? "…" : "."}`;
+      }
+      if (mine === shownScreen) {
+        progress.textContent = `Scanned ${scanned} messages, found ${found}` + (mineRun !== run ? " (stopped)." : next ? ` (stopped at the limit; it goes on from ${next}).` : ".");
+      }
+    } catch (err) {
+      progress.textContent = `Search failed: ${err.message}`;
+    } finally {
+      stop.disabled = true;
+    }
+  };
+  screen.replaceChildren(el("h1", {}, `Search ${ns}:${t}`),
+    el("form", { class: "toolbar", id: "search", onsubmit: go },
+      el("label", {}, "find", needle), el("label", {}, "in", where), el("label", {}, "from a time", from),
+      el("label", {}, "to a time", to), el("label", {}, "or from an id", fromId), el("label", {}, "read at most", limit),
+      el("label", {}, "payload as", format), el("button", { type: "submit", id: "search-go" }, "Search"), stop),
+    progress,
+    el("table", { id: "search-results" }, el("thead", {}, el("tr", {}, MESSAGE_COLUMNS.map((h) => el("th", { scope: "col" }, h)))), body));
+  ready("search");
+}
+
 async function messagesScreen(ns, t) {
   const picker = topicPicker("topic", "messages", ns, t);
   if (!ns) {
@@ -508,16 +628,7 @@ async function messagesScreen(ns, t) {
     ready("messages");
     return;
   }
-  const rows = data.messages.map((r) =>
-    el(
-      "tr",
-      { "data-state": r.state || "" },
-      el("td", { class: "mono" }, r.id || `position ${r.position}`),
-      el("td", {}, r.publish_time ? when(r.publish_time) : ""),
-      el("td", {}, r.state ? badge(r.state) : el("span", { class: "muted" }, "not transactional")),
-      el("td", { class: "payload" }, r.error ? el("span", { class: "error" }, r.error) : payloadAs(r.payload, format.value)),
-    ),
-  );
+  const rows = data.messages.map((r) => messageRow(r, format.value));
   const download = el("button", {
     class: "secondary",
     id: "download",
@@ -531,7 +642,7 @@ async function messagesScreen(ns, t) {
     },
   }, `Download these ${data.messages.length} messages (JSON)`);
   parts.push(el("div", { class: "toolbar" }, download),
-    table(["id", "published", "transaction", "payload"], rows, { id: "messages" }));
+    table(MESSAGE_COLUMNS, rows, { id: "messages" }));
   screen.replaceChildren(...parts);
   ready("messages");
 }
@@ -781,6 +892,8 @@ const SCREENS = {
   messages: (ns, t) => messagesScreen(ns, t),
   subscriptions: (ns, t, s) => subscriptions(ns, t, s),
   produce: (ns, t) => produceScreen(ns, t),
+  tail: (ns, t) => tailScreen(ns, t),
+  search: (ns, t) => searchScreen(ns, t),
   transactions: () => transactions(),
   sweeper: () => sweeper(),
 };
