@@ -21,7 +21,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from axe_selenium_python import Axe
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select
 
@@ -875,3 +877,98 @@ def test_search_finds_a_key_header_or_payload_within_a_range(console: Console, b
     limit.send_keys("7000")
     assert search("needle-key", "key") == []
     assert text(browser, "search-progress").startswith("Scanned 7000 messages, found 0 (stopped at the limit")
+
+
+SCREENS = (
+    ("overview", "overview"),
+    ("topics", "topics"),
+    ("topics/shop/orders", "topic"),
+    ("messages/shop/payments?mode=last&value=10&format=text&limit=100", "messages"),
+    ("subscriptions", "subscriptions"),
+    ("subscriptions/shop/orders", "subscriptions"),
+    ("subscriptions/shop/orders/billing", "subscription"),
+    ("subscriptions/shop/orders/workers", "subscription"),
+    ("produce/shop/orders", "produce"),
+    ("tail/shop/orders", "tail"),
+    ("search/shop/orders", "search"),
+    ("transactions", "transactions"),
+    ("sweeper", "sweeper"),
+)
+
+
+def serious_only(violations: list[dict]) -> list[dict]:
+    return [v for v in violations if v["impact"] in ("serious", "critical")]
+
+
+def test_every_screen_passes_an_accessibility_check(console: Console, browser: WebDriver) -> None:
+    """axe-core (the rules browsers' accessibility audits use) finds no serious or critical violation on any
+    screen, nor on the login page or an open dialog."""
+    sign_in(browser, console, TOKENS["shopops"])
+    axe = Axe(browser)
+    found = {}
+    for route, screen in SCREENS:
+        show(browser, console, route, screen)
+        axe.inject()
+        found[route] = serious_only(axe.run()["violations"])
+    show(browser, console, "subscriptions/shop/orders/billing", "subscription")
+    browser.find_element(By.ID, "preview").click()  # a dialog: the reset's preview
+    wait_for_page(lambda: browser.find_element(By.ID, "reset-preview"), "the dialog")
+    axe.inject()
+    found["the reset dialog"] = serious_only(axe.run()["violations"])
+    browser.delete_all_cookies()
+    browser.get(console.url + "/console/login")
+    axe.inject()
+    found["login"] = serious_only(axe.run()["violations"])
+    serious = {
+        where: [f"{v['id']}: {v['help']} {[n['target'] for n in v['nodes']][:3]}" for v in violations]
+        for where, violations in found.items()
+    }
+    serious = {where: found for where, found in serious.items() if found}
+    assert serious == {}
+
+
+def tab_to(browser: WebDriver, selector: str, most: int = 80) -> None:
+    """Press Tab until the element ``selector`` has the focus (as a keyboard user reaches it)."""
+    target = browser.find_element(By.CSS_SELECTOR, selector)
+    for _ in range(most):
+        if browser.switch_to.active_element == target:
+            return
+        browser.switch_to.active_element.send_keys(Keys.TAB)
+    raise AssertionError(f"{selector} is not reachable with Tab")
+
+
+def test_the_console_works_with_the_keyboard_only(console: Console, browser: WebDriver) -> None:
+    """Sign in, sort a list, open a subscription, preview a reset, close the dialog with Escape, and reset,
+    with keys only."""
+    client = console.client
+    client.create_subscription(ORDERS, "keys", start="latest")
+    browser.delete_all_cookies()
+    browser.get(console.url + "/console/")
+    wait_for_page(lambda: browser.find_element(By.ID, "token"), "the login form")
+    browser.find_element(By.ID, "token").send_keys(TOKENS["ops"] + Keys.ENTER)
+    wait_for_page(lambda: browser.execute_script("return document.body.dataset.ready") == "overview", "the overview")
+
+    show(browser, console, "subscriptions", "subscriptions")
+    tab_to(browser, '#all-subscriptions th button[data-sort="lag_messages"]')
+    browser.switch_to.active_element.send_keys(Keys.ENTER)
+    wait_for_page(lambda: browser.find_element(By.CSS_SELECTOR, "#all-subscriptions th[aria-sort]"), "the sort")
+    tab_to(browser, '#all-subscriptions a[href="#/subscriptions/shop/orders/keys"]', most=200)
+    browser.switch_to.active_element.send_keys(Keys.ENTER)
+    wait_for_page(lambda: "Subscription keys of shop:orders" in text(browser, "screen"), "the subscription")
+
+    tab_to(browser, "#preview")
+    browser.switch_to.active_element.send_keys(Keys.ENTER)  # the reset to earliest: its preview
+    wait_for_page(lambda: modal_shown(browser), "the dialog")
+    assert browser.switch_to.active_element == browser.find_element(By.ID, "cancel")  # the focus moved into it
+    browser.switch_to.active_element.send_keys(Keys.ESCAPE)
+    wait_for_page(lambda: not modal_shown(browser), "the dialog closed by Escape")
+    assert browser.switch_to.active_element == browser.find_element(By.ID, "preview")  # back where it was
+    assert client.lag(ORDERS, "keys").messages == 0  # Escape reset nothing
+
+    browser.switch_to.active_element.send_keys(Keys.ENTER)
+    wait_for_page(lambda: modal_shown(browser), "the dialog")
+    browser.switch_to.active_element.send_keys(Keys.TAB)
+    assert browser.switch_to.active_element == browser.find_element(By.ID, "confirm")
+    browser.switch_to.active_element.send_keys(Keys.ENTER)
+    total = client.topic_stats(ORDERS).messages
+    wait_for_page(lambda: client.lag(ORDERS, "keys").messages == total, "the reset")

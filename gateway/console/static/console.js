@@ -133,9 +133,15 @@ function payloadAs(hex, format) {
 // Which screen is shown: route() counts every navigation, so a dialog knows the screen it belongs to.
 let shownScreen = 0;
 
+let dialogOpener = null; // the element focused when the dialog opened: focused again when it closes
+
 function closeDialog() {
-  document.getElementById("modal").hidden = true;
+  const modal = document.getElementById("modal");
+  if (modal.hidden) return;
+  modal.hidden = true;
   document.getElementById("modal-body").replaceChildren();
+  if (dialogOpener && dialogOpener.isConnected) dialogOpener.focus();
+  dialogOpener = null;
 }
 
 // A confirmation of a change to `target` (named in its title, and sent with the change for the server to
@@ -149,6 +155,7 @@ function confirmDialog(title, body, button, onConfirm, opener = shownScreen) {
   const ok = el("button", { class: "danger", id: "confirm" }, button);
   const cancel = el("button", { class: "secondary", id: "cancel" }, "Cancel");
   box.replaceChildren(el("h2", { id: "modal-title" }, title), body, error, el("div", { class: "actions" }, cancel, ok));
+  dialogOpener = document.activeElement;
   modal.hidden = false;
   cancel.addEventListener("click", closeDialog);
   ok.addEventListener("click", async () => {
@@ -413,7 +420,7 @@ async function topic(ns, t) {
 
 function topicActions(d) {
   const current = { ...d.properties };
-  const editor = el("textarea", { id: "properties" }, JSON.stringify(current, null, 2));
+  const editor = el("textarea", { id: "properties", "aria-label": "properties (JSON)" }, JSON.stringify(current, null, 2));
   const edit = () => {
     let next;
     try {
@@ -929,6 +936,9 @@ async function start() {
     location.href = "/console/login";
   });
   window.addEventListener("hashchange", () => route());
+  document.addEventListener("keydown", (e) => {
+    if (e.key === "Escape") closeDialog();
+  });
   await route();
 }
 
