@@ -753,6 +753,7 @@ def test_the_lists_show_each_topics_and_subscriptions_numbers(console: Console, 
     sort_by(browser, "all-subscriptions", "lag_messages")
     lags = [int(c) for c in cells(browser, "all-subscriptions", 3) if c]
     assert lags == sorted(lags, reverse=True) and len(lags) >= 3
+    shot(browser, console, "subscriptions")
 
     show(browser, console, "overview", "overview")
     totals = text(browser, "totals")
@@ -793,6 +794,7 @@ def test_produce_publishes_one_message_for_a_publisher_only(console: Console, br
         (b'{"order": 99}', b"order-99", (("source", b"console"), ("trace", b"abc")))
     ]
     assert f"Published message {new[0].id.hex()}." == text(browser, "produce-result")
+    shot(browser, console, "produce")
 
     paid = {m.id for m in client.fetch(PAYMENTS)}
     show(browser, console, "produce/shop/payments", "produce")
@@ -845,6 +847,7 @@ def test_the_live_tail_shows_what_another_process_publishes(console: Console, br
     publish_elsewhere(console, "while paused")
     browser.find_element(By.ID, "tail-pause").click()  # resumed: from where it paused, nothing missed
     wait_for_page(lambda: tailed() == ["first from elsewhere", "while paused"], "the message published meanwhile")
+    shot(browser, console, "tail")
 
 
 def test_search_finds_a_key_header_or_payload_within_a_range(console: Console, browser: WebDriver) -> None:
@@ -870,6 +873,7 @@ def test_search_finds_a_key_header_or_payload_within_a_range(console: Console, b
 
     assert search("needle-key", "key") == [needle.id.hex()]
     assert text(browser, "search-progress") == "Scanned 20000 messages, found 1."  # every message, in steps
+    shot(browser, console, "search")
     assert search("needle-trace", "header") == [needle.id.hex()]
     assert search("the needle", "payload") == [needle.id.hex()]
     limit = browser.find_element(By.ID, "search-limit")  # bounded: reads at most what it is told to
