@@ -952,11 +952,18 @@ def test_the_console_works_with_the_keyboard_only(console: Console, browser: Web
     browser.find_element(By.ID, "token").send_keys(TOKENS["ops"] + Keys.ENTER)
     wait_for_page(lambda: browser.execute_script("return document.body.dataset.ready") == "overview", "the overview")
 
-    show(browser, console, "subscriptions", "subscriptions")
+    link = '#all-subscriptions a[href="#/subscriptions/shop/orders/keys"]'
+
+    def listed() -> bool:  # the list shows a topic's numbers as the worker read them lately
+        show(browser, console, "subscriptions", "subscriptions")
+        return bool(browser.find_elements(By.CSS_SELECTOR, link))
+
+    wait_for_page(listed, "the new subscription in the list", timeout=60)
     tab_to(browser, '#all-subscriptions th button[data-sort="lag_messages"]')
     browser.switch_to.active_element.send_keys(Keys.ENTER)
     wait_for_page(lambda: browser.find_element(By.CSS_SELECTOR, "#all-subscriptions th[aria-sort]"), "the sort")
-    tab_to(browser, '#all-subscriptions a[href="#/subscriptions/shop/orders/keys"]', most=200)
+    wait_for_page(lambda: browser.find_element(By.CSS_SELECTOR, link), "the sorted list")
+    tab_to(browser, link, most=200)
     browser.switch_to.active_element.send_keys(Keys.ENTER)
     wait_for_page(lambda: "Subscription keys of shop:orders" in text(browser, "screen"), "the subscription")
 
