@@ -525,7 +525,7 @@ async function tailScreen(ns, t) {
     try {
       while (!paused && mine === shownScreen) {
         const got = await api(`${base}/tail?${new URLSearchParams({ after, wait: 10 })}`);
-        if (mine !== shownScreen) break;
+        if (mine !== shownScreen || paused) break; // paused meanwhile: what it brought is read again on resume
         after = got.after;
         for (const r of got.messages) body.appendChild(messageRow(r, format.value));
         while (body.children.length > 500) body.firstChild.remove();
