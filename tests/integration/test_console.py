@@ -794,7 +794,6 @@ def test_produce_publishes_one_message_for_a_publisher_only(console: Console, br
         (b'{"order": 99}', b"order-99", (("source", b"console"), ("trace", b"abc")))
     ]
     assert f"Published message {new[0].id.hex()}." == text(browser, "produce-result")
-    shot(browser, console, "produce")
 
     paid = {m.id for m in client.fetch(PAYMENTS)}
     show(browser, console, "produce/shop/payments", "produce")
@@ -873,7 +872,6 @@ def test_search_finds_a_key_header_or_payload_within_a_range(console: Console, b
 
     assert search("needle-key", "key") == [needle.id.hex()]
     assert text(browser, "search-progress") == "Scanned 20000 messages, found 1."  # every message, in steps
-    shot(browser, console, "search")
     assert search("needle-trace", "header") == [needle.id.hex()]
     assert search("the needle", "payload") == [needle.id.hex()]
     limit = browser.find_element(By.ID, "search-limit")  # bounded: reads at most what it is told to
