@@ -19,6 +19,7 @@ from prometheus_client import REGISTRY
 
 from tms_hbase.errors import HBaseUnavailable, PublishOutcomeUnknown
 from tms_hbase.model.published import PublishResult
+from tms_hbase.model.retry import Retry
 from tms_hbase.tx import write_pointer_now
 
 from ..aio_client import async_client
@@ -234,25 +235,33 @@ def test_a_publish_queued_behind_a_hung_write_fails_by_its_own_deadline(
 ) -> None:
     """Its wait in the queue counts: it fails by the client's timeout from its own call, not from its write's start.
 
-    The write before it hangs until its deadline; then every request is held a little longer than the queued
-    publish was called after the hung one. So the queued publish's write cannot be answered before the deadline
-    counted from its call (at any load: it starts after the hung write's deadline), while a deadline counted from
-    the write's start leaves it the whole timeout for its requests: it would be stored."""
+    The write before it hangs until its deadline (the hang aimed at its put, so that it cannot land on the
+    doorbell refresh the publish before it started in the background). Then the reads of the installation's
+    metadata table are held a little longer than the queued publish was called after the hung one: its write
+    begins with one (the topic's metadata, read more than a second ago). So it cannot get past that read before
+    the deadline counted from its call (at any load: it starts after the hung write's deadline), while a deadline
+    counted from the write's start leaves it the whole timeout, and the rest of its write is not held: it would
+    be stored."""
     timeout = 20.0
+    hung_payload = b"first, the hung write"
 
     async def scenario() -> list[BaseException | PublishResult]:
-        async with async_client(proxy.address, prefix, timeout_seconds=timeout) as client:
+        # a reservation older than W is made again, and at load 10 a round trip through the proxy can take W:
+        # attempts enough that the first write does send its put
+        retry = Retry(attempts=8)
+        async with async_client(proxy.address, prefix, timeout_seconds=timeout, retry=retry) as client:
             await client.create_topic(TOPIC)
             await client.publish(TOPIC, [b"warm"])
-            proxy.sticky, proxy.fault = True, "hang"  # its connections stay hung: it ends at its deadline
+            # its connection stays hung: it ends at its deadline
+            proxy.sticky, proxy.aim, proxy.fault = True, hung_payload, "hang"
             swallowed = proxy.swallowed
             before_first = time.monotonic()
-            first = asyncio.create_task(client.publish(TOPIC, [b"first"]))
+            first = asyncio.create_task(client.publish(TOPIC, [hung_payload]))
             await asyncio.wait_for(until(lambda: proxy.swallowed > swallowed), 60)  # the first write hangs
             queued = asyncio.create_task(client.publish(TOPIC, [b"queued"]))
             await asyncio.sleep(0)  # it is queued (a ready client queues a publish in its first step)
             after_first = time.monotonic() - before_first  # at least how long after the first one it was called
-            proxy.delay, proxy.fault = after_first + 0.5, None
+            proxy.fault, proxy.aim, proxy.delay = None, f"{prefix}_metadata".encode(), after_first + 0.5
             outcomes = await asyncio.gather(first, queued, return_exceptions=True)
             proxy.delay = 0.0
             return outcomes
