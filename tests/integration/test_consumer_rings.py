@@ -14,6 +14,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.consume.doorbell import ring_local
 from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow, message_key
@@ -78,7 +80,12 @@ def _slow_writers_hole(client: MessagingClient) -> tuple[int, TopicId]:
     return sequencer.reserve(client.installation.messages, T, 1, 1), T  # a writer about to write there
 
 
-def test_a_slow_writers_row_rung_into_its_hole_comes_before_the_row_above_it(client: MessagingClient) -> None:
+def test_a_slow_writers_row_rung_into_its_hole_comes_before_the_row_above_it(
+    client: MessagingClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The test is the slow writer: H (1 s here) is made an hour, so that the consumer is held at the hole until
+    the test's late write however long a loaded machine takes to get there."""
+    monkeypatch.setattr(sequencer, "hole_wait", lambda _tail_cache_seconds: 3600.0)
     slow, topic = _slow_writers_hole(client)
     with client.consumer(topic, "svc", poll_interval_seconds=3600) as consumer:
         assert payloads(consumer.poll(timeout_seconds=30)) == [b"first"]
