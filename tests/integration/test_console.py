@@ -282,6 +282,15 @@ def confirm(browser: WebDriver) -> None:
     wait_for_page(lambda: not browser.find_element(By.ID, "modal").is_displayed(), "the dialog to close")
 
 
+def open_topic_actions(browser: WebDriver) -> bool:
+    """Open the topic screen's "Change this topic" card if it is closed (the screen is drawn anew after a
+    change, with the card closed: a click on the old one would miss)."""
+    card = browser.find_element(By.ID, "topic-actions")
+    if card.get_attribute("open") is None:
+        card.find_element(By.TAG_NAME, "summary").click()
+    return True
+
+
 def test_a_topic_made_through_the_console_is_what_the_library_sees(console: Console, browser: WebDriver) -> None:
     client, created = console.client, TopicId("made", "by-console")
     sign_in(browser, console, TOKENS["ops"])
@@ -296,18 +305,23 @@ def test_a_topic_made_through_the_console_is_what_the_library_sees(console: Cons
     meta = client.get_topic(created)
     assert (meta.ttl, meta.tx_mode) == (7200, "transactional")
 
-    browser.find_element(By.CSS_SELECTOR, "#topic-actions summary").click()
-    editor = browser.find_element(By.ID, "properties")
-    editor.clear()
-    editor.send_keys(json.dumps({"ttl": "60", "tx.mode": "transactional"}))
-    browser.find_element(By.ID, "update-topic").click()
+    def edit_properties() -> bool:
+        open_topic_actions(browser)
+        editor = browser.find_element(By.ID, "properties")
+        editor.clear()
+        editor.send_keys(json.dumps({"ttl": "60", "tx.mode": "transactional"}))
+        browser.find_element(By.ID, "update-topic").click()
+        return True
+
+    wait_for_page(edit_properties, "the properties edited")  # again if the screen was drawn anew meanwhile
     wait_for_page(lambda: browser.find_element(By.ID, "property-diff"), "the changes")
     assert text(browser, "property-diff").splitlines()[1:] == ["ttl 7200 60"]
     confirm(browser)
     wait_for_page(lambda: client.get_topic(created).ttl == 60, "the new TTL")
 
-    browser.find_element(By.CSS_SELECTOR, "#topic-actions summary").click()
-    browser.find_element(By.ID, "delete-topic").click()
+    wait_for_page(
+        lambda: open_topic_actions(browser) and browser.find_element(By.ID, "delete-topic").click() is None, "Delete"
+    )
     wait_for_page(lambda: browser.find_element(By.ID, "confirm-name"), "the delete confirmation")
     browser.find_element(By.ID, "confirm").click()  # the name was not typed: refused
     wait_for_page(lambda: "does not match" in text(browser, "modal-error"), "the refusal")
