@@ -33,6 +33,7 @@ from . import (
     latency,
     publish,
     records,
+    scale,
     seek,
     shared,
     spark,
@@ -63,6 +64,7 @@ BENCHMARKS: dict[str, Callable[[Settings], Result]] = {
     "aio": aio.run,
     "console": console.run,
     "transports": transports.run,
+    "scale": scale.run,
 }
 
 
