@@ -135,6 +135,7 @@ class SharedAdmin:
             ack_timeout_seconds=settings.ack_timeout_ms / 1000,
             max_deliveries=settings.max_deliveries,
             dead_letter=settings.dead_letter,
+            late_acks=totals.late,
         )
 
     def pending(self, meta: TopicMetadata, name: str, limit: int | None = None) -> list[PendingMessage]:
