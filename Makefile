@@ -41,15 +41,15 @@ test-unit: install  ## the unit tests only: seconds, no HBase
 # fresh virtualenv, the quickstart against the running HBase) with each; `make smoke` is the one on .venv's Python.
 PYTHONS ?= 3.12 3.13
 
+test-pythons: install  ## the unit tests and the wheel smoke test on Python $(PYTHONS) too (pyenv's; HBase must run)
+	bash tests/pythons.sh $(PYTHONS)
+
 # Older HBase releases (tests/hbase_versions.sh): for each, a local HBase of that release started in a home of its
 # own on a free port, the messaging, consumer, shared, transaction and sweeper tests against it, then stopped.
 HBASE_VERSIONS ?= 2.5.2
 
 test-hbase-versions: install  ## the core integration tests against HBase $(HBASE_VERSIONS) too (a local HBase each)
 	bash tests/hbase_versions.sh $(HBASE_VERSIONS)
-
-test-pythons: install  ## the unit tests and the wheel smoke test on Python $(PYTHONS) too (pyenv's; HBase must run)
-	bash tests/pythons.sh $(PYTHONS)
 
 # The cluster group (tests/cluster): HDFS, ZooKeeper, a master, 3 region servers and 2 Thrift gateways, each a
 # JVM of its own (docs/operations.md#a-local-cluster), started for the run if not running and stopped at the end
