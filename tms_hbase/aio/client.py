@@ -296,6 +296,7 @@ class AsyncMessagingClient:
         max_deliveries: int | None = None,
         dead_letter: TopicLike | None = None,
         claim_size: int | None = None,
+        ordering: str | None = None,
     ) -> Subscription:
         """A durable consume mark on the topic from ``start`` ("earliest", "latest" or a time in ms)."""
         return await self._run(
@@ -309,6 +310,7 @@ class AsyncMessagingClient:
                 max_deliveries=max_deliveries,
                 dead_letter=dead_letter,
                 claim_size=claim_size,
+                ordering=ordering,
             )
         )
 

@@ -48,7 +48,8 @@ class SharedStats:
     consumer before its deadline; ``due``: given back or past their deadline, to be delivered again;
     ``acknowledged``, ``dead_lettered``, ``redelivered``: totals since creation or the last reset;
     ``oldest_unacked_seconds``: age of the oldest message not settled (0 when none);
-    ``consumers``: distinct holders of in-flight messages."""
+    ``consumers``: distinct holders of in-flight messages; ``ordering``: "key" for a key-ordered
+    subscription (messages of a key waiting for their turn count as ``waiting``), else None."""
 
     waiting: int
     in_flight: int
@@ -61,6 +62,7 @@ class SharedStats:
     ack_timeout_seconds: float
     max_deliveries: int
     dead_letter: TopicId | None
+    ordering: str | None = None
 
 
 @dataclass

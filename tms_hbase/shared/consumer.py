@@ -63,7 +63,8 @@ from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.record import Record
 from tms_hbase.model.topic import TopicId
-from tms_hbase.shared.state import Claim, ClaimState, Keys, RangeCell, Settings, hold_ms, position_of_id
+from tms_hbase.shared.key_order import WINDOW, KeyView, heads, view_of
+from tms_hbase.shared.state import Claim, ClaimState, Keys, RangeCell, Settings, hold_ms, key_of, position_of_id
 from tms_hbase.shared.store import SCAN_LIMIT, SharedStore, StoredClaim, StoredRange
 from tms_hbase.shared.tx_acks import TransactionalAcks
 from tms_hbase.tx.committed import CommittedReads
@@ -137,6 +138,12 @@ class SharedConsumer(TransactionalAcks):
         self._checked = False  # whether the settings were read in this look of receive()
         self._ahead: _Ahead | None = None  # messages read past the last delivered ones of a range
         self._takeable: list[int] = []  # ranges the last reap found nobody reading
+        # key order (ordering="key", :mod:`.key_order`): the keys in play as the last reap saw them, the
+        # messages this consumer registered waiting (delivered from here when their turn comes), and
+        # whether the last look registered some
+        self._view = KeyView()
+        self._bodies: dict[bytes, Message] = {}
+        self._registered = 0
         self._next_reap = 0.0
         self._closed = False
         self._metric = CLIENT_METRICS.consumed_messages.labels(str(topic), name)
@@ -234,6 +241,9 @@ class SharedConsumer(TransactionalAcks):
             if got:
                 self._metric.inc(len(got))
                 return got
+            if self._registered:  # key order: messages registered waiting may go out now; look at once
+                self._next_reap, reaped = 0.0, True
+                continue
             if not reaped:  # found nothing since the last reap: look again now (a range given back meanwhile)
                 self._next_reap, reaped = 0.0, True
                 continue
@@ -316,6 +326,10 @@ class SharedConsumer(TransactionalAcks):
                 self._settle(message_id, _acked)
             except NotHeld as exc:
                 failed.append(str(exc))
+                continue
+            following = self._view.successor(message_id)  # key order: the next of its key may go now
+            if following is not None:
+                self._expired.appendleft(following)
         if failed:
             raise NotHeld("; ".join(failed))
 
@@ -451,6 +465,7 @@ class SharedConsumer(TransactionalAcks):
         if settings.incarnation != self.settings.incarnation:
             self._held.clear()
             self._range, self._expired, self._takeable, self._next_reap = None, deque(), [], 0.0
+            self._view, self._bodies = KeyView(), {}
             self._next_due, self._ahead, self._handed, self._tail = None, None, 0, 0
             self._tail_read = float("-inf")
         self._use_settings(data, settings)
@@ -470,7 +485,13 @@ class SharedConsumer(TransactionalAcks):
         now = self._clock()
         self._held = {k: c for k, c in self._held.items() if c.claim.deadline > now}  # past it: not held any more
         claims = self._resolve(claims, now)  # acknowledgements pending in transactions that ended
-        self._expired = deque(c for c in claims if c.claim.available(now) and c.message_id not in self._held)
+        if s.ordering == "key":
+            in_play = [c for c in claims if not c.claim.state.settled]
+            self._view = view_of(s, floor, ranges, in_play, complete=len(claims) < SCAN_LIMIT)
+            due = heads(s, self._view, in_play, now)
+        else:
+            due = [c for c in claims if c.claim.available(now)]
+        self._expired = deque(c for c in due if c.message_id not in self._held)
         # the next deadline of another's claim: an idle consumer looks again then (a message given back
         # elsewhere is due from the deadline its consumer read on its own reading of HBase's clock)
         later = [
@@ -507,11 +528,13 @@ class SharedConsumer(TransactionalAcks):
                 now + self.settings.ack_timeout_ms,
                 claim.deliveries + 1,
                 claim.publish_time,
+                key=claim.key,
             )
             won = self._store.swap_claim(self._keys, stored.message_id, stored.data, held)
+            body = self._bodies.pop(stored.message_id, None)
             if won is None:
                 continue  # another consumer was first
-            message = self._read_one(stored.message_id)
+            message = body or self._read_one(stored.message_id)
             if message is None:  # expired (TTL) or swept meanwhile: nothing left to deliver
                 self._store.swap_claim(self._keys, stored.message_id, won.data, replace(held, state=ClaimState.DEAD))
                 continue
@@ -583,7 +606,10 @@ class SharedConsumer(TransactionalAcks):
         need to read them again before giving up)."""
         out: list[Delivery] = []
         skip_own = False
+        self._registered = 0
         while len(out) < wanted:
+            if self.settings.ordering == "key" and (self._registered >= AHEAD_MESSAGES or self._view.in_play >= WINDOW):
+                break  # key order: enough registered waiting for their turn (they go out first)
             r = (None if skip_own else self._retake()) or self._take_range()
             if r is None and not looked:
                 # no range of its own, none known free, none new: another consumer may have given one
@@ -688,17 +714,15 @@ class SharedConsumer(TransactionalAcks):
         ahead, self._ahead = self._ahead, None
         if ahead is None or not ahead.serves(r, wanted):
             ahead = self._read_ahead(r, max(wanted, AHEAD_MESSAGES))
-        batch, rest = ahead.messages[:wanted], ahead.messages[wanted:]
+        plan = self._plan(r, ahead.messages, wanted)
+        batch, rest = [m for m, _ in plan], ahead.messages[len(plan) :]
         finished = ahead.finished and not rest
         progress = batch[-1].id if batch else r.cell.progress
-        deadline = self._clock() + s.ack_timeout_ms
         # each claim is written if absent (one already there: another consumer's, left to it), several
         # at once: they are cells of rows of their own, and nothing is delivered before the range's
         # progress below records them all
-        written = self._store.create_claims(
-            self._keys, [(m.id, Claim(ClaimState.HELD, self.owner, deadline, 1, m.publish_time)) for m in batch]
-        )
-        claimed = [(m, won) for m, won in zip(batch, written, strict=True) if won is not None]
+        written = self._store.create_claims(self._keys, [(m.id, claim) for m, claim in plan])
+        claimed, found = self._keyed_claims(plan, written)
         # kept with its progress while the counter has ranges left for the others (no two consumers then
         # take turns on one range, each reading it again); else given back, so that another consumer may
         # go on with it (a batch row of many messages is one range's) and this one takes it again next
@@ -715,16 +739,69 @@ class SharedConsumer(TransactionalAcks):
             self._refresh()
             return [], False
         self._range = None if finished else kept
+        if s.ordering == "key":
+            self._view.registered(r, progress, finished, found)
         if not finished and (rest or ahead.finished):
             self._ahead = replace(ahead, k=r.k, after=progress, messages=rest)
         if share and len(batch) >= wanted and not finished and time.monotonic() - self._rang >= RING_GAP:
             self._rang = time.monotonic()
             self._ring_peers(fresh=False, one=True)  # more may be there: an idle consumer can go on with it
-        for _, won in claimed:
-            self._held[won.message_id] = won
-        return [
-            Delivery(m.id, m.payload, m.publish_time, 1, won.claim.deadline, m.key, m.headers) for m, won in claimed
-        ], finished
+        out = []
+        for m, won in claimed:
+            if won.claim.state is ClaimState.HELD:
+                self._held[won.message_id] = won
+                out.append(Delivery(m.id, m.payload, m.publish_time, 1, won.claim.deadline, m.key, m.headers))
+            else:  # waiting for its key's turn: delivered from here (by whichever consumer) when it comes
+                self._registered += 1
+                self._bodies[m.id] = m
+                if len(self._bodies) > WINDOW:
+                    del self._bodies[next(iter(self._bodies))]
+        return out, finished
+
+    def _plan(self, r: StoredRange, messages: Sequence[Message], wanted: int) -> list[tuple[Message, Claim]]:
+        """The claims to write for the first messages of range ``r``, up to ``wanted`` deliveries: held by
+        this consumer (delivered), or, in a key-ordered subscription, waiting for their key's turn when the
+        view cannot tell that no earlier message of their key is in play (:mod:`.key_order`)."""
+        s = self.settings
+        deadline = self._clock() + s.ack_timeout_ms
+        ordered = s.ordering == "key"
+        vouched = ordered and self._view.direct(r)
+        blocked: set[str] = set()
+        plan: list[tuple[Message, Claim]] = []
+        delivered = 0
+        for m in messages:
+            if delivered >= wanted:
+                break
+            key = key_of(m.key) if ordered else None
+            if key is None or (vouched and key not in self._view.blocked and key not in blocked):
+                plan.append((m, Claim(ClaimState.HELD, self.owner, deadline, 1, m.publish_time, key=key)))
+                delivered += 1
+            else:
+                plan.append((m, Claim(ClaimState.FREE, None, 0, 0, m.publish_time, key=key)))
+            if key is not None:
+                blocked.add(key)
+        return plan
+
+    def _keyed_claims(
+        self, plan: list[tuple[Message, Claim]], written: list[StoredClaim | None]
+    ) -> tuple[list[tuple[Message, StoredClaim]], list[tuple[str, StoredClaim | None]]]:
+        """The claims this consumer wrote, and (key order) each keyed message's key and claim (None: a
+        claim was there already, someone else's). A message held here for delivery whose key has such a
+        claim before it in the batch (a consumer that lost this range meanwhile wrote it) waits instead."""
+        claimed: list[tuple[Message, StoredClaim]] = []
+        found: list[tuple[str, StoredClaim | None]] = []
+        others: set[str] = set()
+        for (m, claim), won in zip(plan, written, strict=True):
+            if claim.key is not None:
+                if won is None:
+                    others.add(claim.key)
+                elif claim.state is ClaimState.HELD and claim.key in others:
+                    wait = replace(claim, state=ClaimState.FREE, owner=None, deadline=0, deliveries=0)
+                    won = self._store.swap_claim(self._keys, m.id, won.data, wait)
+                found.append((claim.key, won))
+            if won is not None:
+                claimed.append((m, won))
+        return claimed, found
 
     def _ranges_run_out(self) -> bool:
         """Whether the counter's next range starts past the topic's newest row as last read (then the other
