@@ -12,6 +12,8 @@ import pytest
 
 from tms_hbase import DeadLetter, InvalidArgument, MessagingClient, Record, SubscriptionNotFound, TopicId
 from tms_hbase.model.message import Delivery
+from tms_hbase.tx.client import TransactionClient
+from tms_hbase.tx.context import TransactionContext
 
 T = TopicId("queue", "orders")
 DLT = TopicId("queue", "orders-dead")
@@ -135,3 +137,28 @@ def test_a_poison_message_is_dead_lettered_and_its_key_moves_on(client: Messagin
     a = [p for p, _ in seen if p.startswith("a:")]
     assert a == ["a:0", "a:1", "a:1", "a:2"], "a:2 only after a:1 went to the dead letters"
     assert [DeadLetter.of(m).payload for m in client.fetch(DLT)] == [b"a:1"]
+
+
+def test_a_transactional_ack_lets_the_key_go_on_only_at_commit(
+    client: MessagingClient, tx_client: TransactionClient
+) -> None:
+    client.create_topic(T)
+    client.publish(T, records("a", 2))
+    client.create_subscription(T, "work", shared=True, ordering="key", ack_timeout_seconds=30)
+    with client.shared_consumer(T, "work", reap_interval=0.1) as consumer:
+        first = drain(lambda: consumer.receive(10, 0.2), lambda g: len(g) >= 3)
+        assert names(first) == {"a:0", "-:0", "-:1"}
+        head = next(d for d in first if d.payload == b"a:0")
+        consumer.ack(*(d for d in first if d is not head))
+        tx = tx_client.start_short()
+        consumer.ack(head, transaction=tx)
+        assert consumer.receive(10, 1.0) == [], "a:1 went out while a:0's acknowledgement was pending"
+        assert consumer.rollback_tx()
+        tx_client.abort(tx)
+        assert [p.state for p in client.pending(T, "work")] == ["held", "waiting"], "an abort gives a:0 back"
+        assert consumer.receive(10, 1.0) == []
+        with TransactionContext(tx_client, consumer).transaction():
+            consumer.ack(head)
+            assert consumer.receive(10, 1.0) == [], "a:1 went out before the commit"
+        after = drain(lambda: consumer.receive(10, 0.2), lambda g: len(g) >= 1)
+        assert names(after) == {"a:1"}
