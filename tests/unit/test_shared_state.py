@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tms_hbase.shared.state import Claim, ClaimState
+from tms_hbase.shared.state import Claim, ClaimState, key_of
 from tms_hbase.shared.store import UNSETTLED
 
 OWNERS = [None, "host:123:abcdef12", 'quote" backslash\\ unicode é ☃']
@@ -17,10 +17,11 @@ OWNERS = [None, "host:123:abcdef12", 'quote" backslash\\ unicode é ☃']
 @pytest.mark.parametrize("state", list(ClaimState))
 @pytest.mark.parametrize("owner", OWNERS)
 @pytest.mark.parametrize("tx", [None, 0, 123_456_789_012])
+@pytest.mark.parametrize("key", [None, key_of(b"order-7")])
 def test_a_claim_cell_is_sorted_compact_json_that_decodes_to_the_same_claim(
-    state: ClaimState, owner: str | None, tx: int | None
+    state: ClaimState, owner: str | None, tx: int | None, key: str | None
 ) -> None:
-    claim = Claim(state, owner, 1_795_686_840_186, 3, 1_795_686_840_000, tx)
+    claim = Claim(state, owner, 1_795_686_840_186, 3, 1_795_686_840_000, tx, key)
     data = claim.encode()
     assert Claim.decode(data) == claim
     assert data == json.dumps(json.loads(data), sort_keys=True, separators=(",", ":")).encode()
