@@ -5,12 +5,14 @@ lets the key's next message go only at commit."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 
 import pytest
 
 from tms_hbase import DeadLetter, InvalidArgument, MessagingClient, Record, SubscriptionNotFound, TopicId
+from tms_hbase.aio import AsyncMessagingClient
 from tms_hbase.model.message import Delivery
 from tms_hbase.tx.client import TransactionClient
 from tms_hbase.tx.context import TransactionContext
@@ -61,6 +63,20 @@ def test_the_ordering_is_kept_and_checked(client: MessagingClient) -> None:
             client.create_subscription(T, "bad", **bad)  # type: ignore[arg-type]
         with pytest.raises(SubscriptionNotFound):
             client.get_subscription(T, "bad")
+
+
+def test_the_asyncio_client_creates_one(client: MessagingClient, hbase_address: str) -> None:
+    client.create_topic(T)
+
+    async def create() -> None:
+        async with AsyncMessagingClient(hbase_address, client.installation.prefix, timeout_seconds=60) as aio:
+            with pytest.raises(InvalidArgument):
+                await aio.create_subscription(T, "work", ordering="key")
+            await aio.create_subscription(T, "work", shared=True, ordering="key")
+            shared = (await aio.get_subscription(T, "work")).shared
+            assert shared is not None and shared.ordering == "key"
+
+    asyncio.run(create())
 
 
 def test_a_key_waits_for_its_message_in_flight_and_other_keys_do_not(client: MessagingClient) -> None:
