@@ -153,7 +153,7 @@ def cluster() -> None:
     Every process is a JVM of its own on 127.0.0.1 with its own ports (a base port, 19000 by default,
     plus fixed offsets), configuration, data and log, under $TMS_HBASE_CLUSTER_HOME (default
     ~/.cache/tms-hbase-cluster). The jars are the standalone's; nothing else is shared with it, so both
-    can run at once. docs/operations.md#a-local-cluster tells the ports and heaps.
+    can run at once. launcher/README.md tells the ports and heaps.
     """
 
 

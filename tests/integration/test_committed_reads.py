@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
+import re
 import subprocess
 import sys
 import time
@@ -23,9 +25,11 @@ from tms_hbase import MessagingClient, TopicId
 from tms_hbase.aio import AsyncMessagingClient
 from tms_hbase.gateway_client.http import GatewayClient
 from tms_hbase.rest import codec as rest
+from tms_hbase.tx import committed
 from tms_hbase.tx.client import TransactionClient
 
 from ..gateway_server import GatewayProcess, gateway_env
+from ..tcp_proxy import TcpProxy
 from ..tx_server import TxServer, free_port
 
 T = TopicId("committed", "events")
@@ -226,6 +230,65 @@ def test_asyncio_consumer_delivers_committed_messages_only(
     first, rest = asyncio.run(consume())
     assert first == [b"a"]
     assert rest == [b"held", b"b", b"c"]
+
+
+SLOW_SERVER = 6.0  # seconds the transaction server takes to answer, in the next test
+SLOW_CALLBACK = 3.0  # a loop step this long is a blocking call (a loaded machine stretches one to about a second)
+
+
+def test_an_asyncio_consumer_waits_for_a_slow_transaction_server_on_the_event_loop(
+    client: MessagingClient,
+    tx: TransactionClient,
+    server: TxServer,
+    hbase_address: str,
+    prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The asyncio client reads the transaction server's state over a socket that waits on the event loop:
+    while the server is slow to answer, the loop runs on (asyncio's debug mode reports any step that held it
+    past SLOW_CALLBACK), and the committed message comes from the server's answer."""
+    monkeypatch.setattr(committed, "SERVER_TIMEOUT_SECONDS", 60.0)  # the slow answer is awaited, not given up on
+    client.create_topic(T)
+    client.create_subscription(T, "svc")
+    done = tx.start_short(timeout_seconds=600)
+    client.publish(T, [b"done"], tx_write_pointer=done.write_pointer)
+    tx.can_commit(done, [])
+    tx.commit(done)
+    slow = TcpProxy(("127.0.0.1", int(server.address.rsplit(":", 1)[1])))
+    slow.delay = SLOW_SERVER
+    watcher = SlowSteps()
+    logging.getLogger("asyncio").addHandler(watcher)
+
+    async def consume() -> list[bytes]:
+        asyncio.get_running_loop().slow_callback_duration = SLOW_CALLBACK
+        aio = AsyncMessagingClient(hbase_address, prefix, tx_server=slow.address, timeout_seconds=60)
+        async with aio, aio.consumer(T, "svc") as consumer:
+            got: list[bytes] = []
+            deadline = time.monotonic() + WAIT
+            while not got and time.monotonic() < deadline:
+                got += [m.payload for m in await consumer.poll(timeout_seconds=0.5)]
+            return got
+
+    try:
+        got = asyncio.run(consume(), debug=True)
+    finally:
+        logging.getLogger("asyncio").removeHandler(watcher)
+        slow.close()
+    assert got == [b"done"]
+    assert slow.requests, "the transaction server's state was never asked for: the test tested nothing"
+    assert watcher.reports == []
+
+
+class SlowSteps(logging.Handler):
+    """asyncio's debug-mode reports of a step that held the event loop past its ``slow_callback_duration``."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.reports: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if re.match(r"Executing .* took [\d.]+ seconds", record.getMessage()):
+            self.reports.append(record.getMessage())
 
 
 # -- through the gateway ------------------------------------------------------------------------

@@ -127,3 +127,17 @@ def test_every_python_example_of_the_readme_and_the_concepts_page_is_run() -> No
         blocks = text.count("```python\n")
         marked = len(re.findall(r"<!-- tested: python -->\s*```python\n", text))
         assert blocks and marked == blocks, f"{name}: {blocks - marked} Python example(s) not marked tested"
+
+
+DOCS_BUDGET_BYTES = 250_000
+
+
+def test_the_documentation_pages_stay_within_their_budget() -> None:
+    """docs/*.md are for people, not a run log: together they stay within 250 KB (measured figures belong in
+    the generated docs/benchmarks.md, history in git)."""
+    sizes = {path.name: path.stat().st_size for path in (ROOT / "docs").glob("*.md")}
+    total = sum(sizes.values())
+    biggest = ", ".join(f"{name} {size // 1000} KB" for name, size in sorted(sizes.items(), key=lambda kv: -kv[1])[:5])
+    assert total <= DOCS_BUDGET_BYTES, (
+        f"docs/*.md hold {total // 1000} KB, over {DOCS_BUDGET_BYTES // 1000} KB: {biggest}"
+    )

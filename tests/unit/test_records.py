@@ -4,10 +4,12 @@ batch is stored as before, a corrupt section is CorruptData, and the checks refu
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tms_hbase import CorruptData, InvalidArgument, Record
 from tms_hbase.model import record
-from tms_hbase.model.checks import validate_payloads
+from tms_hbase.model.checks import _message, _plain_records, validate_payloads
 from tms_hbase.model.rows import F_EXTRA, BatchRow, batch_size, check_cell
 
 HEADERS = (("a", b"1"), ("a", b""), ("ü", b"\x00"))
@@ -75,3 +77,44 @@ def test_keys_and_headers_count_in_the_batch_limit() -> None:
 def test_bad_records_are_invalid(bad: Record) -> None:
     with pytest.raises(InvalidArgument):
         validate_payloads([bad], 10**9, allow_empty=False)
+
+
+_names = st.one_of(st.text(min_size=0, max_size=300), st.binary(max_size=3), st.none())
+_values = st.one_of(st.binary(max_size=40), st.text(max_size=3), st.none(), st.just(b"x" * 40_000))
+_headers = st.one_of(
+    st.lists(st.one_of(st.tuples(_names, _values), st.lists(_values, max_size=3)), max_size=70).map(tuple),
+    st.lists(st.tuples(st.one_of(st.text(max_size=8), st.just("n" * 257)), st.binary(max_size=8)), max_size=4).map(
+        tuple
+    ),
+    st.lists(st.tuples(st.text(min_size=1, max_size=8), st.binary(max_size=8)), max_size=4),
+    st.just("a=b"),
+)
+_keys = st.one_of(
+    st.none(), st.binary(max_size=20), st.just(b"k" * 4097), st.text(max_size=3), st.just(bytearray(b"k"))
+)
+_messages = st.one_of(
+    st.binary(max_size=8),
+    st.builds(Record, st.one_of(st.binary(max_size=8), st.text(max_size=2)), _keys, _headers),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_messages, min_size=1, max_size=6))
+def test_the_batch_checks_and_the_per_message_checks_agree(batch: list[bytes | Record]) -> None:
+    """The column-by-column check of a batch of records accepts only what the per-message checks accept, and
+    makes the same messages of it."""
+
+    def one_by_one() -> tuple[bytes | Record, ...] | type[InvalidArgument]:
+        try:
+            return tuple(_message(i, m) for i, m in enumerate(batch))
+        except InvalidArgument:
+            return InvalidArgument
+
+    fast = _plain_records(tuple(batch))
+    if fast is not None:
+        assert fast == one_by_one()
+    try:
+        checked: tuple[bytes | Record, ...] | type[InvalidArgument] = validate_payloads(batch, 2**40, allow_empty=False)
+    except InvalidArgument:
+        checked = InvalidArgument
+    assert checked == one_by_one()

@@ -16,6 +16,7 @@ from functools import partial
 from itertools import islice
 from typing import Any, TypeVar
 
+from tms_hbase import tracing
 from tms_hbase.aio.coalesce import GroupOutcome, PublishLanes
 from tms_hbase.aio.consumer import AsyncConsumer
 from tms_hbase.aio.shared import AsyncSharedConsumer
@@ -213,12 +214,12 @@ class AsyncMessagingClient:
         Publishes to a sequencer topic made while a write to it is in flight go together in the next write
         (one batch row; each result names its own messages): see :mod:`tms_hbase.aio.coalesce`."""
         client = await self._ready()
-        if tx_write_pointer is None and resume is None:
-            topic = as_topic(topic)
-            if not self._lanes.direct(topic):
-                batch = validate_payloads(payloads, client.max_batch_bytes, allow_empty=False)
-                checks.ttl_seconds(ttl_seconds)
-                return await self._lanes.publish(topic, batch, ttl_seconds)
+        topic = as_topic(topic)
+        payloads = tracing.created(str(topic), payloads)  # in the caller's context (see tms_hbase.tracing)
+        if tx_write_pointer is None and resume is None and not self._lanes.direct(topic):
+            batch = validate_payloads(payloads, client.max_batch_bytes, allow_empty=False)
+            checks.ttl_seconds(ttl_seconds)
+            return await self._lanes.publish(topic, batch, ttl_seconds)
         async with self._publish_slots:  # (see _publish_slots)
             return await self._publish(client, topic, payloads, tx_write_pointer, ttl_seconds, resume)
 

@@ -42,6 +42,7 @@ from dataclasses import dataclass, replace
 from itertools import islice
 from typing import TYPE_CHECKING
 
+from tms_hbase import tracing
 from tms_hbase.consume.doorbell import Bell, Ring
 from tms_hbase.consume.lease import MIN_LEASE_SECONDS, Lease
 from tms_hbase.consume.subscriptions import Record, SubscriptionStore, check_mark, folded, later, resolved, row_key
@@ -285,7 +286,7 @@ class Consumer:
                 return
             message = buffer.popleft()
             self._delivered = message.id
-            yield message
+            yield tracing.received(self.topic, self.name, [message])[0]
 
     def poll(
         self,
@@ -314,7 +315,7 @@ class Consumer:
                 got.append(message)
                 size += len(message.id) + len(message.payload)
         self._delivered = got[-1].id
-        return got
+        return tracing.received(self.topic, self.name, got)
 
     def poll_rows(
         self, max_messages: int = 100, timeout_seconds: float = 1.0, *, max_bytes: int | None = None

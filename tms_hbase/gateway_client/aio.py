@@ -53,7 +53,8 @@ class AsyncGatewayClient(AsyncMessagingService):
     """A client of ``tms-gateway`` for asyncio, with the options of
     :class:`~tms_hbase.gateway_client.http.GatewayClient`: ``url`` (default ``$TMS_GATEWAY_URL`` or
     http://127.0.0.1:8080), ``token`` (default ``$TMS_GATEWAY_TOKEN``), ``timeout_seconds`` per call,
-    ``media`` (Avro, or JSON), ``ca_file`` / ``client_cert`` / ``client_key`` / ``ssl_context`` for https,
+    ``media`` (Avro with keys and headers, CDAP's Avro, or JSON),
+    ``ca_file`` / ``client_cert`` / ``client_key`` / ``ssl_context`` for https,
     ``pool_size`` kept-alive connections idle at most ``max_idle`` seconds; ``max_connections`` calls
     in flight at once (more wait for a connection, within their timeout).
 
@@ -67,7 +68,7 @@ class AsyncGatewayClient(AsyncMessagingService):
         token: str | None = None,
         *,
         timeout_seconds: float = 10.0,
-        media: str = rest.AVRO,
+        media: str = rest.AVRO_RECORDS,
         pool_size: int = 8,
         max_connections: int = 100,
         ca_file: str | None = None,

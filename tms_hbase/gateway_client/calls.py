@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar, cast
 from urllib.parse import urlencode, urlsplit
 
+from tms_hbase import tracing
 from tms_hbase.errors import InvalidArgument, PublishOutcomeUnknown
 from tms_hbase.gateway_client import http1
 from tms_hbase.model import checks
@@ -223,7 +224,9 @@ class Calls:
             raise InvalidArgument("publish(resume=...) is not supported through the gateway")
         topic = _topic(topic)
         checks.ttl_seconds(ttl_seconds)
-        batch = validate_payloads(payloads, 2**63, allow_empty=True)  # the gateway checks emptiness and size
+        batch = validate_payloads(
+            tracing.created(str(topic), payloads), 2**63, allow_empty=True
+        )  # the gateway checks size
         body = rest.encode_publish(rest.PublishRequest(tx_write_pointer, batch), self.media)
         query = {} if ttl_seconds is None else {"ttl": ttl_seconds}
 
@@ -238,7 +241,7 @@ class Calls:
         self, topic: TopicLike, payloads: Sequence[bytes | Record], tx_write_pointer: int, sequence: int | None
     ) -> Request[None]:
         topic = _topic(topic)
-        batch = validate_payloads(payloads, 2**63, allow_empty=True)
+        batch = validate_payloads(tracing.created(str(topic), payloads), 2**63, allow_empty=True)
         body = rest.encode_publish(rest.PublishRequest(tx_write_pointer, batch), self.media)
         path = with_query(rest.topic_path(topic, "store"), {} if sequence is None else {"sequence": sequence})
         return Request("store", "POST", path, nothing, body, topic)

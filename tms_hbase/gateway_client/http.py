@@ -62,9 +62,9 @@ class GatewayClient(MessagingService):
 
     ``url`` is the gateway (default ``$TMS_GATEWAY_URL`` or http://127.0.0.1:8080); ``token`` the bearer
     token (default ``$TMS_GATEWAY_TOKEN``). ``timeout_seconds`` bounds every call as a whole.
-    ``media`` is the body encoding, :data:`tms_hbase.rest.codec.AVRO` (default: CDAP's schemas, no keys or
-    headers), :data:`~tms_hbase.rest.codec.AVRO_RECORDS` (Avro with keys and headers) or
-    :data:`~tms_hbase.rest.codec.JSON` (keys and headers included).
+    ``media`` is the body encoding: :data:`~tms_hbase.rest.codec.AVRO_RECORDS` (default: Avro with keys and
+    headers), :data:`~tms_hbase.rest.codec.JSON` (keys and headers included) or
+    :data:`tms_hbase.rest.codec.AVRO` (CDAP's schemas, as CDAP's clients send them: no keys or headers).
     For https: ``ca_file`` verifies the gateway's certificate (default: the system's CAs), and
     ``client_cert``/``client_key`` present a client certificate (mutual TLS); or pass ``ssl_context``.
     Thread-safe; use it as a context manager or call :meth:`close`.
@@ -76,7 +76,7 @@ class GatewayClient(MessagingService):
         token: str | None = None,
         *,
         timeout_seconds: float = 10.0,
-        media: str = rest.AVRO,
+        media: str = rest.AVRO_RECORDS,
         pool_size: int = 8,
         ca_file: str | None = None,
         client_cert: str | None = None,

@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import TypeVar
 from urllib.parse import urlencode
 
+from tms_hbase import tracing
 from tms_hbase.errors import ClientClosed, InvalidArgument
 from tms_hbase.gateway_client.calls import Calls, Reply, Request, nothing, with_query
 from tms_hbase.model import checks
@@ -96,7 +97,7 @@ class ConsumerSession(_Session):
             self.committed = committed
             if got:
                 self.delivered = got[-1].id
-            return got
+            return tracing.received(self.topic, self.name, got)
 
         path = with_query("messages", query)
         return self._request("poll subscription", "GET", path, decode, content_type=rest.JSON, wait=timeout_seconds)
@@ -143,7 +144,7 @@ class SharedSession(_Session):
         def decode(reply: Reply) -> list[Delivery]:
             got = rest_shared.decode_deliveries(reply.body, self.calls.media)
             self.held.update((d.id, d.deadline) for d in got)
-            return got
+            return tracing.received(self.topic, self.name, got)
 
         return self._request("receive", "GET", f"deliveries?{query}", decode, wait=timeout_seconds)
 

@@ -391,7 +391,7 @@ def batch_size(payloads: Sequence[bytes | Record]) -> int:
     message in a batch with records takes 6 more bytes, for its empty extra section, not counted)."""
     plain, extras = record.split(payloads)
     size = sum(map(len, plain)) + 4 * len(plain)
-    return size if extras is None else size + sum(map(record.counted_size, extras))
+    return size if extras is None else size + record.extras_bytes(extras)
 
 
 @dataclass(frozen=True, slots=True)

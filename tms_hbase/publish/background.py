@@ -14,6 +14,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from tms_hbase import tracing
 from tms_hbase.errors import (
     ClientClosed,
     HBaseError,
@@ -128,8 +129,9 @@ class BackgroundPublisher:
         (None if they were dropped)."""
         if self._closed:
             raise ClientClosed("the background publisher is closed: open a new one")
-        batch = validate_payloads(payloads, self.client.max_batch_bytes, allow_empty=False)
-        item = _Item(as_topic(topic), batch, ttl_seconds)
+        topic = as_topic(topic)
+        batch = validate_payloads(tracing.created(str(topic), payloads), self.client.max_batch_bytes, allow_empty=False)
+        item = _Item(topic, batch, ttl_seconds)
         try:
             if self.on_full == "block":
                 self._queue.put(item, timeout=self.block_timeout_seconds)

@@ -159,7 +159,7 @@ class Reservations:
             else:
                 self.carved += 1
                 # dated when carved, not when the block was reserved: a publish is never dated before its call
-                # (which makes D = W + W/2 + E: docs/ordering.md, "The next block ahead")
+                # (which makes D = W + W/2 + E: docs/ordering.md, "Blocks")
                 self._hand_out(round_, piece.first, self._clock(), piece.started)
         finally:
             with queue.lock:  # hand the lead to the first publish that queued meanwhile

@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
+from tms_hbase import tracing
 from tms_hbase.errors import HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown, TopicFull
 from tms_hbase.installation.metadata import MetadataCache
 from tms_hbase.installation.settings import WriterSettings
@@ -190,7 +191,20 @@ class MessageWriter:
         interrupted attempt can only have landed at the position it aimed at, so once the tail is read
         again, that position is checked for this writer's batch number (found: done), and otherwise
         the batch is appended after the tail.
+
+        The write runs in an OpenTelemetry ``send`` span where tracing is configured (:mod:`tms_hbase.tracing`).
         """
+        with tracing.sending(str(topic), payloads) as traced:
+            return self._publish(topic, traced, tx_write_pointer, ttl, resume)
+
+    def _publish(
+        self,
+        topic: TopicId,
+        payloads: Sequence[bytes | Record],
+        tx_write_pointer: int | None,
+        ttl: float | None,
+        resume: Resume | None,
+    ) -> Written:
         pointer = None if tx_write_pointer is None else self._live_pointer(tx_write_pointer)
         batch = validate_payloads(payloads, self.max_batch_bytes, allow_empty=pointer is not None)
         ttl_ms = None if ttl is None else _ttl_ms(ttl)
@@ -513,7 +527,7 @@ class MessageWriter:
         A pointer row counts the payloads stored under its pointer and their bytes (one key-only scan:
         :mod:`.stored`)."""
         if payloads or tx_pointer is None:
-            return len(payloads), sum(record.counted_sizes(*record.split(payloads)))
+            return len(payloads), record.message_bytes(payloads)
         stored = stored_sizes(self.payloads, topic, generation, tx_pointer)
         return len(stored), sum(size for _, size in stored)
 
@@ -533,6 +547,12 @@ class MessageWriter:
         names the first one itself (deterministic keys: storing the same payloads again, as a retried
         Spark task does, overwrites instead of adding); it must be >= 2**40, above the counter's range.
         """
+        with tracing.sending(str(topic), payloads) as traced:
+            self._store(topic, traced, tx_write_pointer, sequence)
+
+    def _store(
+        self, topic: TopicId, payloads: Sequence[bytes | Record], tx_write_pointer: int, sequence: int | None
+    ) -> None:
         pointer = self._live_pointer(tx_write_pointer)
         batch = validate_payloads(payloads, self.max_batch_bytes, allow_empty=False)
         meta = self.topics.get(topic)

@@ -51,6 +51,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
+from tms_hbase import tracing
 from tms_hbase.consume.doorbell import DEFAULT_HOST, Bell, parse_address, ring_local
 from tms_hbase.consume.subscriptions import mark_before
 from tms_hbase.errors import InvalidArgument, NotHeld, SubscriptionNotFound, TmsError, TopicFull, TopicNotFound
@@ -240,7 +241,7 @@ class SharedConsumer(TransactionalAcks):
                 got += self._claim_new(max_messages - len(got), looked=reaping)
             if got:
                 self._metric.inc(len(got))
-                return got
+                return tracing.received(self.topic, self.name, got)
             if self._registered:  # key order: messages registered waiting may go out now; look at once
                 self._next_reap, reaped = 0.0, True
                 continue

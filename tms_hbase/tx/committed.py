@@ -157,7 +157,10 @@ class CommittedReads:
         if self._server is None:
             from tms_hbase.tx.client import TransactionClient
 
-            self._server = TransactionClient(self._address, timeout_seconds=self._timeout, retry=Retry.never())
+            sockets = self._txstate.hbase.connection_class.socket_class  # the storage's: loop-waiting under asyncio
+            self._server = TransactionClient(
+                self._address, timeout_seconds=self._timeout, retry=Retry.never(), socket_class=sockets
+            )
         return self._server
 
     def close(self) -> None:
