@@ -489,7 +489,9 @@ class SharedConsumer(TransactionalAcks):
         if s.ordering == "key":
             in_play = [c for c in claims if not c.claim.state.settled]
             self._view = view_of(s, floor, ranges, in_play, complete=len(claims) < SCAN_LIMIT)
-            due = heads(s, self._view, in_play, now)
+            # those this consumer registered first (it has their messages: no read to deliver them), so
+            # consumers that reap at once do not all try the same heads
+            due = sorted(heads(s, self._view, in_play, now), key=lambda c: c.message_id not in self._bodies)
         else:
             due = [c for c in claims if c.claim.available(now)]
         self._expired = deque(c for c in due if c.message_id not in self._held)
