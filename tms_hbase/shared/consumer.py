@@ -84,6 +84,7 @@ RING_GAP = 0.05  # seconds between rings for ranges given back with more to read
 KEEP_SECONDS = 2.0
 TAIL_SECONDS = 1.0  # within a receive, a look after a wait without a ring reads the newest row after this long
 PEERS_SECONDS = 1.0  # how long the other idle consumers' doorbells read once are rung without reading again
+BODIES_BYTES = 16 << 20  # key order: payloads of messages registered waiting kept to deliver them without a read
 MAX_OWNER_LENGTH = 300  # an owner's name is written into every claim it makes and keys its doorbell's row
 
 
@@ -144,6 +145,7 @@ class SharedConsumer(TransactionalAcks):
         # whether the last look registered some
         self._view = KeyView()
         self._bodies: dict[bytes, Message] = {}
+        self._bodies_bytes = 0
         self._registered = 0
         self._next_reap = 0.0
         self._closed = False
@@ -466,7 +468,7 @@ class SharedConsumer(TransactionalAcks):
         if settings.incarnation != self.settings.incarnation:
             self._held.clear()
             self._range, self._expired, self._takeable, self._next_reap = None, deque(), [], 0.0
-            self._view, self._bodies = KeyView(), {}
+            self._view, self._bodies, self._bodies_bytes = KeyView(), {}, 0
             self._next_due, self._ahead, self._handed, self._tail = None, None, 0, 0
             self._tail_read = float("-inf")
         self._use_settings(data, settings)
@@ -489,6 +491,9 @@ class SharedConsumer(TransactionalAcks):
         if s.ordering == "key":
             in_play = [c for c in claims if not c.claim.state.settled]
             self._view = view_of(s, floor, ranges, in_play, complete=len(claims) < SCAN_LIMIT)
+            waiting = {c.message_id for c in in_play}
+            self._bodies = {i: m for i, m in self._bodies.items() if i in waiting}
+            self._bodies_bytes = sum(len(m.payload) for m in self._bodies.values())
             # those this consumer registered first (it has their messages: no read to deliver them), so
             # consumers that reap at once do not all try the same heads
             due = sorted(heads(s, self._view, in_play, now), key=lambda c: c.message_id not in self._bodies)
@@ -516,46 +521,50 @@ class SharedConsumer(TransactionalAcks):
             self._store.clear_done(keys, floor, new_floor, first_id, stop_id)
 
     def _redeliver(self, wanted: int) -> list[Delivery]:
+        """Deliver again what the last reap found deliverable (and, key order, the next of a key just
+        settled here): up to ``wanted``, their claims taken by compare-and-set, pipelined; past
+        ``max_deliveries`` to the dead letters instead."""
         out: list[Delivery] = []
         while self._expired and len(out) < wanted:
-            stored = self._expired.popleft()
-            claim, now = stored.claim, self._clock()
-            if not claim.available(now):
-                continue
-            if claim.deliveries >= self.settings.max_deliveries:
-                self._dead_letter(stored, now)
-                continue
-            held = Claim(
-                ClaimState.HELD,
-                self.owner,
-                now + self.settings.ack_timeout_ms,
-                claim.deliveries + 1,
-                claim.publish_time,
-                key=claim.key,
-            )
-            won = self._store.swap_claim(self._keys, stored.message_id, stored.data, held)
-            body = self._bodies.pop(stored.message_id, None)
-            if won is None:
-                continue  # another consumer was first
-            message = body or self._read_one(stored.message_id)
-            if message is None:  # expired (TTL) or swept meanwhile: nothing left to deliver
-                self._store.swap_claim(self._keys, stored.message_id, won.data, replace(held, state=ClaimState.DEAD))
-                continue
-            if held.deliveries > 1:
-                self._store.count(self._keys, redelivered=1)
-            self._held[stored.message_id] = won
-            out.append(
-                Delivery(
-                    message.id,
-                    message.payload,
-                    message.publish_time,
-                    held.deliveries,
-                    held.deadline,
-                    message.key,
-                    message.headers,
+            takes: list[tuple[bytes, bytes | None, Claim]] = []
+            while self._expired and len(takes) < wanted - len(out):
+                stored = self._expired.popleft()
+                claim, now = stored.claim, self._clock()
+                if not claim.available(now):
+                    continue
+                if claim.deliveries >= self.settings.max_deliveries:
+                    self._dead_letter(stored, now)
+                    continue
+                held = Claim(
+                    ClaimState.HELD,
+                    self.owner,
+                    now + self.settings.ack_timeout_ms,
+                    claim.deliveries + 1,
+                    claim.publish_time,
+                    key=claim.key,
                 )
-            )
+                takes.append((stored.message_id, stored.data, held))
+            for won in self._store.swap_claims(self._keys, takes) if takes else []:
+                if won is not None:  # (None: another consumer was first)
+                    delivery = self._deliver_again(won)
+                    if delivery is not None:
+                        out.append(delivery)
         return out
+
+    def _deliver_again(self, won: StoredClaim) -> Delivery | None:
+        """The delivery of a message whose claim this consumer just took (None: it expired meanwhile)."""
+        body = self._bodies.pop(won.message_id, None)
+        self._bodies_bytes -= 0 if body is None else len(body.payload)
+        message = body or self._read_one(won.message_id)
+        held = won.claim
+        if message is None:  # expired (TTL) or swept meanwhile: nothing left to deliver
+            self._store.swap_claim(self._keys, won.message_id, won.data, replace(held, state=ClaimState.DEAD))
+            return None
+        if held.deliveries > 1:
+            self._store.count(self._keys, redelivered=1)
+        self._held[won.message_id] = won
+        m = message
+        return Delivery(m.id, m.payload, m.publish_time, held.deliveries, held.deadline, m.key, m.headers)
 
     def _dead_letter(self, stored: StoredClaim, now: int) -> None:
         """Past ``max_deliveries``: hold it (so no other reaper does the same), publish it to the
@@ -756,10 +765,16 @@ class SharedConsumer(TransactionalAcks):
                 out.append(Delivery(m.id, m.payload, m.publish_time, 1, won.claim.deadline, m.key, m.headers))
             else:  # waiting for its key's turn: delivered from here (by whichever consumer) when it comes
                 self._registered += 1
-                self._bodies[m.id] = m
-                if len(self._bodies) > WINDOW:
-                    del self._bodies[next(iter(self._bodies))]
+                self._keep_body(m)
         return out, finished
+
+    def _keep_body(self, message: Message) -> None:
+        """Keep a message registered waiting, to deliver it without reading it again when its turn comes
+        here (at most BODIES_BYTES of payloads: the oldest go first; a reap forgets those settled)."""
+        self._bodies[message.id] = message
+        self._bodies_bytes += len(message.payload)
+        while self._bodies_bytes > BODIES_BYTES:
+            self._bodies_bytes -= len(self._bodies.pop(next(iter(self._bodies))).payload)
 
     def _plan(self, r: StoredRange, messages: Sequence[Message], wanted: int) -> list[tuple[Message, Claim]]:
         """The claims to write for the first messages of range ``r``, up to ``wanted`` deliveries: held by
