@@ -62,9 +62,11 @@ cluster-start: install
 cluster-stop: install
 	$(VENV)/bin/tms-admin hbase cluster stop
 
-lint: install  ## style, formatting, the layer rule of docs/architecture.md (import-linter contracts), types (mypy)
+lint: install  ## style, formatting, the asyncio interface generated from the blocking one, the bridge's rules and the layer rule of docs/architecture.md (import-linter contracts), types (mypy)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(PY) -m tools.unasync --check
+	$(PY) -m tools.bridge_rules
 	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/mypy
 

@@ -79,7 +79,7 @@ def _describe(d: dict) -> str:
             f"messages      {n['waiting']:,} waiting, {n['in_flight']:,} in flight ({n['consumers']} consumers), "
             f"{n['due']:,} due again",
             f"settled       {n['acknowledged']:,} acknowledged, {n['dead_lettered']:,} dead-lettered, "
-            f"{n['redelivered']:,} redeliveries",
+            f"{n['redelivered']:,} redeliveries, {n['late_acks']:,} late settlements refused",
             f"oldest        {n['oldest_unacked_seconds']:,.1f} s unacknowledged",
         ]
     return "\n".join(lines)

@@ -77,7 +77,7 @@ async def _async_lone(settings: Settings, prefix: str, topic: str, ordering: str
 async def _bridged_lone(settings: Settings, prefix: str, topic: str, ordering: str, count: int) -> float:
     """The gateway's way: the sync client's protocol code over the asyncio driver, each publish one
     ``run_to_end`` under a semaphore (``tms_hbase_gateway.service.Gateway.run``), without the HTTP around it."""
-    from tms_hbase.runtime.green import run_sync, run_to_end
+    from tms_hbase.runtime.bridge import run_sync, run_to_end
     from tms_hbase_gateway.service import LoopClient
 
     client = await run_sync(LoopClient, settings.address, prefix, create_tables=False)

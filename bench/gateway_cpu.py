@@ -44,7 +44,7 @@ LAYERS = [
     ("uvicorn/", "uvicorn (HTTP protocol, httptools callbacks)"),
     ("httptools", "uvicorn (HTTP protocol, httptools callbacks)"),
     ("starlette/", "starlette (routing, request, response, middleware)"),
-    ("tms_hbase/runtime/green.py", "library on the event loop: greenlets, asyncio streams"),
+    ("tms_hbase/runtime/", "library on the event loop: greenlets, asyncio streams"),
     ("tms_hbase/storage/aio.py", "library on the event loop: greenlets, asyncio streams"),
     ("greenlet", "library on the event loop: greenlets, asyncio streams"),
     ("tms_hbase_gateway/access.py", "gateway: access log and metrics"),

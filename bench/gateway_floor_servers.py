@@ -98,7 +98,7 @@ def published(client: MessagingClient, head: Head, body: bytes) -> bytes:
 async def loop_publisher(thrift: str, prefix: str) -> Callable[[Head, bytes], Awaitable[bytes]]:
     """A publish on this event loop the gateway's way (``tms_hbase_gateway.service.Gateway.run``): the
     sync client's protocol code over the asyncio driver, one ``run_to_end`` a publish under a semaphore."""
-    from tms_hbase.runtime.green import run_sync, run_to_end
+    from tms_hbase.runtime.bridge import run_sync, run_to_end
     from tms_hbase_gateway.service import LoopClient
 
     client = await run_sync(LoopClient, thrift, prefix, pool_size=CALLS_AT_ONCE, create_tables=False)

@@ -33,6 +33,7 @@ from . import (
     latency,
     publish,
     records,
+    scale,
     seek,
     shared,
     shared_keyed,
@@ -65,6 +66,7 @@ BENCHMARKS: dict[str, Callable[[Settings], Result]] = {
     "aio": aio.run,
     "console": console.run,
     "transports": transports.run,
+    "scale": scale.run,
 }
 
 

@@ -29,6 +29,9 @@ EXIT_HELP = (
 )
 
 
+WORKER_HEALTHCHECK_SECONDS = 30
+
+
 def _print_new_token(ctx: click.Context, _param: click.Parameter, name: str | None) -> None:
     if name is None or ctx.resilient_parsing:
         return
@@ -141,6 +144,9 @@ def serve(settings: config.Settings) -> int:
             access_log=False,  # tms_hbase_gateway.access writes one richer line per request
             timeout_keep_alive=int(settings.keep_alive),
             timeout_graceful_shutdown=int(settings.shutdown_grace),
+            # a worker that does not answer the supervisor's ping this long is killed and replaced: uvicorn's
+            # 5 s kills workers that a long pause or a loaded machine's slow start holds back, with their sessions
+            timeout_worker_healthcheck=WORKER_HEALTHCHECK_SECONDS,
             server_header=False,
             ssl_certfile=tls.cert if tls else None,
             ssl_keyfile=tls.key if tls else None,

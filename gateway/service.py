@@ -3,7 +3,7 @@ the settings. Built when the worker starts (ASGI lifespan, :meth:`Gateway.open`)
 
 The library calls run on the event loop itself, as the asyncio client runs them
 (:mod:`tms_hbase.aio`): the synchronous client's protocol code in a greenlet
-(:func:`tms_hbase.runtime.green.run_sync`) over the asyncio storage driver
+(:func:`tms_hbase.runtime.bridge.run_sync`) over the asyncio storage driver
 (:class:`~tms_hbase.storage.aio.AsyncHBaseConnection`), so every HBase call, backoff and consumer wait
 waits on the loop and no call hops to a thread. The gateway keeps the synchronous client's objects
 (rather than :class:`~tms_hbase.aio.AsyncMessagingClient`'s wrappers) because its consumer sessions
@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from tms_hbase import MessagingClient
 from tms_hbase.config import Config
 from tms_hbase.errors import HBaseUnavailable, TmsError
-from tms_hbase.runtime.green import run_sync, run_to_end
+from tms_hbase.runtime.bridge import run_sync, run_to_end
 from tms_hbase.storage.aio import AsyncHBaseConnection
 
 from .auth import Guard
@@ -36,7 +36,7 @@ T = TypeVar("T")
 
 class LoopClient(MessagingClient):
     """The synchronous client's protocol code over the asyncio storage driver: made and used inside
-    :func:`~tms_hbase.runtime.green.run_sync`."""
+    :func:`~tms_hbase.runtime.bridge.run_sync`."""
 
     _pool_class = AsyncHBaseConnection
 

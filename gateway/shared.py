@@ -1,5 +1,6 @@
 """Shared subscriptions over HTTP (docs/gateway.md, "Shared subscriptions"): fetch a batch of deliveries
-(a long-poll), then ack, nack, release or extend them by message id, and list what is in flight.
+(a long-poll), then ack, nack, release or extend them by message id (and the delivery's incarnation,
+which fences a settlement of a delivery that ended), and list what is in flight.
 
 **Sessions.** The library's shared consumer settles a delivery only for the consumer that holds it, by
 its ``owner`` name (docs/shared.md). Over HTTP that name is a session's: the first ``deliveries`` call
@@ -27,6 +28,7 @@ from starlette.routing import Route
 from tms_hbase import TopicId
 from tms_hbase.errors import InvalidArgument, NotHeld
 from tms_hbase.model.isolation import COMMITTED, check_isolation
+from tms_hbase.model.message import DeliveryRef
 from tms_hbase.rest import codec as rest
 from tms_hbase.rest import shared as rest_shared
 from tms_hbase.shared import SharedConsumer
@@ -90,25 +92,25 @@ async def deliveries(request: Request, gateway: Gateway, topic: TopicId) -> Resp
     return Response(data, 200, media_type=media, headers={rest.CONSUMER_HEADER: secret})
 
 
-Settle = Callable[[SharedConsumer, list[bytes], float | None], list[int]]
+Settle = Callable[[SharedConsumer, list[DeliveryRef], float | None], list[int]]
 
 
-def _ack(consumer: SharedConsumer, ids: list[bytes], seconds: float | None) -> list[int]:
+def _ack(consumer: SharedConsumer, refs: list[DeliveryRef], seconds: float | None) -> list[int]:
     if seconds is not None:
         raise InvalidArgument("an ack takes no seconds")
-    consumer.ack(*ids)
+    consumer.ack(*refs)
     return []
 
 
-def _each(step: Callable[[SharedConsumer, bytes, float | None], int | None]) -> Settle:
-    """Apply a one-message step to each id (all checked first); NotHeld at the end lists those it
+def _each(step: Callable[[SharedConsumer, DeliveryRef, float | None], int | None]) -> Settle:
+    """Apply a one-message step to each delivery (all checked first); NotHeld at the end lists those it
     failed for, as ``ack`` does."""
 
-    def settle(consumer: SharedConsumer, ids: list[bytes], seconds: float | None) -> list[int]:
-        checked, out, failed = consumer.ids_of(ids), [], []
-        for message_id in checked:
+    def settle(consumer: SharedConsumer, refs: list[DeliveryRef], seconds: float | None) -> list[int]:
+        checked, out, failed = consumer.refs_of(refs), [], []
+        for ref in checked:
             try:
-                result = step(consumer, message_id, seconds)
+                result = step(consumer, ref, seconds)
             except NotHeld as exc:
                 failed.append(str(exc))
                 continue
@@ -121,10 +123,10 @@ def _each(step: Callable[[SharedConsumer, bytes, float | None], int | None]) -> 
     return settle
 
 
-def _release(consumer: SharedConsumer, message_id: bytes, seconds: float | None) -> None:
+def _release(consumer: SharedConsumer, ref: DeliveryRef, seconds: float | None) -> None:
     if seconds is not None:
         raise InvalidArgument("a release takes no seconds (a nack does)")
-    consumer.release(message_id)
+    consumer.release(ref)
 
 
 SETTLE: dict[str, Settle] = {
@@ -150,7 +152,7 @@ def _settler(action: str) -> Callable[[Request], object]:
             settling = rest_shared.decode_settle(body, media)
             consumer = cache.take(key)
             try:
-                deadlines = settle(consumer, settling.ids, settling.seconds)
+                deadlines = settle(consumer, settling.refs, settling.seconds)
             finally:
                 cache.park(key, consumer)
             return rest_shared.encode_deadlines(deadlines, media) if action == "extend" else b""

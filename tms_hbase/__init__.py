@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from tms_hbase.client import MessagingClient
     from tms_hbase.consume.consumer import Consumer, ConsumerSession
     from tms_hbase.model.dead_letter import DeadLetter
-    from tms_hbase.model.message import Delivery, Message
+    from tms_hbase.model.message import Delivery, DeliveryRef, Message
     from tms_hbase.model.message_id import MessageId
     from tms_hbase.model.published import PublishResult
     from tms_hbase.model.record import Record
@@ -71,6 +71,7 @@ _LAZY = {
     "Record": "tms_hbase.model.record",
     "DeadLetter": "tms_hbase.model.dead_letter",
     "Delivery": "tms_hbase.model.message",
+    "DeliveryRef": "tms_hbase.model.message",
     "PendingMessage": "tms_hbase.model.subscription",
     "SharedConsumer": "tms_hbase.shared",
     "SharedStats": "tms_hbase.model.stats",
@@ -109,6 +110,7 @@ __all__ = [
     "CorruptData",
     "DeadLetter",
     "Delivery",
+    "DeliveryRef",
     "Fenced",
     "HBaseError",
     "HBaseUnavailable",

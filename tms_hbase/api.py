@@ -1,3 +1,4 @@
+# unasync: sync
 """The messaging interface: what a program may call whether it reaches tms-hbase directly or through the gateway.
 
 :class:`MessagingService` is implemented by :class:`tms_hbase.MessagingClient` (direct, over HBase's Thrift
@@ -17,7 +18,34 @@ client (``client.admin``), and over the gateway, the raw ``poll`` of CDAP's API.
 argument the gateway cannot honour and refuse it with InvalidArgument rather than ignore it:
 ``update_topic(expected=...)`` and ``publish(resume=...)``; ``list_topics`` through the gateway needs a
 namespace (the REST API lists one at a time).
+
+The asyncio twin, :class:`tms_hbase.aio.api.AsyncMessagingService`, is generated from this file by
+``tools/unasync.py`` (``make lint`` fails when it drifts): a signature or docstring is written here once.
 """
+# unasync: async
+# """The messaging interface for asyncio: :class:`AsyncMessagingService`, the twin of
+# :class:`tms_hbase.api.MessagingService` with the same method names, arguments, units, results and errors,
+# each call a coroutine.
+#
+# It is implemented by :class:`tms_hbase.gateway_client.aio.AsyncGatewayClient` (over ``tms-gateway``'s REST
+# API) and by :class:`tms_hbase.aio.client.AsyncMessagingClient` (direct, over HBase); both declare it as their
+# base, so the type checker holds them to it. Code written against it runs on either::
+#
+#     async def drain(service: AsyncMessagingService, topic: TopicId) -> list[bytes]:
+#         return [m.payload async for m in service.fetch(topic, limit=100)]
+#
+# Where the blocking interface returns an iterator, this one returns an async iterator: ``fetch`` checks its
+# arguments at the call and reads the first page at the first ``__anext__``. Consumers are async context
+# managers: ``consumer()`` returns the exclusive consumer unopened, and ``async with`` (or ``await
+# consumer.open()``) opens it (SubscriptionBusy there while another consumer holds the subscription);
+# ``async for`` iterates either kind. Waits carry their unit in their names (``max_wait_seconds``,
+# ``timeout_seconds``, ``delay_seconds``, ``ack_timeout_seconds``).
+#
+# Cancelling a call (``task.cancel()``, ``asyncio.timeout``) raises CancelledError in the caller at once; what
+# the call had done by then is each implementation's documented outcome (for a publish: the batch is stored
+# whole or not at all, never in part).
+# """
+# unasync: end
 
 from __future__ import annotations
 
@@ -40,9 +68,21 @@ if TYPE_CHECKING:
 class SubscriptionConsumer(Protocol):
     """The active consumer of an exclusive subscription (``MessagingService.consumer``)."""
 
+    # unasync: sync
     def __enter__(self) -> Self:
         """The consumer itself: leaving the ``with`` block closes it."""
         ...
+
+    # unasync: async
+    # async def __aenter__(self) -> Self:
+    #     """Open the consumer (as :meth:`open`); leaving the ``async with`` block closes it."""
+    #     ...
+    #
+    # async def open(self) -> None:
+    #     """Take the subscription's lease; SubscriptionBusy while another consumer holds it."""
+    #     ...
+    #
+    # unasync: end
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -67,7 +107,7 @@ class SubscriptionConsumer(Protocol):
         ...
 
     def __iter__(self) -> Iterator[Message]:
-        """Messages in order; the iteration ends after ``max_wait_seconds`` seconds without one."""
+        """Messages in order; the iteration ends after ``max_wait_seconds`` without one."""
         ...
 
     def commit(self, message: Message | bytes | None = None) -> None:
@@ -102,7 +142,7 @@ class SharedSubscriptionConsumer(Protocol):
         ...
 
     def __iter__(self) -> Iterator[Delivery]:
-        """Deliveries one by one; the iteration ends after ``max_wait_seconds`` seconds without one."""
+        """Deliveries one by one; the iteration ends after ``max_wait_seconds`` without one."""
         ...
 
     def ack(self, *deliveries: Delivery | bytes) -> None:
@@ -118,11 +158,11 @@ class SharedSubscriptionConsumer(Protocol):
         ...
 
     def extend(self, delivery: Delivery | bytes, timeout_seconds: float | None = None) -> int:
-        """Hold it until ``timeout_seconds`` from now (default: the ack timeout); returns the new deadline (ms)."""
+        """Hold it until ``timeout_seconds`` from now (default: the ack timeout); the new deadline (ms)."""
         ...
 
     def close(self) -> None:
-        """Stop; what this consumer holds goes to others at its deadline."""
+        """Stop; what this consumer holds goes to others at once (or at its deadline)."""
         ...
 
 
@@ -140,6 +180,16 @@ class MessagingService(Protocol):
 
     def close(self) -> None:
         """Close the client's connections."""
+        ...
+
+    def __enter__(self) -> Self:
+        """The client itself: leaving the ``with`` block closes it."""
+        ...
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """Close the client (as :meth:`close`)."""
         ...
 
     # -- topics -------------------------------------------------------------------------------
@@ -211,7 +261,8 @@ class MessagingService(Protocol):
         limit: int | None = None,
         transaction: Transaction | None = None,
     ) -> Iterator[Message]:
-        """Messages in order from a message id or a publish time (ms), up to ``limit``."""
+        """Messages in order from a message id or a publish time (ms), up to ``limit``; bad arguments raise at
+        the call (InvalidArgument)."""
         ...
 
     # -- subscriptions and consumers ------------------------------------------------------------
@@ -274,7 +325,8 @@ class MessagingService(Protocol):
         ...
 
     def consumer(self, topic: TopicLike, name: str, *, max_wait_seconds: float = 5.0) -> SubscriptionConsumer:
-        """The active consumer of an exclusive subscription; SubscriptionBusy while another holds it."""
+        """The active consumer of an exclusive subscription; SubscriptionBusy while another holds it (for
+        asyncio: where ``async with`` opens it). The arguments are checked at the call."""
         ...
 
     def shared_consumer(

@@ -207,7 +207,12 @@ class MessagingClient(MessagingService):
     def _make_committed_reads(self) -> CommittedReads:
         from tms_hbase.tx.committed import CommittedReads
 
-        return CommittedReads(self.installation.txstate, self._tx_server, timeout_seconds=self.config.timeout_seconds)
+        return CommittedReads(
+            self.installation.txstate,
+            self._tx_server,
+            timeout_seconds=self.config.timeout_seconds,
+            socket_class=self.installation.hbase.connection_class.socket_class,  # under asyncio, the loop's
+        )
 
     def _isolated(self, isolation: str, transaction: object = None) -> CommittedReads | None:
         """The view a consumer reading with ``isolation`` judges transactional rows by: the installation's

@@ -178,6 +178,7 @@ def _subscription(s: Subscription, lag: Lag | None) -> dict:
             "ack_timeout_seconds": shared.ack_timeout_seconds,
             "max_deliveries": shared.max_deliveries,
             "dead_letter": None if shared.dead_letter is None else str(shared.dead_letter),
+            "late_acks": shared.late_acks,
             "ordering": shared.ordering,
         },
     }

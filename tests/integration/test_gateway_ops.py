@@ -11,6 +11,7 @@ import re
 import signal
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 import httpx
@@ -102,6 +103,33 @@ def test_a_killed_worker_is_replaced_and_the_gateway_keeps_serving(
                 sent += 1
                 assert http.get("/health").json()["worker"] not in (first, second)
         assert len(list(client.fetch(T))) == sent
+    finally:
+        assert gateway.stop() == 0, gateway.log()
+
+
+PAUSE = 12.0  # seconds a worker is stopped: past uvicorn's default health check (5 s), within the gateway's
+
+
+def test_a_paused_worker_is_not_killed_by_the_health_check(
+    client: MessagingClient, hbase_address: str, prefix: str, tmp_path: Path
+) -> None:
+    """A worker stopped for a while (a long GC or swap pause, or a machine so loaded its start takes seconds)
+    is waited for, not killed and replaced: what it holds (consumer sessions, read-ahead) survives."""
+    client.create_topic(T)
+    gateway = GatewayProcess(gateway_env(hbase_address, prefix), tmp_path / "gw.log", "--workers", "2").start()
+    try:
+        wait_for(lambda: len(workers_of(gateway)) == 2, "two workers", 60)
+        paused, other = sorted(workers_of(gateway))
+        os.kill(paused, signal.SIGSTOP)
+        try:
+            deadline = time.monotonic() + PAUSE
+            while time.monotonic() < deadline:  # the fault lasts PAUSE; the supervisor checks every half second
+                assert paused in workers_of(gateway), gateway.log()
+                time.sleep(0.5)
+        finally:
+            os.kill(paused, signal.SIGCONT)
+        wait_for(lambda: "died" not in gateway.log() and workers_of(gateway) == {paused, other}, "both workers", 60)
+        assert "died" not in gateway.log()
     finally:
         assert gateway.stop() == 0, gateway.log()
 

@@ -38,15 +38,25 @@ DELIVERIES = {
             {"name": "publishTime", "type": "long"},
             {"name": "deliveries", "type": "int"},
             {"name": "deadline", "type": "long"},
+            {"name": "incarnation", "type": "long"},
         ],
     },
 }
-SETTLE = {
+SETTLE = {  # as written before deliveries carried incarnations: still read (settled by session only)
     "type": "record",
     "name": "SettleRequest",
     "fields": [
         {"name": "ids", "type": {"type": "array", "items": "bytes"}},
         {"name": "seconds", "type": ["null", "double"], "default": None},
+    ],
+}
+FENCED_SETTLE = {
+    "type": "record",
+    "name": "SettleRequest",
+    "fields": [
+        {"name": "ids", "type": {"type": "array", "items": "bytes"}},
+        {"name": "seconds", "type": ["null", "double"], "default": None},
+        {"name": "incarnations", "type": {"type": "array", "items": "long"}},
     ],
 }
 DEADLINES = {"type": "array", "items": "long"}
@@ -249,6 +259,68 @@ def test_expired_reset_and_deleted(http: httpx.Client, topic: TopicId, direct: M
     direct.delete_subscription(topic, "fast")
     gone = http.post(url(topic, "fast", "ack"), headers={CONSUMER: session}, json={"ids": [first["id"]]})
     assert_error(gone, 404, "SubscriptionNotFound")
+
+
+def test_a_settlement_of_a_delivery_that_ended_is_refused_with_409(
+    http: httpx.Client, wire: Wire, topic: TopicId, direct: MessagingClient
+) -> None:
+    """One session gets a message, lets its deadline pass and gets it again: a settlement naming the first
+    delivery (its incarnation) is 409 NotHeld and counted; the second delivery is untouched and settles."""
+    direct.create_subscription(topic, "fast", shared=True, ack_timeout_seconds=0.5)
+    (first,), session = _fetch_fast(http, wire, topic)
+    time.sleep(0.8)
+    (second,), _ = _fetch_fast(http, wire, topic, session)
+    assert (second["id"], second["deliveries"]) == (first["id"], 2)
+    assert second["incarnation"] not in (first["incarnation"], 0)
+    extend = _fenced(wire, [second["id"]], [second["incarnation"]], 60.0)
+    assert http.post(url(topic, "fast", "extend"), content=extend, headers=_head(wire, session)).status_code == 200
+    for action in ("ack", "nack", "extend", "release"):
+        late = _fenced(wire, [first["id"]], [first["incarnation"]])
+        refused = http.post(url(topic, "fast", action), content=late, headers=_head(wire, session))
+        assert_error(refused, 409, "NotHeld")
+        assert "delivered again" in refused.text
+    (held,) = direct.pending(topic, "fast")
+    assert (held.state, held.deliveries) == ("held", 2)  # nothing changed
+    stats = direct.get_subscription(topic, "fast").shared
+    assert stats is not None and stats.late_acks == 4
+    ack = _fenced(wire, [second["id"]], [second["incarnation"]])
+    assert http.post(url(topic, "fast", "ack"), content=ack, headers=_head(wire, session)).status_code == 200
+    assert direct.pending(topic, "fast") == []
+    assert direct.get_subscription(topic, "fast").shared.acknowledged == 1  # type: ignore[union-attr]
+
+
+def _fetch_fast(http: httpx.Client, wire: Wire, t: TopicId, session: str | None = None) -> tuple[list[dict], str]:
+    headers = {"Accept": wire.media} | ({CONSUMER: session} if session else {})
+    response = http.get(url(t, "fast", "deliveries"), params={"max": 1, "wait": 10}, headers=headers)
+    return wire.deliveries(response), response.headers[CONSUMER]
+
+
+def _fenced(wire: Wire, ids: list[bytes], incarnations: list[int], seconds: float | None = None) -> bytes:
+    if wire.media == AVRO:
+        return _avro(FENCED_SETTLE, {"ids": ids, "seconds": seconds, "incarnations": incarnations})
+    return json.dumps({"ids": [_b64(i) for i in ids], "seconds": seconds, "incarnations": incarnations}).encode()
+
+
+def _head(wire: Wire, session: str) -> dict[str, str]:
+    return {"Content-Type": wire.media, CONSUMER: session}
+
+
+@pytest.mark.parametrize("media", [AVRO, JSON])
+def test_gateway_client_refuses_a_settlement_of_a_delivery_that_ended(
+    gateway: GatewayProcess, topic: TopicId, direct: MessagingClient, media: str
+) -> None:
+    direct.create_subscription(topic, "fast", shared=True, ack_timeout_seconds=0.5)
+    with GatewayClient(gateway.url, media=media) as client, client.shared_consumer(topic, "fast") as consumer:
+        (first,) = consumer.receive(1, 10)
+        time.sleep(0.8)
+        (second,) = consumer.receive(1, 10)
+        assert (second.id, second.deliveries) == (first.id, 2) and second.incarnation != first.incarnation
+        consumer.extend(second, 60)
+        with pytest.raises(NotHeld, match="delivered again"):
+            consumer.ack(first)
+        consumer.ack(second)
+    stats = direct.get_subscription(topic, "fast").shared
+    assert stats is not None and (stats.acknowledged, stats.late_acks) == (1, 1)
 
 
 # -- GatewayClient -------------------------------------------------------------------------------

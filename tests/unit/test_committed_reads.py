@@ -17,6 +17,9 @@ from tms_hbase.txserver.state_store import StateStore
 from ..memory_storage import MemoryInstallation
 from ..tx_server import free_port
 
+# also through the asyncio bridge, in debug mode (tests/unit/conftest.py)
+pytestmark = pytest.mark.usefixtures("runner")
+
 POINTER = (now_ms() + 86_400_000) * 1_000_000  # a write pointer no transaction server handed out (a day ahead)
 
 

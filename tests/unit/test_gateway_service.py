@@ -1,7 +1,7 @@
 """The gateway's library calls on its event loop (gateway/service.py, ``Gateway.run`` and ``Gateway.wait``):
 results and errors come back, at most ``threads`` calls (``long_polls`` waits) run at once, a cancelled
 request waits for its started call to end (never leaving it half-way) and its call still waiting for a
-slot never runs. The calls here wait on the loop as library code does (through ``green.await_``); the
+slot never runs. The calls here wait on the loop as library code does (through ``bridge.await_``); the
 real client's calls are covered by the gateway's integration tests."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any, cast
 
 import pytest
 
-from tms_hbase.runtime import green
+from tms_hbase.runtime import bridge, green
 from tms_hbase_gateway.config import Settings
 from tms_hbase_gateway.metrics import Metrics
 from tms_hbase_gateway.service import Gateway
@@ -58,7 +58,7 @@ def test_a_cancelled_request_waits_for_its_started_call_and_its_queued_call_neve
 
         def slow() -> None:
             started.set()
-            green.await_(release.wait())
+            bridge.await_(release.wait())
             ran.append("slow")
 
         first = asyncio.create_task(g.run(slow))

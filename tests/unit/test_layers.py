@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 import tms_hbase
 from tms_hbase import errors
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # What `import tms_hbase` must not load: the transaction server's machinery, the roles, any CLI.
 HEAVY = (
@@ -139,3 +142,40 @@ def test_a_dead_transaction_server_is_not_hbase_unreachable() -> None:
     assert not issubclass(errors.TransactionServiceUnavailable, errors.HBaseError)
     assert issubclass(errors.TransactionServiceUnavailable, errors.Unavailable)
     assert issubclass(errors.HBaseUnavailable, errors.Unavailable)
+
+
+def test_the_synchronous_clients_and_their_protocol_code_run_without_greenlet() -> None:
+    """greenlet is the ``asyncio`` extra's (the bridge's, tms_hbase/runtime/bridge.py): with it missing, the
+    synchronous clients, the command-line tools and protocol code that waits (a publish, a fetch, the
+    runtime's locks, events, sleeps and background threads) still import and run."""
+    code = """
+import os, sys
+sys.modules["greenlet"] = None  # an import of greenlet now raises ImportError
+os.environ["TMS_HBASE_CHECK_LOCKS"] = "1"
+import tms_hbase
+for name in tms_hbase.__all__:
+    getattr(tms_hbase, name)
+from tms_hbase.gateway_client.http import GatewayClient
+import tms_hbase_admin.cli, tms_hbase_sweeper.cli
+from tms_hbase.runtime import green
+from tests.unit.test_protocol import World, T
+world = World()
+world.writer().publish(T, [b"one", b"two"])
+assert world.fetch() == [b"one", b"two"]
+event, guard, lock, done = green.event(), green.no_wait_lock(reentrant=True), green.lock(), []
+with guard, green.condition(lock):
+    pass
+green.start_thread(lambda: (done.append(1), event.set()), "t").join(5)
+assert event.wait(5) and done == [1] and green.semaphore(1).acquire()
+green.sleep(0)
+assert "greenlet" not in {m for m, module in sys.modules.items() if module is not None}
+try:
+    import tms_hbase.aio.client
+except ModuleNotFoundError as missing:
+    print(missing)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert (
+        done.stdout.strip() == "tms-hbase's asyncio client and gateway need greenlet: pip install 'tms-hbase[asyncio]'"
+    )

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from tms_hbase.runtime import green
+from tms_hbase.runtime import bridge, green
 
 
 def test_the_test_suite_checks_its_locks() -> None:
@@ -26,7 +26,7 @@ def test_a_wait_under_the_lock_raises_and_releases_nothing_it_does_not_hold() ->
             green.sleep(0.01)
 
     with pytest.raises(RuntimeError, match="no-wait lock"):
-        asyncio.run(green.run_sync(waits_under_the_lock))
+        asyncio.run(bridge.run_sync(waits_under_the_lock))
     assert guard.acquire(blocking=False), "the lock is released as the error leaves the with block"
     guard.release()
 
@@ -44,7 +44,7 @@ def test_waits_outside_the_lock_and_reentry_are_fine() -> None:
         green.sleep(0.01)
 
     async def both() -> None:
-        await asyncio.gather(green.run_sync(holds_then_waits), green.run_sync(holds_then_waits))
+        await asyncio.gather(bridge.run_sync(holds_then_waits), bridge.run_sync(holds_then_waits))
 
     asyncio.run(both())
     assert sorted(seen) == [1, 1, 2, 2]

@@ -14,9 +14,13 @@ from tms_hbase.model.retry import Retry
 from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow, message_key, peek
 from tms_hbase.model.topic import TopicId
 from tms_hbase.publish.writer import MessageWriter
+from tms_hbase.runtime import green
 from tms_hbase.tx import NO_TX_IN_PROGRESS, Transaction, write_pointer_now
 
 from ..memory_storage import LOSE_ANSWER, MemoryInstallation
+
+# also through the asyncio bridge, in debug mode (tests/unit/conftest.py)
+pytestmark = pytest.mark.usefixtures("runner")
 
 T = TopicId("ns", "t")
 FAST = Retry(attempts=3, backoff_seconds=0)
@@ -41,6 +45,11 @@ class World:
 
     def rows(self) -> list[BatchRow]:
         return [BatchRow.decode(v[MESSAGE_COLUMN]) for _, v in self.inst.messages.scan()]
+
+
+def test_each_scenario_runs_on_a_thread_and_through_the_asyncio_bridge(runner: str) -> None:
+    assert green.bridged() == (runner == "bridge")
+    assert type(green.lock()).__name__ == ("GreenLock" if runner == "bridge" else "lock")
 
 
 def down(*_: object) -> None:

@@ -7,8 +7,11 @@ import pytest
 
 from tms_hbase import Lag, Subscription, TopicId, TopicStats
 from tms_hbase.errors import InvalidArgument
+from tms_hbase.model import wire
+from tms_hbase.model.message import Delivery, DeliveryRef
 from tms_hbase.model.subscription import Pending
 from tms_hbase.rest import codec as rest
+from tms_hbase.rest import shared as rest_shared
 
 T = TopicId("ns", "t")
 MARK = bytes(range(20))
@@ -80,3 +83,36 @@ def test_commit_bodies() -> None:
 )
 def test_the_response_media_of_a_get(accept: str | None, content_type: str | None, media: str) -> None:
     assert rest.accepted_media(accept, content_type) == media
+
+
+@pytest.mark.parametrize("media", [rest.AVRO, rest.AVRO_RECORDS, rest.JSON])
+def test_deliveries_and_settlements_carry_the_deliveries_incarnations(media: str) -> None:
+    """What fences a late settlement over HTTP: a delivery's incarnation goes out with it and comes back
+    with the settlement; a body that names none (an older client's) is read with incarnations 0."""
+    deliveries = [Delivery(MARK, b"p", 1, 2, 3, incarnation=2**52 - 1), Delivery(MARK[::-1], b"q", 4, 1, 6)]
+    assert rest_shared.decode_deliveries(rest_shared.encode_deliveries(deliveries, media), media) == deliveries
+    refs = [DeliveryRef(MARK, 7), DeliveryRef(MARK[::-1], 0)]
+    request = rest_shared.SettleRequest(refs, 1.5)
+    assert rest_shared.decode_settle(rest_shared.encode_settle(request, media), media) == request
+    unnamed = rest_shared.SettleRequest([DeliveryRef(MARK, 0)], None)
+    assert rest_shared.decode_settle(rest_shared.encode_settle(unnamed, media), media) == unnamed
+    if media == rest.JSON:
+        assert b"incarnations" not in rest_shared.encode_settle(unnamed, media)
+    else:  # as an Avro client written before incarnations sends it
+        old = wire.encode("UnfencedSettleRequest", {"ids": [MARK], "seconds": None})
+        assert rest_shared.decode_settle(old, media) == unnamed
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"ids": ["AAAA"], "incarnations": [1, 2]}',  # not one per id
+        b'{"ids": ["AAAA"], "incarnations": [-1]}',
+        b'{"ids": ["AAAA"], "incarnations": ["1"]}',
+        b'{"ids": ["AAAA"], "incarnations": 1}',
+        b'{"ids": ["AAAA"], "incarnations": [true]}',
+    ],
+)
+def test_bad_incarnations_are_refused(body: bytes) -> None:
+    with pytest.raises(InvalidArgument, match="incarnations"):
+        rest_shared.decode_settle(body, rest.JSON)

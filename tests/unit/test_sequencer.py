@@ -42,6 +42,9 @@ from tms_hbase.publish.writer import MessageWriter
 from ..memory_storage import LOSE_ANSWER, MemoryInstallation
 from ..waiting import wait_for
 
+# also through the asyncio bridge, in debug mode (tests/unit/conftest.py)
+pytestmark = pytest.mark.usefixtures("runner")
+
 T = TopicId("ns", "t")
 FAST = Retry(attempts=3, backoff_seconds=0)
 CACHE = 0.2  # tail-cache seconds for the reader: W = 0.1 s, H = 0.2 s
@@ -224,6 +227,7 @@ def test_a_slow_writer_whose_offset_was_filled_reserves_again_and_a_late_one_fil
     assert all(row.skip for position, row in w.rows().items() if position > 2)
 
 
+@pytest.mark.threads_only
 def test_threads_of_one_writer_share_increments_and_every_publish_lands_once() -> None:
     w = World()
     writer = w.writer()
@@ -502,6 +506,7 @@ def test_a_block_holds_at_most_max_block_offsets() -> None:
     assert max(amounts) <= MAX_BLOCK_OFFSETS
 
 
+@pytest.mark.threads_only
 def test_a_busy_writer_reserves_its_next_block_in_the_keeper_while_it_publishes() -> None:
     """A lone busy writer's publishes wait for their conditional put only: once half of a block is carved,
     the keeper thread reserves the next one, and the publishes carve it after the first, in offset order."""

@@ -1,9 +1,11 @@
+# Generated from tms_hbase/api.py by tools/unasync.py: edit that file and run `python -m tools.unasync`.
 """The messaging interface for asyncio: :class:`AsyncMessagingService`, the twin of
 :class:`tms_hbase.api.MessagingService` with the same method names, arguments, units, results and errors,
 each call a coroutine.
 
 It is implemented by :class:`tms_hbase.gateway_client.aio.AsyncGatewayClient` (over ``tms-gateway``'s REST
-API) and by the direct asyncio client over HBase; code written against it runs on either::
+API) and by :class:`tms_hbase.aio.client.AsyncMessagingClient` (direct, over HBase); both declare it as their
+base, so the type checker holds them to it. Code written against it runs on either::
 
     async def drain(service: AsyncMessagingService, topic: TopicId) -> list[bytes]:
         return [m.payload async for m in service.fetch(topic, limit=100)]
@@ -45,14 +47,14 @@ class AsyncSubscriptionConsumer(Protocol):
         """Open the consumer (as :meth:`open`); leaving the ``async with`` block closes it."""
         ...
 
+    async def open(self) -> None:
+        """Take the subscription's lease; SubscriptionBusy while another consumer holds it."""
+        ...
+
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         """Close the consumer (as :meth:`close`)."""
-        ...
-
-    async def open(self) -> None:
-        """Take the subscription's lease; SubscriptionBusy while another consumer holds it."""
         ...
 
     @property
@@ -134,9 +136,12 @@ class AsyncSharedSubscriptionConsumer(Protocol):
 
 
 class AsyncMessagingService(Protocol):
-    """Topics, publishing, fetching, subscriptions and consumers, for asyncio: the calls of
-    :class:`tms_hbase.api.MessagingService`, each a coroutine, raising from the same
-    :class:`~tms_hbase.errors.TmsError` tree."""
+    """Topics, publishing, fetching, subscriptions and consumers: the calls both clients offer alike.
+
+    Every method raises from the :class:`~tms_hbase.errors.TmsError` tree: InvalidArgument for bad
+    input (before anything is changed), TopicNotFound, TopicAlreadyExists, SubscriptionNotFound, ...;
+    HBaseUnavailable when the service does not answer within the client's ``timeout_seconds``.
+    """
 
     async def ping(self) -> None:
         """One cheap round trip: returns if the service answers, HBaseUnavailable otherwise."""
@@ -225,8 +230,8 @@ class AsyncMessagingService(Protocol):
         limit: int | None = None,
         transaction: Transaction | None = None,
     ) -> AsyncIterator[Message]:
-        """Messages in order from a message id or a publish time (ms), up to ``limit``; the arguments are
-        checked at the call (InvalidArgument), the first page is read at the first ``__anext__``."""
+        """Messages in order from a message id or a publish time (ms), up to ``limit``; bad arguments raise at
+        the call (InvalidArgument)."""
         ...
 
     # -- subscriptions and consumers ------------------------------------------------------------
@@ -289,8 +294,8 @@ class AsyncMessagingService(Protocol):
         ...
 
     def consumer(self, topic: TopicLike, name: str, *, max_wait_seconds: float = 5.0) -> AsyncSubscriptionConsumer:
-        """The exclusive consumer of a subscription, opened by ``async with`` (SubscriptionBusy there while
-        another holds it); the arguments are checked at the call."""
+        """The active consumer of an exclusive subscription; SubscriptionBusy while another holds it (for
+        asyncio: where ``async with`` opens it). The arguments are checked at the call."""
         ...
 
     def shared_consumer(

@@ -1,7 +1,7 @@
 """AsyncMessagingClient: the messaging client for asyncio programs, on the event loop itself.
 
 It runs the very protocol code of :class:`~tms_hbase.client.MessagingClient` (ordering, sequencer
-reservations, metadata, reads) through :func:`tms_hbase.runtime.green.run_sync`, over the asyncio storage
+reservations, metadata, reads) through :func:`tms_hbase.runtime.bridge.run_sync`, over the asyncio storage
 driver (:class:`~tms_hbase.storage.aio.AsyncHBaseConnection`): every HBase call, backoff and hand-over
 between publishes waits on the event loop, so many publishes and fetches are in flight at once on one
 thread, with no thread per call.
@@ -17,6 +17,7 @@ from itertools import islice
 from typing import Any, TypeVar
 
 from tms_hbase import tracing
+from tms_hbase.aio.api import AsyncMessagingService
 from tms_hbase.aio.coalesce import GroupOutcome, PublishLanes
 from tms_hbase.aio.consumer import AsyncConsumer
 from tms_hbase.aio.shared import AsyncSharedConsumer
@@ -36,7 +37,7 @@ from tms_hbase.model.stats import Lag, TopicStats
 from tms_hbase.model.subscription import PendingMessage, Subscription
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata, as_topic
 from tms_hbase.model.wire import RollbackDetail
-from tms_hbase.runtime.green import run_sync
+from tms_hbase.runtime.bridge import run_sync
 from tms_hbase.shared.consumer import SharedConsumer
 from tms_hbase.storage.aio import AsyncHBaseConnection
 from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, validate_max_lifetime
@@ -74,7 +75,7 @@ class _LoopClient(MessagingClient):
             return self.publish(topic, payloads, ttl_seconds=ttl)
 
 
-class AsyncMessagingClient:
+class AsyncMessagingClient(AsyncMessagingService):
     """A connection to tms-hbase for asyncio: the operations of :class:`~tms_hbase.client.MessagingClient`
     as coroutines, with the same arguments, Config, deadlines and errors.
 

@@ -1,7 +1,7 @@
 """AsyncConsumer: the exclusive consumer of a subscription for asyncio, ``async with`` and ``async for``.
 
 It is the synchronous :class:`~tms_hbase.consume.consumer.Consumer` run on the event loop
-(:func:`tms_hbase.runtime.green.run_sync`): its lease is renewed by a task of the loop, and while it waits for
+(:func:`tms_hbase.runtime.bridge.run_sync`): its lease is renewed by a task of the loop, and while it waits for
 messages it waits on its doorbell's socket through the loop, so a publish wakes it at once and nothing
 blocks the loop.
 """
@@ -12,15 +12,16 @@ import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from types import TracebackType
 
+from tms_hbase.aio.api import AsyncSubscriptionConsumer
 from tms_hbase.consume.consumer import Consumer
 from tms_hbase.errors import TmsError
 from tms_hbase.model.message import Message
-from tms_hbase.runtime.green import run_sync
+from tms_hbase.runtime.bridge import run_sync
 
 _END = object()
 
 
-class AsyncConsumer:
+class AsyncConsumer(AsyncSubscriptionConsumer):
     """The active consumer of an exclusive subscription (``AsyncMessagingClient.consumer``): opened by
     ``async with`` or :meth:`open` (SubscriptionBusy there while another consumer holds the subscription)."""
 

@@ -1,7 +1,7 @@
 """AsyncSharedConsumer: one consumer of a shared subscription for asyncio, ``async with`` and ``async for``.
 
 It is the synchronous :class:`~tms_hbase.shared.consumer.SharedConsumer` run on the event loop
-(:func:`tms_hbase.runtime.green.run_sync`): its claims are written at once by greenlets, and while it is idle it
+(:func:`tms_hbase.runtime.bridge.run_sync`): its claims are written at once by greenlets, and while it is idle it
 waits on its doorbell's socket through the loop.
 """
 
@@ -10,15 +10,16 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from types import TracebackType
 
+from tms_hbase.aio.api import AsyncSharedSubscriptionConsumer
 from tms_hbase.errors import TmsError
 from tms_hbase.model.message import Delivery
-from tms_hbase.runtime.green import run_sync
+from tms_hbase.runtime.bridge import run_sync
 from tms_hbase.shared.consumer import SharedConsumer
 
 _END = object()
 
 
-class AsyncSharedConsumer:
+class AsyncSharedConsumer(AsyncSharedSubscriptionConsumer):
     """One consumer of a shared subscription (``AsyncMessagingClient.shared_consumer``), opened by
     ``async with`` or :meth:`open`; settle each delivery with :meth:`ack`, :meth:`nack` or :meth:`release`."""
 

@@ -139,15 +139,17 @@ class TopicStatistics:
         windows: Sequence[int] = WINDOWS,
     ) -> TopicStats:
         """Size, ends, publish rates and the subscriptions' lag of one topic generation: a tail read, a
-        time seek per window and for the head, and about three reads per subscription."""
+        time seek per window and for the head, and about three reads per distinct mark (subscriptions at the
+        same mark, such as those caught up, share one lag: it depends on the mark only)."""
         now = self.reader.hbase_now()
         floor = now - ttl * 1000
         tail = self._tail(topic, generation)
         first = None if tail is None else self._first_readable(topic, generation, floor)
-        lags = [
-            (name, mark, Lag(0, 0.0) if tail is None else self._lag(topic, generation, floor, mark, tail, now))
-            for name, mark in subscriptions
-        ]
+        by_mark: dict[bytes | None, Lag] = {}
+        for _, mark in subscriptions:
+            if mark not in by_mark:
+                by_mark[mark] = Lag(0, 0.0) if tail is None else self._lag(topic, generation, floor, mark, tail, now)
+        lags = [(name, mark, by_mark[mark]) for name, mark in subscriptions]
         stats = TopicStats(topic, generation, ttl, None, None, None, None, 0, 0, dict.fromkeys(windows, 0.0), lags)
         if tail is None:
             return stats

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from tms_hbase.aio.api import AsyncSharedSubscriptionConsumer, AsyncSubscriptionConsumer
 from tms_hbase.errors import InvalidArgument, TmsError
 from tms_hbase.gateway_client.sessions import ConsumerSession, SharedSession
 from tms_hbase.model import checks
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from tms_hbase.gateway_client.aio import AsyncGatewayClient
 
 
-class AsyncGatewayConsumer:
+class AsyncGatewayConsumer(AsyncSubscriptionConsumer):
     """The active consumer of an exclusive subscription through the gateway: ``async with`` opens its
     session (SubscriptionBusy while another consumer holds the subscription) and closes it (the lease
     is given back; what was delivered and not committed is delivered again: at-least-once). ``poll``,
@@ -120,7 +121,7 @@ class AsyncGatewayConsumer:
             raise InvalidArgument(f"{self!r} is not open: use `async with client.consumer(...)` or `await open()`")
 
 
-class AsyncGatewaySharedConsumer:
+class AsyncGatewaySharedConsumer(AsyncSharedSubscriptionConsumer):
     """One consumer of a shared subscription through the gateway: ``receive``, ``async for``, ``ack``,
     ``nack``, ``release``, ``extend``, ``held``, ``owner`` and ``close`` (gives back what it holds), as
     the blocking client's. Its session starts at the first ``receive`` (or is ``owner``'s)."""

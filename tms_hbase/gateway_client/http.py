@@ -29,7 +29,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TypeVar
 
-from tms_hbase.api import MessagingService
+from tms_hbase.api import MessagingService, SubscriptionConsumer
 from tms_hbase.errors import (
     PublishOutcomeUnknown,
     SubscriptionAlreadyExists,
@@ -351,7 +351,7 @@ class GatewayClient(MessagingService):
         raise AssertionError("unreachable")
 
 
-class GatewayConsumer:
+class GatewayConsumer(SubscriptionConsumer):
     """A consumer session of the gateway with the surface of :class:`tms_hbase.Consumer`: ``poll``,
     iteration, ``commit`` and ``close`` (which gives the lease back; what was delivered and not
     committed is delivered again to the next consumer: at-least-once). Its calls go over one connection of

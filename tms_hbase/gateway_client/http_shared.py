@@ -15,6 +15,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from tms_hbase.api import SharedSubscriptionConsumer
 from tms_hbase.errors import TmsError
 from tms_hbase.gateway_client.sessions import SharedSession
 from tms_hbase.model import checks
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from tms_hbase.gateway_client.http import GatewayClient
 
 
-class GatewaySharedConsumer:
+class GatewaySharedConsumer(SharedSubscriptionConsumer):
     """One consumer of a shared subscription through the gateway: ``receive``, iteration, ``ack``,
     ``nack``, ``release``, ``extend``, ``held`` and ``close`` (which gives back what it holds). Not
     thread-safe: one thread per consumer, as the library's."""

@@ -18,7 +18,7 @@ from tms_hbase.errors import ClientClosed, InvalidArgument
 from tms_hbase.gateway_client.calls import Calls, Reply, Request, nothing, with_query
 from tms_hbase.model import checks
 from tms_hbase.model.isolation import COMMITTED, check_isolation
-from tms_hbase.model.message import Delivery, Message
+from tms_hbase.model.message import Delivery, DeliveryRef, Message
 from tms_hbase.model.topic import TopicId
 from tms_hbase.rest import codec as rest
 from tms_hbase.rest import shared as rest_shared
@@ -149,24 +149,24 @@ class SharedSession(_Session):
         return self._request("receive", "GET", f"deliveries?{query}", decode, wait=timeout_seconds)
 
     def ack(self, deliveries: Sequence[Delivery | bytes]) -> Request[None]:
-        return self._settle("ack", self.ids(deliveries), None, nothing)
+        return self._settle("ack", self.refs(deliveries), None, nothing)
 
     def nack(self, delivery: Delivery | bytes, delay_seconds: float) -> Request[None]:
-        return self._settle("nack", self.ids([delivery]), float(delay_seconds), nothing)
+        return self._settle("nack", self.refs([delivery]), float(delay_seconds), nothing)
 
     def release(self, delivery: Delivery | bytes) -> Request[None]:
-        return self._settle("release", self.ids([delivery]), None, nothing)
+        return self._settle("release", self.refs([delivery]), None, nothing)
 
     def extend(self, delivery: Delivery | bytes, timeout_seconds: float | None) -> Request[int]:
         """The new deadline (HBase ms) of holding it ``timeout_seconds`` from now (None: the ack timeout)."""
-        ids = self.ids([delivery])
+        refs = self.refs([delivery])
 
         def decode(reply: Reply) -> int:
             (deadline,) = rest_shared.decode_deadlines(reply.body, self.calls.media)
-            self.held[ids[0]] = deadline
+            self.held[refs[0].id] = deadline
             return deadline
 
-        return self._settle("extend", ids, None if timeout_seconds is None else float(timeout_seconds), decode)
+        return self._settle("extend", refs, None if timeout_seconds is None else float(timeout_seconds), decode)
 
     def close(self) -> Request[None] | None:
         """Give back what this consumer holds; None when it holds nothing or is closed already (the
@@ -176,21 +176,28 @@ class SharedSession(_Session):
         self.closed = True
         if not self.held or self.token is None:
             return None
-        return self._settle("release", list(self.held), None, nothing, closing=True)
+        return self._settle("release", self.refs(list(self.held)), None, nothing, closing=True)
 
     @staticmethod
-    def ids(deliveries: Sequence[Delivery | bytes]) -> list[bytes]:
-        ids = [d.id if isinstance(d, Delivery) else d for d in deliveries]
-        if not ids or not all(isinstance(i, bytes) for i in ids):
+    def refs(deliveries: Sequence[Delivery | bytes]) -> list[DeliveryRef]:
+        """The deliveries named (a :class:`Delivery` with its incarnation, a bare id with none)."""
+        refs = [DeliveryRef(d.id, d.incarnation) if isinstance(d, Delivery) else DeliveryRef(d, 0) for d in deliveries]
+        if not refs or not all(isinstance(r.id, bytes) for r in refs):
             raise InvalidArgument("give one or more deliveries or message ids (bytes)")
-        return ids
+        return refs
 
     def _settle(
-        self, action: str, ids: list[bytes], seconds: float | None, decode: Callable[[Reply], T], closing: bool = False
+        self,
+        action: str,
+        refs: list[DeliveryRef],
+        seconds: float | None,
+        decode: Callable[[Reply], T],
+        closing: bool = False,
     ) -> Request[T]:
         if self.token is None:
             raise InvalidArgument(f"nothing to {action}: this consumer has received nothing yet")
-        body = rest_shared.encode_settle(rest_shared.SettleRequest(ids, seconds), self.calls.media)
+        ids = [r.id for r in refs]
+        body = rest_shared.encode_settle(rest_shared.SettleRequest(refs, seconds), self.calls.media)
         request = self._request(action, "POST", action, decode, body=body, closing=closing)
         if action == "extend":
             return request

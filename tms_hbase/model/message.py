@@ -26,8 +26,10 @@ class Message:
 @dataclass(frozen=True)
 class Delivery:
     """One delivery of a message: its ``id``, payload and publish time, which delivery of it this is
-    (``deliveries``, from 1) and until when (``deadline``, HBase's clock in ms) this consumer holds it, and its
-    ``key`` and ``headers`` as on :class:`Message`."""
+    (``deliveries``, from 1) and until when (``deadline``, HBase's clock in ms) this consumer holds it, its
+    ``key`` and ``headers`` as on :class:`Message`, and its ``incarnation``: a number naming this delivery
+    and no other (not the message's earlier or later deliveries), so that settling it once another
+    delivery of the message holds it is refused (0: not known)."""
 
     id: bytes
     payload: bytes
@@ -36,3 +38,13 @@ class Delivery:
     deadline: int
     key: bytes | None = None
     headers: tuple[tuple[str, bytes], ...] = ()
+    incarnation: int = 0
+
+
+@dataclass(frozen=True)
+class DeliveryRef:
+    """One delivery named without its message: the message ``id`` and the delivery's ``incarnation``
+    (what a settle call over HTTP carries; settle with a :class:`Delivery` where it is at hand)."""
+
+    id: bytes
+    incarnation: int

@@ -101,10 +101,22 @@ SCHEMAS: dict[str, Any] = {
                 {"name": "publishTime", "type": "long"},
                 {"name": "deliveries", "type": "int"},
                 {"name": "deadline", "type": "long"},
+                {"name": "incarnation", "type": "long", "default": 0},
             ],
         },
     },
     "SettleRequest": {
+        "type": "record",
+        "name": "SettleRequest",
+        "namespace": "tms_hbase",
+        "fields": [
+            {"name": "ids", "type": {"type": "array", "items": "bytes"}},
+            {"name": "seconds", "type": ["null", "double"], "default": None},
+            {"name": "incarnations", "type": {"type": "array", "items": "long"}, "default": []},
+        ],
+    },
+    # a SettleRequest as written before deliveries were named (no incarnations): still read
+    "UnfencedSettleRequest": {
         "type": "record",
         "name": "SettleRequest",
         "namespace": "tms_hbase",
@@ -152,6 +164,7 @@ SCHEMAS: dict[str, Any] = {
                 {"name": "deliveries", "type": "int"},
                 {"name": "deadline", "type": "long"},
                 *_KEY_AND_HEADERS,
+                {"name": "incarnation", "type": "long", "default": 0},
             ],
         },
     },

@@ -130,6 +130,12 @@ _SHARED = (
     ("redelivered", CounterMetricFamily, "tms_shared_redelivered", "Deliveries after the first"),
     ("dead_lettered", CounterMetricFamily, "tms_shared_dead_lettered", "Messages given up after max deliveries"),
     (
+        "late_acks",
+        CounterMetricFamily,
+        "tms_shared_late_acks",
+        "Acks, nacks and extensions refused because their delivery no longer held the message",
+    ),
+    (
         "oldest_unacked_seconds",
         GaugeMetricFamily,
         "tms_shared_oldest_unacked_seconds",

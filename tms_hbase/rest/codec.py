@@ -523,6 +523,7 @@ def _shared(s: SharedStats) -> dict[str, Any]:
         "ackTimeout": s.ack_timeout_seconds,
         "maxDeliveries": s.max_deliveries,
         "deadLetter": None if s.dead_letter is None else str(s.dead_letter),
+        "lateAcks": s.late_acks,
         "ordering": s.ordering,
     }
 
@@ -542,6 +543,7 @@ def _decode_shared(s: Any) -> SharedStats | None:
         s["ackTimeout"],
         s["maxDeliveries"],
         None if s["deadLetter"] is None else as_topic(s["deadLetter"]),
+        s.get("lateAcks", 0),
         s.get("ordering"),
     )
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from tms_hbase.errors import InvalidArgument
 from tms_hbase.model import wire
-from tms_hbase.model.message import Delivery
+from tms_hbase.model.message import Delivery, DeliveryRef
 from tms_hbase.model.subscription import PendingMessage
 from tms_hbase.model.topic import as_topic
 from tms_hbase.rest.codec import (
@@ -100,7 +100,11 @@ def encode_deliveries(deliveries: Sequence[Delivery], media: str) -> bytes:
         return wire.encode(
             "RecordsDeliveries",
             [
-                {**_delivery(d), "key": d.key, "headers": [{"name": n, "value": v} for n, v in d.headers]}
+                {
+                    **_delivery(d),
+                    "key": d.key,
+                    "headers": [{"name": n, "value": v} for n, v in d.headers],
+                }
                 for d in deliveries
             ],
         )
@@ -143,6 +147,7 @@ def decode_deliveries(body: bytes, media: str) -> list[Delivery]:
                 r["deadline"],
                 r.get("key"),
                 r.get("headers", ()),
+                r.get("incarnation", 0),
             )
             for r in records
         ]
@@ -157,6 +162,7 @@ def _delivery(d: Delivery) -> dict[str, Any]:
         "publishTime": d.publish_time,
         "deliveries": d.deliveries,
         "deadline": d.deadline,
+        "incarnation": d.incarnation,
     }
 
 
@@ -165,37 +171,58 @@ def _delivery(d: Delivery) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class SettleRequest:
-    """The body of ack, nack, release and extend: the message ids and, for a nack its delay and for an
-    extension its hold time, ``seconds`` (None: none, or the subscription's ack timeout)."""
+    """The body of ack, nack, release and extend: the deliveries (message ids and, where known, the
+    deliveries' incarnations; 0: not known) and, for a nack its delay and for an extension its hold time,
+    ``seconds`` (None: none, or the subscription's ack timeout)."""
 
-    ids: list[bytes]
+    refs: list[DeliveryRef]
     seconds: float | None = None
 
 
 def encode_settle(request: SettleRequest, media: str) -> bytes:
+    """``incarnations`` is left out when none is known (a body as written before deliveries were named)."""
+    ids, incarnations = [r.id for r in request.refs], [r.incarnation for r in request.refs]
+    if not any(incarnations):
+        incarnations = []
     if media in AVROS:
-        return wire.encode("SettleRequest", {"ids": request.ids, "seconds": request.seconds})
-    return _dumps({"ids": [_b64(i) for i in request.ids], "seconds": request.seconds})
+        return wire.encode("SettleRequest", {"ids": ids, "seconds": request.seconds, "incarnations": incarnations})
+    data: dict[str, Any] = {"ids": [_b64(i) for i in ids], "seconds": request.seconds}
+    return _dumps({**data, "incarnations": incarnations} if incarnations else data)
 
 
 def decode_settle(body: bytes, media: str) -> SettleRequest:
     """A settle body; InvalidArgument for no ids or seconds that are not a finite number >= 0."""
     if media in AVROS:
-        record = wire.decode("SettleRequest", body)
-        ids, seconds = record["ids"], record["seconds"]
+        try:
+            record = wire.decode("SettleRequest", body)
+        except InvalidArgument:  # one without incarnations (the two never both decode completely)
+            record = {**wire.decode("UnfencedSettleRequest", body), "incarnations": []}
+        ids, seconds, incarnations = record["ids"], record["seconds"], record["incarnations"]
     else:
-        data = _object(body, "settle request", required=frozenset({"ids"}), optional=frozenset({"seconds"}))
+        data = _object(
+            body, "settle request", required=frozenset({"ids"}), optional=frozenset({"seconds", "incarnations"})
+        )
         if not isinstance(data["ids"], list):
             raise InvalidArgument("field 'ids' must be an array of base64 message ids")
         ids = [_unb64(v, f"ids[{i}]") for i, v in enumerate(data["ids"])]
         seconds = data.get("seconds")
         if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))):
             raise InvalidArgument(f"field 'seconds' must be a number or null, not {seconds!r}")
+        incarnations = data.get("incarnations") or []
+        if not isinstance(incarnations, list) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in incarnations
+        ):
+            raise InvalidArgument("field 'incarnations' must be an array of the deliveries' incarnations (integers)")
     if not ids:
         raise InvalidArgument("nothing to settle: give one or more message ids")
+    if incarnations and len(incarnations) != len(ids):
+        raise InvalidArgument(
+            f"{len(incarnations)} incarnations for {len(ids)} ids: give one per id (0: not known), or none"
+        )
     if seconds is not None and not (math.isfinite(seconds) and seconds >= 0):
         raise InvalidArgument(f"bad seconds {seconds!r}: expected a finite number >= 0")
-    return SettleRequest(list(ids), None if seconds is None else float(seconds))
+    refs = [DeliveryRef(i, n) for i, n in zip(ids, incarnations or [0] * len(ids), strict=True)]
+    return SettleRequest(refs, None if seconds is None else float(seconds))
 
 
 def encode_deadlines(deadlines: Sequence[int], media: str) -> bytes:

@@ -139,6 +139,7 @@ class SharedAdmin:
             ack_timeout_seconds=settings.ack_timeout_ms / 1000,
             max_deliveries=settings.max_deliveries,
             dead_letter=settings.dead_letter,
+            late_acks=totals.late,
             ordering=settings.ordering,
         )
 

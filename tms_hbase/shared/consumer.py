@@ -59,13 +59,23 @@ from tms_hbase.fetch.reader import MessageReader
 from tms_hbase.installation.metadata import MetadataCache
 from tms_hbase.model import checks
 from tms_hbase.model.dead_letter import DeadLetter
-from tms_hbase.model.message import Delivery, Message
+from tms_hbase.model.message import Delivery, DeliveryRef, Message
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.record import Record
 from tms_hbase.model.topic import TopicId
 from tms_hbase.shared.key_order import WINDOW, KeyView, heads, view_of
-from tms_hbase.shared.state import Claim, ClaimState, Keys, RangeCell, Settings, hold_ms, key_of, position_of_id
+from tms_hbase.shared.state import (
+    Claim,
+    ClaimState,
+    Keys,
+    RangeCell,
+    Settings,
+    hold_ms,
+    key_of,
+    new_delivery,
+    position_of_id,
+)
 from tms_hbase.shared.store import SCAN_LIMIT, SharedStore, StoredClaim, StoredRange
 from tms_hbase.shared.tx_acks import TransactionalAcks
 from tms_hbase.tx.committed import CommittedReads
@@ -84,11 +94,13 @@ RING_GAP = 0.05  # seconds between rings for ranges given back with more to read
 KEEP_SECONDS = 2.0
 TAIL_SECONDS = 1.0  # within a receive, a look after a wait without a ring reads the newest row after this long
 PEERS_SECONDS = 1.0  # how long the other idle consumers' doorbells read once are rung without reading again
+DELIVERED_KEPT = 16_384  # deliveries whose incarnation a consumer keeps for settlements by bare id
 BODIES_BYTES = 16 << 20  # key order: payloads of messages registered waiting kept to deliver them without a read
 MAX_OWNER_LENGTH = 300  # an owner's name is written into every claim it makes and keys its doorbell's row
 
 
 Publish = Callable[[TopicId, Sequence[bytes | Record]], object]
+Settled = Delivery | DeliveryRef | bytes  # what settles a delivery: the delivery, a reference to it, or a message id
 
 
 class SharedConsumer(TransactionalAcks):
@@ -131,6 +143,9 @@ class SharedConsumer(TransactionalAcks):
             checks.seconds("reap_interval", reap_interval)
         self._reap_interval = reap_interval
         self._held: dict[bytes, StoredClaim] = {}  # what this consumer holds, as it last wrote it
+        # the incarnation of this consumer's last delivery of each message (the latest DELIVERED_KEPT), held or
+        # not: a settlement by bare id names that delivery, not one another process of the same owner holds now
+        self._delivered: dict[bytes, int] = {}
         self._range: StoredRange | None = None  # the range it read last, kept or given back
         self._expired: deque[StoredClaim] = deque()  # claims the last reap found deliverable again
         self._next_due: int | None = None  # the earliest later deadline the last reap saw (HBase ms)
@@ -175,11 +190,14 @@ class SharedConsumer(TransactionalAcks):
         if self._closed:
             return
         self._closed = True
-        gave_back = bool(self._held)
+        gave_back = False
         try:
-            for message_id in list(self._held):
+            now = self._clock()
+            holding = [i for i, c in self._held.items() if c.claim.deadline > now]  # (past it: not a late release)
+            gave_back = bool(holding)
+            for message_id in holding:
                 self._settle(
-                    message_id,
+                    DeliveryRef(message_id, 0),
                     lambda c, now: replace(
                         c, state=ClaimState.FREE, owner=None, deadline=now, deliveries=c.deliveries - 1
                     ),
@@ -305,130 +323,157 @@ class SharedConsumer(TransactionalAcks):
 
     # -- settling -------------------------------------------------------------------------------
 
-    def ack(self, *deliveries: Delivery | bytes, transaction: Transaction | None = None) -> None:
+    def ack(self, *deliveries: Settled, transaction: Transaction | None = None) -> None:
         """Acknowledge: the messages are done and never delivered again. NotHeld (after settling the
-        others) for any this consumer does not hold: unknown, another's, past its deadline, settled,
-        or of a subscription reset or deleted since (SubscriptionNotFound).
+        others) for any this consumer does not hold: unknown, another's, past its deadline, delivered
+        again since (the :class:`Delivery` given, or the one this consumer holds, names another delivery
+        than the one holding it now), settled, or of a subscription reset or deleted since
+        (SubscriptionNotFound).
 
         Inside a TransactionContext the acknowledgement is part of the running transaction (written at
         its commit, :mod:`.tx_acks`). With ``transaction`` it is written now as pending in that
         transaction: commit it through the transaction client, then call :meth:`post_tx_commit` (or
         leave it to the reapers); to abort it, call :meth:`rollback_tx` first (or invalidate it)."""
-        ids = self.ids_of(deliveries)
+        refs = self.refs_of(deliveries)
         if transaction is not None and not isinstance(transaction, Transaction):
             raise InvalidArgument(f"transaction must be a tms_hbase.tx.Transaction, not {type(transaction).__name__}")
         if transaction is not None or (self._tx is not None and self._in_context):
             if transaction is not None:
                 self._refresh(settling=True)
-            self._ack_in(transaction, ids)
+            self._ack_in(transaction, refs)
             return
-        self._before_settling(ids)
+        self._before_settling(refs)
         failed = []
-        for message_id in ids:
+        for ref in refs:
             try:
-                self._settle(message_id, _acked)
+                self._settle(ref, _acked)
             except NotHeld as exc:
                 failed.append(str(exc))
                 continue
-            following = self._view.successor(message_id)  # key order: the next of its key may go now
+            following = self._view.successor(ref.id)  # key order: the next of its key may go now
             if following is not None:
                 self._expired.appendleft(following)
         if failed:
             raise NotHeld("; ".join(failed))
 
-    def nack(self, delivery: Delivery | bytes, delay_seconds: float = 0.0) -> None:
+    def nack(self, delivery: Settled, delay_seconds: float = 0.0) -> None:
         """Give the message back to be delivered again (to any consumer) after ``delay_seconds``; the
         delivery counts towards ``max_deliveries``. ``delay_seconds``: 0 to a week."""
         delay_ms = hold_ms("delay_seconds", delay_seconds)
-        (message_id,) = self.ids_of([delivery])
-        self._before_settling([message_id])
+        (ref,) = self.refs_of([delivery])
+        self._before_settling([ref])
         self._settle(
-            message_id,
+            ref,
             lambda c, now: replace(c, state=ClaimState.FREE, owner=None, deadline=now + delay_ms),
         )
         if not delay_ms:
             self._ring_peers()
 
-    def release(self, delivery: Delivery | bytes) -> None:
+    def release(self, delivery: Settled) -> None:
         """Give the message back at once without counting this delivery (a consumer shutting down)."""
-        (message_id,) = self.ids_of([delivery])
-        self._before_settling([message_id])
+        (ref,) = self.refs_of([delivery])
+        self._before_settling([ref])
         self._settle(
-            message_id,
+            ref,
             lambda c, now: replace(c, state=ClaimState.FREE, owner=None, deadline=now, deliveries=c.deliveries - 1),
         )
         self._ring_peers()
 
-    def extend(self, delivery: Delivery | bytes, timeout_seconds: float | None = None) -> int:
+    def extend(self, delivery: Settled, timeout_seconds: float | None = None) -> int:
         """Hold the message until ``timeout_seconds`` from now (default: the subscription's ack timeout)
         while slow work goes on (0 to a week); returns the new deadline (HBase ms)."""
         extra = None if timeout_seconds is None else hold_ms("timeout_seconds", timeout_seconds)
-        (message_id,) = self.ids_of([delivery])
-        self._before_settling([message_id])
+        (ref,) = self.refs_of([delivery])
+        self._before_settling([ref])
         hold = self.settings.ack_timeout_ms if extra is None else extra
-        return self._settle(message_id, lambda c, now: replace(c, deadline=now + hold)).claim.deadline
+        return self._settle(ref, lambda c, now: replace(c, deadline=now + hold)).claim.deadline
 
-    def _before_settling(self, ids: list[bytes]) -> None:
+    def _before_settling(self, refs: list[DeliveryRef]) -> None:
         """Check the subscription before settling: its settings are read again (SubscriptionNotFound
         after a deletion, NotHeld after a reset) unless every message is held here as last written and
         before its deadline, when the compare-and-set itself tells (a reset or deletion removes the
         claim cells: a failed one reads the settings then, :meth:`_settle`). The topic's generation is
         checked always (the metadata cache)."""
         now = self._clock()
-        if all(i in self._held and self._held[i].claim.held_by(self.owner, now) for i in ids):
+        if all(r.id in self._held and self._held[r.id].claim.held_by(self.owner, now, r.incarnation) for r in refs):
             if self._topics.get(self.topic).generation != self.generation:
                 raise SubscriptionNotFound(self.topic, self.name)
             return
         self._refresh(settling=True)
 
-    def _settle(self, message_id: bytes, step: Callable[[Claim, int], Claim]) -> StoredClaim:
-        """Apply ``step`` to a claim this consumer holds, by compare-and-set; NotHeld if it does not."""
+    def _settle(self, ref: DeliveryRef, step: Callable[[Claim, int], Claim]) -> StoredClaim:
+        """Apply ``step`` to a claim this consumer holds, by compare-and-set, if it is still the delivery
+        ``ref`` names (its incarnation; 0: the one this consumer holds, else whichever holds it now);
+        NotHeld (counted as a late settlement once the message was delivered) if it is not."""
+        message_id = ref.id
         stored = self._held.get(message_id) or self._store.read_claim(self._keys, message_id)
         now = self._clock()
         if stored is None:
             raise NotHeld(
                 f"message {message_id.hex()} was never delivered by subscription {self.name!r} of {self.topic}"
             )
-        if not stored.claim.held_by(self.owner, now):
-            self._held.pop(message_id, None)
-            raise NotHeld(_why_not(message_id, stored.claim, self.owner, now))
+        fence = ref.incarnation or self._delivered.get(message_id) or stored.claim.incarnation  # the one settled
+        if not stored.claim.held_by(self.owner, now, fence):
+            if self._held.pop(message_id, None) is not None:  # as last written here: say what it is now
+                stored = self._store.read_claim(self._keys, message_id) or stored
+            raise self._late(message_id, stored.claim, fence, now)
         new = step(stored.claim, now)
         won = self._store.swap_claim(self._keys, message_id, stored.data, new)
         if won is None:
             self._held.pop(message_id, None)
             current = self._store.read_claim(self._keys, message_id)
             now = self._clock()
-            if current is not None and current.data != stored.data and current.claim.held_by(self.owner, now):
-                # still ours, changed by another consumer of the same owner (a gateway's other worker
-                # extended it): settle it from what is there now
+            if current is not None and current.data != stored.data and current.claim.held_by(self.owner, now, fence):
+                # still this delivery, changed by another consumer of the same owner (a gateway's other
+                # worker extended it): settle it from what is there now
                 new = step(current.claim, now)
                 won = self._store.swap_claim(self._keys, message_id, current.data, new)
             if won is None:
                 if current is None:
                     self._refresh(settling=True)  # gone with a reset (NotHeld) or deletion (SubscriptionNotFound)?
-                raise NotHeld(_why_not(message_id, None if current is None else current.claim, self.owner, now))
+                    raise NotHeld(_why_not(message_id, None, self.owner, fence, now))
+                raise self._late(message_id, current.claim, fence, now)
         if new.state is ClaimState.HELD and new.tx is None:
             self._held[message_id] = won
         else:
             self._held.pop(message_id, None)
         return won
 
-    def ids_of(self, deliveries: Iterable[Delivery | bytes]) -> list[bytes]:
-        """The message ids of ``deliveries``, checked (InvalidArgument for anything that is not an id of
-        the topic's generation, or none at all) before anything is changed."""
-        ids = []
+    def _note_delivered(self, stored: StoredClaim) -> None:
+        """Remember the incarnation of a delivery made here (the latest DELIVERED_KEPT)."""
+        self._delivered.pop(stored.message_id, None)
+        self._delivered[stored.message_id] = stored.claim.incarnation
+        if len(self._delivered) > DELIVERED_KEPT:
+            del self._delivered[next(iter(self._delivered))]
+
+    def _late(self, message_id: bytes, claim: Claim, fence: int, now: int) -> NotHeld:
+        """The NotHeld for a settlement of a delivered message this delivery no longer holds (its deadline
+        passed, it was delivered again or settled), counted in the subscription's late settlements
+        (best-effort: the count never decides anything)."""
+        try:
+            self._store.count(self._keys, late=1)
+        except TmsError as exc:
+            log.debug("%r: late settlement not counted: %s", self, exc)
+        return NotHeld(_why_not(message_id, claim, self.owner, fence, now))
+
+    def refs_of(self, deliveries: Iterable[Settled]) -> list[DeliveryRef]:
+        """The deliveries named by ``deliveries`` (a :class:`Delivery` or :class:`DeliveryRef` names its
+        incarnation; a bare message id the one this consumer holds, or whichever holds it), checked
+        (InvalidArgument for anything that is not an id of the topic's generation, or none at all) before
+        anything is changed."""
+        refs = []
         for d in deliveries:
-            raw = d.id if isinstance(d, Delivery) else d
+            raw, incarnation = (d.id, d.incarnation) if isinstance(d, (Delivery, DeliveryRef)) else (d, 0)
             mid = MessageId.decode(raw)  # InvalidArgument for anything that is not an id
             if mid.generation != self.generation:
                 raise InvalidArgument(
                     f"message id {bytes(mid).hex()} is from generation {mid.generation} of {self.topic}, "
                     f"which is at generation {self.generation}"
                 )
-            ids.append(raw if type(raw) is bytes else bytes(mid))
-        if not ids:
+            refs.append(DeliveryRef(raw if type(raw) is bytes else bytes(mid), incarnation))
+        if not refs:
             raise InvalidArgument("nothing to settle: give one or more deliveries or message ids")
-        return ids
+        return refs
 
     # -- the subscription's settings ------------------------------------------------------------
 
@@ -467,6 +512,7 @@ class SharedConsumer(TransactionalAcks):
             return
         if settings.incarnation != self.settings.incarnation:
             self._held.clear()
+            self._delivered.clear()
             self._range, self._expired, self._takeable, self._next_reap = None, deque(), [], 0.0
             self._view, self._bodies, self._bodies_bytes = KeyView(), {}, 0
             self._next_due, self._ahead, self._handed, self._tail = None, None, 0, 0
@@ -541,6 +587,7 @@ class SharedConsumer(TransactionalAcks):
                     now + self.settings.ack_timeout_ms,
                     claim.deliveries + 1,
                     claim.publish_time,
+                    incarnation=new_delivery(),
                     key=claim.key,
                 )
                 takes.append((stored.message_id, stored.data, held))
@@ -563,16 +610,23 @@ class SharedConsumer(TransactionalAcks):
         if held.deliveries > 1:
             self._store.count(self._keys, redelivered=1)
         self._held[won.message_id] = won
+        self._note_delivered(won)
         m = message
-        return Delivery(m.id, m.payload, m.publish_time, held.deliveries, held.deadline, m.key, m.headers)
+        return Delivery(
+            m.id, m.payload, m.publish_time, held.deliveries, held.deadline, m.key, m.headers, held.incarnation
+        )
 
     def _dead_letter(self, stored: StoredClaim, now: int) -> None:
         """Past ``max_deliveries``: hold it (so no other reaper does the same), publish it to the
         dead-letter topic, then mark it dead. A crash in between publishes it again after the deadline
         (dead letters are at least once). If the dead-letter topic cannot take it (deleted, full), the
         message is kept, held by no consumer for an ack timeout, and tried again then; receive() goes on."""
-        hold = replace(
-            stored.claim, state=ClaimState.HELD, owner=self.owner, deadline=now + self.settings.ack_timeout_ms
+        hold = replace(  # a hold of its own: no late settlement of the last delivery applies to it
+            stored.claim,
+            state=ClaimState.HELD,
+            owner=self.owner,
+            deadline=now + self.settings.ack_timeout_ms,
+            incarnation=new_delivery(),
         )
         won = self._store.swap_claim(self._keys, stored.message_id, stored.data, hold)
         if won is None:
@@ -762,7 +816,9 @@ class SharedConsumer(TransactionalAcks):
         for m, won in claimed:
             if won.claim.state is ClaimState.HELD:
                 self._held[won.message_id] = won
-                out.append(Delivery(m.id, m.payload, m.publish_time, 1, won.claim.deadline, m.key, m.headers))
+                self._note_delivered(won)
+                c = won.claim
+                out.append(Delivery(m.id, m.payload, m.publish_time, 1, c.deadline, m.key, m.headers, c.incarnation))
             else:  # waiting for its key's turn: delivered from here (by whichever consumer) when it comes
                 self._registered += 1
                 self._keep_body(m)
@@ -792,7 +848,10 @@ class SharedConsumer(TransactionalAcks):
                 break
             key = key_of(m.key) if ordered else None
             if key is None or (vouched and key not in self._view.blocked and key not in blocked):
-                plan.append((m, Claim(ClaimState.HELD, self.owner, deadline, 1, m.publish_time, key=key)))
+                held = Claim(
+                    ClaimState.HELD, self.owner, deadline, 1, m.publish_time, incarnation=new_delivery(), key=key
+                )
+                plan.append((m, held))
                 delivered += 1
             else:
                 plan.append((m, Claim(ClaimState.FREE, None, 0, 0, m.publish_time, key=key)))
@@ -814,7 +873,7 @@ class SharedConsumer(TransactionalAcks):
                 if won is None:
                     others.add(claim.key)
                 elif claim.state is ClaimState.HELD and claim.key in others:
-                    wait = replace(claim, state=ClaimState.FREE, owner=None, deadline=0, deliveries=0)
+                    wait = replace(claim, state=ClaimState.FREE, owner=None, deadline=0, deliveries=0, incarnation=0)
                     won = self._store.swap_claim(self._keys, m.id, won.data, wait)
                 found.append((claim.key, won))
             if won is not None:
@@ -887,7 +946,7 @@ def _acked(claim: Claim, _now: int) -> Claim:
     return claim.acked()
 
 
-def _why_not(message_id: bytes, claim: Claim | None, owner: str, now: int) -> str:
+def _why_not(message_id: bytes, claim: Claim | None, owner: str, fence: int, now: int) -> str:
     what = f"message {message_id.hex()}"
     if claim is None:
         return f"{what} was never delivered (unknown id, or its subscription was reset or deleted)"
@@ -899,4 +958,9 @@ def _why_not(message_id: bytes, claim: Claim | None, owner: str, now: int) -> st
         return f"{what}: its acknowledgement is pending in the transaction with write pointer {claim.tx}"
     if claim.owner != owner:
         return f"{what} is not held by this consumer ({owner}) but by {claim.owner or 'nobody (given back)'}"
+    if fence and claim.incarnation != fence:
+        return (
+            f"{what}: this delivery of it ended and it was delivered again (delivery {claim.deliveries}, "
+            f"incarnation {claim.incarnation}); only that delivery settles it"
+        )
     return f"{what}: its deadline passed {(now - claim.deadline) / 1000:.3f} s ago; it goes to another consumer"

@@ -5,8 +5,9 @@ old-generation rule cover it) with one more cell, ``d:w``, holding its :class:`S
 state lives in rows of the same table whose keys extend the subscription's row key::
 
     <subscription key> 0x00 <incarnation, 8 bytes> b"c"            d:n  ranges handed out (a counter)
-                                                                    d:a, d:x, d:r  acknowledged, dead-lettered
-                                                                                   and redelivered totals
+                                                                    d:a, d:x, d:r, d:l  acknowledged, dead-lettered,
+                                                                                   redelivered and late-settlement
+                                                                                   totals
     <subscription key> 0x00 <incarnation> b"f"                      d:f  the floor: every range below it is done
     <subscription key> 0x00 <incarnation> b"r" <range u64>          d:r  a range cell (JSON)
     <subscription key> 0x00 <incarnation> b"m" <message id>         d:m  a claim cell (JSON)
@@ -32,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import struct
 from dataclasses import dataclass, replace
 from enum import Enum
@@ -47,6 +49,7 @@ COUNTER_COLUMN = f"{FAMILY}:n".encode()
 ACKED_COLUMN = f"{FAMILY}:a".encode()
 DEAD_COLUMN = f"{FAMILY}:x".encode()
 REDELIVERED_COLUMN = f"{FAMILY}:r".encode()
+LATE_COLUMN = f"{FAMILY}:l".encode()
 FLOOR_COLUMN = f"{FAMILY}:f".encode()
 RANGE_COLUMN = f"{FAMILY}:r".encode()
 CLAIM_COLUMN = f"{FAMILY}:m".encode()
@@ -178,8 +181,11 @@ class ClaimState(Enum):
 class Claim:
     """One message's claim cell. ``deliveries`` counts the deliveries made so far; ``publish_time``
     (ms) is kept for the age of the oldest unacknowledged message; ``tx`` is a transaction's write
-    pointer when the acknowledgement is pending in a transaction; ``key``: its message's key
-    (:func:`key_of`) in a key-ordered subscription, else None."""
+    pointer when the acknowledgement is pending in a transaction; ``incarnation`` names the delivery
+    that holds it (:func:`new_delivery`, fresh for every delivery, kept by an extension): a settlement
+    that names another delivery is refused (a fenced acknowledgement). 0 in a cell written before
+    deliveries were named. ``key``: its message's key (:func:`key_of`) in a key-ordered subscription,
+    else None."""
 
     state: ClaimState
     owner: str | None
@@ -187,6 +193,7 @@ class Claim:
     deliveries: int
     publish_time: int
     tx: int | None = None
+    incarnation: int = 0
     key: str | None = None
 
     def encode(self) -> bytes:
@@ -194,10 +201,11 @@ class Claim:
         out rather than through ``json.dumps`` of a dict: one is made for every delivery and settlement."""
         owner = "null" if self.owner is None else _json_string(self.owner)
         tx = "" if self.tx is None else f',"tx":{int(self.tx)}'
+        incarnation = f',"i":{int(self.incarnation)}' if self.incarnation else ""
         key = "" if self.key is None else f',"k":"{self.key}"'
         return (
-            f'{{"d":{int(self.deadline)}{key},"n":{int(self.deliveries)},"o":{owner},"s":"{self.state.value}",'
-            f'"t":{int(self.publish_time)}{tx}}}'
+            f'{{"d":{int(self.deadline)}{incarnation}{key},"n":{int(self.deliveries)},"o":{owner},'
+            f'"s":"{self.state.value}","t":{int(self.publish_time)}{tx}}}'
         ).encode()
 
     @classmethod
@@ -214,6 +222,7 @@ class Claim:
                 int(d["n"]),
                 int(d["t"]),
                 None if tx is None else int(tx),
+                int(d.get("i", 0)),
                 key,
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -221,7 +230,16 @@ class Claim:
 
     def acked(self) -> Claim:
         """This claim acknowledged (what an ``ack`` writes; made on every one, without ``replace``'s cost)."""
-        return Claim(ClaimState.ACKED, self.owner, self.deadline, self.deliveries, self.publish_time, self.tx, self.key)
+        return Claim(
+            ClaimState.ACKED,
+            self.owner,
+            self.deadline,
+            self.deliveries,
+            self.publish_time,
+            self.tx,
+            self.incarnation,
+            self.key,
+        )
 
     def available(self, now: int) -> bool:
         """True if another delivery may take it now (held past its deadline, or free and due)."""
@@ -233,8 +251,23 @@ class Claim:
         back before its delivery)."""
         return self.state is ClaimState.FREE and self.deliveries == 0
 
-    def held_by(self, owner: str, now: int) -> bool:
-        return self.state is ClaimState.HELD and self.owner == owner and self.deadline > now and self.tx is None
+    def held_by(self, owner: str, now: int, incarnation: int | None = None) -> bool:
+        """Held by ``owner`` before its deadline, not pending in a transaction, and (unless
+        ``incarnation`` is None: not known to the caller) by that delivery."""
+        return (
+            self.state is ClaimState.HELD
+            and self.owner == owner
+            and self.deadline > now
+            and self.tx is None
+            and (incarnation is None or incarnation == self.incarnation)
+        )
+
+
+def new_delivery() -> int:
+    """A fresh delivery incarnation: random, 52 bits (exact in JSON numbers everywhere), never 0 (which
+    stands for a delivery not named). A consumer that took the same message again, another process of
+    the same owner, or a subscription reset and delivering again are told apart by it."""
+    return random.getrandbits(52) or 1
 
 
 @lru_cache(maxsize=256)

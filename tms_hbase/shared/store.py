@@ -18,6 +18,7 @@ from tms_hbase.shared.state import (
     COUNTER_COLUMN,
     DEAD_COLUMN,
     FLOOR_COLUMN,
+    LATE_COLUMN,
     RANGE_COLUMN,
     REDELIVERED_COLUMN,
     SETTINGS_COLUMN,
@@ -60,6 +61,7 @@ class Totals:
     acked: int
     dead_lettered: int
     redelivered: int
+    late: int  # settlements refused because their delivery no longer held the message
 
 
 class SharedStore:
@@ -89,15 +91,17 @@ class SharedStore:
         return self.table.increment(keys.counter, COUNTER_COLUMN)
 
     def totals(self, keys: Keys) -> Totals:
-        cells = self.table.get(keys.counter, [ACKED_COLUMN, DEAD_COLUMN, REDELIVERED_COLUMN])
-        return Totals(
-            decode_u64(cells.get(ACKED_COLUMN)),
-            decode_u64(cells.get(DEAD_COLUMN)),
-            decode_u64(cells.get(REDELIVERED_COLUMN)),
-        )
+        columns = [ACKED_COLUMN, DEAD_COLUMN, REDELIVERED_COLUMN, LATE_COLUMN]
+        cells = self.table.get(keys.counter, columns)
+        return Totals(*(decode_u64(cells.get(column)) for column in columns))
 
-    def count(self, keys: Keys, *, acked: int = 0, dead: int = 0, redelivered: int = 0) -> None:
-        for column, amount in ((ACKED_COLUMN, acked), (DEAD_COLUMN, dead), (REDELIVERED_COLUMN, redelivered)):
+    def count(self, keys: Keys, *, acked: int = 0, dead: int = 0, redelivered: int = 0, late: int = 0) -> None:
+        for column, amount in (
+            (ACKED_COLUMN, acked),
+            (DEAD_COLUMN, dead),
+            (REDELIVERED_COLUMN, redelivered),
+            (LATE_COLUMN, late),
+        ):
             if amount:
                 self.table.increment(keys.counter, column, amount)
 

@@ -24,6 +24,7 @@ from collections.abc import Callable, Collection
 from dataclasses import replace
 
 from tms_hbase.errors import TmsError
+from tms_hbase.model.message import DeliveryRef
 from tms_hbase.shared.state import Claim, ClaimState, Keys
 from tms_hbase.shared.store import SharedStore, StoredClaim
 from tms_hbase.tx.fate import TxFate, fate
@@ -41,7 +42,7 @@ class TransactionalAcks:
     _held: dict[bytes, StoredClaim]
     _tx_state: Callable[[], Transaction] | None
     _tx: Transaction | None
-    _tx_acks: list[bytes]  # acks of the running transaction, persisted at commit
+    _tx_acks: dict[bytes, DeliveryRef]  # acks of the running transaction (by message id), persisted at commit
     _tx_pending: list[StoredClaim]  # claims written as pending for it
     _in_context: bool  # the transaction is a TransactionContext's (not one given to ack())
 
@@ -49,11 +50,11 @@ class TransactionalAcks:
     def _keys(self) -> Keys:
         raise NotImplementedError
 
-    def _settle(self, message_id: bytes, step: Callable[[Claim, int], Claim]) -> StoredClaim:
+    def _settle(self, ref: DeliveryRef, step: Callable[[Claim, int], Claim]) -> StoredClaim:
         raise NotImplementedError
 
     def _init_tx(self, tx_state: Callable[[], Transaction] | None) -> None:
-        self._tx_state, self._tx, self._tx_acks, self._tx_pending, self._in_context = tx_state, None, [], [], False
+        self._tx_state, self._tx, self._tx_acks, self._tx_pending, self._in_context = tx_state, None, {}, [], False
 
     # -- TransactionAware -----------------------------------------------------------------------
 
@@ -63,7 +64,7 @@ class TransactionalAcks:
 
     def start_tx(self, tx: Transaction) -> None:
         """From now on ``ack()`` is part of ``tx``, written when it persists."""
-        self._tx, self._tx_acks, self._tx_pending, self._in_context = tx, [], [], True
+        self._tx, self._tx_acks, self._tx_pending, self._in_context = tx, {}, [], True
 
     def update_tx(self, tx: Transaction) -> None:
         self._tx = tx
@@ -76,13 +77,13 @@ class TransactionalAcks:
         """Persist: write each acknowledgement as pending with the transaction's write pointer (NotHeld
         for a message this consumer does not hold any more: the transaction then fails)."""
         if self._tx is not None and self._tx_acks:
-            self._persist(self._tx, self._tx_acks)
+            self._persist(self._tx, list(self._tx_acks.values()))
         return True
 
     def post_tx_commit(self) -> None:
         """The transaction committed: its acknowledgements count. Fold them (if that fails, a reaper
         resolves them the same way after their deadline)."""
-        pending, self._tx, self._tx_acks, self._tx_pending = self._tx_pending, None, [], []
+        pending, self._tx, self._tx_acks, self._tx_pending = self._tx_pending, None, {}, []
         self._in_context = False
         for stored in pending:
             acked = replace(stored.claim, state=ClaimState.ACKED, tx=None)
@@ -94,8 +95,8 @@ class TransactionalAcks:
     def rollback_tx(self) -> bool:
         """Put the pending claims back as they were (before the transaction aborts), still held by this
         consumer until their deadline; False if one could not be (the transaction is then invalidated)."""
-        tx, touched = self._tx, list(dict.fromkeys(self._tx_acks))
-        self._tx, self._tx_acks, self._tx_pending, self._in_context = None, [], [], False
+        tx, touched = self._tx, list(self._tx_acks)
+        self._tx, self._tx_acks, self._tx_pending, self._in_context = None, {}, [], False
         if tx is None:
             return True
         clean = True
@@ -116,22 +117,22 @@ class TransactionalAcks:
 
     # -- the work -------------------------------------------------------------------------------
 
-    def _ack_in(self, tx: Transaction | None, ids: list[bytes]) -> None:
+    def _ack_in(self, tx: Transaction | None, refs: list[DeliveryRef]) -> None:
         """``ack(..., transaction=tx)`` writes them pending now; inside a context they wait for its commit."""
+        if tx is not None and (self._tx is None or self._tx.tx_id != tx.tx_id):
+            self.start_tx(tx)
+            self._in_context = False
+        for ref in refs:
+            self._tx_acks.setdefault(ref.id, ref)
         if tx is not None:
-            if self._tx is None or self._tx.tx_id != tx.tx_id:
-                self.start_tx(tx)
-                self._in_context = False
-            self._tx_acks += [i for i in ids if i not in self._tx_acks]
-            self._persist(tx, ids)
-        else:
-            self._tx_acks += [i for i in ids if i not in self._tx_acks]
+            self._persist(tx, refs)
 
-    def _persist(self, tx: Transaction, ids: list[bytes]) -> None:
+    def _persist(self, tx: Transaction, refs: list[DeliveryRef]) -> None:
+        """Write each as pending in ``tx`` if this delivery of it is still held here (NotHeld if not)."""
         done = {stored.message_id for stored in self._tx_pending}
-        for message_id in dict.fromkeys(ids):
-            if message_id not in done:
-                self._tx_pending.append(self._settle(message_id, lambda c, now: replace(c, tx=tx.write_pointer)))
+        for ref in {r.id: r for r in refs}.values():
+            if ref.id not in done:
+                self._tx_pending.append(self._settle(ref, lambda c, now: replace(c, tx=tx.write_pointer)))
 
     def _resolve(self, claims: list[StoredClaim], now: int) -> list[StoredClaim]:
         """Settle the pending acknowledgements past their delivery deadline by their transactions' fate

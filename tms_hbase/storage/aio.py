@@ -3,7 +3,7 @@
 :class:`AsyncHBaseConnection` is the pool of :mod:`tms_hbase.storage.connection` (the same deadlines,
 retry policy, fail-over and error mapping, the same Thrift client and codec: it is that class) whose
 connections are non-blocking sockets that wait on the event loop instead of blocking ones. It is made and used inside
-:func:`tms_hbase.runtime.green.run_sync`: when a Thrift call writes its request or waits for its answer, the
+:func:`tms_hbase.runtime.bridge.run_sync`: when a Thrift call writes its request or waits for its answer, the
 greenlet making it hands the wait to the event loop, so as many calls are in flight at once as the pool
 has connections, on one thread. The protocol code above (the :class:`~tms_hbase.storage.hbase.Table`
 operations and everything built on them) is unchanged.
@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from thriftpy2.transport import TTransportException
 
-from tms_hbase.runtime import green
+from tms_hbase.runtime import bridge
 from tms_hbase.storage.connection import Connection, HBaseConnection, check_read_size, time_left
 
 T = TypeVar("T")
@@ -44,7 +44,7 @@ class _LoopSocket:
     socket's buffer takes whole are one system call each, with no trip through the event loop (no
     coroutine, timer or stream buffer: an asyncio stream copies every byte twice more, under the GIL).
     Only a read that must wait for the server, or a write it must wait to take, waits through
-    :func:`tms_hbase.runtime.green.await_`, for the time left. With ``tls`` (an SSL context), a TLS
+    :func:`tms_hbase.runtime.bridge.await_`, for the time left. With ``tls`` (an SSL context), a TLS
     socket, non-blocking too."""
 
     def __init__(self, host: str, port: int, tls: ssl.SSLContext | None = None) -> None:
@@ -58,7 +58,7 @@ class _LoopSocket:
         return self._sock is not None
 
     def open(self) -> None:
-        self._sock = green.await_(self._connect())
+        self._sock = bridge.await_(self._connect())
 
     async def _connect(self) -> socket.socket:
         loop = asyncio.get_running_loop()
@@ -143,7 +143,7 @@ class _LoopSocket:
         for the deadline: the greenlet is resumed once, with the bytes, after one loop wake-up; no coroutine,
         no ``asyncio.timeout`` and no second try before waiting (as ``loop.sock_recv`` makes)."""
         left = time_left(self.deadline)
-        loop = green.event_loop()
+        loop = bridge.event_loop()
         done: asyncio.Future[T] = loop.create_future()
 
         def ready() -> None:
@@ -167,7 +167,7 @@ class _LoopSocket:
             loop.add_reader(fd, ready)
         timer = None if left is None else loop.call_later(left, expired)
         try:
-            return green.await_(done)
+            return bridge.await_(done)
         finally:
             if writing:
                 loop.remove_writer(fd)
@@ -193,11 +193,11 @@ class _LoopConnection(Connection):
 
 class AsyncHBaseConnection(HBaseConnection):
     """:class:`~tms_hbase.storage.connection.HBaseConnection` over asyncio streams: make and use it inside
-    :func:`tms_hbase.runtime.green.run_sync` (its slots and backoffs wait on the event loop too)."""
+    :func:`tms_hbase.runtime.bridge.run_sync` (its slots and backoffs wait on the event loop too)."""
 
     connection_class = _LoopConnection
 
     def __init__(self, host: str, port: int, **options: Any) -> None:
-        if not green.bridged():
-            raise RuntimeError("an AsyncHBaseConnection is made inside tms_hbase.runtime.green.run_sync")
+        if not bridge.inside():
+            raise RuntimeError("an AsyncHBaseConnection is made inside tms_hbase.runtime.bridge.run_sync")
         super().__init__(host, port, **options)

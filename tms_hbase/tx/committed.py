@@ -42,6 +42,7 @@ from tms_hbase.tx.fate import reader_view
 from tms_hbase.tx.transaction import ALL_VISIBLE_LATEST, LONG_MIN, NO_TX_IN_PROGRESS, Transaction
 
 if TYPE_CHECKING:  # made on first use: `import tms_hbase` does not load the Thrift client
+    from tms_hbase.storage.connection import DeadlineSocket
     from tms_hbase.storage.hbase import Table
     from tms_hbase.tx.client import TransactionClient
 
@@ -63,13 +64,21 @@ class CommittedReads:
     address (None: ``$TMS_TX_SERVER`` if set, else no server). Passed to the reader as its view: it answers
     :meth:`is_invalid` and :meth:`is_visible` as a :class:`Transaction` does."""
 
-    def __init__(self, txstate: Table, tx_server: str | None = None, *, timeout_seconds: float = 10.0) -> None:
+    def __init__(
+        self,
+        txstate: Table,
+        tx_server: str | None = None,
+        *,
+        timeout_seconds: float = 10.0,
+        socket_class: type[DeadlineSocket] | None = None,
+    ) -> None:
         import os
 
         self._txstate = txstate
         self._address = tx_server or os.environ.get(TX_ENV) or None
         self._timeout = min(timeout_seconds, SERVER_TIMEOUT_SECONDS)
         self._server: TransactionClient | None = None
+        self._socket_class = socket_class  # the storage's (one waiting on the event loop under asyncio)
         self._lock = green.lock()  # held while the state is read (HBase, the server)
         self._view: Transaction | None = None
         self._read_at = float("-inf")  # monotonic
@@ -157,9 +166,9 @@ class CommittedReads:
         if self._server is None:
             from tms_hbase.tx.client import TransactionClient
 
-            sockets = self._txstate.hbase.connection_class.socket_class  # the storage's: loop-waiting under asyncio
+            sockets = {} if self._socket_class is None else {"socket_class": self._socket_class}
             self._server = TransactionClient(
-                self._address, timeout_seconds=self._timeout, retry=Retry.never(), socket_class=sockets
+                self._address, timeout_seconds=self._timeout, retry=Retry.never(), **sockets
             )
         return self._server
 

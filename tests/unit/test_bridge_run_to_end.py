@@ -1,4 +1,4 @@
-"""``tms_hbase.runtime.green.run_to_end``: protocol code run in the awaiting task that a cancellation never
+"""``tms_hbase.runtime.bridge.run_to_end``: protocol code run in the awaiting task that a cancellation never
 interrupts (the gateway runs every library call with it). Run on asyncio's own loop and on uvloop, the
 gateway's."""
 
@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import uvloop
 
-from tms_hbase.runtime import green
-from tms_hbase.runtime.green import run_to_end
+from tms_hbase.runtime import bridge, green
+from tms_hbase.runtime.bridge import run_to_end
 
 LOOPS: dict[str, Callable[[Coroutine[Any, Any, Any]], Any]] = {"asyncio": asyncio.run, "uvloop": uvloop.run}
 
@@ -27,15 +27,15 @@ def test_it_returns_what_the_code_returns_and_raises_what_it_raises(run: Callabl
         loop = asyncio.get_running_loop()
 
         def waits(value: int) -> int:
-            future = green.event_loop().create_future()
+            future = bridge.event_loop().create_future()
             loop.call_soon(future.set_result, value)
-            return green.await_(future) + 1
+            return bridge.await_(future) + 1
 
         def fails(seen: list[str]) -> None:
-            future = green.event_loop().create_future()
+            future = bridge.event_loop().create_future()
             loop.call_soon(future.set_exception, KeyError("k"))
             try:
-                green.await_(future)
+                bridge.await_(future)
             except KeyError as error:  # the code sees its wait's error where it waits
                 seen.append(f"seen {error}")
                 raise
@@ -60,10 +60,10 @@ def test_a_cancelled_call_runs_on_through_every_wait_then_raises_cancelled(run: 
 
         def work() -> str:
             for name in ("first", "second"):
-                future = green.event_loop().create_future()
+                future = bridge.event_loop().create_future()
                 loop.call_later(0.05, future.set_result, name)
                 loop.call_soon(waiting.set)
-                steps.append(green.await_(future))
+                steps.append(bridge.await_(future))
             green.sleep(0.01)  # a coroutine it hands over is not interrupted either
             steps.append("end")
             return "result"
@@ -86,10 +86,10 @@ def test_a_cancelled_call_that_fails_raises_cancelled(run: Callable[..., Any]) -
         ended = asyncio.Event()
 
         def work() -> None:
-            future = green.event_loop().create_future()
+            future = bridge.event_loop().create_future()
             loop.call_later(0.05, future.set_exception, RuntimeError("failed after the cancel"))
             try:
-                green.await_(future)
+                bridge.await_(future)
             finally:
                 loop.call_soon(ended.set)
 

@@ -1,0 +1,221 @@
+"""Benchmark: how cost grows with the work. Each dimension is grown by ×10 steps on one installation, and at
+each step the operations that should not depend on it are timed and their HBase calls counted:
+
+- subscriptions on one topic (1 → 10,000): publish, one consumer's poll, ``lag``, ``topic_stats``,
+  ``list_subscriptions``;
+- topics in one installation (10 → 10,000): publish, fetch, ``get_topic``, ``create_topic``;
+- stored messages in one topic (10⁴ → 10⁶): a time seek, a fetch of 100 from the middle, publish.
+
+An operation marked O(1) should keep its calls and time within 1.5× from the smallest step to the largest; a
+seek within O(log n) calls. Calls are counted through the storage port (:mod:`bench.calls`), so they do not
+depend on the machine's load: with ``--quick`` (CI) the two smallest steps of each curve run and a call count
+that grows where it should stay flat fails the run. Times are goals, reported, not failed on.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tms_hbase import MessagingClient, TopicId
+
+from .calls import CallCounter
+from .common import Result, Settings, bench_tables, median, payloads, percentile, progress
+
+GROWTH = 1.5  # an O(1) operation's largest step ÷ its smallest, at most
+BATCH = payloads(10, 100)
+_NAMES = itertools.count()  # topics create_topic makes while measured
+
+
+@dataclass
+class Curve:
+    """One operation's cost at each step of a dimension."""
+
+    dimension: str
+    operation: str
+    flat: str  # "O(1)", "O(log n)" or "O(n)" (reported, not checked)
+    steps: list[int] = field(default_factory=list)
+    medians_ms: list[float] = field(default_factory=list)
+    p99s_ms: list[float] = field(default_factory=list)
+    calls: list[float] = field(default_factory=list)
+
+    def growth(self, values: list[float]) -> float:
+        return values[-1] / values[0] if values[0] else (1.0 if not values[-1] else math.inf)
+
+    def calls_bound(self) -> float:
+        """The call count the largest step may reach: the smallest step's × 1.5, × log n growth for a seek."""
+        if self.flat == "O(log n)":
+            return self.calls[0] * GROWTH * math.log10(self.steps[-1]) / math.log10(max(self.steps[0], 10))
+        return self.calls[0] * GROWTH
+
+
+def _measure(curve: Curve, step: int, operation: Callable[[], object], client: MessagingClient, reps: int) -> None:
+    counter = CallCounter()
+    times = []
+    with counter.counting(client.installation):
+        for _ in range(reps):
+            start = time.perf_counter()
+            operation()
+            times.append((time.perf_counter() - start) * 1000)
+    curve.steps.append(step)
+    curve.medians_ms.append(median(times))
+    curve.p99s_ms.append(percentile(times, 99))
+    curve.calls.append(counter.total / reps)
+
+
+def _subscriptions(client: MessagingClient, steps: list[int], reps: int) -> list[Curve]:
+    topic = TopicId("scale", "subs")
+    client.create_topic(topic)
+    client.publish(topic, BATCH)
+    curves = {
+        name: Curve("subscriptions on one topic", name, flat)
+        for name, flat in (
+            ("publish 10 × 100 B", "O(1)"),
+            ("poll (one consumer)", "O(1)"),
+            ("lag", "O(1)"),
+            ("topic_stats", "O(1)"),
+            ("list_subscriptions", "O(n)"),
+        )
+    }
+    made = 0
+    for step in steps:
+        while made < step:
+            client.create_subscription(topic, f"s{made}")
+            made += 1
+        progress(f"scale: {step:,} subscriptions")
+        with client.consumer(topic, "s0") as consumer:
+
+            def poll() -> None:
+                client.publish(topic, BATCH[:1])
+                if not consumer.poll(100, 30.0):
+                    raise AssertionError("the consumer's poll got nothing")
+                consumer.commit()
+
+            _measure(curves["publish 10 × 100 B"], step, lambda: client.publish(topic, BATCH), client, reps)
+            _measure(curves["poll (one consumer)"], step, poll, client, reps)
+        _measure(curves["lag"], step, lambda: client.lag(topic, "s0"), client, reps)
+        _measure(curves["topic_stats"], step, lambda: client.topic_stats(topic), client, reps)
+        _measure(curves["list_subscriptions"], step, lambda: client.list_subscriptions(topic), client, reps)
+    return list(curves.values())
+
+
+def _topics(client: MessagingClient, steps: list[int], reps: int) -> list[Curve]:
+    probe = TopicId("scalet", "probe")
+    client.create_topic(probe)
+    client.publish(probe, BATCH)
+    curves = {
+        name: Curve("topics in one installation", name, "O(1)")
+        for name in ("publish 10 × 100 B", "fetch 10", "get_topic", "create_topic")
+    }
+    made = 1
+    for step in steps:
+        while made < step:
+            client.create_topic(TopicId("scalet", f"t{made}"))
+            made += 1
+        progress(f"scale: {step:,} topics")
+        _measure(curves["publish 10 × 100 B"], step, lambda: client.publish(probe, BATCH), client, reps)
+        _measure(curves["fetch 10"], step, lambda: list(client.fetch(probe, limit=10)), client, reps)
+        _measure(curves["get_topic"], step, lambda: client.get_topic(probe), client, reps)
+
+        def create() -> None:
+            client.create_topic(TopicId("scalex", f"x{next(_NAMES)}"))
+
+        _measure(curves["create_topic"], step, create, client, reps)
+    return list(curves.values())
+
+
+def _messages(client: MessagingClient, steps: list[int], reps: int) -> list[Curve]:
+    topic = TopicId("scalem", "stored")
+    client.create_topic(topic)
+    chunk = payloads(1000, 100)
+    curves = {
+        name: Curve("stored messages in one topic", name, flat)
+        for name, flat in (("time seek", "O(log n)"), ("fetch 100 from the middle", "O(log n)"), ("publish", "O(1)"))
+    }
+    stored, middle_time, middle_id = 0, 0, b""
+    for step in steps:
+        while stored < step:
+            client.publish(topic, chunk[: min(len(chunk), step - stored)])
+            stored += min(len(chunk), step - stored)
+            if stored >= step // 2 and not middle_id:
+                middle_time = int(time.time() * 1000)
+                (last,) = list(client.fetch(topic, start_time_ms=middle_time - 60_000, limit=1))
+                middle_id = last.id
+        progress(f"scale: {step:,} stored messages")
+
+        def seek(at: int = middle_time) -> None:
+            list(client.fetch(topic, start_time_ms=at, limit=1))
+
+        def middle(start: bytes = middle_id) -> None:
+            list(client.fetch(topic, start, limit=100))
+
+        _measure(curves["time seek"], step, seek, client, reps)
+        _measure(curves["fetch 100 from the middle"], step, middle, client, reps)
+        _measure(curves["publish"], step, lambda: client.publish(topic, BATCH), client, reps)
+        middle_id = b""  # the next step's middle is found again
+    return list(curves.values())
+
+
+def run(settings: Settings) -> Result:
+    reps = settings.pick(20, 3)
+    dimensions = {
+        "subscriptions": (_subscriptions, settings.pick([1, 10, 100, 1000, 10_000], [1, 10])),
+        "topics": (_topics, settings.pick([10, 100, 1000, 10_000], [10, 100])),
+        "messages": (_messages, settings.pick([10_000, 100_000, 1_000_000], [1000, 10_000])),
+    }
+    result = Result("scale", f"How cost grows ({reps} operations per step; calls are HBase calls per operation)")
+    curves: list[Curve] = []
+    for name, (grow, steps) in dimensions.items():
+        with bench_tables(settings, f"scale{name}") as (client, _raw, _raw_name):
+            curves += grow(client, steps, reps)
+    rows = []
+    for c in curves:
+        rows.append(
+            [
+                c.dimension,
+                c.operation,
+                c.flat,
+                " → ".join(f"{s:,}" for s in c.steps),
+                " / ".join(f"{m:.2f}" for m in c.medians_ms),
+                " / ".join(f"{p:.2f}" for p in c.p99s_ms),
+                " / ".join(f"{n:g}" for n in c.calls),
+            ]
+        )
+    result.table(["dimension", "operation", "should be", "steps", "median ms", "p99 ms", "HBase calls"], rows)
+    broken = []
+    for c in curves:
+        if c.flat == "O(n)":
+            continue
+        calls_ok = c.calls[-1] <= c.calls_bound()
+        time_growth = c.growth(c.medians_ms)
+        result.goal(
+            f"{c.dimension}: {c.operation} {c.flat} in HBase calls",
+            f"{c.calls[0]:g} → {c.calls[-1]:g}",
+            calls_ok,
+        )
+        if c.flat == "O(1)":
+            result.goal(
+                f"{c.dimension}: {c.operation} median within {GROWTH}×", f"{time_growth:.2f}×", time_growth <= GROWTH
+            )
+        if not calls_ok:
+            broken.append(f"{c.dimension}: {c.operation} ({c.calls[0]:g} → {c.calls[-1]:g} calls)")
+    result.samples = {
+        "curves": [
+            {
+                "dimension": c.dimension,
+                "operation": c.operation,
+                "flat": c.flat,
+                "steps": c.steps,
+                "median_ms": c.medians_ms,
+                "p99_ms": c.p99s_ms,
+                "calls": c.calls,
+            }
+            for c in curves
+        ]
+    }
+    if broken:  # deterministic (calls, not time): a step made super-linear fails the run, in CI too
+        result.error = "calls grow where they should stay flat: " + "; ".join(broken)
+    return result
