@@ -23,11 +23,16 @@ test: install verify-deps browser-deps  ## the whole test suite against a real H
 	$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # The timing-sensitive groups (consumers, shared subscriptions, rings, Spark, the launcher, the console, fault
-# injection) under CPU load: tests/load.py keeps the load average at 6 or more (6 busy processes on 2 cores, and the tests' own)
-# for the whole run, as on a busy laptop or CI runner. CI runs it after `make test`. Of the launcher's tests
-# (each starts an HBase of its own) only the one that counts RPC calls, the others wait on conditions only.
+# injection) under CPU load: tests/load.py's busy processes (3 a core and one more) hold the load average at 6 or
+# more on 2 cores, before the tests' own, for the whole run, as on a busy laptop or CI runner. A bounded subset:
+# all of the consumer, shared-subscription, console and fault-injection modules; of Spark's, a batch read and
+# the two streams (its session is a JVM); of the launcher's (each starts an HBase of its own), the one that
+# counts RPC calls.
 LOADED_TESTS ?= tests/integration/test_consumer*.py tests/integration/test_shared*.py \
-	tests/integration/test_spark.py tests/integration/test_console.py tests/integration/test_fault_injection.py \
+	tests/integration/test_console.py tests/integration/test_fault_injection.py \
+	tests/integration/test_spark.py::test_batch_read_equals_sequential_fetch \
+	tests/integration/test_spark.py::test_transactional_stream_waits_for_the_transaction_in_progress \
+	tests/integration/test_spark.py::test_stream_a_to_b_exactly_once_across_a_killed_driver \
 	tests/integration/test_launcher.py::test_the_thrift_gateway_runs_in_the_region_servers_jvm_and_its_puts_take_no_rpc
 
 test-loaded: install verify-deps browser-deps  ## the timing-sensitive tests with the load average held at 6 or more
@@ -116,7 +121,7 @@ browser-deps:
 
 # The screenshots docs/console.md shows, taken by the console's browser test on the local HBase.
 console-screenshots: install browser-deps  ## PNGs of every console screen into docs/console/
-	TMS_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(PY) -m pytest tests/integration/test_console.py -n 0 -q -k "every_screen or charts or dead_letters_replayed"
+	TMS_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(PY) -m pytest tests/integration/test_console.py -n 0 -q -k "every_screen or charts or dead_letters_replayed or lists_show or live_tail"
 
 verify: install verify-deps  ## the verification suite, long: 30 min with every fault kind on both orderings
 	$(PY) -m tests.verify $(VERIFY_ARGS)

@@ -19,6 +19,7 @@ from tms_hbase.errors import InvalidArgument, TopicNotFound
 from .context import Settings, pass_settings
 from .errors import handle_errors
 from .output import emit, json_option
+from .shown import key_and_headers, key_and_headers_text, shown, text
 from .times import TIME_HELP, iso, parse_time
 from .topics import topic_arg
 from .tx import server_option
@@ -150,11 +151,9 @@ def _as_json(entry: Entry) -> dict:
         "tx_write_pointer": entry.tx_pointer,
         "tx_state": entry.state,
         "size": len(payload),
-        "payload": _text(payload),
+        "payload": text(payload),
         "payload_hex": payload.hex(),
-        "key": None if entry.key is None else _text(entry.key),
-        "key_hex": None if entry.key is None else entry.key.hex(),
-        "headers": [{"name": n, "value": _text(v), "value_hex": v.hex()} for n, v in entry.headers],
+        **key_and_headers(entry.key, entry.headers),
     }
 
 
@@ -163,24 +162,8 @@ def _as_text(entry: Entry) -> str:
         return f"!! {entry.error}"
     payload = entry.payload or b""
     tx = "-" if entry.tx_pointer is None else f"tx {abs(entry.tx_pointer)} {entry.state}"
-    extra = "" if entry.key is None else f"key={_shown(entry.key)}  "
-    extra += "".join(f"{name}={_shown(value)}  " for name, value in entry.headers)
-    return f"{entry.id.hex()}  {iso(entry.publish_time)}  {tx}  {len(payload)} B  {extra}{_shown(payload)}"
-
-
-def _shown(data: bytes) -> str:
-    """Bytes for a line of text: escaped text if printable UTF-8, else ``hex:`` and their hex digits."""
-    text = _text(data)
-    return repr(text)[1:-1] if text is not None else "hex:" + data.hex()
-
-
-def _text(payload: bytes) -> str | None:
-    """The payload as text if it is printable UTF-8 (tabs allowed), else None."""
-    try:
-        text = payload.decode()
-    except UnicodeDecodeError:
-        return None
-    return text if text.replace("\t", " ").isprintable() else None
+    extra = key_and_headers_text(entry.key, entry.headers)
+    return f"{entry.id.hex()}  {iso(entry.publish_time)}  {tx}  {len(payload)} B  {extra}{shown(payload)}"
 
 
 @click.command()

@@ -17,6 +17,7 @@ from tms_hbase.model import checks
 from .context import Settings, pass_settings
 from .errors import handle_errors
 from .output import emit, json_option
+from .shown import key_and_headers, key_and_headers_text
 from .times import TIME_HELP, iso, parse_time
 from .topics import if_not_exists_option, topic_arg
 
@@ -323,7 +324,8 @@ def pending(settings: Settings, topic: TopicId, name: str, limit: int | None, as
 def consume(
     settings: Settings, topic: TopicId, name: str, count: int, wait: float, ack: bool, isolation: str, as_json: bool
 ) -> None:
-    """Take messages from a shared subscription, show them and acknowledge them (--ack) or give them back.
+    """Take messages from a shared subscription, show them (id, deliveries, key and headers, payload; --json
+    has the key's and header values' exact bytes in hex) and acknowledge them (--ack) or give them back.
 
     What it took is held while it waits for more (its deadline extended past the wait), so a --wait
     longer than the ack timeout neither delivers a message twice nor counts a failed delivery; without
@@ -344,10 +346,19 @@ def consume(
                 new = [d for d in new if _hold(consumer, d, min(hold, MAX_HOLD_SECONDS))]
             got += new
         rows = [
-            {"id": d.id.hex(), "deliveries": d.deliveries, "publish_time": d.publish_time, "payload": _text(d.payload)}
+            {
+                "id": d.id.hex(),
+                "deliveries": d.deliveries,
+                "publish_time": d.publish_time,
+                "payload": _text(d.payload),
+                **key_and_headers(d.key, d.headers),
+            }
             for d in got
         ]
-        emit(as_json, rows, lambda rows: "\n".join(f"{r['id']}  #{r['deliveries']}  {r['payload']}" for r in rows))
+        lines = [
+            f"{d.id.hex()}  #{d.deliveries}  {key_and_headers_text(d.key, d.headers)}{_text(d.payload)}" for d in got
+        ]
+        emit(as_json, rows, lambda _: "\n".join(lines))
         if ack and got:
             consumer.ack(*got)
 

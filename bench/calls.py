@@ -26,7 +26,6 @@ OPERATIONS = (
     "get_cell",
     "get_versions",
     "scan",
-    "scan_column",
     "scan_columns",
     "last_row",
     "put",

@@ -33,7 +33,7 @@ SCREENS = (  # (route, the screen's name in data-ready, the rows it lists)
     (f"topics/{BUSY.namespace}/{BUSY.topic}", "topic", "#topic-subscriptions tbody tr"),
     (f"subscriptions/{BUSY.namespace}/{BUSY.topic}", "subscriptions", "#subscriptions tbody tr"),
 )
-TOPICS_PAGE = 100  # topics on the first page of the topics screen
+TOPICS_PAGE = 50  # topics on the first page of the topics screen
 
 
 def run(settings: Settings) -> Result:

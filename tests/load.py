@@ -3,10 +3,10 @@ floor for its whole run, the way a developer's laptop or a shared CI runner is l
 
     python -m tests.load [--burners N] [--floor LOAD] [--settle SECONDS] -- COMMAND [ARG...]
 
-``--burners`` busy-looping processes (default: 3 per core, 6 on 2 cores) start first; the command starts
-once the 1-minute load average has reached ``--floor`` (default 5.5, the burners alone; waited for up to
-``--settle`` seconds: the load average is a one-minute mean, which 6 burners on a quiet machine lift to 6 in
-about two minutes).
+``--burners`` busy-looping processes (default: 3 per core and one more, 7 on 2 cores) start first; the command
+starts once the 1-minute load average has reached ``--floor`` (default 6, below what the burners alone hold it
+at, so it stays there for the whole run; waited for up to ``--settle`` seconds: the load average is a one-minute
+mean, which 7 burners on a quiet machine lift to 6 in about two minutes).
 The burners are stopped when the command ends, whatever its outcome; the exit code is the command's. The
 lowest and highest load average seen during the run are printed at the end, with the run's duration
 (`make test-loaded`, which CI runs).
@@ -36,8 +36,10 @@ def load_average() -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.load", description=__doc__.split("\n")[0])
-    parser.add_argument("--burners", type=int, default=3 * (os.cpu_count() or 2), help="busy processes (3 a core)")
-    parser.add_argument("--floor", type=float, default=5.5, help="load average to reach before the command")
+    parser.add_argument(
+        "--burners", type=int, default=3 * (os.cpu_count() or 2) + 1, help="busy processes (3 a core and one more)"
+    )
+    parser.add_argument("--floor", type=float, default=6.0, help="load average to reach before the command")
     parser.add_argument("--settle", type=float, default=180.0, help="longest wait for the floor, in seconds")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARG...]")
     args = parser.parse_args(argv)

@@ -161,12 +161,6 @@ class MemoryTable:
                     break
             return rows
 
-    def scan_column(
-        self, start: bytes, stop: bytes, column: bytes, limit: int
-    ) -> tuple[list[bytes], list[bytes | None]]:
-        keys, (values,) = self.scan_columns(start, stop, (column,), limit)
-        return keys, values
-
     def scan_columns(
         self, start: bytes, stop: bytes, columns: Sequence[bytes], limit: int
     ) -> tuple[list[bytes], list[list[bytes | None]]]:

@@ -43,10 +43,13 @@ def check_scans_and_deletes(t: Any) -> None:
     assert t.last_row(b"a") == (b"a\xff", {b"d:x": b"3"})
     assert t.last_row(b"c") is None
     t.put(b"a\x03", {b"d:y": b"no d:x"})
-    assert t.scan_column(b"a\x02", b"b", b"d:x", 2) == ([b"a\x02", b"a\x03"], [b"2", None])  # None if absent
-    assert t.scan_column(b"a\x03", b"b", b"d:x", 5) == ([b"a\x03", b"a\xff"], [None, b"3"])
-    assert t.scan_column(b"a\x01", b"a\x03", b"d:x", 5) == ([b"a\x01", b"a\x02"], [b"1", b"2"])
-    assert t.scan_column(b"a\x02", b"a\x02", b"d:x", 5) == ([], [])  # not a get of that row, as in HBase
+    assert t.scan_columns(b"a\x02", b"b", [b"d:x"], 2) == ([b"a\x02", b"a\x03"], [[b"2", None]])  # None if absent
+    assert t.scan_columns(b"a\x03", b"b", [b"d:x", b"d:y"], 5) == (
+        [b"a\x03", b"a\xff"],
+        [[None, b"3"], [b"no d:x", None]],
+    )
+    assert t.scan_columns(b"a\x01", b"a\x03", [b"d:x"], 5) == ([b"a\x01", b"a\x02"], [[b"1", b"2"]])
+    assert t.scan_columns(b"a\x02", b"a\x02", [b"d:x"], 5) == ([], [[]])  # not a get of that row, as in HBase
     t.delete_many([b"a\x03"])
     t.delete_many([b"a\xff", b"a\x01"])
     assert [k for k, _ in t.scan(prefix=b"a")] == [b"a\x02"]

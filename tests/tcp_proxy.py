@@ -60,6 +60,10 @@ class TcpProxy:
     swallows it, ``"trickle"`` forwards it and delivers the reply one byte per second, ``"reset"``
     resets the connection, ``"garbage"`` answers an HTTP error, ``"huge"`` answers a Thrift header
     announcing a 2 GiB string. None forwards normally again.
+
+    ``aim``: the delay and the faults other than ``"trickle"`` apply only to requests containing these bytes,
+    so that they land on the requests a test targets and not on a client's background reads (its doorbell
+    refresh, say).
     """
 
     def __init__(self, target: tuple[str, int]) -> None:
@@ -67,6 +71,7 @@ class TcpProxy:
         self.stall = False
         self.delay = 0.0  # seconds each request is held before it is forwarded (a slow link)
         self.fault: Fault | None = None
+        self.aim: bytes | None = None  # delay and fault apply to requests containing these bytes only (None: all)
         self._lose: bytes | None = None
         self._swallow: bytes | None = None
         self._stall_after_loss = False
@@ -124,7 +129,9 @@ class TcpProxy:
         try:
             while data := link.client.recv(65536):
                 self.requests += 1
-                fault = self.fault
+                fault, delay = self.fault, self.delay
+                if self.aim is not None and self.aim not in data:
+                    fault, delay = None, 0.0
                 if self._swallow is not None and self._swallow in data:
                     self._swallow, self.stall = None, True
                 if self.stall or fault == "hang" or link.hung:
@@ -137,8 +144,8 @@ class TcpProxy:
                 if fault in ANSWERS:
                     link.client.sendall(ANSWERS[fault])
                     continue
-                if self.delay:
-                    time.sleep(self.delay)
+                if delay:
+                    time.sleep(delay)
                 if self._lose is not None and self._lose in data:
                     self._lose = None
                     link.lose_next_reply = True

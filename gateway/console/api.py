@@ -8,10 +8,12 @@ and the CSRF token (:mod:`.session`).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import TypeVar
@@ -21,16 +23,17 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 
 from tms_hbase import TopicId
-from tms_hbase.errors import InvalidArgument, NotAuthenticated, TmsError
+from tms_hbase.errors import InvalidArgument, NotAuthenticated, TmsError, TopicNotFound
 from tms_hbase.rest import codec as rest
 
 from ..auth import ADMIN, ANONYMOUS
-from ..bodies import query_number, read_body
+from ..bodies import query_flag, query_number, read_body
 from ..config import ANY_PRINCIPAL
 from ..errors import error_response
 from ..service import Gateway
-from . import session, views
+from . import produce, session, views, watch
 from .history import History
+from .lists import SORT_LIMIT, Order
 from .logins import SESSIONS_ENV, FailedLogins, Logins
 from .recent import Recent
 from .session import Viewer
@@ -102,12 +105,60 @@ def _failed_logins(request: Request) -> FailedLogins:
 
 
 def _recent(request: Request) -> Recent:
-    return _kept(request, "console_recent", Recent)
+    return _kept(request, "console_recent", lambda: Recent(max_keys=2 * SORT_LIMIT))
+
+
+async def _detail(request: Request, gateway: Gateway, topic: TopicId) -> dict:
+    """The topic's :func:`views.topic_detail`, as the worker read it lately (:mod:`.recent`)."""
+    detail: dict = await _recent(request).get(
+        str(topic), lambda: views.topic_detail(gateway.client, topic, _history(request)), gateway.run
+    )
+    return detail
+
+
+async def _details(request: Request, gateway: Gateway, rows: list[dict]) -> dict[str, dict]:
+    """The details of the topics of ``rows`` (rows of :func:`views.topic_list`) by name; a topic deleted
+    meanwhile has none."""
+    found = {}
+    for row in rows:
+        try:
+            found[row["name"]] = await _detail(request, gateway, TopicId(row["namespace"], row["topic"]))
+        except TopicNotFound:
+            continue
+    return found
+
+
+def _order(request: Request, columns: tuple[str, ...], default: str | None) -> Order:
+    """A list's filter, sort, page and size from the query (``?filter=&sort=&desc=1&page=&size=``)."""
+    page, size = query_number(request, "page", int), query_number(request, "size", int)
+    return Order(
+        columns,
+        filter=request.query_params.get("filter", ""),
+        sort=request.query_params.get("sort") or default,
+        descending=query_flag(request, "desc"),
+        page=0 if page is None else page,
+        size=50 if size is None else size,
+    )
 
 
 def _as_seen_by(detail: dict, viewer: Viewer) -> dict:
     """A topic's detail with what this viewer may do (the detail itself is shared by all viewers)."""
-    return {**detail, "may_change": viewer.may_change(detail["namespace"], detail["topic"])}
+    namespace, topic = detail["namespace"], detail["topic"]
+    return {
+        **detail,
+        "may_change": viewer.may_change(namespace, topic),
+        "may_publish": viewer.may_publish(namespace, topic),
+    }
+
+
+def _confirmed(body: dict, target: str) -> None:
+    """A change carries the target its confirmation named (``"target"``: ``ns:topic`` or ``ns:topic/subscription``):
+    a dialog left open over another screen, or a request built for another target, changes nothing."""
+    named = body.get("target")
+    if not isinstance(named, str):
+        raise InvalidArgument(f'a change must name its target: expected "target": "{target}"')
+    if named != target:
+        raise InvalidArgument(f"this change was confirmed for {named}, not {target}: nothing changed")
 
 
 async def _json_body(request: Request) -> dict:
@@ -208,9 +259,30 @@ async def whoami(request: Request, gateway: Gateway, viewer: Viewer) -> object:
     return {"principal": viewer.principal, "csrf": viewer.csrf, "open": gateway.guard.open, "admin": admin}
 
 
+SLOWEST = 5  # the overview's slowest subscriptions
+
+
 @api
 async def overview(request: Request, gateway: Gateway, viewer: Viewer) -> object:
-    return await gateway.run(views.overview, gateway.client)
+    """The installation's health, and with at most :data:`SORT_LIMIT` topics visible its totals and its
+    slowest subscriptions (from each topic's numbers as the worker read them lately)."""
+    found = await gateway.run(views.overview, gateway.client)
+    if not found["hbase"]["reachable"]:
+        return found
+    listed = await gateway.run(views.topic_list, gateway.client, viewer)
+    totals: dict = {"topics": len(listed), "limit": SORT_LIMIT}
+    if len(listed) <= SORT_LIMIT:
+        details = await _details(request, gateway, listed)
+        summaries = [views.topic_summary(d) for d in details.values()]
+        subscriptions = [row for d in details.values() for row in views.subscription_rows(d)]
+        lagging = [row for row in subscriptions if row["lag_seconds"] is not None]
+        totals.update(
+            messages=sum(t["messages"] for t in summaries),
+            bytes=sum(t["bytes"] for t in summaries),
+            subscriptions=len(subscriptions),
+            slowest=sorted(lagging, key=lambda r: (r["lag_seconds"], r["lag_messages"]), reverse=True)[:SLOWEST],
+        )
+    return {**found, "totals": totals}
 
 
 @api
@@ -218,19 +290,78 @@ async def topics(request: Request, gateway: Gateway, viewer: Viewer) -> object:
     return await gateway.run(views.topic_list, gateway.client, viewer)
 
 
+TOPIC_NUMBERS = ("messages", "bytes", "last_publish", "rate", "lag_messages", "lag_seconds")
+TOPIC_COLUMNS = ("name", "ordering", "tx_mode", "ttl", "generation", *TOPIC_NUMBERS)
+
+
+@api
+async def topic_page(request: Request, gateway: Gateway, viewer: Viewer) -> object:
+    """A page of the topic list, each topic with its numbers (:func:`views.topic_summary`): filtered by name
+    from the metadata alone, then only the page's topics are read, unless sorted by a number column (then
+    every topic listed is, up to :data:`SORT_LIMIT`)."""
+    order = _order(request, TOPIC_COLUMNS, "name")
+    listed = order.matching(await gateway.run(views.topic_list, gateway.client, viewer), "name")
+    numbers = order.sort in TOPIC_NUMBERS
+    if numbers:
+        order.check_readable(len(listed), "topic")
+    to_read = listed if numbers else order.cut(order.sorted(listed))
+    details = await _details(request, gateway, to_read)
+    rows = [{**row, **views.topic_summary(details[row["name"]])} for row in to_read if row["name"] in details]
+    return {
+        "total": len(listed),
+        "page": order.page,
+        "size": order.size,
+        "rows": order.cut(order.sorted(rows)) if numbers else rows,
+    }
+
+
+SUBSCRIPTION_COLUMNS = (
+    "topic",
+    "name",
+    "kind",
+    "lag_messages",
+    "lag_seconds",
+    "consumers",
+    "in_flight",
+    "dead_letters",
+)
+
+
+@api
+async def subscription_page(request: Request, gateway: Gateway, viewer: Viewer) -> object:
+    """A page of the subscriptions of every topic visible (the filter narrows the topics by name). In topic
+    order the topics are read one by one until the page is full (``total`` is then unknown until the last
+    page); sorted by another column, every topic listed is read, up to :data:`SORT_LIMIT` topics."""
+    order = _order(request, SUBSCRIPTION_COLUMNS, None)
+    listed = order.matching(await gateway.run(views.topic_list, gateway.client, viewer), "name")
+    listed.sort(key=lambda row: row["name"])
+    if order.sort not in (None, "topic"):
+        order.check_readable(len(listed), "topic")
+        details = await _details(request, gateway, listed)
+        rows = order.sorted([row for d in details.values() for row in views.subscription_rows(d)])
+        return {"total": len(rows), "page": order.page, "size": order.size, "rows": order.cut(rows)}
+    wanted, rows, read = (order.page + 1) * order.size, [], 0
+    for row in listed[::-1] if order.descending else listed:
+        if len(rows) > wanted:
+            break
+        read += 1
+        found = [r for d in (await _details(request, gateway, [row])).values() for r in views.subscription_rows(d)]
+        rows += found[::-1] if order.descending else found
+    total = len(rows) if read == len(listed) else None
+    return {"total": total, "page": order.page, "size": order.size, "rows": order.cut(rows)}
+
+
 @api
 async def topic(request: Request, gateway: Gateway, viewer: Viewer) -> object:
-    found = _topic(request, viewer)
-    detail = await _recent(request).get(
-        str(found), lambda: views.topic_detail(gateway.client, found, _history(request)), gateway.run
-    )
-    return _as_seen_by(detail, viewer)
+    return _as_seen_by(await _detail(request, gateway, _topic(request, viewer)), viewer)
 
 
 @api
 async def create_topic(request: Request, gateway: Gateway, viewer: Viewer) -> object:
     found = _topic(request, viewer, Viewer.check_change)
-    properties = _properties(await _json_body(request))
+    body = await _json_body(request)
+    _confirmed(body, str(found))
+    properties = _properties(body)
 
     def work() -> dict:
         gateway.client.admin.require_installation()  # the gateway never creates tables
@@ -245,7 +376,9 @@ async def create_topic(request: Request, gateway: Gateway, viewer: Viewer) -> ob
 @api
 async def update_topic(request: Request, gateway: Gateway, viewer: Viewer) -> object:
     found = _topic(request, viewer, Viewer.check_change)
-    properties = _properties(await _json_body(request))
+    body = await _json_body(request)
+    _confirmed(body, str(found))
+    properties = _properties(body)
 
     def work() -> dict:
         gateway.client.update_topic(found, properties)
@@ -259,6 +392,7 @@ async def update_topic(request: Request, gateway: Gateway, viewer: Viewer) -> ob
 @api
 async def delete_topic(request: Request, gateway: Gateway, viewer: Viewer) -> object:
     found = _topic(request, viewer, Viewer.check_change)
+    _confirmed(await _json_body(request), str(found))
     await gateway.run(gateway.client.delete_topic, found)
     log.info("console: %s deleted topic %s", viewer.principal, found)
     _recent(request).forget(str(found))
@@ -270,6 +404,19 @@ def _properties(body: dict) -> dict[str, str]:
     if not isinstance(properties, dict) or not all(isinstance(v, str) for v in properties.values()):
         raise InvalidArgument('expected {"properties": {"name": "value", ...}} with string values')
     return properties
+
+
+@api
+async def publish(request: Request, gateway: Gateway, viewer: Viewer) -> object:
+    """The Produce form: one message (:mod:`.produce`), for a viewer with ``publish`` on the topic."""
+    found = _topic(request, viewer, Viewer.check_publish)
+    body = await _json_body(request)
+    _confirmed(body, str(found))
+    record, transactional = produce.record_of(body), body.get("transactional") is True
+    done = await gateway.run(lambda: produce.publish(gateway.client, found, record, transactional=transactional))
+    log.info("console: %s published message %s to %s", viewer.principal, done["id"], found)
+    _recent(request).forget(str(found))  # it has a new message
+    return done
 
 
 @api
@@ -286,6 +433,51 @@ async def messages(request: Request, gateway: Gateway, viewer: Viewer) -> object
             from_time=from_time,
             last=last,
             limit=100 if limit is None else limit,
+        )
+    )
+
+
+TAIL_WAIT_SECONDS = 10.0  # the longest a tail call waits for a new message
+TAIL_POLL_SECONDS = 0.5  # how often it looks meanwhile
+
+
+@api
+async def tail(request: Request, gateway: Gateway, viewer: Viewer) -> object:
+    """The live tail, as a long poll: without ``after``, where it starts (the last message's id); with it,
+    the messages after that id, waiting up to ``wait`` seconds (at most :data:`TAIL_WAIT_SECONDS`) for one."""
+    found = _topic(request, viewer, Viewer.check_read)
+    after = request.query_params.get("after")
+    if after is None:
+        return {"after": await gateway.run(watch.tail_start, gateway.client, found), "messages": []}
+    start = _id(after) if after else None
+    wait = query_number(request, "wait", float) or 0.0
+    deadline = time.monotonic() + max(0.0, min(wait, TAIL_WAIT_SECONDS))
+    while True:
+        rows = await gateway.run(watch.tail_after, gateway.client, found, start)
+        if rows or time.monotonic() >= deadline:
+            ids = [row["id"] for row in rows if row["id"]]
+            return {"after": ids[-1] if ids else after, "messages": rows}
+        await asyncio.sleep(TAIL_POLL_SECONDS)
+
+
+@api
+async def search(request: Request, gateway: Gateway, viewer: Viewer) -> object:
+    """One bounded step of a search (:func:`watch.search`): ``q``, ``in`` (payload, key, header), from ``id``
+    or ``from`` (ms), up to ``to`` (ms), reading at most ``scan`` messages."""
+    found = _topic(request, viewer, Viewer.check_read)
+    query = request.query_params
+    from_id = _id(query["id"]) if query.get("id") else None
+    scan = query_number(request, "scan", int)
+    return await gateway.run(
+        lambda: watch.search(
+            gateway.client,
+            found,
+            needle=query.get("q", "").encode(),
+            where=query.get("in", "payload"),
+            from_id=from_id,
+            from_time=query_number(request, "from", int),
+            to_time=query_number(request, "to", int),
+            scan=watch.SEARCH_SCAN if scan is None else scan,
         )
     )
 
@@ -312,6 +504,7 @@ async def reset(request: Request, gateway: Gateway, viewer: Viewer) -> object:
     found = _topic(request, viewer, Viewer.check_change)
     body = await _json_body(request)
     start, force, name = _start(body.get("start")), body.get("force") is True, request.path_params["name"]
+    _confirmed(body, f"{found}/{name}")
 
     def work() -> dict:
         if isinstance(start, int):
@@ -343,6 +536,7 @@ async def replay(request: Request, gateway: Gateway, viewer: Viewer) -> object:
     ``publish`` on the one it publishes to. A letter naming another topic is refused, never published."""
     found, name = _topic(request, viewer, Viewer.check_change), request.path_params["name"]
     viewer.check_publish(found.namespace, found.topic)
+    _confirmed(await _json_body(request), f"{found}/{name}")
     target = await gateway.run(gateway.client.admin.dead_letter_topic, found, name)
     viewer.check_change(target.namespace, target.topic)
     done = await gateway.run(lambda: views.replay_dead_letters(gateway.client, found, name, dry_run=False))
@@ -404,11 +598,16 @@ ROUTES = [
             Route("/api/session", whoami, methods=["GET"]),
             Route("/api/overview", overview, methods=["GET"]),
             Route("/api/topics", topics, methods=["GET"]),
+            Route("/api/topic-page", topic_page, methods=["GET"]),
+            Route("/api/subscription-page", subscription_page, methods=["GET"]),
             Route(TOPIC, topic, methods=["GET"]),
             Route(TOPIC, create_topic, methods=["PUT"]),
             Route(TOPIC, delete_topic, methods=["DELETE"]),
             Route(TOPIC + "/properties", update_topic, methods=["PUT"]),
             Route(TOPIC + "/messages", messages, methods=["GET"]),
+            Route(TOPIC + "/publish", publish, methods=["POST"]),
+            Route(TOPIC + "/tail", tail, methods=["GET"]),
+            Route(TOPIC + "/search", search, methods=["GET"]),
             Route(SUBSCRIPTION, subscription, methods=["GET"]),
             Route(SUBSCRIPTION + "/preview", reset_preview, methods=["POST"]),
             Route(SUBSCRIPTION + "/reset", reset, methods=["POST"]),

@@ -42,7 +42,7 @@ def overview(client: MessagingClient) -> dict:
         client.ping()
         hbase.update(reachable=True, latency_ms=round((time.perf_counter() - started) * 1000, 2))
     except TmsError as exc:
-        hbase.update(reachable=False, error=f"{type(exc).__name__}: {exc}")
+        hbase.update(reachable=False, error=str(exc))
         return {"prefix": client.installation.prefix, "hbase": hbase}
     setting = client.admin.tail_cache_setting()
     sweeper = sweeper_summary(client)
@@ -98,14 +98,18 @@ def tx_server_status() -> dict:
             "invalid": len(snapshot.invalid),
         }
     except (TmsError, OSError) as exc:
-        return {"address": tx.address, "reachable": False, "error": f"{type(exc).__name__}: {exc}"}
+        return {"address": tx.address, "reachable": False, "error": str(exc)}
 
 
 def topic_list(client: MessagingClient, viewer: Viewer) -> list[dict]:
     """Every topic the viewer may see, from the metadata alone (one scan): the list stays fast with
     thousands of topics; sizes and rates come with :func:`topic_detail`."""
     return [
-        {**_meta(meta), "may_change": viewer.may_change(meta.topic.namespace, meta.topic.topic)}
+        {
+            **_meta(meta),
+            "name": str(meta.topic),
+            "may_change": viewer.may_change(meta.topic.namespace, meta.topic.topic),
+        }
         for meta in client.list_topic_metadata(None)
         if viewer.may_see(meta.topic.namespace, meta.topic.topic)
     ]
@@ -151,6 +155,41 @@ def topic_detail(client: MessagingClient, topic: TopicId, history: History) -> d
             for name in sorted(lags, key=lambda n: lags[n].messages, reverse=True)[:CHARTED_LAGS]
         },
     }
+
+
+def topic_summary(detail: dict) -> dict:
+    """A topic's numbers for a row of the topic list, from its :func:`topic_detail`: size, last publish, the
+    publish rate over the last minute and the worst lag of its subscriptions."""
+    lags = [s["lag"] for s in detail["subscriptions"] if s["lag"] is not None]
+    return {
+        "messages": detail["messages"],
+        "bytes": detail["bytes"],
+        "last_publish": detail["last_publish"],
+        "rate": detail["rates"].get(str(RATE_WINDOWS[0])),
+        "subscription_count": len(detail["subscriptions"]),
+        "lag_messages": max((lag["messages"] for lag in lags), default=None),
+        "lag_seconds": max((lag["seconds"] for lag in lags), default=None),
+        "read_at": detail["read_at"],
+    }
+
+
+def subscription_rows(detail: dict) -> list[dict]:
+    """A topic's subscriptions as rows of the list of every subscription, from its :func:`topic_detail`."""
+    topic = f"{detail['namespace']}:{detail['topic']}"
+    return [
+        {
+            "topic": topic,
+            "name": s["name"],
+            "kind": "exclusive" if s["shared"] is None else "shared",
+            "lag_messages": None if s["lag"] is None else s["lag"]["messages"],
+            "lag_seconds": None if s["lag"] is None else s["lag"]["seconds"],
+            "consumers": (1 if s["owner"] else 0) if s["shared"] is None else s["shared"]["consumers"],
+            "in_flight": None if s["shared"] is None else s["shared"]["in_flight"],
+            "dead_letters": None if s["shared"] is None else s["shared"]["dead_lettered"],
+            "read_at": detail["read_at"],
+        }
+        for s in detail["subscriptions"]
+    ]
 
 
 def _subscription(s: Subscription, lag: Lag | None) -> dict:
@@ -250,26 +289,36 @@ def messages(
     """Up to ``limit`` messages (at most :data:`MAX_ROWS`) from an id, a time, or the last N, each with
     its transaction's state as the library's inspection reads it (rows it cannot decode are listed as
     corrupt, not skipped)."""
+    generation, entries = inspect(client, topic, from_id=from_id, from_time=from_time, last=last)
+    rows = [entry_row(e) for e in islice(entries, max(1, min(limit, MAX_ROWS)))]
+    return {"topic": str(topic), "generation": generation, "messages": rows}
+
+
+def inspect(
+    client: MessagingClient, topic: TopicId, *, from_id: bytes | None, from_time: int | None, last: int | None
+) -> tuple[int, Iterator[Entry]]:
+    """The topic's generation, and its messages as the library's inspection reads them from an id, a time,
+    the last N, or the beginning, to the tail."""
     meta = client.get_topic(topic)
     inspector = client.admin.inspector()
     cursor = inspector.start(topic, meta.generation, from_id=from_id, from_time=from_time, last=last)
-    entries: Iterator[Entry] = inspector.entries(
-        topic, meta.generation, cursor, ttl=meta.ttl, view=client.admin.tx_state
-    )
-    rows = [
-        {
-            "id": e.id.hex(),
-            "position": e.position,
-            "index": e.index,
-            "publish_time": e.publish_time,
-            "tx_pointer": pointer_text(e.tx_pointer),
-            "state": "corrupt" if e.error is not None else e.state,  # None: not transactional
-            "payload": None if e.payload is None else e.payload.hex(),
-            "error": e.error,
-        }
-        for e in islice(entries, max(1, min(limit, MAX_ROWS)))
-    ]
-    return {"topic": str(topic), "generation": meta.generation, "messages": rows}
+    return meta.generation, inspector.entries(topic, meta.generation, cursor, ttl=meta.ttl, view=client.admin.tx_state)
+
+
+def entry_row(e: Entry) -> dict:
+    """A message as the console's screens show it: ids, payload, key and header values in hex."""
+    return {
+        "id": e.id.hex(),
+        "position": e.position,
+        "index": e.index,
+        "publish_time": e.publish_time,
+        "tx_pointer": pointer_text(e.tx_pointer),
+        "state": "corrupt" if e.error is not None else e.state,  # None: not transactional
+        "payload": None if e.payload is None else e.payload.hex(),
+        "key": None if e.key is None else e.key.hex(),
+        "headers": [[name, value.hex()] for name, value in e.headers],
+        "error": e.error,
+    }
 
 
 def reset_preview(client: MessagingClient, topic: TopicId, name: str, start: str | int | bytes) -> dict:

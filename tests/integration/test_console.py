@@ -21,11 +21,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from axe_selenium_python import Axe
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select
 
-from tms_hbase import MessagingClient, TopicId
+from tms_hbase import MessagingClient, Record, TopicId
 from tms_hbase.config import TX_ENV
 from tms_hbase.errors import TopicNotFound
 from tms_hbase.model.dead_letter import DeadLetter
@@ -504,7 +506,8 @@ def test_a_dead_letter_topic_holding_something_else_is_shown_not_replayed(consol
         (async () => {
           const session = await (await fetch("/console/api/session")).json();
           const sent = await fetch("/console/api/topics/shop/orders/subscriptions/broken/replay", {
-            method: "POST", headers: {"X-CSRF-Token": session.csrf, "Content-Type": "application/json"}, body: "{}"});
+            method: "POST", headers: {"X-CSRF-Token": session.csrf, "Content-Type": "application/json"},
+            body: JSON.stringify({target: "shop:orders/broken"})});
           return [sent.status, await sent.text()];
         })().then(done);"""
     )
@@ -529,7 +532,7 @@ def test_a_change_without_the_csrf_token_is_refused(console: Console) -> None:
         assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/console" in cookie
         assert TOKENS["ops"] not in cookie  # the cookie carries a session id, never the token
         csrf = http.get("/console/api/session").json()["csrf"]
-        body = {"properties": {"ttl": "60"}}
+        body = {"properties": {"ttl": "60"}, "target": "csrf:t1"}
         assert http.put("/console/api/topics/csrf/t1", json=body).status_code == 403
         assert http.put("/console/api/topics/csrf/t1", json=body, headers={"X-CSRF-Token": "0" * 64}).status_code == 403
         other_site = {"X-CSRF-Token": csrf, "Origin": "http://evil.example"}
@@ -544,8 +547,9 @@ def test_a_change_without_the_csrf_token_is_refused(console: Console) -> None:
             assert http.post("/console/logout", headers={"X-CSRF-Token": csrf}).status_code == 200
             assert http.get("/console/api/session").status_code == 401
             assert copied.get("/console/api/session").status_code == 401
+            again = {**body, "target": "csrf:t2"}
             assert (
-                copied.put("/console/api/topics/csrf/t2", json=body, headers={"X-CSRF-Token": csrf}).status_code == 401
+                copied.put("/console/api/topics/csrf/t2", json=again, headers={"X-CSRF-Token": csrf}).status_code == 401
             )
         assert TopicId("csrf", "t2") not in console.client.list_topics("csrf")
 
@@ -614,6 +618,9 @@ def test_bad_input_to_the_json_endpoints_is_a_400(console: Console) -> None:
         assert http.post(preview, json={"start": -(10**20)}, headers=csrf).status_code == 400
         for query in ("time=-99999999999999999999", "last=99999999999999999999", "limit=1e400"):
             assert http.get(f"/console/api/topics/shop/orders/messages?{query}").status_code == 400, query
+        for query in ("sort=nope", "size=1000", "page=-1", "desc=maybe"):
+            for path in ("/console/api/topic-page", "/console/api/subscription-page"):
+                assert http.get(f"{path}?{query}").status_code == 400, (path, query)
     assert TopicId("shop", "deep") not in console.client.list_topics("shop")
 
 
@@ -631,3 +638,346 @@ def test_a_deadline_out_of_range_is_shown_not_an_error(console: Console, browser
     show(browser, console, "subscriptions/shop/orders/far", "subscription")
     row = text(browser, "in-flight").splitlines()[-1]
     assert row.startswith(d.id.hex()) and "1e+303 ms (out of range)" in row
+
+
+def modal_shown(browser: WebDriver) -> bool:
+    return bool(browser.execute_script("return !document.getElementById('modal').hidden"))
+
+
+def test_a_dialog_closes_with_the_screen_that_opened_it(console: Console, browser: WebDriver) -> None:
+    """The issue's case: Reset → Preview… on one subscription, then the browser's Back button: the screen
+    below is another subscription, and the dialog must be gone with the screen that opened it, so its Reset
+    button cannot reset anything. Typing another address closes it too."""
+    client = console.client
+    client.create_subscription(ORDERS, "undo")
+    with client.consumer(ORDERS, "undo", max_wait_seconds=1) as consumer:
+        consumer.commit(consumer.poll(2, timeout_seconds=5)[-1])
+    before = {name: client.lag(topic, name).messages for topic, name in ((ORDERS, "undo"), (PAYMENTS, "audit"))}
+    sign_in(browser, console, TOKENS["ops"])
+    show(browser, console, "subscriptions/shop/payments/audit", "subscription")
+    browser.execute_script("location.hash = '#/subscriptions/shop/orders/undo'")
+    wait_for_page(lambda: "Subscription undo of shop:orders" in text(browser, "screen"), "the subscription undo")
+    Select(browser.find_element(By.ID, "reset-mode")).select_by_value("latest")
+    browser.find_element(By.ID, "preview").click()
+    wait_for_page(lambda: browser.find_element(By.ID, "reset-preview"), "the preview")
+    title = browser.find_element(By.CSS_SELECTOR, "#modal-body h2").text
+    browser.back()
+    wait_for_page(lambda: "Subscription audit of shop:payments" in text(browser, "screen"), "the screen before")
+    wait_for_page(lambda: not modal_shown(browser), "the dialog to close")
+    assert title == "Reset subscription shop:orders/undo"  # it named its target
+    assert browser.find_elements(By.ID, "confirm") == []  # no Reset button left to press
+    after = {name: client.lag(topic, name).messages for topic, name in ((ORDERS, "undo"), (PAYMENTS, "audit"))}
+    assert after == before
+
+    browser.forward()  # the same with an address typed: the dialog goes with its screen
+    wait_for_page(lambda: "Subscription undo of shop:orders" in text(browser, "screen"), "the subscription undo")
+    browser.find_element(By.ID, "preview").click()
+    wait_for_page(lambda: modal_shown(browser), "the dialog")
+    browser.get(f"{console.url}/console/#/topics/shop/payments")
+    wait_for_page(lambda: "Topic shop:payments" in text(browser, "screen"), "the topic typed")
+    assert not modal_shown(browser)
+    assert client.lag(ORDERS, "undo").messages == before["undo"]
+
+
+CHANGE = """const [method, path, body, done] = arguments;
+(async () => {
+  const session = await (await fetch("/console/api/session")).json();
+  const sent = await fetch("/console/api" + path, {method,
+    headers: {"X-CSRF-Token": session.csrf, "Content-Type": "application/json"}, body: JSON.stringify(body)});
+  return [sent.status, await sent.text()];
+})().then(done);"""
+
+
+def test_a_change_for_another_target_changes_nothing(console: Console, browser: WebDriver) -> None:
+    """Every change carries the target its confirmation named; the server refuses one that names another
+    (or none), whatever the page did."""
+    client = console.client
+    client.create_subscription(ORDERS, "guarded")
+    before = client.lag(ORDERS, "guarded").messages
+    sign_in(browser, console, TOKENS["ops"])
+    reset = "/topics/shop/orders/subscriptions/guarded/reset"
+    for body in ({"start": "latest", "target": "shop:orders/billing"}, {"start": "latest"}):
+        status, answer = browser.execute_async_script(CHANGE, "POST", reset, body)
+        assert status == 400 and ("not shop:orders/guarded" in answer or "must name its target" in answer)
+    assert client.lag(ORDERS, "guarded").messages == before > 0
+    status, answer = browser.execute_async_script(CHANGE, "DELETE", "/topics/shop/orders", {"target": "shop:payments"})
+    assert status == 400 and "confirmed for shop:payments, not shop:orders" in answer
+    update = {"properties": {"ttl": "5"}, "target": "shop:payments"}
+    assert browser.execute_async_script(CHANGE, "PUT", "/topics/shop/orders/properties", update)[0] == 400
+    assert client.get_topic(ORDERS).ttl == 86400
+    status, _ = browser.execute_async_script(
+        CHANGE, "POST", reset, {"start": "latest", "target": "shop:orders/guarded"}
+    )
+    assert status == 200 and client.lag(ORDERS, "guarded").messages == 0
+
+
+def cells(browser: WebDriver, table: str, column: int) -> list[str]:
+    rows = browser.find_elements(By.CSS_SELECTOR, f"#{table} tbody tr")
+    return [r.find_elements(By.TAG_NAME, "td")[column].text for r in rows]
+
+
+def sort_by(browser: WebDriver, table: str, column: str) -> None:
+    """Press a column's header (a button: the keyboard reaches it) and wait for the list sorted by it."""
+    browser.find_element(By.CSS_SELECTOR, f'#{table} th button[data-sort="{column}"]').click()
+    wait_for_page(
+        lambda: browser.find_element(By.CSS_SELECTOR, f'#{table} th[aria-sort] button[data-sort="{column}"]'),
+        f"{table} sorted by {column}",
+    )
+
+
+def test_the_lists_show_each_topics_and_subscriptions_numbers(console: Console, browser: WebDriver) -> None:
+    """The topic list shows each topic's size and worst lag, sorted by any column and filtered; the
+    subscriptions screen lists every topic's subscriptions with their lag, kind and dead letters; the
+    overview adds the totals and the slowest subscriptions."""
+    client = console.client
+    sign_in(browser, console, TOKENS["ops"])
+    show(browser, console, "topics", "topics")
+    orders = browser.find_element(By.CSS_SELECTOR, '#topics tr[data-topic="shop:orders"]').text
+    messages = client.topic_stats(ORDERS).messages
+    worst = max(client.lag(ORDERS, s.name).messages for s in client.list_subscriptions(ORDERS))
+    assert orders.split()[1] == str(messages) and str(worst) in orders.split()
+    sort_by(browser, "topics", "messages")  # numbers sort the largest first
+    counts = [int(c) for c in cells(browser, "topics", 1)]
+    assert counts == sorted(counts, reverse=True) and counts[0] >= messages
+    browser.find_element(By.ID, "topics-filter").send_keys("shop:pay")
+    wait_for_page(lambda: cells(browser, "topics", 0) == ["shop:payments"], "the filtered list")
+
+    show(browser, console, "subscriptions", "subscriptions")
+    shown = {
+        r.get_attribute("data-subscription"): r.text
+        for r in browser.find_elements(By.CSS_SELECTOR, "#all-subscriptions tbody tr")
+    }
+    assert "shop:orders/billing" in shown and "shop:payments/audit" in shown
+    assert shown["shop:orders/billing"].split()[2:4] == ["exclusive", str(client.lag(ORDERS, "billing").messages)]
+    assert "shared" in shown["shop:orders/workers"]
+    sort_by(browser, "all-subscriptions", "lag_messages")
+    lags = [int(c) for c in cells(browser, "all-subscriptions", 3) if c]
+    assert lags == sorted(lags, reverse=True) and len(lags) >= 3
+    shot(browser, console, "subscriptions")
+
+    show(browser, console, "overview", "overview")
+    totals = text(browser, "totals")
+    assert f"{len(client.list_topics())}" in totals.split()
+    slowest = text(browser, "slowest")
+    assert len(slowest.splitlines()) >= 2  # a header and the subscriptions furthest behind
+
+
+def test_produce_publishes_one_message_for_a_publisher_only(console: Console, browser: WebDriver) -> None:
+    """A principal with publish rights produces a message with a key and headers, and one in a transaction
+    of its own (committed: a transactional reader sees it); a read-only one gets no form and a 403."""
+    client = console.client
+    before = {m.id for m in client.fetch(ORDERS)}
+    sign_in(browser, console, TOKENS["viewer"])
+    show(browser, console, "topics/shop/orders", "topic")
+    assert not browser.find_elements(By.ID, "produce-link")
+    show(browser, console, "produce/shop/orders", "produce")
+    assert text(browser, "produce-refused") == "viewer may not publish to shop:orders."
+    body = {"target": "shop:orders", "payload": "sneaky", "encoding": "text"}
+    status, _ = browser.execute_async_script(CHANGE, "POST", "/topics/shop/orders/publish", body)
+    assert status == 403 and {m.id for m in client.fetch(ORDERS)} == before
+
+    sign_in(browser, console, TOKENS["shopops"])
+    show(browser, console, "topics/shop/orders", "topic")
+    browser.find_element(By.ID, "produce-link").click()
+    wait_for_page(lambda: browser.execute_script("return document.body.dataset.ready") == "produce", "the form")
+    browser.find_element(By.ID, "produce-payload").send_keys('{"order": 99}')
+    Select(browser.find_element(By.ID, "produce-encoding")).select_by_value("json")
+    browser.find_element(By.ID, "produce-key").send_keys("order-99")
+    browser.find_element(By.ID, "produce-headers").send_keys("source: console\ntrace: abc")
+    browser.find_element(By.ID, "produce-send").click()
+    wait_for_page(lambda: browser.find_element(By.ID, "produce-preview"), "the confirmation")
+    assert browser.find_element(By.CSS_SELECTOR, "#modal-body h2").text == "Publish to shop:orders"
+    assert {m.id for m in client.fetch(ORDERS)} == before  # nothing until confirmed
+    confirm(browser)
+    new = wait_for_page(lambda: [m for m in client.fetch(ORDERS) if m.id not in before], "the message")
+    assert [(m.payload, m.key, m.headers) for m in new] == [
+        (b'{"order": 99}', b"order-99", (("source", b"console"), ("trace", b"abc")))
+    ]
+    assert f"Published message {new[0].id.hex()}." == text(browser, "produce-result")
+
+    paid = {m.id for m in client.fetch(PAYMENTS)}
+    show(browser, console, "produce/shop/payments", "produce")
+    browser.find_element(By.ID, "produce-payload").send_keys(base64.b64encode(b"\x00paid 2").decode())
+    Select(browser.find_element(By.ID, "produce-encoding")).select_by_value("base64")
+    browser.find_element(By.ID, "produce-tx").click()
+    browser.find_element(By.ID, "produce-send").click()
+    confirm(browser)
+    wait_for_page(lambda: "in transaction" in text(browser, "produce-result"), "the transactional publish")
+    (new,) = [m for m in client.fetch(PAYMENTS) if m.id not in paid]
+    assert new.payload == b"\x00paid 2"
+    show(browser, console, "messages/shop/payments?mode=last&value=1&format=text&limit=1", "messages")
+    row = browser.find_element(By.CSS_SELECTOR, "#messages tbody tr")  # its transaction committed at once
+    assert row.text.split()[0] == new.id.hex() and row.get_attribute("data-state") == "committed"
+    assert "console: shopops published message" in console.gateway.log()
+
+
+PUBLISH_ONE = """import sys
+from tms_hbase import MessagingClient, Record, TopicId
+with MessagingClient(sys.argv[1], sys.argv[2]) as client:
+    client.publish(TopicId("shop", "live"), [Record(sys.argv[3].encode(), key=b"k", headers=[("from", b"elsewhere")])])
+"""
+
+
+def publish_elsewhere(console: Console, payload: str) -> None:
+    """Publish one message to shop:live from another process, as another application would."""
+    installation = console.client.installation
+    args = [sys.executable, "-c", PUBLISH_ONE, installation.address, installation.prefix, payload]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_live_tail_shows_what_another_process_publishes(console: Console, browser: WebDriver) -> None:
+    client, live = console.client, TopicId("shop", "live")
+    client.create_topic(live)
+    client.publish(live, [b"before the tail"])
+    sign_in(browser, console, TOKENS["viewer"])
+    show(browser, console, "tail/shop/live", "tail")
+
+    def tailed() -> list[str]:
+        return [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#tail td.payload")]
+
+    publish_elsewhere(console, "first from elsewhere")
+    wait_for_page(lambda: tailed() == ["first from elsewhere"], "the message in the tail", timeout=60)
+    row = browser.find_element(By.CSS_SELECTOR, "#tail tbody tr").text
+    assert "from: elsewhere" in row  # its key and headers are shown too
+    assert row.split()[0] == list(client.fetch(live))[-1].id.hex()
+    browser.find_element(By.ID, "tail-pause").click()
+    wait_for_page(lambda: "Paused" in text(browser, "tail-status"), "the pause")
+    publish_elsewhere(console, "while paused")
+    browser.find_element(By.ID, "tail-pause").click()  # resumed: from where it paused, nothing missed
+    wait_for_page(lambda: tailed() == ["first from elsewhere", "while paused"], "the message published meanwhile")
+    shot(browser, console, "tail")
+
+
+def test_search_finds_a_key_header_or_payload_within_a_range(console: Console, browser: WebDriver) -> None:
+    client, hay = console.client, TopicId("shop", "haystack")
+    client.create_topic(hay)
+    for batch in range(20):
+        records = [Record(f"order {batch}-{n}".encode(), key=f"k-{batch}-{n}".encode()) for n in range(1000)]
+        if batch == 17:
+            records[500] = Record(b"the needle", key=b"needle-key", headers=[("trace", b"needle-trace")])
+        client.publish(hay, records)
+    needle = next(m for m in client.fetch(hay) if m.key == b"needle-key")
+    sign_in(browser, console, TOKENS["viewer"])
+    show(browser, console, "search/shop/haystack", "search")
+
+    def search(what: str, where: str) -> list[str]:
+        field = browser.find_element(By.ID, "search-text")
+        field.clear()
+        field.send_keys(what)
+        Select(browser.find_element(By.ID, "search-in")).select_by_value(where)
+        browser.find_element(By.ID, "search-go").click()
+        wait_for_page(lambda: text(browser, "search-progress").endswith("."), "the search to end", timeout=120)
+        return [r.text.split()[0] for r in browser.find_elements(By.CSS_SELECTOR, "#search-results tbody tr")]
+
+    assert search("needle-key", "key") == [needle.id.hex()]
+    assert text(browser, "search-progress") == "Scanned 20000 messages, found 1."  # every message, in steps
+    assert search("needle-trace", "header") == [needle.id.hex()]
+    assert search("the needle", "payload") == [needle.id.hex()]
+    limit = browser.find_element(By.ID, "search-limit")  # bounded: reads at most what it is told to
+    limit.clear()
+    limit.send_keys("7000")
+    assert search("needle-key", "key") == []
+    assert text(browser, "search-progress").startswith("Scanned 7000 messages, found 0 (stopped at the limit")
+
+
+SCREENS = (
+    ("overview", "overview"),
+    ("topics", "topics"),
+    ("topics/shop/orders", "topic"),
+    ("messages/shop/payments?mode=last&value=10&format=text&limit=100", "messages"),
+    ("subscriptions", "subscriptions"),
+    ("subscriptions/shop/orders", "subscriptions"),
+    ("subscriptions/shop/orders/billing", "subscription"),
+    ("subscriptions/shop/orders/workers", "subscription"),
+    ("produce/shop/orders", "produce"),
+    ("tail/shop/orders", "tail"),
+    ("search/shop/orders", "search"),
+    ("transactions", "transactions"),
+    ("sweeper", "sweeper"),
+)
+
+
+def serious_only(violations: list[dict]) -> list[dict]:
+    return [v for v in violations if v["impact"] in ("serious", "critical")]
+
+
+def test_every_screen_passes_an_accessibility_check(console: Console, browser: WebDriver) -> None:
+    """axe-core (the rules browsers' accessibility audits use) finds no serious or critical violation on any
+    screen, nor on the login page or an open dialog."""
+    sign_in(browser, console, TOKENS["shopops"])
+    axe = Axe(browser)
+    found = {}
+    for route, screen in SCREENS:
+        show(browser, console, route, screen)
+        axe.inject()
+        found[route] = serious_only(axe.run()["violations"])
+    show(browser, console, "subscriptions/shop/orders/billing", "subscription")
+    browser.find_element(By.ID, "preview").click()  # a dialog: the reset's preview
+    wait_for_page(lambda: browser.find_element(By.ID, "reset-preview"), "the dialog")
+    axe.inject()
+    found["the reset dialog"] = serious_only(axe.run()["violations"])
+    browser.delete_all_cookies()
+    browser.get(console.url + "/console/login")
+    axe.inject()
+    found["login"] = serious_only(axe.run()["violations"])
+    serious = {
+        where: [f"{v['id']}: {v['help']} {[n['target'] for n in v['nodes']][:3]}" for v in violations]
+        for where, violations in found.items()
+    }
+    serious = {where: found for where, found in serious.items() if found}
+    assert serious == {}
+
+
+def tab_to(browser: WebDriver, selector: str, most: int = 80) -> None:
+    """Press Tab until the element ``selector`` has the focus (as a keyboard user reaches it)."""
+    target = browser.find_element(By.CSS_SELECTOR, selector)
+    for _ in range(most):
+        if browser.switch_to.active_element == target:
+            return
+        browser.switch_to.active_element.send_keys(Keys.TAB)
+    raise AssertionError(f"{selector} is not reachable with Tab")
+
+
+def test_the_console_works_with_the_keyboard_only(console: Console, browser: WebDriver) -> None:
+    """Sign in, sort a list, open a subscription, preview a reset, close the dialog with Escape, and reset,
+    with keys only."""
+    client = console.client
+    client.create_subscription(ORDERS, "keys", start="latest")
+    browser.delete_all_cookies()
+    browser.get(console.url + "/console/")
+    wait_for_page(lambda: browser.find_element(By.ID, "token"), "the login form")
+    browser.find_element(By.ID, "token").send_keys(TOKENS["ops"] + Keys.ENTER)
+    wait_for_page(lambda: browser.execute_script("return document.body.dataset.ready") == "overview", "the overview")
+
+    link = '#all-subscriptions a[href="#/subscriptions/shop/orders/keys"]'
+
+    def listed() -> bool:  # the list shows a topic's numbers as the worker read them lately
+        show(browser, console, "subscriptions", "subscriptions")
+        return bool(browser.find_elements(By.CSS_SELECTOR, link))
+
+    wait_for_page(listed, "the new subscription in the list", timeout=60)
+    tab_to(browser, '#all-subscriptions th button[data-sort="lag_messages"]')
+    browser.switch_to.active_element.send_keys(Keys.ENTER)
+    wait_for_page(lambda: browser.find_element(By.CSS_SELECTOR, "#all-subscriptions th[aria-sort]"), "the sort")
+    wait_for_page(lambda: browser.find_element(By.CSS_SELECTOR, link), "the sorted list")
+    tab_to(browser, link, most=200)
+    browser.switch_to.active_element.send_keys(Keys.ENTER)
+    wait_for_page(lambda: "Subscription keys of shop:orders" in text(browser, "screen"), "the subscription")
+
+    tab_to(browser, "#preview")
+    browser.switch_to.active_element.send_keys(Keys.ENTER)  # the reset to earliest: its preview
+    wait_for_page(lambda: modal_shown(browser), "the dialog")
+    assert browser.switch_to.active_element == browser.find_element(By.ID, "cancel")  # the focus moved into it
+    browser.switch_to.active_element.send_keys(Keys.ESCAPE)
+    wait_for_page(lambda: not modal_shown(browser), "the dialog closed by Escape")
+    assert browser.switch_to.active_element == browser.find_element(By.ID, "preview")  # back where it was
+    assert client.lag(ORDERS, "keys").messages == 0  # Escape reset nothing
+
+    browser.switch_to.active_element.send_keys(Keys.ENTER)
+    wait_for_page(lambda: modal_shown(browser), "the dialog")
+    browser.switch_to.active_element.send_keys(Keys.TAB)
+    assert browser.switch_to.active_element == browser.find_element(By.ID, "confirm")
+    browser.switch_to.active_element.send_keys(Keys.ENTER)
+    total = client.topic_stats(ORDERS).messages
+    wait_for_page(lambda: client.lag(ORDERS, "keys").messages == total, "the reset")

@@ -25,6 +25,10 @@ from tms_hbase.tx import NO_TX_IN_PROGRESS, Transaction, write_pointer_now
 
 ROOT = Path(__file__).resolve().parents[2]
 T = TopicId("cons", "orders")
+# The doorbell tests' slow poll is an hour and a poll waits at most WAIT: a delivery at all came from a ring,
+# however loaded the machine
+SLOW_POLL = 3600.0
+WAIT = 300.0
 
 
 def payloads(messages) -> list[bytes]:
@@ -82,13 +86,10 @@ def test_the_mark_never_moves_backwards_and_only_delivered_messages_can_be_commi
 
 
 def test_a_waiting_consumer_wakes_on_a_publish_from_this_process(client: MessagingClient, topic: TopicId) -> None:
-    with client.consumer(topic, "svc", poll_interval_seconds=60) as consumer:
+    with client.consumer(topic, "svc", poll_interval_seconds=SLOW_POLL) as consumer:
         threading.Timer(0.3, client.publish, (topic, [b"wake"])).start()
-        started = time.monotonic()
-        got = consumer.poll(timeout_seconds=30)
-        waited = time.monotonic() - started
-    assert payloads(got) == [b"wake"]
-    assert waited < 20, f"woke after {waited:.1f} s: the publish did not ring (the slow poll is 60 s)"
+        got = consumer.poll(timeout_seconds=WAIT)
+    assert payloads(got) == [b"wake"], "the publish did not ring"
 
 
 def test_a_publish_from_another_process_rings_the_doorbell(
@@ -101,18 +102,15 @@ def test_a_publish_from_another_process_rings_the_doorbell(
         "    for i in range(20):\n"  # the first publishes learn the doorbells (in the background)
         "        c.publish(t, [b'p%d' % i]); time.sleep(0.5)\n"
     )
-    with client.consumer(topic, "svc", poll_interval_seconds=60) as consumer:
+    with client.consumer(topic, "svc", poll_interval_seconds=SLOW_POLL) as consumer:
         publisher = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env=tms_env)
         try:
-            first = consumer.poll(timeout_seconds=60)
-            started = time.monotonic()
-            second = consumer.poll(timeout_seconds=60)
-            waited = time.monotonic() - started
+            first = consumer.poll(timeout_seconds=WAIT)
+            second = consumer.poll(timeout_seconds=WAIT)
         finally:
             publisher.kill()
             publisher.wait()
-    assert first and second
-    assert waited < 20, f"waited {waited:.1f} s: no doorbell rang (the slow poll is 60 s)"
+    assert first and second, "no doorbell rang"
 
 
 def test_after_the_tail_a_ring_that_came_first_or_comes_later_ends_the_wait_for_it(
@@ -121,17 +119,12 @@ def test_after_the_tail_a_ring_that_came_first_or_comes_later_ends_the_wait_for_
     """A read that reached the tail with messages makes the next poll wait for a ring before it reads
     again: a ring that came before that poll, and one that comes during it, both end the wait at once."""
     client.publish(topic, [b"a"])
-    with client.consumer(topic, "svc", poll_interval_seconds=60) as consumer:
-        assert payloads(consumer.poll(timeout_seconds=30)) == [b"a"]
+    with client.consumer(topic, "svc", poll_interval_seconds=SLOW_POLL) as consumer:
+        assert payloads(consumer.poll(timeout_seconds=WAIT)) == [b"a"]
         client.publish(topic, [b"b"])  # rung before the next poll begins
-        started = time.monotonic()
-        assert payloads(consumer.poll(timeout_seconds=30)) == [b"b"]
-        first = time.monotonic() - started
+        assert payloads(consumer.poll(timeout_seconds=WAIT)) == [b"b"], "the ring that came first was missed"
         threading.Timer(0.3, client.publish, (topic, [b"c"])).start()  # rung while it waits
-        started = time.monotonic()
-        assert payloads(consumer.poll(timeout_seconds=30)) == [b"c"]
-        later = time.monotonic() - started
-    assert first < 15 and later < 15, f"woke after {first:.1f} s / {later:.1f} s: a ring was missed (30 s timeout)"
+        assert payloads(consumer.poll(timeout_seconds=WAIT)) == [b"c"], "the ring that came later was missed"
 
 
 def test_after_the_tail_a_poll_returns_what_was_acknowledged_before_it_without_any_ring(

@@ -1,7 +1,7 @@
 """An idle consumer of a shared subscription waits on its doorbell: a publish, or a message another
 consumer gives back, wakes it at once, here and across processes; a message nacked with a delay comes
-back when the delay ends (the slow poll in these tests is a minute, so a delivery within the deadline
-below came from a ring or the deadline the consumer saw)."""
+back when the delay ends. The slow poll in these tests is an hour and a receive waits at most WAIT, so a
+delivery at all came from a ring or the deadline the consumer saw, however loaded the machine."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from tms_hbase import MessagingClient, TopicId
 
 ROOT = Path(__file__).resolve().parents[2]
 T = TopicId("queue", "bells")
-SLOW_POLL = 60.0
-DEADLINE = 20.0  # seconds a ring may take on a loaded machine; far below SLOW_POLL
+SLOW_POLL = 3600.0
+WAIT = 300.0  # a receive's timeout: ample for a ring on a loaded machine, far below SLOW_POLL
 
 
 def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
@@ -32,12 +32,9 @@ def test_a_publish_from_this_process_wakes_an_idle_consumer(client: MessagingCli
     client.create_subscription(T, "work", shared=True)
     with client.shared_consumer(T, "work", poll_interval_seconds=SLOW_POLL) as consumer:
         threading.Timer(0.3, client.publish, (T, [b"wake"])).start()
-        started = time.monotonic()
-        got = consumer.receive(1, SLOW_POLL / 2)
-        waited = time.monotonic() - started
-        assert [d.payload for d in got] == [b"wake"]
+        got = consumer.receive(1, WAIT)
+        assert [d.payload for d in got] == [b"wake"], "the publish did not ring"
         consumer.ack(*got)
-    assert waited < DEADLINE, f"woke after {waited:.1f} s: the publish did not ring"
 
 
 def test_an_idle_consumer_takes_a_nacked_message_back_when_its_delay_ends(client: MessagingClient) -> None:
@@ -45,15 +42,15 @@ def test_an_idle_consumer_takes_a_nacked_message_back_when_its_delay_ends(client
     client.create_subscription(T, "work", shared=True)
     client.publish(T, [b"again"])
     with client.shared_consumer(T, "work", poll_interval_seconds=SLOW_POLL) as consumer:
-        (first,) = consumer.receive(1, SLOW_POLL / 2)
+        (first,) = consumer.receive(1, WAIT)
         started = time.monotonic()
         consumer.nack(first, delay_seconds=1.0)
-        got = consumer.receive(1, SLOW_POLL / 2)
+        got = consumer.receive(1, WAIT)
         waited = time.monotonic() - started
         assert [(d.payload, d.deliveries) for d in got] == [(b"again", 2)]
         consumer.ack(*got)
     # 0.9: the delay is counted on HBase's clock, whose reading here may gain a few ms when it is probed again
-    assert 0.9 <= waited < DEADLINE, f"delivered again after {waited:.1f} s, for a delay of 1 s"
+    assert waited >= 0.9, f"delivered again after {waited:.1f} s, for a delay of 1 s"
 
 
 def test_a_publish_from_another_process_wakes_an_idle_consumer(
@@ -70,17 +67,14 @@ def test_a_publish_from_another_process_wakes_an_idle_consumer(
     with client.shared_consumer(T, "work", poll_interval_seconds=SLOW_POLL) as consumer:
         publisher = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env=tms_env)
         try:
-            first = consumer.receive(1, SLOW_POLL / 2)
+            first = consumer.receive(1, WAIT)
             consumer.ack(*first)
-            started = time.monotonic()
-            second = consumer.receive(1, SLOW_POLL / 2)
-            waited = time.monotonic() - started
+            second = consumer.receive(1, WAIT)
             consumer.ack(*second)
         finally:
             publisher.kill()
             publisher.wait()
-    assert first and second
-    assert waited < DEADLINE, f"waited {waited:.1f} s: no doorbell rang"
+    assert first and second, "no doorbell rang"
 
 
 def test_a_message_given_back_in_another_process_wakes_an_idle_consumer(
@@ -114,9 +108,8 @@ def test_a_message_given_back_in_another_process_wakes_an_idle_consumer(
                 holder.stdin.flush()  # type: ignore[union-attr]
 
             threading.Thread(target=release_once_waiting, daemon=True).start()
-            started = time.monotonic()
-            got = idle.receive(1, SLOW_POLL / 2)
-            waited = time.monotonic() - started
+            got = idle.receive(1, WAIT)
+            assert got, "the release did not ring"
             assert [(d.payload, d.deliveries) for d in got] == [(b"job", 1)], "a release does not count"
             idle.ack(*got)
         holder.stdin.write("done\n")
@@ -125,4 +118,3 @@ def test_a_message_given_back_in_another_process_wakes_an_idle_consumer(
     finally:
         holder.kill()
         holder.wait()
-    assert waited < DEADLINE, f"waited {waited:.1f} s: the release did not ring"

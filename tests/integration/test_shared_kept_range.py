@@ -140,7 +140,11 @@ def test_a_killed_consumers_kept_range_goes_to_a_consumer_in_a_new_process(
     files = [tmp_path / "a", tmp_path / "b"]
     a = start(tms_env, files[0], "--batch", "2", "--delay", "0.5", "--idle", "60")
     try:
-        wait_for(lambda: sum(1 for _, f in events(files) if f[0] == "acked") >= 2, "A's first acknowledgements")
+        wait_for(
+            lambda: sum(1 for _, f in events(files) if f[0] == "acked") >= 2,
+            "A's first acknowledgements",
+            timeout=300,  # a new process's start (interpreter, imports, connection) took over 30 s at load 40
+        )
     finally:
         a.send_signal(signal.SIGKILL)
         a.communicate(timeout=30)

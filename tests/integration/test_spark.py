@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tms_hbase import CorruptData, MessageId, MessagingClient, TmsError, TopicId
-from tms_hbase.model.rows import payload_key
+from tms_hbase import CorruptData, MessageId, MessagingClient, Record, TmsError, TopicId
+from tms_hbase.model.rows import EXTRA_COLUMN, payload_key
 from tms_hbase.spark import register, use_current_python
 from tms_hbase.spark.sink_state import COMMITTED, OPEN, PUBLISHING, SinkStates
 from tms_hbase.tx import TransactionCodec
@@ -214,9 +214,10 @@ def test_pieces_of_a_pointer_row_read_as_a_fetch_reads_them(
     tx.commit(writes)
     parsed = Options.parse({**options, "topic": str(T)})
     g = client.get_topic(T).generation
-    ids = [MessageId(g, 2, i) for i in (0, base, base + 1, base + 1_234, (1 << 32) + base - 1, (1 << 32) + base)]
-    ids += [MessageId(g, 2, (2 << 32) + base + 2_000), MessageId(g, 3, 0)]
     every = list(client.fetch(T))
+    at = MessageId.decode(every[1].id).position  # (a sequencer's offsets: 2, unless a publish timed out and retried)
+    ids = [MessageId(g, at, i) for i in (0, base, base + 1, base + 1_234, (1 << 32) + base - 1, (1 << 32) + base)]
+    ids += [MessageId(g, at, (2 << 32) + base + 2_000), MessageId(g, at + 1, 0)]
 
     def pieces(cuts: list[MessageId], pointer: int, transaction: bytes | None = None) -> list[tuple[bytes, int, bytes]]:
         got = []
@@ -244,8 +245,117 @@ def test_pieces_of_a_pointer_row_read_as_a_fetch_reads_them(
 
     corrupt = payload_key(T, g, writes.write_pointer, base + 2_600)  # a payload row without its d:p cell
     client.installation.payloads.put(corrupt, {b"d:z": b"?"})
-    with pytest.raises(CorruptData, match=r"payload 1099511630376 of the message row at position 2 of spark:events"):
+    with pytest.raises(CorruptData, match=rf"payload 1099511630376 of the message row at position {at} of spark"):
         pieces(ids, writes.write_pointer)
+    client.installation.payloads.put(payload_key(T, g, writes.write_pointer, base + 7), {EXTRA_COLUMN: b"\x00"})
+    with pytest.raises(CorruptData, match=rf"payload 1099511627783 of the message row at position {at} .*and headers"):
+        pieces(ids, writes.write_pointer)  # a key-and-header cell that does not decode
+
+
+def messages_of(df) -> list[tuple[bytes, bytes, bytes | None, tuple[tuple[str, bytes], ...]]]:
+    """(id, payload, key, headers) of each row of ``df``, in its order, as the library's messages hold them."""
+    found = []
+    for r in df.select("id", "payload", "key", "headers").collect():
+        headers = tuple((h["name"], bytes(h["value"])) for h in r.headers)
+        found.append((bytes(r.id), bytes(r.payload), None if r.key is None else bytes(r.key), headers))
+    return found
+
+
+def test_keys_and_headers_read_and_written_byte_for_byte(
+    spark, client: MessagingClient, tx: TransactionClient, options: dict[str, str], tmp_path: Path
+) -> None:
+    """Spark's ``key`` and ``headers`` columns are the messages' keys and headers on every read path (inline rows,
+    a transactional store's pointer row, a Spark write's pointer row read in pieces; batch and stream), and a
+    write with those columns stores them; rows written without keys read with key null and headers empty."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, BinaryType, StringType, StructField, StructType
+
+    client.create_topic(T)
+    client.publish(T, [b"old", b"plain"])  # a batch without records: stored as before keys existed
+    binary = bytes(range(256))
+    published = [
+        b"plain too",
+        Record(b"\x00body", key=b"\xffk\x00", headers=[("trace", b"\x00\x01"), ("trace", b"2"), ("ct", b"")]),
+        Record(b"empty key", key=b""),
+        Record(binary, headers=[("bin", binary)]),
+    ]
+    client.publish(T, published)
+    stored = tx.start_long()
+    client.store(T, [Record(b"s0", key=b"k0"), b"s1", Record(b"s2", headers=[("h", b"v")])], stored.write_pointer)
+    client.publish(T, [], tx_write_pointer=stored.write_pointer)
+    tx.can_commit(stored, [])
+    tx.commit(stored)
+    header = StructType([StructField("name", StringType()), StructField("value", BinaryType())])
+    schema = StructType(
+        [
+            StructField("payload", BinaryType()),
+            StructField("key", BinaryType()),
+            StructField("headers", ArrayType(header)),
+        ]
+    )
+    written = [
+        (b"w%04d" % i, None if i % 3 == 0 else b"key-%d" % (i % 7), [] if i % 2 else [("n", b"%d" % i), ("n", b"")])
+        for i in range(2_500)
+    ]
+    written[10] = (b"w0010", None, None)  # null headers: none
+    write(spark.createDataFrame(written, schema), T, options)  # one pointer row, read in pieces
+    text = spark.createDataFrame([("text", "k")], "payload string, key string")
+    df = text.withColumn("headers", F.array(F.struct(F.lit("s").alias("name"), F.lit("v").alias("value"))))
+    write(df, T, options)  # strings are stored as UTF-8
+
+    expected = [(m.id, m.payload, m.key, m.headers) for m in client.fetch(T)]
+    assert [m[1:] for m in expected[:7]] == [
+        (b"old", None, ()),
+        (b"plain", None, ()),
+        (b"plain too", None, ()),
+        (b"\x00body", b"\xffk\x00", (("trace", b"\x00\x01"), ("trace", b"2"), ("ct", b""))),
+        (b"empty key", b"", ()),
+        (binary, None, (("bin", binary),)),
+        (b"s0", b"k0", ()),
+    ]
+    assert [m[1:] for m in expected[7:9]] == [(b"s1", None, ()), (b"s2", None, (("h", b"v"),))]
+    assert [m[1:] for m in expected[9:-1]] == [
+        (payload, key, tuple(headers or ())) for payload, key, headers in written
+    ]
+    assert expected[-1][1:] == (b"text", b"k", (("s", b"v"),))
+    assert messages_of(read(spark, T, options, partitions=3)) == expected
+    assert messages_of(read(spark, T, options, transactional="true")) == expected
+
+    query = (
+        spark.readStream.format("tms")
+        .options(**options, topic=str(T), maxMessagesPerTrigger="1000")
+        .load()
+        .writeStream.format("memory")
+        .queryName("keystream")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+        assert messages_of(spark.sql("SELECT * FROM keystream ORDER BY id")) == expected
+    finally:
+        query.stop()
+
+
+def test_bad_keys_and_headers_fail_the_write_and_leave_nothing_visible(
+    spark, client: MessagingClient, tx: TransactionClient, options: dict[str, str]
+) -> None:
+    client.create_topic(T)
+    client.publish(T, [b"before"])
+    wrong = spark.createDataFrame([(b"x", ["a=b"])], "payload binary, headers array<string>")
+    with pytest.raises(Exception, match=r"column 'headers' must be array<struct<name: string, value: binary"):
+        write(wrong, T, options)
+    with pytest.raises(Exception, match="column 'key' must be binary or string, not bigint"):
+        write(spark.createDataFrame([(b"x", 7)], "payload binary, key bigint"), T, options)
+    big = spark.range(0, 600, numPartitions=2).selectExpr(
+        "CAST(id AS STRING) AS payload", "IF(id = 450, repeat('k', 5000), CAST(id AS STRING)) AS key"
+    )
+    with pytest.raises(
+        Exception, match=r"rows 150 to 199 of partition 1: key of message 0 is 5000 bytes, over the limit of 4096"
+    ):
+        write(big, T, options, batchSize=50)
+    assert committed(client, tx) == [b"before"]
+    assert [m.payload for m in client.fetch(T)] == [b"before"]
 
 
 def test_batch_write_is_one_transaction_visible_at_once(

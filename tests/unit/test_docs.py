@@ -16,6 +16,7 @@ FORBIDDEN = [
     ("an outside specification folder", re.compile("shared" + "/seeds")),
     ("an outside specification", re.compile("cdap-tms-design" + r"\.txt")),
     ("an issue number", re.compile("issues?" + r"[ -]#?\d+", re.IGNORECASE)),
+    ("a merge conflict's marker", re.compile("^(" + "<" * 7 + "|" + ">" * 7 + ") ")),
 ]
 
 
@@ -62,7 +63,7 @@ def test_no_file_refers_outside_the_repository() -> None:
                 match = pattern.search(line)
                 if match:
                     found.append(f"{path.relative_to(ROOT)}:{number}: {what} ({match.group(0)!r})")
-    assert not found, "use docs/design.md or plain words instead:\n" + "\n".join(found)
+    assert not found, "use docs/design.md or plain words instead (and resolve merge conflicts):\n" + "\n".join(found)
 
 
 def test_the_design_page_has_the_requirements_and_the_glossary() -> None:

@@ -1008,24 +1008,32 @@ class MessageReader:
             for key, payload, extra in zip(keys, payloads, extras, strict=True):
                 seq = sequence_of(key)
                 if payload is None:
-                    raise CorruptData(
-                        f"corrupt stored payload {seq} of the message row at position {position} of {topic} "
-                        f"(generation {generation}): it has no {PAYLOAD_COLUMN.decode()} cell",
-                        topic=str(topic),
-                        generation=generation,
-                        position=position,
-                    )
+                    raise _corrupt_stored(topic, generation, position, seq, f"it has no {PAYLOAD_COLUMN.decode()} cell")
                 if seq != first + len(run):  # a gap in the sequences: the next slice starts at seq
                     if run:
                         yield _stored_slice(generation, position, first, row.publish_time, run, run_extras)
                     run, run_extras, first = [], [], seq
                 run.append(payload)
-                run_extras.append(NONE if extra is None else record.decode_all(extra, 0, 1)[0][0])
+                try:
+                    run_extras.append(NONE if extra is None else record.decode_all(extra, 0, 1)[0][0])
+                except CorruptData as exc:
+                    raise _corrupt_stored(topic, generation, position, seq, str(exc)) from None
                 sequence = seq + 1
             if run:
                 yield _stored_slice(generation, position, first, row.publish_time, run, run_extras)
             if len(keys) < PAYLOAD_CHUNK:
                 return
+
+
+def _corrupt_stored(topic: TopicId, generation: int, position: int, sequence: int, reason: str) -> CorruptData:
+    """A stored payload of a pointer row that does not read: which one, of which row, and why."""
+    return CorruptData(
+        f"corrupt stored payload {sequence} of the message row at position {position} of {topic} "
+        f"(generation {generation}): {reason}",
+        topic=str(topic),
+        generation=generation,
+        position=position,
+    )
 
 
 def _expired(row: BatchRow, floor: int, now: int) -> bool:

@@ -1,32 +1,38 @@
 """Messages as Arrow record batches, built column-wise: what a read task hands Spark.
 
+A message's key and headers are the columns ``key`` (binary, null: none) and ``headers`` (an array of
+``struct<name: string, value: binary>``, empty: none), as Kafka's Spark source has them.
+
 Two paths. Any range goes through :meth:`MessagingClient.slices.fetch_range` (every rule of a fetch: TTL,
 transactions, swept gaps, corrupt rows) and its messages are turned into columns in chunks. A range the
 planner found to lie inside one pointer row (a piece of a bulk publish) is read faster: the library
-still decides whether the row is readable, by fetching the range's first message, and the rest of the
+still decides whether the row is readable, by fetching the range's first message, and then the
 piece is a scan of the payload table in large chunks, turned into columns without a ``Message`` per row.
 """
 
 from __future__ import annotations
 
+import itertools
 import struct
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import BinaryType, LongType, StructField, StructType, TimestampType
+from pyspark.sql.types import ArrayType, BinaryType, LongType, StringType, StructField, StructType, TimestampType
 
 from tms_hbase.client import MessagingClient
 from tms_hbase.errors import CorruptData
 from tms_hbase.model.message import Message
 from tms_hbase.model.message_id import MessageId
-from tms_hbase.model.rows import PAYLOAD_COLUMN, past_last, payload_key, pointer_prefix
+from tms_hbase.model.record import NONE, Extra, decode_all
+from tms_hbase.model.rows import EXTRA_COLUMN, PAYLOAD_COLUMN, past_last, payload_key, pointer_prefix
 from tms_hbase.model.topic import TopicId
 from tms_hbase.tx import Transaction
 
+HEADER = StructType([StructField("name", StringType(), False), StructField("value", BinaryType(), False)])
 SCHEMA = StructType(
     [
         StructField("id", BinaryType(), False),
@@ -34,9 +40,12 @@ SCHEMA = StructType(
         StructField("payload", BinaryType(), False),
         StructField("position", LongType(), False),
         StructField("index", LongType(), False),
+        StructField("key", BinaryType(), True),
+        StructField("headers", ArrayType(HEADER, containsNull=False), False),
     ]
 )
 ARROW_SCHEMA = to_arrow_schema(SCHEMA, timezone="UTC")
+HEADERS_TYPE = cast(pa.ListType, ARROW_SCHEMA.field("headers").type)
 BATCH_ROWS = 8192  # messages per Arrow record batch, about
 BATCH_BYTES = 8 * 1024 * 1024  # payload bytes per record batch, about
 FIRST_SCAN = 1000  # payload rows in the first scan of a piece, before their size is known
@@ -51,6 +60,7 @@ def record_batches(messages: Iterator[Message]) -> Iterator[pa.RecordBatch]:
     payloads: list[bytes] = []
     positions: list[int] = []
     indexes: list[int] = []
+    extras: list[Extra] = []
     size = 0
     for message in messages:
         _, position, index = _ID.unpack(message.id)
@@ -59,12 +69,32 @@ def record_batches(messages: Iterator[Message]) -> Iterator[pa.RecordBatch]:
         payloads.append(message.payload)
         positions.append(position)
         indexes.append(index)
+        extras.append((message.key, message.headers))
         size += len(message.payload)
         if len(ids) == BATCH_ROWS or size >= BATCH_BYTES:
-            yield _batch(ids, pa.array(times, pa.int64()), payloads, pa.array(positions, pa.int64()), indexes)
-            ids, times, payloads, positions, indexes, size = [], [], [], [], [], 0
+            yield _batch(ids, pa.array(times, pa.int64()), payloads, pa.array(positions, pa.int64()), indexes, extras)
+            ids, times, payloads, positions, indexes, extras, size = [], [], [], [], [], [], 0
     if ids:
-        yield _batch(ids, pa.array(times, pa.int64()), payloads, pa.array(positions, pa.int64()), indexes)
+        yield _batch(ids, pa.array(times, pa.int64()), payloads, pa.array(positions, pa.int64()), indexes, extras)
+
+
+def extra_columns(extras: Sequence[Extra]) -> tuple[pa.Array, pa.Array]:
+    """The ``key`` and ``headers`` columns of messages with these keys and headers."""
+    keys = pa.array([key for key, _ in extras], pa.binary())
+    offsets = pa.array(list(itertools.accumulate((len(headers) for _, headers in extras), initial=0)), pa.int32())
+    pairs = [pair for _, headers in extras for pair in headers]
+    names, values = zip(*pairs, strict=True) if pairs else ((), ())
+    fields = list(HEADERS_TYPE.value_type)
+    flat = pa.StructArray.from_arrays([pa.array(names, pa.string()), pa.array(values, pa.binary())], fields=fields)
+    return keys, pa.ListArray.from_arrays(offsets, flat, type=HEADERS_TYPE)
+
+
+def _no_extras(count: int) -> tuple[pa.Array, pa.Array]:
+    """The ``key`` and ``headers`` columns of ``count`` messages with neither (no Python step per message)."""
+    offsets = pa.Array.from_buffers(pa.int32(), count + 1, [None, pa.py_buffer(bytes(4 * (count + 1)))])
+    fields = list(HEADERS_TYPE.value_type)
+    flat = pa.StructArray.from_arrays([pa.array([], pa.string()), pa.array([], pa.binary())], fields=fields)
+    return pa.nulls(count, pa.binary()), pa.ListArray.from_arrays(offsets, flat, type=HEADERS_TYPE)
 
 
 def within_time(batch: pa.RecordBatch, start_ms: int | None, end_ms: int | None) -> pa.RecordBatch:
@@ -77,7 +107,12 @@ def within_time(batch: pa.RecordBatch, start_ms: int | None, end_ms: int | None)
 
 
 def _batch(
-    ids: list[bytes], times_ms: pa.Array, payloads: list[bytes], positions: pa.Array, indexes: list[int]
+    ids: list[bytes],
+    times_ms: pa.Array,
+    payloads: list[bytes],
+    positions: pa.Array,
+    indexes: list[int],
+    extras: list[Extra],
 ) -> pa.RecordBatch:
     micros = pc.multiply(times_ms, 1000).cast(ARROW_SCHEMA.field("publish_time").type)  # publish times are ms
     columns = [
@@ -86,6 +121,7 @@ def _batch(
         pa.array(payloads, pa.binary()),
         positions,
         pa.array(indexes, pa.int64()),
+        *(extra_columns(extras) if extras.count(NONE) < len(extras) else _no_extras(len(extras))),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
 
@@ -101,10 +137,10 @@ def piece_batches(
     """The messages with ``start`` <= id < ``end``, all of the pointer row at ``start.position`` whose
     payloads are stored under write pointer ``pointer`` (``end`` at most the next position's start).
 
-    The first message comes from :meth:`MessagingClient.slices.fetch_range`, so a row that is expired, swept,
-    rolled back for a transactional reader or corrupt is handled as a fetch handles it; the rest are
-    payload-table rows, read in chunks of about :data:`BATCH_BYTES` (at most :data:`BATCH_ROWS` rows)
-    and turned into columns whole (see :func:`_piece_batch`).
+    The first message is fetched with :meth:`MessagingClient.slices.fetch_range`, so a row that is expired,
+    swept, rolled back for a transactional reader or corrupt is handled as a fetch handles it; then the
+    piece from that message on is read as payload-table rows (payload, key and headers), in chunks of about
+    :data:`BATCH_BYTES` (at most :data:`BATCH_ROWS` rows), and turned into columns whole (see :class:`_Piece`).
     """
     first = next(iter(client.slices.fetch_range(topic, start, end, transaction)), None)  # (the rest is dropped)
     if first is None:
@@ -114,22 +150,16 @@ def piece_batches(
     prefix = pointer_prefix(topic, generation, pointer)
     stop = payload_key(topic, generation, pointer, end.index) if end.position == position else past_last(prefix)
     table = client.installation.payloads
-    keys: list[bytes] = [payload_key(topic, generation, pointer, index)]
-    payloads: list[bytes | None] = [first.payload]
-    low, limit = payload_key(topic, generation, pointer, index + 1), FIRST_SCAN
+    low, limit = payload_key(topic, generation, pointer, index), FIRST_SCAN  # (the first message read again)
     while low < stop:
-        more_keys, more_payloads = table.scan_column(low, stop, PAYLOAD_COLUMN, limit)
-        keys += more_keys
-        payloads += more_payloads
-        if len(more_keys) < limit:
+        keys, (payloads, extras) = table.scan_columns(low, stop, (PAYLOAD_COLUMN, EXTRA_COLUMN), limit)
+        if keys:
+            yield piece.batch(keys, payloads, extras)
+        if len(keys) < limit:
             break
-        yield piece.batch(keys, payloads)
-        size = sum(map(len, cast(list[bytes], more_payloads)))  # (batch() found no None in them)
-        limit = max(1, min(BATCH_ROWS, BATCH_BYTES * len(more_keys) // max(1, size)))  # rows of ~BATCH_BYTES
-        low = more_keys[-1] + b"\x00"  # the first key after the last one read
-        keys, payloads = [], []
-    if keys:
-        yield piece.batch(keys, payloads)
+        size = sum(map(len, cast(list[bytes], payloads)))  # (batch() found no None in them)
+        limit = max(1, min(BATCH_ROWS, BATCH_BYTES * len(keys) // max(1, size)))  # rows of ~BATCH_BYTES
+        low = keys[-1] + b"\x00"  # the first key after the last one read
 
 
 class _Piece:
@@ -146,7 +176,9 @@ class _Piece:
         self.time = pa.scalar(time_ms * 1000, ARROW_SCHEMA.field("publish_time").type)  # publish times are ms
         self.position_scalar = pa.scalar(position, pa.int64())
 
-    def batch(self, keys: list[bytes], payloads: list[bytes | None]) -> pa.RecordBatch:
+    def batch(self, keys: list[bytes], payloads: list[bytes | None], extras: list[bytes | None]) -> pa.RecordBatch:
+        """The messages of payload-table rows with these keys, payload cells and key-and-header cells (None:
+        the message has neither, as every message stored before keys existed)."""
         count, width = len(keys), len(keys[0])
         joined = b"".join(keys)
         if len(joined) != count * width:
@@ -168,8 +200,19 @@ class _Piece:
             pa.array(payloads, pa.binary()),
             pa.repeat(self.position_scalar, count),
             pa.Array.from_buffers(pa.int64(), count, [None, pa.py_buffer(indexes)]),
+            *(_no_extras(count) if extras.count(None) == count else extra_columns(self._extras(keys, extras))),
         ]
         return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+
+    def _extras(self, keys: list[bytes], cells: list[bytes | None]) -> list[Extra]:
+        """The keys and headers in the rows' key-and-header cells."""
+        extras = []
+        for key, cell in zip(keys, cells, strict=True):
+            try:
+                extras.append(NONE if cell is None else decode_all(cell, 0, 1)[0][0])
+            except CorruptData as exc:
+                raise self._corrupt(key, str(exc)) from None
+        return extras
 
     def _corrupt(self, key: bytes, reason: str) -> CorruptData:
         return CorruptData(

@@ -1,4 +1,5 @@
-"""Writing a DataFrame's ``payload`` column to a topic, as one transaction per job or per micro-batch.
+"""Writing a DataFrame's ``payload`` column (and ``key`` and ``headers``, if it has them: see
+:mod:`.write_columns`) to a topic, as one transaction per job or per micro-batch.
 
 Every write is a long transaction: tasks store their payloads under its write pointer at sequences
 fixed by (partition, row in partition), so a retried or speculative task overwrites instead of adding;
@@ -15,20 +16,22 @@ from dataclasses import dataclass
 import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
-from pyspark.sql.types import BinaryType, StringType, StructType
+from pyspark.sql.types import StructType
 
 from tms_hbase.client import MessagingClient
 from tms_hbase.errors import InvalidArgument, PublishOutcomeUnknown, TmsError, TransactionNotInProgress
 from tms_hbase.model.published import PublishResult
+from tms_hbase.model.record import Record
+from tms_hbase.model.rows import batch_size
 from tms_hbase.model.topic import TopicId
 from tms_hbase.publish.writer import EXPLICIT_SEQUENCES
 from tms_hbase.spark.options import Options
 from tms_hbase.spark.sink_state import ABORTED, COMMITTED, OPEN, PUBLISHING, SinkState, SinkStates
+from tms_hbase.spark.write_columns import WriteColumns, messages
 from tms_hbase.tx import Transaction, TransactionCodec
 
 log = logging.getLogger(__name__)
 
-COLUMN = "payload"
 PARTITION_SHIFT = 32  # sequence = 2**40 + (partition << 32) + row: 2**32 rows a partition
 PUBLISH_ATTEMPTS = 3
 # Local properties Spark sets on the tasks of a streaming query's micro-batch.
@@ -51,40 +54,35 @@ class Stored(WriterCommitMessage):
     batch: int | None = None
 
 
-def payload_column(schema: StructType) -> int:
-    """The index of the ``payload`` column (binary or string); other columns are ignored."""
-    for i, field in enumerate(schema.fields):
-        if field.name == COLUMN:
-            if not isinstance(field.dataType, (BinaryType, StringType)):
-                raise InvalidArgument(f"column 'payload' must be binary or string, not {field.dataType.simpleString()}")
-            return i
-    raise InvalidArgument(f"format 'tms' writes the column 'payload' (binary or string); the data has {schema.names}")
-
-
-def _payloads(batches: Iterator[pa.RecordBatch], column: int) -> Iterator[bytes]:
-    for batch in batches:
-        for value in batch.column(column).to_pylist():
-            if value is None:
-                raise InvalidArgument("a payload is null: every row written to a topic needs a payload")
-            yield value.encode() if isinstance(value, str) else value
-
-
 def store_partition(
-    client: MessagingClient, options: Options, payloads: Iterator[bytes], write_pointer: int, partition: int
+    client: MessagingClient,
+    options: Options,
+    payloads: Iterator[bytes | Record],
+    write_pointer: int,
+    partition: int,
 ) -> int:
-    """Store one partition's payloads at sequences fixed by (partition, row); returns how many."""
+    """Store one partition's messages at sequences fixed by (partition, row); returns how many. Bad input
+    (a key or headers over their limits) is an InvalidArgument naming the partition and rows."""
     base = EXPLICIT_SEQUENCES + (partition << PARTITION_SHIFT)
     limit = client.max_batch_bytes
     stored, size = 0, 0
-    chunk: list[bytes] = []
-    for payload in payloads:
-        if chunk and (len(chunk) == options.batch_size or size + len(payload) + 4 > limit):
+    chunk: list[bytes | Record] = []
+
+    def store() -> None:
+        try:
             client.store(options.topic, chunk, write_pointer, sequence=base + stored)
+        except InvalidArgument as exc:
+            raise type(exc)(f"rows {stored} to {stored + len(chunk) - 1} of partition {partition}: {exc}") from None
+
+    for payload in payloads:
+        cost = len(payload) + 4 if type(payload) is bytes else batch_size((payload,))
+        if chunk and (len(chunk) == options.batch_size or size + cost > limit):
+            store()
             stored, chunk, size = stored + len(chunk), [], 0
         chunk.append(payload)
-        size += len(payload) + 4
+        size += cost
     if chunk:
-        client.store(options.topic, chunk, write_pointer, sequence=base + stored)
+        store()
         stored += len(chunk)
     if stored >= 1 << PARTITION_SHIFT:
         raise InvalidArgument(f"partition {partition} holds {stored} rows; at most 2**32 - 1: repartition")
@@ -144,20 +142,20 @@ def _generation(client: MessagingClient, options: Options, stored: list[Stored])
 class BatchWriter(DataSourceArrowWriter):
     """``df.write.format("tms")``: the whole job is one long transaction, started when it is planned."""
 
-    def __init__(self, options: Options, column: int, tx: bytes) -> None:
-        self.options, self.column, self.tx = options, column, tx
+    def __init__(self, options: Options, columns: WriteColumns, tx: bytes) -> None:
+        self.options, self.columns, self.tx = options, columns, tx
 
     @classmethod
     def create(cls, options: Options, schema: StructType, overwrite: bool) -> BatchWriter:
         """On the driver: check the topic and the data, then start the transaction."""
         if overwrite:
             raise InvalidArgument("topics are append-only: write with mode('append')")
-        column = payload_column(schema)
+        columns = WriteColumns.of(schema)
         with options.client() as client:
             client.get_topic(options.topic)  # TopicNotFound before any work
         with options.tx_client() as tx_client:
             tx = tx_client.start_long()
-        return cls(options, column, TransactionCodec.encode(tx))
+        return cls(options, columns, TransactionCodec.encode(tx))
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Stored:
         context = TaskContext.get()
@@ -165,7 +163,7 @@ class BatchWriter(DataSourceArrowWriter):
         pointer = TransactionCodec.decode(self.tx).write_pointer
         with self.options.client() as client:
             generation = client.get_topic(self.options.topic).generation
-            count = store_partition(client, self.options, _payloads(iterator, self.column), pointer, partition)
+            count = store_partition(client, self.options, messages(iterator, self.columns), pointer, partition)
         return Stored(partition, count, generation, pointer)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -198,17 +196,17 @@ class StreamWriter(DataSourceStreamArrowWriter):
     its state and is not stored or published again.
     """
 
-    def __init__(self, options: Options, column: int) -> None:
-        self.options, self.column = options, column
+    def __init__(self, options: Options, columns: WriteColumns) -> None:
+        self.options, self.columns = options, columns
 
     @classmethod
     def create(cls, options: Options, schema: StructType, overwrite: bool) -> StreamWriter:
         if overwrite:
             raise InvalidArgument("topics are append-only: write with outputMode('append')")
-        column = payload_column(schema)
+        columns = WriteColumns.of(schema)
         with options.client() as client:
             client.get_topic(options.topic)
-        return cls(options, column)
+        return cls(options, columns)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Stored:
         context = TaskContext.get()
@@ -216,7 +214,7 @@ class StreamWriter(DataSourceStreamArrowWriter):
             raise TmsError("a stream writer writes in Spark tasks only")
         query, run = _task_property(context, QUERY_ID), _task_property(context, RUN_ID)
         batch, partition = int(_task_property(context, BATCH_ID)), context.partitionId()
-        payloads = _payloads(iterator, self.column)
+        payloads = messages(iterator, self.columns)
         first = next(payloads, None)
         with self.options.client() as client:
             generation = client.get_topic(self.options.topic).generation
@@ -336,6 +334,6 @@ def _stream_task(stored: Stored) -> tuple[str, str]:
     return stored.query, stored.run
 
 
-def _chain(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
+def _chain(first: bytes | Record, rest: Iterator[bytes | Record]) -> Iterator[bytes | Record]:
     yield first
     yield from rest

@@ -193,24 +193,17 @@ class Table:
 
         return self.hbase.run(f"scan {self.name}", scan)
 
-    def scan_column(
-        self, start: bytes, stop: bytes, column: bytes, limit: int
-    ) -> tuple[list[bytes], list[bytes | None]]:
-        """Up to ``limit`` (at most :data:`MAX_BATCH`) rows from ``start`` (inclusive) to ``stop`` (exclusive,
-        not empty), in key order, as two lists: their keys, and their values of ``column`` (None where a row lacks it).
-
-        For bulk reads of one column (the Spark data source's, and fetches of stored payloads): one
-        scanner call, no dict per row, and the cyclic garbage collector paused while the answer is
-        decoded (see :func:`gc_paused`). Empty if ``start`` >= ``stop`` (HBase would read a scan from a
-        key to the same key as a get of that row)."""
-        keys, (values,) = self.scan_columns(start, stop, (column,), limit)
-        return keys, values
-
     def scan_columns(
         self, start: bytes, stop: bytes, columns: Sequence[bytes], limit: int
     ) -> tuple[list[bytes], list[list[bytes | None]]]:
-        """:meth:`scan_column` for several columns: the keys, and for each column its values (None where a
-        row lacks it), in the order of ``columns``."""
+        """Up to ``limit`` (at most :data:`MAX_BATCH`) rows from ``start`` (inclusive) to ``stop`` (exclusive,
+        not empty), in key order: their keys, and for each of ``columns`` its values (None where a row lacks
+        it), in the order of ``columns``.
+
+        For bulk reads of a few columns (the Spark data source's, and fetches of stored payloads): one
+        scanner call, no dict per row, and the cyclic garbage collector paused while the answer is
+        decoded (see :func:`gc_paused`). Empty if ``start`` >= ``stop`` (HBase would read a scan from a
+        key to the same key as a get of that row)."""
         if start >= stop:
             return [], [[] for _ in columns]
         batch = max(1, min(limit, MAX_BATCH))

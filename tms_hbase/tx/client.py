@@ -185,8 +185,9 @@ class TransactionClient:
                 raise TmsError(f"transaction server error: {e.message}") from None
             except (TimeoutError, TException, OSError, EOFError, NotThrift) as e:
                 self._drop()
+                why = _reason(e)
                 raise TransactionServiceUnavailable(
-                    f"transaction server at {self.address} failed or did not answer within {self.timeout}s ({e})"
+                    f"transaction server at {self.address} failed or did not answer within {self.timeout}s ({why})"
                 ) from None
 
     def _drop(self) -> None:
@@ -195,3 +196,9 @@ class TransactionClient:
                 self._client.close()
             finally:
                 self._client = None
+
+
+def _reason(error: BaseException) -> str:
+    """Why a call failed, in words: a Thrift exception's message (its ``str`` is a repr), else its text."""
+    message = getattr(error, "message", None)
+    return message if isinstance(message, str) and message else str(error) or type(error).__name__

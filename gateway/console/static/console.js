@@ -130,26 +130,45 @@ function payloadAs(hex, format) {
   return text;
 }
 
-// A confirmation: the body, then onConfirm() when the user presses the button. Resolves when closed.
-function confirmDialog(title, body, button, onConfirm) {
+// Which screen is shown: route() counts every navigation, so a dialog knows the screen it belongs to.
+let shownScreen = 0;
+
+let dialogOpener = null; // the element focused when the dialog opened: focused again when it closes
+
+function closeDialog() {
+  const modal = document.getElementById("modal");
+  if (modal.hidden) return;
+  modal.hidden = true;
+  document.getElementById("modal-body").replaceChildren();
+  if (dialogOpener && dialogOpener.isConnected) dialogOpener.focus();
+  dialogOpener = null;
+}
+
+// A confirmation of a change to `target` (named in its title, and sent with the change for the server to
+// check), opened by the screen `opener` (the shownScreen when its action started): if another screen is
+// shown by now it never opens, and navigating away closes it. onConfirm() runs when the user presses the button.
+function confirmDialog(title, body, button, onConfirm, opener = shownScreen) {
+  if (opener !== shownScreen) return;
   const modal = document.getElementById("modal");
   const box = document.getElementById("modal-body");
-  const error = el("p", { class: "error", id: "modal-error" });
+  const error = el("p", { class: "error", id: "modal-error", role: "alert" });
   const ok = el("button", { class: "danger", id: "confirm" }, button);
   const cancel = el("button", { class: "secondary", id: "cancel" }, "Cancel");
-  box.replaceChildren(el("h2", {}, title), body, error, el("div", { class: "actions" }, cancel, ok));
+  box.replaceChildren(el("h2", { id: "modal-title" }, title), body, error, el("div", { class: "actions" }, cancel, ok));
+  dialogOpener = document.activeElement;
   modal.hidden = false;
-  cancel.addEventListener("click", () => (modal.hidden = true));
+  cancel.addEventListener("click", closeDialog);
   ok.addEventListener("click", async () => {
     ok.disabled = true;
     try {
       await onConfirm();
-      modal.hidden = true;
+      if (opener === shownScreen) closeDialog();
     } catch (e) {
       error.textContent = e.message;
       ok.disabled = false;
     }
   });
+  cancel.focus();
 }
 
 function ready(name) {
@@ -165,6 +184,71 @@ function refreshWhileOpen(fn) {
   clearInterval(refreshTimer);
   refreshTimer = setInterval(fn, REFRESH_MS);
 }
+
+// A list paged, sorted and filtered by the gateway (`path` answers {total, page, size, rows}): `columns` are
+// [key, label, cell(row), number?]; a column header is a button that sorts by it (again: the other way).
+function pagedList({ path, id, noun, columns, sort, rowAttrs, filterLabel, done }) {
+  const state = { filter: "", sort, desc: false, page: 0 };
+  const body = el("tbody");
+  const count = el("span", { class: "muted", id: `${id}-count`, role: "status" });
+  const error = el("p", { class: "error", id: `${id}-error`, role: "alert" });
+  const prev = el("button", { class: "secondary", id: `${id}-previous`, onclick: () => { state.page -= 1; load(); } }, "Previous");
+  const next = el("button", { class: "secondary", id: `${id}-next`, onclick: () => { state.page += 1; load(); } }, "Next");
+  const heads = columns.map(([key, label, , number]) => {
+    const th = el("th", { class: number ? "num" : "", scope: "col" });
+    th.appendChild(el("button", { class: "sort", "data-sort": key, onclick: () => {
+      state.desc = state.sort === key ? !state.desc : Boolean(number);
+      state.sort = key;
+      state.page = 0;
+      load();
+    } }, label));
+    return th;
+  });
+  let timer = null;
+  const filter = el("input", { id: `${id}-filter`, type: "search", placeholder: "namespace:topic", "aria-label": filterLabel,
+    oninput: () => { clearTimeout(timer); timer = setTimeout(() => { state.filter = filter.value; state.page = 0; load(); }, 200); } });
+  async function load() {
+    const q = new URLSearchParams({ filter: state.filter, page: state.page, size: 50 });
+    if (state.sort) q.set("sort", state.sort);
+    if (state.desc) q.set("desc", "true");
+    let d;
+    try {
+      d = await api(`${path}?${q}`);
+      error.textContent = "";
+    } catch (e) {
+      if (e.status === 401) throw e;
+      error.textContent = e.message;
+      body.replaceChildren();
+      if (done) done();
+      return;
+    }
+    body.replaceChildren(...d.rows.map((r) => el("tr", rowAttrs(r), columns.map(([, , cell, number]) => el("td", { class: number ? "num" : "" }, cell(r))))));
+    const pages = d.total === null ? null : Math.max(1, Math.ceil(d.total / d.size));
+    count.textContent = pages === null ? `page ${d.page + 1}` : `${d.total} ${noun}, page ${d.page + 1} of ${pages}`;
+    prev.disabled = d.page === 0;
+    next.disabled = pages === null ? d.rows.length < d.size : d.page + 1 >= pages;
+    for (const th of heads) {
+      const key = th.firstChild.dataset.sort;
+      if (key === state.sort) th.setAttribute("aria-sort", state.desc ? "descending" : "ascending");
+      else th.removeAttribute("aria-sort");
+    }
+    if (done) done();
+  }
+  const node = el("div", {}, el("div", { class: "toolbar" }, el("label", {}, filterLabel, filter)),
+    el("div", { class: "pager" }, prev, next, count), error,
+    el("table", { id }, el("thead", {}, el("tr", {}, heads)), body));
+  return { node, load };
+}
+
+const topicLink = (name) => {
+  const [ns, ...rest] = name.split(":");
+  return el("a", { href: `#/topics/${enc(ns)}/${enc(rest.join(":"))}` }, name);
+};
+const subscriptionLink = (topicName, name) => {
+  const [ns, ...rest] = topicName.split(":");
+  return el("a", { href: `#/subscriptions/${enc(ns)}/${enc(rest.join(":"))}/${enc(name)}` }, name);
+};
+const maybe = (value, show) => (value === null || value === undefined ? "" : show ? show(value) : value);
 
 // -- screens ---------------------------------------------------------------------------------------
 
@@ -211,60 +295,56 @@ async function overview() {
       ),
     );
   }
-  screen.replaceChildren(el("h1", {}, "Overview"), el("div", { class: "cards", id: "overview" }, cards));
+  const parts = [el("h1", {}, "Overview"), el("div", { class: "cards", id: "overview" }, cards)];
+  const tot = o.totals;
+  if (tot) {
+    parts.push(el("h2", {}, "Totals"));
+    if (tot.messages === undefined) {
+      parts.push(el("p", { class: "muted", id: "totals" }, `${tot.topics} topics: totals are shown up to ${tot.limit} topics; the Topics screen pages through them.`));
+    } else {
+      parts.push(el("div", { class: "cards", id: "totals" },
+        card("Topics", el("div", { class: "big" }, shortNumber(tot.topics))),
+        card("Messages", el("div", { class: "big" }, shortNumber(tot.messages)), facts([["bytes", bytesText(tot.bytes)]])),
+        card("Subscriptions", el("div", { class: "big" }, shortNumber(tot.subscriptions)))),
+      el("h2", {}, "Slowest subscriptions"),
+      tot.slowest.length
+        ? table(["subscription", "topic", "kind", "lag#", "lag time#"], tot.slowest.map((s) => el("tr", {},
+          el("td", {}, subscriptionLink(s.topic, s.name)), el("td", {}, topicLink(s.topic)), el("td", {}, s.kind),
+          el("td", { class: "num" }, s.lag_messages), el("td", { class: "num" }, seconds(s.lag_seconds)))), { id: "slowest" })
+        : el("p", { class: "muted", id: "slowest" }, "no subscriptions"));
+    }
+  }
+  screen.replaceChildren(...parts);
   ready("overview");
 }
 
 async function topics() {
-  const list = await api("/topics");
-  const pageSize = 100;
-  let page = 0, filtered = list;
-  const body = el("tbody");
-  const count = el("span", { class: "muted" });
-  const render = () => {
-    const rows = filtered.slice(page * pageSize, (page + 1) * pageSize).map((t) =>
-      el(
-        "tr",
-        { "data-topic": `${t.namespace}:${t.topic}` },
-        el("td", {}, t.namespace),
-        el("td", {}, el("a", { href: `#/topics/${enc(t.namespace)}/${enc(t.topic)}` }, t.topic)),
-        el("td", {}, t.ordering),
-        el("td", {}, t.tx_mode),
-        el("td", { class: "num" }, seconds(t.ttl)),
-        el("td", { class: "num" }, t.generation),
-      ),
-    );
-    body.replaceChildren(...rows);
-    count.textContent = `${filtered.length} topics, page ${page + 1} of ${Math.max(1, Math.ceil(filtered.length / pageSize))}`;
-  };
-  const filter = el("input", {
-    placeholder: "filter namespace:topic",
-    id: "topic-filter",
-    oninput: (e) => {
-      const q = e.target.value.toLowerCase();
-      filtered = list.filter((t) => `${t.namespace}:${t.topic}`.toLowerCase().includes(q));
-      page = 0;
-      render();
-    },
+  const list = pagedList({
+    path: "/topic-page",
+    id: "topics",
+    noun: "topics",
+    sort: "name",
+    filterLabel: "filter namespace:topic",
+    rowAttrs: (t) => ({ "data-topic": t.name }),
+    columns: [
+      ["name", "topic", (t) => topicLink(t.name)],
+      ["messages", "messages", (t) => t.messages, true],
+      ["bytes", "bytes", (t) => bytesText(t.bytes), true],
+      ["last_publish", "last publish", (t) => (t.last_publish ? ago(t.last_publish) : "never"), true],
+      ["rate", "msg/s (1 min)", (t) => maybe(t.rate, (r) => r.toFixed(2)), true],
+      ["lag_messages", "worst lag", (t) => maybe(t.lag_messages), true],
+      ["lag_seconds", "worst lag time", (t) => maybe(t.lag_seconds, seconds), true],
+      ["ordering", "ordering", (t) => t.ordering],
+      ["tx_mode", "tx.mode", (t) => t.tx_mode],
+      ["ttl", "TTL", (t) => seconds(t.ttl), true],
+    ],
+    done: () => ready("topics"),
   });
-  const pager = el(
-    "div",
-    { class: "pager" },
-    el("button", { class: "secondary", onclick: () => { page = Math.max(0, page - 1); render(); } }, "Previous"),
-    el("button", { class: "secondary", onclick: () => { page = Math.min(Math.ceil(filtered.length / pageSize) - 1, page + 1); render(); } }, "Next"),
-    count,
-  );
-  const parts = [el("h1", {}, "Topics"), el("div", { class: "toolbar" }, filter)];
+  const parts = [el("h1", {}, "Topics")];
   if (session.admin) parts.push(createForm());
-  parts.push(
-    pager,
-    el("table", { id: "topics" },
-      el("thead", {}, el("tr", {}, ["namespace", "topic", "ordering", "tx.mode", "TTL", "generation"].map((h) => el("th", {}, h)))),
-      body),
-  );
-  render();
+  parts.push(el("p", { class: "muted" }, `Numbers as this gateway worker read them within the last few seconds. Sorting by a number reads every topic listed (at most 1,000: filter first).`), list.node);
   screen.replaceChildren(...parts);
-  ready("topics");
+  await list.load();
 }
 
 function createForm() {
@@ -279,8 +359,9 @@ function createForm() {
     if (ordering.value) properties.ordering = ordering.value;
     if (mode.value) properties["tx.mode"] = mode.value;
     const body = el("div", {}, el("p", {}, `Create topic ${ns.value}:${name.value} with`), el("pre", { class: "mono" }, JSON.stringify(properties, null, 2)));
-    confirmDialog("Create topic", body, "Create", async () => {
-      await api(topicPath(ns.value, name.value), { method: "PUT", body: { properties } });
+    const target = `${ns.value}:${name.value}`;
+    confirmDialog(`Create topic ${target}`, body, "Create", async () => {
+      await api(topicPath(ns.value, name.value), { method: "PUT", body: { properties, target } });
       location.hash = `#/topics/${enc(ns.value)}/${enc(name.value)}`;
     });
   };
@@ -325,7 +406,9 @@ async function topic(ns, t) {
     el("div", { class: "split" },
       lineChart("publish rate (msg/s), from the published-messages counter", [{ name: "msg/s", points: ratesOf(d.history) }]),
       lineChart("lag (messages) of the subscriptions furthest behind", Object.entries(d.lag_history).map(([name, h]) => ({ name, points: h.map((x) => [x[0], x[1]]) })))),
-    el("p", {}, el("a", { href: `#/messages/${enc(ns)}/${enc(t)}` }, "Browse messages")),
+    el("p", { class: "toolbar" }, el("a", { href: `#/messages/${enc(ns)}/${enc(t)}` }, "Browse messages"),
+      el("a", { href: `#/tail/${enc(ns)}/${enc(t)}` }, "Live tail"), el("a", { href: `#/search/${enc(ns)}/${enc(t)}` }, "Search"),
+      d.may_publish ? el("a", { href: `#/produce/${enc(ns)}/${enc(t)}`, id: "produce-link" }, "Produce a message") : null),
     el("h2", {}, "Subscriptions"),
     table(["name", "kind", "lag messages#", "lag time#", "consumer"], subs, { id: "topic-subscriptions" }),
   ];
@@ -337,7 +420,7 @@ async function topic(ns, t) {
 
 function topicActions(d) {
   const current = { ...d.properties };
-  const editor = el("textarea", { id: "properties" }, JSON.stringify(current, null, 2));
+  const editor = el("textarea", { id: "properties", "aria-label": "properties (JSON)" }, JSON.stringify(current, null, 2));
   const edit = () => {
     let next;
     try {
@@ -353,17 +436,19 @@ function topicActions(d) {
     const body = rows.length
       ? el("div", { class: "diff" }, el("p", {}, "These properties change:"), table(["property", "now", "after"], rows, { id: "property-diff" }))
       : el("p", {}, "Nothing changes.");
-    confirmDialog(`Update ${d.namespace}:${d.topic}`, body, "Update", async () => {
-      await api(topicPath(d.namespace, d.topic) + "/properties", { method: "PUT", body: { properties: next } });
+    const target = `${d.namespace}:${d.topic}`;
+    confirmDialog(`Update ${target}`, body, "Update", async () => {
+      await api(topicPath(d.namespace, d.topic) + "/properties", { method: "PUT", body: { properties: next, target } });
       route();
     });
   };
   const remove = () => {
     const typed = el("input", { id: "confirm-name", placeholder: `${d.namespace}:${d.topic}` });
     const body = el("div", {}, el("p", {}, `Delete topic ${d.namespace}:${d.topic}, its ${d.messages} messages and its ${d.subscriptions.length} subscriptions? Type its name to confirm.`), typed);
-    confirmDialog("Delete topic", body, "Delete", async () => {
-      if (typed.value !== `${d.namespace}:${d.topic}`) throw new Error("the name typed does not match");
-      await api(topicPath(d.namespace, d.topic), { method: "DELETE" });
+    const target = `${d.namespace}:${d.topic}`;
+    confirmDialog(`Delete topic ${target}`, body, "Delete", async () => {
+      if (typed.value !== target) throw new Error("the name typed does not match");
+      await api(topicPath(d.namespace, d.topic), { method: "DELETE", body: { target } });
       location.hash = "#/topics";
     });
   };
@@ -393,6 +478,126 @@ function topicPicker(title, target, ns, t) {
     location.hash = `#/${target}/${enc(a)}/${enc(b.join(":"))}`;
   };
   return el("form", { class: "toolbar", onsubmit: go }, el("label", {}, title, input), names, el("button", { type: "submit" }, "Open"));
+}
+
+// A message as the browser, the tail and the search show it (a row of a table with MESSAGE_COLUMNS).
+const MESSAGE_COLUMNS = ["id", "published", "transaction", "key", "headers", "payload"];
+function messageRow(r, format) {
+  const headers = (r.headers || []).map(([name, value]) => `${name}: ${payloadAs(value, "text")}`).join("\n");
+  return el(
+    "tr",
+    { "data-state": r.state || "" },
+    el("td", { class: "mono" }, r.id || `position ${r.position}`),
+    el("td", {}, r.publish_time ? when(r.publish_time) : ""),
+    el("td", {}, r.state ? badge(r.state) : el("span", { class: "muted" }, "not transactional")),
+    el("td", { class: "key" }, r.key === null || r.key === undefined ? "" : payloadAs(r.key, "text")),
+    el("td", { class: "headers" }, headers),
+    el("td", { class: "payload" }, r.error ? el("span", { class: "error" }, r.error) : payloadAs(r.payload, format)),
+  );
+}
+
+const formatPicker = (id) => el("select", { id }, ["text", "json", "hex"].map((f) => el("option", {}, f)));
+
+// The live tail: a long poll (the gateway answers as soon as a message arrives, or after 10 s) from the
+// topic's last message on, while this screen is shown and not paused; the newest 500 rows stay.
+async function tailScreen(ns, t) {
+  const mine = shownScreen;
+  const base = topicPath(ns, t);
+  let { after } = await api(`${base}/tail`);
+  let paused = false;
+  const body = el("tbody");
+  const status = el("p", { class: "muted", id: "tail-status", role: "status" }, "Waiting for new messages…");
+  const format = formatPicker("tail-format");
+  const pause = el("button", { class: "secondary", id: "tail-pause", onclick: () => {
+    paused = !paused;
+    pause.textContent = paused ? "Resume" : "Pause";
+    status.textContent = paused ? "Paused: nothing is read until you resume (no message is missed)." : "Waiting for new messages…";
+    if (!paused) follow();
+  } }, "Pause");
+  screen.replaceChildren(el("h1", {}, `Live tail of ${ns}:${t}`),
+    el("div", { class: "toolbar" }, pause, el("label", {}, "payload as", format)), status,
+    el("table", { id: "tail" }, el("thead", {}, el("tr", {}, MESSAGE_COLUMNS.map((h) => el("th", { scope: "col" }, h)))), body));
+  ready("tail");
+  let following = false;
+  async function follow() {
+    if (following) return;
+    following = true;
+    try {
+      while (!paused && mine === shownScreen) {
+        const got = await api(`${base}/tail?${new URLSearchParams({ after, wait: 10 })}`);
+        if (mine !== shownScreen || paused) break; // paused meanwhile: what it brought is read again on resume
+        after = got.after;
+        for (const r of got.messages) body.appendChild(messageRow(r, format.value));
+        while (body.children.length > 500) body.firstChild.remove();
+        if (got.messages.length && !paused) status.textContent = `Last message ${when(got.messages[got.messages.length - 1].publish_time)}.`;
+      }
+    } catch (e) {
+      if (mine === shownScreen) status.textContent = `Stopped: ${e.message}`;
+    } finally {
+      following = false;
+    }
+  }
+  follow();
+}
+
+// Search: bounded steps of the gateway's search (5,000 messages a call) one after another, with the
+// progress shown, until the range ends, the scan limit is reached, or Stop is pressed.
+async function searchScreen(ns, t) {
+  const mine = shownScreen;
+  const base = topicPath(ns, t);
+  const needle = el("input", { id: "search-text", required: true });
+  const where = el("select", { id: "search-in" }, ["payload", "key", "header"].map((w) => el("option", { value: w }, w)));
+  const from = el("input", { id: "search-from", placeholder: "YYYY-MM-DD HH:MM:SS (UTC)" });
+  const to = el("input", { id: "search-to", placeholder: "YYYY-MM-DD HH:MM:SS (UTC)" });
+  const fromId = el("input", { id: "search-from-id", placeholder: "hex id" });
+  const limit = el("input", { id: "search-limit", type: "number", min: 1, value: 100000 });
+  const format = formatPicker("search-format");
+  const progress = el("p", { class: "muted", id: "search-progress", role: "status" });
+  const stop = el("button", { type: "button", class: "secondary", id: "search-stop", disabled: true }, "Stop");
+  const body = el("tbody");
+  const time = (v) => (v.trim() ? Date.parse(v.includes("T") ? v : v.trim().replace(" ", "T") + "Z") : null);
+  let run = 0;
+  stop.addEventListener("click", () => { run += 1; });
+  const go = async (e) => {
+    e.preventDefault();
+    const mineRun = ++run;
+    body.replaceChildren();
+    progress.textContent = "Searching…";
+    stop.disabled = false;
+    let next = fromId.value.trim() || null, scanned = 0, found = 0, first = true;
+    const q = { q: needle.value, in: where.value };
+    const start = time(from.value), end = time(to.value);
+    try {
+      while (mineRun === run && mine === shownScreen && (first || next) && scanned < Number(limit.value)) {
+        const p = new URLSearchParams({ ...q, scan: Math.min(5000, Number(limit.value) - scanned) });
+        if (next) p.set("id", next);
+        else if (start !== null) p.set("from", start);
+        if (end !== null) p.set("to", end);
+        const got = await api(`${base}/search?${p}`);
+        first = false;
+        scanned += got.scanned;
+        found += got.matches.length;
+        next = got.next;
+        for (const r of got.matches) body.appendChild(messageRow(r, format.value));
+        progress.textContent = `Scanned ${scanned} messages, found ${found}${next ? "…" : "."}`;
+      }
+      if (mine === shownScreen) {
+        progress.textContent = `Scanned ${scanned} messages, found ${found}` + (mineRun !== run ? " (stopped)." : next ? ` (stopped at the limit; it goes on from ${next}).` : ".");
+      }
+    } catch (err) {
+      progress.textContent = `Search failed: ${err.message}`;
+    } finally {
+      stop.disabled = true;
+    }
+  };
+  screen.replaceChildren(el("h1", {}, `Search ${ns}:${t}`),
+    el("form", { class: "toolbar", id: "search", onsubmit: go },
+      el("label", {}, "find", needle), el("label", {}, "in", where), el("label", {}, "from a time", from),
+      el("label", {}, "to a time", to), el("label", {}, "or from an id", fromId), el("label", {}, "read at most", limit),
+      el("label", {}, "payload as", format), el("button", { type: "submit", id: "search-go" }, "Search"), stop),
+    progress,
+    el("table", { id: "search-results" }, el("thead", {}, el("tr", {}, MESSAGE_COLUMNS.map((h) => el("th", { scope: "col" }, h)))), body));
+  ready("search");
 }
 
 async function messagesScreen(ns, t) {
@@ -430,16 +635,7 @@ async function messagesScreen(ns, t) {
     ready("messages");
     return;
   }
-  const rows = data.messages.map((r) =>
-    el(
-      "tr",
-      { "data-state": r.state || "" },
-      el("td", { class: "mono" }, r.id || `position ${r.position}`),
-      el("td", {}, r.publish_time ? when(r.publish_time) : ""),
-      el("td", {}, r.state ? badge(r.state) : el("span", { class: "muted" }, "not transactional")),
-      el("td", { class: "payload" }, r.error ? el("span", { class: "error" }, r.error) : payloadAs(r.payload, format.value)),
-    ),
-  );
+  const rows = data.messages.map((r) => messageRow(r, format.value));
   const download = el("button", {
     class: "secondary",
     id: "download",
@@ -453,7 +649,7 @@ async function messagesScreen(ns, t) {
     },
   }, `Download these ${data.messages.length} messages (JSON)`);
   parts.push(el("div", { class: "toolbar" }, download),
-    table(["id", "published", "transaction", "payload"], rows, { id: "messages" }));
+    table(MESSAGE_COLUMNS, rows, { id: "messages" }));
   screen.replaceChildren(...parts);
   ready("messages");
 }
@@ -461,9 +657,10 @@ async function messagesScreen(ns, t) {
 async function subscriptions(ns, t, name) {
   if (name) return subscription(ns, t, name);
   const picker = topicPicker("topic", "subscriptions", ns, t);
-  const d = ns ? await api(topicPath(ns, t)) : null;
+  if (!ns) return allSubscriptions(picker);
+  const d = await api(topicPath(ns, t));
   const parts = [el("h1", {}, "Subscriptions"), picker];
-  if (d) {
+  {
     parts.push(el("p", { class: "muted" }, `${d.subscriptions.length} subscriptions; numbers read ${when(d.read_at)}`));
     const rows = d.subscriptions.map((s) =>
       el("tr", {},
@@ -474,11 +671,35 @@ async function subscriptions(ns, t, name) {
         el("td", {}, s.owner ? badge("consuming", "ok") : badge("idle")),
         el("td", { class: "mono" }, s.position || "(nothing consumed)")));
     parts.push(table(["name", "kind", "lag messages#", "lag time#", "consumer", "committed mark"], rows, { id: "subscriptions" }));
-  } else {
-    parts.push(el("p", { class: "muted" }, "Pick a topic."));
   }
   screen.replaceChildren(...parts);
   ready("subscriptions");
+}
+
+async function allSubscriptions(picker) {
+  const list = pagedList({
+    path: "/subscription-page",
+    id: "all-subscriptions",
+    noun: "subscriptions",
+    sort: null,
+    filterLabel: "filter by topic (namespace:topic)",
+    rowAttrs: (s) => ({ "data-subscription": `${s.topic}/${s.name}` }),
+    columns: [
+      ["topic", "topic", (s) => topicLink(s.topic)],
+      ["name", "subscription", (s) => subscriptionLink(s.topic, s.name)],
+      ["kind", "kind", (s) => s.kind],
+      ["lag_messages", "lag", (s) => maybe(s.lag_messages), true],
+      ["lag_seconds", "lag time", (s) => maybe(s.lag_seconds, seconds), true],
+      ["consumers", "consumers", (s) => s.consumers, true],
+      ["in_flight", "in flight", (s) => maybe(s.in_flight), true],
+      ["dead_letters", "dead letters", (s) => maybe(s.dead_letters), true],
+    ],
+    done: () => ready("subscriptions"),
+  });
+  screen.replaceChildren(el("h1", {}, "Subscriptions"), picker,
+    el("p", { class: "muted" }, "Every subscription of the topics you may see, in topic order (read page by page); sorting by another column reads every topic listed (at most 1,000: filter first)."),
+    list.node);
+  await list.load();
 }
 
 async function subscription(ns, t, name) {
@@ -515,18 +736,19 @@ async function subscription(ns, t, name) {
               el("td", { class: "payload" }, payloadAs(d.payload, "text")))), { id: "dead-letters" })
           : el("p", { class: "muted", id: "dead-letters" }, "nothing left to replay"),
         s.may_replay && s.dead_letters.length
-          ? el("div", { class: "toolbar" }, el("button", { id: "replay", onclick: () => replayDialog(base, sh.dead_letter, `${ns}:${t}`).catch((e) => alertBox(e.message)) }, "Replay…"))
+          ? el("div", { class: "toolbar" }, el("button", { id: "replay", onclick: () => replayDialog(base, sh.dead_letter, `${ns}:${t}`, name).catch((e) => alertBox(e.message)) }, "Replay…"))
           : el("p", { class: "muted" }, `To publish them to ${ns}:${t} again: tms-admin sub dead-letters ${ns}:${t} ${name} --replay`));
     }
   }
-  if (s.may_change) parts.push(resetForm(base, s));
+  if (s.may_change) parts.push(resetForm(base, s, `${ns}:${t}/${name}`));
   screen.replaceChildren(...parts);
   ready("subscription");
   refreshWhileOpen(() => route(true));
 }
 
 // Replay: what it would publish to the subscription's topic and what it refuses (a dry run), then the replay.
-async function replayDialog(base, deadLetterTopic, topic) {
+async function replayDialog(base, deadLetterTopic, topic, name) {
+  const opener = shownScreen;
   const p = await api(base + "/replay/preview", { method: "POST", body: {} });
   const rows = p.letters.map((d) => el("tr", {}, el("td", { class: "mono" }, d.id), el("td", {}, d.subscription), el("td", { class: "payload" }, payloadAs(d.payload, "text"))));
   const refused = p.refused.map((d) => el("tr", {}, el("td", { class: "mono" }, d.id), el("td", {}, d.reason)));
@@ -537,13 +759,14 @@ async function replayDialog(base, deadLetterTopic, topic) {
     rows.length ? table(["id", "subscription", "payload"], rows) : null,
     refused.length ? el("p", { class: "error" }, `Refuses ${refused.length} dead letters that name another topic (never published; the replay passes over them):`) : null,
     refused.length ? table(["id", "why"], refused, { id: "replay-refused" }) : null);
-  confirmDialog(`Replay ${deadLetterTopic}`, box, "Replay", async () => {
-    await api(base + "/replay", { method: "POST", body: {} });
+  const target = `${topic}/${name}`;
+  confirmDialog(`Replay the dead letters of ${target} from ${deadLetterTopic}`, box, "Replay", async () => {
+    await api(base + "/replay", { method: "POST", body: { target } });
     route();
-  });
+  }, opener);
 }
 
-function resetForm(base, s) {
+function resetForm(base, s, target) {
   const mode = el("select", { id: "reset-mode" }, ["earliest", "latest", "time", "id"].map((m) => el("option", { value: m }, m === "time" ? "a time (UTC)" : m === "id" ? "a message id" : m)));
   const value = el("input", { id: "reset-value", placeholder: "YYYY-MM-DD HH:MM:SS or hex id" });
   const force = el("input", { type: "checkbox", id: "reset-force" });
@@ -554,7 +777,8 @@ function resetForm(base, s) {
   };
   const preview = async (e) => {
     e.preventDefault();
-    const body = { start: start(), force: force.checked };
+    const opener = shownScreen;
+    const body = { start: start(), force: force.checked, target };
     const p = await api(base + "/preview", { method: "POST", body: { start: body.start } });
     const what = p.redeliver
       ? `delivers again ${p.redeliver}${p.exact ? "" : "+"} messages already consumed`
@@ -562,18 +786,65 @@ function resetForm(base, s) {
         ? `skips ${p.skip}${p.exact ? "" : "+"} messages not consumed yet`
         : "changes nothing that will be delivered";
     const sample = p.sample.map((m) => el("tr", {}, el("td", { class: "mono" }, m.id), el("td", {}, when(m.publish_time)), el("td", { class: "payload" }, payloadAs(m.payload, "text"))));
-    const box = el("div", { id: "reset-preview" }, el("p", {}, `A reset to ${typeof body.start === "number" ? when(body.start) : body.start} ${what}.`),
+    const box = el("div", { id: "reset-preview" }, el("p", {}, `A reset of ${target} to ${typeof body.start === "number" ? when(body.start) : body.start} ${what}.`),
       sample.length ? el("div", {}, el("p", { class: "muted" }, p.redeliver ? "The first of them:" : "The first skipped:"), table(["id", "published", "payload"], sample)) : null,
       s.owner && !force.checked ? el("p", { class: "error" }, "A consumer holds it: the reset is refused unless forced.") : null);
-    confirmDialog(`Reset ${s.name}`, box, "Reset", async () => {
+    confirmDialog(`Reset subscription ${target}`, box, "Reset", async () => {
       await api(base + "/reset", { method: "POST", body });
       route();
-    });
+    }, opener);
   };
   return el("form", { class: "card", id: "reset", onsubmit: preview },
     el("h3", {}, "Reset"),
     el("div", { class: "toolbar" }, el("label", {}, "to", mode), el("label", {}, "time or id", value),
       el("label", {}, "take it from a consumer", force), el("button", { type: "submit", id: "preview" }, "Preview…")));
+}
+
+// Produce: one message typed here (payload as text, JSON or base64; key and headers as text), confirmed
+// with its target named, for a principal with publish on the topic.
+async function produceScreen(ns, t) {
+  const d = await api(topicPath(ns, t));
+  const target = `${d.namespace}:${d.topic}`;
+  const parts = [el("h1", {}, `Produce to ${target}`)];
+  if (!d.may_publish) {
+    screen.replaceChildren(...parts, el("p", { class: "error", id: "produce-refused" }, `${session.principal} may not publish to ${target}.`));
+    ready("produce");
+    return;
+  }
+  const payload = el("textarea", { id: "produce-payload", "aria-label": "payload" });
+  const encoding = el("select", { id: "produce-encoding" }, ["text", "json", "base64"].map((x) => el("option", { value: x }, x)));
+  const key = el("input", { id: "produce-key", placeholder: "none" });
+  const headers = el("textarea", { id: "produce-headers", "aria-label": "headers, one name: value a line", placeholder: "name: value (one a line)" });
+  const transactional = el("input", { type: "checkbox", id: "produce-tx" });
+  const result = el("p", { id: "produce-result", role: "status" });
+  const send = (e) => {
+    e.preventDefault();
+    const lines = headers.value.split("\n").filter((line) => line.trim());
+    const bad = lines.find((line) => !line.includes(":"));
+    if (bad !== undefined) {
+      result.textContent = `a header line needs "name: value": ${bad}`;
+      return;
+    }
+    const body = {
+      target, payload: payload.value, encoding: encoding.value, key: key.value || null, transactional: transactional.checked,
+      headers: lines.map((line) => [line.slice(0, line.indexOf(":")).trim(), line.slice(line.indexOf(":") + 1).trim()]),
+    };
+    const box = el("div", { id: "produce-preview" },
+      el("p", {}, `Publishes one message to ${target}${body.transactional ? " in a transaction of its own" : ""}:`),
+      facts([["payload", `${body.payload.length} characters as ${body.encoding}`], ["key", body.key ?? "none"], ["headers", String(body.headers.length)]]));
+    confirmDialog(`Publish to ${target}`, box, "Publish", async () => {
+      const done = await api(topicPath(ns, t) + "/publish", { method: "POST", body });
+      result.textContent = `Published message ${done.id}${done.transaction ? ` in transaction ${done.transaction}` : ""}.`;
+    });
+  };
+  parts.push(el("form", { class: "card", id: "produce", onsubmit: send },
+    el("label", { class: "block" }, "payload", payload),
+    el("div", { class: "toolbar" }, el("label", {}, "payload as", encoding), el("label", {}, "key (text)", key),
+      el("label", {}, "in a transaction", transactional)),
+    el("label", { class: "block" }, "headers", headers),
+    el("div", { class: "toolbar" }, el("button", { type: "submit", id: "produce-send" }, "Publish…"))), result);
+  screen.replaceChildren(...parts);
+  ready("produce");
 }
 
 async function transactions() {
@@ -627,6 +898,9 @@ const SCREENS = {
   topics: (ns, t) => (ns ? topic(ns, t) : topics()),
   messages: (ns, t) => messagesScreen(ns, t),
   subscriptions: (ns, t, s) => subscriptions(ns, t, s),
+  produce: (ns, t) => produceScreen(ns, t),
+  tail: (ns, t) => tailScreen(ns, t),
+  search: (ns, t) => searchScreen(ns, t),
   transactions: () => transactions(),
   sweeper: () => sweeper(),
 };
@@ -635,7 +909,11 @@ async function route(refresh) {
   const [path] = location.hash.replace(/^#\/?/, "").split("?");
   const [name, ...args] = path.split("/").map(decodeURIComponent);
   const show = SCREENS[name] || SCREENS.overview;
-  if (!refresh) clearInterval(refreshTimer);
+  if (!refresh) {
+    clearInterval(refreshTimer);
+    shownScreen += 1;
+    closeDialog(); // a dialog belongs to the screen that opened it
+  }
   for (const a of document.querySelectorAll("header nav a")) a.classList.toggle("active", a.dataset.screen === (SCREENS[name] ? name : "overview"));
   if (refresh && !document.getElementById("modal").hidden) return; // never redraw under an open dialog
   if (refresh && document.activeElement && ["INPUT", "TEXTAREA", "SELECT"].includes(document.activeElement.tagName)) return;
@@ -658,6 +936,9 @@ async function start() {
     location.href = "/console/login";
   });
   window.addEventListener("hashchange", () => route());
+  document.addEventListener("keydown", (e) => {
+    if (e.key === "Escape") closeDialog();
+  });
   await route();
 }
 
