@@ -6,7 +6,7 @@ PYTEST_ARGS ?=
 # than the cores; each has a table prefix of its own. TEST_WORKERS=0 runs everything in one process.
 TEST_WORKERS ?= 4
 
-.PHONY: install demo test test-loaded test-unit test-pythons test-cluster cluster-start cluster-stop lint typecheck smoke bench-quick hbase-start hbase-stop bench-peers verify verify-quick verify-deps browser-deps console-screenshots clean
+.PHONY: install demo test test-loaded test-unit test-pythons test-hbase-versions test-cluster cluster-start cluster-stop lint typecheck smoke bench-quick hbase-start hbase-stop bench-peers verify verify-quick verify-deps browser-deps console-screenshots clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml launcher/pyproject.toml
 	python3 -m venv $(VENV)
@@ -42,11 +42,19 @@ test-unit: install  ## the unit tests only: seconds, no HBase
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 # The other supported Python versions (tests/pythons.sh): a virtualenv each (.venv-3.12, .venv-3.13) from pyenv's
-# interpreters, the unit tests and examples/quickstart.py against the running HBase in each.
+# interpreters, the unit tests in each, and the packaging smoke test (tests/smoke.sh: the wheel installed into a
+# fresh virtualenv, the quickstart against the running HBase) with each; `make smoke` is the one on .venv's Python.
 PYTHONS ?= 3.12 3.13
 
-test-pythons: install  ## the unit tests and the quickstart on Python $(PYTHONS) too (pyenv's; HBase must run)
+test-pythons: install  ## the unit tests and the wheel smoke test on Python $(PYTHONS) too (pyenv's; HBase must run)
 	bash tests/pythons.sh $(PYTHONS)
+
+# Older HBase releases (tests/hbase_versions.sh): for each, a local HBase of that release started in a home of its
+# own on a free port, the messaging, consumer, shared, transaction and sweeper tests against it, then stopped.
+HBASE_VERSIONS ?= 2.5.2
+
+test-hbase-versions: install  ## the core integration tests against HBase $(HBASE_VERSIONS) too (a local HBase each)
+	bash tests/hbase_versions.sh $(HBASE_VERSIONS)
 
 # The cluster group (tests/cluster): HDFS, ZooKeeper, a master, 3 region servers and 2 Thrift gateways, each a
 # JVM of its own (docs/operations.md#a-local-cluster), started for the run if not running and stopped at the end

@@ -67,17 +67,25 @@ def hbase() -> None:
 
 @hbase.command()
 @port_option
+@click.option(
+    "--hbase-version",
+    metavar="2.X.Y",
+    envvar="TMS_HBASE_VERSION",
+    show_envvar=True,
+    help="The HBase release to run (its -hadoop3 build from Maven Central: 2.5.2 or later) [default: 2.6.1].",
+)
 @click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds to wait for HBase to answer.")
 @json_option
 @handle_errors
-def start(thrift_port: int | None, timeout: float, as_json: bool) -> None:
+def start(thrift_port: int | None, hbase_version: str | None, timeout: float, as_json: bool) -> None:
     """Start HBase and its Thrift gateway on 127.0.0.1 and wait until a Thrift call works.
 
-    Idempotent: if it runs already, this only prints its address.
+    Idempotent: if it runs already, this only prints its address. One release per $TMS_HBASE_HOME: give another
+    its own home.
     """
     from tms_hbase_launcher import LocalHBase
 
-    address = LocalHBase(thrift_port=thrift_port).start(timeout=timeout)
+    address = LocalHBase(thrift_port=thrift_port, version=hbase_version).start(timeout=timeout)
     emit(
         as_json,
         {"thrift": address},

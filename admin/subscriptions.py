@@ -75,7 +75,8 @@ def _describe(d: dict) -> str:
         n = d["shared"]
         lines += [
             f"shared        ack timeout {n['ack_timeout_seconds']} s, max deliveries {n['max_deliveries']}, "
-            f"dead letters to {n['dead_letter'] or 'nowhere (counted only)'}",
+            f"dead letters to {n['dead_letter'] or 'nowhere (counted only)'}"
+            + (f", ordered by {n['ordering']}" if n.get("ordering") else ""),
             f"messages      {n['waiting']:,} waiting, {n['in_flight']:,} in flight ({n['consumers']} consumers), "
             f"{n['due']:,} due again",
             f"settled       {n['acknowledged']:,} acknowledged, {n['dead_lettered']:,} dead-lettered, "
@@ -107,6 +108,11 @@ def sub() -> None:
 @click.option("--max-deliveries", type=int, help="Shared: deliveries before a message is dead-lettered (default 5).")
 @click.option("--dead-letter", metavar="NS:TOPIC", help="Shared: the topic dead letters go to (default: none).")
 @click.option("--claim-size", type=int, help="Shared: positions a consumer reads at a time (default 16).")
+@click.option(
+    "--ordering",
+    type=click.Choice(["key"]),
+    help="Shared: 'key' delivers the messages of one key one at a time, in topic order (default: no order).",
+)
 @if_not_exists_option
 @json_option
 @pass_settings
@@ -121,6 +127,7 @@ def create(
     max_deliveries: int | None,
     dead_letter: str | None,
     claim_size: int | None,
+    ordering: str | None,
     if_not_exists: bool,
     as_json: bool,
 ) -> None:
@@ -139,6 +146,7 @@ def create(
                     max_deliveries=max_deliveries,
                     dead_letter=dead_letter,
                     claim_size=claim_size,
+                    ordering=ordering,
                 ),
                 True,
             )

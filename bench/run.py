@@ -4,8 +4,8 @@
 
 Benchmarks (docs/benchmarks.md): publish, writers, designs (the many-writer designs), fetch, keys (what a key
 and headers cost to publish and fetch), latency, seek, txlatency, sweeper, spark, gateway, gateway-aio, consumer,
-shared, aio (the asyncio client), console (the web console's screen times), transports (framed, compact and TLS
-against the plain Thrift transport).
+shared, shared-keyed (key-ordered shared subscriptions), aio (the asyncio client), console (the web console's
+screen times), transports (framed, compact and TLS against the plain Thrift transport).
 Progress goes to stderr, the report to stdout. Every table a run creates has a ``bench…`` prefix and is
 dropped afterwards. The exit code is 1 if any benchmark failed (its own checks included), 2 without HBase.
 
@@ -36,6 +36,7 @@ from . import (
     scale,
     seek,
     shared,
+    shared_keyed,
     spark,
     sweeper,
     transports,
@@ -61,6 +62,7 @@ BENCHMARKS: dict[str, Callable[[Settings], Result]] = {
     "gateway-aio": gateway_aio.run,
     "consumer": consumer.run,
     "shared": shared.run,
+    "shared-keyed": shared_keyed.run,
     "aio": aio.run,
     "console": console.run,
     "transports": transports.run,

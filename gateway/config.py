@@ -88,6 +88,7 @@ class Settings:
     # how the HBase Thrift gateway serves (None: as the environment says, else buffered, binary, no TLS)
     thrift_framed: bool | None = None
     thrift_compact: bool | None = None
+    thrift_http: bool | None = None
     thrift_tls: bool | None = None
     thrift_ca: str | None = None
     thrift_cert: str | None = None
@@ -101,6 +102,7 @@ class Settings:
         return library_config.ThriftTransport.resolve(
             framed=self.thrift_framed,
             compact=self.thrift_compact,
+            http=self.thrift_http,
             tls=self.thrift_tls,
             ca_file=self.thrift_ca,
             cert_file=self.thrift_cert,
@@ -146,6 +148,7 @@ _TYPES: dict[str, type[Any]] = {
     "max_client_connections": int,
     "thrift_framed": bool,
     "thrift_compact": bool,
+    "thrift_http": bool,
     "thrift_tls": bool,
     "thrift_ca": str,
     "thrift_cert": str,

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The supported Python versions (`make test-pythons`, and CI): for each VERSION given (e.g. 3.12 3.13), a
 # virtualenv .venv-VERSION made from pyenv's interpreter of that version (made and installed once, again when
-# setup.cfg or pyproject.toml change) with the package, its test extra and the launcher; in it, the unit tests
-# and examples/quickstart.py against a real HBase ($TMS_HBASE_THRIFT, else the local launcher's, started with
-# .venv's `tms-admin hbase start` if it does not run, and then stopped at the end). An interpreter that is
-# missing fails the run. Leaves the virtualenvs (for the next run); the quickstart's tables are dropped.
+# setup.cfg or pyproject.toml change) with the package, its test extra and the launcher; in it, the unit tests,
+# then the packaging smoke test (tests/smoke.sh with that Python: the wheel built, installed into a fresh
+# virtualenv and examples/quickstart.py run with it) against a real HBase ($TMS_HBASE_THRIFT, else the local
+# launcher's, started with .venv's `tms-admin hbase start` if it does not run, and then stopped at the end). An
+# interpreter that is missing fails the run. Leaves the virtualenvs (for the next run); the quickstart's tables
+# are dropped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pyenv_root="${PYENV_ROOT:-$HOME/.pyenv}"
@@ -61,14 +63,11 @@ for version in "$@"; do
     venv=".venv-$version"
     printf '\n== Python %s\n' "$version"
     "$venv/bin/python" -m pytest -p no:cacheprovider -q -n 2 tests/unit
-    prefix="py${version//./}x$$"
-    status=0
-    TMS_TABLE_PREFIX="$prefix" "$venv/bin/python" examples/quickstart.py >/dev/null || status=$?
-    TMS_TABLE_PREFIX="$prefix" "$venv/bin/python" -c 'from tms_hbase import MessagingClient
-with MessagingClient(timeout_seconds=60) as c: c.admin.drop_tables()' || echo "pythons: could not drop tables $prefix*"
-    if [ "$status" -ne 0 ]; then
-        echo "pythons: examples/quickstart.py failed on Python $version" >&2
-        exit "$status"
+    # the wheel, built and installed into a fresh virtualenv of this Python, runs the quickstart (tests/smoke.sh)
+    if ! PYTHON="$venv/bin/python" bash tests/smoke.sh >".venv-$version.smoke.log" 2>&1; then
+        cat ".venv-$version.smoke.log" >&2
+        echo "pythons: the wheel's smoke test failed on Python $version" >&2
+        exit 1
     fi
-    echo "quickstart on Python $version: passed"
+    echo "the wheel's smoke test (its install and the quickstart) on Python $version: passed"
 done

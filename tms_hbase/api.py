@@ -279,6 +279,7 @@ class MessagingService(Protocol):
         max_deliveries: int | None = None,
         dead_letter: TopicLike | None = None,
         claim_size: int | None = None,
+        ordering: str | None = None,
     ) -> Subscription:
         """A durable consume mark on the topic from ``start`` ("earliest", "latest" or a time in ms)."""
         ...

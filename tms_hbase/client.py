@@ -536,6 +536,7 @@ class MessagingClient(MessagingService):
         max_deliveries: int | None = None,
         dead_letter: TopicLike | None = None,
         claim_size: int | None = None,
+        ordering: str | None = None,
     ) -> Subscription:
         """A durable consume mark named ``name`` on the topic, consuming from ``start``: "earliest"
         (every readable message), "latest" (messages published from now on) or a publish time (ms).
@@ -544,14 +545,17 @@ class MessagingClient(MessagingService):
         docs/shared.md): ``ack_timeout_seconds`` (default 30) a delivery is held before it goes to
         another consumer, ``max_deliveries`` (default 5) before a message goes to the ``dead_letter``
         topic (default: none, dead letters are only counted), ``claim_size`` (default 16) positions a
-        consumer reads at a time. Raises SubscriptionAlreadyExists (unless ``exist_ok``: then the existing
-        subscription is returned as it is), TopicNotFound or InvalidArgument. Subscriptions go with their
+        consumer reads at a time, ``ordering="key"`` messages of one key one at a time in topic order
+        (the next only once the one before is settled; keyless ones in no order). Raises
+        SubscriptionAlreadyExists (unless ``exist_ok``: then the existing subscription is returned as it
+        is), TopicNotFound or InvalidArgument. Subscriptions go with their
         topic: deleting (and re-creating) the topic removes them.
         """
         options = {
             "ack_timeout_seconds": ack_timeout_seconds,
             "max_deliveries": max_deliveries,
             "claim_size": claim_size,
+            "ordering": ordering,
         }
         checks.subscription_options(shared, {**options, "dead_letter": dead_letter})
         self._ensure_subscriptions()

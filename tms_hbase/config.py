@@ -25,12 +25,15 @@ name them in its options without loading the Thrift client."""
 TRANSPORT_ENV = {
     "framed": "TMS_HBASE_THRIFT_FRAMED",
     "compact": "TMS_HBASE_THRIFT_COMPACT",
+    "http": "TMS_HBASE_THRIFT_HTTP",
     "tls": "TMS_HBASE_THRIFT_TLS",
     "ca_file": "TMS_HBASE_THRIFT_CA",
     "cert_file": "TMS_HBASE_THRIFT_CERT",
     "key_file": "TMS_HBASE_THRIFT_KEY",
 }
 """The environment variable of each :class:`ThriftTransport` field."""
+_SWITCHES = ("framed", "compact", "http", "tls")
+"""The :class:`ThriftTransport` fields that are on or off."""
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
 
 # HBase table qualifiers: word characters, '.' and '-', not starting with '.' or '-'.
@@ -79,20 +82,23 @@ class ThriftTransport:
     """How the client speaks to the HBase Thrift gateways; it must match how they serve.
 
     ``framed`` is HBase's ``hbase.regionserver.thrift.framed`` (else the buffered transport), ``compact``
-    its ``hbase.regionserver.thrift.compact`` (else the binary protocol), ``tls`` its
-    ``hbase.thrift.ssl.enabled``: the gateway's certificate is verified against ``ca_file`` (PEM; default:
+    its ``hbase.regionserver.thrift.compact`` (else the binary protocol), ``http`` its
+    ``hbase.regionserver.thrift.http`` (the HTTP transport: binary protocol, not framed), ``tls`` TLS to the
+    gateway (its ``hbase.thrift.ssl.enabled`` with ``http``: HTTPS; a TLS terminator in front of it without):
+    the gateway's certificate is verified against ``ca_file`` (PEM; default:
     the system's trusted CAs) and its host name; ``cert_file`` (PEM, with its key inside or in
     ``key_file``) is a client certificate to present."""
 
     framed: bool = False
     compact: bool = False
+    http: bool = False
     tls: bool = False
     ca_file: str | None = None
     cert_file: str | None = None
     key_file: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("framed", "compact", "tls"):
+        for name in _SWITCHES:
             if not isinstance(getattr(self, name), bool):
                 raise InvalidArgument(f"thrift {name} must be true or false, not {getattr(self, name)!r}")
         for name in ("ca_file", "cert_file", "key_file"):
@@ -103,6 +109,11 @@ class ThriftTransport:
                 raise InvalidArgument(f"thrift {name} is given but TLS is off: turn TLS on too (--thrift-tls)")
         if self.key_file is not None and self.cert_file is None:
             raise InvalidArgument("thrift key_file is given without cert_file (the client certificate)")
+        if self.http and (self.framed or self.compact):
+            raise InvalidArgument(
+                "the Thrift HTTP transport is neither framed nor compact: HBase's HTTP gateway speaks the binary "
+                "protocol in HTTP requests (turn framed and compact off)"
+            )
 
     @classmethod
     def resolve(cls, **given: Any) -> ThriftTransport:
@@ -113,7 +124,7 @@ class ThriftTransport:
             value = given.pop(name, None)
             if value is None and env in os.environ:
                 value = os.environ[env]
-                if name in ("framed", "compact", "tls"):
+                if name in _SWITCHES:
                     value = _switch(env, value)
             if value is not None:
                 values[name] = value
@@ -125,7 +136,7 @@ class ThriftTransport:
         """What the gateway must serve, as a user names it: e.g. ``framed transport, compact protocol, TLS``."""
         return ", ".join(
             [
-                "framed transport" if self.framed else "buffered transport",
+                "HTTP transport" if self.http else "framed transport" if self.framed else "buffered transport",
                 "compact protocol" if self.compact else "binary protocol",
                 *(["TLS"] if self.tls else []),
             ]
@@ -152,7 +163,7 @@ class Config:
     ``thrift`` lists HBase Thrift gateways (``host:port``; a client fails over to the next when one
     cannot be reached), ``prefix`` names the installation's tables, ``timeout_seconds`` is the
     deadline of each operation and ``retry`` the policy for failures worth trying again; ``transport``
-    says how the gateways serve (:class:`ThriftTransport`: framed, compact, TLS). Build one
+    says how the gateways serve (:class:`ThriftTransport`: framed, compact, HTTP, TLS). Build one
     with :meth:`resolve` to fill in the environment and the defaults; it is immutable and picklable
     (ship it to Spark executors as it is).
     """

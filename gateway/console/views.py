@@ -218,6 +218,7 @@ def _subscription(s: Subscription, lag: Lag | None) -> dict:
             "max_deliveries": shared.max_deliveries,
             "dead_letter": None if shared.dead_letter is None else str(shared.dead_letter),
             "late_acks": shared.late_acks,
+            "ordering": shared.ordering,
         },
     }
 

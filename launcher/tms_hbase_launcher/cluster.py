@@ -37,7 +37,7 @@ from tms_hbase_launcher.cluster_conf import (
     split_name,
     write_cluster_conf,
 )
-from tms_hbase_launcher.jars import resolve_jars
+from tms_hbase_launcher.jars import hbase_jars
 from tms_hbase_launcher.javac import compile_java
 from tms_hbase_launcher.local import (
     JDK17_FLAGS,
@@ -52,7 +52,6 @@ from tms_hbase_launcher.local import (
 )
 from tms_hbase_launcher.paths import (
     HBASE_VERSION,
-    POM,
     LauncherPaths,
     default_home,
     default_jars_root,
@@ -180,13 +179,7 @@ class ClusterHBase:
                 for port in layout.ports_of(name):
                     _require_free(port, name)
             java = _find_java()
-            resolve_jars(
-                POM,
-                self.jar_paths.jars,
-                f"HBase {HBASE_VERSION} jars",
-                self.progress,
-                expect=f"hbase-server-{HBASE_VERSION}-hadoop3.jar",
-            )
+            hbase_jars(self.jar_paths, self.progress)
             self._write_state({"version": HBASE_VERSION, "layout": layout.as_dict(), "started_at": time.time()})
             if not missing:
                 self.progress("the local HBase cluster runs already")

@@ -1,7 +1,8 @@
 """An extra HBase Thrift1 gateway on the running local HBase: a stock ``org.apache.hadoop.hbase.thrift.ThriftServer``
-JVM, from the launcher's jars, serving the framed transport and/or the compact protocol as HBase's settings say
-(``hbase.regionserver.thrift.framed``, ``hbase.regionserver.thrift.compact``). What the client's transports are
-tested against; the local HBase itself (its gateway included) is left as it is."""
+JVM, from the launcher's jars, serving the framed transport and/or the compact protocol, or the HTTP transport with
+or without TLS, as HBase's settings say (``hbase.regionserver.thrift.framed``, ``hbase.regionserver.thrift.compact``,
+``hbase.regionserver.thrift.http``, ``hbase.thrift.ssl.enabled``). What the client's transports are tested
+against; the local HBase itself (its gateway included) is left as it is."""
 
 from __future__ import annotations
 
@@ -28,9 +29,32 @@ MAX_FRAME_MB = 64
 """The framed server's largest request (HBase's default is 2 MB, less than one default-sized publish batch)."""
 
 
-def gateway_settings(framed: bool, compact: bool) -> dict[str, str]:
-    """The hbase-site.xml settings that make a Thrift1 gateway serve ``framed`` and ``compact`` (what
-    docs/existing-cluster.md tells an operator to set)."""
+@dataclass(frozen=True)
+class Keystore:
+    """The gateway's TLS certificate and key: a PKCS #12 (or JKS, ``kind``) file and its password."""
+
+    path: Path
+    password: str
+    kind: str = "pkcs12"
+
+
+def gateway_settings(
+    framed: bool = False, compact: bool = False, *, http: bool = False, keystore: Keystore | None = None
+) -> dict[str, str]:
+    """The hbase-site.xml settings that make a Thrift1 gateway serve ``framed`` and ``compact``, or ``http``
+    (HTTP transport, TLS with ``keystore``): what docs/existing-cluster.md tells an operator to set."""
+    if http:
+        settings = {"hbase.regionserver.thrift.http": "true"}
+        if keystore is not None:
+            settings |= {
+                "hbase.thrift.ssl.enabled": "true",
+                "hbase.thrift.ssl.keystore.store": str(keystore.path),
+                "hbase.thrift.ssl.keystore.password": keystore.password,
+                "hbase.thrift.ssl.keystore.type": keystore.kind,
+            }
+        return settings
+    if keystore is not None:
+        raise LauncherError("HBase's Thrift gateway serves TLS on its HTTP transport only")
     settings = {
         "hbase.regionserver.thrift.framed": str(framed).lower(),
         "hbase.regionserver.thrift.compact": str(compact).lower(),
@@ -85,10 +109,17 @@ class ThriftGateway:
 
 
 def start_gateway(
-    framed: bool, compact: bool, *, local: LocalHBase | None = None, timeout: float = 180.0
+    framed: bool = False,
+    compact: bool = False,
+    *,
+    http: bool = False,
+    keystore: Keystore | None = None,
+    local: LocalHBase | None = None,
+    timeout: float = 180.0,
 ) -> ThriftGateway:
-    """Start a gateway on the running local HBase (its ZooKeeper) and wait until it accepts connections;
-    LauncherError if the local HBase is not running or the gateway does not come up within ``timeout``."""
+    """Start a gateway serving as :func:`gateway_settings` says on the running local HBase (its ZooKeeper) and
+    wait until it accepts connections; LauncherError if the local HBase is not running or the gateway does not
+    come up within ``timeout``."""
     local = local or LocalHBase(progress=lambda _message: None)
     state = read_state(local.paths.state)
     if not state or not local.status().running:
@@ -101,7 +132,7 @@ def start_gateway(
         "hbase.zookeeper.property.clientPort": str(state["zk_port"]),
         "hbase.client.keyvalue.maxsize": str(64 * 1024 * 1024),
         "hbase.thrift.info.bindAddress": HOST,
-        **gateway_settings(framed, compact),
+        **gateway_settings(framed, compact, http=http, keystore=keystore),
     }
     (conf / "hbase-site.xml").write_text(site_xml(properties))
     (conf / "log4j2.properties").write_text(LOG4J2)

@@ -10,16 +10,25 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tms_hbase.errors import LauncherError
+from tms_hbase_launcher.paths import HBASE_VERSION, POM, LauncherPaths
 
 Progress = Callable[[str], None]
 
 
-def resolve_jars(pom: Path, root: Path, what: str, progress: Progress, expect: str | None = None) -> Path:
-    """``root/lib`` holding the runtime dependencies of ``pom``, downloaded unless a download for
-    this exact pom is cached. Parallel callers wait for one download (a file lock). ``expect`` names a
-    jar that must be there afterwards."""
+def resolve_jars(
+    pom: Path,
+    root: Path,
+    what: str,
+    progress: Progress,
+    expect: str | None = None,
+    properties: dict[str, str] | None = None,
+) -> Path:
+    """``root/lib`` holding the runtime dependencies of ``pom`` (its ``properties`` set as given), downloaded
+    unless a download for this exact pom and properties is cached. Parallel callers wait for one download (a
+    file lock). ``expect`` names a jar that must be there afterwards."""
     lib, marker = root / "lib", root / ".complete"
-    digest = hashlib.sha256(pom.read_bytes()).hexdigest()
+    given = [f"-D{name}={value}" for name, value in sorted((properties or {}).items())]
+    digest = hashlib.sha256(pom.read_bytes() + "\n".join(given).encode()).hexdigest()
     root.mkdir(parents=True, exist_ok=True)
     with open(root / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -37,7 +46,7 @@ def resolve_jars(pom: Path, root: Path, what: str, progress: Progress, expect: s
         progress(f"downloading {what} with Maven into {lib} (first time only)")
         log = root / "mvn.log"
         cmd = [mvn, "-B", "-f", str(pom), "dependency:copy-dependencies", f"-DoutputDirectory={lib}"]
-        cmd.append("-DincludeScope=runtime")
+        cmd += ["-DincludeScope=runtime", *given]
         downloaded = 0
         with open(log, "w") as out:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -60,3 +69,20 @@ def resolve_jars(pom: Path, root: Path, what: str, progress: Progress, expect: s
         progress(f"  {len(jars)} jars ready ({downloaded} files downloaded)")
         marker.write_text(digest + "\n")
         return lib
+
+
+def hbase_jars(paths: LauncherPaths, progress: Progress) -> Path:
+    """The folder of the jars of HBase ``paths.version`` (:func:`resolve_jars` of the launcher's pom for that
+    release: its -hadoop3 build). Another release than :data:`HBASE_VERSION` runs that one's Thrift gateway
+    (hbase-thrift): Maven Central has none of the 2.5.x releases."""
+    version = paths.version
+    return resolve_jars(
+        POM,
+        paths.jars,
+        f"HBase {version} jars",
+        progress,
+        expect=f"hbase-server-{version}-hadoop3.jar",
+        properties={}
+        if version == HBASE_VERSION
+        else {"hbase.version": version, "hbase.thrift.version": HBASE_VERSION},
+    )

@@ -17,14 +17,13 @@ from pathlib import Path
 import happybase
 
 from tms_hbase.errors import LauncherError
-from tms_hbase_launcher.jars import resolve_jars
+from tms_hbase_launcher.jars import hbase_jars
 from tms_hbase_launcher.javac import compile_java
 from tms_hbase_launcher.paths import (
-    HBASE_VERSION,
-    POM,
     LauncherPaths,
     default_home,
     default_jars_root,
+    hbase_version,
     read_state,
     write_state,
 )
@@ -124,9 +123,10 @@ class LocalHBase:
         home: Path | None = None,
         thrift_port: int | None = None,
         progress: Progress = _stderr,
+        version: str | None = None,
     ) -> None:
         home = home or default_home()
-        self.paths = LauncherPaths(home, default_jars_root(home))
+        self.paths = LauncherPaths(home, default_jars_root(home), hbase_version(version))
         env_port = os.environ.get("TMS_LOCAL_THRIFT_PORT")
         self.thrift_port = thrift_port or (int(env_port) if env_port else DEFAULT_THRIFT_PORT)
         self.progress = progress
@@ -155,26 +155,20 @@ class LocalHBase:
             self.stop()
         java = _find_java()
         _require_free(HOST, self.thrift_port, "--thrift-port or TMS_LOCAL_THRIFT_PORT")
-        resolve_jars(
-            POM,
-            self.paths.jars,
-            f"HBase {HBASE_VERSION} jars",
-            self.progress,
-            expect=f"hbase-server-{HBASE_VERSION}-hadoop3.jar",
-        )
+        hbase_jars(self.paths, self.progress)
         classes = compile_java(java, REGION_SERVER_SOURCE, self.paths.classes, self.paths.lib)
         zk_port, web_port = _free_port(), _free_port()
         for folder in (self.paths.data, self.paths.logs):
             folder.mkdir(parents=True, exist_ok=True)
         write_conf(self.paths, zk_port, web_port)
-        self.progress(f"starting HBase {HBASE_VERSION} (logs in {self.paths.logs})")
+        self.progress(f"starting HBase {self.paths.version} (logs in {self.paths.logs})")
         region_server = [
             *("-D", f"hbase.regionserver.impl={REGION_SERVER_SOURCE.stem}"),
             *("-D", f"tms.thrift.bind={HOST}", "-D", f"tms.thrift.port={self.thrift_port}"),
         ]
         pids = {"master": self._spawn(java, classes, [MASTER_CLASS, *region_server, "start"])}
         state = {
-            "version": HBASE_VERSION,
+            "version": self.paths.version,
             "thrift_port": self.thrift_port,
             "zk_port": zk_port,
             "web_port": web_port,
@@ -230,7 +224,7 @@ class LocalHBase:
                 kind = NOT_SERVING if _accepts(HOST, state["thrift_port"]) else THRIFT_DOWN
         return LocalStatus(
             home=str(self.paths.home),
-            version=HBASE_VERSION,
+            version=(state or {}).get("version", self.paths.version),
             running=running,
             answering=answering,
             thrift_address=address,
@@ -392,7 +386,7 @@ def _find_java() -> str:
     out = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
     match = re.search(r'version "(\d+)', out)
     if not match or int(match.group(1)) < 11:
-        raise LauncherError(f"HBase {HBASE_VERSION} needs Java 11 or newer; {java} says: {out.strip()}")
+        raise LauncherError(f"HBase 2 needs Java 11 or newer; {java} says: {out.strip()}")
     return java
 
 

@@ -4,13 +4,29 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from tms_hbase.errors import LauncherError
+
 HBASE_VERSION = "2.6.1"
-"""The pinned HBase release; its -hadoop3 build runs on JDK 17 (see pom.xml beside this file)."""
+"""The HBase release the launcher runs unless told otherwise; its -hadoop3 build runs on JDK 17 (see pom.xml
+beside this file)."""
+VERSION_ENV = "TMS_HBASE_VERSION"
+"""Another HBase release to run (2.5.2 and later, the -hadoop3 builds on Maven Central; tested: see the Makefile's
+test-hbase-versions), for testing against what users run."""
 
 POM = Path(__file__).with_name("pom.xml")
+
+
+def hbase_version(explicit: str | None = None) -> str:
+    """The HBase release to run: ``explicit``, else ``$TMS_HBASE_VERSION``, else :data:`HBASE_VERSION`;
+    LauncherError unless it is a release number (x.y.z)."""
+    version = explicit or os.environ.get(VERSION_ENV) or HBASE_VERSION
+    if not re.fullmatch(r"2\.[0-9]+\.[0-9]+", version):
+        raise LauncherError(f"bad HBase version {version!r} (${VERSION_ENV}): expected a 2.x.y release, e.g. 2.5.2")
+    return version
 
 
 def default_home() -> Path:
@@ -34,10 +50,11 @@ class LauncherPaths:
 
     home: Path
     jars_root: Path
+    version: str = HBASE_VERSION
 
     @property
     def jars(self) -> Path:
-        return self.jars_root / f"hbase-{HBASE_VERSION}"
+        return self.jars_root / f"hbase-{self.version}"
 
     @property
     def lib(self) -> Path:

@@ -185,3 +185,16 @@ def test_a_replay_passes_over_letters_whose_topic_was_deleted(client: MessagingC
     assert [(r["payload"], str(gone) in r["reason"]) for r in done["refused"]] == [("lost", True)]
     assert [m.payload for m in client.fetch(Q)] == [b"first", b"last"]
     assert ok(tms_env, "sub", "dead-letters", str(Q), "work").stdout.strip() == "no dead letters"
+
+
+def test_a_key_ordered_subscription_from_the_command_line(client: MessagingClient, tms_env: dict[str, str]) -> None:
+    ok(tms_env, "init")
+    client.create_topic(Q)
+    for bad in (["--ordering", "key"], ["--shared", "--ordering", "fifo"]):
+        refused = tms_admin(tms_env, "sub", "create", str(Q), "work", *bad)
+        assert refused.returncode != 0, (bad, refused.stderr)
+    assert client.list_subscriptions(Q) == []  # nothing created
+    ok(tms_env, "sub", "create", str(Q), "work", "--shared", "--ordering", "key")
+    assert json.loads(ok(tms_env, "sub", "get", str(Q), "work", "--json").stdout)["shared"]["ordering"] == "key"
+    shown = ok(tms_env, "sub", "get", str(Q), "work").stdout
+    assert "ordered by key" in shown

@@ -436,3 +436,24 @@ actions = ["publish"]
         assert mine.status_code == 200, mine.text
     assert [s.name for s in direct.list_subscriptions(topic)] == ["work"]
     assert direct.get_subscription(topic, "work").shared.acknowledged == 1  # type: ignore[union-attr]
+
+
+def test_a_key_ordered_subscription_through_the_rest_api(http: httpx.Client, gateway: GatewayProcess) -> None:
+    """``"ordering": "key"`` makes a key-ordered shared subscription (shown in its numbers); on an exclusive
+    one, or any other ordering, 400 and nothing is created; the gateway client passes it."""
+    t = TopicId(f"n{uuid.uuid4().hex[:10]}", "orders")
+    with GatewayClient(gateway.url) as client:
+        client.create_topic(t)
+        for bad in ({"ordering": "key"}, {"shared": True, "ordering": "fifo"}, {"shared": True, "ordering": 1}):
+            assert_error(http.put(url(t, "s"), json=bad), 400, "InvalidArgument")
+        with pytest.raises(InvalidArgument):
+            client.create_subscription(t, "s", ordering="key")
+        assert client.list_subscriptions(t) == []
+        created = http.put(url(t, "s"), json={"shared": True, "ordering": "key"})
+        assert created.status_code in (200, 201), created.text
+        assert http.get(url(t, "s")).json()["shared"]["ordering"] == "key"
+        client.create_subscription(t, "s2", shared=True, ordering="key")
+        shared = client.get_subscription(t, "s2").shared
+        assert shared is not None and shared.ordering == "key"
+        plain = client.create_subscription(t, "s3", shared=True)
+        assert plain.name == "s3" and client.get_subscription(t, "s3").shared.ordering is None  # type: ignore[union-attr]

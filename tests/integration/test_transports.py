@@ -1,6 +1,7 @@
 """The client over every Thrift transport a gateway may serve, for real: a stock HBase ThriftServer JVM on the
-local HBase per mode (framed, compact, framed+compact, from tms_hbase_launcher.gateway), and TLS (a TLS terminator
-in front of the shared gateway, with a test CA and a required client certificate). Publish, fetch, a consumer, a
+local HBase per mode (framed, compact, framed+compact, HTTP, and HTTPS with the gateway's own TLS and a
+certificate of a test CA, from tms_hbase_launcher.gateway), and TLS on the binary transport (a TLS terminator in
+front of the shared gateway, with a test CA and a required client certificate). Publish, fetch, a consumer, a
 shared consumer and the asyncio client work on each; a client that speaks another transport, an untrusted
 certificate or a missing client certificate get a clear error, never a hang until the deadline."""
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import socket
 import ssl
 import subprocess
 import sys
@@ -19,19 +21,23 @@ from pathlib import Path
 import httpx
 import pytest
 import trustme
+from cryptography.hazmat.primitives.serialization import BestAvailableEncryption, load_pem_private_key, pkcs12
+from cryptography.x509 import load_pem_x509_certificate
 
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.aio import AsyncMessagingClient
 from tms_hbase.config import TRANSPORT_ENV, Config, ThriftTransport
 from tms_hbase.errors import HBaseUnavailable
-from tms_hbase_launcher.gateway import ThriftGateway, start_gateway
+from tms_hbase.storage.connection import HBaseConnection
+from tms_hbase.storage.hbase import Table
+from tms_hbase_launcher.gateway import Keystore, ThriftGateway, start_gateway
 
 from ..gateway_server import GatewayProcess
 from ..tls_proxy import TlsTerminator
 
 pytestmark = [pytest.mark.transports, pytest.mark.slow]
 
-MODES = ["framed", "compact", "framed+compact", "tls"]
+MODES = ["framed", "compact", "framed+compact", "http", "https", "tls"]
 TIMEOUT = 60.0  # the clients' deadline: generous for a loaded machine; a failure is expected well before it
 
 
@@ -69,6 +75,25 @@ def _tls_files(folder: Path) -> tuple[trustme.CA, Path, Path]:
     return ca, ca_file, client_file
 
 
+def _keystore(ca: trustme.CA, folder: Path) -> Keystore:
+    """The gateway's certificate for 127.0.0.1 and localhost, signed by ``ca``, in a PKCS #12 keystore."""
+    leaf = ca.issue_cert("127.0.0.1", "localhost")
+    key = load_pem_private_key(leaf.private_key_pem.bytes(), None)
+    cert, *chain = (load_pem_x509_certificate(blob.bytes()) for blob in leaf.cert_chain_pems)
+    password = "keystore-secret"
+    path = folder / "gateway.p12"
+    path.write_bytes(
+        pkcs12.serialize_key_and_certificates(
+            b"gateway",
+            key,
+            cert,
+            chain or None,
+            BestAvailableEncryption(password.encode()),  # type: ignore[arg-type]
+        )
+    )
+    return Keystore(path, password)
+
+
 @pytest.fixture(scope="module", params=MODES)
 def served(
     request: pytest.FixtureRequest, hbase_address: str, tmp_path_factory: pytest.TempPathFactory
@@ -95,6 +120,25 @@ def served(
             },
         )
         terminator.close()
+        return
+    if mode in ("http", "https"):
+        folder = tmp_path_factory.mktemp(mode)
+        ca, ca_file, _client = _tls_files(folder)
+        keystore = _keystore(ca, folder) if mode == "https" else None
+        gateway = start_gateway(http=True, keystore=keystore)
+        good = ThriftTransport(http=True, tls=True, ca_file=str(ca_file)) if keystore else ThriftTransport(http=True)
+        wrong = {"not an HBase Thrift reply": ThriftTransport()}  # the binary transport
+        if keystore:
+            wrong = {
+                "not accepted": ThriftTransport(http=True, tls=True),  # the system's CAs only
+                "closed the connection": ThriftTransport(http=True),  # no TLS
+            }
+        else:
+            wrong["TLS failed"] = ThriftTransport(http=True, tls=True)
+        try:
+            yield Served(mode, gateway.address, good, wrong, gateway)
+        finally:
+            gateway.stop()
         return
     framed, compact = "framed" in mode, "compact" in mode
     gateway = start_gateway(framed, compact)
@@ -172,6 +216,26 @@ def test_the_asyncio_client(served: Served, installation: str) -> None:
     assert polled == fetched
 
 
+@pytest.mark.parametrize("served", ["http"], indirect=True)
+def test_a_call_that_is_not_retried_after_the_http_gateway_closed_idle_connections_goes_through(
+    served: Served, installation: str
+) -> None:
+    """HBase's HTTP server closes a connection idle for 30 s, sooner than its binary one: a compare-and-set
+    (never retried, as it may have landed) on a connection the pool kept that long would fail."""
+    with MessagingClient(config=served.config(installation)) as client:
+        name = client.installation.metadata.name
+    host, port = served.address.rsplit(":", 1)
+    pool = HBaseConnection(host, int(port), pool_size=1, timeout=TIMEOUT, transport=served.transport)
+    try:
+        table = Table(pool, name)
+        assert table.compare_and_set(b"idle", b"d:x", None, b"1")
+        with socket.create_connection((host, int(port)), timeout=TIMEOUT * 2) as idle:  # younger than the pool's
+            assert idle.recv(1) == b"", "the gateway answered a request never made"  # it closed it: idle too long
+        assert table.compare_and_set(b"idle", b"d:x", b"1", b"2")
+    finally:
+        pool.close()
+
+
 @pytest.mark.parametrize("driver", ["sync", "asyncio"])
 def test_a_client_speaking_otherwise_gets_a_clear_error_not_a_hang(
     served: Served, installation: str, driver: str
@@ -196,18 +260,18 @@ def test_a_client_speaking_otherwise_gets_a_clear_error_not_a_hang(
 
 def _flags(transport: ThriftTransport) -> list[str]:
     """The command-line options that say ``transport``."""
-    flags = [*(["--thrift-framed"] if transport.framed else []), *(["--thrift-compact"] if transport.compact else [])]
-    if transport.tls:
-        flags += ["--thrift-tls", "--thrift-ca", str(transport.ca_file), "--thrift-cert", str(transport.cert_file)]
-    return flags
+    switches = {"--thrift-framed": transport.framed, "--thrift-compact": transport.compact}
+    switches |= {"--thrift-http": transport.http, "--thrift-tls": transport.tls}
+    files = {"--thrift-ca": transport.ca_file, "--thrift-cert": transport.cert_file}
+    return [flag for flag, on in switches.items() if on] + [a for f, v in files.items() if v for a in (f, v)]
 
 
 def _toml(transport: ThriftTransport) -> str:
     """The TOML lines that say ``transport`` (the gateway's and the sweeper's config files)."""
-    lines = [f"thrift_framed = {str(transport.framed).lower()}", f"thrift_compact = {str(transport.compact).lower()}"]
-    if transport.tls:
-        lines += ["thrift_tls = true", f'thrift_ca = "{transport.ca_file}"', f'thrift_cert = "{transport.cert_file}"']
-    return "\n".join(lines) + "\n"
+    switches = {"framed": transport.framed, "compact": transport.compact, "http": transport.http, "tls": transport.tls}
+    lines = [f"thrift_{name} = {str(on).lower()}" for name, on in switches.items()]
+    files = {"ca": transport.ca_file, "cert": transport.cert_file}
+    return "\n".join(lines + [f'thrift_{name} = "{path}"' for name, path in files.items() if path]) + "\n"
 
 
 def _env(transport: ThriftTransport) -> dict[str, str]:

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tms_hbase.shared.state import Claim, ClaimState, new_delivery
+from tms_hbase.shared.state import Claim, ClaimState, key_of, new_delivery
 from tms_hbase.shared.store import UNSETTLED
 
 OWNERS = [None, "host:123:abcdef12", 'quote" backslash\\ unicode é ☃']
@@ -18,10 +18,11 @@ OWNERS = [None, "host:123:abcdef12", 'quote" backslash\\ unicode é ☃']
 @pytest.mark.parametrize("owner", OWNERS)
 @pytest.mark.parametrize("tx", [None, 0, 123_456_789_012])
 @pytest.mark.parametrize("incarnation", [0, 1, 2**52 - 1])
+@pytest.mark.parametrize("key", [None, key_of(b"order-7")])
 def test_a_claim_cell_is_sorted_compact_json_that_decodes_to_the_same_claim(
-    state: ClaimState, owner: str | None, tx: int | None, incarnation: int
+    state: ClaimState, owner: str | None, tx: int | None, incarnation: int, key: str | None
 ) -> None:
-    claim = Claim(state, owner, 1_795_686_840_186, 3, 1_795_686_840_000, tx, incarnation)
+    claim = Claim(state, owner, 1_795_686_840_186, 3, 1_795_686_840_000, tx, incarnation, key)
     data = claim.encode()
     assert Claim.decode(data) == claim
     assert data == json.dumps(json.loads(data), sort_keys=True, separators=(",", ":")).encode()

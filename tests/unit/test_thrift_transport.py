@@ -24,6 +24,7 @@ def no_transport_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_default_is_what_hbase_serves_by_default() -> None:
     assert Config().transport == Config.resolve().transport == ThriftTransport()
     assert ThriftTransport().describe() == "buffered transport, binary protocol"
+    assert ThriftTransport(http=True, tls=True).describe() == "HTTP transport, binary protocol, TLS"
 
 
 def test_arguments_win_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -32,6 +33,10 @@ def test_arguments_win_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
     assert Config.resolve().transport == ThriftTransport(framed=True, compact=True)
     assert ThriftTransport.resolve(framed=False) == ThriftTransport(compact=True)
     assert config_from_options(None, None, 5.0, thrift_compact=False).transport == ThriftTransport(framed=True)
+    monkeypatch.setenv("TMS_HBASE_THRIFT_HTTP", "on")
+    with pytest.raises(InvalidArgument, match="neither framed nor compact"):
+        Config.resolve()
+    assert ThriftTransport.resolve(framed=False, compact=False) == ThriftTransport(http=True)
 
 
 @pytest.mark.parametrize("text", ["maybe", "2", "enabled"])
@@ -48,6 +53,8 @@ def test_a_switch_that_is_not_one_is_refused(monkeypatch: pytest.MonkeyPatch, te
         ({"tls": True, "key_file": "k.pem"}, "without cert_file"),
         ({"tls": True, "ca_file": ""}, "file path"),
         ({"framed": "true"}, "true or false"),
+        ({"http": True, "framed": True}, "neither framed nor compact"),
+        ({"http": True, "compact": True}, "neither framed nor compact"),
     ],
 )
 def test_nonsense_combinations_are_refused(given: dict, says: str) -> None:

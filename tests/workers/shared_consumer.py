@@ -2,17 +2,19 @@
 
 Usage: python -m tests.workers.shared_consumer TOPIC SUBSCRIPTION OUT_FILE [options]
 
-Appends one fsynced line per event to OUT_FILE, so the file tells exactly what this process saw:
+Appends one fsynced line per event to OUT_FILE, so the file tells exactly what this process saw; each
+line ends with the host's monotonic clock in µs (one clock for every process of the host) when it was noted:
 
     ready OWNER
-    got PAYLOAD DELIVERIES DEADLINE AT     (AT: HBase's clock when receive returned, ms)
-    acking PAYLOAD                         (before the ack call)
-    acked PAYLOAD                          (the ack returned)
-    late PAYLOAD                           (the ack was refused: NotHeld)
-    nacked PAYLOAD                         (a poison message given back)
+    got PAYLOAD DELIVERIES DEADLINE AT T   (AT: HBase's clock when receive returned, ms)
+    acking PAYLOAD T                       (before the ack call)
+    acked PAYLOAD T                        (the ack returned)
+    late PAYLOAD T                         (the ack was refused: NotHeld)
+    nacked PAYLOAD T                       (a poison message given back)
 
 ``--poison P`` nacks every delivery of payload P instead of acknowledging it; ``--delay`` is the work
-per message in seconds. Ends with exit 0 once a receive finds nothing for ``--idle`` seconds.
+per message in seconds. Ends with exit 0 once a receive finds nothing for ``--idle`` seconds. With
+``--count`` it notes nothing per message and, at the end, writes ``done N`` (the messages it acknowledged).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ def main() -> None:
     parser.add_argument("--idle", type=float, default=3.0)
     parser.add_argument("--batch", type=int, default=3)
     parser.add_argument("--poison")
+    parser.add_argument("--count", action="store_true")
     args = parser.parse_args()
     with (
         MessagingClient(create_tables=False) as client,
@@ -41,15 +44,26 @@ def main() -> None:
     ):
 
         def note(line: str) -> None:
-            out.write(line + "\n")
+            out.write(f"{line} {time.monotonic_ns() // 1000}\n")
             out.flush()
             os.fsync(out.fileno())
 
         note(f"ready {consumer.owner}")
+        done = 0
         while True:
             got = consumer.receive(args.batch, args.idle)
             if not got:
+                if args.count:
+                    note(f"done {done}")
                 return
+            if args.count:
+                for d in got:
+                    try:
+                        consumer.ack(d)
+                    except NotHeld:
+                        continue  # held past its deadline: another consumer acknowledges it
+                    done += 1
+                continue
             at = client.hbase_clock.now_ms()
             for d in got:
                 note(f"got {d.payload.decode()} {d.deliveries} {d.deadline} {at}")

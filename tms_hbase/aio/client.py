@@ -298,6 +298,7 @@ class AsyncMessagingClient(AsyncMessagingService):
         max_deliveries: int | None = None,
         dead_letter: TopicLike | None = None,
         claim_size: int | None = None,
+        ordering: str | None = None,
     ) -> Subscription:
         """A durable consume mark on the topic from ``start`` ("earliest", "latest" or a time in ms)."""
         return await self._run(
@@ -311,6 +312,7 @@ class AsyncMessagingClient(AsyncMessagingService):
                 max_deliveries=max_deliveries,
                 dead_letter=dead_letter,
                 claim_size=claim_size,
+                ordering=ordering,
             )
         )
 

@@ -210,10 +210,11 @@ class AsyncGatewayClient(AsyncMessagingService):
         max_deliveries: int | None = None,
         dead_letter: TopicLike | None = None,
         claim_size: int | None = None,
+        ordering: str | None = None,
     ) -> Subscription:
         """SubscriptionAlreadyExists, unless ``exist_ok`` (then the existing one is returned as it is)."""
         options: dict[str, object] = {"ack_timeout_seconds": ack_timeout_seconds, "max_deliveries": max_deliveries}
-        options |= {"claim_size": claim_size, "dead_letter": dead_letter}
+        options |= {"claim_size": claim_size, "dead_letter": dead_letter, "ordering": ordering}
         request = self.calls.create_subscription(topic, name, start, shared, options)
         try:
             return await self.run(request)

@@ -290,7 +290,7 @@ class Calls:
         options: dict[str, object],
     ) -> Request[Subscription]:
         """``options``: the shared subscription's settings by their library names (``ack_timeout_seconds``,
-        ``max_deliveries``, ``dead_letter``, ``claim_size``), None where not given."""
+        ``max_deliveries``, ``dead_letter``, ``claim_size``, ``ordering``), None where not given."""
         topic, name = _topic(topic), check_name(name)
         checks.subscription_options(shared, options)
         if options.get("dead_letter") is not None:

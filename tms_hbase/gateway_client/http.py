@@ -224,12 +224,13 @@ class GatewayClient(MessagingService):
         max_deliveries: int | None = None,
         dead_letter: TopicLike | None = None,
         claim_size: int | None = None,
+        ordering: str | None = None,
     ) -> Subscription:
         """``PUT .../subscriptions/<name>``, as :meth:`MessagingClient.create_subscription` (a shared one
         with its settings); SubscriptionAlreadyExists (409), unless ``exist_ok`` (then the existing
         subscription is returned as it is), and InvalidArgument (400) as direct access raises."""
         options: dict[str, object] = {"ack_timeout_seconds": ack_timeout_seconds, "max_deliveries": max_deliveries}
-        options |= {"claim_size": claim_size, "dead_letter": dead_letter}
+        options |= {"claim_size": claim_size, "dead_letter": dead_letter, "ordering": ordering}
         request = self.calls.create_subscription(topic, name, start, shared, options)
         try:
             return self.run(request)

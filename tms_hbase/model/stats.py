@@ -50,7 +50,9 @@ class SharedStats:
     ``oldest_unacked_seconds``: age of the oldest message not settled (0 when none);
     ``consumers``: distinct holders of in-flight messages; ``late_acks``: settlements (ack, nack, release,
     extend, transactional ack) refused because their delivery no longer held the message (its deadline
-    passed, it was delivered again, or it was settled already), since creation or the last reset."""
+    passed, it was delivered again, or it was settled already), since creation or the last reset;
+    ``ordering``: "key" for a key-ordered subscription (messages of a key waiting for their turn count as
+    ``waiting``), else None."""
 
     waiting: int
     in_flight: int
@@ -64,6 +66,7 @@ class SharedStats:
     max_deliveries: int
     dead_letter: TopicId | None
     late_acks: int = 0
+    ordering: str | None = None
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """What the command-line tools share: the options that say where an installation is (``--thrift``,
 ``--prefix``, ``--timeout``, also from ``$TMS_HBASE_THRIFT`` / ``$TMS_TABLE_PREFIX``) and how its Thrift
-gateways serve (``--thrift-framed``, ``--thrift-compact``, ``--thrift-tls`` and its files), the
+gateways serve (``--thrift-framed``, ``--thrift-compact``, ``--thrift-http``, ``--thrift-tls`` and its files), the
 :class:`~tms_hbase.config.Config` they make, and one-line errors with the exit codes of
 :mod:`tms_hbase.model.exit_codes`.
 
@@ -65,6 +65,13 @@ TRANSPORT_OPTIONS = [
         f"[env {TRANSPORT_ENV['compact']}=1; default: binary].",
     ),
     click.option(
+        "--thrift-http/--no-thrift-http",
+        "thrift_http",
+        default=None,
+        help="The gateways serve the HTTP transport (hbase.regionserver.thrift.http; with --thrift-tls: HTTPS) "
+        f"[env {TRANSPORT_ENV['http']}=1; default: off].",
+    ),
+    click.option(
         "--thrift-tls/--no-thrift-tls",
         "thrift_tls",
         default=None,
@@ -86,7 +93,7 @@ TRANSPORT_OPTIONS = [
         "--thrift-key", metavar="PEM", help=f"The client certificate's key [env {TRANSPORT_ENV['key_file']}]."
     ),
 ]
-"""How the gateways serve: framed or buffered transport, compact or binary protocol, TLS and its files."""
+"""How the gateways serve: framed, buffered or HTTP transport, compact or binary protocol, TLS and its files."""
 CONNECTION_OPTIONS += TRANSPORT_OPTIONS
 """``--thrift``, ``--prefix``, ``--timeout`` and :data:`TRANSPORT_OPTIONS`, in that order (the command gets
 them as keywords)."""
@@ -107,7 +114,15 @@ connection_options = with_options(CONNECTION_OPTIONS)
 """Adds :data:`CONNECTION_OPTIONS` to a command or group."""
 
 
-TRANSPORT_NAMES = ("thrift_framed", "thrift_compact", "thrift_tls", "thrift_ca", "thrift_cert", "thrift_key")
+TRANSPORT_NAMES = (
+    "thrift_framed",
+    "thrift_compact",
+    "thrift_http",
+    "thrift_tls",
+    "thrift_ca",
+    "thrift_cert",
+    "thrift_key",
+)
 CONNECTION_NAMES = ("thrift", "prefix", "timeout", *TRANSPORT_NAMES)
 
 
@@ -141,6 +156,7 @@ def config_from_options(
     *,
     thrift_framed: bool | None = None,
     thrift_compact: bool | None = None,
+    thrift_http: bool | None = None,
     thrift_tls: bool | None = None,
     thrift_ca: str | None = None,
     thrift_cert: str | None = None,
@@ -151,6 +167,7 @@ def config_from_options(
     transport = ThriftTransport.resolve(
         framed=thrift_framed,
         compact=thrift_compact,
+        http=thrift_http,
         tls=thrift_tls,
         ca_file=thrift_ca,
         cert_file=thrift_cert,

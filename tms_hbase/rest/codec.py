@@ -524,6 +524,7 @@ def _shared(s: SharedStats) -> dict[str, Any]:
         "maxDeliveries": s.max_deliveries,
         "deadLetter": None if s.dead_letter is None else str(s.dead_letter),
         "lateAcks": s.late_acks,
+        "ordering": s.ordering,
     }
 
 
@@ -543,6 +544,7 @@ def _decode_shared(s: Any) -> SharedStats | None:
         s["maxDeliveries"],
         None if s["deadLetter"] is None else as_topic(s["deadLetter"]),
         s.get("lateAcks", 0),
+        s.get("ordering"),
     )
 
 

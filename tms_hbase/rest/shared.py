@@ -38,6 +38,7 @@ CREATE_OPTIONS = {  # JSON field of a create body -> MessagingClient.create_subs
     "maxDeliveries": "max_deliveries",
     "deadLetter": "dead_letter",
     "claimSize": "claim_size",
+    "ordering": "ordering",
 }
 
 

@@ -21,7 +21,7 @@ from tms_hbase.model.rows import generation_prefix
 from tms_hbase.model.stats import SharedStats
 from tms_hbase.model.subscription import END, PendingMessage, Subscription, check_name
 from tms_hbase.model.topic import TopicId, TopicMetadata, as_topic
-from tms_hbase.shared.state import ClaimState, Keys, Settings, check_settings, new_incarnation
+from tms_hbase.shared.state import ClaimState, Keys, Settings, check_ordering, check_settings, new_incarnation
 from tms_hbase.shared.store import SharedStore, iter_pages
 
 
@@ -62,10 +62,13 @@ class SharedAdmin:
         max_deliveries: object = 5,
         dead_letter: object = None,
         claim_size: object = 16,
+        ordering: object = None,
     ) -> Subscription:
-        """A new shared subscription (checked whole before anything is written)."""
+        """A new shared subscription (checked whole before anything is written); ``ordering="key"``: messages
+        of one key one at a time, in topic order (docs/shared.md)."""
         name = check_name(name)
         ack_ms, deliveries, size = check_settings(ack_timeout_seconds, max_deliveries, claim_size)
+        order = check_ordering(ordering)
         target = None if dead_letter is None else as_topic(dead_letter)
         if target == meta.topic:
             raise InvalidArgument(f"the dead-letter topic of {meta.topic} cannot be the topic itself")
@@ -73,7 +76,7 @@ class SharedAdmin:
             self.topic_exists(target)  # TopicNotFound
         created = self.subscriptions.create(meta, name, start)
         base = self._first_readable(meta) if created.position is None else start_position(created.position)
-        settings = Settings(new_incarnation(), base, ack_ms, deliveries, target, size)
+        settings = Settings(new_incarnation(), base, ack_ms, deliveries, target, size, order)
         self.store.swap_settings(row_key(meta.topic, meta.generation, name), None, settings)
         return created
 
@@ -119,14 +122,15 @@ class SharedAdmin:
         lag = self.stats_reader.lag(meta.topic, meta.generation, meta.ttl, mark_before(meta.generation, first, 0))
         unsettled = [c for c in claims if not c.state.settled]
         in_flight = [c for c in unsettled if c.state is ClaimState.HELD and (c.deadline > now or c.tx is not None)]
+        queued = sum(c.key is not None and c.waiting for c in unsettled)  # key order: waiting for their turn
         if unsettled:
             oldest = max(0.0, (now - min(c.publish_time for c in unsettled)) / 1000)
         else:
             oldest = lag.seconds if lag.messages > len(claims) else 0.0
         return SharedStats(
-            waiting=max(0, lag.messages - len(claims)),
+            waiting=max(0, lag.messages - len(claims)) + queued,
             in_flight=len(in_flight),
-            due=len(unsettled) - len(in_flight),
+            due=len(unsettled) - len(in_flight) - queued,
             acknowledged=totals.acked + sum(c.state is ClaimState.ACKED for c in claims),
             dead_lettered=totals.dead_lettered + sum(c.state is ClaimState.DEAD for c in claims),
             redelivered=totals.redelivered,
@@ -136,6 +140,7 @@ class SharedAdmin:
             max_deliveries=settings.max_deliveries,
             dead_letter=settings.dead_letter,
             late_acks=totals.late,
+            ordering=settings.ordering,
         )
 
     def pending(self, meta: TopicMetadata, name: str, limit: int | None = None) -> list[PendingMessage]:
@@ -154,6 +159,7 @@ class SharedAdmin:
             state = "released" if c.state is ClaimState.FREE else ("held" if c.deadline > now else "expired")
             state = "acking" if c.tx is not None else state
             state = "undeliverable" if c.state is ClaimState.HELD and c.owner is None else state
+            state = "waiting" if c.key is not None and c.waiting else state
             out.append(PendingMessage(stored.message_id, c.owner, c.deadline, c.deliveries, c.publish_time, state))
             if limit is not None and len(out) >= limit:
                 break

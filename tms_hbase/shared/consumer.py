@@ -64,6 +64,7 @@ from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.record import Record
 from tms_hbase.model.topic import TopicId
+from tms_hbase.shared.key_order import WINDOW, KeyView, heads, view_of
 from tms_hbase.shared.state import (
     Claim,
     ClaimState,
@@ -71,6 +72,7 @@ from tms_hbase.shared.state import (
     RangeCell,
     Settings,
     hold_ms,
+    key_of,
     new_delivery,
     position_of_id,
 )
@@ -93,6 +95,7 @@ KEEP_SECONDS = 2.0
 TAIL_SECONDS = 1.0  # within a receive, a look after a wait without a ring reads the newest row after this long
 PEERS_SECONDS = 1.0  # how long the other idle consumers' doorbells read once are rung without reading again
 DELIVERED_KEPT = 16_384  # deliveries whose incarnation a consumer keeps for settlements by bare id
+BODIES_BYTES = 16 << 20  # key order: payloads of messages registered waiting kept to deliver them without a read
 MAX_OWNER_LENGTH = 300  # an owner's name is written into every claim it makes and keys its doorbell's row
 
 
@@ -152,6 +155,13 @@ class SharedConsumer(TransactionalAcks):
         self._checked = False  # whether the settings were read in this look of receive()
         self._ahead: _Ahead | None = None  # messages read past the last delivered ones of a range
         self._takeable: list[int] = []  # ranges the last reap found nobody reading
+        # key order (ordering="key", :mod:`.key_order`): the keys in play as the last reap saw them, the
+        # messages this consumer registered waiting (delivered from here when their turn comes), and
+        # whether the last look registered some
+        self._view = KeyView()
+        self._bodies: dict[bytes, Message] = {}
+        self._bodies_bytes = 0
+        self._registered = 0
         self._next_reap = 0.0
         self._closed = False
         self._metric = CLIENT_METRICS.consumed_messages.labels(str(topic), name)
@@ -252,6 +262,9 @@ class SharedConsumer(TransactionalAcks):
             if got:
                 self._metric.inc(len(got))
                 return tracing.received(self.topic, self.name, got)
+            if self._registered:  # key order: messages registered waiting may go out now; look at once
+                self._next_reap, reaped = 0.0, True
+                continue
             if not reaped:  # found nothing since the last reap: look again now (a range given back meanwhile)
                 self._next_reap, reaped = 0.0, True
                 continue
@@ -336,6 +349,10 @@ class SharedConsumer(TransactionalAcks):
                 self._settle(ref, _acked)
             except NotHeld as exc:
                 failed.append(str(exc))
+                continue
+            following = self._view.successor(ref.id)  # key order: the next of its key may go now
+            if following is not None:
+                self._expired.appendleft(following)
         if failed:
             raise NotHeld("; ".join(failed))
 
@@ -497,6 +514,7 @@ class SharedConsumer(TransactionalAcks):
             self._held.clear()
             self._delivered.clear()
             self._range, self._expired, self._takeable, self._next_reap = None, deque(), [], 0.0
+            self._view, self._bodies, self._bodies_bytes = KeyView(), {}, 0
             self._next_due, self._ahead, self._handed, self._tail = None, None, 0, 0
             self._tail_read = float("-inf")
         self._use_settings(data, settings)
@@ -516,7 +534,18 @@ class SharedConsumer(TransactionalAcks):
         now = self._clock()
         self._held = {k: c for k, c in self._held.items() if c.claim.deadline > now}  # past it: not held any more
         claims = self._resolve(claims, now)  # acknowledgements pending in transactions that ended
-        self._expired = deque(c for c in claims if c.claim.available(now) and c.message_id not in self._held)
+        if s.ordering == "key":
+            in_play = [c for c in claims if not c.claim.state.settled]
+            self._view = view_of(s, floor, ranges, in_play, complete=len(claims) < SCAN_LIMIT)
+            waiting = {c.message_id for c in in_play}
+            self._bodies = {i: m for i, m in self._bodies.items() if i in waiting}
+            self._bodies_bytes = sum(len(m.payload) for m in self._bodies.values())
+            # those this consumer registered first (it has their messages: no read to deliver them), so
+            # consumers that reap at once do not all try the same heads
+            due = sorted(heads(s, self._view, in_play, now), key=lambda c: c.message_id not in self._bodies)
+        else:
+            due = [c for c in claims if c.claim.available(now)]
+        self._expired = deque(c for c in due if c.message_id not in self._held)
         # the next deadline of another's claim: an idle consumer looks again then (a message given back
         # elsewhere is due from the deadline its consumer read on its own reading of HBase's clock)
         later = [
@@ -538,47 +567,54 @@ class SharedConsumer(TransactionalAcks):
             self._store.clear_done(keys, floor, new_floor, first_id, stop_id)
 
     def _redeliver(self, wanted: int) -> list[Delivery]:
+        """Deliver again what the last reap found deliverable (and, key order, the next of a key just
+        settled here): up to ``wanted``, their claims taken by compare-and-set, pipelined; past
+        ``max_deliveries`` to the dead letters instead."""
         out: list[Delivery] = []
         while self._expired and len(out) < wanted:
-            stored = self._expired.popleft()
-            claim, now = stored.claim, self._clock()
-            if not claim.available(now):
-                continue
-            if claim.deliveries >= self.settings.max_deliveries:
-                self._dead_letter(stored, now)
-                continue
-            held = Claim(
-                ClaimState.HELD,
-                self.owner,
-                now + self.settings.ack_timeout_ms,
-                claim.deliveries + 1,
-                claim.publish_time,
-                incarnation=new_delivery(),
-            )
-            won = self._store.swap_claim(self._keys, stored.message_id, stored.data, held)
-            if won is None:
-                continue  # another consumer was first
-            message = self._read_one(stored.message_id)
-            if message is None:  # expired (TTL) or swept meanwhile: nothing left to deliver
-                self._store.swap_claim(self._keys, stored.message_id, won.data, replace(held, state=ClaimState.DEAD))
-                continue
-            if held.deliveries > 1:
-                self._store.count(self._keys, redelivered=1)
-            self._held[stored.message_id] = won
-            self._note_delivered(won)
-            out.append(
-                Delivery(
-                    message.id,
-                    message.payload,
-                    message.publish_time,
-                    held.deliveries,
-                    held.deadline,
-                    message.key,
-                    message.headers,
-                    held.incarnation,
+            takes: list[tuple[bytes, bytes | None, Claim]] = []
+            while self._expired and len(takes) < wanted - len(out):
+                stored = self._expired.popleft()
+                claim, now = stored.claim, self._clock()
+                if not claim.available(now):
+                    continue
+                if claim.deliveries >= self.settings.max_deliveries:
+                    self._dead_letter(stored, now)
+                    continue
+                held = Claim(
+                    ClaimState.HELD,
+                    self.owner,
+                    now + self.settings.ack_timeout_ms,
+                    claim.deliveries + 1,
+                    claim.publish_time,
+                    incarnation=new_delivery(),
+                    key=claim.key,
                 )
-            )
+                takes.append((stored.message_id, stored.data, held))
+            for won in self._store.swap_claims(self._keys, takes) if takes else []:
+                if won is not None:  # (None: another consumer was first)
+                    delivery = self._deliver_again(won)
+                    if delivery is not None:
+                        out.append(delivery)
         return out
+
+    def _deliver_again(self, won: StoredClaim) -> Delivery | None:
+        """The delivery of a message whose claim this consumer just took (None: it expired meanwhile)."""
+        body = self._bodies.pop(won.message_id, None)
+        self._bodies_bytes -= 0 if body is None else len(body.payload)
+        message = body or self._read_one(won.message_id)
+        held = won.claim
+        if message is None:  # expired (TTL) or swept meanwhile: nothing left to deliver
+            self._store.swap_claim(self._keys, won.message_id, won.data, replace(held, state=ClaimState.DEAD))
+            return None
+        if held.deliveries > 1:
+            self._store.count(self._keys, redelivered=1)
+        self._held[won.message_id] = won
+        self._note_delivered(won)
+        m = message
+        return Delivery(
+            m.id, m.payload, m.publish_time, held.deliveries, held.deadline, m.key, m.headers, held.incarnation
+        )
 
     def _dead_letter(self, stored: StoredClaim, now: int) -> None:
         """Past ``max_deliveries``: hold it (so no other reaper does the same), publish it to the
@@ -636,7 +672,10 @@ class SharedConsumer(TransactionalAcks):
         need to read them again before giving up)."""
         out: list[Delivery] = []
         skip_own = False
+        self._registered = 0
         while len(out) < wanted:
+            if self.settings.ordering == "key" and (self._registered >= AHEAD_MESSAGES or self._view.in_play >= WINDOW):
+                break  # key order: enough registered waiting for their turn (they go out first)
             r = (None if skip_own else self._retake()) or self._take_range()
             if r is None and not looked:
                 # no range of its own, none known free, none new: another consumer may have given one
@@ -741,21 +780,15 @@ class SharedConsumer(TransactionalAcks):
         ahead, self._ahead = self._ahead, None
         if ahead is None or not ahead.serves(r, wanted):
             ahead = self._read_ahead(r, max(wanted, AHEAD_MESSAGES))
-        batch, rest = ahead.messages[:wanted], ahead.messages[wanted:]
+        plan = self._plan(r, ahead.messages, wanted)
+        batch, rest = [m for m, _ in plan], ahead.messages[len(plan) :]
         finished = ahead.finished and not rest
         progress = batch[-1].id if batch else r.cell.progress
-        deadline = self._clock() + s.ack_timeout_ms
         # each claim is written if absent (one already there: another consumer's, left to it), several
         # at once: they are cells of rows of their own, and nothing is delivered before the range's
         # progress below records them all
-        written = self._store.create_claims(
-            self._keys,
-            [
-                (m.id, Claim(ClaimState.HELD, self.owner, deadline, 1, m.publish_time, incarnation=new_delivery()))
-                for m in batch
-            ],
-        )
-        claimed = [(m, won) for m, won in zip(batch, written, strict=True) if won is not None]
+        written = self._store.create_claims(self._keys, [(m.id, claim) for m, claim in plan])
+        claimed, found = self._keyed_claims(plan, written)
         # kept with its progress while the counter has ranges left for the others (no two consumers then
         # take turns on one range, each reading it again); else given back, so that another consumer may
         # go on with it (a batch row of many messages is one range's) and this one takes it again next
@@ -772,18 +805,80 @@ class SharedConsumer(TransactionalAcks):
             self._refresh()
             return [], False
         self._range = None if finished else kept
+        if s.ordering == "key":
+            self._view.registered(r, progress, finished, found)
         if not finished and (rest or ahead.finished):
             self._ahead = replace(ahead, k=r.k, after=progress, messages=rest)
         if share and len(batch) >= wanted and not finished and time.monotonic() - self._rang >= RING_GAP:
             self._rang = time.monotonic()
             self._ring_peers(fresh=False, one=True)  # more may be there: an idle consumer can go on with it
-        for _, won in claimed:
-            self._held[won.message_id] = won
-            self._note_delivered(won)
-        return [
-            Delivery(m.id, m.payload, m.publish_time, 1, won.claim.deadline, m.key, m.headers, won.claim.incarnation)
-            for m, won in claimed
-        ], finished
+        out = []
+        for m, won in claimed:
+            if won.claim.state is ClaimState.HELD:
+                self._held[won.message_id] = won
+                self._note_delivered(won)
+                c = won.claim
+                out.append(Delivery(m.id, m.payload, m.publish_time, 1, c.deadline, m.key, m.headers, c.incarnation))
+            else:  # waiting for its key's turn: delivered from here (by whichever consumer) when it comes
+                self._registered += 1
+                self._keep_body(m)
+        return out, finished
+
+    def _keep_body(self, message: Message) -> None:
+        """Keep a message registered waiting, to deliver it without reading it again when its turn comes
+        here (at most BODIES_BYTES of payloads: the oldest go first; a reap forgets those settled)."""
+        self._bodies[message.id] = message
+        self._bodies_bytes += len(message.payload)
+        while self._bodies_bytes > BODIES_BYTES:
+            self._bodies_bytes -= len(self._bodies.pop(next(iter(self._bodies))).payload)
+
+    def _plan(self, r: StoredRange, messages: Sequence[Message], wanted: int) -> list[tuple[Message, Claim]]:
+        """The claims to write for the first messages of range ``r``, up to ``wanted`` deliveries: held by
+        this consumer (delivered), or, in a key-ordered subscription, waiting for their key's turn when the
+        view cannot tell that no earlier message of their key is in play (:mod:`.key_order`)."""
+        s = self.settings
+        deadline = self._clock() + s.ack_timeout_ms
+        ordered = s.ordering == "key"
+        vouched = ordered and self._view.direct(r)
+        blocked: set[str] = set()
+        plan: list[tuple[Message, Claim]] = []
+        delivered = 0
+        for m in messages:
+            if delivered >= wanted:
+                break
+            key = key_of(m.key) if ordered else None
+            if key is None or (vouched and key not in self._view.blocked and key not in blocked):
+                held = Claim(
+                    ClaimState.HELD, self.owner, deadline, 1, m.publish_time, incarnation=new_delivery(), key=key
+                )
+                plan.append((m, held))
+                delivered += 1
+            else:
+                plan.append((m, Claim(ClaimState.FREE, None, 0, 0, m.publish_time, key=key)))
+            if key is not None:
+                blocked.add(key)
+        return plan
+
+    def _keyed_claims(
+        self, plan: list[tuple[Message, Claim]], written: list[StoredClaim | None]
+    ) -> tuple[list[tuple[Message, StoredClaim]], list[tuple[str, StoredClaim | None]]]:
+        """The claims this consumer wrote, and (key order) each keyed message's key and claim (None: a
+        claim was there already, someone else's). A message held here for delivery whose key has such a
+        claim before it in the batch (a consumer that lost this range meanwhile wrote it) waits instead."""
+        claimed: list[tuple[Message, StoredClaim]] = []
+        found: list[tuple[str, StoredClaim | None]] = []
+        others: set[str] = set()
+        for (m, claim), won in zip(plan, written, strict=True):
+            if claim.key is not None:
+                if won is None:
+                    others.add(claim.key)
+                elif claim.state is ClaimState.HELD and claim.key in others:
+                    wait = replace(claim, state=ClaimState.FREE, owner=None, deadline=0, deliveries=0, incarnation=0)
+                    won = self._store.swap_claim(self._keys, m.id, won.data, wait)
+                found.append((claim.key, won))
+            if won is not None:
+                claimed.append((m, won))
+        return claimed, found
 
     def _ranges_run_out(self) -> bool:
         """Whether the counter's next range starts past the topic's newest row as last read (then the other

@@ -30,6 +30,7 @@ extension). Every time in these cells is HBase's clock (:mod:`~tms_hbase.install
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -59,6 +60,7 @@ MAX_DELIVERIES_LIMIT = 1000
 MAX_CLAIM_SIZE = 100_000
 MIN_ACK_TIMEOUT_MS = 100
 MAX_HOLD_SECONDS = 7 * 86400  # the longest a message is held or kept back: ack timeout, extension, nack delay
+ORDERINGS = ("key",)  # a shared subscription's ``ordering``: None (none) or one of these
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,8 @@ class Settings:
     and base). ``ack_timeout_ms``: how long a delivery is held before it goes to another consumer;
     ``max_deliveries``: deliveries after which a message is dead-lettered; ``dead_letter``: the topic
     dead letters go to (None: they are only counted); ``claim_size``: positions per range; ``base``:
-    the first position of range 1."""
+    the first position of range 1; ``ordering``: "key" for messages of one key delivered one at a time
+    in topic order (:mod:`.key_order`), None for no order."""
 
     incarnation: bytes
     base: int
@@ -75,9 +78,10 @@ class Settings:
     max_deliveries: int
     dead_letter: TopicId | None
     claim_size: int
+    ordering: str | None = None
 
     def encode(self) -> bytes:
-        data = {
+        data: dict[str, object] = {
             "incarnation": self.incarnation.hex(),
             "base": self.base,
             "ack_timeout_ms": self.ack_timeout_ms,
@@ -85,6 +89,8 @@ class Settings:
             "dead_letter": None if self.dead_letter is None else str(self.dead_letter),
             "claim_size": self.claim_size,
         }
+        if self.ordering is not None:  # (absent: as the settings of subscriptions made before ordering existed)
+            data["ordering"] = self.ordering
         return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
 
     @classmethod
@@ -98,6 +104,7 @@ class Settings:
                 int(d["max_deliveries"]),
                 None if d["dead_letter"] is None else as_topic(d["dead_letter"]),
                 int(d["claim_size"]),
+                check_ordering(d.get("ordering")),
             )
         except (ValueError, KeyError, TypeError, AttributeError, InvalidArgument) as exc:
             raise CorruptData(f"corrupt shared-subscription settings: {exc}") from None
@@ -137,6 +144,19 @@ def check_settings(ack_timeout_seconds: object, max_deliveries: object, claim_si
     return ack_timeout_ms, max_deliveries, claim_size
 
 
+def check_ordering(ordering: object) -> str | None:
+    """A shared subscription's ``ordering``: None or "key"; InvalidArgument otherwise."""
+    if ordering is not None and ordering not in ORDERINGS:
+        raise InvalidArgument(f"bad ordering {ordering!r}: expected None or one of {', '.join(map(repr, ORDERINGS))}")
+    return ordering
+
+
+def key_of(key: bytes | None) -> str | None:
+    """What a claim of a key-ordered subscription records of its message's key: a 64-bit hash, in hex
+    (a key is up to 4 KiB; two keys of one hash are only ordered together, never apart). None: no key."""
+    return None if key is None else hashlib.blake2b(key, digest_size=8).hexdigest()
+
+
 def hold_ms(name: str, seconds: object, *, minimum: float = 0.0) -> int:
     """``seconds`` a message is held or kept back (an ack timeout, an extension, a nack's delay), in ms:
     InvalidArgument unless it is a number from ``minimum`` to a week (a longer time, once its holder dies,
@@ -164,7 +184,8 @@ class Claim:
     pointer when the acknowledgement is pending in a transaction; ``incarnation`` names the delivery
     that holds it (:func:`new_delivery`, fresh for every delivery, kept by an extension): a settlement
     that names another delivery is refused (a fenced acknowledgement). 0 in a cell written before
-    deliveries were named."""
+    deliveries were named. ``key``: its message's key (:func:`key_of`) in a key-ordered subscription,
+    else None."""
 
     state: ClaimState
     owner: str | None
@@ -173,6 +194,7 @@ class Claim:
     publish_time: int
     tx: int | None = None
     incarnation: int = 0
+    key: str | None = None
 
     def encode(self) -> bytes:
         """JSON with sorted keys and no spaces (what the reap's filter and :func:`decode` expect), written
@@ -180,8 +202,9 @@ class Claim:
         owner = "null" if self.owner is None else _json_string(self.owner)
         tx = "" if self.tx is None else f',"tx":{int(self.tx)}'
         incarnation = f',"i":{int(self.incarnation)}' if self.incarnation else ""
+        key = "" if self.key is None else f',"k":"{self.key}"'
         return (
-            f'{{"d":{int(self.deadline)}{incarnation},"n":{int(self.deliveries)},"o":{owner},'
+            f'{{"d":{int(self.deadline)}{incarnation}{key},"n":{int(self.deliveries)},"o":{owner},'
             f'"s":"{self.state.value}","t":{int(self.publish_time)}{tx}}}'
         ).encode()
 
@@ -189,7 +212,9 @@ class Claim:
     def decode(cls, data: bytes) -> Claim:
         try:
             d = json.loads(data)
-            tx = d.get("tx")
+            tx, key = d.get("tx"), d.get("k")
+            if key is not None and not isinstance(key, str):
+                raise TypeError(f"key {key!r}")
             return cls(
                 ClaimState(d["s"]),
                 d["o"],
@@ -198,6 +223,7 @@ class Claim:
                 int(d["t"]),
                 None if tx is None else int(tx),
                 int(d.get("i", 0)),
+                key,
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise CorruptData(f"corrupt claim cell: {exc}") from None
@@ -205,12 +231,25 @@ class Claim:
     def acked(self) -> Claim:
         """This claim acknowledged (what an ``ack`` writes; made on every one, without ``replace``'s cost)."""
         return Claim(
-            ClaimState.ACKED, self.owner, self.deadline, self.deliveries, self.publish_time, self.tx, self.incarnation
+            ClaimState.ACKED,
+            self.owner,
+            self.deadline,
+            self.deliveries,
+            self.publish_time,
+            self.tx,
+            self.incarnation,
+            self.key,
         )
 
     def available(self, now: int) -> bool:
         """True if another delivery may take it now (held past its deadline, or free and due)."""
         return not self.state.settled and self.tx is None and self.deadline <= now
+
+    @property
+    def waiting(self) -> bool:
+        """Never delivered: a key-ordered subscription's message waiting for its turn (or a claim given
+        back before its delivery)."""
+        return self.state is ClaimState.FREE and self.deliveries == 0
 
     def held_by(self, owner: str, now: int, incarnation: int | None = None) -> bool:
         """Held by ``owner`` before its deadline, not pending in a transaction, and (unless

@@ -155,22 +155,27 @@ class SharedStore:
         return StoredClaim(message_id, data, new) if won else None
 
     def create_claims(self, keys: Keys, claims: Sequence[tuple[bytes, Claim]]) -> list[StoredClaim | None]:
-        """Write each claim cell if absent (a compare-and-set of a row of its own each): the stored claims,
-        None where a claim was there already. They are pipelined (one round trip for many), over up to
-        :data:`CLAIM_WAYS` connections at once, all written from this thread before any answer is read:
-        HBase serves one connection's requests one after another, each waiting for its log write, so one
-        pipeline of 32 takes about as long as 32 calls in a row. If a link fails, each claim is settled
-        by reading it back (as :meth:`_swap` settles one)."""
-        encoded = [(message_id, claim, claim.encode()) for message_id, claim in claims]
-        swaps = [(keys.claim(message_id), CLAIM_COLUMN, None, data) for message_id, _, data in encoded]
+        """Write each claim cell if absent (:meth:`swap_claims` from nothing): the stored claims, None where
+        a claim was there already."""
+        return self.swap_claims(keys, [(message_id, None, claim) for message_id, claim in claims])
+
+    def swap_claims(self, keys: Keys, swaps: Sequence[tuple[bytes, bytes | None, Claim]]) -> list[StoredClaim | None]:
+        """Compare-and-set many claims, each ``(message id, old bytes or None for absent, new claim)`` and a
+        row of its own: the stored claims, None where one lost. They are pipelined (one round trip for
+        many), over up to :data:`CLAIM_WAYS` connections at once, all written from this thread before any
+        answer is read: HBase serves one connection's requests one after another, each waiting for its log
+        write, so one pipeline of 32 takes about as long as 32 calls in a row. If a link fails, each claim is
+        settled by reading it back (as :meth:`_swap` settles one)."""
+        encoded = [(message_id, old, claim, claim.encode()) for message_id, old, claim in swaps]
+        cells = [(keys.claim(message_id), CLAIM_COLUMN, old, data) for message_id, old, _, data in encoded]
         ways = max(1, min(CLAIM_WAYS, len(encoded) // CLAIMS_PER_WAY))
         try:
-            won = self.table.compare_and_set_many(swaps, ways=ways)
+            won = self.table.compare_and_set_many(cells, ways=ways)
         except HBaseUnavailable:
-            won = [self._settle_lost(key, column, old, new) for key, column, old, new in swaps]
+            won = [self._settle_lost(key, column, old, new) for key, column, old, new in cells]
         return [
             StoredClaim(message_id, data, claim) if w else None
-            for (message_id, claim, data), w in zip(encoded, won, strict=True)
+            for (message_id, _, claim, data), w in zip(encoded, won, strict=True)
         ]
 
     def claims(

@@ -6,8 +6,8 @@ itself: each read and write may wait only for the time left, so a gateway that h
 one byte at a time, fails the call when the deadline passes. Answers that are not Thrift (another
 service on the port, a bogus length) fail the call at once instead of allocating what they claim.
 
-The gateway may serve the buffered or the framed transport, the binary or the compact protocol, with or
-without TLS (:class:`~tms_hbase.config.ThriftTransport`, which must match its settings); the deadlines,
+The gateway may serve the buffered, the framed or the HTTP transport, the binary or the compact protocol, with
+or without TLS (:class:`~tms_hbase.config.ThriftTransport`, which must match its settings); the deadlines,
 retries, fail-over and errors are the same for each.
 """
 
@@ -35,6 +35,7 @@ from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.retry import Retry
 from tms_hbase.runtime import green
 from tms_hbase.storage import hbase_thrift
+from tms_hbase.storage.http import SERVER_IDLE_SECONDS, HttpChannel, HttpStatus, NotHttp
 from tms_hbase.storage.tls import client_context, handshake_failure
 
 log = logging.getLogger(__name__)
@@ -62,7 +63,7 @@ class NotThrift(Exception):
 # Errors HBase sent as an answer: the connection itself is fine.
 _HBASE_ANSWERS = (hbase_thrift.IOError, hbase_thrift.IllegalArgument, hbase_thrift.AlreadyExists)
 # Failures of the link itself (as opposed to an answer from HBase): the connection is discarded.
-_LINK_ERRORS = (TTransportException, socket.timeout, OSError, EOFError, NotThrift)
+_LINK_ERRORS = (TTransportException, socket.timeout, OSError, EOFError, NotThrift, NotHttp, HttpStatus)
 # The one deadline of the library operation running in this context (see HBaseConnection.operation).
 _OPERATION_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("tms_deadline", default=None)
 
@@ -206,10 +207,10 @@ class CheckedClient(TClient):
     call makes one: the client's CPU of a call is mostly such Python steps, its write, its read and
     its wait).
 
-    With ``framed``, each request is flushed as a frame of its own: a framed Thrift server (HBase's
-    non-blocking ones) takes one request per frame."""
+    With ``one_per_flush``, each request is flushed on its own: a framed Thrift server (HBase's non-blocking
+    ones) takes one request per frame, the HTTP one one per POST."""
 
-    framed = False
+    one_per_flush = False
 
     def _req(self, _api: str, *args: Any, **kwargs: Any) -> Any:
         self._write_call(_api, getattr(self._service, _api + "_args")(*args, **kwargs))
@@ -222,8 +223,8 @@ class CheckedClient(TClient):
         oprot.write_message_begin(api, TMessageType.CALL, self._seqid)
         args.write(oprot)
         oprot.write_message_end()
-        if self.framed:
-            oprot.trans.flush()  # (the framed transport's flush of nothing writes nothing)
+        if self.one_per_flush:
+            oprot.trans.flush()  # (the framed and HTTP transports' flush of nothing writes nothing)
 
     def pipeline(self, calls: Sequence[tuple[str, dict[str, Any]]]) -> list[Any]:
         """Make many calls, each (api, its arguments by name), without waiting for each answer: up to
@@ -273,7 +274,8 @@ def pipeline_many(
 
 class Connection:
     """One connection to the HBase Thrift gateway (Thrift1) with the transport and protocol ``wire`` says
-    (by default as HBase serves by default: buffered transport, binary protocol), over TLS with ``tls``,
+    (by default as HBase serves by default: buffered transport, binary protocol; HTTP requests over an
+    :class:`~tms_hbase.storage.http.HttpChannel`), over TLS with ``tls``,
     on a :class:`DeadlineSocket` (or another ``socket_class`` with its interface: the asyncio pool's),
     with a :class:`CheckedClient` (``client``) whose calls are those of
     :class:`~tms_hbase.storage.hbase_thrift.Hbase`."""
@@ -284,11 +286,12 @@ class Connection:
         self.socket = self.socket_class(host, port, tls)
         # (thriftpy2's Cython transports, both taking buf_size; its type hints name the pure-Python ones)
         framing: Any = TFramedTransport if wire.framed else TBufferedTransport
-        self.transport = framing(self.socket, buf_size=READ_BUFFER)
+        below: Any = HttpChannel(self.socket, MAX_READ_BYTES) if wire.http else self.socket
+        self.transport = framing(below, buf_size=READ_BUFFER)
         protocol = TCompactProtocol if wire.compact else TBinaryProtocol
         service = cast(ModuleType, hbase_thrift.Hbase)  # (thriftpy2 types a service as a module; it is a class)
         self.client = CheckedClient(service, protocol(self.transport, decode_response=False))
-        self.client.framed = wire.framed
+        self.client.one_per_flush = wire.framed or wire.http
 
     def open(self) -> None:
         self.transport.open()
@@ -340,8 +343,9 @@ class HBaseConnection:
     whole call, retries included, or for a whole library operation (:meth:`operation`), not a limit
     per socket read. ``fallbacks`` are more gateways (host, port) of the same HBase: when the one in
     use cannot be reached, new connections go to the next. Connections idle longer than ``max_idle``
-    seconds are not reused: the Thrift gateway closes idle connections itself (after 60 s by default).
-    ``transport`` says how the gateways serve (framed, compact, TLS: :class:`~tms_hbase.config.ThriftTransport`);
+    seconds are not reused: the Thrift gateway closes idle connections itself (after 60 s by default; its HTTP
+    server after 30 s, so over HTTP two thirds of that at most).
+    ``transport`` says how the gateways serve (framed, compact, HTTP, TLS: :class:`~tms_hbase.config.ThriftTransport`);
     its TLS files are loaded now (InvalidArgument if they cannot be).
     """
 
@@ -366,7 +370,7 @@ class HBaseConnection:
         self._current = 0  # index of the gateway new connections go to
         self.timeout = check_timeout(timeout)
         self.retry = retry or Retry()
-        self.max_idle = max_idle
+        self.max_idle = min(max_idle, SERVER_IDLE_SECONDS * 2 / 3) if transport.http else max_idle
         self._idle: list[tuple[Connection, float]] = []
         self._lock = green.no_wait_lock()
         self._slots = green.semaphore(pool_size)
@@ -549,7 +553,11 @@ class HBaseConnection:
                 exc, ssl.SSLEOFError
             )  # a certificate is refused again, a cut link may not be
             return refused
-        if isinstance(exc, NotThrift):
+        if isinstance(exc, HttpStatus):
+            refused = HBaseUnavailable(f"{what}: HBase Thrift at {self.address} answered {exc}")
+            refused.retriable = exc.status in (502, 503, 504)  # a proxy's or a busy server's: may pass
+            return refused
+        if isinstance(exc, (NotThrift, NotHttp)):
             return HBaseUnavailable(
                 f"{what}: {self.address} answered bytes that are not an HBase Thrift reply ({_reason(exc)}); "
                 f"is it the HBase Thrift gateway (Thrift1), serving what this client speaks ({serves})?"

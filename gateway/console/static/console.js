@@ -723,7 +723,7 @@ async function subscription(ns, t, name) {
     parts.push(el("h2", {}, "Shared subscription"),
       el("div", { class: "cards" },
         card("Messages", facts([["waiting", sh.waiting], ["in flight", sh.in_flight], ["due again", sh.due], ["acknowledged", sh.acknowledged], ["redelivered", sh.redelivered]])),
-        card("Dead letters", el("div", { class: "big" }, sh.dead_lettered), facts([["after deliveries", sh.max_deliveries], ["to topic", sh.dead_letter || "none (counted only)"], ["ack timeout", `${sh.ack_timeout_seconds} s`]]))),
+        card("Dead letters", el("div", { class: "big" }, sh.dead_lettered), facts([["after deliveries", sh.max_deliveries], ["to topic", sh.dead_letter || "none (counted only)"], ["ack timeout", `${sh.ack_timeout_seconds} s`], ["order", sh.ordering === "key" ? "by key" : "none"]]))),
       el("h2", {}, "In flight"),
       table(["id", "holder", "deliveries#", "deadline", "state"], s.in_flight.map((p) =>
         el("tr", {}, el("td", { class: "mono" }, p.id), el("td", {}, p.owner || ""), el("td", { class: "num" }, p.deliveries), el("td", {}, when(p.deadline)), el("td", {}, badge(p.state)))), { id: "in-flight" }));

@@ -1,0 +1,70 @@
+"""The rules of key order (tms_hbase/shared/key_order.py) on claims and ranges as a reap reads them: a key's
+first claim not settled is its head, delivered only when available and up to the frontier; the others wait;
+a settled claim's successor is the next of its key; a range read since the view is not vouched for."""
+
+from __future__ import annotations
+
+import os
+
+from tms_hbase.model.message_id import MessageId
+from tms_hbase.shared.key_order import frontier, heads, view_of
+from tms_hbase.shared.state import Claim, ClaimState, RangeCell, Settings, key_of
+from tms_hbase.shared.store import StoredClaim, StoredRange
+
+S = Settings(os.urandom(8), 1, 30_000, 5, None, 4, "key")  # ranges of 4 positions from 1
+NOW = 1_000_000
+
+
+def claim(position: int, key: bytes | None, state: ClaimState = ClaimState.FREE, deadline: int = 0) -> StoredClaim:
+    c = Claim(state, None if state is ClaimState.FREE else "x", deadline, 0, 0, key=key_of(key))
+    return StoredClaim(bytes(MessageId(1, position, 0)), c.encode(), c)
+
+
+def read(k: int, done: bool = True) -> StoredRange:
+    cell = RangeCell(None, 0, bytes(MessageId(1, S.last_position(k), 0)), done)
+    return StoredRange(k, cell.encode(), cell)
+
+
+def test_the_frontier_is_the_first_range_not_read_to_its_end() -> None:
+    assert frontier(1, []) == 1
+    assert frontier(1, [read(1), read(2), read(4)]) == 3
+    assert frontier(3, [read(3, done=False)]) == 3
+
+
+def test_each_key_goes_out_by_its_head_only_and_only_up_to_the_frontier() -> None:
+    held = claim(1, b"a", ClaimState.HELD, NOW + 5000)
+    a_next, b_head, plain, b_next, c_late = (
+        claim(2, b"a"),
+        claim(3, b"b"),
+        claim(4, None),
+        claim(5, b"b"),
+        claim(9, b"c"),
+    )
+    claims = [held, a_next, b_head, plain, b_next, c_late]
+    view = view_of(S, 1, [read(1)], claims, complete=True)  # ranges: 1 = 1-4, 2 = 5-8 (not read), 3 = 9-12
+    assert view.frontier == 2
+    assert heads(S, view, claims, NOW) == [b_head, plain]  # a waits for its held head; c is past the frontier
+    assert view.successor(held.message_id) == a_next
+    assert view.successor(b_head.message_id) == b_next
+    assert view.blocked == {key_of(b"a"), key_of(b"b"), key_of(b"c")}
+    expired = claim(1, b"a", ClaimState.HELD, NOW - 1)  # its holder's deadline passed: the head goes again
+    assert heads(S, view, [expired, a_next], NOW) == [expired]
+    nacked = claim(1, b"a", ClaimState.FREE, NOW + 3000)  # a nack with a delay: the key waits for it
+    assert heads(S, view, [nacked, a_next], NOW) == []
+
+
+def test_a_view_cut_short_vouches_for_nothing() -> None:
+    claims = [claim(1, b"a")]
+    view = view_of(S, 1, [read(1)], claims, complete=False)
+    assert heads(S, view, claims, NOW) == [] and not view.direct(read(1))
+
+
+def test_a_range_is_vouched_for_only_as_the_view_saw_it() -> None:
+    seen = StoredRange(
+        2, RangeCell("x", 0, bytes(MessageId(1, 5, 0))).encode(), RangeCell("x", 0, bytes(MessageId(1, 5, 0)))
+    )
+    view = view_of(S, 1, [read(1), seen], [], complete=True)
+    assert view.direct(seen)
+    moved = RangeCell(None, 0, bytes(MessageId(1, 6, 0)))
+    assert not view.direct(StoredRange(2, moved.encode(), moved)), "someone registered claims in it since"
+    assert not view.direct(read(3, done=False)), "past the frontier"

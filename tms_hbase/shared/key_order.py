@@ -1,0 +1,136 @@
+"""Key order of a shared subscription (``ordering="key"``, docs/shared.md "Key-ordered subscriptions"):
+which keyed messages a consumer may deliver now, derived from the claims in flight (no I/O).
+
+The rule: a message with a key is delivered only when every earlier message of its key is settled
+(acknowledged or dead-lettered), and only once every earlier message of the topic has a claim cell, so
+that no earlier message of its key can still appear. There is no table of keys: a key is *blocked* while
+one of its claims is not settled, and the claims not settled are what every reap reads anyway. So the
+state grows with the messages in play, never with the keys seen.
+
+* **Registered.** A range's keyed messages get claim cells like any other; one that may not go out yet
+  is written *waiting* (free, never delivered), in topic order behind its key's claim in flight.
+* **Eligible.** Ranges are read in parallel, so a range's claims are complete only once it is read to its
+  end. The *frontier* is the first range from the floor not read to its end: a claim in a range up to the
+  frontier has every earlier message of the topic registered before it (those of the frontier itself are
+  written in order, up to its progress). A claim past the frontier waits for the frontier to reach it.
+* **Heads.** Of a key's claims not settled, the first in id order is its head: delivered (to any consumer,
+  by compare-and-set) once it is eligible and available (never delivered, given back and due, or past its
+  holder's deadline); the others wait. Settled is final, so a reap's view of which keys are free can only
+  be too cautious, never wrong.
+* **Successors.** A claim x delivered means every earlier claim of its key was settled. When x is settled,
+  the next claim of its key that the view saw (with nothing of that key between) may go out at once: the
+  consumer that settled x takes it next (:meth:`KeyView.successor`), without waiting for a reap.
+* **At once.** A message read from a range goes out at once, without being written waiting first, when
+  the consumer's view says no earlier message of its key is in play: the range is up to the frontier, its
+  progress is what the view saw (nobody registered claims in it since), and its key is not blocked
+  (:meth:`KeyView.direct`). Keys this consumer registered since its reap count as blocked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from tms_hbase.shared.state import Settings, position_of_id
+from tms_hbase.shared.store import StoredClaim, StoredRange
+
+WINDOW = 4096  # claims not settled beyond which a key-ordered consumer registers no new range
+
+
+def frontier(floor: int, ranges: Iterable[StoredRange]) -> int:
+    """The first range from ``floor`` on not read to its end (every range below it has all its claims)."""
+    read = {r.k for r in ranges if r.cell.read}
+    k = floor
+    while k in read:
+        k += 1
+    return k
+
+
+@dataclass
+class KeyView:
+    """What one reap saw of the keys in play, kept up to date with what this consumer does until the next.
+    ``frontier``: as :func:`frontier` (0 when the view cannot vouch for any range: the scan of the claims
+    was cut short); ``progress``: each range cell's progress as seen (a range not seen: None);
+    ``blocked``: keys with a claim not settled; ``last``: each blocked key's last claim (id) the view knows;
+    ``next``: claim id → the next claim of its key (nothing of that key between them)."""
+
+    frontier: int = 0
+    progress: dict[int, bytes | None] = field(default_factory=dict)
+    blocked: set[str] = field(default_factory=set)
+    last: dict[str, bytes] = field(default_factory=dict)
+    next: dict[bytes, StoredClaim] = field(default_factory=dict)
+    in_play: int = 0  # claims not settled, as the reap saw them
+
+    def successor(self, message_id: bytes) -> StoredClaim | None:
+        """The claim that may go out once ``message_id`` (delivered, so the head of its key) is settled."""
+        return self.next.pop(message_id, None)
+
+    def direct(self, r: StoredRange) -> bool:
+        """Whether messages read from range ``r`` (as taken now) may go out at once when their key is not
+        blocked: ``r`` is up to the frontier and nobody registered claims in it since the view was made."""
+        return 0 < r.k <= self.frontier and self.progress.get(r.k) == r.cell.progress
+
+    def registered(
+        self, r: StoredRange, progress: bytes | None, finished: bool, found: Sequence[tuple[str, StoredClaim | None]]
+    ) -> None:
+        """This consumer read the keyed messages ``found`` (key and the claim it wrote, None where a claim
+        was there already; in id order) in range ``r`` and moved its progress to ``progress``: their keys
+        are blocked, each claim follows its key's last one (only where the view vouched for the range and
+        no claim of the key it did not write came between), and the frontier moves past a range read to
+        its end."""
+        vouched = self.direct(r)
+        for key, stored in found:
+            self.blocked.add(key)
+            before = self.last.pop(key, None)
+            if stored is None:
+                continue  # someone else's claim, unknown here: nothing links across it
+            if vouched and before is not None and before < stored.message_id:
+                self.next[before] = stored
+            self.last[key] = stored.message_id
+            self.in_play += 1
+        if vouched:
+            self.progress[r.k] = progress
+            if finished and r.k == self.frontier:
+                self.frontier += 1
+
+
+def view_of(
+    settings: Settings, floor: int, ranges: Sequence[StoredRange], claims: Sequence[StoredClaim], complete: bool
+) -> KeyView:
+    """The view of one reap: ``ranges`` (read first) and ``claims`` not settled from the floor on, in id
+    order (read after them; ``complete``: not cut short by the scan's limit)."""
+    view = KeyView(frontier(floor, ranges) if complete else 0, {r.k: r.cell.progress for r in ranges})
+    view.in_play = len(claims)
+    for stored in claims:
+        key = stored.claim.key
+        if key is None:
+            continue
+        before = view.last.get(key)
+        if before is not None and eligible(settings, view, stored):
+            view.next[before] = stored
+        view.last[key] = stored.message_id
+        view.blocked.add(key)
+    return view
+
+
+def eligible(settings: Settings, view: KeyView, stored: StoredClaim) -> bool:
+    """Whether every message of the topic before this claim's has a claim cell (it is up to the frontier)."""
+    return settings.range_of(position_of_id(stored.message_id)) <= view.frontier
+
+
+def heads(settings: Settings, view: KeyView, claims: Sequence[StoredClaim], now: int) -> list[StoredClaim]:
+    """The claims that may be delivered now, in id order: keyless ones that are available, and each key's
+    first claim not settled, if it is available and eligible."""
+    seen: set[str] = set()
+    out = []
+    for stored in claims:
+        key = stored.claim.key
+        if key is not None:
+            if key in seen:
+                continue
+            seen.add(key)
+            if not eligible(settings, view, stored):
+                continue
+        if stored.claim.available(now):
+            out.append(stored)
+    return out

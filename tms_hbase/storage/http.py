@@ -1,0 +1,194 @@
+"""The Thrift HTTP transport (HBase's ``hbase.regionserver.thrift.http``): each Thrift request is the body of
+one HTTP/1.1 POST on a kept-alive connection, its reply the body of the answer.
+
+:class:`HttpChannel` sits between the Thrift buffered transport and the connection's socket (the blocking
+:class:`~tms_hbase.storage.connection.DeadlineSocket` or the asyncio pool's), so every byte of a request and
+of its answer, headers included, goes through that socket's reads and writes: the same deadlines, TLS
+(HTTPS), fail-over and error mapping as the binary transport. A minimal HTTP/1.1 client rather than
+``http.client`` or thriftpy2's ``THttpClient``, whose sockets wait by their own per-read timeouts, not by
+the call's deadline, and cannot run on the asyncio driver's socket.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+SERVER_IDLE_SECONDS = 30.0
+"""How long HBase's Thrift HTTP server (Jetty, whose default it keeps) holds an idle connection open."""
+
+MAX_HEADER_BYTES = 64 * 1024
+"""The most an answer's status line and headers may take (Jetty's own limit is 64 KiB too): more is not
+the HBase gateway."""
+
+_READ = 64 * 1024
+
+
+class HttpStatus(Exception):
+    """The gateway answered a Thrift request with an HTTP status other than 200 (not a TmsError: the pool
+    wraps it): ``status``, and what the answer said."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class NotHttp(Exception):
+    """The answer is not HTTP, or not one this client can read (the pool reports it as not a Thrift reply)."""
+
+
+class Socket(Protocol):
+    """What :class:`HttpChannel` needs of a connection's socket: a connection that reads and writes by its
+    deadline (``read`` returns at least one byte, or raises at the end of the stream)."""
+
+    host: str
+    port: int
+
+    def open(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def is_open(self) -> bool: ...
+
+    def read(self, sz: int) -> bytes: ...
+
+    def write(self, buf: bytes) -> None: ...
+
+
+class HttpChannel:
+    """A Thrift transport underneath the buffered one: what it writes is collected, and on :meth:`flush`
+    sent as one POST whose answer's body is appended to what :meth:`read` returns. One Thrift call per POST
+    (HBase's servlet serves one), so the client flushes after each call; answers of calls written one after
+    another (a pipeline) are read back in order. An answer longer than ``max_body`` bytes is refused. A
+    connection the server said it closes (``Connection: close``) is opened again before the next request."""
+
+    def __init__(self, socket: Socket, max_body: int) -> None:
+        self.socket = socket
+        self.max_body = max_body  # a longer answer is refused as soon as it says so (NotHttp)
+        self._request = bytearray()
+        self._reply = bytearray()  # the Thrift bytes of answers not read yet
+        self._inbox = bytearray()  # bytes read from the socket and not parsed yet
+        self._closing = False  # the server closes the connection after the last answer
+        self._head = (
+            f"POST / HTTP/1.1\r\nHost: {socket.host}:{socket.port}\r\nContent-Type: application/x-thrift\r\n"
+            "Accept: application/x-thrift\r\nUser-Agent: tms-hbase\r\nContent-Length: "
+        ).encode()
+
+    def is_open(self) -> bool:
+        return self.socket.is_open()
+
+    def open(self) -> None:
+        self.socket.open()
+
+    def close(self) -> None:
+        self._request.clear()
+        self._reply.clear()
+        self._inbox.clear()
+        self.socket.close()
+
+    def write(self, buf: bytes) -> None:
+        self._request += buf
+
+    def read(self, sz: int) -> bytes:
+        if not self._reply:
+            raise NotHttp("the HTTP answer ended before its Thrift reply did")
+        data = bytes(self._reply[:sz])
+        del self._reply[:sz]
+        return data
+
+    def flush(self) -> None:
+        """Send what was written as one POST and take in its answer (nothing to send: nothing happens)."""
+        if not self._request:
+            return
+        if self._closing:
+            self._closing = False
+            self._inbox.clear()
+            self.socket.close()
+            self.socket.open()
+        body = bytes(self._request)
+        self._request.clear()
+        self.socket.write(self._head + b"%d\r\n\r\n" % len(body) + body)
+        self._answer()
+
+    def _answer(self) -> None:
+        status, headers = self._read_head()
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            body = self._read_chunked()
+        elif "content-length" in headers:
+            body = self._read_exactly(self._check(_length(headers["content-length"])))
+        else:  # (an HTTP/1.0 server's body would run to the end of the connection; Jetty's never does)
+            raise NotHttp(f"an HTTP {status} answer without a length")
+        if headers.get("connection", "").lower() == "close":
+            self._closing = True
+        if status != 200:
+            text = body[:200].decode("utf-8", "replace").strip().splitlines()
+            reason = f"HTTP {status}" + (f": {text[0]}" if text else "")
+            if status == 401 and "negotiate" in headers.get("www-authenticate", "").lower():
+                reason += " (the gateway asks for Kerberos, SPNEGO, which this client does not speak)"
+            raise HttpStatus(status, reason)
+        self._reply += body
+
+    def _fill(self) -> None:
+        self._inbox += self.socket.read(_READ)
+
+    def _read_line(self) -> bytes:
+        while (end := self._inbox.find(b"\r\n")) < 0:
+            if len(self._inbox) > MAX_HEADER_BYTES:
+                raise NotHttp(f"an HTTP line longer than {MAX_HEADER_BYTES} bytes")
+            self._fill()
+        line = bytes(self._inbox[:end])
+        del self._inbox[: end + 2]
+        return line
+
+    def _read_head(self) -> tuple[int, dict[str, str]]:
+        """The status and headers (names in lower case) of the next answer; an interim 1xx answer is skipped."""
+        while True:
+            status_line = self._read_line()
+            parts = status_line.split(b" ", 2)
+            if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+                raise NotHttp(f"not an HTTP answer: {status_line[:40]!r}")
+            headers: dict[str, str] = {}
+            size = len(status_line)
+            while line := self._read_line():
+                size += len(line)
+                if size > MAX_HEADER_BYTES:
+                    raise NotHttp(f"HTTP headers longer than {MAX_HEADER_BYTES} bytes")
+                name, _, value = line.decode("latin-1").partition(":")
+                headers[name.strip().lower()] = value.strip()
+            status = int(parts[1])
+            if status >= 200:
+                return status, headers
+
+    def _check(self, size: int) -> int:
+        if size > self.max_body:
+            raise NotHttp(f"an HTTP answer of {size} bytes")
+        return size
+
+    def _read_exactly(self, size: int) -> bytes:
+        while len(self._inbox) < size:
+            self._fill()
+        data = bytes(self._inbox[:size])
+        del self._inbox[:size]
+        return data
+
+    def _read_chunked(self) -> bytes:
+        body = bytearray()
+        while True:
+            size_line = self._read_line().split(b";", 1)[0].strip()
+            try:
+                size = int(size_line, 16)
+            except ValueError:
+                raise NotHttp(f"a bad HTTP chunk size {size_line[:20]!r}") from None
+            if size == 0:
+                while self._read_line():  # trailers, up to the empty line
+                    pass
+                return bytes(body)
+            self._check(len(body) + size)
+            body += self._read_exactly(size)
+            if self._read_line():
+                raise NotHttp("an HTTP chunk longer than it said")
+
+
+def _length(text: str) -> int:
+    if not text.isdigit():
+        raise NotHttp(f"a bad HTTP Content-Length {text[:20]!r}")
+    return int(text)
