@@ -34,6 +34,12 @@ def resolve_jars(
         fcntl.flock(lock, fcntl.LOCK_EX)
         if marker.exists() and marker.read_text().strip() == digest:
             return lib
+        users = jvms_using(lib)
+        if marker.exists() and users:  # replacing its jars under a running JVM would make it fail as it loads them
+            progress(
+                f"{what} in {lib} kept as it is: in use by process {', '.join(map(str, users))}; updated at a start"
+            )
+            return lib
         mvn = shutil.which("mvn")
         if mvn is None:
             raise LauncherError(
@@ -86,3 +92,17 @@ def hbase_jars(paths: LauncherPaths, progress: Progress) -> Path:
         if version == HBASE_VERSION
         else {"hbase.version": version, "hbase.thrift.version": HBASE_VERSION},
     )
+
+
+def jvms_using(lib: Path) -> list[int]:
+    """The processes started with ``lib``'s jars on their class path (their command line names the folder)."""
+    needle = f"{lib}/*".encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if needle in (proc / "cmdline").read_bytes():
+                    found.append(int(proc.name))
+            except OSError:  # gone meanwhile, or not ours to read
+                pass
+    return found
