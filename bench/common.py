@@ -8,7 +8,7 @@ import statistics
 import struct
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -276,3 +276,19 @@ def fmt(value: object) -> str:
     if abs(value) >= 10:
         return f"{value:.1f}"
     return f"{value:.2f}"
+
+
+def rotated_rounds(
+    label: str, rounds: int, sides: Sequence[tuple[str, Callable[[], float]]], rates: dict[str, list[float]]
+) -> None:
+    """Measure every side once a round, each round starting one side later (no side always runs first, on a
+    fresh or a tired HBase), appending each rate (msg/s) to ``rates[name]``."""
+    for r in range(rounds):
+        shift = r % len(sides)
+        for name, measure in [*sides[shift:], *sides[:shift]]:
+            rates[name].append(measure())
+        progress(
+            f"{label} round {r + 1}/{rounds}: "
+            + ", ".join(f"{name} {rates[name][-1]:,.0f}" for name, _ in sides)
+            + " msg/s"
+        )

@@ -42,6 +42,7 @@ from .common import (
     payloads,
     progress,
     ratio,
+    rotated_rounds,
     wait_until,
 )
 from .procs import Workers
@@ -114,15 +115,7 @@ def run(settings: Settings) -> Result:
             sides.append((f"work{k}", lambda k=k: shared_round(worked[k], k, WORK, per_consumer * k)))
             sides.append((f"idle{k}", lambda k=k: shared_round(plain, k, 0.0, total)))
             sides.append((f"raw{k}", lambda k=k: raw_round(k)))
-        for r in range(settings.rounds):
-            shift = r % len(sides)
-            for name, measure in sides[shift:] + sides[:shift]:
-                rates[name].append(measure())
-            progress(
-                f"shared round {r + 1}/{settings.rounds}: "
-                + ", ".join(f"{name} {rates[name][-1]:,.0f}" for name, _ in sides)
-                + " msg/s"
-            )
+        rotated_rounds("shared", settings.rounds, sides, rates)
         workers_close(workers, max(counts))
     _report(result, rates, acks, (calls, requests), stalls, counts, per_consumer, total)
     return result

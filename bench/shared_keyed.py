@@ -19,7 +19,7 @@ from typing import Any
 
 from tms_hbase import Record
 
-from .common import Result, Settings, bench_tables, median, new_topic, payloads, progress, ratio
+from .common import Result, Settings, bench_tables, median, new_topic, payloads, progress, ratio, rotated_rounds
 from .procs import Workers
 from .shared import CLAIM, PAYLOAD, ROW, WORK, consume, workers_close
 
@@ -59,15 +59,7 @@ def run(settings: Settings) -> Result:
             sides.append((f"work{k}", lambda k=k: measure(worked[k], k, WORK, per_consumer * k, "key")))
             sides.append((f"keyed{k}", lambda k=k: measure(idle, k, 0.0, total, "key")))
             sides.append((f"plain{k}", lambda k=k: measure(idle, k, 0.0, total, None)))
-        for r in range(settings.rounds):
-            shift = r % len(sides)
-            for name, side in sides[shift:] + sides[:shift]:
-                rates[name].append(side())
-            progress(
-                f"shared-keyed round {r + 1}/{settings.rounds}: "
-                + ", ".join(f"{name} {rates[name][-1]:,.0f}" for name, _ in sides)
-                + " msg/s"
-            )
+        rotated_rounds("shared-keyed", settings.rounds, sides, rates)
         workers_close(workers, max(COUNTS))
     m = {name: median(values) for name, values in rates.items()}
     result.table(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import random
 import signal
 import subprocess
-import sys
 import time
 from collections import defaultdict
 from itertools import pairwise
@@ -17,35 +16,10 @@ import pytest
 
 from tms_hbase import DeadLetter, MessagingClient, TopicId
 
-ROOT = Path(__file__).resolve().parents[2]
+from ..shared_workers import events, holds, start
+
 T = TopicId("queue", "jobs")
 DLT = TopicId("queue", "dead")
-
-
-def start(env: dict[str, str], out: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.workers.shared_consumer", str(T), "work", str(out), *args],
-        cwd=ROOT,
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def events(files: list[Path]) -> list[tuple[int, list[str]]]:
-    """(file number, fields) of every line of every worker's file."""
-    return [(i, line.split()) for i, f in enumerate(files) if f.exists() for line in f.read_text().splitlines()]
-
-
-def holds(file: Path) -> bool:
-    """Whether the consumer writing ``file`` holds a delivery whose ack (or nack) it has not begun."""
-    held: set[str] = set()
-    for fields in (line.split() for line in file.read_text().splitlines()) if file.exists() else ():
-        if fields[0] == "got":
-            held.add(fields[1])
-        elif fields[0] in ("acking", "nacked"):
-            held.discard(fields[1])
-    return bool(held)
 
 
 def publish(client: MessagingClient, total: int) -> None:
@@ -87,7 +61,7 @@ def test_killed_and_stopped_consumers_lose_nothing_and_ack_each_message_once(
 
     def spawn() -> tuple[int, subprocess.Popen]:
         files.append(tmp_path / f"w{len(files)}")
-        return len(files) - 1, start(tms_env, files[-1], "--delay", "0.05", "--idle", "4")
+        return len(files) - 1, start(T, tms_env, files[-1], "--delay", "0.05", "--idle", "4")
 
     workers = dict(spawn() for _ in range(4))
     acked = lambda: sum(1 for _, f in events(files) if f[0] == "acked")  # noqa: E731
@@ -144,7 +118,7 @@ def test_a_poison_message_goes_to_the_dead_letters_while_the_rest_flows(
         T, "work", shared=True, ack_timeout_seconds=5.0, max_deliveries=3, dead_letter=DLT, claim_size=4
     )
     files = [tmp_path / "a", tmp_path / "b"]
-    procs = [start(tms_env, f, "--poison", "13", "--idle", "3") for f in files]
+    procs = [start(T, tms_env, f, "--poison", "13", "--idle", "3") for f in files]
     for proc in procs:
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err

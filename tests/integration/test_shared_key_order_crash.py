@@ -9,7 +9,6 @@ from __future__ import annotations
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,34 +20,10 @@ from tms_hbase.consume.subscriptions import row_key
 from tms_hbase.shared.state import state_prefix
 from tms_hbase.storage.hbase import KEYS_ONLY
 
-ROOT = Path(__file__).resolve().parents[2]
+from ..shared_workers import events, holds, start
+
 T = TopicId("queue", "orders")
 DLT = TopicId("queue", "orders-dead")
-
-
-def start(env: dict[str, str], out: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.workers.shared_consumer", str(T), "work", str(out), *args],
-        cwd=ROOT,
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def notes(files: list[Path]) -> list[tuple[int, list[str]]]:
-    return [(i, line.split()) for i, f in enumerate(files) if f.exists() for line in f.read_text().splitlines()]
-
-
-def holds(file: Path) -> bool:
-    """Whether the consumer writing ``file`` holds a delivery whose ack (or nack) it has not begun."""
-    held: set[str] = set()
-    for fields in (line.split() for line in file.read_text().splitlines()) if file.exists() else ():
-        if fields[0] == "got":
-            held.add(fields[1])
-        elif fields[0] in ("acking", "nacked"):
-            held.discard(fields[1])
-    return bool(held)
 
 
 @pytest.mark.slow
@@ -80,10 +55,10 @@ def test_killed_and_stopped_consumers_keep_every_key_in_order(
 
     def spawn() -> tuple[int, subprocess.Popen]:
         files.append(tmp_path / f"w{len(files)}")
-        return len(files) - 1, start(tms_env, files[-1], "--delay", "0.03", "--idle", "6", "--poison", poison)
+        return len(files) - 1, start(T, tms_env, files[-1], "--delay", "0.03", "--idle", "6", "--poison", poison)
 
     workers = dict(spawn() for _ in range(4))
-    settled = lambda: sum(1 for _, f in notes(files) if f[0] == "acked")  # noqa: E731
+    settled = lambda: sum(1 for _, f in events(files) if f[0] == "acked")  # noqa: E731
     # each fault lands on a consumer that holds messages: it is stopped first, and its file (final while it is
     # stopped) must show a delivery whose ack it has not begun; else it goes on and another is tried
     faults = ["kill", "stop", "kill", "stop"]
@@ -114,7 +89,7 @@ def test_killed_and_stopped_consumers_keep_every_key_in_order(
 
     dead = [DeadLetter.of(m).payload.decode() for m in client.fetch(DLT)]
     assert poison in dead
-    assert check(notes(files), keys, keyless, dead) == {}
+    assert check(events(files), keys, keyless, dead) == {}
     numbers = client.get_subscription(T, "work").shared
     assert numbers is not None
     assert (numbers.waiting, numbers.in_flight, numbers.due) == (0, 0, 0)
@@ -135,11 +110,11 @@ def test_a_hundred_thousand_keys_leave_no_state_behind(
     # acknowledged by the consumer that took it next, still once
     client.create_subscription(T, "work", shared=True, ordering="key", claim_size=size, ack_timeout_seconds=600)
     files = [tmp_path / "a", tmp_path / "b"]
-    procs = [start(tms_env, f, "--count", "--batch", "100", "--idle", "6") for f in files]
+    procs = [start(T, tms_env, f, "--count", "--batch", "100", "--idle", "6") for f in files]
     for proc in procs:
         _, err = proc.communicate(timeout=1200)
         assert proc.returncode == 0, err
-    done = [int(f[1]) for _, f in notes(files) if f[0] == "done"]
+    done = [int(f[1]) for _, f in events(files) if f[0] == "done"]
     assert sum(done) == total and all(done), f"acknowledged {done}: both consumers took part"
     numbers = client.get_subscription(T, "work").shared
     assert numbers is not None
