@@ -85,8 +85,9 @@ def subscription_options(shared: bool, options: dict[str, object]) -> None:
     """The settings of a shared subscription are given only with ``shared=True``."""
     if not isinstance(shared, bool):
         raise InvalidArgument(f"shared must be True or False, not {shared!r}")
-    if not shared and any(v is not None for v in options.values()):
-        raise InvalidArgument(f"{', '.join(options)} need shared=True")
+    given = sorted(name for name, value in options.items() if value is not None)
+    if not shared and given:
+        raise InvalidArgument(f"{', '.join(given)} need{'s' if len(given) == 1 else ''} shared=True")
 
 
 def seconds(name: str, value: object, *, optional: bool = False) -> float | None:
