@@ -15,6 +15,8 @@ from tms_hbase import MessagingClient, TopicId
 from tms_hbase_launcher.cluster import ClusterHBase
 from tms_hbase_launcher.cluster_conf import HOST, split_name
 
+from ..waiting import wait_for
+
 MIB = 1024 * 1024
 
 
@@ -60,7 +62,8 @@ def test_gateways_run_with_the_documented_timeouts_and_answer(cluster: ClusterHB
         conf = _xml(Path(cluster.paths.conf(name), "hbase-site.xml").read_text())
         assert conf["hbase.client.operation.timeout"] == "60000" and conf["hbase.client.retries.number"] == "10"
         assert int(conf["hbase.client.keyvalue.maxsize"]) >= 17 * MIB
-    assert all(cluster.status().thrift_answering.values())
+    # a gateway may still be reconnecting to the region servers an earlier test killed: wait for both to answer
+    wait_for(lambda: all(cluster.status().thrift_answering.values()), "every gateway answering", 300, interval=1.0)
 
 
 def test_published_messages_reach_a_write_ahead_log_on_hdfs(
