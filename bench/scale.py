@@ -74,7 +74,7 @@ def _subscriptions(client: MessagingClient, steps: list[int], reps: int) -> list
         name: Curve("subscriptions on one topic", name, flat)
         for name, flat in (
             ("publish 10 × 100 B", "O(1)"),
-            ("poll (one consumer)", "O(1)"),
+            ("publish 1 and poll it (one consumer)", "O(1)"),
             ("lag", "O(1)"),
             ("topic_stats", "O(1)"),
             ("list_subscriptions", "O(n)"),
@@ -95,7 +95,7 @@ def _subscriptions(client: MessagingClient, steps: list[int], reps: int) -> list
                 consumer.commit()
 
             _measure(curves["publish 10 × 100 B"], step, lambda: client.publish(topic, BATCH), client, reps)
-            _measure(curves["poll (one consumer)"], step, poll, client, reps)
+            _measure(curves["publish 1 and poll it (one consumer)"], step, poll, client, reps)
         _measure(curves["lag"], step, lambda: client.lag(topic, "s0"), client, reps)
         _measure(curves["topic_stats"], step, lambda: client.topic_stats(topic), client, reps)
         _measure(curves["list_subscriptions"], step, lambda: client.list_subscriptions(topic), client, reps)
@@ -138,12 +138,10 @@ def _messages(client: MessagingClient, steps: list[int], reps: int) -> list[Curv
     stored, middle_time, middle_id = 0, 0, b""
     for step in steps:
         while stored < step:
-            client.publish(topic, chunk[: min(len(chunk), step - stored)])
-            stored += min(len(chunk), step - stored)
-            if stored >= step // 2 and not middle_id:
-                middle_time = int(time.time() * 1000)
-                (last,) = list(client.fetch(topic, start_time_ms=middle_time - 60_000, limit=1))
-                middle_id = last.id
+            published = client.publish(topic, chunk[: min(len(chunk), step - stored)])
+            stored += published.count
+            if stored >= step // 2 and not middle_id:  # the step's middle: the last message published so far
+                middle_time, middle_id = int(time.time() * 1000), published.last_id or b""
         progress(f"scale: {step:,} stored messages")
 
         def seek(at: int = middle_time) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import random
 import signal
 import subprocess
-import time
 from collections import defaultdict
 from itertools import pairwise
 from pathlib import Path
@@ -16,7 +15,7 @@ import pytest
 
 from tms_hbase import DeadLetter, MessagingClient, TopicId
 
-from ..shared_workers import events, holds, start
+from ..shared_workers import events, land_faults, start
 
 T = TopicId("queue", "jobs")
 DLT = TopicId("queue", "dead")
@@ -57,37 +56,17 @@ def test_killed_and_stopped_consumers_lose_nothing_and_ack_each_message_once(
     client.create_subscription(T, "work", shared=True, ack_timeout_seconds=2.0, max_deliveries=100, claim_size=8)
     rng = random.Random(25)
     files: list[Path] = []
-    killed: set[int] = set()
 
     def spawn() -> tuple[int, subprocess.Popen]:
         files.append(tmp_path / f"w{len(files)}")
         return len(files) - 1, start(T, tms_env, files[-1], "--delay", "0.05", "--idle", "4")
 
     workers = dict(spawn() for _ in range(4))
-    acked = lambda: sum(1 for _, f in events(files) if f[0] == "acked")  # noqa: E731
-    # Each fault lands on a consumer that holds messages: it is stopped first, and its file (final while it is
-    # stopped) must show a delivery whose ack it has not begun; else it goes on and another is tried.
-    faults = ["kill", "stop", "kill", "stop"]
-    landed: list[str] = []
-    deadline = time.monotonic() + 300
-    while faults:
-        assert time.monotonic() < deadline, f"no consumer was caught holding messages for {faults} ({landed} landed)"
-        assert acked() < total, f"every message was acked before the faults {faults} landed ({landed} did)"
-        i = rng.choice(sorted(workers))
-        workers[i].send_signal(signal.SIGSTOP)
-        if not holds(files[i]):
-            workers[i].send_signal(signal.SIGCONT)
-            time.sleep(0.01)
-            continue
-        if faults.pop(0) == "kill":
-            workers.pop(i).send_signal(signal.SIGKILL)
-            killed.add(i)
-            workers.update([spawn()])
-            landed.append("kill")
-        else:
-            time.sleep(rng.uniform(1.0, 3.5))  # often past the 2 s deadline: its messages go to others
-            workers[i].send_signal(signal.SIGCONT)
-            landed.append("stop")
+
+    def settled_all() -> bool:
+        return sum(1 for _, f in events(files) if f[0] == "acked") >= total
+
+    killed = land_faults(workers, files, spawn, rng, (1.0, 3.5), settled_all)
     for proc in workers.values():
         _, err = proc.communicate(timeout=180)
         assert proc.returncode in (0, -signal.SIGKILL), err

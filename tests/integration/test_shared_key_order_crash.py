@@ -9,7 +9,6 @@ from __future__ import annotations
 import random
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from tms_hbase.consume.subscriptions import row_key
 from tms_hbase.shared.state import state_prefix
 from tms_hbase.storage.hbase import KEYS_ONLY
 
-from ..shared_workers import events, holds, start
+from ..shared_workers import events, land_faults, start
 
 T = TopicId("queue", "orders")
 DLT = TopicId("queue", "orders-dead")
@@ -51,38 +50,17 @@ def test_killed_and_stopped_consumers_keep_every_key_in_order(
     )
     poison = "k3:5"
     files: list[Path] = []
-    killed: set[int] = set()
 
     def spawn() -> tuple[int, subprocess.Popen]:
         files.append(tmp_path / f"w{len(files)}")
         return len(files) - 1, start(T, tms_env, files[-1], "--delay", "0.03", "--idle", "6", "--poison", poison)
 
     workers = dict(spawn() for _ in range(4))
-    settled = lambda: sum(1 for _, f in events(files) if f[0] == "acked")  # noqa: E731
-    # each fault lands on a consumer that holds messages: it is stopped first, and its file (final while it is
-    # stopped) must show a delivery whose ack it has not begun; else it goes on and another is tried
-    faults = ["kill", "stop", "kill", "stop"]
-    landed: list[str] = []
-    rng = random.Random(7)
-    deadline = time.monotonic() + 300
-    while faults:
-        assert time.monotonic() < deadline, f"no consumer was caught holding messages for {faults} ({landed} landed)"
-        assert settled() < len(order) - 1, f"every message was settled before the faults {faults} landed"
-        i = rng.choice(sorted(workers))
-        workers[i].send_signal(signal.SIGSTOP)
-        if not holds(files[i]):
-            workers[i].send_signal(signal.SIGCONT)
-            time.sleep(0.01)
-            continue
-        if faults.pop(0) == "kill":
-            workers.pop(i).send_signal(signal.SIGKILL)
-            killed.add(i)
-            workers.update([spawn()])
-            landed.append("kill")
-        else:
-            time.sleep(rng.uniform(2.5, 3.5))  # past the 2 s deadline: its keys go on elsewhere
-            workers[i].send_signal(signal.SIGCONT)
-            landed.append("stop")
+
+    def settled_all() -> bool:
+        return sum(1 for _, f in events(files) if f[0] == "acked") >= len(order) - 1
+
+    land_faults(workers, files, spawn, rng, (2.5, 3.5), settled_all)
     for proc in workers.values():
         _, err = proc.communicate(timeout=240)
         assert proc.returncode in (0, -signal.SIGKILL), err

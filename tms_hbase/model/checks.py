@@ -124,7 +124,7 @@ def validate_payloads(payloads: object, max_batch_bytes: int, *, allow_empty: bo
 
 def _plain_records(batch: tuple[object, ...]) -> tuple[bytes | Record, ...] | None:
     """The batch as :func:`_message` makes it, checked column by column in C calls, when it holds bytes and
-    Records whose fields have the usual types and sizes (their headers tuples of (str, bytes) pairs); None
+    Records whose fields have the usual types and sizes (headers, tuples or lists of (str, bytes) pairs); None
     otherwise, for the per-message checks to convert it or say what is wrong."""
     if not set(map(type, batch)) <= {bytes, Record}:
         return None
@@ -136,7 +136,7 @@ def _plain_records(batch: tuple[object, ...]) -> tuple[bytes | Record, ...] | No
         not set(map(type, payloads)) <= {bytes}
         or not set(map(type, keys)) <= {bytes, type(None)}
         or max(map(len, filter(None, keys)), default=0) > record.MAX_KEY_BYTES
-        or not set(map(type, headers)) <= {tuple}
+        or not set(map(type, headers)) <= {tuple, list}
         or max(map(len, headers), default=0) > record.MAX_HEADERS
     ):
         return None
@@ -155,9 +155,19 @@ def _plain_records(batch: tuple[object, ...]) -> tuple[bytes | Record, ...] | No
             return None
         if sum(sizes) + sum(map(len, values)) > record.MAX_HEADERS_BYTES:  # all messages' together: look closer
             return None
-    if None in keys and () in headers:  # a record with neither key nor headers is its payload
-        return tuple(m.payload if type(m) is Record and m.key is None and not m.headers else m for m in batch)  # type: ignore[misc]
+    if list in set(map(type, headers)) or (None in keys and not min(map(len, headers))):
+        return tuple(map(_as_checked, batch))
     return batch  # type: ignore[return-value]
+
+
+def _as_checked(message: object) -> bytes | Record:
+    """A message of a batch :func:`_plain_records` accepted as :func:`_message` makes it: a record with neither
+    key nor headers is its payload, and its headers are a tuple."""
+    if not isinstance(message, Record):
+        return message  # type: ignore[return-value]
+    if message.key is None and not message.headers:
+        return message.payload
+    return message if type(message.headers) is tuple else Record(message.payload, message.key, tuple(message.headers))
 
 
 def _message(i: int, message: object) -> bytes | Record:
@@ -178,35 +188,12 @@ def _bytes(what: str, value: object) -> bytes:
     return bytes(value)
 
 
-def _plain_headers(headers: Sequence) -> bool:
-    """Whether ``headers`` are (str, bytes) tuples within the limits, checked in C calls (the usual case; the
-    loop of :func:`_headers` then has nothing to convert, and says what is wrong otherwise)."""
-    if not headers:
-        return True
-    if set(map(type, headers)) != {tuple} or set(map(len, headers)) != {2}:
-        return False
-    names, values = zip(*headers, strict=True)
-    if set(map(type, names)) != {str} or set(map(type, values)) != {bytes}:
-        return False
-    try:
-        sizes = list(map(len, map(str.encode, names)))
-    except UnicodeEncodeError:
-        return False
-    return (
-        min(sizes) > 0
-        and max(sizes) <= record.MAX_HEADER_NAME_BYTES
-        and sum(sizes) + sum(map(len, values)) <= record.MAX_HEADERS_BYTES
-    )
-
-
 def _headers(i: int, headers: object) -> record.Headers:
     """The headers of message ``i`` as a tuple of (str, bytes), within the limits of :mod:`.record`."""
     if isinstance(headers, (str, bytes, dict)) or not isinstance(headers, Sequence):
         raise InvalidArgument(f"headers of message {i} must be a list of (name, value) pairs")
     if len(headers) > record.MAX_HEADERS:
         raise InvalidArgument(f"message {i} has {len(headers)} headers, over the limit of {record.MAX_HEADERS}")
-    if _plain_headers(headers):
-        return tuple(headers)
     checked, total = [], 0
     for pair in headers:
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:

@@ -38,8 +38,8 @@ class TransactionClient:
     retries included), however slowly the server answers. Calls that only read (status, snapshot,
     invalid-list size) are retried as the ``retry`` policy says when the server cannot be reached;
     the others are not, as their answer may be lost after the server acted on them.
-    ``socket_class``: the connection's socket; the asyncio client's core passes its storage's (one that waits
-    on the event loop), so that a slow transaction server never blocks the loop.
+    ``socket_class``: the connection's socket (default a blocking one); the asyncio client's core passes its
+    storage's (one that waits on the event loop), so that a slow transaction server never blocks the loop.
     """
 
     def __init__(
@@ -48,7 +48,7 @@ class TransactionClient:
         *,
         timeout_seconds: float = 10.0,
         retry: Retry | None = None,
-        socket_class: type[DeadlineSocket] = DeadlineSocket,
+        socket_class: type[DeadlineSocket] | None = None,
     ) -> None:
         self.host, self.port = thrift_address(address or os.environ.get(TX_ENV) or DEFAULT_TX_SERVER)
         self.timeout = check_timeout(timeout_seconds)
@@ -57,7 +57,7 @@ class TransactionClient:
         self._lock = green.lock()  # held across the call: a greenlet lock when made inside the asyncio bridge
         self._client: Any = None
         self._socket: DeadlineSocket | None = None
-        self._socket_class = socket_class
+        self._socket_class = socket_class or DeadlineSocket
 
     @property
     def address(self) -> str:

@@ -166,9 +166,8 @@ class CommittedReads:
         if self._server is None:
             from tms_hbase.tx.client import TransactionClient
 
-            sockets = {} if self._socket_class is None else {"socket_class": self._socket_class}
             self._server = TransactionClient(
-                self._address, timeout_seconds=self._timeout, retry=Retry.never(), **sockets
+                self._address, timeout_seconds=self._timeout, retry=Retry.never(), socket_class=self._socket_class
             )
         return self._server
 
