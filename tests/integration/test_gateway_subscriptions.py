@@ -27,7 +27,7 @@ from ..gateway_server import GatewayProcess, gateway_env, module_gateway, runnin
 from ..waiting import wait_for
 from .test_gateway import AVRO, JSON, Wire, assert_error, topic_url
 
-LEASE = 2.0  # consumer_lease of this module's gateway
+LEASE = 6.0  # consumer_lease of this module's gateway: the longest a loaded machine stalls a client between requests
 CONSUMER = "tms-consumer"
 
 

@@ -254,7 +254,10 @@ def test_counts_and_lag_are_exact_for_short_lived_writers(
     for _ in range(7):  # seven `tms-admin topic publish`-like processes, one after the other
         run(tms_env, PRELUDE + "with MessagingClient() as c:\n    for i in range(3): c.publish(T, [b'x' * 10])")
     stats = client.topic_stats(T)
-    assert (stats.messages, stats.published) == (21, 21)
+    # published counts offsets: the messages plus what skip markers hold (a writer paused past its block's age
+    # on a loaded machine releases the rest with a marker rather than giving it back); nothing is swept here
+    markers = sequencer.skipped(client.installation.messages, T, 1, 1, stats.published + 1)
+    assert (stats.messages, stats.published) == (21, 21 + markers)
     # four at once: their releases race, so some become skip markers inside the topic, not give-backs
     procs = [
         start(tms_env, PRELUDE + "with MessagingClient() as c:\n    for i in range(25): c.publish(T, [b'y'])")

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_shared_crash import T, check_deliveries, events, start
+from tests.integration.test_shared_crash import T, check_deliveries
+from tests.shared_workers import events, start
 from tests.waiting import wait_for
 from tms_hbase import MessagingClient
 from tms_hbase.shared import consumer as consumer_module
@@ -138,7 +139,7 @@ def test_a_killed_consumers_kept_range_goes_to_a_consumer_in_a_new_process(
 ) -> None:
     fill(client, ack_timeout=3.0)
     files = [tmp_path / "a", tmp_path / "b"]
-    a = start(tms_env, files[0], "--batch", "2", "--delay", "0.5", "--idle", "60")
+    a = start(T, tms_env, files[0], "--batch", "2", "--delay", "0.5", "--idle", "60")
     try:
         wait_for(
             lambda: sum(1 for _, f in events(files) if f[0] == "acked") >= 2,
@@ -148,7 +149,7 @@ def test_a_killed_consumers_kept_range_goes_to_a_consumer_in_a_new_process(
     finally:
         a.send_signal(signal.SIGKILL)
         a.communicate(timeout=30)
-    b = start(tms_env, files[1], "--batch", "5", "--idle", "8")
+    b = start(T, tms_env, files[1], "--batch", "5", "--idle", "8")
     _, err = b.communicate(timeout=120)
     assert b.returncode == 0, err
     seen = events(files)

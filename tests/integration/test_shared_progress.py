@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_shared_crash import T, check_deliveries, events, start
+from tests.integration.test_shared_crash import T, check_deliveries
+from tests.shared_workers import events, start
 from tms_hbase import MessagingClient
 
 CONSUMERS = 8
@@ -33,7 +34,7 @@ def test_many_consumer_processes_drain_a_backlog_without_a_stall(
     client.create_subscription(T, "work", shared=True, ack_timeout_seconds=ACK_TIMEOUT, claim_size=128)
     files = [tmp_path / f"w{i}" for i in range(CONSUMERS)]
     # --idle far past the drain: a consumer that found nothing for a while is still there when work shows up
-    procs = [start(tms_env, f, "--batch", "32", "--idle", "600") for f in files]
+    procs = [start(T, tms_env, f, "--batch", "32", "--idle", "600") for f in files]
     try:
         ready = time.monotonic() + 120
         while sum(1 for _, f in events(files) if f[0] == "ready") < CONSUMERS:
