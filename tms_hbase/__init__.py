@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from tms_hbase.model.message_id import MessageId
     from tms_hbase.model.published import PublishResult
     from tms_hbase.model.record import Record
+    from tms_hbase.model.schedule import deliver_after, deliver_at
     from tms_hbase.model.stats import Lag, PublisherStats, SharedStats, TopicStats
     from tms_hbase.model.subscription import PendingMessage, Subscription
     from tms_hbase.model.wire import RollbackDetail
@@ -80,6 +81,8 @@ _LAZY = {
     "Subscription": "tms_hbase.model.subscription",
     "RollbackDetail": "tms_hbase.model.wire",
     "PublishResult": "tms_hbase.model.published",
+    "deliver_at": "tms_hbase.model.schedule",
+    "deliver_after": "tms_hbase.model.schedule",
 }
 
 
@@ -153,4 +156,6 @@ __all__ = [
     "TransactionNotInProgress",
     "TransactionServiceUnavailable",
     "Unavailable",
+    "deliver_after",
+    "deliver_at",
 ]

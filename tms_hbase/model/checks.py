@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import cast
 
 from tms_hbase.errors import BatchTooLarge, InvalidArgument
-from tms_hbase.model import record
+from tms_hbase.model import record, schedule
 from tms_hbase.model.clock import check_time_ms
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.record import Record
@@ -114,6 +114,7 @@ def validate_payloads(payloads: object, max_batch_bytes: int, *, allow_empty: bo
     result: tuple[bytes | Record, ...] = tuple(cast("Sequence[bytes]", payloads))
     if not set(map(type, result)) <= {bytes}:  # else (the usual case) there is nothing to convert
         result = _plain_records(result) or tuple(_message(i, message) for i, message in enumerate(result))
+        schedule.check(result)
     if not result and not allow_empty:
         raise InvalidArgument("nothing to publish: the list of payloads is empty")
     size = batch_size(result)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tms_hbase.model.schedule import due_ms
+
 
 @dataclass(frozen=True)
 class Message:
@@ -21,6 +23,11 @@ class Message:
     def publish_time_ms(self) -> int:
         """``publish_time``, named with its unit: milliseconds since the epoch."""
         return self.publish_time
+
+    @property
+    def deliver_at_ms(self) -> int | None:
+        """When it is scheduled for (HBase ms, :mod:`~tms_hbase.model.schedule`); None if it is not."""
+        return due_ms(self.publish_time, self.headers)
 
 
 @dataclass(frozen=True)
@@ -39,6 +46,11 @@ class Delivery:
     key: bytes | None = None
     headers: tuple[tuple[str, bytes], ...] = ()
     incarnation: int = 0
+
+    @property
+    def deliver_at_ms(self) -> int | None:
+        """When it is scheduled for (HBase ms, :mod:`~tms_hbase.model.schedule`); None if it is not."""
+        return due_ms(self.publish_time, self.headers)
 
 
 @dataclass(frozen=True)

@@ -123,6 +123,7 @@ class SharedAdmin:
         unsettled = [c for c in claims if not c.state.settled]
         in_flight = [c for c in unsettled if c.state is ClaimState.HELD and (c.deadline > now or c.tx is not None)]
         queued = sum(c.key is not None and c.waiting for c in unsettled)  # key order: waiting for their turn
+        scheduled = sum(c.scheduled(now) for c in unsettled)
         if unsettled:
             oldest = max(0.0, (now - min(c.publish_time for c in unsettled)) / 1000)
         else:
@@ -130,7 +131,7 @@ class SharedAdmin:
         return SharedStats(
             waiting=max(0, lag.messages - len(claims)) + queued,
             in_flight=len(in_flight),
-            due=len(unsettled) - len(in_flight) - queued,
+            due=len(unsettled) - len(in_flight) - queued - scheduled,
             acknowledged=totals.acked + sum(c.state is ClaimState.ACKED for c in claims),
             dead_lettered=totals.dead_lettered + sum(c.state is ClaimState.DEAD for c in claims),
             redelivered=totals.redelivered,
@@ -160,6 +161,7 @@ class SharedAdmin:
             state = "acking" if c.tx is not None else state
             state = "undeliverable" if c.state is ClaimState.HELD and c.owner is None else state
             state = "waiting" if c.key is not None and c.waiting else state
+            state = "scheduled" if c.scheduled(now) else state
             out.append(PendingMessage(stored.message_id, c.owner, c.deadline, c.deliveries, c.publish_time, state))
             if limit is not None and len(out) >= limit:
                 break

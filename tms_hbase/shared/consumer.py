@@ -65,6 +65,7 @@ from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.record import Record
 from tms_hbase.model.topic import TopicId
 from tms_hbase.shared.key_order import WINDOW, KeyView, heads, view_of
+from tms_hbase.shared.schedule import Schedule, parked
 from tms_hbase.shared.state import (
     Claim,
     ClaimState,
@@ -136,6 +137,7 @@ class SharedConsumer(TransactionalAcks):
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.max_wait_seconds, self.poll_interval_seconds = max_wait_seconds, max(poll_interval_seconds, 0.01)
         self._key, self._store, self._reader, self._topics = subscription_key, store, reader, topics
+        self._schedule = Schedule(store)
         self._clock, self._publish = clock, publish
         self._committed_reads = committed  # committed messages only (None: every row as stored)
         self._use_settings(*self._read_settings())
@@ -251,7 +253,10 @@ class SharedConsumer(TransactionalAcks):
             if self._bell is not None:
                 self._bell.clear()  # before looking: a ring after the look ends the wait below
             self._checked = False
-            reaping = time.monotonic() >= self._next_reap
+            # (a busy consumer reaps too when a deadline the last reap saw has come: a scheduled message's time)
+            reaping = time.monotonic() >= self._next_reap or (
+                self._next_due is not None and self._next_due <= self._clock()
+            )
             if reaping:
                 self._check()
                 self._reap()
@@ -531,21 +536,25 @@ class SharedConsumer(TransactionalAcks):
         floor_data, floor, handed = self._store.floor_and_handed_out(keys)
         ranges = self._store.ranges(keys, floor)  # before the claims: a range read to its end has them all
         claims = self._store.claims(keys, bytes(MessageId(self.generation, s.first_position(floor), 0)), unsettled=True)
+        truncated = len(claims) >= SCAN_LIMIT
         now = self._clock()
+        due = self._schedule.due(keys, now)  # scheduled messages the floor passed, due by now
+        above = {c.message_id for c in claims}
+        claims = [c for c in due.claims if c.message_id not in above] + claims  # (in id order: below the floor)
         self._held = {k: c for k, c in self._held.items() if c.claim.deadline > now}  # past it: not held any more
         claims = self._resolve(claims, now)  # acknowledgements pending in transactions that ended
         if s.ordering == "key":
             in_play = [c for c in claims if not c.claim.state.settled]
-            self._view = view_of(s, floor, ranges, in_play, complete=len(claims) < SCAN_LIMIT)
+            self._view = view_of(s, floor, ranges, in_play, complete=not truncated)
             waiting = {c.message_id for c in in_play}
             self._bodies = {i: m for i, m in self._bodies.items() if i in waiting}
             self._bodies_bytes = sum(len(m.payload) for m in self._bodies.values())
             # those this consumer registered first (it has their messages: no read to deliver them), so
             # consumers that reap at once do not all try the same heads
-            due = sorted(heads(s, self._view, in_play, now), key=lambda c: c.message_id not in self._bodies)
+            ready = sorted(heads(s, self._view, in_play, now), key=lambda c: c.message_id not in self._bodies)
         else:
-            due = [c for c in claims if c.claim.available(now)]
-        self._expired = deque(c for c in due if c.message_id not in self._held)
+            ready = [c for c in claims if c.claim.available(now)]
+        self._expired = deque(c for c in ready if c.message_id not in self._held)
         # the next deadline of another's claim: an idle consumer looks again then (a message given back
         # elsewhere is due from the deadline its consumer read on its own reading of HBase's clock)
         later = [
@@ -553,15 +562,20 @@ class SharedConsumer(TransactionalAcks):
             for c in claims
             if not c.claim.state.settled and c.claim.tx is None and c.message_id not in self._held
         ]
-        self._next_due = min((d for d in later if d > now), default=None)
+        self._next_due = min((d for d in [*later, due.next_due or 0] if d > now), default=None)
         by_k = {r.k: r for r in ranges}
         self._takeable = [k for k in range(floor, handed + 1) if k not in by_k or by_k[k].cell.takeable(now)][:1000]
-        unsettled = {s.range_of(position_of_id(c.message_id)) for c in claims if not c.claim.state.settled}
+        # the floor passes parked claims (scheduled far ahead), once their schedule rows are written
+        open_claims = [c for c in claims if not c.claim.state.settled and not parked(c.claim, now)]
+        unsettled = {s.range_of(position_of_id(c.message_id)) for c in open_claims}
         # a truncated scan says nothing about the ranges past its last claim
-        limit = handed + 1 if len(claims) < SCAN_LIMIT else s.range_of(position_of_id(claims[-1].message_id))
+        limit = handed + 1 if not truncated else s.range_of(position_of_id(claims[-1].message_id))
         new_floor = floor
         while new_floor < limit and new_floor in by_k and by_k[new_floor].cell.read and new_floor not in unsettled:
             new_floor += 1
+        passed = [c for c in claims if floor <= s.range_of(position_of_id(c.message_id)) < new_floor]
+        if passed:
+            self._schedule.park(keys, [c for c in passed if not c.claim.state.settled])
         if new_floor > floor and self._store.raise_floor(keys, floor_data, new_floor):
             first_id, stop_id = (bytes(MessageId(self.generation, s.first_position(k), 0)) for k in (floor, new_floor))
             self._store.clear_done(keys, floor, new_floor, first_id, stop_id)
@@ -819,9 +833,10 @@ class SharedConsumer(TransactionalAcks):
                 self._note_delivered(won)
                 c = won.claim
                 out.append(Delivery(m.id, m.payload, m.publish_time, 1, c.deadline, m.key, m.headers, c.incarnation))
-            else:  # waiting for its key's turn: delivered from here (by whichever consumer) when it comes
+            elif won.claim.key is not None:  # waiting for its key's turn: delivered from here when it comes
                 self._registered += 1
                 self._keep_body(m)
+            # (else scheduled: delivered by a reap once due)
         return out, finished
 
     def _keep_body(self, message: Message) -> None:
@@ -837,7 +852,8 @@ class SharedConsumer(TransactionalAcks):
         this consumer (delivered), or, in a key-ordered subscription, waiting for their key's turn when the
         view cannot tell that no earlier message of their key is in play (:mod:`.key_order`)."""
         s = self.settings
-        deadline = self._clock() + s.ack_timeout_ms
+        now = self._clock()
+        deadline = now + s.ack_timeout_ms
         ordered = s.ordering == "key"
         vouched = ordered and self._view.direct(r)
         blocked: set[str] = set()
@@ -846,6 +862,10 @@ class SharedConsumer(TransactionalAcks):
         for m in messages:
             if delivered >= wanted:
                 break
+            due = m.deliver_at_ms
+            if due is not None and due > now:  # scheduled: free from its time on, out of key order (docs/shared.md)
+                plan.append((m, Claim(ClaimState.FREE, None, due, 0, m.publish_time)))
+                continue
             key = key_of(m.key) if ordered else None
             if key is None or (vouched and key not in self._view.blocked and key not in blocked):
                 held = Claim(
@@ -895,6 +915,7 @@ class SharedConsumer(TransactionalAcks):
         instead of when their deadline passes: that wait, an ack timeout long, would hold up every
         consumer once they are the last messages. Best-effort: one that fails runs out by itself."""
         now = self._clock()
+        claims = [c for c in claims if c.claim.state is ClaimState.HELD]  # (not those scheduled or waiting)
         for stored in claims:
             free = replace(stored.claim, state=ClaimState.FREE, owner=None, deadline=now, deliveries=0)
             try:

@@ -12,6 +12,8 @@ state lives in rows of the same table whose keys extend the subscription's row k
     <subscription key> 0x00 <incarnation> b"r" <range u64>          d:r  a range cell (JSON)
     <subscription key> 0x00 <incarnation> b"m" <message id>         d:m  a claim cell (JSON)
     <subscription key> 0x00 <incarnation> b"b" <consumer>           d:b  an idle consumer's doorbell (JSON)
+    <subscription key> 0x00 <incarnation> b"s" <due u64> <message id>  d:s  a scheduled message the floor passed
+                                                                    (:mod:`.schedule`)
 
 Names are ``[A-Za-z0-9_-]+``, so the 0x00 keeps one subscription's state rows apart from any other
 name's. The **incarnation** is random per creation and per reset: a reset or a re-created subscription
@@ -54,6 +56,7 @@ FLOOR_COLUMN = f"{FAMILY}:f".encode()
 RANGE_COLUMN = f"{FAMILY}:r".encode()
 CLAIM_COLUMN = f"{FAMILY}:m".encode()
 BELL_COLUMN = f"{FAMILY}:b".encode()
+SCHEDULE_COLUMN = f"{FAMILY}:s".encode()
 
 _U64 = struct.Struct(">Q")
 MAX_DELIVERIES_LIMIT = 1000
@@ -245,6 +248,11 @@ class Claim:
         """True if another delivery may take it now (held past its deadline, or free and due)."""
         return not self.state.settled and self.tx is None and self.deadline <= now
 
+    def scheduled(self, now: int) -> bool:
+        """A scheduled message not due at ``now``: never delivered, free from its delivery time on (the only
+        claims written free with a deadline ahead; given back ones are due at once, nacked ones counted)."""
+        return self.state is ClaimState.FREE and self.deliveries == 0 and self.deadline > now
+
     @property
     def waiting(self) -> bool:
         """Never delivered: a key-ordered subscription's message waiting for its turn (or a claim given
@@ -348,6 +356,17 @@ class Keys:
     @property
     def bells(self) -> bytes:
         return self.prefix + b"b"
+
+    @cached_property
+    def schedule(self) -> bytes:
+        return self.prefix + b"s"
+
+    def scheduled(self, due: int, message_id: bytes = b"") -> bytes:
+        """The schedule row of a message due at ``due`` (HBase ms); with no id, where rows due then begin."""
+        return self.schedule + _U64.pack(due) + message_id
+
+    def due_and_id(self, key: bytes) -> tuple[int, bytes]:
+        return _U64.unpack_from(key, len(self.schedule))[0], key[len(self.schedule) + 8 :]
 
     def range_number(self, key: bytes) -> int:
         return _U64.unpack_from(key, len(self.ranges))[0]

@@ -38,6 +38,7 @@ SCAN_LIMIT = 10_000  # rows per scan of one subscription's open ranges or claims
 # keys, its state in "s" (ClaimState's values)
 UNSETTLED = 'ValueFilter(=, \'regexstring:"s":"[hf]"\')'
 _ACKED = b'"s":"%s"' % ClaimState.ACKED.value.encode()  # in an acknowledged claim cell (Claim.encode)
+_DEAD = b'"s":"%s"' % ClaimState.DEAD.value.encode()
 CLAIM_WAYS = 4  # connections a read's claims are written over at once (a client's pool has 8 by default)
 CLAIMS_PER_WAY = 8  # claims a connection gets at least, before another is used
 
@@ -137,7 +138,7 @@ class SharedStore:
 
     def ranges(self, keys: Keys, first: int) -> list[StoredRange]:
         """The range cells from range ``first`` on, in order."""
-        rows = self.table.scan(keys.range(first), _past(keys.ranges), columns=[RANGE_COLUMN], limit=SCAN_LIMIT)
+        rows = self.table.scan(keys.range(first), past(keys.ranges), columns=[RANGE_COLUMN], limit=SCAN_LIMIT)
         return [
             StoredRange(keys.range_number(key), d[RANGE_COLUMN], RangeCell.decode(d[RANGE_COLUMN])) for key, d in rows
         ]
@@ -186,7 +187,7 @@ class SharedStore:
         not every acknowledgement of the ranges not done yet)."""
         rows = self.table.scan(
             keys.claim(start_id),
-            _past(keys.claims),
+            past(keys.claims),
             columns=[CLAIM_COLUMN],
             limit=limit,
             filter=UNSETTLED if unsettled else None,
@@ -205,7 +206,7 @@ class SharedStore:
     def bells(self, keys: Keys, now: int) -> dict[str, str]:
         """The doorbell addresses of this subscription's idle consumers, by consumer, that have not
         expired at ``now``."""
-        rows = self.table.scan(keys.bells, _past(keys.bells), columns=[BELL_COLUMN], limit=SCAN_LIMIT)
+        rows = self.table.scan(keys.bells, past(keys.bells), columns=[BELL_COLUMN], limit=SCAN_LIMIT)
         found = {keys.bell_owner(key): _bell_of(d[BELL_COLUMN], now) for key, d in rows}
         return {owner: address for owner, address in found.items() if address is not None}
 
@@ -219,13 +220,15 @@ class SharedStore:
 
     def clear_done(self, keys: Keys, first: int, stop: int, first_id: bytes, stop_id: bytes) -> None:
         """Move the claims of ranges ``first``..``stop - 1`` (message ids ``first_id`` up to ``stop_id``;
-        done: every one settled) to the acknowledged and dead-lettered totals, then delete them and the
-        ranges' cells. A raise of the floor clears only the ranges it passed, so no claim is counted twice
-        when consumers raise the floor one after another."""
-        done = self.table.scan(keys.claim(first_id), keys.claim(stop_id), columns=[CLAIM_COLUMN])
-        acked = sum(_ACKED in d[CLAIM_COLUMN] for _, d in done)  # settled: acknowledged or dead-lettered
-        self.count(keys, acked=acked, dead=len(done) - acked)
-        self.table.delete_many([keys.range(k) for k in range(first, stop)] + [key for key, _ in done])
+        done: every one settled or parked) to the acknowledged and dead-lettered totals, then delete them
+        and the ranges' cells; parked claims stay (their schedule rows lead to them). A raise of the floor
+        clears only the ranges it passed, so no claim is counted twice when consumers raise the floor one
+        after another."""
+        rows = self.table.scan(keys.claim(first_id), keys.claim(stop_id), columns=[CLAIM_COLUMN])
+        acked = [key for key, d in rows if _ACKED in d[CLAIM_COLUMN]]
+        dead = [key for key, d in rows if _DEAD in d[CLAIM_COLUMN]]  # (the rest: parked, :mod:`.schedule`)
+        self.count(keys, acked=len(acked), dead=len(dead))
+        self.table.delete_many([keys.range(k) for k in range(first, stop)] + acked + dead)
 
     def drop(self, subscription_key: bytes, keep: bytes | None = None) -> int:
         """Delete the state rows of every incarnation of a subscription but ``keep``; how many."""
@@ -274,7 +277,7 @@ def _bell_of(data: bytes, now: int) -> str | None:
     return address if isinstance(address, str) and expires > now else None
 
 
-def _past(prefix: bytes) -> bytes:
+def past(prefix: bytes) -> bytes:
     """The scan stop just past every key that starts with ``prefix``."""
     return prefix + b"\xff" * 32
 

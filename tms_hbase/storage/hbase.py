@@ -129,6 +129,25 @@ class Table:
         """One cell's value, or None if it does not exist."""
         return self.get(key, [column]).get(column)
 
+    def get_cells(self, keys: Sequence[bytes], column: bytes) -> list[bytes | None]:
+        """One cell of each row of ``keys`` (None where it does not exist), in order: the reads pipelined
+        (:meth:`~tms_hbase.storage.connection.CheckedClient.pipeline`), a round trip for many."""
+        if not keys:
+            return []
+        calls = [
+            ("getRowWithColumns", {"tableName": self._name, "row": key, "columns": [column], "attributes": {}})
+            for key in keys
+        ]
+
+        def read(conn: Connection) -> list[bytes | None]:
+            answers = conn.client.pipeline(calls)
+            refused = next((a for a in answers if isinstance(a, Exception)), None)
+            if refused is not None:
+                raise refused
+            return [rows[0].columns[column].value if rows and column in rows[0].columns else None for rows in answers]
+
+        return self.hbase.run(f"read {len(keys)} rows of {self.name}", read, requests=len(keys))
+
     def get_versions(self, key: bytes, column: bytes, versions: int) -> list[tuple[bytes, int]]:
         """Up to ``versions`` versions of one cell, newest first, as (value, timestamp)."""
         return self.hbase.run(

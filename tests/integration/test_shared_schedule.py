@@ -1,0 +1,275 @@
+"""Scheduled delivery on shared subscriptions (docs/shared.md, "Scheduled delivery"), on the real HBase: a
+scheduled message is never delivered before its time on HBase's clock (also by a consumer process whose
+host clock runs an hour ahead), is delivered once after it even when it waited longer than the ack timeout,
+survives consumers killed and stopped while they hold it, is found by new processes after the floor passed
+it, leaves key order, is never delivered when its transaction rolled back; bad times are refused."""
+
+from __future__ import annotations
+
+import random
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tms_hbase import (
+    Delivery,
+    InvalidArgument,
+    MessagingClient,
+    Record,
+    TopicId,
+    deliver_after,
+    deliver_at,
+)
+from tms_hbase.consume.subscriptions import row_key
+from tms_hbase.shared import schedule
+from tms_hbase.shared.state import CLAIM_COLUMN, Keys
+from tms_hbase.shared.store import SharedStore
+from tms_hbase.tx.client import TransactionClient
+
+from ..shared_workers import events, land_faults, start
+from ..tx_server import TxServer, free_port
+
+T = TopicId("sched", "jobs")
+WAIT = 120.0  # seconds a condition may take on a loaded machine
+LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+
+
+def hbase_now(client: MessagingClient) -> int:
+    """HBase's clock now, exactly: the timestamp HBase gives a cell written now (an upper bound of HBase's
+    time at any moment before the call)."""
+    table = client.installation.table("subscriptions")
+    table.put(b"\xfftest-clock-probe", {CLAIM_COLUMN: b"x"})
+    return table.get_versions(b"\xfftest-clock-probe", CLAIM_COLUMN, 1)[0][1]
+
+
+def receive_until(
+    client: MessagingClient, consumer, done: Callable[[list[tuple[Delivery, int]]], bool], ack: bool = True
+) -> list[tuple[Delivery, int]]:
+    """Deliveries, each with HBase's time just after its receive returned (so a delivery before its time shows
+    as a time before it), until ``done`` of them."""
+    got: list[tuple[Delivery, int]] = []
+    deadline = time.monotonic() + WAIT
+    while not done(got):
+        assert time.monotonic() < deadline, f"timed out with {[d.payload for d, _ in got]}"
+        batch = consumer.receive(10, 0.5)
+        after = hbase_now(client)
+        got += [(d, after) for d in batch]
+        if ack and batch:
+            consumer.ack(*batch)
+    return got
+
+
+def never_early(got: list[tuple[Delivery, int]]) -> None:
+    for d, after in got:
+        due = d.deliver_at_ms
+        assert due is None or after >= due, f"{d.payload!r} delivered {due - after} ms before its time"
+
+
+def payloads(got: list[tuple[Delivery, int]]) -> list[bytes]:
+    return [d.payload for d, _ in got]
+
+
+def keys_of(client: MessagingClient, name: str) -> Keys:
+    meta = client.get_topic(T)
+    store = SharedStore(client.installation.table("subscriptions"))
+    key = row_key(T, meta.generation, name)
+    found = store.settings(key)
+    assert found is not None
+    return Keys(key, found[1].incarnation)
+
+
+def test_scheduled_messages_go_out_at_their_time_once_even_past_the_ack_timeout(client: MessagingClient) -> None:
+    client.create_topic(T)
+    client.create_subscription(T, "work", shared=True, ack_timeout_seconds=1.0, claim_size=4)
+    now = hbase_now(client)
+    client.publish(
+        T,
+        [
+            Record(b"at", headers=[deliver_at(now + 5000)]),
+            b"plain",
+            Record(b"after", key=b"k", headers=[("x", b"1"), deliver_after(3.0)]),
+            b"plain2",
+        ],
+    )
+    # exclusive readers see every message at its position, its time visible
+    fetched = list(client.fetch(T))
+    assert [m.payload for m in fetched] == [b"at", b"plain", b"after", b"plain2"]
+    assert fetched[0].deliver_at_ms == now + 5000
+    assert fetched[2].deliver_at_ms == fetched[2].publish_time + 3000
+    assert fetched[1].deliver_at_ms is None
+    with client.shared_consumer(T, "work", poll_interval_seconds=0.1) as consumer:
+        first = receive_until(client, consumer, lambda got: len(got) >= 2)
+        assert sorted(payloads(first)) == [b"plain", b"plain2"], "a scheduled message went out before its time"
+        states = {p.id: p.state for p in client.pending(T, "work")}
+        assert sorted(states.values()) == ["scheduled", "scheduled"]
+        got = first + receive_until(client, consumer, lambda got: len(got) >= 2)
+        # more: nothing comes twice although each waited longer than the ack timeout
+        got += receive_until(client, consumer, lambda _: hbase_now(client) > now + 8000)
+    never_early(got)
+    assert sorted(payloads(got)) == [b"after", b"at", b"plain", b"plain2"]
+    assert all(d.deliveries == 1 for d, _ in got)
+    stats = client.get_subscription(T, "work").shared
+    assert stats is not None and (stats.acknowledged, stats.due, stats.in_flight) == (4, 0, 0)
+
+
+def test_a_message_due_far_ahead_lets_the_floor_pass_and_a_new_process_delivers_it(
+    client: MessagingClient, tms_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(schedule, "PARK_MS", 1000)  # (this process parks what is due over 1 s ahead, not 60 s)
+    client.create_topic(T)
+    client.create_subscription(T, "work", shared=True, ack_timeout_seconds=2.0, claim_size=4)
+    due = hbase_now(client) + 20_000
+    client.publish(T, [Record(b"later", headers=[deliver_at(due)])])
+    for i in range(30):  # (rows of their own: ranges read to their end as the next ones come)
+        client.publish(T, [str(i).encode()])
+    keys = keys_of(client, "work")
+    table = client.installation.table("subscriptions")
+    with client.shared_consumer(T, "work", poll_interval_seconds=0.1, reap_interval=0.2) as consumer:
+        got = receive_until(client, consumer, lambda got: len(got) >= 30)
+        assert b"later" not in payloads(got)
+        # the floor passes it: its schedule row is written, the acknowledged claims before the last range go,
+        # its claim stays
+        deadline = time.monotonic() + WAIT
+        while not table.scan(prefix=keys.schedule) or len(table.scan(prefix=keys.claims)) > 4 + 1:
+            assert time.monotonic() < deadline, f"{len(table.scan(prefix=keys.claims))} claims left"
+            assert consumer.receive(1, 0.3) == []
+        rows = table.scan(prefix=keys.schedule)
+        assert [keys.due_and_id(k)[0] for k, _ in rows] == [due]
+        later = keys.claim(keys.due_and_id(rows[0][0])[1])
+        assert table.get_cell(later, CLAIM_COLUMN) is not None
+        assert hbase_now(client) < due, "the machine was too slow for this test to see the row before it was due"
+    # another process delivers it at its time, from the row
+    out = tmp_path / "worker.txt"
+    worker = start(T, tms_env, out, "--idle", "30")
+    deadline = time.monotonic() + WAIT
+    while not any(f[0] == "acked" for _, f in events([out])):
+        assert worker.poll() is None, worker.stderr.read() if worker.stderr else ""
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    worker.send_signal(signal.SIGTERM)
+    worker.wait(60)
+    got_lines = [f for _, f in events([out]) if f[0] == "got"]
+    assert [f[1] for f in got_lines] == ["later"]
+    assert int(got_lines[0][4]) >= due  # (HBase's clock as the worker read it after receive: a lower bound)
+    deadline = time.monotonic() + WAIT
+    while table.scan(prefix=keys.schedule) or table.get_cell(later, CLAIM_COLUMN):  # settled: its row and claim go
+        assert time.monotonic() < deadline
+        with client.shared_consumer(T, "work", reap_interval=0.1) as consumer:
+            assert consumer.receive(1, 0.3) == []
+    stats = client.get_subscription(T, "work").shared
+    assert stats is not None and stats.acknowledged == 31
+
+
+def test_consumers_killed_stopped_or_with_a_clock_an_hour_ahead_deliver_on_time_and_lose_nothing(
+    client: MessagingClient, tms_env: dict[str, str], tmp_path: Path
+) -> None:
+    client.create_topic(T)
+    client.create_subscription(T, "work", shared=True, ack_timeout_seconds=2.0, claim_size=2, max_deliveries=100)
+    now = hbase_now(client)
+    rng = random.Random(45)
+    due = {str(i): now + 4000 + rng.randrange(6000) for i in range(40)}
+    client.publish(T, [Record(p.encode(), headers=[deliver_at(t)]) for p, t in due.items()])
+    ahead = {
+        **tms_env,
+        "LD_PRELOAD": str(LIBFAKETIME),
+        "FAKETIME": "+1h",
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+    }
+    files = [tmp_path / f"w{i}.txt" for i in range(8)]
+    workers = {i: start(T, ahead if i == 0 else tms_env, files[i], "--delay", "0.2", "--idle", "8") for i in range(3)}
+
+    def spawn() -> tuple[int, object]:
+        i = len([f for f in files if f.exists()])
+        return i, start(T, tms_env, files[i], "--delay", "0.2", "--idle", "8")
+
+    def acked() -> set[str]:
+        return {f[1] for _, f in events(files) if f[0] == "acked"}
+
+    land_faults(workers, files, spawn, rng, (2.5, 3.5), lambda: acked() >= set(due))  # type: ignore[arg-type]
+    deadline = time.monotonic() + WAIT
+    while acked() < set(due):
+        assert time.monotonic() < deadline, f"never acknowledged: {sorted(set(due) - acked())}"
+        time.sleep(0.2)
+    for w in workers.values():
+        w.wait(WAIT)
+    got = [(i, f) for i, f in events(files) if f[0] == "got"]
+    early = [(f[1], due[f[1]] - int(f[4])) for _, f in got if int(f[4]) < due[f[1]]]
+    assert not early, f"delivered before their time (ms early): {early}"
+    assert any(i == 0 for i, _ in got), "the consumer whose clock runs ahead delivered nothing"
+
+
+def test_a_scheduled_message_leaves_key_order(client: MessagingClient) -> None:
+    client.create_topic(T)
+    client.create_subscription(T, "work", shared=True, ordering="key", ack_timeout_seconds=2.0, claim_size=4)
+    now = hbase_now(client)
+    client.publish(
+        T,
+        [
+            Record(b"k1", key=b"k"),
+            Record(b"k2-scheduled", key=b"k", headers=[deliver_at(now + 4000)]),
+            Record(b"k3", key=b"k"),
+            Record(b"k4", key=b"k"),
+        ],
+    )
+    with client.shared_consumer(T, "work", poll_interval_seconds=0.1) as consumer:
+        got = receive_until(client, consumer, lambda got: len(got) >= 3)
+        assert payloads(got) == [b"k1", b"k3", b"k4"], "the key's later messages wait for no scheduled one"
+        got += receive_until(client, consumer, lambda got: len(got) >= 1)
+    never_early(got)
+    assert payloads(got)[-1] == b"k2-scheduled"
+
+
+@pytest.fixture
+def tx_server(tms_env: dict[str, str]) -> Iterator[TxServer]:
+    server = TxServer(tms_env, free_port()).start()
+    yield server
+    server.stop()
+
+
+def test_a_scheduled_message_of_a_rolled_back_transaction_is_never_delivered(
+    hbase_address: str, prefix: str, client: MessagingClient, tx_server: TxServer
+) -> None:
+    client.create_topic(T)
+    client.create_subscription(T, "work", shared=True, ack_timeout_seconds=1.0)
+    with (
+        TransactionClient(tx_server.address) as tx,
+        MessagingClient(hbase_address, prefix, tx_server=tx_server.address) as reader,
+    ):
+        due = hbase_now(client) + 2000
+        rolled = tx.start_short()
+        rolled_back = [Record(b"rolled", headers=[deliver_at(due)])]
+        result = client.publish(T, rolled_back, tx_write_pointer=rolled.write_pointer)
+        kept = tx.start_short()
+        client.publish(T, [Record(b"kept", headers=[deliver_at(due)])], tx_write_pointer=kept.write_pointer)
+        client.rollback(T, result)
+        tx.abort(rolled)
+        tx.can_commit(kept, [])
+        tx.commit(kept)
+        with reader.shared_consumer(T, "work", poll_interval_seconds=0.1) as consumer:
+            got = receive_until(client, consumer, lambda got: len(got) >= 1)
+            got += receive_until(client, consumer, lambda _: hbase_now(client) > due + 3000)
+    never_early(got)
+    assert payloads(got) == [b"kept"]
+
+
+@pytest.mark.parametrize(
+    ("headers", "reason"),
+    [
+        ([("tms-deliver-at", b"-5")], "not a time in ms"),
+        ([("tms-deliver-at", b"soon")], "not a time in ms"),
+        ([("tms-deliver-after", b"")], "not a time in ms"),
+        ([("tms-deliver-after", b"1.5")], "not a time in ms"),
+        ([("tms-deliver-at", b"1"), ("tms-deliver-after", b"1")], "give one"),
+        ([("tms-deliver-at", b"1"), ("tms-deliver-at", b"2")], "give one"),
+    ],
+)
+def test_bad_delivery_times_are_refused_and_nothing_is_written(
+    client: MessagingClient, headers: list[tuple[str, bytes]], reason: str
+) -> None:
+    client.create_topic(T)
+    with pytest.raises(InvalidArgument, match=reason):
+        client.publish(T, [b"fine", Record(b"bad", headers=headers)])
+    assert list(client.fetch(T)) == []
