@@ -78,7 +78,8 @@ def _describe(d: dict) -> str:
             f"dead letters to {n['dead_letter'] or 'nowhere (counted only)'}"
             + (f", ordered by {n['ordering']}" if n.get("ordering") else ""),
             f"messages      {n['waiting']:,} waiting, {n['in_flight']:,} in flight ({n['consumers']} consumers), "
-            f"{n['due']:,} due again",
+            f"{n['due']:,} due again, {n['scheduled']:,} scheduled"
+            + (f" (the next at {n['next_scheduled_ms']} ms)" if n["next_scheduled_ms"] else ""),
             f"settled       {n['acknowledged']:,} acknowledged, {n['dead_lettered']:,} dead-lettered, "
             f"{n['redelivered']:,} redeliveries, {n['late_acks']:,} late settlements refused",
             f"oldest        {n['oldest_unacked_seconds']:,.1f} s unacknowledged",

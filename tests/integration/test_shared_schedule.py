@@ -105,6 +105,9 @@ def test_scheduled_messages_go_out_at_their_time_once_even_past_the_ack_timeout(
         assert sorted(payloads(first)) == [b"plain", b"plain2"], "a scheduled message went out before its time"
         states = {p.id: p.state for p in client.pending(T, "work")}
         assert sorted(states.values()) == ["scheduled", "scheduled"]
+        numbers = client.get_subscription(T, "work").shared
+        assert numbers is not None
+        assert (numbers.scheduled, numbers.next_scheduled_ms) == (2, fetched[2].deliver_at_ms)
         got = first + receive_until(client, consumer, lambda got: len(got) >= 2)
         # more: nothing comes twice although each waited longer than the ack timeout
         got += receive_until(client, consumer, lambda _: hbase_now(client) > now + 8000)
@@ -139,6 +142,8 @@ def test_a_message_due_far_ahead_lets_the_floor_pass_and_a_new_process_delivers_
         rows = table.scan(prefix=keys.schedule)
         assert [keys.due_and_id(k)[0] for k, _ in rows] == [due]
         later = keys.claim(keys.due_and_id(rows[0][0])[1])
+        numbers = client.get_subscription(T, "work").shared
+        assert numbers is not None and (numbers.scheduled, numbers.next_scheduled_ms, numbers.due) == (1, due, 0)
         assert table.get_cell(later, CLAIM_COLUMN) is not None
         assert hbase_now(client) < due, "the machine was too slow for this test to see the row before it was due"
     # another process delivers it at its time, from the row

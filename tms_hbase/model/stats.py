@@ -52,7 +52,8 @@ class SharedStats:
     extend, transactional ack) refused because their delivery no longer held the message (its deadline
     passed, it was delivered again, or it was settled already), since creation or the last reset;
     ``ordering``: "key" for a key-ordered subscription (messages of a key waiting for their turn count as
-    ``waiting``), else None."""
+    ``waiting``), else None; ``scheduled``: messages not due yet (docs/shared.md, "Scheduled delivery",
+    counted up to 10,000 past the ranges in play), ``next_scheduled_ms``: the first one's time (HBase ms)."""
 
     waiting: int
     in_flight: int
@@ -67,6 +68,8 @@ class SharedStats:
     dead_letter: TopicId | None
     late_acks: int = 0
     ordering: str | None = None
+    scheduled: int = 0
+    next_scheduled_ms: int | None = None
 
 
 @dataclass

@@ -142,6 +142,7 @@ _SHARED = (
         "Age of the oldest unsettled message",
     ),
     ("consumers", GaugeMetricFamily, "tms_shared_consumers", "Consumers holding messages"),
+    ("scheduled", GaugeMetricFamily, "tms_shared_scheduled_messages", "Messages scheduled for later, not due yet"),
 )
 
 

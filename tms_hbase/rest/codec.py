@@ -525,6 +525,8 @@ def _shared(s: SharedStats) -> dict[str, Any]:
         "deadLetter": None if s.dead_letter is None else str(s.dead_letter),
         "lateAcks": s.late_acks,
         "ordering": s.ordering,
+        "scheduled": s.scheduled,
+        "nextScheduledMs": s.next_scheduled_ms,
     }
 
 
@@ -545,6 +547,8 @@ def _decode_shared(s: Any) -> SharedStats | None:
         None if s["deadLetter"] is None else as_topic(s["deadLetter"]),
         s.get("lateAcks", 0),
         s.get("ordering"),
+        s.get("scheduled", 0),
+        s.get("nextScheduledMs"),
     )
 
 

@@ -21,6 +21,7 @@ from tms_hbase.model.rows import generation_prefix
 from tms_hbase.model.stats import SharedStats
 from tms_hbase.model.subscription import END, PendingMessage, Subscription, check_name
 from tms_hbase.model.topic import TopicId, TopicMetadata, as_topic
+from tms_hbase.shared.schedule import Schedule
 from tms_hbase.shared.state import ClaimState, Keys, Settings, check_ordering, check_settings, new_incarnation
 from tms_hbase.shared.store import SharedStore, iter_pages
 
@@ -116,14 +117,16 @@ class SharedAdmin:
         keys, settings = self._keys(meta, name)
         _, floor = self.store.floor(keys)
         first = settings.first_position(floor)
-        claims = [c.claim for c in iter_pages(self.store, keys, bytes(MessageId(meta.generation, first, 0)))]
+        first_id = bytes(MessageId(meta.generation, first, 0))
+        claims = [c.claim for c in iter_pages(self.store, keys, first_id)]
         now = self.clock()
         totals = self.store.totals(keys)
         lag = self.stats_reader.lag(meta.topic, meta.generation, meta.ttl, mark_before(meta.generation, first, 0))
         unsettled = [c for c in claims if not c.state.settled]
         in_flight = [c for c in unsettled if c.state is ClaimState.HELD and (c.deadline > now or c.tx is not None)]
         queued = sum(c.key is not None and c.waiting for c in unsettled)  # key order: waiting for their turn
-        scheduled = sum(c.scheduled(now) for c in unsettled)
+        scheduled = [c.deadline for c in unsettled if c.scheduled(now)]
+        parked = Schedule(self.store).later(keys, now, first_id)  # those the floor passed
         if unsettled:
             oldest = max(0.0, (now - min(c.publish_time for c in unsettled)) / 1000)
         else:
@@ -131,7 +134,7 @@ class SharedAdmin:
         return SharedStats(
             waiting=max(0, lag.messages - len(claims)) + queued,
             in_flight=len(in_flight),
-            due=len(unsettled) - len(in_flight) - queued - scheduled,
+            due=len(unsettled) - len(in_flight) - queued - len(scheduled),
             acknowledged=totals.acked + sum(c.state is ClaimState.ACKED for c in claims),
             dead_lettered=totals.dead_lettered + sum(c.state is ClaimState.DEAD for c in claims),
             redelivered=totals.redelivered,
@@ -142,6 +145,8 @@ class SharedAdmin:
             dead_letter=settings.dead_letter,
             late_acks=totals.late,
             ordering=settings.ordering,
+            scheduled=len(scheduled) + len(parked),
+            next_scheduled_ms=min(scheduled + parked[:1], default=None),
         )
 
     def pending(self, meta: TopicMetadata, name: str, limit: int | None = None) -> list[PendingMessage]:

@@ -77,11 +77,11 @@ class Schedule:
             self._clear(keys, done)
         return Due(sorted(found, key=lambda c: c.message_id), next_due)
 
-    def count(self, keys: Keys, now: int) -> tuple[int, int | None]:
-        """How many schedule rows are due later than ``now`` (at most SCAN_LIMIT counted) and the first's
-        due time."""
+    def later(self, keys: Keys, now: int, below: bytes) -> list[int]:
+        """The due times of the schedule rows due later than ``now`` (at most SCAN_LIMIT), in order, whose
+        messages are below message id ``below`` (the floor's: a row of a claim above it counts with the claims)."""
         rows = self.table.scan(keys.scheduled(now + 1), past(keys.schedule), filter=KEYS_ONLY, limit=SCAN_LIMIT)
-        return len(rows), (keys.due_and_id(rows[0][0])[0] if rows else None)
+        return [due for due, message_id in map(keys.due_and_id, (key for key, _ in rows)) if message_id < below]
 
     def _clear(self, keys: Keys, done: list[tuple[bytes, bytes, bytes, Claim | None]]) -> None:
         """Count the settled claims of rows not counted yet (the row's compare-and-set decides who counts),
