@@ -6,12 +6,15 @@ it, leaves key order, is never delivered when its transaction rolled back; bad t
 
 from __future__ import annotations
 
+import base64
 import random
 import signal
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tms_hbase import (
@@ -24,17 +27,23 @@ from tms_hbase import (
     deliver_at,
 )
 from tms_hbase.consume.subscriptions import row_key
+from tms_hbase.gateway_client.http import GatewayClient
+from tms_hbase.rest import codec as rest
 from tms_hbase.shared import schedule
 from tms_hbase.shared.state import CLAIM_COLUMN, Keys
 from tms_hbase.shared.store import SharedStore
 from tms_hbase.tx.client import TransactionClient
 
+from ..gateway_server import GatewayProcess, module_gateway
 from ..shared_workers import events, land_faults, start
 from ..tx_server import TxServer, free_port
+from .test_gateway import assert_error
 
 T = TopicId("sched", "jobs")
 WAIT = 120.0  # seconds a condition may take on a loaded machine
 LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+
+gateway = module_gateway("workers = 2\n")
 
 
 def hbase_now(client: MessagingClient) -> int:
@@ -278,3 +287,27 @@ def test_bad_delivery_times_are_refused_and_nothing_is_written(
     with pytest.raises(InvalidArgument, match=reason):
         client.publish(T, [b"fine", Record(b"bad", headers=headers)])
     assert list(client.fetch(T)) == []
+
+
+def test_the_gateway_and_its_client_schedule_messages(
+    gateway: GatewayProcess, direct: MessagingClient, http: httpx.Client
+) -> None:
+    topic = TopicId(f"s{uuid.uuid4().hex[:10]}", "jobs")
+    direct.create_topic(topic)
+    direct.create_subscription(topic, "work", shared=True, ack_timeout_seconds=5.0)
+    path = rest.topic_path(topic)
+
+    def body(value: bytes) -> dict:
+        return {"messages": [{"payload": "eA==", "headers": [["tms-deliver-at", base64.b64encode(value).decode()]]}]}
+
+    assert_error(http.post(f"{path}/publish", json=body(b"-1")), 400, "InvalidArgument")
+    assert list(direct.fetch(topic)) == []
+    due = hbase_now(direct) + 3000
+    assert http.post(f"{path}/publish", json=body(str(due).encode())).is_success
+    with GatewayClient(gateway.url, timeout_seconds=60) as client:
+        client.publish(topic, [Record(b"y", headers=[deliver_after(2.0)])])
+        with client.shared_consumer(topic, "work") as consumer:
+            got = receive_until(direct, consumer, lambda got: len(got) >= 2)
+    assert all(d.deliver_at_ms is not None for d, _ in got), "the gateway's deliveries carry their time"
+    never_early(got)
+    assert sorted(payloads(got)) == [b"x", b"y"]
