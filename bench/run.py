@@ -4,8 +4,9 @@
 
 Benchmarks (docs/benchmarks.md): publish, writers, designs (the many-writer designs), fetch, keys (what a key
 and headers cost to publish and fetch), latency, seek, txlatency, sweeper, spark, gateway, gateway-aio, consumer,
-shared, shared-keyed (key-ordered shared subscriptions), aio (the asyncio client), console (the web console's
-screen times), transports (framed, compact and TLS against the plain Thrift transport).
+shared, shared-keyed (key-ordered shared subscriptions), scheduled (how late scheduled messages go out), aio (the
+asyncio client), console (the web console's screen times), transports (framed, compact and TLS against the plain
+Thrift transport).
 Progress goes to stderr, the report to stdout. Every table a run creates has a ``bench…`` prefix and is
 dropped afterwards. The exit code is 1 if any benchmark failed (its own checks included), 2 without HBase.
 
@@ -34,6 +35,7 @@ from . import (
     publish,
     records,
     scale,
+    scheduled,
     seek,
     shared,
     shared_keyed,
@@ -63,6 +65,7 @@ BENCHMARKS: dict[str, Callable[[Settings], Result]] = {
     "consumer": consumer.run,
     "shared": shared.run,
     "shared-keyed": shared_keyed.run,
+    "scheduled": scheduled.run,
     "aio": aio.run,
     "console": console.run,
     "transports": transports.run,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from operator import itemgetter
 
 from tms_hbase.errors import InvalidArgument
 from tms_hbase.model.record import Record
@@ -52,8 +53,8 @@ def due_ms(publish_time: int, headers: Sequence[tuple[str, bytes]]) -> int | Non
 def check(batch: Sequence[bytes | Record]) -> None:
     """InvalidArgument for a message of a checked batch whose scheduling headers are bad (a value that is
     not 1-15 ASCII digits, a header twice, or both). One pass over the header names when any is set."""
-    names = {name for name, _ in itertools.chain.from_iterable(m.headers for m in batch if type(m) is Record)}
-    if names.isdisjoint(NAMES):
+    headers = [m.headers for m in batch if type(m) is Record]
+    if not headers or NAMES.isdisjoint(map(itemgetter(0), itertools.chain.from_iterable(headers))):
         return
     for i, message in enumerate(batch):
         if type(message) is not Record:
