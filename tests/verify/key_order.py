@@ -1,6 +1,7 @@
-"""The checker of a key-ordered shared subscription's consumption (docs/shared.md, "Key-ordered
-subscriptions"), from what its consumer processes noted (``tests/workers/shared_consumer.py``: one line
-per event, each ending with the host's monotonic clock in µs, one clock for every process of the host).
+"""The checker of a shared subscription's consumption, key-ordered (docs/shared.md, "Key-ordered
+subscriptions") or with scheduled messages ("Scheduled delivery"), from what its consumer processes noted
+(``tests/workers/shared_consumer.py``: one line per event, each ending with the host's monotonic clock in µs,
+one clock for every process of the host).
 
 It knows only the notes, what was published (each key's payloads in topic order, and the keyless ones)
 and what the dead-letter topic holds; nothing of the library. Times are compared only where causality
@@ -17,7 +18,9 @@ The anomaly kinds:
   (``acked`` or unknown), or, for one dead-lettered, before its last delivery was noted;
 - ``ack-order``: a key's message acknowledged (``acked``) before the acknowledgement of the one before it
   began;
-- ``unsettled-predecessor``: a key's message delivered while the one before it was never settled at all.
+- ``unsettled-predecessor``: a key's message delivered while the one before it was never settled at all;
+- ``early``: a scheduled message delivered before its time: HBase's clock as the consumer read it after its
+  receive returned (a lower bound, from the clock the library judges by) still before the message's time.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ class Fate:
     (``acking`` time, outcome ``acked``/``late``/``unknown``, and the ``acked`` note's time)."""
 
     got: list[int] = field(default_factory=list)
+    got_hbase: list[int] = field(default_factory=list)  # HBase's clock (ms) noted after each delivery
     attempts: list[tuple[int, str, int | None]] = field(default_factory=list)
 
     def settle_start(self) -> int | None:
@@ -57,6 +61,7 @@ def fates(notes: Iterable[tuple[int, list[str]]]) -> dict[str, Fate]:
         payload, t = fields[1], int(fields[-1])
         if kind == "got":
             out[payload].got.append(t)
+            out[payload].got_hbase.append(int(fields[4]))
         elif kind == "acking":
             open_attempt[process, payload] = len(out[payload].attempts)
             out[payload].attempts.append((t, "unknown", None))
@@ -72,9 +77,11 @@ def check(
     keys: Mapping[str, Sequence[str]],
     keyless: Iterable[str],
     dead: Iterable[str],
+    due: Mapping[str, int] | None = None,
 ) -> dict[str, list[str]]:
     """Anomalies by kind (see the module's docstring); empty when the run was valid. ``keys``: each key's
-    payloads in topic order; ``dead``: the payloads in the dead-letter topic."""
+    payloads in topic order; ``dead``: the payloads in the dead-letter topic; ``due``: the scheduled
+    payloads' times (HBase ms)."""
     found = fates(notes)
     dead = set(dead)
     anomalies: dict[str, list[str]] = defaultdict(list)
@@ -84,6 +91,12 @@ def check(
             anomalies["double-ack"].append(payload)
         if fate.settle_start() is None and payload not in dead:
             anomalies["lost"].append(payload)
+    for payload, time_ms in (due or {}).items():
+        anomalies["early"] += [
+            f"{payload}: {time_ms - at} ms before its time"
+            for at in found.get(payload, Fate()).got_hbase
+            if at < time_ms
+        ]
     for key, payloads in keys.items():
         for before, after in pairwise(payloads):
             b, a = found.get(before, Fate()), found.get(after, Fate())
@@ -101,4 +114,4 @@ def check(
             for done in a.acked_at():
                 if start is not None and done <= start:
                     anomalies["ack-order"].append(f"{key}: {after} acknowledged before {before}'s acknowledgement")
-    return dict(anomalies)
+    return {kind: found for kind, found in anomalies.items() if found}
