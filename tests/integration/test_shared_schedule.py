@@ -7,8 +7,11 @@ it, leaves key order, is never delivered when its transaction rolled back; bad t
 from __future__ import annotations
 
 import base64
+import json
 import random
 import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -43,6 +46,8 @@ from .test_gateway import assert_error
 T = TopicId("sched", "jobs")
 WAIT = 120.0  # seconds a condition may take on a loaded machine
 LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+
+TMS_ADMIN = str(Path(sys.executable).with_name("tms-admin"))
 
 gateway = module_gateway("workers = 2\n")
 
@@ -311,3 +316,24 @@ def test_the_gateway_and_its_client_schedule_messages(
     assert all(d.deliver_at_ms is not None for d, _ in got), "the gateway's deliveries carry their time"
     never_early(got)
     assert sorted(payloads(got)) == [b"x", b"y"]
+
+
+def test_the_cli_schedules_shows_and_refuses(client: MessagingClient, tms_env: dict[str, str]) -> None:
+    client.create_topic(T)
+    client.create_subscription(T, "work", shared=True)
+
+    def admin(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+        return subprocess.run([TMS_ADMIN, *args], input=stdin, env=tms_env, capture_output=True, text=True, timeout=120)
+
+    bad = admin("topic", "publish", str(T), "-H", "tms-deliver-at=-1", stdin="x\n")
+    assert bad.returncode != 0 and len(bad.stderr.splitlines()) == 1 and "tms-deliver-at" in bad.stderr, bad.stderr
+    assert list(client.fetch(T)) == []
+    due = hbase_now(client) + 3_600_000
+    assert admin("topic", "publish", str(T), "-H", f"tms-deliver-at={due}", stdin="x\n").returncode == 0
+    taken = admin("sub", "consume", str(T), "work", "--count", "10", "--wait", "1", "--ack", "--json")
+    assert taken.returncode == 0 and json.loads(taken.stdout) == [], taken.stderr
+    rows = json.loads(admin("sub", "pending", str(T), "work", "--json").stdout)
+    assert [r["state"] for r in rows] == ["scheduled"]
+    numbers = json.loads(admin("sub", "get", str(T), "work", "--json").stdout)["shared"]
+    assert (numbers["scheduled"], numbers["next_scheduled_ms"], numbers["due"]) == (1, due, 0)
+    assert "1 scheduled" in admin("sub", "get", str(T), "work").stdout
