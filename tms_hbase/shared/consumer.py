@@ -23,6 +23,9 @@ to one of them at a time (a work queue; docs/shared.md).
   is delivered again, **before** new messages, by compare-and-set on its exact bytes with the delivery
   count raised; past ``max_deliveries`` it goes to the dead-letter topic instead. The scan also raises
   the floor over ranges read to their end whose messages are all settled, and deletes their rows.
+* **Scheduled.** A message whose delivery time (:mod:`~tms_hbase.model.schedule`) is ahead gets its claim
+  written free from that time on, undelivered, outside key order: a reap delivers it once due. The floor
+  passes one due far ahead once a schedule row leads reaps to it (:mod:`.schedule`).
 * **Idle.** A consumer that finds nothing waits on its doorbell (:mod:`~tms_hbase.consume.doorbell`),
   whose address it writes into a cell of the subscription's state: publishers ring it, and so do other
   consumers that give a message back (or a range with more to read: they ring one idle consumer); it
