@@ -674,18 +674,21 @@ class SharedConsumer(TransactionalAcks):
                     key=claim.key,
                 )
                 takes.append((stored.message_id, stored.data, held))
-            for won in self._store.swap_claims(self._keys, takes) if takes else []:
-                if won is not None:  # (None: another consumer was first)
-                    delivery = self._deliver_again(won)
-                    if delivery is not None:
-                        out.append(delivery)
+            swapped = self._store.swap_claims(self._keys, takes) if takes else []
+            taken = [won for won in swapped if won is not None]
+            read = self._read_many([won.message_id for won in taken if won.message_id not in self._bodies])
+            for won in taken:  # (those not taken: another consumer was first)
+                delivery = self._deliver_again(won, read)
+                if delivery is not None:
+                    out.append(delivery)
         return out
 
-    def _deliver_again(self, won: StoredClaim) -> Delivery | None:
-        """The delivery of a message whose claim this consumer just took (None: it expired meanwhile)."""
+    def _deliver_again(self, won: StoredClaim, read: dict[bytes, Message]) -> Delivery | None:
+        """The delivery of a message whose claim this consumer just took (None: it expired meanwhile), from
+        the messages kept or ``read``."""
         body = self._bodies.pop(won.message_id, None)
         self._bodies_bytes -= 0 if body is None else len(body.payload)
-        message = body or self._read_one(won.message_id)
+        message = body or read.get(won.message_id)
         held = won.claim
         if message is None:  # expired (TTL) or swept meanwhile: nothing left to deliver
             self._store.swap_claim(self._keys, won.message_id, won.data, replace(held, state=ClaimState.DEAD))
@@ -715,7 +718,7 @@ class SharedConsumer(TransactionalAcks):
         if won is None:
             return
         target = self.settings.dead_letter
-        message = self._read_one(stored.message_id)
+        message = self._read_many([stored.message_id]).get(stored.message_id)
         if target is not None and message is not None:
             letter = DeadLetter(
                 self.topic,
@@ -743,10 +746,19 @@ class SharedConsumer(TransactionalAcks):
         self._store.swap_claim(self._keys, stored.message_id, won.data, replace(hold, state=ClaimState.DEAD))
         log.info("%r: message %s dead-lettered after %d deliveries", self, stored.message_id.hex(), hold.deliveries)
 
-    def _read_one(self, message_id: bytes) -> Message | None:
-        mid = MessageId.decode(message_id)
-        after = MessageId(mid.generation, mid.position, mid.index + 1)
-        return next(iter(self._reader.fetch_range(self.topic, mid, after)), None)
+    def _read_many(self, message_ids: Sequence[bytes]) -> dict[bytes, Message]:
+        """The messages of these ids that are still there, by id: one read per row they are in (messages due
+        together, such as those of one batch scheduled for one time, are often of one row)."""
+        by_row: dict[int, list[MessageId]] = {}
+        for message_id in message_ids:
+            mid = MessageId.decode(message_id)
+            by_row.setdefault(mid.position, []).append(mid)
+        wanted, out = set(message_ids), dict[bytes, Message]()
+        for position, mids in by_row.items():
+            first, last = min(m.index for m in mids), max(m.index for m in mids)
+            start, end = MessageId(self.generation, position, first), MessageId(self.generation, position, last + 1)
+            out.update((m.id, m) for m in self._reader.fetch_range(self.topic, start, end) if m.id in wanted)
+        return out
 
     # -- new messages ---------------------------------------------------------------------------
 
