@@ -107,6 +107,14 @@ def namespace(value: object) -> None:
 def validate_payloads(payloads: object, max_batch_bytes: int, *, allow_empty: bool) -> tuple[bytes | Record, ...]:
     """Payloads as a tuple of bytes and checked :class:`Record` objects (a record with neither key nor headers
     becomes its payload), or InvalidArgument (nothing is written on bad input)."""
+    return sized_payloads(payloads, max_batch_bytes, allow_empty=allow_empty)[0]
+
+
+def sized_payloads(
+    payloads: object, max_batch_bytes: int, *, allow_empty: bool
+) -> tuple[tuple[bytes | Record, ...], int]:
+    """:func:`validate_payloads` with the batch's :func:`~tms_hbase.model.rows.batch_size` (for a caller that
+    groups batches by size, as the background publisher does, without measuring each one twice)."""
     if type(payloads) not in (list, tuple) and (  # (the usual types first: the ABC's check is a Python call)
         isinstance(payloads, (bytes, bytearray, memoryview, str)) or not isinstance(payloads, Sequence)
     ):
@@ -119,7 +127,7 @@ def validate_payloads(payloads: object, max_batch_bytes: int, *, allow_empty: bo
     size = batch_size(result)
     if size > max_batch_bytes:
         raise BatchTooLarge(f"batch of {size} bytes is over the limit of {max_batch_bytes} bytes; split it")
-    return result
+    return result, size
 
 
 def _plain_records(batch: tuple[object, ...]) -> tuple[bytes | Record, ...] | None:
