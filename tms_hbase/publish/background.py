@@ -28,6 +28,7 @@ from tms_hbase.model.record import Record
 from tms_hbase.model.retry import Retry
 from tms_hbase.model.stats import PublisherStats
 from tms_hbase.model.topic import TopicId, TopicLike, as_topic
+from tms_hbase.publish.futures import PublishFuture
 from tms_hbase.runtime import green
 
 if TYPE_CHECKING:
@@ -50,12 +51,12 @@ class _Item:
 
     def __init__(self, topic: TopicId, payloads: tuple[bytes | Record, ...], ttl: float | None, size: int) -> None:
         self.topic, self.payloads, self.ttl, self.size = topic, payloads, ttl, size
-        self.future: Future = Future()
+        self.future = PublishFuture()
 
 
 class BackgroundPublisher:
     """A background thread that pipelines publishes: ``publish`` returns at once with a
-    :class:`concurrent.futures.Future`.
+    :class:`concurrent.futures.Future` (cancelling it only stops the wait: the messages go on to their outcome).
 
     Publish without waiting: ``publish`` returns a Future that becomes the
     :class:`~tms_hbase.model.published.PublishResult` of its messages once they are stored (several
@@ -152,7 +153,7 @@ class BackgroundPublisher:
             if self._calls >= self.max_queue and not self._wait_for_space():
                 if self.on_full == "drop":
                     self.stats.dropped_full += len(batch)
-                    item.future.set_result(None)
+                    item.future.resolve(None)
                     return item.future
                 raise QueueFull(f"background publisher queue is full ({self.max_queue} publishes waiting)")
             self._queued.append(item)
@@ -261,7 +262,7 @@ class BackgroundPublisher:
                         log.exception("background publisher: unexpected error")
                         self._finish(batch, error=exc)
             for marker in (i for i in items if not i.payloads):
-                marker.future.set_result(True)  # a flush marker: everything before it is done
+                marker.future.resolve(True)  # a flush marker: everything before it is done
 
     def _take(self) -> list[_Item]:
         """Everything queued once there is something (empty: closed and nothing queued); less than a full
@@ -329,7 +330,7 @@ class BackgroundPublisher:
         if self.on_give_up == "drop":
             self.stats.dropped_failed += len(payloads)
             for item in batch:
-                item.future.set_result(None)
+                item.future.resolve(None)
         else:
             self._finish(batch, error=error)
 
@@ -340,12 +341,12 @@ class BackgroundPublisher:
         first = 0
         for item in batch:
             if error is None:
-                item.future.set_result(None if result is None else result.part(first, len(item.payloads)))
+                item.future.resolve(None if result is None else result.part(first, len(item.payloads)))
                 first += len(item.payloads)
             else:
                 with self._stats_lock:
                     self.stats.failed += len(item.payloads)
-                item.future.set_exception(error)
+                item.future.resolve(error=error)
 
 
 def _by_topic(items: list[_Item]) -> list[list[_Item]]:
