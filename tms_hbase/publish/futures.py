@@ -16,7 +16,9 @@ from concurrent.futures import Future, InvalidStateError
 from concurrent.futures._base import FINISHED, PENDING
 from typing import Any
 
-_CONDITIONS = threading.Lock()
+from tms_hbase.runtime import green
+
+_CONDITIONS = green.no_wait_lock()
 """Makes a future's condition, and resolves a future that has none, so that neither misses the other."""
 
 
