@@ -67,9 +67,9 @@ class BackgroundPublisher:
       ``block_timeout_seconds``.
     * The sender takes everything queued at once and writes each topic's messages as batch rows of at
       most ``max_batch_messages`` / ``max_batch_bytes``: what is published while a write is in flight
-      goes in the next one. When it finds less than a full batch queued, it waits up to
-      ``linger_seconds`` for more (Kafka's ``linger.ms``); a full batch, a ``flush`` or ``close`` ends
-      that wait. A publish wakes the sender only when it is idle or its wait is over, so one-message
+      goes in the next one. When it finds less than a full batch queued, it waits for more until the
+      oldest has waited ``linger_seconds`` (Kafka's ``linger.ms``); a full batch, a ``flush`` or
+      ``close`` ends that wait. A publish wakes the sender only when it is idle or its wait is over, so one-message
       publishes cost no thread switch each.
     * A batch that failed with an error worth retrying (HBase unreachable or too slow, its answer
       lost) is retried as the ``retry`` policy says (default: 6 attempts, exponential backoff with
@@ -117,6 +117,7 @@ class BackgroundPublisher:
         self._lock = threading.Lock()
         self._queued: deque[_Item] = deque()
         self._calls = self._messages = self._bytes = self._markers = 0  # publishes, their messages and bytes
+        self._since = 0.0  # time.monotonic() when the oldest publish queued
         self._wake = threading.Condition(self._lock)  # the sender waits on it; woken only if ``_listening``
         self._listening = False  # the sender waits for any publish (idle) rather than for a full batch
         self._lingering = False  # the sender waits for a full batch, a flush or close
@@ -156,6 +157,8 @@ class BackgroundPublisher:
                     item.future.resolve(None)
                     return item.future
                 raise QueueFull(f"background publisher queue is full ({self.max_queue} publishes waiting)")
+            if not self._queued:
+                self._since = time.monotonic()
             self._queued.append(item)
             self._calls += 1
             self._messages += len(batch)
@@ -266,7 +269,7 @@ class BackgroundPublisher:
 
     def _take(self) -> list[_Item]:
         """Everything queued once there is something (empty: closed and nothing queued); less than a full
-        batch waits up to ``linger_seconds`` for more first."""
+        batch waits for more first, until the oldest publish has waited ``linger_seconds``."""
         with self._lock:
             while not self._queued:
                 if self._closed:
@@ -275,7 +278,7 @@ class BackgroundPublisher:
                 self._wake.wait()
                 self._listening = False
             if self.linger_seconds > 0 and not self._full():
-                deadline = time.monotonic() + self.linger_seconds
+                deadline = self._since + self.linger_seconds  # what queued during a write has waited already
                 self._lingering = True
                 while not self._full() and (left := deadline - time.monotonic()) > 0:
                     self._wake.wait(left)
