@@ -18,7 +18,7 @@ from tms_hbase.model import record
 from tms_hbase.model.clock import check_time_ms
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.record import Record
-from tms_hbase.model.rows import batch_size
+from tms_hbase.model.rows import batch_size, plain_size
 from tms_hbase.model.topic import TopicId
 from tms_hbase.tx.transaction import Transaction
 
@@ -120,11 +120,13 @@ def sized_payloads(
     ):
         raise InvalidArgument("payloads must be a list of bytes or Records (e.g. [b'event'])")
     result: tuple[bytes | Record, ...] = tuple(cast("Sequence[bytes]", payloads))
-    if not set(map(type, result)) <= {bytes}:  # else (the usual case) there is nothing to convert
+    if set(map(type, result)) <= {bytes}:  # the usual case: nothing to convert
+        size = plain_size(cast("tuple[bytes, ...]", result))
+    else:
         result = _plain_records(result) or tuple(_message(i, message) for i, message in enumerate(result))
+        size = batch_size(result)
     if not result and not allow_empty:
         raise InvalidArgument("nothing to publish: the list of payloads is empty")
-    size = batch_size(result)
     if size > max_batch_bytes:
         raise BatchTooLarge(f"batch of {size} bytes is over the limit of {max_batch_bytes} bytes; split it")
     return result, size
