@@ -69,8 +69,8 @@ class BackgroundPublisher:
       most ``max_batch_messages`` / ``max_batch_bytes``: what is published while a write is in flight
       goes in the next one. When it finds less than a full batch queued, it waits for more until the
       oldest has waited ``linger_seconds`` (Kafka's ``linger.ms``); a full batch, a ``flush`` or
-      ``close`` ends that wait. A publish wakes the sender only when it is idle or its wait is over, so one-message
-      publishes cost no thread switch each.
+      ``close`` ends that wait. A publish wakes the sender only when it is idle or the batch is full,
+      so one-message publishes cost no thread switch each.
     * A batch that failed with an error worth retrying (HBase unreachable or too slow, its answer
       lost) is retried as the ``retry`` policy says (default: 6 attempts, exponential backoff with
       jitter), exactly once (an interrupted write is resumed, never repeated). A refusal from HBase is
@@ -197,7 +197,8 @@ class BackgroundPublisher:
         )
 
     def flush(self, timeout: float | None = None) -> None:
-        """Wait until everything queued so far is stored or given up."""
+        """Wait until everything queued so far is stored or given up (ClientClosed once closed: ``close``
+        sends what is queued)."""
         marker = _Item(TopicId("_", "_"), (), None, 0)
         with self._lock:
             if self._closed:
