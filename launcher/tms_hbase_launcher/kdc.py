@@ -8,6 +8,7 @@ import contextlib
 import os
 import signal
 import socket
+import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,8 +125,11 @@ def start_kdc(folder: Path, local: LocalHBase | None = None, timeout: float = 12
     cmd = [java, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", f"-Dtms.kdc={folder}"]
     cmd += ["-cp", f"{classes}:{lib}/*", KDC_SOURCE.stem, str(folder), REALM, str(port), *specs]
     with open(folder / "kdc.out", "ab") as out:
-        pid = _spawn(cmd, out, folder)
-    kdc = Kdc(REALM, port, pid, folder, keytabs)
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=folder
+        )
+    kdc = Kdc(REALM, port, proc.pid, folder, keytabs)
+    pid = proc.pid
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not _pid_alive(pid):
@@ -139,10 +143,3 @@ def start_kdc(folder: Path, local: LocalHBase | None = None, timeout: float = 12
         time.sleep(0.3)
     kdc.stop()
     raise LauncherError(f"the KDC did not serve on {HOST}:{port} within {timeout:.0f}s; see {folder / 'kdc.out'}")
-
-
-def _spawn(cmd: list[str], out: object, cwd: Path) -> int:
-    import subprocess
-
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd)  # type: ignore[arg-type]
-    return proc.pid

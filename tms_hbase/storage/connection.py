@@ -277,7 +277,8 @@ class Connection:
     """One connection to the HBase Thrift gateway (Thrift1) with the transport and protocol ``wire`` says
     (by default as HBase serves by default: buffered transport, binary protocol; HTTP requests over an
     :class:`~tms_hbase.storage.http.HttpChannel`), over TLS with ``tls``, with ``kerberos`` (SASL on a
-    :class:`~tms_hbase.storage.kerberos.SaslChannel`, or SPNEGO over HTTP), on a :class:`DeadlineSocket` (or another ``socket_class`` with its interface: the asyncio pool's),
+    :class:`~tms_hbase.storage.kerberos.SaslChannel`, or SPNEGO over HTTP), on a :class:`DeadlineSocket` (or
+    another ``socket_class`` with its interface: the asyncio pool's),
     with a :class:`CheckedClient` (``client``) whose calls are those of
     :class:`~tms_hbase.storage.hbase_thrift.Hbase`."""
 

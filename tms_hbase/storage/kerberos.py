@@ -76,7 +76,7 @@ class Kerberos:
                 return gssapi.Credentials(name=name, usage="initiate")
             return gssapi.Credentials(name=name, usage="initiate", store=self._store)
         except gssapi.exceptions.GSSError as exc:
-            where = f"keytab {self.transport.keytab}" if self._store else "ticket cache (run kinit, or give --thrift-keytab)"
+            where = f"keytab {self.transport.keytab}" if self._store else "ticket cache (kinit, or --thrift-keytab)"
             raise KerberosFailure(f"no valid Kerberos ticket from the {where}: {_gss_reason(exc)}") from None
 
     def context(self, host: str, *, spnego: bool = False) -> Any:
@@ -223,8 +223,12 @@ class SaslChannel:
             return
 
 
-def _gss_reason(exc: Exception) -> str:
-    """A GSSError's message on one line (MIT's minor message says what is wrong: e.g. "Server not found in
-    Kerberos database")."""
-    text = " ".join(str(exc).split())
-    return text[:300]
+def _gss_reason(exc: Any) -> str:
+    """What a GSSError says is wrong, on one line: MIT's minor message (e.g. "Server hbase/gw@REALM not found in
+    Kerberos database"), else the major one ("Unspecified GSS failure" says nothing)."""
+    try:
+        said = exc.get_all_statuses(exc.min_code, False) if exc.min_code else []
+        said = said or exc.get_all_statuses(exc.maj_code, True)
+    except Exception:  # (a message that cannot be looked up: the exception's own text)
+        said = [str(exc)]
+    return " ".join(" ".join(str(s) for s in said).split())[:300]
