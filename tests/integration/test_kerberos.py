@@ -118,7 +118,6 @@ def served(request: pytest.FixtureRequest, kdc: Kdc, secured_hbase: LocalHBase) 
     else:
         other = "auth" if mode == "auth-conf" else "auth-conf"
         wrong[f"quality of protection is {mode}"] = replace(good, kerberos_qop=other)
-        wrong["what this client speaks"] = ThriftTransport()  # no SASL
     try:
         yield Served(mode, address, good, gateway, kdc, wrong)
     finally:
@@ -187,6 +186,16 @@ def test_a_kerberos_client_to_a_gateway_without_sasl_is_a_clear_error(
         _list_topics(config, "sync")
     assert not info.value.timed_out, info.value
     assert plain_gateway in str(info.value) and "SASL" in str(info.value), info.value
+
+
+@pytest.mark.parametrize("served", ["auth-conf"], indirect=True)
+def test_a_client_without_kerberos_to_a_sasl_gateway_fails_by_its_deadline(served: Served, installation: str) -> None:
+    """HBase's SASL gateway answers a call that is not a SASL negotiation with nothing and keeps the connection
+    open: the client's deadline ends the wait."""
+    config = Config((served.address,), installation, timeout_seconds=10.0, transport=ThriftTransport())
+    with pytest.raises(HBaseUnavailable) as info:
+        _list_topics(config, "sync")
+    assert info.value.timed_out and served.address in str(info.value), info.value
 
 
 def _list_topics(config: Config, driver: str) -> None:
