@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import gssapi
+import httpx
 import pytest
 
 from tms_hbase import MessagingClient, TopicId
@@ -29,6 +30,7 @@ from tms_hbase_launcher.kdc import CLIENT, SERVER_HOST, Kdc, start_kdc
 from tms_hbase_launcher.local import LocalHBase
 from tms_hbase_launcher.paths import default_home, default_jars_root
 
+from ..gateway_server import GatewayProcess
 from ..tx_server import free_port
 
 pytestmark = [pytest.mark.secured, pytest.mark.slow]
@@ -219,8 +221,8 @@ def _ticket_cache(kdc: Kdc, folder: Path) -> str:
     return cache
 
 
-def _tool(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    program = str(Path(sys.executable).with_name("tms-admin"))
+def _tool(name: str, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    program = str(Path(sys.executable).with_name(name))
     return subprocess.run([program, *args], env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -232,16 +234,46 @@ def test_the_command_line_tools_take_kerberos_from_options_and_environment(
     transport = served.transport
     flags = ["--thrift-kerberos", "--thrift-keytab", str(transport.keytab), "--thrift-principal"]
     flags += [str(transport.principal), *(["--thrift-http"] if transport.http else ["--thrift-qop", transport.qop])]
-    by_flags = _tool("topic", "list", "--json", *where, *flags, env=plain)
+    by_flags = _tool("tms-admin", "topic", "list", "--json", *where, *flags, env=plain)
     assert by_flags.returncode == 0, by_flags.stderr
     # from the environment, with the user's ticket cache (kinit's) instead of a keytab
     env = plain | {"KRB5CCNAME": _ticket_cache(served.kdc, tmp_path), TRANSPORT_ENV["kerberos"]: "1"}
     env |= {TRANSPORT_ENV["http"]: "1"} if transport.http else {TRANSPORT_ENV["kerberos_qop"]: transport.qop}
-    by_env = _tool(*where, "topic", "list", "--json", env=env)
+    by_env = _tool("tms-admin", *where, "topic", "list", "--json", env=env)
     assert by_env.returncode == 0, by_env.stderr
-    no_ticket = _tool(*where, "topic", "list", "--json", env=env | {"KRB5CCNAME": f"FILE:{tmp_path / 'none'}"})
+    no_ticket = _tool(
+        "tms-admin", *where, "topic", "list", "--json", env=env | {"KRB5CCNAME": f"FILE:{tmp_path / 'none'}"}
+    )
     assert no_ticket.returncode == 5, no_ticket.stderr  # HBase unavailable, in one line
     assert len(no_ticket.stderr.strip().splitlines()) == 1 and "no valid Kerberos ticket" in no_ticket.stderr
+    config = tmp_path / "sweeper.toml"
+    config.write_text(f'thrift = "{served.address}"\nprefix = "{installation}"\n' + _toml(transport))
+    sweeper = _tool("tms-sweeper", "--config", str(config), "status", "--json", env=plain)
+    assert sweeper.returncode == 0, sweeper.stderr
+
+
+def _toml(transport: ThriftTransport) -> str:
+    """The TOML lines that say ``transport``'s Kerberos (the gateway's and the sweeper's config files)."""
+    lines = ["thrift_kerberos = true", f'thrift_keytab = "{transport.keytab}"']
+    lines += [f'thrift_principal = "{transport.principal}"']
+    lines += ["thrift_http = true"] if transport.http else [f'thrift_qop = "{transport.qop}"']
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("served", ["auth-conf", "spnego"], indirect=True)
+def test_the_gateway_takes_kerberos_from_its_config_file(served: Served, installation: str, tmp_path: Path) -> None:
+    config = tmp_path / "gateway.toml"
+    config.write_text(f'thrift = "{served.address}"\nprefix = "{installation}"\n' + _toml(served.transport))
+    plain = {k: v for k, v in os.environ.items() if not k.startswith("TMS_")}
+    gateway = GatewayProcess(plain, tmp_path / "gateway.log", "--config", str(config)).start()
+    try:
+        topic = served.topic("http")
+        with httpx.Client(base_url=gateway.url, timeout=60) as http:
+            url = f"/v1/namespaces/{topic.namespace}/topics/{topic.topic}"
+            assert http.put(url).status_code == 200, gateway.log()
+            assert http.get(url).status_code == 200, gateway.log()
+    finally:
+        assert gateway.stop() == 0, gateway.log()
 
 
 def _documented(mode: str) -> dict[str, str]:

@@ -62,7 +62,7 @@ class Kerberos:
         self.service = transport.kerberos_service or ("HTTP" if transport.http else "hbase")
         self._store = None
         if transport.keytab is not None:
-            self._store = {"client_keytab": transport.keytab, "ccache": f"MEMORY:tms-hbase-{id(self)}-{next(_caches)}"}
+            self._store = {"client_keytab": transport.keytab, "ccache": f"MEMORY:tms-hbase-{next(_caches)}"}
 
     def credentials(self) -> Any:
         """The client's credentials (fetching a ticket from the keytab if the cache has none valid), or
@@ -94,8 +94,7 @@ class Kerberos:
             return context.step(token) or b""
         except self.gssapi.exceptions.GSSError as exc:
             raise KerberosFailure(
-                f"Kerberos to the gateway's principal {self.service}/{host} failed: {_gss_reason(exc)} "
-                "(is that its principal? --thrift-kerberos-service names its first part)"
+                f"Kerberos to the gateway's principal {self.service}/{host} failed: {_gss_reason(exc)}"
             ) from None
 
     def negotiate_header(self, host: str) -> bytes:
