@@ -4,7 +4,10 @@ each step the operations that should not depend on it are timed and their HBase 
 - subscriptions on one topic (1 → 10,000): publish, one consumer's poll, ``lag``, ``topic_stats``,
   ``list_subscriptions``;
 - topics in one installation (10 → 10,000): publish, fetch, ``get_topic``, ``create_topic``;
-- stored messages in one topic (10⁴ → 10⁶): a time seek, a fetch of 100 from the middle, publish.
+- stored messages in one topic (10⁴ → 10⁶): a time seek, a fetch of 100 from the middle, publish;
+- open transactions on one topic (1 → 1,000, each with a row written and not committed; a real
+  ``tms-admin tx serve``): a plain publish, a transaction's publish and commit, and a committed-only consumer's
+  poll held behind them (the transaction server's in-progress list grows with them; the HBase calls should not).
 
 An operation marked O(1) should keep its calls and time within 1.5× from the smallest step to the largest; a
 seek within O(log n) calls. Calls are counted through the storage port (:mod:`bench.calls`), so they do not
@@ -21,9 +24,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tms_hbase import MessagingClient, TopicId
+from tms_hbase.tx.client import TransactionClient
+from tms_hbase.tx.context import TransactionContext
+from tms_hbase.tx.messaging import TransactionalPublisher
+from tms_hbase.tx.transaction import Transaction
 
 from .calls import CallCounter
 from .common import Result, Settings, bench_tables, median, payloads, percentile, progress
+from .txlatency import start_tx_server
 
 GROWTH = 1.5  # an O(1) operation's largest step ÷ its smallest, at most
 BATCH = payloads(10, 100)
@@ -66,7 +74,7 @@ def _measure(curve: Curve, step: int, operation: Callable[[], object], client: M
     curve.calls.append(counter.total / reps)
 
 
-def _subscriptions(client: MessagingClient, steps: list[int], reps: int) -> list[Curve]:
+def _subscriptions(client: MessagingClient, steps: list[int], reps: int, _settings: Settings) -> list[Curve]:
     topic = TopicId("scale", "subs")
     client.create_topic(topic)
     client.publish(topic, BATCH)
@@ -102,7 +110,7 @@ def _subscriptions(client: MessagingClient, steps: list[int], reps: int) -> list
     return list(curves.values())
 
 
-def _topics(client: MessagingClient, steps: list[int], reps: int) -> list[Curve]:
+def _topics(client: MessagingClient, steps: list[int], reps: int, _settings: Settings) -> list[Curve]:
     probe = TopicId("scalet", "probe")
     client.create_topic(probe)
     client.publish(probe, BATCH)
@@ -127,7 +135,7 @@ def _topics(client: MessagingClient, steps: list[int], reps: int) -> list[Curve]
     return list(curves.values())
 
 
-def _messages(client: MessagingClient, steps: list[int], reps: int) -> list[Curve]:
+def _messages(client: MessagingClient, steps: list[int], reps: int, _settings: Settings) -> list[Curve]:
     topic = TopicId("scalem", "stored")
     client.create_topic(topic)
     chunk = payloads(1000, 100)
@@ -157,18 +165,74 @@ def _messages(client: MessagingClient, steps: list[int], reps: int) -> list[Curv
     return list(curves.values())
 
 
+def _transactions(client: MessagingClient, steps: list[int], reps: int, settings: Settings) -> list[Curve]:
+    server, tx_address = start_tx_server(settings, client.installation.prefix)
+    try:
+        return _open_transactions(client, steps, reps, tx_address)
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+def _open_transactions(client: MessagingClient, steps: list[int], reps: int, tx_address: str) -> list[Curve]:
+    topic = TopicId("scaletx", "open")
+    client.create_topic(topic)
+    curves = {
+        name: Curve("open transactions on one topic", name, "O(1)")
+        for name in ("publish 10 × 100 B", "publish 1 in a transaction and commit", "poll held behind them")
+    }
+    opened: list[Transaction] = []
+    with (
+        TransactionClient(tx_address) as tx,
+        MessagingClient(config=client.config, tx_server=tx_address) as reader,
+    ):
+        publisher = TransactionalPublisher(client)
+        committing = TransactionContext(tx, publisher)
+        reader.create_subscription(topic, "s")
+        reader.publish(topic, BATCH[:1])
+        with reader.consumer(topic, "s") as consumer:
+            if not consumer.poll(10, 30.0):
+                raise AssertionError("the consumer did not get the message published before the transactions")
+            try:
+                for step in steps:
+                    while len(opened) < step:  # each holds one message and stays open (an hour's timeout)
+                        # a row written in a transaction not yet committed (as a long transaction's or an
+                        # application's with its own write pointer): committed-only readers stop at it
+                        running = tx.start_short(3600)
+                        client.publish(topic, [b"open"], tx_write_pointer=running.write_pointer)
+                        opened.append(running)
+                    progress(f"scale: {step:,} open transactions")
+
+                    def commit() -> None:
+                        with committing.transaction():
+                            publisher.publish(str(topic), BATCH[:1])
+
+                    def held() -> None:
+                        if consumer.poll(100, 0.0):
+                            raise AssertionError("the consumer passed an open transaction")
+
+                    _measure(curves["publish 10 × 100 B"], step, lambda: client.publish(topic, BATCH), client, reps)
+                    _measure(curves["publish 1 in a transaction and commit"], step, commit, client, reps)
+                    _measure(curves["poll held behind them"], step, held, reader, reps)
+            finally:
+                for running in opened:
+                    tx.abort(running)
+    return list(curves.values())
+
+
 def run(settings: Settings) -> Result:
     reps = settings.pick(20, 3)
     dimensions = {
         "subscriptions": (_subscriptions, settings.pick([1, 10, 100, 1000, 10_000], [1, 10])),
         "topics": (_topics, settings.pick([10, 100, 1000, 10_000], [10, 100])),
         "messages": (_messages, settings.pick([10_000, 100_000, 1_000_000], [1000, 10_000])),
+        "transactions": (_transactions, settings.pick([1, 10, 100, 1000], [1, 10])),
     }
     result = Result("scale", f"How cost grows ({reps} operations per step; calls are HBase calls per operation)")
     curves: list[Curve] = []
     for name, (grow, steps) in dimensions.items():
         with bench_tables(settings, f"scale{name}") as (client, _raw, _raw_name):
-            curves += grow(client, steps, reps)
+            curves += grow(client, steps, reps, settings)
     rows = []
     for c in curves:
         rows.append(
