@@ -4,6 +4,7 @@
 // Arguments: WORKDIR REALM PORT KEYTAB=PRINCIPAL[,PRINCIPAL...]...   (principals without the realm)
 // Prints "ready" once it serves; runs until killed.
 import java.io.File;
+import org.apache.kerby.kerberos.kerb.server.KdcConfigKey;
 import org.apache.kerby.kerberos.kerb.server.SimpleKdcServer;
 
 public class KerberosKdc {
@@ -17,6 +18,8 @@ public class KerberosKdc {
     kdc.setAllowUdp(false);
     kdc.setAllowTcp(true);
     kdc.setKdcTcpPort(Integer.parseInt(args[2]));
+    // Tickets as short as a client asks for (Kerby refuses under an hour by default): tests of renewal ask for seconds.
+    kdc.getKdcConfig().setLong(KdcConfigKey.MINIMUM_TICKET_LIFETIME, 1L);
     kdc.init();
     for (int i = 3; i < args.length; i++) {
       String[] spec = args[i].split("=", 2);

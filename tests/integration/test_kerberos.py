@@ -8,6 +8,7 @@ is a clear error at once, never a wait until the deadline. ``make test-secured``
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import subprocess
@@ -198,6 +199,63 @@ def test_a_client_without_kerberos_to_a_sasl_gateway_fails_by_its_deadline(serve
     with pytest.raises(HBaseUnavailable) as info:
         _list_topics(config, "sync")
     assert info.value.timed_out and served.address in str(info.value), info.value
+
+
+_RENEWAL = """
+import json, sys, time
+from dataclasses import replace
+import gssapi
+from tms_hbase.config import ThriftTransport
+from tms_hbase.errors import HBaseUnavailable
+from tms_hbase.storage.connection import HBaseConnection
+from tms_hbase.storage.hbase import Table
+
+host, port, table, keytab, principal = sys.argv[1:6]
+transport = ThriftTransport(kerberos=True, kerberos_qop="auth-conf", keytab=keytab, principal=principal)
+pools = {
+    "keytab": HBaseConnection(host, int(port), timeout=60, max_idle=1.0, transport=transport),
+    "cache": HBaseConnection(host, int(port), timeout=60, max_idle=1.0, transport=replace(transport, keytab=None)),
+}
+client = gssapi.Name(principal, gssapi.NameType.kerberos_principal)
+lifetime = gssapi.Credentials(name=client, usage="initiate").lifetime
+end = time.monotonic() + lifetime + 1
+before = {what: Table(pool, table).get(b"no-such-row") == {} for what, pool in pools.items()}
+while time.monotonic() < end:  # until the ticket cache's ticket (and so the keytab's, fetched later) has ended
+    time.sleep(0.5)
+after = {}
+for what, pool in pools.items():  # each pool's idle connection is older than its max_idle by now: new ones
+    try:
+        after[what] = Table(pool, table).get(b"no-such-row") == {}
+    except HBaseUnavailable as exc:
+        after[what] = str(exc)
+print(json.dumps({"before": before, "lifetime": lifetime, "after": after}))
+"""
+
+
+@pytest.mark.parametrize("served", ["auth-conf"], indirect=True)
+def test_a_long_running_client_renews_its_tickets_from_its_keytab(
+    served: Served, installation: str, tmp_path: Path
+) -> None:
+    """Tickets of 15 s (in processes of their own: the GSS library reads its configuration once): a client with a
+    keytab goes on past their end, as new connections need new tickets, which it fetches from the keytab; one on a
+    ticket cache, which it cannot renew, gets a clear error."""
+    short = tmp_path / "krb5.conf"  # the client asks for 15 s tickets (the servers' are a day)
+    short.write_text(
+        served.kdc.krb5_conf.read_text().replace("[libdefaults]\n", "[libdefaults]\n  ticket_lifetime = 15s\n")
+    )
+    env = os.environ | {"KRB5_CONFIG": str(short), "KRB5CCNAME": f"FILE:{tmp_path / 'krb5cc'}"}
+    seed = "import gssapi, sys; gssapi.Credentials(name=gssapi.Name(sys.argv[1], gssapi.NameType.kerberos_principal), "
+    seed += "usage='initiate', store={'client_keytab': sys.argv[2], 'ccache': sys.argv[3]})"  # kinit -kt
+    principal, keytab = str(served.transport.principal), str(served.transport.keytab)
+    subprocess.run([sys.executable, "-c", seed, principal, keytab, env["KRB5CCNAME"]], env=env, check=True, timeout=60)
+    host, port = served.address.rsplit(":", 1)
+    args = [host, port, f"{installation}_metadata", keytab, principal]
+    done = subprocess.run([sys.executable, "-c", _RENEWAL, *args], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["before"] == {"keytab": True, "cache": True} and result["lifetime"] <= 15, result
+    assert result["after"]["keytab"] is True, result
+    assert "expired" in result["after"]["cache"], result
 
 
 def _list_topics(config: Config, driver: str) -> None:
