@@ -250,7 +250,9 @@ class MessagingClient(MessagingService):
     def _make_stats(self) -> TopicStatistics:
         from tms_hbase.fetch.stats import TopicStatistics
 
-        return TopicStatistics(self.installation.messages, self.installation.payloads, self._reader)
+        return TopicStatistics(
+            self.installation.messages, self.installation.payloads, self._reader, lambda: self._committed_reads.view()
+        )
 
     @property
     def _shared_store(self) -> SharedStore:
