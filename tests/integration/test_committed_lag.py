@@ -173,3 +173,30 @@ def test_the_gateway_reports_the_same(client: MessagingClient, tx: TransactionCl
     setup_topic(client, tx)
     with GatewayClient(gateway.url, timeout_seconds=60) as gw:
         assert numbers(gw.lag(T, "svc"), gw.topic_stats(T)) == (2, 2, 3, 1, True)
+
+
+def test_a_shared_subscription_counts_what_it_will_deliver(
+    client: MessagingClient, reader: MessagingClient, tx: TransactionClient
+) -> None:
+    held, _ = setup_topic(client, tx)
+    client.create_subscription(T, "work", shared=True)  # from the start
+    # waiting: a, b, the message in progress (delivered if it commits) and c; not the rolled-back or invalid ones
+    assert reader.get_subscription(T, "work").shared.waiting == 4  # type: ignore[union-attr]
+    with reader.shared_consumer(T, "work") as consumer:
+
+        def receive(count: int) -> list[bytes]:
+            got: list[bytes] = []
+            for _ in range(30):
+                got += [d.payload for d in consumer.receive(max_messages=10, timeout_seconds=1.0)]
+                if len(got) >= count:
+                    break
+            return got
+
+        assert receive(2) == [b"a", b"b"]  # c waits behind the transaction in progress, in its range
+        numbers = reader.get_subscription(T, "work").shared
+        assert numbers is not None and (numbers.waiting, numbers.in_flight) == (2, 2)
+        tx.can_commit(held, [])
+        tx.commit(held)
+        assert receive(2) == [b"held", b"c"]
+        numbers = reader.get_subscription(T, "work").shared
+        assert numbers is not None and (numbers.waiting, numbers.in_flight) == (0, 4)

@@ -2,8 +2,8 @@
 publishes of every kind (plain, transactional inline, payloads stored under a pointer, a Spark-like store
 from several writers with explicit sequences, retried), rollbacks, consumed messages and sweeps, on
 both orderings, each followed by a comparison of topic_stats (messages and bytes), lag and the exporter's
-gauges with a committed-only fetch of the whole topic, as a subscription reads it (hypothesis draws the sequences; a failing one is shrunk to the
-shortest that fails)."""
+gauges with a committed-only fetch of the whole topic, as a subscription reads it (hypothesis draws the
+sequences; a failing one is shrunk to the shortest that fails)."""
 
 from __future__ import annotations
 
