@@ -12,7 +12,9 @@ against raw happybase doing the same reads and per-message state writes.
    state writes a work queue cannot do without. Goal: consumers ≥ 0.8× raw.
 3. **Stalls**: the longest time in a round without a delivery to any consumer (a work queue must not
    sit idle with work left: a stall an ack timeout long showed up here once).
-4. **The cost of an ack**: the median time of one ``ack()`` call in the runs above, and the HBase calls
+4. **Acknowledgements noted** (``ack(delivery, wait=False)``), without work: each batch's acknowledgements
+   written together by one ``flush()`` (one round trip) instead of one compare-and-set each.
+5. **The cost of an ack**: the median time of one ``ack()`` call in the runs above, and the HBase calls
    per message (receive, claim, ack, reaping) counted in the consumer processes two ways: round trips
    (the claims of one read of a range are pipelined, one round trip for up to 64) and requests (each
    claim counted, as HBase serves each).
@@ -66,11 +68,11 @@ def run(settings: Settings) -> Result:
     counts = COUNTS
     per_consumer = settings.pick(400, 150)
     total = settings.pick(8_000, 2_000)
-    rates: dict[str, list[float]] = {f"{side}{k}": [] for k in counts for side in ("work", "idle", "raw")}
+    rates: dict[str, list[float]] = {f"{side}{k}": [] for k in counts for side in ("work", "idle", "noted", "raw")}
     acks: list[float] = []
     calls: dict[int, list[float]] = {k: [] for k in counts}
     requests: dict[int, list[float]] = {k: [] for k in counts}
-    stalls: dict[str, list[float]] = {f"{side}{k}": [] for k in counts for side in ("work", "idle")}
+    stalls: dict[str, list[float]] = {f"{side}{k}": [] for k in counts for side in ("work", "idle", "noted")}
     with bench_tables(settings, "shared") as (client, raw, raw_name), Workers(max(counts)) as workers:
         prefix = client.installation.prefix
         raw.conn.create_table(raw_name, {"d": {"max_versions": 1}})
@@ -79,22 +81,23 @@ def run(settings: Settings) -> Result:
         progress(f"shared setup: {sum(per_consumer * k for k in counts) + total:,} messages")
         rounds = iter(range(1_000_000))
 
-        def shared_round(topic: str, k: int, work: float, expected: int) -> float:
+        def shared_round(topic: str, k: int, work: float, expected: int, wait: bool = True) -> float:
             name = f"s{next(rounds)}"
             client.create_subscription(topic, name, shared=True, ack_timeout_seconds=30, claim_size=CLAIM)
             start_at = time.time() + 5.0
             for i in range(k):
-                workers.submit(i, consume, settings.address, prefix, topic, name, work, start_at)
+                workers.submit(i, consume, settings.address, prefix, topic, name, work, start_at, wait)
             got = [workers.result(i, 600) for i in range(k)]
             count = sum(g["count"] for g in got)
             if count != expected:
                 raise AssertionError(f"{k} consumers acknowledged {count} messages, expected {expected}")
             acks.extend(a for g in got for a in g["acks"])
-            if not work:
+            if not work and wait:
                 calls[k].append(sum(g["calls"] for g in got) / count)
                 requests[k].append(sum(g["requests"] for g in got) / count)
             received = sorted([start_at, *(t for g in got for t in g["received"])])
-            stalls[f"{'work' if work else 'idle'}{k}"].append(max(b - a for a, b in itertools.pairwise(received)))
+            side = "work" if work else "idle" if wait else "noted"
+            stalls[f"{side}{k}"].append(max(b - a for a, b in itertools.pairwise(received)))
             return count / (max(g["last"] for g in got) - start_at)
 
         def raw_round(k: int) -> float:
@@ -114,6 +117,7 @@ def run(settings: Settings) -> Result:
         for k in counts:
             sides.append((f"work{k}", lambda k=k: shared_round(worked[k], k, WORK, per_consumer * k)))
             sides.append((f"idle{k}", lambda k=k: shared_round(plain, k, 0.0, total)))
+            sides.append((f"noted{k}", lambda k=k: shared_round(plain, k, 0.0, total, wait=False)))
             sides.append((f"raw{k}", lambda k=k: raw_round(k)))
         rotated_rounds("shared", settings.rounds, sides, rates)
         workers_close(workers, max(counts))
@@ -141,6 +145,7 @@ def _report(
                 m[f"work{k}"],
                 f"{ratio(m[f'work{k}'], m['work1']):.2f}×",
                 m[f"idle{k}"],
+                m[f"noted{k}"],
                 m[f"raw{k}"],
                 f"{ratio(m[f'idle{k}'], m[f'raw{k}']):.2f}×",
                 median(calls[k]),
@@ -153,6 +158,7 @@ def _report(
             f"with 5 ms work: msg/s ({per_consumer:,} per process)",
             "÷ one",
             f"no work: msg/s ({total:,} messages)",
+            "no work, acks noted: msg/s",
             "raw happybase msg/s",
             "÷ raw",
             "HBase round trips per message",
@@ -213,9 +219,12 @@ def _client(address: str, prefix: str) -> Any:
     return _open[key]
 
 
-def consume(address: str, prefix: str, topic: str, name: str, work: float, start_at: float) -> dict[str, Any]:
+def consume(
+    address: str, prefix: str, topic: str, name: str, work: float, start_at: float, wait: bool = True
+) -> dict[str, Any]:
     """Worker job: one consumer of the shared subscription until a receive finds nothing for 2 s; each
-    message worked on ``work`` s and acknowledged on its own."""
+    message worked on ``work`` s and acknowledged on its own (``wait=False``: noted, and each batch's
+    written by one flush)."""
     from tms_hbase import TopicId
 
     client = _client(address, prefix)
@@ -233,10 +242,15 @@ def consume(address: str, prefix: str, topic: str, name: str, work: float, start
             for delivery in got:
                 if work:
                     time.sleep(work)
-                started = time.perf_counter()
-                consumer.ack(delivery)
-                acks.append(time.perf_counter() - started)
+                if wait:
+                    started = time.perf_counter()
+                    consumer.ack(delivery)
+                    acks.append(time.perf_counter() - started)
+                else:
+                    consumer.ack(delivery, wait=False)
                 count += 1
+            if not wait:
+                consumer.flush()
             last = time.time()
         calls, requests = installation.calls - calls, installation.requests - requests
     return {"count": count, "last": last, "calls": calls, "requests": requests, "acks": acks, "received": received}

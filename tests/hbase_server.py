@@ -58,7 +58,9 @@ def hbase_for_tests() -> Iterator[tuple[str, str]]:
         yield address, f"${THRIFT_ENV}" + (", the local launcher's" if served_by_launcher(address) else ", external")
         return
     launcher = LocalHBase()
-    was_running = launcher.status().answering
+    # its processes, not whether it answered within the status check's 3 s: a loaded machine delays that
+    # answer, and a server others use would then be stopped at the end as if this run had started it
+    was_running = launcher.status().running
     address = launcher.start()
     try:
         yield address, "local launcher" + (" (already running)" if was_running else "")

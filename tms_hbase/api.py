@@ -145,8 +145,13 @@ class SharedSubscriptionConsumer(Protocol):
         """Deliveries one by one; the iteration ends after ``max_wait_seconds`` without one."""
         ...
 
-    def ack(self, *deliveries: Delivery | bytes) -> None:
-        """The messages are done; NotHeld for any this consumer does not hold."""
+    def ack(self, *deliveries: Delivery | bytes, wait: bool = True) -> None:
+        """The messages are done; NotHeld for any this consumer does not hold. ``wait=False``: noted, and
+        written with the next receive, :meth:`flush` or :meth:`close` (one round trip for all)."""
+        ...
+
+    def flush(self) -> None:
+        """Write the acknowledgements noted with ``wait=False``; NotHeld for those refused since the last."""
         ...
 
     def nack(self, delivery: Delivery | bytes, delay_seconds: float = 0.0) -> None:

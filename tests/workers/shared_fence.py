@@ -7,6 +7,8 @@ Reads one command a line from stdin and answers one JSON line on stdout:
     receive            {"got": [{"id": hex, "payload": str, "deliveries": n, "incarnation": n}, ...]}
     ack | nack | extend | release   settles every delivery the last receive returned (extend: by 120 s):
                        {"done": "ack"} or {"refused": "NotHeld", "why": message}
+    note               acknowledges them with wait=False (noted, not written): {"done": "note"}
+    flush              writes what was noted: {"done": "flush"} or {"refused": ...}
 
 With OWNER the consumer uses that owner name (as two processes of one gateway session do).
 """
@@ -55,10 +57,14 @@ def main() -> None:
                 "nack": lambda d: consumer.nack(d),
                 "extend": lambda d: consumer.extend(d, 120),
                 "release": lambda d: consumer.release(d),
-            }[command]
+                "note": lambda d: consumer.ack(d, wait=False),
+            }.get(command)
             try:
-                for d in last:
-                    settle(d)
+                if settle is None:
+                    consumer.flush()
+                else:
+                    for d in last:
+                        settle(d)
             except NotHeld as exc:
                 answer({"refused": "NotHeld", "why": str(exc)})
             else:

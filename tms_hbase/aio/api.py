@@ -114,8 +114,13 @@ class AsyncSharedSubscriptionConsumer(Protocol):
         """Deliveries one by one; the iteration ends after ``max_wait_seconds`` without one."""
         ...
 
-    async def ack(self, *deliveries: Delivery | bytes) -> None:
-        """The messages are done; NotHeld for any this consumer does not hold."""
+    async def ack(self, *deliveries: Delivery | bytes, wait: bool = True) -> None:
+        """The messages are done; NotHeld for any this consumer does not hold. ``wait=False``: noted, and
+        written with the next receive, :meth:`flush` or :meth:`close` (one round trip for all)."""
+        ...
+
+    async def flush(self) -> None:
+        """Write the acknowledgements noted with ``wait=False``; NotHeld for those refused since the last."""
         ...
 
     async def nack(self, delivery: Delivery | bytes, delay_seconds: float = 0.0) -> None:

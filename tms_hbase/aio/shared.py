@@ -65,10 +65,14 @@ class AsyncSharedConsumer(AsyncSharedSubscriptionConsumer):
         while (delivery := await run_sync(next, deliveries, _END)) is not _END:
             yield delivery
 
-    async def ack(self, *deliveries: Delivery | bytes) -> None:
-        """Settle deliveries as done."""
+    async def ack(self, *deliveries: Delivery | bytes, wait: bool = True) -> None:
+        """Settle deliveries as done; ``wait=False``: noted, written with the next receive, flush or close."""
         consumer = self._opened()
-        await run_sync(consumer.ack, *deliveries)
+        await run_sync(consumer.ack, *deliveries, wait=wait)
+
+    async def flush(self) -> None:
+        """Write the acknowledgements noted with ``wait=False``; NotHeld for those refused since the last."""
+        await run_sync(self._opened().flush)
 
     async def nack(self, delivery: Delivery | bytes, delay_seconds: float = 0.0) -> None:
         """Give a delivery back for redelivery after ``delay_seconds`` (it counts as a delivery)."""

@@ -11,7 +11,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from tms_hbase.aio.api import AsyncSharedSubscriptionConsumer, AsyncSubscriptionConsumer
-from tms_hbase.errors import InvalidArgument, TmsError
+from tms_hbase.errors import InvalidArgument, NotHeld, TmsError
 from tms_hbase.gateway_client.sessions import ConsumerSession, SharedSession
 from tms_hbase.model import checks
 from tms_hbase.model.isolation import COMMITTED
@@ -165,6 +165,7 @@ class AsyncGatewaySharedConsumer(AsyncSharedSubscriptionConsumer):
         ``timeout_seconds``."""
         checks.positive_int("max_messages", max_messages)
         checks.seconds("timeout_seconds", timeout_seconds)
+        await self._send_deferred()
         return await self.client.run(self._session.receive(max_messages, timeout_seconds))
 
     def __aiter__(self) -> AsyncIterator[Delivery]:
@@ -175,9 +176,26 @@ class AsyncGatewaySharedConsumer(AsyncSharedSubscriptionConsumer):
         while got := await self.receive(1, self.max_wait_seconds):
             yield got[0]
 
-    async def ack(self, *deliveries: Delivery | bytes) -> None:
-        """Acknowledge; NotHeld (after settling the others) lists those this session does not hold."""
-        await self.client.run(self._session.ack(deliveries))
+    async def ack(self, *deliveries: Delivery | bytes, wait: bool = True) -> None:
+        """Acknowledge; NotHeld (after settling the others) lists those this session does not hold.
+        ``wait=False``: noted, and sent in one request with the next receive, :meth:`flush` or close."""
+        if wait:
+            await self.client.run(self._session.ack(deliveries))
+        else:
+            self._session.note_ack(deliveries)
+
+    async def flush(self) -> None:
+        """Send the acknowledgements noted with ``wait=False``; NotHeld for those refused since the last."""
+        await self._send_deferred()
+        self._session.raise_refused()
+
+    async def _send_deferred(self) -> None:
+        request = self._session.send_deferred()
+        if request is not None:
+            try:
+                await self.client.run(request)
+            except NotHeld as exc:
+                self._session.refuse(exc)
 
     async def nack(self, delivery: Delivery | bytes, delay_seconds: float = 0.0) -> None:
         """Deliver again after ``delay_seconds``, to any consumer; the delivery counts."""
@@ -195,7 +213,10 @@ class AsyncGatewaySharedConsumer(AsyncSharedSubscriptionConsumer):
 
     async def close(self) -> None:
         """Give back what this consumer holds (it goes to others at once). Idempotent; raises no TmsError
-        (what cannot be given back is delivered again after its deadline)."""
+        (what cannot be given back is delivered again after its deadline). The acknowledgements noted
+        with ``wait=False`` are sent first."""
+        with contextlib.suppress(TmsError):
+            await self._send_deferred()
         request = self._session.close()
         if request is not None:
             with contextlib.suppress(TmsError):

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from tms_hbase.api import SharedSubscriptionConsumer
-from tms_hbase.errors import TmsError
+from tms_hbase.errors import NotHeld, TmsError
 from tms_hbase.gateway_client.sessions import SharedSession
 from tms_hbase.model import checks
 from tms_hbase.model.isolation import COMMITTED
@@ -65,8 +65,11 @@ class GatewaySharedConsumer(SharedSubscriptionConsumer):
         return list(self._session.held)
 
     def close(self) -> None:
-        """Give back what this consumer holds (its messages go to others at once). Idempotent; never
-        raises (what cannot be given back is delivered again after its deadline)."""
+        """Write the acknowledgements noted with ``wait=False``, then give back what this consumer holds
+        (its messages go to others at once). Idempotent; never raises (what cannot be given back is
+        delivered again after its deadline)."""
+        with contextlib.suppress(TmsError):
+            self._send_deferred()
         request = self._session.close()
         if request is not None:
             with contextlib.suppress(TmsError):
@@ -85,11 +88,29 @@ class GatewaySharedConsumer(SharedSubscriptionConsumer):
         ``timeout_seconds`` (``GET .../deliveries``)."""
         checks.positive_int("max_messages", max_messages)
         checks.seconds("timeout_seconds", timeout_seconds)
+        self._send_deferred()
         return self.client.run(self._session.receive(max_messages, timeout_seconds))
 
-    def ack(self, *deliveries: Delivery | bytes) -> None:
-        """Acknowledge; NotHeld (after settling the others) lists those this session does not hold."""
-        self.client.run(self._session.ack(deliveries))
+    def ack(self, *deliveries: Delivery | bytes, wait: bool = True) -> None:
+        """Acknowledge; NotHeld (after settling the others) lists those this session does not hold.
+        ``wait=False``: noted, and sent in one request with the next receive, :meth:`flush` or close."""
+        if wait:
+            self.client.run(self._session.ack(deliveries))
+        else:
+            self._session.note_ack(deliveries)
+
+    def flush(self) -> None:
+        """Send the acknowledgements noted with ``wait=False``; NotHeld for those refused since the last."""
+        self._send_deferred()
+        self._session.raise_refused()
+
+    def _send_deferred(self) -> None:
+        request = self._session.send_deferred()
+        if request is not None:
+            try:
+                self.client.run(request)
+            except NotHeld as exc:
+                self._session.refuse(exc)
 
     def nack(self, delivery: Delivery | bytes, delay_seconds: float = 0.0) -> None:
         """Deliver again after ``delay_seconds``, to any consumer; the delivery counts."""

@@ -14,7 +14,7 @@ from typing import TypeVar
 from urllib.parse import urlencode
 
 from tms_hbase import tracing
-from tms_hbase.errors import ClientClosed, InvalidArgument
+from tms_hbase.errors import ClientClosed, InvalidArgument, NotHeld
 from tms_hbase.gateway_client.calls import Calls, Reply, Request, nothing, with_query
 from tms_hbase.model import checks
 from tms_hbase.model.isolation import COMMITTED, check_isolation
@@ -133,6 +133,29 @@ class SharedSession(_Session):
             raise InvalidArgument(f"bad owner {owner!r}: a non-empty name without spaces")
         super().__init__(calls, topic, name, owner)
         self.held: dict[bytes, int] = {}  # id -> deadline (HBase ms)
+        self.deferred: list[DeliveryRef] = []  # acknowledgements noted with wait=False, not sent yet
+        self.refused: list[str] = []  # why those sent since the last flush were refused
+
+    def note_ack(self, deliveries: Sequence[Delivery | bytes]) -> None:
+        """Note acknowledgements (``ack(wait=False)``): sent together by :meth:`send_deferred`."""
+        if self.closed:
+            raise ClientClosed(f"the consumer of {self.name!r} of {self.topic} is closed")
+        self.deferred.extend(self.refs(deliveries))
+
+    def send_deferred(self) -> Request[None] | None:
+        """The one request acknowledging every noted delivery; None when none is noted. A NotHeld it
+        answers goes to :meth:`refuse`, for the next flush to raise."""
+        refs, self.deferred = self.deferred, []
+        return self._settle("ack", refs, None, nothing) if refs and self.token is not None else None
+
+    def refuse(self, error: NotHeld) -> None:
+        self.refused.append(str(error))
+
+    def raise_refused(self) -> None:
+        """NotHeld for the noted acknowledgements refused since the last call, if any."""
+        refused, self.refused = self.refused, []
+        if refused:
+            raise NotHeld("; ".join(refused))
 
     def receive(self, max_messages: int, timeout_seconds: float) -> Request[list[Delivery]]:
         checks.positive_int("max_messages", max_messages)

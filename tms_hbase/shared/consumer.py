@@ -97,6 +97,7 @@ PEERS_SECONDS = 1.0  # how long the other idle consumers' doorbells read once ar
 DELIVERED_KEPT = 16_384  # deliveries whose incarnation a consumer keeps for settlements by bare id
 BODIES_BYTES = 16 << 20  # key order: payloads of messages registered waiting kept to deliver them without a read
 MAX_OWNER_LENGTH = 300  # an owner's name is written into every claim it makes and keys its doorbell's row
+DEFERRED_MAX = 1024  # acknowledgements noted with wait=False are written at the latest once this many wait
 
 
 Publish = Callable[[TopicId, Sequence[bytes | Record]], object]
@@ -164,6 +165,8 @@ class SharedConsumer(TransactionalAcks):
         self._registered = 0
         self._next_reap = 0.0
         self._closed = False
+        self._deferred: list[DeliveryRef] = []  # acknowledgements noted with wait=False, not written yet
+        self._deferred_failures: list[str] = []  # why those written since the last flush() were refused
         self._metric = CLIENT_METRICS.consumed_messages.labels(str(topic), name)
         self._init_tx(tx_state)
         # the doorbell, opened when this consumer first waits: this process's publishers and consumers
@@ -192,6 +195,7 @@ class SharedConsumer(TransactionalAcks):
         self._closed = True
         gave_back = False
         try:
+            self._write_deferred()  # first: what was acknowledged is not given back
             now = self._clock()
             holding = [i for i, c in self._held.items() if c.claim.deadline > now]  # (past it: not a late release)
             gave_back = bool(holding)
@@ -246,6 +250,7 @@ class SharedConsumer(TransactionalAcks):
             raise TmsError(f"{self!r} is closed")
         end = time.monotonic() + timeout_seconds
         reaped = False
+        self._write_deferred()
         self._tail_read = float("-inf")  # a ring while the caller worked was cleared unseen: read it again
         while True:
             if self._bell is not None:
@@ -323,12 +328,18 @@ class SharedConsumer(TransactionalAcks):
 
     # -- settling -------------------------------------------------------------------------------
 
-    def ack(self, *deliveries: Settled, transaction: Transaction | None = None) -> None:
+    def ack(self, *deliveries: Settled, transaction: Transaction | None = None, wait: bool = True) -> None:
         """Acknowledge: the messages are done and never delivered again. NotHeld (after settling the
         others) for any this consumer does not hold: unknown, another's, past its deadline, delivered
         again since (the :class:`Delivery` given, or the one this consumer holds, names another delivery
         than the one holding it now), settled, or of a subscription reset or deleted since
-        (SubscriptionNotFound).
+        (SubscriptionNotFound). Many at once are written together: one round trip.
+
+        With ``wait=False`` the acknowledgements are only noted, and written all together (one round trip)
+        when the next :meth:`receive` begins, by :meth:`flush` or by :meth:`close`, as Kafka's share
+        consumers send theirs with the next poll: a round trip saved per message, but a message is
+        acknowledged only once written (a consumer that dies first has it delivered again), and a NotHeld
+        comes from :meth:`flush` (receive and close log it).
 
         Inside a TransactionContext the acknowledgement is part of the running transaction (written at
         its commit, :mod:`.tx_acks`). With ``transaction`` it is written now as pending in that
@@ -338,18 +349,73 @@ class SharedConsumer(TransactionalAcks):
         if transaction is not None and not isinstance(transaction, Transaction):
             raise InvalidArgument(f"transaction must be a tms_hbase.tx.Transaction, not {type(transaction).__name__}")
         if transaction is not None or (self._tx is not None and self._in_context):
+            if not wait:
+                raise InvalidArgument("a transactional acknowledgement is written with its transaction: not wait=False")
             if transaction is not None:
                 self._refresh(settling=True)
             self._ack_in(transaction, refs)
             return
+        if not wait:
+            if self._closed:
+                raise TmsError(f"{self!r} is closed")
+            self._deferred.extend(refs)
+            if len(self._deferred) >= DEFERRED_MAX:  # bounded: written now, failures kept for flush()
+                self._write_deferred()
+            return
+        self._ack_now(refs)
+
+    def flush(self) -> None:
+        """Write the acknowledgements noted with ``wait=False`` (one round trip); NotHeld lists every one
+        refused since the last flush, here or by a receive that wrote them."""
+        self._write_deferred()
+        failed, self._deferred_failures = self._deferred_failures, []
+        if failed:
+            raise NotHeld("; ".join(failed))
+
+    def _write_deferred(self) -> None:
+        """Write the noted acknowledgements, keeping what is refused for :meth:`flush` (logged)."""
+        refs, self._deferred = self._deferred, []
+        if not refs:
+            return
+        try:
+            self._ack_now(refs)
+        except NotHeld as exc:
+            log.warning("%r: acknowledgements noted with wait=False were refused: %s", self, exc)
+            self._deferred_failures.append(str(exc))
+
+    def _ack_now(self, refs: list[DeliveryRef]) -> None:
+        """Acknowledge ``refs`` now: those held here as last written in one pipelined round of
+        compare-and-sets, the rest (and any that lost) one by one as :meth:`_settle` settles them."""
         self._before_settling(refs)
+        now = self._clock()
+        fast, slow = [], []
+        for ref in dict.fromkeys(refs):
+            stored = self._held.get(ref.id)
+            fence = ref.incarnation or self._delivered.get(ref.id) or (stored.claim.incarnation if stored else 0)
+            if stored is not None and stored.claim.held_by(self.owner, now, fence):
+                fast.append((ref, stored))
+            else:
+                slow.append(ref)
+        done = []
+        if fast:
+            won = self._store.swap_claims(
+                self._keys, [(stored.message_id, stored.data, _acked(stored.claim, now)) for _, stored in fast]
+            )
+            for (ref, _), w in zip(fast, won, strict=True):
+                if w is None:
+                    slow.append(ref)
+                else:
+                    self._held.pop(ref.id, None)
+                    done.append(ref)
         failed = []
-        for ref in refs:
+        for ref in slow:
             try:
                 self._settle(ref, _acked)
             except NotHeld as exc:
                 failed.append(str(exc))
                 continue
+            done.append(ref)
+        for ref in done:
             following = self._view.successor(ref.id)  # key order: the next of its key may go now
             if following is not None:
                 self._expired.appendleft(following)
