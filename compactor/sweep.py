@@ -375,7 +375,7 @@ class Sweeper:
     def _message_row(self, key: bytes, data: dict, following: bytes | None, context: _Context) -> None:
         report = context.report
         report.messages_scanned += 1
-        if is_counter_row(key, data):  # a sequencer generation's counter: it goes with its generation
+        if is_counter_row(key, data):  # a generation's counter row: it goes with its generation
             if self._dead(key, context):
                 report.messages_dropped += 1
                 context.deletes.append(key)

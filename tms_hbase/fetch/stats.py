@@ -29,6 +29,11 @@ messages up to D (1.5 W + the tail-cache time) older than its window, never fewe
 Rows written before totals existed have none; where one is needed the numbers are estimates and say
 so (``exact`` is False). A pointer row (payloads stored under a transaction) counts the payloads stored
 under its write pointer and their bytes, as its writer did (:mod:`..publish.stored`; docs/consumers.md).
+
+The numbers are what a committed-only subscription receives: the messages of the rows it skips (rolled
+back, of an invalid transaction) are subtracted, and those it is held at (a transaction in progress) are
+reported apart (``Lag.held``, ``TopicStats.uncommitted``); :meth:`TopicStatistics._undelivered` finds those
+rows without a scan.
 """
 
 from __future__ import annotations
@@ -60,7 +65,7 @@ from tms_hbase.publish.stored import stored_sizes
 from tms_hbase.storage.hbase import Table
 from tms_hbase.tx.committed import NOTHING_COMMITTED
 from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, MAX_TX_PER_MS
-from tms_hbase.tx.transaction import ALL_VISIBLE_LATEST, Transaction
+from tms_hbase.tx.transaction import Transaction
 
 WINDOWS = (60, 300, 900)
 """Seconds of the publish-rate windows topic_stats reports (like a load average: 1, 5 and 15 minutes)."""
@@ -88,20 +93,19 @@ class _Undelivered:
 
 class TopicStatistics:
     """Computes lag and topic statistics from the message and payload tables; ``tx_view`` reads the
-    transaction state committed-only readers judge rows by (:meth:`CommittedReads.view`; None: every
-    transactional row not rolled back counts as committed)."""
+    transaction state committed-only readers judge rows by (:meth:`CommittedReads.view`)."""
 
     def __init__(
         self,
         messages: Table,
         payloads: Table,
         reader: MessageReader,
-        tx_view: Callable[[], Transaction] | None = None,
+        tx_view: Callable[[], Transaction],
     ) -> None:
         self.messages = messages
         self.payloads = payloads
         self.reader = reader
-        self.tx_view = tx_view or (lambda: ALL_VISIBLE_LATEST)
+        self.tx_view = tx_view
 
     # -- lag ------------------------------------------------------------------------------------
 
