@@ -400,8 +400,13 @@ def batch_size(payloads: Sequence[bytes | Record]) -> int:
     and the keys and headers of records as stored. Additive, so batches can be grouped by their sizes (a plain
     message in a batch with records takes 6 more bytes, for its empty extra section, not counted)."""
     plain, extras = record.split(payloads)
-    size = sum(map(len, plain)) + 4 * len(plain)
+    size = plain_size(plain)
     return size if extras is None else size + record.extras_bytes(extras)
+
+
+def plain_size(payloads: Sequence[bytes]) -> int:
+    """:func:`batch_size` of a batch of plain payloads (no records): each payload and its length."""
+    return sum(map(len, payloads)) + 4 * len(payloads)
 
 
 @dataclass(frozen=True, slots=True)
