@@ -15,11 +15,19 @@ against raw happybase ``table.put`` of one 1 KiB row (the goal's baseline: one c
 the library's checkAndPut), the sides taking turns every 50 calls within each round (HBase's background
 work falls on both alike); besides msg/s, the CPU time per call of this process
 (``time.process_time``), which a loaded machine changes less than the rate.
+
+Pipelined one message per call (``pipelined``, the way bench.peers drives every system's producer):
+``BackgroundPublisher.publish(topic, [payload])`` for each of :data:`WINDOW` messages without waiting, then
+``flush()``, at 100 B and 1 KiB, against ``client.publish`` of the same messages in batches of 100 (what the
+same bytes go at when the caller batches); besides msg/s, this process's CPU time per message and the
+messages per batch row the publisher's coalescing made.
 """
 
 from __future__ import annotations
 
 import time
+
+from tms_hbase import BackgroundPublisher, MessagingClient
 
 from .common import (
     RAW_COLUMN,
@@ -41,6 +49,8 @@ PAYLOAD_SIZE = 1024
 GOAL = 0.7
 SINGLE_GOAL = 0.9
 SLICE = 50  # one-message publishes a side makes before the other side's turn
+WINDOW = 1000  # pipelined one-message publishes between flushes
+PIPELINED_SIZES = (100, 1024)
 
 
 def run(settings: Settings) -> Result:
@@ -164,6 +174,7 @@ def run(settings: Settings) -> Result:
         "cpu_us_per_batch": cpu,
     }
     _single(settings, result)
+    _pipelined(settings, result)
     return result
 
 
@@ -225,6 +236,83 @@ def _single(settings: Settings, result: Result) -> None:
     result.samples.update(
         {"single_tms_msgs_per_s": rates["tms"], "single_raw_msgs_per_s": rates["raw"], "single_cpu_us": cpu}
     )
+
+
+def _pipelined(settings: Settings, result: Result) -> None:
+    """One message per call without waiting, through the background publisher, vs batches of 100."""
+    rows: list[list[object]] = []
+    with bench_tables(settings, "pubpipe") as (client, _conn, _raw_name):
+        for size in PIPELINED_SIZES:
+            rates, cpu, per_row = _pipelined_rounds(settings, client, size)
+            rows.append(
+                [
+                    f"{size} B, `BackgroundPublisher.publish(topic, [payload])` × {WINDOW}, `flush()`",
+                    median(rates["pipelined"]),
+                    _span(rates["pipelined"]),
+                    median(cpu["pipelined"]),
+                    f"{per_row:,.0f}",
+                ]
+            )
+            rows.append(
+                [
+                    f"{size} B, `publish` of batches of {BATCH} (reference)",
+                    median(rates["batch"]),
+                    _span(rates["batch"]),
+                    median(cpu["batch"]),
+                    f"{BATCH}",
+                ]
+            )
+            result.samples[f"pipelined_{size}"] = {"msgs_per_s": rates, "cpu_us_per_msg": cpu, "per_row": per_row}
+    result.table(
+        [
+            "one message per call, pipelined",
+            "messages/s (median)",
+            "min – max over rounds",
+            "CPU µs per message (median)",
+            "messages per batch row",
+        ],
+        rows,
+    )
+
+
+def _pipelined_rounds(
+    settings: Settings, client: MessagingClient, size: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]], float]:
+    """msg/s and CPU µs per message of each side per round, and the pipelined side's messages per batch row."""
+    windows = settings.pick(20, 3)
+    topic = new_topic(client, f"pipelined{size}")
+    message, batch = payloads(1, size), payloads(BATCH, size)
+    rates: dict[str, list[float]] = {"pipelined": [], "batch": []}
+    cpu: dict[str, list[float]] = {"pipelined": [], "batch": []}
+    with BackgroundPublisher(client, on_full="block") as publisher:
+
+        def pipelined() -> None:
+            futures = [publisher.publish(topic, message) for _ in range(WINDOW)]
+            publisher.flush()
+            if not all(future.result() for future in futures):
+                raise RuntimeError("the background publisher dropped messages")
+
+        def batches() -> None:
+            for _ in range(WINDOW // BATCH):
+                client.publish(topic, batch)
+
+        sides = [("pipelined", pipelined), ("batch", batches)]
+        for _name, call in sides:  # warm-up: connections, topic metadata, the sender thread
+            call()
+        rows_before = publisher.stats.batches
+        for r in range(settings.rounds):
+            for name, call in sides[r % 2 :] + sides[: r % 2]:
+                start, cpu_start = time.perf_counter(), time.process_time()
+                for _ in range(windows):
+                    call()
+                rates[name].append(windows * WINDOW / (time.perf_counter() - start))
+                cpu[name].append((time.process_time() - cpu_start) / (windows * WINDOW) * 1e6)
+            progress(
+                f"publish pipelined {size} B, round {r + 1}/{settings.rounds}: pipelined "
+                f"{rates['pipelined'][-1]:,.0f} msg/s, batches of {BATCH} {rates['batch'][-1]:,.0f} msg/s"
+            )
+        per_row = settings.rounds * windows * WINDOW / max(1, publisher.stats.batches - rows_before)
+    return rates, cpu, per_row
 
 
 def _span(values: list[float]) -> str:

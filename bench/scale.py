@@ -5,6 +5,9 @@ each step the operations that should not depend on it are timed and their HBase 
   ``list_subscriptions``;
 - topics in one installation (10 → 10,000): publish, fetch, ``get_topic``, ``create_topic``;
 - stored messages in one topic (10⁴ → 10⁶): a time seek, a fetch of 100 from the middle, publish;
+- consumers on one shared subscription (1 → 64, threads of one process: 2 cores hold no more processes), each
+  receiving and acknowledging 50 messages: HBase calls per message delivered and acknowledged (reported, not
+  checked: idle consumers' looks depend on timing), and the wall time per message;
 - open transactions on one topic (1 → 1,000, each with a row written and not committed; a real
   ``tms-admin tx serve``): a plain publish, a transaction's publish and commit, and a committed-only consumer's
   poll held behind them (the transaction server's in-progress list grows with them; the HBase calls should not).
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,6 +53,8 @@ class Curve:
     medians_ms: list[float] = field(default_factory=list)
     p99s_ms: list[float] = field(default_factory=list)
     calls: list[float] = field(default_factory=list)
+    # False: the calls depend on timing (idle consumers' looks), so they are reported, not checked
+    checked: bool = True
 
     def growth(self, values: list[float]) -> float:
         return values[-1] / values[0] if values[0] else (1.0 if not values[-1] else math.inf)
@@ -165,6 +171,52 @@ def _messages(client: MessagingClient, steps: list[int], reps: int, _settings: S
     return list(curves.values())
 
 
+def _consumers(client: MessagingClient, steps: list[int], _reps: int, _settings: Settings) -> list[Curve]:
+    per_message = Curve("consumers on one shared subscription", "receive and ack, per message", "O(1)", checked=False)
+    for step in steps:
+        topic, name, total = TopicId("scalec", f"queue{step}"), "work", 50 * step
+        client.create_topic(topic)
+        client.create_subscription(topic, name, shared=True, ack_timeout_seconds=60, claim_size=16)
+        for first in range(0, total, 100):
+            client.publish(topic, payloads(min(100, total - first), 100))
+        progress(f"scale: {step} consumers")
+        calls = client.installation.calls  # round trips of every table, the subscriptions' state included
+        started = time.perf_counter()
+        _drain(client, topic, name, step, total)
+        seconds = time.perf_counter() - started
+        per_message.steps.append(step)
+        per_message.medians_ms.append(seconds * 1000 / total)  # wall time per message, all consumers together
+        per_message.p99s_ms.append(per_message.medians_ms[-1])
+        per_message.calls.append((client.installation.calls - calls) / total)
+    return [per_message]
+
+
+def _drain(client: MessagingClient, topic: TopicId, name: str, consumers: int, total: int) -> None:
+    """``consumers`` threads, each a shared consumer receiving and acknowledging until ``total`` are done."""
+    done = [0] * consumers
+    errors: list[BaseException] = []
+
+    def consume(i: int) -> None:
+        try:
+            with client.shared_consumer(topic, name) as consumer:
+                while sum(done) < total:
+                    for delivery in consumer.receive(10, 1.0):
+                        consumer.ack(delivery)
+                        done[i] += 1
+        except BaseException as exc:  # a consumer that failed fails the benchmark, below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=consume, args=(i,)) for i in range(consumers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    if sum(done) != total:
+        raise AssertionError(f"{consumers} consumers acknowledged {sum(done)} of {total} messages")
+
+
 def _transactions(client: MessagingClient, steps: list[int], reps: int, settings: Settings) -> list[Curve]:
     server, tx_address = start_tx_server(settings, client.installation.prefix)
     try:
@@ -226,6 +278,7 @@ def run(settings: Settings) -> Result:
         "subscriptions": (_subscriptions, settings.pick([1, 10, 100, 1000, 10_000], [1, 10])),
         "topics": (_topics, settings.pick([10, 100, 1000, 10_000], [10, 100])),
         "messages": (_messages, settings.pick([10_000, 100_000, 1_000_000], [1000, 10_000])),
+        "consumers": (_consumers, settings.pick([1, 4, 16, 64], [1, 4])),
         "transactions": (_transactions, settings.pick([1, 10, 100, 1000], [1, 10])),
     }
     result = Result("scale", f"How cost grows ({reps} operations per step; calls are HBase calls per operation)")
@@ -249,7 +302,7 @@ def run(settings: Settings) -> Result:
     result.table(["dimension", "operation", "should be", "steps", "median ms", "p99 ms", "HBase calls"], rows)
     broken = []
     for c in curves:
-        if c.flat == "O(n)":
+        if c.flat == "O(n)" or not c.checked:
             continue
         calls_ok = c.calls[-1] <= c.calls_bound()
         time_growth = c.growth(c.medians_ms)

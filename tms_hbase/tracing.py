@@ -16,6 +16,7 @@ records nothing, and then no header is added: messages are stored byte for byte 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol, TypeVar
@@ -25,8 +26,13 @@ from tms_hbase.model.record import Record
 try:
     import opentelemetry.propagate as propagate
     import opentelemetry.trace as trace
+    from opentelemetry.environment_variables import OTEL_PYTHON_TRACER_PROVIDER
 except ImportError:  # the otel extra is not installed: every function here passes its input through
     trace = None  # type: ignore[assignment]
+    OTEL_PYTHON_TRACER_PROVIDER = ""
+
+_UNKNOWN = object()  # an opentelemetry-api that keeps its provider elsewhere: always ask get_tracer_provider()
+_PROVIDER_IN_ENVIRONMENT = OTEL_PYTHON_TRACER_PROVIDER in os.environ
 
 SYSTEM = "tms_hbase"
 TRACEPARENT = "traceparent"
@@ -45,7 +51,15 @@ M = TypeVar("M", bound=_HasHeaders)
 
 def _tracer() -> Any:
     """The tracer, or None when tracing records nothing (not installed, or no provider configured)."""
-    if trace is None or isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+    if trace is None:
+        return None
+    # The provider set_tracer_provider() set, read where the API keeps it: get_tracer_provider() looks in the
+    # environment each time none is set, a large part of what a one-message publish costs. Only a
+    # provider named in the environment the process started with needs that call (it loads it once).
+    provider = getattr(trace, "_TRACER_PROVIDER", _UNKNOWN)
+    if provider is None and not _PROVIDER_IN_ENVIRONMENT:
+        return None
+    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
         return None
     return trace.get_tracer("tms_hbase")
 

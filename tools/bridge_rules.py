@@ -41,8 +41,11 @@ ALLOWED = {
     # BackgroundPublisher is a thread by design (the caller's thread never waits on HBase); asyncio users
     # publish with AsyncMessagingClient instead.
     ("publish/background.py", "threading.Thread"): "a publishing thread by design",
-    ("publish/background.py", "queue.Queue"): "a publishing thread by design",
+    ("publish/background.py", "threading.Lock"): "a publishing thread by design",
+    ("publish/background.py", "threading.Condition"): "a publishing thread by design",
     ("publish/background.py", "concurrent.futures.Future"): "a publishing thread by design",
+    ("publish/futures.py", "concurrent.futures.Future"): "the publishing thread's futures",
+    ("publish/futures.py", "threading.Condition"): "the publishing thread's futures",
     # the blocking driver's sockets; the asyncio driver (storage/aio.py) has sockets of its own
     ("storage/connection.py", "settimeout"): "the blocking driver's sockets",
     ("storage/connection.py", "socket.SO_RCVTIMEO"): "the blocking driver's sockets",

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +17,7 @@ from tms_hbase.model.retry import Retry
 from ..tcp_proxy import TcpProxy
 
 T = TopicId("ns", "async")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def payloads(client: MessagingClient, topic: TopicId = T) -> list[bytes]:
@@ -116,3 +122,75 @@ def test_retry_after_an_outage_stores_exactly_once(client: MessagingClient, prox
         assert first.result(timeout=60).count == 1
         assert publisher.publish(T, [b"after"]).result(timeout=60).count == 1
     assert payloads(client) == [b"once", b"after"]
+
+
+def test_one_message_publishes_from_threads_are_stored_once_each_in_each_threads_order(
+    client: MessagingClient,
+) -> None:
+    client.create_topic(T)
+    threads, count = 4, 400
+    # a long linger and small rows: the sender gathers what the threads publish meanwhile into shared rows
+    with BackgroundPublisher(client, linger_seconds=0.2, max_batch_messages=64) as publisher:
+
+        def produce(t: int) -> list[Future]:
+            return [publisher.publish(T, [f"{t}:{i}".encode()]) for i in range(count)]
+
+        with ThreadPoolExecutor(threads) as pool:
+            futures = dict(enumerate(pool.map(produce, range(threads))))
+        publisher.flush(timeout=120)
+        results = {f"{t}:{i}": future.result(timeout=0) for t, fs in futures.items() for i, future in enumerate(fs)}
+    stored = list(client.fetch(T))
+    names = [m.payload.decode() for m in stored]
+    assert sorted(names) == sorted(results)  # every message exactly once
+    for t in range(threads):
+        assert [n for n in names if n.startswith(f"{t}:")] == [f"{t}:{i}" for i in range(count)]
+    assert [results[n].message_ids for n in names] == [[m.id] for m in stored]  # each future names its message
+    assert len({r.position for r in results.values()}) < len(results)  # publishes shared rows
+
+
+@pytest.mark.parametrize("ordering", ["chain", "sequencer"])
+def test_a_killed_pipelining_process_loses_nothing_it_was_told_was_stored(
+    client: MessagingClient, tms_env: dict[str, str], tmp_path: Path, ordering: str
+) -> None:
+    client.create_topic(T, {"ordering": ordering})
+    log, threads = tmp_path / "log", 3
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "tests.workers.background_writer", str(T), str(threads), str(log)],
+        cwd=ROOT,
+        env=tms_env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while True:  # kill it once it has stored some and has publishes in flight (its log is final while stopped)
+            assert worker.poll() is None, f"the writer ended early: {worker.communicate()[1]}"
+            assert time.monotonic() < deadline, "the writer never had 2,000 messages stored and more in flight"
+            worker.send_signal(signal.SIGSTOP)
+            windows = _writer_log(log)
+            in_flight = windows["sent"] - windows["stored"]
+            if sum(last - first + 1 for _, first, last in windows["stored"]) >= 2000 and in_flight:
+                worker.send_signal(signal.SIGKILL)
+                break
+            worker.send_signal(signal.SIGCONT)
+            time.sleep(0.2)
+    finally:
+        worker.kill()
+        worker.communicate()
+    names = [m.payload.decode() for m in client.fetch(T)]
+    assert len(names) == len(set(names))  # nothing stored twice
+    for t in range(threads):
+        indexes = [int(n.split(":")[1]) for n in names if n.startswith(f"{t}:")]
+        assert indexes == list(range(len(indexes)))  # in the thread's order, without a gap
+    told = {f"{t}:{i}" for t, first, last in _writer_log(log)["stored"] for i in range(first, last + 1)}
+    assert told <= set(names)
+
+
+def _writer_log(log: Path) -> dict[str, set[tuple[int, int, int]]]:
+    """The (thread, first, last) message windows the writer logged as ``sent`` and as ``stored`` (whole lines
+    only: a stopped writer may be halfway through one)."""
+    windows: dict[str, set[tuple[int, int, int]]] = {"sent": set(), "stored": set()}
+    for line in log.read_text().split("\n")[:-1] if log.exists() else ():
+        kind, t, first, last = line.split()
+        windows[kind].add((int(t), int(first), int(last)))
+    return windows

@@ -458,7 +458,7 @@ def test_a_lone_writer_keeps_its_block_through_pauses_and_a_writer_that_joins_is
     assert w.fetch() == expected
     other = w.writer()
     other.publish(T, [b"joined"])
-    deadline = time.monotonic() + 10  # the lone writer's block is given up once older than W/2
+    deadline = time.monotonic() + 60  # the lone writer's block is given up once older than W/2 (at any load)
     while w.fetch() != [*expected, b"joined"]:
         assert time.monotonic() < deadline, w.fetch()
         time.sleep(0.005)

@@ -18,7 +18,7 @@ from tms_hbase.model import record
 from tms_hbase.model.clock import check_time_ms
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.record import Record
-from tms_hbase.model.rows import batch_size
+from tms_hbase.model.rows import batch_size, plain_size
 from tms_hbase.model.topic import TopicId
 from tms_hbase.tx.transaction import Transaction
 
@@ -107,19 +107,29 @@ def namespace(value: object) -> None:
 def validate_payloads(payloads: object, max_batch_bytes: int, *, allow_empty: bool) -> tuple[bytes | Record, ...]:
     """Payloads as a tuple of bytes and checked :class:`Record` objects (a record with neither key nor headers
     becomes its payload), or InvalidArgument (nothing is written on bad input)."""
+    return sized_payloads(payloads, max_batch_bytes, allow_empty=allow_empty)[0]
+
+
+def sized_payloads(
+    payloads: object, max_batch_bytes: int, *, allow_empty: bool
+) -> tuple[tuple[bytes | Record, ...], int]:
+    """:func:`validate_payloads` with the batch's :func:`~tms_hbase.model.rows.batch_size` (for a caller that
+    groups batches by size, as the background publisher does, without measuring each one twice)."""
     if type(payloads) not in (list, tuple) and (  # (the usual types first: the ABC's check is a Python call)
         isinstance(payloads, (bytes, bytearray, memoryview, str)) or not isinstance(payloads, Sequence)
     ):
         raise InvalidArgument("payloads must be a list of bytes or Records (e.g. [b'event'])")
     result: tuple[bytes | Record, ...] = tuple(cast("Sequence[bytes]", payloads))
-    if not set(map(type, result)) <= {bytes}:  # else (the usual case) there is nothing to convert
+    if set(map(type, result)) <= {bytes}:  # the usual case: nothing to convert
+        size = plain_size(cast("tuple[bytes, ...]", result))
+    else:
         result = _plain_records(result) or tuple(_message(i, message) for i, message in enumerate(result))
+        size = batch_size(result)
     if not result and not allow_empty:
         raise InvalidArgument("nothing to publish: the list of payloads is empty")
-    size = batch_size(result)
     if size > max_batch_bytes:
         raise BatchTooLarge(f"batch of {size} bytes is over the limit of {max_batch_bytes} bytes; split it")
-    return result
+    return result, size
 
 
 def _plain_records(batch: tuple[object, ...]) -> tuple[bytes | Record, ...] | None:

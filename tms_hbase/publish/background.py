@@ -4,14 +4,12 @@ requirement 5). It is a thread, not asyncio: the caller's thread never waits on 
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from tms_hbase import tracing
@@ -24,13 +22,13 @@ from tms_hbase.errors import (
     QueueFull,
     TmsError,
 )
-from tms_hbase.model.checks import validate_payloads
+from tms_hbase.model.checks import sized_payloads
 from tms_hbase.model.published import PublishResult
 from tms_hbase.model.record import Record
 from tms_hbase.model.retry import Retry
-from tms_hbase.model.rows import batch_size
 from tms_hbase.model.stats import PublisherStats
 from tms_hbase.model.topic import TopicId, TopicLike, as_topic
+from tms_hbase.publish.futures import PublishFuture
 from tms_hbase.runtime import green
 
 if TYPE_CHECKING:
@@ -46,17 +44,19 @@ DEFAULT_CLOSE_TIMEOUT = 30.0
 """Seconds :meth:`BackgroundPublisher.close` waits by default for what is queued to be sent."""
 
 
-@dataclass
 class _Item:
-    topic: TopicId
-    payloads: tuple[bytes | Record, ...]
-    ttl: float | None
-    future: Future = field(default_factory=Future)
+    """One publish call waiting for the sender (no payloads: a flush marker)."""
+
+    __slots__ = ("future", "payloads", "size", "topic", "ttl")
+
+    def __init__(self, topic: TopicId, payloads: tuple[bytes | Record, ...], ttl: float | None, size: int) -> None:
+        self.topic, self.payloads, self.ttl, self.size = topic, payloads, ttl, size
+        self.future = PublishFuture()
 
 
 class BackgroundPublisher:
     """A background thread that pipelines publishes: ``publish`` returns at once with a
-    :class:`concurrent.futures.Future`.
+    :class:`concurrent.futures.Future` (cancelling it only stops the wait: the messages go on to their outcome).
 
     Publish without waiting: ``publish`` returns a Future that becomes the
     :class:`~tms_hbase.model.published.PublishResult` of its messages once they are stored (several
@@ -65,8 +65,12 @@ class BackgroundPublisher:
     * ``max_queue`` publish calls may wait; when full, ``on_full`` decides: ``"raise"`` QueueFull,
       ``"drop"`` (the future is already done with None, counted), or ``"block"`` up to
       ``block_timeout_seconds``.
-    * The sender takes what is queued (waiting up to ``linger_seconds`` for more) and writes each
-      topic's messages as batch rows of at most ``max_batch_messages`` / ``max_batch_bytes``.
+    * The sender takes everything queued at once and writes each topic's messages as batch rows of at
+      most ``max_batch_messages`` / ``max_batch_bytes``: what is published while a write is in flight
+      goes in the next one. When it finds less than a full batch queued, it waits for more until the
+      oldest has waited ``linger_seconds`` (Kafka's ``linger.ms``); a full batch, a ``flush`` or
+      ``close`` ends that wait. A publish wakes the sender only when it is idle or the batch is full,
+      so one-message publishes cost no thread switch each.
     * A batch that failed with an error worth retrying (HBase unreachable or too slow, its answer
       lost) is retried as the ``retry`` policy says (default: 6 attempts, exponential backoff with
       jitter), exactly once (an interrupted write is resumed, never repeated). A refusal from HBase is
@@ -74,9 +78,10 @@ class BackgroundPublisher:
       get the error) or ``"drop"`` (they get None, counted).
     * Bad input (unknown topic, empty or oversize batch) fails that publish's future at once.
 
-    Messages of one topic are stored in the order they were queued. Use as a context manager, or
-    call :meth:`close`, which sends what is queued first, for at most ``timeout`` seconds
-    (:data:`DEFAULT_CLOSE_TIMEOUT` by default; the context manager uses that default).
+    Messages of one topic are stored in the order they were queued (a thread's publishes in its call
+    order). Use as a context manager, or call :meth:`close`, which sends what is queued first, for at
+    most ``timeout`` seconds (:data:`DEFAULT_CLOSE_TIMEOUT` by default; the context manager uses that
+    default).
     """
 
     def __init__(
@@ -102,11 +107,22 @@ class BackgroundPublisher:
         self.client = client
         self.block_timeout_seconds = block_timeout_seconds
         self.on_full, self.on_give_up = on_full, on_give_up
+        self.max_queue = max_queue
         self.max_batch_messages, self.max_batch_bytes = max_batch_messages, max_batch_bytes
+        self._max_bytes = client.max_batch_bytes  # what one publish may hold (checked at the call)
         self.linger_seconds = linger_seconds
         self.stats = PublisherStats()
         self._stats_lock = green.no_wait_lock()  # the sender and close() both count failures
-        self._queue: queue.Queue[_Item | None] = queue.Queue(max_queue)
+        # What waits for the sender, and how much: publishes and flush markers in call order.
+        self._lock = threading.Lock()
+        self._queued: deque[_Item] = deque()
+        self._calls = self._messages = self._bytes = self._markers = 0  # publishes, their messages and bytes
+        self._since = 0.0  # time.monotonic() when the oldest publish queued
+        self._wake = threading.Condition(self._lock)  # the sender waits on it; woken only if ``_listening``
+        self._listening = False  # the sender waits for any publish (idle) rather than for a full batch
+        self._lingering = False  # the sender waits for a full batch, a flush or close
+        self._space = threading.Condition(self._lock)  # publishers blocked by a full queue wait on it
+        self._blocked = 0
         self._closed = False
         self._deadline: float | None = None  # set by close(): nothing is sent or retried after it
         self._sender = threading.Thread(target=self._run, name="tms-background-publisher", daemon=True)
@@ -130,25 +146,66 @@ class BackgroundPublisher:
         if self._closed:
             raise ClientClosed("the background publisher is closed: open a new one")
         topic = as_topic(topic)
-        batch = validate_payloads(tracing.created(str(topic), payloads), self.client.max_batch_bytes, allow_empty=False)
-        item = _Item(topic, batch, ttl_seconds)
-        try:
-            if self.on_full == "block":
-                self._queue.put(item, timeout=self.block_timeout_seconds)
-            else:
-                self._queue.put_nowait(item)
-        except queue.Full:
-            if self.on_full == "drop":
-                self.stats.dropped_full += len(batch)
-                item.future.set_result(None)
-                return item.future
-            raise QueueFull(f"background publisher queue is full ({self._queue.maxsize} publishes waiting)") from None
+        batch, size = sized_payloads(tracing.created(str(topic), payloads), self._max_bytes, allow_empty=False)
+        item = _Item(topic, batch, ttl_seconds, size)
+        with self._lock:
+            if self._closed:
+                raise ClientClosed("the background publisher is closed: open a new one")
+            if self._calls >= self.max_queue and not self._wait_for_space():
+                if self.on_full == "drop":
+                    self.stats.dropped_full += len(batch)
+                    item.future.resolve(None)
+                    return item.future
+                raise QueueFull(f"background publisher queue is full ({self.max_queue} publishes waiting)")
+            if not self._queued:
+                self._since = time.monotonic()
+            self._queued.append(item)
+            self._calls += 1
+            self._messages += len(batch)
+            self._bytes += item.size
+            if self._listening or (self._lingering and self._full()):
+                self._wake.notify()
         return item.future
 
+    def _wait_for_space(self) -> bool:
+        """With ``on_full="block"``, wait (holding the lock's condition) until the queue has room or
+        ``block_timeout_seconds`` pass; whether it has room. ClientClosed if the publisher closed meanwhile."""
+        if self.on_full != "block":
+            return False
+        timeout = self.block_timeout_seconds
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self._blocked += 1
+        try:
+            while self._calls >= self.max_queue and not self._closed:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._space.wait(left)
+        finally:
+            self._blocked -= 1
+        if self._closed:
+            raise ClientClosed("the background publisher closed while this publish waited for room")
+        return True
+
+    def _full(self) -> bool:
+        """Whether what is queued makes a full batch (or must go now: a flush or close waits)."""
+        return (
+            self._messages >= self.max_batch_messages
+            or self._bytes >= self.max_batch_bytes
+            or self._markers > 0
+            or self._closed
+        )
+
     def flush(self, timeout: float | None = None) -> None:
-        """Wait until everything queued so far is stored or given up."""
-        marker = _Item(TopicId("_", "_"), (), None)
-        self._queue.put(marker, timeout=timeout)
+        """Wait until everything queued so far is stored or given up (ClientClosed once closed: ``close``
+        sends what is queued)."""
+        marker = _Item(TopicId("_", "_"), (), None, 0)
+        with self._lock:
+            if self._closed:
+                raise ClientClosed("the background publisher is closed: close() sent what was queued")
+            self._queued.append(marker)
+            self._markers += 1
+            self._wake.notify()
         marker.future.result(timeout)
 
     def close(self, timeout: float | None = DEFAULT_CLOSE_TIMEOUT) -> None:
@@ -164,28 +221,26 @@ class BackgroundPublisher:
             return
         if timeout is not None and (isinstance(timeout, bool) or not 0 <= timeout < float("inf")):
             raise InvalidArgument(f"bad close timeout {timeout!r}: expected seconds >= 0, or None")
-        self._closed = True
         if timeout is not None:
             self._deadline = time.monotonic() + timeout
-        with contextlib.suppress(queue.Full):  # the sender is stuck on a batch; the queue is emptied below
-            self._queue.put(None, timeout=timeout)
+        with self._lock:
+            self._closed = True  # the sender stops once the queue is empty
+            self._wake.notify()
+            self._space.notify_all()  # publishers waiting for room get ClientClosed
         self._sender.join(None if self._deadline is None else max(0.0, self._deadline - time.monotonic()))
         if self._sender.is_alive():
-            self._abandon_queued()
+            with self._lock:
+                queued = self._take_all()
+            self._abandon(queued)
 
-    def _abandon_queued(self) -> None:
-        """Fail everything still queued with PublisherClosed, and leave the sender its stop marker."""
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                try:
-                    self._queue.put_nowait(None)
-                    return
-                except queue.Full:  # a publisher blocked in put() got in first: empty it again
-                    continue
-            if item is not None:
-                self._abandon([item])
+    def _take_all(self) -> list[_Item]:
+        """Everything queued, in order, taken off the queue (the caller holds the lock)."""
+        items = list(self._queued)
+        self._queued.clear()
+        self._calls = self._messages = self._bytes = self._markers = 0
+        if self._blocked:
+            self._space.notify_all()
+        return items
 
     def _abandon(self, batch: list[_Item]) -> None:
         count = sum(len(item.payloads) for item in batch)
@@ -201,44 +256,48 @@ class BackgroundPublisher:
     def _run(self) -> None:
         while True:
             items = self._take()
-            stop = None in items
-            real = [i for i in items if i is not None and i.payloads]
-            for topic_items in _by_topic(real):
+            if not items:
+                return  # closed, and nothing left to send
+            for topic_items in _by_topic([i for i in items if i.payloads]):
                 for batch in self._split(topic_items):
                     try:
                         self._send(batch)
                     except Exception as exc:  # never leave a future hanging
                         log.exception("background publisher: unexpected error")
                         self._finish(batch, error=exc)
-            for marker in (i for i in items if i is not None and not i.payloads):
-                marker.future.set_result(True)  # a flush marker: everything before it is done
-            if stop:
-                return
+            for marker in (i for i in items if not i.payloads):
+                marker.future.resolve(True)  # a flush marker: everything before it is done
 
-    def _take(self) -> list[_Item | None]:
-        items = [self._queue.get()]
-        deadline = time.monotonic() + self.linger_seconds
-        while items[-1] is not None and len(items) < self.max_batch_messages:
-            wait = deadline - time.monotonic()
-            try:
-                items.append(self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait())
-            except queue.Empty:
-                break
-        return items
+    def _take(self) -> list[_Item]:
+        """Everything queued once there is something (empty: closed and nothing queued); less than a full
+        batch waits for more first, until the oldest publish has waited ``linger_seconds``."""
+        with self._lock:
+            while not self._queued:
+                if self._closed:
+                    return []
+                self._listening = True
+                self._wake.wait()
+                self._listening = False
+            if self.linger_seconds > 0 and not self._full():
+                deadline = self._since + self.linger_seconds  # what queued during a write has waited already
+                self._lingering = True
+                while not self._full() and (left := deadline - time.monotonic()) > 0:
+                    self._wake.wait(left)
+                self._lingering = False
+            return self._take_all()
 
     def _split(self, items: list[_Item]) -> list[list[_Item]]:
         """Consecutive runs with the same per-message TTL, cut at the batch limits."""
         batches: list[list[_Item]] = []
         count = size = 0
         for item in items:
-            item_size = batch_size(item.payloads)
-            fits = count + len(item.payloads) <= self.max_batch_messages and size + item_size <= self.max_batch_bytes
+            fits = count + len(item.payloads) <= self.max_batch_messages and size + item.size <= self.max_batch_bytes
             if not batches or not fits or batches[-1][0].ttl != item.ttl:
                 batches.append([])
                 count = size = 0
             batches[-1].append(item)
             count += len(item.payloads)
-            size += item_size
+            size += item.size
         return batches
 
     def _send(self, batch: list[_Item]) -> None:
@@ -275,7 +334,7 @@ class BackgroundPublisher:
         if self.on_give_up == "drop":
             self.stats.dropped_failed += len(payloads)
             for item in batch:
-                item.future.set_result(None)
+                item.future.resolve(None)
         else:
             self._finish(batch, error=error)
 
@@ -286,12 +345,12 @@ class BackgroundPublisher:
         first = 0
         for item in batch:
             if error is None:
-                item.future.set_result(None if result is None else result.part(first, len(item.payloads)))
+                item.future.resolve(None if result is None else result.part(first, len(item.payloads)))
                 first += len(item.payloads)
             else:
                 with self._stats_lock:
                     self.stats.failed += len(item.payloads)
-                item.future.set_exception(error)
+                item.future.resolve(error=error)
 
 
 def _by_topic(items: list[_Item]) -> list[list[_Item]]:
