@@ -6,9 +6,11 @@ PYTEST_ARGS ?=
 # than the cores; each has a table prefix of its own. TEST_WORKERS=0 runs everything in one process.
 TEST_WORKERS ?= 4
 
-.PHONY: install demo test test-loaded test-unit test-pythons test-hbase-versions test-cluster cluster-start cluster-stop lint typecheck smoke bench-quick hbase-start hbase-stop bench-peers verify verify-quick verify-deps browser-deps console-screenshots clean
+.PHONY: install demo test test-loaded test-secured test-unit test-pythons test-hbase-versions test-cluster cluster-start cluster-stop lint typecheck smoke bench-quick hbase-start hbase-stop bench-peers verify verify-quick verify-deps browser-deps console-screenshots clean
 
+# gssapi (the kerberos extra, part of test's) builds against MIT Kerberos: Debian's libkrb5-dev, apt-get as root if missing.
 $(VENV)/.installed: setup.cfg pyproject.toml launcher/pyproject.toml
+	command -v krb5-config >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libkrb5-dev; }
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]' -e ./launcher
@@ -37,6 +39,12 @@ LOADED_TESTS ?= tests/integration/test_consumer*.py tests/integration/test_share
 
 test-loaded: install verify-deps browser-deps  ## the timing-sensitive tests with the load average held at 6 or more
 	$(PY) -m tests.load -- $(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS) $(LOADED_TESTS)
+
+# The secured group (tests/integration/test_kerberos.py): a KDC (Apache Kerby's, from the HBase jars), a local HBase
+# secured with it on ports of its own and a Kerberized Thrift gateway per mode (SASL auth, auth-int, auth-conf;
+# SPNEGO over HTTP), all started and stopped by the tests; the shared HBase is not used.
+test-secured: install  ## the client through Kerberized Thrift gateways (SASL and SPNEGO) on a secured HBase of its own
+	$(PY) -m pytest -m secured -n 0 tests/integration/test_kerberos.py $(PYTEST_ARGS)
 
 test-unit: install  ## the unit tests only: seconds, no HBase
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

@@ -395,6 +395,7 @@ def stats_dict(s: TopicStats) -> dict:
         "generation": s.generation,
         "ttl": s.ttl,
         "messages": s.messages,
+        "uncommitted": s.uncommitted,
         "bytes": s.bytes,
         "exact": s.exact,
         "bytes_exact": s.bytes_exact,
@@ -416,6 +417,7 @@ def stats_dict(s: TopicStats) -> dict:
                 "position": None if mark is None else mark.hex(),
                 "lag_messages": lag.messages,
                 "lag_seconds": lag.seconds,
+                "lag_held": lag.held,
                 "exact": lag.exact,
             }
             for name, mark, lag in s.subscriptions
@@ -424,10 +426,11 @@ def stats_dict(s: TopicStats) -> dict:
 
 
 def _describe(d: dict) -> str:
-    approx = "" if d["exact"] else " (approximate: rows without totals)"
+    approx = "" if d["exact"] else " (approximate: rows without totals, or the transaction state not read)"
+    uncommitted = f" (and {d['uncommitted']:,} of transactions in progress)" if d["uncommitted"] else ""
     lines = [
         f"topic          {d['topic']} (generation {d['generation']}, ttl {d['ttl']} s)",
-        f"messages       {d['messages']:,}{approx}",
+        f"messages       {d['messages']:,}{uncommitted}{approx}",
         f"bytes          {d['bytes']:,}{'' if d['bytes_exact'] else ' (estimated from the last row)'}",
         f"first          {_end(d['first'])}",
         f"last           {_end(d['last'])}",
@@ -437,6 +440,7 @@ def _describe(d: dict) -> str:
         lines.append("subscriptions")
         lines += [
             f"  {s['name']:<24} lag {s['lag_messages']:>12,} messages  {s['lag_seconds']:>10,.1f} s"
+            + (f"  ({s['lag_held']:,} more held by a transaction in progress)" if s["lag_held"] else "")
             for s in d["subscriptions"]
         ]
     return "\n".join(lines)

@@ -52,7 +52,7 @@ def as_dict(s: Subscription, lag: Lag | None = None) -> dict:
         "pending": None if s.pending is None else s.pending.as_json(),
     }
     if lag is not None:
-        data.update(lag_messages=lag.messages, lag_seconds=lag.seconds, lag_exact=lag.exact)
+        data.update(lag_messages=lag.messages, lag_held=lag.held, lag_seconds=lag.seconds, lag_exact=lag.exact)
     if s.shared is not None:
         numbers = asdict(s.shared)
         numbers["dead_letter"] = None if s.shared.dead_letter is None else str(s.shared.dead_letter)
@@ -70,7 +70,8 @@ def _describe(d: dict) -> str:
     if d["pending"]:
         lines.append(f"pending       {d['pending']['position']} (transaction {d['pending']['tx']} not finished)")
     if "lag_messages" in d:
-        lines.append(f"lag           {d['lag_messages']:,} messages, {d['lag_seconds']:,.1f} s")
+        held = f" ({d['lag_held']:,} more held by a transaction in progress)" if d["lag_held"] else ""
+        lines.append(f"lag           {d['lag_messages']:,} messages{held}, {d['lag_seconds']:,.1f} s")
     if d.get("shared"):
         n = d["shared"]
         lines += [
@@ -179,11 +180,12 @@ def list_(settings: Settings, topic: TopicId, as_json: bool) -> None:
         if not rows:
             return "no subscriptions"
         width = max(4, *(len(r["name"]) for r in rows))
-        head = f"{'NAME':<{width}}  {'LAG(MSGS)':>12}  {'LAG(S)':>10}  CONSUMER"
+        head = f"{'NAME':<{width}}  {'LAG(MSGS)':>12}  {'HELD':>8}  {'LAG(S)':>10}  CONSUMER"
         return "\n".join(
             [head]
             + [
-                f"{r['name']:<{width}}  {r.get('lag_messages', 0):>12,}  {r.get('lag_seconds', 0.0):>10,.1f}  "
+                f"{r['name']:<{width}}  {r.get('lag_messages', 0):>12,}  {r.get('lag_held', 0):>8,}  "
+                f"{r.get('lag_seconds', 0.0):>10,.1f}  "
                 f"{r['consumer'] or '-'}"
                 for r in rows
             ]

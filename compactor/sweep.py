@@ -20,6 +20,7 @@ from tms_hbase.model.integrity import RowCheck, check_message_row, check_payload
 from tms_hbase.model.row_time import check_row_time
 from tms_hbase.model.rows import (
     MESSAGE_COLUMN,
+    SEQUENCE_COLUMN,
     BatchRow,
     RowHeader,
     Totals,
@@ -29,7 +30,7 @@ from tms_hbase.model.rows import (
     with_tx_pointer,
 )
 from tms_hbase.model.topic import TopicId, TopicMetadata
-from tms_hbase.publish import byte_totals, sequencer
+from tms_hbase.publish import byte_totals, rolled_back, sequencer
 from tms_hbase.storage.hbase import Installation, Region, Row, Table
 from tms_hbase.sweep.pruning import prune_upper_bound
 from tms_hbase.sweep.state import RegionRecord, SweepState
@@ -374,7 +375,7 @@ class Sweeper:
     def _message_row(self, key: bytes, data: dict, following: bytes | None, context: _Context) -> None:
         report = context.report
         report.messages_scanned += 1
-        if is_counter_row(key, data):  # a sequencer generation's counter: it goes with its generation
+        if is_counter_row(key, data):  # a generation's counter row: it goes with its generation
             if self._dead(key, context):
                 report.messages_dropped += 1
                 context.deletes.append(key)
@@ -382,7 +383,9 @@ class Sweeper:
                 where = split_key(key)
                 assert where is not None
                 context.skip_index[where] = sequencer.indexed_positions(data)
-                if not self.dry_run:  # a bytes checkpoint near the tail, so stats read few rows to reach it
+                # a bytes checkpoint near the tail, so stats read few rows to reach it (a sequencer generation's
+                # counter row has its offset counter; a chain generation's holds only its rollback index)
+                if not self.dry_run and SEQUENCE_COLUMN in data:
                     byte_totals.advance(self.installation.messages, self.installation.payloads, *where)
             return
         check = check_message_row(key, {column: cell[0] for column, cell in data.items()})
@@ -422,6 +425,8 @@ class Sweeper:
             self._replace(key, value, stripped.encode(), "strip")
         elif row.tx_pointer is not None and row.tx_pointer in context.invalid:
             report.messages_invalidated += 1
+            if not self.dry_run:  # indexed before the flip, as a rollback does (publish/rolled_back.py)
+                rolled_back.index(self.installation.messages, check.topic, check.generation, position_of(key))
             self._replace(key, value, with_tx_pointer(value, -row.tx_pointer), "invalid")
 
     def _prefix(

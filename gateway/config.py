@@ -93,6 +93,11 @@ class Settings:
     thrift_ca: str | None = None
     thrift_cert: str | None = None
     thrift_key: str | None = None
+    thrift_kerberos: bool | None = None
+    thrift_qop: str | None = None
+    thrift_kerberos_service: str | None = None
+    thrift_keytab: str | None = None
+    thrift_principal: str | None = None
     tls: Tls | None = None
     tokens: tuple[Token, ...] = ()
     rules: tuple[Rule, ...] = ()
@@ -107,6 +112,11 @@ class Settings:
             ca_file=self.thrift_ca,
             cert_file=self.thrift_cert,
             key_file=self.thrift_key,
+            kerberos=self.thrift_kerberos,
+            kerberos_qop=self.thrift_qop,
+            kerberos_service=self.thrift_kerberos_service,
+            keytab=self.thrift_keytab,
+            principal=self.thrift_principal,
         )
 
     def to_json(self) -> str:
@@ -153,9 +163,14 @@ _TYPES: dict[str, type[Any]] = {
     "thrift_ca": str,
     "thrift_cert": str,
     "thrift_key": str,
+    "thrift_kerberos": bool,
+    "thrift_qop": str,
+    "thrift_kerberos_service": str,
+    "thrift_keytab": str,
+    "thrift_principal": str,
 }
 _LISTS = {"tls", "tokens", "rules", "allowed_hosts"}
-_PATHS = ("thrift_ca", "thrift_cert", "thrift_key")  # relative to the config file, as [tls]'s are
+_PATHS = ("thrift_ca", "thrift_cert", "thrift_key", "thrift_keytab")  # relative to the config file, as [tls]'s are
 assert set(_TYPES) == {f.name for f in fields(Settings)} - _LISTS
 
 

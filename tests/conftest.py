@@ -59,6 +59,7 @@ SHARED_PER_MODULE = {
     "test_gateway_consumer_limits.py",
     "test_fault_injection.py",  # one installation
     "test_transports.py",  # one ThriftServer JVM per transport
+    "test_kerberos.py",  # one KDC, one secured HBase, one ThriftServer JVM per mode
 }
 
 

@@ -250,7 +250,9 @@ class MessagingClient(MessagingService):
     def _make_stats(self) -> TopicStatistics:
         from tms_hbase.fetch.stats import TopicStatistics
 
-        return TopicStatistics(self.installation.messages, self.installation.payloads, self._reader)
+        return TopicStatistics(
+            self.installation.messages, self.installation.payloads, self._reader, lambda: self._committed_reads.view()
+        )
 
     @property
     def _shared_store(self) -> SharedStore:
@@ -623,8 +625,9 @@ class MessagingClient(MessagingService):
         return self._subscription_admin.reset(meta, name, start_message, start_time_ms, force=force)
 
     def lag(self, topic: TopicLike, name: str) -> Lag:
-        """How far the subscription is behind: ``Lag(messages, seconds)`` (a few reads, no scan). For a
-        shared one: the messages not settled yet, and the age of the oldest of them."""
+        """How far the subscription is behind, in what a committed-only reader receives: ``Lag(messages,
+        seconds, exact, held)``, ``held`` what a transaction in progress holds back (a few reads, no scan).
+        For a shared one: the messages not settled yet, and the age of the oldest of them."""
         self._ensure_subscriptions()
         meta = self._metadata.get(_topic(topic))
         subscription = self._with_numbers(meta, self._subscription_admin.get(meta, name))

@@ -30,10 +30,19 @@ TRANSPORT_ENV = {
     "ca_file": "TMS_HBASE_THRIFT_CA",
     "cert_file": "TMS_HBASE_THRIFT_CERT",
     "key_file": "TMS_HBASE_THRIFT_KEY",
+    "kerberos": "TMS_HBASE_THRIFT_KERBEROS",
+    "kerberos_qop": "TMS_HBASE_THRIFT_QOP",
+    "kerberos_service": "TMS_HBASE_THRIFT_KERBEROS_SERVICE",
+    "keytab": "TMS_HBASE_THRIFT_KEYTAB",
+    "principal": "TMS_HBASE_THRIFT_PRINCIPAL",
 }
 """The environment variable of each :class:`ThriftTransport` field."""
-_SWITCHES = ("framed", "compact", "http", "tls")
+_SWITCHES = ("framed", "compact", "http", "tls", "kerberos")
 """The :class:`ThriftTransport` fields that are on or off."""
+QOPS = ("auth", "auth-int", "auth-conf")
+"""The qualities of protection of SASL on the binary transport, as HBase's ``hbase.thrift.security.qop`` names them:
+authentication only, with integrity (each message signed), with confidentiality (each message encrypted)."""
+_KERBEROS_TEXTS = ("kerberos_service", "keytab", "principal")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
 
 # HBase table qualifiers: word characters, '.' and '-', not starting with '.' or '-'.
@@ -87,7 +96,14 @@ class ThriftTransport:
     gateway (its ``hbase.thrift.ssl.enabled`` with ``http``: HTTPS; a TLS terminator in front of it without):
     the gateway's certificate is verified against ``ca_file`` (PEM; default:
     the system's trusted CAs) and its host name; ``cert_file`` (PEM, with its key inside or in
-    ``key_file``) is a client certificate to present."""
+    ``key_file``) is a client certificate to present.
+
+    ``kerberos`` is Kerberos to the gateway (HBase's ``hbase.security.authentication=kerberos``; the ``kerberos``
+    extra): SASL/GSSAPI of quality of protection ``kerberos_qop`` (:data:`QOPS`, default ``auth``; the gateway's
+    ``hbase.thrift.security.qop`` must be the same) on the binary transport, SPNEGO on HTTP. The gateway's
+    principal is ``kerberos_service/HOST`` (default service ``hbase``, over HTTP ``HTTP``) with HOST as the client
+    names the gateway; the client is ``principal`` from ``keytab`` (tickets renewed from it), else the user's
+    ticket cache (``kinit``)."""
 
     framed: bool = False
     compact: bool = False
@@ -96,6 +112,11 @@ class ThriftTransport:
     ca_file: str | None = None
     cert_file: str | None = None
     key_file: str | None = None
+    kerberos: bool = False
+    kerberos_qop: str | None = None
+    kerberos_service: str | None = None
+    keytab: str | None = None
+    principal: str | None = None
 
     def __post_init__(self) -> None:
         for name in _SWITCHES:
@@ -109,11 +130,36 @@ class ThriftTransport:
                 raise InvalidArgument(f"thrift {name} is given but TLS is off: turn TLS on too (--thrift-tls)")
         if self.key_file is not None and self.cert_file is None:
             raise InvalidArgument("thrift key_file is given without cert_file (the client certificate)")
+        self._check_kerberos()
         if self.http and (self.framed or self.compact):
             raise InvalidArgument(
                 "the Thrift HTTP transport is neither framed nor compact: HBase's HTTP gateway speaks the binary "
                 "protocol in HTTP requests (turn framed and compact off)"
             )
+
+    def _check_kerberos(self) -> None:
+        for name in ("kerberos_qop", *_KERBEROS_TEXTS):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise InvalidArgument(f"thrift {name} must be a non-empty string, not {value!r}")
+            if value is not None and not self.kerberos:
+                raise InvalidArgument(f"thrift {name} is given but Kerberos is off: turn it on too (--thrift-kerberos)")
+        if self.kerberos_qop is not None and self.kerberos_qop not in QOPS:
+            raise InvalidArgument(f"bad thrift kerberos_qop {self.kerberos_qop!r}: expected one of {', '.join(QOPS)}")
+        if self.kerberos and self.framed:
+            raise InvalidArgument("HBase's Thrift gateway serves Kerberos (SASL) on the buffered transport only")
+        if self.http and self.kerberos_qop not in (None, "auth"):
+            raise InvalidArgument(
+                "over HTTP the gateway authenticates by SPNEGO and protects calls with TLS (HTTPS, --thrift-tls), "
+                "not with a SASL quality of protection: leave --thrift-qop out"
+            )
+        if self.keytab is not None and self.principal is None:
+            raise InvalidArgument("thrift keytab is given without the principal to take from it (--thrift-principal)")
+
+    @property
+    def qop(self) -> str:
+        """The SASL quality of protection in use (``auth`` unless ``kerberos_qop`` says otherwise)."""
+        return self.kerberos_qop or "auth"
 
     @classmethod
     def resolve(cls, **given: Any) -> ThriftTransport:
@@ -139,6 +185,7 @@ class ThriftTransport:
                 "HTTP transport" if self.http else "framed transport" if self.framed else "buffered transport",
                 "compact protocol" if self.compact else "binary protocol",
                 *(["TLS"] if self.tls else []),
+                *([f"Kerberos ({'SPNEGO' if self.http else 'SASL ' + self.qop})"] if self.kerberos else []),
             ]
         )
 

@@ -141,6 +141,7 @@ def topic_detail(client: MessagingClient, topic: TopicId, history: History) -> d
         **_meta(meta),
         "read_at": read_at,
         "messages": stats.messages,
+        "uncommitted": stats.uncommitted,
         "bytes": stats.bytes,
         "exact": stats.exact,
         "bytes_exact": stats.bytes_exact,
@@ -202,7 +203,9 @@ def _subscription(s: Subscription, lag: Lag | None) -> dict:
         "owner": s.owner,
         "lease_expires": s.lease_expires,
         "pending_tx": None if s.pending is None else str(s.pending),
-        "lag": None if lag is None else {"messages": lag.messages, "seconds": lag.seconds, "exact": lag.exact},
+        "lag": None
+        if lag is None
+        else {"messages": lag.messages, "held": lag.held, "seconds": lag.seconds, "exact": lag.exact},
         "shared": None
         if shared is None
         else {

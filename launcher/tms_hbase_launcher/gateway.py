@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tms_hbase.errors import LauncherError
+from tms_hbase_launcher.kdc import Kdc
 from tms_hbase_launcher.local import HOST, LocalHBase, _find_java, _free_port, _pid_alive, _signal_group, spawn_jvm
 from tms_hbase_launcher.paths import read_state
-from tms_hbase_launcher.siteconf import LOG4J2, site_xml
+from tms_hbase_launcher.siteconf import LOG4J2, write_site
 
 THRIFT_SERVER_CLASS = "org.apache.hadoop.hbase.thrift.ThriftServer"
 MAX_FRAME_MB = 64
@@ -39,12 +40,23 @@ class Keystore:
 
 
 def gateway_settings(
-    framed: bool = False, compact: bool = False, *, http: bool = False, keystore: Keystore | None = None
+    framed: bool = False,
+    compact: bool = False,
+    *,
+    http: bool = False,
+    keystore: Keystore | None = None,
+    kerberos: Kdc | None = None,
+    qop: str = "auth",
 ) -> dict[str, str]:
     """The hbase-site.xml settings that make a Thrift1 gateway serve ``framed`` and ``compact``, or ``http``
-    (HTTP transport, TLS with ``keystore``): what docs/existing-cluster.md tells an operator to set."""
+    (HTTP transport, TLS with ``keystore``), with ``kerberos`` (its KDC's realm; the HBase it serves is secured
+    with it too): SASL/GSSAPI of quality of protection ``qop`` on the binary transport, SPNEGO on HTTP. What
+    docs/existing-cluster.md tells an operator to set."""
+    settings = _kerberos_settings(kerberos, http, qop) if kerberos is not None else {}
+    if kerberos is not None and framed:
+        raise LauncherError("HBase's Thrift gateway serves SASL on the buffered transport only")
     if http:
-        settings = {"hbase.regionserver.thrift.http": "true"}
+        settings |= {"hbase.regionserver.thrift.http": "true"}
         if keystore is not None:
             settings |= {
                 "hbase.thrift.ssl.enabled": "true",
@@ -55,13 +67,22 @@ def gateway_settings(
         return settings
     if keystore is not None:
         raise LauncherError("HBase's Thrift gateway serves TLS on its HTTP transport only")
-    settings = {
+    settings |= {
         "hbase.regionserver.thrift.framed": str(framed).lower(),
         "hbase.regionserver.thrift.compact": str(compact).lower(),
     }
     if framed:
         settings["hbase.regionserver.thrift.framed.max_frame_size_in_mb"] = str(MAX_FRAME_MB)
     return settings
+
+
+def _kerberos_settings(kdc: Kdc, http: bool, qop: str) -> dict[str, str]:
+    """A secured gateway's settings: the secured HBase's (:meth:`Kdc.server_settings`), and SPNEGO's principal and
+    keytab over HTTP, else the SASL quality of protection."""
+    if http:
+        spnego = {"hbase.thrift.spnego.principal": f"HTTP/_HOST@{kdc.realm}"}
+        return kdc.server_settings() | spnego | {"hbase.thrift.spnego.keytab.file": str(kdc.server_keytab)}
+    return kdc.server_settings() | {"hbase.thrift.security.qop": qop}
 
 
 @dataclass
@@ -114,12 +135,14 @@ def start_gateway(
     *,
     http: bool = False,
     keystore: Keystore | None = None,
+    kerberos: Kdc | None = None,
+    qop: str = "auth",
     local: LocalHBase | None = None,
     timeout: float = 180.0,
 ) -> ThriftGateway:
-    """Start a gateway serving as :func:`gateway_settings` says on the running local HBase (its ZooKeeper) and
-    wait until it accepts connections; LauncherError if the local HBase is not running or the gateway does not
-    come up within ``timeout``."""
+    """Start a gateway serving as :func:`gateway_settings` says on the running local HBase (its ZooKeeper; with
+    ``kerberos``, an HBase secured by that KDC) and wait until it accepts connections; LauncherError if the local
+    HBase is not running or the gateway does not come up within ``timeout``."""
     local = local or LocalHBase(progress=lambda _message: None)
     state = read_state(local.paths.state)
     if not state or not local.status().running:
@@ -132,13 +155,14 @@ def start_gateway(
         "hbase.zookeeper.property.clientPort": str(state["zk_port"]),
         "hbase.client.keyvalue.maxsize": str(64 * 1024 * 1024),
         "hbase.thrift.info.bindAddress": HOST,
-        **gateway_settings(framed, compact, http=http, keystore=keystore),
+        **gateway_settings(framed, compact, http=http, keystore=keystore, kerberos=kerberos, qop=qop),
     }
-    (conf / "hbase-site.xml").write_text(site_xml(properties))
+    write_site(conf, properties)
     (conf / "log4j2.properties").write_text(LOG4J2)
     port, info_port = _free_port(), _free_port()
     main = [THRIFT_SERVER_CLASS, "-b", HOST, "-p", str(port), "--infoport", str(info_port), "-threadpool", "start"]
     flags = ["-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", f"-Dtms.thrift.gateway={folder}"]
+    flags += kerberos.java_flags() if kerberos is not None else []
     pid = spawn_jvm(_find_java(), flags, conf, local.paths.lib, folder / "thrift.log", folder, main)
     gateway = ThriftGateway(f"{HOST}:{port}", properties, pid, folder, f"{HOST}:{info_port}")
     deadline = time.monotonic() + timeout

@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -124,6 +124,9 @@ class LocalHBase:
         thrift_port: int | None = None,
         progress: Progress = _stderr,
         version: str | None = None,
+        *,
+        site: dict[str, str] | None = None,
+        java_flags: Sequence[str] = (),
     ) -> None:
         home = home or default_home()
         self.paths = LauncherPaths(home, default_jars_root(home), hbase_version(version))
@@ -131,6 +134,8 @@ class LocalHBase:
         self.thrift_port = thrift_port or (int(env_port) if env_port else DEFAULT_THRIFT_PORT)
         self.progress = progress
         self._marker = f"-Dtms.hbase.home={self.paths.home}"
+        self.site = dict(site or {})  # hbase-site.xml settings over the launcher's own (e.g. Kerberos)
+        self.java_flags = list(java_flags)  # more JVM flags (e.g. where the KDC's krb5.conf is)
 
     # -- public operations -------------------------------------------------------------------
 
@@ -160,7 +165,7 @@ class LocalHBase:
         zk_port, web_port = _free_port(), _free_port()
         for folder in (self.paths.data, self.paths.logs):
             folder.mkdir(parents=True, exist_ok=True)
-        write_conf(self.paths, zk_port, web_port)
+        write_conf(self.paths, zk_port, web_port, self.site)
         self.progress(f"starting HBase {self.paths.version} (logs in {self.paths.logs})")
         region_server = [
             *("-D", f"hbase.regionserver.impl={REGION_SERVER_SOURCE.stem}"),
@@ -244,7 +249,7 @@ class LocalHBase:
     def _spawn(self, java: str, classes: Path, main: list[str]) -> int:
         return spawn_jvm(
             java,
-            [f"-Xmx{master_heap()}", "-XX:+UseG1GC", self._marker],
+            [f"-Xmx{master_heap()}", "-XX:+UseG1GC", self._marker, *self.java_flags],
             conf=self.paths.conf,
             lib=self.paths.lib,
             log=self.log_file(),

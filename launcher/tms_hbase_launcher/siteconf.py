@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from xml.sax.saxutils import escape
 
 from tms_hbase_launcher.paths import LauncherPaths
@@ -83,8 +84,16 @@ def site_xml(properties: dict[str, str]) -> str:
     return f'<?xml version="1.0"?>\n<configuration>\n{rows}</configuration>\n'
 
 
-def write_conf(paths: LauncherPaths, zk_port: int, web_port: int) -> None:
-    """Write hbase-site.xml and log4j2.properties into the launcher's conf folder."""
+def write_site(conf: Path, properties: dict[str, str]) -> None:
+    """Write ``properties`` into ``conf``'s hbase-site.xml, and Hadoop's own (``hadoop.*``) into its core-site.xml
+    too: Hadoop's UserGroupInformation, which decides whether a process uses Kerberos, reads only that file."""
+    (conf / "hbase-site.xml").write_text(site_xml(properties))
+    (conf / "core-site.xml").write_text(site_xml({k: v for k, v in properties.items() if k.startswith("hadoop.")}))
+
+
+def write_conf(paths: LauncherPaths, zk_port: int, web_port: int, more: dict[str, str] | None = None) -> None:
+    """Write the site files (:func:`site_properties` and ``more``, which win) and log4j2.properties into the
+    launcher's conf folder."""
     paths.conf.mkdir(parents=True, exist_ok=True)
-    (paths.conf / "hbase-site.xml").write_text(site_xml(site_properties(paths, zk_port, web_port)))
+    write_site(paths.conf, site_properties(paths, zk_port, web_port) | (more or {}))
     (paths.conf / "log4j2.properties").write_text(LOG4J2)

@@ -209,7 +209,8 @@ def test_lag_counts_messages_and_age_without_scanning(client: MessagingClient) -
         consumer.commit()
         calls = client.installation.calls
         assert client.lag(T, "svc").messages == 977
-        assert client.installation.calls - calls <= 8, "lag must take a few reads, not a scan"
+        # a few reads, not a scan: those of the numbers, the rollback index's and the transaction state's
+        assert client.installation.calls - calls <= 11, "lag must take a few reads, not a scan"
         wanted = 973  # up to the pointer row's third payload
         while wanted:
             wanted -= len(consumer.poll(max_messages=wanted))

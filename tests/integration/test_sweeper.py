@@ -13,7 +13,8 @@ import pytest
 
 from tms_hbase import MessageId, MessagingClient, TopicId
 from tms_hbase.config import thrift_address
-from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow
+from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow, counter_key, rolled_back_column
+from tms_hbase.publish import rolled_back
 from tms_hbase.tx import write_pointer_now
 from tms_hbase_sweeper.sweep import Sweeper
 
@@ -197,6 +198,12 @@ def test_invalid_pointer_is_marked_so_pruning_the_invalid_list_stays_safe(client
     assert seen(None) == [b"ok", b"from invalid tx"]  # non-transactional readers still see it
     assert seen(reader(())) == [b"ok"]  # now hidden even once X is pruned from the invalid list
     assert sweeper(client, grace=600).sweep_once().messages_invalidated == 0  # already -X
+    # indexed as rolled back, so lag and stats leave it out once X is pruned from the invalid list
+    generation = client.get_topic(T).generation
+    assert rolled_back.positions(client.installation.messages, T, generation, 1, 9) == [2]
+    # a chain generation's counter row holds that index only (a sweep gives it no sequencer cells)
+    assert list(client.installation.messages.get(counter_key(T, generation))) == [rolled_back_column(2)]
+    assert client.topic_stats(T).messages == 1
 
     client.delete_topic(T)
-    assert sweeper(client, grace=600).sweep_once().messages_dropped == 2
+    assert sweeper(client, grace=600).sweep_once().messages_dropped == 3  # its two rows and its counter row

@@ -1,8 +1,9 @@
-"""How the client is told what its Thrift gateways serve (framed, compact, TLS): from arguments, the environment,
-the command-line options and the gateway's config file, with bad values refused as InvalidArgument."""
+"""How the client is told what its Thrift gateways serve (framed, compact, TLS, Kerberos): from arguments, the
+environment, the command-line options and the gateway's config file, with bad values refused as InvalidArgument."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,13 @@ def test_a_switch_that_is_not_one_is_refused(monkeypatch: pytest.MonkeyPatch, te
         ({"framed": "true"}, "true or false"),
         ({"http": True, "framed": True}, "neither framed nor compact"),
         ({"http": True, "compact": True}, "neither framed nor compact"),
+        ({"kerberos_qop": "auth-conf"}, "Kerberos is off"),
+        ({"keytab": "client.keytab"}, "Kerberos is off"),
+        ({"kerberos": True, "kerberos_qop": "privacy"}, "expected one of auth, auth-int, auth-conf"),
+        ({"kerberos": True, "framed": True}, "buffered transport only"),
+        ({"kerberos": True, "http": True, "kerberos_qop": "auth-conf"}, "TLS"),
+        ({"kerberos": True, "keytab": "client.keytab"}, "without the principal"),
+        ({"kerberos": True, "principal": ""}, "non-empty string"),
     ],
 )
 def test_nonsense_combinations_are_refused(given: dict, says: str) -> None:
@@ -85,3 +93,29 @@ def test_the_gateway_file_names_tls_files_relative_to_itself(tmp_path: Path) -> 
         resolve({"thrift_tls": "yes"}, {})
     with pytest.raises(InvalidArgument, match="TLS is off"):
         resolve({"thrift_ca": "ca.pem"}, {})
+
+
+def test_kerberos_from_the_environment_the_options_and_the_gateway_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("TMS_HBASE_THRIFT_KERBEROS", "1")
+    monkeypatch.setenv("TMS_HBASE_THRIFT_QOP", "auth-int")
+    assert Config.resolve().transport == ThriftTransport(kerberos=True, kerberos_qop="auth-int")
+    assert Config.resolve().transport.describe() == "buffered transport, binary protocol, Kerberos (SASL auth-int)"
+    options = config_from_options(None, None, 5.0, thrift_qop="auth-conf", thrift_kerberos_service="thrift")
+    assert options.transport == ThriftTransport(kerberos=True, kerberos_qop="auth-conf", kerberos_service="thrift")
+    monkeypatch.delenv("TMS_HBASE_THRIFT_QOP")
+    path = tmp_path / "gateway.toml"
+    path.write_text('thrift_http = true\nthrift_keytab = "me.keytab"\nthrift_principal = "me@EXAMPLE.COM"\n')
+    settings = resolve(load(path), {})
+    assert settings.thrift_transport() == ThriftTransport(
+        http=True, kerberos=True, keytab=str(tmp_path / "me.keytab"), principal="me@EXAMPLE.COM"
+    )
+    assert settings.thrift_transport().describe() == "HTTP transport, binary protocol, Kerberos (SPNEGO)"
+
+
+def test_kerberos_without_its_extra_is_a_clear_error_when_the_pool_is_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "gssapi", None)  # as if the kerberos extra were not installed
+    with pytest.raises(InvalidArgument, match=r"pip install 'tms-hbase\[kerberos\]'"):
+        HBaseConnection("127.0.0.1", 9, transport=ThriftTransport(kerberos=True))
+    HBaseConnection("127.0.0.1", 9).close()  # without Kerberos, nothing needs it

@@ -29,14 +29,19 @@ messages up to D (1.5 W + the tail-cache time) older than its window, never fewe
 Rows written before totals existed have none; where one is needed the numbers are estimates and say
 so (``exact`` is False). A pointer row (payloads stored under a transaction) counts the payloads stored
 under its write pointer and their bytes, as its writer did (:mod:`..publish.stored`; docs/consumers.md).
+
+The numbers are what a committed-only subscription receives: the messages of the rows it skips (rolled
+back, of an invalid transaction) are subtracted, and those it is held at (a transaction in progress) are
+reported apart (``Lag.held``, ``TopicStats.uncommitted``); :meth:`TopicStatistics._undelivered` finds those
+rows without a scan.
 """
 
 from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 
 from tms_hbase.fetch.reader import MessageReader
 from tms_hbase.model.message_id import MessageId
@@ -55,9 +60,12 @@ from tms_hbase.model.rows import (
 from tms_hbase.model.stats import Lag, TopicStats
 from tms_hbase.model.subscription import END
 from tms_hbase.model.topic import TopicId
-from tms_hbase.publish import byte_totals, sequencer
+from tms_hbase.publish import byte_totals, rolled_back, sequencer
 from tms_hbase.publish.stored import stored_sizes
 from tms_hbase.storage.hbase import Table
+from tms_hbase.tx.committed import NOTHING_COMMITTED
+from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, MAX_TX_PER_MS
+from tms_hbase.tx.transaction import Transaction
 
 WINDOWS = (60, 300, 900)
 """Seconds of the publish-rate windows topic_stats reports (like a load average: 1, 5 and 15 minutes)."""
@@ -72,25 +80,54 @@ class _Row:
     value: bytes
 
 
-class TopicStatistics:
-    """Computes lag and topic statistics from the message and payload tables."""
+@dataclass(frozen=True)
+class _Undelivered:
+    """The rows of a range a committed-only reader does not deliver now, by position: ``skipped`` (rolled
+    back, or of an invalid transaction) and ``held`` (of a transaction in progress); ``exact`` is False when
+    the transaction state could not be read (transactional rows are then counted as committed)."""
 
-    def __init__(self, messages: Table, payloads: Table, reader: MessageReader) -> None:
+    skipped: dict[int, _Row] = field(default_factory=dict)
+    held: dict[int, _Row] = field(default_factory=dict)
+    exact: bool = True
+
+
+class TopicStatistics:
+    """Computes lag and topic statistics from the message and payload tables; ``tx_view`` reads the
+    transaction state committed-only readers judge rows by (:meth:`CommittedReads.view`)."""
+
+    def __init__(
+        self,
+        messages: Table,
+        payloads: Table,
+        reader: MessageReader,
+        tx_view: Callable[[], Transaction],
+    ) -> None:
         self.messages = messages
         self.payloads = payloads
         self.reader = reader
+        self.tx_view = tx_view
 
     # -- lag ------------------------------------------------------------------------------------
 
     def lag(self, topic: TopicId, generation: int, ttl: int, mark: bytes | None, now: int | None = None) -> Lag:
-        """The lag of a subscription whose (resolved) mark is ``mark``: about four reads."""
+        """The lag of a subscription whose (resolved) mark is ``mark``: about four reads, and those that
+        find the rows a committed-only reader does not deliver now (:meth:`_undelivered`)."""
         now = self.reader.hbase_now() if now is None else now
         tail = self._tail(topic, generation)
         if tail is None:
             return Lag(0, 0.0)
         return self._lag(topic, generation, now - ttl * 1000, mark, tail, now)
 
-    def _lag(self, topic: TopicId, generation: int, floor: int, mark: bytes | None, tail: _Row, now: int) -> Lag:
+    def _lag(
+        self,
+        topic: TopicId,
+        generation: int,
+        floor: int,
+        mark: bytes | None,
+        tail: _Row,
+        now: int,
+        undelivered: _Undelivered | None = None,
+    ) -> Lag:
         consumed, first = self._consumed(topic, generation, mark)
         if first is not None and first.head.publish_time < floor:
             # expired rows ahead of the mark are not readable any more: count from the first readable one
@@ -102,10 +139,97 @@ class TopicStatistics:
         if total is None or consumed is None:  # rows without totals: estimate from positions
             estimate = (tail.position - first.position + 1) * max(1, tail.head.payload_count)
             return Lag(estimate, max(0.0, (now - first.head.publish_time) / 1000), False)
-        messages = max(0, total.messages - consumed[0] - self._skipped(topic, generation, first, tail))
-        if messages == 0:
-            return Lag(0, 0.0)
-        return Lag(messages, max(0.0, (now - first.head.publish_time) / 1000))
+        if undelivered is None:
+            undelivered = self._undelivered(topic, generation, first.position, tail)
+        after = first.position - 1 if mark is None else MessageId.decode(mark).position
+        index = END if mark is None else MessageId.decode(mark).index
+        left = {
+            p: self._left(topic, generation, r, after, index)
+            for p, r in undelivered.skipped.items()
+            if p >= first.position
+        }
+        held = min((p for p in undelivered.held if p >= first.position), default=None)
+        raw = total.messages - consumed[0] - self._skipped(topic, generation, first, tail)
+        if held is None:
+            messages, held_back = raw - sum(left.values()), 0
+        else:
+            row = undelivered.held[held]
+            before = self._before(topic, generation, row)
+            if before is None:  # (rows without totals)
+                return Lag(raw, max(0.0, (now - first.head.publish_time) / 1000), False)
+            from_held = min(raw, total.messages - before[0] - self._skipped(topic, generation, row, tail))
+            messages = raw - from_held - sum(n for p, n in left.items() if p < held)
+            held_back = from_held - sum(n for p, n in left.items() if p >= held)
+        messages, held_back = max(0, messages), max(0, held_back)
+        oldest = self._first_delivered(topic, generation, first, undelivered.skipped)
+        if messages + held_back == 0 or oldest is None:
+            return Lag(0, 0.0, undelivered.exact)
+        return Lag(messages, max(0.0, (now - oldest.head.publish_time) / 1000), undelivered.exact, held_back)
+
+    def _left(self, topic: TopicId, generation: int, row: _Row, after: int, index: int) -> int:
+        """The messages of ``row`` past a mark at (``after``, ``index``): all of them, or those with a
+        greater index in the mark's own row."""
+        own = self._own(topic, generation, row)
+        if row.position != after:
+            return len(own)
+        return 0 if index == END else len(own) - bisect.bisect_right(own, (index, math.inf))
+
+    def _first_delivered(self, topic: TopicId, generation: int, first: _Row, skipped: dict[int, _Row]) -> _Row | None:
+        """The first row from ``first`` on that a committed-only reader does not skip (the age of a lag)."""
+        row: _Row | None = first
+        while row is not None and row.position in skipped:
+            row = self._at_or_after(topic, generation, row.head.next_position(row.position))
+        return row
+
+    # -- what committed-only readers do not deliver now ------------------------------------------
+
+    def _undelivered(self, topic: TopicId, generation: int, low: int, tail: _Row) -> _Undelivered:
+        """The rows from position ``low`` through ``tail`` that a committed-only reader skips or is held at,
+        without scanning the topic: the rollback index (:mod:`..publish.rolled_back`, each row checked), and,
+        only for the transactions the state shows in progress or invalid, the transactional rows of the
+        times they can have written at (filtered in HBase): from a little before a write pointer's start
+        (its time: :mod:`..tx.pointers`) to now for one in progress, to its max lifetime after for an
+        invalid one. The state is read after ``tail`` was, so every transaction that wrote up to the tail
+        had started by then: it is committed (visible), invalid or in progress in that state."""
+        found = _Undelivered()
+        for position in rolled_back.positions(self.messages, topic, generation, low, tail.position):
+            row = self._get(topic, generation, position)
+            if row is not None and row.head.tx_pointer is not None and row.head.tx_pointer < 0:
+                found.skipped[position] = row
+        view = self.tx_view()
+        if view is NOTHING_COMMITTED:  # the state is unknown: every transactional row counts as committed
+            return replace(found, exact=False)
+        # the clock-skew bound, twice, and D: how much earlier than its write pointer's time a row may be dated
+        margin = int(2 * self.reader.tail_cache_seconds() * 1000) + self.reader.disorder_ms()
+        lifetime = MAX_LIFETIME_SECONDS * 1000
+        windows = [(p // MAX_TX_PER_MS - margin, math.inf) for p in view.in_progress] + [
+            (p // MAX_TX_PER_MS - margin, p // MAX_TX_PER_MS + lifetime + margin) for p in view.invalids
+        ]
+        for since, until in _merged(windows):
+            if since > tail.head.publish_time:
+                break
+            start = max(low, self.reader.seek(topic, generation, int(since), exact=False))
+            for batch in self.reader.batches(topic, generation, start, tail.position, transactional_only=True):
+                pointer = batch.tx_write_pointer
+                if batch.publish_time > until:
+                    break
+                if pointer is None or batch.position in found.skipped:
+                    continue
+                if pointer < 0 or view.is_invalid(pointer):
+                    kind = found.skipped
+                elif not view.is_visible(pointer):
+                    kind = found.held
+                else:
+                    continue
+                row = self._get(topic, generation, batch.position)
+                if row is not None:
+                    kind[batch.position] = row
+        return found
+
+    def _undelivered_sizes(self, topic: TopicId, generation: int, rows: dict[int, _Row]) -> tuple[int, int]:
+        """(messages, bytes) the rows hold now."""
+        sizes = [size for row in rows.values() for _, size in self._own(topic, generation, row)]
+        return len(sizes), sum(sizes)
 
     def _consumed(
         self, topic: TopicId, generation: int, mark: bytes | None
@@ -145,10 +269,17 @@ class TopicStatistics:
         floor = now - ttl * 1000
         tail = self._tail(topic, generation)
         first = None if tail is None else self._first_readable(topic, generation, floor)
+        undelivered = (
+            _Undelivered()
+            if tail is None or first is None
+            else self._undelivered(topic, generation, first.position, tail)
+        )
         by_mark: dict[bytes | None, Lag] = {}
         for _, mark in subscriptions:
             if mark not in by_mark:
-                by_mark[mark] = Lag(0, 0.0) if tail is None else self._lag(topic, generation, floor, mark, tail, now)
+                by_mark[mark] = (
+                    Lag(0, 0.0) if tail is None else self._lag(topic, generation, floor, mark, tail, now, undelivered)
+                )
         lags = [(name, mark, by_mark[mark]) for name, mark in subscriptions]
         stats = TopicStats(topic, generation, ttl, None, None, None, None, 0, 0, dict.fromkeys(windows, 0.0), lags)
         if tail is None:
@@ -180,6 +311,9 @@ class TopicStatistics:
                 counts, exact, bytes_exact = (messages, sum(first_sizes) + counted), True, True
         else:
             counts, exact, bytes_exact = (total.messages - before[0], total.bytes - before[1]), True, True
+        skipped = self._undelivered_sizes(topic, generation, undelivered.skipped)
+        held = self._undelivered_sizes(topic, generation, undelivered.held)
+        counts = (max(0, counts[0] - skipped[0] - held[0]), max(0, counts[1] - skipped[1] - held[1]))
         rates = {}
         for window in windows:
             since = self._first_readable(topic, generation, max(floor, now - window * 1000))
@@ -196,8 +330,9 @@ class TopicStatistics:
             first_publish_time=first.head.publish_time,
             messages=counts[0],
             bytes=counts[1],
+            uncommitted=held[0],
             rates=rates,
-            exact=exact and all(lag.exact for _, _, lag in lags),
+            exact=exact and undelivered.exact and all(lag.exact for _, _, lag in lags),
             bytes_exact=bytes_exact,
         )
 
@@ -252,6 +387,17 @@ class TopicStatistics:
             decoded = BatchRow.decode(row.value)
             return list(enumerate(counted_sizes(decoded.payloads, decoded.extras)))
         return stored_sizes(self.payloads, topic, generation, abs(head.tx_pointer))
+
+
+def _merged(windows: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Time windows (from, until), overlapping ones merged, in order."""
+    merged: list[tuple[float, float]] = []
+    for since, until in sorted(windows):
+        if merged and since <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], until))
+        else:
+            merged.append((since, until))
+    return merged
 
 
 def _row(key: bytes, cells: dict[bytes, bytes]) -> _Row:

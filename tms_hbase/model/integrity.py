@@ -20,6 +20,7 @@ from tms_hbase.model.rows import (
     LOW_WATER_COLUMN,
     MESSAGE_COLUMN,
     PAYLOAD_COLUMN,
+    ROLLED_BACK_PREFIX,
     SEQUENCE_COLUMN,
     SKIPPED_PREFIX,
     RowHeader,
@@ -83,14 +84,16 @@ def _topic_key_length(key: bytes) -> int:
 
 
 def is_counter_row(key: bytes, columns: Mapping[bytes, Any]) -> bool:
-    """Whether a message-table row is a sequencer generation's counter row (topic key and generation
-    only, with the offset counter, the low-water mark, the frontier, skip index or bytes checkpoint cells): sound,
-    and no batch row."""
+    """Whether a message-table row is a generation's counter row (topic key and generation only, with the
+    offset counter, the low-water mark, the frontier, skip index, bytes checkpoint or rollback index cells):
+    sound, and no batch row."""
     where = split_key(key)
     if where is None or len(key) != _topic_key_length(key) + 4:
         return False
     known = {SEQUENCE_COLUMN, LOW_WATER_COLUMN, FRONTIER_COLUMN}
-    return bool(columns) and all(c in known or c.startswith((SKIPPED_PREFIX, BYTES_PREFIX)) for c in columns)
+    return bool(columns) and all(
+        c in known or c.startswith((SKIPPED_PREFIX, BYTES_PREFIX, ROLLED_BACK_PREFIX)) for c in columns
+    )
 
 
 def check_message_row(key: bytes, columns: Mapping[bytes, Any]) -> RowCheck:

@@ -23,6 +23,9 @@ reverse scan never meet it)::
                                                    d:b, d:b<offset, 16 hex digits> = bytes checkpoints:
                                                    publish/byte_totals.py)
 
+In any generation the counter row also holds the rollback index, ``d:x<position, 16 hex digits>`` (empty)
+for each rolled-back row (publish/rolled_back.py); a chain generation's counter row holds nothing else.
+
 The low-water mark is raised by the sweeper before it deletes a prefix of the generation: every offset
 below it is swept (or a hole nobody can write any more), so a reader jumps over a gap below it.
 
@@ -68,6 +71,7 @@ LOW_WATER_COLUMN = f"{FAMILY}:l".encode()  # first offset of a sequencer generat
 FRONTIER_COLUMN = f"{FAMILY}:f".encode()  # every offset below it holds a row or is swept (its counter row)
 SKIPPED_PREFIX = f"{FAMILY}:k".encode()  # the skip index in the counter row: d:k<offset, 16 hex digits> = span
 BYTES_PREFIX = f"{FAMILY}:b".encode()  # bytes checkpoints in the counter row (publish/byte_totals.py)
+ROLLED_BACK_PREFIX = f"{FAMILY}:x".encode()  # the rollback index in the counter row (publish/rolled_back.py)
 
 VERSION = 1
 F_TX = 1
@@ -101,7 +105,8 @@ def past_last(prefix: bytes) -> bytes:
 
 
 def counter_key(topic: TopicId, generation: int) -> bytes:
-    """Key of a sequencer generation's offset counter: the generation prefix itself, below position 1."""
+    """Key of a generation's counter row (a sequencer generation's offset counter, any generation's rollback
+    index): the generation prefix itself, below position 1."""
     return generation_prefix(topic, generation)
 
 
@@ -109,6 +114,11 @@ def skipped_column(position: int) -> bytes:
     """The skip index's cell (in a sequencer generation's counter row) for a skip marker at ``position``;
     its value is the marker's span (u64). Hex digits sort as the offsets do."""
     return SKIPPED_PREFIX + f"{position:016x}".encode()
+
+
+def rolled_back_column(position: int) -> bytes:
+    """The rollback index's cell (in a generation's counter row) for a rolled-back row at ``position``."""
+    return ROLLED_BACK_PREFIX + f"{position:016x}".encode()
 
 
 def message_key(topic: TopicId, generation: int, position: int) -> bytes:

@@ -12,12 +12,17 @@ from tms_hbase.model.topic import TopicId
 
 @dataclass(frozen=True)
 class Lag:
-    """How far a subscription is behind: messages not consumed yet, and the age in seconds of the
-    oldest of them (0 when it is caught up). ``exact`` is False where rows without totals were involved."""
+    """How far a subscription is behind, counting what a committed-only reader will receive (rolled-back
+    messages and those of invalid transactions are left out). ``messages``: what it can receive now, up to
+    the first message of a transaction still in progress (Kafka's lag up to the last stable offset);
+    ``held``: the messages from there on, held until that transaction ends (its own are left out if it
+    rolls back); ``seconds``: the age of the oldest of them all (0 when there is none). ``exact`` is False
+    where rows without totals were involved or the transaction state could not be read."""
 
     messages: int
     seconds: float
     exact: bool = True
+    held: int = 0
 
 
 @dataclass(frozen=True)
@@ -31,15 +36,16 @@ class TopicStats:
     first_publish_time: int | None
     last_position: int | None  # the tail row
     last_publish_time: int | None
-    messages: int
+    messages: int  # committed ones: not rolled back, of no invalid transaction and of none in progress
     bytes: int
-    rates: dict[int, float] = field(default_factory=dict)  # window seconds -> messages per second
+    rates: dict[int, float] = field(default_factory=dict)  # window seconds -> messages per second (all published)
     subscriptions: list[tuple[str, builtins.bytes | None, Lag]] = field(default_factory=list)  # (name, mark, lag)
     exact: bool = True  # the message counts (and every subscription's lag) are exact
     # messages ever published to this generation (None: rows without totals); on a sequencer generation the offsets
     # handed out up to the newest row, skip markers included (an upper bound: the swept markers' spans are not kept)
     published: int | None = None
     bytes_exact: bool = True  # ``bytes`` is exact (False: estimated, as in sequencer generations)
+    uncommitted: int = 0  # readable messages of transactions still in progress (not in ``messages``)
 
 
 @dataclass(frozen=True)

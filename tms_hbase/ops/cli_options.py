@@ -1,6 +1,7 @@
 """What the command-line tools share: the options that say where an installation is (``--thrift``,
 ``--prefix``, ``--timeout``, also from ``$TMS_HBASE_THRIFT`` / ``$TMS_TABLE_PREFIX``) and how its Thrift
-gateways serve (``--thrift-framed``, ``--thrift-compact``, ``--thrift-http``, ``--thrift-tls`` and its files), the
+gateways serve (``--thrift-framed``, ``--thrift-compact``, ``--thrift-http``, ``--thrift-tls`` and its files,
+``--thrift-kerberos`` and its identity), the
 :class:`~tms_hbase.config.Config` they make, and one-line errors with the exit codes of
 :mod:`tms_hbase.model.exit_codes`.
 
@@ -19,7 +20,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from tms_hbase.config import PREFIX_ENV, THRIFT_ENV, TRANSPORT_ENV, Config, ThriftTransport
+from tms_hbase.config import PREFIX_ENV, QOPS, THRIFT_ENV, TRANSPORT_ENV, Config, ThriftTransport
 from tms_hbase.errors import TmsError
 from tms_hbase.model.exit_codes import exit_code
 
@@ -92,8 +93,39 @@ TRANSPORT_OPTIONS = [
     click.option(
         "--thrift-key", metavar="PEM", help=f"The client certificate's key [env {TRANSPORT_ENV['key_file']}]."
     ),
+    click.option(
+        "--thrift-kerberos/--no-thrift-kerberos",
+        "thrift_kerberos",
+        default=None,
+        help="Authenticate to the gateways with Kerberos: SASL/GSSAPI on the binary transport, SPNEGO on HTTP "
+        f"(the kerberos extra) [env {TRANSPORT_ENV['kerberos']}=1; default: off].",
+    ),
+    click.option(
+        "--thrift-qop",
+        type=click.Choice(QOPS),
+        help="SASL quality of protection, as the gateways' hbase.thrift.security.qop: authentication, integrity "
+        f"or confidentiality [env {TRANSPORT_ENV['kerberos_qop']}; default: auth].",
+    ),
+    click.option(
+        "--thrift-kerberos-service",
+        metavar="NAME",
+        help="First part of the gateways' principal NAME/HOST, HOST as --thrift names them "
+        f"[env {TRANSPORT_ENV['kerberos_service']}; default: hbase, over HTTP: HTTP].",
+    ),
+    click.option(
+        "--thrift-keytab",
+        metavar="FILE",
+        help=f"Keytab of --thrift-principal, tickets renewed from it [env {TRANSPORT_ENV['keytab']}; "
+        "default: the ticket cache, kinit's].",
+    ),
+    click.option(
+        "--thrift-principal",
+        metavar="NAME@REALM",
+        help=f"The client's Kerberos principal [env {TRANSPORT_ENV['principal']}; default: the ticket cache's].",
+    ),
 ]
-"""How the gateways serve: framed, buffered or HTTP transport, compact or binary protocol, TLS and its files."""
+"""How the gateways serve: framed, buffered or HTTP transport, compact or binary protocol, TLS and its files,
+Kerberos."""
 CONNECTION_OPTIONS += TRANSPORT_OPTIONS
 """``--thrift``, ``--prefix``, ``--timeout`` and :data:`TRANSPORT_OPTIONS`, in that order (the command gets
 them as keywords)."""
@@ -122,6 +154,11 @@ TRANSPORT_NAMES = (
     "thrift_ca",
     "thrift_cert",
     "thrift_key",
+    "thrift_kerberos",
+    "thrift_qop",
+    "thrift_kerberos_service",
+    "thrift_keytab",
+    "thrift_principal",
 )
 CONNECTION_NAMES = ("thrift", "prefix", "timeout", *TRANSPORT_NAMES)
 
@@ -161,6 +198,11 @@ def config_from_options(
     thrift_ca: str | None = None,
     thrift_cert: str | None = None,
     thrift_key: str | None = None,
+    thrift_kerberos: bool | None = None,
+    thrift_qop: str | None = None,
+    thrift_kerberos_service: str | None = None,
+    thrift_keytab: str | None = None,
+    thrift_principal: str | None = None,
 ) -> Config:
     """The Config the connection options describe (InvalidArgument for a bad address, prefix or transport);
     what they leave out comes from the environment or the defaults."""
@@ -172,6 +214,11 @@ def config_from_options(
         ca_file=thrift_ca,
         cert_file=thrift_cert,
         key_file=thrift_key,
+        kerberos=thrift_kerberos,
+        kerberos_qop=thrift_qop,
+        kerberos_service=thrift_kerberos_service,
+        keytab=thrift_keytab,
+        principal=thrift_principal,
     )
     return Config.resolve(thrift, prefix, timeout_seconds=timeout, transport=transport)
 

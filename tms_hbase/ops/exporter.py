@@ -44,7 +44,12 @@ class TopicCollector(Collector):
             stats, shared, errors, seconds = self._stats, self._shared, self._errors, self._seconds
         topic = ["namespace", "topic"]  # topic: namespace:name, as everywhere; namespace too, to aggregate by
         sub = ["namespace", "topic", "subscription"]
-        messages = GaugeMetricFamily("tms_topic_messages", "Readable messages in the topic", labels=topic)
+        messages = GaugeMetricFamily(
+            "tms_topic_messages", "Readable committed messages in the topic (rolled-back ones left out)", labels=topic
+        )
+        uncommitted = GaugeMetricFamily(
+            "tms_topic_uncommitted_messages", "Readable messages of transactions still in progress", labels=topic
+        )
         size = GaugeMetricFamily(
             "tms_topic_bytes", "Payload bytes of the readable messages (where kept exactly: chain topics)", labels=topic
         )
@@ -58,13 +63,23 @@ class TopicCollector(Collector):
             "tms_topic_first_publish_timestamp_seconds", "Publish time of the oldest readable message", labels=topic
         )
         generation = GaugeMetricFamily("tms_topic_generation", "The topic's generation", labels=topic)
-        lag = GaugeMetricFamily("tms_subscription_lag_messages", "Messages not consumed yet", labels=sub)
+        lag = GaugeMetricFamily(
+            "tms_subscription_lag_messages",
+            "Committed messages not consumed yet, up to the first of a transaction in progress",
+            labels=sub,
+        )
+        held = GaugeMetricFamily(
+            "tms_subscription_held_messages",
+            "Messages not consumed yet that a transaction in progress holds back (from its first message on)",
+            labels=sub,
+        )
         lag_s = GaugeMetricFamily(
             "tms_subscription_lag_seconds", "Age of the oldest message not consumed yet", labels=sub
         )
         for s in stats:
             name = [s.topic.namespace, str(s.topic)]
             messages.add_metric(name, s.messages)
+            uncommitted.add_metric(name, s.uncommitted)
             if s.bytes_exact:  # else an estimate (swept before bytes checkpoints): no gauge rather than a wrong one
                 size.add_metric(name, s.bytes)
             generation.add_metric(name, s.generation)
@@ -77,7 +92,8 @@ class TopicCollector(Collector):
             for sub_name, _mark, sub_lag in s.subscriptions:
                 lag.add_metric([*name, sub_name], sub_lag.messages)
                 lag_s.add_metric([*name, sub_name], sub_lag.seconds)
-        yield from (messages, size, published, last, first, generation, lag, lag_s)
+                held.add_metric([*name, sub_name], sub_lag.held)
+        yield from (messages, uncommitted, size, published, last, first, generation, lag, held, lag_s)
         yield from _shared_families(shared)
         yield CounterMetricFamily("tms_exporter_read_errors", "Topics that could not be read", value=errors)
         yield GaugeMetricFamily("tms_exporter_read_seconds", "Duration of the last read from HBase", value=seconds)

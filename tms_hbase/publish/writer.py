@@ -66,7 +66,7 @@ from tms_hbase.model.rows import (
 )
 from tms_hbase.model.topic import TopicId
 from tms_hbase.model.wire import RollbackDetail
-from tms_hbase.publish import sequencer
+from tms_hbase.publish import rolled_back, sequencer
 from tms_hbase.publish.reservations import Reservations, Ticket
 from tms_hbase.publish.stored import stored_sizes
 from tms_hbase.runtime import green
@@ -577,8 +577,8 @@ class MessageWriter:
     def rollback(self, topic: TopicId, detail: RollbackDetail) -> None:
         """Mark the row of a transactional publish rolled back (write pointer +p → −p), by CAS.
 
-        The detail names one row (RollbackDetail checks that when it is made), so this is one read
-        and one compare-and-set, plus a re-read per lost race.
+        The detail names one row (RollbackDetail checks that when it is made), so this is one read, a put
+        in the rollback index (:mod:`.rolled_back`) and one compare-and-set, plus a re-read per lost race.
         """
         if detail.topic != str(topic):
             raise InvalidArgument(f"the rollback handle belongs to topic {detail.topic}, not {topic}")
@@ -590,12 +590,13 @@ class MessageWriter:
             if value is None:
                 return  # swept already: nothing left to hide
             row = decode_row(key, value)
-            if row.tx_pointer == -pointer:
-                return  # rolled back already (a retry, or the sweeper marked it invalid)
-            if row.tx_pointer != pointer:
+            if row.tx_pointer not in (pointer, -pointer):
                 raise InvalidArgument(
                     f"the rollback handle does not match the message at position {position} of {topic}"
                 )
+            rolled_back.index(self.messages, topic, detail.generation, position)  # before the flip: see its doc
+            if row.tx_pointer == -pointer:
+                return  # rolled back already (a retry, or the sweeper marked it invalid)
             if self._compare_and_set(key, value, with_tx_pointer(value, -pointer)):
                 return
 

@@ -575,7 +575,7 @@ def _decode_subscription(topic: TopicId, data: Any) -> Subscription:
 
 def _decode_lag(data: Any) -> Lag:
     try:
-        return Lag(data["messages"], data["seconds"], data["exact"])
+        return Lag(data["messages"], data["seconds"], data["exact"], data.get("held", 0))
     except (KeyError, TypeError) as exc:
         raise InvalidArgument(f"bad lag JSON from the gateway: {exc!r}") from None
 
@@ -601,6 +601,7 @@ def encode_stats(stats: TopicStats) -> bytes:
             "exact": stats.exact,
             "published": stats.published,
             "bytesExact": stats.bytes_exact,
+            "uncommitted": stats.uncommitted,
         }
     )
 
@@ -626,13 +627,14 @@ def decode_stats(topic: TopicId, body: bytes) -> TopicStats:
             data["exact"],
             data["published"],
             data.get("bytesExact", True),
+            data.get("uncommitted", 0),
         )
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise InvalidArgument(f"bad topic stats JSON from the gateway: {exc!r}") from None
 
 
 def _lag(lag: Lag) -> dict[str, Any]:
-    return {"messages": lag.messages, "seconds": lag.seconds, "exact": lag.exact}
+    return {"messages": lag.messages, "seconds": lag.seconds, "exact": lag.exact, "held": lag.held}
 
 
 def _optional_b64(value: object, field: str) -> bytes | None:

@@ -122,6 +122,8 @@ class SharedAdmin:
         now = self.clock()
         totals = self.store.totals(keys)
         lag = self.stats_reader.lag(meta.topic, meta.generation, meta.ttl, mark_before(meta.generation, first, 0))
+        # a shared subscription goes on past a transaction in progress: what that holds back waits too
+        ahead = lag.messages + lag.held
         unsettled = [c for c in claims if not c.state.settled]
         in_flight = [c for c in unsettled if c.state is ClaimState.HELD and (c.deadline > now or c.tx is not None)]
         queued = sum(c.key is not None and c.waiting for c in unsettled)  # key order: waiting for their turn
@@ -130,9 +132,9 @@ class SharedAdmin:
         if unsettled:
             oldest = max(0.0, (now - min(c.publish_time for c in unsettled)) / 1000)
         else:
-            oldest = lag.seconds if lag.messages > len(claims) else 0.0
+            oldest = lag.seconds if ahead > len(claims) else 0.0
         return SharedStats(
-            waiting=max(0, lag.messages - len(claims)) + queued,
+            waiting=max(0, ahead - len(claims)) + queued,
             in_flight=len(in_flight),
             due=len(unsettled) - len(in_flight) - queued - len(scheduled),
             acknowledged=totals.acked + sum(c.state is ClaimState.ACKED for c in claims),

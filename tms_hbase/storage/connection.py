@@ -36,6 +36,7 @@ from tms_hbase.model.retry import Retry
 from tms_hbase.runtime import green
 from tms_hbase.storage import hbase_thrift
 from tms_hbase.storage.http import SERVER_IDLE_SECONDS, HttpChannel, HttpStatus, NotHttp
+from tms_hbase.storage.kerberos import Kerberos, KerberosFailure, SaslChannel
 from tms_hbase.storage.tls import client_context, handshake_failure
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ class NotThrift(Exception):
 # Errors HBase sent as an answer: the connection itself is fine.
 _HBASE_ANSWERS = (hbase_thrift.IOError, hbase_thrift.IllegalArgument, hbase_thrift.AlreadyExists)
 # Failures of the link itself (as opposed to an answer from HBase): the connection is discarded.
-_LINK_ERRORS = (TTransportException, socket.timeout, OSError, EOFError, NotThrift, NotHttp, HttpStatus)
+_LINK_ERRORS = (TTransportException, socket.timeout, OSError, EOFError, NotThrift, NotHttp, HttpStatus, KerberosFailure)
 # The one deadline of the library operation running in this context (see HBaseConnection.operation).
 _OPERATION_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("tms_deadline", default=None)
 
@@ -275,18 +276,30 @@ def pipeline_many(
 class Connection:
     """One connection to the HBase Thrift gateway (Thrift1) with the transport and protocol ``wire`` says
     (by default as HBase serves by default: buffered transport, binary protocol; HTTP requests over an
-    :class:`~tms_hbase.storage.http.HttpChannel`), over TLS with ``tls``,
-    on a :class:`DeadlineSocket` (or another ``socket_class`` with its interface: the asyncio pool's),
+    :class:`~tms_hbase.storage.http.HttpChannel`), over TLS with ``tls``, with ``kerberos`` (SASL on a
+    :class:`~tms_hbase.storage.kerberos.SaslChannel`, or SPNEGO over HTTP), on a :class:`DeadlineSocket` (or
+    another ``socket_class`` with its interface: the asyncio pool's),
     with a :class:`CheckedClient` (``client``) whose calls are those of
     :class:`~tms_hbase.storage.hbase_thrift.Hbase`."""
 
     socket_class: type[DeadlineSocket] = DeadlineSocket
 
-    def __init__(self, host: str, port: int, wire: ThriftTransport = PLAIN, tls: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        wire: ThriftTransport = PLAIN,
+        tls: ssl.SSLContext | None = None,
+        kerberos: Kerberos | None = None,
+    ) -> None:
         self.socket = self.socket_class(host, port, tls)
         # (thriftpy2's Cython transports, both taking buf_size; its type hints name the pure-Python ones)
         framing: Any = TFramedTransport if wire.framed else TBufferedTransport
-        below: Any = HttpChannel(self.socket, MAX_READ_BYTES) if wire.http else self.socket
+        below: Any = self.socket
+        if wire.http:
+            below = HttpChannel(self.socket, MAX_READ_BYTES, kerberos.negotiate_header if kerberos else None)
+        elif kerberos is not None:
+            below = SaslChannel(self.socket, kerberos, MAX_READ_BYTES)
         self.transport = framing(below, buf_size=READ_BUFFER)
         protocol = TCompactProtocol if wire.compact else TBinaryProtocol
         service = cast(ModuleType, hbase_thrift.Hbase)  # (thriftpy2 types a service as a module; it is a class)
@@ -346,7 +359,8 @@ class HBaseConnection:
     seconds are not reused: the Thrift gateway closes idle connections itself (after 60 s by default; its HTTP
     server after 30 s, so over HTTP two thirds of that at most).
     ``transport`` says how the gateways serve (framed, compact, HTTP, TLS: :class:`~tms_hbase.config.ThriftTransport`);
-    its TLS files are loaded now (InvalidArgument if they cannot be).
+    its TLS files are loaded now (InvalidArgument if they cannot be), and Kerberos's library (InvalidArgument
+    without the ``kerberos`` extra).
     """
 
     connection_class: type[Connection] = Connection
@@ -367,6 +381,7 @@ class HBaseConnection:
         self._addresses = [(host, port), *fallbacks]
         self.transport = transport
         self._tls = client_context(transport)
+        self._kerberos = Kerberos(transport) if transport.kerberos else None
         self._current = 0  # index of the gateway new connections go to
         self.timeout = check_timeout(timeout)
         self.retry = retry or Retry()
@@ -508,7 +523,7 @@ class HBaseConnection:
         gateway is tried once, within the deadline)."""
         for tried in range(1, len(self._addresses) + 1):
             index = self._current
-            conn = self.connection_class(*self._addresses[index], self.transport, self._tls)
+            conn = self.connection_class(*self._addresses[index], self.transport, self._tls, self._kerberos)
             conn.socket.deadline = deadline
             try:
                 conn.open()
@@ -552,6 +567,10 @@ class HBaseConnection:
             refused.retriable = isinstance(
                 exc, ssl.SSLEOFError
             )  # a certificate is refused again, a cut link may not be
+            return refused
+        if isinstance(exc, KerberosFailure):
+            refused = HBaseUnavailable(f"{what}: HBase Thrift at {self.address}: {exc}")
+            refused.retriable = False  # no ticket, a wrong principal or protection: the same again
             return refused
         if isinstance(exc, HttpStatus):
             refused = HBaseUnavailable(f"{what}: HBase Thrift at {self.address} answered {exc}")

@@ -11,6 +11,7 @@ the call's deadline, and cannot run on the asyncio driver's socket.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 SERVER_IDLE_SECONDS = 30.0
@@ -61,16 +62,17 @@ class HttpChannel:
     another (a pipeline) are read back in order. An answer longer than ``max_body`` bytes is refused. A
     connection the server said it closes (``Connection: close``) is opened again before the next request."""
 
-    def __init__(self, socket: Socket, max_body: int) -> None:
+    def __init__(self, socket: Socket, max_body: int, authorize: Callable[[str], bytes] | None = None) -> None:
         self.socket = socket
         self.max_body = max_body  # a longer answer is refused as soon as it says so (NotHttp)
+        self.authorize = authorize  # the Authorization header line of each request, for the gateway's host
         self._request = bytearray()
         self._reply = bytearray()  # the Thrift bytes of answers not read yet
         self._inbox = bytearray()  # bytes read from the socket and not parsed yet
         self._closing = False  # the server closes the connection after the last answer
         self._head = (
             f"POST / HTTP/1.1\r\nHost: {socket.host}:{socket.port}\r\nContent-Type: application/x-thrift\r\n"
-            "Accept: application/x-thrift\r\nUser-Agent: tms-hbase\r\nContent-Length: "
+            "Accept: application/x-thrift\r\nUser-Agent: tms-hbase\r\n"
         ).encode()
 
     def is_open(self) -> bool:
@@ -106,7 +108,8 @@ class HttpChannel:
             self.socket.open()
         body = bytes(self._request)
         self._request.clear()
-        self.socket.write(self._head + b"%d\r\n\r\n" % len(body) + body)
+        head = self._head + self.authorize(self.socket.host) if self.authorize else self._head
+        self.socket.write(head + b"Content-Length: %d\r\n\r\n" % len(body) + body)
         self._answer()
 
     def _answer(self) -> None:
@@ -123,7 +126,11 @@ class HttpChannel:
             text = body[:200].decode("utf-8", "replace").strip().splitlines()
             reason = f"HTTP {status}" + (f": {text[0]}" if text else "")
             if status == 401 and "negotiate" in headers.get("www-authenticate", "").lower():
-                reason += " (the gateway asks for Kerberos, SPNEGO, which this client does not speak)"
+                reason += (
+                    " (the gateway refused this client's Kerberos ticket)"
+                    if self.authorize
+                    else " (the gateway asks for Kerberos, SPNEGO: --thrift-kerberos)"
+                )
             raise HttpStatus(status, reason)
         self._reply += body
 

@@ -398,7 +398,7 @@ async function topic(ns, t) {
       "div",
       { class: "cards", id: "topic-detail" },
       card("Size", el("div", { class: "big", id: "topic-messages" }, `${d.messages} messages`),
-        facts([["bytes", bytesText(d.bytes) + (d.bytes_exact ? "" : " (estimated)")], ["published to this generation", d.published ?? "unknown"]])),
+        facts([["bytes", bytesText(d.bytes) + (d.bytes_exact ? "" : " (estimated)")], ["in transactions in progress", el("span", { id: "topic-uncommitted" }, `${d.uncommitted} messages`)], ["published to this generation", d.published ?? "unknown"]])),
       card("Publishing", facts([["last publish", d.last_publish ? `${when(d.last_publish)} (${ago(d.last_publish)})` : "never"], ...rates])),
       card("Settings", facts([["ordering", d.ordering], ["tx.mode", d.tx_mode], ["TTL", `${d.ttl} s (${seconds(d.ttl)})`], ["generation", d.generation],
         ...Object.entries(d.properties).filter(([k]) => !["ttl", "tx.mode"].includes(k)).map(([k, v]) => [k, v])])),
@@ -709,7 +709,7 @@ async function subscription(ns, t, name) {
   const parts = [
     el("h1", {}, `Subscription ${name} of ${ns}:${t}`),
     el("div", { class: "cards", id: "subscription-detail" },
-      card("Lag", el("div", { class: "big", id: "lag-messages" }, `${s.lag.messages} messages`), facts([["oldest not consumed", seconds(s.lag.seconds)], ["exact", s.lag.exact ? "yes" : "no (estimated)"]])),
+      card("Lag", el("div", { class: "big", id: "lag-messages" }, `${s.lag.messages} messages`), facts([["held by a transaction in progress", el("span", { id: "lag-held" }, `${s.lag.held} messages`)], ["oldest not consumed", seconds(s.lag.seconds)], ["exact", s.lag.exact ? "yes" : "no (estimated)"]])),
       card("Consumer", el("div", { class: "big" }, s.owner ? badge("consuming", "ok") : badge(s.shared ? "shared" : "no active consumer")),
         facts([s.owner ? ["lease held by", s.owner] : null, s.lease_expires ? ["lease expires", `${when(s.lease_expires)} (in ${seconds(Math.max(0, (s.lease_expires - s.now) / 1000))})`] : null,
           ["committed mark", s.position || "nothing consumed"], s.pending_tx ? ["mark pending in transaction", s.pending_tx] : null, ["created", when(s.created_at)], ["updated", when(s.updated_at)]])),
