@@ -31,6 +31,7 @@ from tms_hbase_launcher.kdc import CLIENT, SERVER_HOST, Kdc, start_kdc
 from tms_hbase_launcher.local import LocalHBase
 from tms_hbase_launcher.paths import default_home, default_jars_root
 
+from ..aio_client import round_trip
 from ..gateway_server import GatewayProcess
 from ..tx_server import free_port
 
@@ -140,18 +141,7 @@ def test_publish_and_fetch(served: Served, installation: str) -> None:
 def test_the_asyncio_client_and_a_consumer(served: Served, installation: str) -> None:
     topic = served.topic("aio")
 
-    async def scenario() -> tuple[list[bytes], list[bytes]]:
-        async with AsyncMessagingClient(config=served.config(installation)) as client:
-            await client.create_topic(topic)
-            await client.create_subscription(topic, "work")
-            await asyncio.gather(*(client.publish(topic, [b"m%d" % i]) for i in range(8)))
-            fetched = [m.payload async for m in client.fetch(topic)]
-            async with client.consumer(topic, "work") as consumer:
-                polled = [m.payload for m in await consumer.poll(10, timeout_seconds=30)]
-                await consumer.commit()
-            return fetched, polled
-
-    fetched, polled = asyncio.run(scenario())
+    fetched, polled = asyncio.run(round_trip(served.config(installation), topic))
     assert sorted(fetched) == sorted(b"m%d" % i for i in range(8))
     assert polled == fetched
 

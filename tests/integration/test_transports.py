@@ -32,6 +32,7 @@ from tms_hbase.storage.connection import HBaseConnection
 from tms_hbase.storage.hbase import Table
 from tms_hbase_launcher.gateway import Keystore, ThriftGateway, start_gateway
 
+from ..aio_client import round_trip
 from ..gateway_server import GatewayProcess
 from ..tls_proxy import TlsTerminator
 
@@ -200,18 +201,7 @@ def test_a_shared_consumer_receives_and_acks(served: Served, installation: str) 
 def test_the_asyncio_client(served: Served, installation: str) -> None:
     topic = served.topic("aio")
 
-    async def scenario() -> tuple[list[bytes], list[bytes]]:
-        async with AsyncMessagingClient(config=served.config(installation)) as client:
-            await client.create_topic(topic)
-            await client.create_subscription(topic, "work")
-            await asyncio.gather(*(client.publish(topic, [b"m%d" % i]) for i in range(8)))
-            fetched = [m.payload async for m in client.fetch(topic)]
-            async with client.consumer(topic, "work") as consumer:
-                polled = [m.payload for m in await consumer.poll(10, timeout_seconds=30)]
-                await consumer.commit()
-            return fetched, polled
-
-    fetched, polled = asyncio.run(scenario())
+    fetched, polled = asyncio.run(round_trip(served.config(installation), topic))
     assert sorted(fetched) == sorted(b"m%d" % i for i in range(8))
     assert polled == fetched
 
