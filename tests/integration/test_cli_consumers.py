@@ -152,7 +152,8 @@ def test_subscription_commands(client: MessagingClient, tms_env: dict[str, str])
     listed = json.loads(ok(tms_env, "sub", "list", str(T), "--json").stdout)
     assert [(s["name"], s["lag_messages"]) for s in listed] == [("late", 0), ("svc", 3)]
     table = ok(tms_env, "sub", "list", str(T)).stdout.splitlines()
-    assert table[0].split() == ["NAME", "LAG(MSGS)", "LAG(S)", "CONSUMER"] and table[2].split()[:2] == ["svc", "3"]
+    assert table[0].split() == ["NAME", "LAG(MSGS)", "HELD", "LAG(S)", "CONSUMER"]
+    assert table[2].split()[:3] == ["svc", "3", "0"]
     with client.consumer(T, "svc", lease_seconds=30) as consumer:
         consumer.poll(max_messages=2)
         consumer.commit()

@@ -24,6 +24,7 @@ from tms_hbase.tx import TransactionCodec
 from tms_hbase.tx.client import TransactionClient
 
 from ..tx_server import TxServer, free_port
+from ..waiting import wait_for
 
 T = TopicId("spark", "events")
 ROOT = Path(__file__).resolve().parents[2]
@@ -553,7 +554,11 @@ def test_stream_a_to_b_exactly_once_across_a_killed_driver(
 
     def driver(mode: str) -> subprocess.Popen:
         args = [str(a), str(b), str(checkpoint), server.address, "400", mode]
-        return subprocess.Popen([sys.executable, "-m", "tests.workers.spark_stream", *args], env=env, cwd=ROOT)
+        # a session of its own: the kill below takes the driver's Spark JVM too (its child), as a crash does; a
+        # JVM outliving its Python would still write the checkpoint when the restarted driver does
+        return subprocess.Popen(
+            [sys.executable, "-m", "tests.workers.spark_stream", *args], env=env, cwd=ROOT, start_new_session=True
+        )
 
     first = driver("run")
     publisher = threading.Thread(target=publish, args=(100,))
@@ -566,8 +571,9 @@ def test_stream_a_to_b_exactly_once_across_a_killed_driver(
                 publisher.start()  # more input while the query runs
             time.sleep(0.5)
     finally:
-        first.send_signal(signal.SIGKILL)
+        os.killpg(first.pid, signal.SIGKILL)
         first.wait()
+        wait_for(lambda: not _group_alive(first.pid), "the killed driver's JVM to exit", 120)
         if publisher.ident is not None:
             publisher.join()
     # The restart replays a micro-batch the sink has published: the natural one if the kill came while
@@ -636,6 +642,14 @@ def test_a_replayed_micro_batch_whose_commit_was_cut_short_is_published_once(
         assert time.monotonic() < deadline and len(got) < len(expected), got
         time.sleep(0.02)
     assert committed(client, tx) == expected
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def _forget(folder: Path, batch: int) -> None:
