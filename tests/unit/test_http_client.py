@@ -352,3 +352,10 @@ def test_a_token_cannot_smuggle_headers() -> None:
 def test_the_host_header_names_the_gateway_as_http_wants(host: str, port: int, tls: bool, line: bytes) -> None:
     context = ssl.create_default_context() if tls else None
     assert http1.Connection(host, port, context).host_line == line
+
+
+def test_an_ack_noted_before_anything_was_received_is_refused_as_one_that_waits() -> None:
+    with GatewayClient("http://127.0.0.1:1") as client, client.shared_consumer(TopicId("n", "t"), "s") as consumer:
+        for wait in (True, False):
+            with pytest.raises(InvalidArgument, match="received nothing yet"):
+                consumer.ack(b"\x00" * 20, wait=wait)

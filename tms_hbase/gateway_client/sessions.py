@@ -140,6 +140,8 @@ class SharedSession(_Session):
         """Note acknowledgements (``ack(wait=False)``): sent together by :meth:`send_deferred`."""
         if self.closed:
             raise ClientClosed(f"the consumer of {self.name!r} of {self.topic} is closed")
+        if self.token is None:  # as an ack that waits: else these would be dropped unsent
+            raise InvalidArgument("nothing to ack: this consumer has received nothing yet")
         self.deferred.extend(self.refs(deliveries))
 
     def send_deferred(self) -> Request[None] | None:
