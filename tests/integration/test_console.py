@@ -988,7 +988,9 @@ def test_the_console_works_with_the_keyboard_only(console: Console, browser: Web
     assert browser.switch_to.active_element == browser.find_element(By.ID, "cancel")  # the focus moved into it
     browser.switch_to.active_element.send_keys(Keys.ESCAPE)
     wait_for_page(lambda: not modal_shown(browser), "the dialog closed by Escape")
-    assert browser.switch_to.active_element == browser.find_element(By.ID, "preview")  # back where it was
+    wait_for_page(  # back where it was (the page moves the focus once the dialog has gone)
+        lambda: browser.switch_to.active_element == browser.find_element(By.ID, "preview"), "the focus back on Preview"
+    )
     assert client.lag(ORDERS, "keys").messages == 0  # Escape reset nothing
 
     browser.switch_to.active_element.send_keys(Keys.ENTER)

@@ -140,7 +140,7 @@ def test_batch_read_equals_sequential_fetch(
     assert rows(read(spark, T, options, startingId=lo.hex(), endingId=hi.hex().upper(), partitions=4)) == by_id
     assert rows(read(spark, T, options, startingId=every[-5][0].hex())) == every[-5:]
 
-    blocker = tx.start_short()
+    blocker = tx.start_short(timeout_seconds=600)  # (the default timed out between the two reads at load 40)
     client.publish(T, [b"in flight"], tx_write_pointer=blocker.write_pointer)
     client.publish(T, [b"after it"])
     transactional = read(spark, T, options, transactional="true", partitions=4)

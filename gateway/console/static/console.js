@@ -140,8 +140,32 @@ function closeDialog() {
   if (modal.hidden) return;
   modal.hidden = true;
   document.getElementById("modal-body").replaceChildren();
-  if (dialogOpener && dialogOpener.isConnected) dialogOpener.focus();
+  refocus(dialogOpener);
   dialogOpener = null;
+}
+
+// A selector that finds `element` again once the screen has been drawn anew (its id, a link's target or a sort
+// button's column), or null.
+function findAgain(element) {
+  if (!element || element === document.body) return null;
+  if (element.id) return `#${CSS.escape(element.id)}`;
+  const href = element.getAttribute("href");
+  if (href) return `${element.tagName.toLowerCase()}[href="${CSS.escape(href)}"]`;
+  if (element.dataset.sort) return `${element.tagName.toLowerCase()}[data-sort="${CSS.escape(element.dataset.sort)}"]`;
+  return null;
+}
+
+// Focus `element`, or the element that replaced it when the screen was drawn anew meanwhile (the refresh every
+// REFRESH_MS redraws the screen: a keyboard user keeps their place).
+function refocus(element) {
+  if (!element) return;
+  if (element.isConnected) {
+    element.focus();
+    return;
+  }
+  const selector = findAgain(element);
+  const again = selector && document.querySelector(selector);
+  if (again) again.focus();
 }
 
 // A confirmation of a change to `target` (named in its title, and sent with the change for the server to
@@ -917,8 +941,10 @@ async function route(refresh) {
   for (const a of document.querySelectorAll("header nav a")) a.classList.toggle("active", a.dataset.screen === (SCREENS[name] ? name : "overview"));
   if (refresh && !document.getElementById("modal").hidden) return; // never redraw under an open dialog
   if (refresh && document.activeElement && ["INPUT", "TEXTAREA", "SELECT"].includes(document.activeElement.tagName)) return;
+  const focused = refresh ? document.activeElement : null;
   try {
     await show(...args.filter((a) => a !== ""));
+    if (focused && !focused.isConnected && (!document.activeElement || document.activeElement === document.body)) refocus(focused);
   } catch (e) {
     if (e.status === 401) return;
     screen.replaceChildren(el("h1", {}, "Error"), el("p", { class: "error", id: "screen-error" }, e.message));
