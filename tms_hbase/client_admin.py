@@ -221,4 +221,4 @@ class ClientAdmin:
     def longest_hole_wait(self) -> float:
         """Seconds the fetches of this client were held by one hole of a sequencer generation, at most
         (from first sighting to passing it; docs/ordering.md bounds it by H + one poll)."""
-        return self._reader().longest_hole_wait
+        return self._reader().sequencer.longest_hole_wait

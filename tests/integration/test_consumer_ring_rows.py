@@ -23,7 +23,7 @@ from tms_hbase.consume.consumer import Consumer
 from tms_hbase.consume.doorbell import RING_ROW_LIMIT, TAG_BYTES, parse_address, ring_content, ring_local
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow, message_key
-from tms_hbase.publish import sequencer
+from tms_hbase.ordering import sequencer
 
 from .rings import payloads, reads_of, topic_of_each_ordering
 

@@ -18,7 +18,7 @@ import pytest
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.config import thrift_address
 from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow, generation_prefix, message_key, peek
-from tms_hbase.publish import sequencer
+from tms_hbase.ordering import sequencer
 from tms_hbase_sweeper.sweep import Sweeper
 
 from .test_crash import check_acknowledged, check_readers, finish, start, wait_for_acks

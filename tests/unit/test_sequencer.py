@@ -28,8 +28,8 @@ from tms_hbase.model.rows import (
     skip_marker,
 )
 from tms_hbase.model.topic import TopicId, TopicMetadata
-from tms_hbase.publish import sequencer
-from tms_hbase.publish.reservations import (
+from tms_hbase.ordering import sequencer
+from tms_hbase.ordering.reservations import (
     BLOCK_SECONDS,
     IDLE_SECONDS,
     MAX_BLOCK_OFFSETS,
@@ -159,7 +159,7 @@ def test_a_lost_increment_leaves_a_hole_that_readers_fill_and_the_writer_reserve
     assert sorted(w.rows()) == [2]
     assert w.fetch() == []  # the hole at 1 is below a row: not passed
     time.sleep(CACHE)
-    assert w.fetch() == [b"a"] and w.rows()[1].skip and w.reader.holes_filled == 1
+    assert w.fetch() == [b"a"] and w.rows()[1].skip and w.reader.sequencer.holes_filled == 1
 
 
 def test_a_reader_does_not_pass_a_hole_before_h_and_fills_it_after() -> None:
@@ -269,7 +269,7 @@ def test_a_time_seek_starts_no_later_than_asked_within_d() -> None:
     t = times[10]
     got = list(w.reader.fetch(T, start_time=t))
     assert [m.publish_time for m in got][-10:] == times[10:]  # nothing at or after t is missed
-    assert all(m.publish_time >= t - w.reader.disorder_ms() for m in got)
+    assert all(m.publish_time >= t - w.reader.sequencer.disorder_ms() for m in got)
 
 
 def test_a_range_read_cut_inside_a_span_starts_after_it_and_waits_on_a_hole_below_its_end() -> None:
@@ -563,7 +563,7 @@ def test_the_sweeper_prunes_the_skip_index_below_the_low_water_mark_and_a_counte
 
 
 def test_close_releases_every_block_even_when_one_release_meets_a_corrupt_row() -> None:
-    from tms_hbase.publish.reservations import Block
+    from tms_hbase.ordering.reservations import Block
 
     w = World()
     messages, other = w.inst.messages, TopicId("ns", "other")

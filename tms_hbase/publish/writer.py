@@ -66,8 +66,9 @@ from tms_hbase.model.rows import (
 )
 from tms_hbase.model.topic import TopicId
 from tms_hbase.model.wire import RollbackDetail
-from tms_hbase.publish import rolled_back, sequencer
-from tms_hbase.publish.reservations import Reservations, Ticket
+from tms_hbase.ordering import sequencer
+from tms_hbase.ordering.reservations import Reservations, Ticket
+from tms_hbase.publish import rolled_back
 from tms_hbase.publish.stored import stored_sizes
 from tms_hbase.runtime import green
 from tms_hbase.storage.hbase import Table
