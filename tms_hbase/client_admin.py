@@ -215,7 +215,7 @@ class ClientAdmin:
     def future_predecessors(self) -> int:
         """Publishes of this client that did not follow the row before them because it was dated more than
         the clock-skew bound ahead of this client's clock (each is logged; docs/guarantees.md)."""
-        return self._writer().future_predecessors
+        return self._writer().chain.future_predecessors
 
     @property
     def longest_hole_wait(self) -> float:

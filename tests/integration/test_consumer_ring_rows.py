@@ -60,7 +60,7 @@ def test_a_rung_row_comes_from_the_datagram_as_a_read_gives_it(client: Messaging
         delivered = consumer.poll(timeout_seconds=30)  # a fetch: where the next row starts
         reads = reads_of(client, "get", "scan")
         from_datagram = rung("datagram")
-        reservations = client._writer._reservations
+        reservations = client._writer.sequencer.reservations
         released = reservations.released
         for batch in sent[1:]:
             client.publish(topic, batch)

@@ -318,7 +318,7 @@ def test_close_releases_every_block_even_when_one_cannot_be_released(client: Mes
     for t in (one, two):
         client.create_topic(t)
     writer = MessagingClient(config=client.config)
-    queues = writer._writer._reservations._queues
+    queues = writer._writer.sequencer.reservations._queues
     deadline = time.monotonic() + 30
     while not all(q.block or q.ahead for q in queues.values()) or len(queues) < 2:  # busy on both: blocks ahead
         assert time.monotonic() < deadline, "the writer reserved no block ahead"

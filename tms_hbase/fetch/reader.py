@@ -45,7 +45,7 @@ from tms_hbase.model.rows import (
 )
 from tms_hbase.model.topic import TopicId, TopicMetadata
 from tms_hbase.ordering.base import OrderedReads
-from tms_hbase.ordering.chain import ChainReads
+from tms_hbase.ordering.chain_reads import ChainReads
 from tms_hbase.ordering.lookup import CHUNK_ROWS, RowLookup
 from tms_hbase.ordering.sequencer_reads import SequencerReads
 from tms_hbase.storage.hbase import Table

@@ -1,4 +1,4 @@
-"""The chain (docs/ordering.md): each batch row is put if-absent at the position after the tail, so
+"""Reading a chain generation (docs/ordering.md): each batch row is put if-absent at the position after the tail, so
 positions are dense and publish times non-decreasing along them.
 
 Reading: a gap below a row that exists means either the sweeper removed those rows or the scan crossed a
