@@ -1,5 +1,5 @@
 """The interface of an ordering's reads: what the reader asks of the chain or the sequencer, whichever
-its topic's metadata names (:meth:`.MessageReader.ordering`)."""
+its topic's metadata names for the generation read (the interface of appends: :mod:`.appends`)."""
 
 from __future__ import annotations
 
