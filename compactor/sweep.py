@@ -30,7 +30,8 @@ from tms_hbase.model.rows import (
     with_tx_pointer,
 )
 from tms_hbase.model.topic import TopicId, TopicMetadata
-from tms_hbase.publish import byte_totals, rolled_back, sequencer
+from tms_hbase.ordering import sequencer
+from tms_hbase.publish import byte_totals, rolled_back
 from tms_hbase.storage.hbase import Installation, Region, Row, Table
 from tms_hbase.sweep.pruning import prune_upper_bound
 from tms_hbase.sweep.state import RegionRecord, SweepState

@@ -51,7 +51,8 @@ if TYPE_CHECKING:
     from tms_hbase.model.stats import Lag, SharedStats, TopicStats
     from tms_hbase.model.subscription import PendingMessage, Subscription
     from tms_hbase.model.wire import RollbackDetail
-    from tms_hbase.publish.writer import MessageWriter, Resume
+    from tms_hbase.ordering.appends import Resume
+    from tms_hbase.publish.writer import MessageWriter
     from tms_hbase.shared.admin import SharedAdmin
     from tms_hbase.shared.consumer import SharedConsumer
     from tms_hbase.shared.store import SharedStore
@@ -436,7 +437,7 @@ class MessagingClient(MessagingService):
         self._ensure_ready()
         point: Resume | None = None
         if resume is not None:
-            from tms_hbase.publish.writer import Resume
+            from tms_hbase.ordering.appends import Resume
 
             found = resume.resume
             if found is not None and not isinstance(found, Resume):

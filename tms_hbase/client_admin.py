@@ -215,10 +215,10 @@ class ClientAdmin:
     def future_predecessors(self) -> int:
         """Publishes of this client that did not follow the row before them because it was dated more than
         the clock-skew bound ahead of this client's clock (each is logged; docs/guarantees.md)."""
-        return self._writer().future_predecessors
+        return self._writer().chain.future_predecessors
 
     @property
     def longest_hole_wait(self) -> float:
         """Seconds the fetches of this client were held by one hole of a sequencer generation, at most
         (from first sighting to passing it; docs/ordering.md bounds it by H + one poll)."""
-        return self._reader().longest_hole_wait
+        return self._reader().sequencer.longest_hole_wait

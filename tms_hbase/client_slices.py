@@ -20,7 +20,8 @@ from tms_hbase.storage.hbase import Installation
 from tms_hbase.tx.transaction import Transaction
 
 if TYPE_CHECKING:  # (the reader is made on the first call: a client that only administers topics loads none)
-    from tms_hbase.fetch.reader import BatchInfo, MessageReader, PositionRange
+    from tms_hbase.fetch.reader import MessageReader
+    from tms_hbase.fetch.slices import BatchInfo, PositionRange
     from tms_hbase.model.message import Message
     from tms_hbase.tx.committed import CommittedReads
 
@@ -61,8 +62,10 @@ class Slices:
         topic = _topic(topic)
         start_time, end_time = _time("start_time_ms", start_time_ms), _time("end_time_ms", end_time_ms)
         self._readiness.ensure()
+        from tms_hbase.fetch import slices  # (loaded with the reader: see above)
+
         with self._installation.hbase.operation():
-            return self._reader().positions(topic, start_time, end_time)
+            return slices.positions(self._reader(), topic, start_time, end_time)
 
     def fetch_range(
         self,
@@ -90,7 +93,9 @@ class Slices:
         ``transactional_only`` only the rows that carry a write pointer (filtered in HBase)."""
         topic = _topic(topic)
         self._readiness.ensure()
-        return self._reader().batches(topic, generation, first, last, transactional_only=transactional_only)
+        from tms_hbase.fetch import slices  # (loaded with the reader: see above)
+
+        return slices.batches(self._reader(), topic, generation, first, last, transactional_only=transactional_only)
 
     def stored_sequences(
         self,
@@ -109,9 +114,11 @@ class Slices:
         topic = _topic(topic)
         checks.positive_int("limit", limit)
         self._readiness.ensure()
+        from tms_hbase.fetch import slices  # (loaded with the reader: see above)
+
         with self._installation.hbase.operation():
-            return self._reader().stored_sequences(
-                topic, generation, tx_write_pointer, start, stop, limit, reverse=reverse
+            return slices.stored_sequences(
+                self._reader(), topic, generation, tx_write_pointer, start, stop, limit, reverse=reverse
             )
 
 

@@ -26,6 +26,7 @@ PROTOCOL = (
     "consume",
     "fetch",
     "installation",
+    "ordering",
     "publish",
     "shared",
     "storage",

@@ -23,7 +23,7 @@ from tms_hbase.consume.consumer import Consumer
 from tms_hbase.consume.doorbell import RING_ROW_LIMIT, TAG_BYTES, parse_address, ring_content, ring_local
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow, message_key
-from tms_hbase.publish import sequencer
+from tms_hbase.ordering import sequencer
 
 from .rings import payloads, reads_of, topic_of_each_ordering
 
@@ -60,7 +60,7 @@ def test_a_rung_row_comes_from_the_datagram_as_a_read_gives_it(client: Messaging
         delivered = consumer.poll(timeout_seconds=30)  # a fetch: where the next row starts
         reads = reads_of(client, "get", "scan")
         from_datagram = rung("datagram")
-        reservations = client._writer._reservations
+        reservations = client._writer.sequencer.reservations
         released = reservations.released
         for batch in sent[1:]:
             client.publish(topic, batch)

@@ -22,7 +22,7 @@ from tms_hbase.consume.doorbell import ring_content, ring_local
 from tms_hbase.model.message import Message
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow, message_key
-from tms_hbase.publish import sequencer
+from tms_hbase.ordering import sequencer
 
 from .rings import payloads, reads_of, topic_of_each_ordering
 from .test_consumer_ring_rows import rung, send

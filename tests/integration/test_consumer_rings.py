@@ -19,7 +19,7 @@ import pytest
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.consume.doorbell import ring_local
 from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow, message_key
-from tms_hbase.publish import sequencer
+from tms_hbase.ordering import sequencer
 
 from .rings import payloads, reads_of, topic_of_each_ordering
 

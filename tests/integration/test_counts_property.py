@@ -21,7 +21,8 @@ from tms_hbase.model.clock import now_ms
 from tms_hbase.model.published import RollbackDetail
 from tms_hbase.model.rows import BYTES_PREFIX, counter_key
 from tms_hbase.ops.exporter import TopicCollector
-from tms_hbase.publish import byte_totals, sequencer
+from tms_hbase.ordering import sequencer
+from tms_hbase.publish import byte_totals
 from tms_hbase.publish.writer import EXPLICIT_SEQUENCES
 from tms_hbase.tx import write_pointer_now
 from tms_hbase_sweeper.sweep import Sweeper

@@ -24,7 +24,7 @@ from bench.calls import CallCounter
 from tms_hbase import MessageId, MessagingClient, TopicId
 from tms_hbase.aio import AsyncMessagingClient
 from tms_hbase.model.rows import MESSAGE_COLUMN, SEQUENCE_COLUMN, BatchRow, counter_key, message_key
-from tms_hbase.publish import sequencer
+from tms_hbase.ordering import sequencer
 
 ROWS = 600
 CACHE = 1  # tail-cache seconds: D = 1.5 s

@@ -18,7 +18,7 @@ import pytest
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.config import thrift_address
 from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow, generation_prefix, message_key, peek
-from tms_hbase.publish import sequencer
+from tms_hbase.ordering import sequencer
 from tms_hbase_sweeper.sweep import Sweeper
 
 from .test_crash import check_acknowledged, check_readers, finish, start, wait_for_acks
@@ -239,7 +239,7 @@ def test_a_block_left_at_the_tail_is_given_back_and_counts_no_messages(seq: Mess
     while sequencer.end_offset(seq.installation.messages, T, 1) != 20:
         assert time.monotonic() < deadline, "the unused block was not given back"
         time.sleep(0.02)
-    assert seq._writer._reservations.given_back >= 1  # a block was reserved ahead (back to back: busy)
+    assert seq._writer.sequencer.reservations.given_back >= 1  # a block was reserved ahead (back to back: busy)
     assert not any(row.skip for row in rows(seq).values())  # nothing was written for it
     seq.create_subscription(T, "s")  # from the start
     assert seq.lag(T, "s").messages == 20  # the skip marker's span is not 20 more messages

@@ -14,7 +14,8 @@ from tms_hbase import MessagingClient, TopicId
 from tms_hbase.model.clock import now_ms
 from tms_hbase.model.rows import BYTES_PREFIX, MESSAGE_COLUMN, BatchRow, counter_key, message_key
 from tms_hbase.ops.exporter import TopicCollector
-from tms_hbase.publish import byte_totals, sequencer
+from tms_hbase.ordering import sequencer
+from tms_hbase.publish import byte_totals
 from tms_hbase_sweeper.sweep import Sweeper
 
 T = TopicId("seqbytes", "big")

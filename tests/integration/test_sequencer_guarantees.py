@@ -20,7 +20,7 @@ import pytest
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.rows import MESSAGE_COLUMN, generation_prefix, message_key, past_last, peek_row, position_of
-from tms_hbase.publish import sequencer
+from tms_hbase.ordering import sequencer
 
 T = TopicId("guar", "orders")
 H = sequencer.hole_wait(1)  # the writers' tail-cache time is 1 s while the installation has no setting
@@ -286,7 +286,7 @@ def test_a_skip_marker_whose_filler_died_before_indexing_it_is_counted_once_the_
         tms_env,
         PRELUDE
         + """
-from tms_hbase.publish import sequencer
+from tms_hbase.ordering import sequencer
 c = MessagingClient()
 first = sequencer.reserve(c.installation.messages, T, 1, 10)
 sequencer.fill_cell(c.installation.messages, T, 1, first, 10, 0, index=False)
@@ -318,7 +318,7 @@ def test_close_releases_every_block_even_when_one_cannot_be_released(client: Mes
     for t in (one, two):
         client.create_topic(t)
     writer = MessagingClient(config=client.config)
-    queues = writer._writer._reservations._queues
+    queues = writer._writer.sequencer.reservations._queues
     deadline = time.monotonic() + 30
     while not all(q.block or q.ahead for q in queues.values()) or len(queues) < 2:  # busy on both: blocks ahead
         assert time.monotonic() < deadline, "the writer reserved no block ahead"

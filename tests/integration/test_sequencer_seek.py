@@ -12,9 +12,9 @@ import time
 import pytest
 
 from tms_hbase import MessagingClient, TopicId
-from tms_hbase.fetch.reader import _dated_at_or_after
 from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow, generation_prefix, message_key, past_last, skip_marker
-from tms_hbase.publish import sequencer
+from tms_hbase.ordering import sequencer
+from tms_hbase.ordering.lookup import dated_at_or_after
 
 T = TopicId("seq", "seek")
 CACHE = 1  # tail-cache seconds: W = 0.5 s, H = 1 s, D = W + C = 1.5 s, settled after 2W + 2C = 3 s
@@ -125,13 +125,13 @@ def test_the_server_side_filter_sends_back_only_rows_holding_messages_dated_at_o
     batch(seq, 9, (base + 4000) | 0x8080, b"high bytes")  # bytes >= 0x80: compared as bytes, not text
     prefix = generation_prefix(T, 1)
     found = seq.installation.messages.scan(
-        prefix + bytes(8), past_last(prefix), columns=[MESSAGE_COLUMN], filter=_dated_at_or_after(at)
+        prefix + bytes(8), past_last(prefix), columns=[MESSAGE_COLUMN], filter=dated_at_or_after(at)
     )
     times = {int.from_bytes(k[-8:], "big"): BatchRow.decode(v[MESSAGE_COLUMN]).publish_time for k, v in found}
     assert sorted(times) == [5, 7, 8, 9]  # d, f, quotes, high bytes; not the skip marker, nor rows dated before
     assert all(t >= at for t in times.values())
     exact = seq.installation.messages.scan(
-        prefix + bytes(8), past_last(prefix), columns=[MESSAGE_COLUMN], filter=_dated_at_or_after(0x2727_2727_2727)
+        prefix + bytes(8), past_last(prefix), columns=[MESSAGE_COLUMN], filter=dated_at_or_after(0x2727_2727_2727)
     )
     assert [int.from_bytes(k[-8:], "big") for k, _ in exact] == [8]
 

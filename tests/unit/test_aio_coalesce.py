@@ -13,7 +13,7 @@ from tms_hbase.aio.coalesce import MAX_GROUP_MESSAGES, GroupOutcome, PublishLane
 from tms_hbase.errors import HBaseUnavailable, PublishOutcomeUnknown
 from tms_hbase.model.published import PublishResult
 from tms_hbase.model.topic import TopicId
-from tms_hbase.publish.writer import Resume
+from tms_hbase.ordering.appends import Resume
 
 TOPIC = TopicId("default", "t")
 

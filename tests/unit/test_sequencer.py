@@ -28,8 +28,8 @@ from tms_hbase.model.rows import (
     skip_marker,
 )
 from tms_hbase.model.topic import TopicId, TopicMetadata
-from tms_hbase.publish import sequencer
-from tms_hbase.publish.reservations import (
+from tms_hbase.ordering import sequencer
+from tms_hbase.ordering.reservations import (
     BLOCK_SECONDS,
     IDLE_SECONDS,
     MAX_BLOCK_OFFSETS,
@@ -159,7 +159,7 @@ def test_a_lost_increment_leaves_a_hole_that_readers_fill_and_the_writer_reserve
     assert sorted(w.rows()) == [2]
     assert w.fetch() == []  # the hole at 1 is below a row: not passed
     time.sleep(CACHE)
-    assert w.fetch() == [b"a"] and w.rows()[1].skip and w.reader.holes_filled == 1
+    assert w.fetch() == [b"a"] and w.rows()[1].skip and w.reader.sequencer.holes_filled == 1
 
 
 def test_a_reader_does_not_pass_a_hole_before_h_and_fills_it_after() -> None:
@@ -269,7 +269,7 @@ def test_a_time_seek_starts_no_later_than_asked_within_d() -> None:
     t = times[10]
     got = list(w.reader.fetch(T, start_time=t))
     assert [m.publish_time for m in got][-10:] == times[10:]  # nothing at or after t is missed
-    assert all(m.publish_time >= t - w.reader.disorder_ms() for m in got)
+    assert all(m.publish_time >= t - w.reader.sequencer.disorder_ms() for m in got)
 
 
 def test_a_range_read_cut_inside_a_span_starts_after_it_and_waits_on_a_hole_below_its_end() -> None:
@@ -322,12 +322,13 @@ def test_a_busy_writer_carves_its_publishes_off_one_block_and_gives_the_rest_bac
     for i in range(50):
         writer.publish(T, [b"%d" % i, b"x"])
     writer.close()
-    assert writer._reservations.carved > 0 and calls["increments"] < 10  # one increment per block, not per publish
+    # one increment per block, not per publish
+    assert writer.sequencer.reservations.carved > 0 and calls["increments"] < 10
     _dense(w)
     rows = w.rows()
     last = max(rows)
     assert not rows[last].skip and sequencer.end_offset(w.inst.messages, T, 1) == last + 1  # the rest went back
-    assert writer._reservations.given_back >= 1 and len(w.fetch()) == 100
+    assert writer.sequencer.reservations.given_back >= 1 and len(w.fetch()) == 100
 
 
 def test_a_block_another_writer_reserved_after_is_filled_with_one_marker_that_the_skip_index_counts() -> None:
@@ -451,7 +452,7 @@ def test_a_writer_slower_than_the_block_budget_reserves_no_block_while_another_w
             writer.publish(T, [b"%d" % i])
     for writer in writers:
         writer.close()
-    assert [writer._reservations.carved for writer in writers] == [0, 0]
+    assert [writer.sequencer.reservations.carved for writer in writers] == [0, 0]
     assert _skips(w) == [(1, 1, bytes(16))] and len(w.fetch()) == 10
     assert sequencer.end_offset(w.inst.messages, T, 1) == 11
 
@@ -473,7 +474,7 @@ def test_a_lone_writer_keeps_its_block_through_pauses_and_a_writer_that_joins_is
         writer.publish(T, [b"%d" % i])
         time.sleep(IDLE_SECONDS * 2)  # a pause that makes a writer idle unless it is alone
     # mostly carved, not an increment each: a stall past a block's age under load costs one more increment
-    assert writer._reservations.carved >= 5 and len(increments) <= 15, increments
+    assert writer.sequencer.reservations.carved >= 5 and len(increments) <= 15, increments
     expected = [b"%d" % i for i in range(20)]
     assert w.fetch() == expected
     other = w.writer()
@@ -483,7 +484,7 @@ def test_a_lone_writer_keeps_its_block_through_pauses_and_a_writer_that_joins_is
         assert time.monotonic() < deadline, w.fetch()
         time.sleep(0.005)
     writer.publish(T, [b"after"])  # its next increment is not contiguous: no longer alone
-    assert not writer._reservations._queues[(T, 1)].lone
+    assert not writer.sequencer.reservations._queues[(T, 1)].lone
     for closing in (writer, other):
         closing.close()
     _dense(w)
@@ -545,7 +546,7 @@ def test_a_busy_writer_reserves_its_next_block_in_the_keeper_while_it_publishes(
     writer.close()
     ahead = threads.count("tms-block-keeper")
     assert ahead >= 10 and len(threads) - ahead <= 3, threads  # the first round and block; then ahead only
-    assert writer._reservations.ahead == ahead
+    assert writer.sequencer.reservations.ahead == ahead
     _dense(w)
     rows = w.rows()
     batches = [p for p in sorted(rows) if not rows[p].skip]
@@ -583,7 +584,7 @@ def test_the_sweeper_prunes_the_skip_index_below_the_low_water_mark_and_a_counte
 
 
 def test_close_releases_every_block_even_when_one_release_meets_a_corrupt_row() -> None:
-    from tms_hbase.publish.reservations import Block
+    from tms_hbase.ordering.reservations import Block
 
     w = World()
     messages, other = w.inst.messages, TopicId("ns", "other")

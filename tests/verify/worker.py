@@ -131,7 +131,7 @@ class Worker:
         """SIGKILL this process right after its ``at``-th reservation of offsets in a sequencer topic (between
         reserving and writing, the dead writer's hole a new reader must pass), as tests/workers/writer.py does: the
         module function the writer calls is wrapped; the library itself is unchanged."""
-        from tms_hbase.publish import sequencer
+        from tms_hbase.ordering import sequencer
 
         reserve, calls = sequencer.reserve, iter(range(1, 2**62))
 

@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 
 from tms_hbase import MessagingClient, TopicId
-from tms_hbase.publish import sequencer
+from tms_hbase.ordering import sequencer
 
 
 def block_after_reserving(at: int, blocked: Path) -> None:

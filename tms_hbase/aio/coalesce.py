@@ -4,7 +4,7 @@ behind it and go together in the next write, one batch row (one conditional put)
 
 Only non-transactional publishes to **sequencer** topics are put together: there each publish's messages are
 a part of the shared row (its own message ids, :meth:`~tms_hbase.model.published.PublishResult.part`) and an
-interrupted shared write resumes per publish (:meth:`~tms_hbase.publish.writer.Resume.part`). Publishes to a
+interrupted shared write resumes per publish (:meth:`~tms_hbase.ordering.appends.Resume.part`). Publishes to a
 chain topic are written one by one, as before.
 
 * Each caller's ``await`` returns once the row holding its messages is stored; a group's failure is every

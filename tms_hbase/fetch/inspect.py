@@ -151,10 +151,10 @@ class Inspector:
     def _rows(self, topic: TopicId, generation: int, start: int) -> Iterator[tuple[int, bytes]]:
         """Raw message cells from ``start`` to the tail; a gap below a row is scanned again once (a
         scan that crossed a region boundary while a writer added rows there). In a sequencer generation
-        the reader's walk (:meth:`MessageReader.sequencer_cells`): it ends before a hole not due yet, so a
+        the reader's walk (:meth:`.SequencerReads.cells`): it ends before a hole not due yet, so a
         ``--follow`` that goes on after the last row shown never passes a batch that lands below it."""
         if self.reader.topics.get(topic).sequencer:
-            for position, _, value in self.reader.sequencer_cells(topic, generation, start, tolerant=True):
+            for position, _, value in self.reader.sequencer.cells(topic, generation, start, tolerant=True):
                 yield position, value or b""  # (a row without the cell: reported as corrupt)
             return
         end = generation_prefix(topic, generation) + b"\xff" * 8

@@ -43,6 +43,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from tms_hbase.fetch import slices
 from tms_hbase.fetch.reader import MessageReader
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.record import counted_sizes
@@ -60,7 +61,8 @@ from tms_hbase.model.rows import (
 from tms_hbase.model.stats import Lag, TopicStats
 from tms_hbase.model.subscription import END
 from tms_hbase.model.topic import TopicId
-from tms_hbase.publish import byte_totals, rolled_back, sequencer
+from tms_hbase.ordering import sequencer
+from tms_hbase.publish import byte_totals, rolled_back
 from tms_hbase.publish.stored import stored_sizes
 from tms_hbase.storage.hbase import Table
 from tms_hbase.tx.committed import NOTHING_COMMITTED
@@ -200,7 +202,7 @@ class TopicStatistics:
         if view is NOTHING_COMMITTED:  # the state is unknown: every transactional row counts as committed
             return replace(found, exact=False)
         # the clock-skew bound, twice, and D: how much earlier than its write pointer's time a row may be dated
-        margin = int(2 * self.reader.tail_cache_seconds() * 1000) + self.reader.disorder_ms()
+        margin = int(2 * self.reader.tail_cache_seconds() * 1000) + self.reader.sequencer.disorder_ms()
         lifetime = MAX_LIFETIME_SECONDS * 1000
         windows = [(p // MAX_TX_PER_MS - margin, math.inf) for p in view.in_progress] + [
             (p // MAX_TX_PER_MS - margin, p // MAX_TX_PER_MS + lifetime + margin) for p in view.invalids
@@ -209,7 +211,7 @@ class TopicStatistics:
             if since > tail.head.publish_time:
                 break
             start = max(low, self.reader.seek(topic, generation, int(since), exact=False))
-            for batch in self.reader.batches(topic, generation, start, tail.position, transactional_only=True):
+            for batch in slices.batches(self.reader, topic, generation, start, tail.position, transactional_only=True):
                 pointer = batch.tx_write_pointer
                 if batch.publish_time > until:
                     break

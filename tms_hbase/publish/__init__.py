@@ -1,1 +1,1 @@
-"""Publishing: the writer of both orderings, the sequencer's offsets and blocks, and the background publisher."""
+"""Publishing: the writer (what both orderings share), stored payloads, rollbacks, and the background publisher."""

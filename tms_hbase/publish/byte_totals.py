@@ -56,7 +56,7 @@ from tms_hbase.model.rows import (
     position_of,
 )
 from tms_hbase.model.topic import TopicId
-from tms_hbase.publish import sequencer
+from tms_hbase.ordering import sequencer
 from tms_hbase.publish.stored import stored_sizes
 from tms_hbase.storage.hbase import Table
 

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from tms_hbase.errors import HBaseError, TmsError
 from tms_hbase.model.clock import now_ms
 from tms_hbase.model.topic import TopicId
-from tms_hbase.publish import sequencer
+from tms_hbase.ordering import sequencer
 from tms_hbase.runtime import green
 from tms_hbase.storage.hbase import Table
 
