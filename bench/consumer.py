@@ -64,6 +64,7 @@ def _throughput(settings: Settings, result: Result) -> None:
     total = settings.pick(100_000, 20_000)
     batch = payloads(BATCH, PAYLOAD_SIZE)
     rates: dict[str, list[float]] = {"fetch": [], "consumer": [], "consumer_uncommitted": [], "consumer_commits": []}
+    cpu: dict[str, list[float]] = {name: [] for name in rates}  # this process's CPU µs per message read
     with bench_tables(settings, "cons") as (client, _raw, _raw_name):
         topic = new_topic(client, "consumer")
         for i in range(total // BATCH):  # every other batch transactional (committed: no transaction system)
@@ -103,7 +104,9 @@ def _throughput(settings: Settings, result: Result) -> None:
         for r in range(settings.rounds):
             turn = r % len(sides)
             for name, measure in sides[turn:] + sides[:turn]:
+                used = time.process_time()
                 rates[name].append(measure())
+                cpu[name].append((time.process_time() - used) / total * 1e6)
             progress(
                 f"consumer round {r + 1}/{settings.rounds}: fetch {rates['fetch'][-1]:,.0f}, consumer "
                 f"{rates['consumer'][-1]:,.0f}, uncommitted {rates['consumer_uncommitted'][-1]:,.0f}, "
@@ -113,21 +116,35 @@ def _throughput(settings: Settings, result: Result) -> None:
         median(rates[k]) for k in ("fetch", "consumer", "consumer_uncommitted", "consumer_commits")
     )
     result.table(
-        [f"reading {total:,} × {PAYLOAD_SIZE} B", "messages/s (median)", "min – max", "÷ raw fetch"],
         [
-            ["raw `client.fetch(topic)`", fetch, _span(rates["fetch"]), ""],
-            ["consumer, one commit at the end", plain, _span(rates["consumer"]), f"{ratio(plain, fetch):.2f}×"],
+            f"reading {total:,} × {PAYLOAD_SIZE} B",
+            "messages/s (median)",
+            "min – max",
+            "÷ raw fetch",
+            "client CPU µs/message (median)",
+        ],
+        [
+            ["raw `client.fetch(topic)`", fetch, _span(rates["fetch"]), "", _cpu(cpu["fetch"])],
+            [
+                "consumer, one commit at the end",
+                plain,
+                _span(rates["consumer"]),
+                f"{ratio(plain, fetch):.2f}×",
+                _cpu(cpu["consumer"]),
+            ],
             [
                 'consumer, `isolation="uncommitted"`, one commit at the end',
                 raw,
                 _span(rates["consumer_uncommitted"]),
                 f"{ratio(raw, fetch):.2f}×",
+                _cpu(cpu["consumer_uncommitted"]),
             ],
             [
                 "consumer, commit every 1,000 messages",
                 committing,
                 _span(rates["consumer_commits"]),
                 f"{ratio(committing, fetch):.2f}×",
+                _cpu(cpu["consumer_commits"]),
             ],
         ],
     )
@@ -136,12 +153,17 @@ def _throughput(settings: Settings, result: Result) -> None:
     r = ratio(plain, raw)
     result.goal(f"committed-only consumer ≥ {GOAL_COMMITTED}× uncommitted consumer", f"{r:.2f}×", r >= GOAL_COMMITTED)
     result.samples["throughput"] = rates
+    result.samples["throughput_cpu_us"] = cpu
 
 
 def _check(count: int, total: int) -> int:
     if count != total:
         raise AssertionError(f"read {count} messages, expected {total}")
     return count
+
+
+def _cpu(values: list[float]) -> str:
+    return f"{median(values):.2f}"
 
 
 def _span(values: list[float]) -> str:

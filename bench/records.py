@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from tms_hbase import Record
 
@@ -32,6 +34,7 @@ def run(settings: Settings) -> Result:
     plain = payloads(BATCH, PAYLOAD_SIZE)
     keyed = [Record(p, key=f"order-{i:010d}".encode(), headers=HEADERS) for i, p in enumerate(plain)]
     rates: dict[str, list[float]] = {"publish plain": [], "publish keyed": [], "fetch plain": [], "fetch keyed": []}
+    cpu: dict[str, list[float]] = {name: [] for name in rates}  # this process's CPU µs per message
     with bench_tables(settings, "keys") as (client, _conn, _raw_name):
         topics = {"plain": new_topic(client, "plain"), "keyed": new_topic(client, "keyed")}
         batch_of = {"plain": plain, "keyed": keyed}
@@ -39,35 +42,32 @@ def run(settings: Settings) -> Result:
             client.publish(topics[side], batch_of[side])
         published = {side: BATCH for side in topics}
 
-        def publish_round(first: int) -> dict[str, float]:
-            spent = dict.fromkeys(topics, 0.0)
+        def publish_round(first: int) -> tuple[_Clock, int]:
+            clock = _Clock()
             for i in range(batches):
                 for side in SIDES if (i + first) % 2 == 0 else SIDES[::-1]:
-                    start = time.perf_counter()
-                    client.publish(topics[side], batch_of[side])
-                    spent[side] += time.perf_counter() - start
+                    with clock.turn(side):
+                        client.publish(topics[side], batch_of[side])
             for side in topics:
                 published[side] += batches * BATCH
-            return {side: batches * BATCH / spent[side] for side in topics}
+            return clock, batches * BATCH
 
-        def fetch_round(first: int) -> dict[str, float]:
-            spent = dict.fromkeys(topics, 0.0)
+        def fetch_round(first: int) -> tuple[_Clock, int]:
+            clock = _Clock()
             counts = dict.fromkeys(topics, 0)
             keys = dict.fromkeys(topics, 0)
             reads = {}
             for side in topics:  # (a fetch finds where it starts when it is called)
-                start = time.perf_counter()
-                reads[side] = client.fetch(topics[side])
-                spent[side] += time.perf_counter() - start
+                with clock.turn(side):
+                    reads[side] = client.fetch(topics[side])
             turn = first
             while reads:
                 for side in [s for s in (SIDES if turn % 2 == 0 else SIDES[::-1]) if s in reads]:
-                    start = time.perf_counter()
                     taken = 0
-                    for message in itertools.islice(reads[side], TURN):
-                        taken += 1
-                        keys[side] += message.key is not None
-                    spent[side] += time.perf_counter() - start
+                    with clock.turn(side):
+                        for message in itertools.islice(reads[side], TURN):
+                            taken += 1
+                            keys[side] += message.key is not None
                     counts[side] += taken
                     if taken < TURN:
                         del reads[side]
@@ -77,12 +77,14 @@ def run(settings: Settings) -> Result:
                     raise AssertionError(
                         f"fetch of {side} read {counts[side]} messages ({keys[side]} keyed), expected {published[side]}"
                     )
-            return {side: counts[side] / spent[side] for side in topics}
+            return clock, counts["plain"]
 
         for r in range(settings.rounds):
             for op, measure in (("publish", publish_round), ("fetch", fetch_round)):
-                for side, rate in measure(r).items():
-                    rates[f"{op} {side}"].append(rate)
+                clock, count = measure(r)
+                for side in SIDES:
+                    rates[f"{op} {side}"].append(count / clock.wall[side])
+                    cpu[f"{op} {side}"].append(clock.cpu[side] / count * 1e6)
             progress(
                 f"keys round {r + 1}/{settings.rounds}: "
                 + ", ".join(f"{k} {v[-1]:,.0f} msg/s" for k, v in rates.items())
@@ -91,14 +93,45 @@ def run(settings: Settings) -> Result:
     medians = {name: median(values) for name, values in rates.items()}
     costs = {op: ratio(medians[f"{op} plain"], medians[f"{op} keyed"]) for op in ("publish", "fetch")}
     result.table(
-        ["", "plain messages/s", "with key + 2 headers messages/s", "cost (plain ÷ keyed)"],
-        [[op, medians[f"{op} plain"], medians[f"{op} keyed"], f"{costs[op]:.2f}×"] for op in ("publish", "fetch")],
+        [
+            "",
+            "plain messages/s",
+            "with key + 2 headers messages/s",
+            "cost (plain ÷ keyed)",
+            "client CPU µs/message, plain → keyed (median)",
+        ],
+        [
+            [
+                op,
+                medians[f"{op} plain"],
+                medians[f"{op} keyed"],
+                f"{costs[op]:.2f}×",
+                f"{median(cpu[f'{op} plain']):.2f} → {median(cpu[f'{op} keyed']):.2f}",
+            ]
+            for op in ("publish", "fetch")
+        ],
     )
     for op, cost in costs.items():
         result.goal(f"{op} with a key and two headers ≤ {GOAL}× plain", f"{cost:.2f}×", cost <= GOAL)
     result.samples = {
         **{k.replace(" ", "_"): v for k, v in rates.items()},
+        **{f"{k.replace(' ', '_')}_cpu_us": v for k, v in cpu.items()},
         "publish_cost": costs["publish"],
         "fetch_cost": costs["fetch"],
     }
     return result
+
+
+class _Clock:
+    """Wall and CPU (this process's) seconds each side spent, summed over its turns."""
+
+    def __init__(self) -> None:
+        self.wall = dict.fromkeys(SIDES, 0.0)
+        self.cpu = dict.fromkeys(SIDES, 0.0)
+
+    @contextmanager
+    def turn(self, side: str) -> Iterator[None]:
+        wall, cpu = time.perf_counter(), time.process_time()
+        yield
+        self.wall[side] += time.perf_counter() - wall
+        self.cpu[side] += time.process_time() - cpu

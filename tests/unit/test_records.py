@@ -169,7 +169,9 @@ def _reference(data: bytes, count: int) -> object:
 
 
 _key = st.one_of(st.none(), st.binary(max_size=5))
-_pairs = st.lists(st.tuples(st.sampled_from(["a", "ab", "b", "bb", "é", "traceparent"]), st.binary(max_size=4)), max_size=3)
+_pairs = st.lists(
+    st.tuples(st.sampled_from(["a", "ab", "b", "bb", "é", "traceparent"]), st.binary(max_size=4)), max_size=3
+)
 _extra = st.tuples(_key, _pairs.map(tuple))
 _shaped = st.builds(  # every message of the same shape: the keys, names and values repeat one pattern of sizes
     lambda n, key, headers: ((key, headers),) * n, st.integers(1, 5), _key, _pairs.map(tuple)
