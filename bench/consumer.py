@@ -1,8 +1,11 @@
 """Benchmark 9: consumers — throughput, wake-up latency, and the cost of lag and topic_stats.
 
-1. **Throughput.** A topic of N messages (batches of 100 × 1 KiB). A round reads all of it once with a
-   raw ``client.fetch(topic)`` and once with a consumer of a new subscription (``for m in consumer``,
-   one commit at the end), and once more committing every 1,000 messages. The order rotates.
+1. **Throughput.** A topic of N messages (batches of 100 × 1 KiB, every other batch published under a
+   transaction write pointer, so that a committed-only read judges half the rows). A round reads all of it
+   once with a raw ``client.fetch(topic)``, once with a consumer of a new subscription (``for m in
+   consumer``, one commit at the end; committed-only, the default), once with such a consumer reading
+   ``isolation="uncommitted"`` (every row as stored: what a consumer read before committed-only reads), and
+   once more committing every 1,000 messages. The order rotates.
 2. **Wake-up latency** at about 1,000 msg/s: a paced publisher process (bench/latency.py's) and a
    consumer process that waits with ``poll`` (doorbell, half-second fallback poll). Latency = the
    consumer's clock when ``poll`` returned the message − the send time in the payload. Alongside:
@@ -16,6 +19,8 @@
 from __future__ import annotations
 
 import time
+
+from tms_hbase.tx import write_pointer_now
 
 from . import latency
 from .common import (
@@ -36,6 +41,7 @@ from .procs import Workers
 BATCH = 100
 PAYLOAD_SIZE = 1024
 GOAL_THROUGHPUT = 0.9
+GOAL_COMMITTED = 0.9  # committed-only ÷ uncommitted consumer at least
 GOAL_P99_MS = 50.0
 GOAL_STATS_S = 2.0
 BIG_PAYLOAD = 100
@@ -57,11 +63,12 @@ def run(settings: Settings) -> Result:
 def _throughput(settings: Settings, result: Result) -> None:
     total = settings.pick(100_000, 20_000)
     batch = payloads(BATCH, PAYLOAD_SIZE)
-    rates: dict[str, list[float]] = {"fetch": [], "consumer": [], "consumer_commits": []}
+    rates: dict[str, list[float]] = {"fetch": [], "consumer": [], "consumer_uncommitted": [], "consumer_commits": []}
+    cpu: dict[str, list[float]] = {name: [] for name in rates}  # this process's CPU µs per message read
     with bench_tables(settings, "cons") as (client, _raw, _raw_name):
         topic = new_topic(client, "consumer")
-        for _ in range(total // BATCH):
-            client.publish(topic, batch)
+        for i in range(total // BATCH):  # every other batch transactional (committed: no transaction system)
+            client.publish(topic, batch, tx_write_pointer=write_pointer_now() if i % 2 else None)
         progress(f"consumer setup: {total:,} messages")
         subscriptions = iter(range(1_000_000))
 
@@ -70,12 +77,12 @@ def _throughput(settings: Settings, result: Result) -> None:
             count = sum(1 for _ in client.fetch(topic))
             return _check(count, total) / (time.perf_counter() - started)
 
-        def consumer_round(commit_every: int | None) -> float:
+        def consumer_round(commit_every: int | None, isolation: str = "committed") -> float:
             name = f"s{next(subscriptions)}"
             client.create_subscription(topic, name)
             started = time.perf_counter()
             count = 0
-            with client.consumer(topic, name, max_wait_seconds=5.0) as consumer:
+            with client.consumer(topic, name, max_wait_seconds=5.0, isolation=isolation) as consumer:
                 for _ in consumer:
                     count += 1
                     if commit_every and count % commit_every == 0:
@@ -89,40 +96,74 @@ def _throughput(settings: Settings, result: Result) -> None:
         sides = [
             ("fetch", fetch_round),
             ("consumer", lambda: consumer_round(None)),
+            ("consumer_uncommitted", lambda: consumer_round(None, "uncommitted")),
             ("consumer_commits", lambda: consumer_round(1000)),
         ]
         for _, measure in sides:  # warm-up: every side reads once
             measure()
         for r in range(settings.rounds):
-            for name, measure in sides[r % 3 :] + sides[: r % 3]:
+            turn = r % len(sides)
+            for name, measure in sides[turn:] + sides[:turn]:
+                used = time.process_time()
                 rates[name].append(measure())
+                cpu[name].append((time.process_time() - used) / total * 1e6)
             progress(
                 f"consumer round {r + 1}/{settings.rounds}: fetch {rates['fetch'][-1]:,.0f}, consumer "
-                f"{rates['consumer'][-1]:,.0f}, committing every 1,000 {rates['consumer_commits'][-1]:,.0f} msg/s"
+                f"{rates['consumer'][-1]:,.0f}, uncommitted {rates['consumer_uncommitted'][-1]:,.0f}, "
+                f"committing every 1,000 {rates['consumer_commits'][-1]:,.0f} msg/s"
             )
-    fetch, plain, committing = (median(rates[k]) for k in ("fetch", "consumer", "consumer_commits"))
+    fetch, plain, raw, committing = (
+        median(rates[k]) for k in ("fetch", "consumer", "consumer_uncommitted", "consumer_commits")
+    )
     result.table(
-        [f"reading {total:,} × {PAYLOAD_SIZE} B", "messages/s (median)", "min – max", "÷ raw fetch"],
         [
-            ["raw `client.fetch(topic)`", fetch, _span(rates["fetch"]), ""],
-            ["consumer, one commit at the end", plain, _span(rates["consumer"]), f"{ratio(plain, fetch):.2f}×"],
+            f"reading {total:,} × {PAYLOAD_SIZE} B",
+            "messages/s (median)",
+            "min – max",
+            "÷ raw fetch",
+            "client CPU µs/message (median)",
+        ],
+        [
+            ["raw `client.fetch(topic)`", fetch, _span(rates["fetch"]), "", _cpu(cpu["fetch"])],
+            [
+                "consumer, one commit at the end",
+                plain,
+                _span(rates["consumer"]),
+                f"{ratio(plain, fetch):.2f}×",
+                _cpu(cpu["consumer"]),
+            ],
+            [
+                'consumer, `isolation="uncommitted"`, one commit at the end',
+                raw,
+                _span(rates["consumer_uncommitted"]),
+                f"{ratio(raw, fetch):.2f}×",
+                _cpu(cpu["consumer_uncommitted"]),
+            ],
             [
                 "consumer, commit every 1,000 messages",
                 committing,
                 _span(rates["consumer_commits"]),
                 f"{ratio(committing, fetch):.2f}×",
+                _cpu(cpu["consumer_commits"]),
             ],
         ],
     )
     r = ratio(plain, fetch)
     result.goal(f"consumer ≥ {GOAL_THROUGHPUT}× raw fetch", f"{r:.2f}×", r >= GOAL_THROUGHPUT)
+    r = ratio(plain, raw)
+    result.goal(f"committed-only consumer ≥ {GOAL_COMMITTED}× uncommitted consumer", f"{r:.2f}×", r >= GOAL_COMMITTED)
     result.samples["throughput"] = rates
+    result.samples["throughput_cpu_us"] = cpu
 
 
 def _check(count: int, total: int) -> int:
     if count != total:
         raise AssertionError(f"read {count} messages, expected {total}")
     return count
+
+
+def _cpu(values: list[float]) -> str:
+    return f"{median(values):.2f}"
 
 
 def _span(values: list[float]) -> str:

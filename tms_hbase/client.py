@@ -462,10 +462,11 @@ class MessagingClient(MessagingService):
         writer, doorbells = publishing
         started = time.perf_counter()
         with self.installation.hbase.operation():
-            result, cell = writer.publish(topic, payloads, tx_write_pointer, ttl_seconds, resume)
+            result, cell, size = writer.publish(topic, payloads, tx_write_pointer, ttl_seconds, resume)
         elapsed = time.perf_counter() - started
-        for batch in batches:
-            CLIENT_METRICS.published(str(topic), len(batch), record.message_bytes(batch), elapsed)
+        sizes = [size] if len(batches) == 1 else map(record.message_bytes, batches)  # (one: measured as written)
+        for batch, batch_bytes in zip(batches, sizes, strict=True):
+            CLIENT_METRICS.published(str(topic), len(batch), batch_bytes, elapsed)
         doorbells.ring(topic, (result.generation, result.position), cell)
         return result
 

@@ -3,6 +3,9 @@ batch is stored as before, a corrupt section is CorruptData, and the checks refu
 
 from __future__ import annotations
 
+import itertools
+import struct
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -118,3 +121,111 @@ def test_the_batch_checks_and_the_per_message_checks_agree(batch: list[bytes | R
     except InvalidArgument:
         checked = InvalidArgument
     assert checked == one_by_one()
+
+
+def _reference_decode(data: bytes, offset: int, count: int) -> tuple[tuple[record.Extra, ...], int]:
+    """The extra sections as docs/tables.md lays them out, read one field at a time (what the column-by-column
+    decoder must agree with)."""
+
+    def take(fmt: str) -> tuple:
+        nonlocal offset
+        values = struct.unpack_from(fmt, data, offset)
+        offset += struct.calcsize(fmt)
+        return values
+
+    def cut(size: int) -> bytes:
+        nonlocal offset
+        if offset + size > len(data):
+            raise struct.error("truncated")
+        offset += size
+        return data[offset - size : offset]
+
+    try:
+        key_sizes = take(f">{count}i")
+        keys = [None if size < 0 else cut(size) for size in key_sizes]
+        counts = take(f">{count}H")
+        total = sum(counts)
+        name_sizes, value_sizes = take(f">{total}H"), take(f">{total}I")
+        names = [cut(size).decode() for size in name_sizes]
+        values = [cut(size) for size in value_sizes]
+    except (struct.error, UnicodeDecodeError):
+        raise CorruptData("reference") from None
+    pairs = iter(zip(names, values, strict=True))
+    return tuple((key, tuple(itertools.islice(pairs, n))) for key, n in zip(keys, counts, strict=True)), offset
+
+
+def _decoded(data: bytes, count: int) -> object:
+    try:
+        return record.decode_all(data, 0, count)
+    except CorruptData:
+        return CorruptData
+
+
+def _reference(data: bytes, count: int) -> object:
+    try:
+        return _reference_decode(data, 0, count)
+    except CorruptData:
+        return CorruptData
+
+
+_key = st.one_of(st.none(), st.binary(max_size=5))
+_pairs = st.lists(
+    st.tuples(st.sampled_from(["a", "ab", "b", "bb", "é", "traceparent"]), st.binary(max_size=4)), max_size=3
+)
+_extra = st.tuples(_key, _pairs.map(tuple))
+_shaped = st.builds(  # every message of the same shape: the keys, names and values repeat one pattern of sizes
+    lambda n, key, headers: ((key, headers),) * n, st.integers(1, 5), _key, _pairs.map(tuple)
+)
+
+
+@pytest.mark.parametrize(
+    "extras",
+    [
+        ((b"k1", HEADERS),) * 3,  # one shape: each column one repeated pattern
+        ((None, (("a", b"1"), ("bb", b"2"))), (None, (("ab", b"3"), ("b", b"4")))),  # same names' bytes, cut apart
+        ((b"k", (("a", b"1"), ("b", b"2"))), (b"l", (("b", b"1"), ("a", b"2")))),  # same sizes, other names
+        ((b"k", (("a", b"1"),)), (None, ()), (b"", (("a", b""), ("a", b"")))),  # no pattern
+    ],
+)
+def test_each_way_of_cutting_the_columns_reads_what_was_written(extras: tuple[record.Extra, ...]) -> None:
+    section = record.encode_all(extras)
+    assert record.decode_all(section, 0, len(extras)) == (extras, len(section))
+    assert record.decode_all(memoryview(section), 0, len(extras)) == (extras, len(section))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.lists(_extra, max_size=6).map(tuple), _shaped), st.data())
+def test_the_column_decoder_reads_what_the_reference_reads(
+    extras: tuple[record.Extra, ...], data: st.DataObject
+) -> None:
+    """Round trip, and on any cut, flipped or extended section the fast decoder and a field-by-field reader give
+    the same extras (and offset), or both CorruptData."""
+    section = record.encode_all(extras)
+    assert record.decode_all(section, 0, len(extras)) == (extras, len(section))
+    assert record.decode_all(memoryview(b"xx" + section), 2, len(extras)) == (extras, len(section) + 2)
+    spoiled = data.draw(
+        st.one_of(
+            st.integers(0, len(section)).map(lambda cut: section[:cut]),
+            st.tuples(st.integers(0, max(len(section) - 1, 0)), st.integers(0, 255)).map(
+                lambda at: section[: at[0]] + bytes([at[1]]) + section[at[0] + 1 :]
+            ),
+            st.binary(max_size=4).map(lambda tail: section + tail),
+        )
+    )
+    assert _decoded(spoiled, len(extras)) == _reference(spoiled, len(extras))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.binary(max_size=4), st.builds(Record, st.binary(max_size=4), _key, _pairs)), max_size=6))
+def test_a_checked_batch_is_split_encoded_and_counted_as_any_batch(batch: list[bytes | Record]) -> None:
+    """What the checks work out once (split, stored section, message bytes) is what the generic split and
+    encoder give for the same messages."""
+    checked = validate_payloads(batch, 2**40, allow_empty=True)
+    plain, extras = record.split(tuple(checked))  # a plain tuple: split and encoded again
+    assert record.split(checked) == (plain, extras)
+    if extras is not None:
+        assert checked.extras is not None and checked.extras.section == record.encode_all(tuple(extras))
+    sizes = record.counted_sizes(plain, extras)
+    assert record.message_bytes(checked) == record.message_bytes(list(checked)) == sum(sizes)
+    assert batch_size(checked) == batch_size(list(checked)) == sum(sizes) + 4 * len(checked)
+    assert validate_payloads(checked, 2**40, allow_empty=True) is checked

@@ -11,16 +11,20 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
+from operator import attrgetter, itemgetter
 from typing import cast
 
 from tms_hbase.errors import BatchTooLarge, InvalidArgument
 from tms_hbase.model import record, schedule
 from tms_hbase.model.clock import check_time_ms
 from tms_hbase.model.message_id import MessageId
-from tms_hbase.model.record import Record
-from tms_hbase.model.rows import batch_size, plain_size
+from tms_hbase.model.record import Batch, Record
+from tms_hbase.model.rows import batch_size
 from tms_hbase.model.topic import TopicId
 from tms_hbase.tx.transaction import Transaction
+
+_PAYLOAD, _KEY, _HEADERS = attrgetter("payload"), attrgetter("key"), attrgetter("headers")
+_NAME, _VALUE = itemgetter(0), itemgetter(1)
 
 DEFAULT_MAX_BATCH_BYTES = 16 * 1024 * 1024
 """The most bytes one publish or store batch takes (payload sizes plus 4 bytes each) unless a client says."""
@@ -104,71 +108,92 @@ def namespace(value: object) -> None:
     TopicId(value, "x")  # type: ignore[arg-type]
 
 
-def validate_payloads(payloads: object, max_batch_bytes: int, *, allow_empty: bool) -> tuple[bytes | Record, ...]:
-    """Payloads as a tuple of bytes and checked :class:`Record` objects (a record with neither key nor headers
-    becomes its payload), or InvalidArgument (nothing is written on bad input)."""
+def validate_payloads(payloads: object, max_batch_bytes: int, *, allow_empty: bool) -> Batch:
+    """Payloads as a :class:`~tms_hbase.model.record.Batch` (a tuple) of bytes and checked :class:`Record`
+    objects (a record with neither key nor headers becomes its payload), or InvalidArgument (nothing is
+    written on bad input). A batch this returned is not checked again, only measured against the limit."""
     return sized_payloads(payloads, max_batch_bytes, allow_empty=allow_empty)[0]
 
 
-def sized_payloads(
-    payloads: object, max_batch_bytes: int, *, allow_empty: bool
-) -> tuple[tuple[bytes | Record, ...], int]:
+def sized_payloads(payloads: object, max_batch_bytes: int, *, allow_empty: bool) -> tuple[Batch, int]:
     """:func:`validate_payloads` with the batch's :func:`~tms_hbase.model.rows.batch_size` (for a caller that
     groups batches by size, as the background publisher does, without measuring each one twice)."""
-    if type(payloads) not in (list, tuple) and (  # (the usual types first: the ABC's check is a Python call)
+    if type(payloads) is Batch:
+        batch = payloads
+    elif type(payloads) not in (list, tuple) and (  # (the usual types first: the ABC's check is a Python call)
         isinstance(payloads, (bytes, bytearray, memoryview, str)) or not isinstance(payloads, Sequence)
     ):
         raise InvalidArgument("payloads must be a list of bytes or Records (e.g. [b'event'])")
-    result: tuple[bytes | Record, ...] = tuple(cast("Sequence[bytes]", payloads))
-    if set(map(type, result)) <= {bytes}:  # the usual case: nothing to convert
-        size = plain_size(cast("tuple[bytes, ...]", result))
     else:
-        result = _plain_records(result) or tuple(_message(i, message) for i, message in enumerate(result))
-        schedule.check(result)
-        size = batch_size(result)
-    if not result and not allow_empty:
+        result: tuple[bytes | Record, ...] = tuple(cast("Sequence[bytes]", payloads))
+        if set(map(type, result)) <= {bytes}:  # the usual case: nothing to convert
+            batch = Batch(result)
+        else:
+            batch = _plain_records(result) or Batch(_message(i, message) for i, message in enumerate(result))
+            schedule.check(batch)
+    if not batch and not allow_empty:
         raise InvalidArgument("nothing to publish: the list of payloads is empty")
+    size = batch_size(batch)
     if size > max_batch_bytes:
         raise BatchTooLarge(f"batch of {size} bytes is over the limit of {max_batch_bytes} bytes; split it")
-    return result, size
+    return batch, size
 
 
-def _plain_records(batch: tuple[object, ...]) -> tuple[bytes | Record, ...] | None:
+def _plain_records(batch: tuple[object, ...]) -> Batch | None:
     """The batch as :func:`_message` makes it, checked column by column in C calls, when it holds bytes and
     Records whose fields have the usual types and sizes (headers, tuples or lists of (str, bytes) pairs); None
-    otherwise, for the per-message checks to convert it or say what is wrong."""
-    if not set(map(type, batch)) <= {bytes, Record}:
+    otherwise, for the per-message checks to convert it or say what is wrong. A batch of records only is
+    encoded from the columns checked (:func:`~tms_hbase.model.record.pack`), not split again."""
+    types = set(map(type, batch))
+    if not types <= {bytes, Record}:
         return None
-    records = [m for m in batch if isinstance(m, Record)]
-    payloads = [r.payload for r in records]
-    keys = [r.key for r in records]
-    headers = [r.headers for r in records]
+    records = batch if bytes not in types else [m for m in batch if type(m) is Record]
+    payloads = list(map(_PAYLOAD, records))
+    keys = list(map(_KEY, records))
+    headers = list(map(_HEADERS, records))
+    counts = list(map(len, headers))
+    header_types = set(map(type, headers))
     if (
         not set(map(type, payloads)) <= {bytes}
         or not set(map(type, keys)) <= {bytes, type(None)}
         or max(map(len, filter(None, keys)), default=0) > record.MAX_KEY_BYTES
-        or not set(map(type, headers)) <= {tuple, list}
-        or max(map(len, headers), default=0) > record.MAX_HEADERS
+        or not header_types <= {tuple, list}
+        or max(counts, default=0) > record.MAX_HEADERS
     ):
         return None
     pairs = list(itertools.chain.from_iterable(headers))
+    names: Sequence[str] = ()
+    values: Sequence[bytes] = ()
+    sizes: list[int] = []
+    blob = b""
     if pairs:
-        if set(map(type, pairs)) != {tuple} or set(map(len, pairs)) != {2}:
-            return None
-        names, values = zip(*pairs, strict=True)
-        if set(map(type, names)) != {str} or set(map(type, values)) != {bytes}:
+        if set(map(type, pairs)) != {tuple}:
             return None
         try:
-            sizes = list(map(len, map(str.encode, names)))
-        except UnicodeEncodeError:
+            names, values = zip(*pairs, strict=True)  # (ValueError: a pair that is not two items)
+        except ValueError:
             return None
+        if set(map(type, names)) != {str} or set(map(type, values)) != {bytes}:
+            return None
+        text = "".join(names)
+        if text.isascii():  # the usual case: a name's length in characters is its length in bytes
+            sizes, blob = list(map(len, names)), text.encode()
+        else:
+            try:
+                encoded = list(map(str.encode, names))
+            except UnicodeEncodeError:
+                return None
+            sizes, blob = list(map(len, encoded)), b"".join(encoded)
         if min(sizes) == 0 or max(sizes) > record.MAX_HEADER_NAME_BYTES:
             return None
-        if sum(sizes) + sum(map(len, values)) > record.MAX_HEADERS_BYTES:  # all messages' together: look closer
+        if len(blob) + sum(map(len, values)) > record.MAX_HEADERS_BYTES:  # all messages' together: look closer
             return None
-    if list in set(map(type, headers)) or (None in keys and not min(map(len, headers))):
-        return tuple(map(_as_checked, batch))
-    return batch  # type: ignore[return-value]
+    if list in header_types or (None in keys and not min(counts)):
+        return Batch(map(_as_checked, batch))
+    if bytes in types:
+        return Batch(batch)  # type: ignore[arg-type]
+    extras = record.Extras(zip(keys, headers, strict=True), record.pack(keys, counts, sizes, blob, values))
+    return Batch(batch, (tuple(payloads), extras))  # type: ignore[arg-type]
 
 
 def _as_checked(message: object) -> bytes | Record:

@@ -19,12 +19,13 @@ bytes count in the batch size limit as they are stored.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
 from tms_hbase.errors import CorruptData
 
@@ -54,19 +55,62 @@ class Record:
 
 
 _PAYLOAD, _KEY, _HEADERS = attrgetter("payload"), attrgetter("key"), attrgetter("headers")
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
 
 
-def split(batch: Sequence[bytes | Record]) -> tuple[tuple[bytes, ...], tuple[Extra, ...] | None]:
+class Extras(tuple[Extra, ...]):
+    """Each message's key and headers (a tuple of :data:`Extra`, in order) with their stored ``section`` (the
+    module's layout), encoded once (or given, by a caller that has the columns: :func:`pack`): the batch limit,
+    the totals and the batch row all take it from here."""
+
+    section: bytes
+
+    def __new__(cls, extras: Iterable[Extra], section: bytes | None = None) -> Extras:
+        self = super().__new__(cls, extras)
+        self.section = _encode(self) if section is None else section
+        return self
+
+    @property
+    def counted(self) -> int:
+        """The sum of :func:`counted_size` over them: their section less 6 bytes per message with neither."""
+        return len(self.section) - 6 * self.count(NONE)
+
+
+class Batch(tuple[bytes | Record, ...]):
+    """A checked batch (:func:`tms_hbase.model.checks.validate_payloads`): its messages as a tuple, split into
+    ``plain`` payloads and ``extras`` (None: no message has a key or headers, so the row is stored as before,
+    byte for byte) once (or given, by a caller that has them), with the bytes its messages count in the totals
+    (``message_bytes``)."""
+
+    plain: tuple[bytes, ...]
+    extras: Extras | None
+    message_bytes: int
+
+    def __new__(
+        cls, messages: Iterable[bytes | Record], split: tuple[tuple[bytes, ...], Extras | None] | None = None
+    ) -> Batch:
+        self = super().__new__(cls, messages)
+        self.plain, self.extras = _split(self) if split is None else split
+        self.message_bytes = sum(map(len, self.plain)) + (0 if self.extras is None else self.extras.counted)
+        return self
+
+
+def split(batch: Sequence[bytes | Record]) -> tuple[tuple[bytes, ...], Extras | None]:
     """The payloads of a checked batch, and each message's key and headers (None: the batch has none, so it
     is stored as before, byte for byte)."""
+    if type(batch) is Batch:
+        return batch.plain, batch.extras
+    return _split(batch)
+
+
+def _split(batch: Sequence[bytes | Record]) -> tuple[tuple[bytes, ...], Extras | None]:
     types = set(map(type, batch))
     if Record not in types:
         return tuple(batch), None  # type: ignore[arg-type]
     if len(types) == 1:  # records only: column by column, in C calls
-        return tuple(map(_PAYLOAD, batch)), tuple(zip(map(_KEY, batch), map(tuple, map(_HEADERS, batch)), strict=True))
+        return tuple(map(_PAYLOAD, batch)), Extras(zip(map(_KEY, batch), map(tuple, map(_HEADERS, batch)), strict=True))
     payloads = tuple(m.payload if type(m) is Record else m for m in batch)
-    extras = tuple(m.extra if type(m) is Record else NONE for m in batch)
-    return payloads, extras  # type: ignore[return-value]
+    return payloads, Extras(m.extra if type(m) is Record else NONE for m in batch)  # type: ignore[return-value]
 
 
 def extra_size(extra: Extra) -> int:
@@ -77,20 +121,6 @@ def extra_size(extra: Extra) -> int:
         return size
     names, values = zip(*headers, strict=True)
     return size + 6 * len(headers) + sum(map(len, map(str.encode, names))) + sum(map(len, values))
-
-
-def extras_bytes(extras: Sequence[Extra]) -> int:
-    """The sum of :func:`counted_size` over ``extras``, column by column in C calls (a batch's total, as the
-    batch limit and the byte totals count it)."""
-    if not extras:
-        return 0
-    keys, headers = zip(*extras, strict=True)
-    pairs = list(itertools.chain.from_iterable(headers))
-    size = 6 * (len(extras) - extras.count(NONE)) + sum(map(len, filter(None, keys))) + 6 * len(pairs)
-    if not pairs:
-        return size
-    names, values = zip(*pairs, strict=True)
-    return size + sum(map(len, map(str.encode, names))) + sum(map(len, values))
 
 
 def counted_size(extra: Extra) -> int:
@@ -107,75 +137,140 @@ def counted_sizes(payloads: Sequence[bytes | memoryview], extras: Sequence[Extra
 
 def message_bytes(batch: Sequence[bytes | Record]) -> int:
     """The bytes of a batch's messages as the totals count them (the sum of :func:`counted_sizes`)."""
-    plain, extras = split(batch)
-    return sum(map(len, plain)) + (0 if extras is None else extras_bytes(extras))
+    if type(batch) is Batch:
+        return batch.message_bytes
+    plain, extras = _split(batch)
+    return sum(map(len, plain)) + (0 if extras is None else extras.counted)
 
 
 def encode_all(extras: Sequence[Extra]) -> bytes:
     """The extra sections of ``extras``, column by column (see the module's layout)."""
-    n = len(extras)
-    keys = [key for key, _ in extras]
-    headers = [pair for _, pairs in extras for pair in pairs]
-    names = [name.encode() for name, _ in headers]
-    values = [value for _, value in headers]
+    return extras.section if type(extras) is Extras else _encode(extras)
+
+
+def _encode(extras: Sequence[Extra]) -> bytes:
+    """:func:`encode_all`, in C calls (map, join, one pack per column) rather than Python steps per message."""
+    headers = list(map(_SECOND, extras))
+    pairs = list(itertools.chain.from_iterable(headers))
+    names = list(map(_FIRST, pairs))
+    text = "".join(names)
+    if text.isascii():  # the usual case: one encode, and a name's length in characters is its length in bytes
+        name_blob, name_sizes = text.encode(), list(map(len, names))
+    else:
+        encoded = list(map(str.encode, names))
+        name_blob, name_sizes = b"".join(encoded), list(map(len, encoded))
+    return pack(list(map(_FIRST, extras)), list(map(len, headers)), name_sizes, name_blob, list(map(_SECOND, pairs)))
+
+
+def pack(
+    keys: list[bytes | None], counts: list[int], name_sizes: list[int], names: bytes, values: Sequence[bytes]
+) -> bytes:
+    """The extra sections of messages with ``keys`` (None: no key) and ``counts`` headers each, whose header
+    names (UTF-8, end to end, each ``name_sizes`` long) and ``values`` are all the messages' in order."""
+    n, m = len(keys), len(values)
+    if None in keys:
+        key_sizes = [-1 if key is None else len(key) for key in keys]
+        keys = [key for key in keys if key is not None]
+    else:
+        key_sizes = list(map(len, keys))  # type: ignore[arg-type]
     return b"".join(
         (
-            struct.pack(f">{n}i", *(-1 if key is None else len(key) for key in keys)),
-            b"".join(key for key in keys if key is not None),
-            struct.pack(f">{n}H", *(len(pairs) for _, pairs in extras)),
-            struct.pack(f">{len(names)}H", *map(len, names)),
-            struct.pack(f">{len(values)}I", *map(len, values)),
-            *names,
-            *values,
+            struct.pack(f">{n}i", *key_sizes),
+            b"".join(keys),  # type: ignore[arg-type]
+            struct.pack(f">{n}H{m}H{m}I", *counts, *name_sizes, *map(len, values)),
+            names,
+            b"".join(values),
         )
     )
 
 
 def decode_all(data: bytes | memoryview, offset: int, count: int) -> tuple[tuple[Extra, ...], int]:
     """``count`` extra sections from ``offset`` (as :func:`encode_all` writes them) and the offset after them;
-    CorruptData if they do not decode. Column by column, in C calls (map, slice, zip) rather than Python steps
-    per message: a read of keyed messages costs little more than a read of plain ones."""
+    CorruptData if they do not decode. Column by column, each column's strings cut out by one struct made for
+    its shape (cached: in a batch whose messages have the same shape the keys, the names and the values each
+    repeat one small pattern of sizes), so a read of keyed messages costs little more than a read of plain ones."""
     try:
         key_sizes = struct.unpack_from(f">{count}i", data, offset)
-        offset += 4 * count
-        keys, offset = _slices(data, offset, key_sizes)
+        keys: tuple[bytes | None, ...]
+        keys, offset = _strings(data, offset + 4 * count, key_sizes, 1)
         counts = struct.unpack_from(f">{count}H", data, offset)
         offset += 2 * count
+        if min(key_sizes, default=0) < 0:  # -1: no key (any negative size is read as none)
+            if max(key_sizes) < 0:
+                keys = (None,) * count
+            else:
+                keys = tuple(None if size < 0 else key for size, key in zip(key_sizes, keys, strict=True))
         total = sum(counts)
         if not total:
-            return tuple(zip(keys, repeat((), count), strict=True)), offset
-        name_sizes = struct.unpack_from(f">{total}H", data, offset)
-        offset += 2 * total
-        value_sizes = struct.unpack_from(f">{total}I", data, offset)
-        offset += 4 * total
-        names, offset = _slices(data, offset, name_sizes, text=True)
-        values, offset = _slices(data, offset, value_sizes)
+            return tuple(zip(keys, repeat((), count), strict=False)), offset
+        sizes = struct.unpack_from(f">{total}H{total}I", data, offset)
+        offset += 6 * total
+        period = counts[0] if counts.count(counts[0]) == count else 0  # the usual case: as many headers each
+        names, offset = _names(data, offset, sizes[:total], period)
+        values, offset = _strings(data, offset, sizes[total:], period)
+        pairs = list(zip(names, values, strict=True))
     except (struct.error, UnicodeDecodeError) as exc:
         raise CorruptData(f"corrupt key and headers: {exc}") from None
-    pairs = list(zip(names, values, strict=True))
-    if min(counts) == max(counts):  # the usual case: every message has as many headers
-        headers: list = list(zip(*[iter(pairs)] * counts[0], strict=True))
+    if period:
+        headers: list = list(zip(*[iter(pairs)] * period, strict=True))
     else:
         headers = [tuple(pairs[a:b]) for a, b in itertools.pairwise(itertools.accumulate(counts, initial=0))]
     return tuple(zip(keys, headers, strict=True)), offset
 
 
-def _slices(data: bytes | memoryview, offset: int, sizes: Sequence[int], *, text: bool = False) -> tuple[list, int]:
-    """The values of ``sizes`` (-1: None) laid end to end from ``offset``, as bytes (``text``: as str, UTF-8),
-    and the offset after them."""
-    present = not sizes or min(sizes) >= 0
-    bounds = list(itertools.accumulate(sizes if present else [max(size, 0) for size in sizes], initial=0))
-    end = offset + bounds[-1]
-    if end > len(data):
-        raise CorruptData("truncated key and headers")
-    raw = bytes(data[offset:end])
-    blob: bytes | str = raw
-    if text:
-        decoded = raw.decode()
-        blob = decoded if len(decoded) == len(raw) else raw  # ASCII: byte offsets are character offsets
-    values: list = list(map(blob.__getitem__, map(slice, bounds, bounds[1:])))
-    if text and blob is raw:
-        values = [value.decode() for value in values]
-    if not present:
-        values = [None if size < 0 else value for size, value in zip(sizes, values, strict=True)]
-    return values, end
+def _strings(
+    data: bytes | memoryview, offset: int, sizes: tuple[int, ...], period: int
+) -> tuple[tuple[bytes, ...], int]:
+    """The byte strings of ``sizes`` (a negative one: empty) laid end to end from ``offset``, and the offset
+    after them; struct.error if ``data`` ends first. ``period``: the sizes may repeat every so many (0: they
+    do not), when the struct that reads them is one cached for that pattern and count."""
+    repeats = len(sizes) // period if period else 0
+    if repeats and len(sizes) <= _LAYOUT_KEPT and sizes == sizes[:period] * repeats:
+        layout = _layout(sizes[:period], repeats)
+    else:  # no pattern (or a large one): a struct of its own, not kept
+        layout = _make_layout(sizes, 1)
+    return layout.unpack_from(data, offset), offset + layout.size
+
+
+def _names(data: bytes | memoryview, offset: int, sizes: tuple[int, ...], period: int) -> tuple[tuple[str, ...], int]:
+    """The header names of ``sizes`` from ``offset`` (as :func:`_strings` reads them), decoded, and the offset
+    after them. When each message has the same names in the same order (``period`` names each), the first
+    message's are decoded and repeated."""
+    repeats = len(sizes) // period if period else 0
+    if repeats and sizes == sizes[:period] * repeats:
+        unit = sum(sizes[:period])
+        first = bytes(data[offset : offset + unit])
+        if data[offset : offset + unit * repeats] == first * repeats:
+            names = _layout(sizes[:period], 1).unpack_from(first)
+            return tuple(map(_NAMES.__getitem__, names)) * repeats, offset + unit * repeats
+    raw, offset = _strings(data, offset, sizes, period)
+    return tuple(map(_NAMES.__getitem__, raw)), offset
+
+
+def _make_layout(unit: tuple[int, ...], repeats: int) -> struct.Struct:
+    """A struct reading byte strings of the sizes ``unit`` (a negative one: empty), ``repeats`` times over."""
+    if unit and min(unit) < 0:
+        unit = tuple(max(size, 0) for size in unit)
+    codes = "s".join(map(str, unit)) + "s" if unit else ""
+    return struct.Struct(">" + codes * repeats)
+
+
+_layout = functools.lru_cache(maxsize=64)(_make_layout)
+""":func:`_make_layout`, kept for the shapes in use (a few per application: its keys' and headers' sizes)."""
+_LAYOUT_KEPT = 4096  # strings in a kept struct at most (a kept one takes about 32 bytes a string)
+
+
+class _Names(dict[bytes, str]):
+    """Header names decoded from UTF-8 once (names repeat from message to message): ``_NAMES[raw]``.
+    UnicodeDecodeError for a name that is not UTF-8; forgets everything past :data:`_NAMES_KEPT` names."""
+
+    def __missing__(self, raw: bytes) -> str:
+        name = raw.decode()
+        if len(self) >= _NAMES_KEPT:
+            self.clear()
+        self[raw] = name
+        return name
+
+
+_NAMES_KEPT = 4096
+_NAMES = _Names()

@@ -399,9 +399,7 @@ def batch_size(payloads: Sequence[bytes | Record]) -> int:
     """Bytes a batch's messages take in a row (what the batch size limit counts): payloads and their lengths,
     and the keys and headers of records as stored. Additive, so batches can be grouped by their sizes (a plain
     message in a batch with records takes 6 more bytes, for its empty extra section, not counted)."""
-    plain, extras = record.split(payloads)
-    size = plain_size(plain)
-    return size if extras is None else size + record.extras_bytes(extras)
+    return record.message_bytes(payloads) + 4 * len(payloads)
 
 
 def plain_size(payloads: Sequence[bytes]) -> int:

@@ -60,10 +60,12 @@ def validate_write_pointer(pointer: object) -> int:
 class Written(NamedTuple):
     """What one publish wrote: the caller's :class:`PublishResult`, and the batch row's cell exactly as this
     publish stored it (None when a retry found an earlier attempt's cell there) for the doorbell rings to
-    carry to consumers. Kept apart so that a result a caller holds does not keep the row's bytes alive."""
+    carry to consumers. Kept apart so that a result a caller holds does not keep the row's bytes alive.
+    ``message_bytes``: the bytes of the batch's messages as the totals count them (for the client's metrics)."""
 
     result: PublishResult
     cell: bytes | None
+    message_bytes: int
 
 
 class MessageWriter:
@@ -162,7 +164,7 @@ class MessageWriter:
         # found where the interrupted attempt aimed: this publish's part of that row (a new row is elsewhere)
         first_index = resume.first_index if resume is not None and position == resume.position else 0
         result = PublishResult(topic, generation, position, len(batch), first_index, rollback=detail)
-        return Written(result, stored)
+        return Written(result, stored, batch.message_bytes)
 
     def own_count(
         self, topic: TopicId, generation: int, payloads: tuple[bytes | Record, ...], tx_pointer: int | None
