@@ -6,7 +6,7 @@ PYTEST_ARGS ?=
 # than the cores; each has a table prefix of its own. TEST_WORKERS=0 runs everything in one process.
 TEST_WORKERS ?= 4
 
-.PHONY: install demo test test-loaded test-secured test-unit test-pythons test-hbase-versions test-cluster cluster-start cluster-stop lint typecheck smoke bench-quick hbase-start hbase-stop bench-peers verify verify-quick verify-deps browser-deps console-screenshots clean
+.PHONY: install demo test test-slow test-all test-loaded test-secured test-unit test-pythons test-hbase-versions test-cluster cluster-start cluster-stop lint typecheck smoke bench-quick hbase-start hbase-stop bench-peers verify verify-quick verify-deps browser-deps console-screenshots clean
 
 # gssapi (the kerberos extra, part of test's) builds against MIT Kerberos: Debian's libkrb5-dev, apt-get as root if missing.
 $(VENV)/.installed: setup.cfg pyproject.toml launcher/pyproject.toml
@@ -21,24 +21,26 @@ install: $(VENV)/.installed  ## the package, its CLI and the test tools, into .v
 demo: install  ## start a local HBase and show topics working end to end
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash examples/demo.sh
 
-test: install verify-deps browser-deps  ## the whole test suite against a real HBase (started if needed), TEST_WORKERS processes at once
+# The suite is split by the `slow` mark (tests that take minutes or start a JVM, a browser or many processes of
+# their own: Spark, the launcher, the console in a browser, the kill and fault-injection tests, extra Thrift
+# gateways): `make test` runs the rest, `make test-slow` the slow group, `make test-all` both in one run.
+NOT_SERVERS := not cluster and not secured
+
+test: install verify-deps browser-deps  ## the test suite but its slow group, against a real HBase (started if needed), TEST_WORKERS processes at once
+	$(PY) -m pytest -n $(TEST_WORKERS) -m "not slow and $(NOT_SERVERS)" $(PYTEST_ARGS)
+
+test-slow: install verify-deps browser-deps  ## the slow group: Spark, the launcher, the console in a browser, kill and fault tests, extra gateways
+	$(PY) -m pytest -n $(TEST_WORKERS) -m "slow and $(NOT_SERVERS)" $(PYTEST_ARGS)
+
+test-all: install verify-deps browser-deps  ## make test and make test-slow in one run
 	$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
-# The timing-sensitive groups (consumers, shared subscriptions, rings, Spark, the launcher, the console, fault
-# injection) under CPU load: tests/load.py's busy processes (3 a core and one more) hold the load average at 6 or
-# more on 2 cores, before the tests' own, for the whole run, as on a busy laptop or CI runner. A bounded subset:
-# all of the consumer, shared-subscription, console and fault-injection modules; of Spark's, a batch read and
-# the two streams (its session is a JVM); of the launcher's (each starts an HBase of its own), the one that
-# counts RPC calls.
-LOADED_TESTS ?= tests/integration/test_consumer*.py tests/integration/test_shared*.py \
-	tests/integration/test_console.py tests/integration/test_fault_injection.py \
-	tests/integration/test_spark.py::test_batch_read_equals_sequential_fetch \
-	tests/integration/test_spark.py::test_transactional_stream_waits_for_the_transaction_in_progress \
-	tests/integration/test_spark.py::test_stream_a_to_b_exactly_once_across_a_killed_driver \
-	tests/integration/test_launcher.py::test_the_thrift_gateway_runs_in_the_region_servers_jvm_and_its_puts_take_no_rpc
-
-test-loaded: install verify-deps browser-deps  ## the timing-sensitive tests with the load average held at 6 or more
-	$(PY) -m tests.load -- $(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS) $(LOADED_TESTS)
+# The slow group is also the timing-sensitive one (consumers and shared subscriptions killed and stopped, Spark, the
+# launcher, the console, fault injection): CI runs it under CPU load. tests/load.py's busy processes (3 a core and
+# one more) hold the load average at 6 or more on 2 cores before the tests' own, for the whole run, as on a busy
+# laptop or CI runner.
+test-loaded: install verify-deps browser-deps  ## the slow group with the load average held at 6 or more by busy processes
+	$(PY) -m tests.load -- $(PY) -m pytest -n $(TEST_WORKERS) -m "slow and $(NOT_SERVERS)" $(PYTEST_ARGS)
 
 # The secured group (tests/integration/test_kerberos.py): a KDC (Apache Kerby's, from the HBase jars), a local HBase
 # secured with it on ports of its own and a Kerberized Thrift gateway per mode (SASL auth, auth-int, auth-conf;

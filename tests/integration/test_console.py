@@ -41,6 +41,9 @@ from ..gateway_server import GatewayProcess, gateway_env
 from ..tx_server import TxServer, free_port
 
 ORDERS, PAYMENTS, DEAD = TopicId("shop", "orders"), TopicId("shop", "payments"), TopicId("shop", "dead")
+# A gateway and a headless browser: in `make test-slow` and CI's loaded step, not `make test`.
+pytestmark = pytest.mark.slow
+
 TOKENS = {name: new_token() for name in ("ops", "viewer", "writer", "shopops", "deadwriter")}
 RULES = """
 [[rules]]

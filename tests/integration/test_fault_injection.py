@@ -29,6 +29,9 @@ from tms_hbase.tx.client import TransactionClient, TransactionServiceUnavailable
 
 from ..tcp_proxy import TcpProxy
 
+# Faults timed against deadlines: in `make test-slow` and CI's loaded step, not `make test`.
+pytestmark = pytest.mark.slow
+
 T = TopicId("ns", "faults")  # ordering=sequencer
 C = TopicId("ns", "chained")  # ordering=chain
 TIMEOUT = 1.5

@@ -133,6 +133,7 @@ def test_scheduled_messages_go_out_at_their_time_once_even_past_the_ack_timeout(
     assert stats is not None and (stats.acknowledged, stats.due, stats.in_flight) == (4, 0, 0)
 
 
+@pytest.mark.slow
 def test_a_message_due_far_ahead_lets_the_floor_pass_and_a_new_process_delivers_it(
     client: MessagingClient, tms_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -187,6 +188,7 @@ def test_a_message_due_far_ahead_lets_the_floor_pass_and_a_new_process_delivers_
     assert stats is not None and stats.acknowledged == 31
 
 
+@pytest.mark.slow
 def test_consumers_killed_stopped_or_with_a_clock_an_hour_ahead_deliver_on_time_and_lose_nothing(
     client: MessagingClient, tms_env: dict[str, str], tmp_path: Path
 ) -> None:

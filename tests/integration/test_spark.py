@@ -26,6 +26,9 @@ from tms_hbase.tx.client import TransactionClient
 from ..tx_server import TxServer, free_port
 from ..waiting import wait_for
 
+# A Spark session (a JVM) and Python workers: minutes, so in `make test-slow` (and CI's loaded step), not `make test`.
+pytestmark = pytest.mark.slow
+
 T = TopicId("spark", "events")
 ROOT = Path(__file__).resolve().parents[2]
 
