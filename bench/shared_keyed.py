@@ -89,6 +89,11 @@ def run(settings: Settings) -> Result:
     result.goal(
         f"key-ordered without work ≥ {GOAL_UNORDERED}× unordered (worst K)", f"{worst:.2f}×", worst >= GOAL_UNORDERED
     )
+    result.notes.append(
+        "The same work on the peers' closest queue mode, beside a key-ordered shared subscription: `python -m "
+        "bench.peers --only tms,nats,redis --workloads keyed` (Redis Streams consumer groups and JetStream pull "
+        "consumers do not order by key: what key order costs against none)."
+    )
     result.samples.update({"rates": rates})
     return result
 

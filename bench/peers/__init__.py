@@ -4,7 +4,7 @@ JetStream and Redis Streams, each started by the benchmark on loopback, running 
 | module | job |
 |---|---|
 | ``__main__`` | arguments, starts the servers, runs the workloads, prints the report, exit code |
-| ``workloads`` | the five workloads: trials, rounds, rotation, failure isolation |
+| ``workloads`` | the workloads: trials, rounds, rotation, failure isolation |
 | ``jobs`` | what the worker processes run, the same for every system |
 | ``system`` | the Server and Client interface of a system, and the registry |
 | ``tms_peer``, ``kafka_peer``, ``nats_peer``, ``redis_peer`` | one system each: server and client |

@@ -3,7 +3,7 @@
     python -m bench.peers [--only SYSTEM,...] [--workloads NAME,...] [--quick] [--rounds N] [--json OUT]
 
 Systems: tms (tms-hbase on the running HBase), kafka, nats, redis. Workloads: publish, consume, latency,
-tx, seek. Every peer server is started here on loopback in a temp dir and stopped at the end, also on
+tx, seek, queue, keyed. Every peer server is started here on loopback in a temp dir and stopped at the end, also on
 failure or Ctrl-C. Progress goes to stderr, the report to stdout. The exit code is 0 when everything
 ran, 1 when a system or workload failed (the report of the others is still printed and names what
 failed), 2 for bad arguments, 130 when interrupted (with the report of what finished).

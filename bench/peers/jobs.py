@@ -53,17 +53,24 @@ def publish_for(
     return count, time.time()
 
 
-def fill(name: str, endpoint: Endpoint, topic: str, size: int, total: int, batch: int = 100) -> tuple[int, int, float]:
-    """Publish ``total`` messages of ``size`` B in batches; returns (ms just before the first publish call,
-    ms just before the last one, seconds taken): every message is stamped at or after the first, and
-    the last at or after the second, whichever clock the system stamps with (all are this machine's)."""
+def fill(
+    name: str, endpoint: Endpoint, topic: str, size: int, total: int, batch: int = 100, keys: int = 0
+) -> tuple[int, int, float]:
+    """Publish ``total`` messages of ``size`` B in batches (with ``keys``, message n has key ``key-<n % keys>``);
+    returns (ms just before the first publish call, ms just before the last one, seconds taken): every message
+    is stamped at or after the first, and the last at or after the second, whichever clock the system stamps
+    with (all are this machine's)."""
     c = client(name, endpoint)
     data = payloads(batch, size)
     first = last = int(time.time() * 1000)
     start = time.perf_counter()
     for written in range(0, total, batch):
         last = int(time.time() * 1000)
-        c.publish(topic, data[: min(batch, total - written)])
+        chunk = data[: min(batch, total - written)]
+        if keys:
+            c.publish_keyed(topic, [(b"key-%d" % ((written + i) % keys), p) for i, p in enumerate(chunk)])
+        else:
+            c.publish(topic, chunk)
     return first, last, time.perf_counter() - start
 
 
@@ -133,8 +140,8 @@ def transact_for(
     return totals, commits
 
 
-def create_queue(name: str, endpoint: Endpoint, topic: str, group: str) -> None:
-    client(name, endpoint).create_queue(topic, group)
+def create_queue(name: str, endpoint: Endpoint, topic: str, group: str, by_key: bool = False) -> None:
+    client(name, endpoint).create_queue(topic, group, by_key)
 
 
 def work_queue(

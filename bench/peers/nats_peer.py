@@ -244,7 +244,7 @@ class Client(system.Client):
 
     queues = True
 
-    def create_queue(self, topic: str, group: str) -> None:
+    def create_queue(self, topic: str, group: str, by_key: bool = False) -> None:
         from nats.js.api import AckPolicy, ConsumerConfig
 
         config = ConsumerConfig(durable_name=group, ack_policy=AckPolicy.EXPLICIT, ack_wait=30.0, max_ack_pending=-1)

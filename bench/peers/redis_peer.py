@@ -119,7 +119,7 @@ class Client(system.Client):
 
     queues = True
 
-    def create_queue(self, topic: str, group: str) -> None:
+    def create_queue(self, topic: str, group: str, by_key: bool = False) -> None:
         self.r.xgroup_create(topic, group, id="0")
 
     def work_queue(

@@ -108,9 +108,17 @@ class Client(ABC):
         raise NotImplementedError
 
     queues = False  # whether create_queue/work_queue exist (a work queue shared by many consumers)
+    by_key = False  # whether create_queue(by_key=True) keeps each key's messages in order
 
-    def create_queue(self, topic: str, group: str) -> None:
-        """A new consumer group (shared subscription) ``group`` reading ``topic`` from its start."""
+    def publish_keyed(self, topic: str, batch: Sequence[tuple[bytes, bytes]]) -> None:
+        """Publish ``(key, payload)`` pairs in order. A system whose queues do not order by key publishes the
+        payloads alone (what its consumers get is the same)."""
+        self.publish(topic, [payload for _, payload in batch])
+
+    def create_queue(self, topic: str, group: str, by_key: bool = False) -> None:
+        """A new consumer group (shared subscription) ``group`` reading ``topic`` from its start; ``by_key``:
+        one that keeps each key's messages in order, if the system has one (:attr:`by_key`), else its
+        ordinary one, the closest it has."""
         raise NotImplementedError
 
     def work_queue(
@@ -131,6 +139,10 @@ def label(name: str) -> str:
 
 def has_queues(name: str) -> bool:
     return bool(importlib.import_module(SYSTEMS[name][0]).Client.queues)
+
+
+def by_key(name: str) -> bool:
+    return bool(importlib.import_module(SYSTEMS[name][0]).Client.by_key)
 
 
 def has_transactions(name: str) -> bool:

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from typing import Any
 
-from tms_hbase import BackgroundPublisher, Consumer, MessagingClient, TopicId, __version__
+from tms_hbase import BackgroundPublisher, Consumer, MessagingClient, Record, TopicId, __version__
 from tms_hbase_launcher.paths import HBASE_VERSION
 
 from .. import latency
@@ -201,10 +201,22 @@ class Client(system.Client):
             seen += len(messages)
 
     queues = True
+    by_key = True
 
-    def create_queue(self, topic: str, group: str) -> None:
-        """A shared subscription (claim_size 128: the fixtures publish 100 messages at a time)."""
-        self.client.create_subscription(self._topic(topic), group, shared=True, ack_timeout_seconds=30, claim_size=128)
+    def publish_keyed(self, topic: str, batch: Sequence[tuple[bytes, bytes]]) -> None:
+        self.client.publish(self._topic(topic), [Record(payload, key=key) for key, payload in batch])
+
+    def create_queue(self, topic: str, group: str, by_key: bool = False) -> None:
+        """A shared subscription (claim_size 128: the fixtures publish 100 messages at a time); ``by_key``:
+        key-ordered (``ordering="key"``)."""
+        self.client.create_subscription(
+            self._topic(topic),
+            group,
+            shared=True,
+            ack_timeout_seconds=30,
+            claim_size=128,
+            ordering="key" if by_key else None,
+        )
 
     def work_queue(
         self, topic: str, group: str, work: float, batch: int, idle: float

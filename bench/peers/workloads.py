@@ -16,10 +16,10 @@ from ..common import Settings, fmt, median, percentile, progress
 from ..procs import Workers
 from . import jobs
 from .report import Workload
-from .system import BASELINE, Endpoint, has_queues, has_transactions, label
+from .system import BASELINE, Endpoint, by_key, has_queues, has_transactions, label
 
 T = TypeVar("T")
-WORKERS = 4
+WORKERS = 8  # worker processes: the most consumers of one case
 SIZES = (1024, 100)  # payload bytes
 BATCHES = (100, 1)  # messages per publish (transactions)
 # how a producer publishes: (label, messages per call, pipelined)
@@ -28,6 +28,8 @@ PRODUCERS = (1, 4)  # producer processes on one topic
 SEEKS = 20  # per round
 SEEK_SIZE = 100  # the seek topic's payloads (as bench/seek.py)
 QUEUE_CONSUMERS = (1, 4)  # consumer processes on one work queue
+KEYED_CONSUMERS = (1, 8)  # consumer processes on one key-ordered work queue (as bench/shared_keyed.py)
+KEYS = 1000  # keys of the key-ordered work queue's messages, in turn (as bench/shared_keyed.py)
 QUEUE_BATCH = 32  # messages a consumer takes at a time
 QUEUE_WORK = 0.005  # seconds of work per message (the with-work cases)
 QUEUE_IDLE = 2.0  # a consumer ends once nothing comes for this long
@@ -54,7 +56,7 @@ class Run:
         self.workloads = workloads  # every workload begun, also one cut short by Ctrl-C
         self._workers: Workers | None = None
         self._topics = 0
-        self._fixtures: dict[tuple[str, int, int], tuple[str, int, int]] = {}
+        self._fixtures: dict[tuple[str, int, int, int], tuple[str, int, int]] = {}
         self.fill_notes: dict[tuple[int, int], list[str]] = {}
 
     def __enter__(self) -> Run:
@@ -121,16 +123,17 @@ class Run:
             self.reset()
             return None
 
-    def fixture(self, w: Workload, name: str, size: int, total: int) -> tuple[str, int, int] | None:
-        """A topic of ``total`` messages of ``size`` B (batches of 100), filled once per run: (topic, ms
-        before the first publish, ms before the last). None if filling failed (recorded in ``w``)."""
-        key = (name, size, total)
+    def fixture(self, w: Workload, name: str, size: int, total: int, keys: int = 0) -> tuple[str, int, int] | None:
+        """A topic of ``total`` messages of ``size`` B (batches of 100; with ``keys``, of that many keys in turn),
+        filled once per run: (topic, ms before the first publish, ms before the last). None if filling failed
+        (recorded in ``w``)."""
+        key = (name, size, total, keys)
         if key not in self._fixtures:
             endpoint, topic = self.endpoints[name], self.topic("fill")
 
             def fill() -> tuple[int, int, float]:
                 self.job(jobs.create_topic, name, endpoint, topic)
-                return self.job(jobs.fill, name, endpoint, topic, size, total, timeout=1800)
+                return self.job(jobs.fill, name, endpoint, topic, size, total, 100, keys, timeout=1800)
 
             filled = self.attempt(w, name, fill)
             if filled is None:
@@ -406,20 +409,7 @@ def queue(run: Run) -> Workload:
     )
     w.no_equivalent.update(n for n in run.systems if not has_queues(n))
     for work, total in ((QUEUE_WORK, s.pick(1_000, 300)), (0.0, s.pick(5_000, 1_000))):
-        topics = {name: run.fixture(w, name, SEEK_SIZE, total) for name in run.systems if name not in w.no_equivalent}
-        for k in QUEUE_CONSUMERS:
-            doing = "5 ms work" if work else "no work"
-            case = f"{total:,} × {size_label(SEEK_SIZE)}, {doing}, {k} consumer{'s' * (k > 1)}"
-            for r in range(s.rounds):
-                for name in run.order(r, w):
-                    fixture = topics.get(name)
-                    if fixture is None:
-                        continue
-                    got = run.attempt(w, name, partial(_queue_trial, run, name, fixture[0], total, k, work))
-                    if got is not None:
-                        w.add(case, "msg/s", name, got[0])
-                        w.add(case, "ack p50 ms", name, got[1] * 1000)
-                progress(f"queue {case}, round {r + 1}/{s.rounds} done")
+        _queue_cases(run, w, total, work, QUEUE_CONSUMERS, keys=0)
     w.notes.append(
         f"A new consumer group on a filled topic per trial; {'/'.join(map(str, QUEUE_CONSUMERS))} consumer processes "
         f"each take up to {QUEUE_BATCH} messages at a time, sleep the work (5 ms or none) and acknowledge each message "
@@ -432,10 +422,54 @@ def queue(run: Run) -> Workload:
     return w
 
 
-def _queue_trial(run: Run, name: str, topic: str, total: int, k: int, work: float) -> tuple[float, float]:
-    """(msg/s, the median wall time of one acknowledgement in seconds)."""
+def keyed(run: Run) -> Workload:
+    """The queue workload on messages of KEYS keys in turn, tms-hbase keeping each key in order
+    (bench/shared_keyed.py's work): the peers run their closest mode, which does not order by key."""
+    s = run.settings
+    w = run.workload(
+        "keyed", f"Key-ordered work queue: {KEYS:,} keys in turn, consumer processes, each message acknowledged, msg/s"
+    )
+    w.no_equivalent.update(n for n in run.systems if not has_queues(n))
+    _queue_cases(run, w, s.pick(3_200, 800), QUEUE_WORK, KEYED_CONSUMERS, keys=KEYS)
+    unordered = ", ".join(label(n) for n in run.systems if n not in w.no_equivalent and not by_key(n))
+    w.notes.append(
+        f"The queue workload's trial on a topic whose messages have {KEYS:,} keys in turn (a key's messages "
+        f"{KEYS:,} apart), 5 ms of work each, {'/'.join(map(str, KEYED_CONSUMERS))} consumer processes: tms-hbase "
+        'a key-ordered shared subscription (`ordering="key"`: a key\'s next message only after its previous one '
+        f"was acknowledged, keys spread over any consumers). {unordered or 'The peers'}: the closest mode each has, "
+        "the same queue as in the queue workload (Redis Streams consumer groups, JetStream pull consumers), which "
+        "**does not order by key**: what tms-hbase's figure costs against none. Neither has a key-ordered shared "
+        "mode: JetStream's ordered consumers have one reader, Redis's consumer groups none."
+    )
+    return w
+
+
+def _queue_cases(run: Run, w: Workload, total: int, work: float, consumers: tuple[int, ...], keys: int) -> None:
+    """The work-queue trials of ``total`` messages (of ``keys`` keys in turn; 0: no keys) with ``work`` s per
+    message, for each number of ``consumers``, every round."""
+    s = run.settings
+    size = SEEK_SIZE
+    topics = {name: run.fixture(w, name, size, total, keys) for name in run.systems if name not in w.no_equivalent}
+    for k in consumers:
+        doing = "5 ms work" if work else "no work"
+        case = f"{total:,} × {size_label(size)}, {doing}, {k} consumer{'s' * (k > 1)}"
+        for r in range(s.rounds):
+            for name in run.order(r, w):
+                fixture = topics.get(name)
+                if fixture is None:
+                    continue
+                got = run.attempt(w, name, partial(_queue_trial, run, name, fixture[0], total, k, work, bool(keys)))
+                if got is not None:
+                    w.add(case, "msg/s", name, got[0])
+                    w.add(case, "ack p50 ms", name, got[1] * 1000)
+            progress(f"{w.name} {case}, round {r + 1}/{s.rounds} done")
+
+
+def _queue_trial(run: Run, name: str, topic: str, total: int, k: int, work: float, keyed: bool) -> tuple[float, float]:
+    """(msg/s, the median wall time of one acknowledgement in seconds); ``keyed``: the system's queue closest to
+    one that keeps each key in order."""
     endpoint, group = run.endpoints[name], run.topic("grp")
-    run.job(jobs.create_queue, name, endpoint, topic, group)
+    run.job(jobs.create_queue, name, endpoint, topic, group, keyed)
     start_at = time.time() + 1.0
     args = (name, endpoint, topic, group, work, QUEUE_BATCH, QUEUE_IDLE, start_at)
     answers = run.jobs([(i, jobs.work_queue, args) for i in range(k)], total * (work + 0.05) + 300)
@@ -453,4 +487,5 @@ WORKLOADS: dict[str, Callable[[Run], Workload]] = {
     "tx": transactions,
     "seek": seek,
     "queue": queue,
+    "keyed": keyed,
 }

@@ -161,6 +161,10 @@ def test_a_message_due_far_ahead_lets_the_floor_pass_and_a_new_process_delivers_
         numbers = client.get_subscription(T, "work").shared
         assert numbers is not None and (numbers.scheduled, numbers.next_scheduled_ms, numbers.due) == (1, due, 0)
         assert table.get_cell(later, CLAIM_COLUMN) is not None
+        # still listed in play, below the floor now
+        assert [(p.id, p.state, p.deadline) for p in client.pending(T, "work")] == [
+            (keys.due_and_id(rows[0][0])[1], "scheduled", due)
+        ]
         assert hbase_now(client) < due, "the machine was too slow for this test to see the row before it was due"
     # another process delivers it at its time, from the row
     out = tmp_path / "worker.txt"

@@ -44,8 +44,8 @@ def test_each_key_goes_out_by_its_head_only_and_only_up_to_the_frontier() -> Non
     view = view_of(S, 1, [read(1)], claims, complete=True)  # ranges: 1 = 1-4, 2 = 5-8 (not read), 3 = 9-12
     assert view.frontier == 2
     assert heads(S, view, claims, NOW) == [b_head, plain]  # a waits for its held head; c is past the frontier
-    assert view.successor(held.message_id) == a_next
-    assert view.successor(b_head.message_id) == b_next
+    assert view.settled(held.message_id, key_of(b"a")) == a_next
+    assert view.settled(b_head.message_id, key_of(b"b")) == b_next
     assert view.blocked == {key_of(b"a"), key_of(b"b"), key_of(b"c")}
     expired = claim(1, b"a", ClaimState.HELD, NOW - 1)  # its holder's deadline passed: the head goes again
     assert heads(S, view, [expired, a_next], NOW) == [expired]
@@ -68,3 +68,27 @@ def test_a_range_is_vouched_for_only_as_the_view_saw_it() -> None:
     moved = RangeCell(None, 0, bytes(MessageId(1, 6, 0)))
     assert not view.direct(StoredRange(2, moved.encode(), moved)), "someone registered claims in it since"
     assert not view.direct(read(3, done=False)), "past the frontier"
+
+
+def test_a_key_is_free_again_once_its_last_claim_known_is_settled() -> None:
+    view = view_of(S, 1, [read(1), read(2)], [], complete=True)
+    mine, later = claim(1, b"a", ClaimState.HELD, NOW + 5000), claim(6, b"a")
+    view.registered(read(1, done=False), None, True, [(key_of(b"a"), mine)])
+    assert key_of(b"a") in view.blocked
+    view.registered(read(2, done=False), None, True, [(key_of(b"a"), later)])
+    assert view.settled(mine.message_id, key_of(b"a")) == later
+    assert key_of(b"a") in view.blocked, "its next claim is in play"
+    assert view.settled(later.message_id, key_of(b"a")) is None
+    assert key_of(b"a") not in view.blocked, "nothing of it in play any more: its next message may go at once"
+    view.registered(read(3, done=False), None, False, [(key_of(b"b"), None)])  # someone else's claim of b
+    assert view.settled(bytes(MessageId(1, 9, 0)), key_of(b"b")) is None
+    assert key_of(b"b") in view.blocked, "a claim of it the view does not know may be in play"
+
+
+def test_a_claim_registered_before_the_last_one_known_does_not_free_its_key() -> None:
+    later = claim(10, b"a")  # seen by the reap, in a range past the frontier
+    view = view_of(S, 1, [read(1)], [later], complete=True)
+    earlier = claim(5, b"a", ClaimState.HELD, NOW + 5000)  # registered here afterwards, in range 2
+    view.registered(read(2, done=False), None, True, [(key_of(b"a"), earlier)])
+    assert view.settled(earlier.message_id, key_of(b"a")) is None
+    assert key_of(b"a") in view.blocked, "a later claim of it is in play"

@@ -8,6 +8,7 @@ row and then the state rows of every incarnation.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 from tms_hbase.consume.subscription_admin import EARLIEST, SubscriptionAdmin
@@ -152,15 +153,16 @@ class SharedAdmin:
         )
 
     def pending(self, meta: TopicMetadata, name: str, limit: int | None = None) -> list[PendingMessage]:
-        """The messages delivered and not settled, in id order (at most ``limit``)."""
+        """The messages in play (delivered, waiting or scheduled) and not settled, in id order (at most
+        ``limit``): the claims from the floor on, after those of scheduled messages the floor passed."""
         checks.positive_int("limit", limit, optional=True)
         keys, settings = self._keys(meta, name)
         _, floor = self.store.floor(keys)
         now = self.clock()
         out = []
-        for stored in iter_pages(
-            self.store, keys, bytes(MessageId(meta.generation, settings.first_position(floor), 0))
-        ):
+        first_id = bytes(MessageId(meta.generation, settings.first_position(floor), 0))
+        parked = Schedule(self.store).parked(keys, first_id)
+        for stored in itertools.chain(parked, iter_pages(self.store, keys, first_id)):
             c = stored.claim
             if c.state.settled:
                 continue

@@ -404,7 +404,7 @@ class SharedConsumer(TransactionalAcks):
                 fast.append((ref, stored))
             else:
                 slow.append(ref)
-        done = []
+        done: list[StoredClaim] = []
         if fast:
             won = self._store.swap_claims(
                 self._keys, [(stored.message_id, stored.data, _acked(stored.claim, now)) for _, stored in fast]
@@ -414,21 +414,24 @@ class SharedConsumer(TransactionalAcks):
                     slow.append(ref)
                 else:
                     self._held.pop(ref.id, None)
-                    done.append(ref)
+                    done.append(w)
         failed = []
         for ref in slow:
             try:
-                self._settle(ref, _acked)
+                done.append(self._settle(ref, _acked))
             except NotHeld as exc:
                 failed.append(str(exc))
-                continue
-            done.append(ref)
-        for ref in done:
-            following = self._view.successor(ref.id)  # key order: the next of its key may go now
-            if following is not None:
-                self._expired.appendleft(following)
+        for settled in done:
+            self._next_of_key(settled)
         if failed:
             raise NotHeld("; ".join(failed))
+
+    def _next_of_key(self, settled: StoredClaim) -> None:
+        """Key order: after this consumer settled a claim, the next of its key goes out from here first
+        (when the view knows it), or the key is free again in the view (:meth:`KeyView.settled`)."""
+        following = self._view.settled(settled.message_id, settled.claim.key)
+        if following is not None:
+            self._expired.appendleft(following)
 
     def nack(self, delivery: Settled, delay_seconds: float = 0.0) -> None:
         """Give the message back to be delivered again (to any consumer) after ``delay_seconds``; the
@@ -618,9 +621,12 @@ class SharedConsumer(TransactionalAcks):
             waiting = {c.message_id for c in in_play}
             self._bodies = {i: m for i, m in self._bodies.items() if i in waiting}
             self._bodies_bytes = sum(len(m.payload) for m in self._bodies.values())
-            # those this consumer registered first (it has their messages: no read to deliver them), so
-            # consumers that reap at once do not all try the same heads
-            ready = sorted(heads(s, self._view, in_play, now), key=lambda c: c.message_id not in self._bodies)
+            # those this consumer registered first (it has their messages: no read to deliver them), then the
+            # others from a point of its own, so that consumers that reap at once do not all try the same heads
+            found = heads(s, self._view, in_play, now)
+            others = [c for c in found if c.message_id not in self._bodies]
+            turn = random.randrange(len(others)) if others else 0
+            ready = [c for c in found if c.message_id in self._bodies] + others[turn:] + others[:turn]
         else:
             ready = [c for c in claims if c.claim.available(now)]
         self._expired = deque(c for c in ready if c.message_id not in self._held)
@@ -743,7 +749,9 @@ class SharedConsumer(TransactionalAcks):
                     self.settings.ack_timeout_ms / 1000,
                 )
                 return
-        self._store.swap_claim(self._keys, stored.message_id, won.data, replace(hold, state=ClaimState.DEAD))
+        dead = self._store.swap_claim(self._keys, stored.message_id, won.data, replace(hold, state=ClaimState.DEAD))
+        if dead is not None:
+            self._next_of_key(dead)
         log.info("%r: message %s dead-lettered after %d deliveries", self, stored.message_id.hex(), hold.deliveries)
 
     def _read_many(self, message_ids: Sequence[bytes]) -> dict[bytes, Message]:
@@ -875,7 +883,7 @@ class SharedConsumer(TransactionalAcks):
         ahead, self._ahead = self._ahead, None
         if ahead is None or not ahead.serves(r, wanted):
             ahead = self._read_ahead(r, max(wanted, AHEAD_MESSAGES))
-        plan = self._plan(r, ahead.messages, wanted)
+        plan, ready = self._plan(r, ahead.messages, wanted)
         batch, rest = [m for m, _ in plan], ahead.messages[len(plan) :]
         finished = ahead.finished and not rest
         progress = batch[-1].id if batch else r.cell.progress
@@ -883,7 +891,7 @@ class SharedConsumer(TransactionalAcks):
         # at once: they are cells of rows of their own, and nothing is delivered before the range's
         # progress below records them all
         written = self._store.create_claims(self._keys, [(m.id, claim) for m, claim in plan])
-        claimed, found = self._keyed_claims(plan, written)
+        claimed, found = self._keyed_claims(plan, written, ready)
         # kept with its progress while the counter has ranges left for the others (no two consumers then
         # take turns on one range, each reading it again); else given back, so that another consumer may
         # go on with it (a batch row of many messages is one range's) and this one takes it again next
@@ -914,10 +922,12 @@ class SharedConsumer(TransactionalAcks):
                 self._note_delivered(won)
                 c = won.claim
                 out.append(Delivery(m.id, m.payload, m.publish_time, 1, c.deadline, m.key, m.headers, c.incarnation))
-            elif won.claim.key is not None:  # waiting for its key's turn: delivered from here when it comes
+            elif won.claim.key is not None or won.message_id in ready:  # delivered from here when its turn comes
                 self._registered += 1
                 self._keep_body(m)
             # (else scheduled: delivered by a reap once due)
+        # those ready go out next, before anything a reap found (no read: their messages are kept)
+        self._expired.extendleft(reversed([won for _, won in claimed if won.message_id in ready]))
         return out, finished
 
     def _keep_body(self, message: Message) -> None:
@@ -928,10 +938,16 @@ class SharedConsumer(TransactionalAcks):
         while self._bodies_bytes > BODIES_BYTES:
             self._bodies_bytes -= len(self._bodies.pop(next(iter(self._bodies))).payload)
 
-    def _plan(self, r: StoredRange, messages: Sequence[Message], wanted: int) -> list[tuple[Message, Claim]]:
+    def _plan(
+        self, r: StoredRange, messages: Sequence[Message], wanted: int
+    ) -> tuple[list[tuple[Message, Claim]], set[bytes]]:
         """The claims to write for the first messages of range ``r``, up to ``wanted`` deliveries: held by
         this consumer (delivered), or, in a key-ordered subscription, waiting for their key's turn when the
-        view cannot tell that no earlier message of their key is in play (:mod:`.key_order`)."""
+        view cannot tell that no earlier message of their key is in play (:mod:`.key_order`). A key-ordered
+        subscription registers every message read, not only up to ``wanted``: the range is then read to its
+        end in one go (its claims complete, so the frontier moves past it for every consumer, not when this
+        one has worked through it), and those past ``wanted`` that may go now are written waiting and
+        returned as *ready* (their ids): this consumer delivers them next, from the messages it read."""
         s = self.settings
         now = self._clock()
         deadline = now + s.ack_timeout_ms
@@ -939,16 +955,18 @@ class SharedConsumer(TransactionalAcks):
         vouched = ordered and self._view.direct(r)
         blocked: set[str] = set()
         plan: list[tuple[Message, Claim]] = []
+        ready: set[bytes] = set()
         delivered = 0
         for m in messages:
-            if delivered >= wanted:
+            if delivered >= wanted and not ordered:
                 break
             due = m.deliver_at_ms
             if due is not None and due > now:  # scheduled: free from its time on, out of key order (docs/shared.md)
                 plan.append((m, Claim(ClaimState.FREE, None, due, 0, m.publish_time)))
                 continue
             key = key_of(m.key) if ordered else None
-            if key is None or (vouched and key not in self._view.blocked and key not in blocked):
+            free = key is None or (vouched and key not in self._view.blocked and key not in blocked)
+            if free and delivered < wanted:
                 held = Claim(
                     ClaimState.HELD, self.owner, deadline, 1, m.publish_time, incarnation=new_delivery(), key=key
                 )
@@ -956,16 +974,19 @@ class SharedConsumer(TransactionalAcks):
                 delivered += 1
             else:
                 plan.append((m, Claim(ClaimState.FREE, None, 0, 0, m.publish_time, key=key)))
+                if free:
+                    ready.add(m.id)
             if key is not None:
                 blocked.add(key)
-        return plan
+        return plan, ready
 
     def _keyed_claims(
-        self, plan: list[tuple[Message, Claim]], written: list[StoredClaim | None]
+        self, plan: list[tuple[Message, Claim]], written: list[StoredClaim | None], ready: set[bytes]
     ) -> tuple[list[tuple[Message, StoredClaim]], list[tuple[str, StoredClaim | None]]]:
         """The claims this consumer wrote, and (key order) each keyed message's key and claim (None: a
         claim was there already, someone else's). A message held here for delivery whose key has such a
-        claim before it in the batch (a consumer that lost this range meanwhile wrote it) waits instead."""
+        claim before it in the batch (a consumer that lost this range meanwhile wrote it) waits instead, and
+        one ``ready`` stops being so (taken out of the set)."""
         claimed: list[tuple[Message, StoredClaim]] = []
         found: list[tuple[str, StoredClaim | None]] = []
         others: set[str] = set()
@@ -973,9 +994,13 @@ class SharedConsumer(TransactionalAcks):
             if claim.key is not None:
                 if won is None:
                     others.add(claim.key)
-                elif claim.state is ClaimState.HELD and claim.key in others:
-                    wait = replace(claim, state=ClaimState.FREE, owner=None, deadline=0, deliveries=0, incarnation=0)
-                    won = self._store.swap_claim(self._keys, m.id, won.data, wait)
+                elif claim.key in others:
+                    ready.discard(m.id)
+                    if claim.state is ClaimState.HELD:
+                        wait = replace(
+                            claim, state=ClaimState.FREE, owner=None, deadline=0, deliveries=0, incarnation=0
+                        )
+                        won = self._store.swap_claim(self._keys, m.id, won.data, wait)
                 found.append((claim.key, won))
             if won is not None:
                 claimed.append((m, won))

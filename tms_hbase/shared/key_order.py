@@ -19,11 +19,13 @@ state grows with the messages in play, never with the keys seen.
   be too cautious, never wrong.
 * **Successors.** A claim x delivered means every earlier claim of its key was settled. When x is settled,
   the next claim of its key that the view saw (with nothing of that key between) may go out at once: the
-  consumer that settled x takes it next (:meth:`KeyView.successor`), without waiting for a reap.
+  consumer that settled x takes it next (:meth:`KeyView.settled`), without waiting for a reap; with no
+  such claim known, x's key is free again in that consumer's view.
 * **At once.** A message read from a range goes out at once, without being written waiting first, when
   the consumer's view says no earlier message of its key is in play: the range is up to the frontier, its
   progress is what the view saw (nobody registered claims in it since), and its key is not blocked
-  (:meth:`KeyView.direct`). Keys this consumer registered since its reap count as blocked.
+  (:meth:`KeyView.direct`). Keys this consumer registered since its reap count as blocked until it
+  settles their last claim it knows.
 """
 
 from __future__ import annotations
@@ -61,9 +63,17 @@ class KeyView:
     next: dict[bytes, StoredClaim] = field(default_factory=dict)
     in_play: int = 0  # claims not settled, as the reap saw them
 
-    def successor(self, message_id: bytes) -> StoredClaim | None:
-        """The claim that may go out once ``message_id`` (delivered, so the head of its key) is settled."""
-        return self.next.pop(message_id, None)
+    def settled(self, message_id: bytes, key: str | None) -> StoredClaim | None:
+        """This consumer settled ``message_id`` of ``key`` (delivered, so the head of its key): the claim of
+        its key that may go out now, if the view knows it. If the view knows no claim of the key after it
+        (it is the key's ``last``), the key is free again: every earlier claim of it was settled when it was
+        delivered, and a later one registered since in a range the view vouches for would be the view's own
+        (``registered``), so none is in play there."""
+        following = self.next.pop(message_id, None)
+        if following is None and key is not None and self.last.get(key) == message_id:
+            del self.last[key]
+            self.blocked.discard(key)
+        return following
 
     def direct(self, r: StoredRange) -> bool:
         """Whether messages read from range ``r`` (as taken now) may go out at once when their key is not
@@ -81,12 +91,14 @@ class KeyView:
         vouched = self.direct(r)
         for key, stored in found:
             self.blocked.add(key)
-            before = self.last.pop(key, None)
+            before = self.last.get(key)
             if stored is None:
-                continue  # someone else's claim, unknown here: nothing links across it
-            if vouched and before is not None and before < stored.message_id:
-                self.next[before] = stored
-            self.last[key] = stored.message_id
+                self.last.pop(key, None)  # someone else's claim, unknown here: nothing links across it
+                continue
+            if before is None or before < stored.message_id:  # (``last`` only moves on: the latest known)
+                if vouched and before is not None:
+                    self.next[before] = stored
+                self.last[key] = stored.message_id
             self.in_play += 1
         if vouched:
             self.progress[r.k] = progress

@@ -83,6 +83,16 @@ class Schedule:
         rows = self.table.scan(keys.scheduled(now + 1), past(keys.schedule), filter=KEYS_ONLY, limit=SCAN_LIMIT)
         return [due for due, message_id in map(keys.due_and_id, (key for key, _ in rows)) if message_id < below]
 
+    def parked(self, keys: Keys, below: bytes) -> list[StoredClaim]:
+        """The claims not settled of the schedule rows whose messages are below message id ``below`` (the
+        floor's: a row of a claim above it counts with the claims), in id order (of at most SCAN_LIMIT rows):
+        what a listing of the messages in play reads beside the claims from the floor on."""
+        rows = self.table.scan(keys.schedule, past(keys.schedule), filter=KEYS_ONLY, limit=SCAN_LIMIT)
+        ids = sorted({i for _, i in map(keys.due_and_id, (key for key, _ in rows)) if i < below})
+        cells = self.table.get_cells([keys.claim(i) for i in ids], CLAIM_COLUMN)
+        claims = [StoredClaim(i, data, Claim.decode(data)) for i, data in zip(ids, cells, strict=True) if data]
+        return [c for c in claims if not c.claim.state.settled]
+
     def _clear(self, keys: Keys, done: list[tuple[bytes, bytes, bytes, Claim | None]]) -> None:
         """Count the settled claims of rows not counted yet (the row's compare-and-set decides who counts),
         then delete the claims and the rows."""

@@ -53,6 +53,9 @@ class TransactionalAcks:
     def _settle(self, ref: DeliveryRef, step: Callable[[Claim, int], Claim]) -> StoredClaim:
         raise NotImplementedError
 
+    def _next_of_key(self, settled: StoredClaim) -> None:
+        raise NotImplementedError
+
     def _init_tx(self, tx_state: Callable[[], Transaction] | None) -> None:
         self._tx_state, self._tx, self._tx_acks, self._tx_pending, self._in_context = tx_state, None, {}, [], False
 
@@ -82,15 +85,19 @@ class TransactionalAcks:
 
     def post_tx_commit(self) -> None:
         """The transaction committed: its acknowledgements count. Fold them (if that fails, a reaper
-        resolves them the same way after their deadline)."""
+        resolves them the same way after their deadline); in key order, each key's next message goes out
+        from here next."""
         pending, self._tx, self._tx_acks, self._tx_pending = self._tx_pending, None, {}, []
         self._in_context = False
         for stored in pending:
             acked = replace(stored.claim, state=ClaimState.ACKED, tx=None)
             try:
-                self._store.swap_claim(self._keys, stored.message_id, stored.data, acked)
+                won = self._store.swap_claim(self._keys, stored.message_id, stored.data, acked)
             except TmsError as exc:
                 log.info("%r: acknowledgement left pending (%s); it is resolved later", self, exc)
+                continue
+            if won is not None:
+                self._next_of_key(won)
 
     def rollback_tx(self) -> bool:
         """Put the pending claims back as they were (before the transaction aborts), still held by this
