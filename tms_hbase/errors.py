@@ -136,6 +136,22 @@ class HBaseError(TmsError):
     """HBase (through its Thrift gateway) failed or refused a request."""
 
 
+class AccessDenied(HBaseError):
+    """HBase's AccessController refused this identity a permission an operation needs (HBase's
+    AccessDeniedException): ``user``, ``table`` (or namespace), ``family`` (``family:qualifier``) and
+    ``permission`` (R, W, X, C or A) say which, as far as HBase named them. Nothing was done; the same call fails
+    again until the identity is granted what its role needs (``tms-admin grants ROLE`` prints it)."""
+
+    def __init__(
+        self, what: str, *, user: str | None, table: str | None, family: str | None, permission: str | None
+    ) -> None:
+        who = f"user {user}" if user else "this identity"
+        needs = f"the {permission} permission" if permission else "a permission"
+        on = f"{table or 'the table'}" + (f" (column {family})" if family else "")
+        super().__init__(f"{what}: HBase denied {who} {needs} on {on}; grant its role (tms-admin grants ROLE)")
+        self.user, self.table, self.family, self.permission = user, table, family, permission
+
+
 class Unavailable(TmsError):
     """A server (HBase's Thrift gateway, the transaction server) could not be reached or did not
     answer in time. ``timed_out`` says whether the deadline passed."""
