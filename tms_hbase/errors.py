@@ -112,13 +112,16 @@ class TopicFull(TmsError):
 
 class InstallationNotFound(TmsError):
     """The tables of this table prefix do not (all) exist at this HBase: a mistyped prefix, or an
-    installation nobody created yet (``tms-admin init`` or ``client.admin.init_tables()`` creates it).
+    installation nobody created yet (``tms-admin init`` or ``client.admin.init_tables()`` creates it), or, with
+    HBase's AccessController on, tables this identity has no permission on (HBase does not list them).
     Read-only calls raise this instead of creating tables."""
 
     def __init__(self, prefix: str, address: str, missing: list[str]) -> None:
         super().__init__(
             f"no tms-hbase installation with table prefix {prefix!r} at {address} "
-            f"(missing tables: {', '.join(missing)}); check the prefix, or create it with `tms-admin init`"
+            f"(missing tables: {', '.join(missing)}); check the prefix, or create it with `tms-admin init` "
+            "(with HBase's AccessController on, HBase hides tables this identity has no permission on: "
+            "`tms-admin grants ROLE`)"
         )
         self.prefix, self.address, self.missing = prefix, address, missing
 

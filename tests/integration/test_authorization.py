@@ -23,7 +23,7 @@ import pytest
 
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.config import Config, ThriftTransport
-from tms_hbase.errors import AccessDenied
+from tms_hbase.errors import AccessDenied, InstallationNotFound
 from tms_hbase.gateway_client.http import GatewayClient
 from tms_hbase_launcher.gateway import ThriftGateway, start_gateway
 from tms_hbase_launcher.kdc import SERVER_HOST, SERVICE, Kdc, start_kdc
@@ -41,6 +41,8 @@ TIMEOUT = 60.0  # the clients' deadline: generous for a loaded machine
 GRACE = 4  # the sweeper's smallest grace with the installation's tail-cache setting of 1 s
 USERS = {role: f"tms{role}" for role in ("publisher", "consumer", "admin", "sweeper", "gateway")}
 """The identity of each role: a principal (and HBase user) of its own."""
+NOBODY = "tmsnobody"
+"""An identity granted nothing."""
 GRANTER = Path(__file__).parents[1] / "java" / "GrantPermissions.java"
 DOCS = Path(__file__).parents[2] / "docs" / "existing-cluster.md"
 
@@ -68,8 +70,8 @@ class Secured:
         return f"{SERVER_HOST}:{self.gateway.address.rsplit(':', 1)[1]}"
 
     def config(self, role: str, prefix: str | None = None) -> Config:
-        """How the identity of ``role`` reaches the installation (``prefix``: another one)."""
-        user = USERS[role]
+        """How the identity of ``role`` (or :data:`NOBODY`) reaches the installation (``prefix``: another one)."""
+        user = USERS.get(role, NOBODY)
         transport = ThriftTransport(
             kerberos=True,
             kerberos_qop="auth-conf",
@@ -108,7 +110,7 @@ class Secured:
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TMS_HBASE_JARS", str(default_jars_root(default_home())))  # the shared download
-        kdc = start_kdc(tmp_path_factory.mktemp("kdc"), users=list(USERS.values()))
+        kdc = start_kdc(tmp_path_factory.mktemp("kdc"), users=[*USERS.values(), NOBODY])
         patch.setenv("KRB5_CONFIG", str(kdc.krb5_conf))
         hbase = LocalHBase(
             home=tmp_path_factory.mktemp("authorized-hbase"),
@@ -140,6 +142,12 @@ def _topic(secured: Secured, name: str, count: int) -> TopicId:
         client.create_topic(topic)
         client.publish(topic, [b"m%d" % i for i in range(count)])
     return topic
+
+
+def test_an_identity_granted_nothing_is_shown_no_installation_and_told_why(secured: Secured) -> None:
+    with MessagingClient(config=secured.config(NOBODY)) as client, pytest.raises(InstallationNotFound) as info:
+        client.list_topics()
+    assert "tms-admin grants ROLE" in str(info.value), info.value
 
 
 def test_a_consumer_consumes_but_cannot_publish_create_topics_or_drop(secured: Secured) -> None:
