@@ -174,10 +174,21 @@ def test_a_consumer_consumes_but_cannot_publish_create_topics_or_drop(secured: S
             client.admin.drop_tables()
         assert dropped.value.table is not None and dropped.value.table.startswith(secured.prefix)
 
+    tool = str(Path(sys.executable).with_name("tms-admin"))
+    transport = secured.config("consumer").transport
+    where = ["--thrift", secured.address, "--prefix", secured.prefix, "--thrift-kerberos", "--thrift-qop", "auth-conf"]
+    where += ["--thrift-keytab", str(transport.keytab), "--thrift-principal", str(transport.principal)]
+    plain = {k: v for k, v in os.environ.items() if not k.startswith("TMS_")}
+    done = subprocess.run(
+        [tool, "topic", "create", "authz:by_cli", *where], env=plain, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 8, done.stderr  # denied by HBase, in one line naming the table and permission
+    assert done.stderr.strip().count("\n") == 0 and f"W permission on {secured.prefix}_metadata" in done.stderr
+
     with secured.superuser() as client:  # nothing was changed
         assert [m.payload for m in client.fetch(topic)] == [b"m%d" % i for i in range(5)]
         assert client.installation.missing() == []
-        assert TopicId("authz", "by_consumer") not in client.list_topics("authz")
+        assert not {TopicId("authz", "by_consumer"), TopicId("authz", "by_cli")} & set(client.list_topics("authz"))
 
 
 def test_a_publisher_publishes_and_reads_back(secured: Secured) -> None:
