@@ -98,7 +98,8 @@ class Secured:
             lines.append("\t".join([g["user"], scope, g.get("family", ""), g.get("qualifier", ""), g["permissions"]]))
         lib = self.hbase.paths.lib
         classes = compiled(GRANTER, lib)
-        cmd = ["java", *self.kdc.java_flags(), *JDK17_FLAGS, "-Dlog4j2.level=WARN"]
+        log = self.hbase.paths.logs / "grants.log"  # the configuration folder's log4j2.properties names it
+        cmd = ["java", *self.kdc.java_flags(), *JDK17_FLAGS, "-Dlog4j2.level=WARN", f"-Dtms.log.file={log}"]
         cmd += ["-cp", f"{classes}:{self.hbase.paths.conf}:{lib}/*", GRANTER.stem]
         cmd += [self.kdc.principal(f"{SERVICE}/{SERVER_HOST}"), str(self.kdc.server_keytab)]
         done = subprocess.run(cmd, input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=180)
