@@ -42,11 +42,12 @@ test-all: install verify-deps browser-deps  ## make test and make test-slow in o
 test-loaded: install verify-deps browser-deps  ## the slow group with the load average held at 6 or more by busy processes
 	$(PY) -m tests.load -- $(PY) -m pytest -n $(TEST_WORKERS) -m "slow and $(NOT_SERVERS)" $(PYTEST_ARGS)
 
-# The secured group (tests/integration/test_kerberos.py): a KDC (Apache Kerby's, from the HBase jars), a local HBase
-# secured with it on ports of its own and a Kerberized Thrift gateway per mode (SASL auth, auth-int, auth-conf;
-# SPNEGO over HTTP), all started and stopped by the tests; the shared HBase is not used.
+# The secured group (tests/integration/test_kerberos.py, test_authorization.py): a KDC (Apache Kerby's, from the HBase
+# jars), a local HBase secured with it on ports of its own and a Kerberized Thrift gateway per mode (SASL auth,
+# auth-int, auth-conf; SPNEGO over HTTP); another with HBase's AccessController on and an identity per role; all
+# started and stopped by the tests; the shared HBase is not used.
 test-secured: install  ## the client through Kerberized Thrift gateways (SASL and SPNEGO) on a secured HBase of its own
-	$(PY) -m pytest -m secured -n 0 tests/integration/test_kerberos.py $(PYTEST_ARGS)
+	$(PY) -m pytest -m secured -n 0 tests/integration/test_kerberos.py tests/integration/test_authorization.py $(PYTEST_ARGS)
 
 test-unit: install  ## the unit tests only: seconds, no HBase
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

@@ -19,6 +19,7 @@ from .settings import DEFAULT_TAIL_CACHE_SECONDS, describe, describe_text, parse
 # command start without loading the others, nor the client, Thrift and Prometheus libraries they need.
 COMMANDS = {
     "bench": ("tms_hbase_admin.bench:bench", "Measure publish and consume rates and latencies."),
+    "grants": ("tms_hbase_admin.grants:grants", "The HBase grants a role needs (HBase's AccessController)."),
     "hbase": ("tms_hbase_admin.hbase:hbase", "Run a local standalone HBase for development and tests."),
     "metrics": ("tms_hbase_admin.metrics:metrics", "Prometheus metrics of topics and subscriptions."),
     "settings": ("tms_hbase_admin.settings:settings", "Show the tail-cache setting and the sweeper's least grace."),

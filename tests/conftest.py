@@ -60,6 +60,7 @@ SHARED_PER_MODULE = {
     "test_fault_injection.py",  # one installation
     "test_transports.py",  # one ThriftServer JVM per transport
     "test_kerberos.py",  # one KDC, one secured HBase, one ThriftServer JVM per mode
+    "test_authorization.py",  # one KDC, one secured HBase with AccessController, one ThriftServer JVM
 }
 
 

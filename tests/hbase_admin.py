@@ -47,20 +47,27 @@ def external_hbase_reason(address: str) -> str | None:
     )
 
 
-def split_table(table: str, key: bytes) -> None:
-    """Split ``table`` at row ``key`` and wait for the daughter regions."""
-    lib = LocalHBase().paths.lib
-    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
-    classes = Path(tempfile.gettempdir()) / f"tms-hbase-test-java-{digest}"  # recompiled when the source changes
-    if not (classes / "SplitRegion.class").exists():
+def compiled(source: Path, lib: Path) -> Path:
+    """The folder of ``source``'s class (tests/java), compiled against the jars of ``lib`` on first use and again
+    when the source changes."""
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
+    classes = Path(tempfile.gettempdir()) / f"tms-hbase-test-java-{digest}"
+    if not (classes / f"{source.stem}.class").exists():
         # compiled beside and renamed into place: a parallel test process sees the folder whole or not at all
         building = Path(tempfile.mkdtemp(prefix=f"{classes.name}-", dir=classes.parent))
         javac = shutil.which("javac") or "javac"
-        subprocess.run([javac, "-d", str(building), "-cp", f"{lib}/*", str(SOURCE)], check=True, capture_output=True)
+        subprocess.run([javac, "-d", str(building), "-cp", f"{lib}/*", str(source)], check=True, capture_output=True)
         try:
             building.rename(classes)
         except OSError:  # another process put its own there first
             shutil.rmtree(building)
+    return classes
+
+
+def split_table(table: str, key: bytes) -> None:
+    """Split ``table`` at row ``key`` and wait for the daughter regions."""
+    lib = LocalHBase().paths.lib
+    classes = compiled(SOURCE, lib)
     subprocess.run(
         [
             "java",

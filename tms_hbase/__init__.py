@@ -10,6 +10,7 @@ The public surface is small: :class:`MessagingClient`, :class:`TopicId`, :class:
 from typing import TYPE_CHECKING, Any
 
 from tms_hbase.errors import (
+    AccessDenied,
     BatchTooLarge,
     ClientClosed,
     ConcurrentModification,
@@ -104,6 +105,7 @@ def __dir__() -> list[str]:
 __version__ = "0.1.0"
 
 __all__ = [
+    "AccessDenied",
     "BackgroundPublisher",
     "BatchTooLarge",
     "ClientClosed",

@@ -112,13 +112,16 @@ class TopicFull(TmsError):
 
 class InstallationNotFound(TmsError):
     """The tables of this table prefix do not (all) exist at this HBase: a mistyped prefix, or an
-    installation nobody created yet (``tms-admin init`` or ``client.admin.init_tables()`` creates it).
+    installation nobody created yet (``tms-admin init`` or ``client.admin.init_tables()`` creates it), or, with
+    HBase's AccessController on, tables this identity has no permission on (HBase does not list them).
     Read-only calls raise this instead of creating tables."""
 
     def __init__(self, prefix: str, address: str, missing: list[str]) -> None:
         super().__init__(
             f"no tms-hbase installation with table prefix {prefix!r} at {address} "
-            f"(missing tables: {', '.join(missing)}); check the prefix, or create it with `tms-admin init`"
+            f"(missing tables: {', '.join(missing)}); check the prefix, or create it with `tms-admin init` "
+            "(with HBase's AccessController on, HBase hides tables this identity has no permission on: "
+            "`tms-admin grants ROLE`)"
         )
         self.prefix, self.address, self.missing = prefix, address, missing
 
@@ -134,6 +137,22 @@ class TableNotFound(TmsError):
 
 class HBaseError(TmsError):
     """HBase (through its Thrift gateway) failed or refused a request."""
+
+
+class AccessDenied(HBaseError):
+    """HBase's AccessController refused this identity a permission an operation needs (HBase's
+    AccessDeniedException): ``user``, ``table`` (or namespace), ``family`` (``family:qualifier``) and
+    ``permission`` (R, W, X, C or A) say which, as far as HBase named them. Nothing was done; the same call fails
+    again until the identity is granted what its role needs (``tms-admin grants ROLE`` prints it)."""
+
+    def __init__(
+        self, what: str, *, user: str | None, table: str | None, family: str | None, permission: str | None
+    ) -> None:
+        who = f"user {user}" if user else "this identity"
+        needs = f"the {permission} permission" if permission else "a permission"
+        on = f"{table or 'the table'}" + (f" (column {family})" if family else "")
+        super().__init__(f"{what}: HBase denied {who} {needs} on {on}; grant its role (tms-admin grants ROLE)")
+        self.user, self.table, self.family, self.permission = user, table, family, permission
 
 
 class Unavailable(TmsError):

@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,7 +50,7 @@ def krb5_conf(realm: str, port: int) -> str:
 class Kdc:
     """A running KDC: its realm, port, JVM, the ``krb5_conf`` file to give clients (``KRB5_CONFIG``) and servers
     (``-Djava.security.krb5.conf``), and keytabs: ``server_keytab`` (``hbase/localhost`` and ``HTTP/localhost``),
-    ``client_keytab`` (:data:`CLIENT`)."""
+    ``client_keytab`` (:data:`CLIENT`), and one per further user asked for (:meth:`keytab`)."""
 
     realm: str
     port: int
@@ -68,6 +69,10 @@ class Kdc:
     @property
     def client_keytab(self) -> Path:
         return self.keytabs["client"]
+
+    def keytab(self, user: str) -> Path:
+        """The keytab of ``user``, one of the users :func:`start_kdc` was asked for."""
+        return self.keytabs[user]
 
     def principal(self, name: str) -> str:
         """``name`` in this KDC's realm."""
@@ -107,9 +112,10 @@ class Kdc:
             os.waitpid(self.pid, os.WNOHANG)
 
 
-def start_kdc(folder: Path, local: LocalHBase | None = None, timeout: float = 120.0) -> Kdc:
+def start_kdc(folder: Path, local: LocalHBase | None = None, timeout: float = 120.0, users: Sequence[str] = ()) -> Kdc:
     """Start a KDC for :data:`REALM` writing its files into ``folder`` (created), on the jars of ``local`` (the
-    local HBase's, downloaded if need be), and wait until it takes connections; LauncherError if it does not."""
+    local HBase's, downloaded if need be), with a principal and a keytab of its own for each of ``users`` (client
+    identities, e.g. one per role), and wait until it takes connections; LauncherError if it does not."""
     local = local or LocalHBase(progress=lambda _message: None)
     lib = hbase_jars(local.paths, local.progress)
     java = _find_java()
@@ -117,10 +123,12 @@ def start_kdc(folder: Path, local: LocalHBase | None = None, timeout: float = 12
     classes = compile_java(java, KDC_SOURCE, folder / "classes", lib)
     port = _free_port()
     keytabs = {"server": folder / "server.keytab", "client": folder / "client.keytab"}
+    keytabs |= {user: folder / f"{user}.keytab" for user in users}
     (folder / "krb5.conf").write_text(krb5_conf(REALM, port))
     specs = [
         f"{keytabs['server']}={SERVICE}/{SERVER_HOST},HTTP/{SERVER_HOST}",
         f"{keytabs['client']}={CLIENT}",
+        *(f"{keytabs[user]}={user}" for user in users),
     ]
     cmd = [java, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", f"-Dtms.kdc={folder}"]
     cmd += ["-cp", f"{classes}:{lib}/*", KDC_SOURCE.stem, str(folder), REALM, str(port), *specs]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tms_hbase.errors import (
+    AccessDenied,
     ConcurrentModification,
     InstallationNotFound,
     InvalidArgument,
@@ -30,6 +31,7 @@ EXIT_CODES: list[tuple[type[TmsError], int]] = [
     (TransactionConflict, 4),
     (TransactionNotInProgress, 3),
     (Unavailable, 5),
+    (AccessDenied, 8),
     (LauncherError, 6),
     (InstallationNotFound, 7),
     (TmsError, 1),
@@ -39,7 +41,8 @@ EXIT_HELP = (
     "Exit codes: 0 ok, 1 other error, 2 bad input, 3 topic or subscription not found, 4 topic or subscription "
     "exists, subscription busy (another consumer holds its lease) or concurrent change, "
     "5 HBase or the transaction server unreachable (down, hung, too slow for --timeout, or not speaking Thrift), "
-    "6 local HBase launcher failed or not installed, 7 no installation with this prefix (run `tms-admin init`)."
+    "6 local HBase launcher failed or not installed, 7 no installation with this prefix (run `tms-admin init`), "
+    "8 HBase denied this identity a permission (grant its role: tms-admin grants ROLE)."
 )
 
 

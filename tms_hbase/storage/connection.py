@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import math
+import re
 import socket
 import ssl
 import struct
@@ -30,7 +31,7 @@ from thriftpy2.thrift import TClient, TDecodeException, TException, TMessageType
 from thriftpy2.transport import TBufferedTransport, TFramedTransport, TSocket, TTransportException
 
 from tms_hbase.config import PLAIN, ThriftTransport, check_timeout
-from tms_hbase.errors import ClientClosed, HBaseError, HBaseUnavailable, TmsError
+from tms_hbase.errors import AccessDenied, ClientClosed, HBaseError, HBaseUnavailable, TmsError
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.retry import Retry
 from tms_hbase.runtime import green
@@ -593,21 +594,59 @@ class HBaseConnection:
                 f"{what}: cannot reach HBase Thrift at {self.address} ({_reason(exc)}); is HBase running?"
             )
         if isinstance(exc, _HBASE_ANSWERS):
-            return HBaseError(f"{what}: HBase refused the request: {_reason(exc)}")
+            denied = access_denied(what, _message(exc))
+            return denied or HBaseError(f"{what}: HBase refused the request: {_reason(exc)}")
         if isinstance(exc, TException):
             return HBaseError(f"{what}: Thrift protocol error from {self.address}: {_reason(exc)}")
         return HBaseError(f"{what}: {type(exc).__name__}: {exc}")
 
 
-def _reason(exc: BaseException) -> str:
-    """The first line of an exception's message, decoded (HBase sends whole Java stack traces)."""
+# HBase's AccessDeniedException, in the two forms its AccessController words it: "Insufficient permissions for user
+# 'U' (table=T, action=A)" (or "(global, action=A)") and "Insufficient permissions (user=U, scope=S, family=F,
+# params=[...],action=A)".
+_ACCESS_DENIED = "AccessDeniedException"
+_DENIED_USER = re.compile(r"for user '([^']*)'|\(user=([^,]+),")
+_DENIED_TABLE = re.compile(r"\btable=([^,)\]]+)")
+_DENIED_SCOPE = re.compile(r"\bscope=([^,)]+)")
+_DENIED_FAMILY = re.compile(r"\bfamily=([^,)\]]+)")
+_DENIED_ACTION = re.compile(r"\baction=([A-Z]+)")
+PERMISSION_LETTERS = {"READ": "R", "WRITE": "W", "EXEC": "X", "CREATE": "C", "ADMIN": "A"}
+"""HBase's permission names (its ``Permission.Action``) and the letters its shell's ``grant`` takes."""
+
+
+def access_denied(what: str, message: str) -> AccessDenied | None:
+    """The AccessDenied that an answer of HBase's saying ``message`` (its AccessDeniedException, as the Thrift
+    gateway passes it on) reports, or None if it says something else."""
+    at = message.find(_ACCESS_DENIED)
+    if at < 0:
+        return None
+    said = message[at:].split("\n", 1)[0]
+    user = _DENIED_USER.search(said)
+    table = _DENIED_TABLE.search(said) or _DENIED_SCOPE.search(said)
+    family = _DENIED_FAMILY.search(said)
+    action = _DENIED_ACTION.search(said)
+    name = table.group(1).strip() if table else None
+    return AccessDenied(
+        what,
+        user=(user.group(1) or user.group(2)).strip() if user else None,
+        table=name.removeprefix("default:") if name else None,
+        family=family.group(1).strip() if family else None,
+        permission=PERMISSION_LETTERS.get(action.group(1)) if action else None,
+    )
+
+
+def _message(exc: BaseException) -> str:
+    """An exception's whole message, decoded."""
     message = getattr(exc, "message", None)
     if message is None:
         try:
             message = str(exc)
         except TypeError:  # thrift exceptions whose message is bytes
             message = repr(exc)
-    if isinstance(message, bytes):
-        message = message.decode(errors="replace")
-    lines = str(message).strip().splitlines()
+    return message.decode(errors="replace") if isinstance(message, bytes) else str(message)
+
+
+def _reason(exc: BaseException) -> str:
+    """The first line of an exception's message, decoded (HBase sends whole Java stack traces)."""
+    lines = _message(exc).strip().splitlines()
     return lines[0][:500] if lines else type(exc).__name__
