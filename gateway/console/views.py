@@ -122,16 +122,16 @@ def tx_server_status() -> dict:
         return {"address": tx.address, "reachable": False, "error": str(exc)}
 
 
-def topic_list(client: MessagingClient, viewer: Viewer) -> list[dict]:
-    """Every topic the viewer may see, from the metadata alone (one scan): the list stays fast with
-    thousands of topics; sizes and rates come with :func:`topic_detail`."""
+def topic_list(metadata: list[TopicMetadata], viewer: Viewer) -> list[dict]:
+    """Every topic of ``metadata`` (``client.list_topic_metadata``: one scan) the viewer may see, from the
+    metadata alone: sizes and rates come with :func:`topic_detail`."""
     return [
         {
             **_meta(meta),
             "name": str(meta.topic),
             "may_change": viewer.may_change(meta.topic.namespace, meta.topic.topic),
         }
-        for meta in client.list_topic_metadata(None)
+        for meta in metadata
         if viewer.may_see(meta.topic.namespace, meta.topic.topic)
     ]
 
