@@ -209,15 +209,19 @@ function pagedList({ path, id, noun, columns, sort, rowAttrs, filterLabel, done 
   let timer = null;
   const filter = el("input", { id: `${id}-filter`, type: "search", placeholder: "namespace:topic", "aria-label": filterLabel,
     oninput: () => { clearTimeout(timer); timer = setTimeout(() => { state.filter = filter.value; state.page = 0; load(); }, 200); } });
+  let loads = 0;
   async function load() {
     const q = new URLSearchParams({ filter: state.filter, page: state.page, size: 50 });
     if (state.sort) q.set("sort", state.sort);
     if (state.desc) q.set("desc", "true");
+    const mine = ++loads;
     let d;
     try {
       d = await api(`${path}?${q}`);
+      if (mine !== loads) return; // a later request (another filter, sort or page) answers instead
       error.textContent = "";
     } catch (e) {
+      if (mine !== loads) return;
       if (e.status === 401) throw e;
       error.textContent = e.message;
       body.replaceChildren();
