@@ -418,7 +418,8 @@ class Reservations:
         never exist for readers, counts or lag, and the queue's next increment continuing before them
         still finds the writer alone); else fill them with ONE skip marker of this writer over
         exactly their span (if-absent: a reader that filled the first of them already is as good), which
-        the skip index records. A lost answer to the give-back leaves them as a hole that readers fill."""
+        the skip index records before the marker is put (:func:`.sequencer.release`). A lost answer to the give-back
+        leaves them as a hole that readers fill."""
         try:
             if sequencer.give_back(self.messages, topic, generation, block.first, block.span):
                 self.given_back += 1
@@ -426,7 +427,7 @@ class Reservations:
                     if queue.reserved_to == block.first + block.span - 1:
                         queue.reserved_to = block.first - 1
                 return
-            sequencer.fill(
+            sequencer.release(
                 self.messages, topic, generation, block.first, block.span, block.publish_time, self.writer_id
             )
             self.released += 1

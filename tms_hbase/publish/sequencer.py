@@ -158,6 +158,23 @@ def _index(messages: Table, topic: TopicId, generation: int, position: int, span
         index_skips(messages, topic, generation, {position: span})
 
 
+def release(
+    messages: Table, topic: TopicId, generation: int, position: int, span: int, publish_time: int, filler: bytes
+) -> RowHeader:
+    """Fill a writer's own unused reserved offsets with one skip marker, recorded in the skip index
+    *before* the marker is put: no batch lands in a writer's reservation but its own, so the index never
+    holds a position that will hold messages, and no count in between takes the marker's offsets for
+    messages (as it does while a marker put by :func:`fill` waits for its index cell). A reader that
+    filled the first of them first keeps the position; the index then records that marker's span."""
+    index_skips(messages, topic, generation, {position: span})
+    found = fill_cell(messages, topic, generation, position, span, publish_time, filler, index=False)[0]
+    if not found.skip:  # not expected in a writer's own reservation: never subtract a batch's messages
+        messages.delete_cells(counter_key(topic, generation), [skipped_column(position)])
+    elif found.span != span:
+        index_skips(messages, topic, generation, {position: found.span or 1})
+    return found
+
+
 def end_offset(messages: Table, topic: TopicId, generation: int) -> int:
     """The last offset handed out in the generation (0: none): one get of its counter."""
     value = messages.get_cell(counter_key(topic, generation), SEQUENCE_COLUMN)
