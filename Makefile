@@ -140,7 +140,7 @@ browser-deps:
 
 # The screenshots docs/console.md shows, taken by the console's browser test on the local HBase.
 console-screenshots: install browser-deps  ## PNGs of every console screen into docs/console/
-	TMS_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(PY) -m pytest tests/integration/test_console.py -n 0 -q -k "every_screen or charts or dead_letters_replayed or lists_show or live_tail"
+	TMS_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(PY) -m pytest tests/integration/test_console.py -n 0 -q -k "every_screen or charts or dead_letters_replayed or lists_show or overview_shows or live_tail"
 
 verify: install verify-deps  ## the verification suite, long: 30 min with every fault kind on both orderings
 	$(PY) -m tests.verify $(VERIFY_ARGS)

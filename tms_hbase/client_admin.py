@@ -134,6 +134,16 @@ class ClientAdmin:
         self._readiness.ensure()
         return self._metadata.scan(namespace)
 
+    def subscription_names(self) -> list[tuple[TopicId, int, str]]:
+        """Every subscription of the installation as (topic, generation, name), from one scan of the
+        subscriptions table without reading any subscription's numbers: for lists across topics (the
+        console's list of every subscription reads the numbers of the page it shows only). A generation
+        other than its topic's current one is a deleted generation's leftover."""
+        from tms_hbase.consume.subscriptions import SubscriptionStore
+
+        self._readiness.ensure_subscriptions()
+        return SubscriptionStore(self._installation.table("subscriptions")).names()
+
     def inspector(self) -> Inspector:
         """Row-level reading of topics for people (``tms-admin topic tail``): corrupt rows are reported
         as such instead of raising, and each message shows its transaction's state."""

@@ -32,6 +32,7 @@ from ..config import ANY_PRINCIPAL
 from ..errors import error_response
 from ..service import Gateway
 from . import produce, session, views, watch
+from .catalog import Catalog
 from .history import History
 from .lists import SORT_LIMIT, Order
 from .logins import SESSIONS_ENV, FailedLogins, Logins
@@ -40,6 +41,7 @@ from .session import Viewer
 
 log = logging.getLogger(__name__)  # tms_hbase_gateway.console.api: the changes made through the console
 MAX_BODY_BYTES = 64 * 1024
+READ_AT_ONCE = 8  # topic details one request reads at once (of the worker's library calls: threads = 16)
 HEADERS = {
     # the pages load only their own files; payloads shown are text, never markup
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -108,6 +110,39 @@ def _recent(request: Request) -> Recent:
     return _kept(request, "console_recent", lambda: Recent(max_keys=2 * SORT_LIMIT))
 
 
+def _catalog(request: Request) -> Catalog:
+    return _kept(request, "console_catalog", Catalog)
+
+
+TOPIC_LIST = "topic metadata"
+
+
+async def _topic_list(request: Request, gateway: Gateway, viewer: Viewer) -> list[dict]:
+    """:func:`views.topic_list` of every topic's metadata: read for each request while there were at most
+    :data:`SORT_LIMIT` topics (milliseconds), past that as :mod:`.recent` keeps it (a scan of 10,000 topics'
+    metadata takes most of a second; a topic made elsewhere shows within seconds, one made here at once)."""
+    kept = _metadata(request)
+    known = kept.peek(TOPIC_LIST)
+    if known is None or len(known) <= SORT_LIMIT:
+        metadata = kept.put(TOPIC_LIST, await gateway.run(gateway.client.list_topic_metadata, None))
+    else:
+        metadata = await kept.get(TOPIC_LIST, lambda: gateway.client.list_topic_metadata(None), gateway.run)
+    return views.topic_list(metadata, viewer)
+
+
+def _metadata(request: Request) -> Recent:
+    return _kept(request, "console_metadata", lambda: Recent(max_keys=1))
+
+
+def _forget(request: Request, topic: TopicId, *, metadata: bool = False) -> None:
+    """Drop what the worker read of ``topic`` (``metadata``: and the topic list): a change through the console
+    makes it stale."""
+    _recent(request).forget(str(topic))
+    _catalog(request).forget(str(topic))
+    if metadata:
+        _metadata(request).forget(TOPIC_LIST)
+
+
 async def _detail(request: Request, gateway: Gateway, topic: TopicId) -> dict:
     """The topic's :func:`views.topic_detail`, as the worker read it lately (:mod:`.recent`)."""
     detail: dict = await _recent(request).get(
@@ -117,15 +152,24 @@ async def _detail(request: Request, gateway: Gateway, topic: TopicId) -> dict:
 
 
 async def _details(request: Request, gateway: Gateway, rows: list[dict]) -> dict[str, dict]:
-    """The details of the topics of ``rows`` (rows of :func:`views.topic_list`) by name; a topic deleted
-    meanwhile has none."""
-    found = {}
-    for row in rows:
-        try:
-            found[row["name"]] = await _detail(request, gateway, TopicId(row["namespace"], row["topic"]))
-        except TopicNotFound:
-            continue
-    return found
+    """The details of the topics of ``rows`` (rows of :func:`views.topic_list`) by name, :data:`READ_AT_ONCE`
+    read at a time (a page's topics not read lately come in the time of a few); a topic deleted meanwhile has
+    none."""
+    limit = asyncio.Semaphore(READ_AT_ONCE)
+
+    async def one(row: dict) -> tuple[str, dict | None]:
+        async with limit:
+            try:
+                return row["name"], await _detail(request, gateway, _topic_of(row))
+            except TopicNotFound:
+                return row["name"], None
+
+    return {name: detail for name, detail in await asyncio.gather(*map(one, rows)) if detail is not None}
+
+
+def _topic_of(row: dict) -> TopicId:
+    """The topic of a row of :func:`views.topic_list`."""
+    return TopicId(row["namespace"], row["topic"])
 
 
 def _order(request: Request, columns: tuple[str, ...], default: str | None) -> Order:
@@ -264,12 +308,13 @@ SLOWEST = 5  # the overview's slowest subscriptions
 
 @api
 async def overview(request: Request, gateway: Gateway, viewer: Viewer) -> object:
-    """The installation's health, and with at most :data:`SORT_LIMIT` topics visible its totals and its
-    slowest subscriptions (from each topic's numbers as the worker read them lately)."""
+    """The installation's health, its recent sweeps and open transactions, and with at most
+    :data:`SORT_LIMIT` topics visible its totals, its slowest subscriptions and those a transaction in
+    progress holds back (from each topic's numbers as the worker read them lately)."""
     found = await gateway.run(views.overview, gateway.client)
     if not found["hbase"]["reachable"]:
         return found
-    listed = await gateway.run(views.topic_list, gateway.client, viewer)
+    listed = await _topic_list(request, gateway, viewer)
     totals: dict = {"topics": len(listed), "limit": SORT_LIMIT}
     if len(listed) <= SORT_LIMIT:
         details = await _details(request, gateway, listed)
@@ -281,13 +326,14 @@ async def overview(request: Request, gateway: Gateway, viewer: Viewer) -> object
             bytes=sum(t["bytes"] for t in summaries),
             subscriptions=len(subscriptions),
             slowest=sorted(lagging, key=lambda r: (r["lag_seconds"], r["lag_messages"]), reverse=True)[:SLOWEST],
+            held=sorted((r for r in subscriptions if r["held"]), key=lambda r: r["held"], reverse=True)[:SLOWEST],
         )
     return {**found, "totals": totals}
 
 
 @api
 async def topics(request: Request, gateway: Gateway, viewer: Viewer) -> object:
-    return await gateway.run(views.topic_list, gateway.client, viewer)
+    return await _topic_list(request, gateway, viewer)
 
 
 TOPIC_NUMBERS = ("messages", "bytes", "last_publish", "rate", "lag_messages", "lag_seconds")
@@ -296,23 +342,33 @@ TOPIC_COLUMNS = ("name", "ordering", "tx_mode", "ttl", "generation", *TOPIC_NUMB
 
 @api
 async def topic_page(request: Request, gateway: Gateway, viewer: Viewer) -> object:
-    """A page of the topic list, each topic with its numbers (:func:`views.topic_summary`): filtered by name
-    from the metadata alone, then only the page's topics are read, unless sorted by a number column (then
-    every topic listed is, up to :data:`SORT_LIMIT`)."""
+    """A page of the topic list, each topic with its numbers (:func:`views.topic_summary`): filtered and sorted
+    by name or a setting from the metadata alone, then only the page's topics are read. Sorted by a number,
+    every topic listed is read, up to :data:`SORT_LIMIT`; past that the numbers come from the background
+    walk of :mod:`.catalog` (``numbers_read``: how many topics listed it has read yet; the others sort last)."""
     order = _order(request, TOPIC_COLUMNS, "name")
-    listed = order.matching(await gateway.run(views.topic_list, gateway.client, viewer), "name")
-    numbers = order.sort in TOPIC_NUMBERS
-    if numbers:
-        order.check_readable(len(listed), "topic")
-    to_read = listed if numbers else order.cut(order.sorted(listed))
-    details = await _details(request, gateway, to_read)
-    rows = [{**row, **views.topic_summary(details[row["name"]])} for row in to_read if row["name"] in details]
-    return {
-        "total": len(listed),
-        "page": order.page,
-        "size": order.size,
-        "rows": order.cut(order.sorted(rows)) if numbers else rows,
-    }
+    listed = order.matching(await _topic_list(request, gateway, viewer), "name")
+    answer: dict = {"total": len(listed), "page": order.page, "size": order.size}
+    if order.sort not in TOPIC_NUMBERS:
+        page = order.cut(order.sorted(listed))
+        return {**answer, "rows": _with_numbers(page, await _details(request, gateway, page))}
+    if len(listed) <= SORT_LIMIT:
+        rows = _with_numbers(listed, await _details(request, gateway, listed))
+        return {**answer, "rows": order.cut(order.sorted(rows))}
+    catalog = _catalog(request)
+    known = catalog.known(listed, lambda row: gateway.run(views.topic_numbers, gateway.client, _topic_of(row)))
+    page = order.cut(order.sorted([{**row, **known.get(row["name"], {})} for row in listed]))
+    details = await _details(request, gateway, [row for row in page if row["name"] not in known])
+    for name, detail in details.items():
+        catalog.put(name, views.topic_summary(detail))
+    read = {row["name"]: row for row in _with_numbers(page, details)}
+    rows = [read.get(row["name"], row) for row in page if row["name"] in known or row["name"] in read]
+    return {**answer, "rows": rows, "numbers_read": len(known)}
+
+
+def _with_numbers(rows: list[dict], details: dict[str, dict]) -> list[dict]:
+    """Rows of the topic list with their topic's numbers from ``details``; a topic without (deleted) left out."""
+    return [{**row, **views.topic_summary(details[row["name"]])} for row in rows if row["name"] in details]
 
 
 SUBSCRIPTION_COLUMNS = (
@@ -329,26 +385,30 @@ SUBSCRIPTION_COLUMNS = (
 
 @api
 async def subscription_page(request: Request, gateway: Gateway, viewer: Viewer) -> object:
-    """A page of the subscriptions of every topic visible (the filter narrows the topics by name). In topic
-    order the topics are read one by one until the page is full (``total`` is then unknown until the last
-    page); sorted by another column, every topic listed is read, up to :data:`SORT_LIMIT` topics."""
+    """A page of the subscriptions of every topic visible (the filter narrows the topics by name). Their
+    names come from one scan of the subscriptions table (:func:`views.subscription_names`), so in topic or
+    name order only the page's topics are read; sorted by a number, every topic listed that has
+    subscriptions is, up to :data:`SORT_LIMIT` such topics (topics without any are never read)."""
     order = _order(request, SUBSCRIPTION_COLUMNS, None)
-    listed = order.matching(await gateway.run(views.topic_list, gateway.client, viewer), "name")
-    listed.sort(key=lambda row: row["name"])
-    if order.sort not in (None, "topic"):
-        order.check_readable(len(listed), "topic")
-        details = await _details(request, gateway, listed)
-        rows = order.sorted([row for d in details.values() for row in views.subscription_rows(d)])
-        return {"total": len(rows), "page": order.page, "size": order.size, "rows": order.cut(rows)}
-    wanted, rows, read = (order.page + 1) * order.size, [], 0
-    for row in listed[::-1] if order.descending else listed:
-        if len(rows) > wanted:
-            break
-        read += 1
-        found = [r for d in (await _details(request, gateway, [row])).values() for r in views.subscription_rows(d)]
-        rows += found[::-1] if order.descending else found
-    total = len(rows) if read == len(listed) else None
-    return {"total": total, "page": order.page, "size": order.size, "rows": order.cut(rows)}
+    listed = order.matching(await _topic_list(request, gateway, viewer), "name")
+    names = await gateway.run(views.subscription_names, gateway.client, listed)
+    if order.sort in (None, "topic", "name"):
+        first, second = ("name", "topic") if order.sort == "name" else ("topic", "name")
+        page = order.cut(sorted(names, key=lambda n: (n[first], n[second]), reverse=order.descending))
+        details = await _details(request, gateway, _topics_of(page))
+        found = {(r["topic"], r["name"]): r for d in details.values() for r in views.subscription_rows(d)}
+        rows = [found[key] for key in ((n["topic"], n["name"]) for n in page) if key in found]
+        return {"total": len(names), "page": order.page, "size": order.size, "rows": rows}
+    topics = _topics_of(names)
+    order.check_readable(len(topics), "topic with subscriptions")
+    details = await _details(request, gateway, topics)
+    rows = order.sorted([row for d in details.values() for row in views.subscription_rows(d)])
+    return {"total": len(rows), "page": order.page, "size": order.size, "rows": order.cut(rows)}
+
+
+def _topics_of(names: list[dict]) -> list[dict]:
+    """The distinct topics (as rows of :func:`views.topic_list`) of subscription names, in their order."""
+    return list({n["topic"]: n["row"] for n in names}.values())
 
 
 @api
@@ -370,6 +430,7 @@ async def create_topic(request: Request, gateway: Gateway, viewer: Viewer) -> ob
 
     detail = await gateway.run(work)
     log.info("console: %s created topic %s with %s", viewer.principal, found, properties)
+    _forget(request, found, metadata=True)
     return _as_seen_by(_recent(request).put(str(found), detail), viewer)
 
 
@@ -386,6 +447,7 @@ async def update_topic(request: Request, gateway: Gateway, viewer: Viewer) -> ob
 
     detail = await gateway.run(work)
     log.info("console: %s set the properties of topic %s to %s", viewer.principal, found, properties)
+    _forget(request, found, metadata=True)
     return _as_seen_by(_recent(request).put(str(found), detail), viewer)
 
 
@@ -395,7 +457,7 @@ async def delete_topic(request: Request, gateway: Gateway, viewer: Viewer) -> ob
     _confirmed(await _json_body(request), str(found))
     await gateway.run(gateway.client.delete_topic, found)
     log.info("console: %s deleted topic %s", viewer.principal, found)
-    _recent(request).forget(str(found))
+    _forget(request, found, metadata=True)
     return {"deleted": str(found)}
 
 
@@ -415,7 +477,7 @@ async def publish(request: Request, gateway: Gateway, viewer: Viewer) -> object:
     record, transactional = produce.record_of(body), body.get("transactional") is True
     done = await gateway.run(lambda: produce.publish(gateway.client, found, record, transactional=transactional))
     log.info("console: %s published message %s to %s", viewer.principal, done["id"], found)
-    _recent(request).forget(str(found))  # it has a new message
+    _forget(request, found)  # it has a new message
     return done
 
 
@@ -515,7 +577,7 @@ async def reset(request: Request, gateway: Gateway, viewer: Viewer) -> object:
 
     detail = await gateway.run(work)
     log.info("console: %s reset subscription %s of %s to %r (force=%s)", viewer.principal, name, found, start, force)
-    _recent(request).forget(str(found))  # its lag changed
+    _forget(request, found)  # its lag changed
     return {**detail, "may_change": True}
 
 
@@ -550,7 +612,7 @@ async def replay(request: Request, gateway: Gateway, viewer: Viewer) -> object:
     )
     for letter in done["refused"]:
         log.warning("console: refused dead letter %s of %s: %s", letter["id"], target, letter["reason"])
-    _recent(request).forget(str(found))  # it has new messages
+    _forget(request, found)  # it has new messages
     return done
 
 

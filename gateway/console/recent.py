@@ -47,6 +47,11 @@ class Recent:
             task.add_done_callback(self._tasks.discard)
         return answer
 
+    def peek(self, key: str) -> Any:
+        """The last answer for ``key`` however old (None: none), reading nothing."""
+        found = self._answers.get(key)
+        return None if found is None else found[1]
+
     def put(self, key: str, answer: Any) -> Any:
         """Keep an answer read elsewhere (a change's own read of the result)."""
         return self._keep(key, answer)

@@ -31,6 +31,8 @@ PREVIEW_COUNT_CAP = 10_000  # messages counted for a reset preview before it say
 RATE_WINDOWS = (60, 300, 900)
 TX_PROBE_SECONDS = 1.0
 CHARTED_LAGS = 4  # the topic's chart shows the lag of the subscriptions furthest behind
+RECENT_SWEEPS = 5  # the overview's most recent complete region sweeps
+OPEN_SHOWN = 5  # the overview's oldest open transactions
 
 
 def overview(client: MessagingClient) -> dict:
@@ -46,6 +48,7 @@ def overview(client: MessagingClient) -> dict:
         return {"prefix": client.installation.prefix, "hbase": hbase}
     setting = client.admin.tail_cache_setting()
     sweeper = sweeper_summary(client)
+    state: Transaction = client.admin.tx_state()
     return {
         "prefix": client.installation.prefix,
         "hbase": hbase,
@@ -59,17 +62,24 @@ def overview(client: MessagingClient) -> dict:
         },
         "sweeper": sweeper,
         "tx_server": tx_server_status(),
+        "open_transactions": open_transactions(state),
     }
 
 
 def sweeper_summary(client: MessagingClient) -> dict:
     """The sweeper's health in a few numbers: the oldest last complete sweep of any region (every region
-    must be swept for the invalid list to be pruned), the regions never swept, the prune bound."""
+    must be swept for the invalid list to be pruned), the regions never swept, the prune bound, and the
+    most recent complete region sweeps with their rows (one record per region: the cost grows with the
+    regions, never with the topics)."""
     state = sweeper_state(client.installation)
     completed = [r["completed"] for r in state["regions"] if r["completed"] is not None]
     never = [r["region"] for r in state["regions"] if r["completed"] is None]
+    recent = sorted((r for r in state["regions"] if r["completed"] is not None), key=lambda r: -r["completed"])
     return {
         "regions": len(state["regions"]),
+        "recent": [
+            {"region": r["region"], "completed": r["completed"], "rows": r["rows"]} for r in recent[:RECENT_SWEEPS]
+        ],
         "never_swept": never,
         "oldest_sweep": min(completed) if completed else None,
         "newest_sweep": max(completed) if completed else None,
@@ -77,6 +87,17 @@ def sweeper_summary(client: MessagingClient) -> dict:
         "blocking": state["pruning"]["blocking"],
         "invalid": len(state["pruning"]["invalid"]),
         "prunable": len(state["pruning"]["prunable"]),
+    }
+
+
+def open_transactions(state: Transaction) -> dict:
+    """The transactions in progress as committed-only readers see them (the state stored in HBase, one
+    read): how many, and the oldest :data:`OPEN_SHOWN` with when each started. Each one holds back the
+    exclusive subscriptions whose mark is before its first message (``Lag.held``)."""
+    pointers = sorted(state.in_progress)
+    return {
+        "count": len(pointers),
+        "oldest": [{"write_pointer": str(p), "started": p // 1_000_000} for p in pointers[:OPEN_SHOWN]],
     }
 
 
@@ -101,18 +122,31 @@ def tx_server_status() -> dict:
         return {"address": tx.address, "reachable": False, "error": str(exc)}
 
 
-def topic_list(client: MessagingClient, viewer: Viewer) -> list[dict]:
-    """Every topic the viewer may see, from the metadata alone (one scan): the list stays fast with
-    thousands of topics; sizes and rates come with :func:`topic_detail`."""
+def topic_list(metadata: list[TopicMetadata], viewer: Viewer) -> list[dict]:
+    """Every topic of ``metadata`` (``client.list_topic_metadata``: one scan) the viewer may see, from the
+    metadata alone: sizes and rates come with :func:`topic_detail`."""
     return [
         {
             **_meta(meta),
             "name": str(meta.topic),
             "may_change": viewer.may_change(meta.topic.namespace, meta.topic.topic),
         }
-        for meta in client.list_topic_metadata(None)
+        for meta in metadata
         if viewer.may_see(meta.topic.namespace, meta.topic.topic)
     ]
+
+
+def subscription_names(client: MessagingClient, listed: list[dict]) -> list[dict]:
+    """The subscriptions of the topics of ``listed`` (rows of :func:`topic_list`) in their current
+    generation, each as ``topic``, ``name`` and the topic's ``row``: one scan of the subscriptions table,
+    no numbers read."""
+    rows = {row["name"]: row for row in listed}
+    found = []
+    for topic, generation, name in client.admin.subscription_names():
+        row = rows.get(str(topic))
+        if row is not None and row["generation"] == generation:
+            found.append({"topic": str(topic), "name": name, "row": row})
+    return found
 
 
 def _meta(meta: TopicMetadata) -> dict:
@@ -162,15 +196,45 @@ def topic_summary(detail: dict) -> dict:
     """A topic's numbers for a row of the topic list, from its :func:`topic_detail`: size, last publish, the
     publish rate over the last minute and the worst lag of its subscriptions."""
     lags = [s["lag"] for s in detail["subscriptions"] if s["lag"] is not None]
+    return _summary(
+        detail["messages"],
+        detail["bytes"],
+        detail["last_publish"],
+        detail["rates"].get(str(RATE_WINDOWS[0])),
+        len(detail["subscriptions"]),
+        [(lag["messages"], lag["seconds"]) for lag in lags],
+        detail["read_at"],
+    )
+
+
+def topic_numbers(client: MessagingClient, topic: TopicId) -> dict:
+    """What :func:`topic_summary` shows of a topic, from its statistics alone (one rate window, no samples
+    kept): the reads behind sorting a long topic list by a number (:mod:`.catalog`)."""
+    read_at = client.hbase_clock.now_ms()
+    stats = client.topic_stats(topic, windows=RATE_WINDOWS[:1])
+    lags = [(lag.messages, lag.seconds) for _name, _mark, lag in stats.subscriptions]
+    rate = stats.rates[RATE_WINDOWS[0]]
+    return _summary(stats.messages, stats.bytes, stats.last_publish_time, rate, len(lags), lags, read_at)
+
+
+def _summary(
+    messages: int,
+    size: int,
+    last_publish: int | None,
+    rate: float | None,
+    subscriptions: int,
+    lags: list[tuple[int, float]],
+    read_at: int,
+) -> dict:
     return {
-        "messages": detail["messages"],
-        "bytes": detail["bytes"],
-        "last_publish": detail["last_publish"],
-        "rate": detail["rates"].get(str(RATE_WINDOWS[0])),
-        "subscription_count": len(detail["subscriptions"]),
-        "lag_messages": max((lag["messages"] for lag in lags), default=None),
-        "lag_seconds": max((lag["seconds"] for lag in lags), default=None),
-        "read_at": detail["read_at"],
+        "messages": messages,
+        "bytes": size,
+        "last_publish": last_publish,
+        "rate": rate,
+        "subscription_count": subscriptions,
+        "lag_messages": max((messages for messages, _ in lags), default=None),
+        "lag_seconds": max((seconds for _, seconds in lags), default=None),
+        "read_at": read_at,
     }
 
 
@@ -184,6 +248,7 @@ def subscription_rows(detail: dict) -> list[dict]:
             "kind": "exclusive" if s["shared"] is None else "shared",
             "lag_messages": None if s["lag"] is None else s["lag"]["messages"],
             "lag_seconds": None if s["lag"] is None else s["lag"]["seconds"],
+            "held": None if s["lag"] is None else s["lag"]["held"],
             "consumers": (1 if s["owner"] else 0) if s["shared"] is None else s["shared"]["consumers"],
             "in_flight": None if s["shared"] is None else s["shared"]["in_flight"],
             "dead_letters": None if s["shared"] is None else s["shared"]["dead_lettered"],

@@ -779,6 +779,35 @@ def test_the_lists_show_each_topics_and_subscriptions_numbers(console: Console, 
     assert len(slowest.splitlines()) >= 2  # a header and the subscriptions furthest behind
 
 
+def test_the_overview_shows_recent_sweeps_and_the_transactions_holding_consumers_back(
+    console: Console, browser: WebDriver
+) -> None:
+    """The overview lists the latest complete region sweeps with their rows (from the sweeper's records), and
+    in words the transactions in progress (oldest first, with when each started) and the subscriptions that
+    wait for one, with how many messages it holds back."""
+    client = console.client
+    sign_in(browser, console, TOKENS["ops"])
+    show(browser, console, "overview", "overview")
+    swept = sorted(
+        (r for r in sweeper_state(client.installation)["regions"] if r["completed"] is not None),
+        key=lambda r: -r["completed"],
+    )
+    rows = browser.find_elements(By.CSS_SELECTOR, "#recent-sweeps tbody tr")
+    shown = [(cells[0].text, cells[2].text) for cells in (r.find_elements(By.TAG_NAME, "td") for r in rows)]
+    assert shown == [(r["region"], str(r["rows"])) for r in swept[:5]]
+    assert swept and sum(r["rows"] for r in swept) > 0
+    opened = text(browser, "open-transactions")
+    in_progress = sorted(client.admin.tx_state().in_progress)
+    assert f"{len(in_progress)} transaction" in opened and f"Transaction {console.open_tx}, open since" in opened
+    assert opened.index(str(in_progress[0])) < opened.index("open since")  # the oldest first
+    held = client.lag(PAYMENTS, "audit").held
+    assert held == 2  # "pending 1" and "pending 2", of the transaction left open
+    held_rows = browser.find_elements(By.CSS_SELECTOR, "#held tbody tr")
+    waiting = {r.find_elements(By.TAG_NAME, "td")[0].text: r.text for r in held_rows}
+    assert "shop:payments" in waiting["audit"] and f"{held} messages wait for a transaction" in waiting["audit"]
+    shot(browser, console, "overview")
+
+
 def test_produce_publishes_one_message_for_a_publisher_only(console: Console, browser: WebDriver) -> None:
     """A principal with publish rights produces a message with a key and headers, and one in a transaction
     of its own (committed: a transactional reader sees it); a read-only one gets no form and a 403."""

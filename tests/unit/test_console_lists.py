@@ -3,9 +3,13 @@ that would read too many topics refused with a clear error."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
-from tms_hbase.errors import InvalidArgument
+from tms_hbase import TopicId
+from tms_hbase.errors import InvalidArgument, TopicNotFound
+from tms_hbase_gateway.console.catalog import Catalog
 from tms_hbase_gateway.console.lists import SORT_LIMIT, Order
 
 COLUMNS = ("name", "lag")
@@ -35,3 +39,33 @@ def test_bad_requests_and_sorts_reading_too_much_are_refused() -> None:
     order(sort="lag").check_readable(SORT_LIMIT, "topic")
     with pytest.raises(InvalidArgument, match=f"{SORT_LIMIT + 1} match, narrow the filter"):
         order(sort="lag").check_readable(SORT_LIMIT + 1, "topic")
+
+
+def test_a_long_lists_numbers_are_read_once_in_the_background_and_again_when_old() -> None:
+    """The catalog answers at once with what it knows, reads each topic listed once per walk (a failed or
+    deleted one is left unknown), and starts another walk only for numbers missing or older than max_age."""
+    reads: list[str] = []
+
+    async def read(row: dict) -> dict:
+        reads.append(row["name"])
+        if row["name"] == "gone":
+            raise TopicNotFound(TopicId("a", "gone"))
+        await asyncio.sleep(0)
+        return {"messages": len(row["name"])}
+
+    async def scenario() -> None:
+        catalog = Catalog(max_age=3600, parallel=2)
+        rows = [{"name": n} for n in ("a:x", "a:yy", "gone", "a:zzz")]
+        assert catalog.known(rows, read) == {}
+        assert catalog.known(rows, read) == {}  # one walk at a time
+        await asyncio.sleep(0.1)
+        assert catalog.known(rows, read) == {"a:x": {"messages": 3}, "a:yy": {"messages": 4}, "a:zzz": {"messages": 5}}
+        assert sorted(reads) == sorted(["a:x", "a:yy", "gone", "a:zzz"])
+        await asyncio.sleep(0.1)  # only "gone" was missing: read again
+        assert sorted(reads) == sorted(["a:x", "a:yy", "gone", "gone", "a:zzz"])
+        catalog.max_age = 0
+        catalog.known(rows[:1], read)
+        await asyncio.sleep(0.1)
+        assert reads[-1] == "a:x"
+
+    asyncio.run(scenario())

@@ -18,6 +18,7 @@ at "latest") use index ``END``, which covers a whole batch row.
 
 from __future__ import annotations
 
+import builtins
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -169,6 +170,12 @@ class SubscriptionStore:
             Stored(key, d[COLUMN], _decode(key, d[COLUMN])) for key, d in rows if d.get(COLUMN, TOMBSTONE) != TOMBSTONE
         ]
 
+    def names(self) -> builtins.list[tuple[TopicId, int, str]]:  # builtins: ``list`` is the method above
+        """Every subscription of every topic generation as (topic, generation, name), in key order: one scan
+        of the whole table (a subscription's row key is ``ns:topic:``, its generation and its name)."""
+        rows = self.table.scan(columns=[COLUMN])
+        return [_parse_key(key) for key, data in rows if data.get(COLUMN, TOMBSTONE) != TOMBSTONE]
+
     def create(self, topic: TopicId, name: str, key: bytes, record: Record) -> Stored:
         """Store a new subscription; SubscriptionAlreadyExists if one has that name (left unchanged)."""
         data = record.encode()
@@ -208,6 +215,12 @@ def _decode(key: bytes, data: bytes) -> Record:
         return Record.decode(data)
     except CorruptData as exc:
         raise CorruptData(f"{exc} (row {key!r})") from None
+
+
+def _parse_key(key: bytes) -> tuple[TopicId, int, str]:
+    """The topic, generation and name of a subscription's row key."""
+    namespace, topic, rest = key.split(b":", 2)
+    return TopicId(namespace.decode(), topic.decode()), int.from_bytes(rest[:4], "big"), rest[4:].decode()
 
 
 def name_of(key: bytes, topic: TopicId) -> str:

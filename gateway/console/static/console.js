@@ -216,6 +216,8 @@ function pagedList({ path, id, noun, columns, sort, rowAttrs, filterLabel, done 
   const body = el("tbody");
   const count = el("span", { class: "muted", id: `${id}-count`, role: "status" });
   const error = el("p", { class: "error", id: `${id}-error`, role: "alert" });
+  const progress = el("p", { class: "muted", id: `${id}-progress`, role: "status" });
+  let again = null;
   const prev = el("button", { class: "secondary", id: `${id}-previous`, onclick: () => { state.page -= 1; load(); } }, "Previous");
   const next = el("button", { class: "secondary", id: `${id}-next`, onclick: () => { state.page += 1; load(); } }, "Next");
   const heads = columns.map(([key, label, , number]) => {
@@ -231,15 +233,19 @@ function pagedList({ path, id, noun, columns, sort, rowAttrs, filterLabel, done 
   let timer = null;
   const filter = el("input", { id: `${id}-filter`, type: "search", placeholder: "namespace:topic", "aria-label": filterLabel,
     oninput: () => { clearTimeout(timer); timer = setTimeout(() => { state.filter = filter.value; state.page = 0; load(); }, 200); } });
+  let loads = 0;
   async function load() {
     const q = new URLSearchParams({ filter: state.filter, page: state.page, size: 50 });
     if (state.sort) q.set("sort", state.sort);
     if (state.desc) q.set("desc", "true");
+    const mine = ++loads;
     let d;
     try {
       d = await api(`${path}?${q}`);
+      if (mine !== loads) return; // a later request (another filter, sort or page) answers instead
       error.textContent = "";
     } catch (e) {
+      if (mine !== loads) return;
       if (e.status === 401) throw e;
       error.textContent = e.message;
       body.replaceChildren();
@@ -247,10 +253,18 @@ function pagedList({ path, id, noun, columns, sort, rowAttrs, filterLabel, done 
       return;
     }
     body.replaceChildren(...d.rows.map((r) => el("tr", rowAttrs(r), columns.map(([, , cell, number]) => el("td", { class: number ? "num" : "" }, cell(r))))));
-    const pages = d.total === null ? null : Math.max(1, Math.ceil(d.total / d.size));
-    count.textContent = pages === null ? `page ${d.page + 1}` : `${d.total} ${noun}, page ${d.page + 1} of ${pages}`;
+    const pages = Math.max(1, Math.ceil(d.total / d.size));
+    count.textContent = `${d.total.toLocaleString("en")} ${noun}, page ${d.page + 1} of ${pages.toLocaleString("en")}`;
     prev.disabled = d.page === 0;
-    next.disabled = pages === null ? d.rows.length < d.size : d.page + 1 >= pages;
+    next.disabled = d.page + 1 >= pages;
+    // a sort by a number past 1,000 topics: the gateway reads their numbers in the background; ask again until done
+    const reading = d.numbers_read !== undefined && d.numbers_read < d.total;
+    progress.textContent = reading
+      ? `Numbers read for ${d.numbers_read.toLocaleString("en")} of ${d.total.toLocaleString("en")} ${noun} so far: sorted among those, the others follow; reading the rest…`
+      : "";
+    clearTimeout(again);
+    const opened = shownScreen;
+    if (reading) again = setTimeout(() => { if (opened === shownScreen) load(); }, 2000);
     for (const th of heads) {
       const key = th.firstChild.dataset.sort;
       if (key === state.sort) th.setAttribute("aria-sort", state.desc ? "descending" : "ascending");
@@ -259,7 +273,7 @@ function pagedList({ path, id, noun, columns, sort, rowAttrs, filterLabel, done 
     if (done) done();
   }
   const node = el("div", {}, el("div", { class: "toolbar" }, el("label", {}, filterLabel, filter)),
-    el("div", { class: "pager" }, prev, next, count), error,
+    el("div", { class: "pager" }, prev, next, count), error, progress,
     el("table", { id }, el("thead", {}, el("tr", {}, heads)), body));
   return { node, load };
 }
@@ -321,6 +335,7 @@ async function overview() {
   }
   const parts = [el("h1", {}, "Overview"), el("div", { class: "cards", id: "overview" }, cards)];
   const tot = o.totals;
+  if (h.reachable) parts.push(...recentSweeps(o.sweeper.recent), ...openTransactions(o.open_transactions, tot && tot.held));
   if (tot) {
     parts.push(el("h2", {}, "Totals"));
     if (tot.messages === undefined) {
@@ -340,6 +355,34 @@ async function overview() {
   }
   screen.replaceChildren(...parts);
   ready("overview");
+}
+
+function recentSweeps(recent) {
+  return [
+    el("h2", {}, "Recent sweeps"),
+    recent.length
+      ? table(["region", "swept completely", "rows#"], recent.map((r) => el("tr", {},
+        el("td", { class: "mono" }, r.region), el("td", {}, `${when(r.completed)} (${ago(r.completed)})`),
+        el("td", { class: "num" }, r.rows))), { id: "recent-sweeps" })
+      : el("p", { class: "muted", id: "recent-sweeps" }, "No region has been swept completely yet: is a sweeper running (tms-sweeper)?"),
+  ];
+}
+
+// The transactions in progress, and the subscriptions they hold back (undefined: not read, past the totals' limit).
+function openTransactions(open, held) {
+  const oldest = open.oldest.map((t) => el("li", {}, `Transaction ${t.write_pointer}, open since ${when(t.started)} (started ${ago(t.started)})`));
+  const words = open.count === 0
+    ? "No transaction is in progress: none holds consumers back."
+    : `${open.count} transaction${open.count === 1 ? " is" : "s are"} in progress; a consumer reading committed messages waits at the first message of each.`;
+  const parts = [el("h2", {}, "Open transactions"), el("div", { id: "open-transactions" }, el("p", {}, words), oldest.length ? el("ul", {}, oldest) : null,
+    open.count > oldest.length ? el("p", { class: "muted" }, `and ${open.count - oldest.length} more: see `, el("a", { href: "#/transactions" }, "Transactions")) : null)];
+  if (held === undefined) return parts;
+  parts.push(held.length
+    ? table(["subscription", "topic", "held back#", "lag#"], held.map((s) => el("tr", {},
+      el("td", {}, subscriptionLink(s.topic, s.name)), el("td", {}, topicLink(s.topic)),
+      el("td", { class: "num" }, `${s.held} messages wait for a transaction`), el("td", { class: "num" }, s.lag_messages))), { id: "held" })
+    : el("p", { class: "muted", id: "held" }, "No subscription waits for a transaction in progress."));
+  return parts;
 }
 
 async function topics() {
@@ -366,7 +409,7 @@ async function topics() {
   });
   const parts = [el("h1", {}, "Topics")];
   if (session.admin) parts.push(createForm());
-  parts.push(el("p", { class: "muted" }, `Numbers as this gateway worker read them within the last few seconds. Sorting by a number reads every topic listed (at most 1,000: filter first).`), list.node);
+  parts.push(el("p", { class: "muted" }, `Numbers as this gateway worker read them within the last few seconds. Sorting by a number past 1,000 topics reads their numbers in the background: the order settles when all are read.`), list.node);
   screen.replaceChildren(...parts);
   await list.load();
 }
@@ -721,7 +764,7 @@ async function allSubscriptions(picker) {
     done: () => ready("subscriptions"),
   });
   screen.replaceChildren(el("h1", {}, "Subscriptions"), picker,
-    el("p", { class: "muted" }, "Every subscription of the topics you may see, in topic order (read page by page); sorting by another column reads every topic listed (at most 1,000: filter first)."),
+    el("p", { class: "muted" }, "Every subscription of the topics you may see; only the page's numbers are read in topic or name order. Sorting by a number reads every topic with subscriptions (at most 1,000: filter first)."),
     list.node);
   await list.load();
 }
