@@ -610,7 +610,7 @@ class SharedConsumer(TransactionalAcks):
         floor_row, handed = self._store.floor_and_handed_out(keys)
         floor = floor_row.value
         ranges = self._store.ranges(keys, floor)  # before the claims: a range read to its end has them all
-        claims = self._store.claims(keys, bytes(MessageId(self.generation, s.first_position(floor), 0)), unsettled=True)
+        claims = self._store.claims(keys, self._first_id(floor), unsettled=True)
         truncated = len(claims) >= SCAN_LIMIT
         now = self._clock()
         due = self._schedule.due(keys, now)  # scheduled messages the floor passed, due by now
