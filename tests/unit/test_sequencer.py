@@ -609,3 +609,52 @@ def test_the_frontier_keeps_the_newest_date_and_the_disorder_of_the_batches_belo
     further = moved.passing([110, 140], 9)  # measured against the newest date below the old frontier too
     assert (further.offset, further.newest, further.disorder) == (9, 140, 25)
     assert moved.passing([100], 7).disorder == 30
+
+
+@pytest.mark.threads_only
+def test_a_block_ahead_reserved_before_a_fresh_increment_is_never_carved_after_it() -> None:
+    """A writer's publishes, each taken once the one before it was acknowledged, get rising offsets, so a fetch
+    returns them in that order. Under load the keeper's increment for the block ahead returned but the keeper
+    was starved before it put the block ahead; the lead, finding its block used up or too old, reserved for
+    itself (higher offsets); the keeper then put its lower block ahead, and a later publish was carved off
+    it, BELOW one acknowledged before it (test_gateway_http's pipelined p3 stored before p2)."""
+    w = World()
+    window = [10.0]  # W, read when it is needed: W/2 = 5 s, so no block ages unless told
+    res = Reservations(w.inst.messages, b"w" * 16, lambda: window[0])
+    in_flight, fresh = threading.Event(), threading.Event()
+    original = w.inst.messages.increment
+
+    def increment(key: bytes, column: bytes, amount: int = 1) -> int:
+        last = original(key, column, amount)
+        if threading.current_thread().name == "tms-block-keeper" and not in_flight.is_set():
+            in_flight.set()  # the block ahead is reserved; the keeper is starved before it puts it ahead
+            assert fresh.wait(60)
+        elif in_flight.is_set():
+            fresh.set()  # the lead's own increment, after the keeper's
+        return last
+
+    w.inst.messages.increment = increment  # type: ignore[method-assign]
+    tickets = _busy_block(res)
+    queue = res._queues[(T, 1)]
+    while not queue.reserving_ahead:  # carve until half of the block is gone: the keeper reserves ahead
+        tickets.append(Ticket(1))
+        res.take(T, 1, tickets[-1])
+        res.published(tickets[-1])
+    assert in_flight.wait(60)
+    window[0] = 0.05  # the lead waits for the block ahead at most W: the starved keeper makes it give up
+    with queue.lock:  # and the rest of the block, if any, went too old to carve while the process starved
+        if queue.block is not None:
+            queue.block = replace(queue.block, until=time.monotonic() - 0.001)
+    held = Ticket(1)
+    tickets.append(held)
+    res.take(T, 1, held)  # its publish does not end yet: the writer is busy, nothing is released as idle
+    assert fresh.is_set()
+    wait_for(lambda: not queue.reserving_ahead, "the keeper put its block ahead", 60)
+    for _ in range(2 * MAX_BLOCK_OFFSETS // 8):  # past the lead's own block, into the keeper's if it is carved
+        tickets.append(Ticket(1))
+        res.take(T, 1, tickets[-1])
+        res.published(tickets[-1])
+    res.published(held)
+    res.close()
+    firsts = [t.first for t in tickets]
+    assert [(a, b) for a, b in zip(firsts, firsts[1:]) if b <= a] == []  # rising in the order they were taken

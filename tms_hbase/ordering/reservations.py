@@ -28,9 +28,14 @@
   the next block (same size, its clock read and ``started`` taken before its increment, like any
   reservation) while the publishes go on. So a lone busy writer's publishes wait for one conditional put
   each and never for an increment: the increment's round trip overlaps the puts. A round that finds its
-  block used up while that increment is in flight waits for it rather than sending a second one. The block
-  ahead is carved only after the current one (a writer's own rows stay in offset order), is released like
-  a block (one skip marker; one for both when they are contiguous), and is subject to the same W/2 age.
+  block used up (or too old) while that increment is in flight waits for it (at most W) rather than sending
+  a second one. The block ahead is carved only after the current one, is released like a block (one skip
+  marker; one for both when they are contiguous), and is subject to the same W/2 age.
+* **A writer's own rows stay in offset order.** Offsets are handed out in the order of the rounds, each
+  above the last one handed out (``handed_to``): a publish begun after another was acknowledged is stored
+  after it. A block at or below that offset is never carved but released: the keeper's block ahead whose
+  increment returned before the one of a round that gave up waiting for it (a starved keeper) lies below
+  that round's offsets.
 """
 
 from __future__ import annotations
@@ -100,6 +105,7 @@ class _Queue:
     last_round: float = -1.0  # time.monotonic() when the last round began
     interval: float | None = None  # recent seconds between busy rounds (None: not busy)
     reserved_to: int = 0  # the last offset this queue's latest increment reserved
+    handed_to: int = 0  # the last offset handed out to a publish: no block at or below it is carved
     lone: bool = False  # that increment continued the one before it: no other writer reserved in between
 
     def __post_init__(self) -> None:
@@ -221,7 +227,7 @@ class Reservations:
         now = time.monotonic()
         rounds = max(1, min(self._rounds_ahead(queue, now), MAX_BLOCK_OFFSETS // span))
         if queue.reserving_ahead:
-            self._await_ahead(queue, span)
+            self._await_ahead(queue, span, now)
             now = time.monotonic()  # (it may have waited: a block's age is judged after)
         piece, stale = self._carve(queue, span, now)
         if piece is not None and rounds > 1 and queue.ahead is None and not queue.reserving_ahead:
@@ -248,12 +254,12 @@ class Reservations:
         queue.lone = first == queue.reserved_to + 1
         queue.reserved_to = max(queue.reserved_to, first + span - 1)
 
-    def _await_ahead(self, queue: _Queue, span: int) -> None:
+    def _await_ahead(self, queue: _Queue, span: int, now: float) -> None:
         """Under the queue's lock, while the next block is being reserved (the caller checks): when its
-        block cannot serve a round of ``span``, wait for that increment (at most W) instead of sending
-        another one."""
+        block cannot serve a round of ``span`` (used up, too small or too old), wait for that increment
+        (at most W) instead of sending another one."""
         block = queue.block
-        if block is None or block.span < span:
+        if block is None or block.span < span or _spent(queue, block, now):
             deadline = time.monotonic() + self.window()
             while queue.reserving_ahead and (left := deadline - time.monotonic()) > 0:
                 queue.ahead_done.wait(left)
@@ -261,7 +267,7 @@ class Reservations:
     @staticmethod
     def _carve(queue: _Queue, span: int, now: float) -> tuple[Block | None, list[Block]]:
         """Under the queue's lock (``now``: time.monotonic()): ``span`` offsets off the front of its block
-        (the block ahead once the block is gone), or None; and the blocks to release, too old or too small
+        (the block ahead once the block is gone), or None; and the blocks to release, spent or too small
         for the round. What is left of a block stays the queue's (shortened in place)."""
         stale: list[Block] = []
         while True:
@@ -271,10 +277,11 @@ class Reservations:
             if queue.block is None:
                 queue.ahead = None
             queue.block = None
-            if now >= block.until or block.span < span:
+            if _spent(queue, block, now) or block.span < span:
                 stale.append(block)
                 continue
             piece = Block(block.first, span, block.publish_time, block.started)
+            queue.handed_to = block.first + span - 1
             if block.span > span:
                 block.first += span
                 block.span -= span
@@ -314,7 +321,9 @@ class Reservations:
             queue.ahead_done.notify_all()
             if block is not None:
                 self._reserved(queue, block.first, block.span)
-            if block is not None and queue.ahead is None:
+            # (a round that gave up waiting for it reserved for itself meanwhile: then it lies below
+            # offsets handed out, is spent, and is released at once)
+            if block is not None and queue.ahead is None and not _spent(queue, block, time.monotonic()):
                 queue.ahead, block = block, None
         if block is not None:
             self._release(topic, generation, queue, block)
@@ -344,6 +353,7 @@ class Reservations:
         self._hand_out(round_, first, publish_time, started)
         with queue.lock:
             self._reserved(queue, first, span * rounds)
+            queue.handed_to = max(queue.handed_to, first + span - 1)
         if rounds == 1:
             return
         block = Block(first + span, span * (rounds - 1), publish_time, started, started + max_age)
@@ -399,10 +409,12 @@ class Reservations:
                 # a lone writer's block holds nobody's rows up: it is kept through pauses until too old
                 idle = not queue.lone and not queue.busy and not queue.writing and now - queue.last_end >= IDLE_SECONDS
                 if not (force or idle):
-                    if not any(now >= b.until for b in blocks):
+                    if not any(_spent(queue, b, now) for b in blocks):
                         continue
-                    if queue.busy or queue.writing:  # carving goes on: release only what is too old to carve
-                        blocks = [b for b in blocks if now >= b.until]
+                    block = queue.block
+                    if queue.busy or queue.writing or (block is not None and not _spent(queue, block, now)):
+                        # carving goes on (or its block still serves): release only what cannot be carved
+                        blocks = [b for b in blocks if _spent(queue, b, now)]
                     # else a lone writer paused past its block's age: the block ahead goes with it, so that
                     # both are given back to the counter at once rather than the older one filled with a skip
                     # marker because the block ahead sits after it
@@ -433,6 +445,14 @@ class Reservations:
             self.released += 1
         except TmsError as exc:  # readers fill it after H
             log.info("could not release offsets %d+%d of %s: %s", block.first, block.span, topic, exc)
+
+
+def _spent(queue: _Queue, block: Block, now: float) -> bool:
+    """Under the queue's lock (``now``: time.monotonic()): the block may no longer be carved, because it is
+    too old, or because it lies at or below an offset already handed out to one of the queue's publishes
+    (a block ahead whose increment came before a round's own: carved after that round, a later publish
+    would be stored before an earlier one)."""
+    return now >= block.until or block.first <= queue.handed_to
 
 
 def _joined(blocks: list[Block]) -> list[Block]:
