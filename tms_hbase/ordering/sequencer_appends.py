@@ -18,6 +18,7 @@ from tms_hbase.model.topic import TopicId
 from tms_hbase.ordering import sequencer
 from tms_hbase.ordering.appends import MAX_TIME_MS, Resume, Writer, unknown
 from tms_hbase.ordering.reservations import Reservations, Ticket
+from tms_hbase.storage.connection import operation_deadline
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,8 @@ class SequencerAppends:
         """Reserve offsets, write the batch at the first one if-absent within W; returns that offset and the
         cell stored there (None for a resumed batch found stored).
 
-        Refused (a reader filled the offset because this writer was slow) or too late: reserve again.
+        Refused (a reader filled the offset because this writer was slow) or too late: reserve again
+        (see :meth:`_race_again`).
         A lost answer is resolved by reading the offset back (this batch there: done). ``resume``: the
         offset an interrupted attempt aimed at is settled first, by reading it and, if it is empty,
         filling it, so the attempt can never land later.
@@ -72,7 +74,7 @@ class SequencerAppends:
             else Totals(*self.writer.own_count(topic, generation, (), tx_pointer))
         )
         span = max(1, len(payloads) if own is None else own.messages)
-        failures = 0
+        failures = races = 0
         while True:
             ticket = Ticket(span)
             try:
@@ -89,10 +91,31 @@ class SequencerAppends:
             if stored is not None:
                 return ticket.first, stored
             CLIENT_METRICS.races_lost.inc()
-            failures += 1  # too slow for the window (or a reader filled the offset): as if HBase were slow
-            slow = HBaseUnavailable(f"publish to {topic}: {failures} reservations in a row filled before the write")
-            if not self.writer.retry.pause(slow, failures, what=f"publish to {topic}"):
+            races += 1
+            self._race_again(topic, races)
+
+    def _race_again(self, topic: TopicId, races: int) -> None:
+        """After the ``races``-th attempt in a row that was too late for the window W, or whose offset a
+        reader filled (this process was slower than W: starved or paused; HBase answered), return to
+        reserve again at once while the running operation's deadline (the client's ``timeout_seconds``)
+        leaves time, as Kafka's producer retries within ``delivery.timeout.ms``; once it has passed, raise
+        HBaseUnavailable (``timed_out``). Each lost attempt is settled (its offset holds this writer's skip
+        marker, or the batch itself), so the batch is stored once, after the writer's earlier publishes.
+        The writer used outside a library operation (no deadline) retries as its retry policy says."""
+        what = f"publish to {topic}"
+        deadline = operation_deadline()
+        if deadline is None:
+            slow = HBaseUnavailable(f"{what}: {races} reservations in a row filled before the write")
+            if not self.writer.retry.pause(slow, races, what=what):
                 raise slow
+        elif time.monotonic() >= deadline:
+            limit = sequencer.window(self.writer.settings.tail_cache_seconds())
+            late = HBaseUnavailable(
+                f"{what}: timed out: {races} attempts in a row could not write within {limit:.2f} s of reserving "
+                "their offsets (this process is too slow: overloaded or paused); nothing was stored"
+            )
+            late.timed_out = True
+            raise late
 
     def _write_at(
         self,

@@ -70,6 +70,11 @@ _LINK_ERRORS = (TTransportException, socket.timeout, OSError, EOFError, NotThrif
 _OPERATION_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("tms_deadline", default=None)
 
 
+def operation_deadline() -> float | None:
+    """The deadline (monotonic) of the library operation running in this context (None: none is running)."""
+    return _OPERATION_DEADLINE.get()
+
+
 def time_left(deadline: float | None) -> float | None:
     """Seconds until ``deadline`` (monotonic; None: no limit), or TimeoutError once it has passed."""
     if deadline is None:
@@ -416,7 +421,7 @@ class HBaseConnection:
 
     def deadline(self) -> float:
         """When a call starting now must end: the running operation's deadline, or ``timeout`` from now."""
-        return _OPERATION_DEADLINE.get() or time.monotonic() + self.timeout
+        return operation_deadline() or time.monotonic() + self.timeout
 
     def run(self, what: str, call: Callable[[Connection], T], *, idempotent: bool = True, requests: int = 1) -> T:
         """Run ``call`` (counted as ``requests`` requests: more when pipelined) on a borrowed connection
