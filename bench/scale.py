@@ -229,7 +229,11 @@ def _keys(client: MessagingClient, steps: list[int], _reps: int, settings: Setti
     """A key-ordered subscription's backlog of ``max(step, minimum)`` messages whose keys take turns over
     ``step`` keys, received and acknowledged by KEYED_CONSUMERS consumers; a receive's time and its ack's,
     per message it got."""
-    curve = Curve("distinct keys on a key-ordered shared subscription", "receive and ack, per message", "O(1)")
+    # (calls reported, not checked: how many a look finds depends on timing, as for the consumers' curve; a reap's
+    # reads are bounded by tests/integration/test_shared_key_order.py)
+    curve = Curve(
+        "distinct keys on a key-ordered shared subscription", "receive and ack, per message", "O(1)", checked=False
+    )
     minimum = settings.pick(10_000, 2_000)
     for step in steps:
         topic, name, total = TopicId("scalek", f"keys{step}"), "work", max(step, minimum)
