@@ -216,7 +216,7 @@ class AsyncMessagingClient(AsyncMessagingService):
 
         Publishes to a sequencer topic made while a write to it is in flight go together in the next write
         (one batch row; each result names its own messages): see :mod:`tms_hbase.aio.coalesce`."""
-        client = await self._ready()
+        client = self._client if self._client is not None and not self._closed else await self._ready()
         topic = as_topic(topic)
         payloads = tracing.created(str(topic), payloads)  # in the caller's context (see tms_hbase.tracing)
         if tx_write_pointer is None and resume is None and not self._lanes.direct(topic):

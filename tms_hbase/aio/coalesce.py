@@ -59,7 +59,7 @@ class GroupOutcome:
     result: PublishResult | None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Member:
     payloads: tuple[bytes | Record, ...]
     ttl: float | None
