@@ -181,3 +181,33 @@ def test_a_group_refused_as_a_whole_is_written_again_in_halves_until_only_the_ba
     assert [r.position for r in good] == [1, 1, 2, 2]  # the others still share rows, in order
     assert writes.groups[1:] == [[(b"a",), (b"b",)], [(b"bad",), (b"c",), (b"d",)], [(b"bad",)], [(b"c",), (b"d",)]]
     assert not writes.singles
+
+
+def test_with_abandon_a_write_whose_callers_were_all_cancelled_is_cut_short_and_the_queue_goes_on() -> None:
+    """The gateway's client: a request nobody waits for no longer holds up the publishes queued behind it."""
+
+    async def scenario() -> tuple[Writes, PublishResult, PublishResult]:
+        writes = Writes()
+        lanes = PublishLanes(writes.group, writes.one, unknown_part, 1 << 20, 1.0, abandon=True)
+        shared = [asyncio.create_task(lanes.publish(TOPIC, (p,), None)) for p in (b"kept", b"cancelled")]
+        await settle()  # both in one write, held
+        shared[1].cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await shared[1]
+        writes.gate.set()  # a caller still waits: the write ran on
+        kept = await shared[0]
+        writes.gate.clear()
+        lone = asyncio.create_task(lanes.publish(TOPIC, (b"lone",), None))
+        await settle()  # its write is held
+        queued = asyncio.create_task(lanes.publish(TOPIC, (b"queued",), None))
+        await settle()
+        lone.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await lone
+        await settle()
+        writes.gate.set()
+        return writes, kept, await queued
+
+    writes, kept, queued = asyncio.run(scenario())
+    assert writes.groups == [[(b"kept",), (b"cancelled",)], [(b"lone",)], [(b"queued",)]]
+    assert (kept.position, queued.position) == (1, 2)  # the lone write was cut short: it stored nothing

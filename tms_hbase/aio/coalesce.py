@@ -16,7 +16,8 @@ one. Through the gateway (which keeps the retry state itself) every topic takes 
 * Publishes leave the queue in the order they entered it: a caller's own publishes stay in its call order.
 * A group is cut at the batch byte limit, at :data:`MAX_GROUP_MESSAGES` and where the per-message TTL changes.
 * Cancelled while queued, a publish leaves the queue: not stored. Cancelled once its group is being written,
-  it runs on to the group's outcome (logged), and the client's ``close()`` waits for it.
+  it runs on to the group's outcome (logged), and the client's ``close()`` waits for it; with ``abandon``, a
+  write whose callers were all cancelled is cut short instead (the gateway's client).
 * A group's deadline is the client's timeout from its earliest member's call: no caller waits longer than
   its own deadline for a write, its queueing included.
 """
@@ -72,6 +73,7 @@ class _Member:
 class _Lane:
     queue: deque[_Member] = field(default_factory=deque)
     writing: asyncio.Task[None] | None = None
+    sending: tuple[list[_Member], asyncio.Task[None]] | None = None  # the group being written, and its write
     shared: bool | None = None  # what the last group write found (None: not known yet)
     checked: float = 0.0  # when it found it
 
@@ -80,7 +82,9 @@ class PublishLanes:
     """One queue and at most one coalesced write in flight per topic; ``group`` writes a group (one row where
     the topic takes shared rows), ``one`` writes a single publish (the others), ``split_unknown`` gives each
     member of a lost shared write its own PublishOutcomeUnknown, ``recheck_seconds`` is how long a topic found
-    to take no shared rows is written to directly before looking again (the metadata's age)."""
+    to take no shared rows is written to directly before looking again (the metadata's age). ``abandon``: a
+    write whose callers were all cancelled is cut short rather than run on, for a writer whose writes are
+    stored whole or not at all however they end (the gateway's), so it holds up no publish queued behind it."""
 
     def __init__(
         self,
@@ -89,7 +93,10 @@ class PublishLanes:
         split_unknown: SplitUnknown,
         max_batch_bytes: int,
         recheck_seconds: float,
+        *,
+        abandon: bool = False,
     ) -> None:
+        self._abandon = abandon
         self._group = group
         self._one = one
         self._split_unknown = split_unknown
@@ -120,6 +127,11 @@ class PublishLanes:
                 log.info("cancelled publish to %s: not stored (it was waiting for the write before it)", topic)
             elif member.future.done() and not member.future.cancelled():  # cancelled as its outcome came
                 _log_cancelled(topic, member.future.exception() or member.future.result())
+            elif self._abandon and lane.sending is not None and member in lane.sending[0]:
+                group, write = lane.sending
+                if all(other.future.cancelled() for other in group):
+                    write.cancel()
+                    log.info("cancelled publishes to %s: their write is cut short (stored whole or not at all)", topic)
             raise
 
     async def wait_idle(self) -> None:
@@ -128,15 +140,25 @@ class PublishLanes:
             await asyncio.wait(writing)
 
     async def _drain(self, topic: TopicId, lane: _Lane) -> None:
+        loop = asyncio.get_running_loop()
         try:
             while lane.queue:
                 group = self._take(lane.queue)
+                write = loop.create_task(self._write(topic, lane, group))
+                lane.sending = group, write
                 try:
-                    await self._write(topic, lane, group)
+                    await asyncio.wait([write])  # (ends too when the write is abandoned: see publish)
                 except BaseException as exc:  # never leave a caller hanging (e.g. the loop shutting down)
+                    write.cancel()
                     for member in group:
                         _settle(topic, member, exc)
                     raise
+                finally:
+                    lane.sending = None
+                if not write.cancelled() and (error := write.exception()) is not None:
+                    for member in group:
+                        _settle(topic, member, error)
+                    raise error
         finally:
             lane.writing = None
 

@@ -21,8 +21,9 @@ keep-alive connection, with the HTTP/1.1 codec of the blocking client.
 - **Cancellation.** Cancelling a call raises CancelledError at once and drops its connection (a half-read
   answer never reaches another call). A cancelled ``publish`` leaves the batch stored whole or not at
   all, never in part (the gateway stores a batch as one unit): still queued behind the request in flight,
-  it is not stored; once its request is sent, that request runs on to its outcome (logged) and
-  :meth:`close` waits for it.
+  it is not stored; once its request is sent, the request runs on for the other publishes in it, and one
+  whose publishes were all cancelled is cut short (which of the two, stored or not, is then known only
+  when it had not been sent yet; otherwise ``fetch`` shows it, as after PublishOutcomeUnknown).
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ class AsyncGatewayClient(AsyncMessagingService):
         # Single publishes to one topic put together while a request to it is in flight (every topic takes
         # shared rows through the gateway, so the lanes never write directly: no recheck).
         self._lanes = PublishLanes(
-            self._publish_group, self._publish_one, _own_unknown, checks.DEFAULT_MAX_BATCH_BYTES, 0.0
+            self._publish_group, self._publish_one, _own_unknown, checks.DEFAULT_MAX_BATCH_BYTES, 0.0, abandon=True
         )
 
     async def __aenter__(self) -> AsyncGatewayClient:
