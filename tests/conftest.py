@@ -58,7 +58,7 @@ SHARED_PER_MODULE = {
     "test_gateway_security.py",
     "test_gateway_consumer_limits.py",
     "test_fault_injection.py",  # one installation
-    "test_console_scale.py",  # one installation of 10,000 topics
+    "test_console_scale.py",  # one installation of 2,000 topics
     "test_transports.py",  # one ThriftServer JVM per transport
     "test_kerberos.py",  # one KDC, one secured HBase, one ThriftServer JVM per mode
     "test_authorization.py",  # one KDC, one secured HBase with AccessController, one ThriftServer JVM

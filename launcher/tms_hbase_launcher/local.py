@@ -33,6 +33,7 @@ HOST = "127.0.0.1"
 DEFAULT_THRIFT_PORT = 9090
 MASTER_CLASS = "org.apache.hadoop.hbase.master.HMaster"
 REGION_SERVER_SOURCE = Path(__file__).with_name("ThriftRegionServer.java")
+PORT_RELEASE = 60.0  # seconds a killed server's process may take to let go of its port (a 2-core machine at load 30)
 """The standalone JVM's region server, with HBase's Thrift1 gateway inside it on its short-circuit connection."""
 
 # What HBase's own bin/hbase adds on JDK 17.
@@ -155,11 +156,16 @@ class LocalHBase:
                 f"a local HBase started by an earlier version of the launcher ({', '.join(sorted(pids))} JVMs) "
                 f"runs in {self.paths.home}; stop it with `tms-admin hbase stop`, then `start` runs the one JVM"
             )
-        if state or self._our_pids():
+        leftovers = bool(state or self._our_pids())
+        if leftovers:
             self.progress("found a half-running local HBase; stopping it before a fresh start")
             self.stop()
         java = _find_java()
-        _require_free(HOST, self.thrift_port, "--thrift-port or TMS_LOCAL_THRIFT_PORT")
+        # A JVM killed a moment ago may still be closing its sockets: its pid has lost its command line (so it
+        # is no longer ours) while its threads finish exiting. Give it that moment before calling the port taken.
+        _require_free(
+            HOST, self.thrift_port, "--thrift-port or TMS_LOCAL_THRIFT_PORT", PORT_RELEASE if leftovers else 0
+        )
         hbase_jars(self.paths, self.progress)
         classes = compile_java(java, REGION_SERVER_SOURCE, self.paths.classes, self.paths.lib)
         zk_port, web_port = _free_port(), _free_port()
@@ -401,18 +407,27 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _require_free(host: str, port: int, hint: str) -> None:
-    """LauncherError if a server listens on the port (connections in TIME_WAIT do not count:
-    the Thrift server binds with SO_REUSEADDR too)."""
+def _require_free(host: str, port: int, hint: str, wait: float = 0.0) -> None:
+    """LauncherError if a server listens on the port, still after ``wait`` seconds (connections in TIME_WAIT
+    do not count: the Thrift server binds with SO_REUSEADDR too)."""
+    deadline = time.monotonic() + wait
+    while not _bindable(host, port):
+        if time.monotonic() >= deadline:
+            raise LauncherError(
+                f"port {port} on {host} is already in use by another program; free it or choose "
+                f"another port with {hint}"
+            )
+        time.sleep(0.2)
+
+
+def _bindable(host: str, port: int) -> bool:
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError:
-            raise LauncherError(
-                f"port {port} on {host} is already in use by another program; free it or choose "
-                f"another port with {hint}"
-            ) from None
+            return False
+        return True
 
 
 PROBE_TABLE = b"tms_launcher_probe"

@@ -73,6 +73,12 @@ def site_properties(paths: LauncherPaths, zk_port: int, web_port: int) -> dict[s
         # so publishers time out. Allow more files before blocking, as HBase's guide advises for heavy writes;
         # compaction still merges them in the background.
         "hbase.hstore.blockingStoreFiles": "100",
+        # Master, region server and ZooKeeper share one JVM, so a ZooKeeper session's expiry detects no failure
+        # here; it only kills the region server after a stall (a paused process, a laptop under heavy load:
+        # sessions expire when their owner is unscheduled past the timeout, 40 s at ZooKeeper's 2 s tick).
+        # Allow two minutes (ZooKeeper caps a session at 20 ticks).
+        "hbase.zookeeper.property.tickTime": "6000",
+        "zookeeper.session.timeout": "120000",
     }
 
 

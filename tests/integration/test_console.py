@@ -27,7 +27,7 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select
 
-from tms_hbase import MessagingClient, Record, TopicId
+from tms_hbase import MessagingClient, TopicId
 from tms_hbase.config import TX_ENV
 from tms_hbase.errors import TopicNotFound
 from tms_hbase.model.dead_letter import DeadLetter
@@ -38,6 +38,7 @@ from tms_hbase_gateway.auth import hash_token, new_token
 
 from ..browser import chromium, screenshot, wait_for_page
 from ..gateway_server import GatewayProcess, gateway_env
+from ..haystack import fill_haystack
 from ..tx_server import TxServer, free_port
 
 ORDERS, PAYMENTS, DEAD = TopicId("shop", "orders"), TopicId("shop", "payments"), TopicId("shop", "dead")
@@ -896,14 +897,7 @@ def test_the_live_tail_shows_what_another_process_publishes(console: Console, br
 
 
 def test_search_finds_a_key_header_or_payload_within_a_range(console: Console, browser: WebDriver) -> None:
-    client, hay = console.client, TopicId("shop", "haystack")
-    client.create_topic(hay)
-    for batch in range(20):
-        records = [Record(f"order {batch}-{n}".encode(), key=f"k-{batch}-{n}".encode()) for n in range(1000)]
-        if batch == 17:
-            records[500] = Record(b"the needle", key=b"needle-key", headers=[("trace", b"needle-trace")])
-        client.publish(hay, records)
-    needle = next(m for m in client.fetch(hay) if m.key == b"needle-key")
+    needle = fill_haystack(console.client, TopicId("shop", "haystack"), 20)
     sign_in(browser, console, TOKENS["viewer"])
     show(browser, console, "search/shop/haystack", "search")
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -138,3 +139,18 @@ def _stand_in(marker: str) -> subprocess.Popen:
         assert time.monotonic() < deadline, "the stand-in process did not start"
         time.sleep(0.01)
     return proc
+
+
+def test_a_port_let_go_while_the_launcher_waits_is_taken_and_one_held_is_a_clear_error() -> None:
+    """A server killed a moment ago may hold its port while its process finishes exiting: a restart waits for
+    it; a port another program keeps is refused with the option to choose another."""
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    with pytest.raises(LauncherError, match=f"port {port} .* already in use.*--thrift-port"):
+        local._require_free("127.0.0.1", port, "--thrift-port", wait=0.5)
+    letting_go = threading.Timer(0.5, holder.close)
+    letting_go.start()
+    local._require_free("127.0.0.1", port, "--thrift-port", wait=local.PORT_RELEASE)
+    letting_go.join()

@@ -8,8 +8,18 @@ import re
 
 import pytest
 
-from tms_hbase.shared.state import Claim, ClaimState, key_of, new_delivery
-from tms_hbase.shared.store import UNSETTLED
+from tms_hbase.errors import CorruptData
+from tms_hbase.shared.state import (
+    CLEARED_COLUMN,
+    FLOOR_COLUMN,
+    Claim,
+    ClaimState,
+    Cleared,
+    encode_u64,
+    key_of,
+    new_delivery,
+)
+from tms_hbase.shared.store import SETTLED, UNSETTLED, Floor
 
 OWNERS = [None, "host:123:abcdef12", 'quote" backslash\\ unicode é ☃']
 
@@ -26,9 +36,10 @@ def test_a_claim_cell_is_sorted_compact_json_that_decodes_to_the_same_claim(
     data = claim.encode()
     assert Claim.decode(data) == claim
     assert data == json.dumps(json.loads(data), sort_keys=True, separators=(",", ":")).encode()
-    pattern = re.search(r"regexstring:(.*)'\)$", UNSETTLED)
-    assert pattern is not None
-    assert bool(re.search(pattern.group(1).encode(), data)) is not state.settled
+    for region_filter, passes in ((UNSETTLED, not state.settled), (SETTLED, state.settled)):
+        pattern = re.search(r"regexstring:(.*)'\)$", region_filter)
+        assert pattern is not None
+        assert bool(re.search(pattern.group(1).encode(), data)) is passes
 
 
 def test_a_claim_is_held_only_by_the_delivery_it_names() -> None:
@@ -42,3 +53,39 @@ def test_a_claim_is_held_only_by_the_delivery_it_names() -> None:
     legacy = Claim.decode(b'{"d":2000,"n":1,"o":"a","s":"h","t":1000}')
     assert legacy.incarnation == 0 and legacy.held_by("a", 1_999, 0)
     assert all(0 < new_delivery() < 2**52 for _ in range(1000))
+
+
+def test_the_clearing_mark_counts_once_then_deletes_and_reads_back_as_written() -> None:
+    """The mark a clearing moves by compare-and-set: counting ranges adds their claims to its totals and moves
+    ``counted`` (one cell: the count lands with the mark or not at all), deleting them moves ``deleted`` up;
+    each step's cell decodes to the same mark."""
+    start = Cleared.at(3)
+    assert (start.deleted, start.counted, start.acked, start.dead) == (3, 3, 0, 0)
+    counted = start.counting(7, 40, 2)
+    assert counted == Cleared(3, 7, 40, 2)
+    done = counted.deleting()
+    assert done == Cleared(7, 7, 40, 2)
+    assert done.counting(9, 5, 0) == Cleared(7, 9, 45, 2)
+    for mark in (start, counted, done):
+        assert Cleared.decode(mark.encode()) == mark
+    with pytest.raises(ValueError):
+        done.counting(7, 1, 0)  # ranges counted already are never counted again
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"\x00" * 31, Cleared(4, 4).encode() + b"\x00", b"".join(map(encode_u64, (5, 4, 0, 0)))],
+    ids=["empty", "short", "long", "deleted past counted"],
+)
+def test_a_corrupt_clearing_mark_is_refused(data: bytes) -> None:
+    with pytest.raises(CorruptData):
+        Cleared.decode(data)
+
+
+def test_a_floor_row_without_a_mark_reads_as_cleared_up_to_its_floor() -> None:
+    """A subscription whose floor was last raised before the mark existed: its raises cleared what they passed."""
+    assert Floor.of({}) == Floor(None, 1, None, Cleared(1, 1))
+    assert Floor.of({FLOOR_COLUMN: encode_u64(12)}).cleared == Cleared(12, 12)
+    mark = Cleared(9, 12, 100, 1).encode()
+    found = Floor.of({FLOOR_COLUMN: encode_u64(12), CLEARED_COLUMN: mark})
+    assert (found.value, found.mark, found.cleared) == (12, mark, Cleared(9, 12, 100, 1))

@@ -15,15 +15,49 @@ line ends with the host's monotonic clock in µs (one clock for every process of
 ``--poison P`` nacks every delivery of payload P instead of acknowledging it; ``--delay`` is the work
 per message in seconds. Ends with exit 0 once a receive finds nothing for ``--idle`` seconds. With
 ``--count`` it notes nothing per message and, at the end, writes ``done N`` (the messages it acknowledged).
+``--die-at STEP`` SIGKILLs the process at a step of clearing the ranges its first raise of the floor
+passed, after noting ``dying STEP``: ``raised`` just after the raise landed (nothing counted yet),
+``counted`` just before it deletes their rows (their claims counted).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import time
+from collections.abc import Callable, Iterable
 
 from tms_hbase import MessagingClient, NotHeld, TopicId
+from tms_hbase.shared.consumer import SharedConsumer
+from tms_hbase.shared.state import FLOOR_COLUMN
+
+
+def die_at(step: str, consumer: SharedConsumer, note: Callable[[str], None]) -> None:
+    """Make this process SIGKILL itself at ``step`` (see above), by wrapping the calls of its shared store's table."""
+    table, keys = consumer._store.table, consumer._keys
+
+    def die() -> None:
+        note(f"dying {step}")
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    swap, delete = table.compare_and_set, table.delete_many
+
+    def compare_and_set(key: bytes, column: bytes, expected: bytes | None, value: bytes) -> bool:
+        won = swap(key, column, expected, value)
+        if step == "raised" and won and key == keys.floor and column == FLOOR_COLUMN:
+            die()
+        return won
+
+    def delete_many(rows: Iterable[bytes]) -> None:
+        rows = list(rows)
+        clearing = any(k.startswith(keys.ranges) for k in rows) and any(k.startswith(keys.claims) for k in rows)
+        if step == "counted" and clearing:
+            die()
+        delete(rows)
+
+    table.compare_and_set = compare_and_set  # type: ignore[method-assign]
+    table.delete_many = delete_many  # type: ignore[method-assign]
 
 
 def main() -> None:
@@ -36,6 +70,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=3)
     parser.add_argument("--poison")
     parser.add_argument("--count", action="store_true")
+    parser.add_argument("--die-at", choices=["raised", "counted"])
     args = parser.parse_args()
     with (
         MessagingClient(create_tables=False) as client,
@@ -49,6 +84,8 @@ def main() -> None:
             os.fsync(out.fileno())
 
         note(f"ready {consumer.owner}")
+        if args.die_at:
+            die_at(args.die_at, consumer, note)
         done = 0
         while True:
             got = consumer.receive(args.batch, args.idle)

@@ -116,12 +116,14 @@ class SharedAdmin:
     def stats(self, meta: TopicMetadata, name: str) -> SharedStats:
         """The numbers of a shared subscription: a scan of the claims not cleared yet, plus a lag read."""
         keys, settings = self._keys(meta, name)
-        _, floor = self.store.floor(keys)
-        first = settings.first_position(floor)
+        totals, floor = self.store.totals(keys)
+        first = settings.first_position(floor.value)
         first_id = bytes(MessageId(meta.generation, first, 0))
-        claims = [c.claim for c in iter_pages(self.store, keys, first_id)]
+        # from the ranges not counted yet (a clearing cut short below the floor: :mod:`.clearing`) on
+        counting_id = bytes(MessageId(meta.generation, settings.first_position(floor.cleared.counted), 0))
+        uncounted = list(iter_pages(self.store, keys, counting_id))
+        claims = [c.claim for c in uncounted if c.message_id >= first_id]
         now = self.clock()
-        totals = self.store.totals(keys)
         lag = self.stats_reader.lag(meta.topic, meta.generation, meta.ttl, mark_before(meta.generation, first, 0))
         # a shared subscription goes on past a transaction in progress: what that holds back waits too
         ahead = lag.messages + lag.held
@@ -138,8 +140,8 @@ class SharedAdmin:
             waiting=max(0, ahead - len(claims)) + queued,
             in_flight=len(in_flight),
             due=len(unsettled) - len(in_flight) - queued - len(scheduled),
-            acknowledged=totals.acked + sum(c.state is ClaimState.ACKED for c in claims),
-            dead_lettered=totals.dead_lettered + sum(c.state is ClaimState.DEAD for c in claims),
+            acknowledged=totals.acked + sum(c.claim.state is ClaimState.ACKED for c in uncounted),
+            dead_lettered=totals.dead_lettered + sum(c.claim.state is ClaimState.DEAD for c in uncounted),
             redelivered=totals.redelivered,
             oldest_unacked_seconds=oldest,
             consumers=len({c.owner for c in in_flight if c.owner is not None}),
@@ -157,7 +159,7 @@ class SharedAdmin:
         ``limit``): the claims from the floor on, after those of scheduled messages the floor passed."""
         checks.positive_int("limit", limit, optional=True)
         keys, settings = self._keys(meta, name)
-        _, floor = self.store.floor(keys)
+        floor = self.store.floor(keys).value
         now = self.clock()
         out = []
         first_id = bytes(MessageId(meta.generation, settings.first_position(floor), 0))

@@ -22,7 +22,8 @@ to one of them at a time (a work queue; docs/shared.md).
   the ranges not done yet: a claim past its deadline (holder dead, hung, or slow) or released and due
   is delivered again, **before** new messages, by compare-and-set on its exact bytes with the delivery
   count raised; past ``max_deliveries`` it goes to the dead-letter topic instead. The scan also raises
-  the floor over ranges read to their end whose messages are all settled, and deletes their rows.
+  the floor over ranges read to their end whose messages are all settled, and clears their rows
+  (:mod:`.clearing`: counted into the totals once, then deleted; a reap finishes a clearing cut short).
 * **Scheduled.** A message whose delivery time (:mod:`~tms_hbase.model.schedule`) is ahead gets its claim
   written free from that time on, undelivered, outside key order: a reap delivers it once due. The floor
   passes one due far ahead once a schedule row leads reaps to it (:mod:`.schedule`).
@@ -67,6 +68,7 @@ from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.record import Record
 from tms_hbase.model.topic import TopicId
+from tms_hbase.shared.clearing import clear
 from tms_hbase.shared.key_order import WINDOW, KeyView, heads, view_of
 from tms_hbase.shared.schedule import Schedule, parked
 from tms_hbase.shared.state import (
@@ -605,9 +607,10 @@ class SharedConsumer(TransactionalAcks):
         keys, s = self._keys, self.settings
         interval = self._reap_interval
         self._next_reap = time.monotonic() + (min(1.0, s.ack_timeout_ms / 4000) if interval is None else interval)
-        floor_data, floor, handed = self._store.floor_and_handed_out(keys)
+        floor_row, handed = self._store.floor_and_handed_out(keys)
+        floor = floor_row.value
         ranges = self._store.ranges(keys, floor)  # before the claims: a range read to its end has them all
-        claims = self._store.claims(keys, bytes(MessageId(self.generation, s.first_position(floor), 0)), unsettled=True)
+        claims = self._store.claims(keys, self._first_id(floor), unsettled=True)
         truncated = len(claims) >= SCAN_LIMIT
         now = self._clock()
         due = self._schedule.due(keys, now)  # scheduled messages the floor passed, due by now
@@ -651,9 +654,13 @@ class SharedConsumer(TransactionalAcks):
         passed = [c for c in claims if floor <= s.range_of(position_of_id(c.message_id)) < new_floor]
         if passed:
             self._schedule.park(keys, [c for c in passed if not c.claim.state.settled])
-        if new_floor > floor and self._store.raise_floor(keys, floor_data, new_floor):
-            first_id, stop_id = (bytes(MessageId(self.generation, s.first_position(k), 0)) for k in (floor, new_floor))
-            self._store.clear_done(keys, floor, new_floor, first_id, stop_id)
+        raised = self._store.raise_floor(keys, floor_row, new_floor) if new_floor > floor else None
+        if raised is not None or floor_row.cleared.deleted < floor:  # (behind: its raiser died or hung clearing)
+            clear(self._store, keys, raised or floor_row, self._first_id, self._clock)
+
+    def _first_id(self, k: int) -> bytes:
+        """The first message id of range ``k``."""
+        return bytes(MessageId(self.generation, self.settings.first_position(k), 0))
 
     def _redeliver(self, wanted: int) -> list[Delivery]:
         """Deliver again what the last reap found deliverable (and, key order, the next of a key just
@@ -802,7 +809,8 @@ class SharedConsumer(TransactionalAcks):
         """The ranges nobody reads now (a read of the floor, the counter and the range cells: a reap
         without its scan of the claims)."""
         keys = self._keys
-        _, floor, handed = self._store.floor_and_handed_out(keys)
+        floor_row, handed = self._store.floor_and_handed_out(keys)
+        floor = floor_row.value
         by_k = {r.k: r for r in self._store.ranges(keys, floor)}
         now = self._clock()
         self._takeable = [k for k in range(floor, handed + 1) if k not in by_k or by_k[k].cell.takeable(now)][:1000]
@@ -862,7 +870,7 @@ class SharedConsumer(TransactionalAcks):
             now = self._clock()
             if found is None:  # handed out, never written down: its taker died (or is just writing it)
                 taken = self._store.swap_range(keys, k, None, RangeCell(self.owner, now + s.ack_timeout_ms, None))
-                if taken is not None and self._store.floor(keys)[1] > k:
+                if taken is not None and self._store.floor(keys).value > k:
                     self._store.drop_range(keys, k)  # it was done and cleared after the reap looked
                     continue
             elif found.cell.takeable(now):

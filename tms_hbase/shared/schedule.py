@@ -77,6 +77,17 @@ class Schedule:
             self._clear(keys, done)
         return Due(sorted(found, key=lambda c: c.message_id), next_due)
 
+    def ids(self, keys: Keys, until: int) -> set[bytes]:
+        """The message ids of the schedule rows due by ``until`` (HBase ms), page by page."""
+        found: set[bytes] = set()
+        start = keys.schedule
+        while True:
+            rows = self.table.scan(start, keys.scheduled(until + 1), filter=KEYS_ONLY, limit=SCAN_LIMIT)
+            found.update(keys.due_and_id(key)[1] for key, _ in rows)
+            if len(rows) < SCAN_LIMIT:
+                return found
+            start = rows[-1][0] + b"\x00"
+
     def later(self, keys: Keys, now: int, below: bytes) -> list[int]:
         """The due times of the schedule rows due later than ``now`` (at most SCAN_LIMIT), in order, whose
         messages are below message id ``below`` (the floor's: a row of a claim above it counts with the claims)."""

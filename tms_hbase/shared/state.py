@@ -9,6 +9,8 @@ state lives in rows of the same table whose keys extend the subscription's row k
                                                                                    redelivered and late-settlement
                                                                                    totals
     <subscription key> 0x00 <incarnation> b"f"                      d:f  the floor: every range below it is done
+                                                                    d:c  how far clearing the ranges below it went
+                                                                         (:class:`Cleared`)
     <subscription key> 0x00 <incarnation> b"r" <range u64>          d:r  a range cell (JSON)
     <subscription key> 0x00 <incarnation> b"m" <message id>         d:m  a claim cell (JSON)
     <subscription key> 0x00 <incarnation> b"b" <consumer>           d:b  an idle consumer's doorbell (JSON)
@@ -52,12 +54,14 @@ DEAD_COLUMN = f"{FAMILY}:x".encode()
 REDELIVERED_COLUMN = f"{FAMILY}:r".encode()
 LATE_COLUMN = f"{FAMILY}:l".encode()
 FLOOR_COLUMN = f"{FAMILY}:f".encode()
+CLEARED_COLUMN = f"{FAMILY}:c".encode()  # in the floor row
 RANGE_COLUMN = f"{FAMILY}:r".encode()
 CLAIM_COLUMN = f"{FAMILY}:m".encode()
 BELL_COLUMN = f"{FAMILY}:b".encode()
 SCHEDULE_COLUMN = f"{FAMILY}:s".encode()
 
 _U64 = struct.Struct(">Q")
+_CLEARED = struct.Struct(">4Q")
 MAX_DELIVERIES_LIMIT = 1000
 MAX_CLAIM_SIZE = 100_000
 MIN_ACK_TIMEOUT_MS = 100
@@ -325,6 +329,47 @@ class RangeCell:
     def takeable(self, now: int) -> bool:
         """Not read to its end, and nobody reads it (released, or its reader's deadline passed)."""
         return not self.read and (self.owner is None or self.deadline <= now)
+
+
+@dataclass(frozen=True)
+class Cleared:
+    """How far the clearing of the ranges the floor passed went (:mod:`.clearing`): ranges below ``counted``
+    had their settled claims counted, into ``acked`` and ``dead`` here, so that a count and the mark move
+    in one compare-and-set of one cell (never twice, never lost); ranges below ``deleted`` had their range
+    cells and those claims deleted. ``deleted <= counted <= floor``. A subscription whose floor was last
+    raised before the mark existed has none: its raises cleared what they passed (:meth:`at`)."""
+
+    deleted: int
+    counted: int
+    acked: int = 0
+    dead: int = 0
+
+    @classmethod
+    def at(cls, floor: int) -> Cleared:
+        """The mark of a floor with everything below it cleared (where a subscription without one starts)."""
+        return cls(floor, floor)
+
+    def encode(self) -> bytes:
+        return _CLEARED.pack(self.deleted, self.counted, self.acked, self.dead)
+
+    @classmethod
+    def decode(cls, data: bytes) -> Cleared:
+        if len(data) != _CLEARED.size:
+            raise CorruptData(f"corrupt clearing mark {data!r}")
+        deleted, counted, acked, dead = _CLEARED.unpack(data)
+        if deleted > counted:
+            raise CorruptData(f"corrupt clearing mark: deleted up to range {deleted}, counted up to {counted}")
+        return cls(deleted, counted, acked, dead)
+
+    def counting(self, stop: int, acked: int, dead: int) -> Cleared:
+        """The mark once the ranges from ``counted`` up to ``stop`` are counted, with their claims' numbers."""
+        if stop <= self.counted:
+            raise ValueError(f"ranges up to {stop} counted already (up to {self.counted})")
+        return Cleared(self.deleted, stop, self.acked + acked, self.dead + dead)
+
+    def deleting(self) -> Cleared:
+        """The mark once the ranges counted are deleted too."""
+        return replace(self, deleted=self.counted)
 
 
 @dataclass(frozen=True)

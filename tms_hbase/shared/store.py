@@ -15,6 +15,7 @@ from tms_hbase.shared.state import (
     ACKED_COLUMN,
     BELL_COLUMN,
     CLAIM_COLUMN,
+    CLEARED_COLUMN,
     COUNTER_COLUMN,
     DEAD_COLUMN,
     FLOOR_COLUMN,
@@ -23,7 +24,7 @@ from tms_hbase.shared.state import (
     REDELIVERED_COLUMN,
     SETTINGS_COLUMN,
     Claim,
-    ClaimState,
+    Cleared,
     Keys,
     RangeCell,
     Settings,
@@ -37,8 +38,7 @@ SCAN_LIMIT = 10_000  # rows per scan of one subscription's open ranges or claims
 # the region servers pass only claims not settled (held or given back): a claim cell is JSON with sorted
 # keys, its state in "s" (ClaimState's values)
 UNSETTLED = 'ValueFilter(=, \'regexstring:"s":"[hf]"\')'
-_ACKED = b'"s":"%s"' % ClaimState.ACKED.value.encode()  # in an acknowledged claim cell (Claim.encode)
-_DEAD = b'"s":"%s"' % ClaimState.DEAD.value.encode()
+SETTLED = 'ValueFilter(=, \'regexstring:"s":"[ad]"\')'  # acknowledged or dead-lettered
 CLAIM_WAYS = 4  # connections a read's claims are written over at once (a client's pool has 8 by default)
 CLAIMS_PER_WAY = 8  # claims a connection gets at least, before another is used
 
@@ -55,6 +55,23 @@ class StoredRange:
     k: int
     data: bytes
     cell: RangeCell
+
+
+@dataclass(frozen=True)
+class Floor:
+    """The floor row as one read saw it: the floor cell's bytes and value (every range below it is done; 1
+    when none is), and the clearing mark's bytes (None: not written yet) and value."""
+
+    data: bytes | None
+    value: int
+    mark: bytes | None
+    cleared: Cleared
+
+    @classmethod
+    def of(cls, cells: dict[bytes, bytes]) -> Floor:
+        data, mark = cells.get(FLOOR_COLUMN), cells.get(CLEARED_COLUMN)
+        value = max(1, decode_u64(data))
+        return cls(data, value, mark, Cleared.at(value) if mark is None else Cleared.decode(mark))
 
 
 @dataclass(frozen=True)
@@ -91,10 +108,17 @@ class SharedStore:
         """The next range number (an atomic increment: many consumers, no compare-and-set queue)."""
         return self.table.increment(keys.counter, COUNTER_COLUMN)
 
-    def totals(self, keys: Keys) -> Totals:
+    def totals(self, keys: Keys) -> tuple[Totals, Floor]:
+        """The totals (the counters' and the clearing mark's counts) and the floor row they were read with
+        (one scan: their rows are neighbours): the claims from the mark's ``counted`` on are not in them."""
         columns = [ACKED_COLUMN, DEAD_COLUMN, REDELIVERED_COLUMN, LATE_COLUMN]
-        cells = self.table.get(keys.counter, columns)
-        return Totals(*(decode_u64(cells.get(column)) for column in columns))
+        rows = dict(
+            self.table.scan(keys.counter, keys.floor + b"\x00", columns=[*columns, FLOOR_COLUMN, CLEARED_COLUMN])
+        )
+        acked, dead, redelivered, late = (decode_u64(rows.get(keys.counter, {}).get(column)) for column in columns)
+        floor = Floor.of(rows.get(keys.floor, {}))
+        cleared = floor.cleared
+        return Totals(acked + cleared.acked, dead + cleared.dead, redelivered, late), floor
 
     def count(self, keys: Keys, *, acked: int = 0, dead: int = 0, redelivered: int = 0, late: int = 0) -> None:
         for column, amount in (
@@ -106,20 +130,32 @@ class SharedStore:
             if amount:
                 self.table.increment(keys.counter, column, amount)
 
-    def floor(self, keys: Keys) -> tuple[bytes | None, int]:
-        """The floor cell's bytes and value: every range below it is done (1 when none is)."""
-        data = self.table.get_cell(keys.floor, FLOOR_COLUMN)
-        return data, max(1, decode_u64(data))
+    def floor(self, keys: Keys) -> Floor:
+        """The floor row: the floor and the clearing mark, as one read of a row sees them together."""
+        return Floor.of(self.table.get(keys.floor, [FLOOR_COLUMN, CLEARED_COLUMN]))
 
-    def floor_and_handed_out(self, keys: Keys) -> tuple[bytes | None, int, int]:
-        """:meth:`floor` (its bytes and value) and :meth:`handed_out` in one scan (their rows are
-        neighbours)."""
-        rows = dict(self.table.scan(keys.counter, keys.floor + b"\x00", columns=[COUNTER_COLUMN, FLOOR_COLUMN]))
-        data = rows.get(keys.floor, {}).get(FLOOR_COLUMN)
-        return data, max(1, decode_u64(data)), decode_u64(rows.get(keys.counter, {}).get(COUNTER_COLUMN))
+    def floor_and_handed_out(self, keys: Keys) -> tuple[Floor, int]:
+        """:meth:`floor` and :meth:`handed_out` in one scan (their rows are neighbours)."""
+        columns = [COUNTER_COLUMN, FLOOR_COLUMN, CLEARED_COLUMN]
+        rows = dict(self.table.scan(keys.counter, keys.floor + b"\x00", columns=columns))
+        return Floor.of(rows.get(keys.floor, {})), decode_u64(rows.get(keys.counter, {}).get(COUNTER_COLUMN))
 
-    def raise_floor(self, keys: Keys, old: bytes | None, new: int) -> bool:
-        return self._swap(keys.floor, FLOOR_COLUMN, old, encode_u64(new))
+    def raise_floor(self, keys: Keys, floor: Floor, new: int) -> Floor | None:
+        """Raise the floor from ``floor`` (as read) to range ``new`` by compare-and-set: the floor row as
+        raised, None if it lost. The clearing mark is written first if it is not there yet (a subscription
+        made before it: the raises that passed the floor cleared what they passed), so that no raise passes
+        ranges without one."""
+        mark = floor.mark
+        if mark is None:
+            mark = floor.cleared.encode()
+            self._swap(keys.floor, CLEARED_COLUMN, None, mark)  # (lost: another consumer wrote the same)
+        data = encode_u64(new)
+        won = self._swap(keys.floor, FLOOR_COLUMN, floor.data, data)
+        return Floor(data, new, mark, floor.cleared) if won else None
+
+    def swap_mark(self, keys: Keys, old: bytes, new: Cleared) -> bool:
+        """Compare-and-set the clearing mark from the exact bytes read (:mod:`.clearing`)."""
+        return self._swap(keys.floor, CLEARED_COLUMN, old, new.encode())
 
     # -- ranges ---------------------------------------------------------------------------------
 
@@ -194,6 +230,12 @@ class SharedStore:
         )
         return [StoredClaim(keys.message_id(key), d[CLAIM_COLUMN], Claim.decode(d[CLAIM_COLUMN])) for key, d in rows]
 
+    def settled(self, keys: Keys, start_id: bytes, stop_id: bytes) -> list[StoredClaim]:
+        """The acknowledged and dead-lettered claims from message id ``start_id`` up to ``stop_id`` (filtered
+        in the region servers), in id order."""
+        rows = self.table.scan(keys.claim(start_id), keys.claim(stop_id), columns=[CLAIM_COLUMN], filter=SETTLED)
+        return [StoredClaim(keys.message_id(key), d[CLAIM_COLUMN], Claim.decode(d[CLAIM_COLUMN])) for key, d in rows]
+
     # -- doorbells ------------------------------------------------------------------------------
 
     def put_bell(self, keys: Keys, owner: str, address: str, expires: int) -> None:
@@ -216,19 +258,11 @@ class SharedStore:
         rows = self.table.scan(prefix=generation_prefix, columns=[BELL_COLUMN])
         return [a for _, d in rows if (a := _bell_of(d[BELL_COLUMN], now)) is not None]
 
-    # -- clearing -------------------------------------------------------------------------------
+    # -- clearing (:mod:`.clearing`) ----------------------------------------------------------------
 
-    def clear_done(self, keys: Keys, first: int, stop: int, first_id: bytes, stop_id: bytes) -> None:
-        """Move the claims of ranges ``first``..``stop - 1`` (message ids ``first_id`` up to ``stop_id``;
-        done: every one settled or parked) to the acknowledged and dead-lettered totals, then delete them
-        and the ranges' cells; parked claims stay (their schedule rows lead to them). A raise of the floor
-        clears only the ranges it passed, so no claim is counted twice when consumers raise the floor one
-        after another."""
-        rows = self.table.scan(keys.claim(first_id), keys.claim(stop_id), columns=[CLAIM_COLUMN])
-        acked = [key for key, d in rows if _ACKED in d[CLAIM_COLUMN]]
-        dead = [key for key, d in rows if _DEAD in d[CLAIM_COLUMN]]  # (the rest: parked, :mod:`.schedule`)
-        self.count(keys, acked=len(acked), dead=len(dead))
-        self.table.delete_many([keys.range(k) for k in range(first, stop)] + acked + dead)
+    def delete_cleared(self, keys: Keys, ranges: range, message_ids: Sequence[bytes]) -> None:
+        """Delete the cells of ``ranges`` and the claims of ``message_ids`` (cleared: :mod:`.clearing`)."""
+        self.table.delete_many([keys.range(k) for k in ranges] + [keys.claim(i) for i in message_ids])
 
     def drop(self, subscription_key: bytes, keep: bytes | None = None) -> int:
         """Delete the state rows of every incarnation of a subscription but ``keep``; how many."""
