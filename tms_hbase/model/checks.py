@@ -127,7 +127,7 @@ def sized_payloads(payloads: object, max_batch_bytes: int, *, allow_empty: bool)
     else:
         result: tuple[bytes | Record, ...] = tuple(cast("Sequence[bytes]", payloads))
         if set(map(type, result)) <= {bytes}:  # the usual case: nothing to convert, nothing to split
-            batch = Batch(result, (result, None))
+            batch = Batch(result, (cast("tuple[bytes, ...]", result), None))
         else:
             batch = _plain_records(result) or Batch(_message(i, message) for i, message in enumerate(result))
             schedule.check(batch)

@@ -59,7 +59,7 @@ class ClientMetrics:
         """Count successful publishes to a topic: their messages, payload bytes, duration (seconds) and how
         many publishes they were (several put together in one write share its duration)."""
         if Counter is None:  # pragma: no cover
-            self.published = lambda _topic, _messages, _size, _seconds, _calls=1: None
+            self.published = lambda _topic, _messages, _size, _seconds, _calls: None
         elif ValueClass is MutexValue:
             counts = PublishCounts()
             REGISTRY.register(counts)
