@@ -129,6 +129,12 @@ class _Sending:
         return self._span.__exit__(*exc)
 
 
+def enabled() -> bool:
+    """Whether spans are recorded now (the package installed and a tracer provider configured): for a loop
+    that hands out messages one at a time and asks once per batch it read instead of once per message."""
+    return _tracer() is not None
+
+
 def received(topic: object, subscription: str, messages: list[M]) -> list[M]:
     """``messages``, after a ``receive {topic}`` span linked to the context each was published in."""
     if not messages:

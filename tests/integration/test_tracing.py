@@ -90,6 +90,12 @@ CONSUME = textwrap.dedent(
         with MessagingClient(thrift, prefix) as client, client.consumer(topic, "exclusive") as consumer:
             while len(got) < 2:
                 got += consumer.poll(10, 5.0)
+    elif how == "iterated":
+        with MessagingClient(thrift, prefix) as client, client.consumer(topic, "exclusive") as consumer:
+            for m in consumer:
+                got.append(m)
+                if len(got) == 2:
+                    break
     elif how == "shared":
         with MessagingClient(thrift, prefix) as client, client.shared_consumer(topic, "work") as consumer:
             while len(got) < 2:
@@ -161,7 +167,7 @@ def test_a_direct_publish_carries_its_context_to_consumers_in_other_processes(
     args = (hbase_address, module_prefix, gateway.url, str(topic))
     produced = run(PRODUCE, *args, how)
     producer = _check_publish(produced, kind, topic)
-    for consumer in ("direct", "shared", "gateway"):
+    for consumer in ("direct", "iterated", "shared", "gateway"):
         _check_consumed(run(CONSUME, *args, consumer), producer, topic)
 
 

@@ -276,17 +276,20 @@ class Consumer:
     def __iter__(self) -> Iterator[Message]:
         """Messages in order; blocks up to ``max_wait_seconds`` for the next one, then the iteration ends."""
         self._messages_only()
-        buffer = self._buffer
+        buffer, lease = self._buffer, self._lease
+        traced = tracing.enabled()  # asked again after each wait, not per message (a cost on every message)
         while True:
             if self.auto_commit:
                 self._handled()
-            if not (buffer and self._lease.valid()) and not self._wait(time.monotonic() + self.max_wait_seconds):
-                if self.auto_commit:
-                    self._auto_commit(self._delivered)
-                return
+            if not (buffer and lease.valid()):
+                if not self._wait(time.monotonic() + self.max_wait_seconds):
+                    if self.auto_commit:
+                        self._auto_commit(self._delivered)
+                    return
+                traced = tracing.enabled()
             message = buffer.popleft()
             self._delivered = message.id
-            yield tracing.received(self.topic, self.name, [message])[0]
+            yield tracing.received(self.topic, self.name, [message])[0] if traced else message
 
     def poll(
         self,
