@@ -159,5 +159,9 @@ def run(settings: Settings) -> Result:
     )
     result.notes.append(f"load average (1, 5, 15 min) before each round: {'; '.join(loads)}")
     result.notes.append("this machine is shared and busy: compare the ratios within this run, not the rates")
+    result.notes.append(
+        "the asyncio client puts the publishes made while one to the topic is in flight in the next request "
+        "(one batch row); the blocking one sends a request per publish"
+    )
     result.samples = {"rates": rates, "cpu_us_per_message": cpu, "load": loads}
     return result

@@ -8,6 +8,11 @@ each step the operations that should not depend on it are timed and their HBase 
 - consumers on one shared subscription (1 → 64, threads of one process: 2 cores hold no more processes), each
   receiving and acknowledging 50 messages: HBase calls per message delivered and acknowledged (reported, not
   checked: idle consumers' looks depend on timing), and the wall time per message;
+- distinct keys on a key-ordered shared subscription (``ordering="key"``, 10 → 10⁶): KEYED_CONSUMERS threads
+  receive (up to 10 at a time) and acknowledge a backlog of at least as many messages as keys (published 100 a
+  batch, as benchmark 12b's), keys taking turns (a key's messages are as many apart as there are keys):
+  messages/s, the time of a receive and its ack per message, HBase calls per message (every table's, the
+  subscription's state included);
 - open transactions on one topic (1 → 1,000, each with a row written and not committed; a real
   ``tms-admin tx serve``): a plain publish, a transaction's publish and commit, and a committed-only consumer's
   poll held behind them (the transaction server's in-progress list grows with them; the HBase calls should not).
@@ -27,7 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tms_hbase import MessagingClient, TopicId
+from tms_hbase import MessagingClient, Record, TopicId
 from tms_hbase.tx.client import TransactionClient
 from tms_hbase.tx.context import TransactionContext
 from tms_hbase.tx.messaging import TransactionalPublisher
@@ -35,10 +40,12 @@ from tms_hbase.tx.transaction import Transaction
 
 from .calls import CallCounter
 from .common import Result, Settings, bench_tables, median, payloads, percentile, progress
+from .shared import CLAIM, PAYLOAD, ROW
 from .txlatency import start_tx_server
 
 GROWTH = 1.5  # an O(1) operation's largest step ÷ its smallest, at most
 BATCH = payloads(10, 100)
+KEYED_CONSUMERS = 2  # consumers of the key-ordered subscription (threads: the machine has 2 cores)
 _NAMES = itertools.count()  # topics create_topic makes while measured
 
 
@@ -55,6 +62,7 @@ class Curve:
     calls: list[float] = field(default_factory=list)
     # False: the calls depend on timing (idle consumers' looks), so they are reported, not checked
     checked: bool = True
+    rates: list[float] = field(default_factory=list)  # messages/s at each step (curves of a throughput)
 
     def growth(self, values: list[float]) -> float:
         return values[-1] / values[0] if values[0] else (1.0 if not values[-1] else math.inf)
@@ -217,6 +225,80 @@ def _drain(client: MessagingClient, topic: TopicId, name: str, consumers: int, t
         raise AssertionError(f"{consumers} consumers acknowledged {sum(done)} of {total} messages")
 
 
+def _keys(client: MessagingClient, steps: list[int], _reps: int, settings: Settings) -> list[Curve]:
+    """A key-ordered subscription's backlog of ``max(step, minimum)`` messages whose keys take turns over
+    ``step`` keys, received and acknowledged by KEYED_CONSUMERS consumers; a receive's time and its ack's,
+    per message it got."""
+    # (calls reported, not checked: how many a look finds depends on timing, as for the consumers' curve; a reap's
+    # reads are bounded by tests/integration/test_shared_key_order.py)
+    curve = Curve(
+        "distinct keys on a key-ordered shared subscription", "receive and ack, per message", "O(1)", checked=False
+    )
+    minimum = settings.pick(10_000, 2_000)
+    for step in steps:
+        topic, name, total = TopicId("scalek", f"keys{step}"), "work", max(step, minimum)
+        client.create_topic(topic)
+        client.create_subscription(topic, name, shared=True, ack_timeout_seconds=60, claim_size=CLAIM, ordering="key")
+        chunk = payloads(ROW, PAYLOAD)
+        for first in range(0, total, ROW):  # (as benchmark 12b's topics: a batch row of 100 per range)
+            count = min(ROW, total - first)
+            client.publish(topic, [Record(chunk[i], key=b"k%d" % ((first + i) % step)) for i in range(count)])
+        progress(f"scale: {step:,} keys, {total:,} messages")
+        calls = client.installation.calls
+        started = time.perf_counter()
+        times = _drain_keyed(client, topic, name, total)
+        seconds = time.perf_counter() - started
+        curve.steps.append(step)
+        curve.rates.append(total / seconds)
+        curve.medians_ms.append(median(times))
+        curve.p99s_ms.append(percentile(times, 99))
+        curve.calls.append((client.installation.calls - calls) / total)
+    return [curve]
+
+
+def _drain_keyed(client: MessagingClient, topic: TopicId, name: str, total: int) -> list[float]:
+    """KEYED_CONSUMERS threads receiving and acknowledging until ``total`` are done, each key in order (checked:
+    a key's messages are published in turn, so each delivery's id is above its key's last one); each receive
+    and ack's time per message it got (ms)."""
+    done, times, last = [0], [], dict[bytes | None, bytes]()
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def consume() -> None:
+        try:
+            with client.shared_consumer(topic, name) as consumer:
+                while done[0] < total:
+                    start = time.perf_counter()
+                    got = consumer.receive(10, 1.0)
+                    with lock:  # (before the ack: a key's next message goes out only after it)
+                        for d in got:
+                            if last.get(d.key, b"") >= d.id:
+                                raise AssertionError(
+                                    f"key {d.key!r}: {d.id.hex()} (delivery {d.deliveries}) delivered after "
+                                    f"{last[d.key].hex()}"
+                                )
+                            last[d.key] = d.id
+                    if got:
+                        consumer.ack(*got)
+                        took = (time.perf_counter() - start) * 1000 / len(got)
+                        with lock:
+                            done[0] += len(got)
+                            times.append(took)
+        except BaseException as exc:  # a consumer that failed fails the benchmark, below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=consume) for _ in range(KEYED_CONSUMERS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    if done[0] != total:
+        raise AssertionError(f"{KEYED_CONSUMERS} consumers acknowledged {done[0]} of {total} messages")
+    return times
+
+
 def _transactions(client: MessagingClient, steps: list[int], reps: int, settings: Settings) -> list[Curve]:
     server, tx_address = start_tx_server(settings, client.installation.prefix)
     try:
@@ -279,6 +361,7 @@ def run(settings: Settings) -> Result:
         "topics": (_topics, settings.pick([10, 100, 1000, 10_000], [10, 100])),
         "messages": (_messages, settings.pick([10_000, 100_000, 1_000_000], [1000, 10_000])),
         "consumers": (_consumers, settings.pick([1, 4, 16, 64], [1, 4])),
+        "keys": (_keys, settings.pick([10, 100, 1000, 10_000, 100_000, 1_000_000], [10, 100])),
         "transactions": (_transactions, settings.pick([1, 10, 100, 1000], [1, 10])),
     }
     result = Result("scale", f"How cost grows ({reps} operations per step; calls are HBase calls per operation)")
@@ -297,9 +380,10 @@ def run(settings: Settings) -> Result:
                 " / ".join(f"{m:.2f}" for m in c.medians_ms),
                 " / ".join(f"{p:.2f}" for p in c.p99s_ms),
                 " / ".join(f"{n:g}" for n in c.calls),
+                " / ".join(f"{r:,.0f}" for r in c.rates) or "—",
             ]
         )
-    result.table(["dimension", "operation", "should be", "steps", "median ms", "p99 ms", "HBase calls"], rows)
+    result.table(["dimension", "operation", "should be", "steps", "median ms", "p99 ms", "HBase calls", "msg/s"], rows)
     broken = []
     for c in curves:
         if c.flat == "O(n)" or not c.checked:
@@ -327,6 +411,7 @@ def run(settings: Settings) -> Result:
                 "median_ms": c.medians_ms,
                 "p99_ms": c.p99s_ms,
                 "calls": c.calls,
+                "messages_per_s": c.rates,
             }
             for c in curves
         ]

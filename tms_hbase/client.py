@@ -23,7 +23,7 @@ from tms_hbase.installation.hbase_clock import HBaseClock, PublishClock
 from tms_hbase.installation.metadata import CLOCK_COLUMN, SETTINGS_KEY, MetadataCache, MetadataStore
 from tms_hbase.installation.readiness import Readiness
 from tms_hbase.installation.settings import InstallationStore, WriterSettings
-from tms_hbase.model import checks, record
+from tms_hbase.model import checks
 from tms_hbase.model.clock import check_time_ms
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.record import Record
@@ -463,10 +463,7 @@ class MessagingClient(MessagingService):
         started = time.perf_counter()
         with self.installation.hbase.operation():
             result, cell, size = writer.publish(topic, payloads, tx_write_pointer, ttl_seconds, resume)
-        elapsed = time.perf_counter() - started
-        sizes = [size] if len(batches) == 1 else map(record.message_bytes, batches)  # (one: measured as written)
-        for batch, batch_bytes in zip(batches, sizes, strict=True):
-            CLIENT_METRICS.published(str(topic), len(batch), batch_bytes, elapsed)
+        CLIENT_METRICS.published(str(topic), result.count, size, time.perf_counter() - started, len(batches))
         doorbells.ring(topic, (result.generation, result.position), cell)
         return result
 

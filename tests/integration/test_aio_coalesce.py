@@ -17,7 +17,7 @@ from collections.abc import Callable
 import pytest
 from prometheus_client import REGISTRY
 
-from tms_hbase.errors import HBaseUnavailable, PublishOutcomeUnknown
+from tms_hbase.errors import BatchTooLarge, HBaseUnavailable, PublishOutcomeUnknown, TopicNotFound
 from tms_hbase.model.published import PublishResult
 from tms_hbase.model.retry import Retry
 from tms_hbase.tx import write_pointer_now
@@ -92,6 +92,26 @@ def test_concurrent_publishers_share_rows_and_each_message_is_stored_once_in_its
     for p in range(publishers):
         own = [payload for _, payload in stored if payload.startswith(f"{p}:")]
         assert own == sorted(own, key=lambda x: tuple(map(int, x.split(":")[1:])))  # its call order
+
+
+def test_a_bad_publish_among_concurrent_ones_fails_only_its_own_caller(hbase_address: str, prefix: str) -> None:
+    limit = 4096
+
+    async def scenario() -> list[PublishResult | BaseException]:
+        async with async_client(hbase_address, prefix, max_batch_bytes=limit) as client:
+            await client.create_topic(TOPIC)
+            good = [client.publish(TOPIC, [b"good %d" % i]) for i in range(16)]
+            bad = [client.publish(TOPIC, [b"x" * limit]), client.publish("default:missing", [b"nowhere"])]
+            return await asyncio.gather(*good[:8], *bad, *good[8:], return_exceptions=True)
+
+    outcomes = asyncio.run(scenario())
+    too_large, not_found = outcomes[8:10]
+    good = outcomes[:8] + outcomes[10:]
+    assert isinstance(too_large, BatchTooLarge) and isinstance(not_found, TopicNotFound)
+    assert all(isinstance(r, PublishResult) for r in good)
+    assert len({r.position for r in good}) < len(good)  # type: ignore[union-attr]  # they went together
+    stored = read_in_new_process(hbase_address, prefix, len(good))
+    assert dict(stored) == {r.first_id.hex(): f"good {i}" for i, r in enumerate(good)}  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("landed", [True, False], ids=["reply-lost", "request-lost"])

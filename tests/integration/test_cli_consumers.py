@@ -84,7 +84,7 @@ def test_bad_input_gives_one_line_and_an_exit_code(
 
 
 def test_tail_shows_transaction_states_and_corrupt_rows(client: MessagingClient, tms_env: dict[str, str]) -> None:
-    server = TxServer(tms_env, free_port()).start()
+    server = TxServer(tms_env, free_port(), "--short-timeout", "3600").start()  # "in progress" for the whole test
     try:
         client.create_topic(T)
         with TransactionClient(server.address) as tx:

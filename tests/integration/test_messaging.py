@@ -22,6 +22,7 @@ from tms_hbase.model import wire
 from tms_hbase.tx import MAX_LIFETIME_SECONDS, NO_TX_IN_PROGRESS, Transaction, write_pointer_now
 
 from ..tcp_proxy import TcpProxy
+from ..waiting import wait_for
 
 T = TopicId("ns", "events")
 
@@ -157,10 +158,15 @@ def test_payload_store_is_invisible_until_the_pointer_is_published(client: Messa
     assert len(list(client.fetch(topic))) == 22
 
 
+# A time to live long enough that a publish and the read after it fit in it on a machine at load 30.
+TTL_SECONDS = 8
+
+
 def test_topic_ttl_applies_at_read(client: MessagingClient) -> None:
-    client.create_topic(T, {"ttl": "1"})
+    client.create_topic(T, {"ttl": str(TTL_SECONDS)})
     client.publish(T, [b"old"])
-    time.sleep(1.3)
+    assert payloads(list(client.fetch(T))) == [b"old"]
+    wait_for(lambda: not list(client.fetch(T)), "the message past the topic's TTL to be gone", 120)
     client.publish(T, [b"new"])
     assert payloads(list(client.fetch(T))) == [b"new"]
     assert payloads(list(client.fetch(T, start_time_ms=0))) == [b"new"]
@@ -168,11 +174,15 @@ def test_topic_ttl_applies_at_read(client: MessagingClient) -> None:
 
 def test_per_message_ttl_shorter_than_topic(client: MessagingClient, topic: TopicId) -> None:
     client.publish(topic, [b"keep1"])
-    client.publish(topic, [b"short"], ttl_seconds=0.4)
+    client.publish(topic, [b"short"], ttl_seconds=TTL_SECONDS)
     client.publish(topic, [b"keep2"])
     assert payloads(list(client.fetch(topic))) == [b"keep1", b"short", b"keep2"]
-    time.sleep(0.6)
-    assert payloads(list(client.fetch(topic))) == [b"keep1", b"keep2"]
+
+    def remaining() -> list[bytes]:
+        return payloads(list(client.fetch(topic)))
+
+    wait_for(lambda: remaining() != [b"keep1", b"short", b"keep2"], "the short-lived message to go", 120)
+    assert remaining() == [b"keep1", b"keep2"]
     with pytest.raises(InvalidArgument, match="longer than the topic"):
         client.publish(topic, [b"x"], ttl_seconds=7200)
     for bad in (0, -1, "5", True):

@@ -14,6 +14,9 @@ import pytest
 from tms_hbase import DeadLetter, InvalidArgument, MessagingClient, Record, SubscriptionNotFound, TopicId
 from tms_hbase.aio import AsyncMessagingClient
 from tms_hbase.model.message import Delivery
+from tms_hbase.shared.key_order import REAP_CLAIMS
+from tms_hbase.shared.state import Claim, ClaimState, RangeCell, key_of
+from tms_hbase.shared.store import UNSETTLED
 from tms_hbase.tx.client import TransactionClient
 from tms_hbase.tx.context import TransactionContext
 
@@ -178,3 +181,48 @@ def test_a_transactional_ack_lets_the_key_go_on_only_at_commit(
             assert consumer.receive(10, 1.0) == [], "a:1 went out before the commit"
         after = drain(lambda: consumer.receive(10, 0.2), lambda g: len(g) >= 1)
         assert names(after) == {"a:1"}
+
+
+def test_a_reap_reads_a_bounded_number_of_claims_and_every_key_goes_on(
+    client: MessagingClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With few keys nearly every claim in play waits behind its key's head, and a reap read every one (most of a
+    busy consumer's time, growing with them). It reads the first REAP_CLAIMS from the floor: they hold every
+    key's head and successors, so each key still goes on in order, past them too. The waiting claims are
+    written here as consumers that register at once leave them (each may pass the window by a read)."""
+    keys, per_key = "abcde", 500  # 2,500 claims in play: more than a reap reads, fewer than any scan's limit
+    client.create_topic(T)
+    client.create_subscription(T, "work", shared=True, ordering="key", ack_timeout_seconds=30, claim_size=100_000)
+    batch = [Record(f"{k}:{n}".encode(), key=k.encode()) for n in range(per_key) for k in keys]
+    for first in range(0, len(batch), 100):
+        client.publish(T, batch[first : first + 100])
+    messages = list(client.fetch(T))
+    assert len(messages) == len(batch) > REAP_CLAIMS
+    with client.shared_consumer(T, "work") as consumer:
+        store, state = consumer._store, consumer._keys
+        store.hand_out(state)  # range 1 (100,000 positions: every message) handed out, read to its end
+        assert store.swap_range(state, 1, None, RangeCell(None, 0, messages[-1].id, True)) is not None
+        waiting = [(m.id, Claim(ClaimState.FREE, None, 0, 0, m.publish_time, key=key_of(m.key))) for m in messages]
+        assert all(store.create_claims(state, waiting))
+        read: list[int] = []  # rows each scan of the claims in play read (the storage layer's answer)
+        scan = store.table.scan
+
+        def counted(*args: object, **kwargs: object) -> list:
+            rows = scan(*args, **kwargs)  # type: ignore[arg-type]
+            if kwargs.get("filter") == UNSETTLED:
+                read.append(len(rows))
+            return rows
+
+        monkeypatch.setattr(store.table, "scan", counted)
+        order: dict[str, list[int]] = {k: [] for k in keys}
+        end = time.monotonic() + 300
+        while sum(map(len, order.values())) < len(batch):
+            assert time.monotonic() < end, f"{ {k: len(v) for k, v in order.items()} } done"
+            got = consumer.receive(10, 1.0)
+            for d in got:
+                k, n = d.payload.decode().split(":")
+                order[k].append(int(n))
+            if got:
+                consumer.ack(*got)
+    assert order == {k: list(range(per_key)) for k in keys}
+    assert read and max(read) <= REAP_CLAIMS, f"a reap read {max(read)} claims"

@@ -57,7 +57,7 @@ def test_compare_and_set_over_several_connections(
     next calls; fewer free connections than asked for is no error (the parts share those there are)."""
     client.admin.init_tables()
     host, port = hbase_address.rsplit(":", 1)
-    pool = HBaseConnection(host, int(port), pool_size=4)
+    pool = HBaseConnection(host, int(port), pool_size=4, timeout=300)  # no slow answer replaces a connection
     opened: list[Connection] = []
     real_open = Connection.open
 

@@ -10,10 +10,11 @@ from collections.abc import Sequence
 import pytest
 
 from tms_hbase.aio.coalesce import MAX_GROUP_MESSAGES, GroupOutcome, PublishLanes
-from tms_hbase.errors import HBaseUnavailable, PublishOutcomeUnknown
+from tms_hbase.errors import HBaseUnavailable, InvalidArgument, PublishOutcomeUnknown
 from tms_hbase.model.published import PublishResult
 from tms_hbase.model.topic import TopicId
 from tms_hbase.ordering.appends import Resume
+from tms_hbase.publish.writer import unknown_part
 
 TOPIC = TopicId("default", "t")
 
@@ -57,7 +58,7 @@ async def settle() -> None:
 def test_publishes_made_while_a_write_is_in_flight_go_together_in_order_each_with_its_part() -> None:
     async def scenario() -> tuple[Writes, list[PublishResult]]:
         writes = Writes()
-        lanes = PublishLanes(writes.group, writes.one, 1 << 20, 1.0)
+        lanes = PublishLanes(writes.group, writes.one, unknown_part, 1 << 20, 1.0)
         first = asyncio.create_task(lanes.publish(TOPIC, (b"a",), None))
         await settle()  # its write is in flight
         rest = [asyncio.create_task(lanes.publish(TOPIC, p, None)) for p in [(b"b",), (b"c", b"d"), (b"e",)]]
@@ -74,7 +75,7 @@ def test_a_group_is_cut_where_the_ttl_changes_and_at_its_limits() -> None:
     async def scenario(payloads: list[tuple[bytes, ...]], ttls: list[float | None], max_bytes: int) -> Writes:
         writes = Writes()
         writes.gate.set()
-        lanes = PublishLanes(writes.group, writes.one, max_bytes, 1.0)
+        lanes = PublishLanes(writes.group, writes.one, unknown_part, max_bytes, 1.0)
         await asyncio.gather(*(lanes.publish(TOPIC, p, t) for p, t in zip(payloads, ttls, strict=True)))
         return writes
 
@@ -94,7 +95,7 @@ def test_a_failed_group_write_fails_every_member_and_an_unknown_one_gives_each_i
     async def scenario(error: BaseException) -> list[BaseException | PublishResult]:
         writes = Writes(fail=error)
         writes.gate.set()
-        lanes = PublishLanes(writes.group, writes.one, 1 << 20, 1.0)
+        lanes = PublishLanes(writes.group, writes.one, unknown_part, 1 << 20, 1.0)
         calls = [lanes.publish(TOPIC, p, None) for p in [(b"a",), (b"b", b"c"), (b"d",)]]
         return await asyncio.gather(*calls, return_exceptions=True)
 
@@ -115,7 +116,7 @@ def test_a_failed_group_write_fails_every_member_and_an_unknown_one_gives_each_i
 def test_a_publish_cancelled_while_queued_leaves_the_group_and_one_in_flight_runs_on() -> None:
     async def scenario() -> tuple[Writes, PublishResult]:
         writes = Writes()
-        lanes = PublishLanes(writes.group, writes.one, 1 << 20, 1.0)
+        lanes = PublishLanes(writes.group, writes.one, unknown_part, 1 << 20, 1.0)
         in_flight = asyncio.create_task(lanes.publish(TOPIC, (b"sent",), None))
         await settle()
         queued = asyncio.create_task(lanes.publish(TOPIC, (b"queued",), None))
@@ -140,7 +141,7 @@ def test_on_a_chain_topic_each_publish_is_written_on_its_own() -> None:
     async def scenario() -> tuple[Writes, list[PublishResult]]:
         writes = Writes(sequencer=False)
         writes.gate.set()
-        lanes = PublishLanes(writes.group, writes.one, 1 << 20, 1.0)
+        lanes = PublishLanes(writes.group, writes.one, unknown_part, 1 << 20, 1.0)
         assert not lanes.direct(TOPIC)  # not known yet
         together = await asyncio.gather(*(lanes.publish(TOPIC, (b"%d" % i,), None) for i in range(3)))
         assert lanes.direct(TOPIC)  # known to be a chain topic: the client writes the next ones on their own
@@ -150,3 +151,63 @@ def test_on_a_chain_topic_each_publish_is_written_on_its_own() -> None:
     assert writes.groups == [[(b"0",), (b"1",), (b"2",)]]  # asked once; nothing written for the group
     assert writes.singles == [(b"0",), (b"1",), (b"2",)]  # then each on its own
     assert len({r.position for r in results}) == 3
+
+
+def test_a_group_refused_as_a_whole_is_written_again_in_halves_until_only_the_bad_publish_fails() -> None:
+    """As the gateway's client does when the gateway refuses a request as bad input: one member's fault."""
+    bad = InvalidArgument("too large")
+
+    async def refusing(
+        topic: TopicId, batches: Sequence[tuple[bytes, ...]], ttl: float | None, since: float
+    ) -> GroupOutcome:
+        writes.groups.append(list(batches))
+        if any(b"bad" in batch for batch in batches):
+            if len(batches) == 1:
+                raise bad
+            return GroupOutcome(True, None)
+        writes.position += 1
+        return GroupOutcome(True, PublishResult(topic, 1, writes.position, sum(map(len, batches))))
+
+    writes = Writes()
+
+    async def scenario() -> list[PublishResult | BaseException]:
+        lanes = PublishLanes(refusing, writes.one, unknown_part, 1 << 20, 1.0)
+        payloads = [(b"a",), (b"b",), (b"bad",), (b"c",), (b"d",)]
+        return await asyncio.gather(*(lanes.publish(TOPIC, p, None) for p in payloads), return_exceptions=True)
+
+    results = asyncio.run(scenario())
+    assert results[2] is bad
+    good = [r for r in results if isinstance(r, PublishResult)]
+    assert [r.position for r in good] == [1, 1, 2, 2]  # the others still share rows, in order
+    assert writes.groups[1:] == [[(b"a",), (b"b",)], [(b"bad",), (b"c",), (b"d",)], [(b"bad",)], [(b"c",), (b"d",)]]
+    assert not writes.singles
+
+
+def test_with_abandon_a_write_whose_callers_were_all_cancelled_is_cut_short_and_the_queue_goes_on() -> None:
+    """The gateway's client: a request nobody waits for no longer holds up the publishes queued behind it."""
+
+    async def scenario() -> tuple[Writes, PublishResult, PublishResult]:
+        writes = Writes()
+        lanes = PublishLanes(writes.group, writes.one, unknown_part, 1 << 20, 1.0, abandon=True)
+        shared = [asyncio.create_task(lanes.publish(TOPIC, (p,), None)) for p in (b"kept", b"cancelled")]
+        await settle()  # both in one write, held
+        shared[1].cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await shared[1]
+        writes.gate.set()  # a caller still waits: the write ran on
+        kept = await shared[0]
+        writes.gate.clear()
+        lone = asyncio.create_task(lanes.publish(TOPIC, (b"lone",), None))
+        await settle()  # its write is held
+        queued = asyncio.create_task(lanes.publish(TOPIC, (b"queued",), None))
+        await settle()
+        lone.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await lone
+        await settle()
+        writes.gate.set()
+        return writes, kept, await queued
+
+    writes, kept, queued = asyncio.run(scenario())
+    assert writes.groups == [[(b"kept",), (b"cancelled",)], [(b"lone",)], [(b"queued",)]]
+    assert (kept.position, queued.position) == (1, 2)  # the lone write was cut short: it stored nothing

@@ -41,7 +41,8 @@ def test_each_key_goes_out_by_its_head_only_and_only_up_to_the_frontier() -> Non
         claim(9, b"c"),
     )
     claims = [held, a_next, b_head, plain, b_next, c_late]
-    view = view_of(S, 1, [read(1)], claims, complete=True)  # ranges: 1 = 1-4, 2 = 5-8 (not read), 3 = 9-12
+    reading = StoredRange(2, RangeCell("x", NOW, b_next.message_id).encode(), RangeCell("x", NOW, b_next.message_id))
+    view = view_of(S, 1, [read(1), reading], claims, complete=True)  # ranges: 1 = 1-4, 2 = 5-8 (read to 5), 3 = 9-12
     assert view.frontier == 2
     assert heads(S, view, claims, NOW) == [b_head, plain]  # a waits for its held head; c is past the frontier
     assert view.settled(held.message_id, key_of(b"a")) == a_next
@@ -53,10 +54,29 @@ def test_each_key_goes_out_by_its_head_only_and_only_up_to_the_frontier() -> Non
     assert heads(S, view, [nacked, a_next], NOW) == []
 
 
-def test_a_view_cut_short_vouches_for_nothing() -> None:
-    claims = [claim(1, b"a")]
-    view = view_of(S, 1, [read(1)], claims, complete=False)
-    assert heads(S, view, claims, NOW) == [] and not view.direct(read(1))
+def test_a_claim_of_the_frontier_past_its_progress_waits() -> None:
+    """A read writes its claims over several connections at once and moves its range's progress once they all
+    are: a reap may see one of them but not an earlier claim of its key, so it is nobody's head or successor."""
+    seen, unseen_before_it = claim(6, b"a"), claim(5, b"a")
+    reading = StoredRange(2, RangeCell("x", NOW, None).encode(), RangeCell("x", NOW, None))  # progress: none yet
+    view = view_of(S, 1, [read(1), reading], [claim(1, b"a", ClaimState.HELD, NOW + 5000), seen], complete=True)
+    assert heads(S, view, [seen], NOW) == [], f"{unseen_before_it} may be there"
+    assert view.settled(claim(1, b"a").message_id, key_of(b"a")) is None
+    moved = RangeCell("x", NOW, seen.message_id)  # the read recorded: every claim up to it is written
+    view = view_of(S, 1, [read(1), StoredRange(2, moved.encode(), moved)], [seen], complete=True)
+    assert heads(S, view, [seen], NOW) == [seen]
+
+
+def test_a_view_cut_short_knows_the_heads_it_read_and_vouches_for_no_range() -> None:
+    """The first claims from the floor hold every earlier claim of their keys: their heads and successors go
+    out; a key whose claims were not read may be blocked, so no range's messages go out at once."""
+    head, following = claim(1, b"a", ClaimState.HELD, NOW - 1), claim(2, b"a")
+    claims, reading = [head, following, claim(3, b"b")], read(2, done=False)
+    view = view_of(S, 1, [read(1), reading], claims, complete=False)
+    assert view.frontier == 2
+    assert heads(S, view, claims, NOW) == [head, claims[2]]
+    assert view.settled(head.message_id, key_of(b"a")) == following
+    assert not view.direct(reading) and view_of(S, 1, [read(1), reading], claims, complete=True).direct(reading)
 
 
 def test_a_range_is_vouched_for_only_as_the_view_saw_it() -> None:

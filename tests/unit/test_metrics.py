@@ -70,6 +70,19 @@ def test_publish_counts_expose_what_prometheus_clients_metrics_would(created: bo
         (prometheus_metrics.enable_created_metrics if was else prometheus_metrics.disable_created_metrics)()
 
 
+def test_publishes_put_together_in_one_write_count_as_that_many_publishes_of_its_duration() -> None:
+    ours = CollectorRegistry()
+    counts = PublishCounts()
+    ours.register(counts)
+    theirs, counters, histogram = _theirs()
+    counts.published("ns:a", 5, 500, 0.003, 3)  # three publishes (5 messages, 500 bytes) in one write
+    for counter, amount in zip(counters, (3, 5, 500), strict=True):
+        counter.labels("ns:a").inc(amount)
+    for _ in range(3):
+        histogram.observe(0.003)
+    assert _exposition(ours) == _exposition(theirs)
+
+
 def test_in_prometheus_clients_multiprocess_mode_publishes_are_counted_in_its_files(tmp_path) -> None:
     """A gateway's workers (multiprocess mode) report the library's publish metrics through the files."""
     script = """
@@ -79,6 +92,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from tms_hbase.model.metrics import CLIENT_METRICS
 CLIENT_METRICS.published("ns:a", 3, 30, 0.002)
 CLIENT_METRICS.published("ns:a", 1, 10, 0.02)
+CLIENT_METRICS.published("ns:a", 2, 20, 0.002, 2)
 registry = CollectorRegistry()
 MultiProcessCollector(registry)
 print(json.dumps([
@@ -93,4 +107,4 @@ print(json.dumps([
     out = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True, timeout=60
     )
-    assert json.loads(out.stdout) == [2.0, 4.0, 40.0, 1.0, 2.0]
+    assert json.loads(out.stdout) == [4.0, 6.0, 60.0, 3.0, 4.0]

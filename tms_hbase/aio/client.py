@@ -37,6 +37,7 @@ from tms_hbase.model.stats import Lag, TopicStats
 from tms_hbase.model.subscription import PendingMessage, Subscription
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata, as_topic
 from tms_hbase.model.wire import RollbackDetail
+from tms_hbase.publish.writer import unknown_part
 from tms_hbase.runtime.bridge import run_sync
 from tms_hbase.shared.consumer import SharedConsumer
 from tms_hbase.storage.aio import AsyncHBaseConnection
@@ -62,7 +63,7 @@ class _LoopClient(MessagingClient):
         topic), by the client's deadline from ``since``; on a chain topic, more than one: nothing written."""
         self._ensure_ready()
         with self.installation.hbase.operation(since):
-            sequencer = self._writer.topics.get(topic).sequencer
+            sequencer = self._writer.topics.get(topic).sequencer  # (a shared row's resume needs a sequencer)
             if not sequencer and len(batches) > 1:
                 return GroupOutcome(sequencer, None)
             return GroupOutcome(sequencer, self._publish(topic, batches, None, ttl, None))
@@ -124,6 +125,7 @@ class AsyncMessagingClient(AsyncMessagingService):
         self._lanes = PublishLanes(
             partial(self._write, _LoopClient.publish_group),
             partial(self._write, _LoopClient.publish_since),
+            unknown_part,
             max_batch_bytes,
             metadata_max_age_seconds,
         )
@@ -214,7 +216,7 @@ class AsyncMessagingClient(AsyncMessagingService):
 
         Publishes to a sequencer topic made while a write to it is in flight go together in the next write
         (one batch row; each result names its own messages): see :mod:`tms_hbase.aio.coalesce`."""
-        client = await self._ready()
+        client = self._client if self._client is not None and not self._closed else await self._ready()
         topic = as_topic(topic)
         payloads = tracing.created(str(topic), payloads)  # in the caller's context (see tms_hbase.tracing)
         if tx_write_pointer is None and resume is None and not self._lanes.direct(topic):

@@ -1,18 +1,23 @@
-"""Natural batching of the asyncio client's publishes to one topic, the way the Kafka producer's accumulator and
+"""Natural batching of the asyncio clients' publishes to one topic, the way the Kafka producer's accumulator and
 nats.py's pending writes do it: while one write to a topic is in flight, further publishes to that topic queue
-behind it and go together in the next write, one batch row (one conditional put) for all of them.
+behind it and go together in the next write, one batch row (one conditional put, or one gateway request) for
+all of them.
 
-Only non-transactional publishes to **sequencer** topics are put together: there each publish's messages are
-a part of the shared row (its own message ids, :meth:`~tms_hbase.model.published.PublishResult.part`) and an
-interrupted shared write resumes per publish (:meth:`~tms_hbase.ordering.appends.Resume.part`). Publishes to a
-chain topic are written one by one, as before.
+Only non-transactional publishes are put together, and only where a shared row is safe. Direct over HBase,
+that is a **sequencer** topic: there each publish's messages are a part of the shared row (its own message
+ids, :meth:`~tms_hbase.model.published.PublishResult.part`) and an interrupted shared write resumes per
+publish (:meth:`~tms_hbase.ordering.appends.Resume.part`); publishes to a chain topic are written one by
+one. Through the gateway (which keeps the retry state itself) every topic takes shared rows.
 
 * Each caller's ``await`` returns once the row holding its messages is stored; a group's failure is every
-  member's failure (PublishOutcomeUnknown: each member's own resume), never some of them.
+  member's failure (PublishOutcomeUnknown: each member its own, ``split_unknown``), never some of them.
+  A group the writer refuses as a whole (``GroupOutcome(shared=True, result=None)``) is written again in
+  halves, and so on, so that the refusal reaches only the publish it concerns and the others still share rows.
 * Publishes leave the queue in the order they entered it: a caller's own publishes stay in its call order.
 * A group is cut at the batch byte limit, at :data:`MAX_GROUP_MESSAGES` and where the per-message TTL changes.
 * Cancelled while queued, a publish leaves the queue: not stored. Cancelled once its group is being written,
-  it runs on to the group's outcome (logged), and the client's ``close()`` waits for it.
+  it runs on to the group's outcome (logged), and the client's ``close()`` waits for it; with ``abandon``, a
+  write whose callers were all cancelled is cut short instead (the gateway's client).
 * A group's deadline is the client's timeout from its earliest member's call: no caller waits longer than
   its own deadline for a write, its queueing included.
 """
@@ -31,7 +36,6 @@ from tms_hbase.model.published import PublishResult
 from tms_hbase.model.record import Record
 from tms_hbase.model.rows import batch_size
 from tms_hbase.model.topic import TopicId
-from tms_hbase.publish.writer import unknown_part
 
 log = logging.getLogger(__name__)
 
@@ -42,18 +46,21 @@ GroupWrite = Callable[
     [TopicId, Sequence[tuple["bytes | Record", ...]], "float | None", float], Awaitable["GroupOutcome"]
 ]
 OneWrite = Callable[[TopicId, tuple["bytes | Record", ...], "float | None", float], Awaitable[PublishResult]]
+SplitUnknown = Callable[[PublishOutcomeUnknown, int], PublishOutcomeUnknown]
+"""The outcome, for the member whose messages start at the given index, of a shared write that was lost."""
 
 
 @dataclass(frozen=True)
 class GroupOutcome:
-    """What a group write did: whether the topic is a sequencer topic, and the row stored for the group (None:
-    not a sequencer topic and more than one member, so nothing was written and each member goes on its own)."""
+    """What a group write did: whether the topic takes shared rows, and the row stored for the group (None:
+    nothing was written and each member goes on its own: a topic that takes no shared rows, or a group the
+    writer refused as a whole)."""
 
-    sequencer: bool
+    shared: bool
     result: PublishResult | None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Member:
     payloads: tuple[bytes | Record, ...]
     ttl: float | None
@@ -66,26 +73,41 @@ class _Member:
 class _Lane:
     queue: deque[_Member] = field(default_factory=deque)
     writing: asyncio.Task[None] | None = None
-    sequencer: bool | None = None  # what the last group write found (None: not known yet)
+    sending: tuple[list[_Member], asyncio.Task[None]] | None = None  # the group being written, and its write
+    shared: bool | None = None  # what the last group write found (None: not known yet)
     checked: float = 0.0  # when it found it
 
 
 class PublishLanes:
-    """One queue and at most one coalesced write in flight per topic; ``group`` writes a group (one row on a
-    sequencer topic), ``one`` writes a single publish (chain topics), ``recheck_seconds`` is how long a topic
-    found to be a chain topic is written to directly before looking again (the metadata's age)."""
+    """One queue and at most one coalesced write in flight per topic; ``group`` writes a group (one row where
+    the topic takes shared rows), ``one`` writes a single publish (the others), ``split_unknown`` gives each
+    member of a lost shared write its own PublishOutcomeUnknown, ``recheck_seconds`` is how long a topic found
+    to take no shared rows is written to directly before looking again (the metadata's age). ``abandon``: a
+    write whose callers were all cancelled is cut short rather than run on, for a writer whose writes are
+    stored whole or not at all however they end (the gateway's), so it holds up no publish queued behind it."""
 
-    def __init__(self, group: GroupWrite, one: OneWrite, max_batch_bytes: int, recheck_seconds: float) -> None:
+    def __init__(
+        self,
+        group: GroupWrite,
+        one: OneWrite,
+        split_unknown: SplitUnknown,
+        max_batch_bytes: int,
+        recheck_seconds: float,
+        *,
+        abandon: bool = False,
+    ) -> None:
+        self._abandon = abandon
         self._group = group
         self._one = one
+        self._split_unknown = split_unknown
         self._max_bytes = max_batch_bytes
         self._recheck = recheck_seconds
         self._lanes: dict[TopicId, _Lane] = {}
 
     def direct(self, topic: TopicId) -> bool:
-        """Whether a publish to ``topic`` goes on its own: it was found to be a chain topic a moment ago."""
+        """Whether a publish to ``topic`` goes on its own: it was found to take no shared rows a moment ago."""
         lane = self._lanes.get(topic)
-        return lane is not None and lane.sequencer is False and time.monotonic() - lane.checked < self._recheck
+        return lane is not None and lane.shared is False and time.monotonic() - lane.checked < self._recheck
 
     async def publish(self, topic: TopicId, payloads: tuple[bytes | Record, ...], ttl: float | None) -> PublishResult:
         """Queue a checked, non-empty batch for ``topic`` and wait for the write that stores it."""
@@ -105,6 +127,11 @@ class PublishLanes:
                 log.info("cancelled publish to %s: not stored (it was waiting for the write before it)", topic)
             elif member.future.done() and not member.future.cancelled():  # cancelled as its outcome came
                 _log_cancelled(topic, member.future.exception() or member.future.result())
+            elif self._abandon and lane.sending is not None and member in lane.sending[0]:
+                group, write = lane.sending
+                if all(other.future.cancelled() for other in group):
+                    write.cancel()
+                    log.info("cancelled publishes to %s: their write is cut short (stored whole or not at all)", topic)
             raise
 
     async def wait_idle(self) -> None:
@@ -113,15 +140,25 @@ class PublishLanes:
             await asyncio.wait(writing)
 
     async def _drain(self, topic: TopicId, lane: _Lane) -> None:
+        loop = asyncio.get_running_loop()
         try:
             while lane.queue:
                 group = self._take(lane.queue)
+                write = loop.create_task(self._write(topic, lane, group))
+                lane.sending = group, write
                 try:
-                    await self._write(topic, lane, group)
+                    await asyncio.wait([write])  # (ends too when the write is abandoned: see publish)
                 except BaseException as exc:  # never leave a caller hanging (e.g. the loop shutting down)
+                    write.cancel()
                     for member in group:
                         _settle(topic, member, exc)
                     raise
+                finally:
+                    lane.sending = None
+                if not write.cancelled() and (error := write.exception()) is not None:
+                    for member in group:
+                        _settle(topic, member, error)
+                    raise error
         finally:
             lane.writing = None
 
@@ -146,17 +183,23 @@ class PublishLanes:
         except PublishOutcomeUnknown as exc:
             first = 0
             for member in group:
-                _settle(topic, member, unknown_part(exc, first) if len(group) > 1 else exc)
+                _settle(topic, member, self._split_unknown(exc, first) if len(group) > 1 else exc)
                 first += len(member.payloads)
             return
         except Exception as exc:
             for member in group:
                 _settle(topic, member, exc)
             return
-        lane.sequencer, lane.checked = outcome.sequencer, time.monotonic()
+        lane.shared, lane.checked = outcome.shared, time.monotonic()
         result = outcome.result
-        if result is None:  # a chain topic: each member on its own, all at once
-            await asyncio.gather(*(self._write_one(topic, member) for member in group))
+        if result is None and outcome.shared:  # refused as a whole: each half again, so only its publish fails
+            half = len(group) // 2
+            await self._write(topic, lane, group[:half])
+            await self._write(topic, lane, group[half:])
+            return
+        if result is None:  # no shared row: each member on its own, in the group's order
+            for member in group:
+                await self._write_one(topic, member)
             return
         first = 0
         for member in group:

@@ -12,28 +12,44 @@ keep-alive connection, with the HTTP/1.1 codec of the blocking client.
   time; a long-poll (``poll``, ``receive``) may take its wait on top.
 - A link that fails is HBaseUnavailable, or PublishOutcomeUnknown for a publish that was sent. Calls
   safe to repeat are sent again once when a kept-alive connection turns out closed before any answer.
+- **Coalescing.** Non-transactional publishes to a topic made while a publish to it is in flight go
+  together in the next request (one batch row; each result names its own messages), bounded by bytes and
+  count (:mod:`tms_hbase.aio.coalesce`): many tasks publishing one message each cost a request per round
+  trip, not one each. A request the gateway refuses as bad input is sent again in halves, so the refusal
+  reaches only the publish it concerns; a request whose outcome is unknown is every member's
+  PublishOutcomeUnknown.
 - **Cancellation.** Cancelling a call raises CancelledError at once and drops its connection (a half-read
   answer never reaches another call). A cancelled ``publish`` leaves the batch stored whole or not at
-  all, never in part (the gateway stores a batch as one unit); which of the two is known only when the
-  request had not been sent yet (then it is not stored); otherwise the outcome is unknown as after
-  PublishOutcomeUnknown, and ``fetch`` shows it.
+  all, never in part (the gateway stores a batch as one unit): still queued behind the request in flight,
+  it is not stored; once its request is sent, the request runs on for the other publishes in it, and one
+  whose publishes were all cancelled is cut short (which of the two, stored or not, is then known only
+  when it had not been sent yet; otherwise ``fetch`` shows it, as after PublishOutcomeUnknown).
 """
 
 from __future__ import annotations
 
 import asyncio
 import ssl
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
 from typing import TypeVar
 
 from tms_hbase.aio.api import AsyncMessagingService
-from tms_hbase.errors import PublishOutcomeUnknown, SubscriptionAlreadyExists, TopicAlreadyExists, TopicNotFound
+from tms_hbase.aio.coalesce import GroupOutcome, PublishLanes
+from tms_hbase.errors import (
+    InvalidArgument,
+    PublishOutcomeUnknown,
+    SubscriptionAlreadyExists,
+    TopicAlreadyExists,
+    TopicNotFound,
+)
 from tms_hbase.gateway_client import calls, http1
 from tms_hbase.gateway_client.aio_consumers import AsyncGatewayConsumer, AsyncGatewaySharedConsumer
 from tms_hbase.gateway_client.aio_http1 import AsyncPool
 from tms_hbase.gateway_client.calls import Reply, Request
 from tms_hbase.gateway_client.outcomes import NOT_IDEMPOTENT, Broken, answer_error, link_error
+from tms_hbase.model import checks
 from tms_hbase.model.isolation import COMMITTED
 from tms_hbase.model.message import Message
 from tms_hbase.model.published import PublishResult
@@ -83,6 +99,11 @@ class AsyncGatewayClient(AsyncMessagingService):
         self._auth = http1.header_lines(s.auth)
         self._pool = AsyncPool(s.host, s.port, s.ssl_context, pool_size, max_idle, max_connections)
         self._max_idle = max_idle
+        # Single publishes to one topic put together while a request to it is in flight (every topic takes
+        # shared rows through the gateway, so the lanes never write directly: no recheck).
+        self._lanes = PublishLanes(
+            self._publish_group, self._publish_one, _own_unknown, checks.DEFAULT_MAX_BATCH_BYTES, 0.0, abandon=True
+        )
 
     async def __aenter__(self) -> AsyncGatewayClient:
         return self
@@ -93,7 +114,8 @@ class AsyncGatewayClient(AsyncMessagingService):
         await self.close()
 
     async def close(self) -> None:
-        """Close the pooled connections."""
+        """Let the publish requests queued or in flight end, then close the pooled connections."""
+        await self._lanes.wait_idle()
         self._pool.close()
 
     def __repr__(self) -> str:
@@ -157,8 +179,31 @@ class AsyncGatewayClient(AsyncMessagingService):
         resume: PublishOutcomeUnknown | None = None,
     ) -> PublishResult:
         """Where the batch is stored. ``resume`` is InvalidArgument (the retry state stays in the gateway).
-        Cancelled: stored whole or not at all (the module's docstring)."""
-        return await self.run(self.calls.publish(topic, payloads, tx_write_pointer, ttl_seconds, resume))
+        A non-transactional publish goes together with the others made while one to its topic is in flight;
+        cancelled: stored whole or not at all (the module's docstring)."""
+        if tx_write_pointer is not None or resume is not None:
+            return await self.run(self.calls.publish(topic, payloads, tx_write_pointer, ttl_seconds, resume))
+        topic, batch = calls.publish_args(topic, payloads, ttl_seconds, allow_empty=False)
+        return await self._lanes.publish(topic, batch, ttl_seconds)
+
+    async def _publish_group(
+        self, topic: TopicId, batches: Sequence[tuple[bytes | Record, ...]], ttl: float | None, since: float
+    ) -> GroupOutcome:
+        """Several publishes' messages as one request, by the deadline from ``since``; refused as bad input,
+        a group of several is handed back to be sent again in halves (the refusal may concern one of them)."""
+        messages = batches[0] if len(batches) == 1 else [m for batch in batches for m in batch]
+        try:
+            result = await self.run(self.calls.publish_checked(topic, messages, None, ttl), since=since)
+        except InvalidArgument:
+            if len(batches) == 1:
+                raise
+            return GroupOutcome(True, None)
+        return GroupOutcome(True, result)
+
+    async def _publish_one(
+        self, topic: TopicId, payloads: tuple[bytes | Record, ...], ttl: float | None, since: float
+    ) -> PublishResult:
+        return await self.run(self.calls.publish_checked(topic, payloads, None, ttl), since=since)
 
     async def store(
         self,
@@ -285,12 +330,13 @@ class AsyncGatewayClient(AsyncMessagingService):
 
     # -- one HTTP exchange --------------------------------------------------------------------
 
-    async def run(self, request: Request[T], *, pool: AsyncPool | None = None) -> T:
+    async def run(self, request: Request[T], *, pool: AsyncPool | None = None, since: float | None = None) -> T:
         """Carry one request: its decoded 2xx answer, else the TmsError the gateway reported, or
         HBaseUnavailable / PublishOutcomeUnknown for a link that failed or a deadline that passed.
-        ``pool``: the connection of a consumer session (:meth:`session_pool`) instead of the shared ones."""
+        ``pool``: the connection of a consumer session (:meth:`session_pool`) instead of the shared ones;
+        ``since``: the ``time.monotonic()`` the deadline counts from (default: now)."""
         try:
-            reply = await self._send(request, pool or self._pool)
+            reply = await self._send(request, pool or self._pool, since)
         finally:
             if request.done is not None:
                 request.done()
@@ -303,9 +349,10 @@ class AsyncGatewayClient(AsyncMessagingService):
         worker, which keeps the session's consumer (and what it read ahead) between them."""
         return AsyncPool(self._pool.host, self._pool.port, self._pool.context, 1, self._max_idle, 1)
 
-    async def _send(self, request: Request[object], pool: AsyncPool) -> Reply:
+    async def _send(self, request: Request[object], pool: AsyncPool, since: float | None) -> Reply:
         head = calls.request_head(self._auth, request, self.media)
-        deadline = asyncio.get_running_loop().time() + self.timeout_seconds + request.wait
+        waited = 0.0 if since is None else time.monotonic() - since
+        deadline = asyncio.get_running_loop().time() + self.timeout_seconds + request.wait - waited
         for attempt in (1, 2):
             try:
                 async with asyncio.timeout_at(deadline):
@@ -335,3 +382,11 @@ class AsyncGatewayClient(AsyncMessagingService):
             pool.give_back(conn, response.keep_alive)
             return calls.reply_of(response)
         raise AssertionError("unreachable")
+
+
+def _own_unknown(unknown: PublishOutcomeUnknown, first_index: int) -> PublishOutcomeUnknown:
+    """A member's own PublishOutcomeUnknown of a shared request whose outcome is unknown (no resume: the retry
+    state stays in the gateway)."""
+    own = PublishOutcomeUnknown(str(unknown), None)
+    own.timed_out = unknown.timed_out
+    return own

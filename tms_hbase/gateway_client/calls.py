@@ -27,7 +27,7 @@ from tms_hbase.model import checks
 from tms_hbase.model.checks import validate_payloads
 from tms_hbase.model.message import Message
 from tms_hbase.model.published import PublishResult, rollback_detail
-from tms_hbase.model.record import Record
+from tms_hbase.model.record import Batch, Record
 from tms_hbase.model.stats import Lag, TopicStats
 from tms_hbase.model.subscription import PendingMessage, Subscription, check_name
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata
@@ -151,6 +151,15 @@ def reply_of(response: http1.Response) -> Reply:
     )
 
 
+def publish_args(
+    topic: TopicLike, payloads: Sequence[bytes | Record], ttl_seconds: float | None, *, allow_empty: bool
+) -> tuple[TopicId, Batch]:
+    """A publish's topic and messages, checked at the call (InvalidArgument); their size is the gateway's to check."""
+    topic = _topic(topic)
+    checks.ttl_seconds(ttl_seconds)
+    return topic, validate_payloads(tracing.created(str(topic), payloads), 2**63, allow_empty=allow_empty)
+
+
 def with_query(path: str, query: Mapping[str, object]) -> str:
     return f"{path}?{urlencode(query)}" if query else path
 
@@ -222,11 +231,13 @@ class Calls:
         state stays in the gateway): InvalidArgument rather than a silent second copy."""
         if resume is not None:
             raise InvalidArgument("publish(resume=...) is not supported through the gateway")
-        topic = _topic(topic)
-        checks.ttl_seconds(ttl_seconds)
-        batch = validate_payloads(
-            tracing.created(str(topic), payloads), 2**63, allow_empty=True
-        )  # the gateway checks size
+        topic, batch = publish_args(topic, payloads, ttl_seconds, allow_empty=True)
+        return self.publish_checked(topic, batch, tx_write_pointer, ttl_seconds)
+
+    def publish_checked(
+        self, topic: TopicId, batch: Sequence[bytes | Record], tx_write_pointer: int | None, ttl_seconds: float | None
+    ) -> Request[PublishResult]:
+        """:meth:`publish` of messages checked already (several publishes' put together, by the asyncio client)."""
         body = rest.encode_publish(rest.PublishRequest(tx_write_pointer, batch), self.media)
         query = {} if ttl_seconds is None else {"ttl": ttl_seconds}
 

@@ -126,8 +126,8 @@ def sized_payloads(payloads: object, max_batch_bytes: int, *, allow_empty: bool)
         raise InvalidArgument("payloads must be a list of bytes or Records (e.g. [b'event'])")
     else:
         result: tuple[bytes | Record, ...] = tuple(cast("Sequence[bytes]", payloads))
-        if set(map(type, result)) <= {bytes}:  # the usual case: nothing to convert
-            batch = Batch(result)
+        if set(map(type, result)) <= {bytes}:  # the usual case: nothing to convert, nothing to split
+            batch = Batch(result, (cast("tuple[bytes, ...]", result), None))
         else:
             batch = _plain_records(result) or Batch(_message(i, message) for i, message in enumerate(result))
             schedule.check(batch)

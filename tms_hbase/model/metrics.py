@@ -55,10 +55,11 @@ class ClientMetrics:
             from prometheus_client.values import MutexValue, ValueClass
         except ImportError:  # pragma: no cover - prometheus_client is a dependency; this keeps it optional
             Counter = Gauge = Histogram = None  # type: ignore[assignment,misc]
-        self.published: Callable[[str, int, int, float], None]
-        """Count one successful publish to a topic: its messages, payload bytes and duration (seconds)."""
+        self.published: Callable[[str, int, int, float, int], None]
+        """Count successful publishes to a topic: their messages, payload bytes, duration (seconds) and how
+        many publishes they were (several put together in one write share its duration)."""
         if Counter is None:  # pragma: no cover
-            self.published = lambda _topic, _messages, _size, _seconds: None
+            self.published = lambda _topic, _messages, _size, _seconds, _calls: None
         elif ValueClass is MutexValue:
             counts = PublishCounts()
             REGISTRY.register(counts)
@@ -142,18 +143,19 @@ class PublishCounts:
         self._sum = 0.0
         self._created = time.time()
 
-    def published(self, topic: str, messages: int, size: int, seconds: float) -> None:
-        """Count one successful publish to ``topic``: ``messages``, ``size`` payload bytes, ``seconds`` long."""
+    def published(self, topic: str, messages: int, size: int, seconds: float, calls: int = 1) -> None:
+        """Count ``calls`` successful publishes to ``topic`` (several: put together in one write, which took
+        ``seconds``): ``messages``, ``size`` payload bytes in all."""
         bucket = bisect_left(LATENCY_BUCKETS, seconds)  # the first bound >= seconds: Prometheus' le
         with self._lock:
             counts = self._topics.get(topic)
             if counts is None:
                 counts = self._topics[topic] = [0, 0, 0, time.time()]
-            counts[0] += 1
+            counts[0] += calls
             counts[1] += messages
             counts[2] += size
-            self._buckets[bucket] += 1
-            self._sum += seconds
+            self._buckets[bucket] += calls
+            self._sum += seconds * calls
 
     def describe(self) -> list[Any]:
         """The metric families without samples (what the registry checks names against)."""
@@ -200,12 +202,13 @@ class _PublishMetrics:
         self._seconds = histogram(*PUBLISH_SECONDS, buckets=LATENCY_BUCKETS)
         self._per_topic: dict[str, list[Any]] = {}
 
-    def published(self, topic: str, messages: int, size: int, seconds: float) -> None:
+    def published(self, topic: str, messages: int, size: int, seconds: float, calls: int = 1) -> None:
         children = self._per_topic.get(topic)
         if children is None:
             children = self._per_topic[topic] = [counter.labels(topic) for counter in self._counters]
-        self._seconds.observe(seconds)
-        children[0].inc()
+        for _ in range(calls):  # (a histogram observes one value at a time)
+            self._seconds.observe(seconds)
+        children[0].inc(calls)
         children[1].inc(messages)
         children[2].inc(size)
 

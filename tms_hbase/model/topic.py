@@ -6,7 +6,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from types import MappingProxyType
 
 from tms_hbase.errors import CorruptData, InvalidArgument
@@ -88,8 +88,15 @@ def as_topic(topic: object) -> TopicId:
     if isinstance(topic, TopicId):
         return topic
     if isinstance(topic, str):
-        return TopicId.parse(topic)
+        return _parsed(topic)
     raise InvalidArgument(f"expected a TopicId or 'namespace:topic', got {type(topic).__name__}")
+
+
+@lru_cache(maxsize=4096)
+def _parsed(text: str) -> TopicId:
+    """:meth:`TopicId.parse`, once per text: a program names its few topics as text in every call (a
+    one-message publish would spend a tenth of its time checking the names again). Bad names are not kept."""
+    return TopicId.parse(text)
 
 
 def parse_ttl(value: object) -> int:

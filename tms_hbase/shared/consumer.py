@@ -69,7 +69,7 @@ from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.record import Record
 from tms_hbase.model.topic import TopicId
 from tms_hbase.shared.clearing import clear
-from tms_hbase.shared.key_order import WINDOW, KeyView, heads, view_of
+from tms_hbase.shared.key_order import REAP_CLAIMS, WINDOW, KeyView, heads, view_of
 from tms_hbase.shared.schedule import Schedule, parked
 from tms_hbase.shared.state import (
     Claim,
@@ -610,8 +610,10 @@ class SharedConsumer(TransactionalAcks):
         floor_row, handed = self._store.floor_and_handed_out(keys)
         floor = floor_row.value
         ranges = self._store.ranges(keys, floor)  # before the claims: a range read to its end has them all
-        claims = self._store.claims(keys, self._first_id(floor), unsettled=True)
-        truncated = len(claims) >= SCAN_LIMIT
+        most = REAP_CLAIMS if s.ordering == "key" else SCAN_LIMIT  # (key order: the first, :mod:`.key_order`)
+        claims = self._store.claims(keys, self._first_id(floor), most, unsettled=True)
+        truncated = len(claims) >= most
+        edge = claims[-1].message_id if truncated else None  # claims past it were not read
         now = self._clock()
         due = self._schedule.due(keys, now)  # scheduled messages the floor passed, due by now
         above = {c.message_id for c in claims}
@@ -622,7 +624,7 @@ class SharedConsumer(TransactionalAcks):
             in_play = [c for c in claims if not c.claim.state.settled]
             self._view = view_of(s, floor, ranges, in_play, complete=not truncated)
             waiting = {c.message_id for c in in_play}
-            self._bodies = {i: m for i, m in self._bodies.items() if i in waiting}
+            self._bodies = {i: m for i, m in self._bodies.items() if i in waiting or (edge is not None and i > edge)}
             self._bodies_bytes = sum(len(m.payload) for m in self._bodies.values())
             # those this consumer registered first (it has their messages: no read to deliver them), then the
             # others from a point of its own, so that consumers that reap at once do not all try the same heads
@@ -785,7 +787,11 @@ class SharedConsumer(TransactionalAcks):
         self._registered = 0
         while len(out) < wanted:
             if self.settings.ordering == "key" and (self._registered >= AHEAD_MESSAGES or self._view.in_play >= WINDOW):
-                break  # key order: enough registered waiting for their turn (they go out first)
+                # key order: enough registered waiting for their turn (they go out first); but a frontier nobody
+                # reads is read on (once a look)
+                if not self._registered and (frontier := self._take_frontier()) is not None:
+                    out += self._read_range(frontier, wanted - len(out))[0]
+                break
             r = (None if skip_own else self._retake()) or self._take_range()
             if r is None and not looked:
                 # no range of its own, none known free, none new: another consumer may have given one
@@ -863,24 +869,38 @@ class SharedConsumer(TransactionalAcks):
         out and never written down), taken by compare-and-set; None when none is left."""
         if self._takeable:
             self._check()  # (a reset forgets them)
-        keys, s = self._keys, self.settings
         while self._takeable:
-            k = self._takeable.pop(0)
-            found = self._store.read_range(keys, k)
-            now = self._clock()
-            if found is None:  # handed out, never written down: its taker died (or is just writing it)
-                taken = self._store.swap_range(keys, k, None, RangeCell(self.owner, now + s.ack_timeout_ms, None))
-                if taken is not None and self._store.floor(keys).value > k:
-                    self._store.drop_range(keys, k)  # it was done and cleared after the reap looked
-                    continue
-            elif found.cell.takeable(now):
-                taken = self._store.swap_range(
-                    keys, k, found.data, replace(found.cell, owner=self.owner, deadline=now + s.ack_timeout_ms)
-                )
-            else:
-                continue
+            taken = self._take_one(self._takeable.pop(0))
             if taken is not None:
                 return taken
+        return None
+
+    def _take_frontier(self) -> StoredRange | None:
+        """Key order: the frontier's range (:mod:`.key_order`), if the last reap found nobody reading it, taken
+        as :meth:`_take_free` takes one. Read even when the claims in play fill the window: until it is, no
+        claim past it may go out, and those may be what fills it."""
+        k = self._view.frontier
+        if k not in self._takeable:
+            return None
+        self._check()
+        self._takeable.remove(k)
+        return self._take_one(k)
+
+    def _take_one(self, k: int) -> StoredRange | None:
+        """Range ``k`` by compare-and-set if nobody reads it now; None if it is read or another took it."""
+        keys, s = self._keys, self.settings
+        found = self._store.read_range(keys, k)
+        now = self._clock()
+        if found is None:  # handed out, never written down: its taker died (or is just writing it)
+            taken = self._store.swap_range(keys, k, None, RangeCell(self.owner, now + s.ack_timeout_ms, None))
+            if taken is not None and self._store.floor(keys).value > k:
+                self._store.drop_range(keys, k)  # it was done and cleared after the reap looked
+                return None
+            return taken
+        if found.cell.takeable(now):
+            return self._store.swap_range(
+                keys, k, found.data, replace(found.cell, owner=self.owner, deadline=now + s.ack_timeout_ms)
+            )
         return None
 
     def _read_range(self, r: StoredRange, wanted: int) -> tuple[list[Delivery], bool]:

@@ -10,9 +10,11 @@ state grows with the messages in play, never with the keys seen.
 * **Registered.** A range's keyed messages get claim cells like any other; one that may not go out yet
   is written *waiting* (free, never delivered), in topic order behind its key's claim in flight.
 * **Eligible.** Ranges are read in parallel, so a range's claims are complete only once it is read to its
-  end. The *frontier* is the first range from the floor not read to its end: a claim in a range up to the
-  frontier has every earlier message of the topic registered before it (those of the frontier itself are
-  written in order, up to its progress). A claim past the frontier waits for the frontier to reach it.
+  end. The *frontier* is the first range from the floor not read to its end: a claim in a range below the
+  frontier, or in the frontier up to its progress as the reap read it, has every earlier message of the topic
+  registered before it. One past that waits: a read's claims are written over several connections at once
+  and the progress moves only once they all are, so a reap may see a claim of a read in progress but not an
+  earlier one of its key.
 * **Heads.** Of a key's claims not settled, the first in id order is its head: delivered (to any consumer,
   by compare-and-set) once it is eligible and available (never delivered, given back and due, or past its
   holder's deadline); the others wait. Settled is final, so a reap's view of which keys are free can only
@@ -36,7 +38,11 @@ from dataclasses import dataclass, field
 from tms_hbase.shared.state import Settings, position_of_id
 from tms_hbase.shared.store import StoredClaim, StoredRange
 
-WINDOW = 4096  # claims not settled beyond which a key-ordered consumer registers no new range
+WINDOW = 1024  # claims not settled beyond which a key-ordered consumer registers no new range
+# claims not settled a key-ordered reap reads at most (the first from the floor, in id order): a reap reads every
+# claim it gets, and with few keys nearly all of them wait behind their key's head, so it is bounded whatever
+# is in play (consumers that register at once may pass WINDOW by a read each)
+REAP_CLAIMS = 2 * WINDOW
 
 
 def frontier(floor: int, ranges: Iterable[StoredRange]) -> int:
@@ -51,12 +57,14 @@ def frontier(floor: int, ranges: Iterable[StoredRange]) -> int:
 @dataclass
 class KeyView:
     """What one reap saw of the keys in play, kept up to date with what this consumer does until the next.
-    ``frontier``: as :func:`frontier` (0 when the view cannot vouch for any range: the scan of the claims
-    was cut short); ``progress``: each range cell's progress as seen (a range not seen: None);
-    ``blocked``: keys with a claim not settled; ``last``: each blocked key's last claim (id) the view knows;
-    ``next``: claim id → the next claim of its key (nothing of that key between them)."""
+    ``frontier``: as :func:`frontier` (0: none known yet); ``complete``: the reap read every claim not
+    settled (else it read the first ones, so that the heads among them are known, but a key it did not see
+    may have a claim in play: it vouches for no range); ``progress``: each range cell's progress as seen (a
+    range not seen: None); ``blocked``: keys with a claim not settled; ``last``: each blocked key's last claim
+    (id) the view knows; ``next``: claim id → the next claim of its key (nothing of that key between them)."""
 
     frontier: int = 0
+    complete: bool = False
     progress: dict[int, bytes | None] = field(default_factory=dict)
     blocked: set[str] = field(default_factory=set)
     last: dict[str, bytes] = field(default_factory=dict)
@@ -77,8 +85,9 @@ class KeyView:
 
     def direct(self, r: StoredRange) -> bool:
         """Whether messages read from range ``r`` (as taken now) may go out at once when their key is not
-        blocked: ``r`` is up to the frontier and nobody registered claims in it since the view was made."""
-        return 0 < r.k <= self.frontier and self.progress.get(r.k) == r.cell.progress
+        blocked: the view saw every claim in play, ``r`` is up to the frontier and nobody registered claims in
+        it since the view was made."""
+        return self.complete and 0 < r.k <= self.frontier and self.progress.get(r.k) == r.cell.progress
 
     def registered(
         self, r: StoredRange, progress: bytes | None, finished: bool, found: Sequence[tuple[str, StoredClaim | None]]
@@ -110,8 +119,10 @@ def view_of(
     settings: Settings, floor: int, ranges: Sequence[StoredRange], claims: Sequence[StoredClaim], complete: bool
 ) -> KeyView:
     """The view of one reap: ``ranges`` (read first) and ``claims`` not settled from the floor on, in id
-    order (read after them; ``complete``: not cut short by the scan's limit)."""
-    view = KeyView(frontier(floor, ranges) if complete else 0, {r.k: r.cell.progress for r in ranges})
+    order (read after them; ``complete``: not cut short by the scan's limit). Cut short, they are still the
+    first in id order, so every earlier claim of a key they hold is among them: its head and successors are
+    known (the frontier comes from the ranges alone)."""
+    view = KeyView(frontier(floor, ranges), complete, {r.k: r.cell.progress for r in ranges})
     view.in_play = len(claims)
     for stored in claims:
         key = stored.claim.key
@@ -126,8 +137,13 @@ def view_of(
 
 
 def eligible(settings: Settings, view: KeyView, stored: StoredClaim) -> bool:
-    """Whether every message of the topic before this claim's has a claim cell (it is up to the frontier)."""
-    return settings.range_of(position_of_id(stored.message_id)) <= view.frontier
+    """Whether every message of the topic before this claim's has a claim cell: it is below the frontier, or
+    in it up to the progress the view saw (its claims past that may be written only in part)."""
+    k = settings.range_of(position_of_id(stored.message_id))
+    if k != view.frontier:
+        return k < view.frontier
+    progress = view.progress.get(k)
+    return progress is not None and stored.message_id <= progress
 
 
 def heads(settings: Settings, view: KeyView, claims: Sequence[StoredClaim], now: int) -> list[StoredClaim]:
