@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import queue
-import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -15,6 +14,7 @@ import click
 
 from tms_hbase import Record, TopicId
 from tms_hbase.errors import InvalidArgument, TopicNotFound
+from tms_hbase.ops.signals import stop_event
 
 from .context import Settings, pass_settings
 from .errors import handle_errors
@@ -95,7 +95,7 @@ def tail(
     start_time = None if from_time is None else parse_time(from_time)
     if start_id is None and start_time is None and last is None:
         last = DEFAULT_LAST
-    stop = _stop_on_signals() if follow else threading.Event()
+    stop = stop_event() if follow else threading.Event()
     with settings.client() as client:
         meta = client.get_topic(topic)
         inspector = client.admin.inspector()
@@ -113,13 +113,6 @@ def tail(
                     return
                 if client.get_topic(topic).generation != meta.generation:  # TopicNotFound once deleted
                     raise TopicNotFound(f"{topic} (generation {meta.generation})")
-
-
-def _stop_on_signals() -> threading.Event:
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    return stop
 
 
 def _printer(fmt: str) -> Callable[[Entry], None]:

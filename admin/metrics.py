@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import logging
-import signal
-import threading
 
 import click
 
 from tms_hbase.errors import InvalidArgument
 from tms_hbase.ops.cli_options import with_options
 from tms_hbase.ops.log_options import configure_logging, log_options
+from tms_hbase.ops.signals import stop_event
 
 from .context import Settings, pass_settings
 from .errors import handle_errors
@@ -53,9 +52,7 @@ def serve(
     from tms_hbase.ops.exporter import TopicCollector
 
     configure_logging(log_format, log_level)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    stop = stop_event()
     with settings.client() as client:  # exit code 7 on a prefix without an installation: nothing is created
         disable_created_metrics()  # no <counter>_created series
         registry = CollectorRegistry()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 from typing import TYPE_CHECKING
 
 import click
@@ -11,6 +10,7 @@ from tms_hbase.config import DEFAULT_TX_SERVER, TX_ENV
 from tms_hbase.errors import InvalidArgument
 from tms_hbase.ops.cli_options import with_options
 from tms_hbase.ops.log_options import configure_logging, log_options
+from tms_hbase.ops.signals import on_stop_signals
 from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, PRUNE_GRACE_SECONDS
 
 if TYPE_CHECKING:  # the Thrift clients and servers are imported by the commands that use them
@@ -126,8 +126,7 @@ def serve(
         server = TransactionServer(
             durable, listener, cleanup_interval=cleanup_interval, snapshot_interval=snapshot_interval
         )
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: server.stop())
+        on_stop_signals(server.stop)
         server.serve()
 
 

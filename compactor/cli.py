@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import signal
 import threading
 import time
 import tomllib
@@ -27,6 +26,7 @@ from tms_hbase.ops.cli_options import (
     with_options,
 )
 from tms_hbase.ops.log_options import configure_logging, log_options
+from tms_hbase.ops.signals import on_stop_signals
 from tms_hbase.sweep.status import describe, sweeper_state
 from tms_hbase.tx.snapshot_source import DEFAULT_MAX_AGE_SECONDS, ServerSnapshots
 
@@ -304,8 +304,7 @@ def run(
             stop.set()
             sweeper.stop()
 
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, shutdown)
+        on_stop_signals(shutdown)
         health.loop_started()
         try:
             while not stop.is_set():

@@ -47,7 +47,8 @@ def sweeper(client: MessagingClient, **kwargs) -> Sweeper:
 def test_ttl_sweep_keeps_live_rows_drops_expired_and_never_reuses_positions(
     client: MessagingClient, hbase_address: str
 ) -> None:
-    client.create_topic(T, {"ttl": "2", **CHAIN})
+    ttl = 8  # the publishes, a sweep and a read fit in it on a machine at load 30
+    client.create_topic(T, {"ttl": str(ttl), **CHAIN})
     client.create_topic(OTHER, {"ttl": "3600", **CHAIN})
     client.publish(T, [b"a"])
     wp = write_pointer_now()
@@ -59,7 +60,7 @@ def test_ttl_sweep_keeps_live_rows_drops_expired_and_never_reuses_positions(
     assert (early.messages_dropped, early.payloads_dropped, early.messages_stripped) == (0, 0, 0)
     assert [m.payload for m in client.fetch(T)] == [b"a", b"s1", b"s2", b"last"]
 
-    time.sleep(2 + GRACE + 0.3)  # past the TTL and the grace
+    time.sleep(ttl + GRACE + 0.3)  # past the TTL and the grace
     report = sweeper(client).sweep_once()
     assert (report.messages_dropped, report.messages_stripped) == (2, 1)
     assert report.payloads_dropped == 3  # two payloads and the pointer's sequence counter
