@@ -29,4 +29,3 @@ def _run(make: str) -> subprocess.CompletedProcess[str]:
 def test_a_stop_signal_landing_under_the_events_lock_still_stops() -> None:
     done = _run("stop = stop_event()")
     assert (done.returncode, done.stdout) == (0, "True\n"), done.stderr
-
