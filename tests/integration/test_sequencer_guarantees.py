@@ -61,6 +61,16 @@ T = TopicId("guar", "orders")
 """
 
 
+# A publishes one message at a time (busy: it reserves blocks ahead, which a slow machine may have used up or
+# given back by its end), then dies between an increment and its write, without close(): a hole for sure.
+DEAD_WRITER = (
+    PRELUDE
+    + "from tms_hbase.ordering import sequencer\nc = MessagingClient()\n"
+    + "for i in range(50): c.publish(T, [b'a%d' % i])\n"
+    + "sequencer.reserve(c.installation.messages, T, c.get_topic(T).generation, 10)\nos._exit(0)"
+)
+
+
 def _holes(client: MessagingClient, topic: TopicId) -> list[int]:
     """The offsets where an empty run of the generation's dense order begins below its newest row, read from
     the stored rows (no reader runs, so none is filled: a read would pass a hole already due on a slow machine)."""
@@ -85,8 +95,7 @@ def test_a_dead_writers_hole_is_passed_by_readers_and_consumers_in_new_processes
     client: MessagingClient, topic: TopicId, tms_env: dict[str, str]
 ) -> None:
     client.create_subscription(T, "early")  # from the start: its lag is checked at the end
-    # A publishes one message at a time (busy: it reserves blocks ahead) and exits without close()
-    run(tms_env, PRELUDE + "c = MessagingClient()\nfor i in range(50): c.publish(T, [b'a%d' % i])\nos._exit(0)")
+    run(tms_env, DEAD_WRITER)
     run(tms_env, PRELUDE + "with MessagingClient() as c: c.publish(T, [b'b'])")
     assert _holes(client, T), "A's unused block is not a hole below B's row"
 
@@ -200,8 +209,7 @@ def _from_first_dated(messages: list, time_ms: int) -> list[str]:
 def test_a_young_time_seek_in_a_new_process_never_skips_a_batch_behind_a_dead_writers_hole(
     client: MessagingClient, topic: TopicId, tms_env: dict[str, str]
 ) -> None:
-    # A reserves blocks (increments) and exits without writing all of them: a hole; B's batch lands above it
-    run(tms_env, PRELUDE + "c = MessagingClient()\nfor i in range(50): c.publish(T, [b'a%d' % i])\nos._exit(0)")
+    run(tms_env, DEAD_WRITER)  # a hole; B's batch lands above it
     run(tms_env, PRELUDE + "with MessagingClient() as c: c.publish(T, [b'b'])")
     assert _holes(client, T), "A's unused block is not a hole below B's row"
     key, row = client.installation.messages.last_row(generation_prefix(T, 1))
