@@ -25,6 +25,7 @@ that grows where it should stay flat fails the run. Times are goals, reported, n
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import threading
@@ -214,13 +215,7 @@ def _drain(client: MessagingClient, topic: TopicId, name: str, consumers: int, t
         except BaseException as exc:  # a consumer that failed fails the benchmark, below
             errors.append(exc)
 
-    threads = [threading.Thread(target=consume, args=(i,)) for i in range(consumers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
+    _run_threads([functools.partial(consume, i) for i in range(consumers)], errors)
     if sum(done) != total:
         raise AssertionError(f"{consumers} consumers acknowledged {sum(done)} of {total} messages")
 
@@ -287,13 +282,7 @@ def _drain_keyed(client: MessagingClient, topic: TopicId, name: str, total: int)
         except BaseException as exc:  # a consumer that failed fails the benchmark, below
             errors.append(exc)
 
-    threads = [threading.Thread(target=consume) for _ in range(KEYED_CONSUMERS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
+    _run_threads([consume] * KEYED_CONSUMERS, errors)
     if done[0] != total:
         raise AssertionError(f"{KEYED_CONSUMERS} consumers acknowledged {done[0]} of {total} messages")
     return times
@@ -419,3 +408,14 @@ def run(settings: Settings) -> Result:
     if broken:  # deterministic (calls, not time): a step made super-linear fails the run, in CI too
         result.error = "calls grow where they should stay flat: " + "; ".join(broken)
     return result
+
+
+def _run_threads(work: list[Callable[[], None]], errors: list[BaseException]) -> None:
+    """Each of ``work`` in a thread of its own, all waited for; the first error they recorded is raised."""
+    threads = [threading.Thread(target=w) for w in work]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
