@@ -133,7 +133,6 @@ def test_every_python_example_of_the_readme_and_the_docs_is_run() -> None:
     assert not unmarked, "Python examples not marked tested:\n" + "\n".join(unmarked)
 
 
-
 DOCS_BUDGET_BYTES = 250_000
 
 
