@@ -62,7 +62,7 @@ test-pythons: install  ## the unit tests and the wheel smoke test on Python $(PY
 
 # Older HBase releases (tests/hbase_versions.sh): for each, a local HBase of that release started afresh in a home
 # of its own on a free port, the messaging, consumer, shared, transaction and sweeper tests against it, then
-# stopped whatever the outcome (about 3 minutes each, quiet).
+# stopped whatever the outcome (4 to 6 minutes each at load 20).
 HBASE_VERSIONS ?= 2.5.2
 
 test-hbase-versions: install  ## the core integration tests against HBase $(HBASE_VERSIONS) too (a local HBase each)
