@@ -133,8 +133,9 @@ def test_a_dead_writers_hole_is_passed_by_readers_and_consumers_in_new_processes
 def test_a_new_client_per_poll_passes_a_dead_writers_hole_as_soon_as_a_long_lived_one(
     client: MessagingClient, topic: TopicId, tms_env: dict[str, str]
 ) -> None:
-    run(tms_env, PRELUDE + "c = MessagingClient()\nfor i in range(30): c.publish(T, [b'a%d' % i])\nos._exit(0)")
+    run(tms_env, DEAD_WRITER)
     client.publish(T, [b"b"])
+    assert _holes(client, T), "A's unused block is not a hole below B's row"
     deadline = time.monotonic() + H + 120  # a client that waited H from its own sighting would never pass it
     polls = 0
     while True:
@@ -408,8 +409,9 @@ def test_a_gateway_started_after_a_writer_died_passes_its_hole(
 
     from ..gateway_server import running_gateway
 
-    run(tms_env, PRELUDE + "c = MessagingClient()\nfor i in range(30): c.publish(T, [b'a%d' % i])\nos._exit(0)")
+    run(tms_env, DEAD_WRITER)
     client.publish(T, [b"b"])
+    assert _holes(client, T), "A's unused block is not a hole below B's row"
     gateway = running_gateway(hbase_address, prefix, tmp_path, "workers = 1\n")  # a new process
     with gateway as process, GatewayClient(process.url) as remote:
         deadline = time.monotonic() + H + 15

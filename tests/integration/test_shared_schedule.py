@@ -2,7 +2,8 @@
 scheduled message is never delivered before its time on HBase's clock (also by a consumer process whose
 host clock runs an hour ahead), is delivered once after it even when it waited longer than the ack timeout,
 survives consumers killed and stopped while they hold it, is found by new processes after the floor passed
-it, leaves key order, is never delivered when its transaction rolled back; bad times are refused."""
+it, leaves key order, is never delivered when its transaction rolled back, is counted once in the totals
+however its counter is killed; bad times are refused."""
 
 from __future__ import annotations
 
@@ -350,3 +351,59 @@ def test_the_cli_schedules_shows_and_refuses(client: MessagingClient, tms_env: d
     numbers = json.loads(admin("sub", "get", str(T), "work", "--json").stdout)["shared"]
     assert (numbers["scheduled"], numbers["next_scheduled_ms"], numbers["due"]) == (1, due, 0)
     assert "1 scheduled" in admin("sub", "get", str(T), "work").stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("step", ["schedule-acked", "schedule-counted", "schedule-deleted"])
+def test_a_consumer_killed_while_it_counts_a_settled_scheduled_message_loses_no_count(
+    client: MessagingClient, tms_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
+    monkeypatch.setattr(schedule, "PARK_MS", 1000)  # (this process parks what is due over 1 s ahead, not 60 s)
+    client.create_topic(T)
+    client.create_subscription(T, "work", shared=True, ack_timeout_seconds=2.0, claim_size=4)
+    due = hbase_now(client) + 25_000
+    client.publish(T, [Record(b"later", headers=[deliver_at(due)])])
+    for i in range(20):  # (rows of their own: ranges read to their end as the next ones come)
+        client.publish(T, [str(i).encode()])
+    keys = keys_of(client, "work")
+    table = client.installation.table("subscriptions")
+    with client.shared_consumer(T, "work", poll_interval_seconds=0.1, reap_interval=0.2) as consumer:
+        receive_until(client, consumer, lambda got: len(got) >= 20)
+        deadline = time.monotonic() + WAIT
+        while not table.scan(prefix=keys.schedule):  # the floor passed it: its schedule row is written
+            assert time.monotonic() < deadline, "the floor never passed the scheduled message"
+            assert consumer.receive(1, 0.3) == []
+    assert hbase_now(client) < due, "the machine was too slow for this test to park the message before it was due"
+    later = keys.claim(keys.due_and_id(table.scan(prefix=keys.schedule)[0][0])[1])
+
+    # a process delivers it at its time, acknowledges it, and kills itself at the step of counting it
+    files = [tmp_path / "killed"]
+    killed = start(T, tms_env, files[0], "--die-at", step, "--idle", "60")
+    _, err = killed.communicate(timeout=WAIT + 60)
+    assert killed.returncode == -signal.SIGKILL, err
+    seen = events(files)
+    assert [f[1] for _, f in seen if f[0] == "acking"] == ["later"]
+    assert any(f[:2] == ["dying", step] for _, f in seen), "the fault did not land at its step"
+
+    assert acknowledged(client) == 21, "the numbers right after the kill"
+
+    # new processes consume on until the row and the claim are gone and the clearing mark names no row
+    store = SharedStore(table)
+    deadline = time.monotonic() + WAIT
+    while (
+        table.scan(prefix=keys.schedule)
+        or table.get_cell(later, CLAIM_COLUMN) is not None
+        or store.floor(keys).cleared.scheduled
+    ):
+        assert time.monotonic() < deadline, "the settled scheduled message's rows stayed"
+        files.append(tmp_path / f"after{len(files)}")
+        proc = start(T, tms_env, files[-1], "--idle", "2")
+        _, err = proc.communicate(timeout=WAIT)
+        assert proc.returncode == 0, err
+    assert acknowledged(client) == 21
+
+
+def acknowledged(client: MessagingClient) -> int:
+    stats = client.get_subscription(T, "work").shared
+    assert stats is not None
+    return stats.acknowledged

@@ -72,6 +72,20 @@ def test_the_clearing_mark_counts_once_then_deletes_and_reads_back_as_written() 
         done.counting(7, 1, 0)  # ranges counted already are never counted again
 
 
+def test_the_clearing_mark_counts_schedule_rows_with_their_names_until_they_are_deleted() -> None:
+    """Settled scheduled messages are counted into the mark by the same compare-and-set that names their rows
+    (due time, message id), so that a crash before their deletion is finished, never counted again; a second
+    count waits for the first to be let go; a clearing of ranges keeps the names."""
+    rows = ((1_700_000_000_000, b"\x01" * 20), (1_700_000_000_005, b"\x02" * 20))
+    counted = Cleared(3, 7, 40, 2).counting_scheduled(rows, 1, 1)
+    assert counted == Cleared(3, 7, 41, 3, rows)
+    assert Cleared.decode(counted.encode()) == counted
+    assert counted.counting(9, 5, 0) == Cleared(3, 9, 46, 3, rows)
+    with pytest.raises(ValueError):
+        counted.counting_scheduled(rows, 2, 0)
+    assert counted.deleting_scheduled() == Cleared(3, 7, 41, 3)
+
+
 @pytest.mark.parametrize(
     "data",
     [b"", b"\x00" * 31, Cleared(4, 4).encode() + b"\x00", b"".join(map(encode_u64, (5, 4, 0, 0)))],

@@ -17,7 +17,10 @@ per message in seconds. Ends with exit 0 once a receive finds nothing for ``--id
 ``--count`` it notes nothing per message and, at the end, writes ``done N`` (the messages it acknowledged).
 ``--die-at STEP`` SIGKILLs the process at a step of clearing the ranges its first raise of the floor
 passed, after noting ``dying STEP``: ``raised`` just after the raise landed (nothing counted yet),
-``counted`` just before it deletes their rows (their claims counted).
+``counted`` just before it deletes their rows (their claims counted). Or at a step of counting a settled
+scheduled message the floor passed: ``schedule-acked`` just after its ack landed (not counted yet: the
+numbers count it from its claim), ``schedule-counted`` just after the clearing mark counted it (its rows
+not deleted), ``schedule-deleted`` just after its rows were deleted (the mark still names them).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from collections.abc import Callable, Iterable
 
 from tms_hbase import MessagingClient, NotHeld, TopicId
 from tms_hbase.shared.consumer import SharedConsumer
-from tms_hbase.shared.state import FLOOR_COLUMN
+from tms_hbase.shared.state import CLEARED_COLUMN, FLOOR_COLUMN, Cleared
 
 
 def die_at(step: str, consumer: SharedConsumer, note: Callable[[str], None]) -> None:
@@ -41,11 +44,20 @@ def die_at(step: str, consumer: SharedConsumer, note: Callable[[str], None]) -> 
         note(f"dying {step}")
         os.kill(os.getpid(), signal.SIGKILL)
 
-    swap, delete = table.compare_and_set, table.delete_many
+    swap, swap_many, delete = table.compare_and_set, table.compare_and_set_many, table.delete_many
 
     def compare_and_set(key: bytes, column: bytes, expected: bytes | None, value: bytes) -> bool:
         won = swap(key, column, expected, value)
         if step == "raised" and won and key == keys.floor and column == FLOOR_COLUMN:
+            die()
+        if step == "schedule-counted" and won and column == CLEARED_COLUMN and Cleared.decode(value).scheduled:
+            die()
+        return won
+
+    def compare_and_set_many(swaps: list[tuple[bytes, bytes, bytes | None, bytes]], *, ways: int = 1) -> list[bool]:
+        won = swap_many(swaps, ways=ways)
+        acks = [key for (key, _, _, value), w in zip(swaps, won, strict=True) if w and b'"s":"a"' in value]
+        if step == "schedule-acked" and any(key.startswith(keys.claims) for key in acks):
             die()
         return won
 
@@ -55,9 +67,12 @@ def die_at(step: str, consumer: SharedConsumer, note: Callable[[str], None]) -> 
         if step == "counted" and clearing:
             die()
         delete(rows)
+        if step == "schedule-deleted" and any(k.startswith(keys.schedule) for k in rows):
+            die()
 
     table.compare_and_set = compare_and_set  # type: ignore[method-assign]
     table.delete_many = delete_many  # type: ignore[method-assign]
+    table.compare_and_set_many = compare_and_set_many  # type: ignore[method-assign]
 
 
 def main() -> None:
@@ -70,7 +85,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=3)
     parser.add_argument("--poison")
     parser.add_argument("--count", action="store_true")
-    parser.add_argument("--die-at", choices=["raised", "counted"])
+    parser.add_argument(
+        "--die-at", choices=["raised", "counted", "schedule-acked", "schedule-counted", "schedule-deleted"]
+    )
     args = parser.parse_args()
     with (
         MessagingClient(create_tables=False) as client,

@@ -59,7 +59,12 @@ class SharedStats:
     passed, it was delivered again, or it was settled already), since creation or the last reset;
     ``ordering``: "key" for a key-ordered subscription (messages of a key waiting for their turn count as
     ``waiting``), else None; ``scheduled``: messages not due yet (docs/shared.md, "Scheduled delivery",
-    counted up to 10,000 past the ranges in play), ``next_scheduled_ms``: the first one's time (HBase ms)."""
+    counted up to 10,000 past the ranges in play), ``next_scheduled_ms``: the first one's time (HBase ms).
+
+    ``acknowledged`` and ``dead_lettered`` are exact whatever step a consumer is killed at; ``redelivered``
+    and ``late_acks`` are lower bounds, never over: each is counted by an increment after the write it counts,
+    so a consumer killed (or an HBase call failing) in between loses at most the ``max_messages`` of that
+    receive's redeliveries, or that one refusal."""
 
     waiting: int
     in_flight: int

@@ -121,7 +121,8 @@ class SharedAdmin:
         first_id = bytes(MessageId(meta.generation, first, 0))
         # from the ranges not counted yet (a clearing cut short below the floor: :mod:`.clearing`) on
         counting_id = bytes(MessageId(meta.generation, settings.first_position(floor.cleared.counted), 0))
-        uncounted = list(iter_pages(self.store, keys, counting_id))
+        counted = {message_id for _, message_id in floor.cleared.scheduled}  # in the totals (:mod:`.schedule`)
+        uncounted = [c for c in iter_pages(self.store, keys, counting_id) if c.message_id not in counted]
         claims = [c.claim for c in uncounted if c.message_id >= first_id]
         now = self.clock()
         lag = self.stats_reader.lag(meta.topic, meta.generation, meta.ttl, mark_before(meta.generation, first, 0))
@@ -131,7 +132,10 @@ class SharedAdmin:
         in_flight = [c for c in unsettled if c.state is ClaimState.HELD and (c.deadline > now or c.tx is not None)]
         queued = sum(c.key is not None and c.waiting for c in unsettled)  # key order: waiting for their turn
         scheduled = [c.deadline for c in unsettled if c.scheduled(now)]
-        parked = Schedule(self.store).later(keys, now, first_id)  # those the floor passed
+        schedule = Schedule(self.store)
+        parked = schedule.later(keys, now, first_id)  # those the floor passed
+        # settled: the claims not counted in the totals, those of schedule rows below the ranges not counted too
+        settled = [c.claim for c in uncounted] + schedule.uncounted(keys, counting_id, floor.cleared)
         if unsettled:
             oldest = max(0.0, (now - min(c.publish_time for c in unsettled)) / 1000)
         else:
@@ -140,8 +144,8 @@ class SharedAdmin:
             waiting=max(0, ahead - len(claims)) + queued,
             in_flight=len(in_flight),
             due=len(unsettled) - len(in_flight) - queued - len(scheduled),
-            acknowledged=totals.acked + sum(c.claim.state is ClaimState.ACKED for c in uncounted),
-            dead_lettered=totals.dead_lettered + sum(c.claim.state is ClaimState.DEAD for c in uncounted),
+            acknowledged=totals.acked + sum(c.state is ClaimState.ACKED for c in settled),
+            dead_lettered=totals.dead_lettered + sum(c.state is ClaimState.DEAD for c in settled),
             redelivered=totals.redelivered,
             oldest_unacked_seconds=oldest,
             consumers=len({c.owner for c in in_flight if c.owner is not None}),

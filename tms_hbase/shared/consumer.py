@@ -615,7 +615,7 @@ class SharedConsumer(TransactionalAcks):
         truncated = len(claims) >= most
         edge = claims[-1].message_id if truncated else None  # claims past it were not read
         now = self._clock()
-        due = self._schedule.due(keys, now)  # scheduled messages the floor passed, due by now
+        due = self._schedule.due(keys, now, floor_row)  # scheduled messages the floor passed, due by now
         above = {c.message_id for c in claims}
         claims = [c for c in due.claims if c.message_id not in above] + claims  # (in id order: below the floor)
         self._held = {k: c for k, c in self._held.items() if c.claim.deadline > now}  # past it: not held any more

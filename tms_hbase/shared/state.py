@@ -39,11 +39,13 @@ import json
 import os
 import random
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 from functools import cached_property, lru_cache
 
 from tms_hbase.errors import CorruptData, InvalidArgument
+from tms_hbase.model.message_id import ID_LENGTH
 from tms_hbase.model.tables import FAMILY
 from tms_hbase.model.topic import TopicId, as_topic
 
@@ -62,6 +64,7 @@ SCHEDULE_COLUMN = f"{FAMILY}:s".encode()
 
 _U64 = struct.Struct(">Q")
 _CLEARED = struct.Struct(">4Q")
+_SCHEDULED_ROW = 8 + ID_LENGTH  # a schedule row in the clearing mark: its due time and message id
 MAX_DELIVERIES_LIMIT = 1000
 MAX_CLAIM_SIZE = 100_000
 MIN_ACK_TIMEOUT_MS = 100
@@ -337,12 +340,17 @@ class Cleared:
     had their settled claims counted, into ``acked`` and ``dead`` here, so that a count and the mark move
     in one compare-and-set of one cell (never twice, never lost); ranges below ``deleted`` had their range
     cells and those claims deleted. ``deleted <= counted <= floor``. A subscription whose floor was last
-    raised before the mark existed has none: its raises cleared what they passed (:meth:`at`)."""
+    raised before the mark existed has none: its raises cleared what they passed (:meth:`at`).
+
+    ``scheduled``: the schedule rows (due time, message id) whose settled claims were counted here by the
+    same compare-and-set, and whose rows and claims are being deleted (:mod:`.schedule`); empty once they
+    are."""
 
     deleted: int
     counted: int
     acked: int = 0
     dead: int = 0
+    scheduled: tuple[tuple[int, bytes], ...] = ()
 
     @classmethod
     def at(cls, floor: int) -> Cleared:
@@ -350,26 +358,43 @@ class Cleared:
         return cls(floor, floor)
 
     def encode(self) -> bytes:
-        return _CLEARED.pack(self.deleted, self.counted, self.acked, self.dead)
+        rows = b"".join(_U64.pack(due) + message_id for due, message_id in self.scheduled)
+        return _CLEARED.pack(self.deleted, self.counted, self.acked, self.dead) + rows
 
     @classmethod
     def decode(cls, data: bytes) -> Cleared:
-        if len(data) != _CLEARED.size:
+        rows = len(data) - _CLEARED.size
+        if rows < 0 or rows % _SCHEDULED_ROW != 0:
             raise CorruptData(f"corrupt clearing mark {data!r}")
-        deleted, counted, acked, dead = _CLEARED.unpack(data)
+        deleted, counted, acked, dead = _CLEARED.unpack_from(data)
         if deleted > counted:
             raise CorruptData(f"corrupt clearing mark: deleted up to range {deleted}, counted up to {counted}")
-        return cls(deleted, counted, acked, dead)
+        scheduled = tuple(
+            (_U64.unpack_from(data, at)[0], data[at + 8 : at + _SCHEDULED_ROW])
+            for at in range(_CLEARED.size, len(data), _SCHEDULED_ROW)
+        )
+        return cls(deleted, counted, acked, dead, scheduled)
 
     def counting(self, stop: int, acked: int, dead: int) -> Cleared:
         """The mark once the ranges from ``counted`` up to ``stop`` are counted, with their claims' numbers."""
         if stop <= self.counted:
             raise ValueError(f"ranges up to {stop} counted already (up to {self.counted})")
-        return Cleared(self.deleted, stop, self.acked + acked, self.dead + dead)
+        return replace(self, counted=stop, acked=self.acked + acked, dead=self.dead + dead)
 
     def deleting(self) -> Cleared:
         """The mark once the ranges counted are deleted too."""
         return replace(self, deleted=self.counted)
+
+    def counting_scheduled(self, rows: Sequence[tuple[int, bytes]], acked: int, dead: int) -> Cleared:
+        """The mark once the settled claims of schedule ``rows`` (due time, message id) are counted, with
+        their numbers; their deletion pending."""
+        if self.scheduled:
+            raise ValueError(f"the deletion of {len(self.scheduled)} counted schedule rows is not done")
+        return replace(self, acked=self.acked + acked, dead=self.dead + dead, scheduled=tuple(rows))
+
+    def deleting_scheduled(self) -> Cleared:
+        """The mark once the schedule rows counted are deleted, with their claims."""
+        return replace(self, scheduled=())
 
 
 @dataclass(frozen=True)

@@ -145,13 +145,19 @@ class SharedStore:
         raised, None if it lost. The clearing mark is written first if it is not there yet (a subscription
         made before it: the raises that passed the floor cleared what they passed), so that no raise passes
         ranges without one."""
-        mark = floor.mark
-        if mark is None:
-            mark = floor.cleared.encode()
-            self._swap(keys.floor, CLEARED_COLUMN, None, mark)  # (lost: another consumer wrote the same)
+        mark = self.mark(keys, floor)
         data = encode_u64(new)
         won = self._swap(keys.floor, FLOOR_COLUMN, floor.data, data)
         return Floor(data, new, mark, floor.cleared) if won else None
+
+    def mark(self, keys: Keys, floor: Floor) -> bytes:
+        """The clearing mark's bytes in ``floor`` (the floor row as read), written first if it is not there
+        yet (a subscription made before it)."""
+        if floor.mark is not None:
+            return floor.mark
+        mark = floor.cleared.encode()
+        self._swap(keys.floor, CLEARED_COLUMN, None, mark)  # (lost: another consumer wrote one: a swap from it fails)
+        return mark
 
     def swap_mark(self, keys: Keys, old: bytes, new: Cleared) -> bool:
         """Compare-and-set the clearing mark from the exact bytes read (:mod:`.clearing`)."""
