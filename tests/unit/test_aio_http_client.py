@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Callable, Coroutine
+import time
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import pytest
@@ -32,6 +33,7 @@ from .test_http_client import (
     PUBLISHED,
     TOPIC_JSON,
     T,
+    after_one_answer,
     answer,
     hang_then_answer,
     read_request,
@@ -46,11 +48,24 @@ def run(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
     asyncio.run(main(), debug=True)
 
 
+async def opened(call: Callable[[], Awaitable[object]]) -> None:
+    """:func:`test_http_client.opened` for asyncio: await ``call`` until it succeeds."""
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            await call()
+            return
+        except HBaseUnavailable:
+            if time.monotonic() > deadline:
+                raise
+
+
 def test_a_hung_server_is_a_timeout_within_the_deadline(serve: Callable) -> None:
-    server = serve(lambda conn: hang_then_answer(conn, server.stop))  # a topic after LIVENESS seconds
+    server = serve(after_one_answer(lambda conn: hang_then_answer(conn, server.stop)))  # then a topic, LIVENESS s later
 
     async def main() -> None:
         async with AsyncGatewayClient(server.url, timeout_seconds=1.0) as client:
+            await opened(lambda: client.get_topic(T))
             with pytest.raises(HBaseUnavailable, match=r"did not answer within 1\.0s") as caught:
                 await client.get_topic(T)
             assert caught.value.timed_out
@@ -60,10 +75,11 @@ def test_a_hung_server_is_a_timeout_within_the_deadline(serve: Callable) -> None
 
 def test_a_trickling_server_cannot_stretch_a_call(serve: Callable) -> None:
     published = b"HTTP/1.1 200 OK\r\nTMS-Published: 1:42\r\nContent-Length: 0\r\n\r\n"  # after LIVENESS seconds
-    server = serve(lambda conn: trickle_then_answer(conn, server.stop, published))
+    server = serve(after_one_answer(lambda conn: trickle_then_answer(conn, server.stop, published)))
 
     async def main() -> None:
         async with AsyncGatewayClient(server.url, timeout_seconds=1.5) as client:
+            await opened(lambda: client.get_topic(T))
             with pytest.raises(PublishOutcomeUnknown) as caught:
                 await client.publish(T, [b"x"])
             assert caught.value.timed_out

@@ -27,6 +27,8 @@ from tms_hbase.errors import (
 from tms_hbase.gateway_client import http1
 from tms_hbase.gateway_client.http import GatewayClient
 
+from ..waiting import wait_for
+
 T = TopicId("ns", "t")
 
 
@@ -134,6 +136,25 @@ def hang_then_answer(conn: socket.socket, stop: threading.Event) -> None:
         conn.sendall(TOPIC_ANSWER)
 
 
+def after_one_answer(handler: Callable[[socket.socket], None]) -> Callable[[socket.socket], None]:
+    """A handler that answers a connection's first request with a topic, then hands the kept-alive connection
+    to ``handler``: its fault hits a call whose connection is open, not one still connecting (on a loaded
+    machine, connecting alone may outlast a short timeout)."""
+
+    def run(conn: socket.socket) -> None:
+        if read_request(conn):
+            conn.sendall(TOPIC_ANSWER)
+            handler(conn)
+
+    return run
+
+
+def opened(call: Callable[[], object]) -> None:
+    """Make ``call`` until it succeeds: the call that opens a connection to an :func:`after_one_answer`
+    server (one timed out on a loaded machine drops its connection; the next opens another)."""
+    wait_for(lambda: call() or True, "a call that opens the connection", 120, ignore=(HBaseUnavailable,))
+
+
 def trickle_then_answer(
     conn: socket.socket, stop: threading.Event, answer: bytes = TOPIC_ANSWER, arrived: threading.Semaphore | None = None
 ) -> None:
@@ -152,12 +173,11 @@ def trickle_then_answer(
 
 
 def test_a_hung_server_is_a_timeout_within_the_deadline(serve: Callable) -> None:
-    server = serve(lambda conn: hang_then_answer(conn, server.stop))
-    with (
-        GatewayClient(server.url, timeout_seconds=1.0) as client,
-        pytest.raises(HBaseUnavailable, match=r"did not answer within 1\.0s") as caught,
-    ):
-        client.get_topic(T)
+    server = serve(after_one_answer(lambda conn: hang_then_answer(conn, server.stop)))
+    with GatewayClient(server.url, timeout_seconds=1.0) as client:
+        opened(lambda: client.get_topic(T))
+        with pytest.raises(HBaseUnavailable, match=r"did not answer within 1\.0s") as caught:
+            client.get_topic(T)
     assert caught.value.timed_out
 
 
@@ -204,9 +224,11 @@ def test_a_publish_without_an_answer_has_an_unknown_outcome(serve: Callable) -> 
 
 
 def test_a_trickling_server_cannot_stretch_a_call(serve: Callable) -> None:
-    server = serve(lambda conn: trickle_then_answer(conn, server.stop))
-    with GatewayClient(server.url, timeout_seconds=1.5) as client, pytest.raises(HBaseUnavailable) as caught:
-        client.get_topic(T)
+    server = serve(after_one_answer(lambda conn: trickle_then_answer(conn, server.stop)))
+    with GatewayClient(server.url, timeout_seconds=1.5) as client:
+        opened(lambda: client.get_topic(T))
+        with pytest.raises(HBaseUnavailable, match=r"did not answer within 1\.5s") as caught:
+            client.get_topic(T)
     assert caught.value.timed_out
 
 
