@@ -350,13 +350,14 @@ class MessagingClient(MessagingService):
         topic = _topic(topic)
         user_properties(properties)  # bad input changes nothing, not even the tables
         self._ensure_ready(create=True)
-        self._topics.forget(topic)
         try:
             with self.installation.hbase.operation():
                 return self._metadata.create(topic, properties)
         except TopicAlreadyExists:
             if not exist_ok:
                 raise
+        finally:
+            self._topics.forget(topic)  # after the change: a read in flight across it is not kept either
         return self.get_topic(topic)
 
     def update_topic(
@@ -373,11 +374,11 @@ class MessagingClient(MessagingService):
         """
         topic = _topic(topic)
         self._ensure_ready()
-        self._topics.forget(
-            topic
-        )  # this client's next publish sees the new tx.mode; others within metadata_max_age_seconds
-        with self.installation.hbase.operation():
-            return self._metadata.update(topic, properties, expected)
+        try:
+            with self.installation.hbase.operation():
+                return self._metadata.update(topic, properties, expected)
+        finally:  # this client's next publish sees the new tx.mode; others within metadata_max_age_seconds
+            self._topics.forget(topic)
 
     def get_topic(self, topic: TopicLike) -> TopicMetadata:
         """The topic's metadata; TopicNotFound if it does not exist."""
@@ -406,9 +407,11 @@ class MessagingClient(MessagingService):
         """Delete a topic (its data becomes unreadable at once); TopicNotFound if it does not exist."""
         topic = _topic(topic)
         self._ensure_ready()
-        self._topics.forget(topic)
-        with self.installation.hbase.operation():
-            self._metadata.delete(topic)
+        try:
+            with self.installation.hbase.operation():
+                self._metadata.delete(topic)
+        finally:
+            self._topics.forget(topic)
 
     # -- messages -----------------------------------------------------------------------------
 

@@ -36,10 +36,10 @@ def test_a_read_in_flight_across_a_delete_and_re_create_is_not_kept() -> None:
     refresh = threading.Thread(target=cache.get, args=(T,), name="refresh")
     refresh.start()
     assert store.read_done.wait(30)  # generation 1 read, not kept yet
-    cache.forget(T)  # as MessagingClient.delete_topic and create_topic do
     store.delete(T)
-    cache.forget(T)
+    cache.forget(T)  # as MessagingClient.delete_topic and create_topic do, once their change is written
     store.create(T)
+    cache.forget(T)
     store.go_on.set()
     refresh.join(30)
     assert cache.get(T).generation == 2  # not the deleted generation the refresh read: its old messages

@@ -189,9 +189,9 @@ class MetadataCache:
     A short age bounds how long a publish may still go to a generation that was just deleted; that is
     no different from a publish that happened just before the delete.
 
-    :meth:`forget` (this client changed the topic) also voids the reads in flight when it is called: a read
-    that another thread (the doorbells' refresh) started before a delete and finished after it would
-    otherwise cache the deleted generation again, and this client's next fetch read the old messages.
+    :meth:`forget`, called once this client's change of the topic is written, also voids the reads in flight
+    then: a read that another thread (the doorbells' refresh) started before a delete and finished after it
+    would otherwise cache the deleted generation again, and this client's next fetch read the old messages.
     """
 
     def __init__(self, store: MetadataStore, max_age: float = 1.0) -> None:
