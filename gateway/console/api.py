@@ -380,6 +380,8 @@ SUBSCRIPTION_COLUMNS = (
     "consumers",
     "in_flight",
     "dead_letters",
+    "scheduled",
+    "late_acks",
 )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import asdict
 from itertools import islice
 
 from tms_hbase import MessagingClient, TopicId, TopicMetadata
@@ -17,7 +18,7 @@ from tms_hbase.fetch.inspect import Entry
 from tms_hbase.model.dead_letter import DeadLetter
 from tms_hbase.model.message import Message
 from tms_hbase.model.message_id import MessageId
-from tms_hbase.model.stats import Lag
+from tms_hbase.model.stats import Lag, SharedStats
 from tms_hbase.model.subscription import Subscription
 from tms_hbase.sweep.status import sweeper_state
 from tms_hbase.tx.client import TransactionClient
@@ -252,6 +253,9 @@ def subscription_rows(detail: dict) -> list[dict]:
             "consumers": (1 if s["owner"] else 0) if s["shared"] is None else s["shared"]["consumers"],
             "in_flight": None if s["shared"] is None else s["shared"]["in_flight"],
             "dead_letters": None if s["shared"] is None else s["shared"]["dead_lettered"],
+            "scheduled": None if s["shared"] is None else s["shared"]["scheduled"],
+            "late_acks": None if s["shared"] is None else s["shared"]["late_acks"],
+            "ordering": None if s["shared"] is None else s["shared"]["ordering"],
             "read_at": detail["read_at"],
         }
         for s in detail["subscriptions"]
@@ -271,24 +275,14 @@ def _subscription(s: Subscription, lag: Lag | None) -> dict:
         "lag": None
         if lag is None
         else {"messages": lag.messages, "held": lag.held, "seconds": lag.seconds, "exact": lag.exact},
-        "shared": None
-        if shared is None
-        else {
-            "waiting": shared.waiting,
-            "in_flight": shared.in_flight,
-            "due": shared.due,
-            "acknowledged": shared.acknowledged,
-            "dead_lettered": shared.dead_lettered,
-            "redelivered": shared.redelivered,
-            "oldest_unacked_seconds": shared.oldest_unacked_seconds,
-            "consumers": shared.consumers,
-            "ack_timeout_seconds": shared.ack_timeout_seconds,
-            "max_deliveries": shared.max_deliveries,
-            "dead_letter": None if shared.dead_letter is None else str(shared.dead_letter),
-            "late_acks": shared.late_acks,
-            "ordering": shared.ordering,
-        },
+        "shared": None if shared is None else _shared_numbers(shared),
     }
+
+
+def _shared_numbers(shared: SharedStats) -> dict:
+    """A shared subscription's numbers and settings by the names ``tms-admin sub get --json`` gives them (all
+    of :class:`SharedStats`: scheduled messages, late settlements refused, key order included)."""
+    return {**asdict(shared), "dead_letter": None if shared.dead_letter is None else str(shared.dead_letter)}
 
 
 def subscription_detail(client: MessagingClient, viewer: Viewer, topic: TopicId, name: str, history: History) -> dict:

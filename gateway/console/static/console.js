@@ -286,6 +286,8 @@ const subscriptionLink = (topicName, name) => {
   const [ns, ...rest] = topicName.split(":");
   return el("a", { href: `#/subscriptions/${enc(ns)}/${enc(rest.join(":"))}/${enc(name)}` }, name);
 };
+// A subscription's kind as the lists show it: exclusive, shared, or shared in key order.
+const kindOf = (shared) => (shared ? (shared.ordering === "key" ? "shared, key order" : "shared") : "exclusive");
 const maybe = (value, show) => (value === null || value === undefined ? "" : show ? show(value) : value);
 
 // -- screens ---------------------------------------------------------------------------------------
@@ -452,7 +454,7 @@ async function topic(ns, t) {
       "tr",
       {},
       el("td", {}, el("a", { href: `#/subscriptions/${enc(ns)}/${enc(t)}/${enc(s.name)}` }, s.name)),
-      el("td", {}, s.shared ? "shared" : "exclusive"),
+      el("td", {}, kindOf(s.shared)),
       el("td", { class: "num" }, s.lag ? s.lag.messages : ""),
       el("td", { class: "num" }, s.lag ? seconds(s.lag.seconds) : ""),
       el("td", {}, s.owner ? badge("consuming", "ok") : s.shared ? `${s.shared.consumers} consumers` : badge("idle")),
@@ -732,7 +734,7 @@ async function subscriptions(ns, t, name) {
     const rows = d.subscriptions.map((s) =>
       el("tr", {},
         el("td", {}, el("a", { href: `#/subscriptions/${enc(ns)}/${enc(t)}/${enc(s.name)}` }, s.name)),
-        el("td", {}, s.shared ? "shared" : "exclusive"),
+        el("td", {}, kindOf(s.shared)),
         el("td", { class: "num" }, s.lag ? s.lag.messages : ""),
         el("td", { class: "num" }, s.lag ? seconds(s.lag.seconds) : ""),
         el("td", {}, s.owner ? badge("consuming", "ok") : badge("idle")),
@@ -754,12 +756,14 @@ async function allSubscriptions(picker) {
     columns: [
       ["topic", "topic", (s) => topicLink(s.topic)],
       ["name", "subscription", (s) => subscriptionLink(s.topic, s.name)],
-      ["kind", "kind", (s) => s.kind],
+      ["kind", "kind", (s) => (s.ordering === "key" ? "shared, key order" : s.kind)],
       ["lag_messages", "lag", (s) => maybe(s.lag_messages), true],
       ["lag_seconds", "lag time", (s) => maybe(s.lag_seconds, seconds), true],
       ["consumers", "consumers", (s) => s.consumers, true],
       ["in_flight", "in flight", (s) => maybe(s.in_flight), true],
       ["dead_letters", "dead letters", (s) => maybe(s.dead_letters), true],
+      ["scheduled", "scheduled", (s) => maybe(s.scheduled), true],
+      ["late_acks", "late acks", (s) => maybe(s.late_acks), true],
     ],
     done: () => ready("subscriptions"),
   });
@@ -787,10 +791,14 @@ async function subscription(ns, t, name) {
   ];
   if (s.shared) {
     const sh = s.shared;
-    parts.push(el("h2", {}, "Shared subscription"),
-      el("div", { class: "cards" },
-        card("Messages", facts([["waiting", sh.waiting], ["in flight", sh.in_flight], ["due again", sh.due], ["acknowledged", sh.acknowledged], ["redelivered", sh.redelivered]])),
-        card("Dead letters", el("div", { class: "big" }, sh.dead_lettered), facts([["after deliveries", sh.max_deliveries], ["to topic", sh.dead_letter || "none (counted only)"], ["ack timeout", `${sh.ack_timeout_seconds} s`], ["order", sh.ordering === "key" ? "by key" : "none"]]))),
+    const next = sh.next_scheduled_ms === null ? "" : ` (the next ${when(sh.next_scheduled_ms)}, in ${seconds(Math.max(0, (sh.next_scheduled_ms - s.now) / 1000))})`;
+    parts.push(el("h2", {}, "Shared subscription ", sh.ordering === "key" ? badge("key order", "ok") : null),
+      el("div", { class: "cards", id: "shared-numbers" },
+        card("Messages", facts([["waiting", sh.waiting], ["in flight", sh.in_flight], ["due again", sh.due],
+          ["scheduled", el("span", { id: "shared-scheduled" }, `${sh.scheduled}${next}`)], ["acknowledged", sh.acknowledged], ["redelivered", sh.redelivered],
+          ["late settlements refused", el("span", { id: "shared-late-acks" }, sh.late_acks)]])),
+        card("Dead letters", el("div", { class: "big" }, sh.dead_lettered), facts([["after deliveries", sh.max_deliveries], ["to topic", sh.dead_letter || "none (counted only)"], ["ack timeout", `${sh.ack_timeout_seconds} s`],
+          ["order", el("span", { id: "shared-ordering" }, sh.ordering === "key" ? "by key: a key's next message waits for the one before to settle" : "none")]]))),
       el("h2", {}, "In flight"),
       table(["id", "holder", "deliveries#", "deadline", "state"], s.in_flight.map((p) =>
         el("tr", {}, el("td", { class: "mono" }, p.id), el("td", {}, p.owner || ""), el("td", { class: "num" }, p.deliveries), el("td", {}, when(p.deadline)), el("td", {}, badge(p.state)))), { id: "in-flight" }));
