@@ -36,16 +36,20 @@ class Recent:
     async def get(self, key: str, read: Callable[[], Any], run: Run) -> Any:
         """The answer for ``key``: read now if there is none, else the last one (refreshed behind it
         when older than ``max_age``)."""
-        found = self._answers.get(key)
-        if found is None:
+        if key not in self._answers:
             return self._keep(key, await run(read))
-        read_at, answer = found
-        if time.monotonic() - read_at >= self.max_age and key not in self._reading:
+        return self.known(key, read, run)
+
+    def known(self, key: str, read: Callable[[], Any], run: Run) -> Any:
+        """The last answer for ``key`` (None: none yet), with a read started behind it when there is none or it
+        is older than ``max_age``: for a caller that has something cheaper to show meanwhile."""
+        found = self._answers.get(key)
+        if (found is None or time.monotonic() - found[0] >= self.max_age) and key not in self._reading:
             self._reading.add(key)
             task = asyncio.get_running_loop().create_task(self._refresh(key, read, run))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-        return answer
+        return None if found is None else found[1]
 
     def peek(self, key: str) -> Any:
         """The last answer for ``key`` however old (None: none), reading nothing."""

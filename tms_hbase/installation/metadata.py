@@ -144,6 +144,25 @@ class MetadataStore:
         found.topics.sort(key=lambda m: m.topic)
         return found
 
+    def first(self, count: int) -> tuple[list[TopicMetadata], bool]:
+        """The first ``count`` existing topics in key order (``namespace:topic:`` bytes, which is name order but
+        where one topic's whole name starts another's), and whether they are every topic there is: a page of
+        a long list without reading the whole table. Reads ``count`` rows at a time until it has them (deleted
+        topics' rows and corrupt ones are passed over)."""
+        found: list[TopicMetadata] = []
+        start = b""
+        while True:
+            rows = self.table.scan(start, None, columns=[COLUMN], limit=count)
+            for key, data in rows:
+                meta = None if key == SETTINGS_KEY else check_metadata_row(key, data.get(COLUMN)).metadata
+                if meta is not None and meta.exists:
+                    found.append(meta)
+                    if len(found) == count:
+                        return found, False
+            if len(rows) < count:
+                return found, True
+            start = rows[-1][0] + b"\x00"
+
     def list(self, namespace: str | None = None, include_deleted: bool = False) -> list[TopicMetadata]:
         """Topics of a namespace (or of all namespaces), in name order; deleted ones hidden by default.
 

@@ -253,13 +253,17 @@ function pagedList({ path, id, noun, columns, sort, rowAttrs, filterLabel, done 
       return;
     }
     body.replaceChildren(...d.rows.map((r) => el("tr", rowAttrs(r), columns.map(([, , cell, number]) => el("td", { class: number ? "num" : "" }, cell(r))))));
-    const pages = Math.max(1, Math.ceil(d.total / d.size));
-    count.textContent = `${d.total.toLocaleString("en")} ${noun}, page ${d.page + 1} of ${pages.toLocaleString("en")}`;
+    // total null: the gateway just started and counts the topics in the background (the page came from the first ones)
+    const counting = d.total === null;
+    const pages = counting ? d.page + 2 : Math.max(1, Math.ceil(d.total / d.size));
+    count.textContent = counting
+      ? `page ${d.page + 1}; counting the ${noun}…`
+      : `${d.total.toLocaleString("en")} ${noun}, page ${d.page + 1} of ${pages.toLocaleString("en")}`;
     prev.disabled = d.page === 0;
     next.disabled = d.page + 1 >= pages;
     // a sort by a number past 1,000 topics: the gateway reads their numbers in the background; ask again until done
-    const reading = d.numbers_read !== undefined && d.numbers_read < d.total;
-    progress.textContent = reading
+    const reading = counting || (d.numbers_read !== undefined && d.numbers_read < d.total);
+    progress.textContent = reading && !counting
       ? `Numbers read for ${d.numbers_read.toLocaleString("en")} of ${d.total.toLocaleString("en")} ${noun} so far: sorted among those, the others follow; reading the rest…`
       : "";
     clearTimeout(again);
@@ -341,7 +345,8 @@ async function overview() {
   if (tot) {
     parts.push(el("h2", {}, "Totals"));
     if (tot.messages === undefined) {
-      parts.push(el("p", { class: "muted", id: "totals" }, `${tot.topics} topics: totals are shown up to ${tot.limit} topics; the Topics screen pages through them.`));
+      const topics = tot.topics === null ? `More than ${tot.limit} topics (being counted)` : `${tot.topics} topics`;
+      parts.push(el("p", { class: "muted", id: "totals" }, `${topics}: totals are shown up to ${tot.limit} topics; the Topics screen pages through them.`));
     } else {
       parts.push(el("div", { class: "cards", id: "totals" },
         card("Topics", el("div", { class: "big" }, shortNumber(tot.topics))),
