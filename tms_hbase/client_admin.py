@@ -135,6 +135,12 @@ class ClientAdmin:
         self._readiness.ensure()
         return self._metadata.scan(namespace)
 
+    def topics_metadata(self, topics: Sequence[TopicLike]) -> list[TopicMetadata]:
+        """The metadata of those of ``topics`` that exist, in the order given, from one round trip (the console's
+        list of every subscription reads the topics that have subscriptions, not every topic's)."""
+        self._readiness.ensure()
+        return self._metadata.read_many([as_topic(t) for t in topics])
+
     def first_topics(self, count: int) -> tuple[list[TopicMetadata], bool]:
         """The first ``count`` existing topics' metadata in key order (name order, but for a topic whose whole
         name starts another's, as ``a:b-c`` before ``a:b``), and whether they are all the topics there are:

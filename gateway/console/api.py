@@ -464,10 +464,10 @@ async def subscription_page(request: Request, gateway: Gateway, viewer: Viewer) 
     """A page of the subscriptions of every topic visible (the filter narrows the topics by name). Their
     names come from one scan of the subscriptions table (:func:`views.subscription_names`), so in topic or
     name order only the page's topics are read; sorted by a number, every topic listed that has
-    subscriptions is, up to :data:`SORT_LIMIT` such topics (topics without any are never read)."""
+    subscriptions is, up to :data:`SORT_LIMIT` such topics (topics without any are never read, nor is their
+    metadata)."""
     order = _order(request, SUBSCRIPTION_COLUMNS, None)
-    listed = order.matching(await _topic_list(request, gateway, viewer), "name")
-    names = await gateway.run(views.subscription_names, gateway.client, listed)
+    names = await gateway.run(views.subscription_names, gateway.client, viewer, order.matches)
     if order.sort in (None, "topic", "name"):
         first, second = ("name", "topic") if order.sort == "name" else ("topic", "name")
         page = order.cut(sorted(names, key=lambda n: (n[first], n[second]), reverse=order.descending))

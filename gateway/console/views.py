@@ -8,7 +8,7 @@ may see. Times are ms since the epoch, ids are hex.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from itertools import islice
 
@@ -137,17 +137,19 @@ def topic_list(metadata: list[TopicMetadata], viewer: Viewer) -> list[dict]:
     ]
 
 
-def subscription_names(client: MessagingClient, listed: list[dict]) -> list[dict]:
-    """The subscriptions of the topics of ``listed`` (rows of :func:`topic_list`) in their current
-    generation, each as ``topic``, ``name`` and the topic's ``row``: one scan of the subscriptions table,
-    no numbers read."""
-    rows = {row["name"]: row for row in listed}
-    found = []
-    for topic, generation, name in client.admin.subscription_names():
-        row = rows.get(str(topic))
-        if row is not None and row["generation"] == generation:
-            found.append({"topic": str(topic), "name": name, "row": row})
-    return found
+def subscription_names(client: MessagingClient, viewer: Viewer, wanted: Callable[[str], bool]) -> list[dict]:
+    """The subscriptions of the topics the viewer may see whose names are ``wanted`` (the list's filter), in their
+    current generation, each as ``topic``, ``name`` and the topic's ``row`` of :func:`topic_list`: one scan of
+    the subscriptions table and one read of the metadata of the topics named (not of every topic), no numbers
+    read."""
+    found = client.admin.subscription_names()
+    topics = sorted({t for t, _, _ in found if wanted(str(t)) and viewer.may_see(t.namespace, t.topic)})
+    rows = {row["name"]: row for row in topic_list(client.admin.topics_metadata(topics), viewer)}
+    return [
+        {"topic": str(topic), "name": name, "row": rows[str(topic)]}
+        for topic, generation, name in found
+        if str(topic) in rows and rows[str(topic)]["generation"] == generation
+    ]
 
 
 def _meta(meta: TopicMetadata) -> dict:
