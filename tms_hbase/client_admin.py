@@ -141,14 +141,15 @@ class ClientAdmin:
         self._readiness.ensure()
         return self._metadata.read_many([as_topic(t) for t in topics])
 
-    def first_topics(self, count: int) -> tuple[list[TopicMetadata], bool]:
+    def first_topics(self, count: int, after: TopicLike | None = None) -> tuple[list[TopicMetadata], bool]:
         """The first ``count`` existing topics' metadata in key order (name order, but for a topic whose whole
-        name starts another's, as ``a:b-c`` before ``a:b``), and whether they are all the topics there are:
-        reads about ``count`` rows, where :meth:`scan_topics` reads every topic's (the console's first page
-        of a long topic list)."""
+        name starts another's, as ``a:b-c`` before ``a:b``) after ``after`` (a topic, existing or not), and
+        whether they are all the topics there are from there: reads about ``count`` rows, where
+        :meth:`scan_topics` reads every topic's (the console's first page of a long topic list, and its read
+        of every topic a thousand at a time)."""
         checks.positive_int("count", count)
         self._readiness.ensure()
-        return self._metadata.first(count)
+        return self._metadata.first(count, None if after is None else as_topic(after))
 
     def subscription_names(self) -> list[tuple[TopicId, int, str]]:
         """Every subscription of the installation as (topic, generation, name), from one scan of the

@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 
-from tms_hbase import TopicId
+from tms_hbase import TopicId, TopicMetadata
 from tms_hbase.errors import InvalidArgument, NotAuthenticated, TmsError, TopicNotFound
 from tms_hbase.rest import codec as rest
 
@@ -126,7 +126,7 @@ async def _topic_list(request: Request, gateway: Gateway, viewer: Viewer) -> lis
     if known is None or len(known) <= SORT_LIMIT:
         metadata = kept.put(TOPIC_LIST, await gateway.run(gateway.client.list_topic_metadata, None))
     else:
-        metadata = await kept.get(TOPIC_LIST, lambda: gateway.client.list_topic_metadata(None), gateway.run)
+        metadata = await kept.get(TOPIC_LIST, lambda: _all_topics(gateway))
     return views.topic_list(metadata, viewer)
 
 
@@ -148,7 +148,23 @@ def _count_topics(request: Request, gateway: Gateway) -> None:
     """Start reading every topic's metadata behind (kept as :func:`_topic_list` keeps it), unless a read runs:
     called once a request's answer is ready, as the decoding of 10,000 topics' rows holds the worker's event
     loop for a while."""
-    _metadata(request).known(TOPIC_LIST, lambda: gateway.client.list_topic_metadata(None), gateway.run)
+    _metadata(request).known(TOPIC_LIST, lambda: _all_topics(gateway))
+
+
+TOPICS_AT_ONCE = 1000  # topics' metadata rows one library call of :func:`_all_topics` reads and decodes
+
+
+async def _all_topics(gateway: Gateway) -> list[TopicMetadata]:
+    """Every topic's metadata, as ``client.list_topic_metadata`` gives it, read :data:`TOPICS_AT_ONCE` at a time:
+    decoding 10,000 rows in one library call would hold the worker's event loop (and every request) for most
+    of a second; between these calls other requests go on."""
+    found: list[TopicMetadata] = []
+    while True:
+        after = found[-1].topic if found else None
+        more, complete = await gateway.run(gateway.client.admin.first_topics, TOPICS_AT_ONCE, after)
+        found += more
+        if complete:
+            return sorted(found, key=lambda meta: meta.topic)
 
 
 def _metadata(request: Request) -> Recent:
@@ -168,7 +184,7 @@ def _forget(request: Request, topic: TopicId, *, metadata: bool = False) -> None
 async def _detail(request: Request, gateway: Gateway, topic: TopicId) -> dict:
     """The topic's :func:`views.topic_detail`, as the worker read it lately (:mod:`.recent`)."""
     detail: dict = await _recent(request).get(
-        str(topic), lambda: views.topic_detail(gateway.client, topic, _history(request)), gateway.run
+        str(topic), lambda: gateway.run(views.topic_detail, gateway.client, topic, _history(request))
     )
     return detail
 
@@ -190,7 +206,7 @@ async def _numbers(request: Request, gateway: Gateway, rows: list[dict]) -> dict
     async def read(row: dict) -> dict:
         topic = _topic_of(row)
         numbers: dict = await kept.get(
-            str(topic), lambda: views.topic_numbers(gateway.client, topic, history), gateway.run
+            str(topic), lambda: gateway.run(views.topic_numbers, gateway.client, topic, history)
         )
         return numbers
 
@@ -360,9 +376,13 @@ async def overview(request: Request, gateway: Gateway, viewer: Viewer) -> object
     found = await gateway.run(views.overview, gateway.client)
     if not found["hbase"]["reachable"]:
         return found
-    first = await _first_topics(request, gateway, viewer, SORT_LIMIT + 1)
-    if first is None:
-        listed: list[dict] | None = await _topic_list(request, gateway, viewer)
+    kept = _metadata(request)
+    counting = kept.peek(TOPIC_LIST) is None and kept.reading(TOPIC_LIST)  # a view found more than a page's
+    first = None if counting else await _first_topics(request, gateway, viewer, SORT_LIMIT + 1)
+    if counting:
+        listed: list[dict] | None = None
+    elif first is None:
+        listed = await _topic_list(request, gateway, viewer)
     elif first[1]:
         listed = first[0]
     else:  # more than SORT_LIMIT topics: counted behind

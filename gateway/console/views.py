@@ -18,6 +18,7 @@ from tms_hbase.fetch.inspect import Entry
 from tms_hbase.model.dead_letter import DeadLetter
 from tms_hbase.model.message import Message
 from tms_hbase.model.message_id import MessageId
+from tms_hbase.model.retry import Retry
 from tms_hbase.model.stats import Lag, SharedStats
 from tms_hbase.model.subscription import Subscription
 from tms_hbase.sweep.status import sweeper_state
@@ -104,8 +105,9 @@ def open_transactions(state: Transaction) -> dict:
 
 def tx_server_status() -> dict:
     """The answer of the transaction server (``$TMS_TX_SERVER``, else Tephra's port on this host) to a
-    status call within :data:`TX_PROBE_SECONDS`."""
-    tx = TransactionClient(timeout_seconds=TX_PROBE_SECONDS)
+    status call within :data:`TX_PROBE_SECONDS`, tried once: a refused connection is the answer (retried, it
+    held every overview for a few hundred milliseconds while no server runs)."""
+    tx = TransactionClient(timeout_seconds=TX_PROBE_SECONDS, retry=Retry.never())
     try:
         with tx:
             status = tx.status()

@@ -127,6 +127,8 @@ def test_the_first_topics_are_read_without_the_rest_and_say_whether_they_are_all
     assert first(2) == (keyed[:2], False)
     assert first(5) == (keyed, False)  # the deleted topic's row (between ns:c and nt:a) passed over
     assert first(6) == (keyed, True)
+    found, complete = client.admin.first_topics(3, after=TopicId("ns", "b"))
+    assert ([meta.topic for meta in found], complete) == (keyed[3:], True)
     with pytest.raises(InvalidArgument):
         client.admin.first_topics(0)
 

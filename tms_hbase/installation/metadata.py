@@ -153,13 +153,13 @@ class MetadataStore:
         ]
         return [meta for meta in found if meta is not None and meta.exists]
 
-    def first(self, count: int) -> tuple[list[TopicMetadata], bool]:
+    def first(self, count: int, after: TopicId | None = None) -> tuple[list[TopicMetadata], bool]:
         """The first ``count`` existing topics in key order (``namespace:topic:`` bytes, which is name order but
-        where one topic's whole name starts another's), and whether they are every topic there is: a page of
-        a long list without reading the whole table. Reads ``count`` rows at a time until it has them (deleted
-        topics' rows and corrupt ones are passed over)."""
+        where one topic's whole name starts another's) after ``after``, and whether they are every topic there
+        is from there: a page of a long list without reading the whole table. Reads ``count`` rows at a time
+        until it has them (deleted topics' rows and corrupt ones are passed over)."""
         found: list[TopicMetadata] = []
-        start = b""
+        start = b"" if after is None else after.key + b"\x00"
         while True:
             rows = self.table.scan(start, None, columns=[COLUMN], limit=count)
             for key, data in rows:

@@ -345,7 +345,7 @@ async function overview() {
   if (tot) {
     parts.push(el("h2", {}, "Totals"));
     if (tot.messages === undefined) {
-      const topics = tot.topics === null ? `More than ${tot.limit} topics (being counted)` : `${tot.topics} topics`;
+      const topics = tot.topics === null ? "Topics being counted (the gateway just started)" : `${tot.topics} topics`;
       parts.push(el("p", { class: "muted", id: "totals" }, `${topics}: totals are shown up to ${tot.limit} topics; the Topics screen pages through them.`));
     } else {
       parts.push(el("div", { class: "cards", id: "totals" },
