@@ -1,5 +1,5 @@
-"""tools/unasync.py: tms_hbase/aio/api.py is generated from tms_hbase/api.py, and ``--check`` (run by ``make
-lint``) fails as soon as the two drift apart."""
+"""tools/unasync.py: tms_hbase/aio/api.py is generated from tms_hbase/api.py, the asyncio gateway client's
+operations from the blocking one's, and ``--check`` (run by ``make lint``) fails as soon as a pair drifts apart."""
 
 from __future__ import annotations
 
@@ -11,25 +11,27 @@ import pytest
 from tools import unasync
 
 ROOT = Path(__file__).resolve().parents[2]
+API, GATEWAY = unasync.TWINS
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    """A copy of the interface and its twin, as a repository of its own."""
-    for path in (unasync.SOURCE, unasync.TARGET):
-        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(ROOT / path, tmp_path / path)
+    """A copy of the sources and their twins, as a repository of its own."""
+    for twin in unasync.TWINS:
+        for path in (twin.source, twin.target):
+            (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(ROOT / path, tmp_path / path)
     return tmp_path
 
 
-def test_the_asyncio_interface_is_generated_from_the_blocking_one() -> None:
+def test_the_asyncio_twins_are_generated_from_the_blocking_sources() -> None:
     assert unasync.main(["--check"]) == 0
 
 
 def test_a_keyword_added_to_the_source_only_fails_the_check_until_regenerated(
     repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    source = repo / unasync.SOURCE
+    source = repo / API.source
     text = source.read_text()
     keyword = "        ttl_seconds: float | None = None,\n"
     assert text.count(keyword) == 1
@@ -39,14 +41,31 @@ def test_a_keyword_added_to_the_source_only_fails_the_check_until_regenerated(
     assert "tms_hbase/aio/api.py is not generated from tms_hbase/api.py" in capsys.readouterr().err
 
     assert unasync.main(["--root", str(repo)]) == 0
-    twin = (repo / unasync.TARGET).read_text()
+    twin = (repo / API.target).read_text()
     publish = twin[twin.index("    async def publish(") :]
     assert "priority: int = 0," in publish[: publish.index("-> PublishResult")]
     assert unasync.main(["--check", "--root", str(repo)]) == 0
 
 
+def test_a_keyword_added_to_a_gateway_operation_reaches_the_asyncio_client(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = repo / GATEWAY.source
+    text = source.read_text()
+    signature = "    def lag(self, topic: TopicLike, name: str) -> Lag:\n"
+    assert text.count(signature) == 1
+    source.write_text(text.replace(signature, signature.replace("name: str", "name: str, *, exact: bool = False")))
+
+    assert unasync.main(["--check", "--root", str(repo)]) == 1
+    assert f"{GATEWAY.target} is not generated from {GATEWAY.source}" in capsys.readouterr().err
+    assert unasync.main(["--root", str(repo)]) == 0
+    assert "    async def lag(self, topic: TopicLike, name: str, *, exact: bool = False) -> Lag:\n" in (
+        (repo / GATEWAY.target).read_text()
+    )
+
+
 def test_a_hand_edit_of_the_twin_fails_the_check(repo: Path) -> None:
-    twin = repo / unasync.TARGET
+    twin = repo / API.target
     twin.write_text(twin.read_text().replace('"""The topic\'s metadata; TopicNotFound."""', '"""Edited."""'))
     assert unasync.main(["--check", "--root", str(repo)]) == 1
 
@@ -88,6 +107,25 @@ def test_methods_become_coroutines_but_those_returning_an_iterator_or_a_consumer
     )
 
 
+def test_calls_of_the_coroutines_on_self_are_awaited() -> None:
+    source = (
+        "class GatewayOperations(MessagingService):\n"
+        "    def run(self, request: Request[T]) -> T: ...\n"
+        "    def get_topic(self, topic: TopicLike) -> TopicMetadata:\n"
+        "        return self.run(self.calls.get_topic(topic))\n"
+        "    def fetch(self) -> Iterator[Message]:\n"
+        "        return self._pages(self.calls.fetch(topic))\n"
+    )
+    assert "".join(unasync.to_async(unasync.select_async(source.splitlines(keepends=True)))) == (
+        "class AsyncGatewayOperations(AsyncMessagingService):\n"
+        "    async def run(self, request: Request[T]) -> T: ...\n"
+        "    async def get_topic(self, topic: TopicLike) -> TopicMetadata:\n"
+        "        return await self.run(self.calls.get_topic(topic))\n"
+        "    def fetch(self) -> AsyncIterator[Message]:\n"
+        "        return self._pages(self.calls.fetch(topic))\n"
+    )
+
+
 @pytest.mark.parametrize(
     "block",
     [
@@ -97,7 +135,7 @@ def test_methods_become_coroutines_but_those_returning_an_iterator_or_a_consumer
     ],
 )
 def test_a_malformed_block_is_an_error(repo: Path, block: str, capsys: pytest.CaptureFixture[str]) -> None:
-    source = repo / unasync.SOURCE
+    source = repo / API.source
     source.write_text(source.read_text() + block)
     assert unasync.main(["--check", "--root", str(repo)]) == 2
     assert "unasync: tms_hbase/api.py" in capsys.readouterr().err

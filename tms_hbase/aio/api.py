@@ -1,4 +1,5 @@
-# Generated from tms_hbase/api.py by tools/unasync.py: edit that file and run `python -m tools.unasync`.
+# Generated from tms_hbase/api.py by tools/unasync.py:
+# edit that file and run `python -m tools.unasync`.
 """The messaging interface for asyncio: :class:`AsyncMessagingService`, the twin of
 :class:`tms_hbase.api.MessagingService` with the same method names, arguments, units, results and errors,
 each call a coroutine.

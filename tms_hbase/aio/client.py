@@ -416,6 +416,10 @@ class AsyncMessagingClient(AsyncMessagingService):
         return AsyncSharedConsumer(opened)
 
 
+# mypy holds the class to its whole interface: a member missing (abstract) is an error here.
+_SERVICE: type[AsyncMessagingService] = AsyncMessagingClient
+
+
 class _AsyncMessages:
     """A fetch's messages as an async iterator: the start found at the first ``__anext__``, then the reader's
     lazy iterator advanced on the event loop :data:`FETCH_CHUNK` messages at a time."""

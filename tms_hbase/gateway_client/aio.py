@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
 from typing import TypeVar
 
@@ -40,13 +40,12 @@ from tms_hbase.aio.coalesce import GroupOutcome, PublishLanes
 from tms_hbase.errors import (
     InvalidArgument,
     PublishOutcomeUnknown,
-    SubscriptionAlreadyExists,
-    TopicAlreadyExists,
     TopicNotFound,
 )
 from tms_hbase.gateway_client import calls, http1
 from tms_hbase.gateway_client.aio_consumers import AsyncGatewayConsumer, AsyncGatewaySharedConsumer
 from tms_hbase.gateway_client.aio_http1 import AsyncPool
+from tms_hbase.gateway_client.aio_operations import AsyncGatewayOperations
 from tms_hbase.gateway_client.calls import Reply, Request
 from tms_hbase.gateway_client.outcomes import NOT_IDEMPOTENT, Broken, answer_error, link_error
 from tms_hbase.model import checks
@@ -54,18 +53,16 @@ from tms_hbase.model.isolation import COMMITTED
 from tms_hbase.model.message import Message
 from tms_hbase.model.published import PublishResult
 from tms_hbase.model.record import Record
-from tms_hbase.model.stats import Lag, TopicStats
-from tms_hbase.model.subscription import PendingMessage, Subscription, check_name
+from tms_hbase.model.subscription import check_name
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata
 from tms_hbase.model.topic import as_topic as _topic
-from tms_hbase.model.wire import RollbackDetail
 from tms_hbase.rest import codec as rest
 from tms_hbase.tx import Transaction
 
 T = TypeVar("T")
 
 
-class AsyncGatewayClient(AsyncMessagingService):
+class AsyncGatewayClient(AsyncGatewayOperations):
     """A client of ``tms-gateway`` for asyncio, with the options of
     :class:`~tms_hbase.gateway_client.http.GatewayClient`: ``url`` (default ``$TMS_GATEWAY_URL`` or
     http://127.0.0.1:8080), ``token`` (default ``$TMS_GATEWAY_TOKEN``), ``timeout_seconds`` per call,
@@ -75,7 +72,9 @@ class AsyncGatewayClient(AsyncMessagingService):
     in flight at once (more wait for a connection, within their timeout).
 
     Use it from one event loop, as ``async with AsyncGatewayClient(...) as client`` or calling
-    :meth:`close`.
+    :meth:`close`. The operations that are one request each are
+    :class:`~tms_hbase.gateway_client.aio_operations.AsyncGatewayOperations`'s (generated from the blocking
+    client's); what is this client's own follows.
     """
 
     def __init__(
@@ -121,36 +120,7 @@ class AsyncGatewayClient(AsyncMessagingService):
     def __repr__(self) -> str:
         return f"AsyncGatewayClient({self.url!r})"
 
-    async def ping(self) -> None:
-        """``GET /health``: returns once the gateway answers that HBase does; HBaseUnavailable otherwise."""
-        await self.run(self.calls.ping())
-
-    # -- topics -------------------------------------------------------------------------------
-
-    async def create_topic(
-        self, topic: TopicLike, properties: Mapping[str, str] | None = None, *, exist_ok: bool = False
-    ) -> TopicMetadata:
-        """TopicAlreadyExists, unless ``exist_ok`` (then the existing topic is returned as it is)."""
-        request = self.calls.create_topic(topic, properties)
-        try:
-            return await self.run(request)
-        except TopicAlreadyExists:
-            if not exist_ok:
-                raise
-            return await self.get_topic(topic)
-
-    async def update_topic(
-        self, topic: TopicLike, properties: Mapping[str, str], *, expected: TopicMetadata | None = None
-    ) -> TopicMetadata:
-        """Replace the topic's properties; ``expected`` is not supported by the REST API (InvalidArgument)."""
-        return await self.run(self.calls.update_topic(topic, properties, expected))
-
-    async def get_topic(self, topic: TopicLike) -> TopicMetadata:
-        return await self.run(self.calls.get_topic(topic))
-
-    async def list_topics(self, namespace: str | None = None) -> list[TopicId]:
-        """The topics of ``namespace`` (the REST API lists one namespace at a time)."""
-        return await self.run(self.calls.list_topics(namespace))
+    # -- listing, publishing, fetching and consumers: unlike the blocking client's ----------------
 
     async def list_topic_metadata(self, namespace: str | None = None) -> list[TopicMetadata]:
         """Like :meth:`list_topics`, with each topic's metadata (one call per topic, all at once)."""
@@ -164,11 +134,6 @@ class AsyncGatewayClient(AsyncMessagingService):
         except TopicNotFound:
             return None  # deleted since it was listed
 
-    async def delete_topic(self, topic: TopicLike) -> None:
-        await self.run(self.calls.delete_topic(topic))
-
-    # -- messages -----------------------------------------------------------------------------
-
     async def publish(
         self,
         topic: TopicLike,
@@ -178,11 +143,11 @@ class AsyncGatewayClient(AsyncMessagingService):
         ttl_seconds: float | None = None,
         resume: PublishOutcomeUnknown | None = None,
     ) -> PublishResult:
-        """Where the batch is stored. ``resume`` is InvalidArgument (the retry state stays in the gateway).
-        A non-transactional publish goes together with the others made while one to its topic is in flight;
-        cancelled: stored whole or not at all (the module's docstring)."""
+        """As the blocking client's (``resume`` is InvalidArgument: the retry state stays in the gateway),
+        but a non-transactional publish goes together with the others made while one to its topic is in
+        flight; cancelled: stored whole or not at all (the module's docstring)."""
         if tx_write_pointer is not None or resume is not None:
-            return await self.run(self.calls.publish(topic, payloads, tx_write_pointer, ttl_seconds, resume))
+            return await super().publish(topic, payloads, tx_write_pointer, ttl_seconds=ttl_seconds, resume=resume)
         topic, batch = calls.publish_args(topic, payloads, ttl_seconds, allow_empty=False)
         return await self._lanes.publish(topic, batch, ttl_seconds)
 
@@ -205,19 +170,6 @@ class AsyncGatewayClient(AsyncMessagingService):
     ) -> PublishResult:
         return await self.run(self.calls.publish_checked(topic, payloads, None, ttl), since=since)
 
-    async def store(
-        self,
-        topic: TopicLike,
-        payloads: Sequence[bytes | Record],
-        tx_write_pointer: int,
-        *,
-        sequence: int | None = None,
-    ) -> None:
-        await self.run(self.calls.store(topic, payloads, tx_write_pointer, sequence))
-
-    async def rollback(self, topic: TopicLike, handle: PublishResult | RollbackDetail | bytes) -> None:
-        await self.run(self.calls.rollback(topic, handle))
-
     def fetch(
         self,
         topic: TopicLike,
@@ -232,75 +184,10 @@ class AsyncGatewayClient(AsyncMessagingService):
         first ``__anext__``."""
         return self._pages(self.calls.fetch(topic, start_message, start_time_ms, inclusive, limit, transaction))
 
-    async def poll(self, topic: TopicId, request: rest.ConsumeRequest) -> list[Message]:
-        """One ``poll`` call as CDAP's API defines it (a page of at most the gateway's cap)."""
-        return await self.run(self.calls.poll(topic, request))
-
     async def _pages(self, pages: calls.Pages) -> AsyncIterator[Message]:
         while pages.next is not None:
             for message in pages.take(await self.run(pages.next)):
                 yield message
-
-    # -- subscriptions and consumers ------------------------------------------------------------
-
-    async def create_subscription(
-        self,
-        topic: TopicLike,
-        name: str,
-        start: str | int = "earliest",
-        *,
-        exist_ok: bool = False,
-        shared: bool = False,
-        ack_timeout_seconds: float | None = None,
-        max_deliveries: int | None = None,
-        dead_letter: TopicLike | None = None,
-        claim_size: int | None = None,
-        ordering: str | None = None,
-    ) -> Subscription:
-        """SubscriptionAlreadyExists, unless ``exist_ok`` (then the existing one is returned as it is)."""
-        options: dict[str, object] = {"ack_timeout_seconds": ack_timeout_seconds, "max_deliveries": max_deliveries}
-        options |= {"claim_size": claim_size, "dead_letter": dead_letter, "ordering": ordering}
-        request = self.calls.create_subscription(topic, name, start, shared, options)
-        try:
-            return await self.run(request)
-        except SubscriptionAlreadyExists:
-            if not exist_ok:
-                raise
-            return await self.get_subscription(topic, name)
-
-    async def get_subscription(self, topic: TopicLike, name: str) -> Subscription:
-        return await self.run(self.calls.get_subscription(topic, name))
-
-    async def list_subscriptions(self, topic: TopicLike) -> list[Subscription]:
-        return await self.run(self.calls.list_subscriptions(topic))
-
-    async def delete_subscription(self, topic: TopicLike, name: str, *, force: bool = False) -> None:
-        await self.run(self.calls.delete_subscription(topic, name, force))
-
-    async def reset_subscription(
-        self,
-        topic: TopicLike,
-        name: str,
-        start_message: bytes | str | None = None,
-        start_time_ms: int | None = None,
-        *,
-        force: bool = False,
-    ) -> Subscription:
-        return await self.run(self.calls.reset_subscription(topic, name, start_message, start_time_ms, force))
-
-    async def release_subscription(self, topic: TopicLike, name: str) -> Subscription:
-        """Take the lease from whichever session (or direct consumer) holds it, keeping its mark."""
-        await self.run(self.calls.release_subscription(topic, name))
-        return await self.get_subscription(topic, name)
-
-    async def lag(self, topic: TopicLike, name: str) -> Lag:
-        return await self.run(self.calls.lag(topic, name))
-
-    async def topic_stats(self, topic: TopicLike, *, windows: Sequence[int] | None = None) -> TopicStats:
-        return await self.run(self.calls.topic_stats(topic, windows))
-
-    async def pending(self, topic: TopicLike, name: str, *, limit: int | None = None) -> list[PendingMessage]:
-        return await self.run(self.calls.pending(topic, name, limit))
 
     def consumer(
         self,
@@ -382,6 +269,10 @@ class AsyncGatewayClient(AsyncMessagingService):
             pool.give_back(conn, response.keep_alive)
             return calls.reply_of(response)
         raise AssertionError("unreachable")
+
+
+# mypy holds the class to its whole interface: a member missing (abstract) is an error here.
+_SERVICE: type[AsyncMessagingService] = AsyncGatewayClient
 
 
 def _own_unknown(unknown: PublishOutcomeUnknown, first_index: int) -> PublishOutcomeUnknown:

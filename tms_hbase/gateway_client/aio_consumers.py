@@ -121,6 +121,10 @@ class AsyncGatewayConsumer(AsyncSubscriptionConsumer):
             raise InvalidArgument(f"{self!r} is not open: use `async with client.consumer(...)` or `await open()`")
 
 
+# mypy holds the class to its whole interface: a member missing (abstract) is an error here.
+_CONSUMER: type[AsyncSubscriptionConsumer] = AsyncGatewayConsumer
+
+
 class AsyncGatewaySharedConsumer(AsyncSharedSubscriptionConsumer):
     """One consumer of a shared subscription through the gateway: ``receive``, ``async for``, ``ack``,
     ``nack``, ``release``, ``extend``, ``held``, ``owner`` and ``close`` (gives back what it holds), as
@@ -221,3 +225,6 @@ class AsyncGatewaySharedConsumer(AsyncSharedSubscriptionConsumer):
         if request is not None:
             with contextlib.suppress(TmsError):
                 await self.client.run(request)
+
+
+_SHARED_CONSUMER: type[AsyncSharedSubscriptionConsumer] = AsyncGatewaySharedConsumer  # as _CONSUMER

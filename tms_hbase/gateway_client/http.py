@@ -26,38 +26,29 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from typing import TypeVar
 
 from tms_hbase.api import MessagingService, SubscriptionConsumer
-from tms_hbase.errors import (
-    PublishOutcomeUnknown,
-    SubscriptionAlreadyExists,
-    TmsError,
-    TopicAlreadyExists,
-    TopicNotFound,
-)
+from tms_hbase.errors import TmsError, TopicNotFound
 from tms_hbase.gateway_client import calls, http1, sessions
 from tms_hbase.gateway_client.calls import Reply, Request
 from tms_hbase.gateway_client.http_shared import GatewaySharedConsumer
+from tms_hbase.gateway_client.operations import GatewayOperations
 from tms_hbase.gateway_client.outcomes import NOT_IDEMPOTENT, Broken, answer_error, link_error
 from tms_hbase.model import checks
 from tms_hbase.model.isolation import COMMITTED
 from tms_hbase.model.message import Message
-from tms_hbase.model.published import PublishResult
-from tms_hbase.model.record import Record
-from tms_hbase.model.stats import Lag, TopicStats
-from tms_hbase.model.subscription import PendingMessage, Subscription, check_name
+from tms_hbase.model.subscription import check_name
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata
 from tms_hbase.model.topic import as_topic as _topic
-from tms_hbase.model.wire import RollbackDetail
 from tms_hbase.rest import codec as rest
 from tms_hbase.tx import Transaction
 
 T = TypeVar("T")
 
 
-class GatewayClient(MessagingService):
+class GatewayClient(GatewayOperations):
     """A client of ``tms-gateway`` with the surface of :class:`tms_hbase.MessagingClient`.
 
     ``url`` is the gateway (default ``$TMS_GATEWAY_URL`` or http://127.0.0.1:8080); ``token`` the bearer
@@ -68,6 +59,9 @@ class GatewayClient(MessagingService):
     For https: ``ca_file`` verifies the gateway's certificate (default: the system's CAs), and
     ``client_cert``/``client_key`` present a client certificate (mutual TLS); or pass ``ssl_context``.
     Thread-safe; use it as a context manager or call :meth:`close`.
+
+    The operations that are one request each are :class:`~tms_hbase.gateway_client.operations.GatewayOperations`'s
+    (the asyncio client's are generated from them); what is this client's own follows.
     """
 
     def __init__(
@@ -104,37 +98,7 @@ class GatewayClient(MessagingService):
     def __repr__(self) -> str:
         return f"GatewayClient({self.url!r})"
 
-    def ping(self) -> None:
-        """``GET /health``: returns once the gateway answers that HBase does; HBaseUnavailable otherwise."""
-        self.run(self.calls.ping())
-
-    # -- topics -------------------------------------------------------------------------------
-
-    def create_topic(
-        self, topic: TopicLike, properties: Mapping[str, str] | None = None, *, exist_ok: bool = False
-    ) -> TopicMetadata:
-        """``PUT /topics/<t>``: TopicAlreadyExists (409), unless ``exist_ok`` (then the existing topic is
-        returned as it is), or InvalidArgument (400), as direct access raises."""
-        request = self.calls.create_topic(topic, properties)
-        try:
-            return self.run(request)
-        except TopicAlreadyExists:
-            if not exist_ok:
-                raise
-            return self.get_topic(topic)
-
-    def update_topic(
-        self, topic: TopicLike, properties: Mapping[str, str], *, expected: TopicMetadata | None = None
-    ) -> TopicMetadata:
-        """``PUT /topics/<t>/properties`` (replaces them all). ``expected`` is not supported by the REST API."""
-        return self.run(self.calls.update_topic(topic, properties, expected))
-
-    def get_topic(self, topic: TopicLike) -> TopicMetadata:
-        return self.run(self.calls.get_topic(topic))
-
-    def list_topics(self, namespace: str | None = None) -> list[TopicId]:
-        """The topics of ``namespace`` (the REST API lists one namespace at a time)."""
-        return self.run(self.calls.list_topics(namespace))
+    # -- listing, fetching and consumers: unlike the asyncio client's ------------------------------
 
     def list_topic_metadata(self, namespace: str | None = None) -> list[TopicMetadata]:
         """Like :meth:`list_topics`, with each topic's metadata (one call per topic)."""
@@ -145,43 +109,6 @@ class GatewayClient(MessagingService):
             except TopicNotFound:
                 continue  # deleted since it was listed
         return result
-
-    def delete_topic(self, topic: TopicLike) -> None:
-        self.run(self.calls.delete_topic(topic))
-
-    # -- messages -----------------------------------------------------------------------------
-
-    def publish(
-        self,
-        topic: TopicLike,
-        payloads: Sequence[bytes | Record],
-        tx_write_pointer: int | None = None,
-        *,
-        ttl_seconds: float | None = None,
-        resume: PublishOutcomeUnknown | None = None,
-    ) -> PublishResult:
-        """``POST /topics/<t>/publish``: the PublishResult from the gateway's ``TMS-Published`` header
-        (generation and position) and, with a write pointer, the handle of its body as ``rollback``.
-
-        ``resume`` cannot be honoured over HTTP (the retry state stays in the gateway): passing one is
-        InvalidArgument rather than a silent second copy.
-        """
-        return self.run(self.calls.publish(topic, payloads, tx_write_pointer, ttl_seconds, resume))
-
-    def store(
-        self,
-        topic: TopicLike,
-        payloads: Sequence[bytes | Record],
-        tx_write_pointer: int,
-        *,
-        sequence: int | None = None,
-    ) -> None:
-        """``POST /topics/<t>/store``: payloads under a write pointer, invisible until it is published."""
-        self.run(self.calls.store(topic, payloads, tx_write_pointer, sequence))
-
-    def rollback(self, topic: TopicLike, handle: PublishResult | RollbackDetail | bytes) -> None:
-        """``POST /topics/<t>/rollback`` with the handle's bytes as the body."""
-        self.run(self.calls.rollback(topic, handle))
 
     def fetch(
         self,
@@ -199,80 +126,12 @@ class GatewayClient(MessagingService):
         assert pages.next is not None
         return self._pages(pages, pages.take(self.run(pages.next)))
 
-    def poll(self, topic: TopicId, request: rest.ConsumeRequest) -> list[Message]:
-        """One ``poll`` call as CDAP's API defines it (a page of at most the gateway's cap)."""
-        return self.run(self.calls.poll(topic, request))
-
     def _pages(self, pages: calls.Pages, page: list[Message]) -> Iterator[Message]:
         while True:
             yield from page
             if pages.next is None:
                 return
             page = pages.take(self.run(pages.next))
-
-    # -- subscriptions and consumers ------------------------------------------------------------
-
-    def create_subscription(
-        self,
-        topic: TopicLike,
-        name: str,
-        start: str | int = "earliest",
-        *,
-        exist_ok: bool = False,
-        shared: bool = False,
-        ack_timeout_seconds: float | None = None,
-        max_deliveries: int | None = None,
-        dead_letter: TopicLike | None = None,
-        claim_size: int | None = None,
-        ordering: str | None = None,
-    ) -> Subscription:
-        """``PUT .../subscriptions/<name>``, as :meth:`MessagingClient.create_subscription` (a shared one
-        with its settings); SubscriptionAlreadyExists (409), unless ``exist_ok`` (then the existing
-        subscription is returned as it is), and InvalidArgument (400) as direct access raises."""
-        options: dict[str, object] = {"ack_timeout_seconds": ack_timeout_seconds, "max_deliveries": max_deliveries}
-        options |= {"claim_size": claim_size, "dead_letter": dead_letter, "ordering": ordering}
-        request = self.calls.create_subscription(topic, name, start, shared, options)
-        try:
-            return self.run(request)
-        except SubscriptionAlreadyExists:
-            if not exist_ok:
-                raise
-            return self.get_subscription(topic, name)
-
-    def get_subscription(self, topic: TopicLike, name: str) -> Subscription:
-        return self.run(self.calls.get_subscription(topic, name))
-
-    def list_subscriptions(self, topic: TopicLike) -> list[Subscription]:
-        return self.run(self.calls.list_subscriptions(topic))
-
-    def delete_subscription(self, topic: TopicLike, name: str, *, force: bool = False) -> None:
-        self.run(self.calls.delete_subscription(topic, name, force))
-
-    def reset_subscription(
-        self,
-        topic: TopicLike,
-        name: str,
-        start_message: bytes | str | None = None,
-        start_time_ms: int | None = None,
-        *,
-        force: bool = False,
-    ) -> Subscription:
-        """``POST .../subscriptions/<name>/reset``: as :meth:`MessagingClient.reset_subscription`."""
-        return self.run(self.calls.reset_subscription(topic, name, start_message, start_time_ms, force))
-
-    def release_subscription(self, topic: TopicLike, name: str) -> Subscription:
-        """``DELETE .../subscriptions/<name>/consumer?force=true``: take the lease away from whichever
-        session (or direct consumer) holds the subscription, keeping its mark; SubscriptionNotFound."""
-        self.run(self.calls.release_subscription(topic, name))
-        return self.get_subscription(topic, name)
-
-    def lag(self, topic: TopicLike, name: str) -> Lag:
-        """How far the subscription is behind (from ``GET .../subscriptions/<name>``)."""
-        return self.run(self.calls.lag(topic, name))
-
-    def topic_stats(self, topic: TopicLike, *, windows: Sequence[int] | None = None) -> TopicStats:
-        """``GET /topics/<t>/stats``: as :meth:`MessagingClient.topic_stats`."""
-        return self.run(self.calls.topic_stats(topic, windows))
 
     def consumer(
         self,
@@ -290,10 +149,6 @@ class GatewayClient(MessagingService):
         ``isolation``: "committed" (committed messages only, the default) or "uncommitted" (every message
         as stored), the REST call's ``?isolation=``."""
         return GatewayConsumer(self, _topic(topic), check_name(name), max_wait_seconds, batch, isolation)
-
-    def pending(self, topic: TopicLike, name: str, *, limit: int | None = None) -> list[PendingMessage]:
-        """``GET .../subscriptions/<name>/pending``: a shared subscription's deliveries not settled."""
-        return self.run(self.calls.pending(topic, name, limit))
 
     def shared_consumer(
         self,
@@ -349,6 +204,10 @@ class GatewayClient(MessagingService):
             pool.give_back(conn, keep_alive)
             return reply
         raise AssertionError("unreachable")
+
+
+# mypy holds the class to its whole interface: a member missing (abstract) is an error here.
+_SERVICE: type[MessagingService] = GatewayClient
 
 
 class GatewayConsumer(SubscriptionConsumer):
@@ -429,6 +288,9 @@ class GatewayConsumer(SubscriptionConsumer):
             with contextlib.suppress(TmsError):
                 self.client.run(request, pool=self._pool)
         self._pool.close()
+
+
+_CONSUMER: type[SubscriptionConsumer] = GatewayConsumer  # as _SERVICE
 
 
 # -- the HTTP exchange, under a deadline ---------------------------------------------------------

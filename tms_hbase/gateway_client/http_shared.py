@@ -125,3 +125,7 @@ class GatewaySharedConsumer(SharedSubscriptionConsumer):
         """Hold it until ``timeout_seconds`` from now (default: the ack timeout); the new deadline (HBase ms)."""
         checks.seconds("timeout_seconds", timeout_seconds, optional=True)
         return self.client.run(self._session.extend(delivery, timeout_seconds))
+
+
+# mypy holds the class to its whole interface: a member missing (abstract) is an error here.
+_SHARED_CONSUMER: type[SharedSubscriptionConsumer] = GatewaySharedConsumer

@@ -216,26 +216,34 @@ class MetadataCache:
 
     A short age bounds how long a publish may still go to a generation that was just deleted; that is
     no different from a publish that happened just before the delete.
+
+    :meth:`forget` (this client changed the topic) also voids the reads in flight when it is called: a read
+    that another thread (the doorbells' refresh) started before a delete and finished after it would
+    otherwise cache the deleted generation again, and this client's next fetch read the old messages.
     """
 
     def __init__(self, store: MetadataStore, max_age: float = 1.0) -> None:
         self.store = store
         self.max_age = max_age
         self._cache: dict[TopicId, tuple[float, TopicMetadata]] = {}
+        self._forgets = 0  # how many forget() calls so far: a read started before one is not kept
         self._lock = green.no_wait_lock()
 
     def get(self, topic: TopicId) -> TopicMetadata:
         """The topic's metadata (TopicNotFound if it does not exist), from the cache when fresh."""
         now = time.monotonic()
         with self._lock:
-            hit = self._cache.get(topic)
+            hit, forgets = self._cache.get(topic), self._forgets
         if hit is not None and now - hit[0] < self.max_age:
             return hit[1]
         meta = self.store.get(topic)
         with self._lock:
-            self._cache[topic] = (now, meta)
+            if self._forgets == forgets:
+                self._cache[topic] = (now, meta)
         return meta
 
     def forget(self, topic: TopicId) -> None:
+        """Drop what is kept of ``topic``, and keep no read of any topic that is in flight now."""
         with self._lock:
             self._cache.pop(topic, None)
+            self._forgets += 1
