@@ -592,7 +592,7 @@ class MessagingClient(MessagingService):
         """The topic's subscriptions, in name order."""
         self._ensure_subscriptions()
         meta = self._metadata.get(_topic(topic))
-        return [self._with_numbers(meta, s) for s in self._subscription_admin.list(meta)]
+        return self._shared.listed(meta, self._subscription_admin.list(meta))
 
     def delete_subscription(self, topic: TopicLike, name: str, *, force: bool = False) -> None:
         """Delete a subscription; SubscriptionNotFound. SubscriptionBusy while a consumer holds it,
@@ -706,7 +706,7 @@ class MessagingClient(MessagingService):
         checks.windows(windows)
         self._ensure_subscriptions()
         meta = self._metadata.get(_topic(topic))
-        listed = [self._with_numbers(meta, s) for s in self._subscription_admin.list(meta)]
+        listed = self._shared.listed(meta, self._subscription_admin.list(meta))
         subscriptions = [(s.name, s.position) for s in listed]
         if windows is None:
             stats = self._stats.topic_stats(meta.topic, meta.generation, meta.ttl, subscriptions)

@@ -18,8 +18,9 @@ from tms_hbase.errors import InvalidArgument
 from tms_hbase.installation.metadata import MetadataStore, TopicScan
 from tms_hbase.installation.readiness import Readiness
 from tms_hbase.installation.settings import InstallationStore, TailCacheSetting
+from tms_hbase.model import checks
 from tms_hbase.model.tables import FAMILIES
-from tms_hbase.model.topic import TopicId, TopicLike, as_topic
+from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata, as_topic
 from tms_hbase.storage.hbase import Installation, Table
 from tms_hbase.tx.table import MAX_VERSIONS
 from tms_hbase.tx.transaction import Transaction
@@ -133,6 +134,22 @@ class ClientAdmin:
         :class:`~tms_hbase.model.integrity.RowCheck` with the topic and what is wrong), logging nothing."""
         self._readiness.ensure()
         return self._metadata.scan(namespace)
+
+    def topics_metadata(self, topics: Sequence[TopicLike]) -> list[TopicMetadata]:
+        """The metadata of those of ``topics`` that exist, in the order given, from one round trip (the console's
+        list of every subscription reads the topics that have subscriptions, not every topic's)."""
+        self._readiness.ensure()
+        return self._metadata.read_many([as_topic(t) for t in topics])
+
+    def first_topics(self, count: int, after: TopicLike | None = None) -> tuple[list[TopicMetadata], bool]:
+        """The first ``count`` existing topics' metadata in key order (name order, but for a topic whose whole
+        name starts another's, as ``a:b-c`` before ``a:b``) after ``after`` (a topic, existing or not), and
+        whether they are all the topics there are from there: reads about ``count`` rows, where
+        :meth:`scan_topics` reads every topic's (the console's first page of a long topic list, and its read
+        of every topic a thousand at a time)."""
+        checks.positive_int("count", count)
+        self._readiness.ensure()
+        return self._metadata.first(count, None if after is None else as_topic(after))
 
     def subscription_names(self) -> list[tuple[TopicId, int, str]]:
         """Every subscription of the installation as (topic, generation, name), from one scan of the

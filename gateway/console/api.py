@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 
-from tms_hbase import TopicId
+from tms_hbase import TopicId, TopicMetadata
 from tms_hbase.errors import InvalidArgument, NotAuthenticated, TmsError, TopicNotFound
 from tms_hbase.rest import codec as rest
 
@@ -126,8 +126,45 @@ async def _topic_list(request: Request, gateway: Gateway, viewer: Viewer) -> lis
     if known is None or len(known) <= SORT_LIMIT:
         metadata = kept.put(TOPIC_LIST, await gateway.run(gateway.client.list_topic_metadata, None))
     else:
-        metadata = await kept.get(TOPIC_LIST, lambda: gateway.client.list_topic_metadata(None), gateway.run)
+        metadata = await kept.get(TOPIC_LIST, lambda: _all_topics(gateway))
     return views.topic_list(metadata, viewer)
+
+
+async def _first_topics(
+    request: Request, gateway: Gateway, viewer: Viewer, count: int
+) -> tuple[list[dict], bool] | None:
+    """Before the worker has read every topic's metadata (the first view after it starts), the rows of the first
+    ``count`` topics the viewer may see, and whether they are the whole list: about ``count`` metadata rows read
+    (``client.admin.first_topics``), where the whole list of 10,000 topics takes most of a second. None once
+    the worker keeps the list (:func:`_topic_list`). Unless they are all, the caller calls :func:`_count_topics`
+    once it has its answer."""
+    if _metadata(request).peek(TOPIC_LIST) is not None:
+        return None
+    first, complete = await gateway.run(gateway.client.admin.first_topics, count)
+    return views.topic_list(first, viewer), complete
+
+
+def _count_topics(request: Request, gateway: Gateway) -> None:
+    """Start reading every topic's metadata behind (kept as :func:`_topic_list` keeps it), unless a read runs:
+    called once a request's answer is ready, as the decoding of 10,000 topics' rows holds the worker's event
+    loop for a while."""
+    _metadata(request).known(TOPIC_LIST, lambda: _all_topics(gateway))
+
+
+TOPICS_AT_ONCE = 1000  # topics' metadata rows one library call of :func:`_all_topics` reads and decodes
+
+
+async def _all_topics(gateway: Gateway) -> list[TopicMetadata]:
+    """Every topic's metadata, as ``client.list_topic_metadata`` gives it, read :data:`TOPICS_AT_ONCE` at a time:
+    decoding 10,000 rows in one library call would hold the worker's event loop (and every request) for most
+    of a second; between these calls other requests go on."""
+    found: list[TopicMetadata] = []
+    while True:
+        after = found[-1].topic if found else None
+        more, complete = await gateway.run(gateway.client.admin.first_topics, TOPICS_AT_ONCE, after)
+        found += more
+        if complete:
+            return sorted(found, key=lambda meta: meta.topic)
 
 
 def _metadata(request: Request) -> Recent:
@@ -138,6 +175,7 @@ def _forget(request: Request, topic: TopicId, *, metadata: bool = False) -> None
     """Drop what the worker read of ``topic`` (``metadata``: and the topic list): a change through the console
     makes it stale."""
     _recent(request).forget(str(topic))
+    _summaries(request).forget(str(topic))
     _catalog(request).forget(str(topic))
     if metadata:
         _metadata(request).forget(TOPIC_LIST)
@@ -146,25 +184,48 @@ def _forget(request: Request, topic: TopicId, *, metadata: bool = False) -> None
 async def _detail(request: Request, gateway: Gateway, topic: TopicId) -> dict:
     """The topic's :func:`views.topic_detail`, as the worker read it lately (:mod:`.recent`)."""
     detail: dict = await _recent(request).get(
-        str(topic), lambda: views.topic_detail(gateway.client, topic, _history(request)), gateway.run
+        str(topic), lambda: gateway.run(views.topic_detail, gateway.client, topic, _history(request))
     )
     return detail
 
 
 async def _details(request: Request, gateway: Gateway, rows: list[dict]) -> dict[str, dict]:
-    """The details of the topics of ``rows`` (rows of :func:`views.topic_list`) by name, :data:`READ_AT_ONCE`
-    read at a time (a page's topics not read lately come in the time of a few); a topic deleted meanwhile has
-    none."""
+    """The details of the topics of ``rows`` (rows of :func:`views.topic_list`) by name (:func:`_each`)."""
+    return await _each(rows, lambda row: _detail(request, gateway, _topic_of(row)))
+
+
+def _summaries(request: Request) -> Recent:
+    return _kept(request, "console_summaries", lambda: Recent(max_keys=2 * SORT_LIMIT))
+
+
+async def _numbers(request: Request, gateway: Gateway, rows: list[dict]) -> dict[str, dict]:
+    """The numbers the topic list shows of the topics of ``rows`` by name (:func:`views.topic_numbers`: half the
+    reads of a topic's detail), as the worker read them lately (:mod:`.recent`; :func:`_each`)."""
+    kept, history = _summaries(request), _history(request)
+
+    async def read(row: dict) -> dict:
+        topic = _topic_of(row)
+        numbers: dict = await kept.get(
+            str(topic), lambda: gateway.run(views.topic_numbers, gateway.client, topic, history)
+        )
+        return numbers
+
+    return await _each(rows, read)
+
+
+async def _each(rows: list[dict], read: Callable[[dict], Awaitable[dict]]) -> dict[str, dict]:
+    """``read(row)`` of each of ``rows`` (rows of :func:`views.topic_list`) by name, :data:`READ_AT_ONCE` at a
+    time (a page's topics not read lately come in the time of a few); a topic deleted meanwhile has none."""
     limit = asyncio.Semaphore(READ_AT_ONCE)
 
     async def one(row: dict) -> tuple[str, dict | None]:
         async with limit:
             try:
-                return row["name"], await _detail(request, gateway, _topic_of(row))
+                return row["name"], await read(row)
             except TopicNotFound:
                 return row["name"], None
 
-    return {name: detail for name, detail in await asyncio.gather(*map(one, rows)) if detail is not None}
+    return {name: found for name, found in await asyncio.gather(*map(one, rows)) if found is not None}
 
 
 def _topic_of(row: dict) -> TopicId:
@@ -310,13 +371,25 @@ SLOWEST = 5  # the overview's slowest subscriptions
 async def overview(request: Request, gateway: Gateway, viewer: Viewer) -> object:
     """The installation's health, its recent sweeps and open transactions, and with at most
     :data:`SORT_LIMIT` topics visible its totals, its slowest subscriptions and those a transaction in
-    progress holds back (from each topic's numbers as the worker read them lately)."""
+    progress holds back (from each topic's numbers as the worker read them lately). Past that, the number of
+    topics, or None while the worker first reads them (:func:`_first_topics`)."""
     found = await gateway.run(views.overview, gateway.client)
     if not found["hbase"]["reachable"]:
         return found
-    listed = await _topic_list(request, gateway, viewer)
-    totals: dict = {"topics": len(listed), "limit": SORT_LIMIT}
-    if len(listed) <= SORT_LIMIT:
+    kept = _metadata(request)
+    counting = kept.peek(TOPIC_LIST) is None and kept.reading(TOPIC_LIST)  # a view found more than a page's
+    first = None if counting else await _first_topics(request, gateway, viewer, SORT_LIMIT + 1)
+    if counting:
+        listed: list[dict] | None = None
+    elif first is None:
+        listed = await _topic_list(request, gateway, viewer)
+    elif first[1]:
+        listed = first[0]
+    else:  # more than SORT_LIMIT topics: counted behind
+        listed = None
+        _count_topics(request, gateway)
+    totals: dict = {"topics": None if listed is None else len(listed), "limit": SORT_LIMIT}
+    if listed is not None and len(listed) <= SORT_LIMIT:
         details = await _details(request, gateway, listed)
         summaries = [views.topic_summary(d) for d in details.values()]
         subscriptions = [row for d in details.values() for row in views.subscription_rows(d)]
@@ -342,33 +415,54 @@ TOPIC_COLUMNS = ("name", "ordering", "tx_mode", "ttl", "generation", *TOPIC_NUMB
 
 @api
 async def topic_page(request: Request, gateway: Gateway, viewer: Viewer) -> object:
-    """A page of the topic list, each topic with its numbers (:func:`views.topic_summary`): filtered and sorted
+    """A page of the topic list, each topic with its numbers (:func:`views.topic_numbers`): filtered and sorted
     by name or a setting from the metadata alone, then only the page's topics are read. Sorted by a number,
     every topic listed is read, up to :data:`SORT_LIMIT`; past that the numbers come from the background
-    walk of :mod:`.catalog` (``numbers_read``: how many topics listed it has read yet; the others sort last)."""
+    walk of :mod:`.catalog` (``numbers_read``: how many topics listed it has read yet; the others sort last).
+    The first view in name order before the worker has read every topic's metadata: see :func:`_first_page`."""
     order = _order(request, TOPIC_COLUMNS, "name")
+    first = await _first_page(request, gateway, viewer, order)
+    if first is not None:
+        return first
     listed = order.matching(await _topic_list(request, gateway, viewer), "name")
     answer: dict = {"total": len(listed), "page": order.page, "size": order.size}
     if order.sort not in TOPIC_NUMBERS:
         page = order.cut(order.sorted(listed))
-        return {**answer, "rows": _with_numbers(page, await _details(request, gateway, page))}
+        return {**answer, "rows": _with_numbers(page, await _numbers(request, gateway, page))}
     if len(listed) <= SORT_LIMIT:
-        rows = _with_numbers(listed, await _details(request, gateway, listed))
+        rows = _with_numbers(listed, await _numbers(request, gateway, listed))
         return {**answer, "rows": order.cut(order.sorted(rows))}
     catalog = _catalog(request)
     known = catalog.known(listed, lambda row: gateway.run(views.topic_numbers, gateway.client, _topic_of(row)))
     page = order.cut(order.sorted([{**row, **known.get(row["name"], {})} for row in listed]))
-    details = await _details(request, gateway, [row for row in page if row["name"] not in known])
-    for name, detail in details.items():
-        catalog.put(name, views.topic_summary(detail))
-    read = {row["name"]: row for row in _with_numbers(page, details)}
+    numbers = await _numbers(request, gateway, [row for row in page if row["name"] not in known])
+    for name, found in numbers.items():
+        catalog.put(name, found)
+    read = {row["name"]: row for row in _with_numbers(page, numbers)}
     rows = [read.get(row["name"], row) for row in page if row["name"] in known or row["name"] in read]
     return {**answer, "rows": rows, "numbers_read": len(known)}
 
 
-def _with_numbers(rows: list[dict], details: dict[str, dict]) -> list[dict]:
-    """Rows of the topic list with their topic's numbers from ``details``; a topic without (deleted) left out."""
-    return [{**row, **views.topic_summary(details[row["name"]])} for row in rows if row["name"] in details]
+async def _first_page(request: Request, gateway: Gateway, viewer: Viewer, order: Order) -> dict | None:
+    """A page of the topic list in name order, unfiltered, read from the first topics alone while the worker
+    reads every topic's metadata behind (:func:`_first_topics`): ``total`` None (being counted; the page asks
+    again). None when the page needs the whole list: another order or a filter, the list kept already or read
+    whole here (a short one), or fewer topics visible among the first than the page shows."""
+    if order.sort != "name" or order.descending or order.filter:
+        return None
+    count = (order.page + 1) * order.size
+    first = await _first_topics(request, gateway, viewer, count)
+    if first is None or first[1] or len(first[0]) < count:
+        return None
+    page = order.cut(order.sorted(first[0]))
+    rows = _with_numbers(page, await _numbers(request, gateway, page))
+    _count_topics(request, gateway)
+    return {"total": None, "page": order.page, "size": order.size, "rows": rows}
+
+
+def _with_numbers(rows: list[dict], numbers: dict[str, dict]) -> list[dict]:
+    """Rows of the topic list with their topic's ``numbers`` (by name); a topic without (deleted) left out."""
+    return [{**row, **numbers[row["name"]]} for row in rows if row["name"] in numbers]
 
 
 SUBSCRIPTION_COLUMNS = (
@@ -380,6 +474,8 @@ SUBSCRIPTION_COLUMNS = (
     "consumers",
     "in_flight",
     "dead_letters",
+    "scheduled",
+    "late_acks",
 )
 
 
@@ -388,10 +484,10 @@ async def subscription_page(request: Request, gateway: Gateway, viewer: Viewer) 
     """A page of the subscriptions of every topic visible (the filter narrows the topics by name). Their
     names come from one scan of the subscriptions table (:func:`views.subscription_names`), so in topic or
     name order only the page's topics are read; sorted by a number, every topic listed that has
-    subscriptions is, up to :data:`SORT_LIMIT` such topics (topics without any are never read)."""
+    subscriptions is, up to :data:`SORT_LIMIT` such topics (topics without any are never read, nor is their
+    metadata)."""
     order = _order(request, SUBSCRIPTION_COLUMNS, None)
-    listed = order.matching(await _topic_list(request, gateway, viewer), "name")
-    names = await gateway.run(views.subscription_names, gateway.client, listed)
+    names = await gateway.run(views.subscription_names, gateway.client, viewer, order.matches)
     if order.sort in (None, "topic", "name"):
         first, second = ("name", "topic") if order.sort == "name" else ("topic", "name")
         page = order.cut(sorted(names, key=lambda n: (n[first], n[second]), reverse=order.descending))

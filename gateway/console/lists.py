@@ -31,7 +31,11 @@ class Order:
 
     def matching(self, rows: list[dict], name: str) -> list[dict]:
         """The rows whose ``name`` column contains the filter."""
-        return [r for r in rows if self.filter in str(r[name]).lower()] if self.filter else rows
+        return [r for r in rows if self.matches(str(r[name]))] if self.filter else rows
+
+    def matches(self, name: str) -> bool:
+        """Whether ``name`` contains the filter, in any case."""
+        return self.filter in name.lower()
 
     def sorted(self, rows: list[dict]) -> list[dict]:
         """``rows`` in the requested order; a row without a value for the column (never read, no lag) goes last."""

@@ -20,7 +20,7 @@ from typing import Any
 from tms_hbase.errors import TmsError
 
 log = logging.getLogger(__name__)
-Run = Callable[[Callable[[], Any]], Awaitable[Any]]
+Read = Callable[[], Awaitable[Any]]  # a read: one or a few of the gateway's library calls
 
 
 class Recent:
@@ -33,24 +33,32 @@ class Recent:
         self._reading: set[str] = set()
         self._tasks: set[asyncio.Task] = set()
 
-    async def get(self, key: str, read: Callable[[], Any], run: Run) -> Any:
+    async def get(self, key: str, read: Read) -> Any:
         """The answer for ``key``: read now if there is none, else the last one (refreshed behind it
         when older than ``max_age``)."""
+        if key not in self._answers:
+            return self._keep(key, await read())
+        return self.known(key, read)
+
+    def known(self, key: str, read: Read) -> Any:
+        """The last answer for ``key`` (None: none yet), with a read started behind it when there is none or it
+        is older than ``max_age``: for a caller that has something cheaper to show meanwhile."""
         found = self._answers.get(key)
-        if found is None:
-            return self._keep(key, await run(read))
-        read_at, answer = found
-        if time.monotonic() - read_at >= self.max_age and key not in self._reading:
+        if (found is None or time.monotonic() - found[0] >= self.max_age) and key not in self._reading:
             self._reading.add(key)
-            task = asyncio.get_running_loop().create_task(self._refresh(key, read, run))
+            task = asyncio.get_running_loop().create_task(self._refresh(key, read))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-        return answer
+        return None if found is None else found[1]
 
     def peek(self, key: str) -> Any:
         """The last answer for ``key`` however old (None: none), reading nothing."""
         found = self._answers.get(key)
         return None if found is None else found[1]
+
+    def reading(self, key: str) -> bool:
+        """Whether a read of ``key`` runs behind (:meth:`known`)."""
+        return key in self._reading
 
     def put(self, key: str, answer: Any) -> Any:
         """Keep an answer read elsewhere (a change's own read of the result)."""
@@ -65,9 +73,9 @@ class Recent:
         self._answers[key] = (time.monotonic(), answer)
         return answer
 
-    async def _refresh(self, key: str, read: Callable[[], Any], run: Run) -> None:
+    async def _refresh(self, key: str, read: Read) -> None:
         try:
-            self._keep(key, await run(read))
+            self._keep(key, await read())
         except TmsError as exc:  # the next request reads while it waits, and gets the error
             log.info("console: refreshing %s failed: %s", key, exc)
             self.forget(key)

@@ -8,7 +8,8 @@ may see. Times are ms since the epoch, ids are hex.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import asdict
 from itertools import islice
 
 from tms_hbase import MessagingClient, TopicId, TopicMetadata
@@ -17,7 +18,8 @@ from tms_hbase.fetch.inspect import Entry
 from tms_hbase.model.dead_letter import DeadLetter
 from tms_hbase.model.message import Message
 from tms_hbase.model.message_id import MessageId
-from tms_hbase.model.stats import Lag
+from tms_hbase.model.retry import Retry
+from tms_hbase.model.stats import Lag, SharedStats
 from tms_hbase.model.subscription import Subscription
 from tms_hbase.sweep.status import sweeper_state
 from tms_hbase.tx.client import TransactionClient
@@ -103,8 +105,9 @@ def open_transactions(state: Transaction) -> dict:
 
 def tx_server_status() -> dict:
     """The answer of the transaction server (``$TMS_TX_SERVER``, else Tephra's port on this host) to a
-    status call within :data:`TX_PROBE_SECONDS`."""
-    tx = TransactionClient(timeout_seconds=TX_PROBE_SECONDS)
+    status call within :data:`TX_PROBE_SECONDS`, tried once: a refused connection is the answer (retried, it
+    held every overview for a few hundred milliseconds while no server runs)."""
+    tx = TransactionClient(timeout_seconds=TX_PROBE_SECONDS, retry=Retry.never())
     try:
         with tx:
             status = tx.status()
@@ -136,17 +139,19 @@ def topic_list(metadata: list[TopicMetadata], viewer: Viewer) -> list[dict]:
     ]
 
 
-def subscription_names(client: MessagingClient, listed: list[dict]) -> list[dict]:
-    """The subscriptions of the topics of ``listed`` (rows of :func:`topic_list`) in their current
-    generation, each as ``topic``, ``name`` and the topic's ``row``: one scan of the subscriptions table,
-    no numbers read."""
-    rows = {row["name"]: row for row in listed}
-    found = []
-    for topic, generation, name in client.admin.subscription_names():
-        row = rows.get(str(topic))
-        if row is not None and row["generation"] == generation:
-            found.append({"topic": str(topic), "name": name, "row": row})
-    return found
+def subscription_names(client: MessagingClient, viewer: Viewer, wanted: Callable[[str], bool]) -> list[dict]:
+    """The subscriptions of the topics the viewer may see whose names are ``wanted`` (the list's filter), in their
+    current generation, each as ``topic``, ``name`` and the topic's ``row`` of :func:`topic_list`: one scan of
+    the subscriptions table and one read of the metadata of the topics named (not of every topic), no numbers
+    read."""
+    found = client.admin.subscription_names()
+    topics = sorted({t for t, _, _ in found if wanted(str(t)) and viewer.may_see(t.namespace, t.topic)})
+    rows = {row["name"]: row for row in topic_list(client.admin.topics_metadata(topics), viewer)}
+    return [
+        {"topic": str(topic), "name": name, "row": rows[str(topic)]}
+        for topic, generation, name in found
+        if str(topic) in rows and rows[str(topic)]["generation"] == generation
+    ]
 
 
 def _meta(meta: TopicMetadata) -> dict:
@@ -207,14 +212,17 @@ def topic_summary(detail: dict) -> dict:
     )
 
 
-def topic_numbers(client: MessagingClient, topic: TopicId) -> dict:
-    """What :func:`topic_summary` shows of a topic, from its statistics alone (one rate window, no samples
-    kept): the reads behind sorting a long topic list by a number (:mod:`.catalog`)."""
+def topic_numbers(client: MessagingClient, topic: TopicId, history: History | None = None) -> dict:
+    """What :func:`topic_summary` shows of a topic, from its statistics alone (one rate window): the reads behind
+    a row of the topic list, half those of :func:`topic_detail`. With ``history``, the samples for the charts
+    are taken too (not when sorting a long list reads every topic's numbers: :mod:`.catalog`)."""
     read_at = client.hbase_clock.now_ms()
     stats = client.topic_stats(topic, windows=RATE_WINDOWS[:1])
-    lags = [(lag.messages, lag.seconds) for _name, _mark, lag in stats.subscriptions]
+    lags = {name: (lag.messages, lag.seconds) for name, _mark, lag in stats.subscriptions}
+    if history is not None:
+        history.record(str(topic), stats.published, lags)
     rate = stats.rates[RATE_WINDOWS[0]]
-    return _summary(stats.messages, stats.bytes, stats.last_publish_time, rate, len(lags), lags, read_at)
+    return _summary(stats.messages, stats.bytes, stats.last_publish_time, rate, len(lags), [*lags.values()], read_at)
 
 
 def _summary(
@@ -252,6 +260,9 @@ def subscription_rows(detail: dict) -> list[dict]:
             "consumers": (1 if s["owner"] else 0) if s["shared"] is None else s["shared"]["consumers"],
             "in_flight": None if s["shared"] is None else s["shared"]["in_flight"],
             "dead_letters": None if s["shared"] is None else s["shared"]["dead_lettered"],
+            "scheduled": None if s["shared"] is None else s["shared"]["scheduled"],
+            "late_acks": None if s["shared"] is None else s["shared"]["late_acks"],
+            "ordering": None if s["shared"] is None else s["shared"]["ordering"],
             "read_at": detail["read_at"],
         }
         for s in detail["subscriptions"]
@@ -271,24 +282,14 @@ def _subscription(s: Subscription, lag: Lag | None) -> dict:
         "lag": None
         if lag is None
         else {"messages": lag.messages, "held": lag.held, "seconds": lag.seconds, "exact": lag.exact},
-        "shared": None
-        if shared is None
-        else {
-            "waiting": shared.waiting,
-            "in_flight": shared.in_flight,
-            "due": shared.due,
-            "acknowledged": shared.acknowledged,
-            "dead_lettered": shared.dead_lettered,
-            "redelivered": shared.redelivered,
-            "oldest_unacked_seconds": shared.oldest_unacked_seconds,
-            "consumers": shared.consumers,
-            "ack_timeout_seconds": shared.ack_timeout_seconds,
-            "max_deliveries": shared.max_deliveries,
-            "dead_letter": None if shared.dead_letter is None else str(shared.dead_letter),
-            "late_acks": shared.late_acks,
-            "ordering": shared.ordering,
-        },
+        "shared": None if shared is None else _shared_numbers(shared),
     }
+
+
+def _shared_numbers(shared: SharedStats) -> dict:
+    """A shared subscription's numbers and settings by the names ``tms-admin sub get --json`` gives them (all
+    of :class:`SharedStats`: scheduled messages, late settlements refused, key order included)."""
+    return {**asdict(shared), "dead_letter": None if shared.dead_letter is None else str(shared.dead_letter)}
 
 
 def subscription_detail(client: MessagingClient, viewer: Viewer, topic: TopicId, name: str, history: History) -> dict:

@@ -27,9 +27,9 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select
 
-from tms_hbase import MessagingClient, TopicId
+from tms_hbase import MessagingClient, Record, TopicId, deliver_at
 from tms_hbase.config import TX_ENV
-from tms_hbase.errors import TopicNotFound
+from tms_hbase.errors import NotHeld, TopicNotFound
 from tms_hbase.model.dead_letter import DeadLetter
 from tms_hbase.shared.state import ClaimState
 from tms_hbase.sweep.status import sweeper_state
@@ -784,6 +784,48 @@ def test_the_lists_show_each_topics_and_subscriptions_numbers(console: Console, 
     assert f"{len(client.list_topics())}" in totals.split()
     slowest = text(browser, "slowest")
     assert len(slowest.splitlines()) >= 2  # a header and the subscriptions furthest behind
+
+
+def test_a_shared_subscription_shows_its_scheduled_messages_late_settlements_and_key_order(
+    console: Console, browser: WebDriver
+) -> None:
+    """A key-ordered shared subscription with a message scheduled an hour ahead and an acknowledgement refused
+    as late: its screen shows the scheduled count with the next one's time, the late settlements and the key
+    order, and the list of every subscription its kind, scheduled and late counts, the numbers
+    ``client.get_subscription(...).shared`` gives."""
+    client, jobs = console.client, TopicId("shop", "jobs")
+    client.create_topic(jobs)
+    client.create_subscription(jobs, "reminders", shared=True, ordering="key", ack_timeout_seconds=600)
+    due = client.hbase_clock.now_ms() + 3_600_000
+    client.publish(jobs, [Record(b"remind me", key=b"a", headers=[deliver_at(due)]), Record(b"now", key=b"b")])
+    with client.shared_consumer(jobs, "reminders", max_wait_seconds=0) as consumer:
+        taken: list = []
+        wait_for_page(lambda: taken.extend(consumer.receive(1, timeout_seconds=1)) or taken, "the unscheduled message")
+        assert [d.payload for d in taken] == [b"now"]
+        consumer.ack(taken[0])
+        with pytest.raises(NotHeld):
+            consumer.ack(taken[0])  # settled already: refused, counted as a late settlement
+    numbers = client.get_subscription(jobs, "reminders").shared
+    assert numbers is not None
+    assert (numbers.scheduled, numbers.next_scheduled_ms, numbers.late_acks, numbers.ordering) == (1, due, 1, "key")
+
+    sign_in(browser, console, TOKENS["ops"])
+    show(browser, console, "subscriptions/shop/jobs/reminders", "subscription")
+    next_due = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(due // 1000))
+    assert text(browser, "shared-scheduled").startswith(f"{numbers.scheduled} (the next {next_due}, in ")
+    assert text(browser, "shared-late-acks") == str(numbers.late_acks)
+    assert text(browser, "shared-ordering").startswith("by key")
+    axe = Axe(browser)
+    axe.inject()
+    assert serious_only(axe.run()["violations"]) == []
+
+    show(browser, console, "subscriptions", "subscriptions")
+    browser.find_element(By.ID, "all-subscriptions-filter").send_keys("shop:jobs")
+    row = '#all-subscriptions tr[data-subscription="shop:jobs/reminders"]'
+    wait_for_page(lambda: cells(browser, "all-subscriptions", 1) == ["reminders"], "the filtered list")
+    shown = [td.text for td in browser.find_element(By.CSS_SELECTOR, row).find_elements(By.TAG_NAME, "td")]
+    assert shown[2] == "shared, key order"
+    assert shown[-2:] == [str(numbers.scheduled), str(numbers.late_acks)]
 
 
 def test_the_overview_shows_recent_sweeps_and_the_transactions_holding_consumers_back(

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from bench.calls import CallCounter
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.errors import (
     InvalidArgument,
@@ -306,3 +307,31 @@ def test_release_takes_the_lease_from_a_consumer_that_is_gone_and_keeps_the_mark
     stuck.close()
     with pytest.raises(SubscriptionNotFound):
         client.release_subscription(T, "nope")
+
+
+def test_a_topics_subscriptions_are_listed_in_the_same_calls_whatever_their_number(client: MessagingClient) -> None:
+    """list_subscriptions and topic_stats read a topic's subscriptions, the shared ones' settings included, in the
+    same calls to the subscriptions table for 2 subscriptions or 30 (each one listed used to cost one or two
+    reads more: its shared settings, and for an exclusive one whether it exists), and the shared one still has
+    its numbers. Calls are counted, not timed (bench/calls.py)."""
+    few, many = TopicId("subs", "few"), TopicId("subs", "many")
+    for topic, exclusive in ((few, 1), (many, 29)):
+        client.create_topic(topic)
+        client.publish(topic, [b"one", b"two"])
+        client.create_subscription(topic, "shared", shared=True)
+        for n in range(exclusive):
+            client.create_subscription(topic, f"exclusive-{n:02d}")
+    client.topic_stats(few)  # the client's parts made, HBase's clock read
+    counter = CallCounter()
+    spent = {}
+    with counter.counting(client.installation, client._subscriptions.table, client._shared_store.table):
+        for topic, exclusive in ((few, 1), (many, 29)):
+            counter.reset()
+            listed = client.list_subscriptions(topic)
+            stats = client.topic_stats(topic)
+            spent[topic] = sum(n for call, n in counter.calls.items() if call.startswith("subscriptions."))
+            assert [s.name for s in listed] == [*(f"exclusive-{n:02d}" for n in range(exclusive)), "shared"]
+            assert [s.shared is None for s in listed] == [True] * exclusive + [False]
+            assert listed[-1].shared is not None and listed[-1].shared.waiting == 2
+            assert [lag.messages for _name, _mark, lag in stats.subscriptions] == [2] * (exclusive + 1)
+    assert spent[many] == spent[few], spent

@@ -112,6 +112,27 @@ def test_list_hides_deleted_and_keeps_namespaces_apart(client: MessagingClient) 
         client.list_topics("bad ns")
 
 
+def test_the_first_topics_are_read_without_the_rest_and_say_whether_they_are_all(client: MessagingClient) -> None:
+    """``admin.first_topics(n)``: the first n existing topics in key order (a deleted topic's row, and the rows
+    past them, not counted), and whether those are every topic there is (a page of a long list read alone)."""
+    for ns, name in [("ns", "b"), ("ns", "a-b"), ("ns", "a"), ("ns", "gone"), ("ns", "c"), ("nt", "a")]:
+        client.create_topic(TopicId(ns, name))
+    client.delete_topic(TopicId("ns", "gone"))
+    keyed = [TopicId("ns", "a-b"), TopicId("ns", "a"), TopicId("ns", "b"), TopicId("ns", "c"), TopicId("nt", "a")]
+
+    def first(count: int) -> tuple[list[TopicId], bool]:
+        found, complete = client.admin.first_topics(count)
+        return [meta.topic for meta in found], complete
+
+    assert first(2) == (keyed[:2], False)
+    assert first(5) == (keyed, False)  # the deleted topic's row (between ns:c and nt:a) passed over
+    assert first(6) == (keyed, True)
+    found, complete = client.admin.first_topics(3, after=TopicId("ns", "b"))
+    assert ([meta.topic for meta in found], complete) == (keyed[3:], True)
+    with pytest.raises(InvalidArgument):
+        client.admin.first_topics(0)
+
+
 def test_update_replaces_properties_and_keeps_generation(client: MessagingClient) -> None:
     client.create_topic(T)
     client.delete_topic(T)

@@ -4,7 +4,7 @@ bounded sample history its charts draw."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tms_hbase.errors import HBaseUnavailable
@@ -13,17 +13,22 @@ from tms_hbase_gateway.console.history import History
 from tms_hbase_gateway.console.recent import Recent
 
 
-async def _run(read: Callable[[], Any]) -> Any:
-    return read()
+def _read(value: Callable[[], Any]) -> Callable[[], Awaitable[Any]]:
+    """A read (as the console's are: awaited) that answers ``value()``."""
+
+    async def read() -> Any:
+        return value()
+
+    return read
 
 
 def test_a_recent_answer_is_served_while_a_new_read_replaces_it() -> None:
     async def scenario() -> list[Any]:
         recent, reads = Recent(max_age=0.0), iter([1, 2, 3])
-        seen = [await recent.get("t", lambda: next(reads), _run)]  # none yet: read while waiting
-        seen.append(await recent.get("t", lambda: next(reads), _run))  # stale: served, and read behind it
+        seen = [await recent.get("t", _read(lambda: next(reads)))]  # none yet: read while waiting
+        seen.append(await recent.get("t", _read(lambda: next(reads))))  # stale: served, and read behind it
         await asyncio.sleep(0)  # the read behind it finishes
-        seen.append(await recent.get("t", lambda: next(reads), _run))
+        seen.append(await recent.get("t", _read(lambda: next(reads))))
         return seen
 
     assert asyncio.run(scenario()) == [1, 1, 2]
@@ -35,11 +40,11 @@ def test_a_failed_read_behind_drops_the_answer_so_the_next_caller_sees_the_error
 
     async def scenario() -> str:
         recent = Recent(max_age=0.0)
-        await recent.get("t", lambda: 1, _run)
-        assert await recent.get("t", fail, _run) == 1
+        await recent.get("t", _read(lambda: 1))
+        assert await recent.get("t", _read(fail)) == 1
         await asyncio.sleep(0)
         try:
-            await recent.get("t", fail, _run)
+            await recent.get("t", _read(fail))
         except HBaseUnavailable as exc:
             return str(exc)
         return "no error"
@@ -50,11 +55,11 @@ def test_a_failed_read_behind_drops_the_answer_so_the_next_caller_sees_the_error
 def test_a_change_replaces_or_drops_the_answer() -> None:
     async def scenario() -> list[Any]:
         recent = Recent(max_age=60.0)
-        first = await recent.get("t", lambda: "old", _run)
+        first = await recent.get("t", _read(lambda: "old"))
         recent.put("t", "changed")
-        second = await recent.get("t", lambda: "unused", _run)
+        second = await recent.get("t", _read(lambda: "unused"))
         recent.forget("t")
-        return [first, second, await recent.get("t", lambda: "read again", _run)]
+        return [first, second, await recent.get("t", _read(lambda: "read again"))]
 
     assert asyncio.run(scenario()) == ["old", "changed", "read again"]
 

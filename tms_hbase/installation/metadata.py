@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tms_hbase.errors import (
@@ -143,6 +143,34 @@ class MetadataStore:
                 found.topics.append(check.metadata)
         found.topics.sort(key=lambda m: m.topic)
         return found
+
+    def read_many(self, topics: Sequence[TopicId]) -> list[TopicMetadata]:
+        """The existing ones of ``topics`` (deleted, missing and corrupt rows left out), in the order given: their
+        rows read in one round trip."""
+        cells = self.table.get_cells([topic.key for topic in topics], COLUMN)
+        found = [
+            check_metadata_row(t.key, data).metadata for t, data in zip(topics, cells, strict=True) if data is not None
+        ]
+        return [meta for meta in found if meta is not None and meta.exists]
+
+    def first(self, count: int, after: TopicId | None = None) -> tuple[list[TopicMetadata], bool]:
+        """The first ``count`` existing topics in key order (``namespace:topic:`` bytes, which is name order but
+        where one topic's whole name starts another's) after ``after``, and whether they are every topic there
+        is from there: a page of a long list without reading the whole table. Reads ``count`` rows at a time
+        until it has them (deleted topics' rows and corrupt ones are passed over)."""
+        found: list[TopicMetadata] = []
+        start = b"" if after is None else after.key + b"\x00"
+        while True:
+            rows = self.table.scan(start, None, columns=[COLUMN], limit=count)
+            for key, data in rows:
+                meta = None if key == SETTINGS_KEY else check_metadata_row(key, data.get(COLUMN)).metadata
+                if meta is not None and meta.exists:
+                    found.append(meta)
+                    if len(found) == count:
+                        return found, False
+            if len(rows) < count:
+                return found, True
+            start = rows[-1][0] + b"\x00"
 
     def list(self, namespace: str | None = None, include_deleted: bool = False) -> list[TopicMetadata]:
         """Topics of a namespace (or of all namespaces), in name order; deleted ones hidden by default.

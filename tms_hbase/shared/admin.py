@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from dataclasses import replace
 
 from tms_hbase.consume.subscription_admin import EARLIEST, SubscriptionAdmin
 from tms_hbase.consume.subscriptions import mark_before, row_key
@@ -113,9 +114,27 @@ class SharedAdmin:
         self.subscriptions.delete(meta, name, force=True)
         self.store.drop(row_key(meta.topic, meta.generation, name))
 
+    def listed(self, meta: TopicMetadata, subscriptions: list[Subscription]) -> list[Subscription]:
+        """The topic's ``subscriptions`` (as listed), each shared one with its numbers (:meth:`stats`): their
+        settings come from one scan of the topic's subscription rows, not a read (and, for an exclusive one,
+        a second read to tell it exists) per subscription."""
+        found = self.store.settings_under(generation_prefix(meta.topic, meta.generation))
+        listed = []
+        for s in subscriptions:
+            key = row_key(meta.topic, meta.generation, s.name)
+            settings = found.get(key)
+            listed.append(
+                s
+                if settings is None
+                else replace(s, shared=self._stats(meta, Keys(key, settings.incarnation), settings))
+            )
+        return listed
+
     def stats(self, meta: TopicMetadata, name: str) -> SharedStats:
         """The numbers of a shared subscription: a scan of the claims not cleared yet, plus a lag read."""
-        keys, settings = self._keys(meta, name)
+        return self._stats(meta, *self._keys(meta, name))
+
+    def _stats(self, meta: TopicMetadata, keys: Keys, settings: Settings) -> SharedStats:
         totals, floor = self.store.totals(keys)
         first = settings.first_position(floor.value)
         first_id = bytes(MessageId(meta.generation, first, 0))

@@ -253,13 +253,17 @@ function pagedList({ path, id, noun, columns, sort, rowAttrs, filterLabel, done 
       return;
     }
     body.replaceChildren(...d.rows.map((r) => el("tr", rowAttrs(r), columns.map(([, , cell, number]) => el("td", { class: number ? "num" : "" }, cell(r))))));
-    const pages = Math.max(1, Math.ceil(d.total / d.size));
-    count.textContent = `${d.total.toLocaleString("en")} ${noun}, page ${d.page + 1} of ${pages.toLocaleString("en")}`;
+    // total null: the gateway just started and counts the topics in the background (the page came from the first ones)
+    const counting = d.total === null;
+    const pages = counting ? d.page + 2 : Math.max(1, Math.ceil(d.total / d.size));
+    count.textContent = counting
+      ? `page ${d.page + 1}; counting the ${noun}…`
+      : `${d.total.toLocaleString("en")} ${noun}, page ${d.page + 1} of ${pages.toLocaleString("en")}`;
     prev.disabled = d.page === 0;
     next.disabled = d.page + 1 >= pages;
     // a sort by a number past 1,000 topics: the gateway reads their numbers in the background; ask again until done
-    const reading = d.numbers_read !== undefined && d.numbers_read < d.total;
-    progress.textContent = reading
+    const reading = counting || (d.numbers_read !== undefined && d.numbers_read < d.total);
+    progress.textContent = reading && !counting
       ? `Numbers read for ${d.numbers_read.toLocaleString("en")} of ${d.total.toLocaleString("en")} ${noun} so far: sorted among those, the others follow; reading the rest…`
       : "";
     clearTimeout(again);
@@ -286,6 +290,8 @@ const subscriptionLink = (topicName, name) => {
   const [ns, ...rest] = topicName.split(":");
   return el("a", { href: `#/subscriptions/${enc(ns)}/${enc(rest.join(":"))}/${enc(name)}` }, name);
 };
+// A subscription's kind as the lists show it: exclusive, shared, or shared in key order.
+const kindOf = (shared) => (shared ? (shared.ordering === "key" ? "shared, key order" : "shared") : "exclusive");
 const maybe = (value, show) => (value === null || value === undefined ? "" : show ? show(value) : value);
 
 // -- screens ---------------------------------------------------------------------------------------
@@ -339,7 +345,8 @@ async function overview() {
   if (tot) {
     parts.push(el("h2", {}, "Totals"));
     if (tot.messages === undefined) {
-      parts.push(el("p", { class: "muted", id: "totals" }, `${tot.topics} topics: totals are shown up to ${tot.limit} topics; the Topics screen pages through them.`));
+      const topics = tot.topics === null ? "Topics being counted (the gateway just started)" : `${tot.topics} topics`;
+      parts.push(el("p", { class: "muted", id: "totals" }, `${topics}: totals are shown up to ${tot.limit} topics; the Topics screen pages through them.`));
     } else {
       parts.push(el("div", { class: "cards", id: "totals" },
         card("Topics", el("div", { class: "big" }, shortNumber(tot.topics))),
@@ -452,7 +459,7 @@ async function topic(ns, t) {
       "tr",
       {},
       el("td", {}, el("a", { href: `#/subscriptions/${enc(ns)}/${enc(t)}/${enc(s.name)}` }, s.name)),
-      el("td", {}, s.shared ? "shared" : "exclusive"),
+      el("td", {}, kindOf(s.shared)),
       el("td", { class: "num" }, s.lag ? s.lag.messages : ""),
       el("td", { class: "num" }, s.lag ? seconds(s.lag.seconds) : ""),
       el("td", {}, s.owner ? badge("consuming", "ok") : s.shared ? `${s.shared.consumers} consumers` : badge("idle")),
@@ -732,7 +739,7 @@ async function subscriptions(ns, t, name) {
     const rows = d.subscriptions.map((s) =>
       el("tr", {},
         el("td", {}, el("a", { href: `#/subscriptions/${enc(ns)}/${enc(t)}/${enc(s.name)}` }, s.name)),
-        el("td", {}, s.shared ? "shared" : "exclusive"),
+        el("td", {}, kindOf(s.shared)),
         el("td", { class: "num" }, s.lag ? s.lag.messages : ""),
         el("td", { class: "num" }, s.lag ? seconds(s.lag.seconds) : ""),
         el("td", {}, s.owner ? badge("consuming", "ok") : badge("idle")),
@@ -754,12 +761,14 @@ async function allSubscriptions(picker) {
     columns: [
       ["topic", "topic", (s) => topicLink(s.topic)],
       ["name", "subscription", (s) => subscriptionLink(s.topic, s.name)],
-      ["kind", "kind", (s) => s.kind],
+      ["kind", "kind", (s) => (s.ordering === "key" ? "shared, key order" : s.kind)],
       ["lag_messages", "lag", (s) => maybe(s.lag_messages), true],
       ["lag_seconds", "lag time", (s) => maybe(s.lag_seconds, seconds), true],
       ["consumers", "consumers", (s) => s.consumers, true],
       ["in_flight", "in flight", (s) => maybe(s.in_flight), true],
       ["dead_letters", "dead letters", (s) => maybe(s.dead_letters), true],
+      ["scheduled", "scheduled", (s) => maybe(s.scheduled), true],
+      ["late_acks", "late acks", (s) => maybe(s.late_acks), true],
     ],
     done: () => ready("subscriptions"),
   });
@@ -787,10 +796,14 @@ async function subscription(ns, t, name) {
   ];
   if (s.shared) {
     const sh = s.shared;
-    parts.push(el("h2", {}, "Shared subscription"),
-      el("div", { class: "cards" },
-        card("Messages", facts([["waiting", sh.waiting], ["in flight", sh.in_flight], ["due again", sh.due], ["acknowledged", sh.acknowledged], ["redelivered", sh.redelivered]])),
-        card("Dead letters", el("div", { class: "big" }, sh.dead_lettered), facts([["after deliveries", sh.max_deliveries], ["to topic", sh.dead_letter || "none (counted only)"], ["ack timeout", `${sh.ack_timeout_seconds} s`], ["order", sh.ordering === "key" ? "by key" : "none"]]))),
+    const next = sh.next_scheduled_ms === null ? "" : ` (the next ${when(sh.next_scheduled_ms)}, in ${seconds(Math.max(0, (sh.next_scheduled_ms - s.now) / 1000))})`;
+    parts.push(el("h2", {}, "Shared subscription ", sh.ordering === "key" ? badge("key order", "ok") : null),
+      el("div", { class: "cards", id: "shared-numbers" },
+        card("Messages", facts([["waiting", sh.waiting], ["in flight", sh.in_flight], ["due again", sh.due],
+          ["scheduled", el("span", { id: "shared-scheduled" }, `${sh.scheduled}${next}`)], ["acknowledged", sh.acknowledged], ["redelivered", sh.redelivered],
+          ["late settlements refused", el("span", { id: "shared-late-acks" }, sh.late_acks)]])),
+        card("Dead letters", el("div", { class: "big" }, sh.dead_lettered), facts([["after deliveries", sh.max_deliveries], ["to topic", sh.dead_letter || "none (counted only)"], ["ack timeout", `${sh.ack_timeout_seconds} s`],
+          ["order", el("span", { id: "shared-ordering" }, sh.ordering === "key" ? "by key: a key's next message waits for the one before to settle" : "none")]]))),
       el("h2", {}, "In flight"),
       table(["id", "holder", "deliveries#", "deadline", "state"], s.in_flight.map((p) =>
         el("tr", {}, el("td", { class: "mono" }, p.id), el("td", {}, p.owner || ""), el("td", { class: "num" }, p.deliveries), el("td", {}, when(p.deadline)), el("td", {}, badge(p.state)))), { id: "in-flight" }));
