@@ -99,22 +99,24 @@ def keys_of(client: MessagingClient, name: str) -> Keys:
 
 def test_scheduled_messages_go_out_at_their_time_once_even_past_the_ack_timeout(client: MessagingClient) -> None:
     client.create_topic(T)
-    client.create_subscription(T, "work", shared=True, ack_timeout_seconds=1.0, claim_size=4)
+    # each delivery is acknowledged within the ack timeout (3 s: a receive, a read of HBase's clock and the ack,
+    # at load 30), and each scheduled message waits twice that or more
+    client.create_subscription(T, "work", shared=True, ack_timeout_seconds=3.0, claim_size=4)
     now = hbase_now(client)
     client.publish(
         T,
         [
-            Record(b"at", headers=[deliver_at(now + 5000)]),
+            Record(b"at", headers=[deliver_at(now + 8000)]),
             b"plain",
-            Record(b"after", key=b"k", headers=[("x", b"1"), deliver_after(3.0)]),
+            Record(b"after", key=b"k", headers=[("x", b"1"), deliver_after(6.0)]),
             b"plain2",
         ],
     )
     # exclusive readers see every message at its position, its time visible
     fetched = list(client.fetch(T))
     assert [m.payload for m in fetched] == [b"at", b"plain", b"after", b"plain2"]
-    assert fetched[0].deliver_at_ms == now + 5000
-    assert fetched[2].deliver_at_ms == fetched[2].publish_time + 3000
+    assert fetched[0].deliver_at_ms == now + 8000
+    assert fetched[2].deliver_at_ms == fetched[2].publish_time + 6000
     assert fetched[1].deliver_at_ms is None
     with client.shared_consumer(T, "work", poll_interval_seconds=0.1) as consumer:
         first = receive_until(client, consumer, lambda got: len(got) >= 2)
@@ -126,7 +128,7 @@ def test_scheduled_messages_go_out_at_their_time_once_even_past_the_ack_timeout(
         assert (numbers.scheduled, numbers.next_scheduled_ms) == (2, fetched[2].deliver_at_ms)
         got = first + receive_until(client, consumer, lambda got: len(got) >= 2)
         # more: nothing comes twice although each waited longer than the ack timeout
-        got += receive_until(client, consumer, lambda _: hbase_now(client) > now + 8000)
+        got += receive_until(client, consumer, lambda _: hbase_now(client) > now + 11000)
     never_early(got)
     assert sorted(payloads(got)) == [b"after", b"at", b"plain", b"plain2"]
     assert all(d.deliveries == 1 for d, _ in got)
