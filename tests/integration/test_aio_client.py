@@ -6,15 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import threading
 import time
-from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tms_hbase import MessagingClient
 from tms_hbase.errors import HBaseUnavailable, InvalidArgument, SubscriptionBusy, SubscriptionNotFound, TopicNotFound
 from tms_hbase.tx import Transaction, write_pointer_now
 
@@ -201,34 +197,6 @@ def test_the_consumer_wakes_on_a_publish_commits_and_holds_the_lease(hbase_addre
     assert polled == [b"first"]
     assert iterated == [b"second", b"third"]
     assert lag == 0
-
-
-def test_the_asyncio_page_examples_run(hbase_address: str, prefix: str, capsys: pytest.CaptureFixture[str]) -> None:
-    page = (Path(__file__).parents[2] / "docs" / "asyncio.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", page, re.S)
-    assert len(blocks) == 3, "docs/asyncio.md lost its tested examples"
-    with MessagingClient(hbase_address, prefix) as admin:
-        admin.admin.init_tables()  # the page's installation, as `tms-admin init` makes it
-    namespace: dict[str, Any] = {}
-    for block in blocks:
-        exec(block, namespace)
-    payloads = asyncio.run(namespace["main"](hbase_address, prefix))
-    assert sorted(payloads) == sorted(b"order %d" % i for i in range(64))
-
-    async def consume() -> None:
-        async with async_client(hbase_address, prefix) as client:
-            await client.create_subscription("default:orders", "billing", shared=True)
-            await namespace["work"](client)
-
-    capsys.readouterr()
-    asyncio.run(consume())
-    assert sorted(capsys.readouterr().out.split("\n")[:-1]) == sorted(str(p) for p in payloads)
-
-    async def orders() -> None:
-        async with async_client(hbase_address, prefix) as client:
-            await namespace["orders"](client)  # its own assertion: one id each
-
-    asyncio.run(orders())
 
 
 def test_shared_consumers_split_the_work_and_redeliver_a_nack(hbase_address: str, prefix: str) -> None:
