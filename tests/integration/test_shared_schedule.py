@@ -136,17 +136,26 @@ def test_scheduled_messages_go_out_at_their_time_once_even_past_the_ack_timeout(
     assert stats is not None and (stats.acknowledged, stats.due, stats.in_flight) == (4, 0, 0)
 
 
+def one_far_ahead(client: MessagingClient, monkeypatch: pytest.MonkeyPatch, plain: int) -> int:
+    """Topic T with subscription "work" (claims of 4) holding b"later", due 40 s ahead, then ``plain`` messages
+    in rows of their own (ranges are read to their end as the next ones come); this process parks what is due
+    over 1 s ahead (not 60 s). Its due time (HBase's clock, ms). The ack timeout (6 s) and the 40 s leave room
+    for a receive, a read of HBase's clock and an ack, and for the floor to pass it, at load 30."""
+    monkeypatch.setattr(schedule, "PARK_MS", 1000)
+    client.create_topic(T)
+    client.create_subscription(T, "work", shared=True, ack_timeout_seconds=6.0, claim_size=4)
+    due = hbase_now(client) + 40_000
+    client.publish(T, [Record(b"later", headers=[deliver_at(due)])])
+    for i in range(plain):
+        client.publish(T, [str(i).encode()])
+    return due
+
+
 @pytest.mark.slow
 def test_a_message_due_far_ahead_lets_the_floor_pass_and_a_new_process_delivers_it(
     client: MessagingClient, tms_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(schedule, "PARK_MS", 1000)  # (this process parks what is due over 1 s ahead, not 60 s)
-    client.create_topic(T)
-    client.create_subscription(T, "work", shared=True, ack_timeout_seconds=2.0, claim_size=4)
-    due = hbase_now(client) + 20_000
-    client.publish(T, [Record(b"later", headers=[deliver_at(due)])])
-    for i in range(30):  # (rows of their own: ranges read to their end as the next ones come)
-        client.publish(T, [str(i).encode()])
+    due = one_far_ahead(client, monkeypatch, 30)
     keys = keys_of(client, "work")
     table = client.installation.table("subscriptions")
     with client.shared_consumer(T, "work", poll_interval_seconds=0.1, reap_interval=0.2) as consumer:
@@ -171,7 +180,7 @@ def test_a_message_due_far_ahead_lets_the_floor_pass_and_a_new_process_delivers_
         assert hbase_now(client) < due, "the machine was too slow for this test to see the row before it was due"
     # another process delivers it at its time, from the row
     out = tmp_path / "worker.txt"
-    worker = start(T, tms_env, out, "--idle", "30")
+    worker = start(T, tms_env, out, "--idle", "60")  # (its message is due up to 40 s after it starts)
     deadline = time.monotonic() + WAIT
     while not any(f[0] == "acked" for _, f in events([out])):
         assert worker.poll() is None, worker.stderr.read() if worker.stderr else ""
@@ -360,13 +369,7 @@ def test_the_cli_schedules_shows_and_refuses(client: MessagingClient, tms_env: d
 def test_a_consumer_killed_while_it_counts_a_settled_scheduled_message_loses_no_count(
     client: MessagingClient, tms_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str
 ) -> None:
-    monkeypatch.setattr(schedule, "PARK_MS", 1000)  # (this process parks what is due over 1 s ahead, not 60 s)
-    client.create_topic(T)
-    client.create_subscription(T, "work", shared=True, ack_timeout_seconds=2.0, claim_size=4)
-    due = hbase_now(client) + 25_000
-    client.publish(T, [Record(b"later", headers=[deliver_at(due)])])
-    for i in range(20):  # (rows of their own: ranges read to their end as the next ones come)
-        client.publish(T, [str(i).encode()])
+    due = one_far_ahead(client, monkeypatch, 20)
     keys = keys_of(client, "work")
     table = client.installation.table("subscriptions")
     with client.shared_consumer(T, "work", poll_interval_seconds=0.1, reap_interval=0.2) as consumer:
