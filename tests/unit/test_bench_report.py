@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench import report
+from bench import console, report
 
 
 def test_the_benchmarks_page_is_what_the_kept_runs_render() -> None:
@@ -41,3 +41,23 @@ def test_the_newest_run_of_a_goal_wins_and_the_peers_come_last(tmp_path: Path) -
     rendered = report.render_page(page, paths)
     assert rendered.startswith("intro\n" + report.BEGIN) and rendered.endswith(report.END + "\nafter\n")
     assert "stale" not in rendered
+
+
+def _items(path: Path, when: str, figures: dict[str, tuple[str, bool]]) -> Path:
+    goals = [
+        {"goal": console.FIRST_VIEW_GOAL.format(item=screen), "measured": measured, "met": met}
+        for screen, (measured, met) in figures.items()
+    ]
+    path.write_text(
+        json.dumps({"command": f"cmd {when}", "time": when, "results": [{"name": "console", "goals": goals}]})
+    )
+    return path
+
+
+def test_a_goal_recorded_per_screen_is_one_row_that_names_the_screens_that_missed_it(tmp_path: Path) -> None:
+    when = "2026-01-01T00:00:00+0000"
+    missed = _items(tmp_path / "a.json", when, {"overview": ("201 ms", True), "topics": ("455 ms", False)})
+    met = _items(tmp_path / "b.json", when, {"overview": ("263 ms", True), "topics": ("182 ms", True)})
+    row = f"| every screen's first view < 300 ms | {{}} | {when[:10]} | `cmd {when}` |"
+    assert f"| console {row.format('missed by topics 455 ms | **not met**')}" in report.goals_table([missed])
+    assert f"| console {row.format('worst: overview 263 ms | met')}" in report.goals_table([met])
