@@ -148,12 +148,13 @@ def verdicts(path: Path) -> list[Verdict]:
 
 
 def latest(paths: list[Path]) -> list[Verdict]:
-    """The newest verdict of each (benchmark, goal), in the order of bench.run's benchmarks, the peers last."""
-    from .run import BENCHMARKS  # run imports this module: here, not at the top
+    """The newest verdict of each (benchmark, goal), in the order of bench.run's benchmarks, the peers last; a
+    goal family's verdict is all from the newest run that measured the family (an item it dropped is not kept)."""
+    from .run import BENCHMARKS, GOAL_FAMILIES  # run imports this module: here, not at the top
 
     newest: dict[tuple[str, str], Verdict] = {}
     for path in sorted(paths):
-        for v in verdicts(path):
+        for v in folded(verdicts(path), GOAL_FAMILIES):
             kept = newest.get((v.benchmark, v.goal))
             if kept is None or v.time > kept.time:
                 newest[(v.benchmark, v.goal)] = v
@@ -166,7 +167,7 @@ def latest(paths: list[Path]) -> list[Verdict]:
 
 
 def folded(found: list[Verdict], families: Sequence[GoalFamily]) -> list[Verdict]:
-    """``found`` with each benchmark's verdicts of one family as one verdict, in the place of its first item."""
+    """One run's verdicts with each benchmark's verdicts of one family as one, in the place of its first item."""
     rows: list[Verdict | tuple[str, GoalFamily]] = []
     items: dict[tuple[str, GoalFamily], list[tuple[str, Verdict]]] = {}
     for v in found:
@@ -184,12 +185,12 @@ def folded(found: list[Verdict], families: Sequence[GoalFamily]) -> list[Verdict
 
 def family_verdict(benchmark: str, family: GoalFamily, items: list[tuple[str, Verdict]]) -> Verdict:
     """Met when every item met its goal; the figure names the items that missed it, worst first, or the worst
-    item when none did; the date and command are the newest of the items' runs."""
+    item when none did."""
     ordered = sorted(items, key=lambda item: figure(item[1].measured), reverse=family.highest_is_worst)
     missed = [f"{name} {v.measured}" for name, v in ordered if not v.met]
     measured = f"missed by {', '.join(missed)}" if missed else f"worst: {ordered[0][0]} {ordered[0][1].measured}"
-    newest = max((v for _name, v in items), key=lambda v: v.time)
-    return Verdict(benchmark, family.goal, measured, not missed, newest.time, newest.command)
+    run = items[0][1]
+    return Verdict(benchmark, family.goal, measured, not missed, run.time, run.command)
 
 
 def figure(measured: str) -> float:
@@ -202,15 +203,13 @@ def figure(measured: str) -> float:
 
 def goals_table(paths: list[Path]) -> str:
     """The generated part of docs/benchmarks.md, markers included."""
-    from .run import GOAL_FAMILIES  # run imports this module: here, not at the top
-
     lines = [
         BEGIN,
         "",
         "| benchmark | goal | latest (median) | met | date | command |",
         "|---|---|---|---|---|---|",
     ]
-    for v in folded(latest(paths), GOAL_FAMILIES):
+    for v in latest(paths):
         met = "met" if v.met else "**not met**"
         lines.append(f"| {v.benchmark} | {v.goal} | {v.measured} | {met} | {v.time[:10]} | `{v.command}` |")
     return "\n".join([*lines, "", END])

@@ -30,10 +30,10 @@ PAYLOAD_SIZE = 1024
 GOAL = 0.8  # each transport at least 0.8× the plain one
 MODES = ["plain", "framed", "compact", "framed+compact", "forwarded", "TLS"]
 BASELINE = {"framed": "plain", "compact": "plain", "framed+compact": "plain", "TLS": "forwarded"}
-GOALS = {what: f"{what} over {{item}} ≥ {GOAL}× {{base}}" for what in ("publish", "fetch")}
+GOAL_TEXT = {what: f"{what} over {{item}} ≥ {GOAL}× {{base}}" for what in ("publish", "fetch")}
 GOAL_FAMILIES = tuple(  # one verdict per mode in the runs, one row each in docs/benchmarks.md
     GoalFamily(template, f"{what} over every transport ≥ {GOAL}× its baseline", highest_is_worst=False)
-    for what, template in GOALS.items()
+    for what, template in GOAL_TEXT.items()
 )
 
 
@@ -106,7 +106,7 @@ def run(settings: Settings) -> Result:
     for mode, base in BASELINE.items():
         for what, rates in (("publish", publish), ("fetch", fetch)):
             r = ratio(median(rates[mode]), median(rates[base]))
-            result.goal(GOALS[what].format(item=mode, base=base), f"{r:.2f}×", r >= GOAL)
+            result.goal(GOAL_TEXT[what].format(item=mode, base=base), f"{r:.2f}×", r >= GOAL)
     result.notes.append(
         "TLS's baseline is the same gateway through the same Python forwarder without TLS (both on this machine's "
         "cores, with HBase); plain, framed and compact are stock ThriftServer JVMs with -threadpool."

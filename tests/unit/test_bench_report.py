@@ -43,21 +43,24 @@ def test_the_newest_run_of_a_goal_wins_and_the_peers_come_last(tmp_path: Path) -
     assert "stale" not in rendered
 
 
-def _items(path: Path, when: str, figures: dict[str, tuple[str, bool]]) -> Path:
+def _screens(path: Path, when: str, figures: dict[str, tuple[str, bool]]) -> Path:
     goals = [
         {"goal": console.FIRST_VIEW_GOAL.format(item=screen), "measured": measured, "met": met}
         for screen, (measured, met) in figures.items()
     ]
-    path.write_text(
-        json.dumps({"command": f"cmd {when}", "time": when, "results": [{"name": "console", "goals": goals}]})
-    )
+    run = {"command": f"cmd {when}", "time": when, "results": [{"name": "console", "goals": goals}]}
+    path.write_text(json.dumps(run))
     return path
 
 
-def test_a_goal_recorded_per_screen_is_one_row_that_names_the_screens_that_missed_it(tmp_path: Path) -> None:
-    when = "2026-01-01T00:00:00+0000"
-    missed = _items(tmp_path / "a.json", when, {"overview": ("201 ms", True), "topics": ("455 ms", False)})
-    met = _items(tmp_path / "b.json", when, {"overview": ("263 ms", True), "topics": ("182 ms", True)})
-    row = f"| every screen's first view < 300 ms | {{}} | {when[:10]} | `cmd {when}` |"
-    assert f"| console {row.format('missed by topics 455 ms | **not met**')}" in report.goals_table([missed])
-    assert f"| console {row.format('worst: overview 263 ms | met')}" in report.goals_table([met])
+def test_a_goal_recorded_per_screen_is_one_row_naming_the_screens_that_missed_it_from_the_newest_run(
+    tmp_path: Path,
+) -> None:
+    old, new = "2026-01-01T00:00:00+0000", "2026-01-02T00:00:00+0000"
+    figures = {"overview": ("201 ms", True), "topics": ("455 ms", False), "sweeper": ("290 ms", True)}
+    missed = _screens(tmp_path / "a.json", old, figures)
+    met = _screens(tmp_path / "b.json", new, {"overview": ("263 ms", True), "topics": ("182 ms", True)})
+    row = "| console | every screen's first view < 300 ms | {} | {} | `cmd {}` |"
+    assert row.format("missed by topics 455 ms | **not met**", old[:10], old) in report.goals_table([missed])
+    # the newest run's screens only: the sweeper's 290 ms of the older run is not the worst
+    assert row.format("worst: overview 263 ms | met", new[:10], new) in report.goals_table([missed, met])
