@@ -8,12 +8,13 @@ from typing import Any
 import click
 
 from tms_hbase import __version__
+from tms_hbase.model.tail_cache import DEFAULT_TAIL_CACHE_SECONDS
 from tms_hbase.ops.cli_options import ToolGroup, given_on_command_line
 
 from .context import Settings, connection_options, pass_settings
 from .errors import EXIT_HELP, handle_errors
 from .output import emit, json_option
-from .settings import DEFAULT_TAIL_CACHE_SECONDS, describe, describe_text, parse_seconds, tail_cache_option
+from .settings import describe, describe_text, parse_seconds, tail_cache_option
 
 # Each command group is imported when it runs (or its --help is asked for): --help, --version and a single
 # command start without loading the others, nor the client, Thrift and Prometheus libraries they need.

@@ -14,6 +14,7 @@ import click
 
 from tms_hbase import Record, TopicId
 from tms_hbase.errors import InvalidArgument, TopicNotFound
+from tms_hbase.model.inspection import Cursor, Entry
 from tms_hbase.ops.signals import stop_event
 
 from .context import Settings, pass_settings
@@ -26,7 +27,6 @@ from .tx import server_option
 
 if TYPE_CHECKING:  # the client and the Thrift clients are imported by the commands, when they run
     from tms_hbase import MessagingClient
-    from tms_hbase.fetch.inspect import Entry
     from tms_hbase.model.stats import TopicStats
 
 DEFAULT_LAST = 10
@@ -83,7 +83,6 @@ def tail(
     from the transaction state stored in HBase. Corrupt rows are shown as such. Expired messages are
     not shown. --json is --format json.
     """
-    from tms_hbase.fetch.inspect import Cursor
     from tms_hbase.tx.client import TransactionClient
     from tms_hbase.tx.fate import snapshot_from_server
 

@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 import click
 
 from tms_hbase.errors import InvalidArgument
+from tms_hbase.model.tail_cache import (
+    DEFAULT_TAIL_CACHE_SECONDS,
+    TailCacheSetting,
+    minimum_grace,
+    sweeper_tail_cache,
+    writer_tail_cache,
+)
 
 from .context import Settings, pass_settings
 from .errors import handle_errors
 from .output import emit, json_option
-
-if TYPE_CHECKING:  # tms_hbase.installation.settings loads the storage port (thriftpy2): only when a command runs
-    from tms_hbase.installation.settings import TailCacheSetting
-
-DEFAULT_TAIL_CACHE_SECONDS = 30
-"""tms_hbase.installation.settings.DEFAULT_TAIL_CACHE_SECONDS, named here for the option's help without importing it
-(a unit test checks they agree)."""
 
 tail_cache_option = click.option(
     "--tail-cache-seconds",
@@ -39,7 +38,6 @@ def parse_seconds(text: str) -> int:
 
 def describe(setting: TailCacheSetting | None) -> dict:
     """The setting as the operator needs it: the value, any transition, and the sweeper's minimum grace."""
-    from tms_hbase.installation.settings import minimum_grace, sweeper_tail_cache, writer_tail_cache
     from tms_hbase.model.clock import now_ms
 
     now = now_ms()

@@ -37,6 +37,7 @@ from tms_hbase import MessagingClient, TopicId
 from tms_hbase.config import PREFIX_ENV, THRIFT_ENV
 from tms_hbase.errors import TmsError
 from tms_hbase.gateway_client.http import GatewayClient
+from tms_hbase.model.requests import ConsumeRequest
 from tms_hbase.rest import codec as rest
 
 from . import gateway_floor
@@ -329,5 +330,5 @@ def run(settings: Settings) -> Result:
 def _pager(client: MessagingClient | GatewayClient, topic: TopicId) -> Callable[[bytes | None], list]:
     """One page of at most PAGE messages after ``last`` (from the start when None): one fetch or one poll."""
     if isinstance(client, GatewayClient):
-        return lambda last: client.poll(topic, rest.ConsumeRequest(last, last is None, PAGE))
+        return lambda last: client.poll(topic, ConsumeRequest(last, last is None, PAGE))
     return lambda last: list(client.fetch(topic, start_message=last, inclusive=last is None, limit=PAGE))

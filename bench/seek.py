@@ -35,8 +35,8 @@ import time
 from collections.abc import Callable
 
 from tms_hbase import Message, MessageId, MessagingClient, TopicId
-from tms_hbase.installation.settings import DEFAULT_TAIL_CACHE_SECONDS
 from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow, generation_prefix, message_key
+from tms_hbase.model.tail_cache import DEFAULT_TAIL_CACHE_SECONDS
 from tms_hbase.ordering import sequencer
 
 from .calls import CallCounter

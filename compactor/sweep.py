@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 
 from tms_hbase.errors import InvalidArgument, LeaseLost
 from tms_hbase.installation.metadata import MetadataStore
-from tms_hbase.installation.settings import InstallationStore, check_grace, sweeper_tail_cache
+from tms_hbase.installation.settings import InstallationStore
 from tms_hbase.model.clock import now_ms
 from tms_hbase.model.integrity import RowCheck, check_message_row, check_payload_row, is_counter_row
 from tms_hbase.model.row_time import check_row_time
@@ -29,6 +29,7 @@ from tms_hbase.model.rows import (
     split_key,
     with_tx_pointer,
 )
+from tms_hbase.model.tail_cache import check_grace, sweeper_tail_cache
 from tms_hbase.model.topic import TopicId, TopicMetadata
 from tms_hbase.ordering import sequencer
 from tms_hbase.publish import byte_totals, rolled_back

@@ -20,7 +20,7 @@ from tms_hbase.errors import (
     TopicAlreadyExists,
 )
 from tms_hbase.installation.hbase_clock import HBaseClock, PublishClock
-from tms_hbase.installation.metadata import CLOCK_COLUMN, SETTINGS_KEY, MetadataCache, MetadataStore
+from tms_hbase.installation.metadata import CLOCK_COLUMN, MetadataCache, MetadataStore
 from tms_hbase.installation.readiness import Readiness
 from tms_hbase.installation.settings import InstallationStore, WriterSettings
 from tms_hbase.model import checks
@@ -29,6 +29,7 @@ from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.record import Record
 from tms_hbase.model.retry import Retry
 from tms_hbase.model.tables import TableNames
+from tms_hbase.model.tail_cache import SETTINGS_KEY
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata, user_properties
 from tms_hbase.model.topic import as_topic as _topic
 from tms_hbase.runtime import green

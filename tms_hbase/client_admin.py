@@ -14,11 +14,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from tms_hbase.errors import InvalidArgument
-from tms_hbase.installation.metadata import MetadataStore, TopicScan
+from tms_hbase.installation.metadata import MetadataStore
 from tms_hbase.installation.readiness import Readiness
-from tms_hbase.installation.settings import InstallationStore, TailCacheSetting
+from tms_hbase.installation.settings import InstallationStore
 from tms_hbase.model import checks
+from tms_hbase.model.integrity import TopicScan
 from tms_hbase.model.tables import FAMILIES
+from tms_hbase.model.tail_cache import TailCacheSetting
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata, as_topic
 from tms_hbase.storage.hbase import Installation, Table
 from tms_hbase.tx.table import MAX_VERSIONS

@@ -14,6 +14,7 @@ from tms_hbase.installation.readiness import Readiness
 from tms_hbase.model import checks
 from tms_hbase.model.clock import check_time_ms
 from tms_hbase.model.message_id import MessageId
+from tms_hbase.model.slices import BatchInfo, PositionRange
 from tms_hbase.model.topic import TopicLike
 from tms_hbase.model.topic import as_topic as _topic
 from tms_hbase.storage.hbase import Installation
@@ -21,7 +22,6 @@ from tms_hbase.tx.transaction import Transaction
 
 if TYPE_CHECKING:  # (the reader is made on the first call: a client that only administers topics loads none)
     from tms_hbase.fetch.reader import MessageReader
-    from tms_hbase.fetch.slices import BatchInfo, PositionRange
     from tms_hbase.model.message import Message
     from tms_hbase.tx.committed import CommittedReads
 

@@ -14,8 +14,8 @@ from itertools import islice
 
 from tms_hbase import MessagingClient, TopicId, TopicMetadata
 from tms_hbase.errors import InvalidArgument, TmsError
-from tms_hbase.fetch.inspect import Entry
 from tms_hbase.model.dead_letter import DeadLetter
+from tms_hbase.model.inspection import Entry
 from tms_hbase.model.message import Message
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.retry import Retry

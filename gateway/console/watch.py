@@ -9,7 +9,7 @@ from itertools import islice
 
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.errors import InvalidArgument
-from tms_hbase.fetch.inspect import Entry
+from tms_hbase.model.inspection import Entry
 
 from .views import entry_row, inspect
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from tms_hbase import InvalidArgument, MessagingClient, TopicId
-from tms_hbase.installation.settings import minimum_grace, writer_tail_cache
 from tms_hbase.model.clock import now_ms
+from tms_hbase.model.tail_cache import minimum_grace, writer_tail_cache
 from tms_hbase_sweeper.sweep import Sweeper
 
 ROOT = Path(__file__).resolve().parents[2]

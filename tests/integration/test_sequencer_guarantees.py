@@ -372,7 +372,7 @@ def test_a_consumer_whose_clock_is_a_minute_ahead_does_not_take_a_held_lease(
 def test_topic_tail_follow_stops_before_a_hole_and_shows_the_batch_that_lands_in_it(
     client: MessagingClient, topic: TopicId
 ) -> None:
-    from tms_hbase.fetch.inspect import Cursor
+    from tms_hbase.model.inspection import Cursor
     from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow, message_key
 
     client.publish(T, [b"first"])

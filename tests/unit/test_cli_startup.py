@@ -154,13 +154,6 @@ def test_a_clients_parts_are_made_on_first_use_and_each_can_be() -> None:
     assert missing_after == []
 
 
-def test_the_tail_cache_default_named_in_help_is_the_librarys() -> None:
-    from tms_hbase.installation.settings import DEFAULT_TAIL_CACHE_SECONDS
-    from tms_hbase_admin.settings import DEFAULT_TAIL_CACHE_SECONDS as shown
-
-    assert shown == DEFAULT_TAIL_CACHE_SECONDS
-
-
 def test_durations_and_times_on_the_command_line() -> None:
     import time
 

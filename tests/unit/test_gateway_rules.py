@@ -13,6 +13,7 @@ from tms_hbase.errors import InvalidArgument, NotAuthenticated, NotAuthorized
 from tms_hbase.gateway_client.calls import Calls, Reply
 from tms_hbase.gateway_client.sessions import ConsumerSession
 from tms_hbase.model.message import Message
+from tms_hbase.model.requests import ConsumeRequest, PublishRequest
 from tms_hbase.rest import codec as rest
 from tms_hbase_gateway.auth import Guard, hash_token
 from tms_hbase_gateway.config import Settings, resolve
@@ -78,8 +79,8 @@ def test_json_bodies_are_strict() -> None:
     publish = rest.decode_publish(b'{"messages": ["aGk=", ""], "transactionWritePointer": 7}', rest.JSON)
     assert (publish.transaction_write_pointer, list(publish.messages)) == (7, [b"hi", b""])
     consume = rest.decode_consume(b'{"startFrom": 1700000000000, "inclusive": false}', rest.JSON)
-    assert consume == rest.ConsumeRequest(1_700_000_000_000, False, None, None)
-    assert rest.decode_consume(b"", rest.JSON) == rest.ConsumeRequest()
+    assert consume == ConsumeRequest(1_700_000_000_000, False, None, None)
+    assert rest.decode_consume(b"", rest.JSON) == ConsumeRequest()
     for body in (
         b'{"messages": ["aGk"]}',  # no padding
         b'{"messages": ["a-_="]}',  # URL-safe alphabet
@@ -94,9 +95,9 @@ def test_json_bodies_are_strict() -> None:
 
 @pytest.mark.parametrize("media", [rest.AVRO, rest.JSON])
 def test_codecs_round_trip(media: str) -> None:
-    request = rest.PublishRequest(None, [b"\x00\xff", b""])
+    request = PublishRequest(None, [b"\x00\xff", b""])
     assert rest.decode_publish(rest.encode_publish(request, media), media) == request
-    for consume in (rest.ConsumeRequest(b"\x01" * 20, False, 10, b"tx"), rest.ConsumeRequest(5, True, None, None)):
+    for consume in (ConsumeRequest(b"\x01" * 20, False, 10, b"tx"), ConsumeRequest(5, True, None, None)):
         assert rest.decode_consume(rest.encode_consume(consume, media), media) == consume
     messages = [Message(b"\x02" * 20, b"payload", 123)]
     timed = rest.encode_messages(messages, media, publish_time=True)

@@ -10,9 +10,10 @@ import pytest
 from click.testing import CliRunner
 
 from tms_hbase.errors import AccessDenied, InvalidArgument
-from tms_hbase.installation.grants import PERMISSIONS, ROLES, Grant, grants
+from tms_hbase.installation.grants import ROLES, grants
 from tms_hbase.installation.metadata import CLOCK_COLUMN
 from tms_hbase.model.exit_codes import exit_code
+from tms_hbase.model.grants import PERMISSIONS, Grant
 from tms_hbase.model.rows import SEQUENCE_COLUMN
 from tms_hbase.model.tables import CORE, FAMILIES, TableNames
 from tms_hbase.storage.connection import access_denied

@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 
 from tms_hbase import CorruptData, InvalidArgument, TopicId, TopicMetadata
-from tms_hbase.installation.settings import (
+from tms_hbase.model.row_time import bounded_publish_time, check_row_time
+from tms_hbase.model.rows import BatchRow, peek
+from tms_hbase.model.tail_cache import (
     TailCacheSetting,
     check_grace,
     minimum_grace,
@@ -14,8 +16,6 @@ from tms_hbase.installation.settings import (
     validate_tail_cache,
     writer_tail_cache,
 )
-from tms_hbase.model.row_time import bounded_publish_time, check_row_time
-from tms_hbase.model.rows import BatchRow, peek
 from tms_hbase_sweeper.rules import Verdict, message_verdict
 
 CHANGED = 1_000_000

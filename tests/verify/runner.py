@@ -44,7 +44,7 @@ from typing import Any
 
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.config import PREFIX_ENV, THRIFT_ENV, thrift_address
-from tms_hbase.installation.settings import minimum_grace
+from tms_hbase.model.tail_cache import minimum_grace
 
 from ..hbase_server import hbase_for_tests
 from ..tcp_proxy import TcpProxy

@@ -9,12 +9,12 @@ reader returns them). A pointer row is expanded through the reader, so stored pa
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 from tms_hbase.errors import CorruptData, InvalidArgument
 from tms_hbase.fetch.reader import MessageReader
+from tms_hbase.model.inspection import Cursor, Entry
 from tms_hbase.model.message_id import MessageId
-from tms_hbase.model.record import NONE, Headers
+from tms_hbase.model.record import NONE
 from tms_hbase.model.rows import (
     COUNTER_COLUMN,
     MESSAGE_COLUMN,
@@ -32,30 +32,6 @@ from tms_hbase.tx.transaction import Transaction
 
 CHUNK_ROWS = 64
 ROLLED_BACK = "rolled back"
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One message as inspection shows it, or a corrupt row (``error`` set, no message)."""
-
-    position: int
-    index: int
-    id: bytes = b""  # empty for a corrupt row
-    publish_time: int | None = None
-    tx_pointer: int | None = None
-    state: str | None = None  # committed | in progress | invalid | rolled back; None: not transactional
-    payload: bytes | None = None
-    error: str | None = None
-    key: bytes | None = None
-    headers: Headers = ()
-
-
-@dataclass(frozen=True)
-class Cursor:
-    """Where an inspection goes on: the first message of row ``position`` with index >= ``index``."""
-
-    position: int
-    index: int = 0
 
 
 def state_of(view: Transaction | None, pointer: int | None) -> str | None:

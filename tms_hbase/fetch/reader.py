@@ -20,7 +20,6 @@ from typing import cast
 from tms_hbase.errors import CorruptData, InvalidArgument
 from tms_hbase.installation.hbase_clock import HBaseClock
 from tms_hbase.installation.metadata import MetadataCache
-from tms_hbase.installation.settings import DEFAULT_TAIL_CACHE_SECONDS
 from tms_hbase.model import checks, record
 from tms_hbase.model.clock import now_ms
 from tms_hbase.model.message import Message
@@ -43,6 +42,7 @@ from tms_hbase.model.rows import (
     position_of,
     sequence_of,
 )
+from tms_hbase.model.tail_cache import DEFAULT_TAIL_CACHE_SECONDS
 from tms_hbase.model.topic import TopicId, TopicMetadata
 from tms_hbase.ordering.base import OrderedReads
 from tms_hbase.ordering.chain_reads import ChainReads

@@ -7,7 +7,6 @@ stored under a transaction's write pointer. Each range they find is then read wi
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import cast
 
 from tms_hbase.fetch.reader import PAYLOAD_CHUNK, MessageReader
@@ -26,6 +25,7 @@ from tms_hbase.model.rows import (
     position_of,
     sequence_of,
 )
+from tms_hbase.model.slices import BatchInfo, PositionRange
 from tms_hbase.model.topic import TopicId
 from tms_hbase.ordering.lookup import CHUNK_ROWS
 from tms_hbase.storage.hbase import KEYS_ONLY
@@ -35,33 +35,6 @@ from tms_hbase.storage.hbase import KEYS_ONLY
 # matched, both below 0x80, so the regex sees them unchanged whatever charset HBase decodes with.
 _TX_FLAGS = "".join(f"\\x{flags:02x}" for flags in range(0x80) if flags & F_TX)
 _TRANSACTIONAL_ROWS = f"ValueFilter(=, 'regexstring:^\\x{VERSION:02x}[{_TX_FLAGS}]')"
-
-
-@dataclass(frozen=True)
-class PositionRange:
-    """Batch-row positions ``first``..``last`` (inclusive) of one topic generation; empty when last < first."""
-
-    generation: int
-    first: int
-    last: int
-
-    def __len__(self) -> int:
-        return max(0, self.last - self.first + 1)
-
-
-@dataclass(frozen=True)
-class BatchInfo:
-    """What one batch row says about itself, its payloads unread.
-
-    ``tx_write_pointer`` is None for a non-transactional row and negative once rolled back or marked
-    invalid; ``messages`` is the number of inline payloads, or None for a pointer row (its messages
-    are payload-table rows: see :func:`stored_sequences`).
-    """
-
-    position: int
-    publish_time: int
-    tx_write_pointer: int | None
-    messages: int | None
 
 
 def positions(

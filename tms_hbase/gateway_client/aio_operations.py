@@ -20,11 +20,11 @@ if TYPE_CHECKING:
     from tms_hbase.model.message import Message
     from tms_hbase.model.published import PublishResult
     from tms_hbase.model.record import Record
+    from tms_hbase.model.requests import ConsumeRequest
     from tms_hbase.model.stats import Lag, TopicStats
     from tms_hbase.model.subscription import PendingMessage, Subscription
     from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata
     from tms_hbase.model.wire import RollbackDetail
-    from tms_hbase.rest.codec import ConsumeRequest
 
 T = TypeVar("T")
 

@@ -28,6 +28,7 @@ from tms_hbase.model.checks import validate_payloads
 from tms_hbase.model.message import Message
 from tms_hbase.model.published import PublishResult, rollback_detail
 from tms_hbase.model.record import Batch, Record
+from tms_hbase.model.requests import ConsumeRequest, PublishRequest
 from tms_hbase.model.stats import Lag, TopicStats
 from tms_hbase.model.subscription import PendingMessage, Subscription, check_name
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata
@@ -238,7 +239,7 @@ class Calls:
         self, topic: TopicId, batch: Sequence[bytes | Record], tx_write_pointer: int | None, ttl_seconds: float | None
     ) -> Request[PublishResult]:
         """:meth:`publish` of messages checked already (several publishes' put together, by the asyncio client)."""
-        body = rest.encode_publish(rest.PublishRequest(tx_write_pointer, batch), self.media)
+        body = rest.encode_publish(PublishRequest(tx_write_pointer, batch), self.media)
         query = {} if ttl_seconds is None else {"ttl": ttl_seconds}
 
         def decode(reply: Reply) -> PublishResult:
@@ -253,7 +254,7 @@ class Calls:
     ) -> Request[None]:
         topic = _topic(topic)
         batch = validate_payloads(tracing.created(str(topic), payloads), 2**63, allow_empty=True)
-        body = rest.encode_publish(rest.PublishRequest(tx_write_pointer, batch), self.media)
+        body = rest.encode_publish(PublishRequest(tx_write_pointer, batch), self.media)
         path = with_query(rest.topic_path(topic, "store"), {} if sequence is None else {"sequence": sequence})
         return Request("store", "POST", path, nothing, body, topic)
 
@@ -277,10 +278,10 @@ class Calls:
         checks.fetch_args(start_message, start_time_ms, inclusive, limit, transaction)
         tx = None if transaction is None else TransactionCodec.encode(transaction)
         start = bytes(start_message) if start_message is not None else start_time_ms
-        request = rest.ConsumeRequest(start, inclusive, None if limit is None else min(limit, AVRO_LIMIT), tx)
+        request = ConsumeRequest(start, inclusive, None if limit is None else min(limit, AVRO_LIMIT), tx)
         return Pages(self, topic, request, limit)
 
-    def poll(self, topic: TopicId, request: rest.ConsumeRequest) -> Request[list[Message]]:
+    def poll(self, topic: TopicId, request: ConsumeRequest) -> Request[list[Message]]:
         """One ``poll`` call as CDAP's API defines it (a page of at most the gateway's cap)."""
         topic = _topic(topic)
         path = with_query(rest.topic_path(topic, "poll"), {"publishTime": "true"})
@@ -401,7 +402,7 @@ class Pages:
     """Where a fetch stands: :attr:`next` is the poll that gets the next page, None once a page came
     back empty or ``limit`` messages were delivered; :meth:`take` cuts a page to the limit."""
 
-    def __init__(self, calls: Calls, topic: TopicId, request: rest.ConsumeRequest, limit: int | None) -> None:
+    def __init__(self, calls: Calls, topic: TopicId, request: ConsumeRequest, limit: int | None) -> None:
         self.calls, self.topic, self.left = calls, topic, limit
         self.next: Request[list[Message]] | None = calls.poll(topic, request)
         self._transaction = request.transaction
@@ -415,5 +416,5 @@ class Pages:
             self.next = None
         else:
             limit = None if self.left is None else min(self.left, AVRO_LIMIT)
-            self.next = self.calls.poll(self.topic, rest.ConsumeRequest(page[-1].id, False, limit, self._transaction))
+            self.next = self.calls.poll(self.topic, ConsumeRequest(page[-1].id, False, limit, self._transaction))
         return page

@@ -24,28 +24,14 @@ They follow from what each role's code reads and writes (docs/existing-cluster.m
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from tms_hbase.errors import InvalidArgument
 from tms_hbase.installation.metadata import CLOCK_COLUMN
+from tms_hbase.model.grants import PERMISSIONS, Access, Grant
 from tms_hbase.model.rows import FRONTIER_COLUMN, MESSAGE_COLUMN
 from tms_hbase.model.tables import FAMILIES, TableNames
 
 NAMESPACE = "default"
 """The HBase namespace of every installation's tables (a table prefix has no ``:``)."""
-PERMISSIONS = "RWXCA"
-"""HBase's permission letters in its own order: read, write, exec, create, admin."""
-
-
-@dataclass(frozen=True)
-class Access:
-    """What a role needs on one table kind (``None``: the tables' namespace): ``permissions`` on the whole table,
-    and ``columns``: (``family:qualifier``, permissions, why) where it needs more on one column only; ``why``."""
-
-    kind: str | None
-    permissions: str
-    why: str
-    columns: tuple[tuple[bytes, str, str], ...] = ()
 
 
 _CLOCK = ((CLOCK_COLUMN, "W", "HBase's clock: its probe writes this cell"),)
@@ -96,30 +82,6 @@ ROLES: dict[str, tuple[Access, ...]] = {
 """Each role's needs, table kind by table kind (:data:`~tms_hbase.model.tables.FAMILIES` names them)."""
 
 
-@dataclass(frozen=True)
-class Grant:
-    """One HBase grant: ``permissions`` (letters of :data:`PERMISSIONS`) for ``user`` on a table, or on one
-    ``family``/``qualifier`` of it, or on a ``namespace``; ``why`` the role needs it."""
-
-    user: str
-    permissions: str
-    why: str
-    table: str | None = None
-    namespace: str | None = None
-    family: str | None = None
-    qualifier: str | None = None
-
-    def shell(self) -> str:
-        """The HBase shell command that makes this grant."""
-        scope = [f"@{self.namespace}"] if self.namespace else [str(self.table)]
-        scope += [part for part in (self.family, self.qualifier) if part is not None]
-        return "grant " + ", ".join(_quoted(word) for word in (self.user, self.permissions, *scope))
-
-    def as_dict(self) -> dict[str, str]:
-        """The grant as data (``--json``): the fields that apply."""
-        return {name: value for name, value in vars(self).items() if value is not None}
-
-
 def grants(role: str, prefix: str, user: str) -> list[Grant]:
     """What ``user`` needs to act as ``role`` on the installation of table prefix ``prefix``, one grant per
     table (and per column where a role needs more there); InvalidArgument for an unknown role."""
@@ -142,8 +104,3 @@ def grants(role: str, prefix: str, user: str) -> list[Grant]:
 def _union(*letters: str) -> str:
     """The permissions of all of ``letters``, in HBase's order."""
     return "".join(p for p in PERMISSIONS if any(p in given for given in letters))
-
-
-def _quoted(word: str) -> str:
-    """``word`` as a single-quoted Ruby string (the HBase shell's language)."""
-    return "'" + word.replace("\\", "\\\\").replace("'", "\\'") + "'"

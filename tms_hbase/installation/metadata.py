@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 from tms_hbase.errors import (
     ConcurrentModification,
@@ -18,9 +17,10 @@ from tms_hbase.errors import (
     TopicAlreadyExists,
     TopicNotFound,
 )
-from tms_hbase.model.integrity import RowCheck, check_metadata_row
+from tms_hbase.model.integrity import TopicScan, check_metadata_row
 from tms_hbase.model.retry import Retry
 from tms_hbase.model.tables import FAMILY
+from tms_hbase.model.tail_cache import SETTINGS_KEY
 from tms_hbase.model.topic import (
     DEFAULT_ORDERING,
     GENERATION_KEY,
@@ -35,20 +35,9 @@ from tms_hbase.storage.hbase import Table
 log = logging.getLogger(__name__)
 
 COLUMN = f"{FAMILY}:p".encode()
-# The installation's settings row (installation.py): ``!`` is no topic-name character and the key has
-# no ``:``, so no topic key (``namespace:topic:``) can ever be equal to it.
-SETTINGS_KEY = b"!installation"
 CLOCK_COLUMN = f"{FAMILY}:t".encode()  # in the installation row: the cell HBase's clock is read from
 # A compare-and-set retried this many times without winning means something is badly wrong.
 _MAX_ROUNDS = 1000
-
-
-@dataclass(frozen=True)
-class TopicScan:
-    """What a listing of the metadata table found: the topics, and the rows it skipped as corrupt."""
-
-    topics: list[TopicMetadata]
-    corrupt: list[RowCheck]
 
 
 class MetadataStore:

@@ -1,7 +1,8 @@
-"""The installation's tail-cache setting: how long writers trust a remembered tail, and so the smallest
+"""The installation's tail-cache setting in the metadata table (its value and rules:
+:mod:`tms_hbase.model.tail_cache`): how long writers trust a remembered tail, and so the smallest
 grace the sweeper may use (docs/guarantees.md has the derivation).
 
-It lives in a reserved row of the metadata table (``metadata.SETTINGS_KEY``, ``!installation``), as JSON.
+It lives in a reserved row of the metadata table (``SETTINGS_KEY``, ``!installation``), as JSON.
 
 One number ``C`` (``tail_cache_seconds``) bounds three things: how long a writer publishes after a
 remembered tail without re-reading it, how long a writer may pause between checking that and its put
@@ -18,121 +19,29 @@ once, and a larger one is a raise from 30.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 
 from tms_hbase.errors import ConcurrentModification, CorruptData, InvalidArgument
-from tms_hbase.installation.metadata import COLUMN, SETTINGS_KEY
+from tms_hbase.installation.metadata import COLUMN
 from tms_hbase.model.clock import now_ms
+from tms_hbase.model.tail_cache import (
+    DEFAULT_TAIL_CACHE_SECONDS,
+    MIN_TAIL_CACHE_SECONDS,
+    SETTINGS_KEY,
+    TailCacheSetting,
+    iso_time,
+    sweeper_tail_cache,
+    validate_tail_cache,
+    writer_tail_cache,
+)
 from tms_hbase.storage.hbase import Table
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TAIL_CACHE_SECONDS = 30
-MIN_TAIL_CACHE_SECONDS = 1
-MAX_TAIL_CACHE_SECONDS = 86_400
-GRACE_FACTOR = 4  # minimum grace = C (trust) + 2 x C (pauses of two writers) + C (clock skew)
 WRITER_REFRESH_SECONDS = 1.0  # how old a writer's copy of the setting may be
-
-
-@dataclass(frozen=True)
-class TailCacheSetting:
-    """The stored setting: the value, and the previous one with the time it changed (the changer's clock)."""
-
-    tail_cache_seconds: int
-    previous: int | None = None
-    changed_at: int | None = None  # ms since the epoch
-
-    def transition_ends(self) -> int | None:
-        """When writers and sweepers stop honouring the previous value (ms), or None if there is none."""
-        if self.previous is None or self.changed_at is None:
-            return None
-        return self.changed_at + GRACE_FACTOR * max(self.previous, self.tail_cache_seconds) * 1000
-
-    def in_transition(self, now: int) -> bool:
-        ends = self.transition_ends()
-        return ends is not None and now < ends
-
-    def encode(self) -> bytes:
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":")).encode()
-
-    @classmethod
-    def decode(cls, data: bytes) -> TailCacheSetting:
-        try:
-            setting = cls(**json.loads(data))
-            validate_tail_cache(setting.tail_cache_seconds)
-            if setting.previous is not None:
-                validate_tail_cache(setting.previous)
-            if setting.changed_at is not None and (
-                isinstance(setting.changed_at, bool) or not isinstance(setting.changed_at, int)
-            ):
-                raise TypeError(f"changed_at {setting.changed_at!r} is not a time in ms")
-        except (ValueError, TypeError) as exc:
-            raise CorruptData(
-                f"corrupt installation row {SETTINGS_KEY.decode()!r} in the metadata table ({exc}); "
-                "rewrite it with tms-admin init --tail-cache-seconds N"
-            ) from None
-        return setting
-
-
-def writer_tail_cache(setting: TailCacheSetting | None, now: int) -> int:
-    """Seconds a writer may trust a remembered tail: during a transition the smaller value."""
-    if setting is None:
-        return MIN_TAIL_CACHE_SECONDS
-    if setting.in_transition(now):
-        assert setting.previous is not None
-        return min(setting.previous, setting.tail_cache_seconds)
-    return setting.tail_cache_seconds
-
-
-def sweeper_tail_cache(setting: TailCacheSetting | None, now: int) -> int:
-    """The tail-cache time the sweeper must allow for: during a transition the larger value."""
-    if setting is None:
-        return DEFAULT_TAIL_CACHE_SECONDS
-    if setting.in_transition(now):
-        assert setting.previous is not None
-        return max(setting.previous, setting.tail_cache_seconds)
-    return setting.tail_cache_seconds
-
-
-def minimum_grace(setting: TailCacheSetting | None, now: int) -> int:
-    """The smallest grace (seconds) a sweeper may use now."""
-    return GRACE_FACTOR * sweeper_tail_cache(setting, now)
-
-
-def check_grace(grace_seconds: float, setting: TailCacheSetting | None, now: int) -> None:
-    """InvalidArgument, naming the minimum, if ``grace_seconds`` is too small for this installation."""
-    least = minimum_grace(setting, now)
-    if grace_seconds >= least:
-        return
-    cache = sweeper_tail_cache(setting, now)
-    why = f"{GRACE_FACTOR} x tail-cache-seconds {cache}"
-    if setting is None:
-        why += " (the default: the installation has no tail-cache setting; set one with tms-admin init)"
-    elif setting.in_transition(now):
-        why += f", the value before the change of {_iso(setting.changed_at)}, until {_iso(setting.transition_ends())}"
-    raise InvalidArgument(
-        f"grace {grace_seconds:g} s is too small for this installation: the minimum is {least} s ({why}); "
-        "a smaller grace could let a writer reuse a freed position (docs/guarantees.md)"
-    )
-
-
-def _iso(ms: int | None) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime((ms or 0) / 1000))
-
-
-def validate_tail_cache(seconds: object) -> int:
-    if isinstance(seconds, bool) or not isinstance(seconds, int):
-        raise InvalidArgument(f"bad tail-cache seconds {seconds!r}: expected a whole number")
-    if not MIN_TAIL_CACHE_SECONDS <= seconds <= MAX_TAIL_CACHE_SECONDS:
-        raise InvalidArgument(
-            f"bad tail-cache seconds {seconds}: expected {MIN_TAIL_CACHE_SECONDS} to {MAX_TAIL_CACHE_SECONDS}"
-        )
-    return seconds
 
 
 class InstallationStore:
@@ -164,8 +73,8 @@ class InstallationStore:
         elif old.in_transition(at):
             raise InvalidArgument(
                 f"tail-cache-seconds is still in transition after the previous change "
-                f"({old.previous} -> {old.tail_cache_seconds} s at {_iso(old.changed_at)}); "
-                f"it can be changed again after {_iso(old.transition_ends())}"
+                f"({old.previous} -> {old.tail_cache_seconds} s at {iso_time(old.changed_at)}); "
+                f"it can be changed again after {iso_time(old.transition_ends())}"
             )
         else:
             new = TailCacheSetting(seconds, old.tail_cache_seconds, at)

@@ -78,6 +78,14 @@ class RowCheck:
         }
 
 
+@dataclass(frozen=True)
+class TopicScan:
+    """What a listing of the metadata table found: the topics, and the rows it skipped as corrupt."""
+
+    topics: list[TopicMetadata]
+    corrupt: list[RowCheck]
+
+
 def _topic_key_length(key: bytes) -> int:
     """Length of the ``namespace:topic:`` a row key starts with (names hold no ':')."""
     return key.find(b":", key.find(b":") + 1) + 1

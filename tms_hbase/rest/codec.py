@@ -20,7 +20,6 @@ import base64
 import binascii
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal, overload
 
 from tms_hbase.errors import (
@@ -40,6 +39,7 @@ from tms_hbase.errors import (
 from tms_hbase.model import wire
 from tms_hbase.model.message import Message
 from tms_hbase.model.record import NONE, Extra, Record
+from tms_hbase.model.requests import ConsumeRequest, PublishRequest
 from tms_hbase.model.rows import RowSlice
 from tms_hbase.model.stats import Lag, SharedStats, TopicStats
 from tms_hbase.model.subscription import Pending, Subscription
@@ -115,25 +115,6 @@ def media_type(content_type: str | None, *, default: str = JSON) -> str:
 
 
 # -- bodies --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PublishRequest:
-    """CDAP's PublishRequest: the body of ``store`` and ``publish`` (messages with a key or headers are Records)."""
-
-    transaction_write_pointer: int | None
-    messages: Sequence[bytes | Record]
-
-
-@dataclass(frozen=True)
-class ConsumeRequest:
-    """CDAP's ConsumeRequest, the body of ``poll``: ``start_from`` is a message id (bytes), a publish
-    time (ms, int) or None; ``transaction`` is TransactionCodec bytes."""
-
-    start_from: bytes | int | None = None
-    inclusive: bool = True
-    limit: int | None = None
-    transaction: bytes | None = None
 
 
 def encode_publish(request: PublishRequest, media: str) -> bytes:
