@@ -32,6 +32,8 @@ if TYPE_CHECKING:  # (imported where used: listing topics loads no reader, write
     from tms_hbase.fetch.inspect import Inspector
     from tms_hbase.fetch.reader import MessageReader
     from tms_hbase.model.dead_letter import DeadLetter
+    from tms_hbase.model.stats import TopicStats
+    from tms_hbase.model.subscription import Subscription
     from tms_hbase.publish.writer import MessageWriter
 
 
@@ -75,6 +77,7 @@ class ClientAdmin:
         reader: Callable[[], MessageReader],
         writer: Callable[[], MessageWriter],
         client: MessagingClient,
+        topic_report: Callable[[TopicLike, Sequence[int] | None], tuple[TopicStats, list[Subscription]]],
     ) -> None:
         self._installation = installation
         self._readiness = readiness
@@ -83,6 +86,7 @@ class ClientAdmin:
         self._reader = reader
         self._writer = writer
         self._client = client
+        self._topic_report = topic_report
 
     def init_tables(self) -> list[str]:
         """Create any missing table of this prefix now (``tms-admin init``); returns the names created."""
@@ -150,6 +154,14 @@ class ClientAdmin:
         checks.positive_int("count", count)
         self._readiness.ensure()
         return self._metadata.first(count, None if after is None else as_topic(after))
+
+    def topic_report(
+        self, topic: TopicLike, *, windows: Sequence[int] | None = None
+    ) -> tuple[TopicStats, list[Subscription]]:
+        """``client.topic_stats(topic, windows=windows)`` and ``client.list_subscriptions(topic)`` from one read of
+        the topic's subscriptions (and of a shared one's numbers), where the two calls read them twice: for a
+        screen that shows both (the console's topic screen)."""
+        return self._topic_report(topic, windows)
 
     def subscription_names(self) -> list[tuple[TopicId, int, str]]:
         """Every subscription of the installation as (topic, generation, name), from one scan of the

@@ -172,8 +172,7 @@ def topic_detail(client: MessagingClient, topic: TopicId, history: History) -> d
     when (HBase's clock, ms)."""
     read_at = client.hbase_clock.now_ms()
     meta = client.get_topic(topic)
-    stats = client.topic_stats(topic, windows=RATE_WINDOWS)
-    subscriptions = {s.name: s for s in client.list_subscriptions(topic)}
+    stats, subscriptions = client.admin.topic_report(topic, windows=RATE_WINDOWS)
     lags = {name: lag for name, _mark, lag in stats.subscriptions}
     history.record(str(topic), stats.published, {name: (lag.messages, lag.seconds) for name, lag in lags.items()})
     return {
@@ -188,7 +187,7 @@ def topic_detail(client: MessagingClient, topic: TopicId, history: History) -> d
         "first_publish": stats.first_publish_time,
         "last_publish": stats.last_publish_time,
         "rates": {str(window): rate for window, rate in stats.rates.items()},
-        "subscriptions": [_subscription(s, lags.get(s.name)) for s in subscriptions.values()],
+        "subscriptions": [_subscription(s, lags.get(s.name)) for s in subscriptions],
         "history": history.samples(str(topic)),
         "lag_history": {
             name: history.lag_samples(str(topic), name)

@@ -9,7 +9,7 @@ consumer fails its next write with LeaseLost instead of committing over the chan
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from tms_hbase.consume.doorbell import Address, ring_key
@@ -68,11 +68,18 @@ class SubscriptionAdmin:
         return _public(meta, name, resolved(stored.record, self._fate_reader()), self.reader.hbase_now())
 
     def list(self, meta: TopicMetadata) -> list[Subscription]:
+        return [subscription for subscription, _ in self.list_with(meta, ())]
+
+    def list_with(
+        self, meta: TopicMetadata, columns: Sequence[bytes]
+    ) -> builtins.list[tuple[Subscription, dict[bytes, bytes]]]:  # builtins: ``list`` is the method above
+        """:meth:`list`, each subscription with the cells of ``columns`` its row holds: one scan
+        (:meth:`SubscriptionStore.list_with`)."""
         fate_of = self._fate_reader()
         now = self.reader.hbase_now()
         return [
-            _public(meta, name_of(s.key, meta.topic), resolved(s.record, fate_of), now)
-            for s in self.store.list(meta.topic, meta.generation)
+            (_public(meta, name_of(s.key, meta.topic), resolved(s.record, fate_of), now), cells)
+            for s, cells in self.store.list_with(meta.topic, meta.generation, columns)
         ]
 
     def bells(self, meta: TopicMetadata) -> builtins.list[Address]:  # list: the method above

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import builtins
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from tms_hbase.errors import CorruptData, HBaseUnavailable, InvalidArgument, SubscriptionAlreadyExists
@@ -165,9 +165,20 @@ class SubscriptionStore:
 
     def list(self, topic: TopicId, generation: int) -> list[Stored]:
         """Every subscription of one topic generation, in name order."""
-        rows = self.table.scan(prefix=generation_prefix(topic, generation), columns=[COLUMN])
+        return [stored for stored, _ in self.list_with(topic, generation, ())]
+
+    def list_with(
+        self, topic: TopicId, generation: int, columns: Sequence[bytes]
+    ) -> builtins.list[tuple[Stored, dict[bytes, bytes]]]:  # builtins: ``list`` is the method above
+        """:meth:`list`, each subscription with the cells of ``columns`` its row holds (cells other layers keep
+        in a subscription's row, such as a shared subscription's settings): one scan of the topic generation's
+        rows, where a scan for each column would pass over its rows (and its shared subscriptions' state rows)
+        again."""
+        rows = self.table.scan(prefix=generation_prefix(topic, generation), columns=[COLUMN, *columns])
         return [
-            Stored(key, d[COLUMN], _decode(key, d[COLUMN])) for key, d in rows if d.get(COLUMN, TOMBSTONE) != TOMBSTONE
+            (Stored(key, d[COLUMN], _decode(key, d[COLUMN])), d)
+            for key, d in rows
+            if d.get(COLUMN, TOMBSTONE) != TOMBSTONE
         ]
 
     def names(self) -> builtins.list[tuple[TopicId, int, str]]:  # builtins: ``list`` is the method above

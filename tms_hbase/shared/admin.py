@@ -24,7 +24,15 @@ from tms_hbase.model.stats import SharedStats
 from tms_hbase.model.subscription import END, PendingMessage, Subscription, check_name
 from tms_hbase.model.topic import TopicId, TopicMetadata, as_topic
 from tms_hbase.shared.schedule import Schedule
-from tms_hbase.shared.state import ClaimState, Keys, Settings, check_ordering, check_settings, new_incarnation
+from tms_hbase.shared.state import (
+    SETTINGS_COLUMN,
+    ClaimState,
+    Keys,
+    Settings,
+    check_ordering,
+    check_settings,
+    new_incarnation,
+)
 from tms_hbase.shared.store import SharedStore, iter_pages
 
 
@@ -114,20 +122,19 @@ class SharedAdmin:
         self.subscriptions.delete(meta, name, force=True)
         self.store.drop(row_key(meta.topic, meta.generation, name))
 
-    def listed(self, meta: TopicMetadata, subscriptions: list[Subscription]) -> list[Subscription]:
-        """The topic's ``subscriptions`` (as listed), each shared one with its numbers (:meth:`stats`): their
-        settings come from one scan of the topic's subscription rows, not a read (and, for an exclusive one,
-        a second read to tell it exists) per subscription."""
-        found = self.store.settings_under(generation_prefix(meta.topic, meta.generation))
+    def listed(self, meta: TopicMetadata) -> list[Subscription]:
+        """The topic's subscriptions in name order, each shared one with its numbers (:meth:`stats`): their settings
+        come from the same scan of the topic's subscription rows as the subscriptions, not a read (and, for an
+        exclusive one, a second read to tell it exists) per subscription, nor a scan of their own."""
         listed = []
-        for s in subscriptions:
-            key = row_key(meta.topic, meta.generation, s.name)
-            settings = found.get(key)
-            listed.append(
-                s
-                if settings is None
-                else replace(s, shared=self._stats(meta, Keys(key, settings.incarnation), settings))
-            )
+        for subscription, cells in self.subscriptions.list_with(meta, [SETTINGS_COLUMN]):
+            data = cells.get(SETTINGS_COLUMN)
+            if data is None:
+                listed.append(subscription)
+                continue
+            settings = Settings.decode(data)
+            keys = Keys(row_key(meta.topic, meta.generation, subscription.name), settings.incarnation)
+            listed.append(replace(subscription, shared=self._stats(meta, keys, settings)))
         return listed
 
     def stats(self, meta: TopicMetadata, name: str) -> SharedStats:
