@@ -148,6 +148,7 @@ class MessagingClient(MessagingService):
             writer=lambda: self._writer,
             client=self,
             topic_report=self._topic_report,
+            topic_reports=self._topic_reports,
         )
         """An operator's calls: tables, the tail-cache setting, inspection, diagnostics
         (:class:`~tms_hbase.client_admin.ClientAdmin`)."""
@@ -712,7 +713,25 @@ class MessagingClient(MessagingService):
         checks.windows(windows)
         self._ensure_subscriptions()
         meta = self._metadata.get(_topic(topic))
-        listed = self._shared.listed(meta)
+        return self._report(meta, self._shared.listed(meta), windows)
+
+    def _topic_reports(
+        self, topics: Sequence[TopicLike], windows: Sequence[int] | None
+    ) -> list[tuple[TopicStats, list[Subscription]]]:
+        """:meth:`_topic_report` of each of ``topics`` that exists: their metadata in one round trip, their
+        subscriptions in one scan (``client.admin.topic_reports``)."""
+        checks.windows(windows)
+        self._ensure_subscriptions()
+        metas = self._metadata.read_many([_topic(t) for t in topics])
+        return [
+            self._report(meta, listed, windows)
+            for meta, listed in zip(metas, self._shared.listed_many(metas), strict=True)
+        ]
+
+    def _report(
+        self, meta: TopicMetadata, listed: list[Subscription], windows: Sequence[int] | None
+    ) -> tuple[TopicStats, list[Subscription]]:
+        """The statistics of a topic whose subscriptions are ``listed``, and those."""
         subscriptions = [(s.name, s.position) for s in listed]
         if windows is None:
             stats = self._stats.topic_stats(meta.topic, meta.generation, meta.ttl, subscriptions)

@@ -324,7 +324,8 @@ def test_a_topics_subscriptions_are_listed_in_the_same_calls_whatever_their_numb
     client.topic_stats(few)  # the client's parts made, HBase's clock read
     counter = CallCounter()
     spent = {}
-    with counter.counting(client.installation, client._subscriptions.table, client._shared_store.table):
+    tables = (client._subscriptions.table, client._shared_store.table)
+    with counter.counting(client.installation, *tables, this_thread=True):
         for topic, exclusive in ((few, 1), (many, 29)):
             counter.reset()
             listed = client.list_subscriptions(topic)
@@ -348,7 +349,8 @@ def test_a_listing_reads_the_subscription_rows_in_one_scan(client: MessagingClie
         client.create_subscription(topic, name)
     client.list_subscriptions(topic)  # the client's parts made, HBase's clock read
     counter = CallCounter()
-    with counter.counting(client.installation, client._subscriptions.table, client._shared_store.table):
+    tables = (client._subscriptions.table, client._shared_store.table)
+    with counter.counting(client.installation, *tables, this_thread=True):
         listed = client.list_subscriptions(topic)
     assert [s.name for s in listed] == ["a", "b", "c"] and all(s.shared is None for s in listed)
     assert {call: n for call, n in counter.calls.items() if call.startswith("subscriptions.")} == {

@@ -165,21 +165,27 @@ class SubscriptionStore:
 
     def list(self, topic: TopicId, generation: int) -> list[Stored]:
         """Every subscription of one topic generation, in name order."""
-        return [stored for stored, _ in self.list_with(topic, generation, ())]
+        return [stored for stored, _ in self.list_many([(topic, generation)], ())[0]]
 
-    def list_with(
-        self, topic: TopicId, generation: int, columns: Sequence[bytes]
-    ) -> builtins.list[tuple[Stored, dict[bytes, bytes]]]:  # builtins: ``list`` is the method above
-        """:meth:`list`, each subscription with the cells of ``columns`` its row holds (cells other layers keep
-        in a subscription's row, such as a shared subscription's settings): one scan of the topic generation's
-        rows, where a scan for each column would pass over its rows (and its shared subscriptions' state rows)
-        again."""
-        rows = self.table.scan(prefix=generation_prefix(topic, generation), columns=[COLUMN, *columns])
-        return [
-            (Stored(key, d[COLUMN], _decode(key, d[COLUMN])), d)
-            for key, d in rows
-            if d.get(COLUMN, TOMBSTONE) != TOMBSTONE
-        ]
+    def list_many(
+        self, generations: Sequence[tuple[TopicId, int]], columns: Sequence[bytes]
+    ) -> builtins.list[builtins.list[tuple[Stored, dict[bytes, bytes]]]]:  # builtins: ``list`` is the method above
+        """:meth:`list` of each of ``generations`` (topic, generation), each subscription with the cells of
+        ``columns`` its row holds (cells other layers keep in a subscription's row, such as a shared
+        subscription's settings), in the order given: one scan, from the first generation's rows in key order
+        to the last one's (a page of a topic list: the rows of topics in between that are not asked for are
+        passed over), where a scan for each topic, or each column, would be a round trip each."""
+        prefixes = [generation_prefix(topic, generation) for topic, generation in generations]
+        if not prefixes:
+            return []
+        found: dict[bytes, builtins.list[tuple[Stored, dict[bytes, bytes]]]] = {prefix: [] for prefix in prefixes}
+        # a name is [A-Za-z0-9_-]+: every row of a generation sorts before its prefix + 0xff
+        rows = self.table.scan(min(prefixes), max(prefixes) + b"\xff", columns=[COLUMN, *columns])
+        for key, d in rows:
+            listed = found.get(_generation_prefix_of(key))
+            if listed is not None and d.get(COLUMN, TOMBSTONE) != TOMBSTONE:
+                listed.append((Stored(key, d[COLUMN], _decode(key, d[COLUMN])), d))
+        return [found[prefix] for prefix in prefixes]
 
     def names(self) -> builtins.list[tuple[TopicId, int, str]]:  # builtins: ``list`` is the method above
         """Every subscription of every topic generation as (topic, generation, name), in key order: one scan
@@ -232,6 +238,11 @@ def _parse_key(key: bytes) -> tuple[TopicId, int, str]:
     """The topic, generation and name of a subscription's row key."""
     namespace, topic, rest = key.split(b":", 2)
     return TopicId(namespace.decode(), topic.decode()), int.from_bytes(rest[:4], "big"), rest[4:].decode()
+
+
+def _generation_prefix_of(key: bytes) -> bytes:
+    """The topic generation's prefix of a row key of the table (``ns:topic:`` and the generation)."""
+    return key[: key.index(b":", key.index(b":") + 1) + 5]
 
 
 def name_of(key: bytes, topic: TopicId) -> str:
