@@ -183,7 +183,7 @@ class SubscriptionStore:
         rows = self.table.scan(min(prefixes), max(prefixes) + b"\xff", columns=[COLUMN, *columns])
         for key, d in rows:
             listed = found.get(_generation_prefix_of(key))
-            if listed is not None and d.get(COLUMN, TOMBSTONE) != TOMBSTONE:
+            if listed is not None and _is_subscription_row(key) and d.get(COLUMN, TOMBSTONE) != TOMBSTONE:
                 listed.append((Stored(key, d[COLUMN], _decode(key, d[COLUMN])), d))
         return [found[prefix] for prefix in prefixes]
 
@@ -191,7 +191,11 @@ class SubscriptionStore:
         """Every subscription of every topic generation as (topic, generation, name), in key order: one scan
         of the whole table (a subscription's row key is ``ns:topic:``, its generation and its name)."""
         rows = self.table.scan(columns=[COLUMN])
-        return [_parse_key(key) for key, data in rows if data.get(COLUMN, TOMBSTONE) != TOMBSTONE]
+        return [
+            _parse_key(key)
+            for key, data in rows
+            if _is_subscription_row(key) and data.get(COLUMN, TOMBSTONE) != TOMBSTONE
+        ]
 
     def create(self, topic: TopicId, name: str, key: bytes, record: Record) -> Stored:
         """Store a new subscription; SubscriptionAlreadyExists if one has that name (left unchanged)."""
@@ -243,6 +247,13 @@ def _parse_key(key: bytes) -> tuple[TopicId, int, str]:
 def _generation_prefix_of(key: bytes) -> bytes:
     """The topic generation's prefix of a row key of the table (``ns:topic:`` and the generation)."""
     return key[: key.index(b":", key.index(b":") + 1) + 5]
+
+
+def _is_subscription_row(key: bytes) -> bool:
+    """Whether a row key of the table is a subscription's: other rows share the table, under a subscription's key
+    and a 0 byte (a shared subscription's state rows, :mod:`tms_hbase.shared.state`), and one kind of them keeps
+    its cell in this column too (a parked scheduled message's row); a name never holds a 0 byte."""
+    return b"\x00" not in key[len(_generation_prefix_of(key)) :]
 
 
 def name_of(key: bytes, topic: TopicId) -> str:
