@@ -24,6 +24,7 @@ from .common import RpcCounter
 OPERATIONS = (
     "get",
     "get_cell",
+    "get_cells",
     "get_versions",
     "scan",
     "scan_columns",
@@ -50,6 +51,7 @@ class CallCounter:
         self._requests_at = RpcCounter.count
         self._round_trips_at = RpcCounter.round_trips
         self._depth = threading.local()
+        self._thread: int | None = None  # the thread whose calls are counted (None: every thread's)
 
     @property
     def total(self) -> int:
@@ -71,8 +73,11 @@ class CallCounter:
         self._round_trips_at = RpcCounter.round_trips
 
     @contextmanager
-    def counting(self, installation: Installation, *tables: Table) -> Iterator[CallCounter]:
-        """Count the calls through ``installation``'s core tables (and any other ``tables`` given)."""
+    def counting(self, installation: Installation, *tables: Table, this_thread: bool = False) -> Iterator[CallCounter]:
+        """Count the calls through ``installation``'s core tables (and any other ``tables`` given); with
+        ``this_thread`` only those made on the calling thread (not a client's background threads', such as its
+        doorbell addresses' refresh, whose reads come when they come)."""
+        self._thread = threading.get_ident() if this_thread else None
         targets = [installation.messages, installation.payloads, installation.metadata, installation.txstate, *tables]
         patched: list[Table] = []
         RpcCounter.install()
@@ -94,7 +99,8 @@ class CallCounter:
         @functools.wraps(operation)
         def counted(*args: object, **kwargs: object) -> object:
             depth = getattr(self._depth, "value", 0)
-            if depth == 0:  # an operation made of others (last_row is a scan) is one call
+            mine = self._thread is None or threading.get_ident() == self._thread
+            if depth == 0 and mine:  # an operation made of others (last_row is a scan) is one call
                 self.calls[label] += 1
             self._depth.value = depth + 1
             try:

@@ -148,6 +148,8 @@ class MessagingClient(MessagingService):
             reader=lambda: self._reader,
             writer=lambda: self._writer,
             client=self,
+            topic_report=self._topic_report,
+            topic_reports=self._topic_reports,
         )
         """An operator's calls: tables, the tail-cache setting, inspection, diagnostics
         (:class:`~tms_hbase.client_admin.ClientAdmin`)."""
@@ -593,7 +595,7 @@ class MessagingClient(MessagingService):
         """The topic's subscriptions, in name order."""
         self._ensure_subscriptions()
         meta = self._metadata.get(_topic(topic))
-        return self._shared.listed(meta, self._subscription_admin.list(meta))
+        return self._shared.listed(meta)
 
     def delete_subscription(self, topic: TopicLike, name: str, *, force: bool = False) -> None:
         """Delete a subscription; SubscriptionNotFound. SubscriptionBusy while a consumer holds it,
@@ -704,10 +706,33 @@ class MessagingClient(MessagingService):
     def topic_stats(self, topic: TopicLike, *, windows: Sequence[int] | None = None) -> TopicStats:
         """Generation, first and last position and publish time, messages and bytes, publish rates over
         ``windows`` (seconds; default 1, 5 and 15 minutes) and every subscription with its lag."""
+        return self._topic_report(topic, windows)[0]
+
+    def _topic_report(self, topic: TopicLike, windows: Sequence[int] | None) -> tuple[TopicStats, list[Subscription]]:
+        """:meth:`topic_stats` and :meth:`list_subscriptions` from one read of the topic's subscriptions
+        (``client.admin.topic_report``)."""
         checks.windows(windows)
         self._ensure_subscriptions()
         meta = self._metadata.get(_topic(topic))
-        listed = self._shared.listed(meta, self._subscription_admin.list(meta))
+        return self._report(meta, self._shared.listed(meta), windows)
+
+    def _topic_reports(
+        self, topics: Sequence[TopicLike], windows: Sequence[int] | None
+    ) -> list[tuple[TopicStats, list[Subscription]]]:
+        """:meth:`_topic_report` of each of ``topics`` that exists: their metadata in one round trip, their
+        subscriptions in one scan (``client.admin.topic_reports``)."""
+        checks.windows(windows)
+        self._ensure_subscriptions()
+        metas = self._metadata.read_many([_topic(t) for t in topics])
+        return [
+            self._report(meta, listed, windows)
+            for meta, listed in zip(metas, self._shared.listed_many(metas), strict=True)
+        ]
+
+    def _report(
+        self, meta: TopicMetadata, listed: list[Subscription], windows: Sequence[int] | None
+    ) -> tuple[TopicStats, list[Subscription]]:
+        """The statistics of a topic whose subscriptions are ``listed``, and those."""
         subscriptions = [(s.name, s.position) for s in listed]
         if windows is None:
             stats = self._stats.topic_stats(meta.topic, meta.generation, meta.ttl, subscriptions)
@@ -715,15 +740,12 @@ class MessagingClient(MessagingService):
             stats = self._stats.topic_stats(meta.topic, meta.generation, meta.ttl, subscriptions, windows)
         shared = {s.name: s.shared for s in listed if s.shared is not None}
         if not shared:
-            return stats
+            return stats, listed
         # a shared subscription's mark stays where it started: its lag is what is not settled yet
-        return replace(
-            stats,
-            subscriptions=[
-                (name, mark, _unsettled(shared[name]) if name in shared else lag)
-                for name, mark, lag in stats.subscriptions
-            ],
-        )
+        lags = [
+            (name, mark, _unsettled(shared[name]) if name in shared else lag) for name, mark, lag in stats.subscriptions
+        ]
+        return replace(stats, subscriptions=lags), listed
 
     def consumer(
         self,

@@ -33,7 +33,11 @@ if TYPE_CHECKING:  # (imported where used: listing topics loads no reader, write
     from tms_hbase.fetch.inspect import Inspector
     from tms_hbase.fetch.reader import MessageReader
     from tms_hbase.model.dead_letter import DeadLetters
+    from tms_hbase.model.stats import TopicStats
+    from tms_hbase.model.subscription import Subscription
     from tms_hbase.publish.writer import MessageWriter
+
+    Report = tuple[TopicStats, list[Subscription]]  # a topic's statistics and its subscriptions
 
 
 class ClientAdmin:
@@ -49,6 +53,10 @@ class ClientAdmin:
         reader: Callable[[], MessageReader],
         writer: Callable[[], MessageWriter],
         client: MessagingClient,
+        topic_report: Callable[[TopicLike, Sequence[int] | None], tuple[TopicStats, list[Subscription]]],
+        topic_reports: Callable[
+            [Sequence[TopicLike], Sequence[int] | None], list[tuple[TopicStats, list[Subscription]]]
+        ],
     ) -> None:
         self._installation = installation
         self._readiness = readiness
@@ -57,6 +65,8 @@ class ClientAdmin:
         self._reader = reader
         self._writer = writer
         self._client = client
+        self._topic_report = topic_report
+        self._topic_reports = topic_reports
 
     def init_tables(self) -> list[str]:
         """Create any missing table of this prefix now (``tms-admin init``); returns the names created."""
@@ -124,6 +134,18 @@ class ClientAdmin:
         checks.positive_int("count", count)
         self._readiness.ensure()
         return self._metadata.first(count, None if after is None else as_topic(after))
+
+    def topic_report(self, topic: TopicLike, *, windows: Sequence[int] | None = None) -> Report:
+        """``client.topic_stats(topic, windows=windows)`` and ``client.list_subscriptions(topic)`` from one read of
+        the topic's subscriptions (and of a shared one's numbers), where the two calls read them twice: for a
+        screen that shows both (the console's topic screen)."""
+        return self._topic_report(topic, windows)
+
+    def topic_reports(self, topics: Sequence[TopicLike], *, windows: Sequence[int] | None = None) -> list[Report]:
+        """:meth:`topic_report` of each of ``topics`` that exists (deleted and missing ones left out), in the order
+        given: their metadata read in one round trip and their subscriptions in one scan, where a report each
+        reads them in a round trip each (a page of a topic list: the console's)."""
+        return self._topic_reports(topics, windows)
 
     def subscription_names(self) -> list[tuple[TopicId, int, str]]:
         """Every subscription of the installation as (topic, generation, name), from one scan of the

@@ -199,18 +199,37 @@ def _summaries(request: Request) -> Recent:
 
 
 async def _numbers(request: Request, gateway: Gateway, rows: list[dict]) -> dict[str, dict]:
-    """The numbers the topic list shows of the topics of ``rows`` by name (:func:`views.topic_numbers`: half the
-    reads of a topic's detail), as the worker read them lately (:mod:`.recent`; :func:`_each`)."""
+    """The numbers the topic list shows of the topics of ``rows`` by name (:func:`views.topics_numbers`: half the
+    reads of a topic's detail), as the worker read them lately (:mod:`.recent`). Those not read yet (a page's, on
+    the first view after the worker starts) are read now in :data:`READ_AT_ONCE` library calls at once, each
+    reading a share of them with their metadata and subscriptions in a round trip for the share, not one per
+    topic; those read before are served as read (refreshed behind once old). A topic deleted meanwhile has none."""
     kept, history = _summaries(request), _history(request)
+    unread = [_topic_of(row) for row in rows if kept.peek(row["name"]) is None]
+    share = max(1, -(-len(unread) // READ_AT_ONCE))
+    shares = [unread[n : n + share] for n in range(0, len(unread), share)]
+    read: dict[str, dict] = {}
+    for found in await asyncio.gather(
+        *(gateway.run(views.topics_numbers, gateway.client, topics, history) for topics in shares)
+    ):
+        read.update(found)
+    numbers = {}
+    for row in rows:
+        name = row["name"]
+        if name in read:
+            numbers[name] = kept.put(name, read[name])
+        elif kept.peek(name) is not None:
+            numbers[name] = kept.known(name, functools.partial(_topic_numbers, gateway, _topic_of(row), history))
+    return numbers
 
-    async def read(row: dict) -> dict:
-        topic = _topic_of(row)
-        numbers: dict = await kept.get(
-            str(topic), lambda: gateway.run(views.topic_numbers, gateway.client, topic, history)
-        )
-        return numbers
 
-    return await _each(rows, read)
+async def _topic_numbers(gateway: Gateway, topic: TopicId, history: History | None = None) -> dict:
+    """One topic's :func:`views.topics_numbers`; TopicNotFound once it is gone."""
+    found = await gateway.run(views.topics_numbers, gateway.client, [topic], history)
+    if str(topic) not in found:
+        raise TopicNotFound(topic)
+    numbers: dict = found[str(topic)]
+    return numbers
 
 
 async def _each(rows: list[dict], read: Callable[[dict], Awaitable[dict]]) -> dict[str, dict]:
@@ -415,7 +434,7 @@ TOPIC_COLUMNS = ("name", "ordering", "tx_mode", "ttl", "generation", *TOPIC_NUMB
 
 @api
 async def topic_page(request: Request, gateway: Gateway, viewer: Viewer) -> object:
-    """A page of the topic list, each topic with its numbers (:func:`views.topic_numbers`): filtered and sorted
+    """A page of the topic list, each topic with its numbers (:func:`views.topics_numbers`): filtered and sorted
     by name or a setting from the metadata alone, then only the page's topics are read. Sorted by a number,
     every topic listed is read, up to :data:`SORT_LIMIT`; past that the numbers come from the background
     walk of :mod:`.catalog` (``numbers_read``: how many topics listed it has read yet; the others sort last).
@@ -433,7 +452,7 @@ async def topic_page(request: Request, gateway: Gateway, viewer: Viewer) -> obje
         rows = _with_numbers(listed, await _numbers(request, gateway, listed))
         return {**answer, "rows": order.cut(order.sorted(rows))}
     catalog = _catalog(request)
-    known = catalog.known(listed, lambda row: gateway.run(views.topic_numbers, gateway.client, _topic_of(row)))
+    known = catalog.known(listed, lambda row: _topic_numbers(gateway, _topic_of(row)))
     page = order.cut(order.sorted([{**row, **known.get(row["name"], {})} for row in listed]))
     numbers = await _numbers(request, gateway, [row for row in page if row["name"] not in known])
     for name, found in numbers.items():

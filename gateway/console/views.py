@@ -172,8 +172,7 @@ def topic_detail(client: MessagingClient, topic: TopicId, history: History) -> d
     when (HBase's clock, ms)."""
     read_at = client.hbase_clock.now_ms()
     meta = client.get_topic(topic)
-    stats = client.topic_stats(topic, windows=RATE_WINDOWS)
-    subscriptions = {s.name: s for s in client.list_subscriptions(topic)}
+    stats, subscriptions = client.admin.topic_report(topic, windows=RATE_WINDOWS)
     lags = {name: lag for name, _mark, lag in stats.subscriptions}
     history.record(str(topic), stats.published, {name: (lag.messages, lag.seconds) for name, lag in lags.items()})
     return {
@@ -188,7 +187,7 @@ def topic_detail(client: MessagingClient, topic: TopicId, history: History) -> d
         "first_publish": stats.first_publish_time,
         "last_publish": stats.last_publish_time,
         "rates": {str(window): rate for window, rate in stats.rates.items()},
-        "subscriptions": [_subscription(s, lags.get(s.name)) for s in subscriptions.values()],
+        "subscriptions": [_subscription(s, lags.get(s.name)) for s in subscriptions],
         "history": history.samples(str(topic)),
         "lag_history": {
             name: history.lag_samples(str(topic), name)
@@ -212,17 +211,22 @@ def topic_summary(detail: dict) -> dict:
     )
 
 
-def topic_numbers(client: MessagingClient, topic: TopicId, history: History | None = None) -> dict:
-    """What :func:`topic_summary` shows of a topic, from its statistics alone (one rate window): the reads behind
-    a row of the topic list, half those of :func:`topic_detail`. With ``history``, the samples for the charts
-    are taken too (not when sorting a long list reads every topic's numbers: :mod:`.catalog`)."""
+def topics_numbers(client: MessagingClient, topics: list[TopicId], history: History | None = None) -> dict[str, dict]:
+    """What :func:`topic_summary` shows of each of ``topics`` that exists, by name, from their statistics alone (one
+    rate window): the reads behind rows of the topic list, half those of :func:`topic_detail`, the topics' metadata
+    and subscriptions read for all of them at once (``client.admin.topic_reports``). With ``history``, the samples
+    for the charts are taken too (not when sorting a long list reads every topic's numbers: :mod:`.catalog`)."""
     read_at = client.hbase_clock.now_ms()
-    stats = client.topic_stats(topic, windows=RATE_WINDOWS[:1])
-    lags = {name: (lag.messages, lag.seconds) for name, _mark, lag in stats.subscriptions}
-    if history is not None:
-        history.record(str(topic), stats.published, lags)
-    rate = stats.rates[RATE_WINDOWS[0]]
-    return _summary(stats.messages, stats.bytes, stats.last_publish_time, rate, len(lags), [*lags.values()], read_at)
+    numbers = {}
+    for stats, _ in client.admin.topic_reports(topics, windows=RATE_WINDOWS[:1]):
+        lags = {name: (lag.messages, lag.seconds) for name, _mark, lag in stats.subscriptions}
+        if history is not None:
+            history.record(str(stats.topic), stats.published, lags)
+        rate = stats.rates[RATE_WINDOWS[0]]
+        numbers[str(stats.topic)] = _summary(
+            stats.messages, stats.bytes, stats.last_publish_time, rate, len(lags), [*lags.values()], read_at
+        )
+    return numbers
 
 
 def _summary(

@@ -412,3 +412,26 @@ def acknowledged(client: MessagingClient) -> int:
     stats = client.get_subscription(T, "work").shared
     assert stats is not None
     return stats.acknowledged
+
+
+def test_a_parked_message_is_no_subscription_to_the_listings(client: MessagingClient) -> None:
+    """Once the floor passes a message due an hour ahead, its schedule row (under the subscription's key, its cell
+    in the column of a subscription's) is written: list_subscriptions, topic_stats and the list of every
+    subscription still list the one subscription. They read it as a corrupt subscription (CorruptData) and a
+    name that does not decode (UnicodeDecodeError), so the console's screens of the topic failed."""
+    client.create_topic(T, {"ordering": "chain"})
+    client.create_subscription(T, "work", shared=True, ack_timeout_seconds=600, claim_size=1)
+    client.publish(T, [Record(b"later", headers=[deliver_at(client.hbase_clock.now_ms() + 3_600_000)])])
+    client.publish(T, [b"now"] * 4)
+    keys = keys_of(client, "work")
+    table = client.installation.table("subscriptions")
+    with client.shared_consumer(T, "work", max_wait_seconds=0) as consumer:
+        assert payloads(receive_until(client, consumer, lambda got: len(got) >= 4)) == [b"now"] * 4
+        deadline = time.monotonic() + WAIT
+        while not table.scan(prefix=keys.schedule):  # the floor passes it: its row is written
+            assert time.monotonic() < deadline, "no schedule row"
+            assert consumer.receive(1, 0.3) == []
+    assert [s.name for s in client.list_subscriptions(T)] == ["work"]
+    assert [name for name, _mark, _lag in client.topic_stats(T).subscriptions] == ["work"]
+    meta = client.get_topic(T)
+    assert [s for s in client.admin.subscription_names() if s[0] == T] == [(T, meta.generation, "work")]

@@ -324,7 +324,8 @@ def test_a_topics_subscriptions_are_listed_in_the_same_calls_whatever_their_numb
     client.topic_stats(few)  # the client's parts made, HBase's clock read
     counter = CallCounter()
     spent = {}
-    with counter.counting(client.installation, client._subscriptions.table, client._shared_store.table):
+    tables = (client._subscriptions.table, client._shared_store.table)
+    with counter.counting(client.installation, *tables, this_thread=True):
         for topic, exclusive in ((few, 1), (many, 29)):
             counter.reset()
             listed = client.list_subscriptions(topic)
@@ -335,3 +336,23 @@ def test_a_topics_subscriptions_are_listed_in_the_same_calls_whatever_their_numb
             assert listed[-1].shared is not None and listed[-1].shared.waiting == 2
             assert [lag.messages for _name, _mark, lag in stats.subscriptions] == [2] * (exclusive + 1)
     assert spent[many] == spent[few], spent
+
+
+def test_a_listing_reads_the_subscription_rows_in_one_scan(client: MessagingClient) -> None:
+    """list_subscriptions reads a topic's subscription rows once: one scan for the subscriptions and the shared
+    ones' settings (the settings had a scan of their own, which passed over the topic's rows again, its shared
+    subscriptions' state rows included). Calls are counted, not timed (bench/calls.py)."""
+    topic = TopicId("subs", "scanned")
+    client.create_topic(topic)
+    client.publish(topic, [b"one"])
+    for name in ("a", "b", "c"):
+        client.create_subscription(topic, name)
+    client.list_subscriptions(topic)  # the client's parts made, HBase's clock read
+    counter = CallCounter()
+    tables = (client._subscriptions.table, client._shared_store.table)
+    with counter.counting(client.installation, *tables, this_thread=True):
+        listed = client.list_subscriptions(topic)
+    assert [s.name for s in listed] == ["a", "b", "c"] and all(s.shared is None for s in listed)
+    assert {call: n for call, n in counter.calls.items() if call.startswith("subscriptions.")} == {
+        "subscriptions.scan": 1
+    }

@@ -9,7 +9,7 @@ consumer fails its next write with LeaseLost instead of committing over the chan
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from tms_hbase.consume.doorbell import Address, ring_key
@@ -68,11 +68,22 @@ class SubscriptionAdmin:
         return _public(meta, name, resolved(stored.record, self._fate_reader()), self.reader.hbase_now())
 
     def list(self, meta: TopicMetadata) -> list[Subscription]:
+        return [subscription for subscription, _ in self.list_many([meta], ())[0]]
+
+    def list_many(
+        self, metas: Sequence[TopicMetadata], columns: Sequence[bytes]
+    ) -> builtins.list[builtins.list[tuple[Subscription, dict[bytes, bytes]]]]:  # builtins: the method above
+        """:meth:`list` of each topic of ``metas`` (in their generations), each subscription with the cells of
+        ``columns`` its row holds: one scan (:meth:`SubscriptionStore.list_many`)."""
         fate_of = self._fate_reader()
         now = self.reader.hbase_now()
+        found = self.store.list_many([(meta.topic, meta.generation) for meta in metas], columns)
         return [
-            _public(meta, name_of(s.key, meta.topic), resolved(s.record, fate_of), now)
-            for s in self.store.list(meta.topic, meta.generation)
+            [
+                (_public(meta, name_of(s.key, meta.topic), resolved(s.record, fate_of), now), cells)
+                for s, cells in listed
+            ]
+            for meta, listed in zip(metas, found, strict=True)
         ]
 
     def bells(self, meta: TopicMetadata) -> builtins.list[Address]:  # list: the method above

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import builtins
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from tms_hbase.errors import CorruptData, HBaseUnavailable, InvalidArgument, SubscriptionAlreadyExists
@@ -165,16 +165,37 @@ class SubscriptionStore:
 
     def list(self, topic: TopicId, generation: int) -> list[Stored]:
         """Every subscription of one topic generation, in name order."""
-        rows = self.table.scan(prefix=generation_prefix(topic, generation), columns=[COLUMN])
-        return [
-            Stored(key, d[COLUMN], _decode(key, d[COLUMN])) for key, d in rows if d.get(COLUMN, TOMBSTONE) != TOMBSTONE
-        ]
+        return [stored for stored, _ in self.list_many([(topic, generation)], ())[0]]
+
+    def list_many(
+        self, generations: Sequence[tuple[TopicId, int]], columns: Sequence[bytes]
+    ) -> builtins.list[builtins.list[tuple[Stored, dict[bytes, bytes]]]]:  # builtins: ``list`` is the method above
+        """:meth:`list` of each of ``generations`` (topic, generation), each subscription with the cells of
+        ``columns`` its row holds (cells other layers keep in a subscription's row, such as a shared
+        subscription's settings), in the order given: one scan, from the first generation's rows in key order
+        to the last one's (a page of a topic list: the rows of topics in between that are not asked for are
+        passed over), where a scan for each topic, or each column, would be a round trip each."""
+        prefixes = [generation_prefix(topic, generation) for topic, generation in generations]
+        if not prefixes:
+            return []
+        found: dict[bytes, builtins.list[tuple[Stored, dict[bytes, bytes]]]] = {prefix: [] for prefix in prefixes}
+        # a name is [A-Za-z0-9_-]+: every row of a generation sorts before its prefix + 0xff
+        rows = self.table.scan(min(prefixes), max(prefixes) + b"\xff", columns=[COLUMN, *columns])
+        for key, d in rows:
+            listed = found.get(_generation_prefix_of(key))
+            if listed is not None and _is_subscription_row(key) and d.get(COLUMN, TOMBSTONE) != TOMBSTONE:
+                listed.append((Stored(key, d[COLUMN], _decode(key, d[COLUMN])), d))
+        return [found[prefix] for prefix in prefixes]
 
     def names(self) -> builtins.list[tuple[TopicId, int, str]]:  # builtins: ``list`` is the method above
         """Every subscription of every topic generation as (topic, generation, name), in key order: one scan
         of the whole table (a subscription's row key is ``ns:topic:``, its generation and its name)."""
         rows = self.table.scan(columns=[COLUMN])
-        return [_parse_key(key) for key, data in rows if data.get(COLUMN, TOMBSTONE) != TOMBSTONE]
+        return [
+            _parse_key(key)
+            for key, data in rows
+            if _is_subscription_row(key) and data.get(COLUMN, TOMBSTONE) != TOMBSTONE
+        ]
 
     def create(self, topic: TopicId, name: str, key: bytes, record: Record) -> Stored:
         """Store a new subscription; SubscriptionAlreadyExists if one has that name (left unchanged)."""
@@ -221,6 +242,18 @@ def _parse_key(key: bytes) -> tuple[TopicId, int, str]:
     """The topic, generation and name of a subscription's row key."""
     namespace, topic, rest = key.split(b":", 2)
     return TopicId(namespace.decode(), topic.decode()), int.from_bytes(rest[:4], "big"), rest[4:].decode()
+
+
+def _generation_prefix_of(key: bytes) -> bytes:
+    """The topic generation's prefix of a row key of the table (``ns:topic:`` and the generation)."""
+    return key[: key.index(b":", key.index(b":") + 1) + 5]
+
+
+def _is_subscription_row(key: bytes) -> bool:
+    """Whether a row key of the table is a subscription's: other rows share the table, under a subscription's key
+    and a 0 byte (a shared subscription's state rows, :mod:`tms_hbase.shared.state`), and one kind of them keeps
+    its cell in this column too (a parked scheduled message's row); a name never holds a 0 byte."""
+    return b"\x00" not in key[len(_generation_prefix_of(key)) :]
 
 
 def name_of(key: bytes, topic: TopicId) -> str:

@@ -9,7 +9,7 @@ row and then the state rows of every incarnation.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from tms_hbase.consume.subscription_admin import EARLIEST, SubscriptionAdmin
@@ -24,7 +24,15 @@ from tms_hbase.model.stats import SharedStats
 from tms_hbase.model.subscription import END, PendingMessage, Subscription, check_name
 from tms_hbase.model.topic import TopicId, TopicMetadata, as_topic
 from tms_hbase.shared.schedule import Schedule
-from tms_hbase.shared.state import ClaimState, Keys, Settings, check_ordering, check_settings, new_incarnation
+from tms_hbase.shared.state import (
+    SETTINGS_COLUMN,
+    ClaimState,
+    Keys,
+    Settings,
+    check_ordering,
+    check_settings,
+    new_incarnation,
+)
 from tms_hbase.shared.store import SharedStore, iter_pages
 
 
@@ -114,21 +122,28 @@ class SharedAdmin:
         self.subscriptions.delete(meta, name, force=True)
         self.store.drop(row_key(meta.topic, meta.generation, name))
 
-    def listed(self, meta: TopicMetadata, subscriptions: list[Subscription]) -> list[Subscription]:
-        """The topic's ``subscriptions`` (as listed), each shared one with its numbers (:meth:`stats`): their
-        settings come from one scan of the topic's subscription rows, not a read (and, for an exclusive one,
-        a second read to tell it exists) per subscription."""
-        found = self.store.settings_under(generation_prefix(meta.topic, meta.generation))
-        listed = []
-        for s in subscriptions:
-            key = row_key(meta.topic, meta.generation, s.name)
-            settings = found.get(key)
-            listed.append(
-                s
-                if settings is None
-                else replace(s, shared=self._stats(meta, Keys(key, settings.incarnation), settings))
-            )
-        return listed
+    def listed(self, meta: TopicMetadata) -> list[Subscription]:
+        """The topic's subscriptions in name order (:meth:`listed_many`)."""
+        return self.listed_many([meta])[0]
+
+    def listed_many(self, metas: Sequence[TopicMetadata]) -> list[list[Subscription]]:
+        """The subscriptions of each topic of ``metas`` in name order, each shared one with its numbers
+        (:meth:`stats`): their settings come from the same scan of the topics' subscription rows as the
+        subscriptions, not a read (and, for an exclusive one, a second read to tell it exists) per subscription,
+        nor a scan of their own."""
+        found = self.subscriptions.list_many(metas, [SETTINGS_COLUMN])
+        return [
+            [self._with_settings(meta, subscription, cells.get(SETTINGS_COLUMN)) for subscription, cells in listed]
+            for meta, listed in zip(metas, found, strict=True)
+        ]
+
+    def _with_settings(self, meta: TopicMetadata, subscription: Subscription, data: bytes | None) -> Subscription:
+        """``subscription`` (as listed), with its numbers if ``data`` (its row's settings cell) makes it shared."""
+        if data is None:
+            return subscription
+        settings = Settings.decode(data)
+        keys = Keys(row_key(meta.topic, meta.generation, subscription.name), settings.incarnation)
+        return replace(subscription, shared=self._stats(meta, keys, settings))
 
     def stats(self, meta: TopicMetadata, name: str) -> SharedStats:
         """The numbers of a shared subscription: a scan of the claims not cleared yet, plus a lag read."""

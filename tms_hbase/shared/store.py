@@ -95,12 +95,6 @@ class SharedStore:
         data = self.table.get_cell(subscription_key, SETTINGS_COLUMN)
         return None if data is None else (data, Settings.decode(data))
 
-    def settings_under(self, prefix: bytes) -> dict[bytes, Settings]:
-        """The settings cells of the subscriptions whose row keys start with ``prefix`` (a topic generation's),
-        by row key: one scan, where :meth:`settings` for each would be a read each."""
-        rows = self.table.scan(prefix=prefix, columns=[SETTINGS_COLUMN])
-        return {key: Settings.decode(cells[SETTINGS_COLUMN]) for key, cells in rows if SETTINGS_COLUMN in cells}
-
     def swap_settings(self, subscription_key: bytes, old: bytes | None, new: Settings) -> bool:
         return self._swap(subscription_key, SETTINGS_COLUMN, old, new.encode())
 
