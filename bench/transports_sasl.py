@@ -15,11 +15,11 @@ from pathlib import Path
 from tests.secured_hbase import secured_hbase_running
 from tms_hbase import MessagingClient
 from tms_hbase.config import Config, ThriftTransport
-from tms_hbase_launcher.gateway import FULL_JIT, start_gateway
+from tms_hbase_launcher.gateway import start_gateway
 from tms_hbase_launcher.kdc import CLIENT, SERVER_HOST
 
 from .common import Result, Settings, median, ratio
-from .transports import BATCH, Sizes, measure
+from .transports import BATCH, Sizes, gateway_jvm, measure
 
 QOPS = ["auth", "auth-int", "auth-conf"]
 BASELINE = "auth"
@@ -27,6 +27,7 @@ BASELINE = "auth"
 
 def run(settings: Settings) -> Result:
     sizes = Sizes.of(settings)
+    flags, jit = gateway_jvm(settings)
     result = Result(
         "transports-sasl", f"Publish and fetch over SASL, by protection ({sizes.batches} batches of {BATCH} × 1 KiB)"
     )
@@ -39,7 +40,7 @@ def run(settings: Settings) -> Result:
             admin.admin.init_tables()  # as HBase's superuser, through the secured HBase's own gateway
         clients = {}
         for qop in QOPS:
-            gateway = start_gateway(kerberos=kdc, qop=qop, local=secured.hbase, java_flags=FULL_JIT)
+            gateway = start_gateway(kerberos=kdc, qop=qop, local=secured.hbase, java_flags=flags)
             stack.callback(gateway.stop)
             transport = ThriftTransport(
                 kerberos=True, kerberos_qop=qop, keytab=str(kdc.client_keytab), principal=kdc.principal(CLIENT)
@@ -55,7 +56,7 @@ def run(settings: Settings) -> Result:
         rows.append([qop, pub, f"{pub_ratio:.2f}×", got, f"{fetch_ratio:.2f}×"])
     result.table(["protection", "publish msg/s", f"÷ {BASELINE}", "fetch msg/s", f"÷ {BASELINE}"], rows)
     result.notes.append(
-        f"A KDC and an HBase of the benchmark's own, one ThriftServer JVM per protection (-threadpool, the full JIT); "
+        f"A KDC and an HBase of the benchmark's own, one ThriftServer JVM per protection (-threadpool, {jit}); "
         f"fetch: the median of {sizes.fetches} fetches of the whole topic per protection and round. Stated, not a "
         "goal."
     )
