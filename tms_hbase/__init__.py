@@ -47,7 +47,7 @@ from tms_hbase.model.topic import TopicId, TopicMetadata
 
 if TYPE_CHECKING:
     from tms_hbase.client import MessagingClient
-    from tms_hbase.consume.consumer import Consumer, ConsumerSession
+    from tms_hbase.consume.consumer import Consumer
     from tms_hbase.model.dead_letter import DeadLetter
     from tms_hbase.model.message import Delivery, DeliveryRef, Message
     from tms_hbase.model.message_id import MessageId
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from tms_hbase.model.record import Record
     from tms_hbase.model.schedule import deliver_after, deliver_at
     from tms_hbase.model.stats import Lag, PublisherStats, SharedStats, TopicStats
-    from tms_hbase.model.subscription import PendingMessage, Subscription
+    from tms_hbase.model.subscription import ConsumerSession, PendingMessage, Subscription
     from tms_hbase.model.wire import RollbackDetail
     from tms_hbase.publish.background import BackgroundPublisher
     from tms_hbase.shared import SharedConsumer
@@ -67,7 +67,7 @@ _LAZY = {
     "PublisherStats": "tms_hbase.model.stats",
     "MessagingClient": "tms_hbase.client",
     "Consumer": "tms_hbase.consume.consumer",
-    "ConsumerSession": "tms_hbase.consume.consumer",
+    "ConsumerSession": "tms_hbase.model.subscription",
     "MessageId": "tms_hbase.model.message_id",
     "Message": "tms_hbase.model.message",
     "Record": "tms_hbase.model.record",

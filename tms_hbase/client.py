@@ -40,7 +40,7 @@ from tms_hbase.tx.transaction import Transaction
 if TYPE_CHECKING:
     # The parts below are made on first use, each importing its module then: a command that only
     # administers topics (``tms-admin topic list``) loads no publish, fetch, consumer or shared-queue code.
-    from tms_hbase.consume.consumer import Consumer, ConsumerSession
+    from tms_hbase.consume.consumer import Consumer
     from tms_hbase.consume.doorbell import Doorbells
     from tms_hbase.consume.subscription_admin import SubscriptionAdmin
     from tms_hbase.consume.subscriptions import SubscriptionStore
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from tms_hbase.model.message import Message
     from tms_hbase.model.published import PublishResult
     from tms_hbase.model.stats import Lag, SharedStats, TopicStats
-    from tms_hbase.model.subscription import PendingMessage, Subscription
+    from tms_hbase.model.subscription import ConsumerSession, PendingMessage, Subscription
     from tms_hbase.model.wire import RollbackDetail
     from tms_hbase.ordering.appends import Resume
     from tms_hbase.publish.writer import MessageWriter

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tms_hbase.errors import InvalidArgument
@@ -31,35 +30,8 @@ if TYPE_CHECKING:  # (imported where used: listing topics loads no reader, write
     from tms_hbase.client import MessagingClient
     from tms_hbase.fetch.inspect import Inspector
     from tms_hbase.fetch.reader import MessageReader
-    from tms_hbase.model.dead_letter import DeadLetter
+    from tms_hbase.model.dead_letter import DeadLetters
     from tms_hbase.publish.writer import MessageWriter
-
-
-@dataclass(frozen=True)
-class RefusedLetter:
-    """A dead letter a replay does not publish, and why."""
-
-    letter: DeadLetter
-    reason: str
-
-
-@dataclass(frozen=True)
-class DeadLetters:
-    """What :meth:`ClientAdmin.dead_letters` listed or replayed from ``dead_letter_topic``: ``letters`` go
-    back to the subscription's topic, ``refused`` name another topic and are never published."""
-
-    dead_letter_topic: TopicId
-    letters: list[DeadLetter]
-    refused: list[RefusedLetter]
-
-    def sort(self, letter: DeadLetter, topic: TopicId) -> bool:
-        """Add ``letter`` to ``letters`` if it names ``topic`` (True), else to ``refused``."""
-        if letter.topic == topic:
-            self.letters.append(letter)
-            return True
-        reason = f"it names topic {letter.topic}, not {topic}: a replay publishes only to the subscription's own topic"
-        self.refused.append(RefusedLetter(letter, reason))
-        return False
 
 
 class ClientAdmin:
@@ -210,7 +182,7 @@ class ClientAdmin:
         stays in the dead-letter topic. InvalidArgument for a subscription without a dead-letter topic, a
         message there that is not a dead letter (those before it stay replayed), a bad ``via`` name or a
         ``limit`` below 1."""
-        from tms_hbase.model.dead_letter import DeadLetter
+        from tms_hbase.model.dead_letter import DeadLetter, DeadLetters
         from tms_hbase.model.subscription import check_name
 
         check_name(via)

@@ -3,10 +3,12 @@
     python -m tools.unasync            # rewrite the twins
     python -m tools.unasync --check    # exit 1 if a twin differs from what would be generated (make lint)
 
-The twins (:data:`TWINS`): the asyncio interface ``tms_hbase/aio/api.py`` from ``tms_hbase/api.py``, and the
+The twins (:data:`TWINS`): the asyncio interface ``tms_hbase/aio/api.py`` from ``tms_hbase/api.py``; the
 asyncio gateway client's forwarding operations ``tms_hbase/gateway_client/aio_operations.py`` from the
-blocking client's ``tms_hbase/gateway_client/operations.py``. Adding a keyword to a source and running this
-is all its asyncio twin needs. Line by line, as httpcore's unasync does the other way round:
+blocking client's ``tms_hbase/gateway_client/operations.py``; and the asyncio direct client's forwarding
+operations ``tms_hbase/aio/forwarding.py``, made by ``tools/forwarding.py`` of the asyncio interface.
+Adding a keyword to a source and running this is all its asyncio twins need. Line by line, as httpcore's
+unasync does the other way round:
 
 - a method becomes a coroutine (``def`` to ``async def``), except a property and a method that returns an
   object to iterate or enter (a return annotation ``Iterator[...]`` or ``...Consumer``): that object is returned
@@ -26,7 +28,7 @@ so in a block of comments::
     # ...lines of the asyncio twin only, commented out, as they appear there...
     # unasync: end
 
-The result is formatted by ``ruff format`` (as ``make lint`` checks every file).
+The result's imports are sorted and it is formatted by ruff (as ``make lint`` checks every file).
 """
 
 from __future__ import annotations
@@ -35,24 +37,33 @@ import argparse
 import re
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from tools.forwarding import ForwardingError, forwarding_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _as_is(text: str) -> str:
+    return text
+
+
 @dataclass(frozen=True)
 class Twin:
-    """A blocking source and the asyncio file generated from it (paths relative to the repository)."""
+    """A blocking source and the asyncio file generated from it (paths relative to the repository): ``build``
+    makes the file of the source's asyncio text (by default, that text itself)."""
 
     source: Path
     target: Path
+    build: Callable[[str], str] = _as_is
 
 
 TWINS = (
     Twin(Path("tms_hbase/api.py"), Path("tms_hbase/aio/api.py")),
     Twin(Path("tms_hbase/gateway_client/operations.py"), Path("tms_hbase/gateway_client/aio_operations.py")),
+    Twin(Path("tms_hbase/api.py"), Path("tms_hbase/aio/forwarding.py"), forwarding_module),
 )
 
 SUBSTITUTIONS = [
@@ -154,7 +165,7 @@ def _stays_plain(lines: list[str], index: int) -> bool:
 
 def generate(twin: Twin, source: str) -> str:
     """The text of ``twin.target`` for the text of ``twin.source``, formatted."""
-    body = "".join(to_async(select_async(source.splitlines(keepends=True))))
+    body = twin.build("".join(to_async(select_async(source.splitlines(keepends=True)))))
     header = (
         f"# Generated from {twin.source} by tools/unasync.py:\n# edit that file and run `python -m tools.unasync`.\n"
     )
@@ -162,16 +173,18 @@ def generate(twin: Twin, source: str) -> str:
 
 
 def _format(text: str, target: Path) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "ruff", "format", "--stdin-filename", str(ROOT / target), "-"],
-        input=text,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"ruff format failed on the generated {target}: {done.stderr.strip()}")
-    return done.stdout
+    for command in (["check", "--select", "I", "--fix"], ["format"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "ruff", *command, "--stdin-filename", str(ROOT / target), "-"],
+            input=text,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"ruff {command[0]} failed on the generated {target}: {done.stderr.strip()}")
+        text = done.stdout
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -183,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     for twin in TWINS:
         try:
             wanted = generate(twin, (args.root / twin.source).read_text())
-        except PragmaError as exc:
+        except (PragmaError, ForwardingError) as exc:
             print(f"unasync: {twin.source}: {exc}", file=sys.stderr)
             return 2
         target = args.root / twin.target

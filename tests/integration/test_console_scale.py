@@ -46,7 +46,9 @@ class Big:
 @pytest.fixture(scope="module")
 def big(hbase_address: str, module_prefix: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Big]:
     folder = tmp_path_factory.mktemp("console-scale")
-    with MessagingClient(hbase_address, module_prefix, create_tables=True) as client:
+    # Eight threads share the client's eight connections: at load 26 a thread waited more than the default 10 s
+    # for a free one. The set-up is not what is tested, so it gets a deadline that holds at any load.
+    with MessagingClient(hbase_address, module_prefix, create_tables=True, timeout_seconds=180) as client:
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(lambda n: client.create_topic(name(n)), range(TOPICS)))
         busy = [name(n) for n in range(TOPICS - BUSY, TOPICS)]

@@ -1,8 +1,8 @@
 """The Python examples of README.md and docs/*.md marked ``<!-- tested: python -->`` run as they are against the
-real HBase: each page's examples in order, each a program of its own, on an installation of the test's own,
-with a transaction server at ``$TMS_TX_SERVER`` for the pages whose examples use one, a real gateway at
-``$TMS_GATEWAY_URL`` for those that use a gateway client, and local-mode Spark (in the slow group) for those
-that use PySpark."""
+real HBase: each page's examples in order, each a program of its own (a Spark page's in one program, as pasted
+into one pyspark shell: one Spark JVM), on an installation of the test's own, with a transaction server at
+``$TMS_TX_SERVER`` for the pages whose examples use one, a real gateway at ``$TMS_GATEWAY_URL`` for those that
+use a gateway client, and local-mode Spark (in the slow group) for those that use PySpark."""
 
 from __future__ import annotations
 
@@ -80,6 +80,8 @@ def services(blocks: list[str], env: dict[str, str], folder: Path) -> Iterator[d
 @pytest.mark.parametrize("page", pages())
 def test_the_pages_examples_run(page: Path, installed_env: dict[str, str], tmp_path: Path) -> None:
     blocks = examples(page)  # they run on an installation, as after `tms-admin init`
+    if uses(blocks, "pyspark"):  # one program, as pasted into one pyspark shell: one Spark JVM, not one a block
+        blocks = ["\n".join(blocks)]
     out = ""
     with services(blocks, installed_env, tmp_path) as env:
         for number, block in enumerate(blocks, 1):

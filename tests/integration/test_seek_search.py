@@ -26,7 +26,8 @@ from tms_hbase.aio import AsyncMessagingClient
 from tms_hbase.model.rows import MESSAGE_COLUMN, SEQUENCE_COLUMN, BatchRow, counter_key, message_key
 from tms_hbase.ordering import sequencer
 
-ROWS = 600
+PHASE = 75  # rows in each of the four rates below
+ROWS = 4 * PHASE
 CACHE = 1  # tail-cache seconds: D = 1.5 s
 JITTER_MS = 600  # a sequencer row's date is up to this much off its place (within D of every other row)
 SEEK_CALLS = 20  # at most, per seek (the bound the call-count test holds on a million messages)
@@ -38,14 +39,14 @@ def _dates(base: int) -> list[int]:
     second apart, rows ever further apart (a slowing writer), and a burst again."""
     dates, at = [], base
     for i in range(ROWS):
-        if i < 150:
+        if i < PHASE:
             at += 1
-        elif i == 150:
+        elif i == PHASE:
             at += 3_600_000
-        elif i < 300:
+        elif i < 2 * PHASE:
             at += 1000
-        elif i < 450:
-            at += 10 * (i - 299) ** 2
+        elif i < 3 * PHASE:
+            at += 40 * (i - 2 * PHASE + 1) ** 2  # up to 225 s apart
         else:
             at += 2
         dates.append(at)

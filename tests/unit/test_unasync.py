@@ -1,5 +1,6 @@
 """tools/unasync.py: tms_hbase/aio/api.py is generated from tms_hbase/api.py, the asyncio gateway client's
-operations from the blocking one's, and ``--check`` (run by ``make lint``) fails as soon as a pair drifts apart."""
+operations from the blocking one's, the asyncio direct client's forwarding operations from the interface
+(tools/forwarding.py), and ``--check`` (run by ``make lint``) fails as soon as a pair drifts apart."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tools import unasync
+from tools import forwarding, unasync
 
 ROOT = Path(__file__).resolve().parents[2]
-API, GATEWAY = unasync.TWINS
+API, GATEWAY, FORWARDING = unasync.TWINS
 
 
 @pytest.fixture
@@ -45,6 +46,26 @@ def test_a_keyword_added_to_the_source_only_fails_the_check_until_regenerated(
     publish = twin[twin.index("    async def publish(") :]
     assert "priority: int = 0," in publish[: publish.index("-> PublishResult")]
     assert unasync.main(["--check", "--root", str(repo)]) == 0
+
+
+def test_an_operation_added_to_the_interface_is_forwarded_by_the_asyncio_client(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = repo / API.source
+    text = source.read_text()
+    anchor = "    def lag(self, topic: TopicLike, name: str) -> Lag:\n"
+    assert text.count(anchor) == 1
+    added = '    def compact(self, topic: TopicLike, *, keep: int = 1) -> int:\n        """Compact."""\n        ...\n\n'
+    source.write_text(text.replace(anchor, added + anchor))
+
+    assert unasync.main(["--check", "--root", str(repo)]) == 1
+    assert f"{FORWARDING.target} is not generated from {FORWARDING.source}" in capsys.readouterr().err
+    assert unasync.main(["--root", str(repo)]) == 0
+    assert (
+        "    async def compact(self, topic: TopicLike, *, keep: int = 1) -> int:\n"
+        '        """Compact."""\n'
+        "        return await self._run(lambda c: c.compact(topic, keep=keep))\n"
+    ) in (repo / FORWARDING.target).read_text()
 
 
 def test_a_keyword_added_to_a_gateway_operation_reaches_the_asyncio_client(
@@ -105,6 +126,49 @@ def test_methods_become_coroutines_but_those_returning_an_iterator_or_a_consumer
         "    def consumer(self) -> AsyncSubscriptionConsumer: ...\n"
         "    async def open(self) -> None: ...\n"
     )
+
+
+INTERFACE = (
+    "from collections.abc import Iterator\n"
+    "from typing import TYPE_CHECKING, Protocol\n"
+    "if TYPE_CHECKING:\n"
+    "    from tms_hbase.model.topic import TopicLike as Topic, TopicMetadata\n"
+    "class AsyncMessagingService(Protocol):\n"
+    "    async def close(self) -> None: ...\n"
+    "    async def tag(self, topic: Topic, /, *labels: str, force: bool = False, **extra: str) -> None: ...\n"
+    '    async def get(self, topic: Topic) -> TopicMetadata:\n        """The topic."""\n'
+    "    def fetch(self) -> Iterator[bytes]: ...\n"
+)
+
+
+def test_forwarding_passes_positional_arguments_in_place_and_keywords_by_name() -> None:
+    hand_written = {name: "" for name in ("close", "fetch")}
+    module = forwarding.forwarding_module(INTERFACE, hand_written)
+    methods = module[module.index("    async def tag(") :]
+    assert methods == (
+        "    async def tag(self, topic: Topic, /, *labels: str, force: bool=False, **extra: str) -> None:\n"
+        "        await self._run(lambda c: c.tag(topic, *labels, force=force, **extra))\n"
+        "\n"
+        "    async def get(self, topic: Topic) -> TopicMetadata:\n"
+        '        """The topic."""\n'
+        "        return await self._run(lambda c: c.get(topic))\n"
+    )
+    assert "    from tms_hbase.model.topic import TopicLike as Topic, TopicMetadata\n" in module
+    assert "Iterator" not in module  # only what the forwarded signatures name is imported
+
+
+@pytest.mark.parametrize(
+    ("hand_written", "error"),
+    [
+        ({"close": ""}, "AsyncMessagingService.fetch is not a coroutine, so it cannot be forwarded"),
+        ({"close": "", "fetch": "", "gone": ""}, "HAND_WRITTEN names what AsyncMessagingService does not have: gone"),
+    ],
+)
+def test_an_operation_that_cannot_be_forwarded_must_be_listed_as_hand_written(
+    hand_written: dict[str, str], error: str
+) -> None:
+    with pytest.raises(forwarding.ForwardingError, match=error):
+        forwarding.forwarding_module(INTERFACE, hand_written)
 
 
 def test_calls_of_the_coroutines_on_self_are_awaited() -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from functools import partial
 from itertools import islice
 from typing import Any, TypeVar
@@ -20,6 +20,7 @@ from tms_hbase import tracing
 from tms_hbase.aio.api import AsyncMessagingService
 from tms_hbase.aio.coalesce import GroupOutcome, PublishLanes
 from tms_hbase.aio.consumer import AsyncConsumer
+from tms_hbase.aio.forwarding import ForwardedOperations
 from tms_hbase.aio.shared import AsyncSharedConsumer
 from tms_hbase.client import MessagingClient
 from tms_hbase.config import Config
@@ -33,10 +34,7 @@ from tms_hbase.model.message import Message
 from tms_hbase.model.published import PublishResult
 from tms_hbase.model.record import Record
 from tms_hbase.model.retry import Retry
-from tms_hbase.model.stats import Lag, TopicStats
-from tms_hbase.model.subscription import PendingMessage, Subscription
-from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata, as_topic
-from tms_hbase.model.wire import RollbackDetail
+from tms_hbase.model.topic import TopicId, TopicLike, as_topic
 from tms_hbase.publish.writer import unknown_part
 from tms_hbase.runtime.bridge import run_sync
 from tms_hbase.shared.consumer import SharedConsumer
@@ -76,9 +74,11 @@ class _LoopClient(MessagingClient):
             return self.publish(topic, payloads, ttl_seconds=ttl)
 
 
-class AsyncMessagingClient(AsyncMessagingService):
+class AsyncMessagingClient(ForwardedOperations):
     """A connection to tms-hbase for asyncio: the operations of :class:`~tms_hbase.client.MessagingClient`
-    as coroutines, with the same arguments, Config, deadlines and errors.
+    as coroutines, with the same arguments, Config, deadlines and errors. Those that only run the blocking
+    client's operation on the event loop come from :mod:`tms_hbase.aio.forwarding` (generated from the
+    interface); those written here do more.
 
     Use it on one event loop, as ``async with AsyncMessagingClient(...) as client`` or by awaiting
     :meth:`close`. Its connections open on first use. ``timeout_seconds`` is a deadline per call, as in
@@ -161,44 +161,11 @@ class AsyncMessagingClient(AsyncMessagingService):
         return self._client
 
     async def _run(self, call: Callable[[MessagingClient], T]) -> T:
+        """``call`` of the blocking client, on the event loop (connected first)."""
         client = await self._ready()
         return await run_sync(call, client)
 
-    async def ping(self) -> None:
-        """One cheap round trip to HBase; HBaseUnavailable or InstallationNotFound if it fails."""
-        await self._run(lambda c: c.ping())
-
-    # -- topics -------------------------------------------------------------------------------
-
-    async def create_topic(
-        self, topic: TopicLike, properties: Mapping[str, str] | None = None, *, exist_ok: bool = False
-    ) -> TopicMetadata:
-        """Create a topic (``ttl`` in seconds among its properties); TopicAlreadyExists unless ``exist_ok``."""
-        return await self._run(lambda c: c.create_topic(topic, properties, exist_ok=exist_ok))
-
-    async def update_topic(
-        self, topic: TopicLike, properties: Mapping[str, str], *, expected: TopicMetadata | None = None
-    ) -> TopicMetadata:
-        """Replace a topic's properties; TopicNotFound."""
-        return await self._run(lambda c: c.update_topic(topic, properties, expected=expected))
-
-    async def get_topic(self, topic: TopicLike) -> TopicMetadata:
-        """The topic's metadata; TopicNotFound."""
-        return await self._run(lambda c: c.get_topic(topic))
-
-    async def list_topics(self, namespace: str | None = None) -> list[TopicId]:
-        """The topics of ``namespace``, in name order."""
-        return await self._run(lambda c: c.list_topics(namespace))
-
-    async def list_topic_metadata(self, namespace: str | None = None) -> list[TopicMetadata]:
-        """Like :meth:`list_topics`, with each topic's metadata."""
-        return await self._run(lambda c: c.list_topic_metadata(namespace))
-
-    async def delete_topic(self, topic: TopicLike) -> None:
-        """Delete a topic and make its messages unreadable at once; TopicNotFound."""
-        await self._run(lambda c: c.delete_topic(topic))
-
-    # -- messages -----------------------------------------------------------------------------
+    # -- what runs more than the blocking client's operation (the others: ForwardedOperations) ---
 
     async def publish(
         self,
@@ -253,21 +220,6 @@ class AsyncMessagingClient(AsyncMessagingService):
             write.add_done_callback(partial(_log_cancelled, topic))
             raise
 
-    async def store(
-        self,
-        topic: TopicLike,
-        payloads: Sequence[bytes | Record],
-        tx_write_pointer: int,
-        *,
-        sequence: int | None = None,
-    ) -> None:
-        """Store payloads under a write pointer, invisible until that pointer is published."""
-        await self._run(lambda c: c.store(topic, payloads, tx_write_pointer, sequence=sequence))
-
-    async def rollback(self, topic: TopicLike, handle: PublishResult | RollbackDetail | bytes) -> None:
-        """Mark a transactional publish rolled back."""
-        await self._run(lambda c: c.rollback(topic, handle))
-
     def fetch(
         self,
         topic: TopicLike,
@@ -285,78 +237,6 @@ class AsyncMessagingClient(AsyncMessagingService):
         return _AsyncMessages(
             self, lambda c: c.fetch(topic, start_message, start_time_ms, inclusive, limit, transaction)
         )
-
-    # -- subscriptions --------------------------------------------------------------------------
-
-    async def create_subscription(
-        self,
-        topic: TopicLike,
-        name: str,
-        start: str | int = "earliest",
-        *,
-        exist_ok: bool = False,
-        shared: bool = False,
-        ack_timeout_seconds: float | None = None,
-        max_deliveries: int | None = None,
-        dead_letter: TopicLike | None = None,
-        claim_size: int | None = None,
-        ordering: str | None = None,
-    ) -> Subscription:
-        """A durable consume mark on the topic from ``start`` ("earliest", "latest" or a time in ms)."""
-        return await self._run(
-            lambda c: c.create_subscription(
-                topic,
-                name,
-                start,
-                exist_ok=exist_ok,
-                shared=shared,
-                ack_timeout_seconds=ack_timeout_seconds,
-                max_deliveries=max_deliveries,
-                dead_letter=dead_letter,
-                claim_size=claim_size,
-                ordering=ordering,
-            )
-        )
-
-    async def get_subscription(self, topic: TopicLike, name: str) -> Subscription:
-        """The subscription; SubscriptionNotFound."""
-        return await self._run(lambda c: c.get_subscription(topic, name))
-
-    async def list_subscriptions(self, topic: TopicLike) -> list[Subscription]:
-        """The topic's subscriptions, in name order."""
-        return await self._run(lambda c: c.list_subscriptions(topic))
-
-    async def delete_subscription(self, topic: TopicLike, name: str, *, force: bool = False) -> None:
-        """Delete a subscription; SubscriptionBusy while a consumer holds it, unless ``force``."""
-        await self._run(lambda c: c.delete_subscription(topic, name, force=force))
-
-    async def reset_subscription(
-        self,
-        topic: TopicLike,
-        name: str,
-        start_message: bytes | str | None = None,
-        start_time_ms: int | None = None,
-        *,
-        force: bool = False,
-    ) -> Subscription:
-        """Move the mark to a message id ("earliest", "latest") or a publish time (ms)."""
-        return await self._run(lambda c: c.reset_subscription(topic, name, start_message, start_time_ms, force=force))
-
-    async def release_subscription(self, topic: TopicLike, name: str) -> Subscription:
-        """Take the lease away from whoever holds the subscription, keeping its mark."""
-        return await self._run(lambda c: c.release_subscription(topic, name))
-
-    async def lag(self, topic: TopicLike, name: str) -> Lag:
-        """How far the subscription is behind."""
-        return await self._run(lambda c: c.lag(topic, name))
-
-    async def topic_stats(self, topic: TopicLike, *, windows: Sequence[int] | None = None) -> TopicStats:
-        """The topic's numbers, publish rates over ``windows`` (seconds) and its subscriptions' lag."""
-        return await self._run(lambda c: c.topic_stats(topic, windows=windows))
-
-    async def pending(self, topic: TopicLike, name: str, *, limit: int | None = None) -> list[PendingMessage]:
-        """A shared subscription's deliveries not settled yet."""
-        return await self._run(lambda c: c.pending(topic, name, limit=limit))
 
     def consumer(
         self, topic: TopicLike, name: str, *, max_wait_seconds: float = 5.0, isolation: str = "committed"

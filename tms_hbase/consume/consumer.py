@@ -38,7 +38,7 @@ import uuid
 import weakref
 from collections import deque
 from collections.abc import Callable, Collection, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from itertools import islice
 from typing import TYPE_CHECKING
 
@@ -56,7 +56,7 @@ from tms_hbase.model.message import Message
 from tms_hbase.model.message_id import ID_LENGTH
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.rows import RowSlice
-from tms_hbase.model.subscription import Pending
+from tms_hbase.model.subscription import ConsumerSession, Pending
 from tms_hbase.model.topic import TopicId
 from tms_hbase.tx.committed import CommittedReads
 from tms_hbase.tx.fate import TxFate, fate, snapshot_from_server
@@ -69,16 +69,6 @@ log = logging.getLogger(__name__)
 
 AUTO_COMMIT_SECONDS = 1.0
 CHANGE_PREFIX = b"tms-subscription:"
-
-
-@dataclass(frozen=True)
-class ConsumerSession:
-    """What a detached consumer hands on so that a later call, possibly in another process, goes on as the
-    same consumer: its lease owner and the last message it delivered (the gateway passes it to its HTTP
-    client between requests). See :meth:`Consumer.detach`."""
-
-    owner: str
-    delivered: bytes | None
 
 
 class Consumer:

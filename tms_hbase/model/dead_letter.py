@@ -1,5 +1,5 @@
 """Dead letters: what a shared subscription publishes to its dead-letter topic for a message it gave
-up on, and how to read it back.
+up on, how to read it back, and what a listing or replay of them found.
 
 A dead letter is the original message (payload, key and headers as they were) with its origin in headers
 appended after the original's, as Kafka Connect's dead-letter queues carry theirs::
@@ -106,3 +106,31 @@ class DeadLetter:
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise InvalidArgument(f"not a dead letter: {exc}") from None
+
+
+@dataclass(frozen=True)
+class RefusedLetter:
+    """A dead letter a replay does not publish, and why."""
+
+    letter: DeadLetter
+    reason: str
+
+
+@dataclass(frozen=True)
+class DeadLetters:
+    """What :meth:`tms_hbase.client_admin.ClientAdmin.dead_letters` listed or replayed from
+    ``dead_letter_topic``: ``letters`` go back to the subscription's topic, ``refused`` name another topic and
+    are never published."""
+
+    dead_letter_topic: TopicId
+    letters: list[DeadLetter]
+    refused: list[RefusedLetter]
+
+    def sort(self, letter: DeadLetter, topic: TopicId) -> bool:
+        """Add ``letter`` to ``letters`` if it names ``topic`` (True), else to ``refused``."""
+        if letter.topic == topic:
+            self.letters.append(letter)
+            return True
+        reason = f"it names topic {letter.topic}, not {topic}: a replay publishes only to the subscription's own topic"
+        self.refused.append(RefusedLetter(letter, reason))
+        return False

@@ -1,6 +1,7 @@
 """Subscriptions as users see them: the name check, a subscription with its committed and pending marks,
-and one message in flight in a shared subscription. Values only: :mod:`tms_hbase.consume.subscriptions`
-stores them and :mod:`tms_hbase.shared.admin` lists the messages in flight."""
+one message in flight in a shared subscription, and a detached exclusive consumer's session. Values only:
+:mod:`tms_hbase.consume.subscriptions` stores them and :mod:`tms_hbase.shared.admin` lists the messages in
+flight."""
 
 from __future__ import annotations
 
@@ -54,6 +55,16 @@ class Subscription:
     lease_expires: int | None = None
     pending: Pending | None = None
     shared: SharedStats | None = None
+
+
+@dataclass(frozen=True)
+class ConsumerSession:
+    """What a detached consumer hands on so that a later call, possibly in another process, goes on as the
+    same consumer: its lease owner and the last message it delivered (the gateway passes it to its HTTP
+    client between requests). See :meth:`tms_hbase.consume.consumer.Consumer.detach`."""
+
+    owner: str
+    delivered: bytes | None
 
 
 @dataclass(frozen=True)
