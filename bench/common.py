@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import statistics
 import struct
@@ -231,6 +232,23 @@ def wait_until(when: float) -> None:
 
 
 # -- results ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GoalFamily:
+    """Goals that differ only in an item (a console screen, a transport): each run records one verdict per item,
+    docs/benchmarks.md's table shows the family as one row, met only when every item met its goal."""
+
+    template: str  # each item's goal text, with ``{item}`` and any other ``{field}`` that varies with the item
+    goal: str  # the family's goal in the table
+    highest_is_worst: bool  # True for a limit (``< 300 ms``), False for a floor (``≥ 0.8×``)
+
+    def item(self, goal: str) -> str | None:
+        """The item that ``goal`` is this family's goal for, or None if it is not one of the family's."""
+        parts = re.split(r"\{(\w+)\}", self.template)
+        pattern = "".join(re.escape(part) if n % 2 == 0 else f"(?P<{part}>.+?)" for n, part in enumerate(parts))
+        match = re.fullmatch(pattern, goal)
+        return match["item"] if match else None
 
 
 @dataclass

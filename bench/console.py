@@ -24,10 +24,16 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from tests.browser import chromium, wait_for_page
 from tms_hbase import TopicId
 
-from .common import Result, Settings, bench_tables, median, percentile, progress
+from .common import GoalFamily, Result, Settings, bench_tables, median, percentile, progress
 from .gateway import start_gateway
 
 GOAL_MS = 300.0
+MEDIAN_GOAL = f"console {{item}} screen median < {GOAL_MS:.0f} ms"
+FIRST_VIEW_GOAL = f"console {{item}} first view < {GOAL_MS:.0f} ms"
+GOAL_FAMILIES = (  # one verdict per screen in the runs, one row each in docs/benchmarks.md
+    GoalFamily(MEDIAN_GOAL, f"every screen's median < {GOAL_MS:.0f} ms", highest_is_worst=True),
+    GoalFamily(FIRST_VIEW_GOAL, f"every screen's first view < {GOAL_MS:.0f} ms", highest_is_worst=True),
+)
 BUSY = TopicId("load", "busy")
 ROUTE = f"{BUSY.namespace}/{BUSY.topic}"
 SCREENS = (  # (route, the screen's name in data-ready, the rows it lists, how many: None for at least one)
@@ -78,8 +84,8 @@ def run(settings: Settings) -> Result:
     for label, (first, measured) in times.items():
         middle = median(measured)
         rows.append([label, first, middle, percentile(measured, 90), max(measured)])
-        result.goal(f"console {label} screen median < {GOAL_MS:.0f} ms", f"{middle:.0f} ms", middle < GOAL_MS)
-        result.goal(f"console {label} first view < {GOAL_MS:.0f} ms", f"{first:.0f} ms", first < GOAL_MS)
+        result.goal(MEDIAN_GOAL.format(item=label), f"{middle:.0f} ms", middle < GOAL_MS)
+        result.goal(FIRST_VIEW_GOAL.format(item=label), f"{first:.0f} ms", first < GOAL_MS)
     result.table(["screen", "first view after start, ms", "median, ms", "p90, ms", "max, ms"], rows)
     result.notes.append(
         f"{loads} loads a round after the first, {settings.rounds} round(s); load average"

@@ -4,7 +4,8 @@
 
 The goals table of docs/benchmarks.md is generated: one row per goal with its latest figure, the date and the
 command of the run that measured it, from the ``--json`` files of ``bench.run`` and ``bench.peers`` kept in
-bench/results/ (quiet runs only: nothing else on the machine). ``--write`` replaces the table in the page,
+bench/results/ (quiet runs only: nothing else on the machine). A goal recorded per item (each console screen,
+each transport: ``bench.run.GOAL_FAMILIES``) is one row naming its worst item. ``--write`` replaces the table,
 ``--check`` exits 1 when the page differs from what the files give (a unit test does the same).
 """
 
@@ -15,13 +16,15 @@ import glob
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .common import Result, Settings
+from .common import GoalFamily, Result, Settings
 
 
 def markdown(results: list[Result], settings: Settings, command: str, wall: float) -> str:
@@ -145,12 +148,13 @@ def verdicts(path: Path) -> list[Verdict]:
 
 
 def latest(paths: list[Path]) -> list[Verdict]:
-    """The newest verdict of each (benchmark, goal), in the order of bench.run's benchmarks, the peers last."""
-    from .run import BENCHMARKS  # run imports this module: here, not at the top
+    """The newest verdict of each (benchmark, goal), in the order of bench.run's benchmarks, the peers last; a
+    goal family's verdict is all from the newest run that measured the family (an item it dropped is not kept)."""
+    from .run import BENCHMARKS, GOAL_FAMILIES  # run imports this module: here, not at the top
 
     newest: dict[tuple[str, str], Verdict] = {}
     for path in sorted(paths):
-        for v in verdicts(path):
+        for v in folded(verdicts(path), GOAL_FAMILIES):
             kept = newest.get((v.benchmark, v.goal))
             if kept is None or v.time > kept.time:
                 newest[(v.benchmark, v.goal)] = v
@@ -160,6 +164,41 @@ def latest(paths: list[Path]) -> list[Verdict]:
         return (order.index(v.benchmark) if v.benchmark in order else len(order), v.benchmark)
 
     return sorted(newest.values(), key=rank)  # stable: each benchmark's goals keep their files' order
+
+
+def folded(found: list[Verdict], families: Sequence[GoalFamily]) -> list[Verdict]:
+    """One run's verdicts with each benchmark's verdicts of one family as one, in the place of its first item."""
+    rows: list[Verdict | tuple[str, GoalFamily]] = []
+    items: dict[tuple[str, GoalFamily], list[tuple[str, Verdict]]] = {}
+    for v in found:
+        match = next(((f, item) for f in families if (item := f.item(v.goal)) is not None), None)
+        if match is None:
+            rows.append(v)
+            continue
+        key = (v.benchmark, match[0])
+        if key not in items:
+            rows.append(key)
+            items[key] = []
+        items[key].append((match[1], v))
+    return [row if isinstance(row, Verdict) else family_verdict(*row, items[row]) for row in rows]
+
+
+def family_verdict(benchmark: str, family: GoalFamily, items: list[tuple[str, Verdict]]) -> Verdict:
+    """Met when every item met its goal; the figure names the items that missed it, worst first, or the worst
+    item when none did."""
+    ordered = sorted(items, key=lambda item: figure(item[1].measured), reverse=family.highest_is_worst)
+    missed = [f"{name} {v.measured}" for name, v in ordered if not v.met]
+    measured = f"missed by {', '.join(missed)}" if missed else f"worst: {ordered[0][0]} {ordered[0][1].measured}"
+    run = items[0][1]
+    return Verdict(benchmark, family.goal, measured, not missed, run.time, run.command)
+
+
+def figure(measured: str) -> float:
+    """The first number of a measured figure (``455 ms``, ``0.60×``, ``53,562 rows/s``)."""
+    found = re.search(r"\d[\d,]*(?:\.\d+)?", measured)
+    if found is None:
+        raise ValueError(f"no figure in the measured {measured!r}")
+    return float(found.group(0).replace(",", ""))
 
 
 def goals_table(paths: list[Path]) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench import report
+from bench import console, report
 
 
 def test_the_benchmarks_page_is_what_the_kept_runs_render() -> None:
@@ -41,3 +41,26 @@ def test_the_newest_run_of_a_goal_wins_and_the_peers_come_last(tmp_path: Path) -
     rendered = report.render_page(page, paths)
     assert rendered.startswith("intro\n" + report.BEGIN) and rendered.endswith(report.END + "\nafter\n")
     assert "stale" not in rendered
+
+
+def _screens(path: Path, when: str, figures: dict[str, tuple[str, bool]]) -> Path:
+    goals = [
+        {"goal": console.FIRST_VIEW_GOAL.format(item=screen), "measured": measured, "met": met}
+        for screen, (measured, met) in figures.items()
+    ]
+    run = {"command": f"cmd {when}", "time": when, "results": [{"name": "console", "goals": goals}]}
+    path.write_text(json.dumps(run))
+    return path
+
+
+def test_a_goal_recorded_per_screen_is_one_row_naming_the_screens_that_missed_it_from_the_newest_run(
+    tmp_path: Path,
+) -> None:
+    old, new = "2026-01-01T00:00:00+0000", "2026-01-02T00:00:00+0000"
+    figures = {"overview": ("201 ms", True), "topics": ("455 ms", False), "sweeper": ("290 ms", True)}
+    missed = _screens(tmp_path / "a.json", old, figures)
+    met = _screens(tmp_path / "b.json", new, {"overview": ("263 ms", True), "topics": ("182 ms", True)})
+    row = "| console | every screen's first view < 300 ms | {} | {} | `cmd {}` |"
+    assert row.format("missed by topics 455 ms | **not met**", old[:10], old) in report.goals_table([missed])
+    # the newest run's screens only: the sweeper's 290 ms of the older run is not the worst
+    assert row.format("worst: overview 263 ms | met", new[:10], new) in report.goals_table([missed, met])
