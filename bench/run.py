@@ -6,7 +6,8 @@ Benchmarks (docs/benchmarks.md): publish, writers, designs (the many-writer desi
 and headers cost to publish and fetch), latency, seek, txlatency, sweeper, spark, gateway, gateway-aio, consumer,
 shared, shared-keyed (key-ordered shared subscriptions), scheduled (how late scheduled messages go out), aio (the
 asyncio client), console (the web console's screen times), transports (framed, compact and TLS against the plain
-Thrift transport).
+Thrift transport), transports-sasl (SASL auth-int and auth-conf against auth, on a KDC and a secured HBase of its
+own; not in ``--quick`` unless named with ``--only``).
 Progress goes to stderr, the report to stdout. Every table a run creates has a ``bench…`` prefix and is
 dropped afterwards. The exit code is 1 if any benchmark failed (its own checks included), 2 without HBase.
 
@@ -42,6 +43,7 @@ from . import (
     spark,
     sweeper,
     transports,
+    transports_sasl,
     txlatency,
     writer_designs,
     writers,
@@ -71,8 +73,11 @@ BENCHMARKS: dict[str, Callable[[Settings], Result]] = {
     "aio": aio.run,
     "console": console.run,
     "transports": transports.run,
+    "transports-sasl": transports_sasl.run,
     "scale": scale.run,
 }
+NOT_QUICK = {"transports-sasl"}
+"""Left out of ``--quick`` unless named with ``--only`` (they start servers of their own for minutes)."""
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -89,7 +94,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="HBase Thrift gateway on loopback (default $TMS_HBASE_THRIFT or 127.0.0.1:9090)",
     )
     args = parser.parse_args(argv)
-    names = [n.strip() for n in args.only.split(",")] if args.only else list(BENCHMARKS)
+    if args.only:
+        names = [n.strip() for n in args.only.split(",")]
+    else:
+        names = [n for n in BENCHMARKS if not (args.quick and n in NOT_QUICK)]
     unknown = [n for n in names if n not in BENCHMARKS]
     if unknown:
         parser.error(f"unknown benchmark {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}")

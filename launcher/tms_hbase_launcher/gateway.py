@@ -15,7 +15,7 @@ import socket
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +28,9 @@ from tms_hbase_launcher.siteconf import LOG4J2, write_site
 THRIFT_SERVER_CLASS = "org.apache.hadoop.hbase.thrift.ThriftServer"
 MAX_FRAME_MB = 64
 """The framed server's largest request (HBase's default is 2 MB, less than one default-sized publish batch)."""
+FULL_JIT = ("-XX:TieredStopAtLevel=4",)
+"""The JIT a production gateway runs with (C2 too), for benchmarks: with C1 alone the JVM's TLS and SASL encryption
+run several times slower."""
 
 
 @dataclass(frozen=True)
@@ -139,10 +142,12 @@ def start_gateway(
     qop: str = "auth",
     local: LocalHBase | None = None,
     timeout: float = 180.0,
+    java_flags: Sequence[str] = (),
 ) -> ThriftGateway:
     """Start a gateway serving as :func:`gateway_settings` says on the running local HBase (its ZooKeeper; with
     ``kerberos``, an HBase secured by that KDC) and wait until it accepts connections; LauncherError if the local
-    HBase is not running or the gateway does not come up within ``timeout``."""
+    HBase is not running or the gateway does not come up within ``timeout``. Its JVM starts small and quick (C1
+    compiler only), as tests want; ``java_flags`` come after those and win (e.g. :data:`FULL_JIT`)."""
     local = local or LocalHBase(progress=lambda _message: None)
     state = read_state(local.paths.state)
     if not state or not local.status().running:
@@ -163,6 +168,7 @@ def start_gateway(
     main = [THRIFT_SERVER_CLASS, "-b", HOST, "-p", str(port), "--infoport", str(info_port), "-threadpool", "start"]
     flags = ["-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", f"-Dtms.thrift.gateway={folder}"]
     flags += kerberos.java_flags() if kerberos is not None else []
+    flags += java_flags
     pid = spawn_jvm(_find_java(), flags, conf, local.paths.lib, folder / "thrift.log", folder, main)
     gateway = ThriftGateway(f"{HOST}:{port}", properties, pid, folder, f"{HOST}:{info_port}")
     deadline = time.monotonic() + timeout

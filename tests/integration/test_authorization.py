@@ -26,14 +26,13 @@ from tms_hbase.config import Config, ThriftTransport
 from tms_hbase.errors import AccessDenied, InstallationNotFound
 from tms_hbase.gateway_client.http import GatewayClient
 from tms_hbase_launcher.gateway import ThriftGateway, start_gateway
-from tms_hbase_launcher.kdc import SERVER_HOST, SERVICE, Kdc, start_kdc
+from tms_hbase_launcher.kdc import SERVER_HOST, SERVICE, Kdc
 from tms_hbase_launcher.local import JDK17_FLAGS, LocalHBase
-from tms_hbase_launcher.paths import default_home, default_jars_root
 from tms_hbase_sweeper.sweep import Sweeper
 
 from ..gateway_server import GatewayProcess
 from ..hbase_admin import compiled
-from ..tx_server import free_port
+from ..secured_hbase import secured_hbase_running
 
 pytestmark = [pytest.mark.secured, pytest.mark.slow]
 
@@ -109,31 +108,19 @@ class Secured:
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TMS_HBASE_JARS", str(default_jars_root(default_home())))  # the shared download
-        kdc = start_kdc(tmp_path_factory.mktemp("kdc"), users=[*USERS.values(), NOBODY])
-        patch.setenv("KRB5_CONFIG", str(kdc.krb5_conf))
-        hbase = LocalHBase(
-            home=tmp_path_factory.mktemp("authorized-hbase"),
-            thrift_port=free_port(),
-            progress=lambda _message: None,
-            site=kdc.server_settings() | documented_authorization(),
-            java_flags=kdc.java_flags(),
-        )
-        gateway = None
+    users = [*USERS.values(), NOBODY]
+    with secured_hbase_running(
+        tmp_path_factory.mktemp("authorized"), users=users, site=documented_authorization()
+    ) as running:
+        gateway = start_gateway(kerberos=running.kdc, qop="auth-conf", local=running.hbase)
         try:
-            hbase.start(timeout=900)
-            gateway = start_gateway(kerberos=kdc, qop="auth-conf", local=hbase)
-            served = Secured(kdc, hbase, gateway, f"a{uuid.uuid4().hex[:10]}")
+            served = Secured(running.kdc, running.hbase, gateway, f"a{uuid.uuid4().hex[:10]}")
             with served.superuser() as client:
                 client.admin.init_tables()
                 client.admin.set_tail_cache_seconds(1)
             yield served
         finally:
-            if gateway is not None:
-                gateway.stop()
-            hbase.stop()
-            kdc.stop()
+            gateway.stop()
 
 
 def _topic(secured: Secured, name: str, count: int) -> TopicId:

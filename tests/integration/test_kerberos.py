@@ -27,13 +27,12 @@ from tms_hbase.aio import AsyncMessagingClient
 from tms_hbase.config import TRANSPORT_ENV, Config, ThriftTransport
 from tms_hbase.errors import HBaseUnavailable
 from tms_hbase_launcher.gateway import ThriftGateway, start_gateway
-from tms_hbase_launcher.kdc import CLIENT, SERVER_HOST, Kdc, start_kdc
+from tms_hbase_launcher.kdc import CLIENT, SERVER_HOST, Kdc
 from tms_hbase_launcher.local import LocalHBase
-from tms_hbase_launcher.paths import default_home, default_jars_root
 
 from ..aio_client import round_trip
 from ..gateway_server import GatewayProcess
-from ..tx_server import free_port
+from ..secured_hbase import SecuredHBase, secured_hbase_running
 
 pytestmark = [pytest.mark.secured, pytest.mark.slow]
 
@@ -61,33 +60,21 @@ class Served:
 
 
 @pytest.fixture(scope="module")
-def kdc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kdc]:
-    """The module's KDC; the tests' own GSS library finds it through ``KRB5_CONFIG``."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TMS_HBASE_JARS", str(default_jars_root(default_home())))  # the shared download
-        kdc = start_kdc(tmp_path_factory.mktemp("kdc"))
-        patch.setenv("KRB5_CONFIG", str(kdc.krb5_conf))
-        try:
-            yield kdc
-        finally:
-            kdc.stop()
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredHBase]:
+    """The module's KDC and a local HBase of its own (its home, its ports) secured with it, stopped after the
+    module; the tests' own GSS library finds the KDC through ``KRB5_CONFIG``."""
+    with secured_hbase_running(tmp_path_factory.mktemp("secured")) as secured:
+        yield secured
 
 
 @pytest.fixture(scope="module")
-def secured_hbase(kdc: Kdc, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalHBase]:
-    """A local HBase of the module's own (its home, its ports), secured with the KDC; stopped after the module."""
-    local = LocalHBase(
-        home=tmp_path_factory.mktemp("secured-hbase"),
-        thrift_port=free_port(),
-        progress=lambda _message: None,
-        site=kdc.server_settings(),
-        java_flags=kdc.java_flags(),
-    )
-    try:
-        local.start(timeout=900)
-        yield local
-    finally:
-        local.stop()
+def kdc(secured: SecuredHBase) -> Kdc:
+    return secured.kdc
+
+
+@pytest.fixture(scope="module")
+def secured_hbase(secured: SecuredHBase) -> LocalHBase:
+    return secured.hbase
 
 
 @pytest.fixture(scope="module")

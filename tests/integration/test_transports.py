@@ -21,8 +21,6 @@ from pathlib import Path
 import httpx
 import pytest
 import trustme
-from cryptography.hazmat.primitives.serialization import BestAvailableEncryption, load_pem_private_key, pkcs12
-from cryptography.x509 import load_pem_x509_certificate
 
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.aio import AsyncMessagingClient
@@ -30,10 +28,11 @@ from tms_hbase.config import TRANSPORT_ENV, Config, ThriftTransport
 from tms_hbase.errors import HBaseUnavailable
 from tms_hbase.storage.connection import HBaseConnection
 from tms_hbase.storage.hbase import Table
-from tms_hbase_launcher.gateway import Keystore, ThriftGateway, start_gateway
+from tms_hbase_launcher.gateway import ThriftGateway, start_gateway
 
 from ..aio_client import round_trip
 from ..gateway_server import GatewayProcess
+from ..keystores import gateway_keystore
 from ..tls_proxy import TlsTerminator
 
 pytestmark = [pytest.mark.transports, pytest.mark.slow]
@@ -76,25 +75,6 @@ def _tls_files(folder: Path) -> tuple[trustme.CA, Path, Path]:
     return ca, ca_file, client_file
 
 
-def _keystore(ca: trustme.CA, folder: Path) -> Keystore:
-    """The gateway's certificate for 127.0.0.1 and localhost, signed by ``ca``, in a PKCS #12 keystore."""
-    leaf = ca.issue_cert("127.0.0.1", "localhost")
-    key = load_pem_private_key(leaf.private_key_pem.bytes(), None)
-    cert, *chain = (load_pem_x509_certificate(blob.bytes()) for blob in leaf.cert_chain_pems)
-    password = "keystore-secret"
-    path = folder / "gateway.p12"
-    path.write_bytes(
-        pkcs12.serialize_key_and_certificates(
-            b"gateway",
-            key,
-            cert,
-            chain or None,
-            BestAvailableEncryption(password.encode()),  # type: ignore[arg-type]
-        )
-    )
-    return Keystore(path, password)
-
-
 @pytest.fixture(scope="module", params=MODES)
 def served(
     request: pytest.FixtureRequest, hbase_address: str, tmp_path_factory: pytest.TempPathFactory
@@ -125,7 +105,7 @@ def served(
     if mode in ("http", "https"):
         folder = tmp_path_factory.mktemp(mode)
         ca, ca_file, _client = _tls_files(folder)
-        keystore = _keystore(ca, folder) if mode == "https" else None
+        keystore = gateway_keystore(ca, folder) if mode == "https" else None
         gateway = start_gateway(http=True, keystore=keystore)
         good = ThriftTransport(http=True, tls=True, ca_file=str(ca_file)) if keystore else ThriftTransport(http=True)
         wrong = {"not an HBase Thrift reply": ThriftTransport()}  # the binary transport
