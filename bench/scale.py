@@ -34,10 +34,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tms_hbase import MessagingClient, Record, TopicId
+from tms_hbase.client_tx import TransactionalPublisher
+from tms_hbase.model.transaction import Transaction
 from tms_hbase.tx.client import TransactionClient
 from tms_hbase.tx.context import TransactionContext
-from tms_hbase.tx.messaging import TransactionalPublisher
-from tms_hbase.tx.transaction import Transaction
 
 from .calls import CallCounter
 from .common import Result, Settings, bench_tables, median, payloads, percentile, progress

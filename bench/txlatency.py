@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 from tms_hbase import MessagingClient
+from tms_hbase.client_tx import TransactionalPublisher, TransactionalReader
 from tms_hbase.config import PREFIX_ENV, THRIFT_ENV
 from tms_hbase.tx.client import TransactionClient, TransactionServiceUnavailable
 from tms_hbase.tx.context import TransactionContext
-from tms_hbase.tx.messaging import TransactionalPublisher, TransactionalReader
 
 from .common import Result, Settings, bench_tables, median, new_topic, percentile, progress
 from .procs import die_with_parent

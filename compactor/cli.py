@@ -28,7 +28,7 @@ from tms_hbase.ops.cli_options import (
 from tms_hbase.ops.log_options import configure_logging, log_options
 from tms_hbase.ops.signals import on_stop_signals
 from tms_hbase.sweep.status import describe, sweeper_state
-from tms_hbase.tx.snapshot_source import DEFAULT_MAX_AGE_SECONDS, ServerSnapshots
+from tms_hbase.txserver.snapshot_source import DEFAULT_MAX_AGE_SECONDS, ServerSnapshots
 
 from .metrics import Health, SweeperMetrics
 from .sweep import DEFAULT_GRACE_SECONDS, Sweeper, SweepReport

@@ -36,7 +36,7 @@ from tms_hbase.publish import byte_totals, rolled_back
 from tms_hbase.storage.hbase import Installation, Region, Row, Table
 from tms_hbase.sweep.pruning import prune_upper_bound
 from tms_hbase.sweep.state import RegionRecord, SweepState
-from tms_hbase.tx.snapshot_source import DEFAULT_MAX_AGE_SECONDS, SnapshotKeeper, SnapshotSource, StoredSnapshots
+from tms_hbase.txserver.snapshot_source import DEFAULT_MAX_AGE_SECONDS, SnapshotKeeper, SnapshotSource, StoredSnapshots
 
 from .metrics import SweeperMetrics
 from .rules import Verdict, dead_generation, message_verdict, payload_verdict, prefix_verdict

@@ -61,8 +61,8 @@ if TYPE_CHECKING:
     from tms_hbase.model.stats import Lag, TopicStats
     from tms_hbase.model.subscription import PendingMessage, Subscription
     from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata
+    from tms_hbase.model.transaction import Transaction
     from tms_hbase.model.wire import RollbackDetail
-    from tms_hbase.tx.transaction import Transaction
 
 
 class SubscriptionConsumer(Protocol):

@@ -32,11 +32,11 @@ from tms_hbase.model.tables import TableNames
 from tms_hbase.model.tail_cache import SETTINGS_KEY
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata, user_properties
 from tms_hbase.model.topic import as_topic as _topic
+from tms_hbase.model.transaction import Transaction
 from tms_hbase.runtime import green
 from tms_hbase.storage.connection import HBaseConnection
 from tms_hbase.storage.hbase import Installation
 from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, validate_max_lifetime
-from tms_hbase.tx.transaction import Transaction
 
 if TYPE_CHECKING:
     # The parts below are made on first use, each importing its module then: a command that only

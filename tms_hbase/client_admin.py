@@ -22,9 +22,9 @@ from tms_hbase.model.integrity import TopicScan
 from tms_hbase.model.tables import FAMILIES
 from tms_hbase.model.tail_cache import TailCacheSetting
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata, as_topic
+from tms_hbase.model.transaction import Transaction
 from tms_hbase.storage.hbase import Installation, Table
 from tms_hbase.tx.table import MAX_VERSIONS
-from tms_hbase.tx.transaction import Transaction
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 

@@ -17,8 +17,8 @@ from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.slices import BatchInfo, PositionRange
 from tms_hbase.model.topic import TopicLike
 from tms_hbase.model.topic import as_topic as _topic
+from tms_hbase.model.transaction import Transaction
 from tms_hbase.storage.hbase import Installation
-from tms_hbase.tx.transaction import Transaction
 
 if TYPE_CHECKING:  # (the reader is made on the first call: a client that only administers topics loads none)
     from tms_hbase.fetch.reader import MessageReader

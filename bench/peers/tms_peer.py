@@ -164,9 +164,9 @@ class Client(system.Client):
 
     def _transactions(self) -> Any:
         if self._tx is None:
+            from tms_hbase.client_tx import TransactionalPublisher
             from tms_hbase.tx.client import TransactionClient
             from tms_hbase.tx.context import TransactionContext
-            from tms_hbase.tx.messaging import TransactionalPublisher
 
             if self.tx_address is None:
                 raise RuntimeError("no transaction server was started (the tx workload was not selected)")
@@ -184,7 +184,7 @@ class Client(system.Client):
         return time.perf_counter() - start
 
     def read_committed(self, topic: str, count: int) -> Iterator[bytes]:
-        from tms_hbase.tx.messaging import TransactionalReader
+        from tms_hbase.client_tx import TransactionalReader
 
         tx, _context, _publisher = self._transactions()
         reader = TransactionalReader(self.client, tx, self._topic(topic))

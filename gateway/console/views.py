@@ -21,9 +21,9 @@ from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.retry import Retry
 from tms_hbase.model.stats import Lag, SharedStats
 from tms_hbase.model.subscription import Subscription
+from tms_hbase.model.transaction import Transaction
 from tms_hbase.sweep.status import sweeper_state
 from tms_hbase.tx.client import TransactionClient
-from tms_hbase.tx.transaction import Transaction
 
 from .history import History
 from .session import Viewer

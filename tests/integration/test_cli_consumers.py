@@ -13,11 +13,11 @@ from collections.abc import Iterator
 import pytest
 
 from tms_hbase import MessagingClient, TopicId
+from tms_hbase.client_tx import TransactionalPublisher
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.rows import MESSAGE_COLUMN, message_key
 from tms_hbase.tx.client import TransactionClient
 from tms_hbase.tx.context import TransactionContext
-from tms_hbase.tx.messaging import TransactionalPublisher
 
 from ..tx_server import TxServer, free_port
 from .test_cli import TMS_ADMIN, ok, tms_admin

@@ -19,9 +19,9 @@ import pytest
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.gateway_client.http import GatewayClient
 from tms_hbase.model.stats import Lag, TopicStats
+from tms_hbase.model.transaction import Transaction
 from tms_hbase.ops.exporter import TopicCollector
 from tms_hbase.tx.client import TransactionClient
-from tms_hbase.tx.transaction import Transaction
 from tms_hbase_gateway.console import views
 from tms_hbase_gateway.console.history import History
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from tms_hbase import MessagingClient, TopicId
+from tms_hbase.client_tx import TransactionalPublisher
 from tms_hbase.tx.client import TransactionClient
 from tms_hbase.tx.context import TransactionContext
-from tms_hbase.tx.messaging import TransactionalPublisher
 
 T = TopicId("ctx", "in")
 SINK = TopicId("ctx", "out")

@@ -17,7 +17,7 @@ from tms_hbase import InvalidArgument, MessagingClient, NotHeld, TopicId
 from tms_hbase.aio import AsyncMessagingClient
 from tms_hbase.gateway_client.aio import AsyncGatewayClient
 from tms_hbase.gateway_client.http import GatewayClient
-from tms_hbase.tx.transaction import Transaction
+from tms_hbase.model.transaction import Transaction
 
 from ..gateway_server import GatewayProcess, module_gateway
 from .test_shared_fence import Worker, expired, late_acks, wait_until

@@ -18,15 +18,15 @@ from pathlib import Path
 import pytest
 
 from tms_hbase import MessagingClient, TopicId
+from tms_hbase.client_tx import TransactionalPublisher, TransactionalReader
 from tms_hbase.config import thrift_address
 from tms_hbase.errors import TransactionConflict, TransactionNotInProgress
 from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow
 from tms_hbase.sweep.state import SweepState
 from tms_hbase.tx.client import TransactionClient
 from tms_hbase.tx.context import TransactionContext
-from tms_hbase.tx.messaging import TransactionalPublisher, TransactionalReader
-from tms_hbase.tx.snapshot_source import ServerSnapshots
 from tms_hbase.tx.table import TransactionalTable
+from tms_hbase.txserver.snapshot_source import ServerSnapshots
 from tms_hbase_sweeper.sweep import Sweeper
 
 from ..tcp_proxy import TcpProxy

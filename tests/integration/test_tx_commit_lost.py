@@ -9,9 +9,9 @@ from collections.abc import Collection, Iterator
 import pytest
 
 from tms_hbase import MessagingClient, TopicId, TransactionServiceUnavailable
+from tms_hbase.model.transaction import Transaction
 from tms_hbase.tx.client import TransactionClient
 from tms_hbase.tx.context import TransactionContext
-from tms_hbase.tx.transaction import Transaction
 
 from ..tx_server import TxServer, free_port
 

@@ -8,11 +8,11 @@ import happybase
 import pytest
 
 from tms_hbase import MessagingClient, TopicId
+from tms_hbase.client_tx import TransactionalPublisher, TransactionalReader
 from tms_hbase.config import thrift_address
 from tms_hbase.errors import TransactionConflict
 from tms_hbase.tx.client import TransactionClient, TransactionServiceUnavailable
 from tms_hbase.tx.context import TransactionContext
-from tms_hbase.tx.messaging import TransactionalPublisher, TransactionalReader
 from tms_hbase.tx.table import MAX_VERSIONS, ROLLED_BACK, TransactionalTable
 
 from ..tx_server import free_port

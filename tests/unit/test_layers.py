@@ -23,7 +23,7 @@ HEAVY = (
     "tms_hbase.tx.snapshot",
     "tms_hbase.txserver.state_store",
     "tms_hbase.tx.client",
-    "tms_hbase.tx.messaging",
+    "tms_hbase.client_tx",
     "tms_hbase.spark",
     "tms_hbase_launcher",
     "tms_hbase_sweeper",
@@ -81,7 +81,7 @@ def test_the_gateway_clients_load_no_storage_port(statement: str) -> None:
 def test_every_public_name_of_tms_hbase_imports() -> None:
     """The names ``import tms_hbase`` loads on first use (the client and its parts) all resolve."""
     loaded = _loaded_by("import tms_hbase\nfor name in tms_hbase.__all__: getattr(tms_hbase, name)")
-    assert "tms_hbase.client" in loaded and "tms_hbase.tx.transaction" in loaded
+    assert "tms_hbase.client" in loaded and "tms_hbase.model.transaction" in loaded
     assert _loaded_by("from tms_hbase import *") >= {"tms_hbase.client", "tms_hbase.publish.background"}
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from tms_hbase.errors import InvalidArgument, TmsError
 from tms_hbase.tx.snapshot import TransactionSnapshot
-from tms_hbase.tx.snapshot_source import SnapshotKeeper
+from tms_hbase.txserver.snapshot_source import SnapshotKeeper
 
 
 class Source:

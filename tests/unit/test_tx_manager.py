@@ -13,8 +13,8 @@ from tms_hbase.errors import (
     TransactionConflict,
     TransactionNotInProgress,
 )
+from tms_hbase.model.transaction import NO_TX_IN_PROGRESS, Transaction, TransactionType, VisibilityLevel
 from tms_hbase.tx.snapshot import InProgressType
-from tms_hbase.tx.transaction import NO_TX_IN_PROGRESS, Transaction, TransactionType, VisibilityLevel
 from tms_hbase.txserver import edits as e
 from tms_hbase.txserver.edits import decode_edit, encode_edit
 from tms_hbase.txserver.manager import MAX_TX_PER_MS, TransactionManager

@@ -181,9 +181,9 @@ class Worker:
         client.close()
 
     def tx_writer(self) -> None:
+        from tms_hbase.client_tx import TransactionalPublisher
         from tms_hbase.tx.client import TransactionClient
         from tms_hbase.tx.context import TransactionContext
-        from tms_hbase.tx.messaging import TransactionalPublisher
 
         class Abort(Exception):
             pass
@@ -348,8 +348,8 @@ class Worker:
         client.close()
 
     def tx_reader(self) -> None:
+        from tms_hbase.client_tx import TransactionalReader
         from tms_hbase.tx.client import TransactionClient
-        from tms_hbase.tx.messaging import TransactionalReader
 
         client = self.client()
         tx_client = TransactionClient(self.cfg["tx_address"], timeout_seconds=self.timeout)
@@ -435,8 +435,8 @@ class Worker:
         self.rec.complete("ok", "read", op, msgs=encode(got))
 
     def final_tx(self, topic: str) -> None:
+        from tms_hbase.client_tx import TransactionalReader
         from tms_hbase.tx.client import TransactionClient
-        from tms_hbase.tx.messaging import TransactionalReader
 
         op = self.rec.invoke("txread", topic=topic, kind="final-tx", whole=True, final=True)
         try:

@@ -23,11 +23,11 @@ import os
 from collections.abc import Collection
 
 from tms_hbase import MessagingClient, TopicId
+from tms_hbase.client_tx import TransactionalPublisher
+from tms_hbase.model.transaction import Transaction
 from tms_hbase.tx.client import TransactionClient
 from tms_hbase.tx.context import TransactionContext
-from tms_hbase.tx.messaging import TransactionalPublisher
 from tms_hbase.tx.table import TransactionalTable
-from tms_hbase.tx.transaction import Transaction
 
 
 class Crash:

@@ -35,12 +35,12 @@ from tms_hbase.model.published import PublishResult
 from tms_hbase.model.record import Record
 from tms_hbase.model.retry import Retry
 from tms_hbase.model.topic import TopicId, TopicLike, as_topic
+from tms_hbase.model.transaction import Transaction
 from tms_hbase.publish.writer import unknown_part
 from tms_hbase.runtime.bridge import run_sync
 from tms_hbase.shared.consumer import SharedConsumer
 from tms_hbase.storage.aio import AsyncHBaseConnection
 from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, validate_max_lifetime
-from tms_hbase.tx.transaction import Transaction
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -58,9 +58,9 @@ from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.rows import RowSlice
 from tms_hbase.model.subscription import ConsumerSession, Pending
 from tms_hbase.model.topic import TopicId
+from tms_hbase.model.transaction import Transaction
 from tms_hbase.tx.committed import CommittedReads
 from tms_hbase.tx.fate import TxFate, fate, snapshot_from_server
-from tms_hbase.tx.transaction import Transaction
 
 if TYPE_CHECKING:  # passed in by callers; `import tms_hbase` does not load the Thrift client
     from tms_hbase.tx.client import TransactionClient

@@ -31,9 +31,9 @@ from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.rows import MESSAGE_COLUMN, generation_prefix, position_of
 from tms_hbase.model.subscription import END, Pending, Subscription, check_name
 from tms_hbase.model.topic import TopicMetadata
+from tms_hbase.model.transaction import Transaction
 from tms_hbase.storage.hbase import Table
 from tms_hbase.tx.fate import TxFate, fate
-from tms_hbase.tx.transaction import Transaction
 
 EARLIEST = "earliest"
 LATEST = "latest"

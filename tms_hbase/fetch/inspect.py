@@ -26,9 +26,9 @@ from tms_hbase.model.rows import (
     position_of,
 )
 from tms_hbase.model.topic import TopicId
+from tms_hbase.model.transaction import Transaction
 from tms_hbase.storage.hbase import Table
 from tms_hbase.tx.fate import TxFate, fate
-from tms_hbase.tx.transaction import Transaction
 
 CHUNK_ROWS = 64
 ROLLED_BACK = "rolled back"

@@ -44,13 +44,13 @@ from tms_hbase.model.rows import (
 )
 from tms_hbase.model.tail_cache import DEFAULT_TAIL_CACHE_SECONDS
 from tms_hbase.model.topic import TopicId, TopicMetadata
+from tms_hbase.model.transaction import Transaction
 from tms_hbase.ordering.base import OrderedReads
 from tms_hbase.ordering.chain_reads import ChainReads
 from tms_hbase.ordering.lookup import CHUNK_ROWS, RowLookup
 from tms_hbase.ordering.sequencer_reads import SequencerReads
 from tms_hbase.storage.hbase import Table
 from tms_hbase.tx.committed import CommittedReads
-from tms_hbase.tx.transaction import Transaction
 
 PAYLOAD_CHUNK = 1000
 

@@ -61,13 +61,13 @@ from tms_hbase.model.rows import (
 from tms_hbase.model.stats import Lag, TopicStats
 from tms_hbase.model.subscription import END
 from tms_hbase.model.topic import TopicId
+from tms_hbase.model.transaction import Transaction
 from tms_hbase.ordering import sequencer
 from tms_hbase.publish import byte_totals, rolled_back
 from tms_hbase.publish.stored import stored_sizes
 from tms_hbase.storage.hbase import Table
 from tms_hbase.tx.committed import NOTHING_COMMITTED
 from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, MAX_TX_PER_MS
-from tms_hbase.tx.transaction import Transaction
 
 WINDOWS = (60, 300, 900)
 """Seconds of the publish-rate windows topic_stats reports (like a load average: 1, 5 and 15 minutes)."""

@@ -21,7 +21,7 @@ from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.record import Batch, Record
 from tms_hbase.model.rows import batch_size
 from tms_hbase.model.topic import TopicId
-from tms_hbase.tx.transaction import Transaction
+from tms_hbase.model.transaction import Transaction
 
 _PAYLOAD, _KEY, _HEADERS = attrgetter("payload"), attrgetter("key"), attrgetter("headers")
 _NAME, _VALUE = itemgetter(0), itemgetter(1)

@@ -68,6 +68,7 @@ from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.record import Record
 from tms_hbase.model.topic import TopicId
+from tms_hbase.model.transaction import Transaction
 from tms_hbase.shared.clearing import clear
 from tms_hbase.shared.key_order import REAP_CLAIMS, WINDOW, KeyView, heads, view_of
 from tms_hbase.shared.schedule import Schedule, parked
@@ -85,7 +86,6 @@ from tms_hbase.shared.state import (
 from tms_hbase.shared.store import SCAN_LIMIT, SharedStore, StoredClaim, StoredRange
 from tms_hbase.shared.tx_acks import TransactionalAcks
 from tms_hbase.tx.committed import CommittedReads
-from tms_hbase.tx.transaction import Transaction
 
 log = logging.getLogger(__name__)
 

@@ -25,10 +25,10 @@ from dataclasses import replace
 
 from tms_hbase.errors import TmsError
 from tms_hbase.model.message import DeliveryRef
+from tms_hbase.model.transaction import Transaction
 from tms_hbase.shared.state import Claim, ClaimState, Keys
 from tms_hbase.shared.store import SharedStore, StoredClaim
 from tms_hbase.tx.fate import TxFate, fate
-from tms_hbase.tx.transaction import Transaction
 
 log = logging.getLogger(__name__)
 CHANGE_PREFIX = b"tms-shared-claim:"  # a transaction's change set names the claims it acknowledges

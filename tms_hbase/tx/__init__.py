@@ -1,9 +1,11 @@
 """Tephra-compatible transactions.
 
-Importing this package loads only the data types (:class:`Transaction` and its enums), which every
-reader needs. The rest loads on first use, so a plain ``import tms_hbase`` never loads thriftpy2:
+Importing this package loads only the data types (:class:`Transaction` and its enums, defined in
+:mod:`tms_hbase.model.transaction`), which every reader needs. The rest loads on first use, so a plain
+``import tms_hbase`` never loads thriftpy2:
 :class:`TransactionCodec` (Tephra's bytes) and the snapshot codec. The roles live in submodules imported
-by name: ``tx.client``, ``tx.context``, ``tx.messaging``; the transaction server is :mod:`tms_hbase.txserver`.
+by name: ``tx.client``, ``tx.context``; transactional messaging is :mod:`tms_hbase.client_tx`; the
+transaction server is :mod:`tms_hbase.txserver`.
 """
 
 from __future__ import annotations
@@ -11,14 +13,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, write_pointer_now
-from tms_hbase.tx.transaction import (
+from tms_hbase.model.transaction import (
     ALL_VISIBLE_LATEST,
     NO_TX_IN_PROGRESS,
     Transaction,
     TransactionType,
     VisibilityLevel,
 )
+from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, write_pointer_now
 
 if TYPE_CHECKING:
     from tms_hbase.tx.codec import TransactionCodec

@@ -21,11 +21,11 @@ from tms_hbase.errors import (
     TransactionServiceUnavailable,
 )
 from tms_hbase.model.retry import Retry
+from tms_hbase.model.transaction import Transaction
 from tms_hbase.runtime import green
 from tms_hbase.storage.connection import CheckedClient, DeadlineSocket, NotThrift
 from tms_hbase.tx.codec import from_thrift, load_tephra_thrift, to_bytes_binary, to_thrift
 from tms_hbase.tx.snapshot import TransactionSnapshot, decode_snapshot
-from tms_hbase.tx.transaction import Transaction
 
 T = TypeVar("T")
 

@@ -13,7 +13,7 @@ from thriftpy2.protocol import TBinaryProtocolFactory
 from thriftpy2.utils import serialize
 
 from tms_hbase.errors import InvalidArgument
-from tms_hbase.tx.transaction import Transaction, TransactionType, VisibilityLevel
+from tms_hbase.model.transaction import Transaction, TransactionType, VisibilityLevel
 
 IDL_PATH = Path(__file__).with_name("tephra.thrift")
 """Tephra's full Thrift IDL (enums, TTransaction, exceptions, TBoolean, service TTransactionServer)."""

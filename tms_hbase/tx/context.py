@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from typing import Protocol, runtime_checkable
 
 from tms_hbase.errors import TmsError, TransactionFailure
+from tms_hbase.model.transaction import Transaction
 from tms_hbase.tx.client import TransactionClient
-from tms_hbase.tx.transaction import Transaction
 
 log = logging.getLogger(__name__)
 

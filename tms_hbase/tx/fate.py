@@ -14,7 +14,7 @@ import enum
 from typing import TYPE_CHECKING
 
 from tms_hbase.model.clock import now_ms
-from tms_hbase.tx.transaction import LONG_MAX, NO_TX_IN_PROGRESS, Transaction
+from tms_hbase.model.transaction import LONG_MAX, NO_TX_IN_PROGRESS, Transaction
 
 if TYPE_CHECKING:  # the client is only passed in: `import tms_hbase` does not load the Thrift client
     from tms_hbase.storage.hbase import Table

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from tms_hbase.errors import CorruptData, InvalidArgument
-from tms_hbase.tx.transaction import TransactionType, check_long, check_longs
+from tms_hbase.model.transaction import TransactionType, check_long, check_longs
 
 SNAPSHOT_VERSION = 4
 """Version written before the body, as Tephra's SnapshotCodecProvider does (files and getSnapshot alike)."""

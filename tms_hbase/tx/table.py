@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 
 from tms_hbase.errors import CorruptData, TableNotFound, TmsError
+from tms_hbase.model.transaction import Transaction
 from tms_hbase.storage.hbase import Table
-from tms_hbase.tx.transaction import Transaction
 
 MAX_VERSIONS = 100
 VALUE_PREFIX = b"\x00"

@@ -30,7 +30,7 @@ from dataclasses import dataclass, fields
 from typing import Any, cast
 
 from tms_hbase.errors import CorruptData, InvalidArgument
-from tms_hbase.tx.transaction import TransactionType, check_long
+from tms_hbase.model.transaction import TransactionType, check_long
 
 FORMAT_VERSION = 1
 _LONG = struct.Struct(">q")

@@ -23,9 +23,9 @@ from tms_hbase.errors import (
     TransactionConflict,
     TransactionNotInProgress,
 )
+from tms_hbase.model.transaction import NO_TX_IN_PROGRESS, Transaction, TransactionType, check_long
 from tms_hbase.tx.pointers import MAX_TX_PER_MS
 from tms_hbase.tx.snapshot import InProgressTx, InProgressType, TransactionSnapshot
-from tms_hbase.tx.transaction import NO_TX_IN_PROGRESS, Transaction, TransactionType, check_long
 from tms_hbase.txserver import edits as e
 
 DEFAULT_TIMEOUT_S = 30

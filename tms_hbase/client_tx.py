@@ -11,8 +11,8 @@ from tms_hbase.model.message import Message
 from tms_hbase.model.published import PublishResult
 from tms_hbase.model.record import Record, message_bytes
 from tms_hbase.model.topic import TopicId, TopicLike, as_topic
+from tms_hbase.model.transaction import Transaction, TransactionType
 from tms_hbase.tx.client import TransactionClient
-from tms_hbase.tx.transaction import Transaction, TransactionType
 
 DEFAULT_BUFFER_BYTES = 1024 * 1024
 
