@@ -118,6 +118,8 @@ def serve(settings: config.Settings) -> int:
     """Run uvicorn until SIGTERM/SIGINT; returns the exit code."""
     import uvicorn  # here, so --help and --new-token stay fast
 
+    from . import supervisor
+
     os.environ[config.SETTINGS_ENV] = settings.to_json()
     # Several workers keep their metrics in files, summed by any worker's /metrics. It must be set before a
     # worker imports prometheus_client, which reads it once, at import: this process imported it already,
@@ -128,7 +130,7 @@ def serve(settings: config.Settings) -> int:
     # the console's sessions, shared by the workers (gateway.console.logins): gone when the gateway stops
     os.environ[SESSIONS_ENV] = sessions = tempfile.mkdtemp(prefix="tms-gateway-sessions-")
     tls = settings.tls
-    _see_dead_workers_at_once()
+    supervisor.install()  # a dead worker is seen at once, not after the 30-s health check
     # uvicorn serves with handlers of its own and, after a graceful shutdown, raises the signal again
     # with these in place: the process then exits 0 instead of dying of the signal (or a KeyboardInterrupt).
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -165,19 +167,3 @@ def serve(settings: config.Settings) -> int:
 
 def _stopped(_signum: int, _frame: object) -> None:
     raise SystemExit(0)
-
-
-def _see_dead_workers_at_once() -> None:
-    """Make uvicorn's supervisor see a worker's death at once. It pings each worker every 0.5 s over a pipe
-    and waits up to the health check for the answer, while keeping the worker's end of that pipe open itself:
-    a worker that exits with a ping unanswered (it is stopped, or killed, or finalizing) gives no end of file,
-    so the supervisor waited the whole health check (30 s) before replacing it, and ignored SIGTERM as long.
-    Closing the parent's copy once the worker has its own makes that wait end when the worker does."""
-    from uvicorn.supervisors import multiprocess
-
-    class Worker(multiprocess.Process):
-        def start(self) -> None:
-            super().start()
-            self.child_conn.close()  # the worker holds its own (uvicorn closes it again later: harmless)
-
-    multiprocess.Process = Worker  # type: ignore[misc]
