@@ -19,6 +19,7 @@ from tms_hbase.ordering.lookup import dated_at_or_after
 T = TopicId("seq", "seek")
 CACHE = 1  # tail-cache seconds: W = 0.5 s, H = 1 s, D = W + C = 1.5 s, settled after 2W + 2C = 3 s
 H = sequencer.hole_wait(CACHE)
+AHEAD_MS = 20_000  # rows dated this far ahead stay young (unsettled) for 20 s + 3 s
 
 
 @pytest.fixture
@@ -152,8 +153,11 @@ def test_a_batch_landing_in_a_hole_above_the_frontier_is_the_answer_and_the_fron
     seq: MessagingClient,
 ) -> None:
     """Every row young (within the settle time): the seeks read the rows from the generation's frontier, move it
-    up to where they stopped, and the next seek filters the rows below it once more instead of reading them."""
-    now = int(time.time() * 1000)
+    up to where they stopped, and the next seek filters the rows below it once more instead of reading them.
+    The rows are dated AHEAD of the clock (inside the 30 s skew bound a writer's clock may be off by), so they
+    stay young for the whole test however loaded the machine is: a seek that finds its rows settled (3 s past
+    their dates) trusts them without reading and rightly moves no frontier."""
+    now = int(time.time() * 1000) + AHEAD_MS
     batch(seq, 1, now - 1000, b"a")
     batch(seq, 3, now - 900, b"b")  # offset 2: reserved, not written yet
     batch(seq, 4, now - 200, b"d")
