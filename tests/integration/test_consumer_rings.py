@@ -7,7 +7,6 @@ in order, and nothing else."""
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import threading
@@ -160,11 +159,3 @@ def test_a_consumer_in_another_process_gets_each_rung_row_once_in_order(
     answer = json.loads(out.splitlines()[-1])
     assert answer["got"] == sent
     assert answer["scans"] < count // 2, f"{answer['scans']} scans for {count} rung rows: the rings were not read"
-
-
-def test_the_consumers_page_example_of_rings_runs(client: MessagingClient) -> None:
-    page = (ROOT / "docs" / "consumers.md").read_text()
-    block = next(b for b in re.findall(r"```python\n(.*?)```", page, re.S) if "def tail_with_rings" in b)
-    namespace: dict[str, object] = {}
-    exec(block, namespace)
-    assert namespace["tail_with_rings"](client) == [b"one", b"two"]  # type: ignore[operator]
