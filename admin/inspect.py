@@ -83,8 +83,8 @@ def tail(
     from the transaction state stored in HBase. Corrupt rows are shown as such. Expired messages are
     not shown. --json is --format json.
     """
+    from tms_hbase.isolation.fate import snapshot_from_server
     from tms_hbase.tx.client import TransactionClient
-    from tms_hbase.tx.fate import snapshot_from_server
 
     fmt = "json" if as_json else fmt
     try:

@@ -168,7 +168,7 @@ class ClientAdmin:
     def tx_state(self) -> Transaction:
         """The transaction state as a read-only Transaction rebuilt from HBase, without the server: it
         sees committed transactions only. Resolves transactional marks; inspection uses it too."""
-        from tms_hbase.tx.fate import snapshot_from_hbase
+        from tms_hbase.isolation.fate import snapshot_from_hbase
 
         return snapshot_from_hbase(self._installation.txstate)
 
