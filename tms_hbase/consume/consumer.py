@@ -13,7 +13,7 @@ polling, and commits a durable mark under a lease (at-least-once, or exactly-onc
 * **Marks.** ``commit()`` stores the last delivered message's id as the subscription's mark, by
   compare-and-set under the lease (:mod:`.lease`); a mark never moves backwards. After a crash the
   next consumer resumes right after the last committed mark: at-least-once.
-* **Transactions.** Inside a :class:`~tms_hbase.tx.context.TransactionContext` the consumer is a
+* **Transactions.** Inside a :class:`~tms_hbase.txaware.context.TransactionContext` the consumer is a
   TransactionAware participant: it reads what the transaction sees, and its mark is written at
   persist time as *pending* with the transaction's write pointer. Whoever reads the cell later
   resolves it by the transaction's fate (:mod:`~tms_hbase.isolation.fate`): committed → adopted, invalid →
