@@ -83,8 +83,8 @@ def tail(
     from the transaction state stored in HBase. Corrupt rows are shown as such. Expired messages are
     not shown. --json is --format json.
     """
+    from tms_hbase.isolation.fate import snapshot_from_server
     from tms_hbase.tx.client import TransactionClient
-    from tms_hbase.tx.fate import snapshot_from_server
 
     fmt = "json" if as_json else fmt
     try:
@@ -260,7 +260,7 @@ def _publish_in_a_transaction(
     so the input may be long) and commit it at the end; abort it, rolling back, on any failure."""
     from tms_hbase.client_tx import TransactionalPublisher
     from tms_hbase.tx.client import TransactionClient
-    from tms_hbase.tx.context import TransactionContext
+    from tms_hbase.txaware.context import TransactionContext
 
     published = batches = 0
     with TransactionClient(tx_server or None, timeout_seconds=timeout) as tx_client:

@@ -37,7 +37,7 @@ from tms_hbase import MessagingClient, Record, TopicId
 from tms_hbase.client_tx import TransactionalPublisher
 from tms_hbase.model.transaction import Transaction
 from tms_hbase.tx.client import TransactionClient
-from tms_hbase.tx.context import TransactionContext
+from tms_hbase.txaware.context import TransactionContext
 
 from .calls import CallCounter
 from .common import Result, Settings, bench_tables, median, payloads, percentile, progress

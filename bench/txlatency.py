@@ -15,7 +15,7 @@ from tms_hbase import MessagingClient
 from tms_hbase.client_tx import TransactionalPublisher, TransactionalReader
 from tms_hbase.config import PREFIX_ENV, THRIFT_ENV
 from tms_hbase.tx.client import TransactionClient, TransactionServiceUnavailable
-from tms_hbase.tx.context import TransactionContext
+from tms_hbase.txaware.context import TransactionContext
 
 from .common import Result, Settings, bench_tables, median, new_topic, percentile, progress
 from .procs import die_with_parent

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from tms_hbase.consume.subscriptions import SubscriptionStore
     from tms_hbase.fetch.reader import MessageReader
     from tms_hbase.fetch.stats import TopicStatistics
+    from tms_hbase.isolation.committed import CommittedReads
     from tms_hbase.model.message import Message
     from tms_hbase.model.published import PublishResult
     from tms_hbase.model.stats import Lag, SharedStats, TopicStats
@@ -58,7 +59,6 @@ if TYPE_CHECKING:
     from tms_hbase.shared.consumer import SharedConsumer
     from tms_hbase.shared.store import SharedStore
     from tms_hbase.tx.client import TransactionClient  # passed in by callers
-    from tms_hbase.tx.committed import CommittedReads
 
 P = TypeVar("P")
 
@@ -87,7 +87,7 @@ class MessagingClient(MessagingService):
     (``ms since the epoch x 10^6``, as Tephra makes them) is older than ``tx_max_lifetime_seconds``
     (default and maximum: Tephra's 25 h) is refused with InvalidArgument, as CDAP refuses it.
     ``tx_server`` (default ``$TMS_TX_SERVER``) is the transaction server whose state its consumers'
-    committed-only reads judge transactional messages by (:mod:`~tms_hbase.tx.committed`; without one, the
+    committed-only reads judge transactional messages by (:mod:`~tms_hbase.isolation.committed`; without one, the
     state the server keeps in HBase). Thread-safe; use it as a context manager or call :meth:`close`.
     """
 
@@ -209,7 +209,7 @@ class MessagingClient(MessagingService):
         return self._part(self._make_committed_reads)
 
     def _make_committed_reads(self) -> CommittedReads:
-        from tms_hbase.tx.committed import CommittedReads
+        from tms_hbase.isolation.committed import CommittedReads
 
         return CommittedReads(
             self.installation.txstate,

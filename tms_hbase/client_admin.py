@@ -19,12 +19,11 @@ from tms_hbase.installation.readiness import Readiness
 from tms_hbase.installation.settings import InstallationStore
 from tms_hbase.model import checks
 from tms_hbase.model.integrity import TopicScan
-from tms_hbase.model.tables import FAMILIES
+from tms_hbase.model.tables import APPLICATION_MAX_VERSIONS, FAMILIES
 from tms_hbase.model.tail_cache import TailCacheSetting
 from tms_hbase.model.topic import TopicId, TopicLike, TopicMetadata, as_topic
 from tms_hbase.model.transaction import Transaction
 from tms_hbase.storage.hbase import Installation, Table
-from tms_hbase.tx.table import MAX_VERSIONS
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
@@ -72,7 +71,9 @@ class ClientAdmin:
         """Create any missing table of this prefix now (``tms-admin init``); returns the names created."""
         return self._readiness.create_all()
 
-    def create_table(self, name: str, families: Sequence[str] = ("d",), *, max_versions: int = MAX_VERSIONS) -> Table:
+    def create_table(
+        self, name: str, families: Sequence[str] = ("d",), *, max_versions: int = APPLICATION_MAX_VERSIONS
+    ) -> Table:
         """The application table ``<prefix>_<name>``, created now with ``families`` unless it exists (for a
         ``TransactionalTable``, which keeps up to ``max_versions`` versions of a cell: one per transaction
         that wrote it). Creates the installation's tables if they are missing, as ``create_topic`` does.
@@ -168,7 +169,7 @@ class ClientAdmin:
     def tx_state(self) -> Transaction:
         """The transaction state as a read-only Transaction rebuilt from HBase, without the server: it
         sees committed transactions only. Resolves transactional marks; inspection uses it too."""
-        from tms_hbase.tx.fate import snapshot_from_hbase
+        from tms_hbase.isolation.fate import snapshot_from_hbase
 
         return snapshot_from_hbase(self._installation.txstate)
 

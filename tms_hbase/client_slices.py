@@ -22,8 +22,8 @@ from tms_hbase.storage.hbase import Installation
 
 if TYPE_CHECKING:  # (the reader is made on the first call: a client that only administers topics loads none)
     from tms_hbase.fetch.reader import MessageReader
+    from tms_hbase.isolation.committed import CommittedReads
     from tms_hbase.model.message import Message
-    from tms_hbase.tx.committed import CommittedReads
 
 
 class Slices:
@@ -43,7 +43,7 @@ class Slices:
 
     def committed_view(self) -> Transaction:
         """The installation's transaction state now, as a read-only Transaction: what committed-only readers
-        (subscriptions, Spark streams) judge transactional rows by (:mod:`~tms_hbase.tx.committed`)."""
+        (subscriptions, Spark streams) judge transactional rows by (:mod:`~tms_hbase.isolation.committed`)."""
         self._readiness.ensure()
         with self._installation.hbase.operation():
             return self._committed().view()

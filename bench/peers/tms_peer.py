@@ -166,7 +166,7 @@ class Client(system.Client):
         if self._tx is None:
             from tms_hbase.client_tx import TransactionalPublisher
             from tms_hbase.tx.client import TransactionClient
-            from tms_hbase.tx.context import TransactionContext
+            from tms_hbase.txaware.context import TransactionContext
 
             if self.tx_address is None:
                 raise RuntimeError("no transaction server was started (the tx workload was not selected)")

@@ -19,7 +19,7 @@ from tms_hbase.client_tx import TransactionalPublisher
 from tms_hbase.config import PREFIX_ENV, THRIFT_ENV
 from tms_hbase.errors import TmsError
 from tms_hbase.tx.client import TransactionClient
-from tms_hbase.tx.context import TransactionContext
+from tms_hbase.txaware.context import TransactionContext
 from tms_hbase_launcher.cluster import ClusterHBase
 
 from ..tx_server import TxServer, free_port

@@ -12,8 +12,8 @@ import pytest
 
 from tms_hbase import MessagingClient
 from tms_hbase.config import thrift_address
+from tms_hbase.model.tables import APPLICATION_MAX_VERSIONS
 from tms_hbase.tx.client import TransactionClient
-from tms_hbase.tx.table import MAX_VERSIONS
 
 from ..gateway_server import GatewayProcess
 from ..tephra.launcher import Tephra, TephraServer
@@ -51,7 +51,7 @@ def state_table(client: MessagingClient, hbase_address: str) -> str:
     name = f"{client.installation.prefix}_state"
     host, port = thrift_address(hbase_address)
     conn = happybase.Connection(host, port)
-    conn.create_table(name, {"d": {"max_versions": MAX_VERSIONS}})
+    conn.create_table(name, {"d": {"max_versions": APPLICATION_MAX_VERSIONS}})
     conn.close()
     return name
 

@@ -17,7 +17,7 @@ from tms_hbase.client_tx import TransactionalPublisher
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.rows import MESSAGE_COLUMN, message_key
 from tms_hbase.tx.client import TransactionClient
-from tms_hbase.tx.context import TransactionContext
+from tms_hbase.txaware.context import TransactionContext
 
 from ..tx_server import TxServer, free_port
 from .test_cli import TMS_ADMIN, ok, tms_admin

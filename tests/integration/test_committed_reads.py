@@ -24,8 +24,8 @@ import pytest
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.aio import AsyncMessagingClient
 from tms_hbase.gateway_client.http import GatewayClient
+from tms_hbase.isolation import committed
 from tms_hbase.rest import codec as rest
-from tms_hbase.tx import committed
 from tms_hbase.tx.client import TransactionClient
 
 from ..gateway_server import GatewayProcess, gateway_env

@@ -14,8 +14,8 @@ import pytest
 
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.errors import SubscriptionBusy
+from tms_hbase.isolation.fate import snapshot_from_server
 from tms_hbase.tx.client import TransactionClient
-from tms_hbase.tx.fate import snapshot_from_server
 
 from ..tx_server import TxServer, free_port
 from ..waiting import wait_for

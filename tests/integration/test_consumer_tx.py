@@ -9,7 +9,7 @@ import pytest
 from tms_hbase import MessagingClient, TopicId
 from tms_hbase.client_tx import TransactionalPublisher
 from tms_hbase.tx.client import TransactionClient
-from tms_hbase.tx.context import TransactionContext
+from tms_hbase.txaware.context import TransactionContext
 
 T = TopicId("ctx", "in")
 SINK = TopicId("ctx", "out")

@@ -18,7 +18,7 @@ import pytest
 
 from tms_hbase import MessagingClient
 from tms_hbase.errors import TableNotFound
-from tms_hbase.tx.table import TransactionalTable
+from tms_hbase.txaware.table import TransactionalTable
 
 from ..gateway_server import GatewayProcess
 from ..tx_server import TxServer, free_port

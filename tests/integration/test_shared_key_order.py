@@ -18,7 +18,7 @@ from tms_hbase.shared.key_order import REAP_CLAIMS
 from tms_hbase.shared.state import Claim, ClaimState, RangeCell, key_of
 from tms_hbase.shared.store import UNSETTLED
 from tms_hbase.tx.client import TransactionClient
-from tms_hbase.tx.context import TransactionContext
+from tms_hbase.txaware.context import TransactionContext
 
 T = TopicId("queue", "orders")
 DLT = TopicId("queue", "orders-dead")

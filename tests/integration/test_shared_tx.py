@@ -15,8 +15,8 @@ import pytest
 from tms_hbase import MessagingClient, NotHeld, TopicId
 from tms_hbase.client_tx import TransactionalPublisher, TransactionalReader
 from tms_hbase.tx.client import TransactionClient
-from tms_hbase.tx.context import TransactionContext
-from tms_hbase.tx.table import TransactionalTable
+from tms_hbase.txaware.context import TransactionContext
+from tms_hbase.txaware.table import TransactionalTable
 
 from ..tx_server import TxServer, free_port
 

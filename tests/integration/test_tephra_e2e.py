@@ -24,8 +24,8 @@ from tms_hbase.errors import TransactionConflict, TransactionNotInProgress
 from tms_hbase.model.rows import MESSAGE_COLUMN, BatchRow
 from tms_hbase.sweep.state import SweepState
 from tms_hbase.tx.client import TransactionClient
-from tms_hbase.tx.context import TransactionContext
-from tms_hbase.tx.table import TransactionalTable
+from tms_hbase.txaware.context import TransactionContext
+from tms_hbase.txaware.table import TransactionalTable
 from tms_hbase.txserver.snapshot_source import ServerSnapshots
 from tms_hbase_sweeper.sweep import Sweeper
 

@@ -11,7 +11,7 @@ import pytest
 from tms_hbase import MessagingClient, TopicId, TransactionServiceUnavailable
 from tms_hbase.model.transaction import Transaction
 from tms_hbase.tx.client import TransactionClient
-from tms_hbase.tx.context import TransactionContext
+from tms_hbase.txaware.context import TransactionContext
 
 from ..tx_server import TxServer, free_port
 

@@ -11,9 +11,10 @@ from tms_hbase import MessagingClient, TopicId
 from tms_hbase.client_tx import TransactionalPublisher, TransactionalReader
 from tms_hbase.config import thrift_address
 from tms_hbase.errors import TransactionConflict
+from tms_hbase.model.tables import APPLICATION_MAX_VERSIONS
 from tms_hbase.tx.client import TransactionClient, TransactionServiceUnavailable
-from tms_hbase.tx.context import TransactionContext
-from tms_hbase.tx.table import MAX_VERSIONS, ROLLED_BACK, TransactionalTable
+from tms_hbase.txaware.context import TransactionContext
+from tms_hbase.txaware.table import ROLLED_BACK, TransactionalTable
 
 from ..tx_server import free_port
 
@@ -29,7 +30,10 @@ def stored_versions(address: str, table: str, row: bytes, column: bytes) -> dict
     host, port = thrift_address(address)
     conn = happybase.Connection(host, port)
     try:
-        return {ts: v for v, ts in conn.table(table).cells(row, column, versions=MAX_VERSIONS, include_timestamp=True)}
+        return {
+            ts: v
+            for v, ts in conn.table(table).cells(row, column, versions=APPLICATION_MAX_VERSIONS, include_timestamp=True)
+        }
     finally:
         conn.close()
 

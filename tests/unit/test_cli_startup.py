@@ -101,7 +101,7 @@ NOT_FOR_A_SIMPLE_COMMAND = (
     "tms_hbase.consume.subscription_admin",
     "tms_hbase.consume.subscriptions",
     "tms_hbase.shared",
-    "tms_hbase.tx.fate",
+    "tms_hbase.isolation.fate",
 )
 
 
@@ -135,7 +135,7 @@ PART_MODULES = (
     "tms_hbase.consume.subscriptions",
     "tms_hbase.shared.admin",
     "tms_hbase.shared.store",
-    "tms_hbase.tx.committed",
+    "tms_hbase.isolation.committed",
 )
 PARTS = ["CommittedReads", "Doorbells", "MessageReader", "MessageWriter", "SharedAdmin", "SharedStore"]
 PARTS += ["SubscriptionAdmin", "SubscriptionStore", "TopicStatistics"]

@@ -1,4 +1,4 @@
-"""Where committed-only readers get the transaction state (tx/committed.py), and what they decide when a
+"""Where committed-only readers get the transaction state (isolation/committed.py), and what they decide when a
 source is missing: the state stored in HBase when no server answers, "committed once published" when no
 transaction system exists at all, and every transactional row held when the state cannot be known. (The
 same with a real server and HBase: tests/integration/test_committed_reads.py.)"""
@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 
 from tms_hbase.errors import InvalidArgument
+from tms_hbase.isolation import committed
+from tms_hbase.isolation.committed import CommittedReads
 from tms_hbase.model.clock import now_ms
 from tms_hbase.model.isolation import check_isolation
-from tms_hbase.tx import committed
-from tms_hbase.tx.committed import CommittedReads
 from tms_hbase.txserver.state_store import StateStore
 
 from ..memory_storage import MemoryInstallation

@@ -20,12 +20,12 @@ from tms_hbase.consume.doorbell import (
 )
 from tms_hbase.consume.subscriptions import Record, check_mark, folded, later, mark_before, resolved
 from tms_hbase.errors import CorruptData, InvalidArgument
+from tms_hbase.isolation.fate import TxFate, fate
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.rows import BatchRow, Totals, peek, with_tx_pointer
 from tms_hbase.model.subscription import END, Pending, check_name
 from tms_hbase.model.topic import TopicId
 from tms_hbase.tx import NO_TX_IN_PROGRESS, Transaction
-from tms_hbase.tx.fate import TxFate, fate
 from tms_hbase_admin.times import iso, parse_time
 
 W = b"w" * 16

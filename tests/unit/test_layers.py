@@ -24,6 +24,7 @@ HEAVY = (
     "tms_hbase.txserver.state_store",
     "tms_hbase.tx.client",
     "tms_hbase.client_tx",
+    "tms_hbase.txaware",
     "tms_hbase.spark",
     "tms_hbase_launcher",
     "tms_hbase_sweeper",
@@ -112,7 +113,7 @@ def test_every_error_class_is_exported_and_says_whether_it_is_retriable() -> Non
         assert getattr(tms_hbase, cls.__name__) is cls, f"{cls.__name__} is not exported by tms_hbase"
         assert isinstance(cls.retriable, bool)
     # no error class is defined anywhere else in the library
-    for module in ("tms_hbase.tx.client", "tms_hbase.tx.context", "tms_hbase.txserver.state_store"):
+    for module in ("tms_hbase.tx.client", "tms_hbase.txaware.context", "tms_hbase.txserver.state_store"):
         __import__(module)
         defined = [
             v

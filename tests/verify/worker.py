@@ -183,7 +183,7 @@ class Worker:
     def tx_writer(self) -> None:
         from tms_hbase.client_tx import TransactionalPublisher
         from tms_hbase.tx.client import TransactionClient
-        from tms_hbase.tx.context import TransactionContext
+        from tms_hbase.txaware.context import TransactionContext
 
         class Abort(Exception):
             pass

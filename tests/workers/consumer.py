@@ -29,7 +29,7 @@ from tms_hbase import MessagingClient, TopicId
 from tms_hbase.client_tx import TransactionalPublisher
 from tms_hbase.errors import LeaseLost
 from tms_hbase.tx.client import TransactionClient
-from tms_hbase.tx.context import TransactionContext
+from tms_hbase.txaware.context import TransactionContext
 
 STEPS = ("polled", "published", "mark-persisted", "messages-persisted", "tx-committed", "folded")
 

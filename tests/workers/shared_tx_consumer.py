@@ -26,8 +26,8 @@ from tms_hbase import MessagingClient, TopicId
 from tms_hbase.client_tx import TransactionalPublisher
 from tms_hbase.model.transaction import Transaction
 from tms_hbase.tx.client import TransactionClient
-from tms_hbase.tx.context import TransactionContext
-from tms_hbase.tx.table import TransactionalTable
+from tms_hbase.txaware.context import TransactionContext
+from tms_hbase.txaware.table import TransactionalTable
 
 
 class Crash:

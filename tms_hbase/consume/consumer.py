@@ -13,16 +13,16 @@ polling, and commits a durable mark under a lease (at-least-once, or exactly-onc
 * **Marks.** ``commit()`` stores the last delivered message's id as the subscription's mark, by
   compare-and-set under the lease (:mod:`.lease`); a mark never moves backwards. After a crash the
   next consumer resumes right after the last committed mark: at-least-once.
-* **Transactions.** Inside a :class:`~tms_hbase.tx.context.TransactionContext` the consumer is a
+* **Transactions.** Inside a :class:`~tms_hbase.txaware.context.TransactionContext` the consumer is a
   TransactionAware participant: it reads what the transaction sees, and its mark is written at
   persist time as *pending* with the transaction's write pointer. Whoever reads the cell later
-  resolves it by the transaction's fate (:mod:`.tx.fate`): committed → adopted, invalid → dropped, in
-  progress → not yet. Rolling back removes the pending mark before the transaction aborts (else the
+  resolves it by the transaction's fate (:mod:`~tms_hbase.isolation.fate`): committed → adopted, invalid →
+  dropped, in progress → not yet. Rolling back removes the pending mark before the transaction aborts (else the
   transaction is invalidated), and a consumer that takes over invalidates a previous owner's
   transaction still in progress, so that it can never commit later: nothing is lost, nothing is
   consumed twice by a pipeline that reads, publishes transactionally and commits in one transaction.
 * **Committed only.** Outside a transaction the reads judge transactional rows by the installation's
-  transaction state (``committed``, :mod:`~tms_hbase.tx.committed`) as a transaction's fetch does: a
+  transaction state (``committed``, :mod:`~tms_hbase.isolation.committed`) as a transaction's fetch does: a
   rolled-back or invalid row is skipped, a row still in progress holds the consumer there (in order) until
   its transaction ends. Without it (``isolation="uncommitted"``) every row is delivered as stored.
 """
@@ -49,6 +49,8 @@ from tms_hbase.consume.subscriptions import Record, SubscriptionStore, check_mar
 from tms_hbase.errors import InvalidArgument, SubscriptionNotFound, TmsError
 from tms_hbase.fetch.reader import Cursor, MessageReader
 from tms_hbase.installation.metadata import MetadataCache
+from tms_hbase.isolation.committed import CommittedReads
+from tms_hbase.isolation.fate import TxFate, fate, snapshot_from_server
 from tms_hbase.model import checks
 from tms_hbase.model.clock import now_ms
 from tms_hbase.model.isolation import COMMITTED, UNCOMMITTED
@@ -59,8 +61,6 @@ from tms_hbase.model.rows import RowSlice
 from tms_hbase.model.subscription import ConsumerSession, Pending
 from tms_hbase.model.topic import TopicId
 from tms_hbase.model.transaction import Transaction
-from tms_hbase.tx.committed import CommittedReads
-from tms_hbase.tx.fate import TxFate, fate, snapshot_from_server
 
 if TYPE_CHECKING:  # passed in by callers; `import tms_hbase` does not load the Thrift client
     from tms_hbase.tx.client import TransactionClient

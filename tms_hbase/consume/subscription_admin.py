@@ -25,6 +25,7 @@ from tms_hbase.consume.subscriptions import (
 )
 from tms_hbase.errors import ConcurrentModification, InvalidArgument, SubscriptionBusy, SubscriptionNotFound
 from tms_hbase.fetch.reader import MessageReader
+from tms_hbase.isolation.fate import TxFate, fate
 from tms_hbase.model import checks
 from tms_hbase.model.clock import check_time_ms, now_ms
 from tms_hbase.model.message_id import MessageId
@@ -33,7 +34,6 @@ from tms_hbase.model.subscription import END, Pending, Subscription, check_name
 from tms_hbase.model.topic import TopicMetadata
 from tms_hbase.model.transaction import Transaction
 from tms_hbase.storage.hbase import Table
-from tms_hbase.tx.fate import TxFate, fate
 
 EARLIEST = "earliest"
 LATEST = "latest"

@@ -24,13 +24,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from tms_hbase.errors import CorruptData, HBaseUnavailable, InvalidArgument, SubscriptionAlreadyExists
+from tms_hbase.isolation.fate import TxFate
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.rows import generation_prefix
 from tms_hbase.model.subscription import END, Pending
 from tms_hbase.model.tables import FAMILY
 from tms_hbase.model.topic import TopicId
 from tms_hbase.storage.hbase import Table
-from tms_hbase.tx.fate import TxFate
 
 COLUMN = f"{FAMILY}:s".encode()
 TOMBSTONE = b"{}"

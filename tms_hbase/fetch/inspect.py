@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 
 from tms_hbase.errors import CorruptData, InvalidArgument
 from tms_hbase.fetch.reader import MessageReader
+from tms_hbase.isolation.fate import TxFate, fate
 from tms_hbase.model.inspection import Cursor, Entry
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.record import NONE
@@ -28,7 +29,6 @@ from tms_hbase.model.rows import (
 from tms_hbase.model.topic import TopicId
 from tms_hbase.model.transaction import Transaction
 from tms_hbase.storage.hbase import Table
-from tms_hbase.tx.fate import TxFate, fate
 
 CHUNK_ROWS = 64
 ROLLED_BACK = "rolled back"

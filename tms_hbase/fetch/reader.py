@@ -7,7 +7,7 @@
 * With a transaction, a row is accepted (no pointer, or visible), skipped (rolled back or invalid),
   or stops the whole fetch (in progress or above the read pointer), so order is kept. A subscription's
   committed-only read applies the same rule with the installation's transaction state
-  (``committed``: :class:`~tms_hbase.tx.committed.CommittedReads`).
+  (``committed``: :class:`~tms_hbase.isolation.committed.CommittedReads`).
 * A pointer row expands to its payload-table rows in store order.
 """
 
@@ -20,6 +20,7 @@ from typing import cast
 from tms_hbase.errors import CorruptData, InvalidArgument
 from tms_hbase.installation.hbase_clock import HBaseClock
 from tms_hbase.installation.metadata import MetadataCache
+from tms_hbase.isolation.committed import CommittedReads
 from tms_hbase.model import checks, record
 from tms_hbase.model.clock import now_ms
 from tms_hbase.model.message import Message
@@ -50,7 +51,6 @@ from tms_hbase.ordering.chain_reads import ChainReads
 from tms_hbase.ordering.lookup import CHUNK_ROWS, RowLookup
 from tms_hbase.ordering.sequencer_reads import SequencerReads
 from tms_hbase.storage.hbase import Table
-from tms_hbase.tx.committed import CommittedReads
 
 PAYLOAD_CHUNK = 1000
 

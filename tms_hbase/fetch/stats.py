@@ -45,6 +45,7 @@ from dataclasses import dataclass, field, replace
 
 from tms_hbase.fetch import slices
 from tms_hbase.fetch.reader import MessageReader
+from tms_hbase.isolation.committed import NOTHING_COMMITTED
 from tms_hbase.model.message_id import MessageId
 from tms_hbase.model.record import counted_sizes
 from tms_hbase.model.rows import (
@@ -66,7 +67,6 @@ from tms_hbase.ordering import sequencer
 from tms_hbase.publish import byte_totals, rolled_back
 from tms_hbase.publish.stored import stored_sizes
 from tms_hbase.storage.hbase import Table
-from tms_hbase.tx.committed import NOTHING_COMMITTED
 from tms_hbase.tx.pointers import MAX_LIFETIME_SECONDS, MAX_TX_PER_MS
 
 WINDOWS = (60, 300, 900)

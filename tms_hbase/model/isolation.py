@@ -1,5 +1,5 @@
 """What a subscription's consumer reads (Kafka's ``isolation.level``): ``"committed"`` (the default: committed
-messages only, :mod:`tms_hbase.tx.committed`) or ``"uncommitted"`` (every message as stored, rolled-back ones
+messages only, :mod:`tms_hbase.isolation.committed`) or ``"uncommitted"`` (every message as stored, rolled-back ones
 included)."""
 
 from __future__ import annotations

@@ -25,6 +25,9 @@ FAMILIES = {
 CORE = ("messages", "payloads", "metadata", "txstate")
 """The tables a client creates on first use; ``subscriptions`` is created on the first use of
 subscriptions, so installations that never consume through subscriptions do not have it."""
+APPLICATION_MAX_VERSIONS = 100
+"""The cell versions an application table keeps unless told (``client.admin.create_table``): one per transaction
+that wrote the cell, as many as a :class:`~tms_hbase.txaware.table.TransactionalTable` reads."""
 
 
 @dataclass(frozen=True)

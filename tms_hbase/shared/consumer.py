@@ -14,7 +14,7 @@ to one of them at a time (a work queue; docs/shared.md).
   consumer that lost its range delivers nothing it claimed meanwhile (it gives those claims back at
   once). A range is read to its end once a message beyond it shows up.
 * **Committed only.** The range reads judge transactional rows as an exclusive consumer does
-  (``committed``, :mod:`~tms_hbase.tx.committed`): rolled-back and invalid rows are skipped; a row still in
+  (``committed``, :mod:`~tms_hbase.isolation.committed`): rolled-back and invalid rows are skipped; a row still in
   progress stops its range's read there, so the rest of that range (at most ``claim_size`` positions) waits
   for the transaction to end while the other ranges go on: committed messages in other ranges are not
   held up behind it, and a message is never delivered before the ones in progress before it in its range.
@@ -61,6 +61,7 @@ from tms_hbase.consume.subscriptions import mark_before
 from tms_hbase.errors import InvalidArgument, NotHeld, SubscriptionNotFound, TmsError, TopicFull, TopicNotFound
 from tms_hbase.fetch.reader import MessageReader
 from tms_hbase.installation.metadata import MetadataCache
+from tms_hbase.isolation.committed import CommittedReads
 from tms_hbase.model import checks
 from tms_hbase.model.dead_letter import DeadLetter
 from tms_hbase.model.message import Delivery, DeliveryRef, Message
@@ -85,7 +86,6 @@ from tms_hbase.shared.state import (
 )
 from tms_hbase.shared.store import SCAN_LIMIT, SharedStore, StoredClaim, StoredRange
 from tms_hbase.shared.tx_acks import TransactionalAcks
-from tms_hbase.tx.committed import CommittedReads
 
 log = logging.getLogger(__name__)
 

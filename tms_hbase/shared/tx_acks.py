@@ -4,7 +4,7 @@ acknowledgements"): exactly-once for a handler that writes or publishes transact
 An ack in a transaction is written at persist time as **pending**: the claim cell as this consumer holds
 it, with the transaction's write pointer in its ``tx`` field (a compare-and-set, refused with NotHeld if
 the consumer does not hold the message then). A pending claim is neither deliverable nor settleable; it
-is resolved by the transaction's fate (:mod:`~tms_hbase.tx.fate`), as exclusive consumers' pending marks
+is resolved by the transaction's fate (:mod:`~tms_hbase.isolation.fate`), as exclusive consumers' pending marks
 are:
 
 * the consumer folds it into ``acked`` after the commit (``post_tx_commit``);
@@ -24,11 +24,11 @@ from collections.abc import Callable, Collection
 from dataclasses import replace
 
 from tms_hbase.errors import TmsError
+from tms_hbase.isolation.fate import TxFate, fate
 from tms_hbase.model.message import DeliveryRef
 from tms_hbase.model.transaction import Transaction
 from tms_hbase.shared.state import Claim, ClaimState, Keys
 from tms_hbase.shared.store import SharedStore, StoredClaim
-from tms_hbase.tx.fate import TxFate, fate
 
 log = logging.getLogger(__name__)
 CHANGE_PREFIX = b"tms-shared-claim:"  # a transaction's change set names the claims it acknowledges

@@ -177,7 +177,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _view(self) -> Transaction | None:
         """What a micro-batch reads: a snapshot from the transaction server (``transactional=true``), every
         row as stored (``isolation=uncommitted`` or ``transactional=false``), else committed messages only,
-        by the installation's transaction state as a subscription reads them (:mod:`tms_hbase.tx.committed`)."""
+        by the installation's transaction state as a subscription reads them (:mod:`tms_hbase.isolation.committed`)."""
         options = self.options
         if options.transactional:
             return snapshot(options)

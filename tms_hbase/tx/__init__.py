@@ -1,11 +1,11 @@
-"""Tephra-compatible transactions.
+"""Tephra-compatible transactions: the types, Tephra's codecs and the client.
 
 Importing this package loads only the data types (:class:`Transaction` and its enums, defined in
-:mod:`tms_hbase.model.transaction`), which every reader needs. The rest loads on first use, so a plain
-``import tms_hbase`` never loads thriftpy2:
-:class:`TransactionCodec` (Tephra's bytes) and the snapshot codec. The roles live in submodules imported
-by name: ``tx.client``, ``tx.context``; transactional messaging is :mod:`tms_hbase.client_tx`; the
-transaction server is :mod:`tms_hbase.txserver`.
+:mod:`tms_hbase.model.transaction`), which every reader needs. The codecs load on first use, so a plain
+``import tms_hbase`` never loads thriftpy2: :class:`TransactionCodec` (Tephra's bytes) and the snapshot codec.
+The client, the port to the transaction server, is ``tx.client``, imported by name. Built on them:
+:mod:`tms_hbase.txaware` (TransactionContext, TransactionalTable), :mod:`tms_hbase.client_tx` (transactional
+messaging), :mod:`tms_hbase.isolation` (what readers judge transactional rows by), :mod:`tms_hbase.txserver`.
 """
 
 from __future__ import annotations

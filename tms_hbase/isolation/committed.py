@@ -35,11 +35,11 @@ from typing import TYPE_CHECKING
 
 from tms_hbase.config import TX_ENV
 from tms_hbase.errors import TmsError
+from tms_hbase.isolation.fate import reader_view
 from tms_hbase.model.clock import now_ms
 from tms_hbase.model.retry import Retry
 from tms_hbase.model.transaction import ALL_VISIBLE_LATEST, LONG_MIN, NO_TX_IN_PROGRESS, Transaction
 from tms_hbase.runtime import green
-from tms_hbase.tx.fate import reader_view
 
 if TYPE_CHECKING:  # made on first use: `import tms_hbase` does not load the Thrift client
     from tms_hbase.storage.connection import DeadlineSocket

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 
 from tms_hbase.errors import CorruptData, TableNotFound, TmsError
+from tms_hbase.model.tables import APPLICATION_MAX_VERSIONS
 from tms_hbase.model.transaction import Transaction
 from tms_hbase.storage.hbase import Table
 
-MAX_VERSIONS = 100
 VALUE_PREFIX = b"\x00"
 ROLLED_BACK = b"\x01"
 
@@ -64,7 +64,7 @@ class TransactionalTable:
         tx = self._running()
         if column in self._writes.get(row, {}):
             return self._writes[row][column]
-        for stored, version in self.table.get_versions(row, column, MAX_VERSIONS):  # newest first
+        for stored, version in self.table.get_versions(row, column, APPLICATION_MAX_VERSIONS):  # newest first
             if tx.is_visible(version):
                 value = decode_value(stored, f"{self.table.name} row {row!r} column {column!r} version {version}")
                 if value is not None:
