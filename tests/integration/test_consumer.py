@@ -169,7 +169,8 @@ def test_a_detached_consumer_is_resumed_by_its_session_in_another_client(
     """What the gateway does between HTTP calls: detach keeps the lease, a session resumes after the last
     message delivered (even with a new client), and a session whose lease ran out is refused."""
     client.publish(topic, [b"a", b"b", b"c", b"d"])
-    consumer = client.consumer(topic, "svc", lease_seconds=1.0, owner="svc-owner")
+    lease = 5.0  # outlasts a loaded machine's steps from detach to resume and commit; short enough to wait out
+    consumer = client.consumer(topic, "svc", lease_seconds=lease, owner="svc-owner")
     assert consumer.owner == "svc-owner"
     assert payloads(consumer.poll(max_messages=2, timeout_seconds=5)) == [b"a", b"b"]
     session = consumer.detach()
@@ -177,12 +178,12 @@ def test_a_detached_consumer_is_resumed_by_its_session_in_another_client(
     with pytest.raises(SubscriptionBusy):  # the lease is still held
         client.consumer(topic, "svc")
     with MessagingClient(hbase_address, prefix) as other:
-        resumed = other.consumer(topic, "svc", lease_seconds=1.0, session=session)
+        resumed = other.consumer(topic, "svc", lease_seconds=lease, session=session)
         assert payloads(resumed.poll(max_messages=1, timeout_seconds=5)) == [b"c"]
         resumed.commit()
         session = resumed.detach()
     assert client.get_subscription(topic, "svc").position == session.delivered
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while client.get_subscription(topic, "svc").owner is not None:  # the lease runs out by itself
         assert time.monotonic() < deadline
         time.sleep(0.1)
