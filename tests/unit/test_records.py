@@ -212,6 +212,8 @@ _shaped = st.builds(  # every message of the same shape: the keys, names and val
     "extras",
     [
         ((b"k1", HEADERS),) * 3,  # one shape: each column one repeated pattern
+        ((None, HEADERS),) * 3 + ((b"", (("a", b"1"), ("a", b""), ("ü", b"\x01"))),),  # the same but the last value
+        ((b"k", (("a", b"1"),)), (b"k", (("a", b"2"),)), (b"k", (("a", b"1"),))),  # the second differs, not the last
         ((None, (("a", b"1"), ("bb", b"2"))), (None, (("ab", b"3"), ("b", b"4")))),  # same names' bytes, cut apart
         ((b"k", (("a", b"1"), ("b", b"2"))), (b"l", (("b", b"1"), ("a", b"2")))),  # same sizes, other names
         ((b"k", (("a", b"1"),)), (None, ()), (b"", (("a", b""), ("a", b"")))),  # no pattern
