@@ -123,6 +123,36 @@ def test_the_batch_checks_and_the_per_message_checks_agree(batch: list[bytes | R
     assert checked == one_by_one()
 
 
+@settings(max_examples=300, deadline=None)
+@given(_headers, st.lists(st.one_of(st.binary(max_size=8), _keys), min_size=2, max_size=5))
+def test_records_sharing_one_headers_object_are_checked_as_if_each_had_its_own(
+    headers: object, keys: list[object]
+) -> None:
+    """A batch whose records share one headers object (checked and measured once) is accepted, converted and
+    encoded as the same batch with a copy of the headers each, and refused as that one is."""
+
+    def checked(batch: list[Record]) -> tuple[bytes | Record, ...] | bytes | type[InvalidArgument]:
+        try:
+            result = validate_payloads(batch, 2**40, allow_empty=False)
+        except InvalidArgument:
+            return InvalidArgument
+        extras = record.split(result)[1]
+        return result if extras is None else (result, record.encode_all(extras))  # type: ignore[return-value]
+
+    def copy() -> object:  # (tuple() of a tuple is the same object)
+        return [*headers] if isinstance(headers, list) else tuple([*headers]) if isinstance(headers, tuple) else headers
+
+    shared = [Record(b"p%d" % i, key, headers) for i, key in enumerate(keys)]  # type: ignore[arg-type]
+    own = [Record(b"p%d" % i, key, copy()) for i, key in enumerate(keys)]  # type: ignore[arg-type]
+    assert checked(shared) == checked(own)
+
+
+def test_shared_scheduling_headers_are_checked() -> None:
+    bad = (("tms-deliver-at", b"+5"),)
+    with pytest.raises(InvalidArgument, match="message 0"):
+        validate_payloads([Record(b"a", headers=bad), Record(b"b", headers=bad)], 1 << 20, allow_empty=False)
+
+
 def _reference_decode(data: bytes, offset: int, count: int) -> tuple[tuple[record.Extra, ...], int]:
     """The extra sections as docs/tables.md lays them out, read one field at a time (what the column-by-column
     decoder must agree with)."""
@@ -182,6 +212,8 @@ _shaped = st.builds(  # every message of the same shape: the keys, names and val
     "extras",
     [
         ((b"k1", HEADERS),) * 3,  # one shape: each column one repeated pattern
+        ((None, HEADERS),) * 3 + ((b"", (("a", b"1"), ("a", b""), ("ü", b"\x01"))),),  # the same but the last value
+        ((b"k", (("a", b"1"),)), (b"k", (("a", b"2"),)), (b"k", (("a", b"1"),))),  # the second differs, not the last
         ((None, (("a", b"1"), ("bb", b"2"))), (None, (("ab", b"3"), ("b", b"4")))),  # same names' bytes, cut apart
         ((b"k", (("a", b"1"), ("b", b"2"))), (b"l", (("b", b"1"), ("a", b"2")))),  # same sizes, other names
         ((b"k", (("a", b"1"),)), (None, ()), (b"", (("a", b""), ("a", b"")))),  # no pattern

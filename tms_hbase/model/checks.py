@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from operator import attrgetter, itemgetter
+from operator import attrgetter, is_, itemgetter
 from typing import cast
 
 from tms_hbase.errors import BatchTooLarge, InvalidArgument
@@ -129,8 +129,11 @@ def sized_payloads(payloads: object, max_batch_bytes: int, *, allow_empty: bool)
         if set(map(type, result)) <= {bytes}:  # the usual case: nothing to convert, nothing to split
             batch = Batch(result, (cast("tuple[bytes, ...]", result), None))
         else:
-            batch = _plain_records(result) or Batch(_message(i, message) for i, message in enumerate(result))
-            schedule.check(batch)
+            fast = _plain_records(result)  # (checks the scheduling headers it has)
+            if fast is None:
+                fast = Batch(_message(i, message) for i, message in enumerate(result))
+                schedule.check(fast)
+            batch = fast
     if not batch and not allow_empty:
         raise InvalidArgument("nothing to publish: the list of payloads is empty")
     size = batch_size(batch)
@@ -143,7 +146,9 @@ def _plain_records(batch: tuple[object, ...]) -> Batch | None:
     """The batch as :func:`_message` makes it, checked column by column in C calls, when it holds bytes and
     Records whose fields have the usual types and sizes (headers, tuples or lists of (str, bytes) pairs); None
     otherwise, for the per-message checks to convert it or say what is wrong. A batch of records only is
-    encoded from the columns checked (:func:`~tms_hbase.model.record.pack`), not split again."""
+    encoded from the columns checked (:func:`~tms_hbase.model.record.pack`), not split again. Records that
+    share one headers object (a batch's common headers) have them checked and measured once. Its scheduling
+    headers are checked here too (:func:`~tms_hbase.model.schedule.check`, only if a name is one of them)."""
     types = set(map(type, batch))
     if not types <= {bytes, Record}:
         return None
@@ -161,39 +166,56 @@ def _plain_records(batch: tuple[object, ...]) -> Batch | None:
         or max(counts, default=0) > record.MAX_HEADERS
     ):
         return None
-    pairs = list(itertools.chain.from_iterable(headers))
-    names: Sequence[str] = ()
-    values: Sequence[bytes] = ()
-    sizes: list[int] = []
-    blob = b""
-    if pairs:
-        if set(map(type, pairs)) != {tuple}:
-            return None
-        try:
-            names, values = zip(*pairs, strict=True)  # (ValueError: a pair that is not two items)
-        except ValueError:
-            return None
-        if set(map(type, names)) != {str} or set(map(type, values)) != {bytes}:
-            return None
-        text = "".join(names)
-        if text.isascii():  # the usual case: a name's length in characters is its length in bytes
-            sizes, blob = list(map(len, names)), text.encode()
-        else:
-            try:
-                encoded = list(map(str.encode, names))
-            except UnicodeEncodeError:
-                return None
-            sizes, blob = list(map(len, encoded)), b"".join(encoded)
-        if min(sizes) == 0 or max(sizes) > record.MAX_HEADER_NAME_BYTES:
-            return None
-        if len(blob) + sum(map(len, values)) > record.MAX_HEADERS_BYTES:  # all messages' together: look closer
-            return None
+    shared = len(headers) > 1 and all(map(is_, headers, itertools.repeat(headers[0])))  # (equal: not enough)
+    columns = _header_columns(headers[:1] if shared else headers)
+    if columns is None:
+        return None
+    names, values, sizes, blob = columns
+    if shared:  # one headers object: its columns, once per record
+        repeats = len(headers)
+        values, sizes, blob = values * repeats, sizes * repeats, blob * repeats
+    if names and not schedule.NAMES.isdisjoint(names):
+        schedule.check(batch)  # type: ignore[arg-type]
     if list in header_types or (None in keys and not min(counts)):
         return Batch(map(_as_checked, batch))
     if bytes in types:
         return Batch(batch)  # type: ignore[arg-type]
     extras = record.Extras(zip(keys, headers, strict=True), record.pack(keys, counts, sizes, blob, values))
     return Batch(batch, (tuple(payloads), extras))  # type: ignore[arg-type]
+
+
+def _header_columns(
+    headers: list[Sequence[object]],
+) -> tuple[tuple[str, ...], tuple[bytes, ...], list[int], bytes] | None:
+    """The pairs of ``headers`` (each a tuple or list of at most :data:`~.record.MAX_HEADERS`) as columns: their
+    names, values, names' UTF-8 sizes and the names end to end; None unless every pair is a (str, bytes) tuple
+    with a name of 1 to 256 UTF-8 bytes, and all of them together within one message's header budget (a batch
+    past it is looked at message by message)."""
+    pairs = list(itertools.chain.from_iterable(headers))
+    if not pairs:
+        return (), (), [], b""
+    if set(map(type, pairs)) != {tuple}:
+        return None
+    try:
+        names, values = zip(*pairs, strict=True)  # (ValueError: a pair that is not two items)
+    except ValueError:
+        return None
+    if set(map(type, names)) != {str} or set(map(type, values)) != {bytes}:
+        return None
+    text = "".join(names)
+    if text.isascii():  # the usual case: a name's length in characters is its length in bytes
+        sizes, blob = list(map(len, names)), text.encode()
+    else:
+        try:
+            encoded = list(map(str.encode, names))
+        except UnicodeEncodeError:
+            return None
+        sizes, blob = list(map(len, encoded)), b"".join(encoded)
+    if min(sizes) == 0 or max(sizes) > record.MAX_HEADER_NAME_BYTES:
+        return None
+    if len(blob) + sum(map(len, values)) > record.MAX_HEADERS_BYTES:  # all messages' together: look closer
+        return None
+    return names, values, sizes, blob
 
 
 def _as_checked(message: object) -> bytes | Record:

@@ -207,6 +207,10 @@ def decode_all(data: bytes | memoryview, offset: int, count: int) -> tuple[tuple
         offset += 6 * total
         period = counts[0] if counts.count(counts[0]) == count else 0  # the usual case: as many headers each
         names, offset = _names(data, offset, sizes[:total], period)
+        same = _repeated(data, offset, sizes[total:], period) if period else None
+        if same is not None and names == names[:period] * count:  # each message has the same headers: one tuple
+            first = tuple(zip(names[:period], same, strict=True))
+            return tuple(zip(keys, repeat(first, count), strict=False)), offset + sum(sizes[total:])
         values, offset = _strings(data, offset, sizes[total:], period)
         pairs = list(zip(names, values, strict=True))
     except (struct.error, UnicodeDecodeError) as exc:
@@ -236,15 +240,27 @@ def _names(data: bytes | memoryview, offset: int, sizes: tuple[int, ...], period
     """The header names of ``sizes`` from ``offset`` (as :func:`_strings` reads them), decoded, and the offset
     after them. When each message has the same names in the same order (``period`` names each), the first
     message's are decoded and repeated."""
-    repeats = len(sizes) // period if period else 0
-    if repeats and sizes == sizes[:period] * repeats:
-        unit = sum(sizes[:period])
-        first = bytes(data[offset : offset + unit])
-        if data[offset : offset + unit * repeats] == first * repeats:
-            names = _layout(sizes[:period], 1).unpack_from(first)
-            return tuple(map(_NAMES.__getitem__, names)) * repeats, offset + unit * repeats
+    first = _repeated(data, offset, sizes, period) if period else None
+    if first is not None:
+        return tuple(map(_NAMES.__getitem__, first)) * (len(sizes) // period), offset + sum(sizes)
     raw, offset = _strings(data, offset, sizes, period)
     return tuple(map(_NAMES.__getitem__, raw)), offset
+
+
+def _repeated(data: bytes | memoryview, offset: int, sizes: tuple[int, ...], period: int) -> tuple[bytes, ...] | None:
+    """The first ``period`` of the byte strings of ``sizes`` laid end to end from ``offset`` (as :func:`_strings`
+    reads them) if the rest repeat them, size for size and byte for byte (messages with the same headers);
+    None otherwise. One comparison of the bytes instead of a string each."""
+    repeats = len(sizes) // period
+    if repeats < 2 or sizes[period : 2 * period] != sizes[:period]:  # (the second message's first: the usual
+        return None  # difference is there already, and it is cheap to see)
+    unit = sum(sizes[:period])
+    first = bytes(data[offset : offset + unit])
+    if data[offset + unit : offset + 2 * unit] != first or sizes != sizes[:period] * repeats:
+        return None
+    if data[offset : offset + unit * repeats] != first * repeats:
+        return None
+    return _layout(sizes[:period], 1).unpack_from(first)
 
 
 def _make_layout(unit: tuple[int, ...], repeats: int) -> struct.Struct:
