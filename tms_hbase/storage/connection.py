@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, TypeVar, cast
 
-from thriftpy2.protocol import TBinaryProtocol, TCompactProtocol
+from thriftpy2.protocol import TBinaryProtocol
 from thriftpy2.protocol.exc import TProtocolException
 from thriftpy2.thrift import TClient, TDecodeException, TException, TMessageType
 from thriftpy2.transport import TBufferedTransport, TSocket, TTransportException
@@ -36,6 +36,7 @@ from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.retry import Retry
 from tms_hbase.runtime import green
 from tms_hbase.storage import hbase_thrift
+from tms_hbase.storage.compact import RowsCompactProtocol
 from tms_hbase.storage.framed import FramedChannel
 from tms_hbase.storage.http import SERVER_IDLE_SECONDS, HttpChannel, HttpStatus, NotHttp
 from tms_hbase.storage.kerberos import Kerberos, KerberosFailure, SaslChannel
@@ -309,7 +310,7 @@ class Connection:
             below = FramedChannel(self.socket, MAX_READ_BYTES)
         # (thriftpy2's Cython buffered transport, taking buf_size; its type hints name the pure-Python one)
         self.transport = cast(Any, TBufferedTransport)(below, buf_size=READ_BUFFER)
-        protocol = TCompactProtocol if wire.compact else TBinaryProtocol
+        protocol = RowsCompactProtocol if wire.compact else TBinaryProtocol
         service = cast(ModuleType, hbase_thrift.Hbase)  # (thriftpy2 types a service as a module; it is a class)
         self.client = CheckedClient(service, protocol(self.transport, decode_response=False))
         self.client.one_per_flush = wire.framed or wire.http
