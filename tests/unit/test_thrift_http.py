@@ -47,10 +47,12 @@ def _call(channel: HttpChannel, request: bytes) -> bytes:
     return channel.read(1 << 20)
 
 
-def test_each_flush_is_one_post_and_the_body_is_the_reply() -> None:
+@pytest.mark.parametrize("step", [3, 10, 1000])  # (reads that end inside a chunk, or with the next chunk's bytes)
+def test_each_flush_is_one_post_and_the_body_is_the_reply(step: int) -> None:
     sock = Script(
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=y\r\nde\r\n0\r\nT: 1\r\n\r\n",
         b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nwxyz",
+        step=step,
     )
     channel = HttpChannel(sock, 1000)
     assert _call(channel, b"one") == b"abcde"
@@ -63,12 +65,12 @@ def test_each_flush_is_one_post_and_the_body_is_the_reply() -> None:
 
 def test_replies_of_calls_sent_one_after_another_are_read_in_order() -> None:
     channel = HttpChannel(
-        Script(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na", b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nb"), 10
+        Script(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na", b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nbcd"), 10
     )
     for request in (b"1", b"2"):
         channel.write(request)
         channel.flush()
-    assert channel.read(1) + channel.read(5) == b"ab"
+    assert [channel.read(1), channel.read(2), channel.read(5)] == [b"a", b"bc", b"d"]
     with pytest.raises(NotHttp, match="ended before"):
         channel.read(1)
 

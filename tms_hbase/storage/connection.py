@@ -25,10 +25,10 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, TypeVar, cast
 
-from thriftpy2.protocol import TBinaryProtocol, TCompactProtocol
+from thriftpy2.protocol import TBinaryProtocol
 from thriftpy2.protocol.exc import TProtocolException
 from thriftpy2.thrift import TClient, TDecodeException, TException, TMessageType
-from thriftpy2.transport import TBufferedTransport, TFramedTransport, TSocket, TTransportException
+from thriftpy2.transport import TBufferedTransport, TSocket, TTransportException
 
 from tms_hbase.config import PLAIN, ThriftTransport, check_timeout
 from tms_hbase.errors import AccessDenied, ClientClosed, HBaseError, HBaseUnavailable, TmsError
@@ -36,6 +36,8 @@ from tms_hbase.model.metrics import CLIENT_METRICS
 from tms_hbase.model.retry import Retry
 from tms_hbase.runtime import green
 from tms_hbase.storage import hbase_thrift
+from tms_hbase.storage.compact import RowsCompactProtocol
+from tms_hbase.storage.framed import FramedChannel
 from tms_hbase.storage.http import SERVER_IDLE_SECONDS, HttpChannel, HttpStatus, NotHttp
 from tms_hbase.storage.kerberos import Kerberos, KerberosFailure, SaslChannel
 from tms_hbase.storage.tls import client_context, handshake_failure
@@ -299,15 +301,16 @@ class Connection:
         kerberos: Kerberos | None = None,
     ) -> None:
         self.socket = self.socket_class(host, port, tls)
-        # (thriftpy2's Cython transports, both taking buf_size; its type hints name the pure-Python ones)
-        framing: Any = TFramedTransport if wire.framed else TBufferedTransport
         below: Any = self.socket
         if wire.http:
             below = HttpChannel(self.socket, MAX_READ_BYTES, kerberos.negotiate_header if kerberos else None)
         elif kerberos is not None:
             below = SaslChannel(self.socket, kerberos, MAX_READ_BYTES)
-        self.transport = framing(below, buf_size=READ_BUFFER)
-        protocol = TCompactProtocol if wire.compact else TBinaryProtocol
+        elif wire.framed:
+            below = FramedChannel(self.socket, MAX_READ_BYTES)
+        # (thriftpy2's Cython buffered transport, taking buf_size; its type hints name the pure-Python one)
+        self.transport = cast(Any, TBufferedTransport)(below, buf_size=READ_BUFFER)
+        protocol = RowsCompactProtocol if wire.compact else TBinaryProtocol
         service = cast(ModuleType, hbase_thrift.Hbase)  # (thriftpy2 types a service as a module; it is a class)
         self.client = CheckedClient(service, protocol(self.transport, decode_response=False))
         self.client.one_per_flush = wire.framed or wire.http

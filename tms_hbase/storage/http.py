@@ -11,6 +11,7 @@ the call's deadline, and cannot run on the asyncio driver's socket.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
@@ -67,7 +68,8 @@ class HttpChannel:
         self.max_body = max_body  # a longer answer is refused as soon as it says so (NotHttp)
         self.authorize = authorize  # the Authorization header line of each request, for the gateway's host
         self._request = bytearray()
-        self._reply = bytearray()  # the Thrift bytes of answers not read yet
+        self._replies: deque[bytes] = deque()  # the Thrift bytes of answers not read yet, each answer's body
+        self._at = 0  # where the first of them is read up to
         self._inbox = bytearray()  # bytes read from the socket and not parsed yet
         self._closing = False  # the server closes the connection after the last answer
         self._head = (
@@ -83,7 +85,8 @@ class HttpChannel:
 
     def close(self) -> None:
         self._request.clear()
-        self._reply.clear()
+        self._replies.clear()
+        self._at = 0
         self._inbox.clear()
         self.socket.close()
 
@@ -91,11 +94,16 @@ class HttpChannel:
         self._request += buf
 
     def read(self, sz: int) -> bytes:
-        if not self._reply:
+        if not self._replies:
             raise NotHttp("the HTTP answer ended before its Thrift reply did")
-        data = bytes(self._reply[:sz])
-        del self._reply[:sz]
-        return data
+        body, at = self._replies[0], self._at
+        end = at + sz
+        if end < len(body):
+            self._at = end
+            return body[at:end]
+        self._replies.popleft()
+        self._at = 0
+        return body[at:] if at else body
 
     def flush(self) -> None:
         """Send what was written as one POST and take in its answer (nothing to send: nothing happens)."""
@@ -117,7 +125,9 @@ class HttpChannel:
         if headers.get("transfer-encoding", "").lower() == "chunked":
             body = self._read_chunked()
         elif "content-length" in headers:
-            body = self._read_exactly(self._check(_length(headers["content-length"])))
+            parts: list[bytes] = []
+            self._take(self._check(_length(headers["content-length"])), parts)
+            body = b"".join(parts)
         else:  # (an HTTP/1.0 server's body would run to the end of the connection; Jetty's never does)
             raise NotHttp(f"an HTTP {status} answer without a length")
         if headers.get("connection", "").lower() == "close":
@@ -132,7 +142,8 @@ class HttpChannel:
                     else " (the gateway asks for Kerberos, SPNEGO: --thrift-kerberos)"
                 )
             raise HttpStatus(status, reason)
-        self._reply += body
+        if body:
+            self._replies.append(body)
 
     def _fill(self) -> None:
         self._inbox += self.socket.read(_READ)
@@ -170,15 +181,29 @@ class HttpChannel:
             raise NotHttp(f"an HTTP answer of {size} bytes")
         return size
 
-    def _read_exactly(self, size: int) -> bytes:
-        while len(self._inbox) < size:
-            self._fill()
-        data = bytes(self._inbox[:size])
-        del self._inbox[:size]
-        return data
+    def _take(self, size: int, parts: list[bytes]) -> None:
+        """Append the next ``size`` bytes of the answer to ``parts``: the socket's reads as they are, not copied
+        through the inbox (an answer is megabytes; the caller joins the parts once)."""
+        inbox = self._inbox
+        if len(inbox) >= size:
+            with memoryview(inbox) as view:
+                parts.append(bytes(view[:size]))
+            del inbox[:size]
+            return
+        parts.append(bytes(inbox))
+        got = len(inbox)
+        inbox.clear()
+        while got < size:
+            piece = self.socket.read(_READ)
+            if got + len(piece) > size:
+                inbox += piece[size - got :]
+                piece = piece[: size - got]
+            parts.append(piece)
+            got += len(piece)
 
     def _read_chunked(self) -> bytes:
-        body = bytearray()
+        parts: list[bytes] = []
+        length = 0
         while True:
             size_line = self._read_line().split(b";", 1)[0].strip()
             try:
@@ -188,9 +213,9 @@ class HttpChannel:
             if size == 0:
                 while self._read_line():  # trailers, up to the empty line
                     pass
-                return bytes(body)
-            self._check(len(body) + size)
-            body += self._read_exactly(size)
+                return b"".join(parts)
+            length = self._check(length + size)
+            self._take(size, parts)
             if self._read_line():
                 raise NotHttp("an HTTP chunk longer than it said")
 
