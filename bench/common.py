@@ -296,6 +296,12 @@ def fmt(value: object) -> str:
     return f"{value:.2f}"
 
 
+def rotated(sides: Sequence[T], shift: int) -> list[T]:
+    """``sides`` starting at the ``shift``-th (mod their number)."""
+    shift %= len(sides)
+    return [*sides[shift:], *sides[:shift]]
+
+
 def mirrored(sides: Sequence[T], turn: int) -> list[T]:
     """``sides`` as given on even turns, reversed on odd ones (A B, B A, A B, ...): of any two sides each goes
     first on half the turns, and sides given next to each other run next to each other."""
@@ -316,8 +322,7 @@ def rotated_rounds(
     """Measure every side once a round, each round starting one side later (no side always runs first, on a
     fresh or a tired HBase), appending each rate (msg/s) to ``rates[name]``."""
     for r in range(rounds):
-        shift = r % len(sides)
-        for name, measure in [*sides[shift:], *sides[:shift]]:
+        for name, measure in rotated(sides, r):
             rates[name].append(measure())
         progress(
             f"{label} round {r + 1}/{rounds}: "
