@@ -296,14 +296,33 @@ def fmt(value: object) -> str:
     return f"{value:.2f}"
 
 
+def rotated(sides: Sequence[T], shift: int) -> list[T]:
+    """``sides`` starting at the ``shift``-th (mod their number)."""
+    shift %= len(sides)
+    return [*sides[shift:], *sides[:shift]]
+
+
+def mirrored(sides: Sequence[T], turn: int) -> list[T]:
+    """``sides`` as given on even turns, reversed on odd ones (A B, B A, A B, ...): of any two sides each goes
+    first on half the turns, and sides given next to each other run next to each other."""
+    return list(sides) if turn % 2 == 0 else list(sides)[::-1]
+
+
+def abba(sides: Sequence[T], turn: int) -> list[T]:
+    """One round's order with every side twice, mirrored about its middle (A B B A; B A A B the next round): each
+    side's mean place in the round is the same, so drift through a round (a cache warming, a flush, load that
+    comes and goes) costs every side alike, and a ratio of two sides' figures within one round is a fair sample."""
+    order = mirrored(sides, turn)
+    return order + order[::-1]
+
+
 def rotated_rounds(
     label: str, rounds: int, sides: Sequence[tuple[str, Callable[[], float]]], rates: dict[str, list[float]]
 ) -> None:
     """Measure every side once a round, each round starting one side later (no side always runs first, on a
     fresh or a tired HBase), appending each rate (msg/s) to ``rates[name]``."""
     for r in range(rounds):
-        shift = r % len(sides)
-        for name, measure in [*sides[shift:], *sides[:shift]]:
+        for name, measure in rotated(sides, r):
             rates[name].append(measure())
         progress(
             f"{label} round {r + 1}/{rounds}: "

@@ -166,10 +166,3 @@ def report(
         "publish for real neither authenticate, log nor count; server CPU in 10 ms ticks"
     )
     result.samples |= {f"floor_{server}": {"ms": list(times[server]), "cpu_us": list(cpus[server])} for server in SIDES}
-
-
-def order(round_index: int) -> list[str]:
-    """The servers in the order of a round: rotated each round, so that none is always first."""
-    names = list(SIDES)
-    shift = round_index % len(names)
-    return names[shift:] + names[:shift]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -28,7 +28,7 @@ from tms_hbase import MessagingClient, TopicId
 from tms_hbase.config import Config, ThriftTransport
 from tms_hbase_launcher.gateway import FULL_JIT, Keystore, ThriftGateway, start_gateway
 
-from .common import GoalFamily, Result, Settings, median, new_topic, payloads, progress, ratio
+from .common import GoalFamily, Result, Settings, median, new_topic, payloads, progress, ratio, rotated
 
 BATCH = 100
 PAYLOAD_SIZE = 1024
@@ -165,11 +165,11 @@ def measure(
     for r in range(rounds):
         topics = {mode: new_topic(client, f"t{r}_{_name(mode)}") for mode, client in clients.items()}
         for i in range(0, sizes.batches, TURN):
-            for mode in _turns(modes, r + i // TURN):
+            for mode in rotated(modes, r + i // TURN):
                 times = min(TURN, sizes.batches - i)
                 publish[mode].append(times * BATCH / _seconds(_publish, clients[mode], topics[mode], batch, times))
         for i in range(sizes.fetches):
-            for mode in _turns(modes, r + i):
+            for mode in rotated(modes, r + i):
                 seconds = _seconds(_fetch_all, clients[mode], topics[mode], sizes.batches * BATCH)
                 fetch[mode].append(sizes.batches * BATCH / seconds)
         progress(
@@ -181,12 +181,6 @@ def measure(
 
 def _name(mode: str) -> str:
     return mode.replace("+", "_").replace("-", "_")
-
-
-def _turns(modes: Sequence[str], shift: int) -> list[str]:
-    """``modes`` starting at the ``shift``-th (mod their number)."""
-    shift %= len(modes)
-    return [*modes[shift:], *modes[:shift]]
 
 
 def _seconds(call: Callable[..., object], *args: object) -> float:

@@ -8,7 +8,7 @@ import io
 import pytest
 
 from bench.common import Result, Settings
-from bench.gateway_floor import FLOORS, SIDES, ceiling, order, report, start, stop
+from bench.gateway_floor import FLOORS, SIDES, ceiling, report, start, stop
 from bench.gateway_floor_servers import FIXED_ANSWER, BareProtocol, Head, answer, parse_head, topic_of
 from tms_hbase import TopicId
 from tms_hbase.gateway_client import http1
@@ -61,12 +61,6 @@ def test_a_floor_too_slow_for_the_goal_says_not_met() -> None:
     times = {server: [0.5] for server in SIDES}
     report(result, [0.7], [1.4], 700.0, times, {server: [0.0] for server in SIDES})
     assert [met for _, _, met in result.goals] == [False, False]  # 0.7 / 1.2 = 0.58
-
-
-def test_each_round_starts_with_another_server() -> None:
-    firsts = [order(r)[0] for r in range(len(SIDES))]
-    assert sorted(firsts) == sorted(SIDES)
-    assert all(sorted(order(r)) == sorted(SIDES) for r in range(7))
 
 
 def test_the_fixed_answer_is_a_publish_answer_the_client_reads() -> None:
