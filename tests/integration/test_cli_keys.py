@@ -19,7 +19,7 @@ T = TopicId("ns", "orders")
 def test_publish_with_a_key_delimiter_and_headers_then_tail_shows_them(
     installed_env: dict[str, str], client: MessagingClient
 ) -> None:
-    ok(installed_env, "topic", "create", str(T), "--ordering", "chain")
+    client.create_topic(T, {"ordering": "chain"})
     lines = "order-7:paid\nno key here\n:empty key\n\xe9t\xe9:caf\xe9\n"
     done = subprocess.run(
         [TMS_ADMIN, "topic", "publish", str(T), "-K:", "-H", "source=shop", "-H", "trace=00-1", "--json"],
