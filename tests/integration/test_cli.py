@@ -30,8 +30,8 @@ def ok(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     return result
 
 
+@pytest.mark.usefixtures("installed_env")  # made through the library: `tms-admin init` is test_human_output's
 def test_topic_lifecycle_json(tms_env: dict[str, str]) -> None:
-    ok(tms_env, "init")
     created = json.loads(ok(tms_env, "topic", "create", "ns:orders", "--ttl", "60", "-p", "owner=ops", "--json").stdout)
     assert (created["generation"], created["ttl"], created["properties"]["owner"]) == (1, 60, "ops")
     got = json.loads(ok(tms_env, "topic", "get", "ns:orders", "--json").stdout)
@@ -76,10 +76,10 @@ def test_human_output(tms_env: dict[str, str]) -> None:
         (["topic", "list", "bad ns"], 2, "bad namespace name"),
     ],
 )
+@pytest.mark.usefixtures("installed_env")  # made through the library: `tms-admin init` is test_human_output's
 def test_bad_input_exit_codes_and_nothing_changed(
     tms_env: dict[str, str], args: list[str], code: int, message: str
 ) -> None:
-    ok(tms_env, "init")
     result = tms_admin(tms_env, *args)
     assert result.returncode == code
     assert message in result.stderr
@@ -87,8 +87,8 @@ def test_bad_input_exit_codes_and_nothing_changed(
     assert json.loads(ok(tms_env, "topic", "list", "--json").stdout) == []
 
 
+@pytest.mark.usefixtures("installed_env")  # made through the library: `tms-admin init` is test_human_output's
 def test_tx_mode_is_set_shown_and_validated(tms_env: dict[str, str]) -> None:
-    ok(tms_env, "init")
     created = json.loads(ok(tms_env, "topic", "create", "ns:t", "-p", "tx.mode=transactional", "--json").stdout)
     assert (created["tx_mode"], created["properties"]["tx.mode"]) == ("transactional", "transactional")
     assert "tx.mode     transactional" in ok(tms_env, "topic", "get", "ns:t").stdout.splitlines()
@@ -104,8 +104,8 @@ def test_tx_mode_is_set_shown_and_validated(tms_env: dict[str, str]) -> None:
     assert json.loads(ok(tms_env, "topic", "get", "ns:t", "--json").stdout)["tx_mode"] == "non-transactional"
 
 
+@pytest.mark.usefixtures("installed_env")  # made through the library: `tms-admin init` is test_human_output's
 def test_update_changes_only_what_it_names_and_says_what_changed(tms_env: dict[str, str]) -> None:
-    ok(tms_env, "init")
     ok(tms_env, "topic", "create", "ns:t", "--ttl", "3600", "--tx-mode", "transactional", "-p", "owner=ops")
     assert ok(tms_env, "topic", "update", "ns:t", "-p", "owner=x").stdout.splitlines() == [
         "updated ns:t:",
@@ -129,8 +129,8 @@ def test_update_changes_only_what_it_names_and_says_what_changed(tms_env: dict[s
         assert result.returncode == 2 and message in result.stderr, result.stderr
 
 
+@pytest.mark.usefixtures("installed_env")  # made through the library: `tms-admin init` is test_human_output's
 def test_duplicate_create_exit_code_keeps_properties(tms_env: dict[str, str]) -> None:
-    ok(tms_env, "init")
     ok(tms_env, "topic", "create", "ns:t", "--ttl", "10")
     result = tms_admin(tms_env, "topic", "create", "ns:t", "--ttl", "20")
     assert (result.returncode, result.stderr.strip()) == (4, "error: topic ns:t already exists")
@@ -193,11 +193,11 @@ def test_every_command_has_help(program: str, command: list[str]) -> None:
 
 @pytest.mark.parametrize("placement", ["before", "after"])
 @pytest.mark.parametrize("tool", ["tms-admin", "tms-sweeper"])
+@pytest.mark.usefixtures("installed_env")  # made through the library: `tms-admin init` is test_human_output's
 def test_both_tools_take_the_same_connection_options_and_exit_codes(
     tms_env: dict[str, str], hbase_address: str, tool: str, placement: str
 ) -> None:
     """The connection options go before the command's name or after it, in both tools."""
-    ok(tms_env, "init")
     command = ["topic", "list"] if tool == "tms-admin" else ["status"]
 
     def run(thrift: str) -> subprocess.CompletedProcess:
@@ -268,8 +268,8 @@ def test_the_readme_tms_admin_block_runs_in_order(tms_env: dict[str, str]) -> No
     assert "dropped the installation" in out
 
 
+@pytest.mark.usefixtures("installed_env")  # made through the library: `tms-admin init` is test_human_output's
 def test_small_things_a_new_user_meets(tms_env: dict[str, str]) -> None:
-    ok(tms_env, "init")
     # human durations
     created = json.loads(ok(tms_env, "topic", "create", "ns:t", "--ttl", "1h30m", "--json").stdout)
     assert created["ttl"] == 5400 and created["created"]

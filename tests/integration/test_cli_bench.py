@@ -8,6 +8,7 @@ import json
 import subprocess
 
 import happybase
+import pytest
 
 from tms_hbase.config import PREFIX_ENV, thrift_address
 
@@ -29,8 +30,8 @@ def _bench(env: dict[str, str], *args: str) -> tuple[dict, str]:
     return json.loads(result.stdout), result.stderr
 
 
+@pytest.mark.usefixtures("installed_env")  # made through the library: `tms-admin init` is test_cli.py's
 def test_bench_publishes_consumes_reports_and_leaves_nothing(tms_env: dict[str, str], hbase_address: str) -> None:
-    ok(tms_env, "init")
     report, progress = _bench(tms_env, "--count", "3000", "--publishers", "2", "--batch", "10", "--size", "64")
     assert report["settings"] == {
         "size": 64,
@@ -55,8 +56,8 @@ def test_bench_publishes_consumes_reports_and_leaves_nothing(tms_env: dict[str, 
     assert [_rows(hbase_address, prefix, kind) for kind in ("messages", "payloads", "subscriptions")] == [0, 0, 0]
 
 
+@pytest.mark.usefixtures("installed_env")  # made through the library: `tms-admin init` is test_cli.py's
 def test_bench_pipelined_for_a_duration_at_a_rate_then_consumes_after(tms_env: dict[str, str]) -> None:
-    ok(tms_env, "init")
     report, _ = _bench(
         tms_env, "--mode", "pipelined", "--duration", "2", "--rate", "500", "--consumer", "after", "--ordering", "chain"
     )

@@ -147,7 +147,6 @@ def test_subscription_commands(client: MessagingClient, tms_env: dict[str, str])
     client.publish(T, [b"a", b"b", b"c"])
     created = json.loads(ok(tms_env, "sub", "create", str(T), "svc", "--json").stdout)
     assert (created["name"], created["position"], created["consumer"]) == ("svc", None, None)
-    assert tms_admin(tms_env, "sub", "create", str(T), "svc").returncode == 4
     ok(tms_env, "sub", "create", str(T), "late", "--start", "latest")
     listed = json.loads(ok(tms_env, "sub", "list", str(T), "--json").stdout)
     assert [(s["name"], s["lag_messages"]) for s in listed] == [("late", 0), ("svc", 3)]
@@ -171,7 +170,7 @@ def test_subscription_commands(client: MessagingClient, tms_env: dict[str, str])
         "deleted": "svc",
         "topic": str(T),
     }
-    assert [s["name"] for s in json.loads(ok(tms_env, "sub", "list", str(T), "--json").stdout)] == ["late"]
+    assert [s.name for s in client.list_subscriptions(T)] == ["late"]  # (sub list itself is checked above)
 
 
 def test_topic_stats(client: MessagingClient, tms_env: dict[str, str]) -> None:

@@ -19,7 +19,7 @@ T = TopicId("ns", "orders")
 def test_publish_with_a_key_delimiter_and_headers_then_tail_shows_them(
     installed_env: dict[str, str], client: MessagingClient
 ) -> None:
-    ok(installed_env, "topic", "create", str(T), "--ordering", "chain")
+    client.create_topic(T, {"ordering": "chain"})
     lines = "order-7:paid\nno key here\n:empty key\n\xe9t\xe9:caf\xe9\n"
     done = subprocess.run(
         [TMS_ADMIN, "topic", "publish", str(T), "-K:", "-H", "source=shop", "-H", "trace=00-1", "--json"],
@@ -59,7 +59,7 @@ def test_publish_with_a_key_delimiter_and_headers_then_tail_shows_them(
 def test_a_piped_line_is_published_while_the_input_stays_open(
     installed_env: dict[str, str], client: MessagingClient
 ) -> None:
-    ok(installed_env, "topic", "create", str(T))
+    client.create_topic(T)
     publisher = subprocess.Popen(
         [TMS_ADMIN, "topic", "publish", str(T), "-K", "="],
         stdin=subprocess.PIPE,
@@ -92,7 +92,7 @@ def test_tail_shows_binary_keys_and_headers_byte_for_byte_and_marks_transaction_
     which messages a committed-only reader does not receive (yet)."""
     server = TxServer(installed_env, free_port()).start()
     try:
-        ok(installed_env, "topic", "create", str(T))
+        client.create_topic(T)
         binary = bytes(range(256))
         with TransactionClient(server.address) as tx:
             long = tx.start_long()
@@ -136,8 +136,8 @@ def test_tail_shows_binary_keys_and_headers_byte_for_byte_and_marks_transaction_
 def test_sub_consume_shows_keys_and_headers_byte_for_byte(
     installed_env: dict[str, str], client: MessagingClient
 ) -> None:
-    ok(installed_env, "topic", "create", str(T))
-    ok(installed_env, "sub", "create", str(T), "work", "--shared")
+    client.create_topic(T)  # set up through the library: these commands are not what the test proves
+    client.create_subscription(T, "work", shared=True)
     binary = bytes(range(256))
     client.publish(T, [Record(b"paid", key=b"order-7", headers=[("h", b"1"), ("h", binary)]), b"plain"])
     taken = ok(installed_env, "sub", "consume", str(T), "work", "--count", "2", "--json").stdout

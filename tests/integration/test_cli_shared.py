@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+import pytest
+
 from tms_hbase import DeadLetter, MessageId, MessagingClient, TopicId
 from tms_hbase.shared.state import ClaimState
 
@@ -15,8 +17,13 @@ from .test_cli import ok, tms_admin
 Q, DEAD = TopicId("cliq", "jobs"), TopicId("cliq", "dead")
 
 
+@pytest.fixture(autouse=True)
+def installation(installed_env: dict[str, str]) -> None:
+    """Each test's installation, made through the library: `tms-admin init` (tested in test_cli.py) is not what
+    these tests prove, and its process costs each of them a start."""
+
+
 def test_shared_subscriptions_from_the_command_line(client: MessagingClient, tms_env: dict[str, str]) -> None:
-    ok(tms_env, "init")
     client.create_topic(Q)
     client.create_topic(DEAD)
     client.publish(Q, [b"a", b"b", b"c"])
@@ -31,14 +38,12 @@ def test_shared_subscriptions_from_the_command_line(client: MessagingClient, tms
         assert refused.returncode != 0 and refused.stderr.count("\n") == 1, (bad, refused.stderr)
     assert tms_admin(tms_env, "sub", "create", str(Q), "work", "--ack-timeout", "5").returncode != 0  # needs --shared
     assert client.list_subscriptions(Q) == []  # nothing created
-    ok(tms_env, "sub", "create", str(Q), "work", "--shared", "--ack-timeout", "30", "--max-deliveries", "1")
-    ok(tms_env, "sub", "create", str(Q), "work", "--shared", "--if-not-exists")
-    client.delete_subscription(Q, "work")
     created = ok(
         tms_env, "sub", "create", str(Q), "work", "--shared", "--ack-timeout", "30", "--max-deliveries", "1",
         "--dead-letter", str(DEAD), "--json",
     )  # fmt: skip
     assert json.loads(created.stdout)["name"] == "work"
+    ok(tms_env, "sub", "create", str(Q), "work", "--shared", "--if-not-exists")  # exists already: exit 0
     shared = client.get_subscription(Q, "work").shared
     assert shared is not None and (shared.ack_timeout_seconds, shared.max_deliveries, shared.dead_letter) == (
         30,
@@ -87,7 +92,6 @@ def test_a_replay_publishes_only_to_the_subscriptions_own_topic(
 ) -> None:
     """Whoever may publish to a dead-letter topic can write a letter naming any topic: the replay refuses it
     (with the reason) and publishes nothing there, and still replays the genuine letters after it."""
-    ok(tms_env, "init")
     jobs, dead, secret = TopicId("forge", "jobs"), TopicId("forge", "dead"), TopicId("forge", "secret")
     for topic in (jobs, dead, secret):
         client.create_topic(topic)
@@ -118,7 +122,6 @@ def refused(env: dict[str, str], *args: str) -> str:
 
 
 def test_bad_counts_waits_and_via_names_are_refused(client: MessagingClient, tms_env: dict[str, str]) -> None:
-    ok(tms_env, "init")
     client.create_topic(Q)
     client.create_topic(DEAD)
     client.publish(Q, [b"a"])
@@ -134,7 +137,6 @@ def test_bad_counts_waits_and_via_names_are_refused(client: MessagingClient, tms
 def test_a_wait_past_the_ack_timeout_shows_each_message_once(client: MessagingClient, tms_env: dict[str, str]) -> None:
     """``consume --wait`` longer than the ack timeout holds what it took while it waits for more: nothing
     delivered twice, nothing counted as a failed delivery, nothing dead-lettered for being shown."""
-    ok(tms_env, "init")
     client.create_topic(Q)
     client.create_topic(DEAD)
     client.publish(Q, [b"a", b"b"])
@@ -152,7 +154,6 @@ def test_a_wait_past_the_ack_timeout_shows_each_message_once(client: MessagingCl
 def test_pending_shows_a_deadline_out_of_range(client: MessagingClient, tms_env: dict[str, str]) -> None:
     """A deadline no bound stops any more (an earlier version stored ``nack(delay_seconds=1e300)`` as given)
     is shown as its number, not a traceback."""
-    ok(tms_env, "init")
     client.create_topic(Q)
     client.publish(Q, [b"a"])
     client.create_subscription(Q, "work", shared=True, ack_timeout_seconds=30)
@@ -170,7 +171,6 @@ def test_pending_shows_a_deadline_out_of_range(client: MessagingClient, tms_env:
 def test_a_replay_passes_over_letters_whose_topic_was_deleted(client: MessagingClient, tms_env: dict[str, str]) -> None:
     """A dead-letter topic shared with a topic since deleted: its letters name that topic, so the replay of
     the living subscription refuses them (with the reason) and goes on past them."""
-    ok(tms_env, "init")
     gone = TopicId("cliq", "gone")
     for t in (Q, gone, DEAD):
         client.create_topic(t)
@@ -188,7 +188,6 @@ def test_a_replay_passes_over_letters_whose_topic_was_deleted(client: MessagingC
 
 
 def test_a_key_ordered_subscription_from_the_command_line(client: MessagingClient, tms_env: dict[str, str]) -> None:
-    ok(tms_env, "init")
     client.create_topic(Q)
     for bad in (["--ordering", "key"], ["--shared", "--ordering", "fifo"]):
         refused = tms_admin(tms_env, "sub", "create", str(Q), "work", *bad)

@@ -36,58 +36,61 @@ topic = topic_of_each_ordering(T)
 PUBLISHER = """
 import json, sys, time
 from tms_hbase import MessagingClient, TopicId
-topic = TopicId.parse(sys.argv[1])
-with MessagingClient(create_tables=False) as c:
+topic, count = TopicId.parse(sys.argv[1]), int(sys.argv[2])
+clients = [MessagingClient(create_tables=False) for _ in range(count)]
+for c in clients:
     c.notify_consumers(topic)  # starts the refresh that reads the consumer's doorbell
-    deadline = time.monotonic() + 60
-    while not c._doorbells._addresses.get(topic):
-        if time.monotonic() > deadline:
-            sys.exit('the consumer doorbell was never read')
-        time.sleep(0.01)
-    print('ready', flush=True)
-    batch, rung = json.loads(sys.stdin.readline())
+deadline = time.monotonic() + 60
+while not all(c._doorbells._addresses.get(topic) for c in clients):
+    if time.monotonic() > deadline:
+        sys.exit('the consumer doorbell was never read')
+    time.sleep(0.01)
+print('ready', flush=True)
+for c in clients:  # each client a new writer that publishes once
+    line = sys.stdin.readline()
+    if not line:
+        break
+    batch, rung = json.loads(line)
     data = [p.encode() for p in batch]
     c.publish(topic, data) if rung else c._writer.publish(topic, data)  # stored, not rung
     print('done', flush=True)
+for c in clients:
+    c.close()
 """
 
 
 @contextmanager
 def publishers(topic: TopicId, env: dict[str, str], count: int) -> Iterator[Callable[[Sequence[Batch]], None]]:
-    """``count`` publishers in other processes, each knowing the consumer's doorbell; the function given
-    publishes one batch with each in turn (rung after the acknowledged publish, or stored without a ring).
-    Each publisher is a new writer that publishes once, so a sequencer topic gets each batch at exactly the
-    offsets after the one before it (a busy writer's block could leave a skip marker that no ring names)."""
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", PUBLISHER, str(topic)],
-            cwd=ROOT,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(count)
-    ]
+    """``count`` publishers in another process (one process, so the test pays one interpreter start), each a
+    client of its own knowing the consumer's doorbell; the function given publishes one batch with each in
+    turn (rung after the acknowledged publish, or stored without a ring). Each publisher is a new writer that
+    publishes once, so a sequencer topic gets each batch at exactly the offsets after the one before it (a busy
+    writer's block could leave a skip marker that no ring names)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PUBLISHER, str(topic), str(count)],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    stdin, stdout = proc.stdin, proc.stdout
 
     def publish(batches: Sequence[Batch]) -> None:
         for batch in batches:
-            proc = procs.pop(0)
-            assert proc.stdin is not None and proc.stdout is not None
-            proc.stdin.write(json.dumps(batch) + "\n")
-            proc.stdin.flush()
-            assert proc.stdout.readline().strip() == "done"
-            assert proc.wait(timeout=60) == 0
+            stdin.write(json.dumps(batch) + "\n")
+            stdin.flush()
+            assert stdout.readline().strip() == "done"
 
-    started = list(procs)
     try:
-        for proc in procs:
-            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        assert stdout.readline().strip() == "ready"
         yield publish
+        stdin.close()
+        assert proc.wait(timeout=60) == 0
     finally:
-        for proc in started:
-            proc.kill()
-            proc.wait()
+        proc.kill()
+        proc.wait()
 
 
 def until(consumer: Consumer, count: int) -> list[Message]:
