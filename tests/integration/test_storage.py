@@ -58,14 +58,15 @@ def test_compare_and_set_over_several_connections(
     client.admin.init_tables()
     host, port = hbase_address.rsplit(":", 1)
     pool = HBaseConnection(host, int(port), pool_size=4, timeout=300)  # no slow answer replaces a connection
-    opened: list[Connection] = []
-    real_open = Connection.open
+    opened: list[Connection] = []  # this pool's, not those the client fixture's background threads open
+    real_open = pool._open
 
-    def counted(conn: Connection) -> None:
+    def counted(deadline: float) -> Connection:
+        conn = real_open(deadline)
         opened.append(conn)
-        real_open(conn)
+        return conn
 
-    monkeypatch.setattr(Connection, "open", counted)
+    monkeypatch.setattr(pool, "_open", counted)
     try:
         missing = Table(pool, f"{client.installation.prefix}_missing")
         metadata = Table(pool, client.installation.metadata.name)
