@@ -252,7 +252,7 @@ def run(settings: Settings) -> Result:
                                 f"{rates[(kind, 'gateway', n)][-1]:,.0f} msg/s"
                             )
                             if (kind, n) == ("publish", 1):  # the floor trial, right after the sides it bounds
-                                for server in rotated(gateway_floor.SIDES, r):  # none always first
+                                for server in rotated(list(gateway_floor.SIDES), r):  # none always first
                                     ms, cpu = floors.measure(server, batch, batches)
                                     floor_ms.setdefault(server, []).append(ms)
                                     floor_cpu.setdefault(server, []).append(cpu)
